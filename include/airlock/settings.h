@@ -1,0 +1,140 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+#ifndef AIRLOCK_SETTINGS_H
+#define AIRLOCK_SETTINGS_H
+
+/*
+ * Settings: a YAML file (libyaml) with environment overrides, and the startup
+ * checks (sandbox-isolation.md, "Development, production, and the refusal in
+ * between"; "Resource limits, as numbers").
+ *
+ * File shape (every key optional; unknown keys are an error naming the line):
+ *
+ *   deployment_mode: development      # development | production
+ *   auth_mode: dev                    # dev | anything else (token, oidc, ...)
+ *   sandbox:
+ *     mechanism: native               # fake | native | gvisor | microvm | docker
+ *     image: sha256:<64 hex>          # a digest; a tag is refused
+ *     hard_cap_seconds: 1800
+ *     image_store: /var/lib/airlock/images
+ *   limits:
+ *     defaults:  { cpu_millicores: 2000, memory_bytes: 2G, pids_max: 512,
+ *                  workspace_bytes: 4G, inodes_max: 100000,
+ *                  wall_clock_seconds: 300, files_changed_max: 1000,
+ *                  start_budget_seconds: 30 }
+ *     ceilings:  { same keys; pids_max 4096, inodes_max 1000000,
+ *                  wall_clock_seconds 1800, files_changed_max 10000,
+ *                  start_budget_seconds 60; the others "operator" (unset) }
+ *   environment:
+ *     passthrough: [LANG_EXTRA, HTTP_PROXY]   # tier-1 names
+ *     passthrough_file: /etc/airlock/tier1    # or: one name per line
+ *
+ * Environment overrides (applied after the file, same validation):
+ *   AIRLOCK_DEPLOYMENT_MODE, AIRLOCK_AUTH_MODE, AIRLOCK_SANDBOX_MECHANISM,
+ *   AIRLOCK_SANDBOX_IMAGE, AIRLOCK_HARD_CAP_SECONDS, AIRLOCK_IMAGE_STORE.
+ *
+ * Byte values accept an integer or an integer with a K, M or G suffix
+ * (powers of 1024).
+ */
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "airlock/error.h"
+#include "airlock/types.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef enum airlock_mechanism {
+	AIRLOCK_MECHANISM_INVALID = 0,
+	AIRLOCK_MECHANISM_FAKE,
+	AIRLOCK_MECHANISM_NATIVE,
+	AIRLOCK_MECHANISM_GVISOR,
+	AIRLOCK_MECHANISM_MICROVM,
+	AIRLOCK_MECHANISM_DOCKER,
+	AIRLOCK_MECHANISM__MAX
+} airlock_mechanism;
+const char *airlock_mechanism_name(airlock_mechanism m);
+airlock_mechanism airlock_mechanism_parse(const char *s);
+/* The kernel-isolating set production allows: {microvm, gvisor}. Every other
+ * value, including one added later, is refused by the complement check. */
+bool airlock_mechanism_production_allowed(airlock_mechanism m);
+
+typedef enum airlock_deployment_mode {
+	AIRLOCK_DEPLOYMENT_INVALID = 0,
+	AIRLOCK_DEPLOYMENT_DEVELOPMENT,
+	AIRLOCK_DEPLOYMENT_PRODUCTION,
+	AIRLOCK_DEPLOYMENT__MAX
+} airlock_deployment_mode;
+const char *airlock_deployment_mode_name(airlock_deployment_mode m);
+airlock_deployment_mode airlock_deployment_mode_parse(const char *s);
+
+/* A limit with no operator ceiling has ceiling 0 ("operator": unset). */
+typedef struct airlock_limit_table {
+	airlock_resource_limits limits;
+	int64_t files_changed_max;
+	int64_t start_budget_seconds;
+} airlock_limit_table;
+
+#define AIRLOCK_TIER1_MAX 256
+
+typedef struct airlock_settings {
+	airlock_deployment_mode deployment_mode;
+	char *auth_mode;
+	airlock_mechanism mechanism;
+	char *image; /* "sha256:..." or NULL when none is configured */
+	int64_t hard_cap_seconds;
+	char *image_store;
+	airlock_limit_table defaults;
+	airlock_limit_table ceilings;
+	/* tier 1 */
+	char **passthrough;
+	size_t n_passthrough;
+	char *passthrough_file;
+	/* Set when the tier-1 list could not be read or parsed: the environment
+	 * is then tier 2 alone (fail closed) and this message is logged. */
+	char *tier1_error;
+} airlock_settings;
+
+/* The embedded defaults (development, dev, native, the table's numbers). */
+int airlock_settings_default(airlock_settings *ret, airlock_error *err);
+
+/* Parse a YAML document over the embedded defaults. name is used in error
+ * messages ("settings.yaml:12: ..."). */
+int airlock_settings_parse(const char *name, const char *buf, size_t len, airlock_settings *ret,
+                           airlock_error *err);
+int airlock_settings_load(const char *path, airlock_settings *ret, airlock_error *err);
+
+/* Apply AIRLOCK_* overrides from envp (a NULL-terminated "NAME=value" list). */
+int airlock_settings_apply_env(airlock_settings *s, char *const *envp, airlock_error *err);
+
+/* Read passthrough_file into the tier-1 list. Failure does not fail: it sets
+ * tier1_error and empties the list (fail closed). */
+void airlock_settings_load_tier1(airlock_settings *s);
+
+/*
+ * The startup checks. Each failure is AIRLOCK_ERR_CONFIG and the message
+ * names the settings involved and their values:
+ *   - deployment_mode == production requires a mechanism in {microvm, gvisor};
+ *   - auth_mode != dev requires a mechanism in {microvm, gvisor};
+ *   - the image, when set, is a sha256 digest (a tag is refused, and why);
+ *   - every default is positive and under its ceiling where one is set;
+ *   - no tier-1 name is a tier-0 name.
+ * A warning is never enough: the caller must not start.
+ */
+int airlock_settings_check(const airlock_settings *s, airlock_error *err);
+
+/* Human-readable resolved settings (for `airlock config check`). */
+void airlock_settings_print(const airlock_settings *s, FILE *out);
+
+void airlock_settings_clear(airlock_settings *s);
+
+/* "2G" -> 2147483648. AIRLOCK_ERR_DECODE naming `what` on a bad value. */
+int airlock_parse_bytes(const char *s, const char *what, int64_t *ret, airlock_error *err);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

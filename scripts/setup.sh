@@ -1,0 +1,36 @@
+#!/usr/bin/env bash
+# Install what is missing (Debian 12 packages), then configure and build.
+# Idempotent: a second run installs nothing and rebuilds only what changed.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+# Every package the project needs, and why (DESIGN.md has the longer story).
+packages=(
+	gcc pkg-config meson ninja-build   # the build
+	libcriterion-dev                   # tests: per-test process isolation, a runner CI reads
+	libjansson-dev                     # JSON encoding and strict decoding of the port's types
+	libyaml-dev                        # settings file (and the egress policy grammar)
+	libssl-dev                         # SHA-256 and base64 via libcrypto EVP
+	python3                            # test helpers parse JSON output
+	debootstrap erofs-utils             # sandbox images: built from Debian packages, named by digest
+	clang libclang-rt-14-dev           # libFuzzer targets (scripts/fuzz.sh)
+)
+
+missing=()
+for p in "${packages[@]}"; do
+	if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed'; then
+		missing+=("$p")
+	fi
+done
+if [ ${#missing[@]} -gt 0 ]; then
+	echo "setup: installing ${missing[*]}"
+	sudo=""
+	[ "$(id -u)" -eq 0 ] || sudo="sudo"
+	$sudo apt-get update -q
+	DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -q --no-install-recommends "${missing[@]}"
+fi
+
+if [ ! -f build/build.ninja ]; then
+	meson setup build
+fi
+ninja -C build

@@ -1,0 +1,73 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+#include "cli/common.h"
+
+#include <string.h>
+
+extern char **environ;
+
+int cli_exit_for(const airlock_error *err)
+{
+	switch (err->cls) {
+	case AIRLOCK_ERR_TOOL_VALIDATION:
+	case AIRLOCK_ERR_WORKSPACE_ESCAPE:
+	case AIRLOCK_ERR_EXECUTION_REJECTED:
+	case AIRLOCK_ERR_DECODE:
+		return CLI_EXIT_REJECTED;
+	case AIRLOCK_ERR_EXECUTION_UNAVAILABLE:
+	case AIRLOCK_ERR_NOT_IMPLEMENTED:
+		return CLI_EXIT_UNAVAILABLE;
+	case AIRLOCK_ERR_CONFIG:
+		return CLI_EXIT_CONFIG;
+	case AIRLOCK_ERR_SANDBOX_ESCAPE_SUSPECTED:
+		return CLI_EXIT_ESCAPE;
+	default:
+		return CLI_EXIT_SOFTWARE;
+	}
+}
+
+void cli_error(const char *verb, const airlock_error *err)
+{
+	fprintf(stderr, "airlock %s: %s: %s\n", verb, airlock_errclass_name(err->cls),
+	        err->message[0] ? err->message : "(no message)");
+}
+
+bool cli_is_help(const char *s)
+{
+	return strcmp(s, "--help") == 0 || strcmp(s, "-h") == 0;
+}
+
+int cli_load_settings(const char *file, const char *mechanism, airlock_settings *ret,
+                      airlock_error *err)
+{
+	airlock_settings s = { 0 };
+	int r = file ? airlock_settings_load(file, &s, err) : airlock_settings_default(&s, err);
+	if (r < 0)
+		return r;
+	r = airlock_settings_apply_env(&s, environ, err);
+	if (r < 0)
+		goto fail;
+	if (mechanism) {
+		s.mechanism = airlock_mechanism_parse(mechanism);
+		if (s.mechanism == AIRLOCK_MECHANISM_INVALID) {
+			r = airlock_error_set(err, AIRLOCK_ERR_CONFIG, 0,
+			                      "--mechanism %s: not one of fake, native, gvisor, microvm, docker",
+			                      mechanism);
+			goto fail;
+		}
+	}
+	airlock_settings_load_tier1(&s);
+	if (s.tier1_error)
+		/* Fail closed: the sandbox environment is tier 2 alone. Logged, not fatal. */
+		fprintf(stderr, "airlock: configuration error: %s (sandbox environment is tier 2 only)\n",
+		        s.tier1_error);
+	r = airlock_settings_check(&s, err);
+	if (r < 0)
+		goto fail;
+	if (s.image)
+		fprintf(stderr, "airlock: image %s\n", s.image);
+	*ret = s;
+	return 0;
+fail:
+	airlock_settings_clear(&s);
+	return r;
+}

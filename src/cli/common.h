@@ -1,0 +1,44 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+#ifndef AIRLOCK_CLI_COMMON_H
+#define AIRLOCK_CLI_COMMON_H
+
+#include <stdbool.h>
+#include <stdio.h>
+
+#include "airlock/error.h"
+#include "airlock/settings.h"
+
+/* Exit codes (README, "Exit codes"). A command that exited on its own passes
+ * its own code through `airlock run`; these are for everything else. */
+enum {
+	CLI_EXIT_OK = 0,
+	CLI_EXIT_USAGE = 64,       /* bad flags or arguments */
+	CLI_EXIT_REJECTED = 65,    /* input refused: validation, workspace escape, rejected spec */
+	CLI_EXIT_UNAVAILABLE = 69, /* mechanism unavailable or not implemented here */
+	CLI_EXIT_SOFTWARE = 70,    /* internal error */
+	CLI_EXIT_CONFIG = 78,      /* settings refused by the startup checks */
+	CLI_EXIT_ESCAPE = 79,      /* SandboxEscapeSuspected: alert */
+	CLI_EXIT_KILLED = 137,     /* the command was killed; the reason is printed */
+};
+
+/* The exit code for an error class. */
+int cli_exit_for(const airlock_error *err);
+
+/* Print "airlock: <verb>: <ClassName>: message" to stderr. */
+void cli_error(const char *verb, const airlock_error *err);
+
+/* Load settings: the embedded defaults, then FILE when given, then the
+ * AIRLOCK_* environment overrides, then the --mechanism flag (NULL when not
+ * given), then the tier-1 list; then the startup checks. Logs the resolved
+ * image digest and any tier-1 configuration error to stderr. */
+int cli_load_settings(const char *file, const char *mechanism, airlock_settings *ret,
+                      airlock_error *err);
+
+/* True when s is "--help" or "-h". */
+bool cli_is_help(const char *s);
+
+int cli_run(int argc, char **argv);
+int cli_config(int argc, char **argv);
+int cli_doctor(int argc, char **argv);
+
+#endif

@@ -1,0 +1,71 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * airlock: one binary, one file per verb (STYLE.md). Verbs whose work is not
+ * built yet say so and exit 69; none pretends.
+ */
+#include <stdio.h>
+#include <string.h>
+
+#include "cli/common.h"
+
+typedef struct verb {
+	const char *name;
+	int (*fn)(int argc, char **argv);
+	const char *summary;
+	const char *missing; /* set when the verb is not implemented yet */
+} verb;
+
+static const verb verbs[] = {
+	{ "run", cli_run, "provision a sandbox, run one command, destroy it, print the result", NULL },
+	{ "config", cli_config, "check a settings file: run the startup checks, print what resolved", NULL },
+	{ "doctor", cli_doctor, "say which mechanisms this host can run, and why not for the others", NULL },
+	{ "serve", NULL, "run the execution service (airlockd)",
+	  "the execution service's internal API is not implemented yet" },
+	{ "worker", NULL, "run the worker-side pieces", "the worker side is not implemented yet" },
+	{ "egress", NULL, "validate and check egress policies",
+	  "the egress grammar and proxy are the work of the issue \"The egress boundary\"" },
+	{ "proxy", NULL, "run the egress proxy on its own",
+	  "the egress proxy is the work of the issue \"The egress boundary\"" },
+	{ "image", NULL, "build and list sandbox images",
+	  "images are the work of the issue \"The native mechanism\"" },
+	{ "artifact", NULL, "store and fetch artifacts", "the artifact store is not implemented yet" },
+};
+
+static void usage(FILE *out)
+{
+	fprintf(out, "usage: airlock VERB [OPTIONS] [-- ARGV...]\n\n"
+	             "Runs untrusted code in isolated sandboxes with hard limits.\n\nverbs:\n");
+	for (size_t i = 0; i < sizeof(verbs) / sizeof(verbs[0]); i++)
+		fprintf(out, "  %-9s %s%s\n", verbs[i].name, verbs[i].summary,
+		        verbs[i].missing ? " (not implemented yet)" : "");
+	fprintf(out, "\n'airlock VERB --help' describes a verb. Exit codes are listed in the README.\n");
+}
+
+int main(int argc, char **argv)
+{
+	if (argc < 2) {
+		usage(stderr);
+		return CLI_EXIT_USAGE;
+	}
+	if (cli_is_help(argv[1])) {
+		usage(stdout);
+		return CLI_EXIT_OK;
+	}
+	for (size_t i = 0; i < sizeof(verbs) / sizeof(verbs[0]); i++) {
+		const verb *v = &verbs[i];
+		if (strcmp(argv[1], v->name) != 0)
+			continue;
+		if (v->fn)
+			return v->fn(argc - 1, argv + 1);
+		if (argc > 2 && cli_is_help(argv[2])) {
+			printf("usage: airlock %s\n\n%s.\n\nNot implemented yet: %s.\n", v->name, v->summary,
+			       v->missing);
+			return CLI_EXIT_OK;
+		}
+		fprintf(stderr, "airlock %s: NotImplemented: %s\n", v->name, v->missing);
+		return CLI_EXIT_UNAVAILABLE;
+	}
+	fprintf(stderr, "airlock: unknown verb '%s'\n\n", argv[1]);
+	usage(stderr);
+	return CLI_EXIT_USAGE;
+}

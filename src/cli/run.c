@@ -1,0 +1,405 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * airlock run: provision a sandbox, execute one command, destroy it, print
+ * the result. The sandbox is destroyed on every path out, including errors.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <getopt.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "airlock/envbuild.h"
+#include "airlock/ids.h"
+#include "airlock/json.h"
+#include "airlock/mechanisms.h"
+#include "cli/common.h"
+#include "util/util.h"
+
+extern char **environ;
+
+#define RUN_STDIN_MAX (16u * 1024u * 1024u)
+#define RUN_ENV_FLAGS_MAX 64
+
+static void run_usage(FILE *out)
+{
+	fprintf(out,
+	        "usage: airlock run [OPTIONS] -- ARGV...\n\n"
+	        "Provision a sandbox, run ARGV once in it, destroy it, and print the result.\n"
+	        "ARGV is an argument vector, never a shell string: write -- bash -lc 'a && b'\n"
+	        "to use a shell.\n\n"
+	        "options:\n"
+	        "  --mechanism NAME      fake, native, gvisor, microvm (default: settings)\n"
+	        "  --config FILE         settings file (default: the embedded defaults)\n"
+	        "  --json                print the result object as JSON\n"
+	        "  --cpu MILLICORES      cpu_millicores\n"
+	        "  --memory BYTES        memory_bytes (K, M, G suffixes)\n"
+	        "  --pids N              pids_max\n"
+	        "  --workspace-bytes B   workspace_bytes (K, M, G suffixes)\n"
+	        "  --inodes N            inodes_max\n"
+	        "  --timeout SECONDS     wall clock for the sandbox and the command (clamped to\n"
+	        "                        sandbox.run_command's 300 s, like the model's value)\n"
+	        "  --output-limit BYTES  maximum_output_bytes per stream (default 1M)\n"
+	        "  --stdin FILE          bytes for the command's standard input\n"
+	        "  --cwd DIR             working directory, relative to /workspace\n"
+	        "  --env NAME            pass NAME from this environment (tier 1; repeatable;\n"
+	        "                        credentials are refused)\n"
+	        "  --tenant ID           tenant id (default: local)\n"
+	        "Without --json: the command's stdout and stderr, then one summary line on\n"
+	        "stderr. Exit status: the command's own, 137 when it was killed, or one of the\n"
+	        "codes in the README.\n");
+}
+
+enum {
+	OPT_MECHANISM = 256, OPT_CONFIG, OPT_JSON, OPT_CPU, OPT_MEMORY, OPT_PIDS, OPT_WSBYTES,
+	OPT_INODES, OPT_TIMEOUT, OPT_OUTPUT, OPT_STDIN, OPT_CWD, OPT_ENV, OPT_TENANT, OPT_HELP,
+};
+
+static const struct option run_options[] = {
+	{ "mechanism", required_argument, NULL, OPT_MECHANISM },
+	{ "config", required_argument, NULL, OPT_CONFIG },
+	{ "json", no_argument, NULL, OPT_JSON },
+	{ "cpu", required_argument, NULL, OPT_CPU },
+	{ "memory", required_argument, NULL, OPT_MEMORY },
+	{ "pids", required_argument, NULL, OPT_PIDS },
+	{ "workspace-bytes", required_argument, NULL, OPT_WSBYTES },
+	{ "inodes", required_argument, NULL, OPT_INODES },
+	{ "timeout", required_argument, NULL, OPT_TIMEOUT },
+	{ "output-limit", required_argument, NULL, OPT_OUTPUT },
+	{ "stdin", required_argument, NULL, OPT_STDIN },
+	{ "cwd", required_argument, NULL, OPT_CWD },
+	{ "env", required_argument, NULL, OPT_ENV },
+	{ "tenant", required_argument, NULL, OPT_TENANT },
+	{ "help", no_argument, NULL, OPT_HELP },
+	{ 0 },
+};
+
+typedef struct run_flags {
+	const char *mechanism, *config, *stdin_file, *cwd, *tenant;
+	bool json;
+	/* limit overrides, -1 when not given */
+	int64_t cpu, memory, pids, wsbytes, inodes, timeout, output;
+	const char *env[RUN_ENV_FLAGS_MAX];
+	size_t n_env;
+} run_flags;
+
+/* A positive integer flag, with K/M/G suffixes when bytes is set. */
+static int parse_flag(const char *flag, const char *value, bool bytes, int64_t *ret)
+{
+	airlock_error err = { 0 };
+	int64_t v = 0;
+	if (bytes) {
+		if (airlock_parse_bytes(value, flag, &v, &err) < 0) {
+			fprintf(stderr, "airlock run: %s\n", err.message);
+			return -1;
+		}
+	} else if (!util_parse_i64(value, &v)) {
+		fprintf(stderr, "airlock run: %s %s: not an integer\n", flag, value);
+		return -1;
+	}
+	if (v <= 0) {
+		fprintf(stderr, "airlock run: %s %s: must be positive\n", flag, value);
+		return -1;
+	}
+	*ret = v;
+	return 0;
+}
+
+static int read_stdin_file(const char *path, unsigned char **ret, size_t *ret_len)
+{
+	_cleanup_close_ int fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0) {
+		fprintf(stderr, "airlock run: --stdin %s: %s\n", path, strerror(errno));
+		return -1;
+	}
+	util_buf b;
+	util_buf_init(&b, RUN_STDIN_MAX);
+	unsigned char chunk[65536];
+	for (;;) {
+		ssize_t n = read(fd, chunk, sizeof(chunk));
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0) {
+			fprintf(stderr, "airlock run: --stdin %s: %s\n", path, strerror(errno));
+			util_buf_clear(&b);
+			return -1;
+		}
+		if (n == 0)
+			break;
+		int r = util_buf_append(&b, chunk, (size_t)n);
+		if (r != 0) {
+			fprintf(stderr, "airlock run: --stdin %s: %s\n", path,
+			        r > 0 ? "larger than the 16 MiB cap" : strerror(-r));
+			util_buf_clear(&b);
+			return -1;
+		}
+	}
+	*ret = util_buf_steal(&b, ret_len);
+	return *ret ? 0 : -1;
+}
+
+/* Apply the flags over the settings' defaults. The operator's ceilings are
+ * checked where every caller meets them: provision rejects a limit above
+ * its ceiling, naming the field. */
+static void build_limits(const airlock_settings *s, const run_flags *f, airlock_resource_limits *ret)
+{
+	airlock_resource_limits l = s->defaults.limits;
+	const struct {
+		int64_t given;
+		int64_t *field;
+	} rows[] = {
+		{ f->cpu, &l.cpu_millicores },     { f->memory, &l.memory_bytes },
+		{ f->pids, &l.pids_max },          { f->wsbytes, &l.workspace_bytes },
+		{ f->inodes, &l.inodes_max },      { f->timeout, &l.wall_clock_seconds },
+	};
+	for (size_t i = 0; i < ARRAY_SIZE(rows); i++)
+		if (rows[i].given > 0)
+			*rows[i].field = rows[i].given;
+	*ret = l;
+}
+
+static void print_summary(const airlock_execution_result *res, const char *mechanism)
+{
+	char what[64];
+	if (res->has_exit_code)
+		snprintf(what, sizeof(what), "exit %d", res->exit_code);
+	else
+		snprintf(what, sizeof(what), "killed: %s", airlock_kill_reason_name(res->killed_by));
+	fprintf(stderr, "airlock: %s · %lld ms · %zu file%s changed%s%s%s%s\n", what,
+	        (long long)res->duration_ms, res->n_files_changed,
+	        res->n_files_changed == 1 ? "" : "s",
+	        res->files_changed_truncated ? " (listing truncated)" : "",
+	        res->stdout_truncated ? " · stdout truncated" : "",
+	        res->stderr_truncated ? " · stderr truncated" : "",
+	        strcmp(mechanism, "fake") == 0 ? " · fake mechanism: nothing was executed" : "");
+	for (size_t i = 0; i < res->n_files_changed; i++)
+		fprintf(stderr, "airlock:   %-8s %s (%lld bytes)\n",
+		        airlock_change_kind_name(res->files_changed[i].change),
+		        res->files_changed[i].path, (long long)res->files_changed[i].size_bytes);
+}
+
+static void write_all(int fd, const unsigned char *p, size_t n)
+{
+	while (n > 0) {
+		ssize_t w = write(fd, p, n);
+		if (w < 0 && errno == EINTR)
+			continue;
+		if (w <= 0)
+			return;
+		p += w;
+		n -= (size_t)w;
+	}
+}
+
+static int run_parse(int argc, char **argv, run_flags *f, int *ret_first_arg)
+{
+	*f = (run_flags){ .cpu = -1, .memory = -1, .pids = -1, .wsbytes = -1, .inodes = -1,
+		          .timeout = -1, .output = -1, .tenant = "local" };
+	optind = 1;
+	opterr = 1;
+	int c;
+	while ((c = getopt_long(argc, argv, "+h", run_options, NULL)) != -1) {
+		int r = 0;
+		switch (c) {
+		case OPT_MECHANISM: f->mechanism = optarg; break;
+		case OPT_CONFIG: f->config = optarg; break;
+		case OPT_JSON: f->json = true; break;
+		case OPT_CPU: r = parse_flag("--cpu", optarg, false, &f->cpu); break;
+		case OPT_MEMORY: r = parse_flag("--memory", optarg, true, &f->memory); break;
+		case OPT_PIDS: r = parse_flag("--pids", optarg, false, &f->pids); break;
+		case OPT_WSBYTES: r = parse_flag("--workspace-bytes", optarg, true, &f->wsbytes); break;
+		case OPT_INODES: r = parse_flag("--inodes", optarg, false, &f->inodes); break;
+		case OPT_TIMEOUT: r = parse_flag("--timeout", optarg, false, &f->timeout); break;
+		case OPT_OUTPUT: r = parse_flag("--output-limit", optarg, true, &f->output); break;
+		case OPT_STDIN: f->stdin_file = optarg; break;
+		case OPT_CWD: f->cwd = optarg; break;
+		case OPT_TENANT: f->tenant = optarg; break;
+		case OPT_ENV:
+			if (f->n_env == RUN_ENV_FLAGS_MAX) {
+				fprintf(stderr, "airlock run: more than %d --env flags\n", RUN_ENV_FLAGS_MAX);
+				return CLI_EXIT_USAGE;
+			}
+			f->env[f->n_env++] = optarg;
+			break;
+		case OPT_HELP:
+		case 'h':
+			run_usage(stdout);
+			return 0;
+		default:
+			run_usage(stderr);
+			return CLI_EXIT_USAGE;
+		}
+		if (r < 0)
+			return CLI_EXIT_USAGE;
+	}
+	if (optind >= argc) {
+		fprintf(stderr, "airlock run: no command: give it after --, e.g. airlock run -- python3 -c 'print(1)'\n");
+		return CLI_EXIT_USAGE;
+	}
+	*ret_first_arg = optind;
+	return -1; /* go on */
+}
+
+int cli_run(int argc, char **argv)
+{
+	run_flags f;
+	int first = 0;
+	int pr = run_parse(argc, argv, &f, &first);
+	if (pr >= 0)
+		return pr;
+
+	airlock_error err = { 0 };
+	airlock_settings s = { 0 };
+	airlock_exec *exec = NULL;
+	airlock_environment_spec spec = { 0 };
+	airlock_environment_handle handle = { 0 };
+	airlock_execution_result res = { 0 };
+	unsigned char *stdin_data = NULL;
+	size_t stdin_len = 0;
+	char **tier1 = NULL;
+	_cleanup_free_ char *pwd = NULL;
+	bool provisioned = false;
+	int exit_code = CLI_EXIT_SOFTWARE;
+	int r;
+
+	if (f.stdin_file && read_stdin_file(f.stdin_file, &stdin_data, &stdin_len) < 0) {
+		exit_code = CLI_EXIT_USAGE;
+		goto out;
+	}
+	r = cli_load_settings(f.config, f.mechanism, &s, &err);
+	if (r < 0)
+		goto fail;
+
+	/* The mechanism first: one this build cannot run says so before anything
+	 * else is asked of the user. */
+	r = airlock_exec_open(&s, &exec, &err);
+	if (r < 0)
+		goto fail;
+
+	/* The command is validated before anything is provisioned, as the
+	 * specification orders: a bad vector or an escaping working directory
+	 * never costs a sandbox. */
+	const char *cwd = f.cwd ? f.cwd : ".";
+	airlock_execution_command cmd = {
+		.argv = argv + first,
+		.argc = (size_t)(argc - first),
+		.working_directory = (char *)(uintptr_t)cwd,
+		.timeout_seconds = f.timeout > 0 ? f.timeout : s.defaults.limits.wall_clock_seconds,
+		.has_stdin = stdin_data != NULL,
+		.stdin_data = stdin_data,
+		.stdin_len = stdin_len,
+		.maximum_output_bytes = f.output > 0 ? f.output : 1024 * 1024,
+	};
+	r = airlock_execution_command_validate(&cmd, 64 * 1024, &err);
+	if (r < 0)
+		goto fail;
+
+	/* The spec the worker would send: identifiers, limits, an image digest,
+	 * an egress policy, and a built environment. Nothing else. */
+	spec.tenant_id = strdup(f.tenant);
+	char run_id[AIRLOCK_UUID_STR_LEN + 1];
+	r = airlock_uuidv7_new(run_id, &err);
+	if (r < 0)
+		goto fail;
+	spec.run_id = strdup(run_id);
+	/* The fake mechanism runs no image; without a configured image the CLI
+	 * names the empty image (the digest of zero bytes) for it. */
+	if (s.image)
+		spec.image_digest = strdup(s.image);
+	else if (s.mechanism == AIRLOCK_MECHANISM_FAKE)
+		spec.image_digest = strdup("sha256:e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855");
+	else {
+		r = airlock_error_set(&err, AIRLOCK_ERR_CONFIG, 0,
+		                      "sandbox.image is not set: name the image by digest (sha256:...)");
+		goto fail;
+	}
+	if (!spec.tenant_id || !spec.run_id || !spec.image_digest) {
+		r = airlock_error_set(&err, AIRLOCK_ERR_SYSTEM, ENOMEM, "run");
+		goto fail;
+	}
+	spec.egress.mode = AIRLOCK_EGRESS_DENY;
+	build_limits(&s, &f, &spec.limits);
+
+	/* Tier 1 is the operator's list plus the names given with --env; both
+	 * pass the same tier-0 check. */
+	tier1 = calloc(s.n_passthrough + f.n_env + 1, sizeof(char *));
+	if (!tier1) {
+		r = airlock_error_set(&err, AIRLOCK_ERR_SYSTEM, ENOMEM, "run");
+		goto fail;
+	}
+	for (size_t i = 0; i < s.n_passthrough; i++)
+		tier1[i] = s.passthrough[i];
+	for (size_t i = 0; i < f.n_env; i++)
+		tier1[s.n_passthrough + i] = (char *)(uintptr_t)f.env[i];
+	r = airlock_tier1_check((const char *const *)tier1, s.n_passthrough + f.n_env, &err);
+	if (r < 0) {
+		airlock_error_prefix(&err, "--env: ");
+		goto fail;
+	}
+	if (asprintf(&pwd, "%s%s%s", AIRLOCK_WORKSPACE_ROOT, strcmp(cwd, ".") ? "/" : "",
+	             strcmp(cwd, ".") ? cwd : "") < 0) {
+		pwd = NULL;
+		r = airlock_error_set(&err, AIRLOCK_ERR_SYSTEM, ENOMEM, "run");
+		goto fail;
+	}
+	airlock_envbuild_input in = {
+		.tier1 = (const char *const *)tier1, .n_tier1 = s.n_passthrough + f.n_env,
+		.parent = environ, .working_directory = pwd,
+	};
+	r = airlock_envbuild(&in, &spec.environment, &err);
+	if (r < 0)
+		goto fail;
+
+	r = airlock_exec_provision(exec, &spec, &handle, &err);
+	if (r < 0)
+		goto fail;
+	provisioned = true;
+
+	if (cmd.timeout_seconds > 300 && f.timeout > 300)
+		fprintf(stderr, "airlock: --timeout %lld is clamped to sandbox.run_command's 300 s\n",
+		        (long long)f.timeout);
+	airlock_exec_call call = { .tenant_id = spec.tenant_id,
+		                   .remaining_budget_ms = AIRLOCK_BUDGET_NONE };
+	r = airlock_exec_execute(exec, &call, &handle, &cmd, &res, &err);
+	if (r < 0)
+		goto fail;
+
+	if (f.json) {
+		_cleanup_free_ char *json = airlock_result_to_tool_json(&res, &err);
+		if (!json) {
+			r = err.cls ? airlock_errcode(err.cls) : -ENOMEM;
+			goto fail;
+		}
+		printf("%s\n", json);
+	} else {
+		fflush(stdout);
+		write_all(STDOUT_FILENO, res.stdout_data, res.stdout_len);
+		write_all(STDERR_FILENO, res.stderr_data, res.stderr_len);
+		print_summary(&res, airlock_exec_name(exec));
+	}
+	exit_code = res.has_exit_code ? (res.exit_code & 0xff) : CLI_EXIT_KILLED;
+	goto out;
+fail:
+	cli_error("run", &err);
+	exit_code = cli_exit_for(&err);
+out:
+	if (provisioned) {
+		airlock_error derr = { 0 };
+		if (airlock_exec_destroy(exec, &handle, &derr) < 0) {
+			cli_error("run: destroy", &derr);
+			exit_code = cli_exit_for(&derr);
+		}
+	}
+	airlock_exec_free(exec);
+	airlock_execution_result_clear(&res);
+	airlock_environment_handle_clear(&handle);
+	airlock_environment_spec_clear(&spec);
+	airlock_settings_clear(&s);
+	free(tier1);
+	free(stdin_data);
+	return exit_code;
+}

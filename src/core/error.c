@@ -1,0 +1,83 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+#include "airlock/error.h"
+
+#include <stdio.h>
+#include <string.h>
+
+static const char *const class_names[AIRLOCK_ERR__MAX] = {
+	[AIRLOCK_ERR_INVALID] = "Error",
+	[AIRLOCK_ERR_EXECUTION_UNAVAILABLE] = "ExecutionUnavailable",
+	[AIRLOCK_ERR_EXECUTION_REJECTED] = "ExecutionRejected",
+	[AIRLOCK_ERR_SANDBOX_ESCAPE_SUSPECTED] = "SandboxEscapeSuspected",
+	[AIRLOCK_ERR_WORKSPACE_ESCAPE] = "WorkspaceEscape",
+	[AIRLOCK_ERR_TOOL_VALIDATION] = "ToolValidationError",
+	[AIRLOCK_ERR_CREDENTIAL_UNAVAILABLE] = "CredentialUnavailable",
+	[AIRLOCK_ERR_ARTIFACT_INTEGRITY] = "ArtifactIntegrityError",
+	[AIRLOCK_ERR_CONFIG] = "ConfigurationError",
+	[AIRLOCK_ERR_DECODE] = "DecodeError",
+	[AIRLOCK_ERR_NOT_IMPLEMENTED] = "NotImplemented",
+	[AIRLOCK_ERR_SYSTEM] = "SystemError",
+};
+
+const char *airlock_errclass_name(airlock_errclass cls)
+{
+	if ((unsigned)cls >= AIRLOCK_ERR__MAX)
+		return "Error";
+	return class_names[cls];
+}
+
+airlock_errclass airlock_errcode_class(int code)
+{
+	if (code >= 0)
+		return AIRLOCK_ERR_INVALID;
+	int c = -code - AIRLOCK_E_BASE;
+	if (c > 0 && c < AIRLOCK_ERR__MAX)
+		return (airlock_errclass)c;
+	return AIRLOCK_ERR_SYSTEM;
+}
+
+int airlock_error_set(airlock_error *err, airlock_errclass cls, int errnum, const char *fmt, ...)
+{
+	if (errnum < 0)
+		errnum = -errnum;
+	if (err) {
+		err->cls = cls;
+		err->errnum = errnum;
+		va_list ap;
+		va_start(ap, fmt);
+		int n = vsnprintf(err->message, sizeof(err->message), fmt, ap);
+		va_end(ap);
+		if (errnum && n >= 0 && (size_t)n < sizeof(err->message))
+			snprintf(err->message + n, sizeof(err->message) - (size_t)n, ": %s",
+			         strerror(errnum));
+	}
+	if (cls == AIRLOCK_ERR_SYSTEM && errnum)
+		return -errnum;
+	return airlock_errcode(cls);
+}
+
+void airlock_error_prefix(airlock_error *err, const char *fmt, ...)
+{
+	if (!err)
+		return;
+	char prefix[AIRLOCK_ERROR_MESSAGE_MAX];
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(prefix, sizeof(prefix), fmt, ap);
+	va_end(ap);
+	/* Truncation is intended: the message keeps its prefix and as much of the
+	 * old text as fits. */
+	size_t plen = strnlen(prefix, sizeof(err->message) - 1);
+	size_t olen = strnlen(err->message, sizeof(err->message) - 1);
+	if (olen > sizeof(err->message) - 1 - plen)
+		olen = sizeof(err->message) - 1 - plen;
+	memmove(err->message + plen, err->message, olen);
+	memcpy(err->message, prefix, plen);
+	err->message[plen + olen] = 0;
+}
+
+void airlock_error_clear(airlock_error *err)
+{
+	if (err)
+		memset(err, 0, sizeof(*err));
+}

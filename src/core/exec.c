@@ -1,0 +1,555 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * The thin wrappers around an ExecutionEnvironment adapter. Every check the
+ * specification puts on the port is made here once, so an adapter cannot
+ * forget one (STYLE.md: SQLite's src/os.c).
+ *
+ * The wrapper keeps its own record of every sandbox it provisioned: tenant,
+ * run, epoch, limits, expiry. A handle is only a claim; the record is what
+ * was provisioned. Comparing the two (and the call's tenant) is what turns a
+ * forged or mixed-up handle into SandboxEscapeSuspected instead of a
+ * cross-tenant read.
+ */
+#include "airlock/port/exec.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#include "airlock/ids.h"
+#include "util/util.h"
+
+/* ---- cancellation -------------------------------------------------------- */
+
+struct airlock_cancel {
+	atomic_bool fired;
+	int efd;
+};
+
+int airlock_cancel_new(airlock_cancel **ret, airlock_error *err)
+{
+	airlock_cancel *c = calloc(1, sizeof(*c));
+	if (!c)
+		return airlock_error_set(err, AIRLOCK_ERR_SYSTEM, ENOMEM, "cancel token");
+	c->efd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+	if (c->efd < 0) {
+		int e = errno;
+		free(c);
+		return airlock_error_set(err, AIRLOCK_ERR_SYSTEM, e, "cancel token: eventfd");
+	}
+	atomic_init(&c->fired, false);
+	*ret = c;
+	return 0;
+}
+
+void airlock_cancel_fire(airlock_cancel *c)
+{
+	if (!c || atomic_exchange(&c->fired, true))
+		return;
+	uint64_t one = 1;
+	/* The counter cannot overflow from a single write; a failure here would
+	 * leave the flag set, which pollers also check. */
+	ssize_t n = write(c->efd, &one, sizeof(one));
+	(void)n;
+}
+
+bool airlock_cancel_fired(const airlock_cancel *c)
+{
+	return c && atomic_load(&c->fired);
+}
+
+int airlock_cancel_fd(const airlock_cancel *c)
+{
+	return c ? c->efd : -1;
+}
+
+void airlock_cancel_free(airlock_cancel *c)
+{
+	if (!c)
+		return;
+	close(c->efd);
+	free(c);
+}
+
+/* ---- configuration ------------------------------------------------------- */
+
+void airlock_exec_config_default(airlock_exec_config *cfg)
+{
+	*cfg = (airlock_exec_config){
+		.hard_cap_seconds = 1800,
+		.tool_timeout_seconds = 300,
+		.budget_floor_seconds = 5,
+		.files_changed_max = 1000,
+		.argv_max_bytes = 64 * 1024,
+	};
+}
+
+/* ---- the instance -------------------------------------------------------- */
+
+typedef struct exec_record {
+	char environment_id[AIRLOCK_ENVIRONMENT_ID_MAX];
+	char *tenant_id;
+	char *run_id;
+	int64_t lease_epoch;
+	int64_t created_at_ms;
+	int64_t expires_at_ms;
+	airlock_resource_limits limits;
+} exec_record;
+
+struct airlock_exec {
+	const airlock_exec_ops *ops;
+	void *ctx;
+	airlock_exec_config cfg;
+	pthread_mutex_t lock;
+	exec_record *records;
+	size_t n_records;
+	size_t alloc_records;
+};
+
+int airlock_exec_new(const airlock_exec_ops *ops, void *ctx, const airlock_exec_config *cfg,
+                     airlock_exec **ret, airlock_error *err)
+{
+	if (!ops || ops->version != AIRLOCK_EXEC_OPS_VERSION || !ops->provision || !ops->execute ||
+	    !ops->destroy || !ops->workspace || !ops->free) {
+		if (ops && ops->free && ctx)
+			ops->free(ctx);
+		return airlock_error_set(err, AIRLOCK_ERR_CONFIG, 0,
+		                         "execution adapter %s: incomplete operations table or version mismatch",
+		                         ops && ops->name ? ops->name : "(unnamed)");
+	}
+	airlock_exec_config c;
+	if (cfg)
+		c = *cfg;
+	else
+		airlock_exec_config_default(&c);
+	if (c.hard_cap_seconds <= 0 || c.tool_timeout_seconds <= 0 || c.budget_floor_seconds < 0 ||
+	    c.files_changed_max <= 0 || c.argv_max_bytes == 0) {
+		ops->free(ctx);
+		return airlock_error_set(err, AIRLOCK_ERR_CONFIG, 0,
+		                         "execution service configuration: hard cap, tool timeout and listing cap must be positive");
+	}
+	airlock_exec *e = calloc(1, sizeof(*e));
+	if (!e) {
+		ops->free(ctx);
+		return airlock_error_set(err, AIRLOCK_ERR_SYSTEM, ENOMEM, "execution service");
+	}
+	e->ops = ops;
+	e->ctx = ctx;
+	e->cfg = c;
+	pthread_mutex_init(&e->lock, NULL);
+	*ret = e;
+	return 0;
+}
+
+const char *airlock_exec_name(const airlock_exec *e)
+{
+	return e->ops->name;
+}
+
+static void record_clear(exec_record *r)
+{
+	free(r->tenant_id);
+	free(r->run_id);
+	memset(r, 0, sizeof(*r));
+}
+
+void airlock_exec_free(airlock_exec *e)
+{
+	if (!e)
+		return;
+	/* ops->free destroys whatever the adapter still holds; the records only
+	 * mirror that, so they are dropped without a second destroy. */
+	e->ops->free(e->ctx);
+	for (size_t i = 0; i < e->n_records; i++)
+		record_clear(&e->records[i]);
+	free(e->records);
+	pthread_mutex_destroy(&e->lock);
+	free(e);
+}
+
+/* Caller holds the lock. */
+static exec_record *record_find(airlock_exec *e, const char *id)
+{
+	for (size_t i = 0; i < e->n_records; i++)
+		if (strcmp(e->records[i].environment_id, id) == 0)
+			return &e->records[i];
+	return NULL;
+}
+
+/* Caller holds the lock. */
+static void record_remove(airlock_exec *e, const char *id)
+{
+	exec_record *r = record_find(e, id);
+	if (!r)
+		return;
+	record_clear(r);
+	size_t idx = (size_t)(r - e->records);
+	memmove(r, r + 1, (e->n_records - idx - 1) * sizeof(*r));
+	e->n_records--;
+}
+
+/* A limit above the operator's ceiling is a bug in the caller: rejected,
+ * never clamped, so the caller learns which number was wrong. */
+static int check_ceilings(const airlock_resource_limits *l, const airlock_resource_limits *c,
+                          airlock_error *err)
+{
+	const struct {
+		const char *name;
+		int64_t value, ceiling;
+	} rows[] = {
+		{ "cpu_millicores", l->cpu_millicores, c->cpu_millicores },
+		{ "memory_bytes", l->memory_bytes, c->memory_bytes },
+		{ "pids_max", l->pids_max, c->pids_max },
+		{ "workspace_bytes", l->workspace_bytes, c->workspace_bytes },
+		{ "inodes_max", l->inodes_max, c->inodes_max },
+		{ "wall_clock_seconds", l->wall_clock_seconds, c->wall_clock_seconds },
+	};
+	for (size_t i = 0; i < ARRAY_SIZE(rows); i++)
+		if (rows[i].ceiling > 0 && rows[i].value > rows[i].ceiling)
+			return airlock_error_set(err, AIRLOCK_ERR_EXECUTION_REJECTED, 0,
+			                         "ResourceLimits.%s=%lld is above the operator's ceiling of %lld",
+			                         rows[i].name, (long long)rows[i].value,
+			                         (long long)rows[i].ceiling);
+	return 0;
+}
+
+int airlock_exec_provision(airlock_exec *e, const airlock_environment_spec *spec,
+                           airlock_environment_handle *ret, airlock_error *err)
+{
+	int r = airlock_environment_spec_validate(spec, err);
+	if (r < 0)
+		return r;
+	r = check_ceilings(&spec->limits, &e->cfg.ceilings, err);
+	if (r < 0)
+		return r;
+
+	exec_record rec = { .lease_epoch = spec->lease_epoch, .limits = spec->limits };
+	r = airlock_environment_id_new(rec.environment_id, err);
+	if (r < 0)
+		return r;
+	rec.tenant_id = strdup(spec->tenant_id);
+	rec.run_id = strdup(spec->run_id);
+	if (!rec.tenant_id || !rec.run_id) {
+		record_clear(&rec);
+		return airlock_error_set(err, AIRLOCK_ERR_SYSTEM, ENOMEM, "provision");
+	}
+	rec.created_at_ms = util_now_ms();
+	/* expires_at is created_at plus the service's hard cap; the service
+	 * enforces it whether or not anyone reads it. */
+	rec.expires_at_ms = rec.created_at_ms + e->cfg.hard_cap_seconds * 1000;
+
+	airlock_environment_handle h = {
+		.tenant_id = rec.tenant_id, .run_id = rec.run_id, .lease_epoch = rec.lease_epoch,
+		.created_at_ms = rec.created_at_ms, .expires_at_ms = rec.expires_at_ms,
+	};
+	memcpy(h.environment_id, rec.environment_id, sizeof(h.environment_id));
+
+	airlock_environment_handle out = { 0 };
+	r = airlock_environment_handle_copy(&out, &h);
+	if (r < 0) {
+		record_clear(&rec);
+		return airlock_error_set(err, AIRLOCK_ERR_SYSTEM, -r, "provision");
+	}
+
+	pthread_mutex_lock(&e->lock);
+	if (e->n_records == e->alloc_records) {
+		size_t n = e->alloc_records ? e->alloc_records * 2 : 16;
+		exec_record *p = reallocarray(e->records, n, sizeof(*p));
+		if (!p) {
+			pthread_mutex_unlock(&e->lock);
+			record_clear(&rec);
+			airlock_environment_handle_clear(&out);
+			return airlock_error_set(err, AIRLOCK_ERR_SYSTEM, ENOMEM, "provision");
+		}
+		e->records = p;
+		e->alloc_records = n;
+	}
+	e->records[e->n_records++] = rec;
+	pthread_mutex_unlock(&e->lock);
+
+	r = e->ops->provision(e->ctx, spec, &h, err);
+	if (r < 0) {
+		pthread_mutex_lock(&e->lock);
+		record_remove(e, out.environment_id);
+		pthread_mutex_unlock(&e->lock);
+		airlock_environment_handle_clear(&out);
+		airlock_error_prefix(err, "provision (%s): ", e->ops->name);
+		return r;
+	}
+	*ret = out;
+	return 0;
+}
+
+/* Destroy after a suspected escape; the caller reports the suspicion, and a
+ * failure of this destroy is added to the message rather than hiding it. */
+static void destroy_on_suspicion(airlock_exec *e, const char *id, airlock_error *err)
+{
+	airlock_error derr = { 0 };
+	if (e->ops->destroy(e->ctx, id, &derr) < 0) {
+		if (err)
+			airlock_error_prefix(err, "(destroy after suspicion also failed: %s) ",
+			                     derr.message);
+		return;
+	}
+	pthread_mutex_lock(&e->lock);
+	record_remove(e, id);
+	pthread_mutex_unlock(&e->lock);
+}
+
+/*
+ * Look the handle up and compare it with the record and with the call.
+ * On success *ret_rec is a copy of the record's numbers (the strings are not
+ * copied; only limits and expiry are used after the lock is released).
+ */
+static int check_handle(airlock_exec *e, const char *call_tenant,
+                        const airlock_environment_handle *h, exec_record *ret_rec,
+                        airlock_error *err)
+{
+	if (!h || !airlock_environment_id_valid(h->environment_id))
+		return airlock_error_set(err, AIRLOCK_ERR_EXECUTION_REJECTED, 0,
+		                         "environment handle has no valid environment_id");
+	pthread_mutex_lock(&e->lock);
+	exec_record *r = record_find(e, h->environment_id);
+	if (!r) {
+		pthread_mutex_unlock(&e->lock);
+		return airlock_error_set(err, AIRLOCK_ERR_EXECUTION_REJECTED, 0,
+		                         "environment %s is not live: destroyed, expired or never provisioned",
+		                         h->environment_id);
+	}
+	const char *why = NULL;
+	if (!util_streq0(r->tenant_id, h->tenant_id))
+		why = "the handle's tenant_id is not the tenant the sandbox was provisioned for";
+	else if (call_tenant && !util_streq0(call_tenant, h->tenant_id))
+		why = "the handle belongs to a different tenant than the call";
+	else if (!util_streq0(r->run_id, h->run_id))
+		why = "the handle's run_id is not the run the sandbox was provisioned for";
+	else if (r->lease_epoch != h->lease_epoch)
+		why = "the handle's lease_epoch is not the one the sandbox was provisioned under";
+	else if (r->created_at_ms != h->created_at_ms || r->expires_at_ms != h->expires_at_ms)
+		why = "the handle's timestamps differ from the provisioned sandbox's";
+	exec_record copy = *r;
+	pthread_mutex_unlock(&e->lock);
+	if (why) {
+		int code = airlock_error_set(err, AIRLOCK_ERR_SANDBOX_ESCAPE_SUSPECTED, 0,
+		                             "environment %s: %s; the sandbox is destroyed",
+		                             h->environment_id, why);
+		destroy_on_suspicion(e, h->environment_id, err);
+		return code;
+	}
+	copy.tenant_id = copy.run_id = NULL;
+	*ret_rec = copy;
+	return 0;
+}
+
+int airlock_execution_command_validate(const airlock_execution_command *c, size_t argv_max_bytes,
+                                       airlock_error *err)
+{
+	if (!c || !c->argv || c->argc == 0)
+		return airlock_error_set(err, AIRLOCK_ERR_TOOL_VALIDATION, 0,
+		                         "command must be a non-empty argument vector, for example [\"python3\", \"script.py\"] or [\"bash\", \"-lc\", \"make && ./run\"]; a shell string is not accepted");
+	size_t total = 0;
+	for (size_t i = 0; i < c->argc; i++) {
+		if (!c->argv[i])
+			return airlock_error_set(err, AIRLOCK_ERR_TOOL_VALIDATION, 0,
+			                         "command[%zu] is missing", i);
+		total += strlen(c->argv[i]) + 1;
+		if (total > argv_max_bytes)
+			return airlock_error_set(err, AIRLOCK_ERR_TOOL_VALIDATION, 0,
+			                         "command is over the %zu-byte argument vector cap",
+			                         argv_max_bytes);
+	}
+	if (c->argv[c->argc] != NULL)
+		return airlock_error_set(err, AIRLOCK_ERR_TOOL_VALIDATION, 0,
+		                         "command vector is not NULL-terminated");
+	const char *a0 = c->argv[0];
+	if (!*a0)
+		return airlock_error_set(err, AIRLOCK_ERR_TOOL_VALIDATION, 0, "command[0] is empty");
+	/* A relative path with a separator would be resolved against the working
+	 * directory, i.e. the workspace: a file dropped there could shadow a
+	 * tool. Absolute, or a bare name found on the image PATH, only. */
+	if (strchr(a0, '/') && a0[0] != '/')
+		return airlock_error_set(err, AIRLOCK_ERR_TOOL_VALIDATION, 0,
+		                         "command[0] must be absolute or a bare name on the image PATH; to run a workspace script write [\"bash\", \"./setup.sh\"]");
+	if (c->timeout_seconds <= 0)
+		return airlock_error_set(err, AIRLOCK_ERR_TOOL_VALIDATION, 0,
+		                         "timeout_seconds must be a positive integer");
+	if (c->maximum_output_bytes <= 0)
+		return airlock_error_set(err, AIRLOCK_ERR_TOOL_VALIDATION, 0,
+		                         "maximum_output_bytes must be positive");
+	if (c->has_stdin && c->stdin_len > 0 && !c->stdin_data)
+		return airlock_error_set(err, AIRLOCK_ERR_TOOL_VALIDATION, 0, "stdin has no data");
+	if (!c->working_directory)
+		return airlock_error_set(err, AIRLOCK_ERR_TOOL_VALIDATION, 0,
+		                         "working_directory is missing (use \".\" for the workspace root)");
+	/* "." names the root itself (the specification's own example request);
+	 * anything else must pass the containment string rules. */
+	if (strcmp(c->working_directory, ".") != 0)
+		return airlock_workspace_check_string(c->working_directory,
+		                                      strlen(c->working_directory), NULL, err);
+	return 0;
+}
+
+/* The result invariants of the specification, checked for every adapter.
+ * A violation is an adapter bug, reported as such rather than passed on. */
+static const char *result_violation(const airlock_execution_result *r, int64_t max_listing)
+{
+	if ((r->killed_by != AIRLOCK_KILL_NONE) == r->has_exit_code)
+		return "exit_code must be absent exactly when killed_by is set";
+	if ((unsigned)r->killed_by >= AIRLOCK_KILL__MAX)
+		return "killed_by is outside the closed vocabulary";
+	if (r->timed_out != (r->killed_by == AIRLOCK_KILL_TIMEOUT))
+		return "timed_out must be set exactly when killed_by is TIMEOUT";
+	if (r->n_files_changed > (size_t)max_listing)
+		return "files_changed is over the listing cap";
+	if (r->duration_ms < 0)
+		return "duration_ms is negative";
+	for (size_t i = 0; i < r->n_files_changed; i++) {
+		const airlock_file_change *f = &r->files_changed[i];
+		if (!f->path || !*f->path || f->path[0] == '/')
+			return "files_changed path is not relative to /workspace";
+		if (f->has_sha256 == (f->change == AIRLOCK_CHANGE_DELETED))
+			return "files_changed sha256 must be absent exactly for deletions";
+		if (f->change <= AIRLOCK_CHANGE_INVALID || f->change >= AIRLOCK_CHANGE__MAX)
+			return "files_changed change kind is invalid";
+	}
+	return NULL;
+}
+
+int airlock_exec_execute(airlock_exec *e, const airlock_exec_call *call,
+                         const airlock_environment_handle *handle,
+                         const airlock_execution_command *command,
+                         airlock_execution_result *ret, airlock_error *err)
+{
+	if (!call || !call->tenant_id)
+		return airlock_error_set(err, AIRLOCK_ERR_EXECUTION_REJECTED, 0,
+		                         "execute needs the tenant the call is for");
+	exec_record rec;
+	int r = check_handle(e, call->tenant_id, handle, &rec, err);
+	if (r < 0)
+		return r;
+	r = airlock_execution_command_validate(command, e->cfg.argv_max_bytes, err);
+	if (r < 0)
+		return r;
+
+	int64_t now = util_now_ms();
+	if (now >= rec.expires_at_ms) {
+		int code = airlock_error_set(err, AIRLOCK_ERR_EXECUTION_REJECTED, 0,
+		                             "environment %s reached expires_at and is destroyed; provision a new one",
+		                             handle->environment_id);
+		airlock_error derr;
+		if (e->ops->destroy(e->ctx, handle->environment_id, &derr) == 0) {
+			pthread_mutex_lock(&e->lock);
+			record_remove(e, handle->environment_id);
+			pthread_mutex_unlock(&e->lock);
+		}
+		return code;
+	}
+
+	airlock_timeout_inputs ti = {
+		.hard_cap_seconds = e->cfg.hard_cap_seconds,
+		.wall_clock_seconds = rec.limits.wall_clock_seconds,
+		.remaining_budget_ms = call->remaining_budget_ms,
+		.command_seconds = command->timeout_seconds,
+		.tool_timeout_seconds = e->cfg.tool_timeout_seconds,
+		.floor_seconds = e->cfg.budget_floor_seconds,
+	};
+	int64_t timeout_ms = 0;
+	r = airlock_timeout_effective(&ti, &timeout_ms, err);
+	if (r < 0)
+		return r;
+
+	/* The working directory is resolved on the service's side, through the
+	 * workspace's own descriptor, so a symlink the sandbox planted is caught
+	 * here rather than followed by the adapter. */
+	if (strcmp(command->working_directory, ".") != 0) {
+		airlock_workspace *ws = NULL;
+		r = e->ops->workspace(e->ctx, handle->environment_id, &ws, err);
+		if (r < 0)
+			return r;
+		_cleanup_free_ char *resolved = NULL;
+		r = airlock_workspace_resolve(ws, command->working_directory,
+		                              strlen(command->working_directory), &resolved, err);
+		if (r < 0)
+			return r;
+	}
+
+	airlock_exec_request req = {
+		.command = command,
+		.effective_timeout_ms = timeout_ms,
+		.expires_at_ms = rec.expires_at_ms,
+		.files_changed_max = e->cfg.files_changed_max,
+		.cancel = call->cancel,
+	};
+	airlock_execution_result res = { 0 };
+	r = e->ops->execute(e->ctx, handle, &req, &res, err);
+	if (r < 0) {
+		airlock_execution_result_clear(&res);
+		airlock_error_prefix(err, "execute (%s): ", e->ops->name);
+		return r;
+	}
+	const char *bad = result_violation(&res, e->cfg.files_changed_max);
+	if (bad) {
+		airlock_execution_result_clear(&res);
+		return airlock_error_set(err, AIRLOCK_ERR_EXECUTION_UNAVAILABLE, 0,
+		                         "execution adapter %s returned an inconsistent result: %s",
+		                         e->ops->name, bad);
+	}
+	/* EXPIRED also ends the sandbox: the adapter killed the command, and the
+	 * sandbox itself is destroyed now, as the specification requires. */
+	if (res.killed_by == AIRLOCK_KILL_EXPIRED) {
+		airlock_error derr;
+		if (e->ops->destroy(e->ctx, handle->environment_id, &derr) == 0) {
+			pthread_mutex_lock(&e->lock);
+			record_remove(e, handle->environment_id);
+			pthread_mutex_unlock(&e->lock);
+		}
+	}
+	*ret = res;
+	return 0;
+}
+
+int airlock_exec_destroy(airlock_exec *e, const airlock_environment_handle *handle,
+                         airlock_error *err)
+{
+	if (!handle || !airlock_environment_id_valid(handle->environment_id))
+		return 0; /* nothing that could name a live sandbox: already gone */
+	pthread_mutex_lock(&e->lock);
+	exec_record *r = record_find(e, handle->environment_id);
+	bool known = r != NULL;
+	bool mismatch = r && !util_streq0(r->tenant_id, handle->tenant_id);
+	pthread_mutex_unlock(&e->lock);
+	if (!known)
+		return 0; /* idempotent: destroy never fails for a handle already gone */
+
+	int r2 = e->ops->destroy(e->ctx, handle->environment_id, err);
+	if (r2 < 0) {
+		airlock_error_prefix(err, "destroy (%s): ", e->ops->name);
+		return r2;
+	}
+	pthread_mutex_lock(&e->lock);
+	record_remove(e, handle->environment_id);
+	pthread_mutex_unlock(&e->lock);
+	if (mismatch)
+		return airlock_error_set(err, AIRLOCK_ERR_SANDBOX_ESCAPE_SUSPECTED, 0,
+		                         "destroy of environment %s was asked with a handle of another tenant; the sandbox is destroyed",
+		                         handle->environment_id);
+	return 0;
+}
+
+int airlock_exec_workspace(airlock_exec *e, const airlock_exec_call *call,
+                           const airlock_environment_handle *handle, airlock_workspace **ret,
+                           airlock_error *err)
+{
+	if (!call || !call->tenant_id)
+		return airlock_error_set(err, AIRLOCK_ERR_EXECUTION_REJECTED, 0,
+		                         "workspace access needs the tenant the call is for");
+	exec_record rec;
+	int r = check_handle(e, call->tenant_id, handle, &rec, err);
+	if (r < 0)
+		return r;
+	return e->ops->workspace(e->ctx, handle->environment_id, ret, err);
+}

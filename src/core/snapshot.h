@@ -1,0 +1,57 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+#ifndef AIRLOCK_CORE_SNAPSHOT_H
+#define AIRLOCK_CORE_SNAPSHOT_H
+
+/*
+ * files_changed is computed by the execution service from two walks of the
+ * workspace (sandbox-isolation.md: "A command that reports its own changes
+ * is a command that can lie about them"). A mechanism takes a snapshot before
+ * and after a command; this module diffs them. Stat fields decide what
+ * changed; only created or modified files are hashed, through the
+ * mechanism's callback. Only regular files are reported.
+ */
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "airlock/error.h"
+#include "airlock/types.h"
+
+typedef struct airlock_snap_entry {
+	char *path; /* relative to /workspace */
+	int64_t size;
+	uint64_t ino;
+	int64_t mtime_ns;
+	int64_t ctime_ns;
+	uint64_t version; /* a change counter where a mechanism has one (fake); else 0 */
+} airlock_snap_entry;
+
+typedef struct airlock_snapshot {
+	airlock_snap_entry *entries;
+	size_t n;
+	size_t alloc;
+} airlock_snapshot;
+
+/* Append an entry (path copied). 0 or -ENOMEM. */
+int airlock_snapshot_add(airlock_snapshot *s, const char *path, int64_t size, uint64_t ino,
+                         int64_t mtime_ns, int64_t ctime_ns, uint64_t version);
+/* Sort by path (bytewise); call once after the walk. */
+void airlock_snapshot_sort(airlock_snapshot *s);
+void airlock_snapshot_clear(airlock_snapshot *s);
+
+/* Hash the current content of a workspace file (relative path). */
+typedef int (*airlock_snapshot_hash_fn)(void *ctx, const char *path, char hex[65],
+                                        int64_t *ret_size, airlock_error *err);
+
+/*
+ * Fill ret->files_changed / n_files_changed / files_changed_truncated from
+ * the difference between two sorted snapshots, at most max entries, in path
+ * order. A file present in both whose stat fields differ is MODIFIED; the
+ * size reported for created and modified files is the size hashed.
+ */
+int airlock_snapshot_diff(const airlock_snapshot *before, const airlock_snapshot *after, size_t max,
+                          airlock_snapshot_hash_fn hash, void *hash_ctx,
+                          airlock_execution_result *ret, airlock_error *err);
+
+#endif

@@ -1,0 +1,478 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * The fake mechanism: a real implementation of the ExecutionEnvironment port
+ * that runs nothing. See include/airlock/fake.h.
+ */
+#include "airlock/fake.h"
+
+#include <errno.h>
+#include <poll.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "airlock/ids.h"
+#include "core/snapshot.h"
+#include "util/util.h"
+#include "workspace/memory/memws.h"
+
+/* A script is held in the fake's own copies. */
+typedef struct fake_script {
+	char **argv; /* NULL for the default */
+	size_t argc;
+	airlock_fake_behaviour b;
+	unsigned char *out, *errb;
+	airlock_fake_file_op *ops;
+} fake_script;
+
+typedef struct fake_env {
+	char environment_id[AIRLOCK_ENVIRONMENT_ID_MAX];
+	char *tenant_id;
+	airlock_workspace *ws;
+} fake_env;
+
+struct airlock_fake {
+	pthread_mutex_t lock;
+	fake_script *scripts;
+	size_t n_scripts;
+	fake_env *envs;
+	size_t n_envs;
+	airlock_fake_record *records;
+	size_t n_records;
+};
+
+static void script_clear(fake_script *s)
+{
+	if (s->argv)
+		for (size_t i = 0; i < s->argc; i++)
+			free(s->argv[i]);
+	free(s->argv);
+	free(s->out);
+	free(s->errb);
+	if (s->ops)
+		for (size_t i = 0; i < s->b.n_file_ops; i++) {
+			free((void *)(uintptr_t)s->ops[i].path);
+			free((void *)(uintptr_t)s->ops[i].data);
+		}
+	free(s->ops);
+	memset(s, 0, sizeof(*s));
+}
+
+static void env_clear(fake_env *e)
+{
+	free(e->tenant_id);
+	airlock_workspace_free(e->ws);
+	memset(e, 0, sizeof(*e));
+}
+
+int airlock_fake_new(airlock_fake **ret, airlock_error *err)
+{
+	airlock_fake *f = calloc(1, sizeof(*f));
+	if (!f)
+		return airlock_error_set(err, AIRLOCK_ERR_SYSTEM, ENOMEM, "fake mechanism");
+	pthread_mutex_init(&f->lock, NULL);
+	*ret = f;
+	return 0;
+}
+
+static void fake_free(void *ctx)
+{
+	airlock_fake *f = ctx;
+	if (!f)
+		return;
+	for (size_t i = 0; i < f->n_scripts; i++)
+		script_clear(&f->scripts[i]);
+	free(f->scripts);
+	for (size_t i = 0; i < f->n_envs; i++)
+		env_clear(&f->envs[i]);
+	free(f->envs);
+	for (size_t i = 0; i < f->n_records; i++)
+		airlock_execution_command_clear(&f->records[i].command);
+	free(f->records);
+	pthread_mutex_destroy(&f->lock);
+	free(f);
+}
+
+static void *dup_bytes(const void *p, size_t n)
+{
+	void *q = malloc(n ? n : 1);
+	if (q && n)
+		memcpy(q, p, n);
+	return q;
+}
+
+static bool argv_equal(char *const *a, size_t an, const char *const *b)
+{
+	size_t bn = 0;
+	while (b[bn])
+		bn++;
+	if (an != bn)
+		return false;
+	for (size_t i = 0; i < an; i++)
+		if (strcmp(a[i], b[i]) != 0)
+			return false;
+	return true;
+}
+
+/* Deep-copy a behaviour (and an argv, which may be NULL) into *dst. */
+static int script_copy(fake_script *dst, const char *const *argv, const airlock_fake_behaviour *b)
+{
+	fake_script s = { .b = *b };
+	bool ok = true;
+	if (argv) {
+		while (argv[s.argc])
+			s.argc++;
+		s.argv = calloc(s.argc + 1, sizeof(char *));
+		ok = s.argv != NULL;
+		for (size_t i = 0; ok && i < s.argc; i++)
+			ok = (s.argv[i] = strdup(argv[i])) != NULL;
+	}
+	if (ok) {
+		s.out = dup_bytes(b->stdout_data, b->stdout_len);
+		s.errb = dup_bytes(b->stderr_data, b->stderr_len);
+		s.ops = calloc(b->n_file_ops + 1, sizeof(*s.ops));
+		ok = s.out && s.errb && s.ops;
+	}
+	for (size_t i = 0; ok && i < b->n_file_ops; i++) {
+		s.ops[i].delete_file = b->file_ops[i].delete_file;
+		s.ops[i].len = b->file_ops[i].len;
+		s.ops[i].path = strdup(b->file_ops[i].path);
+		s.ops[i].data = dup_bytes(b->file_ops[i].data, b->file_ops[i].len);
+		ok = s.ops[i].path && s.ops[i].data;
+	}
+	if (!ok) {
+		script_clear(&s);
+		return -ENOMEM;
+	}
+	s.b.stdout_data = s.out;
+	s.b.stderr_data = s.errb;
+	s.b.file_ops = s.ops;
+	*dst = s;
+	return 0;
+}
+
+int airlock_fake_script(airlock_fake *f, const char *const *argv, const airlock_fake_behaviour *b,
+                        airlock_error *err)
+{
+	if (!b || (unsigned)b->killed_by >= AIRLOCK_KILL__MAX || b->runs_for_ms < 0)
+		return airlock_error_set(err, AIRLOCK_ERR_CONFIG, 0, "fake script: invalid behaviour");
+	for (size_t i = 0; i < b->n_file_ops; i++)
+		if (!b->file_ops[i].path || (!b->file_ops[i].delete_file && b->file_ops[i].len &&
+		                             !b->file_ops[i].data))
+			return airlock_error_set(err, AIRLOCK_ERR_CONFIG, 0,
+			                         "fake script: file operation %zu is incomplete", i);
+	fake_script s;
+	if (script_copy(&s, argv, b) < 0)
+		return airlock_error_set(err, AIRLOCK_ERR_SYSTEM, ENOMEM, "fake script");
+
+	pthread_mutex_lock(&f->lock);
+	for (size_t i = 0; i < f->n_scripts; i++) {
+		fake_script *o = &f->scripts[i];
+		bool same = argv ? (o->argv && argv_equal(o->argv, o->argc, argv)) : !o->argv;
+		if (same) {
+			script_clear(o);
+			*o = s;
+			pthread_mutex_unlock(&f->lock);
+			return 0;
+		}
+	}
+	fake_script *p = reallocarray(f->scripts, f->n_scripts + 1, sizeof(*p));
+	if (!p) {
+		pthread_mutex_unlock(&f->lock);
+		script_clear(&s);
+		return airlock_error_set(err, AIRLOCK_ERR_SYSTEM, ENOMEM, "fake script");
+	}
+	f->scripts = p;
+	f->scripts[f->n_scripts++] = s;
+	pthread_mutex_unlock(&f->lock);
+	return 0;
+}
+
+size_t airlock_fake_recorded_count(airlock_fake *f)
+{
+	pthread_mutex_lock(&f->lock);
+	size_t n = f->n_records;
+	pthread_mutex_unlock(&f->lock);
+	return n;
+}
+
+const airlock_fake_record *airlock_fake_recorded(airlock_fake *f, size_t i)
+{
+	pthread_mutex_lock(&f->lock);
+	const airlock_fake_record *r = i < f->n_records ? &f->records[i] : NULL;
+	pthread_mutex_unlock(&f->lock);
+	return r;
+}
+
+size_t airlock_fake_live_count(airlock_fake *f)
+{
+	pthread_mutex_lock(&f->lock);
+	size_t n = f->n_envs;
+	pthread_mutex_unlock(&f->lock);
+	return n;
+}
+
+/* Caller holds the lock. */
+static fake_env *env_find(airlock_fake *f, const char *id)
+{
+	for (size_t i = 0; i < f->n_envs; i++)
+		if (strcmp(f->envs[i].environment_id, id) == 0)
+			return &f->envs[i];
+	return NULL;
+}
+
+static int fake_provision(void *ctx, const airlock_environment_spec *spec,
+                          const airlock_environment_handle *handle, airlock_error *err)
+{
+	airlock_fake *f = ctx;
+	fake_env e = { 0 };
+	memcpy(e.environment_id, handle->environment_id, sizeof(e.environment_id));
+	e.tenant_id = strdup(spec->tenant_id);
+	if (!e.tenant_id)
+		return airlock_error_set(err, AIRLOCK_ERR_SYSTEM, ENOMEM, "fake provision");
+	int r = airlock_workspace_memory_new(&e.ws, err);
+	if (r < 0) {
+		env_clear(&e);
+		return r;
+	}
+	/* The workspace quota is modelled so a filler ends as DISK here too. */
+	airlock_memws_set_limits(airlock_workspace_memory_state(e.ws), spec->limits.workspace_bytes,
+	                         spec->limits.inodes_max);
+	pthread_mutex_lock(&f->lock);
+	fake_env *p = reallocarray(f->envs, f->n_envs + 1, sizeof(*p));
+	if (!p) {
+		pthread_mutex_unlock(&f->lock);
+		env_clear(&e);
+		return airlock_error_set(err, AIRLOCK_ERR_SYSTEM, ENOMEM, "fake provision");
+	}
+	f->envs = p;
+	f->envs[f->n_envs++] = e;
+	pthread_mutex_unlock(&f->lock);
+	return 0;
+}
+
+static int copy_command(airlock_execution_command *dst, const airlock_execution_command *src)
+{
+	airlock_execution_command c = {
+		.argc = src->argc, .timeout_seconds = src->timeout_seconds,
+		.has_stdin = src->has_stdin, .stdin_len = src->stdin_len,
+		.maximum_output_bytes = src->maximum_output_bytes,
+	};
+	c.argv = calloc(src->argc + 1, sizeof(char *));
+	if (!c.argv)
+		return -ENOMEM;
+	for (size_t i = 0; i < src->argc; i++)
+		if (!(c.argv[i] = strdup(src->argv[i]))) {
+			airlock_execution_command_clear(&c);
+			return -ENOMEM;
+		}
+	c.working_directory = strdup(src->working_directory);
+	if (src->has_stdin)
+		c.stdin_data = dup_bytes(src->stdin_data, src->stdin_len);
+	if (!c.working_directory || (src->has_stdin && !c.stdin_data)) {
+		airlock_execution_command_clear(&c);
+		return -ENOMEM;
+	}
+	*dst = c;
+	return 0;
+}
+
+/* Wait up to ms for the cancel token; true when it fired. */
+static bool wait_or_cancel(airlock_cancel *cancel, int64_t ms)
+{
+	int64_t end = util_monotonic_ms() + ms;
+	for (;;) {
+		if (airlock_cancel_fired(cancel))
+			return true;
+		int64_t left = end - util_monotonic_ms();
+		if (left <= 0)
+			return false;
+		struct pollfd p = { .fd = airlock_cancel_fd(cancel), .events = POLLIN };
+		poll(&p, p.fd >= 0 ? 1 : 0, (int)(left > 1000 ? 1000 : left));
+	}
+}
+
+static int fake_execute(void *ctx, const airlock_environment_handle *handle,
+                        const airlock_exec_request *req, airlock_execution_result *ret,
+                        airlock_error *err)
+{
+	airlock_fake *f = ctx;
+	const airlock_execution_command *cmd = req->command;
+	int64_t start = util_monotonic_ms();
+
+	pthread_mutex_lock(&f->lock);
+	fake_env *env = env_find(f, handle->environment_id);
+	if (!env || !util_streq0(env->tenant_id, handle->tenant_id)) {
+		bool gone = !env;
+		pthread_mutex_unlock(&f->lock);
+		if (gone)
+			return airlock_error_set(err, AIRLOCK_ERR_EXECUTION_REJECTED, 0,
+			                         "environment %s is gone", handle->environment_id);
+		return airlock_error_set(err, AIRLOCK_ERR_SANDBOX_ESCAPE_SUSPECTED, 0,
+		                         "environment %s belongs to another tenant",
+		                         handle->environment_id);
+	}
+	airlock_workspace *ws = env->ws;
+
+	/* Record first: the record is what was asked, whatever happens next. */
+	airlock_fake_record rec = { .effective_timeout_ms = req->effective_timeout_ms };
+	memcpy(rec.environment_id, handle->environment_id, sizeof(rec.environment_id));
+	airlock_fake_record *rp = reallocarray(f->records, f->n_records + 1, sizeof(*rp));
+	if (!rp || copy_command(&rec.command, cmd) < 0) {
+		if (rp)
+			f->records = rp;
+		pthread_mutex_unlock(&f->lock);
+		return airlock_error_set(err, AIRLOCK_ERR_SYSTEM, ENOMEM, "fake execute");
+	}
+	f->records = rp;
+	f->records[f->n_records++] = rec;
+
+	const fake_script *s = NULL, *dflt = NULL;
+	for (size_t i = 0; i < f->n_scripts; i++) {
+		if (!f->scripts[i].argv)
+			dflt = &f->scripts[i];
+		else if (argv_equal(f->scripts[i].argv, f->scripts[i].argc,
+		                    (const char *const *)cmd->argv))
+			s = &f->scripts[i];
+	}
+	static const airlock_fake_behaviour nothing = { 0 };
+	/* A private copy: another thread may replace the script meanwhile. */
+	fake_script run;
+	int cr = script_copy(&run, NULL, s ? &s->b : dflt ? &dflt->b : &nothing);
+	pthread_mutex_unlock(&f->lock);
+	if (cr < 0)
+		return airlock_error_set(err, AIRLOCK_ERR_SYSTEM, ENOMEM, "fake execute");
+	const airlock_fake_behaviour b = run.b;
+
+	airlock_memws *m = airlock_workspace_memory_state(ws);
+	airlock_snapshot before = { 0 }, after = { 0 };
+	util_buf out, errb;
+	util_buf_init(&out, (size_t)cmd->maximum_output_bytes);
+	util_buf_init(&errb, (size_t)cmd->maximum_output_bytes);
+	airlock_kill_reason kill = AIRLOCK_KILL_NONE;
+
+	int r = airlock_memws_snapshot(m, &before);
+	if (r < 0)
+		goto fail;
+
+	/* The simulated process: its writes, its output, then its run time. */
+	for (size_t i = 0; i < b.n_file_ops && kill == AIRLOCK_KILL_NONE; i++) {
+		const airlock_fake_file_op *op = &b.file_ops[i];
+		r = op->delete_file ? airlock_memws_sandbox_delete(m, op->path)
+		                    : airlock_memws_sandbox_write(m, op->path, op->data, op->len);
+		if (r == -ENOSPC)
+			kill = AIRLOCK_KILL_DISK;
+		else if (r < 0)
+			goto fail;
+	}
+	r = 0;
+	int t1 = util_buf_append(&out, b.stdout_data, b.stdout_len);
+	int t2 = b.echo_stdin && cmd->has_stdin ? util_buf_append(&out, cmd->stdin_data, cmd->stdin_len)
+	                                        : 0;
+	int t3 = util_buf_append(&errb, b.stderr_data, b.stderr_len);
+	if (t1 < 0 || t2 < 0 || t3 < 0) {
+		r = -ENOMEM;
+		goto fail;
+	}
+	ret->stdout_truncated = t1 == 1 || t2 == 1;
+	ret->stderr_truncated = t3 == 1;
+	if (kill == AIRLOCK_KILL_NONE && (ret->stdout_truncated || ret->stderr_truncated))
+		kill = AIRLOCK_KILL_OUTPUT_LIMIT;
+	if (kill == AIRLOCK_KILL_NONE && b.killed_by != AIRLOCK_KILL_NONE)
+		kill = b.killed_by;
+
+	if (kill == AIRLOCK_KILL_NONE) {
+		/* The first deadline to fire decides the reason. */
+		int64_t until_expiry = req->expires_at_ms - util_now_ms();
+		int64_t wait = b.runs_for_ms;
+		airlock_kill_reason on_deadline = AIRLOCK_KILL_NONE;
+		if (req->effective_timeout_ms < wait) {
+			wait = req->effective_timeout_ms;
+			on_deadline = AIRLOCK_KILL_TIMEOUT;
+		}
+		if (until_expiry < wait) {
+			wait = until_expiry > 0 ? until_expiry : 0;
+			on_deadline = AIRLOCK_KILL_EXPIRED;
+		}
+		if (wait_or_cancel(req->cancel, wait))
+			kill = AIRLOCK_KILL_CANCELLED;
+		else
+			kill = on_deadline;
+	}
+
+	r = airlock_memws_snapshot(m, &after);
+	if (r < 0)
+		goto fail;
+	r = airlock_snapshot_diff(&before, &after, (size_t)req->files_changed_max,
+	                          airlock_memws_hash, m, ret, err);
+	if (r < 0)
+		goto out;
+
+	ret->killed_by = kill;
+	ret->timed_out = kill == AIRLOCK_KILL_TIMEOUT;
+	ret->has_exit_code = kill == AIRLOCK_KILL_NONE;
+	ret->exit_code = ret->has_exit_code ? b.exit_code : 0;
+	ret->stdout_data = util_buf_steal(&out, &ret->stdout_len);
+	ret->stderr_data = util_buf_steal(&errb, &ret->stderr_len);
+	if (!ret->stdout_data || !ret->stderr_data) {
+		r = -ENOMEM;
+		goto fail;
+	}
+	ret->duration_ms = util_monotonic_ms() - start;
+	goto out;
+fail:
+	r = airlock_error_set(err, AIRLOCK_ERR_SYSTEM, -r, "fake execute");
+out:
+	util_buf_clear(&out);
+	util_buf_clear(&errb);
+	airlock_snapshot_clear(&before);
+	airlock_snapshot_clear(&after);
+	script_clear(&run);
+	return r;
+}
+
+static int fake_destroy(void *ctx, const char *environment_id, airlock_error *err)
+{
+	airlock_fake *f = ctx;
+	pthread_mutex_lock(&f->lock);
+	fake_env *e = env_find(f, environment_id);
+	if (e) {
+		/* Freeing the workspace drops every byte: erased, not unlinked. */
+		env_clear(e);
+		size_t idx = (size_t)(e - f->envs);
+		memmove(e, e + 1, (f->n_envs - idx - 1) * sizeof(*e));
+		f->n_envs--;
+	}
+	pthread_mutex_unlock(&f->lock);
+	return 0;
+}
+
+static int fake_workspace(void *ctx, const char *environment_id, airlock_workspace **ret,
+                          airlock_error *err)
+{
+	airlock_fake *f = ctx;
+	pthread_mutex_lock(&f->lock);
+	fake_env *e = env_find(f, environment_id);
+	airlock_workspace *ws = e ? e->ws : NULL;
+	pthread_mutex_unlock(&f->lock);
+	if (!ws)
+		return airlock_error_set(err, AIRLOCK_ERR_EXECUTION_REJECTED, 0,
+		                         "environment %s is gone", environment_id);
+	*ret = ws;
+	return 0;
+}
+
+static const airlock_exec_ops fake_ops = {
+	.version = AIRLOCK_EXEC_OPS_VERSION,
+	.name = "fake",
+	.provision = fake_provision,
+	.execute = fake_execute,
+	.destroy = fake_destroy,
+	.workspace = fake_workspace,
+	.free = fake_free,
+};
+
+const airlock_exec_ops *airlock_fake_ops(void)
+{
+	return &fake_ops;
+}

@@ -1,0 +1,72 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * The mechanism table. One row per SandboxMechanism value; the core picks a
+ * row by the enum and never names an adapter's mechanism anywhere else.
+ */
+#include "airlock/mechanisms.h"
+
+#include "airlock/fake.h"
+
+typedef struct mechanism_row {
+	/* NULL when the adapter is not part of this build: then `missing` says
+	 * why and which work owns it, and opening it fails loudly. */
+	int (*open)(const airlock_settings *s, airlock_exec **ret, airlock_error *err);
+	const char *missing;
+} mechanism_row;
+
+static void exec_config_from_settings(const airlock_settings *s, airlock_exec_config *cfg)
+{
+	airlock_exec_config_default(cfg);
+	cfg->hard_cap_seconds = s->hard_cap_seconds;
+	cfg->files_changed_max = s->defaults.files_changed_max;
+	cfg->ceilings = s->ceilings.limits;
+}
+
+static int open_fake(const airlock_settings *s, airlock_exec **ret, airlock_error *err)
+{
+	airlock_fake *f = NULL;
+	int r = airlock_fake_new(&f, err);
+	if (r < 0)
+		return r;
+	airlock_exec_config cfg;
+	exec_config_from_settings(s, &cfg);
+	return airlock_exec_new(airlock_fake_ops(), f, &cfg, ret, err);
+}
+
+static const mechanism_row mechanisms[AIRLOCK_MECHANISM__MAX] = {
+	[AIRLOCK_MECHANISM_FAKE] = { .open = open_fake },
+	[AIRLOCK_MECHANISM_NATIVE] = {
+		.missing = "the native mechanism (namespaces, cgroups, seccomp) is not implemented yet: "
+		           "it is the work of the issue \"The native mechanism\"",
+	},
+	[AIRLOCK_MECHANISM_GVISOR] = {
+		.missing = "the gvisor mechanism (runsc) is not implemented yet",
+	},
+	[AIRLOCK_MECHANISM_MICROVM] = {
+		.missing = "the microvm mechanism (QEMU microvm with a guest agent) is not implemented yet",
+	},
+	[AIRLOCK_MECHANISM_DOCKER] = {
+		.missing = "airlock has no Docker adapter: the Docker socket is rejected by design and "
+		           "the native mechanism replaces docker as the development fallback",
+	},
+};
+
+const char *airlock_mechanism_unavailable_reason(airlock_mechanism m)
+{
+	if (m <= AIRLOCK_MECHANISM_INVALID || m >= AIRLOCK_MECHANISM__MAX)
+		return "unknown mechanism";
+	return mechanisms[m].open ? NULL : mechanisms[m].missing;
+}
+
+int airlock_exec_open(const airlock_settings *s, airlock_exec **ret, airlock_error *err)
+{
+	const char *why = airlock_mechanism_unavailable_reason(s->mechanism);
+	if (why)
+		return airlock_error_set(err, AIRLOCK_ERR_NOT_IMPLEMENTED, 0, "sandbox.mechanism=%s: %s",
+		                         s->mechanism > AIRLOCK_MECHANISM_INVALID &&
+		                                         s->mechanism < AIRLOCK_MECHANISM__MAX
+		                                 ? airlock_mechanism_name(s->mechanism)
+		                                 : "(invalid)",
+		                         why);
+	return mechanisms[s->mechanism].open(s, ret, err);
+}

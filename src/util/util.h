@@ -1,0 +1,98 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+#ifndef AIRLOCK_UTIL_H
+#define AIRLOCK_UTIL_H
+
+/*
+ * Small helpers that know nothing about sandboxes: cleanup attributes,
+ * a byte buffer with a cap fixed at creation, SHA-256 (libcrypto EVP),
+ * base64 (libcrypto), hex, time.
+ */
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+/* ---- ownership ----------------------------------------------------------- */
+static inline void util_freep(void *p) { free(*(void **)p); }
+static inline void util_closep(int *fd)
+{
+	if (*fd >= 0)
+		close(*fd);
+}
+#define _cleanup_free_ __attribute__((cleanup(util_freep)))
+#define _cleanup_close_ __attribute__((cleanup(util_closep)))
+
+/* Move ownership out of a cleanup-annotated variable. */
+#define TAKE_PTR(p)                                                                                \
+	({                                                                                         \
+		__typeof__(p) _tp = (p);                                                           \
+		(p) = NULL;                                                                        \
+		_tp;                                                                               \
+	})
+#define TAKE_FD(fd)                                                                                \
+	({                                                                                         \
+		int _tf = (fd);                                                                    \
+		(fd) = -1;                                                                         \
+		_tf;                                                                               \
+	})
+
+#define ARRAY_SIZE(a) (sizeof(a) / sizeof((a)[0]))
+
+/* ---- a capped byte buffer ------------------------------------------------
+ * The cap is set at creation; an append past it appends what fits and
+ * reports that it did not all fit. Always NUL-terminated (the NUL is not
+ * counted in len and not in the cap). */
+typedef struct util_buf {
+	unsigned char *data;
+	size_t len;
+	size_t alloc;
+	size_t cap;
+} util_buf;
+
+void util_buf_init(util_buf *b, size_t cap);
+/* 0 when all of len fit; 1 when truncated at the cap; -ENOMEM. */
+int util_buf_append(util_buf *b, const void *data, size_t len);
+void util_buf_clear(util_buf *b);
+/* Hand the bytes over (malloc'd, NUL-terminated); the buffer is reset. */
+unsigned char *util_buf_steal(util_buf *b, size_t *ret_len);
+
+/* ---- strings ------------------------------------------------------------- */
+/* strdup that treats NULL as NULL. Returns NULL on ENOMEM for non-NULL. */
+char *util_strdup0(const char *s);
+bool util_streq0(const char *a, const char *b);
+/* Render untrusted bytes for a message: printable ASCII as is, '"', '\\'
+ * and everything else as \xNN, so a hostile value cannot rewrite a log line
+ * or a terminal. Cut with "..." to fit size (>= 12). Returns buf. */
+const char *util_escape(char *buf, size_t size, const void *s, size_t len);
+/* Parse a decimal int64 with no sign tricks, no whitespace, no trailing bytes. */
+bool util_parse_i64(const char *s, int64_t *ret);
+
+/* ---- SHA-256 (libcrypto EVP: uses the SHA-NI path where the CPU has it) -- */
+typedef struct util_sha256 util_sha256;
+util_sha256 *util_sha256_new(void);
+int util_sha256_update(util_sha256 *h, const void *data, size_t len);
+/* Writes 64 lowercase hex characters and a NUL. Frees h. */
+int util_sha256_final_hex(util_sha256 *h, char out[65]);
+void util_sha256_free(util_sha256 *h);
+int util_sha256_hex(const void *data, size_t len, char out[65]);
+
+/* ---- base64 (RFC 4648 with padding) ------------------------------------- */
+/* malloc'd NUL-terminated text, or NULL on ENOMEM. */
+char *util_base64_encode(const void *data, size_t len);
+/* Strict: only the standard alphabet, correct padding. -EINVAL or -ENOMEM. */
+int util_base64_decode(const char *text, size_t len, unsigned char **ret, size_t *ret_len);
+
+/* ---- time ---------------------------------------------------------------- */
+int64_t util_now_ms(void);          /* CLOCK_REALTIME */
+int64_t util_monotonic_ms(void);    /* CLOCK_MONOTONIC */
+/* RFC 3339 UTC with milliseconds: "2026-11-29T23:34:04.123Z" (24 chars). */
+void util_time_format(int64_t unix_ms, char out[32]);
+/* Strict inverse of util_time_format (the "Z" form only; ".mmm" optional). */
+bool util_time_parse(const char *s, int64_t *ret_ms);
+
+/* ---- randomness (getrandom) ----------------------------------------------- */
+int util_random(void *buf, size_t len);
+
+#endif

@@ -1,0 +1,494 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * The ExecutionEnvironment contract suite (sandbox-isolation.md, "One
+ * contract suite, four adapters"). Written once; every adapter runs it
+ * unchanged through CONTRACT_TEST, which instantiates each test once per
+ * adapter in ADAPTERS. Adding a mechanism is one line in ADAPTERS and one
+ * fixture: never a copy of the suite.
+ *
+ * The commands are real commands (cat, sh, sleep). A mechanism that runs
+ * code runs them; the fake, which runs nothing, is scripted by its fixture's
+ * prepare() to behave as those commands would. The assertions are the
+ * port's semantics and nothing about isolation: isolation is a deployment
+ * property and has its own gates.
+ */
+#include <criterion/criterion.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+
+#include "airlock/fake.h"
+#include "airlock/port/exec.h"
+#include "testlib.h"
+#include "util/util.h"
+
+/* ---- fixtures ------------------------------------------------------------ */
+
+typedef struct contract_fixture {
+	const char *name;
+	/* Create the service under test with cfg. */
+	void (*open)(const airlock_exec_config *cfg, airlock_exec **ret, void **state);
+	/* Make argv behave, on a mechanism that runs nothing, as the real
+	 * command would (b describes it). A no-op for mechanisms that execute. */
+	void (*prepare)(void *state, const char *const *argv, const airlock_fake_behaviour *b);
+} contract_fixture;
+
+static void fake_open(const airlock_exec_config *cfg, airlock_exec **ret, void **state)
+{
+	airlock_fake *f = NULL;
+	airlock_error err = { 0 };
+	cr_assert_eq(airlock_fake_new(&f, &err), 0, "%s", err.message);
+	*state = f;
+	cr_assert_eq(airlock_exec_new(airlock_fake_ops(), f, cfg, ret, &err), 0, "%s", err.message);
+}
+
+static void fake_prepare(void *state, const char *const *argv, const airlock_fake_behaviour *b)
+{
+	airlock_error err = { 0 };
+	cr_assert_eq(airlock_fake_script(state, argv, b, &err), 0, "%s", err.message);
+}
+
+static const contract_fixture fake_fixture = { "fake", fake_open, fake_prepare };
+
+/* Every adapter the suite runs against. */
+#define ADAPTERS(X) X(fake, fake_fixture)
+
+#define CONTRACT_INSTANCE(test, adapter, fixture)                                                  \
+	Test(contract_##adapter, test, .timeout = 60) { test##_body(&fixture); }
+#define CONTRACT_TEST(test)                                                                        \
+	static void test##_body(const contract_fixture *fx);                                       \
+	ADAPTERS(CONTRACT_INSTANCE_##test)                                                         \
+	static void test##_body(const contract_fixture *fx)
+
+/* ---- per-test context ---------------------------------------------------- */
+
+typedef struct ctx {
+	const contract_fixture *fx;
+	airlock_exec *exec;
+	void *state;
+	airlock_environment_spec spec;
+	airlock_environment_handle h;
+	airlock_exec_call call;
+} ctx;
+
+static void ctx_open_cfg(ctx *c, const contract_fixture *fx, const airlock_exec_config *cfg)
+{
+	memset(c, 0, sizeof(*c));
+	c->fx = fx;
+	fx->open(cfg, &c->exec, &c->state);
+	test_spec(&c->spec, "tenant-a", "run-1");
+	airlock_error err = { 0 };
+	cr_assert_eq(airlock_exec_provision(c->exec, &c->spec, &c->h, &err), 0, "%s", err.message);
+	c->call = (airlock_exec_call){ .tenant_id = "tenant-a",
+		                       .remaining_budget_ms = AIRLOCK_BUDGET_NONE };
+}
+
+static void ctx_open(ctx *c, const contract_fixture *fx)
+{
+	airlock_exec_config cfg;
+	airlock_exec_config_default(&cfg);
+	ctx_open_cfg(c, fx, &cfg);
+}
+
+static void ctx_close(ctx *c)
+{
+	airlock_error err = { 0 };
+	cr_assert_eq(airlock_exec_destroy(c->exec, &c->h, &err), 0, "%s", err.message);
+	airlock_exec_free(c->exec);
+	airlock_environment_handle_clear(&c->h);
+	airlock_environment_spec_clear(&c->spec);
+}
+
+static void run(ctx *c, airlock_execution_command *cmd, airlock_execution_result *res)
+{
+	airlock_error err = { 0 };
+	memset(res, 0, sizeof(*res));
+	cr_assert_eq(airlock_exec_execute(c->exec, &c->call, &c->h, cmd, res, &err), 0, "%s",
+	             err.message);
+}
+
+static const airlock_file_change *find_change(const airlock_execution_result *r, const char *path)
+{
+	for (size_t i = 0; i < r->n_files_changed; i++)
+		if (strcmp(r->files_changed[i].path, path) == 0)
+			return &r->files_changed[i];
+	return NULL;
+}
+
+static void tool_write(ctx *c, const char *path, const char *data)
+{
+	airlock_workspace *ws = NULL;
+	airlock_error err = { 0 };
+	cr_assert_eq(airlock_exec_workspace(c->exec, &c->call, &c->h, &ws, &err), 0, "%s",
+	             err.message);
+	cr_assert_eq(airlock_workspace_write(ws, path, data, strlen(data), &err), 0, "%s",
+	             err.message);
+}
+
+/* ---- the suite ----------------------------------------------------------- */
+
+#define CONTRACT_INSTANCE_exit_code_and_streams(a, f) CONTRACT_INSTANCE(exit_code_and_streams, a, f)
+CONTRACT_TEST(exit_code_and_streams)
+{
+	ctx c;
+	ctx_open(&c, fx);
+	char *argv[] = { "sh", "-c", "printf out; printf err >&2; exit 3", NULL };
+	fx->prepare(c.state, (const char *const *)argv,
+	            &(airlock_fake_behaviour){ .exit_code = 3, .stdout_data = "out", .stdout_len = 3,
+	                                       .stderr_data = "err", .stderr_len = 3 });
+	airlock_execution_command cmd = test_command(argv);
+	airlock_execution_result r;
+	run(&c, &cmd, &r);
+	cr_assert(r.has_exit_code);
+	cr_assert_eq(r.exit_code, 3);
+	cr_assert_eq(r.killed_by, AIRLOCK_KILL_NONE);
+	cr_assert_not(r.timed_out);
+	cr_assert_eq(r.stdout_len, 3);
+	cr_assert_eq(memcmp(r.stdout_data, "out", 3), 0);
+	cr_assert_eq(r.stderr_len, 3);
+	cr_assert_eq(memcmp(r.stderr_data, "err", 3), 0);
+	cr_assert_not(r.stdout_truncated);
+	cr_assert(r.duration_ms >= 0);
+	airlock_execution_result_clear(&r);
+	ctx_close(&c);
+}
+
+#define CONTRACT_INSTANCE_stdin_reaches_the_process(a, f) CONTRACT_INSTANCE(stdin_reaches_the_process, a, f)
+CONTRACT_TEST(stdin_reaches_the_process)
+{
+	ctx c;
+	ctx_open(&c, fx);
+	char *argv[] = { "cat", NULL };
+	fx->prepare(c.state, (const char *const *)argv, &(airlock_fake_behaviour){ .echo_stdin = true });
+	static const unsigned char input[] = { 'h', 'i', 0, 0xff, '\n', 'x' };
+	airlock_execution_command cmd = test_command(argv);
+	cmd.has_stdin = true;
+	cmd.stdin_data = (unsigned char *)input;
+	cmd.stdin_len = sizeof(input);
+	airlock_execution_result r;
+	run(&c, &cmd, &r);
+	cr_assert_eq(r.exit_code, 0);
+	cr_assert_eq(r.stdout_len, sizeof(input));
+	cr_assert_eq(memcmp(r.stdout_data, input, sizeof(input)), 0);
+	airlock_execution_result_clear(&r);
+	ctx_close(&c);
+}
+
+#define CONTRACT_INSTANCE_timeout_sets_both_fields(a, f) CONTRACT_INSTANCE(timeout_sets_both_fields, a, f)
+CONTRACT_TEST(timeout_sets_both_fields)
+{
+	ctx c;
+	ctx_open(&c, fx);
+	char *argv[] = { "sh", "-c", "printf started; exec sleep 30", NULL };
+	fx->prepare(c.state, (const char *const *)argv,
+	            &(airlock_fake_behaviour){ .stdout_data = "started", .stdout_len = 7,
+	                                       .runs_for_ms = 30000 });
+	airlock_execution_command cmd = test_command(argv);
+	cmd.timeout_seconds = 1;
+	airlock_execution_result r;
+	int64_t t0 = util_monotonic_ms();
+	run(&c, &cmd, &r);
+	cr_assert(r.timed_out);
+	cr_assert_eq(r.killed_by, AIRLOCK_KILL_TIMEOUT);
+	cr_assert_not(r.has_exit_code, "exit_code must be absent when killed_by is set");
+	/* Partial output is returned: the last thing printed is evidence. */
+	cr_assert_eq(r.stdout_len, 7);
+	cr_assert_eq(memcmp(r.stdout_data, "started", 7), 0);
+	cr_assert(util_monotonic_ms() - t0 < 20000, "the command was not bounded by its timeout");
+	airlock_execution_result_clear(&r);
+	ctx_close(&c);
+}
+
+#define CONTRACT_INSTANCE_files_changed_reports_each_kind(a, f) CONTRACT_INSTANCE(files_changed_reports_each_kind, a, f)
+CONTRACT_TEST(files_changed_reports_each_kind)
+{
+	ctx c;
+	ctx_open(&c, fx);
+	tool_write(&c, "keep.txt", "old");
+	tool_write(&c, "gone.txt", "bye");
+	tool_write(&c, "same.txt", "unchanged");
+	char *argv[] = { "sh", "-c", "printf abc > new.txt; printf x >> keep.txt; rm gone.txt", NULL };
+	const airlock_fake_file_op ops[] = {
+		{ .path = "new.txt", .data = "abc", .len = 3 },
+		{ .path = "keep.txt", .data = "oldx", .len = 4 },
+		{ .path = "gone.txt", .delete_file = true },
+	};
+	fx->prepare(c.state, (const char *const *)argv,
+	            &(airlock_fake_behaviour){ .file_ops = ops, .n_file_ops = 3 });
+	airlock_execution_command cmd = test_command(argv);
+	airlock_execution_result r;
+	run(&c, &cmd, &r);
+	cr_assert_eq(r.exit_code, 0);
+	cr_assert_eq(r.n_files_changed, 3, "got %zu changes", r.n_files_changed);
+	cr_assert_not(r.files_changed_truncated);
+
+	char want[65];
+	const airlock_file_change *f = find_change(&r, "new.txt");
+	cr_assert_not_null(f);
+	cr_assert_eq(f->change, AIRLOCK_CHANGE_CREATED);
+	cr_assert_eq(f->size_bytes, 3);
+	cr_assert(f->has_sha256);
+	util_sha256_hex("abc", 3, want);
+	cr_assert_str_eq(f->sha256, want);
+
+	f = find_change(&r, "keep.txt");
+	cr_assert_not_null(f);
+	cr_assert_eq(f->change, AIRLOCK_CHANGE_MODIFIED);
+	cr_assert_eq(f->size_bytes, 4);
+	cr_assert(f->has_sha256);
+	util_sha256_hex("oldx", 4, want);
+	cr_assert_str_eq(f->sha256, want);
+
+	f = find_change(&r, "gone.txt");
+	cr_assert_not_null(f);
+	cr_assert_eq(f->change, AIRLOCK_CHANGE_DELETED);
+	cr_assert_not(f->has_sha256, "sha256 is absent exactly for deletions");
+
+	cr_assert_null(find_change(&r, "same.txt"), "an untouched file is not a change");
+	for (size_t i = 0; i < r.n_files_changed; i++)
+		cr_assert_neq(r.files_changed[i].path[0], '/', "paths are relative to /workspace");
+	airlock_execution_result_clear(&r);
+	ctx_close(&c);
+}
+
+#define CONTRACT_INSTANCE_files_changed_nested_paths_are_relative(a, f) CONTRACT_INSTANCE(files_changed_nested_paths_are_relative, a, f)
+CONTRACT_TEST(files_changed_nested_paths_are_relative)
+{
+	ctx c;
+	ctx_open(&c, fx);
+	char *argv[] = { "sh", "-c", "mkdir -p out/deep && printf 1 > out/deep/r.csv", NULL };
+	const airlock_fake_file_op ops[] = { { .path = "out/deep/r.csv", .data = "1", .len = 1 } };
+	fx->prepare(c.state, (const char *const *)argv,
+	            &(airlock_fake_behaviour){ .file_ops = ops, .n_file_ops = 1 });
+	airlock_execution_command cmd = test_command(argv);
+	airlock_execution_result r;
+	run(&c, &cmd, &r);
+	const airlock_file_change *f = find_change(&r, "out/deep/r.csv");
+	cr_assert_not_null(f, "nested file reported as out/deep/r.csv");
+	cr_assert_eq(f->change, AIRLOCK_CHANGE_CREATED);
+	airlock_execution_result_clear(&r);
+	ctx_close(&c);
+}
+
+#define CONTRACT_INSTANCE_output_cap_truncates_and_kills(a, f) CONTRACT_INSTANCE(output_cap_truncates_and_kills, a, f)
+CONTRACT_TEST(output_cap_truncates_and_kills)
+{
+	ctx c;
+	ctx_open(&c, fx);
+	char *argv[] = { "sh", "-c", "head -c 200000 /dev/zero | tr '\\0' a", NULL };
+	static char big[200000];
+	memset(big, 'a', sizeof(big));
+	fx->prepare(c.state, (const char *const *)argv,
+	            &(airlock_fake_behaviour){ .stdout_data = big, .stdout_len = sizeof(big) });
+	airlock_execution_command cmd = test_command(argv);
+	cmd.maximum_output_bytes = 1000;
+	airlock_execution_result r;
+	run(&c, &cmd, &r);
+	cr_assert(r.stdout_truncated);
+	cr_assert_eq(r.stdout_len, 1000, "the partial output up to the cap is returned");
+	cr_assert_eq(r.stdout_data[0], 'a');
+	cr_assert_eq(r.stdout_data[999], 'a');
+	cr_assert_eq(r.killed_by, AIRLOCK_KILL_OUTPUT_LIMIT);
+	cr_assert_not(r.has_exit_code);
+	cr_assert_not(r.timed_out);
+	airlock_execution_result_clear(&r);
+	ctx_close(&c);
+}
+
+#define CONTRACT_INSTANCE_listing_is_capped(a, f) CONTRACT_INSTANCE(listing_is_capped, a, f)
+CONTRACT_TEST(listing_is_capped)
+{
+	airlock_exec_config cfg;
+	airlock_exec_config_default(&cfg);
+	cfg.files_changed_max = 20;
+	ctx c;
+	ctx_open_cfg(&c, fx, &cfg);
+	char *argv[] = { "sh", "-c", "for i in $(seq 1 25); do : > f$i; done", NULL };
+	airlock_fake_file_op ops[25];
+	char names[25][8];
+	for (int i = 0; i < 25; i++) {
+		snprintf(names[i], sizeof(names[i]), "f%d", i + 1);
+		ops[i] = (airlock_fake_file_op){ .path = names[i], .data = "", .len = 0 };
+	}
+	fx->prepare(c.state, (const char *const *)argv,
+	            &(airlock_fake_behaviour){ .file_ops = ops, .n_file_ops = 25 });
+	airlock_execution_command cmd = test_command(argv);
+	airlock_execution_result r;
+	run(&c, &cmd, &r);
+	cr_assert_eq(r.n_files_changed, 20);
+	cr_assert(r.files_changed_truncated);
+	airlock_execution_result_clear(&r);
+	ctx_close(&c);
+}
+
+#define CONTRACT_INSTANCE_listing_default_cap_is_1000(a, f) CONTRACT_INSTANCE(listing_default_cap_is_1000, a, f)
+CONTRACT_TEST(listing_default_cap_is_1000)
+{
+	ctx c;
+	ctx_open(&c, fx);
+	char *argv[] = { "sh", "-c", "for i in $(seq 1 1005); do : > f$i; done", NULL };
+	static airlock_fake_file_op ops[1005];
+	static char names[1005][8];
+	for (int i = 0; i < 1005; i++) {
+		snprintf(names[i], sizeof(names[i]), "f%d", i + 1);
+		ops[i] = (airlock_fake_file_op){ .path = names[i], .data = "", .len = 0 };
+	}
+	fx->prepare(c.state, (const char *const *)argv,
+	            &(airlock_fake_behaviour){ .file_ops = ops, .n_file_ops = 1005 });
+	airlock_execution_command cmd = test_command(argv);
+	airlock_execution_result r;
+	run(&c, &cmd, &r);
+	cr_assert_eq(r.n_files_changed, 1000);
+	cr_assert(r.files_changed_truncated);
+	airlock_execution_result_clear(&r);
+	ctx_close(&c);
+}
+
+#define CONTRACT_INSTANCE_destroy_is_idempotent(a, f) CONTRACT_INSTANCE(destroy_is_idempotent, a, f)
+CONTRACT_TEST(destroy_is_idempotent)
+{
+	ctx c;
+	ctx_open(&c, fx);
+	airlock_error err = { 0 };
+	cr_assert_eq(airlock_exec_destroy(c.exec, &c.h, &err), 0, "%s", err.message);
+	cr_assert_eq(airlock_exec_destroy(c.exec, &c.h, &err), 0, "second destroy: %s", err.message);
+	ctx_close(&c); /* a third */
+}
+
+#define CONTRACT_INSTANCE_execute_on_destroyed_handle_raises(a, f) CONTRACT_INSTANCE(execute_on_destroyed_handle_raises, a, f)
+CONTRACT_TEST(execute_on_destroyed_handle_raises)
+{
+	ctx c;
+	ctx_open(&c, fx);
+	airlock_error err = { 0 };
+	cr_assert_eq(airlock_exec_destroy(c.exec, &c.h, &err), 0);
+	char *argv[] = { "true", NULL };
+	airlock_execution_command cmd = test_command(argv);
+	airlock_execution_result r = { 0 };
+	int rc = airlock_exec_execute(c.exec, &c.call, &c.h, &cmd, &r, &err);
+	cr_assert_eq(rc, airlock_errcode(AIRLOCK_ERR_EXECUTION_REJECTED), "got %d: %s", rc,
+	             err.message);
+	airlock_workspace *ws = NULL;
+	rc = airlock_exec_workspace(c.exec, &c.call, &c.h, &ws, &err);
+	cr_assert_eq(rc, airlock_errcode(AIRLOCK_ERR_EXECUTION_REJECTED));
+	ctx_close(&c);
+}
+
+#define CONTRACT_INSTANCE_mismatched_tenant_raises(a, f) CONTRACT_INSTANCE(mismatched_tenant_raises, a, f)
+CONTRACT_TEST(mismatched_tenant_raises)
+{
+	ctx c;
+	ctx_open(&c, fx);
+	char *argv[] = { "true", NULL };
+	airlock_execution_command cmd = test_command(argv);
+	airlock_execution_result r = { 0 };
+	airlock_error err = { 0 };
+
+	/* The call is for tenant-b; the handle is tenant-a's. */
+	airlock_exec_call other = c.call;
+	other.tenant_id = "tenant-b";
+	int rc = airlock_exec_execute(c.exec, &other, &c.h, &cmd, &r, &err);
+	cr_assert_eq(rc, airlock_errcode(AIRLOCK_ERR_SANDBOX_ESCAPE_SUSPECTED), "%s", err.message);
+	/* Suspicion destroys the sandbox: the handle no longer executes. */
+	rc = airlock_exec_execute(c.exec, &c.call, &c.h, &cmd, &r, &err);
+	cr_assert_eq(rc, airlock_errcode(AIRLOCK_ERR_EXECUTION_REJECTED), "%s", err.message);
+	ctx_close(&c);
+}
+
+#define CONTRACT_INSTANCE_forged_handle_tenant_raises(a, f) CONTRACT_INSTANCE(forged_handle_tenant_raises, a, f)
+CONTRACT_TEST(forged_handle_tenant_raises)
+{
+	ctx c;
+	ctx_open(&c, fx);
+	char *argv[] = { "true", NULL };
+	airlock_execution_command cmd = test_command(argv);
+	airlock_execution_result r = { 0 };
+	airlock_error err = { 0 };
+	/* A handle rewritten to claim tenant-b, used by a tenant-b call. */
+	airlock_environment_handle forged = { 0 };
+	cr_assert_eq(airlock_environment_handle_copy(&forged, &c.h), 0);
+	free(forged.tenant_id);
+	forged.tenant_id = strdup("tenant-b");
+	airlock_exec_call other = c.call;
+	other.tenant_id = "tenant-b";
+	int rc = airlock_exec_execute(c.exec, &other, &forged, &cmd, &r, &err);
+	cr_assert_eq(rc, airlock_errcode(AIRLOCK_ERR_SANDBOX_ESCAPE_SUSPECTED), "%s", err.message);
+	airlock_environment_handle_clear(&forged);
+	ctx_close(&c);
+}
+
+#define CONTRACT_INSTANCE_workspace_persists_across_executes(a, f) CONTRACT_INSTANCE(workspace_persists_across_executes, a, f)
+CONTRACT_TEST(workspace_persists_across_executes)
+{
+	ctx c;
+	ctx_open(&c, fx);
+	char *w[] = { "sh", "-c", "printf kept > p.txt", NULL };
+	const airlock_fake_file_op ops[] = { { .path = "p.txt", .data = "kept", .len = 4 } };
+	fx->prepare(c.state, (const char *const *)w,
+	            &(airlock_fake_behaviour){ .file_ops = ops, .n_file_ops = 1 });
+	airlock_execution_command cmd = test_command(w);
+	airlock_execution_result r;
+	run(&c, &cmd, &r);
+	airlock_execution_result_clear(&r);
+
+	/* The second command's result comes from the workspace, not the script:
+	 * the read goes through the workspace port of the same sandbox. */
+	airlock_workspace *ws = NULL;
+	airlock_error err = { 0 };
+	cr_assert_eq(airlock_exec_workspace(c.exec, &c.call, &c.h, &ws, &err), 0);
+	unsigned char *data = NULL;
+	size_t len = 0;
+	cr_assert_eq(airlock_workspace_read(ws, "p.txt", 1024, &data, &len, &err), 0, "%s",
+	             err.message);
+	cr_assert_eq(len, 4);
+	cr_assert_eq(memcmp(data, "kept", 4), 0);
+	free(data);
+	airlock_provenance p;
+	cr_assert_eq(airlock_workspace_provenance(ws, "p.txt", &p, &err), 0, "%s", err.message);
+	cr_assert_eq(p, AIRLOCK_PROVENANCE_SANDBOX_WRITTEN, "bytes a sandbox wrote are never laundered");
+	ctx_close(&c);
+}
+
+typedef struct canceller {
+	airlock_cancel *token;
+	int delay_ms;
+} canceller;
+
+static void *cancel_later(void *arg)
+{
+	canceller *k = arg;
+	struct timespec ts = { .tv_sec = k->delay_ms / 1000,
+		               .tv_nsec = (long)(k->delay_ms % 1000) * 1000000L };
+	nanosleep(&ts, NULL);
+	airlock_cancel_fire(k->token);
+	return NULL;
+}
+
+#define CONTRACT_INSTANCE_cancel_kills_with_cancelled(a, f) CONTRACT_INSTANCE(cancel_kills_with_cancelled, a, f)
+CONTRACT_TEST(cancel_kills_with_cancelled)
+{
+	ctx c;
+	ctx_open(&c, fx);
+	char *argv[] = { "sh", "-c", "printf partial; exec sleep 30", NULL };
+	fx->prepare(c.state, (const char *const *)argv,
+	            &(airlock_fake_behaviour){ .stdout_data = "partial", .stdout_len = 7,
+	                                       .runs_for_ms = 30000 });
+	airlock_error err = { 0 };
+	canceller k = { .delay_ms = 300 };
+	cr_assert_eq(airlock_cancel_new(&k.token, &err), 0);
+	c.call.cancel = k.token;
+	pthread_t t;
+	cr_assert_eq(pthread_create(&t, NULL, cancel_later, &k), 0);
+	airlock_execution_command cmd = test_command(argv);
+	airlock_execution_result r;
+	run(&c, &cmd, &r);
+	pthread_join(t, NULL);
+	cr_assert_eq(r.killed_by, AIRLOCK_KILL_CANCELLED);
+	cr_assert_not(r.timed_out);
+	cr_assert_not(r.has_exit_code);
+	cr_assert_eq(r.stdout_len, 7, "a cancelled command's output is evidence");
+	airlock_execution_result_clear(&r);
+	airlock_cancel_free(k.token);
+	ctx_close(&c);
+}

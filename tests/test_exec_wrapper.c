@@ -1,0 +1,428 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * The checks the core's wrappers make for every adapter: spec and command
+ * validation, the timeout rule as the adapter receives it, expiry, and the
+ * result invariants an adapter must not break. The fake records what it is
+ * asked, which is how these tests see what the wrapper passed down.
+ */
+#include <criterion/criterion.h>
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+
+#include "airlock/fake.h"
+#include "airlock/mechanisms.h"
+#include "airlock/port/exec.h"
+#include "testlib.h"
+
+typedef struct wctx {
+	airlock_fake *fake;
+	airlock_exec *exec;
+	airlock_environment_spec spec;
+	airlock_environment_handle h;
+	airlock_exec_call call;
+} wctx;
+
+static void wopen(wctx *c, const airlock_exec_ops *ops, const airlock_exec_config *cfg)
+{
+	memset(c, 0, sizeof(*c));
+	airlock_error err = { 0 };
+	cr_assert_eq(airlock_fake_new(&c->fake, &err), 0);
+	cr_assert_eq(airlock_exec_new(ops ? ops : airlock_fake_ops(), c->fake, cfg, &c->exec, &err), 0,
+	             "%s", err.message);
+	test_spec(&c->spec, "t1", "r1");
+	cr_assert_eq(airlock_exec_provision(c->exec, &c->spec, &c->h, &err), 0, "%s", err.message);
+	c->call = (airlock_exec_call){ .tenant_id = "t1", .remaining_budget_ms = AIRLOCK_BUDGET_NONE };
+}
+
+static void wclose(wctx *c)
+{
+	airlock_error err = { 0 };
+	airlock_exec_destroy(c->exec, &c->h, &err);
+	airlock_exec_free(c->exec);
+	airlock_environment_handle_clear(&c->h);
+	airlock_environment_spec_clear(&c->spec);
+}
+
+static int wexec(wctx *c, airlock_execution_command *cmd, airlock_execution_result *r,
+                 airlock_error *err)
+{
+	memset(r, 0, sizeof(*r));
+	return airlock_exec_execute(c->exec, &c->call, &c->h, cmd, r, err);
+}
+
+Test(provision, rejects_invalid_spec_and_names_the_field)
+{
+	airlock_fake *f = NULL;
+	airlock_exec *e = NULL;
+	airlock_error err = { 0 };
+	airlock_exec_config cfg;
+	airlock_exec_config_default(&cfg);
+	cfg.ceilings.pids_max = 4096;
+	cfg.ceilings.wall_clock_seconds = 1800;
+	cr_assert_eq(airlock_fake_new(&f, &err), 0);
+	cr_assert_eq(airlock_exec_new(airlock_fake_ops(), f, &cfg, &e, &err), 0);
+	airlock_environment_spec s;
+	test_spec(&s, "t1", "r1");
+	s.limits.pids_max = 0;
+	airlock_environment_handle h = { 0 };
+	int rc = airlock_exec_provision(e, &s, &h, &err);
+	cr_assert_eq(rc, airlock_errcode(AIRLOCK_ERR_EXECUTION_REJECTED), "%s", err.message);
+	cr_assert(strstr(err.message, "pids_max"), "message names the field: %s", err.message);
+	cr_assert_eq(airlock_fake_live_count(f), 0, "nothing provisioned on failure");
+
+	s.limits.pids_max = 4097;
+	rc = airlock_exec_provision(e, &s, &h, &err);
+	cr_assert_eq(rc, airlock_errcode(AIRLOCK_ERR_EXECUTION_REJECTED), "%s", err.message);
+	cr_assert(strstr(err.message, "pids_max=4097 is above the operator's ceiling of 4096"), "%s",
+	          err.message);
+	s.limits.pids_max = 4096;
+	s.limits.wall_clock_seconds = 1801;
+	rc = airlock_exec_provision(e, &s, &h, &err);
+	cr_assert_eq(rc, airlock_errcode(AIRLOCK_ERR_EXECUTION_REJECTED), "%s", err.message);
+	cr_assert(strstr(err.message, "wall_clock_seconds"), "%s", err.message);
+	/* memory_bytes has no ceiling here ("operator"): any positive value passes. */
+	s.limits.wall_clock_seconds = 60;
+	s.limits.memory_bytes = 1ll << 50;
+	rc = airlock_exec_provision(e, &s, &h, &err);
+	cr_assert_eq(rc, 0, "%s", err.message);
+	airlock_exec_destroy(e, &h, &err);
+	airlock_environment_handle_clear(&h);
+
+	s.limits.wall_clock_seconds = 10;
+	free(s.image_digest);
+	s.image_digest = strdup("debian:12");
+	rc = airlock_exec_provision(e, &s, &h, &err);
+	cr_assert_eq(rc, airlock_errcode(AIRLOCK_ERR_EXECUTION_REJECTED), "a tag is not a digest");
+	airlock_environment_spec_clear(&s);
+	airlock_exec_free(e);
+}
+
+Test(provision, handle_is_opaque_and_bounded_by_the_hard_cap)
+{
+	airlock_exec_config cfg;
+	airlock_exec_config_default(&cfg);
+	cfg.hard_cap_seconds = 120;
+	wctx c;
+	wopen(&c, NULL, &cfg);
+	cr_assert_eq(strncmp(c.h.environment_id, "env_", 4), 0);
+	cr_assert_eq(strlen(c.h.environment_id), 36);
+	cr_assert_str_eq(c.h.tenant_id, "t1");
+	cr_assert_str_eq(c.h.run_id, "r1");
+	cr_assert_eq(c.h.lease_epoch, 1);
+	cr_assert_eq(c.h.expires_at_ms - c.h.created_at_ms, 120 * 1000);
+	wclose(&c);
+}
+
+Test(command, validation_in_order)
+{
+	wctx c;
+	wopen(&c, NULL, NULL);
+	airlock_error err = { 0 };
+	airlock_execution_result r;
+
+	airlock_execution_command empty = { .argv = (char *[]){ NULL }, .argc = 0,
+		                            .working_directory = ".", .timeout_seconds = 5,
+		                            .maximum_output_bytes = 10 };
+	cr_assert_eq(wexec(&c, &empty, &r, &err), airlock_errcode(AIRLOCK_ERR_TOOL_VALIDATION));
+	cr_assert(strstr(err.message, "argument vector"), "teaches the vector form: %s", err.message);
+
+	char *rel[] = { "./setup.sh", NULL };
+	airlock_execution_command cmd = test_command(rel);
+	cr_assert_eq(wexec(&c, &cmd, &r, &err), airlock_errcode(AIRLOCK_ERR_TOOL_VALIDATION));
+	cr_assert(strstr(err.message, "bash"), "%s", err.message);
+
+	char *rel2[] = { "bin/tool", NULL };
+	cmd = test_command(rel2);
+	cr_assert_eq(wexec(&c, &cmd, &r, &err), airlock_errcode(AIRLOCK_ERR_TOOL_VALIDATION));
+
+	char *abs[] = { "/usr/bin/true", NULL };
+	cmd = test_command(abs);
+	cr_assert_eq(wexec(&c, &cmd, &r, &err), 0, "%s", err.message);
+	airlock_execution_result_clear(&r);
+
+	char *bare[] = { "true", NULL };
+	cmd = test_command(bare);
+	cmd.timeout_seconds = 0;
+	cr_assert_eq(wexec(&c, &cmd, &r, &err), airlock_errcode(AIRLOCK_ERR_TOOL_VALIDATION));
+	cmd.timeout_seconds = -3;
+	cr_assert_eq(wexec(&c, &cmd, &r, &err), airlock_errcode(AIRLOCK_ERR_TOOL_VALIDATION));
+
+	cmd = test_command(bare);
+	cmd.working_directory = "../etc";
+	cr_assert_eq(wexec(&c, &cmd, &r, &err), airlock_errcode(AIRLOCK_ERR_WORKSPACE_ESCAPE));
+	cmd.working_directory = "/etc";
+	cr_assert_eq(wexec(&c, &cmd, &r, &err), airlock_errcode(AIRLOCK_ERR_WORKSPACE_ESCAPE));
+	cmd.working_directory = "sub/dir";
+	cr_assert_eq(wexec(&c, &cmd, &r, &err), 0, "%s", err.message);
+	airlock_execution_result_clear(&r);
+
+	/* The whole vector is capped at 64 KiB. */
+	static char big[40000];
+	memset(big, 'x', sizeof(big) - 1);
+	char *large[] = { "echo", big, big, NULL };
+	cmd = test_command(large);
+	cr_assert_eq(wexec(&c, &cmd, &r, &err), airlock_errcode(AIRLOCK_ERR_TOOL_VALIDATION));
+	cr_assert(strstr(err.message, "65536"), "%s", err.message);
+
+	/* Nothing that failed validation reached the adapter. */
+	cr_assert_eq(airlock_fake_recorded_count(c.fake), 2);
+	wclose(&c);
+}
+
+/* The adapter receives the minimum rule's result. */
+Test(timeout, adapter_receives_the_effective_timeout)
+{
+	struct {
+		int64_t wall_clock, command, budget_ms;
+		int64_t want_ms;
+	} rows[] = {
+		{ 60, 3600, AIRLOCK_BUDGET_NONE, 60000 },  /* spec wall clock is lowest */
+		{ 600, 3600, AIRLOCK_BUDGET_NONE, 300000 }, /* the model's 3600 is clamped to 300 */
+		{ 600, 5, AIRLOCK_BUDGET_NONE, 5000 },      /* the model may lower it */
+		{ 600, 100, 42000, 42000 },                 /* the run's remaining budget */
+	};
+	for (size_t i = 0; i < sizeof(rows) / sizeof(rows[0]); i++) {
+		airlock_fake *f = NULL;
+		airlock_exec *e = NULL;
+		airlock_error err = { 0 };
+		cr_assert_eq(airlock_fake_new(&f, &err), 0);
+		cr_assert_eq(airlock_exec_new(airlock_fake_ops(), f, NULL, &e, &err), 0);
+		airlock_environment_spec s;
+		test_spec(&s, "t1", "r1");
+		s.limits.wall_clock_seconds = rows[i].wall_clock;
+		airlock_environment_handle h = { 0 };
+		cr_assert_eq(airlock_exec_provision(e, &s, &h, &err), 0, "%s", err.message);
+		char *argv[] = { "true", NULL };
+		airlock_execution_command cmd = test_command(argv);
+		cmd.timeout_seconds = rows[i].command;
+		airlock_exec_call call = { .tenant_id = "t1", .remaining_budget_ms = rows[i].budget_ms };
+		airlock_execution_result r = { 0 };
+		cr_assert_eq(airlock_exec_execute(e, &call, &h, &cmd, &r, &err), 0, "%s", err.message);
+		cr_assert_eq(airlock_fake_recorded(f, 0)->effective_timeout_ms, rows[i].want_ms,
+		             "row %zu: got %lld", i,
+		             (long long)airlock_fake_recorded(f, 0)->effective_timeout_ms);
+		airlock_execution_result_clear(&r);
+		airlock_exec_destroy(e, &h, &err);
+		airlock_environment_handle_clear(&h);
+		airlock_environment_spec_clear(&s);
+		airlock_exec_free(e);
+	}
+}
+
+Test(timeout, budget_under_the_floor_starts_nothing)
+{
+	wctx c;
+	wopen(&c, NULL, NULL);
+	c.call.remaining_budget_ms = 4999;
+	char *argv[] = { "true", NULL };
+	airlock_execution_command cmd = test_command(argv);
+	airlock_execution_result r;
+	airlock_error err = { 0 };
+	cr_assert_eq(wexec(&c, &cmd, &r, &err), airlock_errcode(AIRLOCK_ERR_TOOL_VALIDATION));
+	cr_assert_eq(airlock_fake_recorded_count(c.fake), 0, "the command was not started");
+	wclose(&c);
+}
+
+Test(expiry, a_sandbox_past_expires_at_is_destroyed)
+{
+	airlock_exec_config cfg;
+	airlock_exec_config_default(&cfg);
+	cfg.hard_cap_seconds = 1;
+	wctx c;
+	airlock_environment_spec s;
+	wopen(&c, NULL, &cfg);
+	(void)s;
+	struct timespec ts = { .tv_sec = 1, .tv_nsec = 100 * 1000000L };
+	nanosleep(&ts, NULL);
+	char *argv[] = { "true", NULL };
+	airlock_execution_command cmd = test_command(argv);
+	airlock_execution_result r;
+	airlock_error err = { 0 };
+	cr_assert_eq(wexec(&c, &cmd, &r, &err), airlock_errcode(AIRLOCK_ERR_EXECUTION_REJECTED));
+	cr_assert(strstr(err.message, "expires_at"), "%s", err.message);
+	cr_assert_eq(airlock_fake_live_count(c.fake), 0, "the expired sandbox was destroyed");
+	wclose(&c);
+}
+
+Test(expiry, mid_command_expiry_kills_with_expired)
+{
+	airlock_exec_config cfg;
+	airlock_exec_config_default(&cfg);
+	cfg.hard_cap_seconds = 2;
+	wctx c;
+	wopen(&c, NULL, &cfg);
+	char *argv[] = { "sleep", "30", NULL };
+	airlock_error err = { 0 };
+	cr_assert_eq(airlock_fake_script(c.fake, (const char *const *)argv,
+	                                 &(airlock_fake_behaviour){ .runs_for_ms = 30000 }, &err), 0);
+	/* Let part of the sandbox's life pass so expiry comes before the 2 s
+	 * timeout the hard cap also imposes. */
+	struct timespec ts = { .tv_sec = 0, .tv_nsec = 400 * 1000000L };
+	nanosleep(&ts, NULL);
+	airlock_execution_command cmd = test_command(argv);
+	airlock_execution_result r;
+	cr_assert_eq(wexec(&c, &cmd, &r, &err), 0, "%s", err.message);
+	cr_assert_eq(r.killed_by, AIRLOCK_KILL_EXPIRED);
+	cr_assert_not(r.timed_out);
+	cr_assert_not(r.has_exit_code);
+	airlock_execution_result_clear(&r);
+	cr_assert_eq(airlock_fake_live_count(c.fake), 0, "expiry destroys the sandbox");
+	wclose(&c);
+}
+
+/* An adapter that breaks the result invariants is caught by the wrapper. */
+static int (*real_execute)(void *, const airlock_environment_handle *, const airlock_exec_request *,
+                           airlock_execution_result *, airlock_error *);
+static int corrupting_execute(void *ctx, const airlock_environment_handle *h,
+                              const airlock_exec_request *req, airlock_execution_result *ret,
+                              airlock_error *err)
+{
+	int r = real_execute(ctx, h, req, ret, err);
+	ret->killed_by = AIRLOCK_KILL_MEMORY; /* but has_exit_code stays true */
+	return r;
+}
+
+Test(invariants, inconsistent_adapter_result_is_refused)
+{
+	static airlock_exec_ops broken;
+	broken = *airlock_fake_ops();
+	broken.name = "broken";
+	real_execute = broken.execute;
+	broken.execute = corrupting_execute;
+	wctx c;
+	wopen(&c, &broken, NULL);
+	char *argv[] = { "true", NULL };
+	airlock_execution_command cmd = test_command(argv);
+	airlock_execution_result r;
+	airlock_error err = { 0 };
+	cr_assert_eq(wexec(&c, &cmd, &r, &err), airlock_errcode(AIRLOCK_ERR_EXECUTION_UNAVAILABLE));
+	cr_assert(strstr(err.message, "exit_code"), "%s", err.message);
+	cr_assert_null(r.stdout_data, "nothing of the bad result is handed out");
+	wclose(&c);
+}
+
+Test(invariants, incomplete_ops_table_is_refused)
+{
+	static airlock_exec_ops partial;
+	partial = *airlock_fake_ops();
+	partial.destroy = NULL;
+	airlock_fake *f = NULL;
+	airlock_exec *e = NULL;
+	airlock_error err = { 0 };
+	cr_assert_eq(airlock_fake_new(&f, &err), 0);
+	cr_assert_eq(airlock_exec_new(&partial, f, NULL, &e, &err), airlock_errcode(AIRLOCK_ERR_CONFIG));
+	cr_assert_null(e);
+}
+
+Test(cancel, fired_before_execute_returns_cancelled)
+{
+	wctx c;
+	wopen(&c, NULL, NULL);
+	airlock_error err = { 0 };
+	airlock_cancel *k = NULL;
+	cr_assert_eq(airlock_cancel_new(&k, &err), 0);
+	airlock_cancel_fire(k);
+	airlock_cancel_fire(k); /* idempotent */
+	cr_assert(airlock_cancel_fired(k));
+	c.call.cancel = k;
+	char *argv[] = { "sleep", "30", NULL };
+	cr_assert_eq(airlock_fake_script(c.fake, (const char *const *)argv,
+	                                 &(airlock_fake_behaviour){ .runs_for_ms = 30000 }, &err), 0);
+	airlock_execution_command cmd = test_command(argv);
+	airlock_execution_result r;
+	cr_assert_eq(wexec(&c, &cmd, &r, &err), 0, "%s", err.message);
+	cr_assert_eq(r.killed_by, AIRLOCK_KILL_CANCELLED);
+	airlock_execution_result_clear(&r);
+	airlock_cancel_free(k);
+	wclose(&c);
+}
+
+Test(fake, records_every_command_and_scripts_per_argv)
+{
+	wctx c;
+	wopen(&c, NULL, NULL);
+	airlock_error err = { 0 };
+	char *a[] = { "echo", "a", NULL };
+	cr_assert_eq(airlock_fake_script(c.fake, NULL,
+	                                 &(airlock_fake_behaviour){ .exit_code = 7 }, &err), 0);
+	cr_assert_eq(airlock_fake_script(c.fake, (const char *const *)a,
+	                                 &(airlock_fake_behaviour){ .stdout_data = "a\n", .stdout_len = 2 },
+	                                 &err), 0);
+	airlock_execution_command cmd = test_command(a);
+	cmd.has_stdin = true;
+	cmd.stdin_data = (unsigned char *)"in";
+	cmd.stdin_len = 2;
+	airlock_execution_result r;
+	cr_assert_eq(wexec(&c, &cmd, &r, &err), 0);
+	cr_assert_eq(r.exit_code, 0);
+	cr_assert_eq(r.stdout_len, 2);
+	airlock_execution_result_clear(&r);
+	char *b[] = { "other", NULL };
+	cmd = test_command(b);
+	cr_assert_eq(wexec(&c, &cmd, &r, &err), 0);
+	cr_assert_eq(r.exit_code, 7, "the default script answers an unscripted argv");
+	airlock_execution_result_clear(&r);
+
+	cr_assert_eq(airlock_fake_recorded_count(c.fake), 2);
+	const airlock_fake_record *rec = airlock_fake_recorded(c.fake, 0);
+	cr_assert_str_eq(rec->environment_id, c.h.environment_id);
+	cr_assert_eq(rec->command.argc, 2);
+	cr_assert_str_eq(rec->command.argv[1], "a");
+	cr_assert_eq(rec->command.stdin_len, 2);
+	cr_assert_str_eq(airlock_fake_recorded(c.fake, 1)->command.argv[0], "other");
+	wclose(&c);
+}
+
+Test(fake, a_workspace_filler_ends_as_disk)
+{
+	wctx c;
+	airlock_exec_config cfg;
+	airlock_exec_config_default(&cfg);
+	wopen(&c, NULL, &cfg);
+	/* test_spec's workspace is 64 MiB; write more than that. */
+	static char chunk[1 << 20];
+	airlock_fake_file_op ops[70];
+	char names[70][16];
+	for (int i = 0; i < 70; i++) {
+		snprintf(names[i], sizeof(names[i]), "fill%d", i);
+		ops[i] = (airlock_fake_file_op){ .path = names[i], .data = chunk, .len = sizeof(chunk) };
+	}
+	char *argv[] = { "fill", NULL };
+	airlock_error err = { 0 };
+	cr_assert_eq(airlock_fake_script(c.fake, (const char *const *)argv,
+	                                 &(airlock_fake_behaviour){ .file_ops = ops, .n_file_ops = 70 },
+	                                 &err), 0);
+	airlock_execution_command cmd = test_command(argv);
+	airlock_execution_result r;
+	cr_assert_eq(wexec(&c, &cmd, &r, &err), 0, "%s", err.message);
+	cr_assert_eq(r.killed_by, AIRLOCK_KILL_DISK);
+	cr_assert(r.n_files_changed > 0 && r.n_files_changed < 70, "partial writes are reported");
+	airlock_execution_result_clear(&r);
+	wclose(&c);
+}
+
+Test(registry, only_built_mechanisms_open_and_the_rest_say_why)
+{
+	airlock_settings s = { 0 };
+	airlock_error err = { 0 };
+	cr_assert_eq(airlock_settings_default(&s, &err), 0, "%s", err.message);
+	airlock_exec *e = NULL;
+	s.mechanism = AIRLOCK_MECHANISM_FAKE;
+	cr_assert_eq(airlock_exec_open(&s, &e, &err), 0, "%s", err.message);
+	cr_assert_str_eq(airlock_exec_name(e), "fake");
+	airlock_exec_free(e);
+	for (int m = AIRLOCK_MECHANISM_INVALID + 1; m < AIRLOCK_MECHANISM__MAX; m++) {
+		if (m == AIRLOCK_MECHANISM_FAKE)
+			continue;
+		s.mechanism = (airlock_mechanism)m;
+		e = NULL;
+		int rc = airlock_exec_open(&s, &e, &err);
+		cr_assert_eq(rc, airlock_errcode(AIRLOCK_ERR_NOT_IMPLEMENTED), "%s",
+		             airlock_mechanism_name((airlock_mechanism)m));
+		cr_assert(strstr(err.message, airlock_mechanism_name((airlock_mechanism)m)), "%s",
+		          err.message);
+		cr_assert_null(e);
+	}
+	airlock_settings_clear(&s);
+}
