@@ -11,8 +11,10 @@ packages=(
 	libjansson-dev                     # JSON encoding and strict decoding of the port's types
 	libyaml-dev                        # settings file (and the egress policy grammar)
 	libssl-dev                         # SHA-256 and base64 via libcrypto EVP
+	libseccomp-dev                     # the native sandbox's seccomp filter, built and exported as BPF
 	python3                            # test helpers parse JSON output
-	debootstrap erofs-utils             # sandbox images: built from Debian packages, named by digest
+	debootstrap erofs-utils gpgv debian-archive-keyring             # sandbox images: built from Debian packages, named by digest
+	e2fsprogs                          # mkfs.ext4 formats each sandbox's workspace volume (native)
 	clang libclang-rt-14-dev           # libFuzzer targets (scripts/fuzz.sh)
 )
 

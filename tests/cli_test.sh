@@ -57,7 +57,24 @@ expect run-escape-cwd 65 'WorkspaceEscape' -- "$AIRLOCK" run --mechanism fake --
 expect run-relative-argv0 65 'ToolValidationError' -- "$AIRLOCK" run --mechanism fake -- ./setup.sh
 expect run-tier0-env 78 'AWS_SECRET_ACCESS_KEY' -- "$AIRLOCK" run --mechanism fake --env AWS_SECRET_ACCESS_KEY -- true
 expect run-bad-mechanism 78 'not one of' -- "$AIRLOCK" run --mechanism podman -- true
-expect run-native-not-built 69 'native' -- "$AIRLOCK" run -- true
+# The native mechanism, for real, where this host can run it (root, cgroups,
+# the default image in the store that scripts/test.sh builds).
+if "$AIRLOCK" doctor | grep -Eq '^native +available' && [ -n "${AIRLOCK_TEST_IMAGE_STORE:-}" ]; then
+	export AIRLOCK_IMAGE_STORE=$AIRLOCK_TEST_IMAGE_STORE
+	expect run-native 0 '^hello 1000 /workspace' -- "$AIRLOCK" run -- python3 -c 'import os; print("hello", os.getuid(), os.getcwd())'
+	expect run-native-exit 3 'exit 3' -- "$AIRLOCK" run -- sh -c 'exit 3'
+	expect run-native-timeout 137 'killed: TIMEOUT' -- "$AIRLOCK" run --timeout 1 -- sleep 30
+	expect run-native-memory 137 'killed: MEMORY' -- "$AIRLOCK" run --memory 64M -- python3 -c 'x = bytearray(1 << 30)'
+	expect run-native-files 0 'CREATED +out/r.csv \(3 bytes\)' -- "$AIRLOCK" run -- sh -c 'mkdir out && printf 1,2 > out/r.csv'
+	expect run-native-stdin 0 '^input piped' -- "$AIRLOCK" run --stdin "$TMP/stdin" -- sh -c 'cat; echo " piped"'
+	expect run-native-cwd-missing 127 'working directory /workspace/sub: No such file' -- "$AIRLOCK" run --cwd sub -- pwd
+	expect run-native-no-network 1 'ENETUNREACH|unreachable' -- "$AIRLOCK" run -- python3 -c 'import socket; socket.create_connection(("198.51.100.7", 80), 3)'
+	expect run-native-not-found 127 'cannot execute' -- "$AIRLOCK" run -- no-such-program
+	expect run-native-json 0 '"killed_by":null' -- "$AIRLOCK" run --json -- true
+	unset AIRLOCK_IMAGE_STORE
+else
+	echo "skip run-native*: the native mechanism cannot run here (see airlock doctor)"
+fi
 expect run-production-refuses-fake 78 'deployment_mode=production.*auth_mode=dev|auth_mode=dev.*deployment_mode=production' -- \
 	env AIRLOCK_DEPLOYMENT_MODE=production "$AIRLOCK" run --mechanism fake -- true
 expect run-auth-refuses-fake 78 'auth_mode=token' -- \
@@ -79,7 +96,15 @@ expect config-no-subcommand 64 'usage' -- "$AIRLOCK" config
 
 # doctor
 expect doctor 0 'fake +available' -- "$AIRLOCK" doctor
-expect doctor-native 0 'native +unavailable' -- "$AIRLOCK" doctor
+expect doctor-native 0 '^native +(available|unavailable: .+)' -- "$AIRLOCK" doctor
+expect doctor-docker 0 '^docker +unavailable: .*Docker socket is rejected' -- "$AIRLOCK" doctor
+
+# image
+expect image-no-subcommand 64 'usage' -- "$AIRLOCK" image
+mkdir -m 0700 "$TMP/store"
+expect image-ls-empty 0 '' -- env AIRLOCK_IMAGE_STORE="$TMP/store" "$AIRLOCK" image ls
+mkdir -m 0775 "$TMP/open-store"
+expect image-store-group-writable 78 'supply-chain' -- env AIRLOCK_IMAGE_STORE="$TMP/open-store" "$AIRLOCK" image ls
 
 echo "cli: $pass passed, $fail failed"
 [ "$fail" -eq 0 ]

@@ -20,6 +20,7 @@
 
 #include "airlock/fake.h"
 #include "airlock/port/exec.h"
+#include "native_testlib.h"
 #include "testlib.h"
 #include "util/util.h"
 
@@ -32,6 +33,8 @@ typedef struct contract_fixture {
 	/* Make argv behave, on a mechanism that runs nothing, as the real
 	 * command would (b describes it). A no-op for mechanisms that execute. */
 	void (*prepare)(void *state, const char *const *argv, const airlock_fake_behaviour *b);
+	/* Adjust the suite's spec to what the mechanism runs (its image). */
+	void (*adjust_spec)(void *state, airlock_environment_spec *spec);
 } contract_fixture;
 
 static void fake_open(const airlock_exec_config *cfg, airlock_exec **ret, void **state)
@@ -49,13 +52,47 @@ static void fake_prepare(void *state, const char *const *argv, const airlock_fak
 	cr_assert_eq(airlock_fake_script(state, argv, b, &err), 0, "%s", err.message);
 }
 
-static const contract_fixture fake_fixture = { "fake", fake_open, fake_prepare };
+static void fake_adjust_spec(void *state, airlock_environment_spec *spec)
+{
+	(void)state;
+	(void)spec;
+}
+
+static const contract_fixture fake_fixture = { "fake", fake_open, fake_prepare, fake_adjust_spec };
+
+/* native: real namespaces and cgroups; the commands really run. A host that
+ * cannot run it skips with the reason. */
+static char native_digest[AIRLOCK_IMAGE_DIGEST_SIZE];
+
+static void native_open(const airlock_exec_config *cfg, airlock_exec **ret, void **state)
+{
+	native_test_require(native_digest);
+	*ret = native_test_open(cfg);
+	*state = NULL;
+}
+
+static void native_prepare(void *state, const char *const *argv, const airlock_fake_behaviour *b)
+{
+	(void)state;
+	(void)argv;
+	(void)b;
+}
+
+static void native_adjust_spec(void *state, airlock_environment_spec *spec)
+{
+	(void)state;
+	free(spec->image_digest);
+	spec->image_digest = strdup(native_digest);
+}
+
+static const contract_fixture native_fixture = { "native", native_open, native_prepare,
+	                                         native_adjust_spec };
 
 /* Every adapter the suite runs against. */
-#define ADAPTERS(X) X(fake, fake_fixture)
+#define ADAPTERS(X) X(fake, fake_fixture) X(native, native_fixture)
 
 #define CONTRACT_INSTANCE(test, adapter, fixture)                                                  \
-	Test(contract_##adapter, test, .timeout = 60) { test##_body(&fixture); }
+	Test(contract_##adapter, test, .timeout = 120) { test##_body(&fixture); }
 #define CONTRACT_TEST(test)                                                                        \
 	static void test##_body(const contract_fixture *fx);                                       \
 	ADAPTERS(CONTRACT_INSTANCE_##test)                                                         \
@@ -78,6 +115,7 @@ static void ctx_open_cfg(ctx *c, const contract_fixture *fx, const airlock_exec_
 	c->fx = fx;
 	fx->open(cfg, &c->exec, &c->state);
 	test_spec(&c->spec, "tenant-a", "run-1");
+	fx->adjust_spec(c->state, &c->spec);
 	airlock_error err = { 0 };
 	cr_assert_eq(airlock_exec_provision(c->exec, &c->spec, &c->h, &err), 0, "%s", err.message);
 	c->call = (airlock_exec_call){ .tenant_id = "tenant-a",

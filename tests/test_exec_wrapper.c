@@ -402,7 +402,7 @@ Test(fake, a_workspace_filler_ends_as_disk)
 	wclose(&c);
 }
 
-Test(registry, only_built_mechanisms_open_and_the_rest_say_why)
+Test(registry, built_mechanisms_open_and_the_rest_say_why)
 {
 	airlock_settings s = { 0 };
 	airlock_error err = { 0 };
@@ -412,12 +412,24 @@ Test(registry, only_built_mechanisms_open_and_the_rest_say_why)
 	cr_assert_eq(airlock_exec_open(&s, &e, &err), 0, "%s", err.message);
 	cr_assert_str_eq(airlock_exec_name(e), "fake");
 	airlock_exec_free(e);
+	/* native opens where the host can run it, and otherwise says why. */
+	s.mechanism = AIRLOCK_MECHANISM_NATIVE;
+	const char *why = airlock_mechanism_unavailable_reason(AIRLOCK_MECHANISM_NATIVE);
+	int rc = airlock_exec_open(&s, &e, &err);
+	if (why) {
+		cr_assert_eq(rc, airlock_errcode(AIRLOCK_ERR_EXECUTION_UNAVAILABLE), "%s", err.message);
+		cr_assert_null(e);
+	} else {
+		cr_assert_eq(rc, 0, "%s", err.message);
+		cr_assert_str_eq(airlock_exec_name(e), "native");
+		airlock_exec_free(e);
+	}
 	for (int m = AIRLOCK_MECHANISM_INVALID + 1; m < AIRLOCK_MECHANISM__MAX; m++) {
-		if (m == AIRLOCK_MECHANISM_FAKE)
+		if (m == AIRLOCK_MECHANISM_FAKE || m == AIRLOCK_MECHANISM_NATIVE)
 			continue;
 		s.mechanism = (airlock_mechanism)m;
 		e = NULL;
-		int rc = airlock_exec_open(&s, &e, &err);
+		rc = airlock_exec_open(&s, &e, &err);
 		cr_assert_eq(rc, airlock_errcode(AIRLOCK_ERR_NOT_IMPLEMENTED), "%s",
 		             airlock_mechanism_name((airlock_mechanism)m));
 		cr_assert(strstr(err.message, airlock_mechanism_name((airlock_mechanism)m)), "%s",

@@ -5,11 +5,12 @@
  * resolve and provenance together").
  *
  * Every CONTRACT() test is written once and instantiated per adapter, as
- * contract_local::<name> and contract_memory::<name>. A fixture gives each
- * adapter the one thing the port cannot do for itself: put a file there the
- * way something other than the tool would (a sandbox for memory, a direct
- * write into the directory for local), and say which provenance such a file
- * must report.
+ * contract_local::<name>, contract_memory::<name> and contract_volume::<name>
+ * (the native mechanism's ext4 workspace volume; needs root, skips without).
+ * A fixture gives each adapter the one thing the port cannot do for itself:
+ * put a file there the way something other than the tool would (a sandbox
+ * for memory, a direct write into the directory for local and for the
+ * volume), and say which provenance such a file must report.
  *
  * Adapter-specific extras follow, in sections of their own: the local
  * directory's symlink and magic-link cases, and the memory workspace's
@@ -25,10 +26,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mount.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include "airlock/port/workspace.h"
+#include "exec/native/volume.h"
 #include "util/util.h"
 #include "workspace/memory/memws.h"
 
@@ -49,6 +52,9 @@ typedef struct fx {
 	int dfd; /* the test's own descriptor on dir, for foreign writes */
 	/* memory */
 	airlock_memws *mem;
+	/* volume: on a detached tmpfs, so nothing has a path */
+	int backing;
+	native_volume *vol;
 } fx;
 
 static fx g_fx;
@@ -73,6 +79,7 @@ static void local_init(void)
 	memset(f, 0, sizeof(*f));
 	f->adapter = "local";
 	f->dfd = -1;
+	f->backing = -1;
 	snprintf(f->dir, sizeof(f->dir), "/tmp/airlock-contract-XXXXXX");
 	snprintf(f->outside, sizeof(f->outside), "/tmp/airlock-contract-out-XXXXXX");
 	cr_assert(mkdtemp(f->dir));
@@ -93,10 +100,39 @@ static void memory_init(void)
 	memset(f, 0, sizeof(*f));
 	f->adapter = "memory";
 	f->dfd = -1;
+	f->backing = -1;
 	airlock_error e = { 0 };
 	cr_assert_eq(airlock_workspace_memory_new(&f->ws, &e), 0, "%s", e.message);
 	f->mem = airlock_workspace_memory_state(f->ws);
 	cr_assert(f->mem);
+	f->foreign = AIRLOCK_PROVENANCE_SANDBOX_WRITTEN;
+}
+
+/* The native workspace volume; dfd is a plain directory descriptor on its
+ * root, the way a process in the sandbox writes it. */
+static void volume_init(void)
+{
+	fx *f = &g_fx;
+	memset(f, 0, sizeof(*f));
+	f->adapter = "volume";
+	f->dfd = -1;
+	f->backing = -1;
+	if (geteuid() != 0 || access("/dev/loop-control", R_OK | W_OK) != 0)
+		cr_skip_test("the volume adapter needs root and /dev/loop-control");
+	int fs = fsopen("tmpfs", FSOPEN_CLOEXEC);
+	cr_assert(fs >= 0);
+	cr_assert_eq(fsconfig(fs, FSCONFIG_SET_STRING, "size", "128m", 0), 0);
+	cr_assert_eq(fsconfig(fs, FSCONFIG_CMD_CREATE, NULL, NULL, 0), 0);
+	f->backing = fsmount(fs, FSMOUNT_CLOEXEC, 0);
+	close(fs);
+	cr_assert(f->backing >= 0);
+	airlock_error e = { 0 };
+	cr_assert_eq(native_volume_create(f->backing, 32 << 20, 1000, getuid(), getgid(), &f->vol,
+	                                  &e),
+	             0, "%s", e.message);
+	cr_assert_eq(native_volume_workspace(f->vol, &f->ws, &e), 0, "%s", e.message);
+	f->dfd = openat(native_volume_root_fd(f->vol), ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	cr_assert(f->dfd >= 0);
 	f->foreign = AIRLOCK_PROVENANCE_SANDBOX_WRITTEN;
 }
 
@@ -107,6 +143,13 @@ static void fx_fini(void)
 	f->ws = NULL;
 	if (f->dfd >= 0)
 		close(f->dfd);
+	f->dfd = -1;
+	/* After every descriptor on the volume is gone, as the contract asks. */
+	native_volume_destroy(f->vol);
+	f->vol = NULL;
+	if (f->backing >= 0)
+		close(f->backing);
+	f->backing = -1;
 	rm_tree(f->dir);
 	rm_tree(f->outside);
 }
@@ -146,12 +189,13 @@ static airlock_provenance prov(fx *f, const char *rel)
 	return p;
 }
 
-/* One test body, two registered tests: contract_local::name and
- * contract_memory::name. */
+/* One test body, three registered tests: contract_local::name,
+ * contract_memory::name and contract_volume::name. */
 #define CONTRACT(name)                                                                             \
 	static void name##_body(fx *f);                                                            \
 	Test(contract_local, name, .init = local_init, .fini = fx_fini) { name##_body(&g_fx); }   \
 	Test(contract_memory, name, .init = memory_init, .fini = fx_fini) { name##_body(&g_fx); } \
+	Test(contract_volume, name, .init = volume_init, .fini = fx_fini) { name##_body(&g_fx); } \
 	static void name##_body(fx *f)
 
 /* Resolve bytes; 0 or the code, *ret set only on success. */

@@ -3,6 +3,8 @@
 
 #include <string.h>
 
+#include "airlock/image.h"
+
 extern char **environ;
 
 int cli_exit_for(const airlock_error *err)
@@ -70,4 +72,27 @@ int cli_load_settings(const char *file, const char *mechanism, airlock_settings 
 fail:
 	airlock_settings_clear(&s);
 	return r;
+}
+
+static void print_progress(void *ctx, const char *line)
+{
+	(void)ctx;
+	fprintf(stderr, "airlock: image: %s\n", line);
+}
+
+int cli_default_image(const airlock_settings *s, char ret[72], airlock_error *err)
+{
+	airlock_image_store *store = NULL;
+	int r = airlock_image_store_open(s->image_store, &store, err);
+	if (r < 0)
+		return r;
+	r = airlock_image_find_default(store, ret, err);
+	if (r == 0) {
+		fprintf(stderr, "airlock: no default image in the store yet; building it once "
+		                "(debootstrap from the Debian mirror, a few minutes)\n");
+		airlock_image_build_options opts = { 0 };
+		r = airlock_image_build(store, &opts, print_progress, NULL, ret, err);
+	}
+	airlock_image_store_free(store);
+	return r < 0 ? r : 0;
 }

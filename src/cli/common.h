@@ -34,11 +34,16 @@ void cli_error(const char *verb, const airlock_error *err);
 int cli_load_settings(const char *file, const char *mechanism, airlock_settings *ret,
                       airlock_error *err);
 
+/* The image a run uses when settings name none: the default image in the
+ * store, built on first use with a progress line per step on stderr. */
+int cli_default_image(const airlock_settings *s, char ret[72], airlock_error *err);
+
 /* True when s is "--help" or "-h". */
 bool cli_is_help(const char *s);
 
 int cli_run(int argc, char **argv);
 int cli_config(int argc, char **argv);
 int cli_doctor(int argc, char **argv);
+int cli_image(int argc, char **argv);
 
 #endif

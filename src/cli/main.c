@@ -26,8 +26,7 @@ static const verb verbs[] = {
 	  "the egress grammar and proxy are the work of the issue \"The egress boundary\"" },
 	{ "proxy", NULL, "run the egress proxy on its own",
 	  "the egress proxy is the work of the issue \"The egress boundary\"" },
-	{ "image", NULL, "build and list sandbox images",
-	  "images are the work of the issue \"The native mechanism\"" },
+	{ "image", cli_image, "build and list sandbox images, named by digest", NULL },
 	{ "artifact", NULL, "store and fetch artifacts", "the artifact store is not implemented yet" },
 };
 

@@ -308,9 +308,15 @@ int cli_run(int argc, char **argv)
 	spec.run_id = strdup(run_id);
 	/* The fake mechanism runs no image; without a configured image the CLI
 	 * names the empty image (the digest of zero bytes) for it. */
+	char default_image[72];
 	if (s.image)
 		spec.image_digest = strdup(s.image);
-	else if (s.mechanism == AIRLOCK_MECHANISM_FAKE)
+	else if (s.mechanism == AIRLOCK_MECHANISM_NATIVE) {
+		r = cli_default_image(&s, default_image, &err);
+		if (r < 0)
+			goto fail;
+		spec.image_digest = strdup(default_image);
+	} else if (s.mechanism == AIRLOCK_MECHANISM_FAKE)
 		spec.image_digest = strdup("sha256:e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855");
 	else {
 		r = airlock_error_set(&err, AIRLOCK_ERR_CONFIG, 0,

@@ -1,9 +1,17 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 #include "core/snapshot.h"
 
+#include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
+#include <linux/openat2.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include "airlock/port/workspace.h"
 
 #include "util/util.h"
 
@@ -144,4 +152,160 @@ int airlock_snapshot_diff(const airlock_snapshot *before, const airlock_snapshot
 	ret->n_files_changed = l.n;
 	ret->files_changed_truncated = l.truncated;
 	return 0;
+}
+
+/* ---- walking a real workspace -------------------------------------------- */
+
+#define SNAPSHOT_HASH_CHUNK (1u << 16)
+
+typedef struct walk {
+	dev_t dev;
+	size_t max;
+	airlock_snapshot *snap;
+	char path[AIRLOCK_PATH_MAX + 1];
+} walk;
+
+/* path holds the directory's relative path ("" for the root) of len bytes;
+ * dfd is the directory, owned here. */
+static int walk_dir(walk *w, int dfd, size_t len, unsigned depth, airlock_error *err)
+{
+	DIR *d = fdopendir(dfd);
+	if (!d) {
+		int e = errno;
+		close(dfd);
+		return airlock_error_set(err, AIRLOCK_ERR_SYSTEM, e, "files_changed: open a directory");
+	}
+	int r = 0;
+	struct dirent *de;
+	errno = 0;
+	while (r == 0 && (de = readdir(d))) {
+		const char *name = de->d_name;
+		if (strcmp(name, ".") == 0 || strcmp(name, "..") == 0)
+			continue;
+		struct stat st;
+		/* No following: a symlink the sandbox planted is recorded as what
+		 * it is (not a regular file) and never walked through. */
+		if (fstatat(dirfd(d), name, &st, AT_SYMLINK_NOFOLLOW) < 0) {
+			if (errno == ENOENT)
+				continue;
+			r = airlock_error_set(err, AIRLOCK_ERR_SYSTEM, errno, "files_changed: stat");
+			break;
+		}
+		size_t nlen = strlen(name);
+		size_t plen = len + (len ? 1 : 0) + nlen;
+		if (plen > AIRLOCK_PATH_MAX - sizeof(AIRLOCK_WORKSPACE_ROOT)) {
+			r = airlock_error_set(err, AIRLOCK_ERR_EXECUTION_UNAVAILABLE, 0,
+			                      "files_changed: a path in the workspace is longer than %d bytes",
+			                      AIRLOCK_PATH_MAX);
+			break;
+		}
+		if (len)
+			w->path[len] = '/';
+		memcpy(w->path + len + (len ? 1 : 0), name, nlen + 1);
+		if (S_ISREG(st.st_mode)) {
+			if (w->snap->n >= w->max) {
+				r = airlock_error_set(err, AIRLOCK_ERR_EXECUTION_UNAVAILABLE, 0,
+				                      "files_changed: more than %zu files in the workspace",
+				                      w->max);
+				break;
+			}
+			r = airlock_snapshot_add(w->snap, w->path, st.st_size, st.st_ino,
+			                         (int64_t)st.st_mtim.tv_sec * 1000000000 + st.st_mtim.tv_nsec,
+			                         (int64_t)st.st_ctim.tv_sec * 1000000000 + st.st_ctim.tv_nsec,
+			                         0);
+			if (r < 0)
+				r = airlock_error_set(err, AIRLOCK_ERR_SYSTEM, -r, "files_changed");
+		} else if (S_ISDIR(st.st_mode) && st.st_dev == w->dev) {
+			if (depth + 1 >= AIRLOCK_SNAPSHOT_DEPTH_MAX) {
+				r = airlock_error_set(err, AIRLOCK_ERR_EXECUTION_UNAVAILABLE, 0,
+				                      "files_changed: directories nested deeper than %d",
+				                      AIRLOCK_SNAPSHOT_DEPTH_MAX);
+				break;
+			}
+			int sub = openat(dirfd(d), name,
+			                 O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+			if (sub < 0) {
+				if (errno == ENOENT)
+					continue;
+				r = airlock_error_set(err, AIRLOCK_ERR_SYSTEM, errno, "files_changed: open a directory");
+				break;
+			}
+			r = walk_dir(w, sub, plen, depth + 1, err);
+		}
+		w->path[len] = 0;
+		errno = 0;
+	}
+	closedir(d);
+	return r;
+}
+
+int airlock_snapshot_walk(int root_fd, size_t max_entries, airlock_snapshot *ret,
+                          airlock_error *err)
+{
+	struct stat st;
+	if (fstat(root_fd, &st) < 0)
+		return airlock_error_set(err, AIRLOCK_ERR_SYSTEM, errno, "files_changed: workspace root");
+	walk *w = calloc(1, sizeof(*w));
+	if (!w)
+		return airlock_error_set(err, AIRLOCK_ERR_SYSTEM, ENOMEM, "files_changed");
+	airlock_snapshot s = { 0 };
+	*w = (walk){ .dev = st.st_dev, .max = max_entries, .snap = &s };
+	int dfd = openat(root_fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	int r = dfd < 0 ? airlock_error_set(err, AIRLOCK_ERR_SYSTEM, errno, "files_changed: workspace root")
+	                : walk_dir(w, dfd, 0, 0, err);
+	free(w);
+	if (r < 0) {
+		airlock_snapshot_clear(&s);
+		return r;
+	}
+	airlock_snapshot_sort(&s);
+	*ret = s;
+	return 0;
+}
+
+int airlock_snapshot_hash_fd(void *ctx, const char *path, char hex[65], int64_t *ret_size,
+                             airlock_error *err)
+{
+	int root = *(const int *)ctx;
+	struct open_how how = {
+		.flags = O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK,
+		.resolve = RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS | RESOLVE_NO_XDEV,
+	};
+	int fd = (int)syscall(SYS_openat2, root, path, &how, sizeof(how));
+	if (fd < 0) {
+		if (errno == ENOENT || errno == ELOOP || errno == ENOTDIR)
+			return -ENOENT; /* replaced by something that is not the file */
+		return airlock_error_set(err, AIRLOCK_ERR_SYSTEM, errno, "files_changed: open");
+	}
+	struct stat st;
+	if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode)) {
+		close(fd);
+		return -ENOENT;
+	}
+	util_sha256 *h = util_sha256_new();
+	_cleanup_free_ unsigned char *buf = malloc(SNAPSHOT_HASH_CHUNK);
+	if (!h || !buf) {
+		util_sha256_free(h);
+		close(fd);
+		return airlock_error_set(err, AIRLOCK_ERR_SYSTEM, ENOMEM, "files_changed");
+	}
+	int64_t total = 0;
+	for (;;) {
+		ssize_t n = read(fd, buf, SNAPSHOT_HASH_CHUNK);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0) {
+			int e = errno;
+			util_sha256_free(h);
+			close(fd);
+			return airlock_error_set(err, AIRLOCK_ERR_SYSTEM, e, "files_changed: read");
+		}
+		if (n == 0)
+			break;
+		util_sha256_update(h, buf, (size_t)n);
+		total += n;
+	}
+	close(fd);
+	*ret_size = total;
+	return util_sha256_final_hex(h, hex);
 }

@@ -54,4 +54,24 @@ int airlock_snapshot_diff(const airlock_snapshot *before, const airlock_snapshot
                           airlock_snapshot_hash_fn hash, void *hash_ctx,
                           airlock_execution_result *ret, airlock_error *err);
 
+/*
+ * Walk a workspace held by a directory descriptor and snapshot every regular
+ * file (relative paths), for mechanisms whose workspace is a real filesystem.
+ * The walk never follows a symlink, never crosses into another mount
+ * (st_dev differs from the root's), stops at max_entries files
+ * (AIRLOCK_ERR_EXECUTION_UNAVAILABLE: a bound against a hostile tree, set to
+ * the workspace's inodes_max) and at AIRLOCK_SNAPSHOT_DEPTH_MAX levels. The
+ * result is sorted.
+ */
+#define AIRLOCK_SNAPSHOT_DEPTH_MAX 256
+int airlock_snapshot_walk(int root_fd, size_t max_entries, airlock_snapshot *ret,
+                          airlock_error *err);
+
+/* A snapshot_hash_fn for a workspace directory descriptor: ctx points to an
+ * int holding the root fd. Opens the file beneath the root without following
+ * any symlink, hashes it streaming, reports the bytes hashed. -ENOENT when
+ * the file is gone. */
+int airlock_snapshot_hash_fd(void *ctx, const char *path, char hex[65], int64_t *ret_size,
+                             airlock_error *err);
+
 #endif

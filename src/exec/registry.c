@@ -5,12 +5,17 @@
  */
 #include "airlock/mechanisms.h"
 
+#include <stdio.h>
+
 #include "airlock/fake.h"
+#include "airlock/native.h"
 
 typedef struct mechanism_row {
 	/* NULL when the adapter is not part of this build: then `missing` says
 	 * why and which work owns it, and opening it fails loudly. */
 	int (*open)(const airlock_settings *s, airlock_exec **ret, airlock_error *err);
+	/* Whether this host can run it (0) or why not; NULL: always can. */
+	int (*probe)(char *why, size_t size);
 	const char *missing;
 } mechanism_row;
 
@@ -33,12 +38,24 @@ static int open_fake(const airlock_settings *s, airlock_exec **ret, airlock_erro
 	return airlock_exec_new(airlock_fake_ops(), f, &cfg, ret, err);
 }
 
+static int open_native(const airlock_settings *s, airlock_exec **ret, airlock_error *err)
+{
+	airlock_native_config nc = {
+		.image_store = s->image_store,
+		.start_budget_seconds = s->defaults.start_budget_seconds,
+	};
+	airlock_native *n = NULL;
+	int r = airlock_native_new(&nc, &n, err);
+	if (r < 0)
+		return r;
+	airlock_exec_config cfg;
+	exec_config_from_settings(s, &cfg);
+	return airlock_exec_new(airlock_native_ops(), n, &cfg, ret, err);
+}
+
 static const mechanism_row mechanisms[AIRLOCK_MECHANISM__MAX] = {
 	[AIRLOCK_MECHANISM_FAKE] = { .open = open_fake },
-	[AIRLOCK_MECHANISM_NATIVE] = {
-		.missing = "the native mechanism (namespaces, cgroups, seccomp) is not implemented yet: "
-		           "it is the work of the issue \"The native mechanism\"",
-	},
+	[AIRLOCK_MECHANISM_NATIVE] = { .open = open_native, .probe = airlock_native_probe },
 	[AIRLOCK_MECHANISM_GVISOR] = {
 		.missing = "the gvisor mechanism (runsc) is not implemented yet",
 	},
@@ -55,7 +72,14 @@ const char *airlock_mechanism_unavailable_reason(airlock_mechanism m)
 {
 	if (m <= AIRLOCK_MECHANISM_INVALID || m >= AIRLOCK_MECHANISM__MAX)
 		return "unknown mechanism";
-	return mechanisms[m].open ? NULL : mechanisms[m].missing;
+	if (!mechanisms[m].open)
+		return mechanisms[m].missing;
+	/* Asked of the host each time; the reason lives in per-thread storage
+	 * so the pointer returned stays valid for the caller. */
+	static _Thread_local char why[AIRLOCK_MECHANISM__MAX][256];
+	if (mechanisms[m].probe && mechanisms[m].probe(why[m], sizeof(why[m])) < 0)
+		return why[m];
+	return NULL;
 }
 
 int airlock_exec_open(const airlock_settings *s, airlock_exec **ret, airlock_error *err)

@@ -69,6 +69,8 @@ typedef struct local_record {
 typedef struct local_ws {
 	int dirfd;
 	airlock_provenance foreign;
+	uid_t owner_uid; /* the root directory's owner: files write() creates are theirs */
+	gid_t owner_gid;
 	pthread_mutex_t lock; /* guards records and n_records */
 	void *records;        /* tsearch tree of local_record *, by path */
 	size_t n_records;
@@ -395,6 +397,14 @@ static int local_write(void *ctx, const char *rel, const void *data, size_t len,
 			return airlock_error_set(err, AIRLOCK_ERR_SYSTEM, errno, "write %s", q);
 	}
 
+	/* A file the tool writes belongs to whoever owns the workspace, as if
+	 * they had written it: on a sandbox's volume that is the sandbox user,
+	 * who must be able to change what a tool put there. */
+	if ((l->owner_uid != geteuid() || l->owner_gid != getegid()) &&
+	    fchown(fd, l->owner_uid, l->owner_gid) < 0) {
+		r = -errno;
+		goto fail;
+	}
 	r = local_write_all(fd, data, len);
 	if (r < 0)
 		goto fail;
@@ -715,6 +725,8 @@ int airlock_workspace_local_new(int dirfd, airlock_provenance foreign, airlock_w
 	local_ws *l = calloc(1, sizeof(*l));
 	if (!l)
 		return airlock_error_set(err, AIRLOCK_ERR_SYSTEM, ENOMEM, "local workspace");
+	l->owner_uid = st.st_uid;
+	l->owner_gid = st.st_gid;
 	int r = pthread_mutex_init(&l->lock, NULL);
 	if (r != 0) {
 		free(l);

@@ -1,0 +1,273 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+#ifndef AIRLOCK_IMAGE_H
+#define AIRLOCK_IMAGE_H
+
+/*
+ * Sandbox images, named by digest (sandbox-isolation.md, EnvironmentSpec:
+ * "image_digest is a digest, never a tag").
+ *
+ * An image is a read-only EROFS filesystem image file. The store keeps each
+ * one under the SHA-256 of its bytes:
+ *
+ *   <store>/sha256/<64 hex>.erofs     the image, mode 0444
+ *   <store>/sha256/<64 hex>.packages  how `build` made it (suite, package
+ *                                     list); absent for imported images
+ *   <store>/tmp/                      builds and imports in progress
+ *
+ * The store directories are 0700 and owned by the caller's uid. A name in the
+ * store is only ever created by an atomic link of a complete, fsynced file
+ * whose hash was computed from the bytes written, so a digest name never
+ * points at a half-written image. Opening an image for use re-checks its
+ * bytes against its name (airlock_image_open_verified), so a file altered
+ * after it was stored is refused rather than run.
+ *
+ * Every operation works relative to descriptors opened by
+ * airlock_image_store_open; the store path is used again only to hand the
+ * build tree to debootstrap and mkfs.erofs, which take paths, and is checked
+ * to still name the same directory before each of them runs.
+ *
+ * Errors follow airlock/error.h: 0 or a negative code, a message in err,
+ * ret_ parameters untouched on failure. The library neither logs nor exits;
+ * build progress goes to the caller's callback.
+ */
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "airlock/error.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* The Debian suite images are built from. */
+#define AIRLOCK_IMAGE_SUITE "bookworm"
+/* The version of what a build does to the tree beyond installing packages.
+ * An image recorded with an older recipe is not reused as "the default":
+ * 2 added the mount points the native mechanism needs (/workspace). */
+#define AIRLOCK_IMAGE_RECIPE 2u
+
+/* The default image's packages, on top of debootstrap's minbase: what the
+ * issue names as the minimum for running model-written code. Sorted, comma
+ * separated: the form debootstrap's --include takes and the form recorded in
+ * the .packages sidecar. */
+#define AIRLOCK_IMAGE_DEFAULT_PACKAGES                                                             \
+	"bash,ca-certificates,coreutils,findutils,git,grep,gzip,python3,sed,tar"
+
+/* The keyring debootstrap checks the suite's Release signature with (Debian
+ * package debian-archive-keyring). The build refuses to run unverified. */
+#define AIRLOCK_IMAGE_KEYRING "/usr/share/keyrings/debian-archive-keyring.gpg"
+
+/* "sha256:" + 64 hex + NUL. */
+#define AIRLOCK_IMAGE_DIGEST_SIZE 72
+
+/* Bounds on what a build accepts. */
+#define AIRLOCK_IMAGE_EXTRA_PACKAGES_MAX 256
+#define AIRLOCK_IMAGE_PACKAGE_NAME_MAX 128
+
+/* Default time limits of a build's steps. */
+#define AIRLOCK_IMAGE_DEBOOTSTRAP_TIMEOUT_SECONDS 1800
+#define AIRLOCK_IMAGE_MKFS_TIMEOUT_SECONDS 900
+
+typedef struct airlock_image_store airlock_image_store;
+
+/*
+ * Open the store at dir (absolute or relative path), creating dir (with
+ * missing parents, 0755) and its sha256/ and tmp/ subdirectories (0700) when
+ * they are missing.
+ *
+ * Refuses (AIRLOCK_ERR_CONFIG, the message naming the directory and why):
+ *   - a store directory or subdirectory not owned by the caller's effective
+ *     uid, or writable by group or others: whoever can write the store can
+ *     put an image under a digest name, which is a supply-chain hole;
+ *   - an ancestor of the store that someone other than root or the caller
+ *     owns, or that group or others can write without the sticky bit: they
+ *     could rename the store away and put their own in its place;
+ *   - a store, sha256/ or tmp/ that is not a directory, or a sha256/ or
+ *     tmp/ that is a symlink. The store path itself is resolved first
+ *     (realpath), and every check applies to the directory it names.
+ *
+ * On success *ret is owned by the caller and released with
+ * airlock_image_store_free. A store may be used from several threads at
+ * once; it must outlive every call made on it.
+ */
+int airlock_image_store_open(const char *dir, airlock_image_store **ret, airlock_error *err);
+
+/* Release a store (NULL is fine). Descriptors returned by
+ * airlock_image_open_verified stay valid. */
+void airlock_image_store_free(airlock_image_store *store);
+
+/* The store's canonical absolute path (owned by the store). */
+const char *airlock_image_store_path(const airlock_image_store *store);
+
+/* How many times this store has hashed an image's full content for
+ * airlock_image_open_verified (a cache miss). For tests and metrics. */
+uint64_t airlock_image_store_hash_count(airlock_image_store *store);
+
+/* A progress line from a build ("mkfs.erofs", "sha256", ...), without a
+ * newline. Called on the building thread; line is valid only for the call. */
+typedef void (*airlock_image_progress_fn)(void *ctx, const char *line);
+
+typedef struct airlock_image_build_options {
+	/* Packages added to AIRLOCK_IMAGE_DEFAULT_PACKAGES; Debian package names
+	 * ([a-z0-9][a-z0-9+.-]+). May be NULL when n_extra_packages is 0. */
+	const char *const *extra_packages;
+	size_t n_extra_packages;
+	/* The Debian mirror (http://, https:// or file:///...). NULL: the one the
+	 * machine's apt sources name for AIRLOCK_IMAGE_SUITE. */
+	const char *mirror;
+	/* Limit on debootstrap's run, seconds; 0 for the default. */
+	int64_t debootstrap_timeout_seconds;
+	/* Where apt's sources live; NULL for "/etc/apt" (tests point it
+	 * elsewhere). */
+	const char *apt_dir;
+} airlock_image_build_options;
+
+/*
+ * Build an image from Debian packages and store it under its digest.
+ *
+ * Steps, each announced through progress (may be NULL): find the mirror;
+ * debootstrap --variant=minbase AIRLOCK_IMAGE_SUITE with the package list
+ * into a private tree under the store's tmp/, checking the Release signature
+ * against AIRLOCK_IMAGE_KEYRING; clean the tree (apt lists and caches, logs,
+ * temporary files, device nodes and setuid/setgid bits removed, machine-id
+ * emptied); mkfs.erofs (lz4hc, every timestamp 0, every file root-owned, a
+ * fixed UUID) into a file under tmp/; fsync; SHA-256; link it to its digest
+ * name (an image already stored under that name is kept); write the
+ * .packages sidecar. The private tree and every temporary file are removed
+ * on every path out.
+ *
+ * Needs root (debootstrap creates device nodes and chroots). debootstrap and
+ * mkfs.erofs run without a shell, from a fixed PATH, with stdin from
+ * /dev/null, a minimal environment and a time limit; on failure the message
+ * carries the tail of their output. debootstrap runs in a private mount
+ * namespace so that the /proc and /sys it mounts in the tree cannot outlive
+ * it on the host.
+ *
+ * Errors: AIRLOCK_ERR_DECODE for a malformed package name or mirror;
+ * AIRLOCK_ERR_CONFIG when no mirror is found (naming the files read);
+ * AIRLOCK_ERR_EXECUTION_UNAVAILABLE when a tool or the keyring is missing, a
+ * tool fails or times out, or the caller is not root; AIRLOCK_ERR_SYSTEM for
+ * system call failures. On success ret_digest holds "sha256:<hex>".
+ *
+ * Thread safety: safe to run concurrently with any other call on the store,
+ * including another build.
+ */
+int airlock_image_build(airlock_image_store *store, const airlock_image_build_options *opts,
+                        airlock_image_progress_fn progress, void *progress_ctx,
+                        char ret_digest[AIRLOCK_IMAGE_DIGEST_SIZE], airlock_error *err);
+
+/*
+ * Store the bytes readable from fd (from its current offset to end of file)
+ * under their digest, as a 0444 file. fd stays owned by the caller. When an
+ * image with that digest is already stored it is kept and the copy is
+ * discarded. The bytes are not checked to be EROFS: the store is
+ * content-addressed, and whether an image mounts is the mechanism's concern.
+ * Thread-safe.
+ */
+int airlock_image_import(airlock_image_store *store, int fd,
+                         char ret_digest[AIRLOCK_IMAGE_DIGEST_SIZE], airlock_error *err);
+
+typedef struct airlock_image_info {
+	char digest[AIRLOCK_IMAGE_DIGEST_SIZE];
+	int64_t size_bytes;
+	int64_t mtime_ms; /* when it was stored (Unix ms) */
+	/* From the .packages sidecar; NULL when there is none (imported). */
+	char *suite;
+	char *packages;
+	unsigned recipe; /* the build recipe's version; 0 when unrecorded */
+} airlock_image_info;
+
+/*
+ * The stored images, newest first. Only names of the exact form
+ * "<64 hex>.erofs" that are regular files are listed; listing does not hash
+ * (open_verified does). *ret_infos (NULL when *ret_n is 0) is owned by the
+ * caller: airlock_image_list_free. Thread-safe.
+ */
+int airlock_image_list(airlock_image_store *store, airlock_image_info **ret_infos, size_t *ret_n,
+                       airlock_error *err);
+void airlock_image_list_free(airlock_image_info *infos, size_t n);
+
+/*
+ * Open the image named digest for use, with its content verified.
+ *
+ * A digest that is not "sha256:<64 lowercase hex>" is refused with
+ * AIRLOCK_ERR_EXECUTION_REJECTED saying images are named by digest (a tag is
+ * a mutable pointer). A digest not in the store, or whose file's bytes do
+ * not hash to it, is AIRLOCK_ERR_EXECUTION_REJECTED naming the digest.
+ *
+ * The file is opened O_RDONLY | O_CLOEXEC | O_NOFOLLOW and hashed through the
+ * returned descriptor, so what was checked is what the caller gets. Hashing
+ * a large image on every provision is slow, so the store remembers a
+ * verified (st_dev, st_ino, st_size, st_mtim, st_ctim) per digest and skips
+ * the hash when the opened file still matches it. The change time is set by
+ * the kernel on every write, chmod or rename and cannot be set from
+ * userspace, so any modification after verification forces a re-hash. The
+ * guarantee is "as of this call": a process with write access to the store
+ * (the store's owner) can still change the file afterwards, and the next
+ * open sees it.
+ *
+ * On success *ret_fd is owned by the caller, positioned at offset 0.
+ * Thread-safe; hashing runs outside the store's lock.
+ */
+int airlock_image_open_verified(airlock_image_store *store, const char *digest, int *ret_fd,
+                                airlock_error *err);
+
+/*
+ * Find the newest stored image that `build` made from the default package
+ * list and AIRLOCK_IMAGE_SUITE (by its .packages sidecar), for reuse instead
+ * of a rebuild. Returns 1 and fills ret_digest when there is one, 0 (ret_digest
+ * untouched) when there is none, negative on error. The image is not hashed
+ * here: open it with airlock_image_open_verified.
+ */
+int airlock_image_find_default(airlock_image_store *store,
+                               char ret_digest[AIRLOCK_IMAGE_DIGEST_SIZE], airlock_error *err);
+
+/* The same for an arbitrary build's options (extra packages); mirror and
+ * timeouts do not matter to what is found. */
+int airlock_image_find_built(airlock_image_store *store, const airlock_image_build_options *opts,
+                             char ret_digest[AIRLOCK_IMAGE_DIGEST_SIZE], airlock_error *err);
+
+/* ---- apt sources: which mirror serves the suite ------------------------- */
+
+typedef enum airlock_apt_format {
+	AIRLOCK_APT_FORMAT_INVALID = 0,
+	AIRLOCK_APT_FORMAT_DEB822,   /* sources.list.d/NAME.sources */
+	AIRLOCK_APT_FORMAT_ONE_LINE, /* sources.list, sources.list.d/NAME.list */
+	AIRLOCK_APT_FORMAT__MAX
+} airlock_apt_format;
+
+/*
+ * Find the mirror URI that serves `suite` with type "deb" in one apt sources
+ * document (buf, len bytes; NUL bytes make it malformed). name is used in
+ * error messages only.
+ *
+ * Deb822: the first stanza that is not "Enabled: no", whose Types include
+ * deb and whose Suites include suite exactly ("bookworm" does not match
+ * "bookworm-updates"); its first URI with an http, https or file scheme.
+ * One-line: the first "deb [options] URI SUITE COMPONENT..." line with that
+ * suite and such a URI. Comments are skipped. A trailing slash is removed.
+ *
+ * Returns 1 and a malloc'd URI in *ret_uri when found, 0 when the document
+ * names no such mirror (ret_uri untouched), negative on error (ENOMEM,
+ * AIRLOCK_ERR_DECODE for a document with a NUL byte).
+ */
+int airlock_image_mirror_parse(const char *name, const char *buf, size_t len,
+                               airlock_apt_format format, const char *suite, char **ret_uri,
+                               airlock_error *err);
+
+/*
+ * Look through apt_dir (NULL for "/etc/apt"): sources.list.d/ *.sources in
+ * name order, then sources.list, then sources.list.d/ *.list in name order;
+ * the first mirror found for suite wins. On success *ret_uri (malloc'd) and,
+ * when ret_source is not NULL, *ret_source (malloc'd: the file it came
+ * from). None found: AIRLOCK_ERR_CONFIG naming every file read.
+ */
+int airlock_image_find_mirror(const char *apt_dir, const char *suite, char **ret_uri,
+                              char **ret_source, airlock_error *err);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,59 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+#ifndef AIRLOCK_NATIVE_H
+#define AIRLOCK_NATIVE_H
+
+/*
+ * The native mechanism: the development fallback built on Linux namespaces,
+ * cgroups and seccomp (no Docker). Production refuses it through the
+ * settings' startup check, like every mechanism outside {microvm, gvisor},
+ * but it is built to hold against a determined program: most development
+ * and all of CI run on it.
+ *
+ * A sandbox is: an init process (pid 1 of its own pid namespace) holding
+ * mount, network (only lo), ipc, uts, cgroup and user namespaces; a
+ * read-only root from an EROFS image named by digest; /proc with
+ * hidepid=invisible,subset=pid; a minimal /dev; private /tmp and /dev/shm;
+ * the workspace volume at /workspace; cgroups with the limits. Each command
+ * is started by the service into those namespaces (setns), in the sandbox's
+ * cmd cgroup, as uid/gid 1000 inside the user namespace (a per-sandbox
+ * unprivileged host id outside it), with no capabilities, no_new_privs and
+ * the seccomp filter, and every process it started is killed when it ends.
+ */
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "airlock/port/exec.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct airlock_native_config {
+	const char *image_store;      /* where images live (settings' sandbox.image_store) */
+	const char *volume_dir;       /* service-owned dir for the volumes' unnamed backing files */
+	int64_t start_budget_seconds; /* provision past this is ExecutionUnavailable (30) */
+} airlock_native_config;
+
+#define AIRLOCK_NATIVE_VOLUME_DIR "/var/lib/airlock/volumes"
+
+typedef struct airlock_native airlock_native;
+
+/* Opens the image store, builds the seccomp filter, checks the host
+ * (cgroups, openat2, the new mount API) and removes what a crashed earlier
+ * run left behind (cgroups named airlock-*). ExecutionUnavailable with the
+ * reason when this host cannot run the mechanism. */
+int airlock_native_new(const airlock_native_config *cfg, airlock_native **ret, airlock_error *err);
+const airlock_exec_ops *airlock_native_ops(void);
+
+/* Why this host cannot run the native mechanism, or 0 when it can (for
+ * `airlock doctor`). Writes the reason into why. */
+int airlock_native_probe(char *why, size_t size);
+
+/* Live sandboxes (for leak checks). */
+size_t airlock_native_live_count(airlock_native *n);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

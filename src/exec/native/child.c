@@ -1,0 +1,342 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * The code that runs in the service's children before they become the
+ * sandbox: the init process that builds the sandbox, and the starter of each
+ * command. Both are copies of a possibly multi-threaded service, so they make
+ * system calls only: no allocation, no stdio, no locks. A failure is reported
+ * as (step, errno) on the sync socket and the child exits; the service turns
+ * it into an error and cleans up.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <grp.h>
+#include <linux/capability.h>
+#include <linux/mount.h>
+#include <net/if.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdbool.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/mount.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/sysmacros.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "airlock/envbuild.h"
+#include "exec/native/native_internal.h"
+
+static const char *const step_names[NATIVE_STEP__MAX] = {
+	[NATIVE_STEP_SYNC] = "sync with the service",
+	[NATIVE_STEP_PRIVATE] = "make mounts private",
+	[NATIVE_STEP_CGROUPNS] = "cgroup namespace",
+	[NATIVE_STEP_STAGING] = "staging mount",
+	[NATIVE_STEP_ROOT] = "read-only root from the image",
+	[NATIVE_STEP_PROC] = "/proc (hidepid=invisible,subset=pid)",
+	[NATIVE_STEP_DEV] = "minimal /dev",
+	[NATIVE_STEP_SHM] = "/dev/shm",
+	[NATIVE_STEP_TMP] = "private /tmp",
+	[NATIVE_STEP_WORKSPACE] = "/workspace (the image needs a /workspace directory)",
+	[NATIVE_STEP_PIVOT] = "pivot_root",
+	[NATIVE_STEP_LOOPBACK] = "bring lo up",
+	[NATIVE_STEP_HOSTNAME] = "hostname",
+	[NATIVE_STEP_USERNS] = "user namespace",
+	[NATIVE_STEP_DROP] = "drop to the sandbox user",
+	[NATIVE_STEP_SECCOMP] = "seccomp filter",
+	[NATIVE_STEP_SETNS] = "enter the sandbox's namespaces",
+	[NATIVE_STEP_FORK] = "start the command",
+	[NATIVE_STEP_STDIO] = "standard streams",
+	[NATIVE_STEP_CWD] = "working directory",
+	[NATIVE_STEP_EXEC] = "execute",
+};
+
+const char *native_step_name(int step)
+{
+	if (step <= 0 || step >= NATIVE_STEP__MAX || !step_names[step])
+		return "setup";
+	return step_names[step];
+}
+
+static void send_msg(int fd, int kind, int step, int value)
+{
+	native_msg m = { .kind = kind, .step = step, .value = value };
+	ssize_t n;
+	do
+		n = send(fd, &m, sizeof(m), MSG_NOSIGNAL);
+	while (n < 0 && errno == EINTR);
+}
+
+static bool recv_msg(int fd, int want)
+{
+	native_msg m;
+	ssize_t n;
+	do
+		n = recv(fd, &m, sizeof(m), 0);
+	while (n < 0 && errno == EINTR);
+	return n == (ssize_t)sizeof(m) && m.kind == want;
+}
+
+_Noreturn static void fail(int fd, int step)
+{
+	send_msg(fd, NATIVE_MSG_FAILED, step, errno ? errno : EIO);
+	_exit(126);
+}
+
+/* ---- dropping privilege -------------------------------------------------- */
+
+int native_become_sandbox_user(const native_seccomp *s)
+{
+	/* The bounding set first, while CAP_SETPCAP is still held: after it no
+	 * execve can give a capability back. */
+	for (int cap = 0; cap <= 63; cap++)
+		if (prctl(PR_CAPBSET_DROP, cap, 0, 0, 0) < 0 && errno != EINVAL)
+			return NATIVE_STEP_DROP;
+	if (prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0) < 0 && errno != EINVAL)
+		return NATIVE_STEP_DROP;
+	if (setresgid(NATIVE_SANDBOX_GID, NATIVE_SANDBOX_GID, NATIVE_SANDBOX_GID) < 0 ||
+	    setresuid(NATIVE_SANDBOX_UID, NATIVE_SANDBOX_UID, NATIVE_SANDBOX_UID) < 0)
+		return NATIVE_STEP_DROP;
+	/* A uid change inside a user namespace whose uid 0 is unmapped does not
+	 * clear capabilities by itself (the kernel compares with the namespace's
+	 * root), so every set is emptied explicitly. */
+	struct __user_cap_header_struct hdr = { .version = _LINUX_CAPABILITY_VERSION_3, .pid = 0 };
+	struct __user_cap_data_struct data[2];
+	memset(data, 0, sizeof(data));
+	if (syscall(SYS_capset, &hdr, data) < 0)
+		return NATIVE_STEP_DROP;
+	if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0)
+		return NATIVE_STEP_DROP;
+	if (native_seccomp_install(s) < 0)
+		return NATIVE_STEP_SECCOMP;
+	return 0;
+}
+
+/* ---- init ---------------------------------------------------------------- */
+
+static void on_sigchld(int sig)
+{
+	(void)sig;
+}
+
+static int mknod_dev(const char *path, unsigned major_, unsigned minor_)
+{
+	if (mknod(path, S_IFCHR | 0666, makedev(major_, minor_)) < 0)
+		return -1;
+	return chmod(path, 0666);
+}
+
+_Noreturn void native_init_main(const native_init_args *a)
+{
+	int fd = a->sync_fd;
+	errno = 0;
+	if (!recv_msg(fd, NATIVE_MSG_GO))
+		fail(fd, NATIVE_STEP_SYNC);
+	umask(0);
+
+	/* Nothing mounted here may propagate back to the host. */
+	if (mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0)
+		fail(fd, NATIVE_STEP_PRIVATE);
+	/* The service placed us in the sandbox's init cgroup first, so the new
+	 * cgroup namespace is rooted there and hides the host's tree. */
+	if (unshare(CLONE_NEWCGROUP) < 0)
+		fail(fd, NATIVE_STEP_CGROUPNS);
+
+	/* A scratch tmpfs, private to this namespace, to assemble the root in. */
+	if (mount("airlock", "/tmp", "tmpfs", MS_NOSUID | MS_NODEV | MS_NOEXEC,
+	          "size=64k,nr_inodes=64,mode=0700") < 0 ||
+	    mkdir("/tmp/root", 0700) < 0)
+		fail(fd, NATIVE_STEP_STAGING);
+	if (syscall(SYS_move_mount, a->image_mount_fd, "", AT_FDCWD, "/tmp/root",
+	            MOVE_MOUNT_F_EMPTY_PATH) < 0)
+		fail(fd, NATIVE_STEP_ROOT);
+
+	/* We are pid 1 of the new pid namespace, so this proc shows only the
+	 * sandbox; hidepid=invisible hides other users' processes and
+	 * subset=pid leaves out /proc/sys and the rest of the host's knobs. */
+	if (mount("proc", "/tmp/root/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC,
+	          "hidepid=invisible,subset=pid") < 0)
+		fail(fd, NATIVE_STEP_PROC);
+
+	/* /dev: the five harmless character devices and the usual links, on a
+	 * tmpfs made read-only afterwards. No host path is bound in. */
+	if (mount("airlock-dev", "/tmp/root/dev", "tmpfs", MS_NOSUID | MS_NOEXEC,
+	          "size=64k,nr_inodes=64,mode=0755") < 0 ||
+	    mknod_dev("/tmp/root/dev/null", 1, 3) < 0 || mknod_dev("/tmp/root/dev/zero", 1, 5) < 0 ||
+	    mknod_dev("/tmp/root/dev/full", 1, 7) < 0 || mknod_dev("/tmp/root/dev/random", 1, 8) < 0 ||
+	    mknod_dev("/tmp/root/dev/urandom", 1, 9) < 0 ||
+	    symlink("/proc/self/fd", "/tmp/root/dev/fd") < 0 ||
+	    symlink("/proc/self/fd/0", "/tmp/root/dev/stdin") < 0 ||
+	    symlink("/proc/self/fd/1", "/tmp/root/dev/stdout") < 0 ||
+	    symlink("/proc/self/fd/2", "/tmp/root/dev/stderr") < 0 ||
+	    mkdir("/tmp/root/dev/shm", 01777) < 0)
+		fail(fd, NATIVE_STEP_DEV);
+	if (mount("airlock-shm", "/tmp/root/dev/shm", "tmpfs", MS_NOSUID | MS_NODEV | MS_NOEXEC,
+	          a->tmp_options) < 0)
+		fail(fd, NATIVE_STEP_SHM);
+	if (mount(NULL, "/tmp/root/dev", NULL, MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | MS_NOEXEC,
+	          NULL) < 0)
+		fail(fd, NATIVE_STEP_DEV);
+	/* tmpfs pages are charged to the sandbox's memory cgroup. */
+	if (mount("airlock-tmp", "/tmp/root/tmp", "tmpfs", MS_NOSUID | MS_NODEV, a->tmp_options) < 0)
+		fail(fd, NATIVE_STEP_TMP);
+	if (syscall(SYS_move_mount, a->volume_mount_fd, "", AT_FDCWD, "/tmp/root/workspace",
+	            MOVE_MOUNT_F_EMPTY_PATH) < 0)
+		fail(fd, NATIVE_STEP_WORKSPACE);
+
+	/* Swap roots and drop the host's tree from this namespace entirely. */
+	if (chdir("/tmp/root") < 0 || syscall(SYS_pivot_root, ".", ".") < 0 ||
+	    umount2(".", MNT_DETACH) < 0 || chdir("/") < 0)
+		fail(fd, NATIVE_STEP_PIVOT);
+
+	/* The network namespace has only lo; bring it up so programs that talk
+	 * to themselves work. Nothing else exists to reach. */
+	int s = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+	struct ifreq ifr;
+	memset(&ifr, 0, sizeof(ifr));
+	memcpy(ifr.ifr_name, "lo", 3);
+	if (s < 0 || ioctl(s, SIOCGIFFLAGS, &ifr) < 0)
+		fail(fd, NATIVE_STEP_LOOPBACK);
+	ifr.ifr_flags |= IFF_UP | IFF_RUNNING;
+	if (ioctl(s, SIOCSIFFLAGS, &ifr) < 0)
+		fail(fd, NATIVE_STEP_LOOPBACK);
+	close(s);
+	if (sethostname("sandbox", 7) < 0)
+		fail(fd, NATIVE_STEP_HOSTNAME);
+
+	/* The user namespace comes last: every mount and the network namespace
+	 * stay owned by the host's user namespace, so nothing inside can change
+	 * them even with a capability in its own namespace. */
+	if (unshare(CLONE_NEWUSER) < 0)
+		fail(fd, NATIVE_STEP_USERNS);
+	send_msg(fd, NATIVE_MSG_MAP, 0, 0);
+	if (!recv_msg(fd, NATIVE_MSG_MAPPED))
+		fail(fd, NATIVE_STEP_SYNC);
+
+	/* init itself runs as the sandbox user with the filter: it reaps
+	 * orphans and does nothing else, and holds nothing worth attacking. */
+	int step = native_become_sandbox_user(a->seccomp);
+	if (step)
+		fail(fd, step);
+
+	struct sigaction sa;
+	memset(&sa, 0, sizeof(sa));
+	sa.sa_handler = on_sigchld;
+	sigaction(SIGCHLD, &sa, NULL);
+
+	send_msg(fd, NATIVE_MSG_READY, 0, 0);
+	/* Every descriptor goes, the sync socket and stdio included: init
+	 * keeps nothing of the service's. */
+	syscall(SYS_close_range, 0, ~0U, 0);
+	for (;;) {
+		if (waitpid(-1, NULL, __WALL) < 0 && errno == ECHILD)
+			pause();
+	}
+}
+
+/* ---- a command ----------------------------------------------------------- */
+
+/* Join dir and name into buf without allocating; false when it doesn't fit. */
+static bool join_path(char *buf, size_t size, const char *dir, size_t dlen, const char *name)
+{
+	size_t nlen = strlen(name);
+	if (dlen + 1 + nlen + 1 > size)
+		return false;
+	memcpy(buf, dir, dlen);
+	buf[dlen] = '/';
+	memcpy(buf + dlen + 1, name, nlen + 1);
+	return true;
+}
+
+/* argv[0] is resolved against the image's fixed PATH only, never against
+ * the workspace or the command's environment, so a file dropped in the
+ * workspace cannot shadow a tool. */
+static int exec_command(char *const *argv, char *const *envp)
+{
+	const char *name = argv[0];
+	if (strchr(name, '/')) {
+		execve(name, argv, envp);
+		return errno;
+	}
+	static const char path[] = AIRLOCK_SANDBOX_PATH;
+	char buf[4096];
+	int saved = ENOENT;
+	const char *p = path;
+	while (*p) {
+		const char *end = strchr(p, ':');
+		size_t len = end ? (size_t)(end - p) : strlen(p);
+		if (join_path(buf, sizeof(buf), p, len, name)) {
+			execve(buf, argv, envp);
+			if (errno != ENOENT && errno != ENOTDIR)
+				saved = errno;
+		}
+		if (!end)
+			break;
+		p = end + 1;
+	}
+	return saved;
+}
+
+_Noreturn void native_cmd_main(const native_cmd_args *a)
+{
+	int fd = a->sync_fd;
+	errno = 0;
+	if (!recv_msg(fd, NATIVE_MSG_GO))
+		fail(fd, NATIVE_STEP_SYNC);
+	/* Supplementary groups go while it is still allowed: the sandbox's user
+	 * namespace denies setgroups. */
+	if (setgroups(0, NULL) < 0)
+		fail(fd, NATIVE_STEP_DROP);
+	if (setns(a->init_pidfd, CLONE_NEWUSER | CLONE_NEWNS | CLONE_NEWNET | CLONE_NEWIPC |
+	                             CLONE_NEWUTS | CLONE_NEWPID | CLONE_NEWCGROUP) < 0)
+		fail(fd, NATIVE_STEP_SETNS);
+
+	/* A child, because only children enter the pid namespace; made the
+	 * service's child (CLONE_PARENT) so the service waits on it directly. */
+	pid_t pid = (pid_t)syscall(SYS_clone, CLONE_PARENT, 0, NULL, NULL, 0);
+	if (pid < 0)
+		fail(fd, NATIVE_STEP_FORK);
+	if (pid > 0) {
+		send_msg(fd, NATIVE_MSG_PID, 0, pid);
+		_exit(0);
+	}
+
+	/* The command. Its failures go to exec_err_fd as (step, errno), and
+	 * the service reports them as the command's own. */
+	int efd = a->exec_err_fd;
+	int step = NATIVE_STEP_STDIO;
+	int e = 0;
+	if (dup2(a->stdin_fd, 0) < 0 || dup2(a->stdout_fd, 1) < 0 || dup2(a->stderr_fd, 2) < 0 ||
+	    dup2(efd, 3) < 0) {
+		e = errno;
+		goto out;
+	}
+	efd = 3;
+	fcntl(efd, F_SETFD, FD_CLOEXEC);
+	/* Every other descriptor of the service goes before any untrusted code
+	 * runs. */
+	if (syscall(SYS_close_range, 4, ~0U, 0) < 0) {
+		e = errno;
+		goto out;
+	}
+	step = NATIVE_STEP_CWD;
+	if (chdir(a->cwd) < 0) {
+		e = errno;
+		goto out;
+	}
+	step = native_become_sandbox_user(a->seccomp);
+	if (step) {
+		e = errno ? errno : EPERM;
+		goto out;
+	}
+	step = NATIVE_STEP_EXEC;
+	e = exec_command(a->argv, a->envp);
+out:;
+	int32_t v[2] = { step, e ? e : EIO };
+	ssize_t n = write(efd, v, sizeof(v));
+	(void)n;
+	_exit(127);
+}

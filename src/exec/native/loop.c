@@ -1,0 +1,138 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * Loop devices, by descriptor (loop.h has the contract).
+ *
+ * A free device number comes from LOOP_CTL_GET_FREE and is configured in one
+ * step with LOOP_CONFIGURE: the backing descriptor, the flags and the size
+ * are set atomically, so there is no moment where the device is bound but
+ * not yet marked autoclear (LOOP_SET_FD followed by LOOP_SET_STATUS64 has
+ * one, and a crash in it leaks the device).
+ *
+ * The number LOOP_CTL_GET_FREE hands out is only a hint: another process
+ * (losetup, another service thread) can bind the same device before we do.
+ * LOOP_CONFIGURE on a bound device fails with EBUSY, and nothing of ours is
+ * attached at that point, so asking for another number is always safe.
+ */
+#include "exec/native/loop.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <linux/loop.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "util/util.h"
+
+/* How many times a lost race for a free device is retried. Each loss means
+ * someone else bound a device in the window between two syscalls; sixteen in
+ * a row means something is binding devices as fast as we ask, and giving up
+ * with EBUSY is better than spinning. */
+#define LOOP_ATTACH_RETRIES 16
+/* The node of a device LOOP_CTL_GET_FREE just created is made by devtmpfs
+ * before the ioctl returns on the kernels we run; on a /dev that is filled
+ * by a user-space manager it can lag. Wait for it a little, boundedly. */
+#define LOOP_NODE_RETRIES 50
+#define LOOP_NODE_WAIT_NS (10 * 1000 * 1000)
+
+static void loop_nap(void)
+{
+	struct timespec ts = { .tv_sec = 0, .tv_nsec = LOOP_NODE_WAIT_NS };
+	while (nanosleep(&ts, &ts) < 0 && errno == EINTR)
+		;
+}
+
+/* Open /dev/loopN, waiting a bounded time for a node that is not there yet.
+ * Returns the descriptor or -errno. */
+static int loop_open_node(const char *path, bool read_only)
+{
+	int flags = (read_only ? O_RDONLY : O_RDWR) | O_CLOEXEC | O_NOCTTY;
+	for (int i = 0;; i++) {
+		int fd = open(path, flags);
+		if (fd >= 0)
+			return fd;
+		int e = errno;
+		if (e == EINTR)
+			continue;
+		if (e == ENOENT && i < LOOP_NODE_RETRIES) {
+			loop_nap();
+			continue;
+		}
+		return -e;
+	}
+}
+
+int native_loop_attach(int backing_fd, bool read_only, native_loop *ret, airlock_error *err)
+{
+	if (backing_fd < 0)
+		return airlock_error_set(err, AIRLOCK_ERR_SYSTEM, EBADF, "loop: backing descriptor");
+
+	_cleanup_close_ int ctl = open("/dev/loop-control", O_RDWR | O_CLOEXEC | O_NOCTTY);
+	if (ctl < 0)
+		return airlock_error_set(err, AIRLOCK_ERR_SYSTEM, errno, "loop: open /dev/loop-control");
+
+	/* The backing file is named by descriptor only: lo_file_name stays
+	 * empty, so the kernel's status record carries no path of ours.
+	 * LO_FLAGS_PARTSCAN stays off: the content is the sandbox's, and the
+	 * kernel must never parse a partition table a sandbox wrote.
+	 * LO_FLAGS_DIRECT_IO stays off: it needs an aligned backing file and
+	 * gains nothing for a sparse scratch volume. */
+	struct loop_config cfg = { 0 };
+	cfg.fd = (__u32)backing_fd;
+	cfg.info.lo_flags = LO_FLAGS_AUTOCLEAR | (read_only ? LO_FLAGS_READ_ONLY : 0);
+
+	int last = 0;
+	char path[sizeof(ret->path)];
+	for (int attempt = 0; attempt < LOOP_ATTACH_RETRIES; attempt++) {
+		int n = ioctl(ctl, LOOP_CTL_GET_FREE);
+		if (n < 0) {
+			if (errno == EINTR)
+				continue;
+			return airlock_error_set(err, AIRLOCK_ERR_SYSTEM, errno,
+			                         "loop: LOOP_CTL_GET_FREE");
+		}
+		snprintf(path, sizeof(path), "/dev/loop%d", n);
+
+		_cleanup_close_ int fd = loop_open_node(path, read_only);
+		if (fd < 0) {
+			/* A device removed (LOOP_CTL_REMOVE) between GET_FREE and the
+			 * open is another lost race; anything else is final. */
+			if (fd == -ENXIO || fd == -ENOENT) {
+				last = -fd;
+				continue;
+			}
+			return airlock_error_set(err, AIRLOCK_ERR_SYSTEM, -fd, "loop: open %s", path);
+		}
+		if (ioctl(fd, LOOP_CONFIGURE, &cfg) < 0) {
+			int e = errno;
+			/* EBUSY: someone bound this number first. Our descriptor on
+			 * it holds nothing of ours, so dropping it and asking again
+			 * cannot disturb their device. */
+			if (e == EBUSY || e == EINTR) {
+				last = e;
+				continue;
+			}
+			return airlock_error_set(err, AIRLOCK_ERR_SYSTEM, e, "loop: LOOP_CONFIGURE %s",
+			                         path);
+		}
+		*ret = (native_loop){ .fd = TAKE_FD(fd), .number = n };
+		memcpy(ret->path, path, sizeof(ret->path));
+		return 0;
+	}
+	return airlock_error_set(err, AIRLOCK_ERR_SYSTEM, last ? last : EBUSY,
+	                         "loop: no free device after %d attempts", LOOP_ATTACH_RETRIES);
+}
+
+void native_loop_release(native_loop *l)
+{
+	if (!l)
+		return;
+	/* Autoclear: the kernel detaches the device when its last opener goes.
+	 * If a mount still holds it, it is detached when that mount goes, which
+	 * is exactly when it stops being needed. */
+	if (l->fd >= 0)
+		close(l->fd);
+	l->fd = -1;
+}

@@ -1,0 +1,1051 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * The native mechanism's adapter: provision, execute, destroy, in that order
+ * of trust. The kernel facilities live one per file (cgroup.c, volume.c,
+ * loop.c, seccomp.c, child.c); this file runs them in order.
+ */
+#include "airlock/native.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <linux/mount.h>
+#include <linux/sched.h>
+#include <poll.h>
+#include <pthread.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "airlock/image.h"
+#include "core/snapshot.h"
+#include "exec/native/cgroup.h"
+#include "exec/native/loop.h"
+#include "exec/native/native_internal.h"
+#include "exec/native/seccomp.h"
+#include "exec/native/volume.h"
+#include "util/util.h"
+
+/* Host ids for sandbox users: one per live sandbox, far above any account a
+ * distribution creates, so a sandbox's files and processes belong to nobody
+ * on the host and no two sandboxes share an id. */
+#define NATIVE_HOST_ID_BASE 1500000000u
+#define NATIVE_HOST_ID_SLOTS 65536u
+
+/* How often the execute loop reads the limit counters. */
+#define NATIVE_POLL_MS 20
+/* Bound on draining output after the command's group is empty. */
+#define NATIVE_DRAIN_MS 2000
+/* Bound on waiting for a killed group to empty. */
+#define NATIVE_KILL_WAIT_MS 5000
+
+typedef struct native_image {
+	char digest[AIRLOCK_IMAGE_DIGEST_SIZE];
+	int file_fd;
+	native_loop loop;
+} native_image;
+
+typedef struct sandbox {
+	char id[AIRLOCK_ENVIRONMENT_ID_MAX];
+	char *tenant_id;
+	airlock_resource_limits limits;
+	uint32_t slot;
+	uid_t host_id;
+	pid_t init_pid;
+	int init_pidfd;
+	native_cgroup *cg;
+	native_volume *vol;
+	airlock_workspace *ws;
+	char **envp; /* "NAME=value", NULL-terminated, from the spec; PWD replaced per command */
+	size_t n_env;
+	unsigned refs;  /* the list's reference + one per execute in flight */
+	bool dead;      /* destroyed: no new execute may start */
+} sandbox;
+
+struct airlock_native {
+	airlock_native_config cfg;
+	char *image_store_path;
+	airlock_image_store *images;
+	native_seccomp seccomp;
+	int volume_dir_fd;
+	int shutdown_efd; /* readable once the service is stopping */
+	pthread_mutex_t lock;
+	pthread_cond_t idle;
+	sandbox **boxes;
+	size_t n_boxes;
+	native_image *imgs;
+	size_t n_imgs;
+	unsigned char *slots; /* bitmap of host-id slots in use */
+	unsigned executing;
+};
+
+/* ---- small helpers -------------------------------------------------------- */
+
+static int write_file_at(int dirfd, const char *name, const char *data)
+{
+	int fd = openat(dirfd, name, O_WRONLY | O_CLOEXEC);
+	if (fd < 0)
+		return -errno;
+	size_t len = strlen(data);
+	ssize_t n = write(fd, data, len);
+	int e = n == (ssize_t)len ? 0 : (n < 0 ? errno : EIO);
+	close(fd);
+	return -e;
+}
+
+static int send_msg(int fd, int kind)
+{
+	native_msg m = { .kind = kind };
+	return send(fd, &m, sizeof(m), MSG_NOSIGNAL) == (ssize_t)sizeof(m) ? 0 : -errno;
+}
+
+/* Receive one message within deadline (monotonic ms). -ETIMEDOUT, -EPIPE
+ * (the child died), or 0. */
+static int recv_msg(int fd, int64_t deadline, native_msg *m)
+{
+	for (;;) {
+		int64_t left = deadline - util_monotonic_ms();
+		if (left <= 0)
+			return -ETIMEDOUT;
+		struct pollfd p = { .fd = fd, .events = POLLIN };
+		int r = poll(&p, 1, (int)(left > 1000 ? 1000 : left));
+		if (r < 0 && errno != EINTR)
+			return -errno;
+		if (r <= 0)
+			continue;
+		ssize_t n = recv(fd, m, sizeof(*m), 0);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n == 0)
+			return -EPIPE;
+		if (n != (ssize_t)sizeof(*m))
+			return -EPROTO;
+		return 0;
+	}
+}
+
+/* A child's failure message, or the timeout, as an error. */
+static int child_error(const char *what, int r, const native_msg *m, airlock_error *err)
+{
+	if (r == -ETIMEDOUT)
+		return airlock_error_set(err, AIRLOCK_ERR_EXECUTION_UNAVAILABLE, 0,
+		                         "%s did not finish within the start budget", what);
+	if (r == 0 && m->kind == NATIVE_MSG_FAILED)
+		return airlock_error_set(err, AIRLOCK_ERR_EXECUTION_UNAVAILABLE, m->value,
+		                         "%s: %s", what, native_step_name(m->step));
+	return airlock_error_set(err, AIRLOCK_ERR_EXECUTION_UNAVAILABLE, r < 0 ? -r : EPROTO,
+	                         "%s: lost contact with the child", what);
+}
+
+static int pidfd_open_(pid_t pid)
+{
+	return (int)syscall(SYS_pidfd_open, pid, 0);
+}
+
+/* SIGKILL through the pidfd and reap; never blocks forever. */
+static void kill_and_reap(int pidfd)
+{
+	if (pidfd < 0)
+		return;
+	syscall(SYS_pidfd_send_signal, pidfd, SIGKILL, NULL, 0);
+	siginfo_t si;
+	struct pollfd p = { .fd = pidfd, .events = POLLIN };
+	poll(&p, 1, NATIVE_KILL_WAIT_MS);
+	waitid((idtype_t)P_PIDFD, (id_t)pidfd, &si, WEXITED | WNOHANG);
+}
+
+/* ---- the instance --------------------------------------------------------- */
+
+int airlock_native_probe(char *why, size_t size)
+{
+	airlock_error err = { 0 };
+	native_cgroup_mode mode;
+	if (geteuid() != 0) {
+		snprintf(why, size, "the native mechanism needs root to create namespaces, cgroups and loop devices");
+		return -EPERM;
+	}
+	if (native_cgroup_detect(&mode, &err) < 0) {
+		snprintf(why, size, "%s", err.message);
+		return -ENOTSUP;
+	}
+	if (access("/dev/loop-control", R_OK | W_OK) < 0) {
+		snprintf(why, size, "no /dev/loop-control: loop devices are needed for images and workspaces");
+		return -ENOTSUP;
+	}
+	int fd = (int)syscall(SYS_fsopen, "erofs", FSOPEN_CLOEXEC);
+	if (fd < 0) {
+		snprintf(why, size, "the kernel cannot mount erofs images with the new mount API: %s",
+		         strerror(errno));
+		return -ENOTSUP;
+	}
+	close(fd);
+	return 0;
+}
+
+static void native_free(void *ctx);
+
+int airlock_native_new(const airlock_native_config *cfg, airlock_native **ret, airlock_error *err)
+{
+	char why[256];
+	if (airlock_native_probe(why, sizeof(why)) < 0)
+		return airlock_error_set(err, AIRLOCK_ERR_EXECUTION_UNAVAILABLE, 0, "native: %s", why);
+	airlock_native *n = calloc(1, sizeof(*n));
+	if (!n)
+		return airlock_error_set(err, AIRLOCK_ERR_SYSTEM, ENOMEM, "native");
+	n->cfg = *cfg;
+	n->volume_dir_fd = -1;
+	n->shutdown_efd = -1;
+	pthread_mutex_init(&n->lock, NULL);
+	pthread_cond_init(&n->idle, NULL);
+	if (n->cfg.start_budget_seconds <= 0)
+		n->cfg.start_budget_seconds = 30;
+	n->slots = calloc(NATIVE_HOST_ID_SLOTS / 8, 1);
+	n->image_store_path = strdup(cfg->image_store ? cfg->image_store : "/var/lib/airlock/images");
+	if (!n->slots || !n->image_store_path) {
+		native_free(n);
+		return airlock_error_set(err, AIRLOCK_ERR_SYSTEM, ENOMEM, "native");
+	}
+	int r = airlock_image_store_open(n->image_store_path, &n->images, err);
+	if (r < 0)
+		goto fail;
+	r = native_seccomp_build(&n->seccomp, err);
+	if (r < 0)
+		goto fail;
+	/* The volumes' backing files are unnamed (O_TMPFILE): this directory
+	 * only picks the filesystem they live on. */
+	const char *vdir = cfg->volume_dir ? cfg->volume_dir : AIRLOCK_NATIVE_VOLUME_DIR;
+	if (mkdir(vdir, 0700) < 0 && errno != EEXIST) {
+		r = airlock_error_set(err, AIRLOCK_ERR_EXECUTION_UNAVAILABLE, errno,
+		                      "native: the volume directory");
+		goto fail;
+	}
+	n->volume_dir_fd = open(vdir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	n->shutdown_efd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+	if (n->volume_dir_fd < 0 || n->shutdown_efd < 0) {
+		r = airlock_error_set(err, AIRLOCK_ERR_EXECUTION_UNAVAILABLE, errno, "native: setup");
+		goto fail;
+	}
+	struct stat st;
+	if (fstat(n->volume_dir_fd, &st) < 0 || st.st_uid != 0 || (st.st_mode & 077)) {
+		r = airlock_error_set(err, AIRLOCK_ERR_EXECUTION_UNAVAILABLE, 0,
+		                      "native: the volume directory must be owned by root with mode 0700");
+		goto fail;
+	}
+	/* Whatever a crashed earlier run left: its cgroups (killing what is in
+	 * them). Its loop devices autoclear and its backing files were never
+	 * named, so they went with the processes. */
+	unsigned removed = 0;
+	r = native_cgroup_sweep(&removed, err);
+	if (r < 0)
+		goto fail;
+	*ret = n;
+	return 0;
+fail:
+	native_free(n);
+	return r;
+}
+
+size_t airlock_native_live_count(airlock_native *n)
+{
+	pthread_mutex_lock(&n->lock);
+	size_t c = n->n_boxes;
+	pthread_mutex_unlock(&n->lock);
+	return c;
+}
+
+/* ---- images --------------------------------------------------------------- */
+
+/* A fresh detached read-only mount of the image for one sandbox. The loop
+ * device is shared by every sandbox of the image; each mount of it shares
+ * the one superblock. Caller holds the lock. */
+static int image_mount(airlock_native *n, const char *digest, int *ret_fd, airlock_error *err)
+{
+	native_image *img = NULL;
+	for (size_t i = 0; i < n->n_imgs; i++)
+		if (strcmp(n->imgs[i].digest, digest) == 0)
+			img = &n->imgs[i];
+	if (img) {
+		/* Cheap re-verification: the store re-hashes only when the file's
+		 * identity or ctime changed since it was verified. */
+		int fd = -1;
+		int r = airlock_image_open_verified(n->images, digest, &fd, err);
+		if (r < 0)
+			return r;
+		struct stat a, b;
+		bool same = fstat(fd, &a) == 0 && fstat(img->file_fd, &b) == 0 && a.st_ino == b.st_ino &&
+		            a.st_dev == b.st_dev;
+		close(fd);
+		if (!same)
+			return airlock_error_set(err, AIRLOCK_ERR_EXECUTION_REJECTED, 0,
+			                         "image %s was replaced in the store after it was first used",
+			                         digest);
+	} else {
+		native_image *p = reallocarray(n->imgs, n->n_imgs + 1, sizeof(*p));
+		if (!p)
+			return airlock_error_set(err, AIRLOCK_ERR_SYSTEM, ENOMEM, "image");
+		n->imgs = p;
+		native_image fresh = { .file_fd = -1, .loop = { .fd = -1 } };
+		snprintf(fresh.digest, sizeof(fresh.digest), "%s", digest);
+		int r = airlock_image_open_verified(n->images, digest, &fresh.file_fd, err);
+		if (r < 0)
+			return r;
+		r = native_loop_attach(fresh.file_fd, true, &fresh.loop, err);
+		if (r < 0) {
+			close(fresh.file_fd);
+			return r;
+		}
+		n->imgs[n->n_imgs++] = fresh;
+		img = &n->imgs[n->n_imgs - 1];
+	}
+
+	_cleanup_close_ int fs = (int)syscall(SYS_fsopen, "erofs", FSOPEN_CLOEXEC);
+	if (fs < 0 ||
+	    syscall(SYS_fsconfig, fs, FSCONFIG_SET_STRING, "source", img->loop.path, 0) < 0 ||
+	    /* The loop device is read-only; so is the superblock. */
+	    syscall(SYS_fsconfig, fs, FSCONFIG_SET_FLAG, "ro", NULL, 0) < 0 ||
+	    syscall(SYS_fsconfig, fs, FSCONFIG_CMD_CREATE, NULL, NULL, 0) < 0)
+		return airlock_error_set(err, AIRLOCK_ERR_EXECUTION_REJECTED, errno,
+		                         "image %s does not mount as erofs", digest);
+	int m = (int)syscall(SYS_fsmount, fs, FSMOUNT_CLOEXEC,
+	                     MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV);
+	if (m < 0)
+		return airlock_error_set(err, AIRLOCK_ERR_EXECUTION_UNAVAILABLE, errno,
+		                         "image %s: fsmount", digest);
+	*ret_fd = m;
+	return 0;
+}
+
+/* ---- sandboxes ------------------------------------------------------------ */
+
+static void sandbox_free(sandbox *b)
+{
+	if (!b)
+		return;
+	free(b->tenant_id);
+	if (b->envp)
+		for (size_t i = 0; i < b->n_env; i++)
+			free(b->envp[i]);
+	free(b->envp);
+	free(b);
+}
+
+/* Tear a sandbox down in the specification's order: the processes (the
+ * sandbox), then the workspace volume. Returns SandboxEscapeSuspected when a
+ * process survives. Caller owns b and no execute is in flight. */
+static int sandbox_teardown(airlock_native *n, sandbox *b, airlock_error *err)
+{
+	int r = 0;
+	if (b->cg) {
+		r = native_cgroup_destroy(b->cg, NATIVE_KILL_WAIT_MS, err);
+		b->cg = NULL;
+	}
+	if (b->init_pidfd >= 0) {
+		kill_and_reap(b->init_pidfd);
+		close(b->init_pidfd);
+		b->init_pidfd = -1;
+	}
+	airlock_workspace_free(b->ws);
+	b->ws = NULL;
+	native_volume_destroy(b->vol);
+	b->vol = NULL;
+	pthread_mutex_lock(&n->lock);
+	if (b->host_id)
+		n->slots[b->slot / 8] &= (unsigned char)~(1u << (b->slot % 8));
+	pthread_mutex_unlock(&n->lock);
+	b->host_id = 0;
+	return r;
+}
+
+/* Caller holds the lock. */
+static int slot_take(airlock_native *n, uint32_t *ret)
+{
+	uint32_t start = 0;
+	util_random(&start, sizeof(start));
+	for (uint32_t i = 0; i < NATIVE_HOST_ID_SLOTS; i++) {
+		uint32_t s = (start + i) % NATIVE_HOST_ID_SLOTS;
+		if (!(n->slots[s / 8] & (1u << (s % 8)))) {
+			n->slots[s / 8] |= (unsigned char)(1u << (s % 8));
+			*ret = s;
+			return 0;
+		}
+	}
+	return -EAGAIN;
+}
+
+static int build_envp(sandbox *b, const airlock_env *env, airlock_error *err)
+{
+	/* +2: PWD (set per command) and the NULL. */
+	b->envp = calloc(env->n + 2, sizeof(char *));
+	if (!b->envp)
+		return airlock_error_set(err, AIRLOCK_ERR_SYSTEM, ENOMEM, "environment");
+	for (size_t i = 0; i < env->n; i++) {
+		if (strcmp(env->vars[i].name, "PWD") == 0)
+			continue;
+		if (asprintf(&b->envp[b->n_env], "%s=%s", env->vars[i].name, env->vars[i].value) < 0) {
+			b->envp[b->n_env] = NULL;
+			return airlock_error_set(err, AIRLOCK_ERR_SYSTEM, ENOMEM, "environment");
+		}
+		b->n_env++;
+	}
+	return 0;
+}
+
+static int write_id_maps(pid_t pid, uid_t host_id, airlock_error *err)
+{
+	char dir[64], map[64];
+	snprintf(dir, sizeof(dir), "/proc/%d", (int)pid);
+	_cleanup_close_ int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (dfd < 0)
+		return airlock_error_set(err, AIRLOCK_ERR_EXECUTION_UNAVAILABLE, errno, "user namespace");
+	/* One id each way: the sandbox user and nothing else. Root inside is
+	 * unmapped, and setgroups is denied for good. */
+	snprintf(map, sizeof(map), "%u %u 1\n", NATIVE_SANDBOX_UID, (unsigned)host_id);
+	int r = write_file_at(dfd, "setgroups", "deny");
+	if (r == 0)
+		r = write_file_at(dfd, "uid_map", map);
+	snprintf(map, sizeof(map), "%u %u 1\n", NATIVE_SANDBOX_GID, (unsigned)host_id);
+	if (r == 0)
+		r = write_file_at(dfd, "gid_map", map);
+	if (r < 0)
+		return airlock_error_set(err, AIRLOCK_ERR_EXECUTION_UNAVAILABLE, -r,
+		                         "user namespace: id maps");
+	return 0;
+}
+
+static int native_provision(void *ctx, const airlock_environment_spec *spec,
+                            const airlock_environment_handle *handle, airlock_error *err)
+{
+	airlock_native *n = ctx;
+	int64_t deadline = util_monotonic_ms() + n->cfg.start_budget_seconds * 1000;
+	sandbox *b = calloc(1, sizeof(*b));
+	if (!b)
+		return airlock_error_set(err, AIRLOCK_ERR_SYSTEM, ENOMEM, "provision");
+	snprintf(b->id, sizeof(b->id), "%s", handle->environment_id);
+	b->limits = spec->limits;
+	b->init_pidfd = -1;
+	b->refs = 1;
+	b->tenant_id = strdup(spec->tenant_id);
+	int image_fd = -1;
+	int sv[2] = { -1, -1 };
+	int r;
+	if (!b->tenant_id) {
+		r = airlock_error_set(err, AIRLOCK_ERR_SYSTEM, ENOMEM, "provision");
+		goto fail;
+	}
+	r = build_envp(b, &spec->environment, err);
+	if (r < 0)
+		goto fail;
+
+	pthread_mutex_lock(&n->lock);
+	r = slot_take(n, &b->slot);
+	if (r == 0)
+		r = image_mount(n, spec->image_digest, &image_fd, err);
+	else
+		r = airlock_error_set(err, AIRLOCK_ERR_EXECUTION_UNAVAILABLE, 0,
+		                      "no free sandbox user ids: %u sandboxes are live", NATIVE_HOST_ID_SLOTS);
+	pthread_mutex_unlock(&n->lock);
+	if (r < 0)
+		goto fail;
+	b->host_id = NATIVE_HOST_ID_BASE + b->slot;
+
+	r = native_volume_create(n->volume_dir_fd, spec->limits.workspace_bytes,
+	                         spec->limits.inodes_max, b->host_id, b->host_id, &b->vol, err);
+	if (r < 0)
+		goto fail;
+	r = native_volume_workspace(b->vol, &b->ws, err);
+	if (r < 0)
+		goto fail;
+	r = native_cgroup_create(b->id, &spec->limits, &b->cg, err);
+	if (r < 0)
+		goto fail;
+
+	char tmp_options[64];
+	snprintf(tmp_options, sizeof(tmp_options), "size=%" PRId64 ",mode=1777",
+	         spec->limits.memory_bytes);
+	if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) < 0) {
+		r = airlock_error_set(err, AIRLOCK_ERR_SYSTEM, errno, "provision");
+		goto fail;
+	}
+	native_init_args ia = {
+		.sync_fd = sv[1],
+		.image_mount_fd = image_fd,
+		.volume_mount_fd = native_volume_mount_fd(b->vol),
+		.tmp_options = tmp_options,
+		.seccomp = &n->seccomp,
+	};
+	/* clone3 rather than fork: the namespaces are created with the child,
+	 * and a pidfd comes back with it, so no pid is ever reused under us. */
+	struct clone_args ca = {
+		.flags = CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWNET | CLONE_NEWIPC | CLONE_NEWUTS |
+		         CLONE_PIDFD,
+		.pidfd = (uint64_t)(uintptr_t)&b->init_pidfd,
+		.exit_signal = SIGCHLD,
+	};
+	pid_t pid = (pid_t)syscall(SYS_clone3, &ca, sizeof(ca));
+	if (pid < 0) {
+		r = airlock_error_set(err, AIRLOCK_ERR_EXECUTION_UNAVAILABLE, errno, "provision: clone3");
+		goto fail;
+	}
+	if (pid == 0) {
+		close(sv[0]);
+		native_init_main(&ia);
+	}
+	b->init_pid = pid;
+	close(sv[1]);
+	sv[1] = -1;
+	close(image_fd);
+	image_fd = -1;
+
+	/* The cgroup before anything runs, so every page init touches is
+	 * charged to the sandbox. */
+	r = native_cgroup_enter_init(b->cg, pid, err);
+	if (r < 0)
+		goto fail;
+	if (send_msg(sv[0], NATIVE_MSG_GO) < 0) {
+		r = airlock_error_set(err, AIRLOCK_ERR_EXECUTION_UNAVAILABLE, errno, "provision: sync");
+		goto fail;
+	}
+	native_msg m = { 0 };
+	r = recv_msg(sv[0], deadline, &m);
+	if (r < 0 || m.kind != NATIVE_MSG_MAP) {
+		r = child_error("provision: sandbox init", r, &m, err);
+		goto fail;
+	}
+	r = write_id_maps(pid, b->host_id, err);
+	if (r < 0)
+		goto fail;
+	if (send_msg(sv[0], NATIVE_MSG_MAPPED) < 0) {
+		r = airlock_error_set(err, AIRLOCK_ERR_EXECUTION_UNAVAILABLE, errno, "provision: sync");
+		goto fail;
+	}
+	r = recv_msg(sv[0], deadline, &m);
+	if (r < 0 || m.kind != NATIVE_MSG_READY) {
+		r = child_error("provision: sandbox init", r, &m, err);
+		goto fail;
+	}
+	close(sv[0]);
+	sv[0] = -1;
+
+	pthread_mutex_lock(&n->lock);
+	sandbox **p = reallocarray(n->boxes, n->n_boxes + 1, sizeof(*p));
+	if (p) {
+		n->boxes = p;
+		n->boxes[n->n_boxes++] = b;
+	}
+	pthread_mutex_unlock(&n->lock);
+	if (!p) {
+		r = airlock_error_set(err, AIRLOCK_ERR_SYSTEM, ENOMEM, "provision");
+		goto fail;
+	}
+	return 0;
+fail:
+	if (sv[0] >= 0)
+		close(sv[0]);
+	if (sv[1] >= 0)
+		close(sv[1]);
+	if (image_fd >= 0)
+		close(image_fd);
+	{
+		airlock_error derr;
+		sandbox_teardown(n, b, &derr);
+	}
+	sandbox_free(b);
+	return r;
+}
+
+/* Find a live sandbox and take a reference. */
+static sandbox *sandbox_get(airlock_native *n, const char *id)
+{
+	sandbox *b = NULL;
+	pthread_mutex_lock(&n->lock);
+	for (size_t i = 0; i < n->n_boxes; i++)
+		if (strcmp(n->boxes[i]->id, id) == 0 && !n->boxes[i]->dead) {
+			b = n->boxes[i];
+			b->refs++;
+			break;
+		}
+	pthread_mutex_unlock(&n->lock);
+	return b;
+}
+
+static void sandbox_put(airlock_native *n, sandbox *b)
+{
+	pthread_mutex_lock(&n->lock);
+	bool last = --b->refs == 0;
+	pthread_mutex_unlock(&n->lock);
+	if (last) {
+		airlock_error derr;
+		sandbox_teardown(n, b, &derr);
+		sandbox_free(b);
+	}
+}
+
+/* ---- execute -------------------------------------------------------------- */
+
+typedef struct stream {
+	int fd;
+	util_buf buf;
+	bool truncated;
+} stream;
+
+/* Read what is there; true when the cap was hit. */
+static bool stream_read(stream *s)
+{
+	unsigned char chunk[65536];
+	for (;;) {
+		ssize_t r = read(s->fd, chunk, sizeof(chunk));
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r <= 0) {
+			if (r == 0 || (errno != EAGAIN && errno != EWOULDBLOCK)) {
+				close(s->fd);
+				s->fd = -1;
+			}
+			return false;
+		}
+		if (util_buf_append(&s->buf, chunk, (size_t)r) != 0) {
+			/* The cap: stop reading; the caller kills the command. */
+			s->truncated = true;
+			close(s->fd);
+			s->fd = -1;
+			return true;
+		}
+	}
+}
+
+static int make_cwd(const char *rel, char *out, size_t size)
+{
+	if (strcmp(rel, ".") == 0)
+		return snprintf(out, size, "%s", AIRLOCK_WORKSPACE_ROOT) < (int)size ? 0 : -ENAMETOOLONG;
+	return snprintf(out, size, "%s/%s", AIRLOCK_WORKSPACE_ROOT, rel) < (int)size ? 0 : -ENAMETOOLONG;
+}
+
+/* Start the command in the sandbox; returns its pidfd via *ret_pidfd. */
+static int start_command(airlock_native *n, sandbox *b, const airlock_execution_command *cmd,
+                         char *const *envp, const char *cwd, int in_r, int out_w, int err_w,
+                         int exec_err_w, int64_t deadline, int *ret_pidfd, airlock_error *err)
+{
+	int sv[2];
+	if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) < 0)
+		return airlock_error_set(err, AIRLOCK_ERR_SYSTEM, errno, "execute");
+	native_cmd_args ca = {
+		.sync_fd = sv[1], .init_pidfd = b->init_pidfd,
+		.stdin_fd = in_r, .stdout_fd = out_w, .stderr_fd = err_w, .exec_err_fd = exec_err_w,
+		.argv = cmd->argv, .envp = envp, .cwd = cwd, .seccomp = &n->seccomp,
+	};
+	pid_t h = fork();
+	if (h < 0) {
+		int e = errno;
+		close(sv[0]);
+		close(sv[1]);
+		return airlock_error_set(err, AIRLOCK_ERR_EXECUTION_UNAVAILABLE, e, "execute: fork");
+	}
+	if (h == 0) {
+		close(sv[0]);
+		native_cmd_main(&ca);
+	}
+	close(sv[1]);
+	int r = native_cgroup_enter_cmd(b->cg, h, err);
+	native_msg m = { 0 };
+	if (r == 0 && send_msg(sv[0], NATIVE_MSG_GO) < 0)
+		r = airlock_error_set(err, AIRLOCK_ERR_EXECUTION_UNAVAILABLE, errno, "execute: sync");
+	if (r == 0) {
+		int rr = recv_msg(sv[0], deadline, &m);
+		if (rr < 0 || m.kind != NATIVE_MSG_PID)
+			r = child_error("execute: starting the command", rr, &m, err);
+	}
+	close(sv[0]);
+	/* The starter exits right after reporting (or failing); reap it. */
+	if (r < 0)
+		kill(h, SIGKILL);
+	while (waitpid(h, NULL, 0) < 0 && errno == EINTR)
+		;
+	if (r < 0)
+		return r;
+	int pfd = pidfd_open_((pid_t)m.value);
+	if (pfd < 0)
+		return airlock_error_set(err, AIRLOCK_ERR_EXECUTION_UNAVAILABLE, errno,
+		                         "execute: pidfd of the command");
+	*ret_pidfd = pfd;
+	return 0;
+}
+
+static int native_execute(void *ctx, const airlock_environment_handle *handle,
+                          const airlock_exec_request *req, airlock_execution_result *ret,
+                          airlock_error *err)
+{
+	airlock_native *n = ctx;
+	const airlock_execution_command *cmd = req->command;
+	int64_t start = util_monotonic_ms();
+	sandbox *b = sandbox_get(n, handle->environment_id);
+	if (!b)
+		return airlock_error_set(err, AIRLOCK_ERR_EXECUTION_REJECTED, 0, "environment %s is gone",
+		                         handle->environment_id);
+	if (!util_streq0(b->tenant_id, handle->tenant_id)) {
+		sandbox_put(n, b);
+		return airlock_error_set(err, AIRLOCK_ERR_SANDBOX_ESCAPE_SUSPECTED, 0,
+		                         "environment %s belongs to another tenant", handle->environment_id);
+	}
+	pthread_mutex_lock(&n->lock);
+	n->executing++;
+	pthread_mutex_unlock(&n->lock);
+
+	int rootfd = native_volume_root_fd(b->vol);
+	int pipes[4][2] = { { -1, -1 }, { -1, -1 }, { -1, -1 }, { -1, -1 } };
+	stream out = { .fd = -1 }, errs = { .fd = -1 };
+	util_buf_init(&out.buf, (size_t)cmd->maximum_output_bytes);
+	util_buf_init(&errs.buf, (size_t)cmd->maximum_output_bytes);
+	airlock_snapshot before = { 0 }, after = { 0 };
+	int pidfd = -1;
+	char **envp = NULL;
+	airlock_kill_reason kill_reason = AIRLOCK_KILL_NONE;
+	int r;
+
+	r = native_volume_check_identity(b->vol, err);
+	if (r < 0)
+		goto out;
+	r = airlock_snapshot_walk(rootfd, (size_t)b->limits.inodes_max + 16, &before, err);
+	if (r < 0)
+		goto out;
+
+	char cwd[AIRLOCK_PATH_MAX + 16];
+	if (make_cwd(cmd->working_directory, cwd, sizeof(cwd)) < 0) {
+		r = airlock_error_set(err, AIRLOCK_ERR_WORKSPACE_ESCAPE, 0, "working_directory is too long");
+		goto out;
+	}
+	envp = calloc(b->n_env + 2, sizeof(char *));
+	if (!envp) {
+		r = airlock_error_set(err, AIRLOCK_ERR_SYSTEM, ENOMEM, "execute");
+		goto out;
+	}
+	memcpy(envp, b->envp, b->n_env * sizeof(char *));
+	_cleanup_free_ char *pwd = NULL;
+	if (asprintf(&pwd, "PWD=%s", cwd) < 0) {
+		pwd = NULL;
+		r = airlock_error_set(err, AIRLOCK_ERR_SYSTEM, ENOMEM, "execute");
+		goto out;
+	}
+	envp[b->n_env] = pwd;
+
+	for (int i = 0; i < 4; i++)
+		if (pipe2(pipes[i], O_CLOEXEC) < 0) {
+			r = airlock_error_set(err, AIRLOCK_ERR_SYSTEM, errno, "execute: pipes");
+			goto out;
+		}
+	/* 0: stdin, 1: stdout, 2: stderr, 3: exec error report. */
+	uint64_t oom0 = 0, pids0 = 0;
+	bool full0 = false;
+	if ((r = native_cgroup_oom_kills(b->cg, &oom0, err)) < 0 ||
+	    (r = native_cgroup_pids_max_events(b->cg, &pids0, err)) < 0 ||
+	    (r = native_volume_full(b->vol, &full0, err)) < 0)
+		goto out;
+
+	int64_t timeout_at = start + req->effective_timeout_ms;
+	int64_t expiry_at = start + (req->expires_at_ms - util_now_ms());
+	r = start_command(n, b, cmd, envp, cwd, pipes[0][0], pipes[1][1], pipes[2][1], pipes[3][1],
+	                  start + n->cfg.start_budget_seconds * 1000, &pidfd, err);
+	/* The child ends of the pipes are the command's now (or nobody's). */
+	for (int i = 0; i < 4; i++) {
+		close(pipes[i][i == 0 ? 0 : 1]);
+		pipes[i][i == 0 ? 0 : 1] = -1;
+	}
+	if (r < 0)
+		goto out;
+
+	out.fd = pipes[1][0];
+	errs.fd = pipes[2][0];
+	pipes[1][0] = pipes[2][0] = -1;
+	fcntl(out.fd, F_SETFL, O_NONBLOCK);
+	fcntl(errs.fd, F_SETFL, O_NONBLOCK);
+	int in_w = pipes[0][1];
+	pipes[0][1] = -1;
+	fcntl(in_w, F_SETFL, O_NONBLOCK);
+	size_t in_off = 0;
+	if (!cmd->has_stdin || cmd->stdin_len == 0) {
+		close(in_w);
+		in_w = -1;
+	}
+
+	bool exited = false, killed = false;
+	int64_t exited_at = 0;
+	siginfo_t si = { 0 };
+	for (;;) {
+		struct pollfd p[6];
+		int np = 0, i_out = -1, i_err = -1, i_in = -1, i_pid = -1;
+		if (out.fd >= 0)
+			p[i_out = np++] = (struct pollfd){ .fd = out.fd, .events = POLLIN };
+		if (errs.fd >= 0)
+			p[i_err = np++] = (struct pollfd){ .fd = errs.fd, .events = POLLIN };
+		if (in_w >= 0)
+			p[i_in = np++] = (struct pollfd){ .fd = in_w, .events = POLLOUT };
+		if (!exited)
+			p[i_pid = np++] = (struct pollfd){ .fd = pidfd, .events = POLLIN };
+		if (req->cancel)
+			p[np++] = (struct pollfd){ .fd = airlock_cancel_fd(req->cancel), .events = POLLIN };
+		p[np++] = (struct pollfd){ .fd = n->shutdown_efd, .events = POLLIN };
+		if (exited && out.fd < 0 && errs.fd < 0)
+			break;
+		/* Every writer is dead once the group is empty; a copy of a pipe
+		 * held a moment longer by a concurrent fork must not hang us. */
+		if (exited && killed && util_monotonic_ms() - exited_at > NATIVE_DRAIN_MS)
+			break;
+		poll(p, (nfds_t)np, NATIVE_POLL_MS);
+
+		if (i_out >= 0 && p[i_out].revents && stream_read(&out) && !kill_reason)
+			kill_reason = AIRLOCK_KILL_OUTPUT_LIMIT;
+		if (i_err >= 0 && p[i_err].revents && stream_read(&errs) && !kill_reason)
+			kill_reason = AIRLOCK_KILL_OUTPUT_LIMIT;
+		if (i_in >= 0 && p[i_in].revents) {
+			ssize_t w = write(in_w, cmd->stdin_data + in_off, cmd->stdin_len - in_off);
+			if (w > 0)
+				in_off += (size_t)w;
+			if ((w < 0 && errno != EAGAIN && errno != EINTR) || in_off == cmd->stdin_len) {
+				close(in_w);
+				in_w = -1;
+			}
+		}
+		if (i_pid >= 0 && p[i_pid].revents &&
+		    waitid((idtype_t)P_PIDFD, (id_t)pidfd, &si, WEXITED | WNOHANG) == 0 && si.si_pid) {
+			exited = true;
+			exited_at = util_monotonic_ms();
+		}
+
+		/* The limits, in the order the specification lists them. The first
+		 * reason found wins; later ones are consequences of the kill. */
+		if (!kill_reason) {
+			int64_t now = util_monotonic_ms();
+			uint64_t v = 0;
+			bool full = false;
+			if (!exited && now >= expiry_at)
+				kill_reason = AIRLOCK_KILL_EXPIRED;
+			else if (!exited && now >= timeout_at)
+				kill_reason = AIRLOCK_KILL_TIMEOUT;
+			else if (native_cgroup_oom_kills(b->cg, &v, NULL) == 0 && v > oom0)
+				kill_reason = AIRLOCK_KILL_MEMORY;
+			else if (native_cgroup_pids_max_events(b->cg, &v, NULL) == 0 && v > pids0)
+				kill_reason = AIRLOCK_KILL_PIDS;
+			else if (!full0 && native_volume_full(b->vol, &full, NULL) == 0 && full &&
+			         !(exited && si.si_code == CLD_EXITED && si.si_status == 0))
+				/* Full while running, or full and the command failed:
+				 * it met ENOSPC. One that filled the volume to the brim
+				 * and exited 0 finished its work. */
+				kill_reason = AIRLOCK_KILL_DISK;
+			else if (!exited && airlock_cancel_fired(req->cancel))
+				kill_reason = AIRLOCK_KILL_CANCELLED;
+			else if (!exited) {
+				uint64_t sd;
+				if (read(n->shutdown_efd, &sd, sizeof(sd)) == sizeof(sd)) {
+					/* Leave it readable for every other execute. */
+					uint64_t one = 1;
+					ssize_t wn = write(n->shutdown_efd, &one, sizeof(one));
+					(void)wn;
+					kill_reason = AIRLOCK_KILL_SERVICE_SHUTDOWN;
+				}
+			}
+		}
+		/* Every process the command started dies with it or with the
+		 * kill: nothing runs unobserved between commands. */
+		if ((kill_reason || exited) && !killed) {
+			killed = true;
+			r = native_cgroup_kill_cmd(b->cg, NATIVE_KILL_WAIT_MS, err);
+			if (r < 0)
+				goto out;
+		}
+	}
+	if (in_w >= 0)
+		close(in_w);
+
+	/* The exec report: EOF means the command was executed. */
+	int32_t report[2] = { 0, 0 };
+	fcntl(pipes[3][0], F_SETFL, O_NONBLOCK);
+	if (read(pipes[3][0], report, sizeof(report)) != sizeof(report))
+		report[1] = 0;
+
+	if (kill_reason) {
+		ret->killed_by = kill_reason;
+		ret->has_exit_code = false;
+	} else if (report[1]) {
+		/* Like a shell: the command never ran, status 127, and why on
+		 * stderr. */
+		char msg[AIRLOCK_PATH_MAX + 256];
+		int len = report[0] == NATIVE_STEP_CWD
+		                  ? snprintf(msg, sizeof(msg), "airlock: working directory %s: %s\n", cwd,
+		                             strerror(report[1]))
+		          : report[0] == NATIVE_STEP_EXEC
+		                  ? snprintf(msg, sizeof(msg), "airlock: cannot execute '%s': %s\n",
+		                             cmd->argv[0], strerror(report[1]))
+		                  : snprintf(msg, sizeof(msg), "airlock: starting the command: %s: %s\n",
+		                             native_step_name(report[0]), strerror(report[1]));
+		util_buf_append(&errs.buf, msg, len > 0 && (size_t)len < sizeof(msg) ? (size_t)len : 0);
+		ret->has_exit_code = true;
+		ret->exit_code = 127;
+	} else {
+		ret->has_exit_code = true;
+		/* A signal the service did not send (the program crashed or killed
+		 * itself) is an exit of its own: the shell's 128 + signal. */
+		ret->exit_code = si.si_code == CLD_EXITED ? si.si_status : 128 + si.si_status;
+	}
+	ret->timed_out = kill_reason == AIRLOCK_KILL_TIMEOUT;
+	ret->stdout_truncated = out.truncated;
+	ret->stderr_truncated = errs.truncated;
+
+	r = native_volume_check_identity(b->vol, err);
+	if (r < 0)
+		goto out;
+	r = airlock_snapshot_walk(rootfd, (size_t)b->limits.inodes_max + 16, &after, err);
+	if (r < 0)
+		goto out;
+	r = airlock_snapshot_diff(&before, &after, (size_t)req->files_changed_max,
+	                          airlock_snapshot_hash_fd, &rootfd, ret, err);
+	if (r < 0)
+		goto out;
+	ret->stdout_data = util_buf_steal(&out.buf, &ret->stdout_len);
+	ret->stderr_data = util_buf_steal(&errs.buf, &ret->stderr_len);
+	if (!ret->stdout_data || !ret->stderr_data)
+		r = airlock_error_set(err, AIRLOCK_ERR_SYSTEM, ENOMEM, "execute");
+	ret->duration_ms = util_monotonic_ms() - start;
+out:
+	if (pidfd >= 0) {
+		if (r < 0)
+			native_cgroup_kill_cmd(b->cg, NATIVE_KILL_WAIT_MS, NULL);
+		waitid((idtype_t)P_PIDFD, (id_t)pidfd, &si, WEXITED | WNOHANG);
+		close(pidfd);
+	}
+	for (int i = 0; i < 4; i++)
+		for (int j = 0; j < 2; j++)
+			if (pipes[i][j] >= 0)
+				close(pipes[i][j]);
+	if (out.fd >= 0)
+		close(out.fd);
+	if (errs.fd >= 0)
+		close(errs.fd);
+	util_buf_clear(&out.buf);
+	util_buf_clear(&errs.buf);
+	airlock_snapshot_clear(&before);
+	airlock_snapshot_clear(&after);
+	free(envp);
+	pthread_mutex_lock(&n->lock);
+	if (--n->executing == 0)
+		pthread_cond_broadcast(&n->idle);
+	pthread_mutex_unlock(&n->lock);
+	sandbox_put(n, b);
+	return r;
+}
+
+/* ---- destroy, workspace, free --------------------------------------------- */
+
+static int native_destroy(void *ctx, const char *environment_id, airlock_error *err)
+{
+	airlock_native *n = ctx;
+	sandbox *b = NULL;
+	pthread_mutex_lock(&n->lock);
+	for (size_t i = 0; i < n->n_boxes; i++)
+		if (strcmp(n->boxes[i]->id, environment_id) == 0) {
+			b = n->boxes[i];
+			memmove(&n->boxes[i], &n->boxes[i + 1], (n->n_boxes - i - 1) * sizeof(*n->boxes));
+			n->n_boxes--;
+			b->dead = true;
+			break;
+		}
+	pthread_mutex_unlock(&n->lock);
+	if (!b)
+		return 0; /* already gone */
+	/* Kill first, even with an execute in flight: its loop sees the command
+	 * die and returns; the last reference frees the rest. */
+	int r = 0;
+	if (b->cg)
+		r = native_cgroup_kill_cmd(b->cg, NATIVE_KILL_WAIT_MS, err);
+	pthread_mutex_lock(&n->lock);
+	bool last = --b->refs == 0;
+	pthread_mutex_unlock(&n->lock);
+	if (last) {
+		int t = sandbox_teardown(n, b, err);
+		if (r == 0)
+			r = t;
+		sandbox_free(b);
+	}
+	return r;
+}
+
+static int native_workspace(void *ctx, const char *environment_id, airlock_workspace **ret,
+                            airlock_error *err)
+{
+	airlock_native *n = ctx;
+	airlock_workspace *ws = NULL;
+	pthread_mutex_lock(&n->lock);
+	for (size_t i = 0; i < n->n_boxes; i++)
+		if (strcmp(n->boxes[i]->id, environment_id) == 0 && !n->boxes[i]->dead)
+			ws = n->boxes[i]->ws;
+	pthread_mutex_unlock(&n->lock);
+	if (!ws)
+		return airlock_error_set(err, AIRLOCK_ERR_EXECUTION_REJECTED, 0, "environment %s is gone",
+		                         environment_id);
+	*ret = ws;
+	return 0;
+}
+
+static void native_free(void *ctx)
+{
+	airlock_native *n = ctx;
+	if (!n)
+		return;
+	/* Commands in flight end with SERVICE_SHUTDOWN; wait for them. */
+	if (n->shutdown_efd >= 0) {
+		uint64_t one = 1;
+		ssize_t w = write(n->shutdown_efd, &one, sizeof(one));
+		(void)w;
+	}
+	pthread_mutex_lock(&n->lock);
+	while (n->executing > 0)
+		pthread_cond_wait(&n->idle, &n->lock);
+	sandbox **boxes = n->boxes;
+	size_t nb = n->n_boxes;
+	n->boxes = NULL;
+	n->n_boxes = 0;
+	pthread_mutex_unlock(&n->lock);
+	for (size_t i = 0; i < nb; i++) {
+		airlock_error derr;
+		sandbox_teardown(n, boxes[i], &derr);
+		sandbox_free(boxes[i]);
+	}
+	free(boxes);
+	for (size_t i = 0; i < n->n_imgs; i++) {
+		native_loop_release(&n->imgs[i].loop);
+		close(n->imgs[i].file_fd);
+	}
+	free(n->imgs);
+	native_seccomp_clear(&n->seccomp);
+	airlock_image_store_free(n->images);
+	if (n->volume_dir_fd >= 0)
+		close(n->volume_dir_fd);
+	if (n->shutdown_efd >= 0)
+		close(n->shutdown_efd);
+	free(n->slots);
+	free(n->image_store_path);
+	pthread_mutex_destroy(&n->lock);
+	pthread_cond_destroy(&n->idle);
+	free(n);
+}
+
+static const airlock_exec_ops native_ops = {
+	.version = AIRLOCK_EXEC_OPS_VERSION,
+	.name = "native",
+	.provision = native_provision,
+	.execute = native_execute,
+	.destroy = native_destroy,
+	.workspace = native_workspace,
+	.free = native_free,
+};
+
+const airlock_exec_ops *airlock_native_ops(void)
+{
+	return &native_ops;
+}

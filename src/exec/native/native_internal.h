@@ -1,0 +1,95 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+#ifndef AIRLOCK_NATIVE_INTERNAL_H
+#define AIRLOCK_NATIVE_INTERNAL_H
+
+/*
+ * What the service prepares for the two kinds of child it starts. Both run
+ * between fork and exec (or forever, for init) in a copy of a possibly
+ * multi-threaded process: they make system calls only, allocate nothing, and
+ * report a failure as (step, errno) over their sync socket before exiting.
+ */
+
+#include <stdint.h>
+
+#include "exec/native/seccomp.h"
+
+/* The sandbox user inside the user namespace. */
+#define NATIVE_SANDBOX_UID 1000
+#define NATIVE_SANDBOX_GID 1000
+
+/* Sync messages between the service and a child (SOCK_SEQPACKET). */
+enum {
+	NATIVE_MSG_GO = 1,     /* service -> child: proceed */
+	NATIVE_MSG_MAP,        /* init -> service: my user namespace exists; map it */
+	NATIVE_MSG_MAPPED,     /* service -> init: uid_map and gid_map written */
+	NATIVE_MSG_READY,      /* init -> service: the sandbox is up */
+	NATIVE_MSG_PID,        /* cmd helper -> service: the command's pid is `value` */
+	NATIVE_MSG_FAILED,     /* child -> service: `step` failed with errno `value` */
+};
+
+typedef struct native_msg {
+	int32_t kind;
+	int32_t step;
+	int32_t value;
+} native_msg;
+
+/* Steps, for messages that name where setup failed. */
+enum {
+	NATIVE_STEP_SYNC = 1,
+	NATIVE_STEP_PRIVATE,
+	NATIVE_STEP_CGROUPNS,
+	NATIVE_STEP_STAGING,
+	NATIVE_STEP_ROOT,
+	NATIVE_STEP_PROC,
+	NATIVE_STEP_DEV,
+	NATIVE_STEP_SHM,
+	NATIVE_STEP_TMP,
+	NATIVE_STEP_WORKSPACE,
+	NATIVE_STEP_PIVOT,
+	NATIVE_STEP_LOOPBACK,
+	NATIVE_STEP_HOSTNAME,
+	NATIVE_STEP_USERNS,
+	NATIVE_STEP_DROP,
+	NATIVE_STEP_SECCOMP,
+	NATIVE_STEP_SETNS,
+	NATIVE_STEP_FORK,
+	NATIVE_STEP_STDIO,
+	NATIVE_STEP_CWD,
+	NATIVE_STEP_EXEC,
+	NATIVE_STEP__MAX,
+};
+const char *native_step_name(int step);
+
+typedef struct native_init_args {
+	int sync_fd;
+	int image_mount_fd;  /* a detached read-only mount of the image */
+	int volume_mount_fd; /* the detached workspace mount */
+	const char *tmp_options; /* "size=N,mode=1777" for /tmp and /dev/shm */
+	const native_seccomp *seccomp;
+} native_init_args;
+
+/* The sandbox's init: builds the root, becomes the sandbox user, then reaps
+ * orphans until it is killed. Never returns. */
+_Noreturn void native_init_main(const native_init_args *a);
+
+typedef struct native_cmd_args {
+	int sync_fd;
+	int init_pidfd;
+	int stdin_fd, stdout_fd, stderr_fd;
+	int exec_err_fd; /* O_CLOEXEC: EOF on a successful exec, else (step, errno) */
+	char *const *argv;
+	char *const *envp;
+	const char *cwd; /* "/workspace" or "/workspace/<checked relative path>" */
+	const native_seccomp *seccomp;
+} native_cmd_args;
+
+/* The command's starter: enters the sandbox and starts the command as a
+ * child of the service (CLONE_PARENT), reports its pid, exits. */
+_Noreturn void native_cmd_main(const native_cmd_args *a);
+
+/* Drop to the sandbox user: no capabilities in any set, no_new_privs, the
+ * seccomp filter. For init and for every command. Returns the step that
+ * failed (0 on success) and sets errno. */
+int native_become_sandbox_user(const native_seccomp *s);
+
+#endif

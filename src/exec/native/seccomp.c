@@ -1,0 +1,284 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * The sandbox's seccomp filter (DESIGN.md, "Mechanisms on these machines":
+ * seccomp is mandatory). Built with libseccomp in the service, exported as
+ * classic BPF into memory, and installed by the child with one seccomp(2)
+ * call, so the child neither allocates nor calls into libseccomp.
+ *
+ * The filter is a deny list over a default of ALLOW: the sandbox runs
+ * arbitrary programs (python3, git, compilers) whose syscall set we do not
+ * control, and the calls that matter are the ones that reach kernel attack
+ * surface or change what the sandbox can see (namespaces, mounts, BPF,
+ * io_uring, keys, modules, tracing). The namespaces, the dropped
+ * capabilities and the unprivileged uid do the rest.
+ */
+#include "exec/native/seccomp.h"
+
+#include <errno.h>
+#include <linux/filter.h>
+#include <linux/seccomp.h>
+#include <sched.h>
+#include <seccomp.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/mman.h>
+#include <sys/prctl.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include "util/util.h"
+
+/* Syscalls the kernel here (6.18) has but libseccomp 2.5.4 cannot name.
+ * Since Linux 5.1 new syscalls get one number on every architecture that
+ * uses the generic table, and x86_64 follows it, so the number is the same
+ * on x86_64 and aarch64. open_tree_attr (6.15) is open_tree with mount
+ * attributes: part of the new mount API, denied with the rest of it. */
+#define NATIVE_NR_OPEN_TREE_ATTR 467
+
+/* Denied outright with EPERM. Each entry cites why. */
+static const struct {
+	const char *name;
+	int nr; /* used when name is NULL: a number libseccomp cannot resolve */
+} native_denied[] = {
+	/* Namespaces: a new user namespace gives back every capability inside
+	 * it and with it the mount API (DESIGN.md). clone's flags are checked
+	 * separately below; clone3's flags live in memory that BPF cannot read,
+	 * so clone3 gets ENOSYS (below) and libc falls back to clone. */
+	{ "unshare", 0 },
+	{ "setns", 0 },
+	/* Mounts, old and new API. */
+	{ "mount", 0 },
+	{ "umount2", 0 },
+	{ "pivot_root", 0 },
+	{ "chroot", 0 },
+	{ "fsopen", 0 },
+	{ "fsconfig", 0 },
+	{ "fsmount", 0 },
+	{ "fspick", 0 },
+	{ "move_mount", 0 },
+	{ "open_tree", 0 },
+	{ "mount_setattr", 0 },
+	{ NULL, NATIVE_NR_OPEN_TREE_ATTR },
+	/* io_uring runs operations from kernel workers that seccomp never
+	 * sees, and has been a steady source of kernel bugs. */
+	{ "io_uring_setup", 0 },
+	{ "io_uring_enter", 0 },
+	{ "io_uring_register", 0 },
+	/* BPF programs, tracing and reading or writing other processes. */
+	{ "bpf", 0 },
+	{ "ptrace", 0 },
+	{ "process_vm_readv", 0 },
+	{ "process_vm_writev", 0 },
+	{ "perf_event_open", 0 },
+	/* The kernel keyring is not namespaced. */
+	{ "keyctl", 0 },
+	{ "add_key", 0 },
+	{ "request_key", 0 },
+	/* Replacing or extending the kernel. */
+	{ "kexec_load", 0 },
+	{ "kexec_file_load", 0 },
+	{ "init_module", 0 },
+	{ "finit_module", 0 },
+	{ "delete_module", 0 },
+	/* File handles bypass path lookup, and so the mount namespace. */
+	{ "open_by_handle_at", 0 },
+	{ "name_to_handle_at", 0 },
+	/* userfaultfd stalls kernel threads at will: a classic race widener. */
+	{ "userfaultfd", 0 },
+};
+
+/* Namespace flags of clone(2). CLONE_NEWTIME is left out on purpose: its
+ * bit (0x80) lies in clone's CSIGNAL byte, where it is part of the exit
+ * signal, and clone cannot create a time namespace (only unshare, which is
+ * denied outright, and clone3, which returns ENOSYS). */
+static const uint64_t native_clone_ns_flags[] = {
+	CLONE_NEWNS, CLONE_NEWCGROUP, CLONE_NEWUTS, CLONE_NEWIPC,
+	CLONE_NEWUSER, CLONE_NEWPID, CLONE_NEWNET,
+};
+
+static int native_seccomp_rule(scmp_filter_ctx ctx, uint32_t action, int nr, const char *what,
+                               unsigned n_cmp, const struct scmp_arg_cmp *cmp, airlock_error *err)
+{
+	int r = seccomp_rule_add_array(ctx, action, nr, n_cmp, cmp);
+	if (r < 0)
+		return airlock_error_set(err, AIRLOCK_ERR_SYSTEM, -r, "seccomp: rule for %s", what);
+	return 0;
+}
+
+static int native_seccomp_rules(scmp_filter_ctx ctx, airlock_error *err)
+{
+	int r;
+
+	for (size_t i = 0; i < ARRAY_SIZE(native_denied); i++) {
+		int nr = native_denied[i].nr;
+		if (native_denied[i].name) {
+			nr = seccomp_syscall_resolve_name(native_denied[i].name);
+			if (nr == __NR_SCMP_ERROR)
+				return airlock_error_set(err, AIRLOCK_ERR_EXECUTION_UNAVAILABLE, 0,
+				                         "seccomp: libseccomp does not know %s",
+				                         native_denied[i].name);
+		}
+		r = native_seccomp_rule(ctx, SCMP_ACT_ERRNO(EPERM), nr,
+		                        native_denied[i].name ? native_denied[i].name : "a new syscall",
+		                        0, NULL, err);
+		if (r < 0)
+			return r;
+	}
+
+	/* clone with any namespace flag. One rule per flag: rules for the same
+	 * syscall and action are ORed, and a masked compare of one bit is the
+	 * "is this flag set" test. The kernel reads only the low 32 bits of
+	 * clone's flags, and every mask lies there. */
+	for (size_t i = 0; i < ARRAY_SIZE(native_clone_ns_flags); i++) {
+		struct scmp_arg_cmp c = SCMP_A0_64(SCMP_CMP_MASKED_EQ, native_clone_ns_flags[i],
+		                                   native_clone_ns_flags[i]);
+		r = native_seccomp_rule(ctx, SCMP_ACT_ERRNO(EPERM), SCMP_SYS(clone), "clone", 1, &c,
+		                        err);
+		if (r < 0)
+			return r;
+	}
+
+	/* clone3 passes its flags in a struct the filter cannot read: say the
+	 * call does not exist, and glibc (pthread_create, posix_spawn, fork)
+	 * falls back to clone, whose flags the rules above inspect. */
+	r = native_seccomp_rule(ctx, SCMP_ACT_ERRNO(ENOSYS), SCMP_SYS(clone3), "clone3", 0, NULL,
+	                        err);
+	if (r < 0)
+		return r;
+
+	/* Terminal injection: TIOCSTI pushes bytes into a terminal's input
+	 * queue and TIOCLINUX can paste the console selection, both of which
+	 * would type commands into whatever reads the terminal outside. The
+	 * kernel takes ioctl's request as an unsigned int, so only the low 32
+	 * bits are compared: garbage in the upper half cannot slip past. */
+	static const uint32_t tty_requests[] = { TIOCSTI, TIOCLINUX };
+	for (size_t i = 0; i < ARRAY_SIZE(tty_requests); i++) {
+		struct scmp_arg_cmp c = SCMP_A1_64(SCMP_CMP_MASKED_EQ, 0xffffffffu, tty_requests[i]);
+		r = native_seccomp_rule(ctx, SCMP_ACT_ERRNO(EPERM), SCMP_SYS(ioctl), "ioctl", 1, &c,
+		                        err);
+		if (r < 0)
+			return r;
+	}
+
+	/* personality: only PER_LINUX (0) and the 0xffffffff query. Other
+	 * values switch off ASLR (ADDR_NO_RANDOMIZE), make reads executable or
+	 * change the syscall ABI seen by later execs. The kernel reads an
+	 * unsigned int, so the test is on the low 32 bits: deny when they hold
+	 * both a 1 and a 0. libseccomp compares an argument at most once per
+	 * rule, so "some 1 and some 0" is written as "some bit i is 1 while bit
+	 * i+1 (mod 32) is 0": a 32-bit ring holding both values has such a
+	 * 1-then-0 step somewhere, and 0 and 0xffffffff have none. */
+	for (unsigned i = 0; i < 32; i++) {
+		uint64_t one = 1ull << i;
+		uint64_t next = 1ull << ((i + 1) % 32);
+		struct scmp_arg_cmp c = SCMP_A0_64(SCMP_CMP_MASKED_EQ, one | next, one);
+		r = native_seccomp_rule(ctx, SCMP_ACT_ERRNO(EPERM), SCMP_SYS(personality),
+		                        "personality", 1, &c, err);
+		if (r < 0)
+			return r;
+	}
+	return 0;
+}
+
+static void native_seccomp_releasep(scmp_filter_ctx *ctx)
+{
+	if (*ctx)
+		seccomp_release(*ctx);
+}
+
+int native_seccomp_build(native_seccomp *ret, airlock_error *err)
+{
+	__attribute__((cleanup(native_seccomp_releasep))) scmp_filter_ctx ctx = NULL;
+	_cleanup_close_ int mfd = -1;
+	_cleanup_free_ struct sock_filter *prog = NULL;
+	int r;
+
+	/* seccomp_init adds only the native architecture (x86_64 or aarch64).
+	 * Any other audit arch (i386 through int 0x80, arm32 compat) hits the
+	 * bad-arch action and the whole process dies: a foreign ABI has its
+	 * own syscall numbers, and none of the rules above would apply to it.
+	 * On x86_64 libseccomp also sends x32 numbers (bit 30 set) to the
+	 * bad-arch action when x32 is not in the filter; the tests check it. */
+	ctx = seccomp_init(SCMP_ACT_ALLOW);
+	if (!ctx)
+		return airlock_error_set(err, AIRLOCK_ERR_SYSTEM, ENOMEM, "seccomp: init");
+	r = seccomp_attr_set(ctx, SCMP_FLTATR_ACT_BADARCH, SCMP_ACT_KILL_PROCESS);
+	if (r < 0)
+		return airlock_error_set(err, AIRLOCK_ERR_SYSTEM, -r, "seccomp: bad-arch action");
+	r = native_seccomp_rules(ctx, err);
+	if (r < 0)
+		return r;
+
+	/* libseccomp 2.5 exports only to a descriptor; a memfd keeps the
+	 * program off any filesystem. */
+	mfd = memfd_create("airlock-seccomp", MFD_CLOEXEC);
+	if (mfd < 0)
+		return airlock_error_set(err, AIRLOCK_ERR_SYSTEM, errno, "seccomp: memfd_create");
+	r = seccomp_export_bpf(ctx, mfd);
+	if (r < 0)
+		return airlock_error_set(err, AIRLOCK_ERR_SYSTEM, -r, "seccomp: export");
+	struct stat st;
+	if (fstat(mfd, &st) < 0)
+		return airlock_error_set(err, AIRLOCK_ERR_SYSTEM, errno, "seccomp: fstat");
+	size_t size = (size_t)st.st_size;
+	size_t n = size / sizeof(struct sock_filter);
+	/* The kernel caps a program at BPF_MAXINSNS; the prog length is an
+	 * unsigned short. A remainder would mean a torn export. */
+	if (n == 0 || n > BPF_MAXINSNS || size % sizeof(struct sock_filter) != 0)
+		return airlock_error_set(err, AIRLOCK_ERR_SYSTEM, EINVAL,
+		                         "seccomp: exported program has %zu bytes", size);
+	prog = malloc(size);
+	if (!prog)
+		return airlock_error_set(err, AIRLOCK_ERR_SYSTEM, ENOMEM, "seccomp: program");
+	size_t off = 0;
+	while (off < size) {
+		ssize_t k = pread(mfd, (char *)prog + off, size - off, (off_t)off);
+		if (k < 0 && errno == EINTR)
+			continue;
+		if (k < 0)
+			return airlock_error_set(err, AIRLOCK_ERR_SYSTEM, errno, "seccomp: read back");
+		if (k == 0)
+			return airlock_error_set(err, AIRLOCK_ERR_SYSTEM, EIO, "seccomp: short read");
+		off += (size_t)k;
+	}
+
+	ret->filter = TAKE_PTR(prog);
+	ret->len = (unsigned short)n;
+	return 0;
+}
+
+void native_seccomp_clear(native_seccomp *s)
+{
+	if (!s)
+		return;
+	free(s->filter);
+	s->filter = NULL;
+	s->len = 0;
+}
+
+int native_seccomp_install(const native_seccomp *s)
+{
+	if (!s || !s->filter || s->len == 0)
+		return -EINVAL;
+	/* The caller must already have set no_new_privs. As root with
+	 * CAP_SYS_ADMIN the kernel would accept the filter without it, and an
+	 * exec of a setuid binary could then gain privilege the filter was
+	 * built assuming away; refuse rather than rely on the caller's order. */
+	int nnp = prctl(PR_GET_NO_NEW_PRIVS, 0, 0, 0, 0);
+	if (nnp < 0)
+		return -errno;
+	if (nnp != 1)
+		return -EACCES;
+	struct sock_fprog prog = {
+		.len = s->len,
+		.filter = s->filter,
+	};
+	/* No TSYNC: the children that install this are single-threaded copies
+	 * made by fork. The filter is inherited by everything they start. */
+	if (syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, 0, &prog) < 0)
+		return -errno;
+	return 0;
+}

@@ -1,0 +1,38 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+#ifndef AIRLOCK_NATIVE_SECCOMP_H
+#define AIRLOCK_NATIVE_SECCOMP_H
+
+/*
+ * The sandbox's seccomp filter (libseccomp). Built once in the service,
+ * exported as classic BPF, and installed by the child between fork and exec
+ * with a single seccomp(2) call: nothing in the child allocates.
+ *
+ * Seccomp is mandatory (DESIGN.md): without it an unprivileged process can
+ * create a user namespace and reach the new mount API. The filter denies at
+ * least: unshare, setns, clone with any namespace flag, clone3 (ENOSYS, so
+ * libc falls back to clone, whose flags can be inspected), mount, umount2,
+ * pivot_root, chroot, the new mount API (fsopen, fsconfig, fsmount, fspick,
+ * move_mount, open_tree, mount_setattr), io_uring_*, bpf, ptrace,
+ * process_vm_readv/writev, keyctl, add_key, request_key, kexec_*, module
+ * loading, open_by_handle_at, name_to_handle_at, perf_event_open,
+ * userfaultfd, and other architectures (a foreign-arch or x32 syscall kills
+ * the process). Denied calls return EPERM unless noted.
+ */
+
+#include <stddef.h>
+
+#include "airlock/error.h"
+
+typedef struct native_seccomp {
+	void *filter; /* struct sock_filter[] */
+	unsigned short len;
+} native_seccomp;
+
+int native_seccomp_build(native_seccomp *ret, airlock_error *err);
+void native_seccomp_clear(native_seccomp *s);
+
+/* In the child, after PR_SET_NO_NEW_PRIVS: install the filter. Async-signal
+ * safe: one syscall. Returns 0 or -errno. */
+int native_seccomp_install(const native_seccomp *s);
+
+#endif

@@ -1,0 +1,915 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * The native mechanism's workspace volume and loop devices (issue 3, item 3;
+ * src/exec/native/volume.h and loop.h).
+ *
+ * These run as root: they bind loop devices and mount ext4. Without root or
+ * /dev/loop-control every test skips.
+ *
+ * Leak accounting is exact rather than global: each test puts its backing
+ * files on a tmpfs of its own, mounted detached (it has no path either), so
+ * "loop devices bound to a file on this test's tmpfs" counts the test's own
+ * devices and nothing another test or another user of the machine is doing
+ * at the same time. The global count (what `losetup -a` lists) is printed
+ * beside it for the record.
+ */
+#include <criterion/criterion.h>
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <linux/loop.h>
+#include <linux/magic.h>
+#include <pthread.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/mount.h>
+#include <sys/stat.h>
+#include <sys/statfs.h>
+#include <sys/statvfs.h>
+#include <sys/sysmacros.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "airlock/port/workspace.h"
+#include "exec/native/loop.h"
+#include "exec/native/volume.h"
+#include "util/util.h"
+
+#define MiB ((int64_t)1 << 20)
+#define GiB ((int64_t)1 << 30)
+#define SANDBOX_UID 100000
+#define SANDBOX_GID 100001
+
+/* ---- helpers --------------------------------------------------------------- */
+
+static void need_root(void)
+{
+	if (geteuid() != 0 || access("/dev/loop-control", R_OK | W_OK) != 0)
+		cr_skip_test("needs root and /dev/loop-control");
+}
+
+/* A detached tmpfs of the given size: the test's backing directory. */
+static int backing_new(int64_t size)
+{
+	int fs = fsopen("tmpfs", FSOPEN_CLOEXEC);
+	cr_assert(fs >= 0, "fsopen tmpfs: %s", strerror(errno));
+	char sz[32];
+	snprintf(sz, sizeof(sz), "%" PRId64, size);
+	cr_assert_eq(fsconfig(fs, FSCONFIG_SET_STRING, "size", sz, 0), 0);
+	cr_assert_eq(fsconfig(fs, FSCONFIG_SET_STRING, "mode", "0700", 0), 0);
+	cr_assert_eq(fsconfig(fs, FSCONFIG_CMD_CREATE, NULL, NULL, 0), 0, "%s", strerror(errno));
+	int m = fsmount(fs, FSMOUNT_CLOEXEC, MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV | MOUNT_ATTR_NOEXEC);
+	cr_assert(m >= 0, "fsmount: %s", strerror(errno));
+	close(fs);
+	return m;
+}
+
+static dev_t dev_of(int fd)
+{
+	struct stat st;
+	cr_assert_eq(fstat(fd, &st), 0);
+	return st.st_dev;
+}
+
+/* Bound loop devices: all of them (losetup -a), and those whose backing file
+ * is on device `mine`. */
+static void count_loops(dev_t mine, int *ret_all, int *ret_mine)
+{
+	int all = 0, own = 0;
+	DIR *d = opendir("/sys/block");
+	cr_assert(d);
+	struct dirent *de;
+	while ((de = readdir(d))) {
+		int n;
+		char tail;
+		if (sscanf(de->d_name, "loop%d%c", &n, &tail) != 1)
+			continue;
+		char path[64];
+		snprintf(path, sizeof(path), "/dev/loop%d", n);
+		int fd = open(path, O_RDONLY | O_CLOEXEC);
+		if (fd < 0)
+			continue;
+		struct loop_info64 info;
+		if (ioctl(fd, LOOP_GET_STATUS64, &info) == 0) {
+			all++;
+			if (info.lo_device == (uint64_t)mine)
+				own++;
+		}
+		close(fd);
+	}
+	closedir(d);
+	if (ret_all)
+		*ret_all = all;
+	if (ret_mine)
+		*ret_mine = own;
+}
+
+static int loops_mine(dev_t mine)
+{
+	int own;
+	count_loops(mine, NULL, &own);
+	return own;
+}
+
+static int count_fds(void)
+{
+	DIR *d = opendir("/proc/self/fd");
+	cr_assert(d);
+	int n = 0;
+	while (readdir(d))
+		n++;
+	closedir(d);
+	return n;
+}
+
+static native_volume *vol_new(int backing, int64_t bytes, int64_t inodes)
+{
+	native_volume *v = NULL;
+	airlock_error e = { 0 };
+	int r = native_volume_create(backing, bytes, inodes, SANDBOX_UID, SANDBOX_GID, &v, &e);
+	cr_assert_eq(r, 0, "create: %d %s", r, e.message);
+	cr_assert(v);
+	return v;
+}
+
+static bool vol_full(native_volume *v)
+{
+	bool full = false;
+	airlock_error e = { 0 };
+	cr_assert_eq(native_volume_full(v, &full, &e), 0, "%s", e.message);
+	return full;
+}
+
+static double now_ms(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
+}
+
+static int loop_max_part(void)
+{
+	FILE *f = fopen("/sys/module/loop/parameters/max_part", "re");
+	int n = 0;
+	if (f) {
+		if (fscanf(f, "%d", &n) != 1)
+			n = 0;
+		fclose(f);
+	}
+	return n;
+}
+
+/* The number of the loop device bound to the file behind fd, or -1. */
+static int loop_of(int fd)
+{
+	struct stat st;
+	cr_assert_eq(fstat(fd, &st), 0);
+	for (int n = 0; n < 4096; n++) {
+		char path[64];
+		snprintf(path, sizeof(path), "/dev/loop%d", n);
+		int lfd = open(path, O_RDONLY | O_CLOEXEC);
+		if (lfd < 0)
+			continue;
+		struct loop_info64 info;
+		bool match = ioctl(lfd, LOOP_GET_STATUS64, &info) == 0 &&
+		             info.lo_device == (uint64_t)st.st_dev && info.lo_inode == st.st_ino;
+		close(lfd);
+		if (match)
+			return n;
+	}
+	return -1;
+}
+
+/* ---- loop devices -------------------------------------------------------- */
+
+Test(loop, attach_sets_autoclear_and_release_detaches, .init = need_root)
+{
+	int b = backing_new(64 * MiB);
+	dev_t bdev = dev_of(b);
+	int f = openat(b, ".", O_TMPFILE | O_RDWR | O_CLOEXEC, 0600);
+	cr_assert(f >= 0);
+	cr_assert_eq(ftruncate(f, 8 * MiB), 0);
+
+	for (int ro = 0; ro <= 1; ro++) {
+		native_loop l = { .fd = -1 };
+		airlock_error e = { 0 };
+		cr_assert_eq(native_loop_attach(f, ro, &l, &e), 0, "%s", e.message);
+		cr_assert(l.fd >= 0);
+		char want[32];
+		snprintf(want, sizeof(want), "/dev/loop%d", l.number);
+		cr_assert_str_eq(l.path, want);
+		int fl = fcntl(l.fd, F_GETFD);
+		cr_assert(fl & FD_CLOEXEC);
+
+		struct loop_info64 info;
+		cr_assert_eq(ioctl(l.fd, LOOP_GET_STATUS64, &info), 0);
+		cr_assert(info.lo_flags & LO_FLAGS_AUTOCLEAR);
+		cr_assert_eq(!!(info.lo_flags & LO_FLAGS_READ_ONLY), ro);
+		cr_assert_not(info.lo_flags & LO_FLAGS_DIRECT_IO);
+		/* The kernel forces partition scanning when the loop module has
+		 * max_part set; we never ask for it. */
+		if (!loop_max_part())
+			cr_assert_not(info.lo_flags & LO_FLAGS_PARTSCAN);
+		cr_assert_eq(info.lo_file_name[0], 0, "no path recorded");
+		cr_assert_eq(loops_mine(bdev), 1);
+
+		native_loop_release(&l);
+		cr_assert_eq(l.fd, -1);
+		native_loop_release(&l); /* twice is harmless */
+		cr_assert_eq(loops_mine(bdev), 0, "autoclear detached it");
+	}
+	airlock_error e = { 0 };
+	native_loop l = { .fd = -1 };
+	cr_assert_eq(native_loop_attach(-1, false, &l, &e), -EBADF);
+	native_loop_release(NULL);
+	close(f);
+	close(b);
+}
+
+typedef struct attach_job {
+	int backing;
+	native_loop loop;
+	int r;
+} attach_job;
+
+static void *attach_thread(void *p)
+{
+	attach_job *j = p;
+	airlock_error e = { 0 };
+	j->r = native_loop_attach(j->backing, false, &j->loop, &e);
+	return NULL;
+}
+
+/* Many attaches at once race for the same "free" number; each loser retries. */
+Test(loop, concurrent_attaches_get_distinct_devices, .init = need_root)
+{
+	enum { N = 8 };
+	int b = backing_new(64 * MiB);
+	dev_t bdev = dev_of(b);
+	attach_job jobs[N];
+	pthread_t t[N];
+	for (int i = 0; i < N; i++) {
+		jobs[i] = (attach_job){ .backing = openat(b, ".", O_TMPFILE | O_RDWR | O_CLOEXEC, 0600),
+		                        .loop = { .fd = -1 } };
+		cr_assert(jobs[i].backing >= 0);
+		cr_assert_eq(ftruncate(jobs[i].backing, MiB), 0);
+	}
+	for (int i = 0; i < N; i++)
+		cr_assert_eq(pthread_create(&t[i], NULL, attach_thread, &jobs[i]), 0);
+	for (int i = 0; i < N; i++)
+		pthread_join(t[i], NULL);
+	for (int i = 0; i < N; i++) {
+		cr_assert_eq(jobs[i].r, 0, "job %d: %d", i, jobs[i].r);
+		for (int k = 0; k < i; k++)
+			cr_assert_neq(jobs[i].loop.number, jobs[k].loop.number);
+	}
+	cr_assert_eq(loops_mine(bdev), N);
+	for (int i = 0; i < N; i++) {
+		native_loop_release(&jobs[i].loop);
+		close(jobs[i].backing);
+	}
+	cr_assert_eq(loops_mine(bdev), 0);
+	close(b);
+}
+
+/* ---- the volume ------------------------------------------------------------ */
+
+Test(volume, create_owns_root_and_is_empty_ext4, .init = need_root)
+{
+	int b = backing_new(256 * MiB);
+	dev_t bdev = dev_of(b);
+	int all0;
+	count_loops(bdev, &all0, NULL);
+	cr_assert_eq(loops_mine(bdev), 0);
+
+	native_volume *v = vol_new(b, 64 * MiB, 1000);
+	int root = native_volume_root_fd(v), mnt = native_volume_mount_fd(v);
+	cr_assert(root >= 0 && mnt >= 0 && root != mnt);
+	cr_assert(fcntl(root, F_GETFD) & FD_CLOEXEC);
+	cr_assert(fcntl(mnt, F_GETFD) & FD_CLOEXEC);
+	cr_assert(fcntl(native_volume_backing_fd(v), F_GETFD) & FD_CLOEXEC);
+	/* O_PATH, as the header promises: it cannot be read or written. */
+	cr_assert(fcntl(root, F_GETFL) & O_PATH);
+
+	struct stat st, ms;
+	cr_assert_eq(fstat(root, &st), 0);
+	cr_assert_eq(fstat(mnt, &ms), 0);
+	cr_assert(S_ISDIR(st.st_mode));
+	cr_assert_eq(st.st_uid, SANDBOX_UID);
+	cr_assert_eq(st.st_gid, SANDBOX_GID);
+	cr_assert_eq(st.st_mode & 07777, 0755);
+	cr_assert_eq(st.st_dev, ms.st_dev);
+	cr_assert_eq(st.st_ino, ms.st_ino);
+
+	struct statfs sfs;
+	cr_assert_eq(fstatfs(root, &sfs), 0);
+	cr_assert_eq(sfs.f_type, EXT4_SUPER_MAGIC);
+	cr_assert_eq(sfs.f_bsize, 4096);
+	cr_assert(sfs.f_flags & ST_NOSUID);
+	cr_assert(sfs.f_flags & ST_NODEV);
+	cr_assert_not(sfs.f_flags & ST_NOEXEC, "exec stays allowed");
+	cr_assert_not(sfs.f_flags & ST_RDONLY);
+	cr_assert_geq(sfs.f_ffree, 1000);
+
+	/* Empty: lost+found is gone. */
+	airlock_workspace *ws = NULL;
+	airlock_error e = { 0 };
+	cr_assert_eq(native_volume_workspace(v, &ws, &e), 0, "%s", e.message);
+	airlock_dir_listing l = { 0 };
+	cr_assert_eq(airlock_workspace_listdir(ws, "", 100, &l, &e), 0, "%s", e.message);
+	cr_assert_eq(l.n, 0);
+	airlock_dir_listing_clear(&l);
+	airlock_workspace_free(ws);
+
+	cr_assert_eq(loops_mine(bdev), 1);
+	cr_assert_eq(native_volume_check_identity(v, &e), 0, "%s", e.message);
+	native_volume_destroy(v);
+	native_volume_destroy(NULL);
+	int all1, mine1;
+	count_loops(bdev, &all1, &mine1);
+	cr_assert_eq(mine1, 0, "no loop device left");
+	fprintf(stderr, "[volume] losetup -a count before %d, after %d (global, informational)\n",
+	        all0, all1);
+	close(b);
+}
+
+Test(volume, provenance_tool_and_sandbox_written, .init = need_root)
+{
+	int b = backing_new(256 * MiB);
+	native_volume *v = vol_new(b, 64 * MiB, 1000);
+	airlock_workspace *ws = NULL;
+	airlock_error e = { 0 };
+	cr_assert_eq(native_volume_workspace(v, &ws, &e), 0, "%s", e.message);
+
+	cr_assert_eq(airlock_workspace_write(ws, "tool.txt", "from the tool", 13, &e), 0, "%s",
+	             e.message);
+	/* What a process in the sandbox does: a plain create on the volume. */
+	int fd = openat(native_volume_root_fd(v), "sandbox.txt",
+	                O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
+	cr_assert(fd >= 0, "%s", strerror(errno));
+	cr_assert_eq(write(fd, "from the sandbox", 16), 16);
+	close(fd);
+
+	airlock_provenance p = AIRLOCK_PROVENANCE_INVALID;
+	cr_assert_eq(airlock_workspace_provenance(ws, "tool.txt", &p, &e), 0, "%s", e.message);
+	cr_assert_eq(p, AIRLOCK_PROVENANCE_TOOL_WRITTEN);
+	cr_assert_eq(airlock_workspace_provenance(ws, "sandbox.txt", &p, &e), 0, "%s", e.message);
+	cr_assert_eq(p, AIRLOCK_PROVENANCE_SANDBOX_WRITTEN);
+	cr_assert_eq(airlock_workspace_provenance(ws, "never", &p, &e), 0, "%s", e.message);
+	cr_assert_eq(p, AIRLOCK_PROVENANCE_UNKNOWN);
+
+	/* The sandbox rewriting the tool's file takes the label away. */
+	fd = openat(native_volume_root_fd(v), "tool.txt", O_WRONLY | O_TRUNC | O_NOFOLLOW | O_CLOEXEC);
+	cr_assert(fd >= 0);
+	cr_assert_eq(write(fd, "x", 1), 1);
+	close(fd);
+	cr_assert_eq(airlock_workspace_provenance(ws, "tool.txt", &p, &e), 0, "%s", e.message);
+	cr_assert_eq(p, AIRLOCK_PROVENANCE_SANDBOX_WRITTEN);
+
+	unsigned char *data = NULL;
+	size_t len = 0;
+	cr_assert_eq(airlock_workspace_read(ws, "sandbox.txt", 100, &data, &len, &e), 0, "%s",
+	             e.message);
+	cr_assert_eq(len, 16);
+	cr_assert_eq(memcmp(data, "from the sandbox", 16), 0);
+	free(data);
+
+	/* The handle cannot leave the volume: a symlink to the host root
+	 * resolves outside it. */
+	cr_assert_eq(symlinkat("/etc", native_volume_root_fd(v), "host"), 0);
+	cr_assert_eq(airlock_workspace_read(ws, "host/passwd", 1 << 20, &data, &len, &e),
+	             airlock_errcode(AIRLOCK_ERR_WORKSPACE_ESCAPE));
+
+	airlock_workspace_free(ws);
+	native_volume_destroy(v);
+	close(b);
+}
+
+Test(volume, disk_filler_makes_it_full, .init = need_root)
+{
+	int b = backing_new(256 * MiB);
+	dev_t bdev = dev_of(b);
+	native_volume *v = vol_new(b, 64 * MiB, 1000);
+	cr_assert_not(vol_full(v));
+
+	struct statfs s0;
+	cr_assert_eq(fstatfs(native_volume_root_fd(v), &s0), 0);
+	int fd = openat(native_volume_root_fd(v), "fill", O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC,
+	                0644);
+	cr_assert(fd >= 0);
+	static char chunk[1 << 16];
+	memset(chunk, 0x5a, sizeof(chunk));
+	int64_t written = 0;
+	for (;;) {
+		ssize_t n = write(fd, chunk, sizeof(chunk));
+		if (n < 0) {
+			cr_assert_eq(errno, ENOSPC, "%s", strerror(errno));
+			break;
+		}
+		written += n;
+		cr_assert_leq(written, 64 * MiB, "wrote past workspace_bytes");
+	}
+	/* Finish the last partial chunk so every last block is taken. */
+	for (size_t sz = sizeof(chunk) / 2; sz >= 512; sz /= 2) {
+		while (write(fd, chunk, sz) > 0)
+			written += (int64_t)sz;
+	}
+	close(fd);
+	cr_assert(vol_full(v), "a disk filler must make the volume full");
+	fprintf(stderr,
+	        "[volume] 64 MiB volume: %" PRId64 " bytes of file data fit (%.2f%% of workspace_bytes); "
+	        "f_bavail at creation %" PRIu64 " blocks\n",
+	        written, 100.0 * (double)written / (double)(64 * MiB), (uint64_t)s0.f_bavail);
+	cr_assert_geq(written, 64 * MiB * 95 / 100, "usable space within a few percent");
+
+	/* Deleting returns the space: not full any more. */
+	cr_assert_eq(unlinkat(native_volume_root_fd(v), "fill", 0), 0);
+	cr_assert_not(vol_full(v));
+	native_volume_destroy(v);
+	cr_assert_eq(loops_mine(bdev), 0);
+	close(b);
+}
+
+Test(volume, file_count_filler_makes_it_full, .init = need_root)
+{
+	int b = backing_new(256 * MiB);
+	native_volume *v = vol_new(b, 64 * MiB, 1000);
+	cr_assert_not(vol_full(v));
+	struct statfs s0;
+	cr_assert_eq(fstatfs(native_volume_root_fd(v), &s0), 0);
+
+	int made = 0;
+	for (;;) {
+		char name[32];
+		snprintf(name, sizeof(name), "f%06d", made);
+		int fd = openat(native_volume_root_fd(v), name, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC,
+		                0644);
+		if (fd < 0) {
+			cr_assert_eq(errno, ENOSPC, "%s", strerror(errno));
+			break;
+		}
+		close(fd);
+		made++;
+		cr_assert_lt(made, 100000);
+	}
+	cr_assert(vol_full(v), "a file-count filler must make the volume full");
+	fprintf(stderr,
+	        "[volume] inodes_max 1000: %d files fit (f_files %" PRIu64 ", f_ffree at creation %" PRIu64
+	        "; +%.1f%%)\n",
+	        made, (uint64_t)s0.f_files, (uint64_t)s0.f_ffree, 100.0 * (made - 1000) / 1000.0);
+	cr_assert_geq(made, 1000, "at least inodes_max files fit");
+	cr_assert_leq(made, 1000 * 105 / 100, "rounded up by at most a few percent");
+
+	/* One removed: room again. */
+	cr_assert_eq(unlinkat(native_volume_root_fd(v), "f000000", 0), 0);
+	cr_assert_not(vol_full(v));
+	native_volume_destroy(v);
+	close(b);
+}
+
+/* The volume cannot be mounted or reached by path: there is none. It is on
+ * no mount table (ours or init's), its descriptors name "/" of a detached
+ * tree, and the backing file has no name. */
+Test(volume, has_no_path_anywhere, .init = need_root)
+{
+	int b = backing_new(256 * MiB);
+	native_volume *v = vol_new(b, 64 * MiB, 1000);
+	struct stat st;
+	cr_assert_eq(fstat(native_volume_root_fd(v), &st), 0);
+	char devid[32];
+	snprintf(devid, sizeof(devid), " %u:%u ", major(st.st_dev), minor(st.st_dev));
+
+	const char *tables[] = { "/proc/self/mountinfo", "/proc/1/mountinfo" };
+	for (size_t i = 0; i < ARRAY_SIZE(tables); i++) {
+		FILE *f = fopen(tables[i], "re");
+		cr_assert(f);
+		char line[4096];
+		while (fgets(line, sizeof(line), f))
+			cr_assert_null(strstr(line, devid), "%s lists the volume: %s", tables[i], line);
+		fclose(f);
+	}
+
+	char link[64], target[256];
+	int fds[] = { native_volume_root_fd(v), native_volume_mount_fd(v) };
+	for (size_t i = 0; i < ARRAY_SIZE(fds); i++) {
+		snprintf(link, sizeof(link), "/proc/self/fd/%d", fds[i]);
+		ssize_t n = readlink(link, target, sizeof(target) - 1);
+		cr_assert(n > 0);
+		target[n] = 0;
+		cr_assert_str_eq(target, "/", "a detached mount's root");
+	}
+	cr_assert_eq(fstat(native_volume_backing_fd(v), &st), 0);
+	cr_assert_eq(st.st_nlink, 0, "the backing file has no name");
+
+	native_volume_destroy(v);
+	close(b);
+}
+
+Test(volume, identity_check_catches_a_swapped_descriptor, .init = need_root)
+{
+	int b = backing_new(256 * MiB);
+	dev_t bdev = dev_of(b);
+	native_volume *a = vol_new(b, 16 * MiB, 100);
+	native_volume *c = vol_new(b, 16 * MiB, 100);
+	airlock_error e = { 0 };
+	cr_assert_eq(native_volume_check_identity(a, &e), 0, "%s", e.message);
+	cr_assert_eq(native_volume_check_identity(c, &e), 0, "%s", e.message);
+
+	/* Swap another volume's root in under a's descriptor number: what a
+	 * descriptor-table mix-up or a replaced workspace looks like. */
+	cr_assert_eq(dup2(native_volume_root_fd(c), native_volume_root_fd(a)),
+	             native_volume_root_fd(a));
+	cr_assert(fcntl(native_volume_root_fd(a), F_SETFD, FD_CLOEXEC) == 0);
+	int r = native_volume_check_identity(a, &e);
+	cr_assert_eq(r, airlock_errcode(AIRLOCK_ERR_SANDBOX_ESCAPE_SUSPECTED), "%d", r);
+	cr_assert_eq(e.cls, AIRLOCK_ERR_SANDBOX_ESCAPE_SUSPECTED);
+	cr_assert(strstr(e.message, "inode"), "%s", e.message);
+	cr_assert_null(strstr(e.message, "/tmp"), "%s", e.message);
+	/* And no workspace is handed out over the swapped root. */
+	airlock_workspace *ws = NULL;
+	cr_assert_eq(native_volume_workspace(a, &ws, &e),
+	             airlock_errcode(AIRLOCK_ERR_SANDBOX_ESCAPE_SUSPECTED));
+	cr_assert_null(ws);
+	cr_assert_eq(native_volume_check_identity(c, &e), 0, "%s", e.message);
+
+	native_volume_destroy(a);
+	native_volume_destroy(c);
+	cr_assert_eq(loops_mine(bdev), 0);
+	close(b);
+}
+
+/* Erased, not unlinked: after destroy the backing file holds no blocks and
+ * reads as zeros (a duplicate descriptor keeps it open to look), the loop
+ * device is gone, and the backing filesystem has its space back. */
+Test(volume, destroy_erases_and_returns_the_space, .init = need_root)
+{
+	int b = backing_new(256 * MiB);
+	dev_t bdev = dev_of(b);
+	struct statfs h0, h1;
+	cr_assert_eq(fstatfs(b, &h0), 0);
+
+	native_volume *v = vol_new(b, 64 * MiB, 1000);
+	int fd = openat(native_volume_root_fd(v), "secret", O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC,
+	                0600);
+	cr_assert(fd >= 0);
+	static char chunk[1 << 20];
+	memset(chunk, 0xab, sizeof(chunk));
+	for (int i = 0; i < 8; i++)
+		cr_assert_eq(write(fd, chunk, sizeof(chunk)), (ssize_t)sizeof(chunk));
+	cr_assert_eq(fsync(fd), 0);
+	close(fd);
+	cr_assert_eq(syncfs(native_volume_root_fd(v)) == 0 || errno == EBADF, 1);
+
+	int backing = dup(native_volume_backing_fd(v));
+	cr_assert(backing >= 0);
+	struct stat st;
+	cr_assert_eq(fstat(backing, &st), 0);
+	cr_assert_geq(st.st_blocks * 512, 8 * MiB, "the data reached the backing file");
+	cr_assert_eq(st.st_size, 64 * MiB);
+
+	native_volume_destroy(v);
+	cr_assert_eq(loops_mine(bdev), 0, "the loop device is detached");
+
+	cr_assert_eq(fstat(backing, &st), 0);
+	cr_assert_eq(st.st_blocks, 0, "every block punched: %lld left", (long long)st.st_blocks);
+	cr_assert_eq(lseek(backing, 0, SEEK_DATA), -1);
+	cr_assert_eq(errno, ENXIO, "no data anywhere in the file");
+	static unsigned char rd[1 << 20];
+	for (int64_t off = 0; off < 64 * MiB; off += (int64_t)sizeof(rd)) {
+		cr_assert_eq(pread(backing, rd, sizeof(rd), (off_t)off), (ssize_t)sizeof(rd));
+		for (size_t i = 0; i < sizeof(rd); i++)
+			if (rd[i])
+				cr_assert_fail("non-zero byte at %" PRId64, off + (int64_t)i);
+	}
+	close(backing);
+	cr_assert_eq(fstatfs(b, &h1), 0);
+	cr_assert_eq(h1.f_bfree, h0.f_bfree, "the backing filesystem has its space back");
+	close(b);
+}
+
+/* The real order of events: the mount was moved into a sandbox's mount
+ * namespace, the sandbox wrote data, the sandbox was killed, and destroy runs
+ * right after. The namespace's last reference can go from a kernel work item
+ * a moment after the reap, and unmounting writes back whatever was still
+ * dirty; destroy must erase after that, not before. */
+Test(volume, destroy_right_after_the_sandbox_still_erases, .init = need_root)
+{
+	int b = backing_new(256 * MiB);
+	dev_t bdev = dev_of(b);
+	for (int round = 0; round < 5; round++) {
+		native_volume *v = vol_new(b, 64 * MiB, 1000);
+		int ready[2];
+		cr_assert_eq(pipe2(ready, O_CLOEXEC), 0);
+		pid_t pid = fork();
+		cr_assert(pid >= 0);
+		if (pid == 0) {
+			/* A stand-in sandbox: its own mount namespace with the
+			 * volume moved in, some data left dirty, then it waits. */
+			if (unshare(CLONE_NEWNS) < 0 ||
+			    mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0 ||
+			    move_mount(native_volume_mount_fd(v), "", AT_FDCWD, "/mnt",
+			               MOVE_MOUNT_F_EMPTY_PATH) < 0)
+				_exit(1);
+			int fd = open("/mnt/data", O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
+			static char chunk[1 << 20];
+			memset(chunk, 0xcd, sizeof(chunk));
+			for (int i = 0; fd >= 0 && i < 8; i++)
+				if (write(fd, chunk, sizeof(chunk)) < 0)
+					_exit(1);
+			if (write(ready[1], "r", 1) != 1)
+				_exit(1);
+			pause();
+			_exit(0);
+		}
+		close(ready[1]);
+		char c;
+		cr_assert_eq(read(ready[0], &c, 1), 1, "the stand-in sandbox did not start");
+		close(ready[0]);
+		kill(pid, SIGKILL);
+		cr_assert_eq(waitpid(pid, NULL, 0), pid);
+
+		int backing = dup(native_volume_backing_fd(v));
+		native_volume_destroy(v);
+		struct stat st;
+		cr_assert_eq(fstat(backing, &st), 0);
+		cr_assert_eq(st.st_blocks, 0, "round %d: %lld blocks came back after the erase", round,
+		             (long long)st.st_blocks);
+		close(backing);
+		cr_assert_eq(loops_mine(bdev), 0, "round %d", round);
+	}
+	close(b);
+}
+
+Test(volume, fifty_cycles_leak_nothing, .init = need_root, .timeout = 240)
+{
+	int b = backing_new(256 * MiB);
+	dev_t bdev = dev_of(b);
+	struct statfs h0, h1;
+	cr_assert_eq(fstatfs(b, &h0), 0);
+	int all0;
+	count_loops(bdev, &all0, NULL);
+	int fds0 = count_fds();
+
+	for (int i = 0; i < 50; i++) {
+		native_volume *v = vol_new(b, 32 * MiB, 500);
+		airlock_workspace *ws = NULL;
+		airlock_error e = { 0 };
+		cr_assert_eq(native_volume_workspace(v, &ws, &e), 0, "%s", e.message);
+		cr_assert_eq(airlock_workspace_write(ws, "x", "y", 1, &e), 0, "%s", e.message);
+		airlock_workspace_free(ws);
+		native_volume_destroy(v);
+	}
+	int all1, mine1;
+	count_loops(bdev, &all1, &mine1);
+	cr_assert_eq(mine1, 0);
+	cr_assert_eq(count_fds(), fds0, "descriptors leaked");
+	cr_assert_eq(fstatfs(b, &h1), 0);
+	cr_assert_eq(h1.f_bfree, h0.f_bfree);
+	fprintf(stderr, "[volume] 50 cycles: losetup -a count before %d, after %d (global)\n", all0,
+	        all1);
+	close(b);
+}
+
+Test(volume, refusals_name_no_path_and_leak_nothing, .init = need_root)
+{
+	int b = backing_new(256 * MiB);
+	dev_t bdev = dev_of(b);
+	int fds0 = count_fds();
+	native_volume *v = NULL;
+	airlock_error e = { 0 };
+
+	cr_assert_eq(native_volume_create(b, 64 * 1024, 100, 1, 1, &v, &e),
+	             airlock_errcode(AIRLOCK_ERR_EXECUTION_REJECTED));
+	cr_assert(strstr(e.message, "workspace_bytes"), "%s", e.message);
+	cr_assert_eq(native_volume_create(b, 64 * MiB, 0, 1, 1, &v, &e),
+	             airlock_errcode(AIRLOCK_ERR_EXECUTION_REJECTED));
+	cr_assert_eq(native_volume_create(b, 2 * MiB, 100000, 1, 1, &v, &e),
+	             airlock_errcode(AIRLOCK_ERR_EXECUTION_REJECTED));
+	cr_assert(strstr(e.message, "inodes_max"), "%s", e.message);
+	cr_assert_eq(native_volume_create(-1, 64 * MiB, 100, 1, 1, &v, &e), -EBADF);
+	/* More than the backing filesystem has room for. */
+	cr_assert_eq(native_volume_create(b, 4 * GiB, 1000, 1, 1, &v, &e),
+	             airlock_errcode(AIRLOCK_ERR_EXECUTION_UNAVAILABLE));
+	/* A directory whose filesystem has no O_TMPFILE. */
+	int proc = open("/proc/self", O_PATH | O_DIRECTORY | O_CLOEXEC);
+	cr_assert(proc >= 0);
+	int r = native_volume_create(proc, 64 * MiB, 100, 1, 1, &v, &e);
+	cr_assert_lt(r, 0);
+	cr_assert_null(strstr(e.message, "/proc"), "%s", e.message);
+	close(proc);
+	cr_assert_null(v, "output untouched on failure");
+	cr_assert_eq(count_fds(), fds0);
+	cr_assert_eq(loops_mine(bdev), 0);
+	close(b);
+}
+
+/* The smallest sizes still build a usable volume. */
+Test(volume, small_limits, .init = need_root)
+{
+	int b = backing_new(64 * MiB);
+	native_volume *v = vol_new(b, MiB, 1);
+	struct statfs s;
+	cr_assert_eq(fstatfs(native_volume_root_fd(v), &s), 0);
+	cr_assert_geq(s.f_ffree, 1);
+	int fd = openat(native_volume_root_fd(v), "one", O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
+	cr_assert(fd >= 0, "%s", strerror(errno));
+	close(fd);
+	fprintf(stderr, "[volume] 1 MiB / inodes_max 1: f_files %" PRIu64 " f_ffree %" PRIu64
+	                " f_bavail %" PRIu64 "\n",
+	        (uint64_t)s.f_files, (uint64_t)s.f_ffree, (uint64_t)s.f_bavail);
+	native_volume_destroy(v);
+	close(b);
+}
+
+/* The first volume of a shape is formatted by mkfs, the next ones are written
+ * from the image kept in memory: both must be clean filesystems to e2fsck,
+ * and behave the same. */
+Test(volume, remembered_image_builds_a_clean_filesystem, .init = need_root)
+{
+	if (access("/usr/sbin/e2fsck", X_OK) != 0 && access("/sbin/e2fsck", X_OK) != 0)
+		cr_skip_test("e2fsck not installed");
+	int b = backing_new(256 * MiB);
+	native_volume *v[3];
+	for (int i = 0; i < 3; i++) {
+		double t0 = now_ms();
+		v[i] = vol_new(b, 48 * MiB, 777);
+		fprintf(stderr, "[volume] 48 MiB/777 inodes, volume %d: create %.2f ms\n", i,
+		        now_ms() - t0);
+	}
+	for (int i = 0; i < 3; i++) {
+		int root = native_volume_root_fd(v[i]);
+		/* Some use first, so fsck sees a filesystem that has been written. */
+		cr_assert_eq(mkdirat(root, "d", 0755), 0);
+		int fd = openat(root, "d/f", O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
+		cr_assert(fd >= 0);
+		cr_assert_eq(write(fd, "data", 4), 4);
+		close(fd);
+		int dfd = openat(root, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+		cr_assert(dfd >= 0);
+		cr_assert_eq(syncfs(dfd), 0);
+		close(dfd);
+
+		int n = loop_of(native_volume_backing_fd(v[i]));
+		cr_assert_geq(n, 0);
+		char cmd[128];
+		/* -n opens read-only; a mounted, synced filesystem without a
+		 * journal reads consistently. */
+		snprintf(cmd, sizeof(cmd),
+		         "PATH=/usr/sbin:/sbin:/usr/bin:/bin e2fsck -fn /dev/loop%d >/dev/null 2>&1", n);
+		int st = system(cmd);
+		cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0, "e2fsck on volume %d: status %d", i,
+		          st);
+
+		struct statfs s;
+		cr_assert_eq(fstatfs(root, &s), 0);
+		cr_assert_geq(s.f_ffree, 777 - 2);
+	}
+	struct statfs s0, s1;
+	cr_assert_eq(fstatfs(native_volume_root_fd(v[0]), &s0), 0);
+	cr_assert_eq(fstatfs(native_volume_root_fd(v[2]), &s1), 0);
+	cr_assert_eq(s0.f_blocks, s1.f_blocks);
+	cr_assert_eq(s0.f_files, s1.f_files);
+	for (int i = 0; i < 3; i++)
+		native_volume_destroy(v[i]);
+	cr_assert_eq(loops_mine(dev_of(b)), 0);
+	close(b);
+}
+
+typedef struct create_job {
+	int backing;
+	int64_t bytes;
+	int failures;
+	char message[AIRLOCK_ERROR_MESSAGE_MAX];
+} create_job;
+
+static void *create_thread(void *p)
+{
+	create_job *j = p;
+	for (int i = 0; i < 6; i++) {
+		native_volume *v = NULL;
+		airlock_error e = { 0 };
+		if (native_volume_create(j->backing, j->bytes, 300, SANDBOX_UID, SANDBOX_GID, &v, &e) <
+		    0) {
+			j->failures++;
+			memcpy(j->message, e.message, sizeof(j->message));
+			continue;
+		}
+		int fd = openat(native_volume_root_fd(v), "f", O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
+		if (fd < 0 || write(fd, "x", 1) != 1)
+			j->failures++;
+		if (fd >= 0)
+			close(fd);
+		native_volume_destroy(v);
+	}
+	return NULL;
+}
+
+/* Threads creating volumes at once: of one shape (the first formats, the
+ * rest race to remember it or reuse it) and of more shapes than the image
+ * cache holds (eviction while others write from an image). */
+Test(volume, concurrent_creates, .init = need_root, .timeout = 120)
+{
+	enum { N = 12 };
+	int b = backing_new(1024 * MiB);
+	dev_t bdev = dev_of(b);
+	int fds0 = count_fds();
+	create_job jobs[N];
+	pthread_t t[N];
+	for (int i = 0; i < N; i++) {
+		/* half share one shape, the rest each have their own */
+		jobs[i] = (create_job){ .backing = b,
+		                        .bytes = i < N / 2 ? 24 * MiB : (24 + i) * MiB };
+		cr_assert_eq(pthread_create(&t[i], NULL, create_thread, &jobs[i]), 0);
+	}
+	for (int i = 0; i < N; i++)
+		pthread_join(t[i], NULL);
+	for (int i = 0; i < N; i++)
+		cr_assert_eq(jobs[i].failures, 0, "thread %d: %s", i, jobs[i].message);
+	cr_assert_eq(loops_mine(bdev), 0);
+	cr_assert_eq(count_fds(), fds0);
+	close(b);
+}
+
+/* ---- timings --------------------------------------------------------------
+ * Measured on the host's own filesystem (where the service keeps its backing
+ * directory), not on the test's tmpfs. Printed, and bounded loosely so a
+ * regression to seconds fails. */
+
+static int cmp_double(const void *a, const void *b)
+{
+	double x = *(const double *)a, y = *(const double *)b;
+	return x < y ? -1 : x > y;
+}
+
+static void time_volume(int dir, int64_t bytes, int64_t inodes, int runs)
+{
+	double c[16], d[16];
+	cr_assert_leq(runs, 16);
+	struct statfs s = { 0 };
+	for (int i = 0; i < runs; i++) {
+		double t0 = now_ms();
+		native_volume *v = vol_new(dir, bytes, inodes);
+		double t1 = now_ms();
+		/* a little data, as a real sandbox would leave behind */
+		int fd = openat(native_volume_root_fd(v), "data", O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
+		cr_assert(fd >= 0);
+		static char chunk[1 << 20];
+		for (int k = 0; k < 4; k++)
+			cr_assert_eq(write(fd, chunk, sizeof(chunk)), (ssize_t)sizeof(chunk));
+		close(fd);
+		cr_assert_eq(fstatfs(native_volume_root_fd(v), &s), 0);
+		double t2 = now_ms();
+		native_volume_destroy(v);
+		double t3 = now_ms();
+		c[i] = t1 - t0;
+		d[i] = t3 - t2;
+	}
+	qsort(c, (size_t)runs, sizeof(double), cmp_double);
+	qsort(d, (size_t)runs, sizeof(double), cmp_double);
+	fprintf(stderr,
+	        "[volume] %" PRId64 " MiB / %" PRId64 " inodes: create median %.1f ms (min %.1f, max "
+	        "%.1f), destroy median %.1f ms (min %.1f, max %.1f); f_blocks %" PRIu64
+	        " f_files %" PRIu64 " (usable data %.2f%% of workspace_bytes)\n",
+	        bytes / MiB, inodes, c[runs / 2], c[0], c[runs - 1], d[runs / 2], d[0], d[runs - 1],
+	        (uint64_t)s.f_blocks, (uint64_t)s.f_files,
+	        100.0 * (double)(s.f_bavail * (uint64_t)s.f_bsize + 4 * MiB) / (double)bytes);
+	cr_assert_lt(c[runs / 2], 2000.0);
+	cr_assert_lt(d[runs / 2], 2000.0);
+}
+
+/* The timing test's directory: empty throughout (O_TMPFILE files only) and
+ * removed by the fini, which runs after a failed assertion too. */
+static char g_timing_dir[] = "/tmp/airlock-volume-XXXXXX";
+
+static void timing_init(void)
+{
+	need_root();
+	cr_assert(mkdtemp(g_timing_dir));
+}
+
+static void timing_fini(void)
+{
+	rmdir(g_timing_dir);
+}
+
+Test(volume, timings, .init = timing_init, .fini = timing_fini, .timeout = 240)
+{
+	int dfd = open(g_timing_dir, O_PATH | O_DIRECTORY | O_CLOEXEC);
+	cr_assert(dfd >= 0);
+	struct statfs h;
+	cr_assert_eq(fstatfs(dfd, &h), 0);
+	if ((uint64_t)h.f_bavail * (uint64_t)h.f_bsize < (uint64_t)(5 * GiB)) {
+		close(dfd);
+		cr_skip_test("needs 5 GiB free on /tmp to time a 4 GiB volume");
+	}
+	time_volume(dfd, 64 * MiB, 1000, 9);
+	time_volume(dfd, 4 * GiB, 100000, 9);
+	close(dfd);
+}
