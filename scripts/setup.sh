@@ -15,6 +15,7 @@ packages=(
 	python3                            # test helpers parse JSON output
 	debootstrap erofs-utils gpgv debian-archive-keyring             # sandbox images: built from Debian packages, named by digest
 	e2fsprogs                          # mkfs.ext4 formats each sandbox's workspace volume (native)
+	bubblewrap                         # bench/bench_native compares provision latency with bwrap
 	clang libclang-rt-14-dev           # libFuzzer targets (scripts/fuzz.sh)
 )
 

@@ -530,3 +530,47 @@ CONTRACT_TEST(cancel_kills_with_cancelled)
 	airlock_cancel_free(k.token);
 	ctx_close(&c);
 }
+
+typedef struct shutdown_run {
+	ctx *c;
+	airlock_execution_result r;
+	int rc;
+} shutdown_run;
+
+static void *execute_long(void *arg)
+{
+	shutdown_run *s = arg;
+	char *argv[] = { "sh", "-c", "printf up; exec sleep 30", NULL };
+	airlock_execution_command cmd = test_command(argv);
+	airlock_error err = { 0 };
+	s->rc = airlock_exec_execute(s->c->exec, &s->c->call, &s->c->h, &cmd, &s->r, &err);
+	return NULL;
+}
+
+#define CONTRACT_INSTANCE_service_shutdown_ends_a_running_command(a, f) CONTRACT_INSTANCE(service_shutdown_ends_a_running_command, a, f)
+CONTRACT_TEST(service_shutdown_ends_a_running_command)
+{
+	ctx c;
+	ctx_open(&c, fx);
+	char *argv[] = { "sh", "-c", "printf up; exec sleep 30", NULL };
+	fx->prepare(c.state, (const char *const *)argv,
+	            &(airlock_fake_behaviour){ .stdout_data = "up", .stdout_len = 2,
+	                                       .runs_for_ms = 30000 });
+	shutdown_run s = { .c = &c };
+	pthread_t t;
+	cr_assert_eq(pthread_create(&t, NULL, execute_long, &s), 0);
+	struct timespec ts = { .tv_sec = 0, .tv_nsec = 500 * 1000000L };
+	nanosleep(&ts, NULL);
+	int64_t t0 = util_monotonic_ms();
+	/* Free waits for the command, which ends now rather than in 30 s. */
+	airlock_exec_free(c.exec);
+	pthread_join(t, NULL);
+	cr_assert(util_monotonic_ms() - t0 < 15000, "shutdown waited for the command to finish");
+	cr_assert_eq(s.rc, 0);
+	cr_assert_eq(s.r.killed_by, AIRLOCK_KILL_SERVICE_SHUTDOWN);
+	cr_assert_not(s.r.has_exit_code);
+	cr_assert_eq(s.r.stdout_len, 2, "partial output is returned");
+	airlock_execution_result_clear(&s.r);
+	airlock_environment_handle_clear(&c.h);
+	airlock_environment_spec_clear(&c.spec);
+}

@@ -484,3 +484,35 @@ Test(gate_sandbox_escape_denied, known_escape_paths_fail, .timeout = 120)
 	airlock_execution_result_clear(&r);
 	box_close(&b);
 }
+
+/* Holes cost nothing to make and everything to hash: no file may be larger
+ * than the workspace, and files_changed hashes at most the workspace's size
+ * before it truncates the listing. */
+Test(gate_sandbox_limits_enforced, sparse_files_cannot_stall_the_service, .timeout = 300)
+{
+	box b;
+	box_open(&b, "tenant-sparse", &small);
+	airlock_execution_result r;
+	py(&b,
+	   "import os, errno\n"
+	   "try:\n"
+	   "    os.truncate(open('/workspace/huge', 'wb').name, 20 << 30)\n"
+	   "    print('huge ALLOWED')\n"
+	   "except OSError as e:\n"
+	   "    print('huge', errno.errorcode[e.errno])\n"
+	   "for i in range(200):\n"
+	   "    with open('/workspace/s%03d' % i, 'wb') as f:\n"
+	   "        f.truncate((64 << 20) - 4096)\n"
+	   "print('made 200 sparse files')\n",
+	   120, &r);
+	cr_assert_eq(r.exit_code, 0, "%s", ERR(&r));
+	cr_assert(strstr(OUT(&r), "huge EFBIG"), "a file larger than the workspace: %s", OUT(&r));
+	cr_assert(strstr(OUT(&r), "made 200 sparse files"), "%s", OUT(&r));
+	cr_assert(r.files_changed_truncated, "200 x 64 MiB of holes were not all hashed");
+	int64_t hashed = 0;
+	for (size_t i = 0; i < r.n_files_changed; i++)
+		hashed += r.files_changed[i].size_bytes;
+	cr_assert_leq(hashed, small.workspace_bytes, "hashed %lld bytes", (long long)hashed);
+	airlock_execution_result_clear(&r);
+	box_close(&b);
+}

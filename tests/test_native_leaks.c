@@ -7,6 +7,7 @@
 #include <criterion/criterion.h>
 #include <dirent.h>
 #include <stdio.h>
+#include <sys/wait.h>
 #include <unistd.h>
 #include <string.h>
 
@@ -90,14 +91,18 @@ static procs count_processes(void)
 			continue;
 		unsigned long uid = 0;
 		long ppid = -1;
+		char state = 0;
 		while (fgets(line, sizeof(line), f)) {
 			sscanf(line, "Uid: %lu", &uid);
 			sscanf(line, "PPid: %ld", &ppid);
+			sscanf(line, "State: %c", &state);
 		}
 		fclose(f);
 		if (ppid == (long)getpid())
 			c.children++;
-		if (uid < SANDBOX_HOST_ID_BASE)
+		/* A zombie has released its namespaces, mounts and memory; it
+		 * waits only for whoever adopted it (a subreaper) to reap it. */
+		if (uid < SANDBOX_HOST_ID_BASE || state == 'Z')
 			continue;
 		c.sandbox_tasks++;
 		char target[64];
@@ -186,4 +191,74 @@ Test(native_leaks, five_hundred_cycles_leave_nothing, .timeout = 1500)
 	/* And freeing the service releases the image's loop device too. */
 	counts end = measure();
 	cr_assert(end.loops < after.loops || after.loops == 0, "loop devices after free: %ld", end.loops);
+}
+
+/* A service that dies without cleaning up leaves a sandbox running; the
+ * next service's start finds it by its unlocked cgroups and removes it
+ * (issue: "On start, the mechanism finds and removes anything a previous
+ * crashed run of it left behind"). */
+Test(native_leaks, a_crashed_service_is_cleaned_up_at_the_next_start, .timeout = 300)
+{
+	char digest[AIRLOCK_IMAGE_DIGEST_SIZE];
+	native_test_require(digest);
+	counts before = measure();
+	int pfd[2];
+	cr_assert_eq(pipe(pfd), 0);
+	pid_t pid = fork();
+	cr_assert(pid >= 0);
+	if (pid == 0) {
+		/* The doomed service: provision, start a long command's sandbox
+		 * state, and die without destroy or free. */
+		close(pfd[0]);
+		airlock_native_config nc = { .image_store = native_test_store(), .start_budget_seconds = 30 };
+		airlock_native *n = NULL;
+		airlock_exec *e = NULL;
+		airlock_error err = { 0 };
+		airlock_environment_spec spec;
+		airlock_environment_handle h = { 0 };
+		if (airlock_native_new(&nc, &n, &err) < 0 ||
+		    airlock_exec_new(airlock_native_ops(), n, NULL, &e, &err) < 0)
+			_exit(2);
+		memset(&spec, 0, sizeof(spec));
+		spec.tenant_id = "tenant-crash";
+		spec.run_id = "run-1";
+		spec.lease_epoch = 1;
+		spec.image_digest = digest;
+		spec.limits = (airlock_resource_limits){ .cpu_millicores = 500, .memory_bytes = 64ll << 20,
+			                                 .pids_max = 16, .workspace_bytes = 16ll << 20,
+			                                 .inodes_max = 100, .wall_clock_seconds = 60 };
+		spec.egress.mode = AIRLOCK_EGRESS_DENY;
+		if (airlock_exec_provision(e, &spec, &h, &err) < 0)
+			_exit(3);
+		ssize_t w = write(pfd[1], "R", 1);
+		(void)w;
+		_exit(0);
+	}
+	close(pfd[1]);
+	char c = 0;
+	cr_assert_eq(read(pfd[0], &c, 1), 1, "the doomed service provisioned");
+	close(pfd[0]);
+	int status = 0;
+	waitpid(pid, &status, 0);
+	cr_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+
+	counts orphaned = measure();
+	cr_assert_gt(orphaned.p.sandbox_tasks, 0, "the crashed service's sandbox is still running");
+	cr_assert_gt(orphaned.cgroups, before.cgroups);
+
+	/* The next start sweeps. */
+	airlock_exec *e = native_test_open(NULL);
+	counts after = measure();
+	cr_assert_eq(after.p.sandbox_tasks, 0, "sandbox processes left: %ld", after.p.sandbox_tasks);
+	cr_assert_eq(after.cgroups, before.cgroups, "cgroups %ld -> %ld", before.cgroups, after.cgroups);
+	airlock_exec_free(e);
+	/* The volume's loop device goes with the last holder of its mount. */
+	long loops = -1;
+	for (int i = 0; i < 50; i++) {
+		loops = count_dir("/sys/block", is_loop);
+		if (loops <= before.loops)
+			break;
+		usleep(100 * 1000);
+	}
+	cr_assert_leq(loops, before.loops, "loop devices %ld -> %ld", before.loops, loops);
 }

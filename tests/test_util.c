@@ -157,7 +157,7 @@ Test(snapshot, diff_reports_created_modified_deleted_and_hashes_only_those)
 	int calls = 0;
 	airlock_execution_result r = { 0 };
 	airlock_error err = { 0 };
-	cr_assert_eq(airlock_snapshot_diff(&a, &b, 1000, fake_hash, &calls, &r, &err), 0);
+	cr_assert_eq(airlock_snapshot_diff(&a, &b, 1000, UINT64_MAX, fake_hash, &calls, &r, &err), 0);
 	cr_assert_eq(r.n_files_changed, 5);
 	cr_assert_eq(calls, 4, "deletions and unchanged files are not hashed");
 	const char *want[][2] = { { "created", "CREATED" }, { "ctime_only", "MODIFIED" },
@@ -192,17 +192,36 @@ Test(snapshot, cap_truncates_and_vanished_files_are_skipped)
 	int calls = 0;
 	airlock_execution_result r = { 0 };
 	airlock_error err = { 0 };
-	cr_assert_eq(airlock_snapshot_diff(&a, &b, 4, fake_hash, &calls, &r, &err), 0);
+	cr_assert_eq(airlock_snapshot_diff(&a, &b, 4, UINT64_MAX, fake_hash, &calls, &r, &err), 0);
 	cr_assert_eq(r.n_files_changed, 4);
 	cr_assert(r.files_changed_truncated);
 	airlock_execution_result_clear(&r);
-	cr_assert_eq(airlock_snapshot_diff(&a, &b, 100, fake_hash, &calls, &r, &err), 0);
+	cr_assert_eq(airlock_snapshot_diff(&a, &b, 100, UINT64_MAX, fake_hash, &calls, &r, &err), 0);
 	cr_assert_eq(r.n_files_changed, 10, "a file gone before hashing is not reported");
 	cr_assert_not(r.files_changed_truncated);
 	airlock_execution_result_clear(&r);
-	cr_assert_eq(airlock_snapshot_diff(&a, &a, 0, fake_hash, &calls, &r, &err), 0);
+	cr_assert_eq(airlock_snapshot_diff(&a, &a, 0, UINT64_MAX, fake_hash, &calls, &r, &err), 0);
 	cr_assert_eq(r.n_files_changed, 0);
 	cr_assert_not(r.files_changed_truncated);
+	airlock_execution_result_clear(&r);
+	airlock_snapshot_clear(&b);
+}
+
+Test(snapshot, hash_budget_bounds_the_bytes_hashed)
+{
+	airlock_snapshot a = { 0 }, b = { 0 };
+	add(&b, "a-small", 10, 1, 0, 0);
+	add(&b, "b-sparse-terabyte", 1ll << 40, 2, 0, 0);
+	add(&b, "c-small", 10, 3, 0, 0);
+	airlock_snapshot_sort(&b);
+	int calls = 0;
+	airlock_execution_result r = { 0 };
+	airlock_error err = { 0 };
+	cr_assert_eq(airlock_snapshot_diff(&a, &b, 100, 1 << 20, fake_hash, &calls, &r, &err), 0);
+	cr_assert_eq(r.n_files_changed, 1, "the listing stops before the file past the budget");
+	cr_assert_str_eq(r.files_changed[0].path, "a-small");
+	cr_assert(r.files_changed_truncated);
+	cr_assert_eq(calls, 1, "the terabyte was never hashed");
 	airlock_execution_result_clear(&r);
 	airlock_snapshot_clear(&b);
 }

@@ -105,6 +105,9 @@ struct airlock_exec {
 	void *ctx;
 	airlock_exec_config cfg;
 	pthread_mutex_t lock;
+	pthread_cond_t idle;
+	unsigned inflight; /* calls into the adapter that have not returned */
+	bool closing;      /* free has begun: no new call starts */
 	exec_record *records;
 	size_t n_records;
 	size_t alloc_records;
@@ -141,6 +144,7 @@ int airlock_exec_new(const airlock_exec_ops *ops, void *ctx, const airlock_exec_
 	e->ctx = ctx;
 	e->cfg = c;
 	pthread_mutex_init(&e->lock, NULL);
+	pthread_cond_init(&e->idle, NULL);
 	*ret = e;
 	return 0;
 }
@@ -157,10 +161,44 @@ static void record_clear(exec_record *r)
 	memset(r, 0, sizeof(*r));
 }
 
+/* Every call into the adapter is bracketed by enter/leave, so free can wait
+ * for the last one and nothing runs against a freed adapter. */
+static int call_enter(airlock_exec *e, airlock_error *err)
+{
+	pthread_mutex_lock(&e->lock);
+	bool closing = e->closing;
+	if (!closing)
+		e->inflight++;
+	pthread_mutex_unlock(&e->lock);
+	if (closing)
+		return airlock_error_set(err, AIRLOCK_ERR_EXECUTION_UNAVAILABLE, 0,
+		                         "the execution service is shutting down");
+	return 0;
+}
+
+static void call_leave(airlock_exec *e)
+{
+	pthread_mutex_lock(&e->lock);
+	if (--e->inflight == 0 && e->closing)
+		pthread_cond_broadcast(&e->idle);
+	pthread_mutex_unlock(&e->lock);
+}
+
 void airlock_exec_free(airlock_exec *e)
 {
 	if (!e)
 		return;
+	pthread_mutex_lock(&e->lock);
+	e->closing = true;
+	pthread_mutex_unlock(&e->lock);
+	/* Commands in flight end now with SERVICE_SHUTDOWN; then wait for
+	 * every call to return before anything is freed under it. */
+	if (e->ops->shutdown)
+		e->ops->shutdown(e->ctx);
+	pthread_mutex_lock(&e->lock);
+	while (e->inflight > 0)
+		pthread_cond_wait(&e->idle, &e->lock);
+	pthread_mutex_unlock(&e->lock);
 	/* ops->free destroys whatever the adapter still holds; the records only
 	 * mirror that, so they are dropped without a second destroy. */
 	e->ops->free(e->ctx);
@@ -168,6 +206,7 @@ void airlock_exec_free(airlock_exec *e)
 		record_clear(&e->records[i]);
 	free(e->records);
 	pthread_mutex_destroy(&e->lock);
+	pthread_cond_destroy(&e->idle);
 	free(e);
 }
 
@@ -217,7 +256,7 @@ static int check_ceilings(const airlock_resource_limits *l, const airlock_resour
 	return 0;
 }
 
-int airlock_exec_provision(airlock_exec *e, const airlock_environment_spec *spec,
+static int exec_provision_inner(airlock_exec *e, const airlock_environment_spec *spec,
                            airlock_environment_handle *ret, airlock_error *err)
 {
 	int r = airlock_environment_spec_validate(spec, err);
@@ -419,7 +458,7 @@ static const char *result_violation(const airlock_execution_result *r, int64_t m
 	return NULL;
 }
 
-int airlock_exec_execute(airlock_exec *e, const airlock_exec_call *call,
+static int exec_execute_inner(airlock_exec *e, const airlock_exec_call *call,
                          const airlock_environment_handle *handle,
                          const airlock_execution_command *command,
                          airlock_execution_result *ret, airlock_error *err)
@@ -512,7 +551,7 @@ int airlock_exec_execute(airlock_exec *e, const airlock_exec_call *call,
 	return 0;
 }
 
-int airlock_exec_destroy(airlock_exec *e, const airlock_environment_handle *handle,
+static int exec_destroy_inner(airlock_exec *e, const airlock_environment_handle *handle,
                          airlock_error *err)
 {
 	if (!handle || !airlock_environment_id_valid(handle->environment_id))
@@ -540,7 +579,7 @@ int airlock_exec_destroy(airlock_exec *e, const airlock_environment_handle *hand
 	return 0;
 }
 
-int airlock_exec_workspace(airlock_exec *e, const airlock_exec_call *call,
+static int exec_workspace_inner(airlock_exec *e, const airlock_exec_call *call,
                            const airlock_environment_handle *handle, airlock_workspace **ret,
                            airlock_error *err)
 {
@@ -552,4 +591,53 @@ int airlock_exec_workspace(airlock_exec *e, const airlock_exec_call *call,
 	if (r < 0)
 		return r;
 	return e->ops->workspace(e->ctx, handle->environment_id, ret, err);
+}
+
+/* ---- the entry points: each call is bracketed for airlock_exec_free ----- */
+
+int airlock_exec_provision(airlock_exec *e, const airlock_environment_spec *spec,
+                           airlock_environment_handle *ret, airlock_error *err)
+{
+	int r = call_enter(e, err);
+	if (r < 0)
+		return r;
+	r = exec_provision_inner(e, spec, ret, err);
+	call_leave(e);
+	return r;
+}
+
+int airlock_exec_execute(airlock_exec *e, const airlock_exec_call *call,
+                         const airlock_environment_handle *handle,
+                         const airlock_execution_command *command,
+                         airlock_execution_result *ret, airlock_error *err)
+{
+	int r = call_enter(e, err);
+	if (r < 0)
+		return r;
+	r = exec_execute_inner(e, call, handle, command, ret, err);
+	call_leave(e);
+	return r;
+}
+
+int airlock_exec_destroy(airlock_exec *e, const airlock_environment_handle *handle,
+                         airlock_error *err)
+{
+	int r = call_enter(e, err);
+	if (r < 0)
+		return r;
+	r = exec_destroy_inner(e, handle, err);
+	call_leave(e);
+	return r;
+}
+
+int airlock_exec_workspace(airlock_exec *e, const airlock_exec_call *call,
+                           const airlock_environment_handle *handle, airlock_workspace **ret,
+                           airlock_error *err)
+{
+	int r = call_enter(e, err);
+	if (r < 0)
+		return r;
+	r = exec_workspace_inner(e, call, handle, ret, err);
+	call_leave(e);
+	return r;
 }

@@ -68,6 +68,7 @@ typedef struct change_list {
 	airlock_file_change *items;
 	size_t n;
 	size_t max;
+	uint64_t budget; /* bytes that may still be hashed */
 	bool truncated;
 } change_list;
 
@@ -78,6 +79,13 @@ static int push_change(change_list *l, const char *path, airlock_change_kind kin
 	if (l->n == l->max) {
 		l->truncated = true;
 		return 0;
+	}
+	if (kind != AIRLOCK_CHANGE_DELETED) {
+		if ((uint64_t)old_size > l->budget) {
+			l->truncated = true;
+			return 0;
+		}
+		l->budget -= (uint64_t)old_size;
 	}
 	airlock_file_change fc = { .change = kind, .size_bytes = old_size };
 	fc.path = strdup(path);
@@ -103,13 +111,13 @@ static int push_change(change_list *l, const char *path, airlock_change_kind kin
 }
 
 int airlock_snapshot_diff(const airlock_snapshot *before, const airlock_snapshot *after, size_t max,
-                          airlock_snapshot_hash_fn hash, void *hash_ctx,
+                          uint64_t hash_budget, airlock_snapshot_hash_fn hash, void *hash_ctx,
                           airlock_execution_result *ret, airlock_error *err)
 {
 	/* There are never more changes than entries in both walks, so the array
 	 * is sized by the smaller of that and the listing cap. */
 	size_t total = before->n + after->n;
-	change_list l = { .max = max };
+	change_list l = { .max = max, .budget = hash_budget };
 	l.items = calloc((max < total ? max : total) + 1, sizeof(*l.items));
 	if (!l.items)
 		return airlock_error_set(err, AIRLOCK_ERR_SYSTEM, ENOMEM, "files_changed");

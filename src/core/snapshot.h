@@ -49,9 +49,14 @@ typedef int (*airlock_snapshot_hash_fn)(void *ctx, const char *path, char hex[65
  * the difference between two sorted snapshots, at most max entries, in path
  * order. A file present in both whose stat fields differ is MODIFIED; the
  * size reported for created and modified files is the size hashed.
+ *
+ * hash_budget bounds the bytes hashed (by the files' sizes in `after`): a
+ * sparse file costs its full apparent size to hash, and a command can make
+ * a terabyte of holes in a moment. The listing stops, truncated, before the
+ * change that would pass the budget.
  */
 int airlock_snapshot_diff(const airlock_snapshot *before, const airlock_snapshot *after, size_t max,
-                          airlock_snapshot_hash_fn hash, void *hash_ctx,
+                          uint64_t hash_budget, airlock_snapshot_hash_fn hash, void *hash_ctx,
                           airlock_execution_result *ret, airlock_error *err);
 
 /*

@@ -90,8 +90,15 @@ typedef struct airlock_exec_ops {
 	int (*workspace)(void *ctx, const char *environment_id, airlock_workspace **ret,
 	                 airlock_error *err);
 
-	/* Release the adapter; destroys every sandbox it still holds. */
+	/* Release the adapter; destroys every sandbox it still holds. Called
+	 * only after every call into the adapter has returned. */
 	void (*free)(void *ctx);
+
+	/* The service is stopping: make every execute in flight end now with
+	 * killed_by = SERVICE_SHUTDOWN (partial output returned). Must not
+	 * block and must not free anything; thread-safe. May be NULL for an
+	 * adapter whose execute never blocks. */
+	void (*shutdown)(void *ctx);
 } airlock_exec_ops;
 
 /* Numbers the core applies for every adapter (sandbox-isolation.md,
@@ -118,7 +125,10 @@ typedef struct airlock_exec_call {
 
 typedef struct airlock_exec airlock_exec;
 
-/* Takes ownership of ctx (released with ops->free), also on failure. */
+/* Takes ownership of ctx (released with ops->free), also on failure.
+ * airlock_exec_free may be called while other threads are inside execute:
+ * new calls are then refused with ExecutionUnavailable, commands in flight
+ * end with SERVICE_SHUTDOWN, and free returns once every call has. */
 int airlock_exec_new(const airlock_exec_ops *ops, void *ctx, const airlock_exec_config *cfg,
                      airlock_exec **ret, airlock_error *err);
 void airlock_exec_free(airlock_exec *e);

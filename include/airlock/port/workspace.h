@@ -145,7 +145,8 @@ int airlock_workspace_provenance(airlock_workspace *w, const char *path, airlock
 /* A local directory held by descriptor (Milestone 4's adapter). dirfd is
  * taken (closed on failure too). foreign is the provenance of a file write()
  * did not produce: UNKNOWN for a plain directory, SANDBOX_WRITTEN for a
- * volume a sandbox writes. */
+ * volume a sandbox writes. Files write() creates are owned by the owner of
+ * the directory, so on a sandbox's volume the sandbox can change them. */
 int airlock_workspace_local_new(int dirfd, airlock_provenance foreign, airlock_workspace **ret,
                                 airlock_error *err);
 

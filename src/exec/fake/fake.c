@@ -10,6 +10,8 @@
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
 
 #include "airlock/ids.h"
 #include "core/snapshot.h"
@@ -33,6 +35,7 @@ typedef struct fake_env {
 
 struct airlock_fake {
 	pthread_mutex_t lock;
+	int shutdown_efd; /* readable once the service is stopping */
 	fake_script *scripts;
 	size_t n_scripts;
 	fake_env *envs;
@@ -70,6 +73,12 @@ int airlock_fake_new(airlock_fake **ret, airlock_error *err)
 	airlock_fake *f = calloc(1, sizeof(*f));
 	if (!f)
 		return airlock_error_set(err, AIRLOCK_ERR_SYSTEM, ENOMEM, "fake mechanism");
+	f->shutdown_efd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+	if (f->shutdown_efd < 0) {
+		int e = errno;
+		free(f);
+		return airlock_error_set(err, AIRLOCK_ERR_SYSTEM, e, "fake mechanism");
+	}
 	pthread_mutex_init(&f->lock, NULL);
 	*ret = f;
 	return 0;
@@ -89,6 +98,7 @@ static void fake_free(void *ctx)
 	for (size_t i = 0; i < f->n_records; i++)
 		airlock_execution_command_clear(&f->records[i].command);
 	free(f->records);
+	close(f->shutdown_efd);
 	pthread_mutex_destroy(&f->lock);
 	free(f);
 }
@@ -277,18 +287,21 @@ static int copy_command(airlock_execution_command *dst, const airlock_execution_
 	return 0;
 }
 
-/* Wait up to ms for the cancel token; true when it fired. */
-static bool wait_or_cancel(airlock_cancel *cancel, int64_t ms)
+/* Wait up to ms for the cancel token or the service's shutdown. */
+static airlock_kill_reason wait_or_interrupt(airlock_fake *f, airlock_cancel *cancel, int64_t ms)
 {
 	int64_t end = util_monotonic_ms() + ms;
 	for (;;) {
 		if (airlock_cancel_fired(cancel))
-			return true;
+			return AIRLOCK_KILL_CANCELLED;
+		struct pollfd p[2] = { { .fd = f->shutdown_efd, .events = POLLIN },
+			               { .fd = airlock_cancel_fd(cancel), .events = POLLIN } };
 		int64_t left = end - util_monotonic_ms();
+		if (poll(p, p[1].fd >= 0 ? 2 : 1, 0) > 0 && p[0].revents)
+			return AIRLOCK_KILL_SERVICE_SHUTDOWN;
 		if (left <= 0)
-			return false;
-		struct pollfd p = { .fd = airlock_cancel_fd(cancel), .events = POLLIN };
-		poll(&p, p.fd >= 0 ? 1 : 0, (int)(left > 1000 ? 1000 : left));
+			return AIRLOCK_KILL_NONE;
+		poll(p, p[1].fd >= 0 ? 2 : 1, (int)(left > 1000 ? 1000 : left));
 	}
 }
 
@@ -394,16 +407,15 @@ static int fake_execute(void *ctx, const airlock_environment_handle *handle,
 			wait = until_expiry > 0 ? until_expiry : 0;
 			on_deadline = AIRLOCK_KILL_EXPIRED;
 		}
-		if (wait_or_cancel(req->cancel, wait))
-			kill = AIRLOCK_KILL_CANCELLED;
-		else
-			kill = on_deadline;
+		airlock_kill_reason interrupted = wait_or_interrupt(f, req->cancel, wait);
+		kill = interrupted != AIRLOCK_KILL_NONE ? interrupted : on_deadline;
 	}
 
 	r = airlock_memws_snapshot(m, &after);
 	if (r < 0)
 		goto fail;
-	r = airlock_snapshot_diff(&before, &after, (size_t)req->files_changed_max,
+	/* The in-memory workspace is bounded by its own limits: no budget. */
+	r = airlock_snapshot_diff(&before, &after, (size_t)req->files_changed_max, UINT64_MAX,
 	                          airlock_memws_hash, m, ret, err);
 	if (r < 0)
 		goto out;
@@ -462,6 +474,15 @@ static int fake_workspace(void *ctx, const char *environment_id, airlock_workspa
 	return 0;
 }
 
+static void fake_shutdown(void *ctx)
+{
+	airlock_fake *f = ctx;
+	uint64_t one = 1;
+	/* The eventfd stays readable: every waiting execute sees it. */
+	ssize_t n = write(f->shutdown_efd, &one, sizeof(one));
+	(void)n;
+}
+
 static const airlock_exec_ops fake_ops = {
 	.version = AIRLOCK_EXEC_OPS_VERSION,
 	.name = "fake",
@@ -470,6 +491,7 @@ static const airlock_exec_ops fake_ops = {
 	.destroy = fake_destroy,
 	.workspace = fake_workspace,
 	.free = fake_free,
+	.shutdown = fake_shutdown,
 };
 
 const airlock_exec_ops *airlock_fake_ops(void)

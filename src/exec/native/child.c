@@ -20,6 +20,7 @@
 #include <sys/ioctl.h>
 #include <sys/mount.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -88,11 +89,11 @@ _Noreturn static void fail(int fd, int step)
 
 /* ---- dropping privilege -------------------------------------------------- */
 
-int native_become_sandbox_user(const native_seccomp *s)
+int native_become_sandbox_user(const native_seccomp *s, int last_cap)
 {
 	/* The bounding set first, while CAP_SETPCAP is still held: after it no
 	 * execve can give a capability back. */
-	for (int cap = 0; cap <= 63; cap++)
+	for (int cap = 0; cap <= last_cap; cap++)
 		if (prctl(PR_CAPBSET_DROP, cap, 0, 0, 0) < 0 && errno != EINVAL)
 			return NATIVE_STEP_DROP;
 	if (prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0) < 0 && errno != EINVAL)
@@ -218,7 +219,7 @@ _Noreturn void native_init_main(const native_init_args *a)
 
 	/* init itself runs as the sandbox user with the filter: it reaps
 	 * orphans and does nothing else, and holds nothing worth attacking. */
-	int step = native_become_sandbox_user(a->seccomp);
+	int step = native_become_sandbox_user(a->seccomp, a->last_cap);
 	if (step)
 		fail(fd, step);
 
@@ -322,12 +323,21 @@ _Noreturn void native_cmd_main(const native_cmd_args *a)
 		e = errno;
 		goto out;
 	}
+	/* No file larger than the workspace (a sparse file's apparent size is
+	 * what hashing it for files_changed costs), and no core dumps left in
+	 * the workspace. */
+	struct rlimit fsize = { .rlim_cur = a->fsize_limit, .rlim_max = a->fsize_limit };
+	struct rlimit core = { 0, 0 };
+	if (setrlimit(RLIMIT_FSIZE, &fsize) < 0 || setrlimit(RLIMIT_CORE, &core) < 0) {
+		e = errno;
+		goto out;
+	}
 	step = NATIVE_STEP_CWD;
 	if (chdir(a->cwd) < 0) {
 		e = errno;
 		goto out;
 	}
-	step = native_become_sandbox_user(a->seccomp);
+	step = native_become_sandbox_user(a->seccomp, a->last_cap);
 	if (step) {
 		e = errno ? errno : EPERM;
 		goto out;

@@ -72,6 +72,7 @@ typedef struct sandbox {
 
 struct airlock_native {
 	airlock_native_config cfg;
+	int last_cap; /* the kernel's highest capability number */
 	char *image_store_path;
 	airlock_image_store *images;
 	native_seccomp seccomp;
@@ -219,6 +220,16 @@ int airlock_native_new(const airlock_native_config *cfg, airlock_native **ret, a
 	r = native_seccomp_build(&n->seccomp, err);
 	if (r < 0)
 		goto fail;
+	/* Every capability the kernel knows is dropped from the bounding set;
+	 * when the number cannot be read, all 64 bits are tried. */
+	n->last_cap = 63;
+	FILE *lc = fopen("/proc/sys/kernel/cap_last_cap", "re");
+	if (lc) {
+		int v = 0;
+		if (fscanf(lc, "%d", &v) == 1 && v > 0 && v < 64)
+			n->last_cap = v;
+		fclose(lc);
+	}
 	/* The volumes' backing files are unnamed (O_TMPFILE): this directory
 	 * only picks the filesystem they live on. */
 	const char *vdir = cfg->volume_dir ? cfg->volume_dir : AIRLOCK_NATIVE_VOLUME_DIR;
@@ -480,6 +491,7 @@ static int native_provision(void *ctx, const airlock_environment_spec *spec,
 		.volume_mount_fd = native_volume_mount_fd(b->vol),
 		.tmp_options = tmp_options,
 		.seccomp = &n->seccomp,
+		.last_cap = n->last_cap,
 	};
 	/* clone3 rather than fork: the namespaces are created with the child,
 	 * and a pidfd comes back with it, so no pid is ever reused under us. */
@@ -640,6 +652,8 @@ static int start_command(airlock_native *n, sandbox *b, const airlock_execution_
 		.sync_fd = sv[1], .init_pidfd = b->init_pidfd,
 		.stdin_fd = in_r, .stdout_fd = out_w, .stderr_fd = err_w, .exec_err_fd = exec_err_w,
 		.argv = cmd->argv, .envp = envp, .cwd = cwd, .seccomp = &n->seccomp,
+		.fsize_limit = (uint64_t)b->limits.workspace_bytes,
+		.last_cap = n->last_cap,
 	};
 	pid_t h = fork();
 	if (h < 0) {
@@ -788,9 +802,12 @@ static int native_execute(void *ctx, const airlock_environment_handle *handle,
 			p[i_in = np++] = (struct pollfd){ .fd = in_w, .events = POLLOUT };
 		if (!exited)
 			p[i_pid = np++] = (struct pollfd){ .fd = pidfd, .events = POLLIN };
-		if (req->cancel)
+		/* Once a reason is set these stay readable; polling them then
+		 * would spin. */
+		if (req->cancel && !kill_reason)
 			p[np++] = (struct pollfd){ .fd = airlock_cancel_fd(req->cancel), .events = POLLIN };
-		p[np++] = (struct pollfd){ .fd = n->shutdown_efd, .events = POLLIN };
+		if (!kill_reason)
+			p[np++] = (struct pollfd){ .fd = n->shutdown_efd, .events = POLLIN };
 		if (exited && out.fd < 0 && errs.fd < 0)
 			break;
 		/* Every writer is dead once the group is empty; a copy of a pipe
@@ -841,14 +858,11 @@ static int native_execute(void *ctx, const airlock_environment_handle *handle,
 			else if (!exited && airlock_cancel_fired(req->cancel))
 				kill_reason = AIRLOCK_KILL_CANCELLED;
 			else if (!exited) {
-				uint64_t sd;
-				if (read(n->shutdown_efd, &sd, sizeof(sd)) == sizeof(sd)) {
-					/* Leave it readable for every other execute. */
-					uint64_t one = 1;
-					ssize_t wn = write(n->shutdown_efd, &one, sizeof(one));
-					(void)wn;
+				/* Looked at, never read: it stays readable for every
+				 * other execute in flight. */
+				struct pollfd sp = { .fd = n->shutdown_efd, .events = POLLIN };
+				if (poll(&sp, 1, 0) > 0)
 					kill_reason = AIRLOCK_KILL_SERVICE_SHUTDOWN;
-				}
 			}
 		}
 		/* Every process the command started dies with it or with the
@@ -903,7 +917,10 @@ static int native_execute(void *ctx, const airlock_environment_handle *handle,
 	r = airlock_snapshot_walk(rootfd, (size_t)b->limits.inodes_max + 16, &after, err);
 	if (r < 0)
 		goto out;
+	/* At most the volume's size is hashed: the real data it can hold.
+	 * RLIMIT_FSIZE already keeps any one file under it. */
 	r = airlock_snapshot_diff(&before, &after, (size_t)req->files_changed_max,
+	                          (uint64_t)b->limits.workspace_bytes,
 	                          airlock_snapshot_hash_fd, &rootfd, ret, err);
 	if (r < 0)
 		goto out;
@@ -992,17 +1009,25 @@ static int native_workspace(void *ctx, const char *environment_id, airlock_works
 	return 0;
 }
 
+/* Commands in flight end with SERVICE_SHUTDOWN: their loops poll this
+ * eventfd, which stays readable. */
+static void native_shutdown(void *ctx)
+{
+	airlock_native *n = ctx;
+	if (n && n->shutdown_efd >= 0) {
+		uint64_t one = 1;
+		ssize_t w = write(n->shutdown_efd, &one, sizeof(one));
+		(void)w;
+	}
+}
+
 static void native_free(void *ctx)
 {
 	airlock_native *n = ctx;
 	if (!n)
 		return;
-	/* Commands in flight end with SERVICE_SHUTDOWN; wait for them. */
-	if (n->shutdown_efd >= 0) {
-		uint64_t one = 1;
-		ssize_t w = write(n->shutdown_efd, &one, sizeof(one));
-		(void)w;
-	}
+	/* The core calls shutdown first; a direct free still ends what runs. */
+	native_shutdown(n);
 	pthread_mutex_lock(&n->lock);
 	while (n->executing > 0)
 		pthread_cond_wait(&n->idle, &n->lock);
@@ -1043,6 +1068,7 @@ static const airlock_exec_ops native_ops = {
 	.destroy = native_destroy,
 	.workspace = native_workspace,
 	.free = native_free,
+	.shutdown = native_shutdown,
 };
 
 const airlock_exec_ops *airlock_native_ops(void)

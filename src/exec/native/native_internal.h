@@ -66,6 +66,7 @@ typedef struct native_init_args {
 	int volume_mount_fd; /* the detached workspace mount */
 	const char *tmp_options; /* "size=N,mode=1777" for /tmp and /dev/shm */
 	const native_seccomp *seccomp;
+	int last_cap;
 } native_init_args;
 
 /* The sandbox's init: builds the root, becomes the sandbox user, then reaps
@@ -81,6 +82,8 @@ typedef struct native_cmd_args {
 	char *const *envp;
 	const char *cwd; /* "/workspace" or "/workspace/<checked relative path>" */
 	const native_seccomp *seccomp;
+	uint64_t fsize_limit; /* RLIMIT_FSIZE: no file larger than the volume */
+	int last_cap;
 } native_cmd_args;
 
 /* The command's starter: enters the sandbox and starts the command as a
@@ -88,8 +91,9 @@ typedef struct native_cmd_args {
 _Noreturn void native_cmd_main(const native_cmd_args *a);
 
 /* Drop to the sandbox user: no capabilities in any set, no_new_privs, the
- * seccomp filter. For init and for every command. Returns the step that
- * failed (0 on success) and sets errno. */
-int native_become_sandbox_user(const native_seccomp *s);
+ * seccomp filter. last_cap is the kernel's highest capability
+ * (/proc/sys/kernel/cap_last_cap, read by the service). For init and for
+ * every command. Returns the step that failed (0 on success), errno set. */
+int native_become_sandbox_user(const native_seccomp *s, int last_cap);
 
 #endif

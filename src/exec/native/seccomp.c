@@ -208,6 +208,12 @@ int native_seccomp_build(native_seccomp *ret, airlock_error *err)
 	r = seccomp_attr_set(ctx, SCMP_FLTATR_ACT_BADARCH, SCMP_ACT_KILL_PROCESS);
 	if (r < 0)
 		return airlock_error_set(err, AIRLOCK_ERR_SYSTEM, -r, "seccomp: bad-arch action");
+	/* A binary tree over the syscall number instead of a linear list: the
+	 * filter runs on every system call of every sandboxed process, and a
+	 * shorter path is also cheaper for the kernel to prepare at install. */
+	r = seccomp_attr_set(ctx, SCMP_FLTATR_CTL_OPTIMIZE, 2);
+	if (r < 0)
+		return airlock_error_set(err, AIRLOCK_ERR_SYSTEM, -r, "seccomp: optimize");
 	r = native_seccomp_rules(ctx, err);
 	if (r < 0)
 		return r;
