@@ -574,3 +574,56 @@ CONTRACT_TEST(service_shutdown_ends_a_running_command)
 	airlock_environment_handle_clear(&c.h);
 	airlock_environment_spec_clear(&c.spec);
 }
+
+typedef struct long_run {
+	ctx *c;
+	airlock_cancel *cancel;
+	airlock_execution_result r;
+	int rc;
+} long_run;
+
+static void *execute_until_cancelled(void *arg)
+{
+	long_run *s = arg;
+	char *argv[] = { "sh", "-c", "exec sleep 30", NULL };
+	airlock_execution_command cmd = test_command(argv);
+	airlock_exec_call call = s->c->call;
+	call.cancel = s->cancel;
+	airlock_error err = { 0 };
+	s->rc = airlock_exec_execute(s->c->exec, &call, &s->c->h, &cmd, &s->r, &err);
+	return NULL;
+}
+
+#define CONTRACT_INSTANCE_a_second_concurrent_execute_is_refused(a, f) CONTRACT_INSTANCE(a_second_concurrent_execute_is_refused, a, f)
+CONTRACT_TEST(a_second_concurrent_execute_is_refused)
+{
+	ctx c;
+	ctx_open(&c, fx);
+	char *argv[] = { "sh", "-c", "exec sleep 30", NULL };
+	fx->prepare(c.state, (const char *const *)argv, &(airlock_fake_behaviour){ .runs_for_ms = 30000 });
+	airlock_error err = { 0 };
+	long_run s = { .c = &c };
+	cr_assert_eq(airlock_cancel_new(&s.cancel, &err), 0);
+	pthread_t t;
+	cr_assert_eq(pthread_create(&t, NULL, execute_until_cancelled, &s), 0);
+	struct timespec ts = { .tv_sec = 0, .tv_nsec = 500 * 1000000L };
+	nanosleep(&ts, NULL);
+	char *other[] = { "true", NULL };
+	airlock_execution_command cmd = test_command(other);
+	airlock_execution_result r = { 0 };
+	int rc = airlock_exec_execute(c.exec, &c.call, &c.h, &cmd, &r, &err);
+	cr_assert_eq(rc, airlock_errcode(AIRLOCK_ERR_EXECUTION_REJECTED), "got %d: %s", rc, err.message);
+	cr_assert(strstr(err.message, "another command"), "%s", err.message);
+	airlock_cancel_fire(s.cancel);
+	pthread_join(t, NULL);
+	cr_assert_eq(s.rc, 0);
+	cr_assert_eq(s.r.killed_by, AIRLOCK_KILL_CANCELLED, "the first command was not disturbed");
+	airlock_execution_result_clear(&s.r);
+	airlock_cancel_free(s.cancel);
+	/* And once it has ended, the sandbox takes commands again. */
+	fx->prepare(c.state, (const char *const *)other, &(airlock_fake_behaviour){ 0 });
+	run(&c, &cmd, &r);
+	cr_assert_eq(r.exit_code, 0);
+	airlock_execution_result_clear(&r);
+	ctx_close(&c);
+}

@@ -6,8 +6,11 @@
  * in a real sandbox; isolation gates never run against fake.
  */
 #include <criterion/criterion.h>
+#include <errno.h>
 #include <pthread.h>
 #include <regex.h>
+#include <sys/inotify.h>
+#include <unistd.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -296,7 +299,11 @@ static const char network_probe[] =
 	"    u.sendto(b'x', ('8.8.8.8', 53)); print('udp SENT')\n"
 	"except OSError as e:\n"
 	"    print('udp', errno.errorcode.get(e.errno, str(e)))\n"
-	"print('ifaces', sorted(n for _, n in socket.if_nameindex()))\n";
+	"print('ifaces', sorted(n for _, n in socket.if_nameindex()))\n"
+	"try:\n"
+	"    socket.socket(socket.AF_VSOCK, socket.SOCK_STREAM); print('vsock OPEN')\n"
+	"except OSError as e:\n"
+	"    print('vsock', errno.errorcode.get(e.errno, str(e)))\n";
 
 Test(gate_sandbox_network_denied, tcp_dns_and_metadata_fail_at_the_namespace, .timeout = 120)
 {
@@ -311,6 +318,8 @@ Test(gate_sandbox_network_denied, tcp_dns_and_metadata_fail_at_the_namespace, .t
 	cr_assert(strstr(OUT(&r), "dns gaierror"), "%s", OUT(&r));
 	cr_assert(strstr(OUT(&r), "udp ENETUNREACH"), "%s", OUT(&r));
 	cr_assert(strstr(OUT(&r), "ifaces ['lo']"), "only lo exists: %s", OUT(&r));
+	/* vsock ignores network namespaces: the family itself is refused. */
+	cr_assert(strstr(OUT(&r), "vsock EAFNOSUPPORT"), "%s", OUT(&r));
 	airlock_execution_result_clear(&r);
 	box_close(&b);
 }
@@ -514,5 +523,54 @@ Test(gate_sandbox_limits_enforced, sparse_files_cannot_stall_the_service, .timeo
 		hashed += r.files_changed[i].size_bytes;
 	cr_assert_leq(hashed, small.workspace_bytes, "hashed %lld bytes", (long long)hashed);
 	airlock_execution_result_clear(&r);
+	box_close(&b);
+}
+
+/* A sandbox's per-user kernel counts (inotify instances here; pending
+ * signals, message queues, fanotify groups likewise) are charged to its own
+ * host id: exhausting them inside does not starve host root. */
+typedef struct holder {
+	box *b;
+	airlock_execution_result r;
+} holder;
+
+static void *hold_inotify(void *arg)
+{
+	holder *h = arg;
+	py(h->b,
+	   "import ctypes, time\n"
+	   "libc = ctypes.CDLL(None, use_errno=True)\n"
+	   "fds = []\n"
+	   "while len(fds) < 4096:\n"
+	   "    fd = libc.inotify_init1(0)\n"
+	   "    if fd < 0: break\n"
+	   "    fds.append(fd)\n"
+	   "print('instances', len(fds), flush=True)\n"
+	   "time.sleep(4)\n",
+	   60, &h->r);
+	return NULL;
+}
+
+Test(gate_sandbox_escape_denied, kernel_counts_are_charged_to_the_sandbox, .timeout = 120)
+{
+	box b;
+	box_open(&b, "tenant-counts", &small);
+	holder h = { .b = &b };
+	pthread_t t;
+	cr_assert_eq(pthread_create(&t, NULL, hold_inotify, &h), 0);
+	struct timespec ts = { .tv_sec = 2, .tv_nsec = 0 };
+	nanosleep(&ts, NULL);
+	/* While the sandbox holds every inotify instance it can get, host root
+	 * still gets one. */
+	int fd = inotify_init1(IN_CLOEXEC);
+	int e = errno;
+	pthread_join(t, NULL);
+	cr_assert(fd >= 0, "host root's inotify_init1 failed while a sandbox held its instances: %s",
+	          strerror(e));
+	close(fd);
+	cr_assert(strstr(OUT(&h.r), "instances "), "%s %s", OUT(&h.r), ERR(&h.r));
+	cr_assert_geq(atoi(strstr(OUT(&h.r), "instances ") + 10), 100,
+	              "the sandbox did exhaust its own limit: %s", OUT(&h.r));
+	airlock_execution_result_clear(&h.r);
 	box_close(&b);
 }

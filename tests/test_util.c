@@ -1,11 +1,18 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* util/ and the snapshot diff, which every mechanism's files_changed uses. */
 #include <criterion/criterion.h>
+#include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include "airlock/error.h"
+#include "airlock/port/workspace.h"
 #include "core/snapshot.h"
 #include "util/util.h"
 
@@ -224,4 +231,327 @@ Test(snapshot, hash_budget_bounds_the_bytes_hashed)
 	cr_assert_eq(calls, 1, "the terabyte was never hashed");
 	airlock_execution_result_clear(&r);
 	airlock_snapshot_clear(&b);
+}
+
+/* ---- snapshot walk --------------------------------------------------------- */
+
+/* A temporary workspace. Trees here can be deeper and longer than PATH_MAX,
+ * so everything is made and removed through directory descriptors. */
+typedef struct tmp_ws {
+	char path[64];
+	int fd;
+} tmp_ws;
+
+static void ws_open(tmp_ws *t)
+{
+	snprintf(t->path, sizeof(t->path), "/tmp/airlock-snapwalk-XXXXXX");
+	cr_assert_not_null(mkdtemp(t->path), "mkdtemp: %s", strerror(errno));
+	t->fd = open(t->path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	cr_assert_geq(t->fd, 0);
+}
+
+/* Remove name beneath dfd, whatever it is. Entries are removed one at a time
+ * from a rewound listing, so removal never races the directory's cursor. */
+static void rm_tree_at(int dfd, const char *name)
+{
+	int fd = openat(dfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (fd < 0) {
+		unlinkat(dfd, name, 0);
+		return;
+	}
+	fchmod(fd, 0700);
+	DIR *d = fdopendir(fd);
+	cr_assert_not_null(d);
+	for (;;) {
+		rewinddir(d);
+		struct dirent *de;
+		while ((de = readdir(d)) &&
+		       (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0))
+			;
+		if (!de)
+			break;
+		rm_tree_at(dirfd(d), de->d_name);
+	}
+	closedir(d);
+	unlinkat(dfd, name, AT_REMOVEDIR);
+}
+
+static void ws_close(tmp_ws *t)
+{
+	close(t->fd);
+	rm_tree_at(AT_FDCWD, t->path);
+}
+
+static void put_file(int dfd, const char *name, const char *data)
+{
+	int fd = openat(dfd, name, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+	cr_assert_geq(fd, 0, "create %s: %s", name, strerror(errno));
+	size_t n = strlen(data);
+	cr_assert_eq(write(fd, data, n), (ssize_t)n);
+	close(fd);
+}
+
+/* Make name beneath dfd and return it open; dfd is closed unless it is keep. */
+static int make_dir(int dfd, const char *name, int keep)
+{
+	cr_assert_eq(mkdirat(dfd, name, 0755), 0, "mkdir: %s", strerror(errno));
+	int sub = openat(dfd, name, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	cr_assert_geq(sub, 0);
+	if (dfd != keep)
+		close(dfd);
+	return sub;
+}
+
+static void walk_ok(int fd, size_t max, size_t bytes, airlock_snapshot *s)
+{
+	airlock_error err = { 0 };
+	*s = (airlock_snapshot){ 0 };
+	int r = airlock_snapshot_walk(fd, max, bytes, s, &err);
+	cr_assert_eq(r, 0, "walk: %s", err.message);
+}
+
+Test(snapshot_walk, small_tree_is_complete_sorted_and_regular_files_only)
+{
+	tmp_ws t;
+	ws_open(&t);
+	put_file(t.fd, "b.txt", "hello");
+	int dir = make_dir(t.fd, "dir", t.fd);
+	put_file(dir, "inner", "x");
+	int sub = make_dir(dir, "sub", dir);
+	put_file(sub, "deep", "");
+	close(sub);
+	close(dir);
+	cr_assert_eq(mkdirat(t.fd, "empty", 0755), 0);
+	cr_assert_eq(symlinkat("b.txt", t.fd, "link-to-file"), 0);
+	cr_assert_eq(symlinkat("dir", t.fd, "link-to-dir"), 0);
+	cr_assert_eq(mkfifoat(t.fd, "fifo", 0644), 0);
+	cr_assert_eq(linkat(t.fd, "b.txt", t.fd, "a-hardlink", 0), 0);
+
+	airlock_snapshot s;
+	walk_ok(t.fd, 100, AIRLOCK_SNAPSHOT_PATH_BYTES_MAX, &s);
+	cr_assert_not(s.truncated);
+	/* Symlinks and the fifo are not files, and link-to-dir is not walked
+	 * through. A hard link is an entry per path (no merging by inode). */
+	const char *want[] = { "a-hardlink", "b.txt", "dir/inner", "dir/sub/deep" };
+	cr_assert_eq(s.n, 4);
+	for (size_t i = 0; i < 4; i++)
+		cr_assert_str_eq(s.entries[i].path, want[i]);
+	cr_assert_eq(s.entries[0].ino, s.entries[1].ino);
+	cr_assert_eq(s.entries[1].size, 5);
+	cr_assert_eq(s.entries[3].size, 0);
+	cr_assert_neq(s.entries[1].mtime_ns, 0);
+
+	/* Exactly max_entries files, and exactly the byte budget, still fit. */
+	size_t bytes = 0;
+	for (size_t i = 0; i < 4; i++)
+		bytes += strlen(want[i]) + 1;
+	airlock_snapshot exact;
+	walk_ok(t.fd, 4, bytes, &exact);
+	cr_assert_not(exact.truncated);
+	cr_assert_eq(exact.n, 4);
+
+	/* A walk of an unchanged tree against itself lists nothing. */
+	int calls = 0;
+	airlock_execution_result r = { 0 };
+	airlock_error err = { 0 };
+	cr_assert_eq(airlock_snapshot_diff(&s, &exact, 100, UINT64_MAX, fake_hash, &calls, &r, &err), 0);
+	cr_assert_eq(r.n_files_changed, 0);
+	cr_assert_not(r.files_changed_truncated);
+	airlock_execution_result_clear(&r);
+	airlock_snapshot_clear(&exact);
+	airlock_snapshot_clear(&s);
+	ws_close(&t);
+}
+
+Test(snapshot_walk, more_files_than_max_entries_truncates_and_the_diff_lists_nothing)
+{
+	tmp_ws t;
+	ws_open(&t);
+	put_file(t.fd, "kept", "k");
+	airlock_snapshot before;
+	walk_ok(t.fd, 5, AIRLOCK_SNAPSHOT_PATH_BYTES_MAX, &before);
+	cr_assert_not(before.truncated);
+
+	/* Hard links to one inode: a volume short of inodes still holds more
+	 * paths than max_entries. */
+	put_file(t.fd, "target", "t");
+	char name[32];
+	for (int i = 0; i < 10; i++) {
+		snprintf(name, sizeof(name), "link%02d", i);
+		cr_assert_eq(linkat(t.fd, "target", t.fd, name, 0), 0);
+	}
+	airlock_snapshot after;
+	walk_ok(t.fd, 5, AIRLOCK_SNAPSHOT_PATH_BYTES_MAX, &after);
+	cr_assert(after.truncated, "12 files against a bound of 5");
+	cr_assert_leq(after.n, 5);
+
+	/* Neither direction invents changes from a partial walk: "kept" may be
+	 * missing from after, the links are missing from it too. */
+	int calls = 0;
+	airlock_execution_result r = { 0 };
+	airlock_error err = { 0 };
+	cr_assert_eq(airlock_snapshot_diff(&before, &after, 100, UINT64_MAX, fake_hash, &calls, &r,
+	                                   &err), 0);
+	cr_assert_eq(r.n_files_changed, 0);
+	cr_assert(r.files_changed_truncated);
+	cr_assert_eq(calls, 0, "nothing is hashed for a listing never made");
+	airlock_execution_result_clear(&r);
+	cr_assert_eq(airlock_snapshot_diff(&after, &before, 100, UINT64_MAX, fake_hash, &calls, &r,
+	                                   &err), 0);
+	cr_assert_eq(r.n_files_changed, 0);
+	cr_assert(r.files_changed_truncated);
+	cr_assert_eq(calls, 0);
+	airlock_execution_result_clear(&r);
+	airlock_snapshot_clear(&before);
+	airlock_snapshot_clear(&after);
+	ws_close(&t);
+}
+
+Test(snapshot_walk, path_bytes_budget_truncates)
+{
+	tmp_ws t;
+	ws_open(&t);
+	char name[32];
+	for (int i = 0; i < 10; i++) {
+		snprintf(name, sizeof(name), "file-%05d", i); /* 10 bytes + NUL */
+		put_file(t.fd, name, "");
+	}
+	airlock_snapshot s;
+	walk_ok(t.fd, 100, 10 * 11, &s);
+	cr_assert_not(s.truncated);
+	cr_assert_eq(s.n, 10);
+	airlock_snapshot_clear(&s);
+	walk_ok(t.fd, 100, 10 * 11 - 1, &s);
+	cr_assert(s.truncated, "one byte short of the last path");
+	cr_assert_eq(s.n, 9);
+	airlock_snapshot_clear(&s);
+	walk_ok(t.fd, 100, 55, &s);
+	cr_assert(s.truncated);
+	cr_assert_eq(s.n, 5);
+	airlock_snapshot_clear(&s);
+	ws_close(&t);
+}
+
+/* A chain of n directories named "d" beneath dfd, with a file "f" in the
+ * last. */
+static void make_chain(int dfd, int n)
+{
+	int cur = dfd;
+	for (int i = 0; i < n; i++)
+		cur = make_dir(cur, "d", dfd);
+	put_file(cur, "f", "deep");
+	if (cur != dfd)
+		close(cur);
+}
+
+Test(snapshot_walk, nesting_past_the_depth_limit_truncates_without_error)
+{
+	tmp_ws t;
+	ws_open(&t);
+	int ok = make_dir(t.fd, "ok", t.fd);
+	/* ok/ plus 254 more: the deepest directory the walk enters. */
+	make_chain(ok, AIRLOCK_SNAPSHOT_DEPTH_MAX - 2);
+	close(ok);
+	airlock_snapshot s;
+	walk_ok(t.fd, 100, AIRLOCK_SNAPSHOT_PATH_BYTES_MAX, &s);
+	cr_assert_not(s.truncated);
+	cr_assert_eq(s.n, 1);
+	cr_assert_eq(strlen(s.entries[0].path), 3 + 2 * (AIRLOCK_SNAPSHOT_DEPTH_MAX - 2) + 1);
+	airlock_snapshot_clear(&s);
+
+	/* One level more is AIRLOCK_SNAPSHOT_DEPTH_MAX directories deep. */
+	int deep = make_dir(t.fd, "deep", t.fd);
+	make_chain(deep, AIRLOCK_SNAPSHOT_DEPTH_MAX - 1);
+	close(deep);
+	walk_ok(t.fd, 100, AIRLOCK_SNAPSHOT_PATH_BYTES_MAX, &s);
+	cr_assert(s.truncated);
+	airlock_snapshot_clear(&s);
+	ws_close(&t);
+
+	ws_open(&t);
+	make_chain(t.fd, AIRLOCK_SNAPSHOT_DEPTH_MAX + 300);
+	walk_ok(t.fd, 100, AIRLOCK_SNAPSHOT_PATH_BYTES_MAX, &s);
+	cr_assert(s.truncated);
+	airlock_snapshot_clear(&s);
+	ws_close(&t);
+}
+
+/* Nest count directories of 255-byte names beneath dfd, put a file of
+ * flen bytes' name in the last. */
+static void make_long_path(int dfd, int count, size_t flen)
+{
+	char name[256];
+	memset(name, 'n', 255);
+	name[255] = 0;
+	int cur = dfd;
+	for (int i = 0; i < count; i++)
+		cur = make_dir(cur, name, dfd);
+	memset(name, 'f', flen);
+	name[flen] = 0;
+	put_file(cur, name, "x");
+	if (cur != dfd)
+		close(cur);
+}
+
+Test(snapshot_walk, a_path_past_the_length_limit_truncates_without_error)
+{
+	/* The longest relative path: "/workspace/" + it fits AIRLOCK_PATH_MAX. */
+	const size_t longest = AIRLOCK_PATH_MAX - sizeof(AIRLOCK_WORKSPACE_ROOT);
+	const size_t dirs = 15 * 256; /* 15 names of 255 bytes, each with its '/' */
+	tmp_ws t;
+	ws_open(&t);
+	make_long_path(t.fd, 15, longest - dirs);
+	airlock_snapshot s;
+	walk_ok(t.fd, 100, AIRLOCK_SNAPSHOT_PATH_BYTES_MAX, &s);
+	cr_assert_not(s.truncated, "a path of exactly the limit is recorded");
+	cr_assert_eq(s.n, 1);
+	cr_assert_eq(strlen(s.entries[0].path), longest);
+	airlock_snapshot_clear(&s);
+	ws_close(&t);
+
+	ws_open(&t);
+	make_long_path(t.fd, 15, longest - dirs + 1);
+	walk_ok(t.fd, 100, AIRLOCK_SNAPSHOT_PATH_BYTES_MAX, &s);
+	cr_assert(s.truncated, "one byte over");
+	cr_assert_eq(s.n, 0);
+	airlock_snapshot_clear(&s);
+	ws_close(&t);
+
+	ws_open(&t);
+	put_file(t.fd, "short", "s");
+	make_long_path(t.fd, 17, 10);
+	walk_ok(t.fd, 100, AIRLOCK_SNAPSHOT_PATH_BYTES_MAX, &s);
+	cr_assert(s.truncated, "directories nested past the length");
+	airlock_snapshot_clear(&s);
+	ws_close(&t);
+}
+
+Test(snapshot_walk, an_unreadable_directory_truncates_without_error)
+{
+	tmp_ws t;
+	ws_open(&t);
+	cr_assert_eq(fchmod(t.fd, 0755), 0);
+	put_file(t.fd, "visible", "v");
+	int locked = make_dir(t.fd, "locked", t.fd);
+	put_file(locked, "hidden", "h");
+	cr_assert_eq(fchmod(locked, 0), 0);
+	close(locked);
+	/* Checked as an unprivileged uid, which the mode stops (root's
+	 * CAP_DAC_OVERRIDE would not be). */
+	pid_t pid = fork();
+	cr_assert_geq(pid, 0);
+	if (pid == 0) {
+		if (geteuid() == 0 && (setgid(65534) < 0 || setuid(65534) < 0))
+			_exit(10);
+		airlock_snapshot s = { 0 };
+		airlock_error err = { 0 };
+		if (airlock_snapshot_walk(t.fd, 100, AIRLOCK_SNAPSHOT_PATH_BYTES_MAX, &s, &err) != 0)
+			_exit(11);
+		_exit(s.truncated ? 0 : 12);
+	}
+	int status = 0;
+	cr_assert_eq(waitpid(pid, &status, 0), pid);
+	cr_assert(WIFEXITED(status));
+	cr_assert_eq(WEXITSTATUS(status), 0, "child status %d", WEXITSTATUS(status));
+	ws_close(&t);
 }

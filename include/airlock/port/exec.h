@@ -15,7 +15,8 @@
  *     SandboxEscapeSuspected (an adapter bug becomes an error instead of a
  *     cross-tenant read);
  *   - execute on a destroyed (or never provisioned) handle is
- *     ExecutionRejected;
+ *     ExecutionRejected, and so is a second execute on a handle whose
+ *     command is still running;
  *   - destroy is idempotent and never fails for a handle already gone;
  *   - the command is validated (argv shape and size, argv[0] form, the
  *     working directory through the containment string rules, the timeout)
@@ -72,7 +73,10 @@ typedef struct airlock_exec_ops {
 	                 const airlock_environment_handle *handle, airlock_error *err);
 
 	/* Run one command. The handle has been checked against the provisioned
-	 * record. Fills *ret (zeroed by the caller; owned by the caller afterwards)
+	 * record, and no other execute runs on it. The working directory has
+	 * passed the containment string rules; the adapter resolves it on its
+	 * workspace (airlock_workspace_resolve) while it holds the sandbox, so a
+	 * concurrent destroy cannot free the workspace under the check. Fills *ret (zeroed by the caller; owned by the caller afterwards)
 	 * with every field: partial output on every kill, files_changed computed
 	 * by the adapter from the workspace, never reported by the command.
 	 * Return an error only when no result can be produced; an environment

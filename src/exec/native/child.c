@@ -9,10 +9,10 @@
  */
 #include <errno.h>
 #include <fcntl.h>
-#include <grp.h>
 #include <linux/capability.h>
 #include <linux/mount.h>
 #include <net/if.h>
+#include <poll.h>
 #include <sched.h>
 #include <signal.h>
 #include <stdbool.h>
@@ -98,8 +98,11 @@ int native_become_sandbox_user(const native_seccomp *s, int last_cap)
 			return NATIVE_STEP_DROP;
 	if (prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0) < 0 && errno != EINVAL)
 		return NATIVE_STEP_DROP;
-	if (setresgid(NATIVE_SANDBOX_GID, NATIVE_SANDBOX_GID, NATIVE_SANDBOX_GID) < 0 ||
-	    setresuid(NATIVE_SANDBOX_UID, NATIVE_SANDBOX_UID, NATIVE_SANDBOX_UID) < 0)
+	/* Raw system calls: glibc's wrappers broadcast the change to every
+	 * thread the service had, which a clone3 child does not have, and
+	 * could wait for them forever. */
+	if (syscall(SYS_setresgid, NATIVE_SANDBOX_GID, NATIVE_SANDBOX_GID, NATIVE_SANDBOX_GID) < 0 ||
+	    syscall(SYS_setresuid, NATIVE_SANDBOX_UID, NATIVE_SANDBOX_UID, NATIVE_SANDBOX_UID) < 0)
 		return NATIVE_STEP_DROP;
 	/* A uid change inside a user namespace whose uid 0 is unmapped does not
 	 * clear capabilities by itself (the kernel compares with the namespace's
@@ -208,6 +211,29 @@ _Noreturn void native_init_main(const native_init_args *a)
 	if (sethostname("sandbox", 7) < 0)
 		fail(fd, NATIVE_STEP_HOSTNAME);
 
+	/* Become the sandbox's own host id before creating the user namespace:
+	 * the namespace's per-user counts (pending signals, message queues,
+	 * inotify and fanotify instances, processes) are then charged to this
+	 * sandbox's id, not to host root's, which every sandbox and every root
+	 * daemon share. The limits set first become the namespace's ceilings. */
+	static const struct {
+		int resource;
+		rlim_t value;
+	} ceilings[] = {
+		{ RLIMIT_SIGPENDING, 4096 },
+		{ RLIMIT_MSGQUEUE, 819200 },
+		{ RLIMIT_MEMLOCK, 8u << 20 },
+	};
+	for (size_t i = 0; i < sizeof(ceilings) / sizeof(ceilings[0]); i++) {
+		struct rlimit rl = { ceilings[i].value, ceilings[i].value };
+		if (setrlimit(ceilings[i].resource, &rl) < 0)
+			fail(fd, NATIVE_STEP_USERNS);
+	}
+	if (syscall(SYS_setgroups, 0, NULL) < 0 ||
+	    syscall(SYS_setresgid, a->host_id, a->host_id, a->host_id) < 0 ||
+	    syscall(SYS_setresuid, a->host_id, a->host_id, a->host_id) < 0)
+		fail(fd, NATIVE_STEP_USERNS);
+
 	/* The user namespace comes last: every mount and the network namespace
 	 * stay owned by the host's user namespace, so nothing inside can change
 	 * them even with a capability in its own namespace. */
@@ -229,12 +255,24 @@ _Noreturn void native_init_main(const native_init_args *a)
 	sigaction(SIGCHLD, &sa, NULL);
 
 	send_msg(fd, NATIVE_MSG_READY, 0, 0);
-	/* Every descriptor goes, the sync socket and stdio included: init
-	 * keeps nothing of the service's. */
-	syscall(SYS_close_range, 0, ~0U, 0);
+	/* Every descriptor goes, the sync socket and stdio included, except the
+	 * lifeline: init keeps nothing of the service's. */
+	int life = a->lifeline_fd;
+	if (life > 0)
+		syscall(SYS_close_range, 0, (unsigned)life - 1, 0);
+	syscall(SYS_close_range, (unsigned)life + 1, ~0U, 0);
+	/* Reap orphans; when the service goes away without destroying the
+	 * sandbox, its end of the lifeline closes and init exits, which ends
+	 * every process of the pid namespace: a sandbox never outlives the
+	 * service that started it. (PR_SET_PDEATHSIG would follow the thread
+	 * that cloned us, not the service.) */
 	for (;;) {
-		if (waitpid(-1, NULL, __WALL) < 0 && errno == ECHILD)
-			pause();
+		while (waitpid(-1, NULL, __WALL | WNOHANG) > 0)
+			;
+		struct pollfd p = { .fd = life, .events = POLLIN };
+		int r = poll(&p, 1, -1);
+		if (r > 0 && (p.revents & (POLLHUP | POLLERR | POLLIN)))
+			_exit(0);
 	}
 }
 
@@ -289,7 +327,7 @@ _Noreturn void native_cmd_main(const native_cmd_args *a)
 		fail(fd, NATIVE_STEP_SYNC);
 	/* Supplementary groups go while it is still allowed: the sandbox's user
 	 * namespace denies setgroups. */
-	if (setgroups(0, NULL) < 0)
+	if (syscall(SYS_setgroups, 0, NULL) < 0)
 		fail(fd, NATIVE_STEP_DROP);
 	if (setns(a->init_pidfd, CLONE_NEWUSER | CLONE_NEWNS | CLONE_NEWNET | CLONE_NEWIPC |
 	                             CLONE_NEWUTS | CLONE_NEWPID | CLONE_NEWCGROUP) < 0)

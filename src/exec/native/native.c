@@ -61,6 +61,8 @@ typedef struct sandbox {
 	uid_t host_id;
 	pid_t init_pid;
 	int init_pidfd;
+	int lifeline_w;  /* our end of init's lifeline; closing it ends the sandbox */
+	pthread_mutex_t start_lock; /* orders "is it dead?" with starting a command */
 	native_cgroup *cg;
 	native_volume *vol;
 	airlock_workspace *ws;
@@ -340,6 +342,7 @@ static void sandbox_free(sandbox *b)
 {
 	if (!b)
 		return;
+	pthread_mutex_destroy(&b->start_lock);
 	free(b->tenant_id);
 	if (b->envp)
 		for (size_t i = 0; i < b->n_env; i++)
@@ -357,6 +360,10 @@ static int sandbox_teardown(airlock_native *n, sandbox *b, airlock_error *err)
 	if (b->cg) {
 		r = native_cgroup_destroy(b->cg, NATIVE_KILL_WAIT_MS, err);
 		b->cg = NULL;
+	}
+	if (b->lifeline_w >= 0) {
+		close(b->lifeline_w);
+		b->lifeline_w = -1;
 	}
 	if (b->init_pidfd >= 0) {
 		kill_and_reap(b->init_pidfd);
@@ -442,10 +449,13 @@ static int native_provision(void *ctx, const airlock_environment_spec *spec,
 	snprintf(b->id, sizeof(b->id), "%s", handle->environment_id);
 	b->limits = spec->limits;
 	b->init_pidfd = -1;
+	b->lifeline_w = -1;
+	pthread_mutex_init(&b->start_lock, NULL);
 	b->refs = 1;
 	b->tenant_id = strdup(spec->tenant_id);
 	int image_fd = -1;
 	int sv[2] = { -1, -1 };
+	int lifeline_r = -1;
 	int r;
 	if (!b->tenant_id) {
 		r = airlock_error_set(err, AIRLOCK_ERR_SYSTEM, ENOMEM, "provision");
@@ -485,6 +495,16 @@ static int native_provision(void *ctx, const airlock_environment_spec *spec,
 		r = airlock_error_set(err, AIRLOCK_ERR_SYSTEM, errno, "provision");
 		goto fail;
 	}
+	/* init's lifeline: we keep the write end for the sandbox's life and
+	 * never write it; when this process dies the kernel closes it and init,
+	 * seeing the hang-up, ends the sandbox. */
+	int life[2];
+	if (pipe2(life, O_CLOEXEC) < 0) {
+		r = airlock_error_set(err, AIRLOCK_ERR_SYSTEM, errno, "provision: lifeline");
+		goto fail;
+	}
+	lifeline_r = life[0];
+	b->lifeline_w = life[1];
 	native_init_args ia = {
 		.sync_fd = sv[1],
 		.image_mount_fd = image_fd,
@@ -492,6 +512,8 @@ static int native_provision(void *ctx, const airlock_environment_spec *spec,
 		.tmp_options = tmp_options,
 		.seccomp = &n->seccomp,
 		.last_cap = n->last_cap,
+		.host_id = b->host_id,
+		.lifeline_fd = lifeline_r,
 	};
 	/* clone3 rather than fork: the namespaces are created with the child,
 	 * and a pidfd comes back with it, so no pid is ever reused under us. */
@@ -513,6 +535,8 @@ static int native_provision(void *ctx, const airlock_environment_spec *spec,
 	b->init_pid = pid;
 	close(sv[1]);
 	sv[1] = -1;
+	close(lifeline_r);
+	lifeline_r = -1;
 	close(image_fd);
 	image_fd = -1;
 
@@ -559,6 +583,8 @@ static int native_provision(void *ctx, const airlock_environment_spec *spec,
 	}
 	return 0;
 fail:
+	if (lifeline_r >= 0)
+		close(lifeline_r);
 	if (sv[0] >= 0)
 		close(sv[0]);
 	if (sv[1] >= 0)
@@ -643,8 +669,9 @@ static int make_cwd(const char *rel, char *out, size_t size)
 /* Start the command in the sandbox; returns its pidfd via *ret_pidfd. */
 static int start_command(airlock_native *n, sandbox *b, const airlock_execution_command *cmd,
                          char *const *envp, const char *cwd, int in_r, int out_w, int err_w,
-                         int exec_err_w, int64_t deadline, int *ret_pidfd, airlock_error *err)
+                         int exec_err_w, int *ret_pidfd, airlock_error *err)
 {
+	int64_t deadline = util_monotonic_ms() + n->cfg.start_budget_seconds * 1000;
 	int sv[2];
 	if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) < 0)
 		return airlock_error_set(err, AIRLOCK_ERR_SYSTEM, errno, "execute");
@@ -677,17 +704,24 @@ static int start_command(airlock_native *n, sandbox *b, const airlock_execution_
 			r = child_error("execute: starting the command", rr, &m, err);
 	}
 	close(sv[0]);
-	/* The starter exits right after reporting (or failing); reap it. */
-	if (r < 0)
+	/* The starter exits right after reporting (or failing); reap it. A
+	 * command it may have started before we gave up must not run
+	 * unobserved: the cmd group is emptied. */
+	if (r < 0) {
 		kill(h, SIGKILL);
+		native_cgroup_kill_cmd(b->cg, NATIVE_KILL_WAIT_MS, NULL);
+	}
 	while (waitpid(h, NULL, 0) < 0 && errno == EINTR)
 		;
 	if (r < 0)
 		return r;
 	int pfd = pidfd_open_((pid_t)m.value);
-	if (pfd < 0)
-		return airlock_error_set(err, AIRLOCK_ERR_EXECUTION_UNAVAILABLE, errno,
+	if (pfd < 0) {
+		int e = errno;
+		native_cgroup_kill_cmd(b->cg, NATIVE_KILL_WAIT_MS, NULL);
+		return airlock_error_set(err, AIRLOCK_ERR_EXECUTION_UNAVAILABLE, e,
 		                         "execute: pidfd of the command");
+	}
 	*ret_pidfd = pfd;
 	return 0;
 }
@@ -726,10 +760,21 @@ static int native_execute(void *ctx, const airlock_environment_handle *handle,
 	r = native_volume_check_identity(b->vol, err);
 	if (r < 0)
 		goto out;
-	r = airlock_snapshot_walk(rootfd, (size_t)b->limits.inodes_max + 16, &before, err);
+	r = airlock_snapshot_walk(rootfd, (size_t)b->limits.inodes_max + 16,
+	                          AIRLOCK_SNAPSHOT_PATH_BYTES_MAX, &before, err);
 	if (r < 0)
 		goto out;
 
+	/* The working directory is resolved here, through the volume's own
+	 * descriptor and while this execute holds the sandbox, so a symlink
+	 * the sandbox planted is refused rather than followed. */
+	if (strcmp(cmd->working_directory, ".") != 0) {
+		_cleanup_free_ char *resolved = NULL;
+		r = airlock_workspace_resolve(b->ws, cmd->working_directory,
+		                              strlen(cmd->working_directory), &resolved, err);
+		if (r < 0)
+			goto out;
+	}
 	char cwd[AIRLOCK_PATH_MAX + 16];
 	if (make_cwd(cmd->working_directory, cwd, sizeof(cwd)) < 0) {
 		r = airlock_error_set(err, AIRLOCK_ERR_WORKSPACE_ESCAPE, 0, "working_directory is too long");
@@ -764,8 +809,16 @@ static int native_execute(void *ctx, const airlock_environment_handle *handle,
 
 	int64_t timeout_at = start + req->effective_timeout_ms;
 	int64_t expiry_at = start + (req->expires_at_ms - util_now_ms());
-	r = start_command(n, b, cmd, envp, cwd, pipes[0][0], pipes[1][1], pipes[2][1], pipes[3][1],
-	                  start + n->cfg.start_budget_seconds * 1000, &pidfd, err);
+	/* Checked and started under one lock: a destroy that has marked the
+	 * sandbox dead is never followed by a new command in it. */
+	pthread_mutex_lock(&b->start_lock);
+	if (b->dead)
+		r = airlock_error_set(err, AIRLOCK_ERR_EXECUTION_REJECTED, 0,
+		                      "environment %s was destroyed", handle->environment_id);
+	else
+		r = start_command(n, b, cmd, envp, cwd, pipes[0][0], pipes[1][1], pipes[2][1],
+		                  pipes[3][1], &pidfd, err);
+	pthread_mutex_unlock(&b->start_lock);
 	/* The child ends of the pipes are the command's now (or nobody's). */
 	for (int i = 0; i < 4; i++) {
 		close(pipes[i][i == 0 ? 0 : 1]);
@@ -914,7 +967,8 @@ static int native_execute(void *ctx, const airlock_environment_handle *handle,
 	r = native_volume_check_identity(b->vol, err);
 	if (r < 0)
 		goto out;
-	r = airlock_snapshot_walk(rootfd, (size_t)b->limits.inodes_max + 16, &after, err);
+	r = airlock_snapshot_walk(rootfd, (size_t)b->limits.inodes_max + 16,
+	                          AIRLOCK_SNAPSHOT_PATH_BYTES_MAX, &after, err);
 	if (r < 0)
 		goto out;
 	/* At most the volume's size is hashed: the real data it can hold.
@@ -975,6 +1029,9 @@ static int native_destroy(void *ctx, const char *environment_id, airlock_error *
 	pthread_mutex_unlock(&n->lock);
 	if (!b)
 		return 0; /* already gone */
+	pthread_mutex_lock(&b->start_lock);
+	b->dead = true;
+	pthread_mutex_unlock(&b->start_lock);
 	/* Kill first, even with an execute in flight: its loop sees the command
 	 * die and returns; the last reference frees the rest. */
 	int r = 0;

@@ -10,6 +10,7 @@
  */
 
 #include <stdint.h>
+#include <sys/types.h>
 
 #include "exec/native/seccomp.h"
 
@@ -67,6 +68,8 @@ typedef struct native_init_args {
 	const char *tmp_options; /* "size=N,mode=1777" for /tmp and /dev/shm */
 	const native_seccomp *seccomp;
 	int last_cap;
+	uid_t host_id;   /* the sandbox's own host id (uid and gid) */
+	int lifeline_fd; /* read end: hang-up means the service is gone */
 } native_init_args;
 
 /* The sandbox's init: builds the root, becomes the sandbox user, then reaps

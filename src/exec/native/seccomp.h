@@ -16,7 +16,10 @@
  * process_vm_readv/writev, keyctl, add_key, request_key, kexec_*, module
  * loading, open_by_handle_at, name_to_handle_at, perf_event_open,
  * userfaultfd, and other architectures (a foreign-arch or x32 syscall kills
- * the process). Denied calls return EPERM unless noted.
+ * the process). Socket families other than unix, inet, inet6 and netlink
+ * get EAFNOSUPPORT (vsock ignores network namespaces). System call numbers
+ * newer than the last one reviewed get ENOSYS until someone reviews them.
+ * Denied calls return EPERM unless noted.
  */
 
 #include <stddef.h>

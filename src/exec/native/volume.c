@@ -636,6 +636,20 @@ int native_volume_create(int backing_dir_fd, int64_t bytes, int64_t inodes, uid_
 			                         "cannot punch holes, so a volume could not be erased");
 		return airlock_error_set(err, AIRLOCK_ERR_SYSTEM, e, "workspace volume: punch test");
 	}
+	/* Reserve every byte now: sparse volumes would overcommit the host's
+	 * disk, and the sandbox that filled the last of it would see its
+	 * writes lost to I/O errors (and take the host's disk with it) instead
+	 * of ENOSPC in its own workspace. Allocated extents read as zeros, so
+	 * the lazy formatting below stays correct. */
+	if (fallocate(v->backing_fd, 0, 0, (off_t)bytes) < 0) {
+		int e = errno;
+		if (e == ENOSPC)
+			return airlock_error_set(err, AIRLOCK_ERR_EXECUTION_UNAVAILABLE, 0,
+			                         "workspace volume: the host has no room to reserve "
+			                         "%" PRId64 " bytes for a workspace",
+			                         bytes);
+		return airlock_error_set(err, AIRLOCK_ERR_SYSTEM, e, "workspace volume: reserve");
+	}
 
 	/* A shape formatted before is written from memory (see "formatted
 	 * images"); a new one is formatted by mkfs and remembered. Either way
@@ -706,7 +720,7 @@ int native_volume_backing_fd(const native_volume *v)
 	return v ? v->backing_fd : -1;
 }
 
-#define NATIVE_VOLUME_FULL_SLACK (1024u * 1024u)
+#define NATIVE_VOLUME_FULL_SLACK (256u * 1024u)
 
 int native_volume_full(const native_volume *v, bool *ret, airlock_error *err)
 {
@@ -718,8 +732,8 @@ int native_volume_full(const native_volume *v, bool *ret, airlock_error *err)
 	 * write with ENOSPC while a few dozen blocks still show as available,
 	 * because delayed allocation holds back room for the metadata it will
 	 * need (measured here: 54 blocks left at 64 MiB, 46 at 4 GiB). Under
-	 * NATIVE_VOLUME_FULL_SLACK bytes the volume is full in every sense a
-	 * writer can observe. */
+	 * NATIVE_VOLUME_FULL_SLACK bytes (64 blocks) the volume is full in every
+	 * sense a writer can observe. */
 	*ret = (uint64_t)s.f_bavail * (uint64_t)s.f_bsize < NATIVE_VOLUME_FULL_SLACK || s.f_ffree == 0;
 	return 0;
 }

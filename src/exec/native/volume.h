@@ -5,7 +5,8 @@
 /*
  * A sandbox's workspace volume: an ext4 filesystem of workspace_bytes with
  * inodes_max inodes, on a loop device backed by an unnamed (O_TMPFILE)
- * sparse file, mounted detached with the new mount API (fsopen, fsconfig,
+ * file whose every block is reserved at creation (so live volumes never
+ * overcommit the host's disk), mounted detached with the new mount API (fsopen, fsconfig,
  * fsmount: nosuid, nodev). It has no host path at any time: the service
  * holds the mount by descriptor and the sandbox sees it at /workspace.
  *
