@@ -754,6 +754,9 @@ static int native_execute(void *ctx, const airlock_environment_handle *handle,
 	airlock_snapshot before = { 0 }, after = { 0 };
 	int pidfd = -1;
 	char **envp = NULL;
+	/* Declared before the first goto: a cleanup variable jumped over
+	 * would be freed uninitialized. */
+	_cleanup_free_ char *pwd = NULL;
 	airlock_kill_reason kill_reason = AIRLOCK_KILL_NONE;
 	int r;
 
@@ -786,7 +789,6 @@ static int native_execute(void *ctx, const airlock_environment_handle *handle,
 		goto out;
 	}
 	memcpy(envp, b->envp, b->n_env * sizeof(char *));
-	_cleanup_free_ char *pwd = NULL;
 	if (asprintf(&pwd, "PWD=%s", cwd) < 0) {
 		pwd = NULL;
 		r = airlock_error_set(err, AIRLOCK_ERR_SYSTEM, ENOMEM, "execute");
