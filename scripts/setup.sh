@@ -12,6 +12,7 @@ packages=(
 	libyaml-dev                        # settings file (and the egress policy grammar)
 	libssl-dev                         # SHA-256 and base64 via libcrypto EVP
 	libseccomp-dev                     # the native sandbox's seccomp filter, built and exported as BPF
+	libc-ares-dev                      # egress: the proxy's resolver (A and AAAA once, configurable servers)
 	python3                            # test helpers parse JSON output
 	debootstrap erofs-utils gpgv debian-archive-keyring             # sandbox images: built from Debian packages, named by digest
 	e2fsprogs                          # mkfs.ext4 formats each sandbox's workspace volume (native)

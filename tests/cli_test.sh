@@ -106,5 +106,38 @@ expect image-ls-empty 0 '' -- env AIRLOCK_IMAGE_STORE="$TMP/store" "$AIRLOCK" im
 mkdir -m 0775 "$TMP/open-store"
 expect image-store-group-writable 78 'supply-chain' -- env AIRLOCK_IMAGE_STORE="$TMP/open-store" "$AIRLOCK" image ls
 
+# egress validate (the check subcommand is tested with the evaluation function)
+expect egress-no-subcommand 64 'usage: airlock egress' -- "$AIRLOCK" egress
+expect egress-unknown-subcommand 64 "unknown subcommand 'frob'" -- "$AIRLOCK" egress frob
+expect egress-validate-help 0 'usage: airlock egress validate FILE' -- "$AIRLOCK" egress validate --help
+expect egress-validate-no-file 64 'usage: airlock egress validate' -- "$AIRLOCK" egress validate
+expect egress-validate-two-files 64 'usage' -- "$AIRLOCK" egress validate a.yaml b.yaml
+printf 'egress:\n  mode: allowlist\n  destinations:\n    - host: PyPI.org.\n      ports: [443]\n    - host: "*.pythonhosted.org"\n      ports: [443]\n' >"$TMP/egress-good.yaml"
+expect egress-validate-good 0 'host: "pypi.org"' -- "$AIRLOCK" egress validate "$TMP/egress-good.yaml"
+"$AIRLOCK" egress validate "$TMP/egress-good.yaml" >"$TMP/egress-normalized.yaml" 2>/dev/null
+expect egress-validate-normalized-output 0 'host: "\*\.pythonhosted\.org"' -- "$AIRLOCK" egress validate "$TMP/egress-normalized.yaml"
+printf 'egress:\n  mode: allowlist\n  destinations:\n    - host: pypi.org\n      ports: [443]\n    - host: 0x7f.1\n      ports: [443]\n' >"$TMP/egress-ip.yaml"
+expect egress-validate-ip 2 'egress-ip\.yaml:6: destinations\[1\]\.host: .*an IP address is not a destination' -- "$AIRLOCK" egress validate "$TMP/egress-ip.yaml"
+printf 'egress:\n  mode: allow\n' >"$TMP/egress-allow.yaml"
+expect egress-validate-allow-mode 2 'egress-allow\.yaml:2: mode: there is no allow mode' -- "$AIRLOCK" egress validate "$TMP/egress-allow.yaml"
+expect egress-validate-missing 2 'no-policy\.yaml: cannot open' -- "$AIRLOCK" egress validate "$TMP/no-policy.yaml"
+# egress check: --resolve answers instead of DNS, so nothing here touches the network.
+EGC="$AIRLOCK egress check --policy $TMP/egress-good.yaml"
+expect egress-check-help 0 'usage: airlock egress check' -- "$AIRLOCK" egress check --help
+expect egress-check-allowed 0 '^\{"decision":"allow","reason":"ALLOWED","host":"pypi\.org","port":443,"addresses":\["198\.51\.100\.10","2001:db8::10"\],"dial":"198\.51\.100\.10"\}$' -- $EGC --resolve PyPI.org=198.51.100.10,2001:db8::10 pypi.org 443
+expect egress-check-wildcard 0 '"host":"files\.pythonhosted\.org".*"dial":"198\.51\.100\.11"' -- $EGC --resolve files.pythonhosted.org=198.51.100.11 FILES.pythonhosted.org. 443
+expect egress-check-metadata-mapped 1 '"decision":"deny","reason":"METADATA_ADDRESS".*"addresses":\["198\.51\.100\.10","::ffff:169\.254\.169\.254"\],"dial":null' -- $EGC --resolve pypi.org=198.51.100.10,::ffff:169.254.169.254 pypi.org 443
+expect egress-check-private 1 '"reason":"DENIED_ADDRESS".*"addresses":\["10\.0\.0\.7"\],"dial":null' -- $EGC --resolve pypi.org=10.0.0.7 pypi.org 443
+expect egress-check-port-not-allowed 1 '"reason":"PORT_NOT_ALLOWED","host":"pypi\.org","port":8443' -- $EGC --resolve pypi.org=198.51.100.10 pypi.org 8443
+expect egress-check-not-allowlisted 1 '"reason":"NOT_ALLOWLISTED"' -- $EGC --resolve example.org=198.51.100.10 example.org 443
+expect egress-check-ip-literal 1 '"reason":"IP_LITERAL"' -- $EGC 0x7f.1 443
+printf 'egress:\n  mode: deny\n' >"$TMP/egress-deny.yaml"
+expect egress-check-mode-deny 1 '"reason":"MODE_DENY"' -- "$AIRLOCK" egress check --policy "$TMP/egress-deny.yaml" --resolve pypi.org=198.51.100.10 pypi.org 443
+expect egress-check-bad-policy 2 'egress-allow\.yaml:2: mode: there is no allow mode' -- "$AIRLOCK" egress check --policy "$TMP/egress-allow.yaml" pypi.org 443
+expect egress-check-no-policy 64 'usage: airlock egress check' -- "$AIRLOCK" egress check pypi.org 443
+expect egress-check-bad-port 64 'port "0" is not 1\.\.65535' -- $EGC pypi.org 0
+expect egress-check-bad-resolve 64 '"1\.2\.3" is not an address' -- $EGC --resolve pypi.org=1.2.3 pypi.org 443
+expect egress-check-bad-dns 64 'is not ADDR\[:PORT\]' -- $EGC --dns dns.example pypi.org 443
+
 echo "cli: $pass passed, $fail failed"
 [ "$fail" -eq 0 ]

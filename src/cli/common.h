@@ -45,5 +45,6 @@ int cli_run(int argc, char **argv);
 int cli_config(int argc, char **argv);
 int cli_doctor(int argc, char **argv);
 int cli_image(int argc, char **argv);
+int cli_egress(int argc, char **argv);
 
 #endif

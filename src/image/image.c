@@ -617,7 +617,7 @@ typedef struct prog_env {
 static void prog_env_build(prog_env *e)
 {
 	size_t n = 0;
-	static const char *const fixed[] = { "PATH=" FIXED_PATH, "LC_ALL=C", "HOME=/root",
+	static const char *const fixed[] = { ("PATH=" FIXED_PATH), "LC_ALL=C", "HOME=/root",
 		                             "DEBIAN_FRONTEND=noninteractive" };
 	for (size_t i = 0; i < ARRAY_SIZE(fixed); i++)
 		snprintf(e->storage[n++], PROG_ENV_VALUE_MAX, "%s", fixed[i]);

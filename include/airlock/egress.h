@@ -1,0 +1,201 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+#ifndef AIRLOCK_EGRESS_H
+#define AIRLOCK_EGRESS_H
+
+/*
+ * The egress boundary's policy (sandbox-isolation.md, "The egress boundary",
+ * "The allowlist grammar", "What the proxy does on CONNECT"): one policy
+ * object, evaluated by one function, called from two places (the sandbox
+ * proxy and the worker's outbound guard). A second implementation anywhere
+ * is a defect.
+ *
+ * The policy is airlock_egress_policy (airlock/types.h). Host names in it
+ * are normalized once at parse time: lowercase, no trailing dot, valid DNS
+ * names (labels 1-63 of [a-z0-9-], not starting or ending with '-', total at
+ * most 253), or "*." + such a name (a wildcard is exactly one leftmost
+ * label). No destination is ever an IP address in any spelling.
+ */
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <netinet/in.h>
+
+#include "airlock/error.h"
+#include "airlock/types.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ---- the grammar ---------------------------------------------------------
+ *
+ *   egress:
+ *     mode: deny            # deny | allowlist; deny is the default
+ *     destinations:
+ *       - host: pypi.org
+ *         ports: [443]
+ *       - host: "*.pythonhosted.org"
+ *         ports: [443]
+ *
+ * Rules (each error names the file, the line and the rule broken):
+ *   - the document is a mapping with exactly one key, `egress`;
+ *   - `mode` is `deny` or `allowlist`; absent means deny; there is no allow;
+ *   - `destinations` is a sequence of mappings with exactly the keys `host`
+ *     and `ports`; `ports` is a required, non-empty sequence of integers in
+ *     1..65535 (duplicates refused);
+ *   - `host` has no scheme, no port, no path, no userinfo, and is not an IP
+ *     address in any spelling (dotted, bracketed, IPv6, decimal, octal, hex,
+ *     short forms like 127.1); it normalizes as above;
+ *   - mode deny with destinations, or allowlist with none, is refused (a
+ *     policy that says two things);
+ *   - unknown keys, anchors, aliases and tags are refused.
+ */
+#define AIRLOCK_EGRESS_POLICY_INPUT_MAX (1u << 20)
+#define AIRLOCK_EGRESS_DESTINATIONS_MAX 1024
+#define AIRLOCK_HOSTNAME_MAX 253
+
+/* Parse a policy document. name is used in errors ("policy.yaml:7: ...").
+ * AIRLOCK_ERR_CONFIG on any violation; *ret untouched on failure. */
+int airlock_egress_policy_parse(const char *name, const char *buf, size_t len,
+                                airlock_egress_policy *ret, airlock_error *err);
+int airlock_egress_policy_load(const char *path, airlock_egress_policy *ret, airlock_error *err);
+
+/* Print the normalized policy as YAML that parses back to the same policy. */
+int airlock_egress_policy_format(const airlock_egress_policy *p, char **ret, airlock_error *err);
+
+/* Normalize a host name as the grammar does (lowercase, one trailing dot
+ * removed) into out; false when it is not a valid DNS name (or, with
+ * allow_wildcard, "*." + one). An IP literal is never a valid name. */
+bool airlock_hostname_normalize(const char *in, size_t len, bool allow_wildcard,
+                                char out[AIRLOCK_HOSTNAME_MAX + 1]);
+
+/* The one host matcher (the proxy, the guard and the evaluation function all
+ * call this; a second matcher is a defect). pattern is a destination's host
+ * as the parser stored it; host is a requested name already normalized by
+ * airlock_hostname_normalize(..., false, ...). An exact name matches itself
+ * only; "*.example.com" matches exactly one more leftmost label:
+ * a.example.com, never example.com, a.b.example.com or evilexample.com.
+ * NULL, an empty host or a host containing '*' never matches. */
+bool airlock_egress_host_matches(const char *pattern, const char *host);
+
+/* True when s is an IP address in any spelling a resolver or a URL parser
+ * would accept: dotted quad, fewer parts (127.1), decimal (2130706433), octal
+ * (0177.0.0.1), hex (0x7f.1), bracketed or bare IPv6, with a zone. */
+bool airlock_ip_literal(const char *s, size_t len);
+
+/* ---- the address denylist --------------------------------------------------
+ * Not configurable; applied in both modes. The specification's table plus
+ * the unspecified addresses, multicast, broadcast, and IPv4 embedded in IPv6
+ * by any standard form (IPv4-mapped ::ffff:0:0/96, NAT64 64:ff9b::/96, 6to4
+ * 2002::/16, IPv4-compatible ::/96), each unwrapped and checked as IPv4. */
+typedef enum airlock_addr_class {
+	AIRLOCK_ADDR_INVALID = 0,
+	AIRLOCK_ADDR_PUBLIC,          /* allowed to dial */
+	AIRLOCK_ADDR_METADATA,        /* 169.254.169.254: named on its own */
+	AIRLOCK_ADDR_THIS_NETWORK,    /* 0.0.0.0/8, :: */
+	AIRLOCK_ADDR_PRIVATE,         /* 10/8, 172.16/12, 192.168/16, fc00::/7 */
+	AIRLOCK_ADDR_LOOPBACK,        /* 127/8, ::1 */
+	AIRLOCK_ADDR_LINK_LOCAL,      /* 169.254/16, fe80::/10 */
+	AIRLOCK_ADDR_CGNAT,           /* 100.64/10 */
+	AIRLOCK_ADDR_MULTICAST,       /* 224/4, ff00::/8 */
+	AIRLOCK_ADDR_BROADCAST,       /* 255.255.255.255 (and 240/4 reserved) */
+	AIRLOCK_ADDR__MAX
+} airlock_addr_class;
+const char *airlock_addr_class_name(airlock_addr_class c);
+
+typedef struct airlock_addr {
+	int family; /* AF_INET or AF_INET6 */
+	union {
+		struct in_addr v4;
+		struct in6_addr v6;
+	};
+} airlock_addr;
+
+airlock_addr_class airlock_addr_classify(const airlock_addr *a);
+/* Parse a numeric address (inet_pton forms only); false otherwise. */
+bool airlock_addr_parse(const char *s, airlock_addr *ret);
+/* Format into out (INET6_ADDRSTRLEN). */
+void airlock_addr_format(const airlock_addr *a, char out[46]);
+
+/* ---- the evaluation function --------------------------------------------- */
+
+typedef enum airlock_egress_reason {
+	AIRLOCK_EGRESS_REASON_INVALID = 0,
+	AIRLOCK_EGRESS_ALLOWED,
+	AIRLOCK_EGRESS_MODE_DENY,
+	AIRLOCK_EGRESS_NOT_ALLOWLISTED,
+	AIRLOCK_EGRESS_PORT_NOT_ALLOWED,
+	AIRLOCK_EGRESS_IP_LITERAL,
+	AIRLOCK_EGRESS_BAD_HOSTNAME,
+	AIRLOCK_EGRESS_DNS_FAILURE,
+	AIRLOCK_EGRESS_DENIED_ADDRESS,  /* a resolved address is on the denylist */
+	AIRLOCK_EGRESS_METADATA_ADDRESS, /* ... and it is 169.254.169.254 */
+	AIRLOCK_EGRESS_REASON__MAX
+} airlock_egress_reason;
+const char *airlock_egress_reason_name(airlock_egress_reason r);
+
+#define AIRLOCK_EGRESS_ADDRESSES_MAX 32
+
+/* A resolver: every A and AAAA record of name, once. The production one is
+ * c-ares with configurable servers; tests and `egress check --resolve` pass
+ * their own. Returns 0 and fills up to max addresses, or a negative code
+ * (the name does not resolve). */
+typedef int (*airlock_egress_resolve_fn)(void *ctx, const char *name, airlock_addr *ret,
+                                         size_t max, size_t *ret_n);
+
+/* The production resolver (src/egress/resolve.c, c-ares). servers is
+ * "ADDR[:PORT],..." (numeric addresses only; IPv6 bracketed when a port
+ * follows; port 53 by default; at most 16) or NULL for the system's
+ * (/etc/resolv.conf). It never reads /etc/hosts or applies a search list:
+ * the name asked is the name checked. AIRLOCK_ERR_CONFIG for a bad servers
+ * string; *ret untouched on failure. One resolver is used by one thread at a
+ * time. */
+#define AIRLOCK_EGRESS_RESOLVE_TIMEOUT_MS 5000
+typedef struct airlock_egress_resolver airlock_egress_resolver;
+int airlock_egress_resolver_new(const char *servers, airlock_egress_resolver **ret,
+                                airlock_error *err);
+void airlock_egress_resolver_free(airlock_egress_resolver *r);
+/* An airlock_egress_resolve_fn; ctx is an airlock_egress_resolver. One A
+ * and one AAAA query (each tried once per server), within
+ * AIRLOCK_EGRESS_RESOLVE_TIMEOUT_MS in all; A answers come first. 0 with at
+ * least one address; -ENOENT when the name has none (NXDOMAIN or no
+ * records); -ETIMEDOUT, -EIO (a server failure on either query: a partial
+ * answer is a failure), -E2BIG (more than max addresses: the rest would go
+ * unchecked), -ENOMEM. ret and *ret_n untouched on failure. */
+int airlock_egress_resolver_resolve(void *ctx, const char *name, airlock_addr *ret, size_t max,
+                                    size_t *ret_n);
+
+typedef struct airlock_egress_decision {
+	bool allow;
+	airlock_egress_reason reason;
+	char host[AIRLOCK_HOSTNAME_MAX + 1]; /* normalized */
+	uint16_t port;
+	airlock_addr addresses[AIRLOCK_EGRESS_ADDRESSES_MAX]; /* every one resolved */
+	size_t n_addresses;
+	bool has_dial;
+	airlock_addr dial; /* the one address to dial: checked, never re-resolved */
+	airlock_addr denied; /* with DENIED/METADATA_ADDRESS: the address refused */
+} airlock_egress_decision;
+
+/*
+ * The one evaluation function, in the order the specification writes it:
+ * reject an IP literal or a bad name; mode deny refuses everything; match
+ * the destination list (a miss is NOT_ALLOWLISTED, a host on the list with
+ * another port PORT_NOT_ALLOWED); resolve the name once; check every
+ * resolved address against the denylist (one bad address refuses the whole
+ * destination); choose the address to dial. Never returns an error for a
+ * refusal: *ret says why. Returns negative only for invalid arguments.
+ */
+int airlock_egress_evaluate(const airlock_egress_policy *p, const char *host, uint16_t port,
+                            airlock_egress_resolve_fn resolve, void *resolve_ctx,
+                            airlock_egress_decision *ret, airlock_error *err);
+
+/* The decision as one JSON object: {"decision": "allow"|"deny", "reason":
+ * ..., "host": ..., "port": ..., "addresses": [...], "dial": ...|null}. */
+char *airlock_egress_decision_to_json(const airlock_egress_decision *d, airlock_error *err);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,861 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * The egress policy grammar (sandbox-isolation.md, "The allowlist grammar"):
+ * the YAML reader, the host-name normalizer, the IP-literal detector, the
+ * one host matcher, and the printer.
+ *
+ * The document is read with libyaml's event API, descending only where the
+ * grammar has a mapping or a list (four levels: root, egress, a destination,
+ * its ports), so the nesting an input can make us follow is the grammar's,
+ * not the input's. Anchors, aliases and explicit tags are refused: aliases
+ * are how a small document expands into a large one, and a policy has no
+ * use for any of them.
+ *
+ * Every error is "NAME:LINE: where: the rule broken", with the offending
+ * value escaped (util_escape): a policy file may hold any bytes, and the
+ * message ends up on a terminal or in a log.
+ */
+#include "airlock/egress.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <yaml.h>
+
+#include "util/util.h"
+
+#define QUOTE_MAX 96
+#define LABEL_MAX 63
+/* A file name in a message is cut to this; the line number still fits. */
+#define NAME_QUOTE_MAX 256
+
+/* ---- IP literals -------------------------------------------------------- */
+
+static bool is_digit(char c) { return c >= '0' && c <= '9'; }
+
+static bool is_hex(char c)
+{
+	return is_digit(c) || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F');
+}
+
+static bool is_space(char c)
+{
+	return c == ' ' || c == '\t' || c == '\n' || c == '\v' || c == '\f' || c == '\r';
+}
+
+/*
+ * The WHATWG URL parser's "ends in a number" test, which is also the
+ * superset of what inet_aton(3) accepts: a host whose last label (after
+ * dropping one empty label from a trailing dot) is decimal digits, or "0x"
+ * followed by hex digits, is handed to the IPv4 parser and is never looked
+ * up as a name. Every inet_aton spelling (1 to 4 parts, each decimal, octal
+ * with a leading 0, or hex with 0x) ends in such a label, so one test covers
+ * 127.0.0.1, 127.1, 2130706433, 0x7f000001, 0177.0.0.1 and 0x7f.1, and also
+ * the forms neither parser accepts (1.2.3.4.5, foo.123), which no resolver
+ * treats as a plain name either.
+ */
+static bool ends_in_number(const char *s, size_t len)
+{
+	if (len > 0 && s[len - 1] == '.')
+		len--;
+	if (len == 0)
+		return false;
+	size_t start = len;
+	while (start > 0 && s[start - 1] != '.')
+		start--;
+	const char *l = s + start;
+	size_t n = len - start;
+	if (n == 0)
+		return false;
+	if (n >= 2 && l[0] == '0' && (l[1] == 'x' || l[1] == 'X')) {
+		for (size_t i = 2; i < n; i++)
+			if (!is_hex(l[i]))
+				return false;
+		return true;
+	}
+	for (size_t i = 0; i < n; i++)
+		if (!is_digit(l[i]))
+			return false;
+	return true;
+}
+
+/* IPv6 text as inet_pton reads it, with an optional zone ("%eth0", or the
+ * URL form "%25eth0") that getaddrinfo and URL parsers accept. */
+static bool ipv6_text(const char *s, size_t len)
+{
+	char buf[INET6_ADDRSTRLEN + 1];
+	const char *pct = memchr(s, '%', len);
+	if (pct) {
+		if ((size_t)(pct - s) + 1 >= len)
+			return false; /* an empty zone */
+		len = (size_t)(pct - s);
+	}
+	if (len == 0 || len >= sizeof(buf))
+		return false;
+	memcpy(buf, s, len);
+	buf[len] = 0;
+	struct in6_addr a;
+	return inet_pton(AF_INET6, buf, &a) == 1;
+}
+
+bool airlock_ip_literal(const char *s, size_t len)
+{
+	if (!s || len == 0 || memchr(s, 0, len))
+		return false;
+	if (s[0] == '[')
+		return len >= 2 && s[len - 1] == ']' && ipv6_text(s + 1, len - 2);
+	if (memchr(s, ':', len))
+		return ipv6_text(s, len);
+	/* glibc's inet_aton stops at the first whitespace and accepts what came
+	 * before it ("127.0.0.1 x" is 127.0.0.1), so judge that prefix. */
+	size_t n = 0;
+	while (n < len && !is_space(s[n]))
+		n++;
+	return ends_in_number(s, n);
+}
+
+/* ---- host names ----------------------------------------------------------- */
+
+/*
+ * Check and normalize one host name (the header's rules). Returns NULL and
+ * fills out, or the rule broken, in words, for the parser's message; out is
+ * then untouched.
+ *
+ * A wildcard over a single label ("*.com", "*.internal") is refused: it
+ * would match every host under a top-level domain, which is an open mode
+ * with extra steps. A wildcard needs at least two labels after the star.
+ */
+static const char *host_problem(const char *in, size_t len, bool allow_wildcard,
+                                char out[AIRLOCK_HOSTNAME_MAX + 1])
+{
+	char buf[AIRLOCK_HOSTNAME_MAX + 1];
+
+	if (!in || len == 0)
+		return "a host name must not be empty";
+	if (memchr(in, 0, len))
+		return "a host name must not contain a NUL byte";
+	/* One trailing dot is the root label written out; it names the same
+	 * host, so it is dropped. A second one is an empty label. */
+	if (in[len - 1] == '.')
+		len--;
+	if (len == 0)
+		return "a host name must not be empty";
+	if (in[len - 1] == '.')
+		return "a host name may end in at most one dot (found an empty label)";
+	if (len > AIRLOCK_HOSTNAME_MAX)
+		return "a host name is at most 253 bytes";
+
+	size_t i = 0;
+	if (in[0] == '*') {
+		if (!allow_wildcard)
+			return "a wildcard is not a host name";
+		if (len <= 2 || in[1] != '.')
+			return "a wildcard is exactly \"*.\" followed by a name: the star is one whole leftmost label";
+		buf[0] = '*';
+		buf[1] = '.';
+		i = 2;
+	}
+	if (airlock_ip_literal(in + i, len - i) || ends_in_number(in + i, len - i))
+		return "an IP address is not a destination; name the host (a name whose last label is a number is read as an IPv4 address)";
+
+	size_t labels = 0, label_len = 0;
+	for (; i < len; i++) {
+		char c = in[i];
+		if (c == '.') {
+			if (label_len == 0)
+				return "a host name has no empty labels (two dots in a row, or a leading dot)";
+			if (in[i - 1] == '-')
+				return "a label must not start or end with '-'";
+			labels++;
+			label_len = 0;
+			buf[i] = c;
+			continue;
+		}
+		if (c >= 'A' && c <= 'Z')
+			c = (char)(c - 'A' + 'a');
+		if (c == '*')
+			return "a wildcard is only the whole leftmost label (\"*.example.com\"); '*' may not appear anywhere else";
+		if (!((c >= 'a' && c <= 'z') || is_digit(c) || c == '-'))
+			return "a host name has only letters, digits, '-' and '.' (no scheme, port, path, user or spaces)";
+		if (c == '-' && label_len == 0)
+			return "a label must not start or end with '-'";
+		if (++label_len > LABEL_MAX)
+			return "a label is at most 63 bytes";
+		buf[i] = c;
+	}
+	if (label_len == 0)
+		return "a host name has no empty labels (two dots in a row, or a leading dot)";
+	if (in[len - 1] == '-')
+		return "a label must not start or end with '-'";
+	labels++;
+	if (in[0] == '*' && labels < 2)
+		return "a wildcard over a single label would match every host under a top-level domain; write at least two labels after \"*.\"";
+	buf[len] = 0;
+	memcpy(out, buf, len + 1);
+	return NULL;
+}
+
+bool airlock_hostname_normalize(const char *in, size_t len, bool allow_wildcard,
+                                char out[AIRLOCK_HOSTNAME_MAX + 1])
+{
+	if (!out)
+		return false;
+	return host_problem(in, len, allow_wildcard, out) == NULL;
+}
+
+bool airlock_egress_host_matches(const char *pattern, const char *host)
+{
+	if (!pattern || !host || !*host || strchr(host, '*'))
+		return false;
+	if (pattern[0] != '*')
+		return strcmp(pattern, host) == 0;
+	if (pattern[1] != '.' || pattern[2] == 0)
+		return false;
+	/* "*.example.com" matches exactly one more label in front of
+	 * ".example.com": never example.com itself, never a.b.example.com, and
+	 * never evilexample.com (the suffix carries its leading dot, so the
+	 * comparison is on a label boundary). */
+	const char *suffix = pattern + 1;
+	size_t sl = strlen(suffix), hl = strlen(host);
+	if (hl <= sl || strcmp(host + hl - sl, suffix) != 0)
+		return false;
+	return memchr(host, '.', hl - sl) == NULL;
+}
+
+/* ---- the YAML walk ---------------------------------------------------------- */
+
+typedef struct pp {
+	yaml_parser_t parser;
+	yaml_event_t ev;
+	bool have_ev;
+	char name[NAME_QUOTE_MAX];
+	airlock_error *err;
+} pp;
+
+__attribute__((format(printf, 3, 4)))
+static int pp_fail(pp *p, size_t line, const char *fmt, ...)
+{
+	char msg[AIRLOCK_ERROR_MESSAGE_MAX];
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	return airlock_error_set(p->err, AIRLOCK_ERR_CONFIG, 0, "%s:%zu: %s", p->name, line, msg);
+}
+
+static size_t pp_line(const pp *p)
+{
+	return p->ev.start_mark.line + 1;
+}
+
+static const char *pp_kind(const pp *p)
+{
+	switch (p->ev.type) {
+	case YAML_MAPPING_START_EVENT:
+		return "a mapping";
+	case YAML_SEQUENCE_START_EVENT:
+		return "a list";
+	case YAML_SCALAR_EVENT:
+		return "a single value";
+	default:
+		return "nothing";
+	}
+}
+
+static const char *pp_text(const pp *p)
+{
+	return (const char *)p->ev.data.scalar.value;
+}
+
+static size_t pp_len(const pp *p)
+{
+	return p->ev.data.scalar.length;
+}
+
+static const char *pp_quote(const pp *p, char *buf, size_t size)
+{
+	return util_escape(buf, size, pp_text(p), pp_len(p));
+}
+
+/* A plain empty, "~" or "null" scalar: YAML's null. */
+static bool pp_null(const pp *p)
+{
+	if (p->ev.type != YAML_SCALAR_EVENT || p->ev.data.scalar.style != YAML_PLAIN_SCALAR_STYLE)
+		return false;
+	const char *v = pp_text(p);
+	return pp_len(p) == 0 || strcmp(v, "~") == 0 || strcmp(v, "null") == 0 ||
+	       strcmp(v, "Null") == 0 || strcmp(v, "NULL") == 0;
+}
+
+static bool pp_key_is(const pp *p, const char *key)
+{
+	return pp_len(p) == strlen(key) && memcmp(pp_text(p), key, pp_len(p)) == 0;
+}
+
+/* The next event, with the YAML features a policy has no use for refused. */
+static int pp_next(pp *p)
+{
+	if (p->have_ev) {
+		yaml_event_delete(&p->ev);
+		p->have_ev = false;
+	}
+	if (!yaml_parser_parse(&p->parser, &p->ev)) {
+		if (p->parser.error == YAML_MEMORY_ERROR)
+			return airlock_error_set(p->err, AIRLOCK_ERR_SYSTEM, ENOMEM, "%s", p->name);
+		char q1[QUOTE_MAX], q2[QUOTE_MAX];
+		const char *problem = p->parser.problem ? p->parser.problem : "invalid YAML";
+		const char *context = p->parser.context ? p->parser.context : "";
+		return pp_fail(p, p->parser.problem_mark.line + 1, "not valid YAML: %s%s%s",
+		               util_escape(q1, sizeof(q1), problem, strlen(problem)), *context ? " " : "",
+		               util_escape(q2, sizeof(q2), context, strlen(context)));
+	}
+	p->have_ev = true;
+
+	const yaml_char_t *anchor = NULL, *tag = NULL;
+	switch (p->ev.type) {
+	case YAML_ALIAS_EVENT:
+		return pp_fail(p, pp_line(p), "aliases are not allowed in an egress policy");
+	case YAML_SCALAR_EVENT:
+		anchor = p->ev.data.scalar.anchor;
+		tag = p->ev.data.scalar.tag;
+		break;
+	case YAML_SEQUENCE_START_EVENT:
+		anchor = p->ev.data.sequence_start.anchor;
+		tag = p->ev.data.sequence_start.tag;
+		break;
+	case YAML_MAPPING_START_EVENT:
+		anchor = p->ev.data.mapping_start.anchor;
+		tag = p->ev.data.mapping_start.tag;
+		break;
+	default:
+		break;
+	}
+	if (anchor)
+		return pp_fail(p, pp_line(p), "anchors are not allowed in an egress policy");
+	if (tag)
+		return pp_fail(p, pp_line(p), "explicit tags are not allowed in an egress policy");
+	return 0;
+}
+
+/* With a key scalar current: refuse anything but a plain name. */
+static int pp_key(pp *p, const char *where)
+{
+	if (p->ev.type != YAML_SCALAR_EVENT)
+		return pp_fail(p, pp_line(p), "%s: keys are plain names, got %s", where, pp_kind(p));
+	if (strnlen(pp_text(p), pp_len(p)) != pp_len(p))
+		return pp_fail(p, pp_line(p), "%s: a key contains a NUL byte", where);
+	return 0;
+}
+
+/* ---- destinations ----------------------------------------------------------- */
+
+/* Strict decimal port: digits only, no sign, no leading zero (YAML 1.1 reads
+ * 0443 as octal; a port written that way is a mistake), 1..65535. */
+static bool parse_port(const char *s, size_t len, uint16_t *ret)
+{
+	if (len == 0 || len > 5 || s[0] == '0')
+		return false;
+	unsigned v = 0;
+	for (size_t i = 0; i < len; i++) {
+		if (!is_digit(s[i]))
+			return false;
+		v = v * 10 + (unsigned)(s[i] - '0');
+	}
+	if (v < 1 || v > 65535)
+		return false;
+	*ret = (uint16_t)v;
+	return true;
+}
+
+static int parse_ports(pp *p, size_t idx, airlock_egress_destination *d)
+{
+	char q[QUOTE_MAX];
+	size_t line = pp_line(p);
+
+	if (pp_null(p))
+		return pp_fail(p, line,
+		               "destinations[%zu].ports: a non-empty list of ports is required (there is no default port)",
+		               idx);
+	if (p->ev.type != YAML_SEQUENCE_START_EVENT)
+		return pp_fail(p, line, "destinations[%zu].ports: expected a list such as [443], got %s",
+		               idx, pp_kind(p));
+
+	/* One bit per port: duplicates are found in constant time, and the
+	 * list can never be longer than the 65535 distinct ports. */
+	_cleanup_free_ uint8_t *seen = calloc(65536 / 8, 1);
+	_cleanup_free_ uint16_t *ports = NULL;
+	size_t n = 0, alloc = 0;
+	if (!seen)
+		return airlock_error_set(p->err, AIRLOCK_ERR_SYSTEM, ENOMEM, "%s", p->name);
+	for (;;) {
+		int r = pp_next(p);
+		if (r < 0)
+			return r;
+		if (p->ev.type == YAML_SEQUENCE_END_EVENT)
+			break;
+		if (p->ev.type != YAML_SCALAR_EVENT || pp_null(p))
+			return pp_fail(p, pp_line(p),
+			               "destinations[%zu].ports[%zu]: expected a port number 1..65535, got %s",
+			               idx, n, pp_null(p) ? "null" : pp_kind(p));
+		uint16_t port;
+		if (p->ev.data.scalar.style != YAML_PLAIN_SCALAR_STYLE)
+			return pp_fail(p, pp_line(p),
+			               "destinations[%zu].ports[%zu]: \"%s\" is quoted; write a port as a number",
+			               idx, n, pp_quote(p, q, sizeof(q)));
+		if (!parse_port(pp_text(p), pp_len(p), &port))
+			return pp_fail(p, pp_line(p),
+			               "destinations[%zu].ports[%zu]: \"%s\" is not a port (a decimal integer 1..65535, no leading zero)",
+			               idx, n, pp_quote(p, q, sizeof(q)));
+		if (seen[port / 8] & (1u << (port % 8)))
+			return pp_fail(p, pp_line(p), "destinations[%zu].ports[%zu]: port %u is listed twice",
+			               idx, n, (unsigned)port);
+		seen[port / 8] |= (uint8_t)(1u << (port % 8));
+		if (n == alloc) {
+			size_t na = alloc ? alloc * 2 : 4;
+			uint16_t *np = realloc(ports, na * sizeof(*ports));
+			if (!np)
+				return airlock_error_set(p->err, AIRLOCK_ERR_SYSTEM, ENOMEM, "%s", p->name);
+			ports = np;
+			alloc = na;
+		}
+		ports[n++] = port;
+	}
+	if (n == 0)
+		return pp_fail(p, line,
+		               "destinations[%zu].ports: must list at least one port (there is no default port)",
+		               idx);
+	free(d->ports);
+	d->ports = TAKE_PTR(ports);
+	d->n_ports = n;
+	return 0;
+}
+
+/* The host rule, in the order an operator's mistake is most usefully named:
+ * a URL first, then an address, then a port, then the name's own shape. */
+static const char *host_rule(const char *v, size_t len, char out[AIRLOCK_HOSTNAME_MAX + 1])
+{
+	const char *colon = memchr(v, ':', len);
+	if (len >= 3 && colon && (size_t)(colon - v) + 2 < len && colon[1] == '/' && colon[2] == '/')
+		return "a destination has no scheme: the proxy sees CONNECT host:port, so a scheme would look enforced and not be; write the bare host name";
+	if (memchr(v, '@', len))
+		return "a destination has no user information ('@'); write the bare host name";
+	if (memchr(v, '/', len) || memchr(v, '?', len) || memchr(v, '#', len))
+		return "a destination has no path, query or fragment; write the bare host name";
+	if (airlock_ip_literal(v, len))
+		return "an IP address is not a destination; name the host";
+	if (v[0] == '[') {
+		const char *close = memchr(v, ']', len);
+		if (close && airlock_ip_literal(v, (size_t)(close - v) + 1))
+			return "an IP address is not a destination; name the host";
+	}
+	if (colon) {
+		if (memchr(colon + 1, ':', len - (size_t)(colon - v) - 1) == NULL &&
+		    airlock_ip_literal(v, (size_t)(colon - v)))
+			return "an IP address is not a destination; name the host";
+		return "a destination's host has no port; list ports under ports";
+	}
+	return host_problem(v, len, true, out);
+}
+
+static int parse_host(pp *p, size_t idx, airlock_egress_destination *d)
+{
+	char q[QUOTE_MAX], norm[AIRLOCK_HOSTNAME_MAX + 1];
+
+	if (p->ev.type != YAML_SCALAR_EVENT)
+		return pp_fail(p, pp_line(p), "destinations[%zu].host: expected a host name, got %s", idx,
+		               pp_kind(p));
+	if (pp_null(p))
+		return pp_fail(p, pp_line(p), "destinations[%zu].host: a host name is required (got null)",
+		               idx);
+	const char *why = host_rule(pp_text(p), pp_len(p), norm);
+	if (why)
+		return pp_fail(p, pp_line(p), "destinations[%zu].host: \"%s\": %s", idx,
+		               pp_quote(p, q, sizeof(q)), why);
+	char *h = strdup(norm);
+	if (!h)
+		return airlock_error_set(p->err, AIRLOCK_ERR_SYSTEM, ENOMEM, "%s", p->name);
+	free(d->host);
+	d->host = h;
+	return 0;
+}
+
+/* Called with the destination's MAPPING_START current; returns with its
+ * MAPPING_END current. d is filled; the caller frees it either way. */
+static int parse_destination(pp *p, size_t idx, airlock_egress_destination *d, size_t *ret_host_line)
+{
+	char q[QUOTE_MAX];
+	size_t start = pp_line(p), host_line = 0, ports_line = 0;
+
+	for (;;) {
+		int r = pp_next(p);
+		if (r < 0)
+			return r;
+		if (p->ev.type == YAML_MAPPING_END_EVENT)
+			break;
+		char where[48];
+		snprintf(where, sizeof(where), "destinations[%zu]", idx);
+		r = pp_key(p, where);
+		if (r < 0)
+			return r;
+		size_t line = pp_line(p);
+		size_t *seen;
+		bool host;
+		if (pp_key_is(p, "host")) {
+			seen = &host_line;
+			host = true;
+		} else if (pp_key_is(p, "ports")) {
+			seen = &ports_line;
+			host = false;
+		} else {
+			return pp_fail(p, line,
+			               "destinations[%zu]: unknown key \"%s\" (a destination has exactly host and ports)",
+			               idx, pp_quote(p, q, sizeof(q)));
+		}
+		/* Two values for one key means someone believes the other one is
+		 * in force: refused rather than last-wins. */
+		if (*seen)
+			return pp_fail(p, line, "destinations[%zu]: duplicate key \"%s\" (first at line %zu)",
+			               idx, host ? "host" : "ports", *seen);
+		*seen = line;
+		r = pp_next(p);
+		if (r < 0)
+			return r;
+		r = host ? parse_host(p, idx, d) : parse_ports(p, idx, d);
+		if (r < 0)
+			return r;
+	}
+	if (!host_line)
+		return pp_fail(p, start, "destinations[%zu]: host is required", idx);
+	if (!ports_line)
+		return pp_fail(p, start,
+		               "destinations[%zu]: ports is required (there is no default port)", idx);
+	*ret_host_line = host_line;
+	return 0;
+}
+
+static void destination_clear(airlock_egress_destination *d)
+{
+	free(d->host);
+	free(d->ports);
+	*d = (airlock_egress_destination){ 0 };
+}
+
+/* Called with the list's SEQUENCE_START current. */
+static int parse_destinations(pp *p, airlock_egress_policy *pol)
+{
+	_cleanup_free_ size_t *host_lines = NULL;
+	size_t alloc = 0;
+
+	for (;;) {
+		int r = pp_next(p);
+		if (r < 0)
+			return r;
+		if (p->ev.type == YAML_SEQUENCE_END_EVENT)
+			return 0;
+		size_t idx = pol->n_destinations;
+		if (p->ev.type != YAML_MAPPING_START_EVENT)
+			return pp_fail(p, pp_line(p),
+			               "destinations[%zu]: expected a mapping with host and ports, got %s",
+			               idx, pp_kind(p));
+		if (idx >= AIRLOCK_EGRESS_DESTINATIONS_MAX)
+			return pp_fail(p, pp_line(p), "destinations: more than %d destinations",
+			               AIRLOCK_EGRESS_DESTINATIONS_MAX);
+		if (idx == alloc) {
+			size_t na = alloc ? alloc * 2 : 8;
+			airlock_egress_destination *nd =
+				realloc(pol->destinations, na * sizeof(*nd));
+			if (!nd)
+				return airlock_error_set(p->err, AIRLOCK_ERR_SYSTEM, ENOMEM, "%s", p->name);
+			pol->destinations = nd;
+			size_t *nl = realloc(host_lines, na * sizeof(*nl));
+			if (!nl)
+				return airlock_error_set(p->err, AIRLOCK_ERR_SYSTEM, ENOMEM, "%s", p->name);
+			host_lines = nl;
+			alloc = na;
+		}
+		airlock_egress_destination d = { 0 };
+		size_t host_line = 0;
+		r = parse_destination(p, idx, &d, &host_line);
+		if (r < 0) {
+			destination_clear(&d);
+			return r;
+		}
+		/* The same host twice would leave which ports apply to a reading
+		 * of the file; one entry per host, with all its ports. */
+		for (size_t i = 0; i < idx; i++)
+			if (strcmp(pol->destinations[i].host, d.host) == 0) {
+				char q[QUOTE_MAX];
+				r = pp_fail(p, host_line,
+				            "destinations[%zu].host: \"%s\" is already destinations[%zu] (line %zu); list each host once with all its ports",
+				            idx, util_escape(q, sizeof(q), d.host, strlen(d.host)), i,
+				            host_lines[i]);
+				destination_clear(&d);
+				return r;
+			}
+		pol->destinations[idx] = d;
+		host_lines[idx] = host_line;
+		pol->n_destinations++;
+	}
+}
+
+/* Called with the egress mapping's MAPPING_START current (or a null). */
+static int parse_egress(pp *p, airlock_egress_policy *pol, size_t egress_line)
+{
+	char q[QUOTE_MAX];
+	size_t mode_line = 0, dest_line = 0;
+
+	pol->mode = AIRLOCK_EGRESS_DENY;
+	if (pp_null(p))
+		goto check; /* "egress:" and nothing else: the default, deny */
+	if (p->ev.type != YAML_MAPPING_START_EVENT)
+		return pp_fail(p, pp_line(p), "egress: expected a mapping with mode and destinations, got %s",
+		               pp_kind(p));
+	for (;;) {
+		int r = pp_next(p);
+		if (r < 0)
+			return r;
+		if (p->ev.type == YAML_MAPPING_END_EVENT)
+			break;
+		r = pp_key(p, "egress");
+		if (r < 0)
+			return r;
+		size_t line = pp_line(p);
+		if (pp_key_is(p, "mode")) {
+			if (mode_line)
+				return pp_fail(p, line, "egress: duplicate key \"mode\" (first at line %zu)",
+				               mode_line);
+			mode_line = line;
+			r = pp_next(p);
+			if (r < 0)
+				return r;
+			if (p->ev.type != YAML_SCALAR_EVENT || pp_null(p))
+				return pp_fail(p, pp_line(p), "mode: expected deny or allowlist, got %s",
+				               pp_null(p) ? "null" : pp_kind(p));
+			airlock_egress_mode m = AIRLOCK_EGRESS_INVALID;
+			if (strnlen(pp_text(p), pp_len(p)) == pp_len(p))
+				m = airlock_egress_mode_parse(pp_text(p));
+			if (m == AIRLOCK_EGRESS_INVALID && pp_key_is(p, "allow"))
+				return pp_fail(p, pp_line(p),
+				               "mode: there is no allow mode (an open mode is one typo from being selected); use allowlist and list the destinations");
+			if (m == AIRLOCK_EGRESS_INVALID)
+				return pp_fail(p, pp_line(p), "mode: unknown value \"%s\" (expected deny or allowlist)",
+				               pp_quote(p, q, sizeof(q)));
+			pol->mode = m;
+		} else if (pp_key_is(p, "destinations")) {
+			if (dest_line)
+				return pp_fail(p, line,
+				               "egress: duplicate key \"destinations\" (first at line %zu)",
+				               dest_line);
+			dest_line = line;
+			r = pp_next(p);
+			if (r < 0)
+				return r;
+			if (pp_null(p))
+				continue; /* "destinations:" with nothing under it: none */
+			if (p->ev.type != YAML_SEQUENCE_START_EVENT)
+				return pp_fail(p, pp_line(p), "destinations: expected a list of destinations, got %s",
+				               pp_kind(p));
+			r = parse_destinations(p, pol);
+			if (r < 0)
+				return r;
+		} else {
+			return pp_fail(p, line, "egress: unknown key \"%s\" (known here: mode, destinations)",
+			               pp_quote(p, q, sizeof(q)));
+		}
+	}
+check:
+	/* A policy that says two things is refused rather than read one way:
+	 * whichever way we read it, the operator meant the other. */
+	if (pol->mode == AIRLOCK_EGRESS_DENY && pol->n_destinations > 0)
+		return pp_fail(p, dest_line,
+		               "destinations: listed while mode is deny%s, which denies everything; set mode: allowlist or remove them",
+		               mode_line ? "" : " (the default)");
+	if (pol->mode == AIRLOCK_EGRESS_ALLOWLIST && pol->n_destinations == 0)
+		return pp_fail(p, dest_line ? dest_line : mode_line ? mode_line : egress_line,
+		               "mode: allowlist with no destinations allows nothing; list at least one destination or use mode: deny");
+	return 0;
+}
+
+static int parse_document(pp *p, airlock_egress_policy *pol)
+{
+	char q[QUOTE_MAX];
+	int r = pp_next(p); /* STREAM_START */
+	if (r < 0)
+		return r;
+	r = pp_next(p);
+	if (r < 0)
+		return r;
+	if (p->ev.type == YAML_STREAM_END_EVENT)
+		return pp_fail(p, 1, "the policy is empty: it is a mapping with exactly one key, egress");
+	r = pp_next(p); /* the root node after DOCUMENT_START */
+	if (r < 0)
+		return r;
+	size_t root_line = pp_line(p);
+	if (p->ev.type != YAML_MAPPING_START_EVENT)
+		return pp_fail(p, root_line,
+		               "the policy is a mapping with exactly one key, egress; got %s",
+		               pp_null(p) ? "an empty document" : pp_kind(p));
+	size_t egress_line = 0;
+	for (;;) {
+		r = pp_next(p);
+		if (r < 0)
+			return r;
+		if (p->ev.type == YAML_MAPPING_END_EVENT)
+			break;
+		r = pp_key(p, "the policy");
+		if (r < 0)
+			return r;
+		size_t line = pp_line(p);
+		if (!pp_key_is(p, "egress"))
+			return pp_fail(p, line,
+			               "unknown key \"%s\" (the policy has exactly one key, egress)",
+			               pp_quote(p, q, sizeof(q)));
+		if (egress_line)
+			return pp_fail(p, line, "duplicate key \"egress\" (first at line %zu)", egress_line);
+		egress_line = line;
+		r = pp_next(p);
+		if (r < 0)
+			return r;
+		r = parse_egress(p, pol, egress_line);
+		if (r < 0)
+			return r;
+	}
+	if (!egress_line)
+		return pp_fail(p, root_line, "the policy has no egress key");
+	r = pp_next(p); /* DOCUMENT_END */
+	if (r < 0)
+		return r;
+	r = pp_next(p);
+	if (r < 0)
+		return r;
+	if (p->ev.type != YAML_STREAM_END_EVENT)
+		return pp_fail(p, pp_line(p), "a policy file holds one YAML document");
+	return 0;
+}
+
+int airlock_egress_policy_parse(const char *name, const char *buf, size_t len,
+                                airlock_egress_policy *ret, airlock_error *err)
+{
+	pp p = { .err = err };
+	if (!name)
+		name = "policy";
+	util_escape(p.name, sizeof(p.name), name, strlen(name));
+	if (!ret)
+		return airlock_error_set(err, AIRLOCK_ERR_CONFIG, 0, "%s: nowhere to put the policy",
+		                         p.name);
+	if (!buf && len)
+		return airlock_error_set(err, AIRLOCK_ERR_CONFIG, 0, "%s: no input", p.name);
+	if (len > AIRLOCK_EGRESS_POLICY_INPUT_MAX)
+		return airlock_error_set(err, AIRLOCK_ERR_CONFIG, 0,
+		                         "%s: larger than %u bytes; an egress policy is a short list",
+		                         p.name, AIRLOCK_EGRESS_POLICY_INPUT_MAX);
+	if (!yaml_parser_initialize(&p.parser))
+		return airlock_error_set(err, AIRLOCK_ERR_SYSTEM, ENOMEM, "%s", p.name);
+	yaml_parser_set_input_string(&p.parser, (const unsigned char *)(buf ? buf : ""), len);
+
+	airlock_egress_policy pol = { 0 };
+	int r = parse_document(&p, &pol);
+	if (p.have_ev)
+		yaml_event_delete(&p.ev);
+	yaml_parser_delete(&p.parser);
+	if (r < 0) {
+		airlock_egress_policy_clear(&pol);
+		return r;
+	}
+	*ret = pol;
+	return 0;
+}
+
+int airlock_egress_policy_load(const char *path, airlock_egress_policy *ret, airlock_error *err)
+{
+	char q[NAME_QUOTE_MAX];
+	if (!path)
+		return airlock_error_set(err, AIRLOCK_ERR_CONFIG, 0, "egress policy: no path given");
+	util_escape(q, sizeof(q), path, strlen(path));
+
+	_cleanup_close_ int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY);
+	if (fd < 0)
+		return airlock_error_set(err, AIRLOCK_ERR_CONFIG, errno, "%s: cannot open", q);
+	struct stat st;
+	if (fstat(fd, &st) < 0)
+		return airlock_error_set(err, AIRLOCK_ERR_CONFIG, errno, "%s: cannot stat", q);
+	/* A FIFO or a device could block or feed us forever; a policy is a
+	 * regular file. */
+	if (!S_ISREG(st.st_mode))
+		return airlock_error_set(err, AIRLOCK_ERR_CONFIG, 0, "%s: not a regular file", q);
+	const size_t cap = AIRLOCK_EGRESS_POLICY_INPUT_MAX;
+	_cleanup_free_ char *buf = malloc(cap + 1);
+	if (!buf)
+		return airlock_error_set(err, AIRLOCK_ERR_SYSTEM, ENOMEM, "%s", q);
+	size_t len = 0;
+	/* Read to cap + 1 whatever st_size said: the file can grow between the
+	 * fstat and the read, and the cap is what holds. */
+	while (len <= cap) {
+		ssize_t n = read(fd, buf + len, cap + 1 - len);
+		if (n < 0) {
+			if (errno == EINTR)
+				continue;
+			return airlock_error_set(err, AIRLOCK_ERR_CONFIG, errno, "%s: cannot read", q);
+		}
+		if (n == 0)
+			break;
+		len += (size_t)n;
+	}
+	if (len > cap)
+		return airlock_error_set(err, AIRLOCK_ERR_CONFIG, 0,
+		                         "%s: larger than %u bytes; an egress policy is a short list", q,
+		                         AIRLOCK_EGRESS_POLICY_INPUT_MAX);
+	return airlock_egress_policy_parse(path, buf, len, ret, err);
+}
+
+/* ---- printing ------------------------------------------------------------------ */
+
+int airlock_egress_policy_format(const airlock_egress_policy *p, char **ret, airlock_error *err)
+{
+	if (!ret)
+		return airlock_error_set(err, AIRLOCK_ERR_DECODE, 0, "EgressPolicy: nowhere to print");
+	int r = airlock_egress_policy_validate(p, err);
+	if (r < 0)
+		return r;
+	/* Print only what parses back to the same policy: every host must be
+	 * one the grammar would have produced. */
+	if (p->mode == AIRLOCK_EGRESS_ALLOWLIST && p->n_destinations == 0)
+		return airlock_error_set(err, AIRLOCK_ERR_DECODE, 0,
+		                         "EgressPolicy: mode allowlist with no destinations");
+	for (size_t i = 0; i < p->n_destinations; i++) {
+		const char *h = p->destinations[i].host;
+		char norm[AIRLOCK_HOSTNAME_MAX + 1], q[QUOTE_MAX];
+		if (host_rule(h, strlen(h), norm) || strcmp(norm, h) != 0)
+			return airlock_error_set(err, AIRLOCK_ERR_DECODE, 0,
+			                         "EgressPolicy.destinations[%zu].host: \"%s\" is not a normalized host name",
+			                         i, util_escape(q, sizeof(q), h, strlen(h)));
+	}
+
+	_cleanup_free_ char *text = NULL;
+	size_t size = 0;
+	FILE *f = open_memstream(&text, &size);
+	if (!f)
+		return airlock_error_set(err, AIRLOCK_ERR_SYSTEM, errno, "EgressPolicy: print");
+	fprintf(f, "egress:\n  mode: %s\n", airlock_egress_mode_name(p->mode));
+	if (p->n_destinations)
+		fputs("  destinations:\n", f);
+	for (size_t i = 0; i < p->n_destinations; i++) {
+		const airlock_egress_destination *d = &p->destinations[i];
+		/* Quoted always: "*" starts an alias in YAML, and a host like
+		 * "null" or "yes" must not be read as anything but a name. */
+		fprintf(f, "    - host: \"%s\"\n      ports: [", d->host);
+		for (size_t j = 0; j < d->n_ports; j++)
+			fprintf(f, "%s%u", j ? ", " : "", (unsigned)d->ports[j]);
+		fputs("]\n", f);
+	}
+	if (fclose(f) != 0 || !text)
+		return airlock_error_set(err, AIRLOCK_ERR_SYSTEM, ENOMEM, "EgressPolicy: print");
+	*ret = TAKE_PTR(text);
+	return 0;
+}
