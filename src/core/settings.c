@@ -25,6 +25,7 @@
 
 #include "airlock/envbuild.h"
 #include "util/util.h"
+#include "util/yaml.h"
 
 /* The largest settings file we read. A real one is a few hundred bytes; the
  * cap bounds what libyaml is asked to tokenize. */
@@ -504,45 +505,23 @@ static const char *event_kind(const yaml_event_t *ev)
  * no use for. */
 static int yp_next(yp *p)
 {
-	if (p->have_ev) {
-		yaml_event_delete(&p->ev);
-		p->have_ev = false;
+	size_t line = 0;
+	char msg[300];
+	switch (util_yaml_next(&p->parser, &p->ev, &p->have_ev, &line, msg, sizeof(msg))) {
+	case UTIL_YAML_OK:
+		return 0;
+	case UTIL_YAML_NOMEM:
+		return airlock_error_set(p->err, AIRLOCK_ERR_SYSTEM, ENOMEM, "%s", p->name);
+	case UTIL_YAML_SYNTAX:
+		return yp_fail(p, line, "YAML syntax error: %s", msg);
+	case UTIL_YAML_ALIAS:
+		return yp_fail(p, line, "aliases are not supported in settings");
+	case UTIL_YAML_ANCHOR:
+		return yp_fail(p, line, "anchors are not supported in settings");
+	case UTIL_YAML_TAG:
+		return yp_fail(p, line, "explicit tags are not supported in settings");
 	}
-	if (!yaml_parser_parse(&p->parser, &p->ev)) {
-		if (p->parser.error == YAML_MEMORY_ERROR)
-			return airlock_error_set(p->err, AIRLOCK_ERR_SYSTEM, ENOMEM, "%s", p->name);
-		char q1[QUOTE_MAX], q2[QUOTE_MAX];
-		const char *problem = p->parser.problem ? p->parser.problem : "invalid YAML";
-		const char *context = p->parser.context;
-		return yp_fail(p, p->parser.problem_mark.line + 1, "YAML syntax error: %s%s%s",
-		               Q(q1, problem), context ? " " : "", context ? Q(q2, context) : "");
-	}
-	p->have_ev = true;
-
-	const yaml_char_t *anchor = NULL, *tag = NULL;
-	switch (p->ev.type) {
-	case YAML_ALIAS_EVENT:
-		return yp_fail(p, yp_line(p), "aliases are not supported in settings");
-	case YAML_SCALAR_EVENT:
-		anchor = p->ev.data.scalar.anchor;
-		tag = p->ev.data.scalar.tag;
-		break;
-	case YAML_SEQUENCE_START_EVENT:
-		anchor = p->ev.data.sequence_start.anchor;
-		tag = p->ev.data.sequence_start.tag;
-		break;
-	case YAML_MAPPING_START_EVENT:
-		anchor = p->ev.data.mapping_start.anchor;
-		tag = p->ev.data.mapping_start.tag;
-		break;
-	default:
-		break;
-	}
-	if (anchor)
-		return yp_fail(p, yp_line(p), "anchors are not supported in settings");
-	if (tag)
-		return yp_fail(p, yp_line(p), "explicit tags are not supported in settings");
-	return 0;
+	return yp_fail(p, line, "YAML");
 }
 
 static const char *scalar_text(const yp *p)

@@ -29,6 +29,7 @@
 #include <yaml.h>
 
 #include "util/util.h"
+#include "util/yaml.h"
 
 #define QUOTE_MAX 96
 #define LABEL_MAX 63
@@ -301,46 +302,23 @@ static bool pp_key_is(const pp *p, const char *key)
 /* The next event, with the YAML features a policy has no use for refused. */
 static int pp_next(pp *p)
 {
-	if (p->have_ev) {
-		yaml_event_delete(&p->ev);
-		p->have_ev = false;
+	size_t line = 0;
+	char msg[300];
+	switch (util_yaml_next(&p->parser, &p->ev, &p->have_ev, &line, msg, sizeof(msg))) {
+	case UTIL_YAML_OK:
+		return 0;
+	case UTIL_YAML_NOMEM:
+		return airlock_error_set(p->err, AIRLOCK_ERR_SYSTEM, ENOMEM, "%s", p->name);
+	case UTIL_YAML_SYNTAX:
+		return pp_fail(p, line, "not valid YAML: %s", msg);
+	case UTIL_YAML_ALIAS:
+		return pp_fail(p, line, "aliases are not allowed in an egress policy");
+	case UTIL_YAML_ANCHOR:
+		return pp_fail(p, line, "anchors are not allowed in an egress policy");
+	case UTIL_YAML_TAG:
+		return pp_fail(p, line, "explicit tags are not allowed in an egress policy");
 	}
-	if (!yaml_parser_parse(&p->parser, &p->ev)) {
-		if (p->parser.error == YAML_MEMORY_ERROR)
-			return airlock_error_set(p->err, AIRLOCK_ERR_SYSTEM, ENOMEM, "%s", p->name);
-		char q1[QUOTE_MAX], q2[QUOTE_MAX];
-		const char *problem = p->parser.problem ? p->parser.problem : "invalid YAML";
-		const char *context = p->parser.context ? p->parser.context : "";
-		return pp_fail(p, p->parser.problem_mark.line + 1, "not valid YAML: %s%s%s",
-		               util_escape(q1, sizeof(q1), problem, strlen(problem)), *context ? " " : "",
-		               util_escape(q2, sizeof(q2), context, strlen(context)));
-	}
-	p->have_ev = true;
-
-	const yaml_char_t *anchor = NULL, *tag = NULL;
-	switch (p->ev.type) {
-	case YAML_ALIAS_EVENT:
-		return pp_fail(p, pp_line(p), "aliases are not allowed in an egress policy");
-	case YAML_SCALAR_EVENT:
-		anchor = p->ev.data.scalar.anchor;
-		tag = p->ev.data.scalar.tag;
-		break;
-	case YAML_SEQUENCE_START_EVENT:
-		anchor = p->ev.data.sequence_start.anchor;
-		tag = p->ev.data.sequence_start.tag;
-		break;
-	case YAML_MAPPING_START_EVENT:
-		anchor = p->ev.data.mapping_start.anchor;
-		tag = p->ev.data.mapping_start.tag;
-		break;
-	default:
-		break;
-	}
-	if (anchor)
-		return pp_fail(p, pp_line(p), "anchors are not allowed in an egress policy");
-	if (tag)
-		return pp_fail(p, pp_line(p), "explicit tags are not allowed in an egress policy");
-	return 0;
+	return pp_fail(p, line, "YAML");
 }
 
 /* With a key scalar current: refuse anything but a plain name. */
