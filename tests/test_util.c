@@ -4,6 +4,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -14,6 +15,7 @@
 #include "airlock/error.h"
 #include "airlock/port/workspace.h"
 #include "core/snapshot.h"
+#include "util/run.h"
 #include "util/util.h"
 
 Test(buf, cap_is_fixed_at_creation)
@@ -554,4 +556,174 @@ Test(snapshot_walk, an_unreadable_directory_truncates_without_error)
 	cr_assert(WIFEXITED(status));
 	cr_assert_eq(WEXITSTATUS(status), 0, "child status %d", WEXITSTATUS(status));
 	ws_close(&t);
+}
+
+/* ---- util_run ------------------------------------------------------------- */
+
+static char run_sh[] = "/bin/sh";
+static char run_c[] = "-c";
+static char run_path_env[] = "PATH=/usr/sbin:/usr/bin:/sbin:/bin";
+
+/* Run script with /bin/sh; asserts that it could be run. */
+static void run_sh_script(const char *script, size_t output_max, int64_t timeout_ms, bool group,
+                          bool private_mounts, util_run_result *res)
+{
+	char *s = strdup(script);
+	cr_assert_not_null(s);
+	char *argv[] = { run_sh, run_c, s, NULL };
+	char *envp[] = { run_path_env, NULL };
+	const util_run_options o = {
+		.path = "/bin/sh",
+		.argv = argv,
+		.envp = envp,
+		.output_max = output_max,
+		.timeout_ms = timeout_ms,
+		.own_process_group = group,
+		.private_mounts = private_mounts,
+	};
+	int r = util_run(&o, res);
+	free(s);
+	cr_assert_eq(r, 0, "util_run: %s: %s", res->failed ? res->failed : "?", strerror(-r));
+}
+
+Test(run, reports_the_exit_status_and_output)
+{
+	util_run_result res;
+	run_sh_script("echo out; echo err >&2; exit 7", 1024, 5000, false, false, &res);
+	cr_assert_not(res.timed_out);
+	cr_assert(res.output_eof);
+	cr_assert(WIFEXITED(res.status));
+	cr_assert_eq(WEXITSTATUS(res.status), 7);
+	cr_assert_str_eq(res.output, "out\nerr\n");
+	util_run_result_clear(&res);
+
+	run_sh_script("kill -9 $$", 1024, 5000, true, false, &res);
+	cr_assert(WIFSIGNALED(res.status));
+	cr_assert_eq(WTERMSIG(res.status), SIGKILL);
+	util_run_result_clear(&res);
+
+	char *argv[] = { run_sh, NULL };
+	char *envp[] = { NULL };
+	const util_run_options o = { .path = "/nonexistent/program", .argv = argv, .envp = envp,
+		                     .output_max = 16, .timeout_ms = 5000 };
+	cr_assert_eq(util_run(&o, &res), 0);
+	cr_assert(WIFEXITED(res.status));
+	cr_assert_eq(WEXITSTATUS(res.status), UTIL_RUN_EXIT_EXEC, "execve failed in the child");
+	util_run_result_clear(&res);
+
+	const util_run_options rel = { .path = "sh", .argv = argv, .envp = envp, .output_max = 16,
+		                       .timeout_ms = 5000 };
+	cr_assert_eq(util_run(&rel, &res), -EINVAL, "a relative path is refused");
+	util_run_result_clear(&res);
+}
+
+Test(run, output_tail_keeps_the_end)
+{
+	util_run_result res;
+	run_sh_script("i=0; while [ $i -lt 5000 ]; do echo line$i; i=$((i+1)); done; printf END",
+	              64, 10000, false, false, &res);
+	cr_assert(WIFEXITED(res.status) && WEXITSTATUS(res.status) == 0);
+	cr_assert_eq(res.output_len, 64);
+	cr_assert_eq(strlen(res.output), 64);
+	const char *end = "line4998\nline4999\nEND";
+	cr_assert_str_eq(res.output + 64 - strlen(end), end, "tail: %s", res.output);
+	util_run_result_clear(&res);
+}
+
+Test(run, timeout_kills_the_whole_process_group)
+{
+	util_run_result res;
+	int64_t t0 = util_monotonic_ms();
+	run_sh_script("echo $$; sleep 30 & sleep 30", 256, 500, true, false, &res);
+	int64_t took = util_monotonic_ms() - t0;
+	cr_assert(res.timed_out);
+	cr_assert(WIFSIGNALED(res.status) && WTERMSIG(res.status) == SIGKILL);
+	cr_assert_lt(took, 10000, "took %lld ms", (long long)took);
+	pid_t pgid = (pid_t)atoi(res.output);
+	cr_assert_gt(pgid, 1, "output: %s", res.output);
+	/* No member of the group is left when the call returns. */
+	errno = 0;
+	cr_assert_eq(kill(-pgid, 0), -1, "a member of group %d survived", (int)pgid);
+	cr_assert_eq(errno, ESRCH);
+	util_run_result_clear(&res);
+
+	/* Also after a leader that exits on its own: what it left in its group
+	 * is killed, and the call does not wait for it. */
+	t0 = util_monotonic_ms();
+	run_sh_script("echo $$; sleep 30 & exit 0", 256, 20000, true, false, &res);
+	took = util_monotonic_ms() - t0;
+	cr_assert_not(res.timed_out);
+	cr_assert(WIFEXITED(res.status) && WEXITSTATUS(res.status) == 0);
+	cr_assert_lt(took, 10000, "took %lld ms", (long long)took);
+	pgid = (pid_t)atoi(res.output);
+	cr_assert_gt(pgid, 1);
+	errno = 0;
+	cr_assert_eq(kill(-pgid, 0), -1, "a member of group %d survived", (int)pgid);
+	cr_assert_eq(errno, ESRCH);
+	util_run_result_clear(&res);
+}
+
+Test(run, private_mounts_stay_in_the_child)
+{
+	if (geteuid() != 0)
+		cr_skip_test("needs root (CAP_SYS_ADMIN)");
+	char dir[] = "/tmp/airlock-run-XXXXXX";
+	cr_assert_not_null(mkdtemp(dir));
+	char script[256];
+	snprintf(script, sizeof(script),
+	         "mount -t tmpfs airlock-run %s && touch %s/inside && grep -q ' %s ' /proc/self/mountinfo",
+	         dir, dir, dir);
+	util_run_result res;
+	run_sh_script(script, 1024, 10000, true, true, &res);
+	cr_assert(WIFEXITED(res.status));
+	cr_assert_eq(WEXITSTATUS(res.status), 0, "status %d: %s", WEXITSTATUS(res.status),
+	             res.output);
+	util_run_result_clear(&res);
+	/* The parent sees neither the mount nor the file written into it. */
+	FILE *f = fopen("/proc/self/mountinfo", "r");
+	cr_assert_not_null(f);
+	char line[4096];
+	char needle[64];
+	snprintf(needle, sizeof(needle), " %s ", dir);
+	while (fgets(line, sizeof(line), f))
+		cr_assert_null(strstr(line, needle), "mount visible in the parent: %s", line);
+	fclose(f);
+	char inside[64];
+	snprintf(inside, sizeof(inside), "%s/inside", dir);
+	cr_assert_neq(access(inside, F_OK), 0);
+	cr_assert_eq(rmdir(dir), 0);
+}
+
+Test(run, stdin_is_dev_null)
+{
+	util_run_result res;
+	run_sh_script("readlink /proc/self/fd/0; cat; echo done", 1024, 5000, false, false, &res);
+	cr_assert(WIFEXITED(res.status) && WEXITSTATUS(res.status) == 0);
+	cr_assert_str_eq(res.output, "/dev/null\ndone\n");
+	util_run_result_clear(&res);
+}
+
+Test(run, a_descriptor_of_the_parent_does_not_reach_the_child)
+{
+	/* Not O_CLOEXEC: only the runner's closing keeps it out. */
+	int fd = open("/dev/null", O_RDONLY);
+	cr_assert_geq(fd, 0);
+	int high = fcntl(fd, F_DUPFD, 50);
+	cr_assert_geq(high, 50);
+	cr_assert_eq(fcntl(high, F_GETFD) & FD_CLOEXEC, 0);
+	char script[128];
+	snprintf(script, sizeof(script),
+	         "if [ -e /proc/self/fd/%d ]; then echo leaked; else echo closed; fi; ls /proc/self/fd",
+	         high);
+	util_run_result res;
+	run_sh_script(script, 1024, 5000, false, false, &res);
+	cr_assert(WIFEXITED(res.status) && WEXITSTATUS(res.status) == 0);
+	cr_assert_eq(strncmp(res.output, "closed\n", 7), 0, "output: %s", res.output);
+	/* ls itself has 0-2 and the directory it reads; nothing of ours. */
+	char expect[16];
+	snprintf(expect, sizeof(expect), "\n%d\n", high);
+	cr_assert_null(strstr(res.output, expect), "output: %s", res.output);
+	util_run_result_clear(&res);
+	close(high);
+	close(fd);
 }

@@ -18,23 +18,19 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
-#include <poll.h>
 #include <pthread.h>
-#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/file.h>
-#include <sys/mount.h>
-#include <sys/prctl.h>
 #include <sys/stat.h>
-#include <sys/syscall.h>
 #include <sys/sysmacros.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "airlock/types.h"
+#include "util/run.h"
 #include "util/util.h"
 
 #define SHA256_PREFIX "sha256:"
@@ -542,25 +538,6 @@ static int tree_remove_at(int parent, const char *name)
 
 /* ---- running a program -------------------------------------------------------- */
 
-typedef struct prog_tail {
-	char data[OUTPUT_TAIL_MAX];
-	size_t len;
-} prog_tail;
-
-static void tail_append(prog_tail *t, const char *p, size_t n)
-{
-	const size_t cap = sizeof(t->data);
-	if (n > cap) {
-		p += n - cap;
-		n = cap;
-	}
-	size_t keep = t->len + n > cap ? cap - n : t->len;
-	if (keep < t->len)
-		memmove(t->data, t->data + (t->len - keep), keep);
-	memcpy(t->data + keep, p, n);
-	t->len = keep + n;
-}
-
 /* The last max bytes of data, made printable for a one-line message: line
  * breaks become " | ", other control bytes (terminal escapes from progress
  * output) are dropped. */
@@ -582,11 +559,6 @@ static void summarize_tail(const char *data, size_t len, size_t max, char *out, 
 	out[o] = 0;
 	if (o == 0)
 		snprintf(out, size, "(no output)");
-}
-
-static void tail_summary(const prog_tail *t, char *out, size_t size)
-{
-	summarize_tail(t->data, t->len, OUTPUT_IN_MESSAGE, out, size);
 }
 
 /* Find name in the fixed PATH. */
@@ -635,42 +607,14 @@ static void prog_env_build(prog_env *e)
 	e->envp[n] = NULL;
 }
 
-/* Kill the program's whole process group. Called while the leader is
- * unreaped (a zombie at worst), so its pid, which is the group's id, cannot
- * have been reused by anyone else. */
-static void prog_kill(pid_t pid)
-{
-	kill(-pid, SIGKILL);
-	kill(pid, SIGKILL);
-}
-
-/* Reap the leader, then wait (at most 5 s) until the rest of its group is
- * gone too: SIGKILL is delivered at once but a process takes a moment to
- * die, and a caller told the program is over must not find its children
- * still running (still writing into a tree being removed). Probing with
- * signal 0 after the reap is safe: the kernel does not reuse a pid while a
- * process group of that id has members. */
-static void prog_reap(pid_t pid, int *ret_status)
-{
-	int status = 0;
-	while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
-		;
-	if (ret_status)
-		*ret_status = status;
-	for (int i = 0; i < 1000 && kill(-pid, 0) == 0; i++) {
-		struct timespec ts = { 0, 5 * 1000 * 1000 };
-		nanosleep(&ts, NULL);
-	}
-}
-
 /*
  * Run argv (argv[0] a bare program name, found in the fixed PATH) with stdin
- * from /dev/null and stdout and stderr captured to a bounded tail. With
- * private_mounts, the program runs in a new mount namespace whose mounts
- * propagate nowhere, so whatever it mounts disappears with it. Fails with
- * AIRLOCK_ERR_EXECUTION_UNAVAILABLE when the program is missing, exits
- * non-zero, dies by a signal or passes timeout_ms (its whole process group
- * is then killed).
+ * from /dev/null and stdout and stderr captured to a bounded tail, in a
+ * process group of its own (util/run.h). With private_mounts, the program
+ * runs in a new mount namespace whose mounts propagate nowhere, so whatever
+ * it mounts disappears with it. Fails with AIRLOCK_ERR_EXECUTION_UNAVAILABLE
+ * when the program is missing, exits non-zero, dies by a signal or passes
+ * timeout_ms (its whole process group is then killed).
  */
 static int run_program(const char *const *argv, bool private_mounts, int64_t timeout_ms,
                        const char *package, airlock_error *err)
@@ -680,9 +624,6 @@ static int run_program(const char *const *argv, bool private_mounts, int64_t tim
 		return airlock_error_set(err, AIRLOCK_ERR_EXECUTION_UNAVAILABLE, 0,
 		                         "%s is not installed in %s (Debian package %s; scripts/setup.sh installs it)",
 		                         argv[0], FIXED_PATH, package);
-	/* Everything the child needs is prepared before fork: between fork and
-	 * exec only async-signal-safe system calls run, because this process
-	 * may have other threads, one of them holding malloc's lock. */
 	char *vec[32];
 	size_t n_args = 0;
 	while (argv[n_args] && n_args + 1 < ARRAY_SIZE(vec)) {
@@ -697,135 +638,43 @@ static int run_program(const char *const *argv, bool private_mounts, int64_t tim
 	if (!env)
 		return set_sys(err, ENOMEM, "program environment");
 	prog_env_build(env);
-	_cleanup_close_ int null_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
-	if (null_fd < 0)
-		return set_sys(err, errno, "/dev/null");
-	int pipefd[2];
-	if (pipe2(pipefd, O_CLOEXEC) < 0)
-		return set_sys(err, errno, "pipe");
-	_cleanup_close_ int out_r = pipefd[0];
-	int out_w = pipefd[1];
-	_cleanup_free_ prog_tail *tail = calloc(1, sizeof(*tail));
-	if (!tail) {
-		close(out_w);
-		return set_sys(err, ENOMEM, "output buffer");
-	}
-	sigset_t all, old;
-	sigfillset(&all);
-	pid_t parent = getpid();
 
-	/* Signals are blocked across fork so that no handler of ours runs in
-	 * the child before it resets them. */
-	pthread_sigmask(SIG_SETMASK, &all, &old);
-	pid_t pid = fork();
-	if (pid == 0) {
-		/* The child: fail closed (exit) on anything unexpected. */
-		struct sigaction dfl = { .sa_handler = SIG_DFL };
-		for (int s = 1; s < NSIG; s++)
-			sigaction(s, &dfl, NULL); /* a SIGPIPE a server ignores must not be inherited */
-		if (setpgid(0, 0) < 0)
-			_exit(126);
-		/* Die with us: a crashed caller must not leave a root debootstrap
-		 * running. The getppid check closes the race with our exit. */
-		if (prctl(PR_SET_PDEATHSIG, SIGKILL) < 0 || getppid() != parent)
-			_exit(126);
-		if (private_mounts &&
-		    (unshare(CLONE_NEWNS) < 0 || mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0))
-			_exit(125);
-		if (dup2(null_fd, 0) < 0 || dup2(out_w, 1) < 0 || dup2(out_w, 2) < 0)
-			_exit(126);
-		if (close_range(3, ~0U, 0) < 0)
-			_exit(126);
-		sigset_t none;
-		sigemptyset(&none);
-		sigprocmask(SIG_SETMASK, &none, NULL);
-		execve(path, vec, env->envp);
-		_exit(127);
-	}
-	int fork_errno = errno;
-	pthread_sigmask(SIG_SETMASK, &old, NULL);
-	close(out_w);
-	if (pid < 0)
-		return set_sys(err, fork_errno, "fork");
-	/* Also from here, so the group exists before we may signal it (fails
-	 * harmlessly once the child has exec'd). */
-	setpgid(pid, pid);
-
-	int pidfd = (int)syscall(SYS_pidfd_open, pid, 0);
-	if (pidfd >= 0)
-		fcntl(pidfd, F_SETFD, FD_CLOEXEC);
-	int64_t deadline = util_monotonic_ms() + timeout_ms;
-	int64_t drain_until = 0;
-	bool exited = false, eof = false, timed_out = false;
-	int r = 0;
-	while (!eof || !exited) {
-		int64_t now = util_monotonic_ms();
+	const util_run_options o = {
+		.path = path,
+		.argv = vec,
+		.envp = env->envp,
+		.output_max = OUTPUT_TAIL_MAX,
+		.timeout_ms = timeout_ms,
 		/* After the program exited, its output is drained for a short
 		 * while only: a descendant that escaped its process group must not
 		 * turn a success into a timeout. */
-		int64_t limit = exited && drain_until < deadline ? drain_until : deadline;
-		if (now >= limit) {
-			timed_out = !exited;
-			break;
-		}
-		struct pollfd pfd[2] = { { .fd = eof ? -1 : out_r, .events = POLLIN },
-			                 { .fd = exited ? -1 : pidfd, .events = POLLIN } };
-		/* Without a pidfd (old kernel) the exit is checked every 100 ms. */
-		int64_t wait_ms = limit - now > 1000 ? 1000 : limit - now;
-		if (pidfd < 0 && wait_ms > 100)
-			wait_ms = 100;
-		int pr = poll(pfd, 2, (int)wait_ms);
-		if (pr < 0 && errno != EINTR) {
-			r = set_sys(err, errno, "poll");
-			break;
-		}
-		if (!eof && pr > 0 && (pfd[0].revents & (POLLIN | POLLHUP | POLLERR))) {
-			char buf[4096];
-			ssize_t n = read(out_r, buf, sizeof(buf));
-			if (n > 0)
-				tail_append(tail, buf, (size_t)n);
-			else if (n == 0 || (errno != EINTR && errno != EAGAIN))
-				eof = true;
-		}
-		if (!exited) {
-			siginfo_t si = { 0 };
-			if (waitid(P_PID, (id_t)pid, &si, WEXITED | WNOHANG | WNOWAIT) == 0 &&
-			    si.si_pid == pid) {
-				exited = true;
-				drain_until = util_monotonic_ms() + 5000;
-				/* Whatever it left running in its group would hold the pipe
-				 * and outlive the call: kill it now, while the unreaped
-				 * leader still pins the group id. */
-				kill(-pid, SIGKILL);
-			}
-		}
-	}
-	util_closep(&pidfd);
-	if (r < 0 || timed_out) {
-		prog_kill(pid);
-		prog_reap(pid, NULL);
-		if (!timed_out)
-			return r;
-		char summary[OUTPUT_IN_MESSAGE + 64];
-		tail_summary(tail, summary, sizeof(summary));
+		.drain_ms = 5000,
+		.own_process_group = true,
+		.private_mounts = private_mounts,
+	};
+	__attribute__((cleanup(util_run_result_clear))) util_run_result res;
+	int r = util_run(&o, &res);
+	if (r < 0)
+		return set_sys(err, -r, res.failed);
+	char summary[OUTPUT_IN_MESSAGE + 64];
+	summarize_tail(res.output, res.output_len, OUTPUT_IN_MESSAGE, summary, sizeof(summary));
+	if (res.timed_out)
 		return airlock_error_set(err, AIRLOCK_ERR_EXECUTION_UNAVAILABLE, 0,
 		                         "%s did not finish within %lld s and was killed; its output ended with: %s",
 		                         argv[0], (long long)(timeout_ms / 1000), summary);
-	}
-	int status = 0;
-	prog_reap(pid, &status);
+	int status = res.status;
 	if (WIFEXITED(status) && WEXITSTATUS(status) == 0)
 		return 0;
-	char summary[OUTPUT_IN_MESSAGE + 64];
-	tail_summary(tail, summary, sizeof(summary));
 	if (WIFEXITED(status)) {
 		int code = WEXITSTATUS(status);
 		return airlock_error_set(err, AIRLOCK_ERR_EXECUTION_UNAVAILABLE, 0,
 		                         "%s exited with status %d%s; its output ended with: %s", argv[0],
 		                         code,
-		                         code == 125 ? " (no private mount namespace: needs CAP_SYS_ADMIN)" :
-		                         code == 126 ? " (could not set up the child)" :
-		                         code == 127 ? " (could not execute it)" : "",
+		                         code == UTIL_RUN_EXIT_NO_MOUNT_NS ?
+		                                 " (no private mount namespace: needs CAP_SYS_ADMIN)" :
+		                         code == UTIL_RUN_EXIT_SETUP ? " (could not set up the child)" :
+		                         code == UTIL_RUN_EXIT_EXEC  ? " (could not execute it)" :
+		                                                       "",
 		                         summary);
 	}
 	return airlock_error_set(err, AIRLOCK_ERR_EXECUTION_UNAVAILABLE, 0,

@@ -34,23 +34,20 @@
 #include <inttypes.h>
 #include <linux/falloc.h>
 #include <linux/fs.h>
-#include <poll.h>
 #include <pthread.h>
-#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/ioctl.h>
 #include <sys/mount.h>
-#include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/statfs.h>
-#include <sys/syscall.h>
 #include <sys/sysmacros.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include "exec/native/loop.h"
+#include "util/run.h"
 #include "util/util.h"
 
 #define VOLUME_BLOCK 4096
@@ -85,46 +82,12 @@ struct native_volume {
 
 /* ---- running mkfs ---------------------------------------------------------- */
 
-/* A child that has not been reaped is killed and reaped on every way out. */
-static void volume_killp(pid_t *pid)
-{
-	if (*pid <= 0)
-		return;
-	kill(*pid, SIGKILL);
-	while (waitpid(*pid, NULL, 0) < 0 && errno == EINTR)
-		;
-	*pid = -1;
-}
-
 static const char *volume_mkfs_path(void)
 {
 	for (size_t i = 0; i < ARRAY_SIZE(volume_mkfs_paths); i++)
 		if (access(volume_mkfs_paths[i], X_OK) == 0)
 			return volume_mkfs_paths[i];
 	return NULL;
-}
-
-/* Read what is available on fd into out (capped) until EOF: 1 on EOF, 0 when
- * it would block, -errno. Bytes past the cap are read and dropped, so a
- * chatty child cannot block on a full pipe. */
-static int volume_drain(int fd, util_buf *out)
-{
-	char chunk[1024];
-	for (;;) {
-		ssize_t n = read(fd, chunk, sizeof(chunk));
-		if (n > 0) {
-			if (util_buf_append(out, chunk, (size_t)n) == -ENOMEM)
-				return -ENOMEM;
-			continue;
-		}
-		if (n == 0)
-			return 1;
-		if (errno == EINTR)
-			continue;
-		if (errno == EAGAIN)
-			return 0;
-		return -errno;
-	}
 }
 
 static int volume_mkfs(const native_loop *loop, int64_t inodes, airlock_error *err)
@@ -167,86 +130,28 @@ static int volume_mkfs(const native_loop *loop, int64_t inodes, airlock_error *e
 	 * MKE2FS_DEVICE_SECTSIZE, ...) can change what gets built. */
 	char *const envp[] = { NULL };
 
-	_cleanup_close_ int devnull = open("/dev/null", O_RDONLY | O_CLOEXEC | O_NOCTTY);
-	if (devnull < 0)
-		return airlock_error_set(err, AIRLOCK_ERR_SYSTEM, errno, "workspace volume: /dev/null");
-	int pipefd[2];
-	if (pipe2(pipefd, O_CLOEXEC | O_NONBLOCK) < 0)
-		return airlock_error_set(err, AIRLOCK_ERR_SYSTEM, errno, "workspace volume: pipe");
-	_cleanup_close_ int rd = pipefd[0];
-	_cleanup_close_ int wr = pipefd[1];
-	/* The child's end must block like an ordinary stdout. */
-	if (fcntl(wr, F_SETFL, 0) < 0)
-		return airlock_error_set(err, AIRLOCK_ERR_SYSTEM, errno, "workspace volume: pipe");
-
-	__attribute__((cleanup(volume_killp))) pid_t pid = fork();
-	if (pid < 0)
-		return airlock_error_set(err, AIRLOCK_ERR_SYSTEM, errno, "workspace volume: fork");
-	if (pid == 0) {
-		/* Between fork and exec only async-signal-safe calls, and any
-		 * failure ends the child: failing closed is the right answer here
-		 * and the parent reports the exit status. dup2 clears FD_CLOEXEC on
-		 * 0-2; every other descriptor is O_CLOEXEC or closed below, so the
-		 * loop device, the backing file and whatever else the service
-		 * holds never reach mkfs. */
-		sigset_t all;
-		sigemptyset(&all);
-		if (sigprocmask(SIG_SETMASK, &all, NULL) < 0 ||
-		    prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0) < 0 || dup2(devnull, 0) < 0 ||
-		    dup2(wr, 1) < 0 || dup2(wr, 2) < 0)
-			_exit(126);
-		(void)syscall(SYS_close_range, 3U, ~0U, 0U);
-		execve(bin, argv, envp);
-		_exit(127);
-	}
-	close(TAKE_FD(wr));
-
-	_cleanup_close_ int pidfd = (int)syscall(SYS_pidfd_open, pid, 0);
-	if (pidfd < 0)
-		return airlock_error_set(err, AIRLOCK_ERR_SYSTEM, errno, "workspace volume: pidfd_open");
-
-	__attribute__((cleanup(util_buf_clear))) util_buf out;
-	util_buf_init(&out, VOLUME_MKFS_OUTPUT_MAX);
-	int64_t deadline = util_monotonic_ms() + VOLUME_MKFS_TIMEOUT_MS;
-	bool eof = false, exited = false;
-	while (!eof || !exited) {
-		int64_t left = deadline - util_monotonic_ms();
-		if (left <= 0)
-			return airlock_error_set(err, AIRLOCK_ERR_EXECUTION_UNAVAILABLE, 0,
-			                         "workspace volume: mkfs.ext4 on %s took longer than %d ms",
-			                         loop->path, VOLUME_MKFS_TIMEOUT_MS);
-		struct pollfd p[2] = {
-			{ .fd = eof ? -1 : rd, .events = POLLIN },
-			{ .fd = exited ? -1 : pidfd, .events = POLLIN },
-		};
-		int n = poll(p, 2, (int)left);
-		if (n < 0) {
-			if (errno == EINTR)
-				continue;
-			return airlock_error_set(err, AIRLOCK_ERR_SYSTEM, errno, "workspace volume: poll");
-		}
-		if (p[0].revents) {
-			int r = volume_drain(rd, &out);
-			if (r < 0)
-				return airlock_error_set(err, AIRLOCK_ERR_SYSTEM, -r,
-				                         "workspace volume: mkfs output");
-			eof = r == 1;
-		}
-		if (p[1].revents)
-			exited = true;
-	}
-
-	int status = 0;
-	while (waitpid(pid, &status, 0) < 0) {
-		if (errno != EINTR)
-			return airlock_error_set(err, AIRLOCK_ERR_SYSTEM, errno, "workspace volume: waitpid");
-	}
-	pid = -1; /* reaped */
+	const util_run_options o = {
+		.path = bin,
+		.argv = argv,
+		.envp = envp,
+		.output_max = VOLUME_MKFS_OUTPUT_MAX,
+		.timeout_ms = VOLUME_MKFS_TIMEOUT_MS,
+	};
+	__attribute__((cleanup(util_run_result_clear))) util_run_result res;
+	int r = util_run(&o, &res);
+	if (r < 0)
+		return airlock_error_set(err, AIRLOCK_ERR_SYSTEM, -r, "workspace volume: %s",
+		                         res.failed);
+	if (res.timed_out || !res.output_eof)
+		return airlock_error_set(err, AIRLOCK_ERR_EXECUTION_UNAVAILABLE, 0,
+		                         "workspace volume: mkfs.ext4 on %s took longer than %d ms",
+		                         loop->path, VOLUME_MKFS_TIMEOUT_MS);
+	int status = res.status;
 	if (WIFEXITED(status) && WEXITSTATUS(status) == 0)
 		return 0;
 
 	char shown[AIRLOCK_ERROR_MESSAGE_MAX / 2];
-	util_escape(shown, sizeof(shown), out.data, out.len);
+	util_escape(shown, sizeof(shown), res.output, res.output_len);
 	if (WIFEXITED(status))
 		return airlock_error_set(err, AIRLOCK_ERR_EXECUTION_UNAVAILABLE, 0,
 		                         "workspace volume: mkfs.ext4 on %s exited with status %d: %s",

@@ -1,0 +1,219 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* Running an external program (run.h has the contract). */
+#include "util/run.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <pthread.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mount.h>
+#include <sys/prctl.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "util/util.h"
+
+#define RUN_READ_CHUNK 4096
+/* How long the rest of a killed process group is waited for. */
+#define RUN_GROUP_WAIT_STEPS 1000
+#define RUN_GROUP_WAIT_STEP_NS (5 * 1000 * 1000)
+
+void util_run_result_clear(util_run_result *r)
+{
+	free(r->output);
+	r->output = NULL;
+	r->output_len = 0;
+}
+
+/* Keep the last cap bytes of everything appended. */
+static void tail_append(char *data, size_t *len, size_t cap, const char *p, size_t n)
+{
+	if (n > cap) {
+		p += n - cap;
+		n = cap;
+	}
+	size_t keep = *len + n > cap ? cap - n : *len;
+	if (keep < *len)
+		memmove(data, data + (*len - keep), keep);
+	memcpy(data + keep, p, n);
+	*len = keep + n;
+	data[*len] = 0;
+}
+
+/* Kill the program (its whole process group with own_group). Called while
+ * the leader is unreaped (a zombie at worst), so its pid, which is the
+ * group's id, cannot have been reused by anyone else. */
+static void run_kill(pid_t pid, bool own_group)
+{
+	if (own_group)
+		kill(-pid, SIGKILL);
+	kill(pid, SIGKILL);
+}
+
+/* Reap the leader; with own_group, then wait (at most 5 s) until the rest of
+ * its group is gone too: SIGKILL is delivered at once but a process takes a
+ * moment to die, and a caller told the program is over must not find its
+ * children still running (still writing into a tree being removed). Probing
+ * with signal 0 after the reap is safe: the kernel does not reuse a pid
+ * while a process group of that id has members. */
+static int run_reap(pid_t pid, bool own_group, int *ret_status)
+{
+	int status = 0, r = 0;
+	while (waitpid(pid, &status, 0) < 0) {
+		if (errno != EINTR) {
+			r = -errno;
+			break;
+		}
+	}
+	*ret_status = status;
+	for (int i = 0; own_group && i < RUN_GROUP_WAIT_STEPS && kill(-pid, 0) == 0; i++) {
+		struct timespec ts = { 0, RUN_GROUP_WAIT_STEP_NS };
+		nanosleep(&ts, NULL);
+	}
+	return r;
+}
+
+/* The child, between fork and exec: only async-signal-safe system calls
+ * run here, because the parent may have other threads, one of them holding
+ * malloc's lock. Any failure ends the child: failing closed is the right
+ * answer here and the parent reports the exit status. */
+static _Noreturn void run_child(const util_run_options *o, pid_t parent, int null_fd, int out_w)
+{
+	struct sigaction dfl = { .sa_handler = SIG_DFL };
+	for (int s = 1; s < NSIG; s++)
+		sigaction(s, &dfl, NULL); /* a SIGPIPE a server ignores must not be inherited */
+	if (o->own_process_group && setpgid(0, 0) < 0)
+		_exit(UTIL_RUN_EXIT_SETUP);
+	/* Die with us: a crashed caller must not leave a program it started
+	 * as root running. The getppid check closes the race with our exit. */
+	if (prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0) < 0 || getppid() != parent)
+		_exit(UTIL_RUN_EXIT_SETUP);
+	if (o->private_mounts &&
+	    (unshare(CLONE_NEWNS) < 0 || mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0))
+		_exit(UTIL_RUN_EXIT_NO_MOUNT_NS);
+	/* dup2 clears FD_CLOEXEC on 0-2; every other descriptor is closed here
+	 * (and ours are O_CLOEXEC besides), so whatever the caller holds (a
+	 * loop device, a backing file, a store directory) never reaches the
+	 * program. */
+	if (dup2(null_fd, 0) < 0 || dup2(out_w, 1) < 0 || dup2(out_w, 2) < 0)
+		_exit(UTIL_RUN_EXIT_SETUP);
+	if (syscall(SYS_close_range, 3U, ~0U, 0U) < 0)
+		_exit(UTIL_RUN_EXIT_SETUP);
+	sigset_t none;
+	sigemptyset(&none);
+	if (sigprocmask(SIG_SETMASK, &none, NULL) < 0)
+		_exit(UTIL_RUN_EXIT_SETUP);
+	execve(o->path, o->argv, o->envp);
+	_exit(UTIL_RUN_EXIT_EXEC);
+}
+
+static int run_fail(util_run_result *ret, const char *what, int errnum)
+{
+	ret->failed = what;
+	return -(errnum ? errnum : EIO);
+}
+
+int util_run(const util_run_options *o, util_run_result *ret)
+{
+	*ret = (util_run_result){ 0 };
+	if (!o->path || o->path[0] != '/' || !o->argv || !o->argv[0] || !o->envp)
+		return run_fail(ret, "arguments", EINVAL);
+	/* Everything the child needs is prepared before fork. */
+	size_t cap = o->output_max;
+	ret->output = calloc(1, cap + 1);
+	if (!ret->output)
+		return run_fail(ret, "output buffer", ENOMEM);
+	_cleanup_close_ int null_fd = open("/dev/null", O_RDONLY | O_CLOEXEC | O_NOCTTY);
+	if (null_fd < 0)
+		return run_fail(ret, "/dev/null", errno);
+	int pipefd[2];
+	if (pipe2(pipefd, O_CLOEXEC) < 0)
+		return run_fail(ret, "pipe", errno);
+	_cleanup_close_ int out_r = pipefd[0];
+	_cleanup_close_ int out_w = pipefd[1];
+	const bool group = o->own_process_group;
+	sigset_t all, old;
+	sigfillset(&all);
+	pid_t parent = getpid();
+
+	/* Signals are blocked across fork so that no handler of ours runs in
+	 * the child before it resets them. */
+	pthread_sigmask(SIG_SETMASK, &all, &old);
+	pid_t pid = fork();
+	if (pid == 0)
+		run_child(o, parent, null_fd, out_w);
+	int fork_errno = errno;
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	close(TAKE_FD(out_w));
+	if (pid < 0)
+		return run_fail(ret, "fork", fork_errno);
+	/* Also from here, so the group exists before we may signal it (fails
+	 * harmlessly once the child has exec'd). */
+	if (group)
+		setpgid(pid, pid);
+
+	_cleanup_close_ int pidfd = (int)syscall(SYS_pidfd_open, pid, 0);
+	if (pidfd >= 0)
+		fcntl(pidfd, F_SETFD, FD_CLOEXEC);
+	int64_t deadline = util_monotonic_ms() + o->timeout_ms;
+	int64_t drain_until = 0;
+	bool exited = false, eof = false;
+	int r = 0;
+	while (!eof || !exited) {
+		int64_t now = util_monotonic_ms();
+		/* After the program exited, its output is drained for drain_ms
+		 * only: a descendant that escaped its process group must not turn
+		 * a success into a timeout. */
+		int64_t limit = exited && o->drain_ms > 0 && drain_until < deadline ? drain_until :
+		                                                                       deadline;
+		if (now >= limit) {
+			ret->timed_out = !exited;
+			break;
+		}
+		struct pollfd pfd[2] = { { .fd = eof ? -1 : out_r, .events = POLLIN },
+			                 { .fd = exited ? -1 : pidfd, .events = POLLIN } };
+		/* Without a pidfd (old kernel) the exit is checked every 100 ms. */
+		int64_t wait_ms = limit - now > 1000 ? 1000 : limit - now;
+		if (pidfd < 0 && wait_ms > 100)
+			wait_ms = 100;
+		int pr = poll(pfd, 2, (int)wait_ms);
+		if (pr < 0 && errno != EINTR) {
+			r = run_fail(ret, "poll", errno);
+			break;
+		}
+		if (!eof && pr > 0 && (pfd[0].revents & (POLLIN | POLLHUP | POLLERR))) {
+			char buf[RUN_READ_CHUNK];
+			ssize_t n = read(out_r, buf, sizeof(buf));
+			if (n > 0)
+				tail_append(ret->output, &ret->output_len, cap, buf, (size_t)n);
+			else if (n == 0 || (errno != EINTR && errno != EAGAIN))
+				eof = true;
+		}
+		if (!exited) {
+			siginfo_t si = { 0 };
+			if (waitid(P_PID, (id_t)pid, &si, WEXITED | WNOHANG | WNOWAIT) == 0 &&
+			    si.si_pid == pid) {
+				exited = true;
+				drain_until = util_monotonic_ms() + o->drain_ms;
+				/* Whatever it left running in its group would hold the pipe
+				 * and outlive the call: kill it now, while the unreaped
+				 * leader still pins the group id. */
+				if (group)
+					kill(-pid, SIGKILL);
+			}
+		}
+	}
+	ret->output_eof = eof;
+	if (r < 0 || ret->timed_out)
+		run_kill(pid, group);
+	int wr = run_reap(pid, group, &ret->status);
+	if (r == 0 && wr < 0)
+		r = run_fail(ret, "waitpid", -wr);
+	return r;
+}
