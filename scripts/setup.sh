@@ -14,7 +14,8 @@ packages=(
 	libseccomp-dev                     # the native sandbox's seccomp filter, built and exported as BPF
 	libc-ares-dev                      # egress: the proxy's resolver (A and AAAA once, configurable servers)
 	python3                            # test helpers parse JSON output
-	debootstrap erofs-utils gpgv debian-archive-keyring             # sandbox images: built from Debian packages, named by digest
+	debootstrap erofs-utils            # sandbox images: built from Debian packages, named by digest
+	gpgv debian-archive-keyring        # debootstrap checks the release signatures (only recommended by it)
 	e2fsprogs                          # mkfs.ext4 formats each sandbox's workspace volume (native)
 	bubblewrap                         # bench/bench_native compares provision latency with bwrap
 	clang libclang-rt-14-dev           # libFuzzer targets (scripts/fuzz.sh)
