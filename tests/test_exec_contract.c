@@ -627,3 +627,37 @@ CONTRACT_TEST(a_second_concurrent_execute_is_refused)
 	airlock_execution_result_clear(&r);
 	ctx_close(&c);
 }
+
+#define CONTRACT_INSTANCE_expiry_mid_command_kills_with_expired(a, f) CONTRACT_INSTANCE(expiry_mid_command_kills_with_expired, a, f)
+CONTRACT_TEST(expiry_mid_command_kills_with_expired)
+{
+	/* expires_at is created_at + the hard cap: with a 2 s cap and part of
+	 * the sandbox's life already spent, expiry comes before the command's
+	 * own 2 s timeout, so the reason must be EXPIRED, not TIMEOUT. */
+	airlock_exec_config cfg;
+	airlock_exec_config_default(&cfg);
+	cfg.hard_cap_seconds = 2;
+	ctx c;
+	ctx_open_cfg(&c, fx, &cfg);
+	char *argv[] = { "sh", "-c", "printf begun; exec sleep 30", NULL };
+	fx->prepare(c.state, (const char *const *)argv,
+	            &(airlock_fake_behaviour){ .stdout_data = "begun", .stdout_len = 5,
+	                                       .runs_for_ms = 30000 });
+	struct timespec ts = { .tv_sec = 0, .tv_nsec = 600 * 1000000L };
+	nanosleep(&ts, NULL);
+	airlock_execution_command cmd = test_command(argv);
+	airlock_execution_result r;
+	run(&c, &cmd, &r);
+	cr_assert_eq(r.killed_by, AIRLOCK_KILL_EXPIRED, "killed_by=%d", r.killed_by);
+	cr_assert_not(r.timed_out);
+	cr_assert_not(r.has_exit_code);
+	cr_assert_eq(r.stdout_len, 5, "partial output is returned");
+	airlock_execution_result_clear(&r);
+	/* An expired sandbox is destroyed: the handle no longer executes. */
+	airlock_error err = { 0 };
+	char *t[] = { "true", NULL };
+	airlock_execution_command again = test_command(t);
+	cr_assert_eq(airlock_exec_execute(c.exec, &c.call, &c.h, &again, &r, &err),
+	             airlock_errcode(AIRLOCK_ERR_EXECUTION_REJECTED), "%s", err.message);
+	ctx_close(&c);
+}
