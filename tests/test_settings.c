@@ -273,14 +273,14 @@ Test(settings, wrong_types_and_values)
 		{ "environment:\n  passthrough: [\"A-B\"]\n", "not a valid environment variable name" },
 		{ "environment:\n  passthrough: [HTTP_PROXY]\n  passthrough_file: /etc/x\n", "cannot both be set" },
 		{ "a: &anchor 1\n", "unknown key" },
-		{ "sandbox: &s {}\n", "anchors are not supported" },
-		{ "sandbox: !!map {}\n", "tags are not supported" },
+		{ "sandbox: &s {}\n", "anchors are not allowed" },
+		{ "sandbox: !!map {}\n", "tags are not allowed" },
 		{ "x: &a [1]\nsandbox: *a\n", "unknown key" },
 		{ "auth_mode: &a dev\n", "anchors" },
-		{ "sandbox: {}\nlimits: *a\n", "aliases are not supported" },
+		{ "sandbox: {}\nlimits: *a\n", "aliases are not allowed" },
 		{ "deployment_mode: development\n---\nauth_mode: dev\n", "only one YAML document" },
 		{ "deployment_mode: [\n", NULL },
-		{ "\t- tab\n", "YAML syntax error" },
+		{ "\t- tab\n", "not valid YAML" },
 		{ "[1, 2]: x\n", "keys must be plain names" },
 	};
 	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {

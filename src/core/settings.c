@@ -25,7 +25,7 @@
 
 #include "airlock/envbuild.h"
 #include "util/util.h"
-#include "util/yaml.h"
+#include "core/yaml_reader.h"
 
 /* The largest settings file we read. A real one is a few hundred bytes; the
  * cap bounds what libyaml is asked to tokenize. */
@@ -463,66 +463,12 @@ static int scalar_store(const field *f, void *base, const char *v, size_t len, b
 
 /* ---- the YAML walk ---------------------------------------------------------- */
 
-typedef struct yp {
-	yaml_parser_t parser;
-	yaml_event_t ev;
-	bool have_ev;
-	const char *name;
-	airlock_error *err;
-} yp;
+/* The settings parser reads through the shared reader. */
+typedef airlock_yaml_reader yp;
 
-__attribute__((format(printf, 3, 4)))
-static int yp_fail(yp *p, size_t line, const char *fmt, ...)
-{
-	char msg[AIRLOCK_ERROR_MESSAGE_MAX];
-	va_list ap;
-	va_start(ap, fmt);
-	vsnprintf(msg, sizeof(msg), fmt, ap);
-	va_end(ap);
-	return airlock_error_set(p->err, AIRLOCK_ERR_CONFIG, 0, "%s:%zu: %s", p->name, line, msg);
-}
 
-static size_t yp_line(const yp *p)
-{
-	return p->ev.start_mark.line + 1;
-}
 
-static const char *event_kind(const yaml_event_t *ev)
-{
-	switch (ev->type) {
-	case YAML_MAPPING_START_EVENT:
-		return "a mapping";
-	case YAML_SEQUENCE_START_EVENT:
-		return "a list";
-	case YAML_SCALAR_EVENT:
-		return "a scalar";
-	default:
-		return "something else";
-	}
-}
 
-/* Advance to the next event, refusing the YAML features a settings file has
- * no use for. */
-static int yp_next(yp *p)
-{
-	size_t line = 0;
-	char msg[300];
-	switch (util_yaml_next(&p->parser, &p->ev, &p->have_ev, &line, msg, sizeof(msg))) {
-	case UTIL_YAML_OK:
-		return 0;
-	case UTIL_YAML_NOMEM:
-		return airlock_error_set(p->err, AIRLOCK_ERR_SYSTEM, ENOMEM, "%s", p->name);
-	case UTIL_YAML_SYNTAX:
-		return yp_fail(p, line, "YAML syntax error: %s", msg);
-	case UTIL_YAML_ALIAS:
-		return yp_fail(p, line, "aliases are not supported in settings");
-	case UTIL_YAML_ANCHOR:
-		return yp_fail(p, line, "anchors are not supported in settings");
-	case UTIL_YAML_TAG:
-		return yp_fail(p, line, "explicit tags are not supported in settings");
-	}
-	return yp_fail(p, line, "YAML");
-}
 
 static const char *scalar_text(const yp *p)
 {
@@ -552,38 +498,38 @@ static int parse_names(yp *p, const field *f, const schema *sc, void *base)
 	if (scalar_is_null(p))
 		goto store; /* "passthrough:" with nothing after it: an empty list */
 	if (p->ev.type != YAML_SEQUENCE_START_EVENT)
-		return yp_fail(p, yp_line(p), "%s%s: expected a list of variable names, got %s",
-		               sc->path, f->key, event_kind(&p->ev));
+		return airlock_yaml_fail(p, airlock_yaml_line(p), "%s%s: expected a list of variable names, got %s",
+		               sc->path, f->key, airlock_yaml_kind(p));
 	names = calloc(AIRLOCK_TIER1_MAX + 1, sizeof(*names));
 	if (!names)
 		return airlock_error_set(p->err, AIRLOCK_ERR_SYSTEM, ENOMEM, "%s", p->name);
 	for (;;) {
-		r = yp_next(p);
+		r = airlock_yaml_next(p);
 		if (r < 0)
 			goto out;
 		if (p->ev.type == YAML_SEQUENCE_END_EVENT)
 			break;
 		if (p->ev.type != YAML_SCALAR_EVENT) {
-			r = yp_fail(p, yp_line(p), "%s%s: expected a variable name, got %s", sc->path,
-			            f->key, event_kind(&p->ev));
+			r = airlock_yaml_fail(p, airlock_yaml_line(p), "%s%s: expected a variable name, got %s", sc->path,
+			            f->key, airlock_yaml_kind(p));
 			goto out;
 		}
 		const char *v = scalar_text(p);
 		size_t len = p->ev.data.scalar.length;
 		if (strnlen(v, len) != len || !airlock_env_name_valid(v)) {
-			r = yp_fail(p, yp_line(p),
+			r = airlock_yaml_fail(p, airlock_yaml_line(p),
 			            "%s%s: \"%s\" is not a valid environment variable name ([A-Za-z_][A-Za-z0-9_]*, at most 128)",
 			            sc->path, f->key, quote(q, sizeof(q), v, len));
 			goto out;
 		}
 		for (size_t i = 0; i < n; i++)
 			if (strcmp(names[i], v) == 0) {
-				r = yp_fail(p, yp_line(p), "%s%s: \"%s\" is listed twice", sc->path,
+				r = airlock_yaml_fail(p, airlock_yaml_line(p), "%s%s: \"%s\" is listed twice", sc->path,
 				            f->key, v);
 				goto out;
 			}
 		if (n >= AIRLOCK_TIER1_MAX) {
-			r = yp_fail(p, yp_line(p), "%s%s: more than %d names", sc->path, f->key,
+			r = airlock_yaml_fail(p, airlock_yaml_line(p), "%s%s: more than %d names", sc->path, f->key,
 			            AIRLOCK_TIER1_MAX);
 			goto out;
 		}
@@ -614,7 +560,7 @@ out:
 static int parse_value(yp *p, const field *f, const schema *sc, void *base)
 {
 	char where[256];
-	snprintf(where, sizeof(where), "%s:%zu: %s%s", p->name, yp_line(p), sc->path, f->key);
+	snprintf(where, sizeof(where), "%s:%zu: %s%s", p->name, airlock_yaml_line(p), sc->path, f->key);
 
 	switch (f->kind) {
 	case F_MAP:
@@ -623,18 +569,18 @@ static int parse_value(yp *p, const field *f, const schema *sc, void *base)
 		/* "sandbox:" with every key commented out is an empty mapping. */
 		if (scalar_is_null(p))
 			return 0;
-		return yp_fail(p, yp_line(p), "%s%s: expected a mapping, got %s", sc->path, f->key,
-		               event_kind(&p->ev));
+		return airlock_yaml_fail(p, airlock_yaml_line(p), "%s%s: expected a mapping, got %s", sc->path, f->key,
+		               airlock_yaml_kind(p));
 	case F_NAMES:
 		return parse_names(p, f, sc, base);
 	default:
 		break;
 	}
 	if (p->ev.type != YAML_SCALAR_EVENT)
-		return yp_fail(p, yp_line(p), "%s%s: expected a single value, got %s", sc->path,
-		               f->key, event_kind(&p->ev));
+		return airlock_yaml_fail(p, airlock_yaml_line(p), "%s%s: expected a single value, got %s", sc->path,
+		               f->key, airlock_yaml_kind(p));
 	if (scalar_is_null(p))
-		return yp_fail(p, yp_line(p), "%s%s: a value is required (got null)", sc->path, f->key);
+		return airlock_yaml_fail(p, airlock_yaml_line(p), "%s%s: a value is required (got null)", sc->path, f->key);
 	return scalar_store(f, base, scalar_text(p), p->ev.data.scalar.length,
 	                    p->ev.data.scalar.style == YAML_PLAIN_SCALAR_STYLE, where, p->err);
 }
@@ -647,17 +593,17 @@ static int parse_mapping(yp *p, const schema *sc, void *base)
 	char q[QUOTE_MAX];
 
 	for (;;) {
-		int r = yp_next(p);
+		int r = airlock_yaml_next(p);
 		if (r < 0)
 			return r;
 		if (p->ev.type == YAML_MAPPING_END_EVENT)
 			break;
 		if (p->ev.type != YAML_SCALAR_EVENT)
-			return yp_fail(p, yp_line(p), "mapping keys must be plain names, got %s",
-			               event_kind(&p->ev));
+			return airlock_yaml_fail(p, airlock_yaml_line(p), "mapping keys must be plain names, got %s",
+			               airlock_yaml_kind(p));
 		const char *key = scalar_text(p);
 		size_t klen = p->ev.data.scalar.length;
-		size_t line = yp_line(p);
+		size_t line = airlock_yaml_line(p);
 		const field *f = NULL;
 		size_t idx = 0;
 		for (idx = 0; idx < sc->n; idx++)
@@ -676,21 +622,21 @@ static int parse_mapping(yp *p, const schema *sc, void *base)
 					break;
 				o += (size_t)w;
 			}
-			return yp_fail(p, line, "unknown key \"%s%s\" (known here: %s)", sc->path,
+			return airlock_yaml_fail(p, line, "unknown key \"%s%s\" (known here: %s)", sc->path,
 			               quote(q, sizeof(q), key, klen), known);
 		}
 		/* A duplicate key is refused rather than last-wins: two values for
 		 * one setting means someone believes the other one is in force. */
 		if (seen_line[idx])
-			return yp_fail(p, line, "duplicate key \"%s%s\" (first at line %zu)", sc->path,
+			return airlock_yaml_fail(p, line, "duplicate key \"%s%s\" (first at line %zu)", sc->path,
 			               f->key, seen_line[idx]);
 		seen_line[idx] = line;
 		if (sc->exclusive_a >= 0 && seen_line[sc->exclusive_a] && seen_line[sc->exclusive_b])
-			return yp_fail(p, line,
+			return airlock_yaml_fail(p, line,
 			               "%s%s and %s%s cannot both be set: name the tier-1 variables in one place",
 			               sc->path, sc->fields[sc->exclusive_a].key, sc->path,
 			               sc->fields[sc->exclusive_b].key);
-		r = yp_next(p);
+		r = airlock_yaml_next(p);
 		if (r < 0)
 			return r;
 		r = parse_value(p, f, sc, base);
@@ -705,27 +651,27 @@ static int parse_mapping(yp *p, const schema *sc, void *base)
 static int settings_apply_yaml(airlock_settings *s, const char *name, const char *buf, size_t len,
                                airlock_error *err)
 {
-	yp p = { .name = name, .err = err };
+	yp p;
 	int r;
 
 	if (len > SETTINGS_INPUT_MAX)
 		return airlock_error_set(err, AIRLOCK_ERR_CONFIG, 0,
 		                         "%s: larger than %u bytes; a settings file is a few hundred",
 		                         name, SETTINGS_INPUT_MAX);
-	if (!yaml_parser_initialize(&p.parser))
-		return airlock_error_set(err, AIRLOCK_ERR_SYSTEM, ENOMEM, "%s", name);
-	yaml_parser_set_input_string(&p.parser, (const unsigned char *)(buf ? buf : ""), len);
+	r = airlock_yaml_open(&p, name, "settings", buf, len, err);
+	if (r < 0)
+		return r;
 
-	r = yp_next(&p); /* STREAM_START */
+	r = airlock_yaml_next(&p); /* STREAM_START */
 	if (r < 0)
 		goto out;
-	r = yp_next(&p);
+	r = airlock_yaml_next(&p);
 	if (r < 0)
 		goto out;
 	if (p.ev.type == YAML_STREAM_END_EVENT)
 		goto out; /* an empty file, or only comments: the defaults stand */
 	/* DOCUMENT_START; the root node follows. */
-	r = yp_next(&p);
+	r = airlock_yaml_next(&p);
 	if (r < 0)
 		goto out;
 	if (p.ev.type == YAML_MAPPING_START_EVENT) {
@@ -733,22 +679,20 @@ static int settings_apply_yaml(airlock_settings *s, const char *name, const char
 		if (r < 0)
 			goto out;
 	} else if (!scalar_is_null(&p)) {
-		r = yp_fail(&p, yp_line(&p), "the settings document must be a mapping, got %s",
-		            event_kind(&p.ev));
+		r = airlock_yaml_fail(&p, airlock_yaml_line(&p), "the settings document must be a mapping, got %s",
+		            airlock_yaml_kind(&p));
 		goto out;
 	}
-	r = yp_next(&p); /* DOCUMENT_END */
+	r = airlock_yaml_next(&p); /* DOCUMENT_END */
 	if (r < 0)
 		goto out;
-	r = yp_next(&p);
+	r = airlock_yaml_next(&p);
 	if (r < 0)
 		goto out;
 	if (p.ev.type != YAML_STREAM_END_EVENT)
-		r = yp_fail(&p, yp_line(&p), "only one YAML document is allowed in a settings file");
+		r = airlock_yaml_fail(&p, airlock_yaml_line(&p), "only one YAML document is allowed in a settings file");
 out:
-	if (p.have_ev)
-		yaml_event_delete(&p.ev);
-	yaml_parser_delete(&p.parser);
+	airlock_yaml_close(&p);
 	return r;
 }
 

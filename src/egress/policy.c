@@ -29,7 +29,7 @@
 #include <yaml.h>
 
 #include "util/util.h"
-#include "util/yaml.h"
+#include "core/yaml_reader.h"
 
 #define QUOTE_MAX 96
 #define LABEL_MAX 63
@@ -231,43 +231,11 @@ bool airlock_egress_host_matches(const char *pattern, const char *host)
 
 /* ---- the YAML walk ---------------------------------------------------------- */
 
-typedef struct pp {
-	yaml_parser_t parser;
-	yaml_event_t ev;
-	bool have_ev;
-	char name[NAME_QUOTE_MAX];
-	airlock_error *err;
-} pp;
+/* The policy parser reads through the shared reader. */
+typedef airlock_yaml_reader pp;
 
-__attribute__((format(printf, 3, 4)))
-static int pp_fail(pp *p, size_t line, const char *fmt, ...)
-{
-	char msg[AIRLOCK_ERROR_MESSAGE_MAX];
-	va_list ap;
-	va_start(ap, fmt);
-	vsnprintf(msg, sizeof(msg), fmt, ap);
-	va_end(ap);
-	return airlock_error_set(p->err, AIRLOCK_ERR_CONFIG, 0, "%s:%zu: %s", p->name, line, msg);
-}
 
-static size_t pp_line(const pp *p)
-{
-	return p->ev.start_mark.line + 1;
-}
 
-static const char *pp_kind(const pp *p)
-{
-	switch (p->ev.type) {
-	case YAML_MAPPING_START_EVENT:
-		return "a mapping";
-	case YAML_SEQUENCE_START_EVENT:
-		return "a list";
-	case YAML_SCALAR_EVENT:
-		return "a single value";
-	default:
-		return "nothing";
-	}
-}
 
 static const char *pp_text(const pp *p)
 {
@@ -300,34 +268,14 @@ static bool pp_key_is(const pp *p, const char *key)
 }
 
 /* The next event, with the YAML features a policy has no use for refused. */
-static int pp_next(pp *p)
-{
-	size_t line = 0;
-	char msg[300];
-	switch (util_yaml_next(&p->parser, &p->ev, &p->have_ev, &line, msg, sizeof(msg))) {
-	case UTIL_YAML_OK:
-		return 0;
-	case UTIL_YAML_NOMEM:
-		return airlock_error_set(p->err, AIRLOCK_ERR_SYSTEM, ENOMEM, "%s", p->name);
-	case UTIL_YAML_SYNTAX:
-		return pp_fail(p, line, "not valid YAML: %s", msg);
-	case UTIL_YAML_ALIAS:
-		return pp_fail(p, line, "aliases are not allowed in an egress policy");
-	case UTIL_YAML_ANCHOR:
-		return pp_fail(p, line, "anchors are not allowed in an egress policy");
-	case UTIL_YAML_TAG:
-		return pp_fail(p, line, "explicit tags are not allowed in an egress policy");
-	}
-	return pp_fail(p, line, "YAML");
-}
 
 /* With a key scalar current: refuse anything but a plain name. */
 static int pp_key(pp *p, const char *where)
 {
 	if (p->ev.type != YAML_SCALAR_EVENT)
-		return pp_fail(p, pp_line(p), "%s: keys are plain names, got %s", where, pp_kind(p));
+		return airlock_yaml_fail(p, airlock_yaml_line(p), "%s: keys are plain names, got %s", where, airlock_yaml_kind(p));
 	if (strnlen(pp_text(p), pp_len(p)) != pp_len(p))
-		return pp_fail(p, pp_line(p), "%s: a key contains a NUL byte", where);
+		return airlock_yaml_fail(p, airlock_yaml_line(p), "%s: a key contains a NUL byte", where);
 	return 0;
 }
 
@@ -354,15 +302,15 @@ static bool parse_port(const char *s, size_t len, uint16_t *ret)
 static int parse_ports(pp *p, size_t idx, airlock_egress_destination *d)
 {
 	char q[QUOTE_MAX];
-	size_t line = pp_line(p);
+	size_t line = airlock_yaml_line(p);
 
 	if (pp_null(p))
-		return pp_fail(p, line,
+		return airlock_yaml_fail(p, line,
 		               "destinations[%zu].ports: a non-empty list of ports is required (there is no default port)",
 		               idx);
 	if (p->ev.type != YAML_SEQUENCE_START_EVENT)
-		return pp_fail(p, line, "destinations[%zu].ports: expected a list such as [443], got %s",
-		               idx, pp_kind(p));
+		return airlock_yaml_fail(p, line, "destinations[%zu].ports: expected a list such as [443], got %s",
+		               idx, airlock_yaml_kind(p));
 
 	/* One bit per port: duplicates are found in constant time, and the
 	 * list can never be longer than the 65535 distinct ports. */
@@ -372,26 +320,26 @@ static int parse_ports(pp *p, size_t idx, airlock_egress_destination *d)
 	if (!seen)
 		return airlock_error_set(p->err, AIRLOCK_ERR_SYSTEM, ENOMEM, "%s", p->name);
 	for (;;) {
-		int r = pp_next(p);
+		int r = airlock_yaml_next(p);
 		if (r < 0)
 			return r;
 		if (p->ev.type == YAML_SEQUENCE_END_EVENT)
 			break;
 		if (p->ev.type != YAML_SCALAR_EVENT || pp_null(p))
-			return pp_fail(p, pp_line(p),
+			return airlock_yaml_fail(p, airlock_yaml_line(p),
 			               "destinations[%zu].ports[%zu]: expected a port number 1..65535, got %s",
-			               idx, n, pp_null(p) ? "null" : pp_kind(p));
+			               idx, n, pp_null(p) ? "null" : airlock_yaml_kind(p));
 		uint16_t port;
 		if (p->ev.data.scalar.style != YAML_PLAIN_SCALAR_STYLE)
-			return pp_fail(p, pp_line(p),
+			return airlock_yaml_fail(p, airlock_yaml_line(p),
 			               "destinations[%zu].ports[%zu]: \"%s\" is quoted; write a port as a number",
 			               idx, n, pp_quote(p, q, sizeof(q)));
 		if (!parse_port(pp_text(p), pp_len(p), &port))
-			return pp_fail(p, pp_line(p),
+			return airlock_yaml_fail(p, airlock_yaml_line(p),
 			               "destinations[%zu].ports[%zu]: \"%s\" is not a port (a decimal integer 1..65535, no leading zero)",
 			               idx, n, pp_quote(p, q, sizeof(q)));
 		if (seen[port / 8] & (1u << (port % 8)))
-			return pp_fail(p, pp_line(p), "destinations[%zu].ports[%zu]: port %u is listed twice",
+			return airlock_yaml_fail(p, airlock_yaml_line(p), "destinations[%zu].ports[%zu]: port %u is listed twice",
 			               idx, n, (unsigned)port);
 		seen[port / 8] |= (uint8_t)(1u << (port % 8));
 		if (n == alloc) {
@@ -405,7 +353,7 @@ static int parse_ports(pp *p, size_t idx, airlock_egress_destination *d)
 		ports[n++] = port;
 	}
 	if (n == 0)
-		return pp_fail(p, line,
+		return airlock_yaml_fail(p, line,
 		               "destinations[%zu].ports: must list at least one port (there is no default port)",
 		               idx);
 	free(d->ports);
@@ -446,14 +394,14 @@ static int parse_host(pp *p, size_t idx, airlock_egress_destination *d)
 	char q[QUOTE_MAX], norm[AIRLOCK_HOSTNAME_MAX + 1];
 
 	if (p->ev.type != YAML_SCALAR_EVENT)
-		return pp_fail(p, pp_line(p), "destinations[%zu].host: expected a host name, got %s", idx,
-		               pp_kind(p));
+		return airlock_yaml_fail(p, airlock_yaml_line(p), "destinations[%zu].host: expected a host name, got %s", idx,
+		               airlock_yaml_kind(p));
 	if (pp_null(p))
-		return pp_fail(p, pp_line(p), "destinations[%zu].host: a host name is required (got null)",
+		return airlock_yaml_fail(p, airlock_yaml_line(p), "destinations[%zu].host: a host name is required (got null)",
 		               idx);
 	const char *why = host_rule(pp_text(p), pp_len(p), norm);
 	if (why)
-		return pp_fail(p, pp_line(p), "destinations[%zu].host: \"%s\": %s", idx,
+		return airlock_yaml_fail(p, airlock_yaml_line(p), "destinations[%zu].host: \"%s\": %s", idx,
 		               pp_quote(p, q, sizeof(q)), why);
 	char *h = strdup(norm);
 	if (!h)
@@ -468,10 +416,10 @@ static int parse_host(pp *p, size_t idx, airlock_egress_destination *d)
 static int parse_destination(pp *p, size_t idx, airlock_egress_destination *d, size_t *ret_host_line)
 {
 	char q[QUOTE_MAX];
-	size_t start = pp_line(p), host_line = 0, ports_line = 0;
+	size_t start = airlock_yaml_line(p), host_line = 0, ports_line = 0;
 
 	for (;;) {
-		int r = pp_next(p);
+		int r = airlock_yaml_next(p);
 		if (r < 0)
 			return r;
 		if (p->ev.type == YAML_MAPPING_END_EVENT)
@@ -481,7 +429,7 @@ static int parse_destination(pp *p, size_t idx, airlock_egress_destination *d, s
 		r = pp_key(p, where);
 		if (r < 0)
 			return r;
-		size_t line = pp_line(p);
+		size_t line = airlock_yaml_line(p);
 		size_t *seen;
 		bool host;
 		if (pp_key_is(p, "host")) {
@@ -491,17 +439,17 @@ static int parse_destination(pp *p, size_t idx, airlock_egress_destination *d, s
 			seen = &ports_line;
 			host = false;
 		} else {
-			return pp_fail(p, line,
+			return airlock_yaml_fail(p, line,
 			               "destinations[%zu]: unknown key \"%s\" (a destination has exactly host and ports)",
 			               idx, pp_quote(p, q, sizeof(q)));
 		}
 		/* Two values for one key means someone believes the other one is
 		 * in force: refused rather than last-wins. */
 		if (*seen)
-			return pp_fail(p, line, "destinations[%zu]: duplicate key \"%s\" (first at line %zu)",
+			return airlock_yaml_fail(p, line, "destinations[%zu]: duplicate key \"%s\" (first at line %zu)",
 			               idx, host ? "host" : "ports", *seen);
 		*seen = line;
-		r = pp_next(p);
+		r = airlock_yaml_next(p);
 		if (r < 0)
 			return r;
 		r = host ? parse_host(p, idx, d) : parse_ports(p, idx, d);
@@ -509,9 +457,9 @@ static int parse_destination(pp *p, size_t idx, airlock_egress_destination *d, s
 			return r;
 	}
 	if (!host_line)
-		return pp_fail(p, start, "destinations[%zu]: host is required", idx);
+		return airlock_yaml_fail(p, start, "destinations[%zu]: host is required", idx);
 	if (!ports_line)
-		return pp_fail(p, start,
+		return airlock_yaml_fail(p, start,
 		               "destinations[%zu]: ports is required (there is no default port)", idx);
 	*ret_host_line = host_line;
 	return 0;
@@ -531,18 +479,18 @@ static int parse_destinations(pp *p, airlock_egress_policy *pol)
 	size_t alloc = 0;
 
 	for (;;) {
-		int r = pp_next(p);
+		int r = airlock_yaml_next(p);
 		if (r < 0)
 			return r;
 		if (p->ev.type == YAML_SEQUENCE_END_EVENT)
 			return 0;
 		size_t idx = pol->n_destinations;
 		if (p->ev.type != YAML_MAPPING_START_EVENT)
-			return pp_fail(p, pp_line(p),
+			return airlock_yaml_fail(p, airlock_yaml_line(p),
 			               "destinations[%zu]: expected a mapping with host and ports, got %s",
-			               idx, pp_kind(p));
+			               idx, airlock_yaml_kind(p));
 		if (idx >= AIRLOCK_EGRESS_DESTINATIONS_MAX)
-			return pp_fail(p, pp_line(p), "destinations: more than %d destinations",
+			return airlock_yaml_fail(p, airlock_yaml_line(p), "destinations: more than %d destinations",
 			               AIRLOCK_EGRESS_DESTINATIONS_MAX);
 		if (idx == alloc) {
 			size_t na = alloc ? alloc * 2 : 8;
@@ -569,7 +517,7 @@ static int parse_destinations(pp *p, airlock_egress_policy *pol)
 		for (size_t i = 0; i < idx; i++)
 			if (strcmp(pol->destinations[i].host, d.host) == 0) {
 				char q[QUOTE_MAX];
-				r = pp_fail(p, host_line,
+				r = airlock_yaml_fail(p, host_line,
 				            "destinations[%zu].host: \"%s\" is already destinations[%zu] (line %zu); list each host once with all its ports",
 				            idx, util_escape(q, sizeof(q), d.host, strlen(d.host)), i,
 				            host_lines[i]);
@@ -592,10 +540,10 @@ static int parse_egress(pp *p, airlock_egress_policy *pol, size_t egress_line)
 	if (pp_null(p))
 		goto check; /* "egress:" and nothing else: the default, deny */
 	if (p->ev.type != YAML_MAPPING_START_EVENT)
-		return pp_fail(p, pp_line(p), "egress: expected a mapping with mode and destinations, got %s",
-		               pp_kind(p));
+		return airlock_yaml_fail(p, airlock_yaml_line(p), "egress: expected a mapping with mode and destinations, got %s",
+		               airlock_yaml_kind(p));
 	for (;;) {
-		int r = pp_next(p);
+		int r = airlock_yaml_next(p);
 		if (r < 0)
 			return r;
 		if (p->ev.type == YAML_MAPPING_END_EVENT)
@@ -603,47 +551,47 @@ static int parse_egress(pp *p, airlock_egress_policy *pol, size_t egress_line)
 		r = pp_key(p, "egress");
 		if (r < 0)
 			return r;
-		size_t line = pp_line(p);
+		size_t line = airlock_yaml_line(p);
 		if (pp_key_is(p, "mode")) {
 			if (mode_line)
-				return pp_fail(p, line, "egress: duplicate key \"mode\" (first at line %zu)",
+				return airlock_yaml_fail(p, line, "egress: duplicate key \"mode\" (first at line %zu)",
 				               mode_line);
 			mode_line = line;
-			r = pp_next(p);
+			r = airlock_yaml_next(p);
 			if (r < 0)
 				return r;
 			if (p->ev.type != YAML_SCALAR_EVENT || pp_null(p))
-				return pp_fail(p, pp_line(p), "mode: expected deny or allowlist, got %s",
-				               pp_null(p) ? "null" : pp_kind(p));
+				return airlock_yaml_fail(p, airlock_yaml_line(p), "mode: expected deny or allowlist, got %s",
+				               pp_null(p) ? "null" : airlock_yaml_kind(p));
 			airlock_egress_mode m = AIRLOCK_EGRESS_INVALID;
 			if (strnlen(pp_text(p), pp_len(p)) == pp_len(p))
 				m = airlock_egress_mode_parse(pp_text(p));
 			if (m == AIRLOCK_EGRESS_INVALID && pp_key_is(p, "allow"))
-				return pp_fail(p, pp_line(p),
+				return airlock_yaml_fail(p, airlock_yaml_line(p),
 				               "mode: there is no allow mode (an open mode is one typo from being selected); use allowlist and list the destinations");
 			if (m == AIRLOCK_EGRESS_INVALID)
-				return pp_fail(p, pp_line(p), "mode: unknown value \"%s\" (expected deny or allowlist)",
+				return airlock_yaml_fail(p, airlock_yaml_line(p), "mode: unknown value \"%s\" (expected deny or allowlist)",
 				               pp_quote(p, q, sizeof(q)));
 			pol->mode = m;
 		} else if (pp_key_is(p, "destinations")) {
 			if (dest_line)
-				return pp_fail(p, line,
+				return airlock_yaml_fail(p, line,
 				               "egress: duplicate key \"destinations\" (first at line %zu)",
 				               dest_line);
 			dest_line = line;
-			r = pp_next(p);
+			r = airlock_yaml_next(p);
 			if (r < 0)
 				return r;
 			if (pp_null(p))
 				continue; /* "destinations:" with nothing under it: none */
 			if (p->ev.type != YAML_SEQUENCE_START_EVENT)
-				return pp_fail(p, pp_line(p), "destinations: expected a list of destinations, got %s",
-				               pp_kind(p));
+				return airlock_yaml_fail(p, airlock_yaml_line(p), "destinations: expected a list of destinations, got %s",
+				               airlock_yaml_kind(p));
 			r = parse_destinations(p, pol);
 			if (r < 0)
 				return r;
 		} else {
-			return pp_fail(p, line, "egress: unknown key \"%s\" (known here: mode, destinations)",
+			return airlock_yaml_fail(p, line, "egress: unknown key \"%s\" (known here: mode, destinations)",
 			               pp_quote(p, q, sizeof(q)));
 		}
 	}
@@ -651,11 +599,11 @@ check:
 	/* A policy that says two things is refused rather than read one way:
 	 * whichever way we read it, the operator meant the other. */
 	if (pol->mode == AIRLOCK_EGRESS_DENY && pol->n_destinations > 0)
-		return pp_fail(p, dest_line,
+		return airlock_yaml_fail(p, dest_line,
 		               "destinations: listed while mode is deny%s, which denies everything; set mode: allowlist or remove them",
 		               mode_line ? "" : " (the default)");
 	if (pol->mode == AIRLOCK_EGRESS_ALLOWLIST && pol->n_destinations == 0)
-		return pp_fail(p, dest_line ? dest_line : mode_line ? mode_line : egress_line,
+		return airlock_yaml_fail(p, dest_line ? dest_line : mode_line ? mode_line : egress_line,
 		               "mode: allowlist with no destinations allows nothing; list at least one destination or use mode: deny");
 	return 0;
 }
@@ -663,25 +611,25 @@ check:
 static int parse_document(pp *p, airlock_egress_policy *pol)
 {
 	char q[QUOTE_MAX];
-	int r = pp_next(p); /* STREAM_START */
+	int r = airlock_yaml_next(p); /* STREAM_START */
 	if (r < 0)
 		return r;
-	r = pp_next(p);
+	r = airlock_yaml_next(p);
 	if (r < 0)
 		return r;
 	if (p->ev.type == YAML_STREAM_END_EVENT)
-		return pp_fail(p, 1, "the policy is empty: it is a mapping with exactly one key, egress");
-	r = pp_next(p); /* the root node after DOCUMENT_START */
+		return airlock_yaml_fail(p, 1, "the policy is empty: it is a mapping with exactly one key, egress");
+	r = airlock_yaml_next(p); /* the root node after DOCUMENT_START */
 	if (r < 0)
 		return r;
-	size_t root_line = pp_line(p);
+	size_t root_line = airlock_yaml_line(p);
 	if (p->ev.type != YAML_MAPPING_START_EVENT)
-		return pp_fail(p, root_line,
+		return airlock_yaml_fail(p, root_line,
 		               "the policy is a mapping with exactly one key, egress; got %s",
-		               pp_null(p) ? "an empty document" : pp_kind(p));
+		               pp_null(p) ? "an empty document" : airlock_yaml_kind(p));
 	size_t egress_line = 0;
 	for (;;) {
-		r = pp_next(p);
+		r = airlock_yaml_next(p);
 		if (r < 0)
 			return r;
 		if (p->ev.type == YAML_MAPPING_END_EVENT)
@@ -689,15 +637,15 @@ static int parse_document(pp *p, airlock_egress_policy *pol)
 		r = pp_key(p, "the policy");
 		if (r < 0)
 			return r;
-		size_t line = pp_line(p);
+		size_t line = airlock_yaml_line(p);
 		if (!pp_key_is(p, "egress"))
-			return pp_fail(p, line,
+			return airlock_yaml_fail(p, line,
 			               "unknown key \"%s\" (the policy has exactly one key, egress)",
 			               pp_quote(p, q, sizeof(q)));
 		if (egress_line)
-			return pp_fail(p, line, "duplicate key \"egress\" (first at line %zu)", egress_line);
+			return airlock_yaml_fail(p, line, "duplicate key \"egress\" (first at line %zu)", egress_line);
 		egress_line = line;
-		r = pp_next(p);
+		r = airlock_yaml_next(p);
 		if (r < 0)
 			return r;
 		r = parse_egress(p, pol, egress_line);
@@ -705,43 +653,41 @@ static int parse_document(pp *p, airlock_egress_policy *pol)
 			return r;
 	}
 	if (!egress_line)
-		return pp_fail(p, root_line, "the policy has no egress key");
-	r = pp_next(p); /* DOCUMENT_END */
+		return airlock_yaml_fail(p, root_line, "the policy has no egress key");
+	r = airlock_yaml_next(p); /* DOCUMENT_END */
 	if (r < 0)
 		return r;
-	r = pp_next(p);
+	r = airlock_yaml_next(p);
 	if (r < 0)
 		return r;
 	if (p->ev.type != YAML_STREAM_END_EVENT)
-		return pp_fail(p, pp_line(p), "a policy file holds one YAML document");
+		return airlock_yaml_fail(p, airlock_yaml_line(p), "a policy file holds one YAML document");
 	return 0;
 }
 
 int airlock_egress_policy_parse(const char *name, const char *buf, size_t len,
                                 airlock_egress_policy *ret, airlock_error *err)
 {
-	pp p = { .err = err };
+	pp p;
 	if (!name)
 		name = "policy";
-	util_escape(p.name, sizeof(p.name), name, strlen(name));
-	if (!ret)
-		return airlock_error_set(err, AIRLOCK_ERR_CONFIG, 0, "%s: nowhere to put the policy",
-		                         p.name);
-	if (!buf && len)
-		return airlock_error_set(err, AIRLOCK_ERR_CONFIG, 0, "%s: no input", p.name);
-	if (len > AIRLOCK_EGRESS_POLICY_INPUT_MAX)
-		return airlock_error_set(err, AIRLOCK_ERR_CONFIG, 0,
-		                         "%s: larger than %u bytes; an egress policy is a short list",
-		                         p.name, AIRLOCK_EGRESS_POLICY_INPUT_MAX);
-	if (!yaml_parser_initialize(&p.parser))
-		return airlock_error_set(err, AIRLOCK_ERR_SYSTEM, ENOMEM, "%s", p.name);
-	yaml_parser_set_input_string(&p.parser, (const unsigned char *)(buf ? buf : ""), len);
+	int r = airlock_yaml_open(&p, name, "an egress policy", buf, len, err);
+	if (r < 0)
+		return r;
+	if (!ret || (!buf && len) || len > AIRLOCK_EGRESS_POLICY_INPUT_MAX) {
+		r = !ret        ? airlock_error_set(err, AIRLOCK_ERR_CONFIG, 0,
+		                                    "%s: nowhere to put the policy", p.name)
+		    : !buf      ? airlock_error_set(err, AIRLOCK_ERR_CONFIG, 0, "%s: no input", p.name)
+		                : airlock_error_set(err, AIRLOCK_ERR_CONFIG, 0,
+		                                    "%s: larger than %u bytes; an egress policy is a short list",
+		                                    p.name, AIRLOCK_EGRESS_POLICY_INPUT_MAX);
+		airlock_yaml_close(&p);
+		return r;
+	}
 
 	airlock_egress_policy pol = { 0 };
-	int r = parse_document(&p, &pol);
-	if (p.have_ev)
-		yaml_event_delete(&p.ev);
-	yaml_parser_delete(&p.parser);
+	r = parse_document(&p, &pol);
+	airlock_yaml_close(&p);
 	if (r < 0) {
 		airlock_egress_policy_clear(&pol);
 		return r;
