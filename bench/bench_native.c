@@ -38,6 +38,8 @@
 #include "airlock/native.h"
 #include "airlock/port/exec.h"
 
+#include "bench_util.h"
+
 #define BENCH_STORE_DEFAULT "/var/lib/airlock/images"
 #define BENCH_RUNS_DEFAULT 200
 #define BENCH_EXECS_DEFAULT 500
@@ -49,31 +51,6 @@ extern char **environ;
 
 static const char *const bwrap_dirs[] = { "/usr/bin", "/bin", "/usr/local/bin" };
 
-static int64_t bench_now_ns(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
-}
-
-static double bench_ms(int64_t ns)
-{
-	return (double)ns / 1e6;
-}
-
-static int bench_cmp_i64(const void *a, const void *b)
-{
-	int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
-	return (x > y) - (x < y);
-}
-
-/* Nearest-rank percentile of n samples; sorts v. */
-static int64_t bench_pct(int64_t *v, size_t n, unsigned pct)
-{
-	qsort(v, n, sizeof(*v), bench_cmp_i64);
-	size_t rank = (n * pct + 99) / 100;
-	return v[rank > 0 ? rank - 1 : 0];
-}
 
 typedef struct bench_stat {
 	double p50_ms;
