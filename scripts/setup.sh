@@ -13,6 +13,10 @@ packages=(
 	libssl-dev                         # SHA-256 and base64 via libcrypto EVP
 	libseccomp-dev                     # the native sandbox's seccomp filter, built and exported as BPF
 	libc-ares-dev                      # egress: the proxy's resolver (A and AAAA once, configurable servers)
+	libevent-dev                       # egress: the proxy's event loop (listeners, tunnels, timers)
+	libcurl4-openssl-dev               # egress: the worker's outbound guard for libcurl clients
+	iproute2 dnsmasq-base curl openssl # egress tests: test hosts in netns, their DNS, TLS certs, a client
+	tinyproxy                          # bench/bench_proxy compares the proxy with tinyproxy
 	python3                            # test helpers parse JSON output
 	debootstrap erofs-utils            # sandbox images: built from Debian packages, named by digest
 	gpgv debian-archive-keyring        # debootstrap checks the release signatures (only recommended by it)

@@ -71,9 +71,49 @@ if "$AIRLOCK" doctor | grep -Eq '^native +available' && [ -n "${AIRLOCK_TEST_IMA
 	expect run-native-no-network 1 'ENETUNREACH|unreachable' -- "$AIRLOCK" run -- python3 -c 'import socket; socket.create_connection(("198.51.100.7", 80), 3)'
 	expect run-native-not-found 127 'cannot execute' -- "$AIRLOCK" run -- no-such-program
 	expect run-native-json 0 '"killed_by":null' -- "$AIRLOCK" run --json -- true
+	# Egress, both yeses: the policy and --network, inside the test world
+	# (tests/egress/world.sh: a namespace of its own, hosts in 198.51.100.0/24).
+	printf 'egress:\n  mode: allowlist\n  destinations:\n    - host: a.example.com\n      ports: [80]\n' >"$TMP/world.yaml"
+	WORLD="sh $SRC/tests/egress/world.sh"
+	expect run-native-network 0 '^hello from a' -- $WORLD "$AIRLOCK" run --network --policy "$TMP/world.yaml" \
+		--dns 198.51.100.53 --proxy-log "$TMP/proxy.log" -- curl -sS --max-time 20 -p http://a.example.com/
+	expect run-native-network-logged 0 '"host":"a\.example\.com","port":80,.*"outcome":"allowed"' -- cat "$TMP/proxy.log"
+	expect run-native-network-refused 56 '403' -- $WORLD "$AIRLOCK" run --network --policy "$TMP/world.yaml" \
+		--dns 198.51.100.53 --proxy-log "$TMP/proxy.log" -- curl -sS --max-time 20 -p http://b.example.com/
+	expect run-native-network-refused-logged 0 '"host":"b\.example\.com".*"reason":"NOT_ALLOWLISTED"' -- cat "$TMP/proxy.log"
+	# One yes is not enough: no proxy variable, nothing listening.
+	expect run-native-policy-without-network 7 'without --network the sandbox has no network' -- $WORLD "$AIRLOCK" run \
+		--policy "$TMP/world.yaml" -- curl -sS --max-time 20 -p -x http://127.0.0.1:3128 http://a.example.com/
+	unset AIRLOCK_IMAGE_STORE
 	unset AIRLOCK_IMAGE_STORE
 else
 	echo "skip run-native*: the native mechanism cannot run here (see airlock doctor)"
+fi
+# Egress flags.
+printf 'egress:\n  mode: allowlist\n  destinations:\n    - host: a.example.com\n      ports: [80]\n' >"$TMP/allow.yaml"
+expect run-network-needs-policy 64 '--network needs --policy FILE' -- "$AIRLOCK" run --network -- true
+expect run-dns-needs-network 64 '--dns and --proxy-log configure the egress proxy' -- "$AIRLOCK" run --dns 198.51.100.53 -- true
+printf 'egress:\n  mode: allow\n' >"$TMP/allow-mode.yaml"
+expect run-network-bad-policy 78 'allow-mode\.yaml:2: mode: there is no allow mode' -- "$AIRLOCK" run --network --policy "$TMP/allow-mode.yaml" -- true
+expect run-network-fake 69 'fake has no network' -- "$AIRLOCK" run --mechanism fake --network --policy "$TMP/allow.yaml" -- true
+expect proxy-needs-policy 64 '--policy FILE is required' -- "$AIRLOCK" proxy
+expect proxy-bad-listen 64 '--listen localhost:3128: expected a numeric IPv4' -- "$AIRLOCK" proxy --policy "$TMP/allow.yaml" --listen localhost:3128
+expect proxy-bad-dns 78 '--dns: .*is not ADDR' -- "$AIRLOCK" proxy --policy "$TMP/allow.yaml" --dns dns.example
+# The proxy on its own, with a real client, in the test world.
+if [ "$(id -u)" = 0 ] && command -v curl >/dev/null; then
+	{
+		echo "\"$AIRLOCK\" proxy --policy \"$TMP/allow.yaml\" --listen 127.0.0.1:3129 --dns 198.51.100.53 --log \"$TMP/standalone.log\" 2>\"$TMP/standalone.err\" &"
+		echo 'p=$!; i=0'
+		echo "while [ \$i -lt 100 ] && ! grep -q listening \"$TMP/standalone.err\"; do sleep 0.1; i=\$((i + 1)); done"
+		echo 'curl -sS --max-time 20 -p -x http://127.0.0.1:3129 http://a.example.com/'
+		echo 'curl -sS --max-time 20 -p -x http://127.0.0.1:3129 http://b.example.com/ 2>&1'
+		echo 'kill $p; wait $p; echo "proxy exit $?"'
+	} >"$TMP/standalone.sh"
+	sh "$SRC/tests/egress/world.sh" sh "$TMP/standalone.sh" >"$TMP/standalone.out" 2>&1
+	expect proxy-standalone-allowed 0 '^hello from a' -- cat "$TMP/standalone.out"
+	expect proxy-standalone-refused 0 'CONNECT tunnel failed, response 403' -- cat "$TMP/standalone.out"
+	expect proxy-standalone-stops 0 'proxy exit 0' -- cat "$TMP/standalone.out"
+	expect proxy-standalone-log 0 '"host":"b\.example\.com".*"reason":"NOT_ALLOWLISTED"' -- cat "$TMP/standalone.log"
 fi
 expect run-production-refuses-fake 78 'deployment_mode=production.*auth_mode=dev|auth_mode=dev.*deployment_mode=production' -- \
 	env AIRLOCK_DEPLOYMENT_MODE=production "$AIRLOCK" run --mechanism fake -- true

@@ -569,11 +569,172 @@ Test(evaluate, reason_names)
 {
 	static const char *const want[] = { "INVALID", "ALLOWED", "MODE_DENY", "NOT_ALLOWLISTED",
 		                            "PORT_NOT_ALLOWED", "IP_LITERAL", "BAD_HOSTNAME",
-		                            "DNS_FAILURE", "DENIED_ADDRESS", "METADATA_ADDRESS" };
+		                            "DNS_FAILURE", "DENIED_ADDRESS", "METADATA_ADDRESS",
+		                            "BROWSER_RESOURCE_REFUSED", "UNSUBSCRIBE_REFUSED" };
 	cr_assert_eq(NELEM(want), AIRLOCK_EGRESS_REASON__MAX);
 	for (int r = 0; r < AIRLOCK_EGRESS_REASON__MAX; r++)
 		cr_expect_str_eq(airlock_egress_reason_name((airlock_egress_reason)r), want[r]);
 	cr_expect_str_eq(airlock_egress_reason_name(AIRLOCK_EGRESS_REASON__MAX), "INVALID");
+}
+
+/* ---- the public-HTTPS transports ------------------------------------------- */
+
+typedef struct {
+	const char *host;
+	uint16_t port;
+	airlock_egress_reason detail; /* ALLOWED, or the step that refused */
+	int resolver_calls;
+} transport_row;
+
+static const transport_row transport_rows[] = {
+	/* not on any allowlist, and allowed: the rule is not the operator's */
+	{ "other.example.net", 443, AIRLOCK_EGRESS_ALLOWED, 1 },
+	{ "API.Example.COM.", 443, AIRLOCK_EGRESS_ALLOWED, 1 },
+	/* port 443 only */
+	{ "api.example.com", 80, AIRLOCK_EGRESS_PORT_NOT_ALLOWED, 0 },
+	{ "api.example.com", 8443, AIRLOCK_EGRESS_PORT_NOT_ALLOWED, 0 },
+	/* a public host-name shape */
+	{ "localhost", 443, AIRLOCK_EGRESS_BAD_HOSTNAME, 0 },
+	{ "intranet", 443, AIRLOCK_EGRESS_BAD_HOSTNAME, 0 },
+	{ "printer.local", 443, AIRLOCK_EGRESS_BAD_HOSTNAME, 0 },
+	{ "db.internal", 443, AIRLOCK_EGRESS_BAD_HOSTNAME, 0 },
+	{ "a.localhost", 443, AIRLOCK_EGRESS_BAD_HOSTNAME, 0 },
+	{ "router.home.arpa", 443, AIRLOCK_EGRESS_BAD_HOSTNAME, 0 },
+	{ "x.onion", 443, AIRLOCK_EGRESS_BAD_HOSTNAME, 0 },
+	/* a numeric last label makes a URL parser read an IPv4 address */
+	{ "host.123", 443, AIRLOCK_EGRESS_IP_LITERAL, 0 },
+	{ "*.example.com", 443, AIRLOCK_EGRESS_BAD_HOSTNAME, 0 },
+	{ "169.254.169.254", 443, AIRLOCK_EGRESS_IP_LITERAL, 0 },
+	{ "[::1]", 443, AIRLOCK_EGRESS_IP_LITERAL, 0 },
+	{ "0x7f.1", 443, AIRLOCK_EGRESS_IP_LITERAL, 0 },
+	/* the same denylist, one resolution */
+	{ "private.example.com", 443, AIRLOCK_EGRESS_DENIED_ADDRESS, 1 },
+	{ "mixed.example.com", 443, AIRLOCK_EGRESS_DENIED_ADDRESS, 1 },
+	{ "metadata.example.com", 443, AIRLOCK_EGRESS_METADATA_ADDRESS, 1 },
+	{ "mapped-metadata.example.com", 443, AIRLOCK_EGRESS_METADATA_ADDRESS, 1 },
+	{ "nx.example.com", 443, AIRLOCK_EGRESS_DNS_FAILURE, 1 },
+};
+
+static void check_transport(airlock_egress_transport t, airlock_egress_reason own)
+{
+	for (size_t i = 0; i < NELEM(transport_rows); i++) {
+		const transport_row *row = &transport_rows[i];
+		fake_dns f = { 0 };
+		airlock_egress_decision d;
+		airlock_error err = { 0 };
+		cr_assert_eq(airlock_egress_evaluate_transport(t, row->host, row->port, fake_resolve, &f,
+		                                               &d, &err),
+		             0, "%s", err.message);
+		cr_expect_eq(d.transport, t);
+		cr_expect_eq(d.detail, row->detail, "%s:%u: detail %s", row->host, row->port,
+		             airlock_egress_reason_name(d.detail));
+		cr_expect_eq(f.calls, row->resolver_calls, "%s", row->host);
+		if (row->detail == AIRLOCK_EGRESS_ALLOWED) {
+			cr_expect(d.allow && d.has_dial, "%s", row->host);
+			cr_expect_eq(d.reason, AIRLOCK_EGRESS_ALLOWED);
+		} else {
+			/* The transport's own reason, so its refusals stay apart from
+			 * the operator policy's and from the other transport's. */
+			cr_expect(!d.allow && !d.has_dial, "%s", row->host);
+			cr_expect_eq(d.reason, own, "%s: %s", row->host, airlock_egress_reason_name(d.reason));
+		}
+	}
+}
+
+Test(transport, browser_resources)
+{
+	check_transport(AIRLOCK_EGRESS_TRANSPORT_BROWSER_RESOURCES,
+	                AIRLOCK_EGRESS_BROWSER_RESOURCE_REFUSED);
+}
+
+Test(transport, unsubscribe)
+{
+	check_transport(AIRLOCK_EGRESS_TRANSPORT_UNSUBSCRIBE, AIRLOCK_EGRESS_UNSUBSCRIBE_REFUSED);
+}
+
+Test(transport, the_policy_is_not_a_transport)
+{
+	fake_dns f = { 0 };
+	airlock_egress_decision d;
+	airlock_error err = { 0 };
+	cr_expect_lt(airlock_egress_evaluate_transport(AIRLOCK_EGRESS_TRANSPORT_POLICY, "a.example.com",
+	                                               443, fake_resolve, &f, &d, &err),
+	             0);
+	cr_expect_lt(airlock_egress_evaluate_transport(AIRLOCK_EGRESS_TRANSPORT__MAX, "a.example.com",
+	                                               443, fake_resolve, &f, &d, &err),
+	             0);
+	cr_expect_eq(f.calls, 0);
+	cr_expect_str_eq(airlock_egress_transport_name(AIRLOCK_EGRESS_TRANSPORT_POLICY), "policy");
+	cr_expect_str_eq(airlock_egress_transport_name(AIRLOCK_EGRESS_TRANSPORT_BROWSER_RESOURCES),
+	                 "browser_resources");
+	cr_expect_str_eq(airlock_egress_transport_name(AIRLOCK_EGRESS_TRANSPORT_UNSUBSCRIBE),
+	                 "unsubscribe");
+	/* A policy decision's detail is its reason. */
+	cr_assert_eq(airlock_egress_evaluate(&allowlist, "b.example.com", 443, fake_resolve, &f, &d,
+	                                     &err),
+	             0);
+	cr_expect_eq(d.reason, AIRLOCK_EGRESS_NOT_ALLOWLISTED);
+	cr_expect_eq(d.detail, d.reason);
+	cr_expect_eq(d.transport, AIRLOCK_EGRESS_TRANSPORT_POLICY);
+}
+
+/* ---- a sandbox's policy inside the operator's ------------------------------ */
+
+static airlock_egress_policy policy_of(const char *yaml)
+{
+	airlock_egress_policy p = { 0 };
+	airlock_error err = { 0 };
+	cr_assert_eq(airlock_egress_policy_parse("t.yaml", yaml, strlen(yaml), &p, &err), 0, "%s",
+	             err.message);
+	return p;
+}
+
+Test(covers, subset_rules)
+{
+	airlock_egress_policy op = policy_of("egress:\n  mode: allowlist\n  destinations:\n"
+	                                     "    - host: a.example.com\n      ports: [443, 8443]\n"
+	                                     "    - host: \"*.example.org\"\n      ports: [443]\n");
+	struct {
+		const char *yaml;
+		bool ok;
+		const char *names;
+	} rows[] = {
+		{ "egress:\n  mode: deny\n", true, NULL },
+		{ "egress:\n  mode: allowlist\n  destinations:\n    - host: a.example.com\n      ports: [443]\n",
+		  true, NULL },
+		{ "egress:\n  mode: allowlist\n  destinations:\n    - host: \"*.example.org\"\n      ports: [443]\n",
+		  true, NULL },
+		{ "egress:\n  mode: allowlist\n  destinations:\n    - host: a.example.com\n      ports: [80]\n",
+		  false, "port 80 of a.example.com" },
+		{ "egress:\n  mode: allowlist\n  destinations:\n    - host: b.example.com\n      ports: [443]\n",
+		  false, "b.example.com" },
+		/* a name the operator's wildcard would match is still not the
+		 * operator's entry: the comparison is of entries, not of names */
+		{ "egress:\n  mode: allowlist\n  destinations:\n    - host: x.example.org\n      ports: [443]\n",
+		  false, "x.example.org" },
+	};
+	for (size_t i = 0; i < NELEM(rows); i++) {
+		airlock_egress_policy req = policy_of(rows[i].yaml);
+		airlock_error err = { 0 };
+		int r = airlock_egress_policy_covers(&op, &req, &err);
+		if (rows[i].ok) {
+			cr_expect_eq(r, 0, "%zu: %s", i, err.message);
+		} else {
+			cr_expect_eq(r, airlock_errcode(AIRLOCK_ERR_EXECUTION_REJECTED), "%zu", i);
+			cr_expect(strstr(err.message, rows[i].names), "%zu: %s", i, err.message);
+		}
+		airlock_egress_policy_clear(&req);
+	}
+	/* An operator in deny mode covers nothing but deny. */
+	airlock_egress_policy deny = policy_of("egress:\n  mode: deny\n");
+	airlock_egress_policy req = policy_of(rows[1].yaml);
+	airlock_error err = { 0 };
+	cr_expect_eq(airlock_egress_policy_covers(&deny, &req, &err),
+	             airlock_errcode(AIRLOCK_ERR_EXECUTION_REJECTED));
+	cr_expect(strstr(err.message, "mode deny"), "%s", err.message);
+	airlock_egress_policy_clear(&req);
+	airlock_egress_policy_clear(&deny);
+	airlock_egress_policy_clear(&op);
 }
 
 /* ---- the decision as JSON -------------------------------------------------- */

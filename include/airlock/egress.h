@@ -131,6 +131,10 @@ typedef enum airlock_egress_reason {
 	AIRLOCK_EGRESS_DNS_FAILURE,
 	AIRLOCK_EGRESS_DENIED_ADDRESS,  /* a resolved address is on the denylist */
 	AIRLOCK_EGRESS_METADATA_ADDRESS, /* ... and it is 169.254.169.254 */
+	/* The public-HTTPS transports' own refusals (the step that refused is
+	 * the decision's detail), so each stays separately auditable. */
+	AIRLOCK_EGRESS_BROWSER_RESOURCE_REFUSED,
+	AIRLOCK_EGRESS_UNSUBSCRIBE_REFUSED,
 	AIRLOCK_EGRESS_REASON__MAX
 } airlock_egress_reason;
 const char *airlock_egress_reason_name(airlock_egress_reason r);
@@ -166,9 +170,23 @@ void airlock_egress_resolver_free(airlock_egress_resolver *r);
 int airlock_egress_resolver_resolve(void *ctx, const char *name, airlock_addr *ret, size_t max,
                                     size_t *ret_n);
 
+/* What a connection is checked against: the operator's policy, or one of
+ * the public-HTTPS transports (sandbox-isolation.md, "Public-HTTPS
+ * transports"). A transport is constructed only in code for its named
+ * internal caller; the policy grammar has no way to name one. */
+typedef enum airlock_egress_transport {
+	AIRLOCK_EGRESS_TRANSPORT_POLICY = 0,
+	AIRLOCK_EGRESS_TRANSPORT_BROWSER_RESOURCES, /* a browser page's resources (ADR-0098) */
+	AIRLOCK_EGRESS_TRANSPORT_UNSUBSCRIBE,       /* the one-click unsubscribe (ADR-0112) */
+	AIRLOCK_EGRESS_TRANSPORT__MAX
+} airlock_egress_transport;
+const char *airlock_egress_transport_name(airlock_egress_transport t);
+
 typedef struct airlock_egress_decision {
 	bool allow;
 	airlock_egress_reason reason;
+	airlock_egress_reason detail; /* the step that decided; == reason under a policy */
+	airlock_egress_transport transport;
 	char host[AIRLOCK_HOSTNAME_MAX + 1]; /* normalized */
 	uint16_t port;
 	airlock_addr addresses[AIRLOCK_EGRESS_ADDRESSES_MAX]; /* every one resolved */
@@ -191,9 +209,96 @@ int airlock_egress_evaluate(const airlock_egress_policy *p, const char *host, ui
                             airlock_egress_resolve_fn resolve, void *resolve_ctx,
                             airlock_egress_decision *ret, airlock_error *err);
 
+/*
+ * The same sequence for a public-HTTPS transport, whose rule is not an
+ * allowlist: port 443 only, a public host name (a valid DNS name of at least
+ * two labels whose last label is not numeric and which is not under a
+ * special-use or internal suffix: localhost, local, internal, test, invalid,
+ * example, onion, arpa, home.arpa, lan, intranet, corp, home), one resolution with every
+ * address checked against the same denylist, and the address to dial.
+ * A refusal's reason is the transport's own (BROWSER_RESOURCE_REFUSED,
+ * UNSUBSCRIBE_REFUSED); detail says which step refused (PORT_NOT_ALLOWED,
+ * BAD_HOSTNAME, IP_LITERAL, DNS_FAILURE, DENIED_ADDRESS, METADATA_ADDRESS).
+ * (The proxy adds the third rule, CONNECT only, for every transport.)
+ */
+int airlock_egress_evaluate_transport(airlock_egress_transport t, const char *host, uint16_t port,
+                                      airlock_egress_resolve_fn resolve, void *resolve_ctx,
+                                      airlock_egress_decision *ret, airlock_error *err);
+
+/* True when name (normalized) has the public host-name shape above. */
+bool airlock_egress_public_hostname(const char *name);
+
+/* Whether a sandbox's requested policy stays inside the operator's: every
+ * destination of req names a host pattern the operator listed (the same
+ * string) and only ports listed there. 0, or AIRLOCK_ERR_EXECUTION_REJECTED
+ * naming the first destination or port the operator did not configure
+ * ("an egress policy naming a host the operator did not configure").
+ * A req in deny mode is always covered. */
+int airlock_egress_policy_covers(const airlock_egress_policy *op, const airlock_egress_policy *req,
+                                 airlock_error *err);
+
 /* The decision as one JSON object: {"decision": "allow"|"deny", "reason":
  * ..., "host": ..., "port": ..., "addresses": [...], "dial": ...|null}. */
 char *airlock_egress_decision_to_json(const airlock_egress_decision *d, airlock_error *err);
+
+/* ---- the CONNECT request ------------------------------------------------
+ * The proxy's one parser of sandbox input (hand-written: the request line is
+ * specific to this domain). Accepted, and nothing else:
+ *
+ *   CONNECT SP host ":" port SP "HTTP/1.1" | "HTTP/1.0" CRLF
+ *   *( field-name ":" OWS field-value OWS CRLF )
+ *   CRLF
+ *
+ * host is [A-Za-z0-9.-]{1,255} or "[" [0-9A-Fa-f:.]{2,..} "]" (kept with
+ * its brackets, so the evaluation function sees and refuses the literal);
+ * port is 1-5 digits without a leading zero, 1..65535. field-name is an
+ * RFC 9110 token; field-value is visible ASCII, SP and HTAB. Header fields
+ * are read past and ignored (the proxy needs none of them). No obsolete line
+ * folding, no bare CR or LF, no NUL, no byte >= 0x7f, at most
+ * AIRLOCK_CONNECT_FIELDS_MAX fields, and the whole request (terminator
+ * included) within AIRLOCK_CONNECT_REQUEST_MAX bytes. */
+#define AIRLOCK_CONNECT_REQUEST_MAX 8192
+#define AIRLOCK_CONNECT_FIELDS_MAX 64
+#define AIRLOCK_CONNECT_HOST_MAX 255
+
+typedef enum airlock_connect_status {
+	AIRLOCK_CONNECT_INCOMPLETE = 0, /* no terminator yet and nothing wrong so far: read more */
+	AIRLOCK_CONNECT_OK,             /* *ret filled */
+	AIRLOCK_CONNECT_BAD_REQUEST,    /* 400: anything malformed */
+	AIRLOCK_CONNECT_NOT_CONNECT,    /* 405: a well-formed request line with another method */
+	AIRLOCK_CONNECT_BAD_VERSION,    /* 505: a version other than HTTP/1.0 or HTTP/1.1 */
+	AIRLOCK_CONNECT_TOO_LARGE,      /* 431: no terminator within the cap, or too many fields */
+} airlock_connect_status;
+
+typedef struct airlock_connect_request {
+	char host[AIRLOCK_CONNECT_HOST_MAX + 3]; /* as sent, NUL-terminated; "[v6]" keeps brackets */
+	uint16_t port;
+	size_t consumed; /* bytes up to and including the blank line's CRLF */
+} airlock_connect_request;
+
+/* Parse the first len bytes the client sent. Pure: no allocation, no I/O,
+ * reads only buf[0..len). Bytes after the terminator are not looked at (the
+ * client's first tunnel bytes stay in the socket for the relay). Returns
+ * INCOMPLETE only while len < AIRLOCK_CONNECT_REQUEST_MAX and every complete
+ * line so far is valid; a violation is reported as soon as it is seen.
+ * *ret is written only for OK. */
+airlock_connect_status airlock_connect_parse(const char *buf, size_t len,
+                                             airlock_connect_request *ret);
+/* The HTTP status line's code for a status (200 for OK). */
+int airlock_connect_status_code(airlock_connect_status s);
+
+/* ---- the worker's outbound guard ------------------------------------------
+ * For a host and port a tenant configured (an MCP server, a webhook, a
+ * fetch): the same evaluation function, then one connection to the address
+ * it checked. Returns 0 with *ret_fd a connected, blocking, close-on-exec TCP
+ * socket when allowed; 0 with *ret_fd = -1 when refused (*ret_decision says
+ * why: a refusal is an answer, not an error); AIRLOCK_ERR_EXECUTION_UNAVAILABLE
+ * when allowed but the connection failed or timed out (timeout_ms > 0)
+ * (*ret_decision still filled). Never resolves the name itself. */
+int airlock_egress_guard_connect(const airlock_egress_policy *p, airlock_egress_resolve_fn resolve,
+                                 void *resolve_ctx, const char *host, uint16_t port,
+                                 int64_t timeout_ms, int *ret_fd,
+                                 airlock_egress_decision *ret_decision, airlock_error *err);
 
 #ifdef __cplusplus
 }

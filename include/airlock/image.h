@@ -49,11 +49,12 @@ extern "C" {
 #define AIRLOCK_IMAGE_RECIPE 2u
 
 /* The default image's packages, on top of debootstrap's minbase: what the
- * issue names as the minimum for running model-written code. Sorted, comma
+ * issue names as the minimum for running model-written code, plus curl (the
+ * client the egress gate drives through the proxy). Sorted, comma
  * separated: the form debootstrap's --include takes and the form recorded in
  * the .packages sidecar. */
 #define AIRLOCK_IMAGE_DEFAULT_PACKAGES                                                             \
-	"bash,ca-certificates,coreutils,findutils,git,grep,gzip,python3,sed,tar"
+	"bash,ca-certificates,coreutils,curl,findutils,git,grep,gzip,python3,sed,tar"
 
 /* The keyring debootstrap checks the suite's Release signature with (Debian
  * package debian-archive-keyring). The build refuses to run unverified. */

@@ -10,6 +10,7 @@
  */
 
 #include "airlock/port/exec.h"
+#include "airlock/proxy.h"
 #include "airlock/settings.h"
 
 #ifdef __cplusplus
@@ -19,6 +20,17 @@ extern "C" {
 /* Open the execution adapter the settings name. The startup check
  * (airlock_settings_check) is the caller's job and must have passed. */
 int airlock_exec_open(const airlock_settings *s, airlock_exec **ret, airlock_error *err);
+
+/* The same with egress: the operator's policy and the proxy serving it
+ * (both the caller's, outliving the adapter). A mechanism without a network
+ * path refuses a non-NULL egress with AIRLOCK_ERR_NOT_IMPLEMENTED rather
+ * than provisioning sandboxes that silently have none. */
+typedef struct airlock_exec_egress {
+	const airlock_egress_policy *policy;
+	airlock_proxy *proxy;
+} airlock_exec_egress;
+int airlock_exec_open_egress(const airlock_settings *s, const airlock_exec_egress *egress,
+                             airlock_exec **ret, airlock_error *err);
 
 /* Why a mechanism cannot run here, or NULL when it can. */
 const char *airlock_mechanism_unavailable_reason(airlock_mechanism m);

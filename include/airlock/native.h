@@ -24,6 +24,7 @@
 #include <stdint.h>
 
 #include "airlock/port/exec.h"
+#include "airlock/proxy.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -33,7 +34,24 @@ typedef struct airlock_native_config {
 	const char *image_store;      /* where images live (settings' sandbox.image_store) */
 	const char *volume_dir;       /* service-owned dir for the volumes' unnamed backing files */
 	int64_t start_budget_seconds; /* provision past this is ExecutionUnavailable (30) */
+	/* Egress (sandbox-isolation.md, "Egress needs two independent yeses").
+	 * The operator's policy (NULL: deny) and the proxy that serves it (NULL:
+	 * none running); both owned by the caller and outliving the mechanism.
+	 * A sandbox reaches the proxy only when the operator's policy is an
+	 * allowlist with a destination AND the spec's egress (the call's yes:
+	 * the worker sends the allowlist only when the call's ExecutionTarget
+	 * has network_enabled, and mode deny otherwise) is an allowlist inside
+	 * it. Then a listener at AIRLOCK_NATIVE_PROXY_ADDR:PORT is planted in the
+	 * sandbox's network namespace and handed to the proxy with a copy of the
+	 * spec's policy, and tier 2 gains HTTP_PROXY, HTTPS_PROXY, http_proxy and
+	 * https_proxy. Otherwise the namespace holds only lo, with nothing
+	 * listening, and the proxy never hears of the sandbox. */
+	const airlock_egress_policy *egress_policy;
+	airlock_proxy *egress_proxy;
 } airlock_native_config;
+
+#define AIRLOCK_NATIVE_PROXY_ADDR "127.0.0.1"
+#define AIRLOCK_NATIVE_PROXY_PORT 3128
 
 #define AIRLOCK_NATIVE_VOLUME_DIR "/var/lib/airlock/volumes"
 

@@ -46,5 +46,6 @@ int cli_config(int argc, char **argv);
 int cli_doctor(int argc, char **argv);
 int cli_image(int argc, char **argv);
 int cli_egress(int argc, char **argv);
+int cli_proxy(int argc, char **argv);
 
 #endif

@@ -23,8 +23,7 @@ static const verb verbs[] = {
 	  "the execution service's internal API is not implemented yet" },
 	{ "worker", NULL, "run the worker-side pieces", "the worker side is not implemented yet" },
 	{ "egress", cli_egress, "validate and check egress policies", NULL },
-	{ "proxy", NULL, "run the egress proxy on its own",
-	  "the egress proxy is the work of the issue \"The egress boundary\"" },
+	{ "proxy", cli_proxy, "run the egress proxy on its own", NULL },
 	{ "image", cli_image, "build and list sandbox images, named by digest", NULL },
 	{ "artifact", NULL, "store and fetch artifacts", "the artifact store is not implemented yet" },
 };

@@ -13,6 +13,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "airlock/egress.h"
 #include "airlock/envbuild.h"
 #include "airlock/ids.h"
 #include "airlock/json.h"
@@ -49,6 +50,12 @@ static void run_usage(FILE *out)
 	        "  --env NAME            pass NAME from this environment (tier 1; repeatable;\n"
 	        "                        credentials are refused)\n"
 	        "  --tenant ID           tenant id (default: local)\n"
+	        "  --policy FILE         the operator's egress policy (YAML; see airlock egress)\n"
+	        "  --network             this call's yes to network: with an allowlist --policy,\n"
+	        "                        the sandbox reaches its destinations through the egress\n"
+	        "                        proxy (HTTP_PROXY/HTTPS_PROXY); nothing else is reachable\n"
+	        "  --dns ADDR[:PORT],..  the proxy's resolver (default: /etc/resolv.conf)\n"
+	        "  --proxy-log FILE      append the proxy's JSON decision lines here (default: stderr)\n"
 	        "Without --json: the command's stdout and stderr, then one summary line on\n"
 	        "stderr. Exit status: the command's own, 137 when it was killed, or one of the\n"
 	        "codes in the README.\n");
@@ -57,6 +64,7 @@ static void run_usage(FILE *out)
 enum {
 	OPT_MECHANISM = 256, OPT_CONFIG, OPT_JSON, OPT_CPU, OPT_MEMORY, OPT_PIDS, OPT_WSBYTES,
 	OPT_INODES, OPT_TIMEOUT, OPT_OUTPUT, OPT_STDIN, OPT_CWD, OPT_ENV, OPT_TENANT, OPT_HELP,
+	OPT_POLICY, OPT_NETWORK, OPT_DNS, OPT_PROXY_LOG,
 };
 
 static const struct option run_options[] = {
@@ -75,12 +83,17 @@ static const struct option run_options[] = {
 	{ "env", required_argument, NULL, OPT_ENV },
 	{ "tenant", required_argument, NULL, OPT_TENANT },
 	{ "help", no_argument, NULL, OPT_HELP },
+	{ "policy", required_argument, NULL, OPT_POLICY },
+	{ "network", no_argument, NULL, OPT_NETWORK },
+	{ "dns", required_argument, NULL, OPT_DNS },
+	{ "proxy-log", required_argument, NULL, OPT_PROXY_LOG },
 	{ 0 },
 };
 
 typedef struct run_flags {
 	const char *mechanism, *config, *stdin_file, *cwd, *tenant;
-	bool json;
+	const char *policy, *dns, *proxy_log;
+	bool json, network;
 	/* limit overrides, -1 when not given */
 	int64_t cpu, memory, pids, wsbytes, inodes, timeout, output;
 	const char *env[RUN_ENV_FLAGS_MAX];
@@ -218,6 +231,10 @@ static int run_parse(int argc, char **argv, run_flags *f, int *ret_first_arg)
 		case OPT_STDIN: f->stdin_file = optarg; break;
 		case OPT_CWD: f->cwd = optarg; break;
 		case OPT_TENANT: f->tenant = optarg; break;
+		case OPT_POLICY: f->policy = optarg; break;
+		case OPT_NETWORK: f->network = true; break;
+		case OPT_DNS: f->dns = optarg; break;
+		case OPT_PROXY_LOG: f->proxy_log = optarg; break;
 		case OPT_ENV:
 			if (f->n_env == RUN_ENV_FLAGS_MAX) {
 				fprintf(stderr, "airlock run: more than %d --env flags\n", RUN_ENV_FLAGS_MAX);
@@ -238,6 +255,16 @@ static int run_parse(int argc, char **argv, run_flags *f, int *ret_first_arg)
 	}
 	if (optind >= argc) {
 		fprintf(stderr, "airlock run: no command: give it after --, e.g. airlock run -- python3 -c 'print(1)'\n");
+		return CLI_EXIT_USAGE;
+	}
+	if (f->network && !f->policy) {
+		fprintf(stderr, "airlock run: --network needs --policy FILE: egress is denied by default, "
+		                "and the destinations are the operator's allowlist\n");
+		return CLI_EXIT_USAGE;
+	}
+	if ((f->dns || f->proxy_log) && !f->network) {
+		fprintf(stderr, "airlock run: --dns and --proxy-log configure the egress proxy, which "
+		                "runs only with --network\n");
 		return CLI_EXIT_USAGE;
 	}
 	*ret_first_arg = optind;
@@ -264,6 +291,9 @@ int cli_run(int argc, char **argv)
 	_cleanup_free_ char *pwd = NULL;
 	bool provisioned = false;
 	int exit_code = CLI_EXIT_SOFTWARE;
+	airlock_egress_policy policy = { .mode = AIRLOCK_EGRESS_DENY };
+	airlock_proxy *proxy = NULL;
+	_cleanup_close_ int proxy_log = -1;
 	int r;
 
 	if (f.stdin_file && read_stdin_file(f.stdin_file, &stdin_data, &stdin_len) < 0) {
@@ -274,9 +304,49 @@ int cli_run(int argc, char **argv)
 	if (r < 0)
 		goto fail;
 
+	/* The operator's yes: the policy file. The call's yes: --network. Only
+	 * both together start a proxy and give the sandbox its allowlist. */
+	if (f.policy) {
+		r = airlock_egress_policy_load(f.policy, &policy, &err);
+		if (r < 0)
+			goto fail;
+	}
+	bool egress = f.network && policy.mode == AIRLOCK_EGRESS_ALLOWLIST;
+	if (f.network && !egress)
+		fprintf(stderr, "airlock: %s is mode deny: the sandbox has no network\n", f.policy);
+	else if (f.policy && !f.network && policy.mode == AIRLOCK_EGRESS_ALLOWLIST)
+		fprintf(stderr, "airlock: without --network the sandbox has no network "
+		                "(the policy's destinations need both yeses)\n");
+	if (egress) {
+		airlock_proxy_config pc;
+		airlock_proxy_config_default(&pc);
+		pc.dns_servers = f.dns;
+		if (f.proxy_log) {
+			proxy_log = open(f.proxy_log, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
+			if (proxy_log < 0) {
+				r = airlock_error_set(&err, AIRLOCK_ERR_CONFIG, errno, "--proxy-log %s",
+				                      f.proxy_log);
+				goto fail;
+			}
+			pc.log_fd = proxy_log;
+		}
+		/* A bad --dns is found here, before any sandbox exists. */
+		airlock_egress_resolver *check = NULL;
+		r = airlock_egress_resolver_new(f.dns, &check, &err);
+		airlock_egress_resolver_free(check);
+		if (r < 0) {
+			airlock_error_prefix(&err, "--dns: ");
+			goto fail;
+		}
+		r = airlock_proxy_spawn(&pc, &proxy, &err);
+		if (r < 0)
+			goto fail;
+	}
+
 	/* The mechanism first: one this build cannot run says so before anything
 	 * else is asked of the user. */
-	r = airlock_exec_open(&s, &exec, &err);
+	airlock_exec_egress ee = { .policy = &policy, .proxy = proxy };
+	r = airlock_exec_open_egress(&s, egress ? &ee : NULL, &exec, &err);
 	if (r < 0)
 		goto fail;
 
@@ -327,7 +397,14 @@ int cli_run(int argc, char **argv)
 		r = airlock_error_set(&err, AIRLOCK_ERR_SYSTEM, ENOMEM, "run");
 		goto fail;
 	}
+	/* The sandbox's own copy of the policy (the proxy gets another at
+	 * provision): the worker sends the allowlist only with the call's yes. */
 	spec.egress.mode = AIRLOCK_EGRESS_DENY;
+	if (egress) {
+		r = airlock_egress_policy_load(f.policy, &spec.egress, &err);
+		if (r < 0)
+			goto fail;
+	}
 	build_limits(&s, &f, &spec.limits);
 
 	/* Tier 1 is the operator's list plus the names given with --env; both
@@ -401,6 +478,9 @@ out:
 		}
 	}
 	airlock_exec_free(exec);
+	/* After the sandboxes: each detached from the proxy as it went. */
+	airlock_proxy_free(proxy);
+	airlock_egress_policy_clear(&policy);
 	airlock_execution_result_clear(&res);
 	airlock_environment_handle_clear(&handle);
 	airlock_environment_spec_clear(&spec);

@@ -24,6 +24,8 @@ static const char *const reason_names[AIRLOCK_EGRESS_REASON__MAX] = {
 	[AIRLOCK_EGRESS_DNS_FAILURE] = "DNS_FAILURE",
 	[AIRLOCK_EGRESS_DENIED_ADDRESS] = "DENIED_ADDRESS",
 	[AIRLOCK_EGRESS_METADATA_ADDRESS] = "METADATA_ADDRESS",
+	[AIRLOCK_EGRESS_BROWSER_RESOURCE_REFUSED] = "BROWSER_RESOURCE_REFUSED",
+	[AIRLOCK_EGRESS_UNSUBSCRIBE_REFUSED] = "UNSUBSCRIBE_REFUSED",
 };
 
 const char *airlock_egress_reason_name(airlock_egress_reason r)
@@ -37,11 +39,38 @@ const char *airlock_egress_reason_name(airlock_egress_reason r)
  * and a zone: past this the input is refused without being looked at. */
 #define HOST_INPUT_MAX 1024
 
-static int refuse(airlock_egress_decision *d, airlock_egress_reason reason)
+static const char *const transport_names[AIRLOCK_EGRESS_TRANSPORT__MAX] = {
+	[AIRLOCK_EGRESS_TRANSPORT_POLICY] = "policy",
+	[AIRLOCK_EGRESS_TRANSPORT_BROWSER_RESOURCES] = "browser_resources",
+	[AIRLOCK_EGRESS_TRANSPORT_UNSUBSCRIBE] = "unsubscribe",
+};
+
+const char *airlock_egress_transport_name(airlock_egress_transport t)
+{
+	if ((unsigned)t >= AIRLOCK_EGRESS_TRANSPORT__MAX)
+		return "invalid";
+	return transport_names[t];
+}
+
+/* The reason a refusal is logged under: the step itself under the
+ * operator's policy, the transport's own reason otherwise (so browser and
+ * unsubscribe refusals stay separately auditable), with the step as detail. */
+static int refuse(airlock_egress_decision *d, airlock_egress_reason step)
 {
 	d->allow = false;
 	d->has_dial = false;
-	d->reason = reason;
+	d->detail = step;
+	switch (d->transport) {
+	case AIRLOCK_EGRESS_TRANSPORT_BROWSER_RESOURCES:
+		d->reason = AIRLOCK_EGRESS_BROWSER_RESOURCE_REFUSED;
+		break;
+	case AIRLOCK_EGRESS_TRANSPORT_UNSUBSCRIBE:
+		d->reason = AIRLOCK_EGRESS_UNSUBSCRIBE_REFUSED;
+		break;
+	default:
+		d->reason = step;
+		break;
+	}
 	return 0;
 }
 
@@ -62,48 +91,66 @@ static airlock_egress_reason match(const airlock_egress_policy *p, const char *h
 	return host_listed ? AIRLOCK_EGRESS_PORT_NOT_ALLOWED : AIRLOCK_EGRESS_NOT_ALLOWLISTED;
 }
 
-int airlock_egress_evaluate(const airlock_egress_policy *p, const char *host, uint16_t port,
-                            airlock_egress_resolve_fn resolve, void *resolve_ctx,
-                            airlock_egress_decision *ret, airlock_error *err)
+/* Suffixes that are never a public destination for a public-HTTPS
+ * transport: special-use names (RFC 6761, 6762, 7686, 8375) and the names
+ * internal networks commonly use. */
+static const char *const internal_suffixes[] = {
+	"localhost", "local", "internal", "test", "invalid", "example", "onion",
+	"arpa", "lan", "intranet", "corp", "home",
+};
+
+bool airlock_egress_public_hostname(const char *name)
 {
-	if (!p || !host || !resolve || !ret)
-		return airlock_error_set(err, AIRLOCK_ERR_SYSTEM, EINVAL, "egress evaluate");
-	if (p->n_destinations > 0 && !p->destinations)
-		return airlock_error_set(err, AIRLOCK_ERR_SYSTEM, EINVAL, "egress evaluate: policy");
+	char norm[AIRLOCK_HOSTNAME_MAX + 1];
+	if (!name || !airlock_hostname_normalize(name, strlen(name), false, norm) ||
+	    strcmp(norm, name) != 0)
+		return false;
+	const char *last = strrchr(name, '.');
+	if (!last)
+		return false; /* one label: a name only a local resolver answers */
+	last++;
+	bool numeric = true;
+	for (const char *c = last; *c; c++)
+		if (*c < '0' || *c > '9')
+			numeric = false;
+	if (numeric)
+		return false;
+	for (size_t i = 0; i < ARRAY_SIZE(internal_suffixes); i++)
+		if (strcmp(last, internal_suffixes[i]) == 0)
+			return false;
+	return true;
+}
 
-	memset(ret, 0, sizeof(*ret));
+/* The first steps, common to every rule: the input rendered safe for the
+ * log (it came from a sandbox or a tenant), an address refused as such, the
+ * name normalized into ret->host. False when refused. */
+static bool check_name(const char *host, uint16_t port, airlock_egress_decision *ret)
+{
 	ret->port = port;
-
-	/* Until the name is normalized, the decision carries the input rendered
-	 * safe for a log line: it came from the sandbox. */
 	size_t len = strnlen(host, HOST_INPUT_MAX + 1);
 	util_escape(ret->host, sizeof(ret->host), host, len);
 	if (len > HOST_INPUT_MAX)
-		return refuse(ret, AIRLOCK_EGRESS_BAD_HOSTNAME);
+		return refuse(ret, AIRLOCK_EGRESS_BAD_HOSTNAME), false;
 
 	/* An address is never a destination ("There is no IP-address destination
 	 * form"): checked before the name rules, so the refusal says why. */
 	if (airlock_ip_literal(host, len))
-		return refuse(ret, AIRLOCK_EGRESS_IP_LITERAL);
+		return refuse(ret, AIRLOCK_EGRESS_IP_LITERAL), false;
 	char name[AIRLOCK_HOSTNAME_MAX + 1];
 	if (!airlock_hostname_normalize(host, len, false, name))
-		return refuse(ret, AIRLOCK_EGRESS_BAD_HOSTNAME);
+		return refuse(ret, AIRLOCK_EGRESS_BAD_HOSTNAME), false;
 	memcpy(ret->host, name, sizeof(name));
+	return true;
+}
 
-	/* Anything but an explicit allowlist denies: deny is the default and
-	 * there is no allow mode. */
-	if (p->mode != AIRLOCK_EGRESS_ALLOWLIST)
-		return refuse(ret, AIRLOCK_EGRESS_MODE_DENY);
-
-	airlock_egress_reason m = match(p, name, port);
-	if (m != AIRLOCK_EGRESS_ALLOWED)
-		return refuse(ret, m);
-
-	/* One resolution. Every address it returned is checked, and the address
-	 * dialed is one of them: the caller never looks the name up again (DNS
-	 * rebinding). */
+/* The last steps, common to every rule: one resolution; every address it
+ * returned is checked, and the address dialed is one of them (the caller
+ * never looks the name up again: DNS rebinding). */
+static int resolve_and_check(airlock_egress_resolve_fn resolve, void *resolve_ctx,
+                             airlock_egress_decision *ret)
+{
 	size_t n = 0;
-	int r = resolve(resolve_ctx, name, ret->addresses, AIRLOCK_EGRESS_ADDRESSES_MAX, &n);
+	int r = resolve(resolve_ctx, ret->host, ret->addresses, AIRLOCK_EGRESS_ADDRESSES_MAX, &n);
 	if (r < 0 || n == 0)
 		return refuse(ret, AIRLOCK_EGRESS_DNS_FAILURE);
 	if (n > AIRLOCK_EGRESS_ADDRESSES_MAX) {
@@ -135,9 +182,93 @@ int airlock_egress_evaluate(const airlock_egress_policy *p, const char *host, ui
 		return refuse(ret, AIRLOCK_EGRESS_DENIED_ADDRESS);
 
 	ret->allow = true;
-	ret->reason = AIRLOCK_EGRESS_ALLOWED;
+	ret->reason = ret->detail = AIRLOCK_EGRESS_ALLOWED;
 	ret->has_dial = true;
 	ret->dial = ret->addresses[0];
+	return 0;
+}
+
+int airlock_egress_evaluate(const airlock_egress_policy *p, const char *host, uint16_t port,
+                            airlock_egress_resolve_fn resolve, void *resolve_ctx,
+                            airlock_egress_decision *ret, airlock_error *err)
+{
+	if (!p || !host || !resolve || !ret)
+		return airlock_error_set(err, AIRLOCK_ERR_SYSTEM, EINVAL, "egress evaluate");
+	if (p->n_destinations > 0 && !p->destinations)
+		return airlock_error_set(err, AIRLOCK_ERR_SYSTEM, EINVAL, "egress evaluate: policy");
+
+	memset(ret, 0, sizeof(*ret));
+	ret->transport = AIRLOCK_EGRESS_TRANSPORT_POLICY;
+	if (!check_name(host, port, ret))
+		return 0;
+
+	/* Anything but an explicit allowlist denies: deny is the default and
+	 * there is no allow mode. */
+	if (p->mode != AIRLOCK_EGRESS_ALLOWLIST)
+		return refuse(ret, AIRLOCK_EGRESS_MODE_DENY);
+
+	airlock_egress_reason m = match(p, ret->host, port);
+	if (m != AIRLOCK_EGRESS_ALLOWED)
+		return refuse(ret, m);
+	return resolve_and_check(resolve, resolve_ctx, ret);
+}
+
+int airlock_egress_evaluate_transport(airlock_egress_transport t, const char *host, uint16_t port,
+                                      airlock_egress_resolve_fn resolve, void *resolve_ctx,
+                                      airlock_egress_decision *ret, airlock_error *err)
+{
+	if (t <= AIRLOCK_EGRESS_TRANSPORT_POLICY || t >= AIRLOCK_EGRESS_TRANSPORT__MAX || !host ||
+	    !resolve || !ret)
+		return airlock_error_set(err, AIRLOCK_ERR_SYSTEM, EINVAL, "egress evaluate: transport");
+
+	memset(ret, 0, sizeof(*ret));
+	ret->transport = t;
+	if (!check_name(host, port, ret))
+		return 0;
+	/* The transport's rule in place of an allowlist: HTTPS's port and a
+	 * name that can only be a public one. */
+	if (port != 443)
+		return refuse(ret, AIRLOCK_EGRESS_PORT_NOT_ALLOWED);
+	if (!airlock_egress_public_hostname(ret->host))
+		return refuse(ret, AIRLOCK_EGRESS_BAD_HOSTNAME);
+	return resolve_and_check(resolve, resolve_ctx, ret);
+}
+
+int airlock_egress_policy_covers(const airlock_egress_policy *op, const airlock_egress_policy *req,
+                                 airlock_error *err)
+{
+	if (!op || !req)
+		return airlock_error_set(err, AIRLOCK_ERR_SYSTEM, EINVAL, "egress policy covers");
+	if (req->mode != AIRLOCK_EGRESS_ALLOWLIST)
+		return 0;
+	if (op->mode != AIRLOCK_EGRESS_ALLOWLIST || op->n_destinations == 0)
+		return airlock_error_set(err, AIRLOCK_ERR_EXECUTION_REJECTED, 0,
+		                         "egress: the sandbox asks for an allowlist, but the operator's "
+		                         "egress policy is mode deny");
+	for (size_t i = 0; i < req->n_destinations; i++) {
+		const airlock_egress_destination *rd = &req->destinations[i];
+		const airlock_egress_destination *od = NULL;
+		/* The same pattern string, not a match: a requested "*.a.com" is
+		 * not inside an operator's "x.a.com", and "x.a.com" inside
+		 * "*.a.com" would need the matcher's rules restated here. */
+		for (size_t j = 0; !od && j < op->n_destinations; j++)
+			if (rd->host && op->destinations[j].host &&
+			    strcmp(rd->host, op->destinations[j].host) == 0)
+				od = &op->destinations[j];
+		if (!od)
+			return airlock_error_set(err, AIRLOCK_ERR_EXECUTION_REJECTED, 0,
+			                         "egress: destination %s is not in the operator's policy",
+			                         rd->host ? rd->host : "(none)");
+		for (size_t k = 0; k < rd->n_ports; k++) {
+			bool listed = false;
+			for (size_t m = 0; m < od->n_ports; m++)
+				listed |= od->ports[m] == rd->ports[k];
+			if (!listed)
+				return airlock_error_set(err, AIRLOCK_ERR_EXECUTION_REJECTED, 0,
+				                         "egress: port %u of %s is not in the operator's policy",
+				                         (unsigned)rd->ports[k], rd->host);
+		}
+	}
 	return 0;
 }
 

@@ -13,7 +13,8 @@
 typedef struct mechanism_row {
 	/* NULL when the adapter is not part of this build: then `missing` says
 	 * why and which work owns it, and opening it fails loudly. */
-	int (*open)(const airlock_settings *s, airlock_exec **ret, airlock_error *err);
+	int (*open)(const airlock_settings *s, const airlock_exec_egress *egress, airlock_exec **ret,
+	            airlock_error *err);
 	/* Whether this host can run it (0) or why not; NULL: always can. */
 	int (*probe)(char *why, size_t size);
 	const char *missing;
@@ -27,8 +28,12 @@ static void exec_config_from_settings(const airlock_settings *s, airlock_exec_co
 	cfg->ceilings = s->ceilings.limits;
 }
 
-static int open_fake(const airlock_settings *s, airlock_exec **ret, airlock_error *err)
+static int open_fake(const airlock_settings *s, const airlock_exec_egress *egress,
+                     airlock_exec **ret, airlock_error *err)
 {
+	if (egress)
+		return airlock_error_set(err, AIRLOCK_ERR_NOT_IMPLEMENTED, 0,
+		                         "sandbox.mechanism=fake has no network: egress needs native");
 	airlock_fake *f = NULL;
 	int r = airlock_fake_new(&f, err);
 	if (r < 0)
@@ -38,11 +43,14 @@ static int open_fake(const airlock_settings *s, airlock_exec **ret, airlock_erro
 	return airlock_exec_new(airlock_fake_ops(), f, &cfg, ret, err);
 }
 
-static int open_native(const airlock_settings *s, airlock_exec **ret, airlock_error *err)
+static int open_native(const airlock_settings *s, const airlock_exec_egress *egress,
+                       airlock_exec **ret, airlock_error *err)
 {
 	airlock_native_config nc = {
 		.image_store = s->image_store,
 		.start_budget_seconds = s->defaults.start_budget_seconds,
+		.egress_policy = egress ? egress->policy : NULL,
+		.egress_proxy = egress ? egress->proxy : NULL,
 	};
 	airlock_native *n = NULL;
 	int r = airlock_native_new(&nc, &n, err);
@@ -84,6 +92,12 @@ const char *airlock_mechanism_unavailable_reason(airlock_mechanism m)
 
 int airlock_exec_open(const airlock_settings *s, airlock_exec **ret, airlock_error *err)
 {
+	return airlock_exec_open_egress(s, NULL, ret, err);
+}
+
+int airlock_exec_open_egress(const airlock_settings *s, const airlock_exec_egress *egress,
+                             airlock_exec **ret, airlock_error *err)
+{
 	const char *why = airlock_mechanism_unavailable_reason(s->mechanism);
 	if (why)
 		return airlock_error_set(err, AIRLOCK_ERR_NOT_IMPLEMENTED, 0, "sandbox.mechanism=%s: %s",
@@ -92,5 +106,5 @@ int airlock_exec_open(const airlock_settings *s, airlock_exec **ret, airlock_err
 		                                 ? airlock_mechanism_name(s->mechanism)
 		                                 : "(invalid)",
 		                         why);
-	return mechanisms[s->mechanism].open(s, ret, err);
+	return mechanisms[s->mechanism].open(s, egress, ret, err);
 }

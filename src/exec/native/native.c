@@ -6,11 +6,13 @@
  */
 #include "airlock/native.h"
 
+#include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
 #include <linux/mount.h>
 #include <linux/sched.h>
+#include <netinet/in.h>
 #include <poll.h>
 #include <pthread.h>
 #include <sched.h>
@@ -25,6 +27,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "airlock/egress.h"
 #include "airlock/image.h"
 #include "core/snapshot.h"
 #include "exec/native/cgroup.h"
@@ -68,6 +71,7 @@ typedef struct sandbox {
 	airlock_workspace *ws;
 	char **envp; /* "NAME=value", NULL-terminated, from the spec; PWD replaced per command */
 	size_t n_env;
+	bool proxied;   /* attached to the egress proxy: detach at teardown */
 	unsigned refs;  /* the list's reference + one per execute in flight */
 	bool dead;      /* destroyed: no new execute may start */
 } sandbox;
@@ -357,6 +361,13 @@ static void sandbox_free(sandbox *b)
 static int sandbox_teardown(airlock_native *n, sandbox *b, airlock_error *err)
 {
 	int r = 0;
+	/* The proxy's copy of the listener keeps the network namespace alive:
+	 * it lets go first. A proxy that is gone holds nothing. */
+	if (b->proxied) {
+		airlock_error derr;
+		airlock_proxy_detach(n->cfg.egress_proxy, b->id, &derr);
+		b->proxied = false;
+	}
 	if (b->cg) {
 		r = native_cgroup_destroy(b->cg, NATIVE_KILL_WAIT_MS, err);
 		b->cg = NULL;
@@ -398,14 +409,38 @@ static int slot_take(airlock_native *n, uint32_t *ret)
 	return -EAGAIN;
 }
 
-static int build_envp(sandbox *b, const airlock_env *env, airlock_error *err)
+/* The proxy variables a sandbox with egress gets (tier 2: synthesized by
+ * the platform, winning over any tier-1 value of the same name). Both cases
+ * because clients disagree on which they read. */
+static const char *const proxy_vars[] = { "HTTP_PROXY", "HTTPS_PROXY", "http_proxy",
+	                                  "https_proxy" };
+#define PROXY_URL "http://" AIRLOCK_NATIVE_PROXY_ADDR ":" STRINGIFY(AIRLOCK_NATIVE_PROXY_PORT)
+#define STRINGIFY(x) STRINGIFY_(x)
+#define STRINGIFY_(x) #x
+
+static bool is_proxy_var(const char *name)
 {
-	/* +2: PWD (set per command) and the NULL. */
-	b->envp = calloc(env->n + 2, sizeof(char *));
+	for (size_t i = 0; i < ARRAY_SIZE(proxy_vars); i++)
+		if (strcmp(name, proxy_vars[i]) == 0)
+			return true;
+	return false;
+}
+
+static int build_envp(sandbox *b, const airlock_env *env, bool proxied, airlock_error *err)
+{
+	/* +2: PWD (set per command) and the NULL; + the proxy variables. */
+	b->envp = calloc(env->n + 2 + ARRAY_SIZE(proxy_vars), sizeof(char *));
 	if (!b->envp)
 		return airlock_error_set(err, AIRLOCK_ERR_SYSTEM, ENOMEM, "environment");
+	for (size_t i = 0; proxied && i < ARRAY_SIZE(proxy_vars); i++) {
+		if (asprintf(&b->envp[b->n_env], "%s=%s", proxy_vars[i], PROXY_URL) < 0) {
+			b->envp[b->n_env] = NULL;
+			return airlock_error_set(err, AIRLOCK_ERR_SYSTEM, ENOMEM, "environment");
+		}
+		b->n_env++;
+	}
 	for (size_t i = 0; i < env->n; i++) {
-		if (strcmp(env->vars[i].name, "PWD") == 0)
+		if (strcmp(env->vars[i].name, "PWD") == 0 || is_proxy_var(env->vars[i].name))
 			continue;
 		if (asprintf(&b->envp[b->n_env], "%s=%s", env->vars[i].name, env->vars[i].value) < 0) {
 			b->envp[b->n_env] = NULL;
@@ -438,6 +473,78 @@ static int write_id_maps(pid_t pid, uid_t host_id, airlock_error *err)
 	return 0;
 }
 
+/* ---- egress ---------------------------------------------------------------- */
+
+typedef struct plant {
+	int pidfd;  /* init's pidfd: its network namespace is the sandbox's */
+	int fd;     /* the listener, or -1 */
+	int err;
+	const char *step;
+} plant;
+
+/* Runs on a thread of its own: setns(CLONE_NEWNET) changes only the calling
+ * thread, so the service's other threads never see the sandbox's namespace,
+ * and if returning to ours fails this thread ends without running anything
+ * else there. */
+static void *plant_thread(void *arg)
+{
+	plant *p = arg;
+	int self = open("/proc/thread-self/ns/net", O_RDONLY | O_CLOEXEC);
+	if (self < 0) {
+		p->err = errno, p->step = "open our network namespace";
+		return NULL;
+	}
+	if (setns(p->pidfd, CLONE_NEWNET) < 0) {
+		p->err = errno, p->step = "setns into the sandbox";
+		close(self);
+		return NULL;
+	}
+	int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+	struct sockaddr_in sa = { .sin_family = AF_INET, .sin_port = htons(AIRLOCK_NATIVE_PROXY_PORT) };
+	inet_pton(AF_INET, AIRLOCK_NATIVE_PROXY_ADDR, &sa.sin_addr);
+	if (fd < 0)
+		p->err = errno, p->step = "socket";
+	else if (bind(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0)
+		p->err = errno, p->step = "bind";
+	else if (listen(fd, SOMAXCONN) < 0)
+		p->err = errno, p->step = "listen";
+	if (setns(self, CLONE_NEWNET) < 0 && !p->err)
+		p->err = errno, p->step = "setns back";
+	close(self);
+	if (p->err && fd >= 0)
+		close(fd);
+	else
+		p->fd = fd;
+	return NULL;
+}
+
+/* Plant the proxy's listener in the sandbox's namespace (the sandbox still
+ * has no route and no resolver: lo and this socket are all there is) and
+ * hand it to the proxy with this sandbox's copy of the policy. */
+static int proxy_plant(airlock_native *n, sandbox *b, const airlock_environment_spec *spec,
+                       airlock_error *err)
+{
+	/* Entered through init's pidfd (setns accepts one since Linux 5.8): the
+	 * process, not a pid that could name another one. */
+	plant p = { .pidfd = b->init_pidfd, .fd = -1 };
+	pthread_t t;
+	int e = pthread_create(&t, NULL, plant_thread, &p);
+	if (e != 0)
+		return airlock_error_set(err, AIRLOCK_ERR_EXECUTION_UNAVAILABLE, e, "egress: thread");
+	pthread_join(t, NULL);
+	if (p.fd < 0)
+		return airlock_error_set(err, AIRLOCK_ERR_EXECUTION_UNAVAILABLE, p.err,
+		                         "egress: planting the proxy listener: %s", p.step);
+	airlock_proxy_owner owner = {
+		.run_id = spec->run_id, .tenant_id = spec->tenant_id, .environment_id = b->id,
+	};
+	int r = airlock_proxy_attach(n->cfg.egress_proxy, p.fd, &owner, &spec->egress, err);
+	close(p.fd); /* the proxy holds its own copy now */
+	if (r == 0)
+		b->proxied = true;
+	return r;
+}
+
 static int native_provision(void *ctx, const airlock_environment_spec *spec,
                             const airlock_environment_handle *handle, airlock_error *err)
 {
@@ -461,7 +568,22 @@ static int native_provision(void *ctx, const airlock_environment_spec *spec,
 		r = airlock_error_set(err, AIRLOCK_ERR_SYSTEM, ENOMEM, "provision");
 		goto fail;
 	}
-	r = build_envp(b, &spec->environment, err);
+	/* The two yeses, decided before anything is created. */
+	bool proxied = false;
+	if (spec->egress.mode == AIRLOCK_EGRESS_ALLOWLIST) {
+		static const airlock_egress_policy deny = { .mode = AIRLOCK_EGRESS_DENY };
+		r = airlock_egress_policy_covers(n->cfg.egress_policy ? n->cfg.egress_policy : &deny,
+		                                 &spec->egress, err);
+		if (r < 0)
+			goto fail;
+		if (!n->cfg.egress_proxy) {
+			r = airlock_error_set(err, AIRLOCK_ERR_EXECUTION_UNAVAILABLE, 0,
+			                      "egress: no egress proxy is running for this service");
+			goto fail;
+		}
+		proxied = spec->egress.n_destinations > 0;
+	}
+	r = build_envp(b, &spec->environment, proxied, err);
 	if (r < 0)
 		goto fail;
 
@@ -569,6 +691,12 @@ static int native_provision(void *ctx, const airlock_environment_spec *spec,
 	}
 	close(sv[0]);
 	sv[0] = -1;
+
+	if (proxied) {
+		r = proxy_plant(n, b, spec, err);
+		if (r < 0)
+			goto fail;
+	}
 
 	pthread_mutex_lock(&n->lock);
 	sandbox **p = reallocarray(n->boxes, n->n_boxes + 1, sizeof(*p));

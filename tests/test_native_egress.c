@@ -1,0 +1,535 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * Egress through the native mechanism, end to end (sandbox-isolation.md,
+ * "The egress boundary", "Egress needs two independent yeses"): real
+ * clients (curl, Python's urllib) inside real sandboxes, the proxy process,
+ * and test hosts and DNS servers in network namespaces of their own
+ * (tests/egress_world.h). Every test runs in its own process and network
+ * namespace; nothing on the machine's own network changes.
+ */
+#include <criterion/criterion.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <jansson.h>
+#include <dirent.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "airlock/egress.h"
+#include "airlock/proxy.h"
+#include "egress_world.h"
+#include "native_testlib.h"
+
+static const airlock_resource_limits limits = {
+	.cpu_millicores = 1000, .memory_bytes = 256ll << 20, .pids_max = 64,
+	.workspace_bytes = 64ll << 20, .inodes_max = 2000, .wall_clock_seconds = 300,
+};
+
+static const char policy_a[] = "egress:\n"
+                               "  mode: allowlist\n"
+                               "  destinations:\n"
+                               "    - host: a.example.com\n"
+                               "      ports: [443, 9000]\n"
+                               "    - host: private.example.com\n"
+                               "      ports: [443]\n"
+                               "    - host: mixed.example.com\n"
+                               "      ports: [443]\n"
+                               "    - host: metadata.example.com\n"
+                               "      ports: [443]\n"
+                               "    - host: loop.example.com\n"
+                               "      ports: [443]\n";
+
+typedef struct env {
+	egress_world world;
+	char log_path[128];
+	int log_fd;
+	airlock_proxy *proxy;
+	airlock_egress_policy op; /* the operator's */
+	airlock_native *n;
+	airlock_exec *e;
+} env;
+
+static void parse_policy(const char *text, airlock_egress_policy *p)
+{
+	airlock_error err = { 0 };
+	memset(p, 0, sizeof(*p));
+	cr_assert_eq(airlock_egress_policy_parse("test.yaml", text, strlen(text), p, &err), 0, "%s",
+	             err.message);
+}
+
+/* The world, a proxy pointed at dns, and a native service whose operator
+ * policy is op_text (NULL: no egress configured: no proxy at all). */
+static void env_up(env *v, const char *op_text, const char *dns)
+{
+	char digest[AIRLOCK_IMAGE_DIGEST_SIZE];
+	native_test_require(digest);
+	memset(v, 0, sizeof(*v));
+	v->log_fd = -1;
+	cr_assert_eq(egress_world_up(&v->world), 0, "the test world did not come up");
+	snprintf(v->log_path, sizeof(v->log_path), "%s/proxy.log", v->world.dir);
+	airlock_error err = { 0 };
+	if (op_text) {
+		parse_policy(op_text, &v->op);
+		v->log_fd = open(v->log_path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+		cr_assert(v->log_fd >= 0);
+		airlock_proxy_config pc;
+		airlock_proxy_config_default(&pc);
+		pc.dns_servers = dns;
+		pc.log_fd = v->log_fd;
+		cr_assert_eq(airlock_proxy_spawn(&pc, &v->proxy, &err), 0, "%s", err.message);
+	}
+	airlock_native_config nc = {
+		.image_store = native_test_store(),
+		.start_budget_seconds = 30,
+		.egress_policy = op_text ? &v->op : NULL,
+		.egress_proxy = v->proxy,
+	};
+	cr_assert_eq(airlock_native_new(&nc, &v->n, &err), 0, "%s", err.message);
+	cr_assert_eq(airlock_exec_new(airlock_native_ops(), v->n, NULL, &v->e, &err), 0, "%s",
+	             err.message);
+}
+
+static void env_down(env *v)
+{
+	airlock_exec_free(v->e);
+	airlock_proxy_free(v->proxy);
+	if (v->log_fd >= 0)
+		close(v->log_fd);
+	airlock_egress_policy_clear(&v->op);
+	egress_world_down(&v->world);
+}
+
+/* A sandbox whose spec carries egress_text as its policy (NULL: deny, the
+ * call's "no"), with the test CA in its workspace. */
+static void box(env *v, const char *egress_text, airlock_environment_spec *s,
+                airlock_environment_handle *h)
+{
+	char digest[AIRLOCK_IMAGE_DIGEST_SIZE];
+	native_test_require(digest);
+	native_test_spec(s, "tenant-egress", digest, &limits);
+	airlock_egress_policy_clear(&s->egress);
+	if (egress_text)
+		parse_policy(egress_text, &s->egress);
+	else
+		s->egress.mode = AIRLOCK_EGRESS_DENY;
+	airlock_error err = { 0 };
+	cr_assert_eq(airlock_exec_provision(v->e, s, h, &err), 0, "%s", err.message);
+	airlock_exec_call call = { .tenant_id = h->tenant_id, .remaining_budget_ms = AIRLOCK_BUDGET_NONE };
+	airlock_workspace *ws = NULL;
+	cr_assert_eq(airlock_exec_workspace(v->e, &call, h, &ws, &err), 0, "%s", err.message);
+	FILE *f = fopen(v->world.ca_path, "re");
+	cr_assert(f, "%s", v->world.ca_path);
+	char buf[16384];
+	size_t len = fread(buf, 1, sizeof(buf), f);
+	fclose(f);
+	cr_assert_eq(airlock_workspace_write(ws, "ca.pem", buf, len, &err), 0, "%s", err.message);
+}
+
+/* Provisioning with egress_text as the spec's policy is ExecutionRejected,
+ * the message naming why. */
+static void expect_rejected(env *v, const char *egress_text, const char *why)
+{
+	char digest[AIRLOCK_IMAGE_DIGEST_SIZE];
+	native_test_require(digest);
+	airlock_environment_spec s;
+	airlock_environment_handle h = { 0 };
+	native_test_spec(&s, "tenant-egress", digest, &limits);
+	parse_policy(egress_text, &s.egress);
+	airlock_error err = { 0 };
+	cr_assert_eq(airlock_exec_provision(v->e, &s, &h, &err),
+	             airlock_errcode(AIRLOCK_ERR_EXECUTION_REJECTED), "%s", err.message);
+	cr_assert(strstr(err.message, why), "%s", err.message);
+	airlock_environment_spec_clear(&s);
+}
+
+static void unbox(env *v, airlock_environment_spec *s, airlock_environment_handle *h)
+{
+	airlock_error err = { 0 };
+	cr_assert_eq(airlock_exec_destroy(v->e, h, &err), 0, "%s", err.message);
+	airlock_environment_handle_clear(h);
+	airlock_environment_spec_clear(s);
+}
+
+static void sh(env *v, const airlock_environment_handle *h, const char *script,
+               airlock_execution_result *r)
+{
+	char *argv[] = { "bash", "-c", (char *)script, NULL };
+	native_test_run(v->e, h, argv, 120, NULL, r);
+}
+
+/* How many descriptors a process holds. */
+static int fd_count(pid_t pid)
+{
+	char path[64];
+	snprintf(path, sizeof(path), "/proc/%d/fd", (int)pid);
+	DIR *d = opendir(path);
+	cr_assert(d, "%s", path);
+	int n = 0;
+	struct dirent *e;
+	while ((e = readdir(d)))
+		n += e->d_name[0] != '.';
+	closedir(d);
+	return n;
+}
+
+/* The proxy's log, one JSON object per line. */
+static json_t *log_lines(env *v)
+{
+	json_t *a = json_array();
+	FILE *f = fopen(v->log_path, "re");
+	if (!f)
+		return a;
+	char line[8192];
+	while (fgets(line, sizeof(line), f)) {
+		json_error_t je;
+		json_t *o = json_loads(line, 0, &je);
+		cr_assert(o, "log line is not JSON: %s (%s)", line, je.text);
+		json_array_append_new(a, o);
+	}
+	fclose(f);
+	return a;
+}
+
+static const char *str(json_t *o, const char *k)
+{
+	const char *s = json_string_value(json_object_get(o, k));
+	return s ? s : "";
+}
+
+/* A line for host:port; asserts there are exactly want of them. */
+static json_t *line_for(json_t *lines, const char *host, int port, unsigned want)
+{
+	json_t *hit = NULL;
+	size_t i;
+	json_t *o;
+	unsigned n = 0;
+	json_array_foreach(lines, i, o)
+	{
+		if (strcmp(str(o, "host"), host) == 0 &&
+		    json_integer_value(json_object_get(o, "port")) == port) {
+			hit = o;
+			n++;
+		}
+	}
+	cr_assert_eq(n, want, "%u log lines for %s:%d, want %u", n, host, port, want);
+	return hit;
+}
+
+/* ---- gate.sandbox.egress_allowlisted ---------------------------------------- */
+
+static const char clients[] =
+	"cd /workspace\n"
+	"c() { curl -sS --max-time 20 --cacert ca.pem -o /dev/null -w '%{http_code}' \"$@\" 2>/dev/null; echo \" rc=$?\"; }\n"
+	"echo \"curl-a $(curl -sS --max-time 20 --cacert ca.pem https://a.example.com/)\"\n"
+	"echo \"curl-b $(c https://b.example.com/)\"\n"
+	"echo \"curl-private-ip $(c https://10.0.0.5/)\"\n"
+	"echo \"curl-metadata-ip $(c https://169.254.169.254/)\"\n"
+	"echo \"curl-private-name $(c https://private.example.com/)\"\n"
+	"echo \"curl-mixed-name $(c https://mixed.example.com/)\"\n"
+	"echo \"curl-metadata-name $(c https://metadata.example.com/)\"\n"
+	"echo \"curl-port $(c https://a.example.com:8080/)\"\n"
+	"python3 - <<'EOF'\n"
+	"import ssl, urllib.request\n"
+	"ctx = ssl.create_default_context(cafile='/workspace/ca.pem')\n"
+	"print('urllib-a', urllib.request.urlopen('https://a.example.com/', context=ctx, timeout=20).read().decode().strip())\n"
+	"try:\n"
+	"    urllib.request.urlopen('https://b.example.com/', context=ctx, timeout=20)\n"
+	"    print('urllib-b REACHED')\n"
+	"except Exception as e:\n"
+	"    print('urllib-b refused', type(e).__name__)\n"
+	"EOF\n";
+
+Test(gate_sandbox_egress_allowlisted, curl_and_urllib_reach_the_allowlist_and_nothing_else,
+     .timeout = 600)
+{
+	env v;
+	env_up(&v, policy_a, EGRESS_WORLD_DNS);
+	airlock_environment_spec s;
+	airlock_environment_handle h;
+	box(&v, policy_a, &s, &h);
+	airlock_execution_result r;
+	sh(&v, &h, clients, &r);
+	const char *out = OUT(&r);
+	cr_assert_eq(r.exit_code, 0, "%s\n%s", out, ERR(&r));
+	cr_assert(strstr(out, "curl-a hello from a"), "%s", out);
+	cr_assert(strstr(out, "urllib-a hello from a"), "%s", out);
+	cr_assert(strstr(out, "urllib-b refused"), "%s", out);
+	/* curl reports the proxy's refusal of the CONNECT as a failure. */
+	static const char *const refused[] = { "curl-b", "curl-private-ip", "curl-metadata-ip",
+		                               "curl-private-name", "curl-mixed-name",
+		                               "curl-metadata-name", "curl-port" };
+	for (size_t i = 0; i < sizeof(refused) / sizeof(refused[0]); i++) {
+		const char *at = strstr(out, refused[i]);
+		cr_assert(at, "%s missing: %s", refused[i], out);
+		int rc = -1;
+		cr_assert_eq(sscanf(at + strlen(refused[i]), " 000 rc=%d", &rc), 1,
+		             "%s was answered: %s", refused[i], out);
+		cr_assert_neq(rc, 0, "%s succeeded: %s", refused[i], out);
+	}
+	airlock_execution_result_clear(&r);
+	unbox(&v, &s, &h);
+
+	/* Every outcome is in the proxy's log with its reason. */
+	json_t *lines = log_lines(&v);
+	struct {
+		const char *host;
+		int port;
+		const char *outcome, *reason;
+		unsigned lines;
+	} want[] = {
+		{ "b.example.com", 443, "refused", "NOT_ALLOWLISTED", 2 }, /* curl's and urllib's */
+		{ "10.0.0.5", 443, "refused", "IP_LITERAL", 1 },
+		{ "169.254.169.254", 443, "refused", "IP_LITERAL", 1 },
+		{ "private.example.com", 443, "refused", "DENIED_ADDRESS", 1 },
+		{ "mixed.example.com", 443, "refused", "DENIED_ADDRESS", 1 },
+		{ "metadata.example.com", 443, "refused", "METADATA_ADDRESS", 1 },
+		{ "a.example.com", 8080, "refused", "PORT_NOT_ALLOWED", 1 },
+	};
+	for (size_t i = 0; i < sizeof(want) / sizeof(want[0]); i++) {
+		json_t *o = line_for(lines, want[i].host, want[i].port, want[i].lines);
+		cr_assert_str_eq(str(o, "outcome"), want[i].outcome, "%s", want[i].host);
+		cr_assert_str_eq(str(o, "reason"), want[i].reason, "%s", want[i].host);
+		cr_assert_str_eq(str(o, "tenant"), "tenant-egress");
+		cr_assert_str_eq(str(o, "run"), "run-1");
+		cr_assert(json_is_null(json_object_get(o, "dial")), "%s", want[i].host);
+	}
+	/* The allowed ones: curl's, urllib's, each a tunnel to the checked
+	 * address, with bytes both ways. */
+	size_t i;
+	json_t *o;
+	unsigned allowed = 0;
+	json_array_foreach(lines, i, o)
+	{
+		if (strcmp(str(o, "outcome"), "allowed") != 0)
+			continue;
+		allowed++;
+		cr_assert_str_eq(str(o, "host"), "a.example.com");
+		cr_assert_str_eq(str(o, "dial"), EGRESS_WORLD_A);
+		cr_assert_str_eq(str(o, "reason"), "ALLOWED");
+		cr_assert(json_integer_value(json_object_get(o, "bytes_up")) > 0);
+		cr_assert(json_integer_value(json_object_get(o, "bytes_down")) > 0);
+		cr_assert(json_integer_value(json_object_get(o, "duration_ms")) >= 0);
+		cr_assert(str(o, "environment")[0], "the line names the sandbox");
+	}
+	cr_assert_eq(allowed, 2, "curl's and urllib's tunnels: %u", allowed);
+	json_decref(lines);
+	env_down(&v);
+}
+
+/* What a program that ignores the proxy variables can reach: TCP to a
+ * public host, the DNS server and the metadata address, the proxy's port,
+ * the system resolver, the interfaces, and which proxy variables it has. */
+static const char probe[] =
+	"import socket, errno, os\n"
+	"def tcp(host, port):\n"
+	"    s = socket.socket(); s.settimeout(3)\n"
+	"    try:\n"
+	"        s.connect((host, port)); return 'CONNECTED'\n"
+	"    except OSError as e:\n"
+	"        return errno.errorcode.get(e.errno, str(e))\n"
+	"print('public', tcp('" EGRESS_WORLD_A "', 443))\n"
+	"print('dns', tcp('" EGRESS_WORLD_DNS "', 53))\n"
+	"print('metadata', tcp('169.254.169.254', 80))\n"
+	"print('proxy', tcp('127.0.0.1', 3128))\n"
+	"try:\n"
+	"    socket.getaddrinfo('a.example.com', 443); print('resolver RESOLVED')\n"
+	"except OSError as e:\n"
+	"    print('resolver', type(e).__name__)\n"
+	"print('ifaces', sorted(n for _, n in socket.if_nameindex()))\n"
+	"print('env', sorted(k for k in os.environ if 'proxy' in k.lower()))\n";
+
+/* Run the probe; the no-route lines every sandbox shows are checked here. */
+static void run_probe(env *v, const airlock_environment_handle *h, airlock_execution_result *r)
+{
+	char *argv[] = { "python3", "-c", (char *)probe, NULL };
+	native_test_run(v->e, h, argv, 60, NULL, r);
+	cr_assert_eq(r->exit_code, 0, "%s", ERR(r));
+	/* ENETUNREACH: no route at all, not a refusal by anyone. */
+	cr_assert(strstr(OUT(r), "public ENETUNREACH"), "%s", OUT(r));
+	cr_assert(strstr(OUT(r), "dns ENETUNREACH"), "%s", OUT(r));
+	cr_assert(strstr(OUT(r), "metadata ENETUNREACH"), "%s", OUT(r));
+	cr_assert(strstr(OUT(r), "resolver gaierror"), "%s", OUT(r));
+	cr_assert(strstr(OUT(r), "ifaces ['lo']"), "only lo exists: %s", OUT(r));
+}
+
+Test(gate_sandbox_egress_allowlisted, ignoring_the_proxy_reaches_nothing, .timeout = 300)
+{
+	env v;
+	env_up(&v, policy_a, EGRESS_WORLD_DNS);
+	airlock_environment_spec s;
+	airlock_environment_handle h;
+	box(&v, policy_a, &s, &h);
+	airlock_execution_result r;
+	run_probe(&v, &h, &r);
+	cr_assert(strstr(OUT(&r), "proxy CONNECTED"), "the proxy's listener: %s", OUT(&r));
+	cr_assert(strstr(OUT(&r), "env ['HTTPS_PROXY', 'HTTP_PROXY', 'http_proxy', 'https_proxy']"),
+	          "%s", OUT(&r));
+	airlock_execution_result_clear(&r);
+	/* The environment carries the proxy (tier 2, both spellings). */
+	char *env_argv[] = { "env", NULL };
+	native_test_run(v.e, &h, env_argv, 60, NULL, &r);
+	for (const char *const *n = (const char *const[]){ "HTTP_PROXY=http://127.0.0.1:3128\n",
+		                                          "HTTPS_PROXY=http://127.0.0.1:3128\n",
+		                                          "http_proxy=http://127.0.0.1:3128\n",
+		                                          "https_proxy=http://127.0.0.1:3128\n", NULL };
+	     *n; n++)
+		cr_assert(strstr(OUT(&r), *n), "%s missing: %s", *n, OUT(&r));
+	airlock_execution_result_clear(&r);
+	unbox(&v, &s, &h);
+	env_down(&v);
+}
+
+/* ---- gate.sandbox.network_denied, extended ----------------------------------- */
+
+static void expect_denied(env *v, const char *egress_text)
+{
+	airlock_environment_spec s;
+	airlock_environment_handle h;
+	box(v, egress_text, &s, &h);
+	airlock_execution_result r;
+	run_probe(v, &h, &r);
+	cr_assert(strstr(OUT(&r), "proxy ECONNREFUSED"), "nothing listens: %s", OUT(&r));
+	cr_assert(strstr(OUT(&r), "env []"), "%s", OUT(&r));
+	airlock_execution_result_clear(&r);
+	unbox(v, &s, &h);
+}
+
+Test(gate_sandbox_network_denied, no_egress_configuration, .timeout = 300)
+{
+	env v;
+	env_up(&v, NULL, NULL);
+	expect_denied(&v, NULL);
+	/* And a spec that asks for an allowlist the operator never configured
+	 * is refused, not quietly given no network. */
+	expect_rejected(&v, policy_a, "mode deny");
+	env_down(&v);
+}
+
+Test(gate_sandbox_network_denied, allowlist_without_network_enabled, .timeout = 300)
+{
+	env v;
+	env_up(&v, policy_a, EGRESS_WORLD_DNS);
+	/* The operator said yes; the call did not: the spec's egress is deny. */
+	expect_denied(&v, NULL);
+	/* Asserted by the absence of any proxy log line for the attempts. */
+	json_t *lines = log_lines(&v);
+	cr_assert_eq(json_array_size(lines), 0, "the proxy heard of a sandbox it should not have");
+	json_decref(lines);
+	env_down(&v);
+}
+
+/* ---- DNS rebinding ------------------------------------------------------------ */
+
+static const char rebind_policy[] = "egress:\n"
+                                    "  mode: allowlist\n"
+                                    "  destinations:\n"
+                                    "    - host: rebind.example.com\n"
+                                    "      ports: [9000]\n";
+
+static const char rebind_client[] =
+	"import socket\n"
+	"def connect():\n"
+	"    s = socket.create_connection(('127.0.0.1', 3128), timeout=20)\n"
+	"    s.sendall(b'CONNECT rebind.example.com:9000 HTTP/1.1\\r\\nHost: rebind.example.com:9000\\r\\n\\r\\n')\n"
+	"    head = b''\n"
+	"    while b'\\r\\n\\r\\n' not in head:\n"
+	"        d = s.recv(1)\n"
+	"        if not d: break\n"
+	"        head += d\n"
+	"    status = head.split(b' ')[1].decode() if head else 'none'\n"
+	"    body = b''\n"
+	"    if status == '200':\n"
+	"        s.sendall(b'ping'); s.shutdown(socket.SHUT_WR)\n"
+	"        while True:\n"
+	"            d = s.recv(4096)\n"
+	"            if not d: break\n"
+	"            body += d\n"
+	"    return status, body\n"
+	"print('first', *connect())\n"
+	"print('second', *connect())\n";
+
+Test(dns_rebinding, the_proxy_dials_what_it_checked_and_asks_once_per_connection, .timeout = 300)
+{
+	env v;
+	env_up(&v, rebind_policy, EGRESS_WORLD_REBIND_DNS);
+	airlock_environment_spec s;
+	airlock_environment_handle h;
+	box(&v, rebind_policy, &s, &h);
+	airlock_execution_result r;
+	char *argv[] = { "python3", "-c", (char *)rebind_client, NULL };
+	native_test_run(v.e, &h, argv, 120, NULL, &r);
+	cr_assert_eq(r.exit_code, 0, "%s", ERR(&r));
+	/* The first answer was public: the tunnel reached host A's echo
+	 * (half-close carried: its "bye" came back after our FIN). */
+	cr_assert(strstr(OUT(&r), "first 200 b'pingbye\\n'"), "%s", OUT(&r));
+	/* The second answer is private: refused, never dialed. */
+	cr_assert(strstr(OUT(&r), "second 403"), "%s", OUT(&r));
+	airlock_execution_result_clear(&r);
+	unbox(&v, &s, &h);
+	/* One A query per connection: the dial never looked the name up again. */
+	cr_assert_eq(egress_world_dns_queries(&v.world, "rebind.example.com", 1), 2);
+	json_t *lines = log_lines(&v);
+	cr_assert_eq(json_array_size(lines), 2);
+	json_t *first = json_array_get(lines, 0), *second = json_array_get(lines, 1);
+	cr_assert_str_eq(str(first, "outcome"), "allowed");
+	cr_assert_str_eq(str(first, "dial"), EGRESS_WORLD_A);
+	cr_assert_str_eq(str(second, "outcome"), "refused");
+	cr_assert_str_eq(str(second, "reason"), "DENIED_ADDRESS");
+	json_decref(lines);
+	env_down(&v);
+}
+
+/* ---- a policy change applies to sandboxes provisioned after it ----------------- */
+
+static const char policy_b[] = "egress:\n"
+                               "  mode: allowlist\n"
+                               "  destinations:\n"
+                               "    - host: b.example.com\n"
+                               "      ports: [9000]\n";
+static const char policy_a9000[] = "egress:\n"
+                                   "  mode: allowlist\n"
+                                   "  destinations:\n"
+                                   "    - host: a.example.com\n"
+                                   "      ports: [9000]\n";
+
+static const char two_hosts[] =
+	"import socket\n"
+	"def status(host):\n"
+	"    s = socket.create_connection(('127.0.0.1', 3128), timeout=20)\n"
+	"    s.sendall(('CONNECT %s:9000 HTTP/1.1\\r\\n\\r\\n' % host).encode())\n"
+	"    return s.recv(64).split(b' ')[1].decode()\n"
+	"print('a', status('a.example.com'), 'b', status('b.example.com'))\n";
+
+Test(egress_policy, a_change_after_provision_does_not_reach_a_running_sandbox, .timeout = 300)
+{
+	env v;
+	env_up(&v, policy_a9000, EGRESS_WORLD_DNS);
+	int fds = fd_count(airlock_proxy_pid(v.proxy));
+	airlock_environment_spec s1, s2;
+	airlock_environment_handle h1, h2;
+	box(&v, policy_a9000, &s1, &h1);
+	/* The operator changes the policy: a.example.com out, b.example.com in. */
+	airlock_egress_policy_clear(&v.op);
+	parse_policy(policy_b, &v.op);
+	box(&v, policy_b, &s2, &h2);
+	char *argv[] = { "python3", "-c", (char *)two_hosts, NULL };
+	airlock_execution_result r;
+	native_test_run(v.e, &h1, argv, 60, NULL, &r);
+	cr_assert(strstr(OUT(&r), "a 200 b 403"), "the first sandbox keeps its policy: %s %s",
+	          OUT(&r), ERR(&r));
+	airlock_execution_result_clear(&r);
+	native_test_run(v.e, &h2, argv, 60, NULL, &r);
+	cr_assert(strstr(OUT(&r), "a 403 b 200"), "the second has the new one: %s %s", OUT(&r),
+	          ERR(&r));
+	airlock_execution_result_clear(&r);
+	unbox(&v, &s1, &h1);
+	unbox(&v, &s2, &h2);
+	/* Destroy detached both: the proxy holds nothing of them (a listener
+	 * it kept would keep the sandbox's network namespace alive). */
+	cr_assert_eq(fd_count(airlock_proxy_pid(v.proxy)), fds);
+	/* And a sandbox asking for what the operator withdrew is refused. */
+	expect_rejected(&v, policy_a9000, "a.example.com");
+	env_down(&v);
+}

@@ -1,0 +1,506 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * The egress proxy process on its own (include/airlock/proxy.h): what it
+ * answers, what it logs, its timeouts, detach, the public-HTTPS transports,
+ * and that it holds no privilege. Real sockets against the test world's
+ * hosts and DNS (tests/egress_world.h); each test has its own network
+ * namespace.
+ */
+#include <criterion/criterion.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <jansson.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "airlock/egress.h"
+#include "airlock/proxy.h"
+#include "egress_world.h"
+#include "util/util.h"
+
+static const char policy_text[] = "egress:\n"
+                                  "  mode: allowlist\n"
+                                  "  destinations:\n"
+                                  "    - host: a.example.com\n"
+                                  "      ports: [9000, 9001]\n"
+                                  "    - host: private.example.com\n"
+                                  "      ports: [9000]\n";
+
+typedef struct fixture {
+	egress_world w;
+	char log_path[128];
+	int log_fd;
+	airlock_proxy *px;
+	int lfd;
+	int port;
+} fixture;
+
+/* A listener on 127.0.0.1 (an ephemeral port) in the test's namespace. */
+static int listener(int *ret_port)
+{
+	int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	struct sockaddr_in sa = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+	cr_assert(fd >= 0);
+	cr_assert_eq(bind(fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
+	cr_assert_eq(listen(fd, 64), 0);
+	socklen_t sl = sizeof(sa);
+	getsockname(fd, (struct sockaddr *)&sa, &sl);
+	*ret_port = ntohs(sa.sin_port);
+	return fd;
+}
+
+static void up(fixture *f, const airlock_proxy_config *cfg_in)
+{
+	memset(f, 0, sizeof(*f));
+	cr_assert_eq(egress_world_up(&f->w), 0);
+	snprintf(f->log_path, sizeof(f->log_path), "%s/proxy.log", f->w.dir);
+	f->log_fd = open(f->log_path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+	cr_assert(f->log_fd >= 0);
+	airlock_proxy_config cfg;
+	if (cfg_in)
+		cfg = *cfg_in;
+	else
+		airlock_proxy_config_default(&cfg);
+	cfg.dns_servers = EGRESS_WORLD_DNS;
+	cfg.log_fd = f->log_fd;
+	airlock_error err = { 0 };
+	cr_assert_eq(airlock_proxy_spawn(&cfg, &f->px, &err), 0, "%s", err.message);
+	f->lfd = listener(&f->port);
+	airlock_egress_policy p = { 0 };
+	cr_assert_eq(airlock_egress_policy_parse("p.yaml", policy_text, strlen(policy_text), &p, &err),
+	             0, "%s", err.message);
+	airlock_proxy_owner o = { .run_id = "run-7", .tenant_id = "tenant-7", .environment_id = "env-7" };
+	cr_assert_eq(airlock_proxy_attach(f->px, f->lfd, &o, &p, &err), 0, "%s", err.message);
+	airlock_egress_policy_clear(&p);
+}
+
+static void down(fixture *f)
+{
+	airlock_proxy_free(f->px);
+	close(f->lfd);
+	close(f->log_fd);
+	egress_world_down(&f->w);
+}
+
+static int dial_proxy(int port)
+{
+	int fd = egress_world_connect("127.0.0.1", port, 5000);
+	cr_assert(fd >= 0, "connect to the proxy: %s", strerror(-fd));
+	struct timeval tv = { .tv_sec = 20 };
+	setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+	return fd;
+}
+
+/* Send req, read the response head; the status code, and the head in buf. */
+static int request(int fd, const char *req, char *buf, size_t size)
+{
+	cr_assert_eq(send(fd, req, strlen(req), MSG_NOSIGNAL), (ssize_t)strlen(req));
+	size_t n = 0;
+	while (n + 1 < size) {
+		ssize_t r = recv(fd, buf + n, 1, 0);
+		if (r <= 0)
+			break;
+		n++;
+		buf[n] = '\0';
+		if (n >= 4 && memcmp(buf + n - 4, "\r\n\r\n", 4) == 0)
+			break;
+	}
+	buf[n] = '\0';
+	int code = 0;
+	sscanf(buf, "HTTP/1.1 %d", &code);
+	return code;
+}
+
+static int connect_status(int port, const char *target, char *head, size_t size)
+{
+	int fd = dial_proxy(port);
+	char req[512];
+	snprintf(req, sizeof(req), "CONNECT %s HTTP/1.1\r\nHost: %s\r\n\r\n", target, target);
+	int code = request(fd, req, head, size);
+	close(fd);
+	return code;
+}
+
+static json_t *log_lines(const char *path)
+{
+	json_t *a = json_array();
+	FILE *f = fopen(path, "re");
+	char line[8192];
+	while (f && fgets(line, sizeof(line), f))
+		json_array_append_new(a, json_loads(line, 0, NULL));
+	if (f)
+		fclose(f);
+	return a;
+}
+
+/* Wait (bounded) until the log has n lines: a tunnel's line is written
+ * when it ends, which may be just after the client saw the end. */
+static json_t *wait_lines(const char *path, size_t n)
+{
+	for (int i = 0; i < 200; i++) {
+		json_t *a = log_lines(path);
+		if (json_array_size(a) >= n)
+			return a;
+		json_decref(a);
+		usleep(25000);
+	}
+	return log_lines(path);
+}
+
+static const char *field(json_t *o, const char *k)
+{
+	const char *s = json_string_value(json_object_get(o, k));
+	return s ? s : "";
+}
+
+Test(proxy, tunnel_relays_both_ways_with_half_close_and_logs_it, .timeout = 120)
+{
+	fixture f;
+	up(&f, NULL);
+	int fd = dial_proxy(f.port);
+	char head[512];
+	/* The first tunnel bytes ride in the same segment as the request:
+	 * they must reach the server, not be eaten by the parser. */
+	const char *req = "CONNECT a.example.com:9000 HTTP/1.1\r\nHost: a.example.com:9000\r\n\r\nearly ";
+	cr_assert_eq(request(fd, req, head, sizeof(head)), 200, "%s", head);
+	cr_assert_eq(send(fd, "data", 4, 0), 4);
+	cr_assert_eq(shutdown(fd, SHUT_WR), 0);
+	char body[256];
+	size_t n = 0;
+	ssize_t r;
+	while ((r = recv(fd, body + n, sizeof(body) - 1 - n, 0)) > 0)
+		n += (size_t)r;
+	body[n] = '\0';
+	/* The echo saw our FIN (it said bye after it), and its reply still came
+	 * back: half-close both ways. */
+	cr_assert_str_eq(body, "early databye\n");
+	close(fd);
+	json_t *lines = wait_lines(f.log_path, 1);
+	cr_assert_eq(json_array_size(lines), 1);
+	json_t *o = json_array_get(lines, 0);
+	cr_assert_str_eq(field(o, "outcome"), "allowed");
+	cr_assert_str_eq(field(o, "reason"), "ALLOWED");
+	cr_assert_str_eq(field(o, "run"), "run-7");
+	cr_assert_str_eq(field(o, "tenant"), "tenant-7");
+	cr_assert_str_eq(field(o, "environment"), "env-7");
+	cr_assert_str_eq(field(o, "transport"), "policy");
+	cr_assert_str_eq(field(o, "host"), "a.example.com");
+	cr_assert_eq(json_integer_value(json_object_get(o, "port")), 9000);
+	cr_assert_str_eq(field(o, "dial"), EGRESS_WORLD_A);
+	cr_assert_str_eq(json_string_value(json_array_get(json_object_get(o, "addresses"), 0)),
+	                 EGRESS_WORLD_A);
+	cr_assert_eq(json_integer_value(json_object_get(o, "bytes_up")), 10);
+	cr_assert_eq(json_integer_value(json_object_get(o, "bytes_down")), 14);
+	cr_assert_eq(json_integer_value(json_object_get(o, "status")), 200);
+	json_decref(lines);
+	down(&f);
+}
+
+Test(proxy, a_large_transfer_arrives_whole, .timeout = 120)
+{
+	fixture f;
+	up(&f, NULL);
+	int fd = dial_proxy(f.port);
+	char head[512];
+	cr_assert_eq(request(fd, "CONNECT a.example.com:9001 HTTP/1.1\r\n\r\n", head, sizeof(head)),
+	             200, "%s", head);
+	static char chunk[65536];
+	memset(chunk, 'x', sizeof(chunk));
+	size_t total = 0;
+	for (int i = 0; i < 256; i++) { /* 16 MiB */
+		ssize_t w = send(fd, chunk, sizeof(chunk), MSG_NOSIGNAL);
+		cr_assert(w > 0);
+		total += (size_t)w;
+	}
+	shutdown(fd, SHUT_WR);
+	char reply[64] = { 0 };
+	size_t n = 0;
+	ssize_t r;
+	while ((r = recv(fd, reply + n, sizeof(reply) - 1 - n, 0)) > 0)
+		n += (size_t)r;
+	cr_assert_eq(strtoull(reply, NULL, 10), total, "sink counted %s", reply);
+	close(fd);
+	down(&f);
+}
+
+Test(proxy, refusals_answer_403_with_the_reason_and_log_it, .timeout = 120)
+{
+	fixture f;
+	up(&f, NULL);
+	struct {
+		const char *target;
+		int code;
+		const char *reason;
+	} cases[] = {
+		{ "b.example.com:9000", 403, "NOT_ALLOWLISTED" },
+		{ "a.example.com:80", 403, "PORT_NOT_ALLOWED" },
+		{ "private.example.com:9000", 403, "DENIED_ADDRESS" },
+		{ "198.51.100.2:9000", 403, "IP_LITERAL" },
+		{ "[::1]:9000", 403, "IP_LITERAL" },
+		{ "nx.example.com:9000", 403, "NOT_ALLOWLISTED" },
+	};
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		char head[512];
+		cr_assert_eq(connect_status(f.port, cases[i].target, head, sizeof(head)), cases[i].code,
+		             "%s: %s", cases[i].target, head);
+		char want[128];
+		snprintf(want, sizeof(want), "X-Airlock-Reason: %s\r\n", cases[i].reason);
+		cr_assert(strstr(head, want), "%s: %s", cases[i].target, head);
+	}
+	json_t *lines = wait_lines(f.log_path, sizeof(cases) / sizeof(cases[0]));
+	cr_assert_eq(json_array_size(lines), sizeof(cases) / sizeof(cases[0]));
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		json_t *o = json_array_get(lines, i);
+		cr_assert_str_eq(field(o, "outcome"), "refused");
+		cr_assert_str_eq(field(o, "reason"), cases[i].reason, "%s", cases[i].target);
+		cr_assert(json_is_null(json_object_get(o, "dial")));
+	}
+	/* private.example.com resolved, and its address is in the line. */
+	cr_assert_str_eq(json_string_value(json_array_get(
+	                         json_object_get(json_array_get(lines, 2), "addresses"), 0)),
+	                 "10.0.0.5");
+	json_decref(lines);
+	down(&f);
+}
+
+Test(proxy, malformed_and_other_methods_are_refused, .timeout = 120)
+{
+	fixture f;
+	up(&f, NULL);
+	struct {
+		const char *req;
+		int code;
+	} cases[] = {
+		{ "GET http://a.example.com:9000/ HTTP/1.1\r\n\r\n", 405 },
+		{ "CONNECT a.example.com:9000 HTTP/2.0\r\n\r\n", 505 },
+		{ "CONNECT a.example.com HTTP/1.1\r\n\r\n", 400 },
+		{ "CONNECT a.example.com:9000 HTTP/1.1\n\n", 400 },
+		{ "CONNECT a.example.com:9000 HTTP/1.1\r\nX: a\r\n folded\r\n\r\n", 400 },
+	};
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		int fd = dial_proxy(f.port);
+		char head[512];
+		cr_assert_eq(request(fd, cases[i].req, head, sizeof(head)), cases[i].code, "%zu: %s", i,
+		             head);
+		close(fd);
+	}
+	/* A request with no end within the cap. */
+	int fd = dial_proxy(f.port);
+	char big[AIRLOCK_CONNECT_REQUEST_MAX + 16];
+	memset(big, 'a', sizeof(big) - 1);
+	memcpy(big, "CONNECT a.example.com:9000 HTTP/1.1\r\nX: ", 40);
+	big[sizeof(big) - 1] = '\0';
+	char head[512];
+	cr_assert_eq(request(fd, big, head, sizeof(head)), 431, "%s", head);
+	close(fd);
+	json_t *lines = wait_lines(f.log_path, 6);
+	cr_assert_eq(json_array_size(lines), 6);
+	json_decref(lines);
+	down(&f);
+}
+
+Test(proxy, request_and_idle_timeouts, .timeout = 120)
+{
+	fixture f;
+	airlock_proxy_config cfg;
+	airlock_proxy_config_default(&cfg);
+	cfg.request_timeout_ms = 300;
+	cfg.idle_timeout_ms = 500;
+	up(&f, &cfg);
+	/* Half a request, then silence: 408. */
+	int fd = dial_proxy(f.port);
+	char head[512];
+	cr_assert_eq(request(fd, "CONNECT a.exa", head, sizeof(head)), 408, "%s", head);
+	close(fd);
+	/* A tunnel nobody uses ends after the idle timeout. */
+	fd = dial_proxy(f.port);
+	cr_assert_eq(request(fd, "CONNECT a.example.com:9000 HTTP/1.1\r\n\r\n", head, sizeof(head)),
+	             200, "%s", head);
+	char b;
+	int64_t t0 = util_monotonic_ms();
+	cr_assert_eq(recv(fd, &b, 1, 0), 0, "the proxy closed the idle tunnel");
+	cr_assert(util_monotonic_ms() - t0 < 15000);
+	close(fd);
+	json_t *lines = wait_lines(f.log_path, 2);
+	cr_assert_str_eq(field(json_array_get(lines, 0), "reason"), "REQUEST_TIMEOUT");
+	cr_assert_str_eq(field(json_array_get(lines, 1), "detail"), "idle timeout");
+	json_decref(lines);
+	down(&f);
+}
+
+Test(proxy, detach_closes_the_listener_and_ends_its_tunnels, .timeout = 120)
+{
+	fixture f;
+	up(&f, NULL);
+	int fd = dial_proxy(f.port);
+	char head[512];
+	cr_assert_eq(request(fd, "CONNECT a.example.com:9000 HTTP/1.1\r\n\r\n", head, sizeof(head)),
+	             200, "%s", head);
+	airlock_error err = { 0 };
+	cr_assert_eq(airlock_proxy_detach(f.px, "env-7", &err), 0, "%s", err.message);
+	char b;
+	cr_assert_eq(recv(fd, &b, 1, 0), 0, "the tunnel ended with the detach");
+	close(fd);
+	/* Our copy of the listener still exists, but nobody accepts on it any
+	 * more: close it, and the port is free. */
+	close(f.lfd);
+	f.lfd = -1;
+	int c = egress_world_connect("127.0.0.1", f.port, 2000);
+	cr_assert_eq(c, -ECONNREFUSED, "%d", c);
+	/* Detaching again is a no-op; attaching the same id twice is refused. */
+	cr_assert_eq(airlock_proxy_detach(f.px, "env-7", &err), 0, "%s", err.message);
+	int port2;
+	int l2 = listener(&port2);
+	airlock_egress_policy p = { .mode = AIRLOCK_EGRESS_DENY };
+	airlock_proxy_owner o = { .run_id = "r", .tenant_id = "t", .environment_id = "env-8" };
+	cr_assert_eq(airlock_proxy_attach(f.px, l2, &o, &p, &err), 0, "%s", err.message);
+	cr_assert_lt(airlock_proxy_attach(f.px, l2, &o, &p, &err), 0);
+	cr_assert(strstr(err.message, "already attached"), "%s", err.message);
+	/* mode deny refuses everything, on its own listener. */
+	cr_assert_eq(connect_status(port2, "a.example.com:9000", head, sizeof(head)), 403);
+	cr_assert(strstr(head, "MODE_DENY"), "%s", head);
+	close(l2);
+	json_t *lines = wait_lines(f.log_path, 2);
+	cr_assert_str_eq(field(json_array_get(lines, 0), "detail"), "detached");
+	json_decref(lines);
+	down(&f);
+}
+
+/* utime + stime of a process, in clock ticks. */
+static long cpu_ticks(pid_t pid)
+{
+	char path[64], buf[1024];
+	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+	FILE *f = fopen(path, "re");
+	cr_assert(f);
+	size_t n = fread(buf, 1, sizeof(buf) - 1, f);
+	fclose(f);
+	buf[n] = '\0';
+	const char *p = strrchr(buf, ')');
+	cr_assert(p);
+	long utime = 0, stime = 0;
+	/* fields after the command: state ppid pgrp session tty tpgid flags
+	 * minflt cminflt majflt cmajflt utime stime */
+	cr_assert_eq(sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %ld %ld", &utime,
+	                    &stime),
+	             2);
+	return utime + stime;
+}
+
+Test(proxy, a_half_sent_request_costs_no_cpu, .timeout = 60)
+{
+	fixture f;
+	airlock_proxy_config cfg;
+	airlock_proxy_config_default(&cfg);
+	cfg.request_timeout_ms = 5000;
+	up(&f, &cfg);
+	pid_t pid = airlock_proxy_pid(f.px);
+	int fd = dial_proxy(f.port);
+	cr_assert_eq(send(fd, "CONNECT a.exa", 13, 0), 13);
+	long before = cpu_ticks(pid);
+	usleep(1500 * 1000);
+	long used = cpu_ticks(pid) - before;
+	/* The request is peeked until complete: a proxy that polled the still
+	 * readable socket would burn the whole 1.5 s (150 ticks) here. */
+	cr_assert_lt(used, 50, "the proxy used %ld ticks waiting for the rest of a request", used);
+	close(fd);
+	down(&f);
+}
+
+Test(proxy, runs_without_privileges, .timeout = 60)
+{
+	fixture f;
+	up(&f, NULL);
+	char path[64], line[256];
+	snprintf(path, sizeof(path), "/proc/%d/status", (int)airlock_proxy_pid(f.px));
+	FILE *st = fopen(path, "re");
+	cr_assert(st);
+	bool uid = false, caps = false, nnp = false, filtered = false;
+	while (fgets(line, sizeof(line), st)) {
+		unsigned a, b, c, d;
+		if (sscanf(line, "Uid: %u %u %u %u", &a, &b, &c, &d) == 4)
+			uid = a == AIRLOCK_PROXY_UID && b == a && c == a && d == a;
+		if (strncmp(line, "CapEff:", 7) == 0 || strncmp(line, "CapPrm:", 7) == 0 ||
+		    strncmp(line, "CapBnd:", 7) == 0)
+			cr_assert(strstr(line, "0000000000000000"), "%s", line);
+		if (strncmp(line, "CapEff:", 7) == 0)
+			caps = true;
+		if (strncmp(line, "NoNewPrivs:", 11) == 0)
+			nnp = strstr(line, "1") != NULL;
+		if (strncmp(line, "Seccomp:", 8) == 0)
+			filtered = strstr(line, "2") != NULL; /* SECCOMP_MODE_FILTER */
+	}
+	fclose(st);
+	cr_assert(uid && caps && nnp && filtered, "uid %d caps %d nnp %d seccomp %d", uid, caps, nnp,
+	          filtered);
+	/* It holds its control socket, the log, the listener and its loop's
+	 * descriptors: nothing of the service's. */
+	down(&f);
+}
+
+/* ---- the public-HTTPS transports --------------------------------------------- */
+
+Test(proxy, public_https_transports_have_their_own_rule_and_reasons, .timeout = 120)
+{
+	fixture f;
+	up(&f, NULL);
+	airlock_error err = { 0 };
+	int pb, pu;
+	int lb = listener(&pb), lu = listener(&pu);
+	airlock_proxy_owner ob = { .run_id = "r", .tenant_id = "t", .environment_id = "browser" };
+	airlock_proxy_owner ou = { .run_id = "r", .tenant_id = "t", .environment_id = "unsub" };
+	cr_assert_eq(airlock_proxy_attach_transport(f.px, lb, &ob,
+	                                            AIRLOCK_EGRESS_TRANSPORT_BROWSER_RESOURCES, &err),
+	             0, "%s", err.message);
+	cr_assert_eq(airlock_proxy_attach_transport(f.px, lu, &ou,
+	                                            AIRLOCK_EGRESS_TRANSPORT_UNSUBSCRIBE, &err),
+	             0, "%s", err.message);
+	/* The policy is not what decides here: b.example.com is on no list,
+	 * yet a public name on 443 is allowed. */
+	char head[512];
+	cr_assert_eq(connect_status(pb, "b.example.com:443", head, sizeof(head)), 200, "%s", head);
+	cr_assert_eq(connect_status(pb, "a.example.com:9000", head, sizeof(head)), 403, "%s", head);
+	cr_assert(strstr(head, "BROWSER_RESOURCE_REFUSED"), "%s", head);
+	cr_assert_eq(connect_status(pb, "private.example.com:443", head, sizeof(head)), 403);
+	cr_assert_eq(connect_status(pu, "metadata.example.com:443", head, sizeof(head)), 403);
+	cr_assert(strstr(head, "UNSUBSCRIBE_REFUSED"), "%s", head);
+	cr_assert_eq(connect_status(pu, "198.51.100.2:443", head, sizeof(head)), 403);
+	close(lb);
+	close(lu);
+	json_t *lines = wait_lines(f.log_path, 5);
+	cr_assert_eq(json_array_size(lines), 5);
+	struct {
+		const char *transport, *outcome, *reason, *detail;
+	} want[] = {
+		{ "browser_resources", "allowed", "ALLOWED", NULL },
+		{ "browser_resources", "refused", "BROWSER_RESOURCE_REFUSED", "PORT_NOT_ALLOWED" },
+		{ "browser_resources", "refused", "BROWSER_RESOURCE_REFUSED", "DENIED_ADDRESS" },
+		{ "unsubscribe", "refused", "UNSUBSCRIBE_REFUSED", "METADATA_ADDRESS" },
+		{ "unsubscribe", "refused", "UNSUBSCRIBE_REFUSED", "IP_LITERAL" },
+	};
+	for (size_t i = 0; i < 5; i++) {
+		json_t *o = NULL;
+		size_t k;
+		json_t *x;
+		/* The allowed tunnel's line is written when it closes, after the
+		 * refusals may have been: match by content, not by position. */
+		json_array_foreach(lines, k, x)
+		{
+			/* An allowed tunnel's detail is how it ended (closed or
+			 * reset, as the server chose); a refusal's is its step. */
+			if (strcmp(field(x, "transport"), want[i].transport) == 0 &&
+			    strcmp(field(x, "reason"), want[i].reason) == 0 &&
+			    (!want[i].detail || strcmp(field(x, "detail"), want[i].detail) == 0))
+				o = x;
+		}
+		cr_assert(o, "no line for %s %s %s", want[i].transport, want[i].reason, want[i].detail);
+		cr_assert_str_eq(field(o, "outcome"), want[i].outcome);
+	}
+	json_decref(lines);
+	down(&f);
+}
