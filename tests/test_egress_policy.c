@@ -61,6 +61,9 @@ static const bad_case bad_cases[] = {
 	{ "egress:\n  mode: [deny]\n", 2, "mode: expected deny or allowlist, got a list" },
 	{ "egress:\n  mode: deny\n  mode: deny\n", 3, "duplicate key \"mode\" (first at line 2)" },
 	{ "egress:\n  mode: deny\n  allow: true\n", 3, "unknown key \"allow\" (known here: mode, destinations)" },
+	/* the public-HTTPS transports exist only in code: no policy names one */
+	{ "egress:\n  mode: deny\n  transport: browser_resources\n", 3, "unknown key \"transport\"" },
+	{ "egress:\n  mode: browser_resources\n", 2, "mode: unknown value \"browser_resources\" (expected deny or allowlist)" },
 	/* a policy that says two things */
 	{ "egress:\n  mode: allowlist\n", 2, "allowlist with no destinations allows nothing" },
 	{ "egress:\n  mode: allowlist\n  destinations: []\n", 3, "allowlist with no destinations" },
