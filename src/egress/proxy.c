@@ -272,6 +272,15 @@ static void answer(conn *c, int status, const char *text, const char *reason)
 	 * yet, so a few hundred bytes fit in its buffer. */
 	if (n > 0)
 		(void)!send(c->cfd, buf, (size_t)n, MSG_NOSIGNAL | MSG_DONTWAIT);
+	/* Closing a socket with unread bytes sends a reset, which can destroy
+	 * the answer before the client reads it (a client that pushed its first
+	 * tunnel bytes early): send our FIN first and read off what is already
+	 * there, bounded. */
+	shutdown(c->cfd, SHUT_WR);
+	char sink[4096];
+	for (int i = 0; i < 16; i++)
+		if (recv(c->cfd, sink, sizeof(sink), MSG_DONTWAIT) <= 0)
+			break;
 }
 
 static void refuse(conn *c, int status, const char *text, const char *reason, const char *detail)
