@@ -12,6 +12,7 @@
 #include <jansson.h>
 #include <netinet/in.h>
 #include <poll.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -514,5 +515,223 @@ Test(proxy, public_https_transports_have_their_own_rule_and_reasons, .timeout = 
 		cr_assert_str_eq(field(o, "outcome"), want[i].outcome);
 	}
 	json_decref(lines);
+	down(&f);
+}
+
+/* ---- one sandbox cannot starve the others ------------------------------------ */
+
+static int second_listener(fixture *f, const char *env_id)
+{
+	int port;
+	int l2 = listener(&port);
+	airlock_error err = { 0 };
+	airlock_egress_policy p = { 0 };
+	cr_assert_eq(airlock_egress_policy_parse("p.yaml", policy_text, strlen(policy_text), &p, &err),
+	             0, "%s", err.message);
+	airlock_proxy_owner o = { .run_id = "run-8", .tenant_id = "tenant-8", .environment_id = env_id };
+	cr_assert_eq(airlock_proxy_attach(f->px, l2, &o, &p, &err), 0, "%s", err.message);
+	airlock_egress_policy_clear(&p);
+	close(l2); /* the proxy holds its own copy */
+	return port;
+}
+
+Test(proxy, a_sandbox_at_its_connection_cap_does_not_block_another, .timeout = 120)
+{
+	fixture f;
+	airlock_proxy_config cfg;
+	airlock_proxy_config_default(&cfg);
+	cfg.max_connections_per_listener = 3;
+	up(&f, &cfg);
+	int port_b = second_listener(&f, "env-b");
+	/* Sandbox A holds three connections that never send a request. */
+	int held[3];
+	for (int i = 0; i < 3; i++)
+		held[i] = dial_proxy(f.port);
+	char head[512];
+	cr_assert_eq(connect_status(f.port, "a.example.com:9000", head, sizeof(head)), 503, "%s", head);
+	cr_assert(strstr(head, "PROXY_FULL"), "%s", head);
+	/* Sandbox B is not affected. */
+	cr_assert_eq(connect_status(port_b, "a.example.com:9000", head, sizeof(head)), 200, "%s", head);
+	for (int i = 0; i < 3; i++)
+		close(held[i]);
+	down(&f);
+}
+
+Test(proxy, a_connection_flood_is_counted_not_logged_line_by_line, .timeout = 120)
+{
+	fixture f;
+	airlock_proxy_config cfg;
+	airlock_proxy_config_default(&cfg);
+	cfg.accept_rate_per_listener = 5;
+	up(&f, &cfg);
+	/* 40 connections at once, each sending a bad request. */
+	int fds[40];
+	for (int i = 0; i < 40; i++) {
+		fds[i] = dial_proxy(f.port);
+		(void)!send(fds[i], "BAD\r\n\r\n", 7, MSG_NOSIGNAL);
+	}
+	for (int i = 0; i < 40; i++) {
+		char b[256];
+		(void)!recv(fds[i], b, sizeof(b), 0); /* an answer, or the close */
+		close(fds[i]);
+	}
+	airlock_error err = { 0 };
+	cr_assert_eq(airlock_proxy_detach(f.px, "env-7", &err), 0, "%s", err.message);
+	/* The log is written by the proxy's writer thread: read until every
+	 * connection is accounted for (bounded). */
+	json_t *lines = NULL;
+	json_int_t answered = 0, suppressed = 0;
+	for (int round = 0; round < 200 && answered + suppressed < 40; round++) {
+		json_decref(lines);
+		lines = log_lines(f.log_path);
+		answered = suppressed = 0;
+		size_t i;
+		json_t *o;
+		json_array_foreach(lines, i, o)
+		{
+			if (strcmp(field(o, "reason"), "RATE_LIMITED") == 0)
+				suppressed += json_integer_value(json_object_get(o, "count"));
+			else
+				answered++;
+		}
+		if (answered + suppressed < 40)
+			usleep(25000);
+	}
+	/* Every connection is accounted for, most of them in summary lines. */
+	cr_assert_eq(answered + suppressed, 40, "answered %lld, suppressed %lld",
+	             (long long)answered, (long long)suppressed);
+	cr_assert_gt(suppressed, 0);
+	cr_assert_lt(json_array_size(lines), 40);
+	json_decref(lines);
+	down(&f);
+}
+
+Test(proxy, a_log_nobody_reads_never_stops_the_relay, .timeout = 120)
+{
+	fixture f;
+	airlock_proxy_config cfg;
+	airlock_proxy_config_default(&cfg);
+	cfg.log_queue_max = 16;
+	cfg.accept_rate_per_listener = 1000;
+	/* The log is a small pipe that nobody reads yet. */
+	int lp[2];
+	cr_assert_eq(pipe2(lp, O_CLOEXEC), 0);
+	fcntl(lp[1], F_SETPIPE_SZ, 4096);
+	memset(&f, 0, sizeof(f));
+	cr_assert_eq(egress_world_up(&f.w), 0);
+	cfg.dns_servers = EGRESS_WORLD_DNS;
+	cfg.log_fd = lp[1];
+	airlock_error err = { 0 };
+	cr_assert_eq(airlock_proxy_spawn(&cfg, &f.px, &err), 0, "%s", err.message);
+	close(lp[1]);
+	f.lfd = listener(&f.port);
+	airlock_egress_policy p = { 0 };
+	cr_assert_eq(airlock_egress_policy_parse("p.yaml", policy_text, strlen(policy_text), &p, &err),
+	             0, "%s", err.message);
+	airlock_proxy_owner o = { .run_id = "r", .tenant_id = "t", .environment_id = "env-7" };
+	cr_assert_eq(airlock_proxy_attach(f.px, f.lfd, &o, &p, &err), 0, "%s", err.message);
+	airlock_egress_policy_clear(&p);
+	char head[512];
+	for (int i = 0; i < 100; i++)
+		cr_assert_eq(connect_status(f.port, "b.example.com:9000", head, sizeof(head)), 403);
+	/* The log is full and its queue too; a tunnel still works. */
+	int fd = dial_proxy(f.port);
+	cr_assert_eq(request(fd, "CONNECT a.example.com:9000 HTTP/1.1\r\n\r\n", head, sizeof(head)),
+	             200, "%s", head);
+	cr_assert_eq(send(fd, "x", 1, 0), 1);
+	shutdown(fd, SHUT_WR);
+	char body[16] = { 0 };
+	size_t n = 0;
+	ssize_t r;
+	while ((r = recv(fd, body + n, sizeof(body) - 1 - n, 0)) > 0)
+		n += (size_t)r;
+	cr_assert_str_eq(body, "xbye\n");
+	close(fd);
+	/* Once the log is read again, a line says how many were dropped. */
+	int fl = fcntl(lp[0], F_GETFL);
+	fcntl(lp[0], F_SETFL, fl | O_NONBLOCK);
+	static char all[1 << 20];
+	size_t got = 0;
+	bool said = false;
+	for (int round = 0; round < 200 && !said; round++) {
+		ssize_t k;
+		while ((k = read(lp[0], all + got, sizeof(all) - 1 - got)) > 0)
+			got += (size_t)k;
+		all[got] = '\0';
+		said = strstr(all, "\"reason\":\"LOG_DROPPED\"") != NULL;
+		if (!said) {
+			connect_status(f.port, "b.example.com:9000", head, sizeof(head));
+			usleep(20000);
+		}
+	}
+	cr_assert(said, "no LOG_DROPPED line in %zu bytes of log", got);
+	close(lp[0]);
+	airlock_proxy_free(f.px);
+	f.px = NULL;
+	close(f.lfd);
+	egress_world_down(&f.w);
+}
+
+/* ---- a proxy that is gone or wedged ------------------------------------------- */
+
+Test(proxy, a_dead_proxy_is_said_plainly, .timeout = 60)
+{
+	fixture f;
+	up(&f, NULL);
+	kill(airlock_proxy_pid(f.px), SIGKILL);
+	int port;
+	int l2 = listener(&port);
+	airlock_egress_policy p = { .mode = AIRLOCK_EGRESS_DENY };
+	airlock_proxy_owner o = { .run_id = "r", .tenant_id = "t", .environment_id = "env-9" };
+	airlock_error err = { 0 };
+	/* Bounded retries: the kernel reports the exit a moment after the kill. */
+	int rc = 0;
+	for (int i = 0; i < 100 && rc == 0; i++) {
+		rc = airlock_proxy_attach(f.px, l2, &o, &p, &err);
+		if (rc == 0) {
+			airlock_proxy_detach(f.px, "env-9", &err);
+			usleep(10000);
+		}
+	}
+	cr_assert_eq(rc, airlock_errcode(AIRLOCK_ERR_EXECUTION_UNAVAILABLE), "%s", err.message);
+	cr_assert(strstr(err.message, "egress proxy"), "%s", err.message);
+	/* And every later request fails the same way, at once. */
+	cr_assert_lt(airlock_proxy_detach(f.px, "env-7", &err), 0);
+	close(l2);
+	down(&f);
+}
+
+Test(proxy, a_proxy_that_stops_answering_is_killed, .timeout = 60)
+{
+	fixture f;
+	up(&f, NULL);
+	pid_t pid = airlock_proxy_pid(f.px);
+	/* A wedged proxy: stopped, so the request goes unanswered. */
+	kill(pid, SIGSTOP);
+	airlock_error err = { 0 };
+	cr_assert_lt(airlock_proxy_detach(f.px, "env-7", &err), 0);
+	cr_assert(strstr(err.message, "stopped answering"), "%s", err.message);
+	/* It was killed: the listener it held is closed with it, and the
+	 * channel is not reused out of step. */
+	char path[64];
+	snprintf(path, sizeof(path), "/proc/%d/status", (int)pid);
+	bool gone = false;
+	for (int i = 0; i < 200 && !gone; i++) {
+		FILE *st = fopen(path, "re");
+		char line[128];
+		gone = true;
+		while (st && fgets(line, sizeof(line), st))
+			if (strncmp(line, "State:", 6) == 0 && !strchr(line, 'Z'))
+				gone = false;
+		if (st)
+			fclose(st);
+		if (!gone)
+			usleep(10000);
+	}
+	cr_assert(gone, "the wedged proxy is still running");
+	cr_assert_lt(airlock_proxy_attach(f.px, f.lfd, &(airlock_proxy_owner){ "r", "t", "e" },
+	                                  &(airlock_egress_policy){ .mode = AIRLOCK_EGRESS_DENY },
+	                                  &err),
+	             0);
 	down(&f);
 }

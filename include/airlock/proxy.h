@@ -24,7 +24,14 @@
  *    "bytes_down":..., "duration_ms":...}
  *
  * written when the connection ends (a refusal ends it at once), one write(2)
- * per line.
+ * per line, by a writer thread from a bounded queue (a log that stops
+ * reading never stops a tunnel; what did not fit is counted in a
+ * LOG_DROPPED line). Connections a sandbox opens past its accept rate are
+ * closed unanswered and counted in one RATE_LIMITED line a second.
+ *
+ * The service's handle kills a proxy that stops answering (a request
+ * without its answer would leave the channel out of step), which closes
+ * every listener it held; every later request on the handle fails.
  */
 
 #include <stdint.h>
@@ -52,6 +59,19 @@ typedef struct airlock_proxy_config {
 	unsigned max_connections;    /* accepted and not yet closed, all listeners (4096; fewer
 	                              * when the descriptor limit holds fewer: 6 per tunnel) */
 	unsigned max_pending;        /* evaluations and dials in flight at once (64) */
+	/* One sandbox's share, so that it cannot starve the others: its
+	 * connections (256) and its checks in flight (8). Past either, that
+	 * sandbox's next connection is answered 503 and logged. */
+	unsigned max_connections_per_listener;
+	unsigned max_pending_per_listener;
+	/* New connections per listener per second (100); past it they are
+	 * closed unanswered and counted, and one line per second says how many
+	 * (reason RATE_LIMITED): a sandbox cannot flood the log. */
+	unsigned accept_rate_per_listener;
+	/* Lines waiting for the log writer (4096); past it lines are dropped
+	 * and the next line written says how many (reason LOG_DROPPED). A slow
+	 * log never blocks the relay. */
+	unsigned log_queue_max;
 } airlock_proxy_config;
 
 void airlock_proxy_config_default(airlock_proxy_config *cfg);

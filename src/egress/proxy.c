@@ -36,12 +36,14 @@
 #include <sched.h>
 #include <seccomp.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
+#include <sys/ioctl.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -67,10 +69,31 @@
 typedef struct listener listener;
 typedef struct conn conn;
 
+/* The log writer: lines queue here and one thread writes them, so a log
+ * that stops reading (a full pipe, a slow disk) never stops the loop. */
+typedef struct log_line_q {
+	struct log_line_q *next;
+	size_t len;
+	char text[];
+} log_line_q;
+
+typedef struct log_queue {
+	pthread_mutex_t lock;
+	pthread_cond_t more;
+	log_line_q *head, *tail;
+	unsigned n, max;
+	uint64_t dropped; /* since the last line that said so */
+	bool closing;
+	int fd;
+	pthread_t writer;
+	bool started;
+} log_queue;
+
 typedef struct proxy {
 	airlock_proxy_config cfg;
 	int ctl;
 	int log_fd;
+	log_queue log;
 	struct event_base *base;
 	struct event *ctl_ev;
 	int done_r, done_w; /* checking threads hand connections back here */
@@ -91,6 +114,10 @@ struct listener {
 	struct event *ev;
 	conn *conns;
 	unsigned refs; /* the list's + one per connection */
+	unsigned n_conns, n_pending; /* this sandbox's share of the caps */
+	int64_t rate_second;         /* the accept-rate window (monotonic seconds) */
+	unsigned rate_count;         /* accepted in it */
+	uint64_t rate_suppressed;    /* closed unanswered in it, for the summary line */
 	bool detached;
 };
 
@@ -119,7 +146,9 @@ struct conn {
 	bool parsed;
 	airlock_connect_request req;
 	airlock_egress_decision d;
-	bool abandoned; /* detached while its thread ran */
+	/* Detached while its thread ran: written by the loop, read by the
+	 * thread before it dials (a sandbox that is gone gets no dial). */
+	atomic_bool abandoned;
 	int dial_errno;
 	int status;
 };
@@ -131,13 +160,129 @@ static int put(json_t *o, const char *k, json_t *v)
 	return v && json_object_set_new(o, k, v) == 0 ? 0 : -1;
 }
 
-/* One decision, one line, one write(2) (O_APPEND keeps lines whole when
- * several processes share the file). host and the addresses are escaped or
- * numeric by construction: a hostile request cannot forge a field. */
+static void *log_writer(void *arg)
+{
+	log_queue *q = arg;
+	pthread_mutex_lock(&q->lock);
+	for (;;) {
+		while (!q->head && !q->closing)
+			pthread_cond_wait(&q->more, &q->lock);
+		log_line_q *l = q->head;
+		if (!l)
+			break; /* closing and drained */
+		q->head = l->next;
+		if (!q->head)
+			q->tail = NULL;
+		q->n--;
+		pthread_mutex_unlock(&q->lock);
+		/* One write(2) per line: O_APPEND keeps lines whole when several
+		 * processes share the file. */
+		(void)!write(q->fd, l->text, l->len);
+		free(l);
+		pthread_mutex_lock(&q->lock);
+	}
+	pthread_mutex_unlock(&q->lock);
+	return NULL;
+}
+
+static void log_push(log_queue *q, const char *text, size_t len)
+{
+	log_line_q *l = malloc(sizeof(*l) + len);
+	pthread_mutex_lock(&q->lock);
+	if (!l || q->n >= q->max) {
+		q->dropped++;
+		pthread_mutex_unlock(&q->lock);
+		free(l);
+		return;
+	}
+	memcpy(l->text, text, len);
+	l->len = len;
+	l->next = NULL;
+	if (q->tail)
+		q->tail->next = l;
+	else
+		q->head = l;
+	q->tail = l;
+	q->n++;
+	pthread_cond_signal(&q->more);
+	pthread_mutex_unlock(&q->lock);
+}
+
+/* Queue one line; first a line counting what was dropped, if anything was. */
+static void emit(proxy *px, json_t *o)
+{
+	log_queue *q = &px->log;
+	pthread_mutex_lock(&q->lock);
+	uint64_t dropped = q->dropped;
+	bool room = q->n + 1 < q->max;
+	if (dropped && room)
+		q->dropped = 0;
+	pthread_mutex_unlock(&q->lock);
+	if (dropped && room) {
+		char note[128];
+		int n = snprintf(note, sizeof(note),
+		                 "{\"ts_ms\":%lld,\"outcome\":\"failed\",\"reason\":\"LOG_DROPPED\","
+		                 "\"count\":%llu}\n",
+		                 (long long)util_now_ms(), (unsigned long long)dropped);
+		log_push(q, note, (size_t)n);
+	}
+	char *s = o ? json_dumps(o, JSON_COMPACT) : NULL;
+	if (!s) {
+		pthread_mutex_lock(&q->lock);
+		q->dropped++;
+		pthread_mutex_unlock(&q->lock);
+		return;
+	}
+	size_t len = strlen(s);
+	s[len] = '\n'; /* json_dumps's NUL becomes the line end */
+	log_push(q, s, len + 1);
+	free(s);
+}
+
+/* The fields every line of a listener carries. */
+static json_t *line_base(const listener *l)
+{
+	json_t *o = json_object();
+	int r = o ? 0 : -1;
+	if (r == 0)
+		r = put(o, "ts_ms", json_integer(util_now_ms()));
+	if (r == 0)
+		r = put(o, "run", json_string(l->run));
+	if (r == 0)
+		r = put(o, "tenant", json_string(l->tenant));
+	if (r == 0)
+		r = put(o, "environment", json_string(l->env));
+	if (r == 0)
+		r = put(o, "transport", json_string(airlock_egress_transport_name(l->transport)));
+	if (r < 0) {
+		json_decref(o);
+		return NULL;
+	}
+	return o;
+}
+
+/* One line for connections a listener closed unanswered (rate limited). */
+static void log_suppressed(listener *l)
+{
+	if (!l->rate_suppressed)
+		return;
+	json_t *o = line_base(l);
+	if (o && (put(o, "outcome", json_string("refused")) < 0 ||
+	          put(o, "reason", json_string("RATE_LIMITED")) < 0 ||
+	          put(o, "count", json_integer((json_int_t)l->rate_suppressed)) < 0)) {
+		json_decref(o);
+		o = NULL;
+	}
+	emit(l->px, o);
+	json_decref(o);
+	l->rate_suppressed = 0;
+}
+
+/* One decision, one line. host and the addresses are escaped or numeric by
+ * construction: a hostile request cannot forge a field. */
 static void log_line(conn *c, const char *outcome, const char *reason, const char *detail)
 {
-	proxy *px = c->l->px;
-	json_t *o = json_object();
+	json_t *o = line_base(c->l);
 	json_t *addrs = json_array();
 	char buf[46];
 	int r = o && addrs ? 0 : -1;
@@ -145,16 +290,6 @@ static void log_line(conn *c, const char *outcome, const char *reason, const cha
 		airlock_addr_format(&c->d.addresses[i], buf);
 		r = json_array_append_new(addrs, json_string(buf));
 	}
-	if (r == 0)
-		r = put(o, "ts_ms", json_integer(util_now_ms()));
-	if (r == 0)
-		r = put(o, "run", json_string(c->l->run));
-	if (r == 0)
-		r = put(o, "tenant", json_string(c->l->tenant));
-	if (r == 0)
-		r = put(o, "environment", json_string(c->l->env));
-	if (r == 0)
-		r = put(o, "transport", json_string(airlock_egress_transport_name(c->l->transport)));
 	if (r == 0) {
 		if (c->d.host[0]) {
 			r = put(o, "host", json_string(c->d.host));
@@ -194,18 +329,9 @@ static void log_line(conn *c, const char *outcome, const char *reason, const cha
 		r = put(o, "bytes_down", json_integer((json_int_t)c->down.bytes));
 	if (r == 0)
 		r = put(o, "duration_ms", json_integer(util_monotonic_ms() - c->start_ms));
-	char *s = r == 0 ? json_dumps(o, JSON_COMPACT) : NULL;
 	json_decref(addrs);
+	emit(c->l->px, r == 0 ? o : NULL);
 	json_decref(o);
-	if (!s) {
-		static const char oom[] = "{\"outcome\":\"failed\",\"reason\":\"LOG_OUT_OF_MEMORY\"}\n";
-		(void)!write(px->log_fd, oom, sizeof(oom) - 1);
-		return;
-	}
-	size_t len = strlen(s);
-	s[len] = '\n'; /* json_dumps's NUL becomes the line end */
-	(void)!write(px->log_fd, s, len + 1);
-	free(s);
 }
 
 /* ---- connections ----------------------------------------------------------- */
@@ -254,6 +380,7 @@ static void conn_end(conn *c, const char *outcome, const char *reason, const cha
 	if (c->next)
 		c->next->prev = c->prev;
 	l->px->n_conns--;
+	l->n_conns--;
 	free(c);
 	listener_put(l);
 }
@@ -452,7 +579,7 @@ static void *check_thread(void *arg)
 	}
 	/* One resolution, one dial, to the address that was checked: never the
 	 * name, never a second lookup (DNS rebinding). */
-	if (c->d.allow && c->d.has_dial)
+	if (c->d.allow && c->d.has_dial && !atomic_load(&c->abandoned))
 		c->dial_errno = -dial(&c->d.dial, c->d.port, l->px->cfg.connect_timeout_ms, &c->ufd);
 	/* Hand the connection back; a pointer is far below PIPE_BUF, so the
 	 * write is whole. */
@@ -465,7 +592,8 @@ static void check_done(conn *c)
 {
 	proxy *px = c->l->px;
 	px->n_pending--;
-	if (c->abandoned || px->stopping) {
+	c->l->n_pending--;
+	if (atomic_load(&c->abandoned) || px->stopping) {
 		conn_end(c, c->d.allow ? "allowed" : "refused",
 		         c->d.allow ? "ALLOWED" : airlock_egress_reason_name(c->d.reason), "detached");
 		return;
@@ -554,9 +682,14 @@ static void request_cb(evutil_socket_t fd, short what, void *arg)
 	/* The checking thread owns the connection until it hands it back: no
 	 * timer may end it meanwhile (the thread's own steps are bounded). */
 	evtimer_del(c->timer);
-	if (px->n_pending >= px->cfg.max_pending) {
+	/* Checks in flight are capped per sandbox before globally: names that
+	 * resolve slowly or ports that never answer hold a slot each, and one
+	 * sandbox's must not be every sandbox's. */
+	if (c->l->n_pending >= px->cfg.max_pending_per_listener ||
+	    px->n_pending >= px->cfg.max_pending) {
 		answer(c, 503, "Service Unavailable", "PROXY_BUSY");
-		conn_end(c, "failed", "PROXY_BUSY", NULL);
+		conn_end(c, "failed", "PROXY_BUSY",
+		         px->n_pending >= px->cfg.max_pending ? "all sandboxes" : "this sandbox");
 		return;
 	}
 	c->state = CHECKING;
@@ -573,6 +706,7 @@ static void request_cb(evutil_socket_t fd, short what, void *arg)
 		return;
 	}
 	px->n_pending++;
+	c->l->n_pending++;
 }
 
 /* ---- timers ---------------------------------------------------------------------- */
@@ -633,6 +767,20 @@ static void accept_cb(evutil_socket_t fd, short what, void *arg)
 		int cfd = accept4(fd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
 		if (cfd < 0)
 			return;
+		/* A sandbox opening connections faster than any client needs is
+		 * closed on unanswered and counted, one line a second: it cannot
+		 * flood the log or the loop. */
+		int64_t second = util_monotonic_ms() / 1000;
+		if (second != l->rate_second) {
+			log_suppressed(l);
+			l->rate_second = second;
+			l->rate_count = 0;
+		}
+		if (++l->rate_count > px->cfg.accept_rate_per_listener) {
+			l->rate_suppressed++;
+			close(cfd);
+			continue;
+		}
 		conn *c = calloc(1, sizeof(*c));
 		if (!c) {
 			close(cfd);
@@ -649,9 +797,13 @@ static void accept_cb(evutil_socket_t fd, short what, void *arg)
 			l->conns->prev = c;
 		l->conns = c;
 		px->n_conns++;
-		if (px->n_conns > px->cfg.max_connections) {
+		l->n_conns++;
+		/* This sandbox's share first, then everyone's. */
+		if (l->n_conns > px->cfg.max_connections_per_listener ||
+		    px->n_conns > px->cfg.max_connections) {
 			answer(c, 503, "Service Unavailable", "PROXY_FULL");
-			conn_end(c, "failed", "PROXY_FULL", NULL);
+			conn_end(c, "failed", "PROXY_FULL",
+			         px->n_conns > px->cfg.max_connections ? "all sandboxes" : "this sandbox");
 			continue;
 		}
 		/* Edge-triggered: the request is peeked, not read, so the socket
@@ -691,15 +843,20 @@ static void listener_detach(listener *l)
 			break;
 		}
 	l->detached = true;
+	log_suppressed(l);
 	event_freep(&l->ev);
 	close_fd(&l->fd);
 	/* The list's reference, dropped last, keeps l alive through the loop. */
 	conn *c = l->conns;
 	while (c) {
 		conn *next = c->next;
-		if (c->state == CHECKING)
-			c->abandoned = true;
-		else
+		if (c->state == CHECKING) {
+			/* Its thread still owns the connection, but never touches the
+			 * client's socket: close it now, so nothing of the sandbox's
+			 * namespace stays here, and tell the thread not to dial. */
+			atomic_store(&c->abandoned, true);
+			close_fd(&c->cfd);
+		} else
 			conn_end(c, c->state == RELAYING ? "allowed" : "refused",
 			         c->state == RELAYING ? "ALLOWED" : "DETACHED", "detached");
 		c = next;
@@ -923,6 +1080,13 @@ static const char *install_filter(void)
 	for (size_t i = 0; r == 0 && i < ARRAY_SIZE(ns_flags); i++)
 		r = seccomp_rule_add(f, SCMP_ACT_ERRNO(EPERM), SCMP_SYS(clone), 1,
 		                     SCMP_A0(SCMP_CMP_MASKED_EQ, ns_flags[i], ns_flags[i]));
+	/* No typing into a terminal, should one ever be reachable. */
+	if (r == 0)
+		r = seccomp_rule_add(f, SCMP_ACT_ERRNO(EPERM), SCMP_SYS(ioctl), 1,
+		                     SCMP_A1(SCMP_CMP_EQ, (scmp_datum_t)TIOCSTI));
+	if (r == 0)
+		r = seccomp_rule_add(f, SCMP_ACT_ERRNO(EPERM), SCMP_SYS(ioctl), 1,
+		                     SCMP_A1(SCMP_CMP_EQ, (scmp_datum_t)TIOCLINUX));
 	/* A foreign architecture's syscall numbers mean something else. */
 	if (r == 0)
 		r = seccomp_attr_set(f, SCMP_FLTATR_ACT_BADARCH, SCMP_ACT_KILL_PROCESS);
@@ -947,6 +1111,19 @@ _Noreturn void proxy_process_main(int ctl, const airlock_proxy_config *cfg_in)
 		_exit(70);
 	if (syscall(SYS_close_range, 5U, ~0U, 0) < 0)
 		_exit(70);
+	/* Nothing of the operator's terminal: a session of its own (no
+	 * controlling tty, no Ctrl-C from the service's terminal) and
+	 * /dev/null on 0-2, so a compromised proxy has no tty to type into. */
+	int null = open("/dev/null", O_RDWR | O_CLOEXEC);
+	if (null < 0 || setsid() < 0)
+		_exit(70);
+	for (int fd = 0; fd <= 2; fd++)
+		if (dup2(null, fd) < 0)
+			_exit(70);
+	if (null > 2)
+		close(null);
+	/* And none of the service's environment. */
+	clearenv();
 	px.ctl = 3;
 	px.log_fd = 4;
 	px.cfg.log_fd = 4;
@@ -1004,6 +1181,13 @@ _Noreturn void proxy_process_main(int ctl, const airlock_proxy_config *cfg_in)
 		    event_add(px.done_ev, NULL) < 0)
 			why = "event_new";
 	}
+	px.log.fd = px.log_fd;
+	px.log.max = px.cfg.log_queue_max > 16 ? px.cfg.log_queue_max : 16;
+	pthread_mutex_init(&px.log.lock, NULL);
+	pthread_cond_init(&px.log.more, NULL);
+	if (!why && pthread_create(&px.log.writer, NULL, log_writer, &px.log) != 0)
+		why = "the log writer thread";
+	px.log.started = !why;
 	if (reply(&px, why ? why : NULL) < 0 || why)
 		_exit(70);
 
@@ -1022,5 +1206,11 @@ _Noreturn void proxy_process_main(int ctl, const airlock_proxy_config *cfg_in)
 		if (poll(&pf, 1, 100) > 0)
 			done_cb(px.done_r, EV_READ, &px);
 	}
+	/* Every line queued reaches the log before the process ends. */
+	pthread_mutex_lock(&px.log.lock);
+	px.log.closing = true;
+	pthread_cond_signal(&px.log.more);
+	pthread_mutex_unlock(&px.log.lock);
+	pthread_join(px.log.writer, NULL);
 	_exit(0);
 }

@@ -13,6 +13,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/syscall.h>
+#include <sys/time.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -27,8 +29,16 @@
 
 struct airlock_proxy {
 	pid_t pid;
+	int pidfd;            /* readable once the proxy has exited */
 	int ctl;
 	pthread_mutex_t lock; /* one request and its answer at a time */
+	/* A request without its answer (a timeout, a send that failed) leaves
+	 * the channel out of step: the next answer read would be this one's.
+	 * The proxy is then killed (which closes every listener it holds) and
+	 * the handle refuses every later request. */
+	bool dead;
+	char why[128];
+	int64_t stop_wait_ms; /* how long the proxy may take to stop */
 };
 
 void airlock_proxy_config_default(airlock_proxy_config *cfg)
@@ -44,6 +54,10 @@ void airlock_proxy_config_default(airlock_proxy_config *cfg)
 		.total_timeout_ms = 3600000,
 		.max_connections = 4096,
 		.max_pending = 64,
+		.max_connections_per_listener = 256,
+		.max_pending_per_listener = 8,
+		.accept_rate_per_listener = 100,
+		.log_queue_max = 4096,
 	};
 }
 
@@ -221,8 +235,16 @@ int airlock_proxy_spawn(const airlock_proxy_config *cfg, airlock_proxy **ret, ai
 	}
 	close(sv[1]);
 	p->pid = pid;
+	p->pidfd = (int)syscall(SYS_pidfd_open, pid, 0);
 	p->ctl = sv[0];
 	pthread_mutex_init(&p->lock, NULL);
+	/* Its own stop waits for checks in flight, each bounded by the
+	 * resolver's and the dial's timeouts. */
+	p->stop_wait_ms = AIRLOCK_EGRESS_RESOLVE_TIMEOUT_MS + cfg->connect_timeout_ms + 2000;
+	/* A send that cannot finish in time is a dead channel, not a service
+	 * blocked forever with the lock held. */
+	struct timeval tv = { .tv_sec = PROXY_ANSWER_TIMEOUT_MS / 1000 };
+	setsockopt(p->ctl, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
 
 	/* The proxy says hello once it has dropped its privileges and set up
 	 * its loop, so a proxy that cannot start fails here, not at the first
@@ -253,6 +275,19 @@ pid_t airlock_proxy_pid(const airlock_proxy *p)
 	return p ? p->pid : -1;
 }
 
+/* Kill the proxy and mark the handle dead. Caller holds the lock. */
+static void mark_dead(airlock_proxy *p, const char *why)
+{
+	if (p->dead)
+		return;
+	p->dead = true;
+	snprintf(p->why, sizeof(p->why), "%s", why);
+	if (p->pidfd >= 0)
+		syscall(SYS_pidfd_send_signal, p->pidfd, SIGKILL, NULL, 0);
+	else if (p->pid > 0)
+		kill(p->pid, SIGKILL);
+}
+
 /* One request and its answer. */
 static int ask(airlock_proxy *p, json_t *req, int fd, const char *what, airlock_error *err)
 {
@@ -260,16 +295,26 @@ static int ask(airlock_proxy *p, json_t *req, int fd, const char *what, airlock_
 	if (!body)
 		return airlock_error_set(err, AIRLOCK_ERR_SYSTEM, ENOMEM, "%s", what);
 	pthread_mutex_lock(&p->lock);
-	int r = proxy_frame_send(p->ctl, body, strlen(body), fd);
+	/* A proxy that exited (a crash, a kill) is noticed here, by its pidfd,
+	 * and said plainly. */
+	struct pollfd pf = { .fd = p->pidfd, .events = POLLIN };
+	if (!p->dead && p->pidfd >= 0 && poll(&pf, 1, 0) > 0)
+		mark_dead(p, "the egress proxy process exited");
+	int r = p->dead ? -EPIPE : proxy_frame_send(p->ctl, body, strlen(body), fd);
 	char *answer = NULL;
 	size_t len = 0;
 	if (r == 0)
 		r = proxy_frame_recv(p->ctl, PROXY_ANSWER_TIMEOUT_MS, &answer, &len, NULL);
+	if (r < 0)
+		mark_dead(p, r == -ETIMEDOUT || r == -EAGAIN ? "the egress proxy stopped answering" :
+		                                               "the egress proxy's channel broke");
+	char dead_why[sizeof(p->why)];
+	snprintf(dead_why, sizeof(dead_why), "%s", p->why);
 	pthread_mutex_unlock(&p->lock);
 	free(body);
 	if (r < 0)
-		return airlock_error_set(err, AIRLOCK_ERR_EXECUTION_UNAVAILABLE, -r,
-		                         "%s: the egress proxy did not answer", what);
+		return airlock_error_set(err, AIRLOCK_ERR_EXECUTION_UNAVAILABLE, 0, "%s: %s", what,
+		                         dead_why);
 	json_t *o = json_loadb(answer, len, JSON_REJECT_DUPLICATES, NULL);
 	free(answer);
 	if (o && json_is_true(json_object_get(o, "ok"))) {
@@ -355,7 +400,7 @@ void airlock_proxy_free(airlock_proxy *p)
 	if (p->ctl >= 0)
 		close(p->ctl);
 	if (p->pid > 0) {
-		int64_t deadline = util_monotonic_ms() + 5000;
+		int64_t deadline = util_monotonic_ms() + p->stop_wait_ms;
 		for (;;) {
 			pid_t w = waitpid(p->pid, NULL, WNOHANG);
 			if (w == p->pid || (w < 0 && errno != EINTR))
@@ -369,6 +414,8 @@ void airlock_proxy_free(airlock_proxy *p)
 			usleep(2000);
 		}
 	}
+	if (p->pidfd >= 0)
+		close(p->pidfd);
 	pthread_mutex_destroy(&p->lock);
 	free(p);
 }
