@@ -55,12 +55,16 @@ static int listener(int *ret_port)
 	return fd;
 }
 
-static void up(fixture *f, const airlock_proxy_config *cfg_in)
+/* The world, a proxy (cfg_in, or the defaults) pointed at its DNS and
+ * writing to log_fd (-1: a file in the world's directory), and listener
+ * env-7 with policy_text. */
+static void up_logging(fixture *f, const airlock_proxy_config *cfg_in, int log_fd)
 {
 	memset(f, 0, sizeof(*f));
 	cr_assert_eq(egress_world_up(&f->w), 0);
 	snprintf(f->log_path, sizeof(f->log_path), "%s/proxy.log", f->w.dir);
-	f->log_fd = open(f->log_path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+	f->log_fd = log_fd >= 0 ? log_fd :
+	                          open(f->log_path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
 	cr_assert(f->log_fd >= 0);
 	airlock_proxy_config cfg;
 	if (cfg_in)
@@ -78,6 +82,11 @@ static void up(fixture *f, const airlock_proxy_config *cfg_in)
 	airlock_proxy_owner o = { .run_id = "run-7", .tenant_id = "tenant-7", .environment_id = "env-7" };
 	cr_assert_eq(airlock_proxy_attach(f->px, f->lfd, &o, &p, &err), 0, "%s", err.message);
 	airlock_egress_policy_clear(&p);
+}
+
+static void up(fixture *f, const airlock_proxy_config *cfg_in)
+{
+	up_logging(f, cfg_in, -1);
 }
 
 static void down(fixture *f)
@@ -617,20 +626,7 @@ Test(proxy, a_log_nobody_reads_never_stops_the_relay, .timeout = 120)
 	int lp[2];
 	cr_assert_eq(pipe2(lp, O_CLOEXEC), 0);
 	fcntl(lp[1], F_SETPIPE_SZ, 4096);
-	memset(&f, 0, sizeof(f));
-	cr_assert_eq(egress_world_up(&f.w), 0);
-	cfg.dns_servers = EGRESS_WORLD_DNS;
-	cfg.log_fd = lp[1];
-	airlock_error err = { 0 };
-	cr_assert_eq(airlock_proxy_spawn(&cfg, &f.px, &err), 0, "%s", err.message);
-	close(lp[1]);
-	f.lfd = listener(&f.port);
-	airlock_egress_policy p = { 0 };
-	cr_assert_eq(airlock_egress_policy_parse("p.yaml", policy_text, strlen(policy_text), &p, &err),
-	             0, "%s", err.message);
-	airlock_proxy_owner o = { .run_id = "r", .tenant_id = "t", .environment_id = "env-7" };
-	cr_assert_eq(airlock_proxy_attach(f.px, f.lfd, &o, &p, &err), 0, "%s", err.message);
-	airlock_egress_policy_clear(&p);
+	up_logging(&f, &cfg, lp[1]);
 	char head[512];
 	for (int i = 0; i < 100; i++)
 		cr_assert_eq(connect_status(f.port, "b.example.com:9000", head, sizeof(head)), 403);
@@ -666,10 +662,7 @@ Test(proxy, a_log_nobody_reads_never_stops_the_relay, .timeout = 120)
 	}
 	cr_assert(said, "no LOG_DROPPED line in %zu bytes of log", got);
 	close(lp[0]);
-	airlock_proxy_free(f.px);
-	f.px = NULL;
-	close(f.lfd);
-	egress_world_down(&f.w);
+	down(&f); /* closes lp[1], the log */
 }
 
 /* ---- a proxy that is gone or wedged ------------------------------------------- */
