@@ -731,58 +731,13 @@ int airlock_settings_parse(const char *name, const char *buf, size_t len, airloc
 	return 0;
 }
 
-/* Read a whole regular file of at most cap bytes. The message names the
- * path: these are operator configuration files, never workspace paths. */
-static int read_capped(const char *path, size_t cap, char **ret, size_t *ret_len, airlock_error *err)
-{
-	char q[QUOTE_MAX];
-	_cleanup_close_ int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY);
-	if (fd < 0)
-		return airlock_error_set(err, AIRLOCK_ERR_CONFIG, errno, "%s: cannot open", Q(q, path));
-	struct stat st;
-	if (fstat(fd, &st) < 0)
-		return airlock_error_set(err, AIRLOCK_ERR_CONFIG, errno, "%s: cannot stat", Q(q, path));
-	/* A FIFO or a device could feed us forever or block; configuration is a
-	 * regular file. */
-	if (!S_ISREG(st.st_mode))
-		return airlock_error_set(err, AIRLOCK_ERR_CONFIG, 0, "%s: not a regular file", Q(q, path));
-	if ((uint64_t)st.st_size > cap)
-		return airlock_error_set(err, AIRLOCK_ERR_CONFIG, 0, "%s: larger than %zu bytes",
-		                         Q(q, path), cap);
-	_cleanup_free_ char *buf = malloc(cap + 1);
-	if (!buf)
-		return airlock_error_set(err, AIRLOCK_ERR_SYSTEM, ENOMEM, "%s", Q(q, path));
-	size_t len = 0;
-	/* Read to cap + 1 regardless of st_size: the file may grow between the
-	 * fstat and the read, and the cap is what holds. */
-	while (len <= cap) {
-		ssize_t n = read(fd, buf + len, cap + 1 - len);
-		if (n < 0) {
-			if (errno == EINTR)
-				continue;
-			return airlock_error_set(err, AIRLOCK_ERR_CONFIG, errno, "%s: cannot read",
-			                         Q(q, path));
-		}
-		if (n == 0)
-			break;
-		len += (size_t)n;
-	}
-	if (len > cap)
-		return airlock_error_set(err, AIRLOCK_ERR_CONFIG, 0, "%s: larger than %zu bytes",
-		                         Q(q, path), cap);
-	buf[len] = 0;
-	*ret = TAKE_PTR(buf);
-	*ret_len = len;
-	return 0;
-}
-
 int airlock_settings_load(const char *path, airlock_settings *ret, airlock_error *err)
 {
 	if (!path)
 		return airlock_error_set(err, AIRLOCK_ERR_CONFIG, 0, "settings: no path given");
 	_cleanup_free_ char *buf = NULL;
 	size_t len = 0;
-	int r = read_capped(path, SETTINGS_INPUT_MAX, &buf, &len, err);
+	int r = airlock_config_read(path, SETTINGS_INPUT_MAX, &buf, &len, err);
 	if (r < 0)
 		return r;
 	return airlock_settings_parse(path, buf, len, ret, err);
@@ -889,7 +844,7 @@ void airlock_settings_load_tier1(airlock_settings *s)
 	free(s->tier1_error);
 	s->tier1_error = NULL;
 
-	if (read_capped(s->passthrough_file, TIER1_FILE_MAX, &buf, &len, &e) < 0) {
+	if (airlock_config_read(s->passthrough_file, TIER1_FILE_MAX, &buf, &len, &e) < 0) {
 		airlock_error_prefix(&e, "environment.passthrough_file: ");
 		goto fail;
 	}

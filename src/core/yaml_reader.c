@@ -2,6 +2,11 @@
 #include "core/yaml_reader.h"
 
 #include <errno.h>
+#include <fcntl.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <sys/stat.h>
+#include <unistd.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
@@ -80,4 +85,51 @@ int airlock_yaml_next(airlock_yaml_reader *r)
 		return airlock_yaml_fail(r, line, "explicit tags are not allowed in %s", r->what);
 	}
 	return airlock_yaml_fail(r, line, "not valid YAML");
+}
+
+/* Read a whole regular file of at most cap bytes. The message names the
+ * path: these are operator configuration files, never workspace paths. */
+int airlock_config_read(const char *path, size_t cap, char **ret, size_t *ret_len,
+                       airlock_error *err)
+{
+	char q[AIRLOCK_YAML_NAME_MAX];
+	util_escape(q, sizeof(q), path, strlen(path));
+	_cleanup_close_ int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY);
+	if (fd < 0)
+		return airlock_error_set(err, AIRLOCK_ERR_CONFIG, errno, "%s: cannot open", q);
+	struct stat st;
+	if (fstat(fd, &st) < 0)
+		return airlock_error_set(err, AIRLOCK_ERR_CONFIG, errno, "%s: cannot stat", q);
+	/* A FIFO or a device could feed us forever or block; configuration is a
+	 * regular file. */
+	if (!S_ISREG(st.st_mode))
+		return airlock_error_set(err, AIRLOCK_ERR_CONFIG, 0, "%s: not a regular file", q);
+	if ((uint64_t)st.st_size > cap)
+		return airlock_error_set(err, AIRLOCK_ERR_CONFIG, 0, "%s: larger than %zu bytes",
+		                         q, cap);
+	_cleanup_free_ char *buf = malloc(cap + 1);
+	if (!buf)
+		return airlock_error_set(err, AIRLOCK_ERR_SYSTEM, ENOMEM, "%s", q);
+	size_t len = 0;
+	/* Read to cap + 1 regardless of st_size: the file may grow between the
+	 * fstat and the read, and the cap is what holds. */
+	while (len <= cap) {
+		ssize_t n = read(fd, buf + len, cap + 1 - len);
+		if (n < 0) {
+			if (errno == EINTR)
+				continue;
+			return airlock_error_set(err, AIRLOCK_ERR_CONFIG, errno, "%s: cannot read",
+			                         q);
+		}
+		if (n == 0)
+			break;
+		len += (size_t)n;
+	}
+	if (len > cap)
+		return airlock_error_set(err, AIRLOCK_ERR_CONFIG, 0, "%s: larger than %zu bytes",
+		                         q, cap);
+	buf[len] = 0;
+	*ret = TAKE_PTR(buf);
+	*ret_len = len;
+	return 0;
 }

@@ -19,12 +19,10 @@
 
 #include <arpa/inet.h>
 #include <errno.h>
-#include <fcntl.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 #include <unistd.h>
 #include <yaml.h>
 
@@ -33,8 +31,6 @@
 
 #define QUOTE_MAX 96
 #define LABEL_MAX 63
-/* A file name in a message is cut to this; the line number still fits. */
-#define NAME_QUOTE_MAX 256
 
 /* ---- IP literals -------------------------------------------------------- */
 
@@ -698,43 +694,13 @@ int airlock_egress_policy_parse(const char *name, const char *buf, size_t len,
 
 int airlock_egress_policy_load(const char *path, airlock_egress_policy *ret, airlock_error *err)
 {
-	char q[NAME_QUOTE_MAX];
 	if (!path)
 		return airlock_error_set(err, AIRLOCK_ERR_CONFIG, 0, "egress policy: no path given");
-	util_escape(q, sizeof(q), path, strlen(path));
-
-	_cleanup_close_ int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY);
-	if (fd < 0)
-		return airlock_error_set(err, AIRLOCK_ERR_CONFIG, errno, "%s: cannot open", q);
-	struct stat st;
-	if (fstat(fd, &st) < 0)
-		return airlock_error_set(err, AIRLOCK_ERR_CONFIG, errno, "%s: cannot stat", q);
-	/* A FIFO or a device could block or feed us forever; a policy is a
-	 * regular file. */
-	if (!S_ISREG(st.st_mode))
-		return airlock_error_set(err, AIRLOCK_ERR_CONFIG, 0, "%s: not a regular file", q);
-	const size_t cap = AIRLOCK_EGRESS_POLICY_INPUT_MAX;
-	_cleanup_free_ char *buf = malloc(cap + 1);
-	if (!buf)
-		return airlock_error_set(err, AIRLOCK_ERR_SYSTEM, ENOMEM, "%s", q);
+	_cleanup_free_ char *buf = NULL;
 	size_t len = 0;
-	/* Read to cap + 1 whatever st_size said: the file can grow between the
-	 * fstat and the read, and the cap is what holds. */
-	while (len <= cap) {
-		ssize_t n = read(fd, buf + len, cap + 1 - len);
-		if (n < 0) {
-			if (errno == EINTR)
-				continue;
-			return airlock_error_set(err, AIRLOCK_ERR_CONFIG, errno, "%s: cannot read", q);
-		}
-		if (n == 0)
-			break;
-		len += (size_t)n;
-	}
-	if (len > cap)
-		return airlock_error_set(err, AIRLOCK_ERR_CONFIG, 0,
-		                         "%s: larger than %u bytes; an egress policy is a short list", q,
-		                         AIRLOCK_EGRESS_POLICY_INPUT_MAX);
+	int r = airlock_config_read(path, AIRLOCK_EGRESS_POLICY_INPUT_MAX, &buf, &len, err);
+	if (r < 0)
+		return r;
 	return airlock_egress_policy_parse(path, buf, len, ret, err);
 }
 
