@@ -647,3 +647,32 @@ Test(env, add_get_replace)
 	cr_assert_eq(e.n, 3);
 	airlock_env_clear(&e);
 }
+
+Test(copy, egress_policy_is_deep)
+{
+	uint16_t p0[] = { 443 }, p1[] = { 80, 8080 };
+	airlock_egress_destination d[] = {
+		{ .host = "a.example.com", .ports = p0, .n_ports = 1 },
+		{ .host = "*.example.org", .ports = p1, .n_ports = 2 },
+	};
+	airlock_egress_policy src = { .mode = AIRLOCK_EGRESS_ALLOWLIST, .destinations = d,
+		                      .n_destinations = 2 };
+	airlock_egress_policy dst = { 0 };
+	cr_assert_eq(airlock_egress_policy_copy(&dst, &src), 0);
+	cr_assert_eq(dst.mode, AIRLOCK_EGRESS_ALLOWLIST);
+	cr_assert_eq(dst.n_destinations, 2);
+	for (size_t i = 0; i < 2; i++) {
+		cr_assert_str_eq(dst.destinations[i].host, d[i].host);
+		cr_assert_neq(dst.destinations[i].host, d[i].host, "the name is copied, not shared");
+		cr_assert_neq(dst.destinations[i].ports, d[i].ports);
+		cr_assert_eq(dst.destinations[i].n_ports, d[i].n_ports);
+		cr_assert_arr_eq(dst.destinations[i].ports, d[i].ports, d[i].n_ports * sizeof(uint16_t));
+	}
+	airlock_egress_policy_clear(&dst);
+	/* deny with nothing listed */
+	airlock_egress_policy deny = { .mode = AIRLOCK_EGRESS_DENY };
+	cr_assert_eq(airlock_egress_policy_copy(&dst, &deny), 0);
+	cr_assert_eq(dst.mode, AIRLOCK_EGRESS_DENY);
+	cr_assert_eq(dst.n_destinations, 0);
+	cr_assert_null(dst.destinations);
+}

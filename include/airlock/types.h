@@ -264,6 +264,7 @@ void airlock_artifact_ref_clear(airlock_artifact_ref *r);
 
 /* ---- deep copies (0 or -ENOMEM; dst untouched on failure) --------------- */
 int airlock_environment_handle_copy(airlock_environment_handle *dst, const airlock_environment_handle *src);
+int airlock_egress_policy_copy(airlock_egress_policy *dst, const airlock_egress_policy *src);
 int airlock_env_add(airlock_env *e, const char *name, const char *value);
 const char *airlock_env_get(const airlock_env *e, const char *name);
 

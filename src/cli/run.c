@@ -400,10 +400,9 @@ int cli_run(int argc, char **argv)
 	/* The sandbox's own copy of the policy (the proxy gets another at
 	 * provision): the worker sends the allowlist only with the call's yes. */
 	spec.egress.mode = AIRLOCK_EGRESS_DENY;
-	if (egress) {
-		r = airlock_egress_policy_load(f.policy, &spec.egress, &err);
-		if (r < 0)
-			goto fail;
+	if (egress && airlock_egress_policy_copy(&spec.egress, &policy) < 0) {
+		r = airlock_error_set(&err, AIRLOCK_ERR_SYSTEM, ENOMEM, "run");
+		goto fail;
 	}
 	build_limits(&s, &f, &spec.limits);
 

@@ -293,6 +293,32 @@ int airlock_environment_spec_validate(const airlock_environment_spec *s, airlock
 
 /* ---- release ------------------------------------------------------------- */
 
+int airlock_egress_policy_copy(airlock_egress_policy *dst, const airlock_egress_policy *src)
+{
+	airlock_egress_policy p = { .mode = src->mode };
+	if (src->n_destinations > 0) {
+		p.destinations = calloc(src->n_destinations, sizeof(*p.destinations));
+		if (!p.destinations)
+			return -ENOMEM;
+	}
+	for (size_t i = 0; i < src->n_destinations; i++, p.n_destinations++) {
+		const airlock_egress_destination *s = &src->destinations[i];
+		airlock_egress_destination *d = &p.destinations[i];
+		d->host = util_strdup0(s->host);
+		d->ports = s->n_ports ? malloc(s->n_ports * sizeof(*d->ports)) : NULL;
+		if ((s->host && !d->host) || (s->n_ports && !d->ports)) {
+			p.n_destinations++; /* so the clear frees this one's halves */
+			airlock_egress_policy_clear(&p);
+			return -ENOMEM;
+		}
+		if (s->n_ports)
+			memcpy(d->ports, s->ports, s->n_ports * sizeof(*d->ports));
+		d->n_ports = s->n_ports;
+	}
+	*dst = p;
+	return 0;
+}
+
 void airlock_egress_policy_clear(airlock_egress_policy *p)
 {
 	if (!p)
