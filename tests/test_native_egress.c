@@ -109,6 +109,9 @@ static void box(env *v, const char *egress_text, airlock_environment_spec *s,
 	char digest[AIRLOCK_IMAGE_DIGEST_SIZE];
 	native_test_require(digest);
 	native_test_spec(s, "tenant-egress", digest, &limits);
+	/* A proxy variable an operator passes as tier 1: replaced when the
+	 * sandbox has the proxy, passed as it is when it has not. */
+	cr_assert_eq(airlock_env_add(&s->environment, "HTTP_PROXY", "http://operator.example:8080"), 0);
 	airlock_egress_policy_clear(&s->egress);
 	if (egress_text)
 		parse_policy(egress_text, &s->egress);
@@ -390,6 +393,7 @@ Test(gate_sandbox_egress_allowlisted, ignoring_the_proxy_reaches_nothing, .timeo
 		                                          "https_proxy=http://127.0.0.1:3128\n", NULL };
 	     *n; n++)
 		cr_assert(strstr(OUT(&r), *n), "%s missing: %s", *n, OUT(&r));
+	cr_assert_null(strstr(OUT(&r), "operator.example"), "tier 2 replaces tier 1: %s", OUT(&r));
 	airlock_execution_result_clear(&r);
 	unbox(&v, &s, &h);
 	env_down(&v);
@@ -405,7 +409,8 @@ static void expect_denied(env *v, const char *egress_text)
 	airlock_execution_result r;
 	run_probe(v, &h, &r);
 	cr_assert(strstr(OUT(&r), "proxy ECONNREFUSED"), "nothing listens: %s", OUT(&r));
-	cr_assert(strstr(OUT(&r), "env []"), "%s", OUT(&r));
+	/* Only the operator's own tier-1 variable: the platform set none. */
+	cr_assert(strstr(OUT(&r), "env ['HTTP_PROXY']"), "%s", OUT(&r));
 	airlock_execution_result_clear(&r);
 	unbox(v, &s, &h);
 }

@@ -31,6 +31,19 @@ extern "C" {
 /* The fixed PATH baked into images; argv[0] is resolved against it only. */
 #define AIRLOCK_SANDBOX_PATH "/usr/local/bin:/usr/bin:/bin:/usr/local/sbin:/usr/sbin:/sbin"
 
+/* Tier 2 for a sandbox that has the egress proxy: where the proxy's
+ * listener is in the sandbox's own network namespace, and the variables
+ * that point clients at it (both spellings: clients disagree on which they
+ * read). The mechanism sets them when it plants the listener, over any
+ * tier-1 value of the same name; a sandbox without the proxy gets none
+ * from the platform (an operator's tier-1 value passes as it is). */
+#define AIRLOCK_SANDBOX_PROXY_ADDR "127.0.0.1"
+#define AIRLOCK_SANDBOX_PROXY_PORT 3128
+#define AIRLOCK_SANDBOX_PROXY_URL "http://" AIRLOCK_SANDBOX_PROXY_ADDR ":3128" /* the port above */
+#define AIRLOCK_SANDBOX_PROXY_VARS_N 4
+extern const char *const airlock_sandbox_proxy_vars[AIRLOCK_SANDBOX_PROXY_VARS_N];
+bool airlock_sandbox_proxy_var(const char *name);
+
 /* Names of the bridge variables in tier 2. */
 #define AIRLOCK_BRIDGE_SOCKET_VAR "AIRLOCK_BRIDGE_SOCKET"
 #define AIRLOCK_BRIDGE_TOKEN_VAR "AIRLOCK_BRIDGE_TOKEN"

@@ -41,17 +41,15 @@ typedef struct airlock_native_config {
 	 * allowlist with a destination AND the spec's egress (the call's yes:
 	 * the worker sends the allowlist only when the call's ExecutionTarget
 	 * has network_enabled, and mode deny otherwise) is an allowlist inside
-	 * it. Then a listener at AIRLOCK_NATIVE_PROXY_ADDR:PORT is planted in the
-	 * sandbox's network namespace and handed to the proxy with a copy of the
-	 * spec's policy, and tier 2 gains HTTP_PROXY, HTTPS_PROXY, http_proxy and
-	 * https_proxy. Otherwise the namespace holds only lo, with nothing
+	 * it. Then a listener at AIRLOCK_SANDBOX_PROXY_ADDR:PORT (envbuild.h) is
+	 * planted in the sandbox's network namespace and handed to the proxy with
+	 * a copy of the spec's policy, and tier 2 gains the proxy variables. Otherwise the namespace holds only lo, with nothing
 	 * listening, and the proxy never hears of the sandbox. */
 	const airlock_egress_policy *egress_policy;
 	airlock_proxy *egress_proxy;
 } airlock_native_config;
 
-#define AIRLOCK_NATIVE_PROXY_ADDR "127.0.0.1"
-#define AIRLOCK_NATIVE_PROXY_PORT 3128
+
 
 #define AIRLOCK_NATIVE_VOLUME_DIR "/var/lib/airlock/volumes"
 

@@ -165,6 +165,18 @@ bool airlock_tier0_name(const char *name)
 	return false;
 }
 
+const char *const airlock_sandbox_proxy_vars[AIRLOCK_SANDBOX_PROXY_VARS_N] = {
+	"HTTP_PROXY", "HTTPS_PROXY", "http_proxy", "https_proxy",
+};
+
+bool airlock_sandbox_proxy_var(const char *name)
+{
+	for (size_t i = 0; i < AIRLOCK_SANDBOX_PROXY_VARS_N; i++)
+		if (strcmp(name, airlock_sandbox_proxy_vars[i]) == 0)
+			return true;
+	return false;
+}
+
 bool airlock_env_name_valid(const char *name)
 {
 	if (!name)

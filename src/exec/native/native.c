@@ -28,6 +28,7 @@
 #include <unistd.h>
 
 #include "airlock/egress.h"
+#include "airlock/envbuild.h"
 #include "airlock/image.h"
 #include "core/snapshot.h"
 #include "exec/native/cgroup.h"
@@ -409,38 +410,24 @@ static int slot_take(airlock_native *n, uint32_t *ret)
 	return -EAGAIN;
 }
 
-/* The proxy variables a sandbox with egress gets (tier 2: synthesized by
- * the platform, winning over any tier-1 value of the same name). Both cases
- * because clients disagree on which they read. */
-static const char *const proxy_vars[] = { "HTTP_PROXY", "HTTPS_PROXY", "http_proxy",
-	                                  "https_proxy" };
-#define PROXY_URL "http://" AIRLOCK_NATIVE_PROXY_ADDR ":" STRINGIFY(AIRLOCK_NATIVE_PROXY_PORT)
-#define STRINGIFY(x) STRINGIFY_(x)
-#define STRINGIFY_(x) #x
-
-static bool is_proxy_var(const char *name)
-{
-	for (size_t i = 0; i < ARRAY_SIZE(proxy_vars); i++)
-		if (strcmp(name, proxy_vars[i]) == 0)
-			return true;
-	return false;
-}
-
 static int build_envp(sandbox *b, const airlock_env *env, bool proxied, airlock_error *err)
 {
 	/* +2: PWD (set per command) and the NULL; + the proxy variables. */
-	b->envp = calloc(env->n + 2 + ARRAY_SIZE(proxy_vars), sizeof(char *));
+	b->envp = calloc(env->n + 2 + AIRLOCK_SANDBOX_PROXY_VARS_N, sizeof(char *));
 	if (!b->envp)
 		return airlock_error_set(err, AIRLOCK_ERR_SYSTEM, ENOMEM, "environment");
-	for (size_t i = 0; proxied && i < ARRAY_SIZE(proxy_vars); i++) {
-		if (asprintf(&b->envp[b->n_env], "%s=%s", proxy_vars[i], PROXY_URL) < 0) {
+	/* Tier 2 wins: with the proxy, its variables replace any tier-1 value. */
+	for (size_t i = 0; proxied && i < AIRLOCK_SANDBOX_PROXY_VARS_N; i++) {
+		if (asprintf(&b->envp[b->n_env], "%s=%s", airlock_sandbox_proxy_vars[i],
+		             AIRLOCK_SANDBOX_PROXY_URL) < 0) {
 			b->envp[b->n_env] = NULL;
 			return airlock_error_set(err, AIRLOCK_ERR_SYSTEM, ENOMEM, "environment");
 		}
 		b->n_env++;
 	}
 	for (size_t i = 0; i < env->n; i++) {
-		if (strcmp(env->vars[i].name, "PWD") == 0 || is_proxy_var(env->vars[i].name))
+		if (strcmp(env->vars[i].name, "PWD") == 0 ||
+		    (proxied && airlock_sandbox_proxy_var(env->vars[i].name)))
 			continue;
 		if (asprintf(&b->envp[b->n_env], "%s=%s", env->vars[i].name, env->vars[i].value) < 0) {
 			b->envp[b->n_env] = NULL;
@@ -500,8 +487,8 @@ static void *plant_thread(void *arg)
 		return NULL;
 	}
 	int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
-	struct sockaddr_in sa = { .sin_family = AF_INET, .sin_port = htons(AIRLOCK_NATIVE_PROXY_PORT) };
-	inet_pton(AF_INET, AIRLOCK_NATIVE_PROXY_ADDR, &sa.sin_addr);
+	struct sockaddr_in sa = { .sin_family = AF_INET, .sin_port = htons(AIRLOCK_SANDBOX_PROXY_PORT) };
+	inet_pton(AF_INET, AIRLOCK_SANDBOX_PROXY_ADDR, &sa.sin_addr);
 	if (fd < 0)
 		p->err = errno, p->step = "socket";
 	else if (bind(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0)
