@@ -71,7 +71,8 @@ static void up_logging(fixture *f, const airlock_proxy_config *cfg_in, int log_f
 		cfg = *cfg_in;
 	else
 		airlock_proxy_config_default(&cfg);
-	cfg.dns_servers = EGRESS_WORLD_DNS;
+	if (!cfg.dns_servers)
+		cfg.dns_servers = EGRESS_WORLD_DNS;
 	cfg.log_fd = f->log_fd;
 	airlock_error err = { 0 };
 	cr_assert_eq(airlock_proxy_spawn(&cfg, &f->px, &err), 0, "%s", err.message);
@@ -460,6 +461,24 @@ Test(proxy, runs_without_privileges, .timeout = 60)
 	fclose(st);
 	cr_assert(uid && caps && nnp && filtered, "uid %d caps %d nnp %d seccomp %d", uid, caps, nnp,
 	          filtered);
+	/* No terminal and nothing of the service's environment: a session of
+	 * its own, /dev/null on 0-2, an empty environ. */
+	pid_t pid = airlock_proxy_pid(f.px);
+	cr_assert_eq(getsid(pid), pid);
+	for (int fd = 0; fd <= 2; fd++) {
+		char link[64], target[64] = { 0 };
+		snprintf(link, sizeof(link), "/proc/%d/fd/%d", (int)pid, fd);
+		cr_assert_gt(readlink(link, target, sizeof(target) - 1), 0, "%s", link);
+		cr_assert_str_eq(target, "/dev/null", "fd %d", fd);
+	}
+	snprintf(path, sizeof(path), "/proc/%d/environ", (int)pid);
+	FILE *env = fopen(path, "re");
+	cr_assert(env);
+	/* The block keeps its size; its bytes are wiped. */
+	int ch;
+	while ((ch = fgetc(env)) != EOF)
+		cr_assert_eq(ch, 0, "the service's environment is readable in the proxy");
+	fclose(env);
 	/* It holds its control socket, the log, the listener and its loop's
 	 * descriptors: nothing of the service's. */
 	down(&f);
@@ -563,6 +582,33 @@ Test(proxy, a_sandbox_at_its_connection_cap_does_not_block_another, .timeout = 1
 	cr_assert_eq(connect_status(port_b, "a.example.com:9000", head, sizeof(head)), 200, "%s", head);
 	for (int i = 0; i < 3; i++)
 		close(held[i]);
+	down(&f);
+}
+
+Test(proxy, a_sandbox_at_its_check_cap_does_not_block_another, .timeout = 120)
+{
+	fixture f;
+	airlock_proxy_config cfg;
+	airlock_proxy_config_default(&cfg);
+	cfg.max_pending_per_listener = 1;
+	/* On the world's link with nobody there: every lookup waits its full
+	 * timeout, holding a check slot. */
+	cfg.dns_servers = "198.51.100.99";
+	up(&f, &cfg);
+	int port_b = second_listener(&f, "env-b");
+	char head[512];
+	int held = dial_proxy(f.port);
+	cr_assert_eq(send(held, "CONNECT a.example.com:9000 HTTP/1.1\r\n\r\n", 39, 0), 39);
+	/* Once that request is with its thread (it never comes back within
+	 * this test: the lookup waits 5 s), A's next gets 503. */
+	usleep(300 * 1000);
+	cr_assert_eq(connect_status(f.port, "a.example.com:9000", head, sizeof(head)), 503, "%s",
+	             head);
+	cr_assert(strstr(head, "PROXY_BUSY"), "%s", head);
+	/* B still gets a check: an address is refused at once, by its thread. */
+	cr_assert_eq(connect_status(port_b, "198.51.100.2:9000", head, sizeof(head)), 403, "%s", head);
+	cr_assert(strstr(head, "IP_LITERAL"), "%s", head);
+	close(held);
 	down(&f);
 }
 

@@ -66,6 +66,8 @@
 /* Connections accepted per listener callback, for the same reason. */
 #define ACCEPT_BATCH 32
 
+extern char **environ;
+
 typedef struct listener listener;
 typedef struct conn conn;
 
@@ -1122,7 +1124,10 @@ _Noreturn void proxy_process_main(int ctl, const airlock_proxy_config *cfg_in)
 			_exit(70);
 	if (null > 2)
 		close(null);
-	/* And none of the service's environment. */
+	/* And none of the service's environment: the strings are wiped in this
+	 * process's copy of memory (clearenv alone only drops the pointers). */
+	for (char **e = environ; e && *e; e++)
+		explicit_bzero(*e, strlen(*e));
 	clearenv();
 	px.ctl = 3;
 	px.log_fd = 4;
