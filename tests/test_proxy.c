@@ -356,6 +356,35 @@ Test(proxy, request_and_idle_timeouts, .timeout = 120)
 	down(&f);
 }
 
+Test(proxy, a_busy_tunnel_still_ends_at_the_total_timeout, .timeout = 120)
+{
+	fixture f;
+	airlock_proxy_config cfg;
+	airlock_proxy_config_default(&cfg);
+	cfg.total_timeout_ms = 600;
+	up(&f, &cfg);
+	int fd = dial_proxy(f.port);
+	char head[512];
+	cr_assert_eq(request(fd, "CONNECT a.example.com:9000 HTTP/1.1\r\n\r\n", head, sizeof(head)),
+	             200, "%s", head);
+	/* Never idle: a byte each way every 50 ms, until the proxy ends it
+	 * (bounded: 400 rounds). */
+	bool ended = false;
+	for (int i = 0; i < 400 && !ended; i++) {
+		char b;
+		if (send(fd, "x", 1, MSG_NOSIGNAL) != 1 || recv(fd, &b, 1, 0) != 1)
+			ended = true;
+		else
+			usleep(50000);
+	}
+	cr_assert(ended, "the tunnel outlived its total timeout");
+	close(fd);
+	json_t *lines = wait_lines(f.log_path, 1);
+	cr_assert_str_eq(field(json_array_get(lines, 0), "detail"), "total timeout");
+	json_decref(lines);
+	down(&f);
+}
+
 Test(proxy, detach_closes_the_listener_and_ends_its_tunnels, .timeout = 120)
 {
 	fixture f;

@@ -225,9 +225,6 @@ int airlock_egress_evaluate_transport(airlock_egress_transport t, const char *ho
                                       airlock_egress_resolve_fn resolve, void *resolve_ctx,
                                       airlock_egress_decision *ret, airlock_error *err);
 
-/* True when name (normalized) has the public host-name shape above. */
-bool airlock_egress_public_hostname(const char *name);
-
 /* Whether a sandbox's requested policy stays inside the operator's: every
  * destination of req names a host pattern the operator listed (the same
  * string) and only ports listed there. 0, or AIRLOCK_ERR_EXECUTION_REJECTED

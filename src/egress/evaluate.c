@@ -99,7 +99,8 @@ static const char *const internal_suffixes[] = {
 	"arpa", "lan", "intranet", "corp", "home",
 };
 
-bool airlock_egress_public_hostname(const char *name)
+/* True when name (normalized) has the public host-name shape. */
+static bool public_hostname(const char *name)
 {
 	char norm[AIRLOCK_HOSTNAME_MAX + 1];
 	if (!name || !airlock_hostname_normalize(name, strlen(name), false, norm) ||
@@ -229,7 +230,7 @@ int airlock_egress_evaluate_transport(airlock_egress_transport t, const char *ho
 	 * name that can only be a public one. */
 	if (port != 443)
 		return refuse(ret, AIRLOCK_EGRESS_PORT_NOT_ALLOWED);
-	if (!airlock_egress_public_hostname(ret->host))
+	if (!public_hostname(ret->host))
 		return refuse(ret, AIRLOCK_EGRESS_BAD_HOSTNAME);
 	return resolve_and_check(resolve, resolve_ctx, ret);
 }

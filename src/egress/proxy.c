@@ -120,7 +120,6 @@ struct listener {
 	int64_t rate_second;         /* the accept-rate window (monotonic seconds) */
 	unsigned rate_count;         /* accepted in it */
 	uint64_t rate_suppressed;    /* closed unanswered in it, for the summary line */
-	bool detached;
 };
 
 typedef struct dir {
@@ -844,7 +843,6 @@ static void listener_detach(listener *l)
 			*pp = l->next;
 			break;
 		}
-	l->detached = true;
 	log_suppressed(l);
 	event_freep(&l->ev);
 	close_fd(&l->fd);
