@@ -10,6 +10,7 @@
 #include <errno.h>
 #include <jansson.h>
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <sys/stat.h>
 #include <pthread.h>
@@ -182,30 +183,71 @@ static const char *const creds[][2] = {
 	{ "OBJECT_STORE_SECRET_KEY", "minio-secret-key-0123456789abcdef" },
 };
 
-/* Dump the environment, then read every file the sandbox can reach
- * (bounded per file), and print it all. */
+/* A harmless name the operator passes through (tier 1): its arrival proves
+ * the passthrough path is live in the run that also checks the credentials
+ * do not arrive. */
+#define PASSTHROUGH_NAME "GATE_BUILD_LOCALE"
+#define PASSTHROUGH_VALUE "tier1-value-reached-the-sandbox"
+
+/* Dump the environment, then read every regular file the sandbox can reach
+ * (bounded per file) and print it all, with counts: files read, files it
+ * could not read (listed with the reason), and other file types. */
 static const char dump_everything[] =
-	"import os, sys\n"
+	"import os, sys, stat, errno\n"
 	"out = sys.stdout.buffer\n"
 	"for k, v in os.environ.items():\n"
 	"    out.write(('%s=%s\\n' % (k, v)).encode())\n"
-	"seen = 0\n"
+	"seen, unreadable, special = 0, [], 0\n"
 	"for root, dirs, files in os.walk('/', followlinks=False):\n"
 	"    for name in files:\n"
 	"        p = os.path.join(root, name)\n"
 	"        try:\n"
+	"            m = os.lstat(p)\n"
+	"        except OSError as e:\n"
+	"            unreadable.append('%s %s' % (p, errno.errorcode.get(e.errno, e.errno))); continue\n"
+	"        if not stat.S_ISREG(m.st_mode):\n"
+	"            special += 1; continue\n"
+	"        try:\n"
 	"            with open(p, 'rb') as f:\n"
 	"                data = f.read(1 << 16)\n"
-	"        except Exception:\n"
-	"            continue\n"
+	"        except OSError as e:\n"
+	"            unreadable.append('%s %s' % (p, errno.errorcode.get(e.errno, e.errno))); continue\n"
 	"        seen += 1\n"
 	"        out.write(data)\n"
-	"out.write(b'\\nFILES_READ=%d\\n' % seen)\n";
+	/* The markers are built at run time: the script's own text is in
+	 * /proc/self/cmdline, which the walk reads too. */
+	"tag = lambda t: b'\\n' + b'-'.join([b'GATE', t]) + b' '\n"
+	"for u in unreadable:\n"
+	"    out.write(tag(b'UNREADABLE') + u.encode('utf-8', 'backslashreplace'))\n"
+	"out.write(tag(b'COUNTS') + b'read=%d special=%d unreadable=%d\\n' % (seen, special, len(unreadable)))\n";
+
+/* Fewer files than this means the walk did not see the image (python3's
+ * standard library alone is thousands). */
+#define CREDS_FILES_READ_FLOOR 2000
 
 static bool contains(const airlock_execution_result *r, const char *needle)
 {
 	return memmem(r->stdout_data, r->stdout_len, needle, strlen(needle)) ||
 	       memmem(r->stderr_data, r->stderr_len, needle, strlen(needle));
+}
+
+/* The last occurrence of needle in stdout; NULL when there is none. */
+static const char *last_of(const airlock_execution_result *r, const char *needle)
+{
+	const char *p = (const char *)r->stdout_data, *end = p + r->stdout_len, *last = NULL;
+	while ((p = memmem(p, (size_t)(end - p), needle, strlen(needle)))) {
+		last = p;
+		p += strlen(needle);
+	}
+	return last;
+}
+
+/* The number after key in the dump's closing counts line; -1 when absent. */
+static long long count_of(const airlock_execution_result *r, const char *key)
+{
+	const char *line = last_of(r, "\nGATE-COUNTS ");
+	const char *p = line ? strstr(line, key) : NULL;
+	return p ? atoll(p + strlen(key)) : -1;
 }
 
 /* The first match of an extended regex in stdout or stderr, scanning the
@@ -238,24 +280,93 @@ static const char *scan(const airlock_execution_result *r, const char *pattern)
 	return found;
 }
 
+/* Why a file may be unreadable: permission, anywhere; under /proc also the
+ * kernel's answers for files that are not plain data (mem at an unmapped
+ * offset is EIO, a process that exited meanwhile is ENOENT or ESRCH). */
+static bool unreadable_expected(const char *line, int len)
+{
+	const char *sp = memrchr(line, ' ', (size_t)len);
+	if (!sp)
+		return false;
+	int elen = (int)(line + len - sp - 1);
+	if (elen == 6 && memcmp(sp + 1, "EACCES", 6) == 0)
+		return true;
+	if (strncmp(line, "/proc/", 6) != 0)
+		return false;
+	static const char *const proc_ok[] = { "EIO", "EINVAL", "ENOENT", "ESRCH", "EPERM" };
+	for (size_t i = 0; i < sizeof(proc_ok) / sizeof(proc_ok[0]); i++)
+		if (elen == (int)strlen(proc_ok[i]) && memcmp(sp + 1, proc_ok[i], (size_t)elen) == 0)
+			return true;
+	return false;
+}
+
 Test(gate_sandbox_no_credential_reaches, environment_and_every_reachable_file, .timeout = 300)
 {
 	for (size_t i = 0; i < sizeof(creds) / sizeof(creds[0]); i++)
 		setenv(creds[i][0], creds[i][1], 1);
+	setenv(PASSTHROUGH_NAME, PASSTHROUGH_VALUE, 1);
+	extern char **environ;
+
+	/* An operator who lists a credential for passthrough is refused, for
+	 * every credential planted: the environment is never built. */
+	for (size_t i = 0; i < sizeof(creds) / sizeof(creds[0]); i++) {
+		const char *tier1[] = { PASSTHROUGH_NAME, creds[i][0] };
+		airlock_envbuild_input in = { .tier1 = tier1, .n_tier1 = 2, .parent = environ };
+		airlock_env env = { 0 };
+		airlock_error err = { 0 };
+		int rc = airlock_envbuild(&in, &env, &err);
+		airlock_env_clear(&env);
+		cr_assert_eq(rc, airlock_errcode(AIRLOCK_ERR_CONFIG),
+		             "a tier-1 list naming %s was not refused (rc %d)", creds[i][0], rc);
+		cr_assert(strstr(err.message, creds[i][0]), "the refusal names %s: %s", creds[i][0],
+		          err.message);
+	}
+
+	/* The sandbox, with tier 1 configured. */
+	char digest[AIRLOCK_IMAGE_DIGEST_SIZE];
+	native_test_require(digest);
 	box b;
-	box_open(&b, "tenant-creds", &small);
-	airlock_execution_command cmd;
+	memset(&b, 0, sizeof(b));
+	b.e = native_test_open(NULL);
+	native_test_spec(&b.spec, "tenant-creds", digest, &small);
+	airlock_env_clear(&b.spec.environment);
+	const char *tier1[] = { PASSTHROUGH_NAME };
+	airlock_envbuild_input in = { .tier1 = tier1, .n_tier1 = 1, .parent = environ };
+	airlock_error err = { 0 };
+	cr_assert_eq(airlock_envbuild(&in, &b.spec.environment, &err), 0, "%s", err.message);
+	cr_assert_eq(airlock_exec_provision(b.e, &b.spec, &b.h, &err), 0, "%s", err.message);
+
 	char *argv[] = { "python3", "-c", (char *)dump_everything, NULL };
-	cmd = test_command(argv);
+	airlock_execution_command cmd = test_command(argv);
 	cmd.maximum_output_bytes = 512ll << 20;
 	cmd.timeout_seconds = 240;
 	airlock_exec_call call = { .tenant_id = "tenant-creds", .remaining_budget_ms = AIRLOCK_BUDGET_NONE };
 	airlock_execution_result r = { 0 };
-	airlock_error err = { 0 };
 	cr_assert_eq(airlock_exec_execute(b.e, &call, &b.h, &cmd, &r, &err), 0, "%s", err.message);
 	cr_assert_eq(r.exit_code, 0, "%.400s", ERR(&r));
+	cr_assert_not(r.stdout_truncated, "the dump was cut at %lld bytes", (long long)cmd.maximum_output_bytes);
 	cr_assert(contains(&r, "HOME=/workspace"), "the dump ran");
-	cr_assert(contains(&r, "FILES_READ="), "the walk finished");
+	cr_assert(contains(&r, PASSTHROUGH_NAME "=" PASSTHROUGH_VALUE),
+	          "the tier-1 passthrough did not arrive: the run proves nothing about tier 1");
+	long long files = count_of(&r, " read="), unreadable = count_of(&r, " unreadable=");
+	cr_assert_geq(files, CREDS_FILES_READ_FLOOR, "the walk read %lld files, fewer than %d", files,
+	              CREDS_FILES_READ_FLOOR);
+	cr_assert_geq(unreadable, 0, "the walk did not finish");
+	/* Files the sandbox cannot read cannot leak to it; they are listed, and
+	 * each must be a permission refusal, not a walk that broke. */
+	const char *u = OUT(&r), *end = OUT(&r) + r.stdout_len;
+	long long listed = 0;
+	while ((u = memmem(u, (size_t)(end - u), "\nGATE-UNREADABLE ", 17))) {
+		u += 17;
+		const char *eol = memchr(u, '\n', (size_t)(end - u));
+		int len = eol ? (int)(eol - u) : (int)(end - u);
+		listed++;
+		fprintf(stderr, "no_credential_reaches: unreadable in the sandbox: %.*s\n", len, u);
+		cr_assert(unreadable_expected(u, len),
+		          "a file was unreadable for another reason than permission: %.*s", len, u);
+	}
+	cr_assert_eq(listed, unreadable, "%lld unreadable files counted, %lld listed", unreadable, listed);
+	fprintf(stderr, "no_credential_reaches: %lld files read, %lld unreadable\n", files, unreadable);
 	for (size_t i = 0; i < sizeof(creds) / sizeof(creds[0]); i++) {
 		cr_assert_not(contains(&r, creds[i][0]), "tier-0 name %s reached the sandbox", creds[i][0]);
 		cr_assert_not(contains(&r, creds[i][1]), "the value of %s reached the sandbox", creds[i][0]);
@@ -279,6 +390,7 @@ Test(gate_sandbox_no_credential_reaches, environment_and_every_reachable_file, .
 	box_close(&b);
 	for (size_t i = 0; i < sizeof(creds) / sizeof(creds[0]); i++)
 		unsetenv(creds[i][0]);
+	unsetenv(PASSTHROUGH_NAME);
 }
 
 /* ---- gate.sandbox.network_denied ------------------------------------------ */
@@ -332,45 +444,116 @@ Test(gate_sandbox_network_denied, tcp_dns_and_metadata_fail_at_the_namespace, .t
 /* ---- gate.sandbox.workspace_isolated ---------------------------------------- */
 
 static const char plant[] =
-	"import os\n"
+	"import os, json\n"
 	"open('/workspace/secret.txt', 'w').write('TENANT-A-SECRET-%s' % os.getpid())\n"
 	"os.symlink('/workspace/secret.txt', '/workspace/link')\n"
-	"print(os.stat('/workspace/secret.txt').st_ino)\n";
+	"print(json.dumps({k: os.readlink('/proc/self/ns/' + k)\n"
+	"                  for k in ('pid', 'mnt', 'net', 'ipc', 'uts', 'user', 'cgroup')}))\n";
 
+/* B's hunt. Its first lines (A_HOST_PIDS, A_NS) are written by the test:
+ * the host pids of A's processes and A's namespace ids. The marker A's
+ * process carries is assembled at run time so that B's own command line
+ * does not carry it. */
 static const char hunt[] =
-	"import os, sys, subprocess\n"
-	"found = []\n"
+	"import os, sys, json, errno\n"
+	"marker = 'TENANT-A-' + 'SLEEPER'\n"
+	"out = {'found': []}\n"
+	"own = sorted(int(p) for p in os.listdir('/proc') if p.isdigit())\n"
+	"out['pids'] = own\n"
+	/* Every process B can see is B's own: none carries A's marker. */
+	"for pid in own:\n"
+	"    try: cmd = open('/proc/%d/cmdline' % pid, 'rb').read().decode('utf-8', 'replace')\n"
+	"    except OSError: continue\n"
+	"    if marker in cmd: out['found'].append('A process in /proc/%d' % pid)\n"
+	/* A's host pids: ESRCH (EPERM would mean the pid is visible). A
+	 * number B itself holds is reported as a collision. */
+	"def probe(pid):\n"
+	"    if pid in own: return 'COLLISION'\n"
+	"    try: os.kill(pid, 0); return 'VISIBLE'\n"
+	"    except OSError as e: return errno.errorcode.get(e.errno, str(e.errno))\n"
+	"out['a_host_pids'] = {str(p): probe(p) for p in A_HOST_PIDS}\n"
+	"out['ns'] = {k: os.readlink('/proc/self/ns/' + k) for k in A_NS}\n"
 	"for root, dirs, files in os.walk('/', followlinks=False):\n"
-	"    if root.startswith('/proc'):\n"
-	"        continue\n"
+	"    if root == '/': dirs[:] = [d for d in dirs if d != 'proc']\n"
 	"    for n in files:\n"
 	"        p = os.path.join(root, n)\n"
 	"        try:\n"
-	"            if b'TENANT-A-SECRET' in open(p, 'rb').read(1 << 16): found.append(p)\n"
+	"            if b'TENANT-A-SECRET' in open(p, 'rb').read(1 << 16): out['found'].append(p)\n"
 	"        except Exception: pass\n"
 	"for pid in os.listdir('/proc'):\n"
 	"    if not pid.isdigit(): continue\n"
 	"    for sub in ('root/workspace/secret.txt', 'cwd/secret.txt'):\n"
 	"        try:\n"
-	"            open('/proc/%s/%s' % (pid, sub)).read(); found.append(pid + sub)\n"
+	"            open('/proc/%s/%s' % (pid, sub)).read(); out['found'].append(pid + sub)\n"
 	"        except Exception: pass\n"
 	"try:\n"
-	"    open('/workspace/link').read(); found.append('planted symlink')\n"
+	"    open('/workspace/link').read(); out['found'].append('planted symlink')\n"
 	"except Exception: pass\n"
-	"print('FOUND', found)\n"
-	"print('PIDS', sorted(int(p) for p in os.listdir('/proc') if p.isdigit()))\n";
+	"print(json.dumps(out))\n";
 
+typedef struct sleeper {
+	box *a;
+	atomic_bool done;
+	airlock_execution_result r;
+} sleeper;
+
+/* A's process, alive while B hunts. 20 s is far longer than the hunt's
+ * first phase (the process checks); the test asserts it was still alive
+ * when the hunt returned. */
 static void *run_sleeper(void *arg)
 {
-	box *a = arg;
-	char *argv[] = { "sh", "-c", "cd /workspace && sleep 3", NULL };
+	sleeper *s = arg;
+	char *argv[] = { "sh", "-c", "cd /workspace && sleep 20; : TENANT-A-SLEEPER", NULL };
 	airlock_execution_command cmd = test_command(argv);
-	airlock_exec_call call = { .tenant_id = a->h.tenant_id, .remaining_budget_ms = AIRLOCK_BUDGET_NONE };
-	airlock_execution_result r = { 0 };
+	airlock_exec_call call = { .tenant_id = s->a->h.tenant_id, .remaining_budget_ms = AIRLOCK_BUDGET_NONE };
 	airlock_error err = { 0 };
-	airlock_exec_execute(a->e, &call, &a->h, &cmd, &r, &err);
-	airlock_execution_result_clear(&r);
+	airlock_exec_execute(s->a->e, &call, &s->a->h, &cmd, &s->r, &err);
+	atomic_store(&s->done, true);
 	return NULL;
+}
+
+/* The host pids of the processes in pid namespace link; returns how many
+ * (at most cap). */
+static size_t host_pids_in_ns(const char *link, int *pids, size_t cap)
+{
+	size_t n = 0;
+	DIR *d = opendir("/proc");
+	cr_assert_not_null(d);
+	struct dirent *de;
+	while ((de = readdir(d)) && n < cap) {
+		int pid = atoi(de->d_name);
+		if (pid <= 0)
+			continue;
+		char path[64], got[128];
+		snprintf(path, sizeof(path), "/proc/%d/ns/pid", pid);
+		ssize_t l = readlink(path, got, sizeof(got) - 1);
+		if (l <= 0)
+			continue;
+		got[l] = 0;
+		if (strcmp(got, link) == 0)
+			pids[n++] = pid;
+	}
+	closedir(d);
+	return n;
+}
+
+/* Whether a process of the host in pid namespace link runs A's marker. */
+static bool sleeper_running(const char *link)
+{
+	int pids[64];
+	size_t n = host_pids_in_ns(link, pids, 64);
+	for (size_t i = 0; i < n; i++) {
+		char path[64], cmd[512];
+		snprintf(path, sizeof(path), "/proc/%d/cmdline", pids[i]);
+		FILE *f = fopen(path, "rb");
+		if (!f)
+			continue;
+		size_t len = fread(cmd, 1, sizeof(cmd) - 1, f);
+		fclose(f);
+		if (memmem(cmd, len, "TENANT-A-SLEEPER", 16))
+			return true;
+	}
+	return false;
 }
 
 static void isolation_between(const char *tenant_a, const char *tenant_b)
@@ -381,16 +564,83 @@ static void isolation_between(const char *tenant_a, const char *tenant_b)
 	airlock_execution_result r;
 	py(&a, plant, 30, &r);
 	cr_assert_eq(r.exit_code, 0, "%s", ERR(&r));
+	json_error_t jerr;
+	json_t *a_ns = json_loads(OUT(&r), 0, &jerr);
+	cr_assert_not_null(a_ns, "%s: %s", jerr.text, OUT(&r));
 	airlock_execution_result_clear(&r);
+	const char *a_pidns = json_string_value(json_object_get(a_ns, "pid"));
+	cr_assert_not_null(a_pidns);
+	char host_pidns[128];
+	ssize_t hl = readlink("/proc/self/ns/pid", host_pidns, sizeof(host_pidns) - 1);
+	cr_assert_gt(hl, 0);
+	host_pidns[hl] = 0;
+	cr_assert_str_neq(a_pidns, host_pidns, "A runs in the host's pid namespace");
+
 	/* A runs a process in its workspace while B hunts: the two sandboxes
-	 * are live at once. */
+	 * are live at once. Wait (bounded) until the host sees it running. */
+	sleeper s = { .a = &a };
+	atomic_init(&s.done, false);
 	pthread_t t;
-	cr_assert_eq(pthread_create(&t, NULL, run_sleeper, &a), 0);
-	py(&b, hunt, 120, &r);
+	cr_assert_eq(pthread_create(&t, NULL, run_sleeper, &s), 0);
+	bool up = false;
+	for (int i = 0; i < 200 && !up; i++) {
+		up = sleeper_running(a_pidns);
+		if (!up)
+			nanosleep(&(struct timespec){ .tv_nsec = 50 * 1000 * 1000 }, NULL);
+	}
+	cr_assert(up, "A's process never appeared on the host");
+	int a_pids[64];
+	size_t n_a = host_pids_in_ns(a_pidns, a_pids, 64);
+	cr_assert_geq(n_a, 2, "A's init and its process: %zu", n_a);
+
+	size_t cap = sizeof(hunt) + 4096;
+	char *code = malloc(cap);
+	cr_assert_not_null(code);
+	int n = snprintf(code, cap, "A_HOST_PIDS = [");
+	for (size_t i = 0; i < n_a; i++)
+		n += snprintf(code + n, cap - n, "%s%d", i ? ", " : "", a_pids[i]);
+	char *ns_text = json_dumps(a_ns, JSON_COMPACT);
+	cr_assert_not_null(ns_text);
+	n += snprintf(code + n, cap - n, "]\nA_NS = %s\n%s", ns_text, hunt);
+	free(ns_text);
+	cr_assert_lt((size_t)n, cap);
+	py(&b, code, 120, &r);
+	free(code);
+	bool alive = !atomic_load(&s.done);
 	cr_assert_eq(r.exit_code, 0, "%s", ERR(&r));
-	cr_assert(strstr(OUT(&r), "FOUND []"), "B reached A's workspace: %s", OUT(&r));
+	json_t *out = json_loads(OUT(&r), 0, &jerr);
+	cr_assert_not_null(out, "%s: %.400s", jerr.text, OUT(&r));
+	cr_assert(alive, "A's process ended before B's hunt did: the hunt proves less than it says");
+
+	json_t *found = json_object_get(out, "found");
+	cr_assert_eq(json_array_size(found), 0, "B reached A: %s", OUT(&r));
+	/* A's pids, by their host numbers: not visible to B. */
+	const char *key;
+	json_t *v;
+	int probed = 0;
+	json_object_foreach(json_object_get(out, "a_host_pids"), key, v) {
+		if (strcmp(json_string_value(v), "COLLISION") == 0)
+			continue;
+		probed++;
+		cr_assert_str_eq(json_string_value(v), "ESRCH", "B's kill(%s, 0), a pid of A's: %s", key,
+		                 json_string_value(v));
+	}
+	cr_assert_geq(probed, 1, "no host pid of A's was probed: %s", OUT(&r));
+	/* B's own pids are few: its init's helpers and the hunt. */
+	cr_assert_leq(json_array_size(json_object_get(out, "pids")), 4, "B sees processes: %s", OUT(&r));
+	/* No namespace is shared between the two sandboxes. */
+	cr_assert_eq(json_object_size(a_ns), 7);
+	json_object_foreach(a_ns, key, v) {
+		const char *bv = json_string_value(json_object_get(json_object_get(out, "ns"), key));
+		cr_assert_not_null(bv, "B did not report its %s namespace", key);
+		cr_assert_str_neq(bv, json_string_value(v), "A and B share the %s namespace", key);
+	}
+	json_decref(out);
+	json_decref(a_ns);
 	airlock_execution_result_clear(&r);
 	pthread_join(t, NULL);
+	cr_assert_eq(s.r.exit_code, 0, "A's process: %s", ERR(&s.r));
+	airlock_execution_result_clear(&s.r);
 	/* A's own view still has its file: the hunt was not blind. */
 	py(&a, "print(open('/workspace/secret.txt').read())", 30, &r);
 	cr_assert(strstr(OUT(&r), "TENANT-A-SECRET"), "%s", OUT(&r));
