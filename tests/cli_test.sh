@@ -8,6 +8,16 @@ TMP=$(mktemp -d)
 trap 'rm -rf "$TMP"' EXIT INT TERM
 pass=0
 fail=0
+skip=0
+
+# skipped REASON NAME...: each check that did not run is listed with the
+# reason, counted, and reported ("SKIP cli::NAME: reason") for
+# scripts/test.sh's summary; a skip is never a pass.
+skipped() {
+	reason=$1
+	shift
+	for n in "$@"; do echo "SKIP cli::$n: $reason"; skip=$((skip + 1)); done
+}
 
 # expect NAME WANT_EXIT GREP_PATTERN -- CMD...   (pattern '' matches anything)
 expect() {
@@ -58,9 +68,23 @@ expect run-relative-argv0 65 'ToolValidationError' -- "$AIRLOCK" run --mechanism
 expect run-tier0-env 78 'AWS_SECRET_ACCESS_KEY' -- "$AIRLOCK" run --mechanism fake --env AWS_SECRET_ACCESS_KEY -- true
 expect run-bad-mechanism 78 'not one of' -- "$AIRLOCK" run --mechanism podman -- true
 # The native mechanism, for real, where this host can run it (root, cgroups,
-# the default image in the store that scripts/test.sh builds).
-if "$AIRLOCK" doctor | grep -Eq '^native +available' && [ -n "${AIRLOCK_TEST_IMAGE_STORE:-}" ]; then
-	export AIRLOCK_IMAGE_STORE=$AIRLOCK_TEST_IMAGE_STORE
+# the default image in the store that scripts/test.sh builds). The store is
+# the one the native suites use (tests/native_testlib.h), so plain
+# `meson test` runs these too.
+NATIVE_CHECKS="run-native run-native-exit run-native-timeout run-native-memory run-native-files
+run-native-stdin run-native-cwd-missing run-native-no-network run-native-not-found run-native-json
+run-native-network run-native-network-logged run-native-network-refused
+run-native-network-refused-logged run-native-policy-without-network"
+STORE=${AIRLOCK_TEST_IMAGE_STORE:-/var/lib/airlock/images}
+native_why=$("$AIRLOCK" doctor | sed -n 's/^native  *unavailable: //p')
+if [ -z "$native_why" ] && ! "$AIRLOCK" doctor | grep -Eq '^native +available'; then
+	native_why="airlock doctor does not list native"
+fi
+if [ -z "$native_why" ] && ! env AIRLOCK_IMAGE_STORE="$STORE" "$AIRLOCK" image ls 2>/dev/null | grep -q ' default$'; then
+	native_why="no default image in $STORE (build it: AIRLOCK_IMAGE_STORE=$STORE airlock image build)"
+fi
+if [ -z "$native_why" ]; then
+	export AIRLOCK_IMAGE_STORE=$STORE
 	expect run-native 0 '^hello 1000 /workspace' -- "$AIRLOCK" run -- python3 -c 'import os; print("hello", os.getuid(), os.getcwd())'
 	expect run-native-exit 3 'exit 3' -- "$AIRLOCK" run -- sh -c 'exit 3'
 	expect run-native-timeout 137 'killed: TIMEOUT' -- "$AIRLOCK" run --timeout 1 -- sleep 30
@@ -85,9 +109,9 @@ if "$AIRLOCK" doctor | grep -Eq '^native +available' && [ -n "${AIRLOCK_TEST_IMA
 	expect run-native-policy-without-network 7 'without --network the sandbox has no network' -- $WORLD "$AIRLOCK" run \
 		--policy "$TMP/world.yaml" -- curl -sS --max-time 20 -p -x http://127.0.0.1:3128 http://a.example.com/
 	unset AIRLOCK_IMAGE_STORE
-	unset AIRLOCK_IMAGE_STORE
 else
-	echo "skip run-native*: the native mechanism cannot run here (see airlock doctor)"
+	# shellcheck disable=SC2086 # the list is split on purpose
+	skipped "native mechanism unavailable: $native_why" $NATIVE_CHECKS
 fi
 # Egress flags.
 printf 'egress:\n  mode: allowlist\n  destinations:\n    - host: a.example.com\n      ports: [80]\n' >"$TMP/allow.yaml"
@@ -100,7 +124,14 @@ expect proxy-needs-policy 64 '--policy FILE is required' -- "$AIRLOCK" proxy
 expect proxy-bad-listen 64 '--listen localhost:3128: expected a numeric IPv4' -- "$AIRLOCK" proxy --policy "$TMP/allow.yaml" --listen localhost:3128
 expect proxy-bad-dns 78 '--dns: .*is not ADDR' -- "$AIRLOCK" proxy --policy "$TMP/allow.yaml" --dns dns.example
 # The proxy on its own, with a real client, in the test world.
-if [ "$(id -u)" = 0 ] && command -v curl >/dev/null; then
+STANDALONE_CHECKS="proxy-standalone-allowed proxy-standalone-refused proxy-standalone-stops proxy-standalone-log"
+if [ "$(id -u)" != 0 ]; then
+	# shellcheck disable=SC2086
+	skipped "the test world needs root (network namespaces)" $STANDALONE_CHECKS
+elif ! command -v curl >/dev/null; then
+	# shellcheck disable=SC2086
+	skipped "curl is not installed (scripts/setup.sh installs it)" $STANDALONE_CHECKS
+else
 	{
 		echo "\"$AIRLOCK\" proxy --policy \"$TMP/allow.yaml\" --listen 127.0.0.1:3129 --dns 198.51.100.53 --log \"$TMP/standalone.log\" 2>\"$TMP/standalone.err\" &"
 		echo 'p=$!; i=0'
@@ -179,5 +210,5 @@ expect egress-check-bad-port 64 'port "0" is not 1\.\.65535' -- $EGC pypi.org 0
 expect egress-check-bad-resolve 64 '"1\.2\.3" is not an address' -- $EGC --resolve pypi.org=1.2.3 pypi.org 443
 expect egress-check-bad-dns 64 'is not ADDR\[:PORT\]' -- $EGC --dns dns.example pypi.org 443
 
-echo "cli: $pass passed, $fail failed"
+echo "cli: $pass passed, $fail failed, $skip skipped"
 [ "$fail" -eq 0 ]

@@ -46,8 +46,10 @@ static inline void native_test_require(char digest[AIRLOCK_IMAGE_DIGEST_SIZE])
 		             native_test_store());
 }
 
-/* A native service with cfg (NULL: defaults). */
-static inline airlock_exec *native_test_open(const airlock_exec_config *cfg)
+/* A native service with cfg (NULL: defaults); *ret_n (when not NULL) is
+ * its adapter, owned by the service, for airlock_native_live_count. */
+static inline airlock_exec *native_test_open_with(const airlock_exec_config *cfg,
+                                                  airlock_native **ret_n)
 {
 	airlock_native_config nc = { .image_store = native_test_store(), .start_budget_seconds = 30 };
 	airlock_native *n = NULL;
@@ -55,7 +57,14 @@ static inline airlock_exec *native_test_open(const airlock_exec_config *cfg)
 	cr_assert_eq(airlock_native_new(&nc, &n, &err), 0, "%s", err.message);
 	airlock_exec *e = NULL;
 	cr_assert_eq(airlock_exec_new(airlock_native_ops(), n, cfg, &e, &err), 0, "%s", err.message);
+	if (ret_n)
+		*ret_n = n;
 	return e;
+}
+
+static inline airlock_exec *native_test_open(const airlock_exec_config *cfg)
+{
+	return native_test_open_with(cfg, NULL);
 }
 
 /* A spec for the default image with a built environment (tier 2 only). */

@@ -19,6 +19,7 @@
 #include <time.h>
 
 #include "airlock/fake.h"
+#include "airlock/ids.h"
 #include "airlock/port/exec.h"
 #include "native_testlib.h"
 #include "testlib.h"
@@ -35,6 +36,9 @@ typedef struct contract_fixture {
 	void (*prepare)(void *state, const char *const *argv, const airlock_fake_behaviour *b);
 	/* Adjust the suite's spec to what the mechanism runs (its image). */
 	void (*adjust_spec)(void *state, airlock_environment_spec *spec);
+	/* How many sandboxes the adapter itself holds (not the wrapper's
+	 * records): proves a destroy reached the mechanism. */
+	size_t (*live)(void *state);
 } contract_fixture;
 
 static void fake_open(const airlock_exec_config *cfg, airlock_exec **ret, void **state)
@@ -58,7 +62,13 @@ static void fake_adjust_spec(void *state, airlock_environment_spec *spec)
 	(void)spec;
 }
 
-static const contract_fixture fake_fixture = { "fake", fake_open, fake_prepare, fake_adjust_spec };
+static size_t fake_live(void *state)
+{
+	return airlock_fake_live_count(state);
+}
+
+static const contract_fixture fake_fixture = { "fake", fake_open, fake_prepare, fake_adjust_spec,
+	                                       fake_live };
 
 /* native: real namespaces and cgroups; the commands really run. A host that
  * cannot run it skips with the reason. */
@@ -67,8 +77,9 @@ static char native_digest[AIRLOCK_IMAGE_DIGEST_SIZE];
 static void native_open(const airlock_exec_config *cfg, airlock_exec **ret, void **state)
 {
 	native_test_require(native_digest);
-	*ret = native_test_open(cfg);
-	*state = NULL;
+	airlock_native *n = NULL;
+	*ret = native_test_open_with(cfg, &n);
+	*state = n;
 }
 
 static void native_prepare(void *state, const char *const *argv, const airlock_fake_behaviour *b)
@@ -85,8 +96,13 @@ static void native_adjust_spec(void *state, airlock_environment_spec *spec)
 	spec->image_digest = strdup(native_digest);
 }
 
+static size_t native_live(void *state)
+{
+	return airlock_native_live_count(state);
+}
+
 static const contract_fixture native_fixture = { "native", native_open, native_prepare,
-	                                         native_adjust_spec };
+	                                         native_adjust_spec, native_live };
 
 /* Every adapter the suite runs against. */
 #define ADAPTERS(X) X(fake, fake_fixture) X(native, native_fixture)
@@ -434,25 +450,154 @@ CONTRACT_TEST(mismatched_tenant_raises)
 	ctx_close(&c);
 }
 
-#define CONTRACT_INSTANCE_forged_handle_tenant_raises(a, f) CONTRACT_INSTANCE(forged_handle_tenant_raises, a, f)
-CONTRACT_TEST(forged_handle_tenant_raises)
+/*
+ * A forged handle: one field of a live handle rewritten. Each field is
+ * checked on its own (a wrapper that dropped one comparison passes every
+ * other case), and each must raise SandboxEscapeSuspected AND destroy the
+ * sandbox: the genuine handle is dead afterwards and the adapter itself no
+ * longer holds the sandbox.
+ */
+typedef enum forged_field {
+	FORGE_TENANT, FORGE_RUN, FORGE_EPOCH, FORGE_CREATED_AT, FORGE_EXPIRES_AT,
+} forged_field;
+
+static const char *const forged_field_names[] = {
+	"tenant_id", "run_id", "lease_epoch", "created_at_ms", "expires_at_ms",
+};
+
+static void forged_field_raises_and_destroys(const contract_fixture *fx, forged_field field)
 {
 	ctx c;
 	ctx_open(&c, fx);
+	const char *name = forged_field_names[field];
+	cr_assert_eq(fx->live(c.state), 1);
 	char *argv[] = { "true", NULL };
 	airlock_execution_command cmd = test_command(argv);
 	airlock_execution_result r = { 0 };
 	airlock_error err = { 0 };
-	/* A handle rewritten to claim tenant-b, used by a tenant-b call. */
 	airlock_environment_handle forged = { 0 };
 	cr_assert_eq(airlock_environment_handle_copy(&forged, &c.h), 0);
-	free(forged.tenant_id);
-	forged.tenant_id = strdup("tenant-b");
-	airlock_exec_call other = c.call;
-	other.tenant_id = "tenant-b";
-	int rc = airlock_exec_execute(c.exec, &other, &forged, &cmd, &r, &err);
-	cr_assert_eq(rc, airlock_errcode(AIRLOCK_ERR_SANDBOX_ESCAPE_SUSPECTED), "%s", err.message);
+	airlock_exec_call call = c.call;
+	switch (field) {
+	case FORGE_TENANT: /* claims tenant-b, used by a tenant-b call */
+		free(forged.tenant_id);
+		forged.tenant_id = strdup("tenant-b");
+		call.tenant_id = "tenant-b";
+		break;
+	case FORGE_RUN:
+		free(forged.run_id);
+		forged.run_id = strdup("run-2");
+		break;
+	case FORGE_EPOCH:
+		forged.lease_epoch++;
+		break;
+	case FORGE_CREATED_AT:
+		forged.created_at_ms--;
+		break;
+	case FORGE_EXPIRES_AT: /* a handle that tries to live longer */
+		forged.expires_at_ms += 3600 * 1000;
+		break;
+	}
+	int rc = airlock_exec_execute(c.exec, &call, &forged, &cmd, &r, &err);
+	cr_assert_eq(rc, airlock_errcode(AIRLOCK_ERR_SANDBOX_ESCAPE_SUSPECTED),
+	             "forged %s: rc %d: %s", name, rc, err.message);
+	cr_assert_eq(r.has_exit_code, false, "forged %s: a command ran", name);
+	airlock_execution_result_clear(&r);
 	airlock_environment_handle_clear(&forged);
+	/* Destroyed: the genuine handle no longer executes, and the mechanism
+	 * holds nothing. */
+	memset(&err, 0, sizeof(err));
+	rc = airlock_exec_execute(c.exec, &c.call, &c.h, &cmd, &r, &err);
+	cr_assert_eq(rc, airlock_errcode(AIRLOCK_ERR_EXECUTION_REJECTED),
+	             "forged %s: the genuine handle still executes (rc %d: %s)", name, rc, err.message);
+	airlock_execution_result_clear(&r);
+	cr_assert_eq(fx->live(c.state), 0, "forged %s: the adapter still holds the sandbox", name);
+	ctx_close(&c);
+}
+
+#define CONTRACT_INSTANCE_forged_handle_tenant_raises(a, f) CONTRACT_INSTANCE(forged_handle_tenant_raises, a, f)
+CONTRACT_TEST(forged_handle_tenant_raises)
+{
+	forged_field_raises_and_destroys(fx, FORGE_TENANT);
+}
+
+#define CONTRACT_INSTANCE_forged_handle_run_raises(a, f) CONTRACT_INSTANCE(forged_handle_run_raises, a, f)
+CONTRACT_TEST(forged_handle_run_raises)
+{
+	forged_field_raises_and_destroys(fx, FORGE_RUN);
+}
+
+#define CONTRACT_INSTANCE_forged_handle_epoch_raises(a, f) CONTRACT_INSTANCE(forged_handle_epoch_raises, a, f)
+CONTRACT_TEST(forged_handle_epoch_raises)
+{
+	forged_field_raises_and_destroys(fx, FORGE_EPOCH);
+}
+
+#define CONTRACT_INSTANCE_forged_handle_created_at_raises(a, f) CONTRACT_INSTANCE(forged_handle_created_at_raises, a, f)
+CONTRACT_TEST(forged_handle_created_at_raises)
+{
+	forged_field_raises_and_destroys(fx, FORGE_CREATED_AT);
+}
+
+#define CONTRACT_INSTANCE_forged_handle_expires_at_raises(a, f) CONTRACT_INSTANCE(forged_handle_expires_at_raises, a, f)
+CONTRACT_TEST(forged_handle_expires_at_raises)
+{
+	forged_field_raises_and_destroys(fx, FORGE_EXPIRES_AT);
+}
+
+/* environment_id rewritten to another live sandbox's (same tenant, another
+ * run): the sandbox it names is the one destroyed, and the sandbox the
+ * handle came from is untouched. An id that names nothing is
+ * ExecutionRejected and destroys nothing. */
+#define CONTRACT_INSTANCE_forged_handle_environment_id_raises(a, f) CONTRACT_INSTANCE(forged_handle_environment_id_raises, a, f)
+CONTRACT_TEST(forged_handle_environment_id_raises)
+{
+	ctx c;
+	ctx_open(&c, fx);
+	airlock_environment_spec spec2;
+	test_spec(&spec2, "tenant-a", "run-2");
+	fx->adjust_spec(c.state, &spec2);
+	airlock_environment_handle h2 = { 0 };
+	airlock_error err = { 0 };
+	cr_assert_eq(airlock_exec_provision(c.exec, &spec2, &h2, &err), 0, "%s", err.message);
+	cr_assert_eq(fx->live(c.state), 2);
+	char *argv[] = { "true", NULL };
+	airlock_execution_command cmd = test_command(argv);
+	airlock_execution_result r = { 0 };
+
+	airlock_environment_handle forged = { 0 };
+	cr_assert_eq(airlock_environment_handle_copy(&forged, &c.h), 0);
+	/* A valid id that names no sandbox: rejected, nothing destroyed. */
+	char *last = &forged.environment_id[strlen(forged.environment_id) - 1];
+	*last = *last == '0' ? '1' : '0';
+	cr_assert(airlock_environment_id_valid(forged.environment_id));
+	int rc = airlock_exec_execute(c.exec, &c.call, &forged, &cmd, &r, &err);
+	cr_assert_eq(rc, airlock_errcode(AIRLOCK_ERR_EXECUTION_REJECTED), "rc %d: %s", rc, err.message);
+	airlock_execution_result_clear(&r);
+	cr_assert_eq(fx->live(c.state), 2, "an id naming nothing destroyed something");
+
+	/* The second sandbox's id on the first's handle. */
+	snprintf(forged.environment_id, sizeof(forged.environment_id), "%s", h2.environment_id);
+	memset(&err, 0, sizeof(err));
+	rc = airlock_exec_execute(c.exec, &c.call, &forged, &cmd, &r, &err);
+	cr_assert_eq(rc, airlock_errcode(AIRLOCK_ERR_SANDBOX_ESCAPE_SUSPECTED), "rc %d: %s", rc,
+	             err.message);
+	cr_assert_eq(r.has_exit_code, false, "a command ran");
+	airlock_execution_result_clear(&r);
+	airlock_environment_handle_clear(&forged);
+	cr_assert_eq(fx->live(c.state), 1, "the sandbox the forged id named is still held");
+	memset(&err, 0, sizeof(err));
+	rc = airlock_exec_execute(c.exec, &c.call, &h2, &cmd, &r, &err);
+	cr_assert_eq(rc, airlock_errcode(AIRLOCK_ERR_EXECUTION_REJECTED),
+	             "the named sandbox's genuine handle still executes (rc %d: %s)", rc, err.message);
+	airlock_execution_result_clear(&r);
+	/* The first sandbox is untouched: its genuine handle still runs. */
+	fx->prepare(c.state, (const char *const *)argv, &(airlock_fake_behaviour){ 0 });
+	run(&c, &cmd, &r);
+	cr_assert_eq(r.exit_code, 0);
+	airlock_execution_result_clear(&r);
+	airlock_environment_handle_clear(&h2);
+	airlock_environment_spec_clear(&spec2);
 	ctx_close(&c);
 }
 
