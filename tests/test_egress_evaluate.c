@@ -42,6 +42,7 @@ typedef struct {
 #define CGN AIRLOCK_ADDR_CGNAT
 #define MC AIRLOCK_ADDR_MULTICAST
 #define BC AIRLOCK_ADDR_BROADCAST
+#define RES AIRLOCK_ADDR_RESERVED
 
 static const class_row v4_rows[] = {
 	{ "0.0.0.0", THIS },           { "0.0.0.1", THIS },
@@ -58,8 +59,29 @@ static const class_row v4_rows[] = {
 	{ "169.254.255.255", LL },     { "169.255.0.0", PUB },
 	{ "172.15.255.255", PUB },     { "172.16.0.0", PRIV },
 	{ "172.31.255.255", PRIV },    { "172.32.0.0", PUB },
+	/* the IANA special-purpose registry's not-globally-reachable blocks */
+	{ "191.255.255.255", PUB },    { "192.0.0.0", RES },
+	{ "192.0.0.9", RES },          { "192.0.0.255", RES },
+	{ "192.0.1.0", PUB },          { "192.0.1.255", PUB },
+	{ "192.0.2.0", RES },          { "192.0.2.255", RES },
+	{ "192.0.3.0", PUB },          { "192.88.98.255", PUB },
+	{ "192.88.99.0", RES },        { "192.88.99.255", RES },
+	{ "192.88.100.0", PUB },
 	{ "192.167.255.255", PUB },    { "192.168.0.0", PRIV },
 	{ "192.168.255.255", PRIV },   { "192.169.0.0", PUB },
+	{ "198.17.255.255", PUB },     { "198.18.0.0", RES },
+	{ "198.19.255.255", RES },     { "198.20.0.0", PUB },
+	{ "198.51.99.255", PUB },      { "198.51.101.0", PUB },
+	{ "203.0.112.255", PUB },      { "203.0.113.0", RES },
+	{ "203.0.113.255", RES },      { "203.0.114.0", PUB },
+	/* the named metadata and host-service addresses, and their neighbours */
+	{ "168.63.129.15", PUB },      { "168.63.129.16", MD },
+	{ "168.63.129.17", PUB },      { "100.100.100.199", CGN },
+	{ "100.100.100.200", MD },     { "100.100.100.201", CGN },
+	{ "192.0.0.191", RES },        { "192.0.0.192", MD },
+	{ "192.0.0.193", RES },        { "169.254.170.2", MD },
+	{ "169.254.170.23", MD },      { "169.254.0.23", MD },
+	{ "169.254.170.3", LL },
 	{ "223.255.255.255", PUB },    { "224.0.0.0", MC },
 	{ "239.255.255.255", MC },     { "240.0.0.0", BC },
 	{ "255.255.255.254", BC },     { "255.255.255.255", BC },
@@ -74,19 +96,38 @@ static const class_row v6_rows[] = {
 	{ "::2", THIS },
 	{ "::0.0.1.0", THIS },
 	{ "::ffff:ffff", BC },
-	/* just outside ::/96 and ::ffff:0:0/96 */
-	{ "::1:0:0", PUB },
-	{ "::fffe:ffff:ffff", PUB },
-	{ "::1:0:0:0", PUB },
+	/* just outside ::/96 and ::ffff:0:0/96: reserved space, not global */
+	{ "::1:0:0", RES },
+	{ "::fffe:ffff:ffff", RES },
+	{ "::1:0:0:0", RES },
 	{ "::ffff:0:0", THIS },
 	{ "::ffff:ffff:ffff", BC },
-	{ "fbff:ffff:ffff:ffff:ffff:ffff:ffff:ffff", PUB },
+	/* IPv4-translated ::ffff:0:0:0/96 (RFC 2765) is unwrapped */
+	{ "::fffe:ffff:ffff:ffff", RES },
+	{ "::ffff:0:0:0", THIS },
+	{ "::ffff:0:a9fe:a9fe", MD },
+	{ "::ffff:0:808:808", PUB },
+	{ "::ffff:0:ffff:ffff", BC },
+	{ "::ffff:1:0:0", RES },
+	/* outside 2000::/3: reserved, discard-only, SRv6 */
+	{ "100::", RES },
+	{ "100::ffff:ffff:ffff:ffff", RES },
+	{ "5f00::1", RES },
+	{ "1fff:ffff:ffff:ffff:ffff:ffff:ffff:ffff", RES },
+	{ "2000::", PUB },
+	{ "3fff:f000::", PUB },
+	{ "3ffe:ffff:ffff:ffff:ffff:ffff:ffff:ffff", PUB },
+	{ "4000::", RES },
+	{ "fbff:ffff:ffff:ffff:ffff:ffff:ffff:ffff", RES },
 	{ "fc00::", PRIV },
 	{ "fdff:ffff:ffff:ffff:ffff:ffff:ffff:ffff", PRIV },
 	{ "fd00:ec2::254", MD },
 	{ "fd00:ec2::253", PRIV },
-	{ "fe00::", PUB },
-	{ "fe7f:ffff:ffff:ffff:ffff:ffff:ffff:ffff", PUB },
+	{ "fd00:ec2::23", MD },
+	{ "fd20:ce::254", MD },
+	{ "fd20:ce::253", PRIV },
+	{ "fe00::", RES },
+	{ "fe7f:ffff:ffff:ffff:ffff:ffff:ffff:ffff", RES },
 	{ "fe80::", LL },
 	{ "fe80::1", LL },
 	{ "febf:ffff:ffff:ffff:ffff:ffff:ffff:ffff", LL },
@@ -96,16 +137,16 @@ static const class_row v6_rows[] = {
 	{ "ff02::1", MC },
 	{ "ffff:ffff:ffff:ffff:ffff:ffff:ffff:ffff", MC },
 	/* NAT64 well-known prefix, its edges */
-	{ "64:ff9a:ffff:ffff:ffff:ffff:ffff:ffff", PUB },
+	{ "64:ff9a:ffff:ffff:ffff:ffff:ffff:ffff", RES },
 	{ "64:ff9b::", THIS },
 	{ "64:ff9b::ffff:ffff", BC },
-	{ "64:ff9b::1:0:0", PUB },
+	{ "64:ff9b::1:0:0", RES },
 	/* NAT64 local-use 64:ff9b:1::/48: refused whole */
-	{ "64:ff9b:0:ffff:ffff:ffff:ffff:ffff", PUB },
+	{ "64:ff9b:0:ffff:ffff:ffff:ffff:ffff", RES },
 	{ "64:ff9b:1::", PRIV },
 	{ "64:ff9b:1::808:808", PRIV },
 	{ "64:ff9b:1:ffff:ffff:ffff:ffff:ffff", PRIV },
-	{ "64:ff9b:2::", PUB },
+	{ "64:ff9b:2::", RES },
 	/* 6to4 edges */
 	{ "2001:ffff:ffff:ffff:ffff:ffff:ffff:ffff", PUB },
 	{ "2002::", THIS },
@@ -117,10 +158,23 @@ static const class_row v6_rows[] = {
 	{ "2001::", BC },                           /* client ~0 = 255.255.255.255 */
 	{ "2001:0:4136:e378:8000:63bf:f7f7:f7f7", PRIV }, /* client 8.8.8.8 */
 	{ "2001:0:ffff:ffff:ffff:ffff:ffff:ffff", THIS },  /* client 0.0.0.0 */
-	{ "2001:1::", PUB },
-	/* public and documentation IPv6 are dialable */
-	{ "2001:db8::1", PUB },
+	/* the rest of 2001::/23, IETF protocol assignments */
+	{ "2001:1::", RES },
+	{ "2001:2::", RES },
+	{ "2001:1ff:ffff:ffff:ffff:ffff:ffff:ffff", RES },
+	{ "2001:200::", PUB },
+	/* documentation: 2001:db8::/32 and 3fff::/20 */
+	{ "2001:db7:ffff:ffff:ffff:ffff:ffff:ffff", PUB },
+	{ "2001:db8::", RES },
+	{ "2001:db8:ffff:ffff:ffff:ffff:ffff:ffff", RES },
+	{ "2001:db9::", PUB },
+	{ "3ffe:ffff:ffff:ffff:ffff:ffff:ffff:ffff", PUB },
+	{ "3fff::", RES },
+	{ "3fff:fff:ffff:ffff:ffff:ffff:ffff:ffff", RES },
+	{ "3fff:1000::", PUB },
+	/* public IPv6 is dialable */
 	{ "2606:4700::1111", PUB },
+	{ "2a00:1450:4001::1", PUB },
 };
 
 /* The metadata address in every spelling the classifier must see through. */
@@ -133,10 +187,21 @@ static const char *const metadata_forms[] = {
 	"64:ff9b:1::a9fe:a9fe",        /* local-use, /96 layout */
 	"64:ff9b:1:a9fe:a9:fe00::",    /* local-use, /48 layout (u octet skipped) */
 	"64:ff9b:1:0:a9:fea9:fe00:0",  /* local-use, /64 layout */
+	"::ffff:0:169.254.169.254",    /* IPv4-translated (RFC 2765) */
+	"::ffff:0:a9fe:a9fe",
 	"2002:a9fe:a9fe::",
 	"2002:a9fe:a9fe:1:2:3:4:5",
 	"2001:0:4136:e378:8000:63bf:5601:5601", /* Teredo client, obfuscated */
 	"fd00:ec2::254",
+	"168.63.129.16",
+	"::ffff:168.63.129.16",
+	"::ffff:0:a83f:8110",
+	"64:ff9b::168.63.129.16",
+	"2002:a83f:8110::",
+	"192.0.0.192",
+	"::ffff:192.0.0.192",
+	"100.100.100.200",
+	"::ffff:100.100.100.200",
 };
 
 static airlock_addr addr_of(const char *s)
@@ -186,6 +251,7 @@ static airlock_addr embed(const airlock_addr *v4, const uint8_t *prefix, size_t 
 Test(addr, every_v4_row_in_every_embedding)
 {
 	static const uint8_t mapped[12] = { 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff };
+	static const uint8_t translated[12] = { 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, 0, 0 };
 	static const uint8_t compat[12] = { 0 };
 	static const uint8_t nat64[12] = { 0, 0x64, 0xff, 0x9b };
 	static const uint8_t six2four[2] = { 0x20, 0x02 };
@@ -197,6 +263,10 @@ Test(addr, every_v4_row_in_every_embedding)
 
 		airlock_addr a = embed(&v4, mapped, sizeof(mapped), 12);
 		snprintf(form, sizeof(form), "::ffff:%s", v4_rows[i].addr);
+		check_row(form, &a, want);
+
+		a = embed(&v4, translated, sizeof(translated), 12);
+		snprintf(form, sizeof(form), "::ffff:0:%s", v4_rows[i].addr);
 		check_row(form, &a, want);
 
 		/* ::0.0.0.0 and ::0.0.0.1 are :: and ::1, their own classes */
@@ -285,7 +355,7 @@ Test(addr, class_names)
 {
 	static const char *const want[] = { "INVALID", "PUBLIC", "METADATA", "THIS_NETWORK",
 		                            "PRIVATE", "LOOPBACK", "LINK_LOCAL", "CGNAT",
-		                            "MULTICAST", "BROADCAST" };
+		                            "MULTICAST", "BROADCAST", "RESERVED" };
 	cr_assert_eq(NELEM(want), AIRLOCK_ADDR__MAX);
 	for (int c = 0; c < AIRLOCK_ADDR__MAX; c++)
 		cr_expect_str_eq(airlock_addr_class_name((airlock_addr_class)c), want[c]);
@@ -302,7 +372,7 @@ typedef struct {
 } dns_row;
 
 static const dns_row dns[] = {
-	{ "api.example.com", { "198.51.100.10", "2001:db8::10" } },
+	{ "api.example.com", { "198.51.100.10", "2606:4700::10" } },
 	{ "other.example.net", { "198.51.100.11" } },
 	{ "private.example.com", { "10.1.2.3" } },
 	{ "mixed.example.com", { "198.51.100.12", "192.168.1.1" } },
@@ -765,7 +835,7 @@ Test(json, allow)
 	cr_assert(json_is_array(a));
 	cr_assert_eq(json_array_size(a), 2);
 	cr_expect_str_eq(json_string_value(json_array_get(a, 0)), "198.51.100.10");
-	cr_expect_str_eq(json_string_value(json_array_get(a, 1)), "2001:db8::10");
+	cr_expect_str_eq(json_string_value(json_array_get(a, 1)), "2606:4700::10");
 	cr_expect_str_eq(json_string_value(json_object_get(o, "dial")), "198.51.100.10");
 	json_decref(o);
 }
@@ -891,7 +961,7 @@ typedef struct {
 } zone_row;
 
 static const zone_row zone[] = {
-	{ "api.example.com", { "198.51.100.10" }, { "2001:db8::10" } },
+	{ "api.example.com", { "198.51.100.10" }, { "2606:4700::10" } },
 	{ "mixed.example.com", { "198.51.100.12", "192.168.1.1" } },
 	{ "v6only.example.com", { NULL }, { "::ffff:169.254.169.254" } },
 	{ "many.example.com",
@@ -1037,7 +1107,7 @@ Test(resolver, against_a_local_server, .timeout = 60)
 	airlock_addr_format(&out[0], buf);
 	cr_expect_str_eq(buf, "198.51.100.10");
 	airlock_addr_format(&out[1], buf);
-	cr_expect_str_eq(buf, "2001:db8::10");
+	cr_expect_str_eq(buf, "2606:4700::10");
 	cr_expect_eq(atomic_load(&s.queries_a), 1);
 	cr_expect_eq(atomic_load(&s.queries_aaaa), 1);
 

@@ -86,13 +86,18 @@ bool airlock_ip_literal(const char *s, size_t len);
 
 /* ---- the address denylist --------------------------------------------------
  * Not configurable; applied in both modes. The specification's table plus
- * the unspecified addresses, multicast, broadcast, and IPv4 embedded in IPv6
- * by any standard form (IPv4-mapped ::ffff:0:0/96, NAT64 64:ff9b::/96, 6to4
- * 2002::/16, IPv4-compatible ::/96), each unwrapped and checked as IPv4. */
+ * every block of the IANA IPv4 and IPv6 Special-Purpose Address Registries
+ * that is not globally reachable (but 198.51.100.0/24, the test network:
+ * src/egress/addr.c says why), the unspecified addresses, multicast,
+ * broadcast, all IPv6 outside 2000::/3, and IPv4 embedded in IPv6 by any
+ * standard form (IPv4-mapped ::ffff:0:0/96, IPv4-translated ::ffff:0:0:0/96,
+ * NAT64 64:ff9b::/96, 6to4 2002::/16, IPv4-compatible ::/96), each
+ * unwrapped and checked as IPv4. The cloud metadata and host-service
+ * addresses are named (METADATA). */
 typedef enum airlock_addr_class {
 	AIRLOCK_ADDR_INVALID = 0,
 	AIRLOCK_ADDR_PUBLIC,          /* allowed to dial */
-	AIRLOCK_ADDR_METADATA,        /* 169.254.169.254: named on its own */
+	AIRLOCK_ADDR_METADATA,        /* 169.254.169.254, 168.63.129.16, fd00:ec2::254, ... */
 	AIRLOCK_ADDR_THIS_NETWORK,    /* 0.0.0.0/8, :: */
 	AIRLOCK_ADDR_PRIVATE,         /* 10/8, 172.16/12, 192.168/16, fc00::/7 */
 	AIRLOCK_ADDR_LOOPBACK,        /* 127/8, ::1 */
@@ -100,6 +105,10 @@ typedef enum airlock_addr_class {
 	AIRLOCK_ADDR_CGNAT,           /* 100.64/10 */
 	AIRLOCK_ADDR_MULTICAST,       /* 224/4, ff00::/8 */
 	AIRLOCK_ADDR_BROADCAST,       /* 255.255.255.255 (and 240/4 reserved) */
+	/* the rest of the special-purpose registries: 192.0.0.0/24, 192.0.2.0/24,
+	 * 192.88.99.0/24, 198.18.0.0/15, 203.0.113.0/24; IPv6 outside 2000::/3,
+	 * 2001::/23 (but Teredo), 2001:db8::/32, 3fff::/20 */
+	AIRLOCK_ADDR_RESERVED,
 	AIRLOCK_ADDR__MAX
 } airlock_addr_class;
 const char *airlock_addr_class_name(airlock_addr_class c);
@@ -130,7 +139,7 @@ typedef enum airlock_egress_reason {
 	AIRLOCK_EGRESS_BAD_HOSTNAME,
 	AIRLOCK_EGRESS_DNS_FAILURE,
 	AIRLOCK_EGRESS_DENIED_ADDRESS,  /* a resolved address is on the denylist */
-	AIRLOCK_EGRESS_METADATA_ADDRESS, /* ... and it is 169.254.169.254 */
+	AIRLOCK_EGRESS_METADATA_ADDRESS, /* ... and it is a cloud metadata or host-service address */
 	/* The public-HTTPS transports' own refusals (the step that refused is
 	 * the decision's detail), so each stays separately auditable. */
 	AIRLOCK_EGRESS_BROWSER_RESOURCE_REFUSED,
