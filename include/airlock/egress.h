@@ -46,7 +46,10 @@ extern "C" {
  *     1..65535 (duplicates refused);
  *   - `host` has no scheme, no port, no path, no userinfo, and is not an IP
  *     address in any spelling (dotted, bracketed, IPv6, decimal, octal, hex,
- *     short forms like 127.1); it normalizes as above;
+ *     short forms like 127.1); it normalizes as above; a wildcard is not
+ *     over a public suffix (the Public Suffix List, private section and the
+ *     implicit "*" rule included: "*.com", "*.co.uk", "*.github.io" are
+ *     refused; src/egress/policy.c says which list);
  *   - mode deny with destinations, or allowlist with none, is refused (a
  *     policy that says two things);
  *   - unknown keys, anchors, aliases and tags are refused.

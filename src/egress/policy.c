@@ -19,6 +19,8 @@
 
 #include <arpa/inet.h>
 #include <errno.h>
+#include <libpsl.h>
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -120,13 +122,63 @@ bool airlock_ip_literal(const char *s, size_t len)
 /* ---- host names ----------------------------------------------------------- */
 
 /*
+ * The Public Suffix List (libpsl, Debian's libpsl5 and publicsuffix). A
+ * wildcard is "every host under this name", which is only one operator's
+ * hosts when the name is a registrable domain: over a public suffix it is
+ * every registrant's. Counting labels cannot tell "*.example.com" from
+ * "*.co.uk"; the list can.
+ *
+ * Which entries count: all of them, the private section included. A private
+ * entry such as github.io, blogspot.com or s3.amazonaws.com is a suffix
+ * under which unrelated tenants get names, so "*.github.io" is every GitHub
+ * Pages site: exactly the wildcard the rule exists to refuse. The implicit
+ * "*" rule is kept too, so an unlisted top-level label ("*.internal",
+ * "*.zz") is a public suffix as well, as single labels always were here.
+ *
+ * Which list: psl_latest(NULL), the newer of the list built into libpsl and
+ * the one the publicsuffix package installs (/usr/share/publicsuffix/
+ * public_suffix_list.dafsa). The packaged file is updated with the
+ * distribution, independently of the library, and new private suffixes are
+ * added to the list all the time: a stale list is the failure that matters
+ * (a new shared suffix would pass), so the newest one available wins. It is
+ * loaded once per process, on first use, and never changes after (a
+ * policy's validity does not change under a running process); without any
+ * list, every wildcard is refused rather than judged by label counting.
+ *
+ * An exact host that is itself a public suffix ("github.io", "co.uk") is
+ * allowed: an exact name matches only itself, so it grants one host and no
+ * registrant's names under it, and several are real hosts (github.io serves
+ * a redirect).
+ */
+static const psl_ctx_t *psl_list;
+static pthread_once_t psl_once = PTHREAD_ONCE_INIT;
+
+static void psl_load(void)
+{
+	/* Never freed: the list lives as long as the process, read-only and
+	 * shared by every thread once loaded. */
+	const psl_ctx_t *l = psl_latest(NULL);
+	psl_list = l ? l : psl_builtin();
+}
+
+/* 1 when name (normalized, no wildcard) is a public suffix, 0 when not, -1
+ * when there is no list to ask. */
+static int public_suffix(const char *name)
+{
+	pthread_once(&psl_once, psl_load);
+	if (!psl_list)
+		return -1;
+	return psl_is_public_suffix2(psl_list, name, PSL_TYPE_ANY) ? 1 : 0;
+}
+
+/*
  * Check and normalize one host name (the header's rules). Returns NULL and
  * fills out, or the rule broken, in words, for the parser's message; out is
  * then untouched.
  *
- * A wildcard over a single label ("*.com", "*.internal") is refused: it
- * would match every host under a top-level domain, which is an open mode
- * with extra steps. A wildcard needs at least two labels after the star.
+ * A wildcard over a public suffix ("*.com", "*.co.uk", "*.github.io") is
+ * refused: it would match every registrant's hosts under that suffix, which
+ * is an open mode with extra steps (see public_suffix above).
  */
 static const char *host_problem(const char *in, size_t len, bool allow_wildcard,
                                 char out[AIRLOCK_HOSTNAME_MAX + 1])
@@ -161,7 +213,7 @@ static const char *host_problem(const char *in, size_t len, bool allow_wildcard,
 	if (airlock_ip_literal(in + i, len - i) || ends_in_number(in + i, len - i))
 		return "an IP address is not a destination; name the host (a name whose last label is a number is read as an IPv4 address)";
 
-	size_t labels = 0, label_len = 0;
+	size_t label_len = 0;
 	for (; i < len; i++) {
 		char c = in[i];
 		if (c == '.') {
@@ -169,7 +221,6 @@ static const char *host_problem(const char *in, size_t len, bool allow_wildcard,
 				return "a host name has no empty labels (two dots in a row, or a leading dot)";
 			if (in[i - 1] == '-')
 				return "a label must not start or end with '-'";
-			labels++;
 			label_len = 0;
 			buf[i] = c;
 			continue;
@@ -190,10 +241,14 @@ static const char *host_problem(const char *in, size_t len, bool allow_wildcard,
 		return "a host name has no empty labels (two dots in a row, or a leading dot)";
 	if (in[len - 1] == '-')
 		return "a label must not start or end with '-'";
-	labels++;
-	if (in[0] == '*' && labels < 2)
-		return "a wildcard over a single label would match every host under a top-level domain; write at least two labels after \"*.\"";
 	buf[len] = 0;
+	if (buf[0] == '*') {
+		int ps = public_suffix(buf + 2);
+		if (ps < 0)
+			return "a wildcard cannot be checked: no Public Suffix List could be loaded (install the publicsuffix package); name the hosts exactly";
+		if (ps > 0)
+			return "a wildcard over a public suffix (a name on the Public Suffix List: a top-level domain such as com, or a shared suffix such as co.uk or github.io) would match every registrant's hosts under it; write a registrable domain after \"*.\" (\"*.example.co.uk\")";
+	}
 	memcpy(out, buf, len + 1);
 	return NULL;
 }
