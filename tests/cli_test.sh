@@ -176,6 +176,8 @@ expect egress-check-mode-deny 1 '"reason":"MODE_DENY"' -- "$AIRLOCK" egress chec
 expect egress-check-bad-policy 2 'egress-allow\.yaml:2: mode: there is no allow mode' -- "$AIRLOCK" egress check --policy "$TMP/egress-allow.yaml" pypi.org 443
 expect egress-check-no-policy 64 'usage: airlock egress check' -- "$AIRLOCK" egress check pypi.org 443
 expect egress-check-bad-port 64 'port "0" is not 1\.\.65535' -- $EGC pypi.org 0
+expect egress-check-port-leading-zero 64 'port "0443" is not 1\.\.65535' -- $EGC pypi.org 0443
+expect egress-check-port-sign 64 'port "\+443" is not 1\.\.65535' -- $EGC pypi.org +443
 expect egress-check-bad-resolve 64 '"1\.2\.3" is not an address' -- $EGC --resolve pypi.org=1.2.3 pypi.org 443
 expect egress-check-bad-dns 64 'is not ADDR\[:PORT\]' -- $EGC --dns dns.example pypi.org 443
 

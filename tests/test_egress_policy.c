@@ -635,3 +635,57 @@ Test(egress_policy, load_names_the_path)
 	cr_expect_eq(airlock_egress_policy_load("/tmp", &p, &err), airlock_errcode(AIRLOCK_ERR_CONFIG));
 	cr_expect(strstr(err.message, "not a regular file"), "%s", err.message);
 }
+
+/* ---- one port rule for every door ------------------------------------------------- */
+
+static bool connect_port(const char *text, uint16_t *ret)
+{
+	char req[128];
+	int n = snprintf(req, sizeof(req), "CONNECT pypi.org:%s HTTP/1.1\r\n\r\n", text);
+	cr_assert(n > 0 && (size_t)n < sizeof(req));
+	airlock_connect_request r;
+	if (airlock_connect_parse(req, (size_t)n, &r) != AIRLOCK_CONNECT_OK)
+		return false;
+	*ret = r.port;
+	return true;
+}
+
+static void expect_same_port_rule(const char *text)
+{
+	uint16_t a = 0, b = 0;
+	bool pa = airlock_port_parse(text, strlen(text), &a);
+	bool pc = connect_port(text, &b);
+	cr_expect_eq(pa, pc, "\"%s\": airlock_port_parse %s, the CONNECT parser %s", text,
+	             pa ? "accepts" : "refuses", pc ? "accepts" : "refuses");
+	if (pa && pc)
+		cr_expect_eq(a, b, "\"%s\": %u vs %u", text, a, b);
+}
+
+/* `airlock egress check` and the policy read ports with airlock_port_parse;
+ * the proxy with the CONNECT parser. Both over the same inputs: every number
+ * 0..99999 written plainly and zero-padded, and the spellings that differ
+ * between lenient parsers (sign, space, hex, exponent). */
+Test(egress_policy, port_rule_is_the_connect_parsers)
+{
+	static const char *const odd[] = {
+		"0443", "+443", "-443", " 443", "443 ", "4a3", "0x1bb", "1e3", "443.0", "00",
+		"065535", "065536", "1_000", "",
+	};
+	for (size_t i = 0; i < sizeof(odd) / sizeof(odd[0]); i++) {
+		expect_same_port_rule(odd[i]);
+		uint16_t p;
+		cr_expect(!airlock_port_parse(odd[i], strlen(odd[i]), &p), "\"%s\" accepted", odd[i]);
+	}
+	char text[16];
+	for (unsigned v = 0; v < 100000; v++) {
+		snprintf(text, sizeof(text), "%u", v);
+		expect_same_port_rule(text);
+		snprintf(text, sizeof(text), "0%u", v);
+		expect_same_port_rule(text);
+	}
+	uint16_t p = 0;
+	cr_expect(airlock_port_parse("443", 3, &p) && p == 443);
+	cr_expect(airlock_port_parse("65535", 5, &p) && p == 65535);
+	cr_expect(!airlock_port_parse("65536", 5, &p));
+	cr_expect(!airlock_port_parse("0", 1, &p));
+}

@@ -64,6 +64,47 @@ int airlock_egress_policy_parse(const char *name, const char *buf, size_t len,
                                 airlock_egress_policy *ret, airlock_error *err);
 int airlock_egress_policy_load(const char *path, airlock_egress_policy *ret, airlock_error *err);
 
+/* ---- one set of rules for every door ----------------------------------------
+ * The grammar's rules over a policy already read, whichever door it came
+ * through: the YAML parser runs them as it reads (so its message has the
+ * line), the JSON decoder (airlock_egress_policy_from_json, and a spec's
+ * egress) and the printer run them on the whole policy. The rules: mode is
+ * deny or allowlist; deny lists nothing, allowlist lists 1 to
+ * AIRLOCK_EGRESS_DESTINATIONS_MAX destinations; every host passes the host
+ * rules above and is stored normalized; no host twice; every destination
+ * has at least one port, each 1..65535, none twice. */
+typedef enum airlock_egress_rule {
+	AIRLOCK_EGRESS_RULE_MODE = 1,        /* mode is neither deny nor allowlist */
+	AIRLOCK_EGRESS_RULE_DENY_LISTS,      /* mode deny with destinations */
+	AIRLOCK_EGRESS_RULE_ALLOWLIST_EMPTY, /* mode allowlist with none */
+	AIRLOCK_EGRESS_RULE_TOO_MANY,        /* more than AIRLOCK_EGRESS_DESTINATIONS_MAX */
+	AIRLOCK_EGRESS_RULE_HOST,            /* destinations[dest].host breaks a host rule */
+	AIRLOCK_EGRESS_RULE_HOST_TWICE,      /* ... is destinations[first]'s host again */
+	AIRLOCK_EGRESS_RULE_PORTS_EMPTY,     /* destinations[dest] lists no port */
+	AIRLOCK_EGRESS_RULE_PORT,            /* destinations[dest].ports[port] is 0 */
+	AIRLOCK_EGRESS_RULE_PORT_TWICE,      /* ... is ports[first] again */
+} airlock_egress_rule;
+
+typedef struct airlock_egress_violation {
+	airlock_egress_rule rule;
+	size_t dest, port, first;
+	const char *why; /* the rule, in words (static) */
+} airlock_egress_violation;
+
+/* True and *ret filled when p breaks a rule (the first one, in order). */
+bool airlock_egress_policy_rules(const airlock_egress_policy *p, airlock_egress_violation *ret);
+/* The same, as an error: 0, or AIRLOCK_ERR_DECODE "WHAT.destinations[1].host:
+ * \"A.Example.COM\": not in normalized form ..." (what defaults to
+ * "EgressPolicy"). */
+int airlock_egress_policy_check(const airlock_egress_policy *p, const char *what,
+                                airlock_error *err);
+
+/* A port as text, the one rule for every door that reads one (the policy's
+ * YAML, `airlock egress check`, and the CONNECT parser's rule, which
+ * tests/test_egress_policy.c holds equal to it): 1-5 decimal digits, no
+ * sign, no leading zero, 1..65535. */
+bool airlock_port_parse(const char *s, size_t len, uint16_t *ret);
+
 /* Print the normalized policy as YAML that parses back to the same policy. */
 int airlock_egress_policy_format(const airlock_egress_policy *p, char **ret, airlock_error *err);
 

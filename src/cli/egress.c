@@ -189,15 +189,6 @@ static bool check_add_answer(check_resolver *c, const char *spec)
 	return true;
 }
 
-static bool check_parse_port(const char *s, uint16_t *ret)
-{
-	int64_t v;
-	if (!util_parse_i64(s, &v) || v < 1 || v > 65535)
-		return false;
-	*ret = (uint16_t)v;
-	return true;
-}
-
 /* The value of "--name VALUE" or "--name=VALUE" at argv[*i]; NULL when
  * argv[*i] is not that option. *missing when the value is absent. */
 static const char *check_option(int argc, char **argv, int *i, const char *name, bool *missing)
@@ -274,8 +265,14 @@ static int egress_check(int argc, char **argv)
 		check_usage(stderr);
 		goto out;
 	}
-	if (!check_parse_port(pos[1], &port)) {
-		fprintf(stderr, "airlock egress check: port \"%s\" is not 1..65535\n", pos[1]);
+	/* The proxy's rule for a port (airlock_port_parse, the CONNECT
+	 * parser's): "0443" or "+443" is a 400 there, so it is refused here
+	 * rather than answered as if it were 443. */
+	if (!airlock_port_parse(pos[1], strlen(pos[1]), &port)) {
+		char shown[32];
+		fprintf(stderr,
+		        "airlock egress check: port \"%s\" is not 1..65535 (decimal digits, no sign, no leading zero)\n",
+		        util_escape(shown, sizeof(shown), pos[1], strlen(pos[1])));
 		goto out;
 	}
 
