@@ -19,10 +19,14 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <fcntl.h>
+#include <sched.h>
+#include <sys/mman.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
 #include "airlock/egress.h"
+#include "airlock/proxy.h"
 
 #define NELEM(a) (sizeof(a) / sizeof((a)[0]))
 
@@ -383,6 +387,13 @@ static const dns_row dns[] = {
 	{ "files.pythonhosted.org", { "198.51.100.20" } },
 	{ "servfail.example.com", { NULL }, -EIO },
 	{ "empty.example.com", { NULL } },
+	/* the host's own addresses, in the namespace own_world() makes */
+	{ "self.example.com", { "198.51.100.77" } },
+	{ "self-mixed.example.com", { "198.51.100.78", "198.51.100.77" } },
+	{ "self-anyip.example.com", { "198.51.100.200" } },
+	{ "self6.example.com", { "2606:4700::77" } },
+	{ "self-mapped.example.com", { "::ffff:198.51.100.77" } },
+	{ "notself.example.com", { "198.51.100.78", "2606:4700::78" } },
 };
 
 typedef struct {
@@ -640,7 +651,8 @@ Test(evaluate, reason_names)
 	static const char *const want[] = { "INVALID", "ALLOWED", "MODE_DENY", "NOT_ALLOWLISTED",
 		                            "PORT_NOT_ALLOWED", "IP_LITERAL", "BAD_HOSTNAME",
 		                            "DNS_FAILURE", "DENIED_ADDRESS", "METADATA_ADDRESS",
-		                            "BROWSER_RESOURCE_REFUSED", "UNSUBSCRIBE_REFUSED" };
+		                            "BROWSER_RESOURCE_REFUSED", "UNSUBSCRIBE_REFUSED",
+		                            "OWN_ADDRESS" };
 	cr_assert_eq(NELEM(want), AIRLOCK_EGRESS_REASON__MAX);
 	for (int r = 0; r < AIRLOCK_EGRESS_REASON__MAX; r++)
 		cr_expect_str_eq(airlock_egress_reason_name((airlock_egress_reason)r), want[r]);
@@ -964,6 +976,7 @@ static const zone_row zone[] = {
 	{ "api.example.com", { "198.51.100.10" }, { "2606:4700::10" } },
 	{ "mixed.example.com", { "198.51.100.12", "192.168.1.1" } },
 	{ "v6only.example.com", { NULL }, { "::ffff:169.254.169.254" } },
+	{ "self.example.com", { "198.51.100.77" } },
 	{ "many.example.com",
 	  { "198.51.100.1", "198.51.100.2", "198.51.100.3", "198.51.100.4", "198.51.100.5",
 	    "198.51.100.6", "198.51.100.7", "198.51.100.8", "198.51.100.9", "198.51.100.10",
@@ -1155,4 +1168,199 @@ Test(resolver, against_a_local_server, .timeout = 60)
 	}
 	airlock_egress_resolver_free(r);
 	dns_stop(&s);
+}
+
+/* ---- the host's own addresses -------------------------------------------------
+ *
+ * A name on the allowlist that points at the proxy's own host reaches every
+ * service there bound to 0.0.0.0. own_world() moves this test's process
+ * (Criterion runs each test in its own) into a new network namespace with
+ * loopback up and, on lo, 198.51.100.77/32, 2606:4700::77/128 (no traffic
+ * leaves the namespace; the IPv6 address is a public-looking one because
+ * documentation space is on the denylist), and an "AnyIP" local route for
+ * 198.51.100.128/25 (delivered locally, listed by no interface). Everything
+ * goes with the process.
+ */
+
+static void own_sh(const char *cmd)
+{
+	int rc = system(cmd);
+	cr_assert_eq(rc, 0, "%s: exit %d", cmd, rc);
+}
+
+static void own_world(void)
+{
+	if (geteuid() != 0)
+		cr_skip_test("needs root: a new network namespace with addresses on lo");
+	cr_assert_eq(unshare(CLONE_NEWNET), 0, "unshare(CLONE_NEWNET): %s", strerror(errno));
+	own_sh("ip link set lo up");
+	own_sh("ip addr add 198.51.100.77/32 dev lo");
+	own_sh("ip -6 addr add 2606:4700::77/128 dev lo nodad");
+	own_sh("ip route add local 198.51.100.128/25 dev lo");
+}
+
+Test(own, asks_the_kernel)
+{
+	own_world();
+	static const struct {
+		const char *addr;
+		int want;
+	} rows[] = {
+		{ "198.51.100.77", 1 },  { "::ffff:198.51.100.77", 1 }, { "2606:4700::77", 1 },
+		{ "198.51.100.128", 1 }, { "198.51.100.200", 1 },       { "198.51.100.255", 1 },
+		{ "127.0.0.1", 1 },      { "::1", 1 },                  { "198.51.100.78", 0 },
+		{ "198.51.100.127", 0 }, { "2606:4700::78", 0 },        { "8.8.8.8", 0 },
+	};
+	for (size_t i = 0; i < NELEM(rows); i++) {
+		airlock_addr a = addr_of(rows[i].addr);
+		cr_expect_eq(airlock_addr_is_own(&a), rows[i].want, "%s", rows[i].addr);
+	}
+	airlock_addr bad;
+	memset(&bad, 0, sizeof(bad));
+	cr_expect_lt(airlock_addr_is_own(&bad), 0);
+	cr_expect_lt(airlock_addr_is_own(NULL), 0);
+
+	/* Asked at the time of the call: an address added now is own now. */
+	airlock_addr later = addr_of("198.51.100.79");
+	cr_expect_eq(airlock_addr_is_own(&later), 0);
+	own_sh("ip addr add 198.51.100.79/32 dev lo");
+	cr_expect_eq(airlock_addr_is_own(&later), 1);
+}
+
+Test(own, evaluation_refuses_own_address)
+{
+	own_world();
+	static const struct {
+		const char *host, *denied;
+		airlock_egress_reason want;
+	} rows[] = {
+		{ "self.example.com", "198.51.100.77", AIRLOCK_EGRESS_OWN_ADDRESS },
+		{ "self-mixed.example.com", "198.51.100.77", AIRLOCK_EGRESS_OWN_ADDRESS },
+		{ "self-anyip.example.com", "198.51.100.200", AIRLOCK_EGRESS_OWN_ADDRESS },
+		{ "self6.example.com", "2606:4700::77", AIRLOCK_EGRESS_OWN_ADDRESS },
+		{ "self-mapped.example.com", "::ffff:198.51.100.77", AIRLOCK_EGRESS_OWN_ADDRESS },
+		{ "notself.example.com", NULL, AIRLOCK_EGRESS_ALLOWED },
+	};
+	airlock_egress_destination d = { .host = "*.example.com",
+		                         .ports = (uint16_t[]){ 443 }, .n_ports = 1 };
+	airlock_egress_policy p = { .mode = AIRLOCK_EGRESS_ALLOWLIST, .destinations = &d,
+		                    .n_destinations = 1 };
+	for (size_t i = 0; i < NELEM(rows); i++) {
+		fake_dns f = { 0 };
+		airlock_egress_decision dec;
+		cr_assert_eq(airlock_egress_evaluate(&p, rows[i].host, 443, fake_resolve, &f, &dec, NULL), 0);
+		cr_expect_eq(dec.reason, rows[i].want, "%s: %s", rows[i].host,
+		             airlock_egress_reason_name(dec.reason));
+		cr_expect_eq(dec.allow, rows[i].want == AIRLOCK_EGRESS_ALLOWED, "%s", rows[i].host);
+		cr_expect_eq(dec.has_dial, rows[i].want == AIRLOCK_EGRESS_ALLOWED, "%s", rows[i].host);
+		if (rows[i].denied) {
+			char buf[46];
+			airlock_addr_format(&dec.denied, buf);
+			cr_expect_str_eq(buf, rows[i].denied, "%s", rows[i].host);
+		}
+		cr_expect_eq(f.calls, 1);
+	}
+	/* the transports' rule runs the same check; the step is the detail */
+	fake_dns f = { 0 };
+	airlock_egress_decision dec;
+	cr_assert_eq(airlock_egress_evaluate_transport(AIRLOCK_EGRESS_TRANSPORT_BROWSER_RESOURCES,
+	                                               "self.example.com", 443, fake_resolve, &f,
+	                                               &dec, NULL),
+	             0);
+	cr_expect_eq(dec.reason, AIRLOCK_EGRESS_BROWSER_RESOURCE_REFUSED);
+	cr_expect_eq(dec.detail, AIRLOCK_EGRESS_OWN_ADDRESS);
+}
+
+/*
+ * End to end: the proxy process, in a namespace whose own address
+ * 198.51.100.77 has a service bound to 0.0.0.0 behind it, is asked for an
+ * allowlisted name that resolves there. It answers 403 OWN_ADDRESS, logs
+ * it, and the service never sees a connection. (Before the check it dialed
+ * 198.51.100.77 and tunnelled to the service.)
+ */
+Test(own, proxy_refuses_own_address, .timeout = 60)
+{
+	own_world();
+
+	/* the host service, listening on every address */
+	int svc = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+	cr_assert_geq(svc, 0);
+	int one = 1;
+	setsockopt(svc, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+	struct sockaddr_in any = { .sin_family = AF_INET, .sin_port = htons(9443) };
+	cr_assert_eq(bind(svc, (struct sockaddr *)&any, sizeof(any)), 0, "bind: %s", strerror(errno));
+	cr_assert_eq(listen(svc, 8), 0);
+
+	dns_server s;
+	dns_start(&s);
+	int log_fd = memfd_create("proxy-log", MFD_CLOEXEC);
+	cr_assert_geq(log_fd, 0);
+
+	airlock_proxy_config cfg;
+	airlock_proxy_config_default(&cfg);
+	cfg.dns_servers = s.servers;
+	cfg.log_fd = log_fd;
+	airlock_proxy *px = NULL;
+	airlock_error err = { 0 };
+	cr_assert_eq(airlock_proxy_spawn(&cfg, &px, &err), 0, "%s", err.message);
+
+	int lfd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	cr_assert_geq(lfd, 0);
+	struct sockaddr_in la = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+	cr_assert_eq(bind(lfd, (struct sockaddr *)&la, sizeof(la)), 0);
+	cr_assert_eq(listen(lfd, 8), 0);
+	socklen_t ll = sizeof(la);
+	cr_assert_eq(getsockname(lfd, (struct sockaddr *)&la, &ll), 0);
+	airlock_egress_destination d = { .host = "self.example.com",
+		                         .ports = (uint16_t[]){ 9443 }, .n_ports = 1 };
+	airlock_egress_policy p = { .mode = AIRLOCK_EGRESS_ALLOWLIST, .destinations = &d,
+		                    .n_destinations = 1 };
+	airlock_proxy_owner owner = { .run_id = "run-own", .tenant_id = "tenant-own",
+		                      .environment_id = "env-own" };
+	cr_assert_eq(airlock_proxy_attach(px, lfd, &owner, &p, &err), 0, "%s", err.message);
+
+	int c = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	cr_assert_geq(c, 0);
+	struct timeval tv = { .tv_sec = 20 };
+	setsockopt(c, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+	cr_assert_eq(connect(c, (struct sockaddr *)&la, sizeof(la)), 0, "%s", strerror(errno));
+	static const char req[] = "CONNECT self.example.com:9443 HTTP/1.1\r\nHost: x\r\n\r\n";
+	cr_assert_eq(write(c, req, sizeof(req) - 1), (ssize_t)(sizeof(req) - 1));
+	char resp[1024];
+	size_t n = 0;
+	while (n < sizeof(resp) - 1) {
+		ssize_t r = read(c, resp + n, sizeof(resp) - 1 - n);
+		if (r <= 0)
+			break;
+		n += (size_t)r;
+		resp[n] = 0;
+		if (strstr(resp, "\r\n\r\n"))
+			break;
+	}
+	resp[n] = 0;
+	close(c);
+	cr_expect(strncmp(resp, "HTTP/1.1 403", 12) == 0, "answer: %s", resp);
+	cr_expect(strstr(resp, "X-Airlock-Reason: OWN_ADDRESS\r\n") != NULL, "answer: %s", resp);
+
+	/* the service was never reached */
+	int a = accept(svc, NULL, NULL);
+	cr_expect_lt(a, 0, "the host service got a connection");
+	cr_expect(errno == EAGAIN || errno == EWOULDBLOCK);
+	if (a >= 0)
+		close(a);
+
+	cr_assert_eq(airlock_proxy_detach(px, "env-own", &err), 0, "%s", err.message);
+	airlock_proxy_free(px);
+	close(lfd);
+	dns_stop(&s);
+	close(svc);
+
+	char log[8192];
+	ssize_t ln = pread(log_fd, log, sizeof(log) - 1, 0);
+	cr_assert_geq(ln, 0);
+	log[ln] = 0;
+	close(log_fd);
+	cr_expect(strstr(log, "\"host\":\"self.example.com\"") != NULL, "log: %s", log);
+	cr_expect(strstr(log, "\"reason\":\"OWN_ADDRESS\"") != NULL, "log: %s", log);
+	cr_expect(strstr(log, "\"outcome\":\"refused\"") != NULL, "log: %s", log);
 }

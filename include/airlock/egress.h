@@ -166,6 +166,12 @@ typedef struct airlock_addr {
 } airlock_addr;
 
 airlock_addr_class airlock_addr_classify(const airlock_addr *a);
+/* Whether a is one of this host's (this network namespace's) own addresses,
+ * as the kernel's routing decision says at the time of the call (a UDP
+ * connect, nothing sent; src/egress/addr.c says why not getifaddrs). 1 own,
+ * 0 not (or no route), negative errno when it could not be asked. Works
+ * unprivileged and under the proxy's seccomp filter. */
+int airlock_addr_is_own(const airlock_addr *a);
 /* Parse a numeric address (inet_pton forms only); false otherwise. */
 bool airlock_addr_parse(const char *s, airlock_addr *ret);
 /* Format into out (INET6_ADDRSTRLEN). */
@@ -188,6 +194,10 @@ typedef enum airlock_egress_reason {
 	 * the decision's detail), so each stays separately auditable. */
 	AIRLOCK_EGRESS_BROWSER_RESOURCE_REFUSED,
 	AIRLOCK_EGRESS_UNSUBSCRIBE_REFUSED,
+	/* a resolved address is one of the host's own (airlock_addr_is_own), or
+	 * could not be shown not to be: a service bound to 0.0.0.0 on the
+	 * proxy's host would answer it */
+	AIRLOCK_EGRESS_OWN_ADDRESS,
 	AIRLOCK_EGRESS_REASON__MAX
 } airlock_egress_reason;
 const char *airlock_egress_reason_name(airlock_egress_reason r);
@@ -246,7 +256,7 @@ typedef struct airlock_egress_decision {
 	size_t n_addresses;
 	bool has_dial;
 	airlock_addr dial; /* the one address to dial: checked, never re-resolved */
-	airlock_addr denied; /* with DENIED/METADATA_ADDRESS: the address refused */
+	airlock_addr denied; /* with DENIED/METADATA/OWN_ADDRESS: the address refused */
 } airlock_egress_decision;
 
 /*
@@ -255,7 +265,9 @@ typedef struct airlock_egress_decision {
  * the destination list (a miss is NOT_ALLOWLISTED, a host on the list with
  * another port PORT_NOT_ALLOWED); resolve the name once; check every
  * resolved address against the denylist (one bad address refuses the whole
- * destination); choose the address to dial. Never returns an error for a
+ * destination), then against the host's own addresses (OWN_ADDRESS, asked
+ * of the kernel in the caller's network namespace at this moment); choose
+ * the address to dial. Never returns an error for a
  * refusal: *ret says why. Returns negative only for invalid arguments.
  */
 int airlock_egress_evaluate(const airlock_egress_policy *p, const char *host, uint16_t port,
@@ -271,7 +283,8 @@ int airlock_egress_evaluate(const airlock_egress_policy *p, const char *host, ui
  * address checked against the same denylist, and the address to dial.
  * A refusal's reason is the transport's own (BROWSER_RESOURCE_REFUSED,
  * UNSUBSCRIBE_REFUSED); detail says which step refused (PORT_NOT_ALLOWED,
- * BAD_HOSTNAME, IP_LITERAL, DNS_FAILURE, DENIED_ADDRESS, METADATA_ADDRESS).
+ * BAD_HOSTNAME, IP_LITERAL, DNS_FAILURE, DENIED_ADDRESS, METADATA_ADDRESS,
+ * OWN_ADDRESS).
  * (The proxy adds the third rule, CONNECT only, for every transport.)
  */
 int airlock_egress_evaluate_transport(airlock_egress_transport t, const char *host, uint16_t port,
