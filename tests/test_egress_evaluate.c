@@ -1311,10 +1311,15 @@ Test(own, proxy_refuses_own_address, .timeout = 60)
 	cr_assert_eq(listen(lfd, 8), 0);
 	socklen_t ll = sizeof(la);
 	cr_assert_eq(getsockname(lfd, (struct sockaddr *)&la, &ll), 0);
-	airlock_egress_destination d = { .host = "self.example.com",
-		                         .ports = (uint16_t[]){ 9443 }, .n_ports = 1 };
-	airlock_egress_policy p = { .mode = AIRLOCK_EGRESS_ALLOWLIST, .destinations = &d,
-		                    .n_destinations = 1 };
+	/* The wildcard makes the proxy process itself ask the Public Suffix
+	 * List when it decodes the policy (after its seccomp filter and
+	 * privilege drop): attaching proves the list loads there. */
+	airlock_egress_destination d[] = {
+		{ .host = "self.example.com", .ports = (uint16_t[]){ 9443 }, .n_ports = 1 },
+		{ .host = "*.example.org", .ports = (uint16_t[]){ 443 }, .n_ports = 1 },
+	};
+	airlock_egress_policy p = { .mode = AIRLOCK_EGRESS_ALLOWLIST, .destinations = d,
+		                    .n_destinations = NELEM(d) };
 	airlock_proxy_owner owner = { .run_id = "run-own", .tenant_id = "tenant-own",
 		                      .environment_id = "env-own" };
 	cr_assert_eq(airlock_proxy_attach(px, lfd, &owner, &p, &err), 0, "%s", err.message);
