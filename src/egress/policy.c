@@ -402,7 +402,8 @@ int airlock_egress_policy_check(const airlock_egress_policy *p, const char *what
 		return airlock_error_set(err, AIRLOCK_ERR_DECODE, 0, "%s: missing", what);
 	if (!airlock_egress_policy_rules(p, &v))
 		return 0;
-	const airlock_egress_destination *d = p->n_destinations ? &p->destinations[v.dest] : NULL;
+	const airlock_egress_destination *d =
+		p->destinations && v.dest < p->n_destinations ? &p->destinations[v.dest] : NULL;
 	const char *h = d && d->host ? d->host : "";
 	switch (v.rule) {
 	case AIRLOCK_EGRESS_RULE_HOST:
