@@ -5,6 +5,9 @@
  * Whatever parses must print, and the printed text must parse back to the
  * same policy and print to the same text: the normalized form is a fixed
  * point, so `airlock egress validate` output is itself a valid policy.
+ * And the other door: whatever parses passes the shared rules, encodes to
+ * JSON, and decodes from JSON to the same policy (one grammar for every
+ * door).
  */
 #include <stddef.h>
 #include <stdint.h>
@@ -12,6 +15,7 @@
 #include <string.h>
 
 #include "airlock/egress.h"
+#include "airlock/json.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
@@ -42,6 +46,17 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		    airlock_ip_literal(h, strlen(h)))
 			abort();
 	}
+	airlock_egress_violation v;
+	if (airlock_egress_policy_rules(&a, &v))
+		abort();
+	char *json = airlock_egress_policy_to_json(&a, &err);
+	airlock_egress_policy c;
+	if (!json || airlock_egress_policy_from_json(json, strlen(json), &c, &err) < 0)
+		abort();
+	if (!same(&a, &c))
+		abort();
+	free(json);
+	airlock_egress_policy_clear(&c);
 	char *text = NULL, *text2 = NULL;
 	if (airlock_egress_policy_format(&a, &text, &err) < 0)
 		abort();

@@ -5,8 +5,12 @@
  * Properties: normalizing is idempotent (the output normalizes to itself);
  * an output is never an IP literal, is lowercase [a-z0-9.-] (plus a leading
  * "*." with wildcards) and at most 253 bytes; a normalized name matches
- * itself as an exact pattern, and a wildcard never matches its own suffix.
+ * itself as an exact pattern, and a wildcard never matches its own suffix;
+ * an accepted wildcard is never over a public suffix (asked of libpsl
+ * directly, with the private section and the "*" rule), so "*.co.uk" and
+ * "*.github.io" can never come out.
  */
+#include <libpsl.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -41,6 +45,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	if (!airlock_hostname_normalize(out, n, wildcard, again) || strcmp(out, again) != 0)
 		abort();
 	if (out[0] == '*') {
+		static psl_ctx_t *psl;
+		if (!psl)
+			psl = psl_latest(NULL);
+		if (!psl || psl_is_public_suffix2(psl, out + 2, PSL_TYPE_ANY))
+			abort();
 		/* "*.a.b" never matches "a.b", and does match "x.a.b". */
 		if (airlock_egress_host_matches(out, out + 2))
 			abort();

@@ -15,6 +15,7 @@ packages=(
 	libc-ares-dev                      # egress: the proxy's resolver (A and AAAA once, configurable servers)
 	libevent-dev                       # egress: the proxy's event loop (listeners, tunnels, timers)
 	libcurl4-openssl-dev               # egress: the worker's outbound guard for libcurl clients
+	libpsl-dev publicsuffix            # egress: refuse wildcard destinations over a public suffix (*.co.uk, *.github.io)
 	iproute2 dnsmasq-base curl openssl # egress tests: test hosts in netns, their DNS, TLS certs, a client
 	tinyproxy                          # bench/bench_proxy compares the proxy with tinyproxy
 	python3                            # test helpers parse JSON output

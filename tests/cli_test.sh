@@ -195,7 +195,7 @@ expect egress-validate-missing 2 'no-policy\.yaml: cannot open' -- "$AIRLOCK" eg
 # egress check: --resolve answers instead of DNS, so nothing here touches the network.
 EGC="$AIRLOCK egress check --policy $TMP/egress-good.yaml"
 expect egress-check-help 0 'usage: airlock egress check' -- "$AIRLOCK" egress check --help
-expect egress-check-allowed 0 '^\{"decision":"allow","reason":"ALLOWED","host":"pypi\.org","port":443,"addresses":\["198\.51\.100\.10","2001:db8::10"\],"dial":"198\.51\.100\.10"\}$' -- $EGC --resolve PyPI.org=198.51.100.10,2001:db8::10 pypi.org 443
+expect egress-check-allowed 0 '^\{"decision":"allow","reason":"ALLOWED","host":"pypi\.org","port":443,"addresses":\["198\.51\.100\.10","2606:4700::10"\],"dial":"198\.51\.100\.10"\}$' -- $EGC --resolve PyPI.org=198.51.100.10,2606:4700::10 pypi.org 443
 expect egress-check-wildcard 0 '"host":"files\.pythonhosted\.org".*"dial":"198\.51\.100\.11"' -- $EGC --resolve files.pythonhosted.org=198.51.100.11 FILES.pythonhosted.org. 443
 expect egress-check-metadata-mapped 1 '"decision":"deny","reason":"METADATA_ADDRESS".*"addresses":\["198\.51\.100\.10","::ffff:169\.254\.169\.254"\],"dial":null' -- $EGC --resolve pypi.org=198.51.100.10,::ffff:169.254.169.254 pypi.org 443
 expect egress-check-private 1 '"reason":"DENIED_ADDRESS".*"addresses":\["10\.0\.0\.7"\],"dial":null' -- $EGC --resolve pypi.org=10.0.0.7 pypi.org 443
@@ -207,6 +207,8 @@ expect egress-check-mode-deny 1 '"reason":"MODE_DENY"' -- "$AIRLOCK" egress chec
 expect egress-check-bad-policy 2 'egress-allow\.yaml:2: mode: there is no allow mode' -- "$AIRLOCK" egress check --policy "$TMP/egress-allow.yaml" pypi.org 443
 expect egress-check-no-policy 64 'usage: airlock egress check' -- "$AIRLOCK" egress check pypi.org 443
 expect egress-check-bad-port 64 'port "0" is not 1\.\.65535' -- $EGC pypi.org 0
+expect egress-check-port-leading-zero 64 'port "0443" is not 1\.\.65535' -- $EGC pypi.org 0443
+expect egress-check-port-sign 64 'port "\+443" is not 1\.\.65535' -- $EGC pypi.org +443
 expect egress-check-bad-resolve 64 '"1\.2\.3" is not an address' -- $EGC --resolve pypi.org=1.2.3 pypi.org 443
 expect egress-check-bad-dns 64 'is not ADDR\[:PORT\]' -- $EGC --dns dns.example pypi.org 443
 

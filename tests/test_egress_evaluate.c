@@ -19,10 +19,14 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <fcntl.h>
+#include <sched.h>
+#include <sys/mman.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
 #include "airlock/egress.h"
+#include "airlock/proxy.h"
 
 #define NELEM(a) (sizeof(a) / sizeof((a)[0]))
 
@@ -42,6 +46,7 @@ typedef struct {
 #define CGN AIRLOCK_ADDR_CGNAT
 #define MC AIRLOCK_ADDR_MULTICAST
 #define BC AIRLOCK_ADDR_BROADCAST
+#define RES AIRLOCK_ADDR_RESERVED
 
 static const class_row v4_rows[] = {
 	{ "0.0.0.0", THIS },           { "0.0.0.1", THIS },
@@ -58,8 +63,29 @@ static const class_row v4_rows[] = {
 	{ "169.254.255.255", LL },     { "169.255.0.0", PUB },
 	{ "172.15.255.255", PUB },     { "172.16.0.0", PRIV },
 	{ "172.31.255.255", PRIV },    { "172.32.0.0", PUB },
+	/* the IANA special-purpose registry's not-globally-reachable blocks */
+	{ "191.255.255.255", PUB },    { "192.0.0.0", RES },
+	{ "192.0.0.9", RES },          { "192.0.0.255", RES },
+	{ "192.0.1.0", PUB },          { "192.0.1.255", PUB },
+	{ "192.0.2.0", RES },          { "192.0.2.255", RES },
+	{ "192.0.3.0", PUB },          { "192.88.98.255", PUB },
+	{ "192.88.99.0", RES },        { "192.88.99.255", RES },
+	{ "192.88.100.0", PUB },
 	{ "192.167.255.255", PUB },    { "192.168.0.0", PRIV },
 	{ "192.168.255.255", PRIV },   { "192.169.0.0", PUB },
+	{ "198.17.255.255", PUB },     { "198.18.0.0", RES },
+	{ "198.19.255.255", RES },     { "198.20.0.0", PUB },
+	{ "198.51.99.255", PUB },      { "198.51.101.0", PUB },
+	{ "203.0.112.255", PUB },      { "203.0.113.0", RES },
+	{ "203.0.113.255", RES },      { "203.0.114.0", PUB },
+	/* the named metadata and host-service addresses, and their neighbours */
+	{ "168.63.129.15", PUB },      { "168.63.129.16", MD },
+	{ "168.63.129.17", PUB },      { "100.100.100.199", CGN },
+	{ "100.100.100.200", MD },     { "100.100.100.201", CGN },
+	{ "192.0.0.191", RES },        { "192.0.0.192", MD },
+	{ "192.0.0.193", RES },        { "169.254.170.2", MD },
+	{ "169.254.170.23", MD },      { "169.254.0.23", MD },
+	{ "169.254.170.3", LL },
 	{ "223.255.255.255", PUB },    { "224.0.0.0", MC },
 	{ "239.255.255.255", MC },     { "240.0.0.0", BC },
 	{ "255.255.255.254", BC },     { "255.255.255.255", BC },
@@ -74,19 +100,38 @@ static const class_row v6_rows[] = {
 	{ "::2", THIS },
 	{ "::0.0.1.0", THIS },
 	{ "::ffff:ffff", BC },
-	/* just outside ::/96 and ::ffff:0:0/96 */
-	{ "::1:0:0", PUB },
-	{ "::fffe:ffff:ffff", PUB },
-	{ "::1:0:0:0", PUB },
+	/* just outside ::/96 and ::ffff:0:0/96: reserved space, not global */
+	{ "::1:0:0", RES },
+	{ "::fffe:ffff:ffff", RES },
+	{ "::1:0:0:0", RES },
 	{ "::ffff:0:0", THIS },
 	{ "::ffff:ffff:ffff", BC },
-	{ "fbff:ffff:ffff:ffff:ffff:ffff:ffff:ffff", PUB },
+	/* IPv4-translated ::ffff:0:0:0/96 (RFC 2765) is unwrapped */
+	{ "::fffe:ffff:ffff:ffff", RES },
+	{ "::ffff:0:0:0", THIS },
+	{ "::ffff:0:a9fe:a9fe", MD },
+	{ "::ffff:0:808:808", PUB },
+	{ "::ffff:0:ffff:ffff", BC },
+	{ "::ffff:1:0:0", RES },
+	/* outside 2000::/3: reserved, discard-only, SRv6 */
+	{ "100::", RES },
+	{ "100::ffff:ffff:ffff:ffff", RES },
+	{ "5f00::1", RES },
+	{ "1fff:ffff:ffff:ffff:ffff:ffff:ffff:ffff", RES },
+	{ "2000::", PUB },
+	{ "3fff:f000::", PUB },
+	{ "3ffe:ffff:ffff:ffff:ffff:ffff:ffff:ffff", PUB },
+	{ "4000::", RES },
+	{ "fbff:ffff:ffff:ffff:ffff:ffff:ffff:ffff", RES },
 	{ "fc00::", PRIV },
 	{ "fdff:ffff:ffff:ffff:ffff:ffff:ffff:ffff", PRIV },
 	{ "fd00:ec2::254", MD },
 	{ "fd00:ec2::253", PRIV },
-	{ "fe00::", PUB },
-	{ "fe7f:ffff:ffff:ffff:ffff:ffff:ffff:ffff", PUB },
+	{ "fd00:ec2::23", MD },
+	{ "fd20:ce::254", MD },
+	{ "fd20:ce::253", PRIV },
+	{ "fe00::", RES },
+	{ "fe7f:ffff:ffff:ffff:ffff:ffff:ffff:ffff", RES },
 	{ "fe80::", LL },
 	{ "fe80::1", LL },
 	{ "febf:ffff:ffff:ffff:ffff:ffff:ffff:ffff", LL },
@@ -96,16 +141,16 @@ static const class_row v6_rows[] = {
 	{ "ff02::1", MC },
 	{ "ffff:ffff:ffff:ffff:ffff:ffff:ffff:ffff", MC },
 	/* NAT64 well-known prefix, its edges */
-	{ "64:ff9a:ffff:ffff:ffff:ffff:ffff:ffff", PUB },
+	{ "64:ff9a:ffff:ffff:ffff:ffff:ffff:ffff", RES },
 	{ "64:ff9b::", THIS },
 	{ "64:ff9b::ffff:ffff", BC },
-	{ "64:ff9b::1:0:0", PUB },
+	{ "64:ff9b::1:0:0", RES },
 	/* NAT64 local-use 64:ff9b:1::/48: refused whole */
-	{ "64:ff9b:0:ffff:ffff:ffff:ffff:ffff", PUB },
+	{ "64:ff9b:0:ffff:ffff:ffff:ffff:ffff", RES },
 	{ "64:ff9b:1::", PRIV },
 	{ "64:ff9b:1::808:808", PRIV },
 	{ "64:ff9b:1:ffff:ffff:ffff:ffff:ffff", PRIV },
-	{ "64:ff9b:2::", PUB },
+	{ "64:ff9b:2::", RES },
 	/* 6to4 edges */
 	{ "2001:ffff:ffff:ffff:ffff:ffff:ffff:ffff", PUB },
 	{ "2002::", THIS },
@@ -117,10 +162,23 @@ static const class_row v6_rows[] = {
 	{ "2001::", BC },                           /* client ~0 = 255.255.255.255 */
 	{ "2001:0:4136:e378:8000:63bf:f7f7:f7f7", PRIV }, /* client 8.8.8.8 */
 	{ "2001:0:ffff:ffff:ffff:ffff:ffff:ffff", THIS },  /* client 0.0.0.0 */
-	{ "2001:1::", PUB },
-	/* public and documentation IPv6 are dialable */
-	{ "2001:db8::1", PUB },
+	/* the rest of 2001::/23, IETF protocol assignments */
+	{ "2001:1::", RES },
+	{ "2001:2::", RES },
+	{ "2001:1ff:ffff:ffff:ffff:ffff:ffff:ffff", RES },
+	{ "2001:200::", PUB },
+	/* documentation: 2001:db8::/32 and 3fff::/20 */
+	{ "2001:db7:ffff:ffff:ffff:ffff:ffff:ffff", PUB },
+	{ "2001:db8::", RES },
+	{ "2001:db8:ffff:ffff:ffff:ffff:ffff:ffff", RES },
+	{ "2001:db9::", PUB },
+	{ "3ffe:ffff:ffff:ffff:ffff:ffff:ffff:ffff", PUB },
+	{ "3fff::", RES },
+	{ "3fff:fff:ffff:ffff:ffff:ffff:ffff:ffff", RES },
+	{ "3fff:1000::", PUB },
+	/* public IPv6 is dialable */
 	{ "2606:4700::1111", PUB },
+	{ "2a00:1450:4001::1", PUB },
 };
 
 /* The metadata address in every spelling the classifier must see through. */
@@ -133,10 +191,21 @@ static const char *const metadata_forms[] = {
 	"64:ff9b:1::a9fe:a9fe",        /* local-use, /96 layout */
 	"64:ff9b:1:a9fe:a9:fe00::",    /* local-use, /48 layout (u octet skipped) */
 	"64:ff9b:1:0:a9:fea9:fe00:0",  /* local-use, /64 layout */
+	"::ffff:0:169.254.169.254",    /* IPv4-translated (RFC 2765) */
+	"::ffff:0:a9fe:a9fe",
 	"2002:a9fe:a9fe::",
 	"2002:a9fe:a9fe:1:2:3:4:5",
 	"2001:0:4136:e378:8000:63bf:5601:5601", /* Teredo client, obfuscated */
 	"fd00:ec2::254",
+	"168.63.129.16",
+	"::ffff:168.63.129.16",
+	"::ffff:0:a83f:8110",
+	"64:ff9b::168.63.129.16",
+	"2002:a83f:8110::",
+	"192.0.0.192",
+	"::ffff:192.0.0.192",
+	"100.100.100.200",
+	"::ffff:100.100.100.200",
 };
 
 static airlock_addr addr_of(const char *s)
@@ -186,6 +255,7 @@ static airlock_addr embed(const airlock_addr *v4, const uint8_t *prefix, size_t 
 Test(addr, every_v4_row_in_every_embedding)
 {
 	static const uint8_t mapped[12] = { 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff };
+	static const uint8_t translated[12] = { 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, 0, 0 };
 	static const uint8_t compat[12] = { 0 };
 	static const uint8_t nat64[12] = { 0, 0x64, 0xff, 0x9b };
 	static const uint8_t six2four[2] = { 0x20, 0x02 };
@@ -197,6 +267,10 @@ Test(addr, every_v4_row_in_every_embedding)
 
 		airlock_addr a = embed(&v4, mapped, sizeof(mapped), 12);
 		snprintf(form, sizeof(form), "::ffff:%s", v4_rows[i].addr);
+		check_row(form, &a, want);
+
+		a = embed(&v4, translated, sizeof(translated), 12);
+		snprintf(form, sizeof(form), "::ffff:0:%s", v4_rows[i].addr);
 		check_row(form, &a, want);
 
 		/* ::0.0.0.0 and ::0.0.0.1 are :: and ::1, their own classes */
@@ -285,7 +359,7 @@ Test(addr, class_names)
 {
 	static const char *const want[] = { "INVALID", "PUBLIC", "METADATA", "THIS_NETWORK",
 		                            "PRIVATE", "LOOPBACK", "LINK_LOCAL", "CGNAT",
-		                            "MULTICAST", "BROADCAST" };
+		                            "MULTICAST", "BROADCAST", "RESERVED" };
 	cr_assert_eq(NELEM(want), AIRLOCK_ADDR__MAX);
 	for (int c = 0; c < AIRLOCK_ADDR__MAX; c++)
 		cr_expect_str_eq(airlock_addr_class_name((airlock_addr_class)c), want[c]);
@@ -302,7 +376,7 @@ typedef struct {
 } dns_row;
 
 static const dns_row dns[] = {
-	{ "api.example.com", { "198.51.100.10", "2001:db8::10" } },
+	{ "api.example.com", { "198.51.100.10", "2606:4700::10" } },
 	{ "other.example.net", { "198.51.100.11" } },
 	{ "private.example.com", { "10.1.2.3" } },
 	{ "mixed.example.com", { "198.51.100.12", "192.168.1.1" } },
@@ -313,6 +387,13 @@ static const dns_row dns[] = {
 	{ "files.pythonhosted.org", { "198.51.100.20" } },
 	{ "servfail.example.com", { NULL }, -EIO },
 	{ "empty.example.com", { NULL } },
+	/* the host's own addresses, in the namespace own_world() makes */
+	{ "self.example.com", { "198.51.100.77" } },
+	{ "self-mixed.example.com", { "198.51.100.78", "198.51.100.77" } },
+	{ "self-anyip.example.com", { "198.51.100.200" } },
+	{ "self6.example.com", { "2606:4700::77" } },
+	{ "self-mapped.example.com", { "::ffff:198.51.100.77" } },
+	{ "notself.example.com", { "198.51.100.78", "2606:4700::78" } },
 };
 
 typedef struct {
@@ -570,7 +651,8 @@ Test(evaluate, reason_names)
 	static const char *const want[] = { "INVALID", "ALLOWED", "MODE_DENY", "NOT_ALLOWLISTED",
 		                            "PORT_NOT_ALLOWED", "IP_LITERAL", "BAD_HOSTNAME",
 		                            "DNS_FAILURE", "DENIED_ADDRESS", "METADATA_ADDRESS",
-		                            "BROWSER_RESOURCE_REFUSED", "UNSUBSCRIBE_REFUSED" };
+		                            "BROWSER_RESOURCE_REFUSED", "UNSUBSCRIBE_REFUSED",
+		                            "OWN_ADDRESS" };
 	cr_assert_eq(NELEM(want), AIRLOCK_EGRESS_REASON__MAX);
 	for (int r = 0; r < AIRLOCK_EGRESS_REASON__MAX; r++)
 		cr_expect_str_eq(airlock_egress_reason_name((airlock_egress_reason)r), want[r]);
@@ -765,7 +847,7 @@ Test(json, allow)
 	cr_assert(json_is_array(a));
 	cr_assert_eq(json_array_size(a), 2);
 	cr_expect_str_eq(json_string_value(json_array_get(a, 0)), "198.51.100.10");
-	cr_expect_str_eq(json_string_value(json_array_get(a, 1)), "2001:db8::10");
+	cr_expect_str_eq(json_string_value(json_array_get(a, 1)), "2606:4700::10");
 	cr_expect_str_eq(json_string_value(json_object_get(o, "dial")), "198.51.100.10");
 	json_decref(o);
 }
@@ -891,9 +973,10 @@ typedef struct {
 } zone_row;
 
 static const zone_row zone[] = {
-	{ "api.example.com", { "198.51.100.10" }, { "2001:db8::10" } },
+	{ "api.example.com", { "198.51.100.10" }, { "2606:4700::10" } },
 	{ "mixed.example.com", { "198.51.100.12", "192.168.1.1" } },
 	{ "v6only.example.com", { NULL }, { "::ffff:169.254.169.254" } },
+	{ "self.example.com", { "198.51.100.77" } },
 	{ "many.example.com",
 	  { "198.51.100.1", "198.51.100.2", "198.51.100.3", "198.51.100.4", "198.51.100.5",
 	    "198.51.100.6", "198.51.100.7", "198.51.100.8", "198.51.100.9", "198.51.100.10",
@@ -1037,7 +1120,7 @@ Test(resolver, against_a_local_server, .timeout = 60)
 	airlock_addr_format(&out[0], buf);
 	cr_expect_str_eq(buf, "198.51.100.10");
 	airlock_addr_format(&out[1], buf);
-	cr_expect_str_eq(buf, "2001:db8::10");
+	cr_expect_str_eq(buf, "2606:4700::10");
 	cr_expect_eq(atomic_load(&s.queries_a), 1);
 	cr_expect_eq(atomic_load(&s.queries_aaaa), 1);
 
@@ -1085,4 +1168,204 @@ Test(resolver, against_a_local_server, .timeout = 60)
 	}
 	airlock_egress_resolver_free(r);
 	dns_stop(&s);
+}
+
+/* ---- the host's own addresses -------------------------------------------------
+ *
+ * A name on the allowlist that points at the proxy's own host reaches every
+ * service there bound to 0.0.0.0. own_world() moves this test's process
+ * (Criterion runs each test in its own) into a new network namespace with
+ * loopback up and, on lo, 198.51.100.77/32, 2606:4700::77/128 (no traffic
+ * leaves the namespace; the IPv6 address is a public-looking one because
+ * documentation space is on the denylist), and an "AnyIP" local route for
+ * 198.51.100.128/25 (delivered locally, listed by no interface). Everything
+ * goes with the process.
+ */
+
+static void own_sh(const char *cmd)
+{
+	int rc = system(cmd);
+	cr_assert_eq(rc, 0, "%s: exit %d", cmd, rc);
+}
+
+static void own_world(void)
+{
+	if (geteuid() != 0)
+		cr_skip_test("needs root: a new network namespace with addresses on lo");
+	cr_assert_eq(unshare(CLONE_NEWNET), 0, "unshare(CLONE_NEWNET): %s", strerror(errno));
+	own_sh("ip link set lo up");
+	own_sh("ip addr add 198.51.100.77/32 dev lo");
+	own_sh("ip -6 addr add 2606:4700::77/128 dev lo nodad");
+	own_sh("ip route add local 198.51.100.128/25 dev lo");
+}
+
+Test(own, asks_the_kernel)
+{
+	own_world();
+	static const struct {
+		const char *addr;
+		int want;
+	} rows[] = {
+		{ "198.51.100.77", 1 },  { "::ffff:198.51.100.77", 1 }, { "2606:4700::77", 1 },
+		{ "198.51.100.128", 1 }, { "198.51.100.200", 1 },       { "198.51.100.255", 1 },
+		{ "127.0.0.1", 1 },      { "::1", 1 },                  { "198.51.100.78", 0 },
+		{ "198.51.100.127", 0 }, { "2606:4700::78", 0 },        { "8.8.8.8", 0 },
+	};
+	for (size_t i = 0; i < NELEM(rows); i++) {
+		airlock_addr a = addr_of(rows[i].addr);
+		cr_expect_eq(airlock_addr_is_own(&a), rows[i].want, "%s", rows[i].addr);
+	}
+	airlock_addr bad;
+	memset(&bad, 0, sizeof(bad));
+	cr_expect_lt(airlock_addr_is_own(&bad), 0);
+	cr_expect_lt(airlock_addr_is_own(NULL), 0);
+
+	/* Asked at the time of the call: an address added now is own now. */
+	airlock_addr later = addr_of("198.51.100.79");
+	cr_expect_eq(airlock_addr_is_own(&later), 0);
+	own_sh("ip addr add 198.51.100.79/32 dev lo");
+	cr_expect_eq(airlock_addr_is_own(&later), 1);
+}
+
+Test(own, evaluation_refuses_own_address)
+{
+	own_world();
+	static const struct {
+		const char *host, *denied;
+		airlock_egress_reason want;
+	} rows[] = {
+		{ "self.example.com", "198.51.100.77", AIRLOCK_EGRESS_OWN_ADDRESS },
+		{ "self-mixed.example.com", "198.51.100.77", AIRLOCK_EGRESS_OWN_ADDRESS },
+		{ "self-anyip.example.com", "198.51.100.200", AIRLOCK_EGRESS_OWN_ADDRESS },
+		{ "self6.example.com", "2606:4700::77", AIRLOCK_EGRESS_OWN_ADDRESS },
+		{ "self-mapped.example.com", "::ffff:198.51.100.77", AIRLOCK_EGRESS_OWN_ADDRESS },
+		{ "notself.example.com", NULL, AIRLOCK_EGRESS_ALLOWED },
+	};
+	airlock_egress_destination d = { .host = "*.example.com",
+		                         .ports = (uint16_t[]){ 443 }, .n_ports = 1 };
+	airlock_egress_policy p = { .mode = AIRLOCK_EGRESS_ALLOWLIST, .destinations = &d,
+		                    .n_destinations = 1 };
+	for (size_t i = 0; i < NELEM(rows); i++) {
+		fake_dns f = { 0 };
+		airlock_egress_decision dec;
+		cr_assert_eq(airlock_egress_evaluate(&p, rows[i].host, 443, fake_resolve, &f, &dec, NULL), 0);
+		cr_expect_eq(dec.reason, rows[i].want, "%s: %s", rows[i].host,
+		             airlock_egress_reason_name(dec.reason));
+		cr_expect_eq(dec.allow, rows[i].want == AIRLOCK_EGRESS_ALLOWED, "%s", rows[i].host);
+		cr_expect_eq(dec.has_dial, rows[i].want == AIRLOCK_EGRESS_ALLOWED, "%s", rows[i].host);
+		if (rows[i].denied) {
+			char buf[46];
+			airlock_addr_format(&dec.denied, buf);
+			cr_expect_str_eq(buf, rows[i].denied, "%s", rows[i].host);
+		}
+		cr_expect_eq(f.calls, 1);
+	}
+	/* the transports' rule runs the same check; the step is the detail */
+	fake_dns f = { 0 };
+	airlock_egress_decision dec;
+	cr_assert_eq(airlock_egress_evaluate_transport(AIRLOCK_EGRESS_TRANSPORT_BROWSER_RESOURCES,
+	                                               "self.example.com", 443, fake_resolve, &f,
+	                                               &dec, NULL),
+	             0);
+	cr_expect_eq(dec.reason, AIRLOCK_EGRESS_BROWSER_RESOURCE_REFUSED);
+	cr_expect_eq(dec.detail, AIRLOCK_EGRESS_OWN_ADDRESS);
+}
+
+/*
+ * End to end: the proxy process, in a namespace whose own address
+ * 198.51.100.77 has a service bound to 0.0.0.0 behind it, is asked for an
+ * allowlisted name that resolves there. It answers 403 OWN_ADDRESS, logs
+ * it, and the service never sees a connection. (Before the check it dialed
+ * 198.51.100.77 and tunnelled to the service.)
+ */
+Test(own, proxy_refuses_own_address, .timeout = 60)
+{
+	own_world();
+
+	/* the host service, listening on every address */
+	int svc = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+	cr_assert_geq(svc, 0);
+	int one = 1;
+	setsockopt(svc, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+	struct sockaddr_in any = { .sin_family = AF_INET, .sin_port = htons(9443) };
+	cr_assert_eq(bind(svc, (struct sockaddr *)&any, sizeof(any)), 0, "bind: %s", strerror(errno));
+	cr_assert_eq(listen(svc, 8), 0);
+
+	dns_server s;
+	dns_start(&s);
+	int log_fd = memfd_create("proxy-log", MFD_CLOEXEC);
+	cr_assert_geq(log_fd, 0);
+
+	airlock_proxy_config cfg;
+	airlock_proxy_config_default(&cfg);
+	cfg.dns_servers = s.servers;
+	cfg.log_fd = log_fd;
+	airlock_proxy *px = NULL;
+	airlock_error err = { 0 };
+	cr_assert_eq(airlock_proxy_spawn(&cfg, &px, &err), 0, "%s", err.message);
+
+	int lfd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	cr_assert_geq(lfd, 0);
+	struct sockaddr_in la = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+	cr_assert_eq(bind(lfd, (struct sockaddr *)&la, sizeof(la)), 0);
+	cr_assert_eq(listen(lfd, 8), 0);
+	socklen_t ll = sizeof(la);
+	cr_assert_eq(getsockname(lfd, (struct sockaddr *)&la, &ll), 0);
+	/* The wildcard makes the proxy process itself ask the Public Suffix
+	 * List when it decodes the policy (after its seccomp filter and
+	 * privilege drop): attaching proves the list loads there. */
+	airlock_egress_destination d[] = {
+		{ .host = "self.example.com", .ports = (uint16_t[]){ 9443 }, .n_ports = 1 },
+		{ .host = "*.example.org", .ports = (uint16_t[]){ 443 }, .n_ports = 1 },
+	};
+	airlock_egress_policy p = { .mode = AIRLOCK_EGRESS_ALLOWLIST, .destinations = d,
+		                    .n_destinations = NELEM(d) };
+	airlock_proxy_owner owner = { .run_id = "run-own", .tenant_id = "tenant-own",
+		                      .environment_id = "env-own" };
+	cr_assert_eq(airlock_proxy_attach(px, lfd, &owner, &p, &err), 0, "%s", err.message);
+
+	int c = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	cr_assert_geq(c, 0);
+	struct timeval tv = { .tv_sec = 20 };
+	setsockopt(c, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+	cr_assert_eq(connect(c, (struct sockaddr *)&la, sizeof(la)), 0, "%s", strerror(errno));
+	static const char req[] = "CONNECT self.example.com:9443 HTTP/1.1\r\nHost: x\r\n\r\n";
+	cr_assert_eq(write(c, req, sizeof(req) - 1), (ssize_t)(sizeof(req) - 1));
+	char resp[1024];
+	size_t n = 0;
+	while (n < sizeof(resp) - 1) {
+		ssize_t r = read(c, resp + n, sizeof(resp) - 1 - n);
+		if (r <= 0)
+			break;
+		n += (size_t)r;
+		resp[n] = 0;
+		if (strstr(resp, "\r\n\r\n"))
+			break;
+	}
+	resp[n] = 0;
+	close(c);
+	cr_expect(strncmp(resp, "HTTP/1.1 403", 12) == 0, "answer: %s", resp);
+	cr_expect(strstr(resp, "X-Airlock-Reason: OWN_ADDRESS\r\n") != NULL, "answer: %s", resp);
+
+	/* the service was never reached */
+	int a = accept(svc, NULL, NULL);
+	cr_expect_lt(a, 0, "the host service got a connection");
+	cr_expect(errno == EAGAIN || errno == EWOULDBLOCK);
+	if (a >= 0)
+		close(a);
+
+	cr_assert_eq(airlock_proxy_detach(px, "env-own", &err), 0, "%s", err.message);
+	airlock_proxy_free(px);
+	close(lfd);
+	dns_stop(&s);
+	close(svc);
+
+	char log[8192];
+	ssize_t ln = pread(log_fd, log, sizeof(log) - 1, 0);
+	cr_assert_geq(ln, 0);
+	log[ln] = 0;
+	close(log_fd);
+	cr_expect(strstr(log, "\"host\":\"self.example.com\"") != NULL, "log: %s", log);
+	cr_expect(strstr(log, "\"reason\":\"OWN_ADDRESS\"") != NULL, "log: %s", log);
+	cr_expect(strstr(log, "\"outcome\":\"refused\"") != NULL, "log: %s", log);
 }

@@ -123,7 +123,11 @@ static const bad_case bad_cases[] = {
 	{ HEAD "    - host: \"*\"\n      ports: [443]\n", 4, "a wildcard is exactly \"*.\" followed by a name" },
 	{ HEAD "    - host: \"*.\"\n      ports: [443]\n", 4, "a wildcard is exactly" },
 	{ HEAD "    - host: \"*foo.com\"\n      ports: [443]\n", 4, "a wildcard is exactly" },
-	{ HEAD "    - host: \"*.com\"\n      ports: [443]\n", 4, "a wildcard over a single label" },
+	/* a wildcard over a public suffix: one rule, one reason, whatever the label count */
+	{ HEAD "    - host: \"*.com\"\n      ports: [443]\n", 4, "a wildcard over a public suffix" },
+	{ HEAD "    - host: \"*.co.uk\"\n      ports: [443]\n", 4, "a wildcard over a public suffix" },
+	{ HEAD "    - host: \"*.com.au\"\n      ports: [443]\n", 4, "a wildcard over a public suffix" },
+	{ HEAD "    - host: \"*.github.io\"\n      ports: [443]\n", 4, "a wildcard over a public suffix" },
 	{ HEAD "    - host: \"a.*.example.com\"\n      ports: [443]\n", 4, "'*' may not appear anywhere else" },
 	{ HEAD "    - host: \"*.*.example.com\"\n      ports: [443]\n", 4, "'*' may not appear anywhere else" },
 	{ HEAD "    - host: \"foo*.example.com\"\n      ports: [443]\n", 4, "'*' may not appear anywhere else" },
@@ -244,6 +248,13 @@ static const norm_case norm_cases[] = {
 	{ "*.example.com", true, "*.example.com" },
 	{ "*.com", true, NULL },
 	{ "*.com.", true, NULL },
+	{ "*.co.uk", true, NULL },
+	{ "*.CO.UK.", true, NULL },
+	{ "*.github.io", true, NULL },
+	{ "*.example.co.uk", true, "*.example.co.uk" },
+	{ "*.octocat.github.io", true, "*.octocat.github.io" },
+	{ "co.uk", false, "co.uk" },
+	{ "github.io", false, "github.io" },
 	{ "*", true, NULL },
 	{ "*.", true, NULL },
 	{ "**.example.com", true, NULL },
@@ -272,6 +283,48 @@ Test(egress_policy, normalize_table)
 			cr_expect(!ok, "\"%s\" should be refused", c->in);
 			cr_expect_str_eq(out, "untouched", "out written on refusal of \"%s\"", c->in);
 		}
+	}
+}
+
+/*
+ * Wildcards against the Public Suffix List: the ICANN section (com, co.uk,
+ * com.au, an IDN suffix in punycode, the "*.ck" wildcard rule and its
+ * "!www.ck" exception), the private section (github.io, blogspot.com,
+ * s3.amazonaws.com: shared by unrelated tenants, so refused too), and the
+ * implicit "*" rule (an unlisted top-level label). An exact host that is a
+ * public suffix names one host and is accepted.
+ */
+Test(egress_policy, wildcard_over_public_suffix)
+{
+	static const char *const refused[] = {
+		"*.com", "*.uk", "*.co.uk", "*.com.au", "*.xn--p1ai", "*.xn--12c1fe0br.xn--o3cw4h",
+		"*.foo.ck", "*.github.io", "*.blogspot.com", "*.s3.amazonaws.com", "*.appspot.com",
+		"*.internal", "*.zz", "*.localhost",
+	};
+	static const char *const accepted[] = {
+		"*.example.com", "*.example.co.uk", "*.example.com.au", "*.octocat.github.io",
+		"*.www.ck", "*.pythonhosted.org", "*.a.b.internal", "*.corp.example",
+	};
+	static const char *const exact[] = { "co.uk", "github.io", "com.au", "blogspot.com" };
+	char out[AIRLOCK_HOSTNAME_MAX + 1];
+	for (size_t i = 0; i < sizeof(refused) / sizeof(refused[0]); i++) {
+		cr_expect(!airlock_hostname_normalize(refused[i], strlen(refused[i]), true, out),
+		          "\"%s\" accepted", refused[i]);
+		char doc[256];
+		snprintf(doc, sizeof(doc), HEAD "    - host: \"%s\"\n      ports: [443]\n", refused[i]);
+		bad_case c = { doc, 4, "a wildcard over a public suffix" };
+		expect_bad(&c);
+	}
+	for (size_t i = 0; i < sizeof(accepted) / sizeof(accepted[0]); i++)
+		cr_expect(airlock_hostname_normalize(accepted[i], strlen(accepted[i]), true, out),
+		          "\"%s\" refused", accepted[i]);
+	for (size_t i = 0; i < sizeof(exact) / sizeof(exact[0]); i++) {
+		char doc[256];
+		snprintf(doc, sizeof(doc), HEAD "    - host: \"%s\"\n      ports: [443]\n", exact[i]);
+		airlock_egress_policy p;
+		parse_ok(doc, &p);
+		cr_expect_str_eq(p.destinations[0].host, exact[i]);
+		airlock_egress_policy_clear(&p);
 	}
 }
 
@@ -581,4 +634,58 @@ Test(egress_policy, load_names_the_path)
 	cr_expect(strstr(err.message, path) && strstr(err.message, "cannot open"), "%s", err.message);
 	cr_expect_eq(airlock_egress_policy_load("/tmp", &p, &err), airlock_errcode(AIRLOCK_ERR_CONFIG));
 	cr_expect(strstr(err.message, "not a regular file"), "%s", err.message);
+}
+
+/* ---- one port rule for every door ------------------------------------------------- */
+
+static bool connect_port(const char *text, uint16_t *ret)
+{
+	char req[128];
+	int n = snprintf(req, sizeof(req), "CONNECT pypi.org:%s HTTP/1.1\r\n\r\n", text);
+	cr_assert(n > 0 && (size_t)n < sizeof(req));
+	airlock_connect_request r;
+	if (airlock_connect_parse(req, (size_t)n, &r) != AIRLOCK_CONNECT_OK)
+		return false;
+	*ret = r.port;
+	return true;
+}
+
+static void expect_same_port_rule(const char *text)
+{
+	uint16_t a = 0, b = 0;
+	bool pa = airlock_port_parse(text, strlen(text), &a);
+	bool pc = connect_port(text, &b);
+	cr_expect_eq(pa, pc, "\"%s\": airlock_port_parse %s, the CONNECT parser %s", text,
+	             pa ? "accepts" : "refuses", pc ? "accepts" : "refuses");
+	if (pa && pc)
+		cr_expect_eq(a, b, "\"%s\": %u vs %u", text, a, b);
+}
+
+/* `airlock egress check` and the policy read ports with airlock_port_parse;
+ * the proxy with the CONNECT parser. Both over the same inputs: every number
+ * 0..99999 written plainly and zero-padded, and the spellings that differ
+ * between lenient parsers (sign, space, hex, exponent). */
+Test(egress_policy, port_rule_is_the_connect_parsers)
+{
+	static const char *const odd[] = {
+		"0443", "+443", "-443", " 443", "443 ", "4a3", "0x1bb", "1e3", "443.0", "00",
+		"065535", "065536", "1_000", "",
+	};
+	for (size_t i = 0; i < sizeof(odd) / sizeof(odd[0]); i++) {
+		expect_same_port_rule(odd[i]);
+		uint16_t p;
+		cr_expect(!airlock_port_parse(odd[i], strlen(odd[i]), &p), "\"%s\" accepted", odd[i]);
+	}
+	char text[16];
+	for (unsigned v = 0; v < 100000; v++) {
+		snprintf(text, sizeof(text), "%u", v);
+		expect_same_port_rule(text);
+		snprintf(text, sizeof(text), "0%u", v);
+		expect_same_port_rule(text);
+	}
+	uint16_t p = 0;
+	cr_expect(airlock_port_parse("443", 3, &p) && p == 443);
+	cr_expect(airlock_port_parse("65535", 5, &p) && p == 65535);
+	cr_expect(!airlock_port_parse("65536", 5, &p));
+	cr_expect(!airlock_port_parse("0", 1, &p));
 }

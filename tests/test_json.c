@@ -12,6 +12,7 @@
 
 #include <jansson.h>
 
+#include "airlock/egress.h"
 #include "airlock/error.h"
 #include "airlock/ids.h"
 #include "airlock/json.h"
@@ -1013,6 +1014,88 @@ Test(decode, egress_ports)
 	expect_accept_mut(dec_egress_policy, EGRESS_JSON, "destinations/0/ports", "[1,65535]");
 	expect_reject_mut(dec_egress_policy, EGRESS_JSON, "destinations/0", "\"pypi.org:443\"", "EgressDestination");
 	expect_reject_mut(dec_egress_policy, EGRESS_JSON, "destinations/0/host", "null", "EgressDestination.host");
+}
+
+/*
+ * One grammar for every door: a policy decoded from JSON (how a spec carries
+ * it to the service and the proxy) runs the YAML parser's host, port and
+ * duplicate rules. The issue's examples first, each of which the JSON door
+ * used to let in.
+ */
+Test(decode, egress_runs_the_grammar_rules)
+{
+	static const struct {
+		const char *host, *why;
+	} bad[] = {
+		{ "\"*.com\"", "a wildcard over a public suffix" },
+		{ "\"*.co.uk\"", "a wildcard over a public suffix" },
+		{ "\"*.github.io\"", "a wildcard over a public suffix" },
+		{ "\"A.Example.COM\"", "not in normalized form" },
+		{ "\"pypi.org.\"", "not in normalized form" },
+		{ "\"10.0.0.5\"", "an IP address is not a destination" },
+		{ "\"[::1]\"", "an IP address is not a destination" },
+		{ "\"*.*\"", "'*' may not appear anywhere else" },
+		{ "\"https://pypi.org\"", "a destination has no scheme" },
+		{ "\"pypi.org:443\"", "has no port" },
+		{ "\"py pi.org\"", "only letters, digits" },
+		{ "\"a\\u0000b.org\"", "\\u0000 is not allowed" },
+	};
+	for (size_t i = 0; i < NELEM(bad); i++)
+		expect_reject_mut(dec_egress_policy, EGRESS_JSON, "destinations/0/host", bad[i].host,
+				  bad[i].why);
+	expect_reject_mut(dec_egress_policy, EGRESS_JSON, "destinations/1/host", "\"pypi.org\"",
+			  "EgressPolicy.destinations[1].host: \"pypi.org\" is already destinations[0]");
+	expect_reject_mut(dec_egress_policy, EGRESS_JSON, "destinations/0/ports", "[443,80,443]",
+			  "EgressPolicy.destinations[0].ports[2]: port 443 is listed twice");
+	expect_reject_mut(dec_egress_policy, EGRESS_JSON, "destinations", "[]",
+			  "allowlist with no destinations");
+	/* the spec's door is the same door */
+	expect_reject_mut(dec_environment_spec, SPEC_JSON, "egress/destinations/0/host", "\"*.com.au\"",
+			  "EnvironmentSpec.egress: EgressPolicy.destinations[0].host");
+	expect_accept_mut(dec_egress_policy, EGRESS_JSON, "destinations/0/host", "\"*.example.co.uk\"");
+	expect_accept_mut(dec_egress_policy, EGRESS_JSON, "destinations/0/host", "\"github.io\"");
+}
+
+/* Over one list of host strings: the JSON door accepts a host exactly when
+ * the YAML door accepts it and normalizes it to itself (the wire carries the
+ * normalized form, as the printer writes it). */
+Test(decode, egress_hosts_agree_with_yaml)
+{
+	static const char *const hosts[] = {
+		"pypi.org", "PyPI.org", "pypi.org.", "*.pythonhosted.org", "*.com", "*.co.uk",
+		"*.example.co.uk", "*.github.io", "octocat.github.io", "co.uk", "10.0.0.5", "127.1",
+		"0x7f.1", "[::1]", "::1", "*.*", "*", "*.", "a.*.example.com", "-a.example",
+		"a_b.example", "https://pypi.org", "user@pypi.org", "pypi.org/x", "pypi.org:443",
+		"localhost", "xn--bcher-kva.example", "example.123", "123.example", "", ".", "a..b",
+		"*.10.0.0.1", "*.internal", "*.a.internal",
+	};
+	for (size_t i = 0; i < NELEM(hosts); i++) {
+		const char *h = hosts[i];
+		char doc[512];
+		snprintf(doc, sizeof(doc),
+		         "egress:\n  mode: allowlist\n  destinations:\n    - host: '%s'\n      ports: [443]\n",
+		         h);
+		airlock_egress_policy yp = { 0 };
+		airlock_error yerr = { 0 };
+		bool yaml_ok = airlock_egress_policy_parse("p.yaml", doc, strlen(doc), &yp, &yerr) == 0;
+		bool yaml_same = yaml_ok && strcmp(yp.destinations[0].host, h) == 0;
+		airlock_egress_policy_clear(&yp);
+
+		json_t *o = json_pack("{s:s, s:[{s:s, s:[i]}]}", "mode", "allowlist", "destinations",
+		                      "host", h, "ports", 443);
+		cr_assert_not_null(o);
+		char *j = json_dumps(o, JSON_COMPACT);
+		json_decref(o);
+		cr_assert_not_null(j);
+		airlock_egress_policy jp = { 0 };
+		airlock_error jerr = { 0 };
+		bool json_ok = airlock_egress_policy_from_json(j, strlen(j), &jp, &jerr) == 0;
+		airlock_egress_policy_clear(&jp);
+		free(j);
+		cr_expect_eq(json_ok, yaml_same, "\"%s\": JSON %s (%s), YAML %s (%s)", h,
+		             json_ok ? "accepts" : "refuses", jerr.message,
+		             yaml_ok ? "accepts" : "refuses", yerr.message);
+	}
 }
 
 Test(decode, command_rules)

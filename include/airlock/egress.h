@@ -46,7 +46,10 @@ extern "C" {
  *     1..65535 (duplicates refused);
  *   - `host` has no scheme, no port, no path, no userinfo, and is not an IP
  *     address in any spelling (dotted, bracketed, IPv6, decimal, octal, hex,
- *     short forms like 127.1); it normalizes as above;
+ *     short forms like 127.1); it normalizes as above; a wildcard is not
+ *     over a public suffix (the Public Suffix List, private section and the
+ *     implicit "*" rule included: "*.com", "*.co.uk", "*.github.io" are
+ *     refused; src/egress/policy.c says which list);
  *   - mode deny with destinations, or allowlist with none, is refused (a
  *     policy that says two things);
  *   - unknown keys, anchors, aliases and tags are refused.
@@ -60,6 +63,47 @@ extern "C" {
 int airlock_egress_policy_parse(const char *name, const char *buf, size_t len,
                                 airlock_egress_policy *ret, airlock_error *err);
 int airlock_egress_policy_load(const char *path, airlock_egress_policy *ret, airlock_error *err);
+
+/* ---- one set of rules for every door ----------------------------------------
+ * The grammar's rules over a policy already read, whichever door it came
+ * through: the YAML parser runs them as it reads (so its message has the
+ * line), the JSON decoder (airlock_egress_policy_from_json, and a spec's
+ * egress) and the printer run them on the whole policy. The rules: mode is
+ * deny or allowlist; deny lists nothing, allowlist lists 1 to
+ * AIRLOCK_EGRESS_DESTINATIONS_MAX destinations; every host passes the host
+ * rules above and is stored normalized; no host twice; every destination
+ * has at least one port, each 1..65535, none twice. */
+typedef enum airlock_egress_rule {
+	AIRLOCK_EGRESS_RULE_MODE = 1,        /* mode is neither deny nor allowlist */
+	AIRLOCK_EGRESS_RULE_DENY_LISTS,      /* mode deny with destinations */
+	AIRLOCK_EGRESS_RULE_ALLOWLIST_EMPTY, /* mode allowlist with none */
+	AIRLOCK_EGRESS_RULE_TOO_MANY,        /* more than AIRLOCK_EGRESS_DESTINATIONS_MAX */
+	AIRLOCK_EGRESS_RULE_HOST,            /* destinations[dest].host breaks a host rule */
+	AIRLOCK_EGRESS_RULE_HOST_TWICE,      /* ... is destinations[first]'s host again */
+	AIRLOCK_EGRESS_RULE_PORTS_EMPTY,     /* destinations[dest] lists no port */
+	AIRLOCK_EGRESS_RULE_PORT,            /* destinations[dest].ports[port] is 0 */
+	AIRLOCK_EGRESS_RULE_PORT_TWICE,      /* ... is ports[first] again */
+} airlock_egress_rule;
+
+typedef struct airlock_egress_violation {
+	airlock_egress_rule rule;
+	size_t dest, port, first;
+	const char *why; /* the rule, in words (static) */
+} airlock_egress_violation;
+
+/* True and *ret filled when p breaks a rule (the first one, in order). */
+bool airlock_egress_policy_rules(const airlock_egress_policy *p, airlock_egress_violation *ret);
+/* The same, as an error: 0, or AIRLOCK_ERR_DECODE "WHAT.destinations[1].host:
+ * \"A.Example.COM\": not in normalized form ..." (what defaults to
+ * "EgressPolicy"). */
+int airlock_egress_policy_check(const airlock_egress_policy *p, const char *what,
+                                airlock_error *err);
+
+/* A port as text, the one rule for every door that reads one (the policy's
+ * YAML, `airlock egress check`, and the CONNECT parser's rule, which
+ * tests/test_egress_policy.c holds equal to it): 1-5 decimal digits, no
+ * sign, no leading zero, 1..65535. */
+bool airlock_port_parse(const char *s, size_t len, uint16_t *ret);
 
 /* Print the normalized policy as YAML that parses back to the same policy. */
 int airlock_egress_policy_format(const airlock_egress_policy *p, char **ret, airlock_error *err);
@@ -86,13 +130,18 @@ bool airlock_ip_literal(const char *s, size_t len);
 
 /* ---- the address denylist --------------------------------------------------
  * Not configurable; applied in both modes. The specification's table plus
- * the unspecified addresses, multicast, broadcast, and IPv4 embedded in IPv6
- * by any standard form (IPv4-mapped ::ffff:0:0/96, NAT64 64:ff9b::/96, 6to4
- * 2002::/16, IPv4-compatible ::/96), each unwrapped and checked as IPv4. */
+ * every block of the IANA IPv4 and IPv6 Special-Purpose Address Registries
+ * that is not globally reachable (but 198.51.100.0/24, the test network:
+ * src/egress/addr.c says why), the unspecified addresses, multicast,
+ * broadcast, all IPv6 outside 2000::/3, and IPv4 embedded in IPv6 by any
+ * standard form (IPv4-mapped ::ffff:0:0/96, IPv4-translated ::ffff:0:0:0/96,
+ * NAT64 64:ff9b::/96, 6to4 2002::/16, IPv4-compatible ::/96), each
+ * unwrapped and checked as IPv4. The cloud metadata and host-service
+ * addresses are named (METADATA). */
 typedef enum airlock_addr_class {
 	AIRLOCK_ADDR_INVALID = 0,
 	AIRLOCK_ADDR_PUBLIC,          /* allowed to dial */
-	AIRLOCK_ADDR_METADATA,        /* 169.254.169.254: named on its own */
+	AIRLOCK_ADDR_METADATA,        /* 169.254.169.254, 168.63.129.16, fd00:ec2::254, ... */
 	AIRLOCK_ADDR_THIS_NETWORK,    /* 0.0.0.0/8, :: */
 	AIRLOCK_ADDR_PRIVATE,         /* 10/8, 172.16/12, 192.168/16, fc00::/7 */
 	AIRLOCK_ADDR_LOOPBACK,        /* 127/8, ::1 */
@@ -100,6 +149,10 @@ typedef enum airlock_addr_class {
 	AIRLOCK_ADDR_CGNAT,           /* 100.64/10 */
 	AIRLOCK_ADDR_MULTICAST,       /* 224/4, ff00::/8 */
 	AIRLOCK_ADDR_BROADCAST,       /* 255.255.255.255 (and 240/4 reserved) */
+	/* the rest of the special-purpose registries: 192.0.0.0/24, 192.0.2.0/24,
+	 * 192.88.99.0/24, 198.18.0.0/15, 203.0.113.0/24; IPv6 outside 2000::/3,
+	 * 2001::/23 (but Teredo), 2001:db8::/32, 3fff::/20 */
+	AIRLOCK_ADDR_RESERVED,
 	AIRLOCK_ADDR__MAX
 } airlock_addr_class;
 const char *airlock_addr_class_name(airlock_addr_class c);
@@ -113,6 +166,12 @@ typedef struct airlock_addr {
 } airlock_addr;
 
 airlock_addr_class airlock_addr_classify(const airlock_addr *a);
+/* Whether a is one of this host's (this network namespace's) own addresses,
+ * as the kernel's routing decision says at the time of the call (a UDP
+ * connect, nothing sent; src/egress/addr.c says why not getifaddrs). 1 own,
+ * 0 not (or no route), negative errno when it could not be asked. Works
+ * unprivileged and under the proxy's seccomp filter. */
+int airlock_addr_is_own(const airlock_addr *a);
 /* Parse a numeric address (inet_pton forms only); false otherwise. */
 bool airlock_addr_parse(const char *s, airlock_addr *ret);
 /* Format into out (INET6_ADDRSTRLEN). */
@@ -130,11 +189,15 @@ typedef enum airlock_egress_reason {
 	AIRLOCK_EGRESS_BAD_HOSTNAME,
 	AIRLOCK_EGRESS_DNS_FAILURE,
 	AIRLOCK_EGRESS_DENIED_ADDRESS,  /* a resolved address is on the denylist */
-	AIRLOCK_EGRESS_METADATA_ADDRESS, /* ... and it is 169.254.169.254 */
+	AIRLOCK_EGRESS_METADATA_ADDRESS, /* ... and it is a cloud metadata or host-service address */
 	/* The public-HTTPS transports' own refusals (the step that refused is
 	 * the decision's detail), so each stays separately auditable. */
 	AIRLOCK_EGRESS_BROWSER_RESOURCE_REFUSED,
 	AIRLOCK_EGRESS_UNSUBSCRIBE_REFUSED,
+	/* a resolved address is one of the host's own (airlock_addr_is_own), or
+	 * could not be shown not to be: a service bound to 0.0.0.0 on the
+	 * proxy's host would answer it */
+	AIRLOCK_EGRESS_OWN_ADDRESS,
 	AIRLOCK_EGRESS_REASON__MAX
 } airlock_egress_reason;
 const char *airlock_egress_reason_name(airlock_egress_reason r);
@@ -193,7 +256,7 @@ typedef struct airlock_egress_decision {
 	size_t n_addresses;
 	bool has_dial;
 	airlock_addr dial; /* the one address to dial: checked, never re-resolved */
-	airlock_addr denied; /* with DENIED/METADATA_ADDRESS: the address refused */
+	airlock_addr denied; /* with DENIED/METADATA/OWN_ADDRESS: the address refused */
 } airlock_egress_decision;
 
 /*
@@ -202,7 +265,9 @@ typedef struct airlock_egress_decision {
  * the destination list (a miss is NOT_ALLOWLISTED, a host on the list with
  * another port PORT_NOT_ALLOWED); resolve the name once; check every
  * resolved address against the denylist (one bad address refuses the whole
- * destination); choose the address to dial. Never returns an error for a
+ * destination), then against the host's own addresses (OWN_ADDRESS, asked
+ * of the kernel in the caller's network namespace at this moment); choose
+ * the address to dial. Never returns an error for a
  * refusal: *ret says why. Returns negative only for invalid arguments.
  */
 int airlock_egress_evaluate(const airlock_egress_policy *p, const char *host, uint16_t port,
@@ -218,7 +283,8 @@ int airlock_egress_evaluate(const airlock_egress_policy *p, const char *host, ui
  * address checked against the same denylist, and the address to dial.
  * A refusal's reason is the transport's own (BROWSER_RESOURCE_REFUSED,
  * UNSUBSCRIBE_REFUSED); detail says which step refused (PORT_NOT_ALLOWED,
- * BAD_HOSTNAME, IP_LITERAL, DNS_FAILURE, DENIED_ADDRESS, METADATA_ADDRESS).
+ * BAD_HOSTNAME, IP_LITERAL, DNS_FAILURE, DENIED_ADDRESS, METADATA_ADDRESS,
+ * OWN_ADDRESS).
  * (The proxy adds the third rule, CONNECT only, for every transport.)
  */
 int airlock_egress_evaluate_transport(airlock_egress_transport t, const char *host, uint16_t port,

@@ -46,7 +46,10 @@ static void check_usage(FILE *out)
 	             "                            [--dns ADDR[:PORT]] HOST PORT\n\n"
 	             "Evaluate HOST:PORT against the policy in FILE and print the decision as one\n"
 	             "JSON object. Exit 0 for allow, 1 for deny; 2 (FILE:LINE: message) when the\n"
-	             "policy does not parse; 64 on bad usage.\n\n"
+	             "policy does not parse; 64 on bad usage. The evaluation is the proxy's: an\n"
+	             "address that is this host's own (in the network namespace the command runs\n"
+	             "in) is refused as OWN_ADDRESS, and PORT is read by the proxy's rule (no sign,\n"
+	             "no leading zero).\n\n"
 	             "  --resolve HOST=ADDR[,ADDR...]  answer for HOST with these addresses instead of\n"
 	             "                                 DNS (\"what if this name pointed there\");\n"
 	             "                                 repeatable\n"
@@ -189,15 +192,6 @@ static bool check_add_answer(check_resolver *c, const char *spec)
 	return true;
 }
 
-static bool check_parse_port(const char *s, uint16_t *ret)
-{
-	int64_t v;
-	if (!util_parse_i64(s, &v) || v < 1 || v > 65535)
-		return false;
-	*ret = (uint16_t)v;
-	return true;
-}
-
 /* The value of "--name VALUE" or "--name=VALUE" at argv[*i]; NULL when
  * argv[*i] is not that option. *missing when the value is absent. */
 static const char *check_option(int argc, char **argv, int *i, const char *name, bool *missing)
@@ -274,8 +268,14 @@ static int egress_check(int argc, char **argv)
 		check_usage(stderr);
 		goto out;
 	}
-	if (!check_parse_port(pos[1], &port)) {
-		fprintf(stderr, "airlock egress check: port \"%s\" is not 1..65535\n", pos[1]);
+	/* The proxy's rule for a port (airlock_port_parse, the CONNECT
+	 * parser's): "0443" or "+443" is a 400 there, so it is refused here
+	 * rather than answered as if it were 443. */
+	if (!airlock_port_parse(pos[1], strlen(pos[1]), &port)) {
+		char shown[32];
+		fprintf(stderr,
+		        "airlock egress check: port \"%s\" is not 1..65535 (decimal digits, no sign, no leading zero)\n",
+		        util_escape(shown, sizeof(shown), pos[1], strlen(pos[1])));
 		goto out;
 	}
 

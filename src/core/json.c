@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 #include "airlock/json.h"
 #include "airlock/ids.h"
+#include "airlock/egress.h"
 
 #include <errno.h>
 #include <limits.h>
@@ -583,6 +584,13 @@ static int egress_from(json_t *o, airlock_egress_policy *ret, airlock_error *err
 		r = as_decode(err, r);
 		goto fail;
 	}
+	/* The grammar's rules, the same function the YAML parser runs (host
+	 * rules, normalized names, no host or port twice, mode and count): a
+	 * spec is how a policy reaches the service and the proxy, so a door
+	 * that skipped them would let in what the operator's file refuses. */
+	r = airlock_egress_policy_check(&p, T_EGRESS, err);
+	if (r < 0)
+		goto fail;
 	*ret = p;
 	return 0;
 fail:

@@ -26,6 +26,7 @@ static const char *const reason_names[AIRLOCK_EGRESS_REASON__MAX] = {
 	[AIRLOCK_EGRESS_METADATA_ADDRESS] = "METADATA_ADDRESS",
 	[AIRLOCK_EGRESS_BROWSER_RESOURCE_REFUSED] = "BROWSER_RESOURCE_REFUSED",
 	[AIRLOCK_EGRESS_UNSUBSCRIBE_REFUSED] = "UNSUBSCRIBE_REFUSED",
+	[AIRLOCK_EGRESS_OWN_ADDRESS] = "OWN_ADDRESS",
 };
 
 const char *airlock_egress_reason_name(airlock_egress_reason r)
@@ -181,6 +182,19 @@ static int resolve_and_check(airlock_egress_resolve_fn resolve, void *resolve_ct
 	}
 	if (bad)
 		return refuse(ret, AIRLOCK_EGRESS_DENIED_ADDRESS);
+
+	/* A public address can still be this host's own: a name that points at
+	 * the proxy's (or the worker's) host reaches every service there bound
+	 * to 0.0.0.0, which the denylist cannot know about. Asked of the kernel
+	 * now, in this process's namespace (the proxy's, for the proxy): one
+	 * address that is own, or that cannot be shown not to be, refuses the
+	 * destination. */
+	for (size_t i = 0; i < n; i++) {
+		if (airlock_addr_is_own(&ret->addresses[i]) != 0) {
+			ret->denied = ret->addresses[i];
+			return refuse(ret, AIRLOCK_EGRESS_OWN_ADDRESS);
+		}
+	}
 
 	ret->allow = true;
 	ret->reason = ret->detail = AIRLOCK_EGRESS_ALLOWED;

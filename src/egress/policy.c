@@ -19,6 +19,8 @@
 
 #include <arpa/inet.h>
 #include <errno.h>
+#include <libpsl.h>
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -31,6 +33,8 @@
 
 #define QUOTE_MAX 96
 #define LABEL_MAX 63
+#define STR_(x) #x
+#define STR(x) STR_(x)
 
 /* ---- IP literals -------------------------------------------------------- */
 
@@ -120,13 +124,63 @@ bool airlock_ip_literal(const char *s, size_t len)
 /* ---- host names ----------------------------------------------------------- */
 
 /*
+ * The Public Suffix List (libpsl, Debian's libpsl5 and publicsuffix). A
+ * wildcard is "every host under this name", which is only one operator's
+ * hosts when the name is a registrable domain: over a public suffix it is
+ * every registrant's. Counting labels cannot tell "*.example.com" from
+ * "*.co.uk"; the list can.
+ *
+ * Which entries count: all of them, the private section included. A private
+ * entry such as github.io, blogspot.com or s3.amazonaws.com is a suffix
+ * under which unrelated tenants get names, so "*.github.io" is every GitHub
+ * Pages site: exactly the wildcard the rule exists to refuse. The implicit
+ * "*" rule is kept too, so an unlisted top-level label ("*.internal",
+ * "*.zz") is a public suffix as well, as single labels always were here.
+ *
+ * Which list: psl_latest(NULL), the newer of the list built into libpsl and
+ * the one the publicsuffix package installs (/usr/share/publicsuffix/
+ * public_suffix_list.dafsa). The packaged file is updated with the
+ * distribution, independently of the library, and new private suffixes are
+ * added to the list all the time: a stale list is the failure that matters
+ * (a new shared suffix would pass), so the newest one available wins. It is
+ * loaded once per process, on first use, and never changes after (a
+ * policy's validity does not change under a running process); without any
+ * list, every wildcard is refused rather than judged by label counting.
+ *
+ * An exact host that is itself a public suffix ("github.io", "co.uk") is
+ * allowed: an exact name matches only itself, so it grants one host and no
+ * registrant's names under it, and several are real hosts (github.io serves
+ * a redirect).
+ */
+static const psl_ctx_t *psl_list;
+static pthread_once_t psl_once = PTHREAD_ONCE_INIT;
+
+static void psl_load(void)
+{
+	/* Never freed: the list lives as long as the process, read-only and
+	 * shared by every thread once loaded. */
+	const psl_ctx_t *l = psl_latest(NULL);
+	psl_list = l ? l : psl_builtin();
+}
+
+/* 1 when name (normalized, no wildcard) is a public suffix, 0 when not, -1
+ * when there is no list to ask. */
+static int public_suffix(const char *name)
+{
+	pthread_once(&psl_once, psl_load);
+	if (!psl_list)
+		return -1;
+	return psl_is_public_suffix2(psl_list, name, PSL_TYPE_ANY) ? 1 : 0;
+}
+
+/*
  * Check and normalize one host name (the header's rules). Returns NULL and
  * fills out, or the rule broken, in words, for the parser's message; out is
  * then untouched.
  *
- * A wildcard over a single label ("*.com", "*.internal") is refused: it
- * would match every host under a top-level domain, which is an open mode
- * with extra steps. A wildcard needs at least two labels after the star.
+ * A wildcard over a public suffix ("*.com", "*.co.uk", "*.github.io") is
+ * refused: it would match every registrant's hosts under that suffix, which
+ * is an open mode with extra steps (see public_suffix above).
  */
 static const char *host_problem(const char *in, size_t len, bool allow_wildcard,
                                 char out[AIRLOCK_HOSTNAME_MAX + 1])
@@ -161,7 +215,7 @@ static const char *host_problem(const char *in, size_t len, bool allow_wildcard,
 	if (airlock_ip_literal(in + i, len - i) || ends_in_number(in + i, len - i))
 		return "an IP address is not a destination; name the host (a name whose last label is a number is read as an IPv4 address)";
 
-	size_t labels = 0, label_len = 0;
+	size_t label_len = 0;
 	for (; i < len; i++) {
 		char c = in[i];
 		if (c == '.') {
@@ -169,7 +223,6 @@ static const char *host_problem(const char *in, size_t len, bool allow_wildcard,
 				return "a host name has no empty labels (two dots in a row, or a leading dot)";
 			if (in[i - 1] == '-')
 				return "a label must not start or end with '-'";
-			labels++;
 			label_len = 0;
 			buf[i] = c;
 			continue;
@@ -190,10 +243,14 @@ static const char *host_problem(const char *in, size_t len, bool allow_wildcard,
 		return "a host name has no empty labels (two dots in a row, or a leading dot)";
 	if (in[len - 1] == '-')
 		return "a label must not start or end with '-'";
-	labels++;
-	if (in[0] == '*' && labels < 2)
-		return "a wildcard over a single label would match every host under a top-level domain; write at least two labels after \"*.\"";
 	buf[len] = 0;
+	if (buf[0] == '*') {
+		int ps = public_suffix(buf + 2);
+		if (ps < 0)
+			return "a wildcard cannot be checked: no Public Suffix List could be loaded (install the publicsuffix package); name the hosts exactly";
+		if (ps > 0)
+			return "a wildcard over a public suffix (a name on the Public Suffix List: a top-level domain such as com, or a shared suffix such as co.uk or github.io) would match every registrant's hosts under it; write a registrable domain after \"*.\" (\"*.example.co.uk\")";
+	}
 	memcpy(out, buf, len + 1);
 	return NULL;
 }
@@ -223,6 +280,154 @@ bool airlock_egress_host_matches(const char *pattern, const char *host)
 	if (hl <= sl || strcmp(host + hl - sl, suffix) != 0)
 		return false;
 	return memchr(host, '.', hl - sl) == NULL;
+}
+
+/* ---- the rules every door runs ------------------------------------------------
+ *
+ * A policy reaches the service and the proxy through two doors: the
+ * operator's YAML file (airlock_egress_policy_parse) and JSON, as a spec
+ * carries it (airlock_egress_policy_from_json, src/core/json.c). Each door
+ * reads its own syntax (YAML scalars, JSON values); the rules over what was
+ * read are these functions, and both doors call them: the YAML reader per
+ * destination as it goes (so its message has the line), the JSON decoder
+ * through airlock_egress_policy_rules. A second copy of any rule is a
+ * defect: it is how a policy refused in one door came in through the other.
+ */
+
+static const char *host_rule(const char *v, size_t len, char out[AIRLOCK_HOSTNAME_MAX + 1]);
+
+static bool violation(airlock_egress_violation *v, airlock_egress_rule rule, size_t dest,
+                      size_t port, size_t first, const char *why)
+{
+	*v = (airlock_egress_violation){
+		.rule = rule, .dest = dest, .port = port, .first = first, .why = why
+	};
+	return true;
+}
+
+/* all[idx] against itself and all[0..idx): true and *v when a rule is broken. */
+static bool destination_rules(const airlock_egress_destination *all, size_t idx,
+                              airlock_egress_violation *v)
+{
+	const airlock_egress_destination *d = &all[idx];
+	char norm[AIRLOCK_HOSTNAME_MAX + 1];
+
+	if (!d->host || !*d->host)
+		return violation(v, AIRLOCK_EGRESS_RULE_HOST, idx, 0, 0,
+		                 "a host name is required");
+	const char *why = host_rule(d->host, strlen(d->host), norm);
+	if (why)
+		return violation(v, AIRLOCK_EGRESS_RULE_HOST, idx, 0, 0, why);
+	/* What a door stores is the normalized name (the matcher compares
+	 * normalized names only): the YAML reader stores what it normalized;
+	 * a decoded name that is not already normalized would never match. */
+	if (strcmp(norm, d->host) != 0)
+		return violation(v, AIRLOCK_EGRESS_RULE_HOST, idx, 0, 0,
+		                 "not in normalized form (lowercase, without a trailing dot)");
+	/* The same host twice would leave which ports apply to a reading of
+	 * the policy; one entry per host, with all its ports. */
+	for (size_t i = 0; i < idx; i++)
+		if (all[i].host && strcmp(all[i].host, d->host) == 0)
+			return violation(v, AIRLOCK_EGRESS_RULE_HOST_TWICE, idx, 0, i,
+			                 "list each host once with all its ports");
+	/* No default port: the destination that matters is the one on a port
+	 * nobody wrote down. */
+	if (d->n_ports == 0 || !d->ports)
+		return violation(v, AIRLOCK_EGRESS_RULE_PORTS_EMPTY, idx, 0, 0,
+		                 "must list at least one port (there is no default port)");
+	/* One bit per port: duplicates are found in one pass however long the
+	 * list is. */
+	uint8_t seen[65536 / 8];
+	memset(seen, 0, sizeof(seen));
+	for (size_t j = 0; j < d->n_ports; j++) {
+		uint16_t port = d->ports[j];
+		if (port == 0)
+			return violation(v, AIRLOCK_EGRESS_RULE_PORT, idx, j, 0, "is not a port (1..65535)");
+		if (seen[port / 8] & (1u << (port % 8))) {
+			size_t first = 0;
+			while (d->ports[first] != port)
+				first++;
+			return violation(v, AIRLOCK_EGRESS_RULE_PORT_TWICE, idx, j, first, "is listed twice");
+		}
+		seen[port / 8] |= (uint8_t)(1u << (port % 8));
+	}
+	return false;
+}
+
+/* The policy-wide rules: true and *v when one is broken. A policy that says
+ * two things is refused rather than read one way: whichever way we read it,
+ * the operator meant the other. */
+static bool mode_rules(const airlock_egress_policy *p, airlock_egress_violation *v)
+{
+	if (p->mode != AIRLOCK_EGRESS_DENY && p->mode != AIRLOCK_EGRESS_ALLOWLIST)
+		return violation(v, AIRLOCK_EGRESS_RULE_MODE, 0, 0, 0, "must be deny or allowlist");
+	if (p->n_destinations > AIRLOCK_EGRESS_DESTINATIONS_MAX)
+		return violation(v, AIRLOCK_EGRESS_RULE_TOO_MANY, 0, 0, 0,
+		                 "more than " STR(AIRLOCK_EGRESS_DESTINATIONS_MAX) " destinations");
+	if (p->mode == AIRLOCK_EGRESS_DENY && p->n_destinations > 0)
+		return violation(v, AIRLOCK_EGRESS_RULE_DENY_LISTS, 0, 0, 0,
+		                 "which denies everything; set mode: allowlist or remove them");
+	if (p->mode == AIRLOCK_EGRESS_ALLOWLIST && p->n_destinations == 0)
+		return violation(v, AIRLOCK_EGRESS_RULE_ALLOWLIST_EMPTY, 0, 0, 0,
+		                 "allowlist with no destinations allows nothing; list at least one destination or use mode: deny");
+	return false;
+}
+
+bool airlock_egress_policy_rules(const airlock_egress_policy *p, airlock_egress_violation *ret)
+{
+	airlock_egress_violation v;
+	if (!p || !ret)
+		return false;
+	if (p->n_destinations > 0 && !p->destinations)
+		return violation(ret, AIRLOCK_EGRESS_RULE_MODE, 0, 0, 0, "destinations missing");
+	/* The count first: the duplicate check is quadratic in it. */
+	if (mode_rules(p, &v) && v.rule == AIRLOCK_EGRESS_RULE_TOO_MANY)
+		return *ret = v, true;
+	for (size_t i = 0; i < p->n_destinations; i++)
+		if (destination_rules(p->destinations, i, &v))
+			return *ret = v, true;
+	if (mode_rules(p, &v))
+		return *ret = v, true;
+	return false;
+}
+
+int airlock_egress_policy_check(const airlock_egress_policy *p, const char *what,
+                                airlock_error *err)
+{
+	airlock_egress_violation v;
+	char q[QUOTE_MAX];
+	if (!what)
+		what = "EgressPolicy";
+	if (!p)
+		return airlock_error_set(err, AIRLOCK_ERR_DECODE, 0, "%s: missing", what);
+	if (!airlock_egress_policy_rules(p, &v))
+		return 0;
+	const airlock_egress_destination *d =
+		p->destinations && v.dest < p->n_destinations ? &p->destinations[v.dest] : NULL;
+	const char *h = d && d->host ? d->host : "";
+	switch (v.rule) {
+	case AIRLOCK_EGRESS_RULE_HOST:
+		return airlock_error_set(err, AIRLOCK_ERR_DECODE, 0, "%s.destinations[%zu].host: \"%s\": %s",
+		                         what, v.dest, util_escape(q, sizeof(q), h, strlen(h)), v.why);
+	case AIRLOCK_EGRESS_RULE_HOST_TWICE:
+		return airlock_error_set(err, AIRLOCK_ERR_DECODE, 0,
+		                         "%s.destinations[%zu].host: \"%s\" is already destinations[%zu]; %s",
+		                         what, v.dest, util_escape(q, sizeof(q), h, strlen(h)), v.first, v.why);
+	case AIRLOCK_EGRESS_RULE_PORTS_EMPTY:
+		return airlock_error_set(err, AIRLOCK_ERR_DECODE, 0, "%s.destinations[%zu].ports: %s", what,
+		                         v.dest, v.why);
+	case AIRLOCK_EGRESS_RULE_PORT:
+	case AIRLOCK_EGRESS_RULE_PORT_TWICE:
+		return airlock_error_set(err, AIRLOCK_ERR_DECODE, 0, "%s.destinations[%zu].ports[%zu]: port %u %s",
+		                         what, v.dest, v.port, (unsigned)d->ports[v.port], v.why);
+	case AIRLOCK_EGRESS_RULE_DENY_LISTS:
+		return airlock_error_set(err, AIRLOCK_ERR_DECODE, 0,
+		                         "%s.destinations: listed while mode is deny, %s", what, v.why);
+	case AIRLOCK_EGRESS_RULE_TOO_MANY:
+		return airlock_error_set(err, AIRLOCK_ERR_DECODE, 0, "%s.destinations: %s", what, v.why);
+	default:
+		return airlock_error_set(err, AIRLOCK_ERR_DECODE, 0, "%s.mode: %s", what, v.why);
+	}
 }
 
 /* ---- the YAML walk ---------------------------------------------------------- */
@@ -278,10 +483,13 @@ static int pp_key(pp *p, const char *where)
 /* ---- destinations ----------------------------------------------------------- */
 
 /* Strict decimal port: digits only, no sign, no leading zero (YAML 1.1 reads
- * 0443 as octal; a port written that way is a mistake), 1..65535. */
-static bool parse_port(const char *s, size_t len, uint16_t *ret)
+ * 0443 as octal; a port written that way is a mistake), 1..65535. The same
+ * rule as the CONNECT parser's (src/egress/connect.c), so that `airlock
+ * egress check HOST 0443` refuses what the proxy answers 400 to;
+ * tests/test_egress_policy.c runs both over the same inputs. */
+bool airlock_port_parse(const char *s, size_t len, uint16_t *ret)
 {
-	if (len == 0 || len > 5 || s[0] == '0')
+	if (!s || !ret || len == 0 || len > 5 || s[0] == '0')
 		return false;
 	unsigned v = 0;
 	for (size_t i = 0; i < len; i++) {
@@ -295,7 +503,11 @@ static bool parse_port(const char *s, size_t len, uint16_t *ret)
 	return true;
 }
 
-static int parse_ports(pp *p, size_t idx, airlock_egress_destination *d)
+/* The ports list as written: each a plain decimal scalar (the text rules
+ * are this door's). Its rules as a list (not empty, no port twice) are
+ * destination_rules', run on the destination once it is read; the line of
+ * each port is kept in *ret_lines for that message. */
+static int parse_ports(pp *p, size_t idx, airlock_egress_destination *d, size_t **ret_lines)
 {
 	char q[QUOTE_MAX];
 	size_t line = airlock_yaml_line(p);
@@ -308,13 +520,9 @@ static int parse_ports(pp *p, size_t idx, airlock_egress_destination *d)
 		return airlock_yaml_fail(p, line, "destinations[%zu].ports: expected a list such as [443], got %s",
 		               idx, airlock_yaml_kind(p));
 
-	/* One bit per port: duplicates are found in constant time, and the
-	 * list can never be longer than the 65535 distinct ports. */
-	_cleanup_free_ uint8_t *seen = calloc(65536 / 8, 1);
 	_cleanup_free_ uint16_t *ports = NULL;
+	_cleanup_free_ size_t *lines = NULL;
 	size_t n = 0, alloc = 0;
-	if (!seen)
-		return airlock_error_set(p->err, AIRLOCK_ERR_SYSTEM, ENOMEM, "%s", p->name);
 	for (;;) {
 		int r = airlock_yaml_next(p);
 		if (r < 0)
@@ -330,31 +538,32 @@ static int parse_ports(pp *p, size_t idx, airlock_egress_destination *d)
 			return airlock_yaml_fail(p, airlock_yaml_line(p),
 			               "destinations[%zu].ports[%zu]: \"%s\" is quoted; write a port as a number",
 			               idx, n, pp_quote(p, q, sizeof(q)));
-		if (!parse_port(pp_text(p), pp_len(p), &port))
+		if (!airlock_port_parse(pp_text(p), pp_len(p), &port))
 			return airlock_yaml_fail(p, airlock_yaml_line(p),
 			               "destinations[%zu].ports[%zu]: \"%s\" is not a port (a decimal integer 1..65535, no leading zero)",
 			               idx, n, pp_quote(p, q, sizeof(q)));
-		if (seen[port / 8] & (1u << (port % 8)))
-			return airlock_yaml_fail(p, airlock_yaml_line(p), "destinations[%zu].ports[%zu]: port %u is listed twice",
-			               idx, n, (unsigned)port);
-		seen[port / 8] |= (uint8_t)(1u << (port % 8));
+		/* No cap of its own: the input cap (AIRLOCK_EGRESS_POLICY_INPUT_MAX)
+		 * bounds the list, at two bytes a port at least. */
 		if (n == alloc) {
 			size_t na = alloc ? alloc * 2 : 4;
 			uint16_t *np = realloc(ports, na * sizeof(*ports));
 			if (!np)
 				return airlock_error_set(p->err, AIRLOCK_ERR_SYSTEM, ENOMEM, "%s", p->name);
 			ports = np;
+			size_t *nl = realloc(lines, na * sizeof(*lines));
+			if (!nl)
+				return airlock_error_set(p->err, AIRLOCK_ERR_SYSTEM, ENOMEM, "%s", p->name);
+			lines = nl;
 			alloc = na;
 		}
+		lines[n] = airlock_yaml_line(p);
 		ports[n++] = port;
 	}
-	if (n == 0)
-		return airlock_yaml_fail(p, line,
-		               "destinations[%zu].ports: must list at least one port (there is no default port)",
-		               idx);
 	free(d->ports);
 	d->ports = TAKE_PTR(ports);
 	d->n_ports = n;
+	free(*ret_lines);
+	*ret_lines = TAKE_PTR(lines);
 	return 0;
 }
 
@@ -409,7 +618,12 @@ static int parse_host(pp *p, size_t idx, airlock_egress_destination *d)
 
 /* Called with the destination's MAPPING_START current; returns with its
  * MAPPING_END current. d is filled; the caller frees it either way. */
-static int parse_destination(pp *p, size_t idx, airlock_egress_destination *d, size_t *ret_host_line)
+typedef struct dest_lines {
+	size_t host, ports;
+	size_t *port; /* one per port */
+} dest_lines;
+
+static int parse_destination(pp *p, size_t idx, airlock_egress_destination *d, dest_lines *ret_lines)
 {
 	char q[QUOTE_MAX];
 	size_t start = airlock_yaml_line(p), host_line = 0, ports_line = 0;
@@ -448,7 +662,7 @@ static int parse_destination(pp *p, size_t idx, airlock_egress_destination *d, s
 		r = airlock_yaml_next(p);
 		if (r < 0)
 			return r;
-		r = host ? parse_host(p, idx, d) : parse_ports(p, idx, d);
+		r = host ? parse_host(p, idx, d) : parse_ports(p, idx, d, &ret_lines->port);
 		if (r < 0)
 			return r;
 	}
@@ -457,7 +671,8 @@ static int parse_destination(pp *p, size_t idx, airlock_egress_destination *d, s
 	if (!ports_line)
 		return airlock_yaml_fail(p, start,
 		               "destinations[%zu]: ports is required (there is no default port)", idx);
-	*ret_host_line = host_line;
+	ret_lines->host = host_line;
+	ret_lines->ports = ports_line;
 	return 0;
 }
 
@@ -466,6 +681,32 @@ static void destination_clear(airlock_egress_destination *d)
 	free(d->host);
 	free(d->ports);
 	*d = (airlock_egress_destination){ 0 };
+}
+
+/* A rule broken, said with this door's locations: the file's lines. */
+static int yaml_violation(pp *p, const airlock_egress_policy *pol, const airlock_egress_violation *v,
+                          const size_t *host_lines, const dest_lines *dl)
+{
+	char q[QUOTE_MAX];
+	const airlock_egress_destination *d = &pol->destinations[v->dest];
+	const char *h = d->host ? d->host : "";
+	switch (v->rule) {
+	case AIRLOCK_EGRESS_RULE_HOST_TWICE:
+		return airlock_yaml_fail(p, dl->host,
+		            "destinations[%zu].host: \"%s\" is already destinations[%zu] (line %zu); %s",
+		            v->dest, util_escape(q, sizeof(q), h, strlen(h)), v->first,
+		            host_lines[v->first], v->why);
+	case AIRLOCK_EGRESS_RULE_PORTS_EMPTY:
+		return airlock_yaml_fail(p, dl->ports, "destinations[%zu].ports: %s", v->dest, v->why);
+	case AIRLOCK_EGRESS_RULE_PORT:
+	case AIRLOCK_EGRESS_RULE_PORT_TWICE:
+		return airlock_yaml_fail(p, dl->port ? dl->port[v->port] : dl->ports,
+		            "destinations[%zu].ports[%zu]: port %u %s", v->dest, v->port,
+		            (unsigned)d->ports[v->port], v->why);
+	default: /* the host's own rules */
+		return airlock_yaml_fail(p, dl->host, "destinations[%zu].host: \"%s\": %s", v->dest,
+		            util_escape(q, sizeof(q), h, strlen(h)), v->why);
+	}
 }
 
 /* Called with the list's SEQUENCE_START current. */
@@ -485,6 +726,8 @@ static int parse_destinations(pp *p, airlock_egress_policy *pol)
 			return airlock_yaml_fail(p, airlock_yaml_line(p),
 			               "destinations[%zu]: expected a mapping with host and ports, got %s",
 			               idx, airlock_yaml_kind(p));
+		/* The destination cap is also a rule (policy_rules), but the reader
+		 * has to stop here, before it allocates for the next one. */
 		if (idx >= AIRLOCK_EGRESS_DESTINATIONS_MAX)
 			return airlock_yaml_fail(p, airlock_yaml_line(p), "destinations: more than %d destinations",
 			               AIRLOCK_EGRESS_DESTINATIONS_MAX);
@@ -502,26 +745,23 @@ static int parse_destinations(pp *p, airlock_egress_policy *pol)
 			alloc = na;
 		}
 		airlock_egress_destination d = { 0 };
-		size_t host_line = 0;
-		r = parse_destination(p, idx, &d, &host_line);
+		dest_lines dl = { 0 };
+		r = parse_destination(p, idx, &d, &dl);
+		if (r == 0) {
+			/* The rules every door runs (the JSON decoder calls the same
+			 * function through airlock_egress_policy_rules), on this
+			 * destination against the ones before it. */
+			airlock_egress_violation v;
+			pol->destinations[idx] = d;
+			if (destination_rules(pol->destinations, idx, &v))
+				r = yaml_violation(p, pol, &v, host_lines, &dl);
+		}
+		free(dl.port);
 		if (r < 0) {
 			destination_clear(&d);
 			return r;
 		}
-		/* The same host twice would leave which ports apply to a reading
-		 * of the file; one entry per host, with all its ports. */
-		for (size_t i = 0; i < idx; i++)
-			if (strcmp(pol->destinations[i].host, d.host) == 0) {
-				char q[QUOTE_MAX];
-				r = airlock_yaml_fail(p, host_line,
-				            "destinations[%zu].host: \"%s\" is already destinations[%zu] (line %zu); list each host once with all its ports",
-				            idx, util_escape(q, sizeof(q), d.host, strlen(d.host)), i,
-				            host_lines[i]);
-				destination_clear(&d);
-				return r;
-			}
-		pol->destinations[idx] = d;
-		host_lines[idx] = host_line;
+		host_lines[idx] = dl.host;
 		pol->n_destinations++;
 	}
 }
@@ -591,17 +831,21 @@ static int parse_egress(pp *p, airlock_egress_policy *pol, size_t egress_line)
 			               pp_quote(p, q, sizeof(q)));
 		}
 	}
-check:
-	/* A policy that says two things is refused rather than read one way:
-	 * whichever way we read it, the operator meant the other. */
-	if (pol->mode == AIRLOCK_EGRESS_DENY && pol->n_destinations > 0)
-		return airlock_yaml_fail(p, dest_line,
-		               "destinations: listed while mode is deny%s, which denies everything; set mode: allowlist or remove them",
-		               mode_line ? "" : " (the default)");
-	if (pol->mode == AIRLOCK_EGRESS_ALLOWLIST && pol->n_destinations == 0)
+check:;
+	/* The policy-wide rules every door runs (policy_rules). */
+	airlock_egress_violation v;
+	if (!mode_rules(pol, &v))
+		return 0;
+	switch (v.rule) {
+	case AIRLOCK_EGRESS_RULE_DENY_LISTS:
+		return airlock_yaml_fail(p, dest_line, "destinations: listed while mode is deny%s, %s",
+		               mode_line ? "" : " (the default)", v.why);
+	case AIRLOCK_EGRESS_RULE_TOO_MANY:
+		return airlock_yaml_fail(p, dest_line, "destinations: %s", v.why);
+	default:
 		return airlock_yaml_fail(p, dest_line ? dest_line : mode_line ? mode_line : egress_line,
-		               "mode: allowlist with no destinations allows nothing; list at least one destination or use mode: deny");
-	return 0;
+		               "mode: %s", v.why);
+	}
 }
 
 static int parse_document(pp *p, airlock_egress_policy *pol)
@@ -710,22 +954,11 @@ int airlock_egress_policy_format(const airlock_egress_policy *p, char **ret, air
 {
 	if (!ret)
 		return airlock_error_set(err, AIRLOCK_ERR_DECODE, 0, "EgressPolicy: nowhere to print");
-	int r = airlock_egress_policy_validate(p, err);
+	/* Print only what parses back to the same policy: the rules every
+	 * door runs. */
+	int r = airlock_egress_policy_check(p, "EgressPolicy", err);
 	if (r < 0)
 		return r;
-	/* Print only what parses back to the same policy: every host must be
-	 * one the grammar would have produced. */
-	if (p->mode == AIRLOCK_EGRESS_ALLOWLIST && p->n_destinations == 0)
-		return airlock_error_set(err, AIRLOCK_ERR_DECODE, 0,
-		                         "EgressPolicy: mode allowlist with no destinations");
-	for (size_t i = 0; i < p->n_destinations; i++) {
-		const char *h = p->destinations[i].host;
-		char norm[AIRLOCK_HOSTNAME_MAX + 1], q[QUOTE_MAX];
-		if (host_rule(h, strlen(h), norm) || strcmp(norm, h) != 0)
-			return airlock_error_set(err, AIRLOCK_ERR_DECODE, 0,
-			                         "EgressPolicy.destinations[%zu].host: \"%s\" is not a normalized host name",
-			                         i, util_escape(q, sizeof(q), h, strlen(h)));
-	}
 
 	_cleanup_free_ char *text = NULL;
 	size_t size = 0;
