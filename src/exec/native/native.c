@@ -35,6 +35,7 @@
 #include "exec/native/loop.h"
 #include "exec/native/native_internal.h"
 #include "exec/native/seccomp.h"
+#include "exec/native/starter.h"
 #include "exec/native/volume.h"
 #include "util/util.h"
 
@@ -43,6 +44,9 @@
  * on the host and no two sandboxes share an id. */
 #define NATIVE_HOST_ID_BASE 1500000000u
 #define NATIVE_HOST_ID_SLOTS 65536u
+
+/* The image mount's source as the sandbox's mountinfo shows it. */
+#define NATIVE_IMAGE_SOURCE_NAME "airlock-image"
 
 /* How often the execute loop reads the limit counters. */
 #define NATIVE_POLL_MS 20
@@ -84,6 +88,7 @@ struct airlock_native {
 	airlock_image_store *images;
 	native_seccomp seccomp;
 	int volume_dir_fd;
+	int starter_fd;   /* the sealed memfd every command is started through (starter.h) */
 	int shutdown_efd; /* readable once the service is stopping */
 	pthread_mutex_t lock;
 	pthread_cond_t idle;
@@ -210,6 +215,7 @@ int airlock_native_new(const airlock_native_config *cfg, airlock_native **ret, a
 		return airlock_error_set(err, AIRLOCK_ERR_SYSTEM, ENOMEM, "native");
 	n->cfg = *cfg;
 	n->volume_dir_fd = -1;
+	n->starter_fd = -1;
 	n->shutdown_efd = -1;
 	pthread_mutex_init(&n->lock, NULL);
 	pthread_cond_init(&n->idle, NULL);
@@ -225,6 +231,9 @@ int airlock_native_new(const airlock_native_config *cfg, airlock_native **ret, a
 	if (r < 0)
 		goto fail;
 	r = native_seccomp_build(&n->seccomp, err);
+	if (r < 0)
+		goto fail;
+	r = native_starter_open(&n->starter_fd, err);
 	if (r < 0)
 		goto fail;
 	/* Every capability the kernel knows is dropped from the bounding set;
@@ -326,12 +335,19 @@ static int image_mount(airlock_native *n, const char *digest, int *ret_fd, airlo
 
 	_cleanup_close_ int fs = (int)syscall(SYS_fsopen, "erofs", FSOPEN_CLOEXEC);
 	if (fs < 0 ||
-	    syscall(SYS_fsconfig, fs, FSCONFIG_SET_STRING, "source", img->loop.path, 0) < 0 ||
 	    /* The loop device is read-only; so is the superblock. */
-	    syscall(SYS_fsconfig, fs, FSCONFIG_SET_FLAG, "ro", NULL, 0) < 0 ||
-	    syscall(SYS_fsconfig, fs, FSCONFIG_CMD_CREATE, NULL, NULL, 0) < 0)
+	    syscall(SYS_fsconfig, fs, FSCONFIG_SET_FLAG, "ro", NULL, 0) < 0)
 		return airlock_error_set(err, AIRLOCK_ERR_EXECUTION_REJECTED, errno,
 		                         "image %s does not mount as erofs", digest);
+	/* The source the sandbox sees in its mountinfo is this name, not
+	 * "/dev/loopN" (loop.c: the number tells of other tenants' devices). */
+	if (native_loop_create_fs(&img->loop, fs, n->volume_dir_fd, NATIVE_IMAGE_SOURCE_NAME, err) <
+	    0) {
+		char why[sizeof(err->message)];
+		snprintf(why, sizeof(why), "%s", err->message);
+		return airlock_error_set(err, AIRLOCK_ERR_EXECUTION_REJECTED, 0,
+		                         "image %s does not mount as erofs (%s)", digest, why);
+	}
 	int m = (int)syscall(SYS_fsmount, fs, FSMOUNT_CLOEXEC,
 	                     MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV);
 	if (m < 0)
@@ -787,13 +803,21 @@ static int start_command(airlock_native *n, sandbox *b, const airlock_execution_
                          int exec_err_w, int *ret_pidfd, airlock_error *err)
 {
 	int64_t deadline = util_monotonic_ms() + n->cfg.start_budget_seconds * 1000;
+	/* The starter's argv: its marker, then the command's (starter.h). */
+	_cleanup_free_ char **sargv = calloc(cmd->argc + 2, sizeof(*sargv));
+	if (!sargv)
+		return airlock_error_set(err, AIRLOCK_ERR_SYSTEM, ENOMEM, "execute");
+	sargv[0] = (char *)(uintptr_t)NATIVE_STARTER_ARGV0;
+	for (size_t i = 0; i < cmd->argc; i++)
+		sargv[i + 1] = cmd->argv[i];
 	int sv[2];
 	if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) < 0)
 		return airlock_error_set(err, AIRLOCK_ERR_SYSTEM, errno, "execute");
 	native_cmd_args ca = {
 		.sync_fd = sv[1], .init_pidfd = b->init_pidfd,
 		.stdin_fd = in_r, .stdout_fd = out_w, .stderr_fd = err_w, .exec_err_fd = exec_err_w,
-		.argv = cmd->argv, .envp = envp, .cwd = cwd, .seccomp = &n->seccomp,
+		.starter_fd = n->starter_fd,
+		.argv = sargv, .envp = envp, .cwd = cwd, .seccomp = &n->seccomp,
 		.fsize_limit = (uint64_t)b->limits.workspace_bytes,
 		.last_cap = n->last_cap,
 	};
@@ -1225,6 +1249,8 @@ static void native_free(void *ctx)
 	airlock_image_store_free(n->images);
 	if (n->volume_dir_fd >= 0)
 		close(n->volume_dir_fd);
+	if (n->starter_fd >= 0)
+		close(n->starter_fd);
 	if (n->shutdown_efd >= 0)
 		close(n->shutdown_efd);
 	free(n->slots);
