@@ -41,7 +41,17 @@
 
 /* Host ids for sandbox users: one per live sandbox, far above any account a
  * distribution creates, so a sandbox's files and processes belong to nobody
- * on the host and no two sandboxes share an id. */
+ * on the host and no two sandboxes share an id, across every service on the
+ * host: slot N is taken by an open-file-description lock (F_OFD_SETLK) on
+ * byte N of one host-wide lock file (AIRLOCK_NATIVE_HOST_ID_LOCK). The
+ * kernel drops a process's locks when it dies, so a crashed service's slots
+ * come free by themselves; no record has to be cleaned up. What that leaves:
+ * a crashed service's sandboxes end when their inits see the lifeline hang
+ * up, a few milliseconds after the locks went, and in that window a new
+ * sandbox of another service may already run as the same id (in namespaces
+ * of its own, so neither can signal or see the other). Letting init hold
+ * the lock would close it, but would hand init a writable descriptor to a
+ * host file. */
 #define NATIVE_HOST_ID_BASE 1500000000u
 #define NATIVE_HOST_ID_SLOTS 65536u
 
@@ -96,7 +106,9 @@ struct airlock_native {
 	size_t n_boxes;
 	native_image *imgs;
 	size_t n_imgs;
-	unsigned char *slots; /* bitmap of host-id slots in use */
+	unsigned char *slots; /* bitmap of host-id slots in use here (our locks do not
+	                       * conflict with each other: one description) */
+	int id_lock_fd;       /* the host-wide host-id lock file */
 	unsigned executing;
 };
 
@@ -205,6 +217,45 @@ int airlock_native_probe(char *why, size_t size)
 
 static void native_free(void *ctx);
 
+/* The host-wide host-id lock file: root's, in a directory only root may
+ * change, so no one else can take or fake a slot (a lock needs a descriptor
+ * open for writing). The parent directory is made if missing (/run/airlock
+ * after a boot). */
+static int id_lock_open(const char *path, int *ret_fd, airlock_error *err)
+{
+	_cleanup_free_ char *dir = strdup(path);
+	if (!dir)
+		return airlock_error_set(err, AIRLOCK_ERR_SYSTEM, ENOMEM, "native");
+	char *slash = strrchr(dir, '/');
+	if (!slash || slash == dir || !slash[1])
+		return airlock_error_set(err, AIRLOCK_ERR_CONFIG, 0,
+		                         "native: host id lock %s: an absolute path to a file is needed",
+		                         path);
+	*slash = 0;
+	if (mkdir(dir, 0700) < 0 && errno != EEXIST)
+		return airlock_error_set(err, AIRLOCK_ERR_EXECUTION_UNAVAILABLE, errno,
+		                         "native: host id lock directory %s", dir);
+	struct stat st;
+	if (stat(dir, &st) < 0 || !S_ISDIR(st.st_mode) || st.st_uid != 0 || (st.st_mode & 022))
+		return airlock_error_set(err, AIRLOCK_ERR_EXECUTION_UNAVAILABLE, 0,
+		                         "native: host id lock directory %s must be a directory owned "
+		                         "by root that only root can write",
+		                         dir);
+	int fd = open(path, O_RDWR | O_CREAT | O_NOFOLLOW | O_NOCTTY | O_CLOEXEC, 0600);
+	if (fd < 0)
+		return airlock_error_set(err, AIRLOCK_ERR_EXECUTION_UNAVAILABLE, errno,
+		                         "native: host id lock %s", path);
+	if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode) || st.st_uid != 0 || (st.st_mode & 077)) {
+		close(fd);
+		return airlock_error_set(err, AIRLOCK_ERR_EXECUTION_UNAVAILABLE, 0,
+		                         "native: host id lock %s must be a regular file owned by root "
+		                         "with mode 0600",
+		                         path);
+	}
+	*ret_fd = fd;
+	return 0;
+}
+
 int airlock_native_new(const airlock_native_config *cfg, airlock_native **ret, airlock_error *err)
 {
 	char why[256];
@@ -216,6 +267,7 @@ int airlock_native_new(const airlock_native_config *cfg, airlock_native **ret, a
 	n->cfg = *cfg;
 	n->volume_dir_fd = -1;
 	n->starter_fd = -1;
+	n->id_lock_fd = -1;
 	n->shutdown_efd = -1;
 	pthread_mutex_init(&n->lock, NULL);
 	pthread_cond_init(&n->idle, NULL);
@@ -234,6 +286,10 @@ int airlock_native_new(const airlock_native_config *cfg, airlock_native **ret, a
 	if (r < 0)
 		goto fail;
 	r = native_starter_open(&n->starter_fd, err);
+	if (r < 0)
+		goto fail;
+	r = id_lock_open(cfg->host_id_lock ? cfg->host_id_lock : AIRLOCK_NATIVE_HOST_ID_LOCK,
+	                 &n->id_lock_fd, err);
 	if (r < 0)
 		goto fail;
 	/* Every capability the kernel knows is dropped from the bounding set;
@@ -403,25 +459,40 @@ static int sandbox_teardown(airlock_native *n, sandbox *b, airlock_error *err)
 	native_volume_destroy(b->vol);
 	b->vol = NULL;
 	pthread_mutex_lock(&n->lock);
-	if (b->host_id)
+	if (b->host_id) {
+		/* Every process that ran as this id is gone (init reaped, its
+		 * pid namespace with it): the id may be handed out again. */
+		struct flock fl = { .l_type = F_UNLCK, .l_whence = SEEK_SET, .l_start = b->slot,
+			            .l_len = 1 };
+		(void)fcntl(n->id_lock_fd, F_OFD_SETLK, &fl);
 		n->slots[b->slot / 8] &= (unsigned char)~(1u << (b->slot % 8));
+	}
 	pthread_mutex_unlock(&n->lock);
 	b->host_id = 0;
 	return r;
 }
 
-/* Caller holds the lock. */
+/* Caller holds the lock. A slot is ours when our bitmap says it is free
+ * (our own locks never conflict with each other) and the host-wide lock on
+ * its byte is granted (no other service holds it). 0, -EAGAIN when every
+ * slot is taken, or another -errno. */
 static int slot_take(airlock_native *n, uint32_t *ret)
 {
 	uint32_t start = 0;
 	util_random(&start, sizeof(start));
 	for (uint32_t i = 0; i < NATIVE_HOST_ID_SLOTS; i++) {
 		uint32_t s = (start + i) % NATIVE_HOST_ID_SLOTS;
-		if (!(n->slots[s / 8] & (1u << (s % 8)))) {
-			n->slots[s / 8] |= (unsigned char)(1u << (s % 8));
-			*ret = s;
-			return 0;
+		if (n->slots[s / 8] & (1u << (s % 8)))
+			continue;
+		struct flock fl = { .l_type = F_WRLCK, .l_whence = SEEK_SET, .l_start = s, .l_len = 1 };
+		if (fcntl(n->id_lock_fd, F_OFD_SETLK, &fl) < 0) {
+			if (errno == EAGAIN || errno == EACCES || errno == EINTR)
+				continue; /* another service's sandbox has it */
+			return -errno;
 		}
+		n->slots[s / 8] |= (unsigned char)(1u << (s % 8));
+		*ret = s;
+		return 0;
 	}
 	return -EAGAIN;
 }
@@ -592,15 +663,20 @@ static int native_provision(void *ctx, const airlock_environment_spec *spec,
 
 	pthread_mutex_lock(&n->lock);
 	r = slot_take(n, &b->slot);
-	if (r == 0)
+	if (r == 0) {
+		b->host_id = NATIVE_HOST_ID_BASE + b->slot;
 		r = image_mount(n, spec->image_digest, &image_fd, err);
-	else
+	} else if (r == -EAGAIN) {
 		r = airlock_error_set(err, AIRLOCK_ERR_EXECUTION_UNAVAILABLE, 0,
-		                      "no free sandbox user ids: %u sandboxes are live", NATIVE_HOST_ID_SLOTS);
+		                      "no free sandbox user ids: %u sandboxes are live on this host",
+		                      NATIVE_HOST_ID_SLOTS);
+	} else {
+		r = airlock_error_set(err, AIRLOCK_ERR_EXECUTION_UNAVAILABLE, -r,
+		                      "sandbox user ids: locking a slot in the host-wide lock file");
+	}
 	pthread_mutex_unlock(&n->lock);
 	if (r < 0)
 		goto fail;
-	b->host_id = NATIVE_HOST_ID_BASE + b->slot;
 
 	r = native_volume_create(n->volume_dir_fd, spec->limits.workspace_bytes,
 	                         spec->limits.inodes_max, b->host_id, b->host_id, &b->vol, err);
@@ -1251,6 +1327,8 @@ static void native_free(void *ctx)
 		close(n->volume_dir_fd);
 	if (n->starter_fd >= 0)
 		close(n->starter_fd);
+	if (n->id_lock_fd >= 0)
+		close(n->id_lock_fd);
 	if (n->shutdown_efd >= 0)
 		close(n->shutdown_efd);
 	free(n->slots);
