@@ -609,6 +609,15 @@ Test(image, list_shows_imported_images)
 	cr_expect_null(infos);
 }
 
+/* A build record of recipe with the default suite and packages + extra. */
+static void write_record(const char *path, unsigned recipe, const char *extra)
+{
+	char text[512];
+	snprintf(text, sizeof(text), "recipe: %u\nsuite: %s\npackages: %s%s\n", recipe,
+	         AIRLOCK_IMAGE_SUITE, AIRLOCK_IMAGE_DEFAULT_PACKAGES, extra);
+	write_file(path, text);
+}
+
 Test(image, find_default_uses_the_build_record)
 {
 	char img[PBUF], other[PBUF], digest[72], od[72], side[PBUF];
@@ -624,11 +633,14 @@ Test(image, find_default_uses_the_build_record)
 
 	/* A record of another package list does not count. */
 	fmt_path(side, "%s/sha256/%s.packages", airlock_image_store_path(s), od + 7);
-	write_file(side, "recipe: 2\nsuite: " AIRLOCK_IMAGE_SUITE "\npackages: " AIRLOCK_IMAGE_DEFAULT_PACKAGES ",vim\n");
+	write_record(side, AIRLOCK_IMAGE_RECIPE, ",vim");
 	cr_assert_eq(airlock_image_find_default(s, found, &err), 0);
 
 	fmt_path(side, "%s/sha256/%s.packages", airlock_image_store_path(s), digest + 7);
-	write_file(side, "recipe: 2\nsuite: " AIRLOCK_IMAGE_SUITE "\npackages: " AIRLOCK_IMAGE_DEFAULT_PACKAGES "\n");
+	/* An older recipe's record does not count either. */
+	write_record(side, AIRLOCK_IMAGE_RECIPE - 1, "");
+	cr_assert_eq(airlock_image_find_default(s, found, &err), 0);
+	write_record(side, AIRLOCK_IMAGE_RECIPE, "");
 	cr_assert_eq(airlock_image_find_default(s, found, &err), 1, "%s", err.message);
 	cr_expect_str_eq(found, digest);
 
@@ -1129,6 +1141,30 @@ Test(image, image_build_default, .timeout = 900)
 		cr_expect_eq(mid.st_size, 0, "machine-id is not empty");
 	fmt_path(p, "%s/var/lib/apt/lists", mnt);
 	cr_expect_eq(dir_entries(p), 0, "apt lists left in the image");
+	/* Nothing of the build host: not its resolver, its name or its mirror. */
+	const struct {
+		const char *file, *want;
+	} neutral[] = {
+		{ "etc/resolv.conf", "# A sandbox has no resolver.\n" },
+		{ "etc/hostname", "sandbox\n" },
+		{ "etc/hosts", "127.0.0.1\tlocalhost\n127.0.1.1\tsandbox\n"
+		               "::1\tlocalhost ip6-localhost ip6-loopback\n" },
+		{ "etc/apt/sources.list", "# A sandbox has no package mirror.\n" },
+	};
+	for (size_t i = 0; i < ARRAY_SIZE(neutral); i++) {
+		fmt_path(p, "%s/%s", mnt, neutral[i].file);
+		struct stat nst;
+		cr_expect_eq(lstat(p, &nst), 0, "/%s: %s", neutral[i].file, strerror(errno));
+		cr_expect(S_ISREG(nst.st_mode) && (nst.st_mode & 0777) == 0644, "/%s: mode %o",
+		          neutral[i].file, nst.st_mode);
+		char got[512] = "";
+		FILE *nf = fopen(p, "re");
+		size_t n = nf ? fread(got, 1, sizeof(got) - 1, nf) : 0;
+		got[n] = 0;
+		if (nf)
+			fclose(nf);
+		cr_expect_str_eq(got, neutral[i].want, "/%s", neutral[i].file);
+	}
 	fmt_path(p, "%s/dev/null", mnt);
 	cr_expect_neq(lstat(p, &mid), 0, "a device node is in the image");
 	cr_expect(!has_setid_files(mnt), "a setuid or setgid file is in the image");

@@ -45,8 +45,10 @@ extern "C" {
 #define AIRLOCK_IMAGE_SUITE "bookworm"
 /* The version of what a build does to the tree beyond installing packages.
  * An image recorded with an older recipe is not reused as "the default":
- * 2 added the mount points the native mechanism needs (/workspace). */
-#define AIRLOCK_IMAGE_RECIPE 2u
+ * 2 added the mount points the native mechanism needs (/workspace); 3 replaced
+ * the build host's /etc/resolv.conf, /etc/hostname, /etc/hosts and apt
+ * sources with neutral ones. */
+#define AIRLOCK_IMAGE_RECIPE 3u
 
 /* The default image's packages, on top of debootstrap's minbase: what the
  * issue names as the minimum for running model-written code, plus curl (the

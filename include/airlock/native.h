@@ -47,11 +47,16 @@ typedef struct airlock_native_config {
 	 * listening, and the proxy never hears of the sandbox. */
 	const airlock_egress_policy *egress_policy;
 	airlock_proxy *egress_proxy;
+	/* The host-wide lock file of sandbox host ids (NULL:
+	 * AIRLOCK_NATIVE_HOST_ID_LOCK). Every service on a host must use the
+	 * same one: a byte-range lock on byte N of it is host id slot N taken. */
+	const char *host_id_lock;
 } airlock_native_config;
 
 
 
 #define AIRLOCK_NATIVE_VOLUME_DIR "/var/lib/airlock/volumes"
+#define AIRLOCK_NATIVE_HOST_ID_LOCK "/run/airlock/host-ids.lock"
 
 typedef struct airlock_native airlock_native;
 

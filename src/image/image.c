@@ -1810,10 +1810,56 @@ static int tree_normalize(int dfd, const tree_id *root, unsigned depth)
 	return r;
 }
 
+/* Replace root/dir/name with a regular file holding text: whatever is there
+ * (a file debootstrap copied from the build host, a symlink a package made)
+ * is unlinked and a new file is created exclusively, never through a link. */
+static int write_neutral(int root, const char *dir, const char *name, const char *text,
+                         const tree_id *id)
+{
+	int dfd = open_beneath(root, dir, id);
+	if (dfd < 0)
+		return dfd;
+	int r = 0;
+	if (unlinkat(dfd, name, 0) < 0 && errno != ENOENT)
+		r = -errno;
+	int fd = r < 0 ? -1 :
+	                 openat(dfd, name, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
+	if (r == 0 && fd < 0)
+		r = -errno;
+	if (fd >= 0) {
+		size_t len = strlen(text);
+		ssize_t n = write(fd, text, len);
+		if (n != (ssize_t)len)
+			r = n < 0 ? -errno : -EIO;
+		/* The umask must not decide what the sandbox user may read. */
+		if (r == 0 && fchmod(fd, 0644) < 0)
+			r = -errno;
+		close(fd);
+	}
+	close(dfd);
+	return r;
+}
+
+/* Files that would otherwise describe the build host to every sandbox:
+ * debootstrap copies the host's /etc/resolv.conf (naming its resolver) and
+ * /etc/hostname, and writes the mirror it fetched from into
+ * /etc/apt/sources.list. A sandbox has no resolver (its network namespace
+ * holds lo and, with egress, the proxy's listener, reached by address), its
+ * uts namespace is named "sandbox" (child.c), and it has no route to a
+ * mirror; so these say exactly that and nothing of the host. */
+static const struct {
+	const char *dir, *name, *text;
+} neutral_files[] = {
+	{ "etc", "resolv.conf", "# A sandbox has no resolver.\n" },
+	{ "etc", "hostname", "sandbox\n" },
+	{ "etc", "hosts", "127.0.0.1\tlocalhost\n127.0.1.1\tsandbox\n::1\tlocalhost ip6-localhost ip6-loopback\n" },
+	{ "etc/apt", "sources.list", "# A sandbox has no package mirror.\n" },
+};
+
 /* What a built tree should not carry into an image: caches and logs (size,
  * and bytes that differ between two builds of the same packages), the
- * machine-id (each sandbox is not this machine), device nodes and setuid
- * bits. */
+ * machine-id (each sandbox is not this machine), the build host's resolver,
+ * name and mirror (neutral_files), device nodes and setuid bits. */
 static int clean_tree(int rootfd, airlock_error *err)
 {
 	tree_id id;
@@ -1840,6 +1886,13 @@ static int clean_tree(int rootfd, airlock_error *err)
 		r = clean_truncate(rootfd, "var/lib/dbus", "machine-id", &id);
 	if (r < 0)
 		return airlock_error_set(err, AIRLOCK_ERR_SYSTEM, -r, "image build: emptying machine-id");
+	for (size_t i = 0; i < ARRAY_SIZE(neutral_files); i++) {
+		r = write_neutral(rootfd, neutral_files[i].dir, neutral_files[i].name,
+		                  neutral_files[i].text, &id);
+		if (r < 0)
+			return airlock_error_set(err, AIRLOCK_ERR_SYSTEM, -r, "image build: writing /%s/%s",
+			                         neutral_files[i].dir, neutral_files[i].name);
+	}
 	/* The mount points every sandbox needs, which a minbase tree may lack:
 	 * the native mechanism mounts its /workspace volume, /proc, /dev and
 	 * /tmp over these, and the image itself is read-only. */
@@ -2027,7 +2080,7 @@ static int build_in(airlock_image_store *store, const char *build_name, int buil
 	if (root_fd < 0)
 		return set_sys(err, errno, "image build: tree");
 	progress_line(progress, ctx,
-	              "clean: apt lists and caches, logs, temporary files, device nodes, setuid bits, machine-id");
+	              "clean: apt lists and caches, logs, temporary files, device nodes, setuid bits, machine-id, host names");
 	r = clean_tree(root_fd, err);
 	if (r < 0)
 		return r;

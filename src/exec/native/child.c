@@ -278,47 +278,6 @@ _Noreturn void native_init_main(const native_init_args *a)
 
 /* ---- a command ----------------------------------------------------------- */
 
-/* Join dir and name into buf without allocating; false when it doesn't fit. */
-static bool join_path(char *buf, size_t size, const char *dir, size_t dlen, const char *name)
-{
-	size_t nlen = strlen(name);
-	if (dlen + 1 + nlen + 1 > size)
-		return false;
-	memcpy(buf, dir, dlen);
-	buf[dlen] = '/';
-	memcpy(buf + dlen + 1, name, nlen + 1);
-	return true;
-}
-
-/* argv[0] is resolved against the image's fixed PATH only, never against
- * the workspace or the command's environment, so a file dropped in the
- * workspace cannot shadow a tool. */
-static int exec_command(char *const *argv, char *const *envp)
-{
-	const char *name = argv[0];
-	if (strchr(name, '/')) {
-		execve(name, argv, envp);
-		return errno;
-	}
-	static const char path[] = AIRLOCK_SANDBOX_PATH;
-	char buf[4096];
-	int saved = ENOENT;
-	const char *p = path;
-	while (*p) {
-		const char *end = strchr(p, ':');
-		size_t len = end ? (size_t)(end - p) : strlen(p);
-		if (join_path(buf, sizeof(buf), p, len, name)) {
-			execve(buf, argv, envp);
-			if (errno != ENOENT && errno != ENOTDIR)
-				saved = errno;
-		}
-		if (!end)
-			break;
-		p = end + 1;
-	}
-	return saved;
-}
-
 _Noreturn void native_cmd_main(const native_cmd_args *a)
 {
 	int fd = a->sync_fd;
@@ -348,16 +307,21 @@ _Noreturn void native_cmd_main(const native_cmd_args *a)
 	int efd = a->exec_err_fd;
 	int step = NATIVE_STEP_STDIO;
 	int e = 0;
-	if (dup2(a->stdin_fd, 0) < 0 || dup2(a->stdout_fd, 1) < 0 || dup2(a->stderr_fd, 2) < 0 ||
-	    dup2(efd, 3) < 0) {
+	/* The starter's descriptor first goes out of the way of 0-4 (it may
+	 * be any of them in a young process), then lands on 4, close-on-exec:
+	 * execveat of an ELF file needs it only until the exec. fd 3, the
+	 * exec-error pipe, stays open into the starter, which marks it
+	 * close-on-exec itself before it executes the command. */
+	int sfd = fcntl(a->starter_fd, F_DUPFD_CLOEXEC, 5);
+	if (sfd < 0 || dup2(a->stdin_fd, 0) < 0 || dup2(a->stdout_fd, 1) < 0 ||
+	    dup2(a->stderr_fd, 2) < 0 || dup2(efd, 3) < 0 || dup3(sfd, 4, O_CLOEXEC) < 0) {
 		e = errno;
 		goto out;
 	}
 	efd = 3;
-	fcntl(efd, F_SETFD, FD_CLOEXEC);
 	/* Every other descriptor of the service goes before any untrusted code
 	 * runs. */
-	if (syscall(SYS_close_range, 4, ~0U, 0) < 0) {
+	if (syscall(SYS_close_range, 5, ~0U, 0) < 0) {
 		e = errno;
 		goto out;
 	}
@@ -380,8 +344,14 @@ _Noreturn void native_cmd_main(const native_cmd_args *a)
 		e = errno ? errno : EPERM;
 		goto out;
 	}
+	/* Not the command yet: the starter, from its sealed memfd. Until this
+	 * execveat the process is a copy of the service, so anything that
+	 * resolved /proc/self/exe now (the command's path, its script's
+	 * interpreter, its ELF loader) would be the host's airlock binary;
+	 * from here on it is the starter, which refuses (starter.h). */
 	step = NATIVE_STEP_EXEC;
-	e = exec_command(a->argv, a->envp);
+	syscall(SYS_execveat, 4, "", a->argv, a->envp, AT_EMPTY_PATH);
+	e = errno;
 out:;
 	int32_t v[2] = { step, e ? e : EIO };
 	ssize_t n = write(efd, v, sizeof(v));

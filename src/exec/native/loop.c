@@ -18,9 +18,14 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <linux/loop.h>
+#include <linux/mount.h>
+#include <pthread.h>
+#include <sched.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/ioctl.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -123,6 +128,87 @@ int native_loop_attach(int backing_fd, bool read_only, native_loop *ret, airlock
 	}
 	return airlock_error_set(err, AIRLOCK_ERR_SYSTEM, last ? last : EBUSY,
 	                         "loop: no free device after %d attempts", LOOP_ATTACH_RETRIES);
+}
+
+/* ---- the mount's source name ------------------------------------------------ */
+
+/*
+ * A mount's source string is whatever "source" was set to, and a sandbox
+ * reads it in /proc/self/mountinfo. "/dev/loop3" would tell every sandbox
+ * which loop device number it got, and so how many devices other tenants
+ * (and the host) hold and when they come and go. The kernel takes the
+ * string as a path (lookup_bdev, relative to the calling thread's working
+ * directory), so the name we want is made to resolve: a symlink named
+ * `name` in a fresh directory, and the superblock created by a short-lived
+ * thread that has its own working directory (unshare(CLONE_FS) detaches
+ * only that thread's; the service's other threads never see the change).
+ */
+
+typedef struct create_job {
+	int fsfd;
+	int dir_fd;
+	const char *name;
+	int err;
+	const char *step;
+} create_job;
+
+static void *create_thread(void *arg)
+{
+	create_job *j = arg;
+	if (unshare(CLONE_FS) < 0)
+		j->err = errno, j->step = "unshare(CLONE_FS)";
+	else if (fchdir(j->dir_fd) < 0)
+		j->err = errno, j->step = "fchdir";
+	else if (syscall(SYS_fsconfig, j->fsfd, FSCONFIG_SET_STRING, "source", j->name, 0) < 0)
+		j->err = errno, j->step = "fsconfig source";
+	else if (syscall(SYS_fsconfig, j->fsfd, FSCONFIG_CMD_CREATE, NULL, NULL, 0) < 0)
+		j->err = errno, j->step = "create the filesystem";
+	return NULL;
+}
+
+int native_loop_create_fs(const native_loop *l, int fsfd, int scratch_dir_fd, const char *name,
+                          airlock_error *err)
+{
+	if (!l || l->fd < 0 || fsfd < 0 || scratch_dir_fd < 0 || !name || !*name ||
+	    strchr(name, '/') || strcmp(name, ".") == 0 || strcmp(name, "..") == 0)
+		return airlock_error_set(err, AIRLOCK_ERR_SYSTEM, EINVAL, "mount source: bad arguments");
+	/* A directory of our own per call: concurrent mounts each resolve the
+	 * same name to their own device. */
+	char dir[40];
+	int r = -EEXIST;
+	for (int attempt = 0; attempt < 8 && r == -EEXIST; attempt++) {
+		uint64_t tag = 0;
+		util_random(&tag, sizeof(tag));
+		snprintf(dir, sizeof(dir), ".src-%016llx", (unsigned long long)tag);
+		r = mkdirat(scratch_dir_fd, dir, 0700) < 0 ? -errno : 0;
+	}
+	if (r < 0)
+		return airlock_error_set(err, AIRLOCK_ERR_SYSTEM, -r, "mount source: scratch directory");
+	int dfd = openat(scratch_dir_fd, dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (dfd < 0) {
+		r = airlock_error_set(err, AIRLOCK_ERR_SYSTEM, errno, "mount source: scratch directory");
+		unlinkat(scratch_dir_fd, dir, AT_REMOVEDIR);
+		return r;
+	}
+	create_job j = { .fsfd = fsfd, .dir_fd = dfd, .name = name };
+	if (symlinkat(l->path, dfd, name) < 0) {
+		r = airlock_error_set(err, AIRLOCK_ERR_SYSTEM, errno, "mount source: symlink");
+	} else {
+		pthread_t t;
+		int e = pthread_create(&t, NULL, create_thread, &j);
+		if (e != 0) {
+			r = airlock_error_set(err, AIRLOCK_ERR_SYSTEM, e, "mount source: thread");
+		} else {
+			pthread_join(t, NULL);
+			if (j.err)
+				r = airlock_error_set(err, AIRLOCK_ERR_SYSTEM, j.err,
+				                      "mount %s from %s: %s", name, l->path, j.step);
+		}
+		unlinkat(dfd, name, 0);
+	}
+	close(dfd);
+	unlinkat(scratch_dir_fd, dir, AT_REMOVEDIR);
+	return r;
 }
 
 void native_loop_release(native_loop *l)

@@ -24,6 +24,18 @@ typedef struct native_loop {
  * Retries when another process takes the free device first. */
 int native_loop_attach(int backing_fd, bool read_only, native_loop *ret, airlock_error *err);
 
+/* Create the superblock of the filesystem context fsfd (fsopen) from the
+ * device l, with `name` as the mount's source: what /proc/<pid>/mountinfo
+ * shows in its source field, inside the sandbox too. The kernel records the
+ * "source" string as given and resolves it as a path when the superblock is
+ * created, so it is resolved from a private directory under scratch_dir_fd
+ * (a root-only directory) in which `name` is a symlink to the device; the
+ * directory is removed before returning. name is a single path component.
+ * Returns 0 or -errno (err set; the kernel's own message, if any, is left
+ * in fsfd's log for the caller to read). */
+int native_loop_create_fs(const native_loop *l, int fsfd, int scratch_dir_fd, const char *name,
+                          airlock_error *err);
+
 /* Close our reference (autoclear detaches once nothing else holds it). */
 void native_loop_release(native_loop *l);
 

@@ -35,14 +35,28 @@
 #include "exec/native/loop.h"
 #include "exec/native/native_internal.h"
 #include "exec/native/seccomp.h"
+#include "exec/native/starter.h"
 #include "exec/native/volume.h"
 #include "util/util.h"
 
 /* Host ids for sandbox users: one per live sandbox, far above any account a
  * distribution creates, so a sandbox's files and processes belong to nobody
- * on the host and no two sandboxes share an id. */
+ * on the host and no two sandboxes share an id, across every service on the
+ * host: slot N is taken by an open-file-description lock (F_OFD_SETLK) on
+ * byte N of one host-wide lock file (AIRLOCK_NATIVE_HOST_ID_LOCK). The
+ * kernel drops a process's locks when it dies, so a crashed service's slots
+ * come free by themselves; no record has to be cleaned up. What that leaves:
+ * a crashed service's sandboxes end when their inits see the lifeline hang
+ * up, a few milliseconds after the locks went, and in that window a new
+ * sandbox of another service may already run as the same id (in namespaces
+ * of its own, so neither can signal or see the other). Letting init hold
+ * the lock would close it, but would hand init a writable descriptor to a
+ * host file. */
 #define NATIVE_HOST_ID_BASE 1500000000u
 #define NATIVE_HOST_ID_SLOTS 65536u
+
+/* The image mount's source as the sandbox's mountinfo shows it. */
+#define NATIVE_IMAGE_SOURCE_NAME "airlock-image"
 
 /* How often the execute loop reads the limit counters. */
 #define NATIVE_POLL_MS 20
@@ -84,6 +98,7 @@ struct airlock_native {
 	airlock_image_store *images;
 	native_seccomp seccomp;
 	int volume_dir_fd;
+	int starter_fd;   /* the sealed memfd every command is started through (starter.h) */
 	int shutdown_efd; /* readable once the service is stopping */
 	pthread_mutex_t lock;
 	pthread_cond_t idle;
@@ -91,7 +106,9 @@ struct airlock_native {
 	size_t n_boxes;
 	native_image *imgs;
 	size_t n_imgs;
-	unsigned char *slots; /* bitmap of host-id slots in use */
+	unsigned char *slots; /* bitmap of host-id slots in use here (our locks do not
+	                       * conflict with each other: one description) */
+	int id_lock_fd;       /* the host-wide host-id lock file */
 	unsigned executing;
 };
 
@@ -200,6 +217,45 @@ int airlock_native_probe(char *why, size_t size)
 
 static void native_free(void *ctx);
 
+/* The host-wide host-id lock file: root's, in a directory only root may
+ * change, so no one else can take or fake a slot (a lock needs a descriptor
+ * open for writing). The parent directory is made if missing (/run/airlock
+ * after a boot). */
+static int id_lock_open(const char *path, int *ret_fd, airlock_error *err)
+{
+	_cleanup_free_ char *dir = strdup(path);
+	if (!dir)
+		return airlock_error_set(err, AIRLOCK_ERR_SYSTEM, ENOMEM, "native");
+	char *slash = strrchr(dir, '/');
+	if (!slash || slash == dir || !slash[1])
+		return airlock_error_set(err, AIRLOCK_ERR_CONFIG, 0,
+		                         "native: host id lock %s: an absolute path to a file is needed",
+		                         path);
+	*slash = 0;
+	if (mkdir(dir, 0700) < 0 && errno != EEXIST)
+		return airlock_error_set(err, AIRLOCK_ERR_EXECUTION_UNAVAILABLE, errno,
+		                         "native: host id lock directory %s", dir);
+	struct stat st;
+	if (stat(dir, &st) < 0 || !S_ISDIR(st.st_mode) || st.st_uid != 0 || (st.st_mode & 022))
+		return airlock_error_set(err, AIRLOCK_ERR_EXECUTION_UNAVAILABLE, 0,
+		                         "native: host id lock directory %s must be a directory owned "
+		                         "by root that only root can write",
+		                         dir);
+	int fd = open(path, O_RDWR | O_CREAT | O_NOFOLLOW | O_NOCTTY | O_CLOEXEC, 0600);
+	if (fd < 0)
+		return airlock_error_set(err, AIRLOCK_ERR_EXECUTION_UNAVAILABLE, errno,
+		                         "native: host id lock %s", path);
+	if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode) || st.st_uid != 0 || (st.st_mode & 077)) {
+		close(fd);
+		return airlock_error_set(err, AIRLOCK_ERR_EXECUTION_UNAVAILABLE, 0,
+		                         "native: host id lock %s must be a regular file owned by root "
+		                         "with mode 0600",
+		                         path);
+	}
+	*ret_fd = fd;
+	return 0;
+}
+
 int airlock_native_new(const airlock_native_config *cfg, airlock_native **ret, airlock_error *err)
 {
 	char why[256];
@@ -210,6 +266,8 @@ int airlock_native_new(const airlock_native_config *cfg, airlock_native **ret, a
 		return airlock_error_set(err, AIRLOCK_ERR_SYSTEM, ENOMEM, "native");
 	n->cfg = *cfg;
 	n->volume_dir_fd = -1;
+	n->starter_fd = -1;
+	n->id_lock_fd = -1;
 	n->shutdown_efd = -1;
 	pthread_mutex_init(&n->lock, NULL);
 	pthread_cond_init(&n->idle, NULL);
@@ -225,6 +283,13 @@ int airlock_native_new(const airlock_native_config *cfg, airlock_native **ret, a
 	if (r < 0)
 		goto fail;
 	r = native_seccomp_build(&n->seccomp, err);
+	if (r < 0)
+		goto fail;
+	r = native_starter_open(&n->starter_fd, err);
+	if (r < 0)
+		goto fail;
+	r = id_lock_open(cfg->host_id_lock ? cfg->host_id_lock : AIRLOCK_NATIVE_HOST_ID_LOCK,
+	                 &n->id_lock_fd, err);
 	if (r < 0)
 		goto fail;
 	/* Every capability the kernel knows is dropped from the bounding set;
@@ -326,12 +391,19 @@ static int image_mount(airlock_native *n, const char *digest, int *ret_fd, airlo
 
 	_cleanup_close_ int fs = (int)syscall(SYS_fsopen, "erofs", FSOPEN_CLOEXEC);
 	if (fs < 0 ||
-	    syscall(SYS_fsconfig, fs, FSCONFIG_SET_STRING, "source", img->loop.path, 0) < 0 ||
 	    /* The loop device is read-only; so is the superblock. */
-	    syscall(SYS_fsconfig, fs, FSCONFIG_SET_FLAG, "ro", NULL, 0) < 0 ||
-	    syscall(SYS_fsconfig, fs, FSCONFIG_CMD_CREATE, NULL, NULL, 0) < 0)
+	    syscall(SYS_fsconfig, fs, FSCONFIG_SET_FLAG, "ro", NULL, 0) < 0)
 		return airlock_error_set(err, AIRLOCK_ERR_EXECUTION_REJECTED, errno,
 		                         "image %s does not mount as erofs", digest);
+	/* The source the sandbox sees in its mountinfo is this name, not
+	 * "/dev/loopN" (loop.c: the number tells of other tenants' devices). */
+	if (native_loop_create_fs(&img->loop, fs, n->volume_dir_fd, NATIVE_IMAGE_SOURCE_NAME, err) <
+	    0) {
+		char why[sizeof(err->message)];
+		snprintf(why, sizeof(why), "%s", err->message);
+		return airlock_error_set(err, AIRLOCK_ERR_EXECUTION_REJECTED, 0,
+		                         "image %s does not mount as erofs (%s)", digest, why);
+	}
 	int m = (int)syscall(SYS_fsmount, fs, FSMOUNT_CLOEXEC,
 	                     MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV);
 	if (m < 0)
@@ -387,25 +459,40 @@ static int sandbox_teardown(airlock_native *n, sandbox *b, airlock_error *err)
 	native_volume_destroy(b->vol);
 	b->vol = NULL;
 	pthread_mutex_lock(&n->lock);
-	if (b->host_id)
+	if (b->host_id) {
+		/* Every process that ran as this id is gone (init reaped, its
+		 * pid namespace with it): the id may be handed out again. */
+		struct flock fl = { .l_type = F_UNLCK, .l_whence = SEEK_SET, .l_start = b->slot,
+			            .l_len = 1 };
+		(void)fcntl(n->id_lock_fd, F_OFD_SETLK, &fl);
 		n->slots[b->slot / 8] &= (unsigned char)~(1u << (b->slot % 8));
+	}
 	pthread_mutex_unlock(&n->lock);
 	b->host_id = 0;
 	return r;
 }
 
-/* Caller holds the lock. */
+/* Caller holds the lock. A slot is ours when our bitmap says it is free
+ * (our own locks never conflict with each other) and the host-wide lock on
+ * its byte is granted (no other service holds it). 0, -EAGAIN when every
+ * slot is taken, or another -errno. */
 static int slot_take(airlock_native *n, uint32_t *ret)
 {
 	uint32_t start = 0;
 	util_random(&start, sizeof(start));
 	for (uint32_t i = 0; i < NATIVE_HOST_ID_SLOTS; i++) {
 		uint32_t s = (start + i) % NATIVE_HOST_ID_SLOTS;
-		if (!(n->slots[s / 8] & (1u << (s % 8)))) {
-			n->slots[s / 8] |= (unsigned char)(1u << (s % 8));
-			*ret = s;
-			return 0;
+		if (n->slots[s / 8] & (1u << (s % 8)))
+			continue;
+		struct flock fl = { .l_type = F_WRLCK, .l_whence = SEEK_SET, .l_start = s, .l_len = 1 };
+		if (fcntl(n->id_lock_fd, F_OFD_SETLK, &fl) < 0) {
+			if (errno == EAGAIN || errno == EACCES || errno == EINTR)
+				continue; /* another service's sandbox has it */
+			return -errno;
 		}
+		n->slots[s / 8] |= (unsigned char)(1u << (s % 8));
+		*ret = s;
+		return 0;
 	}
 	return -EAGAIN;
 }
@@ -576,15 +663,20 @@ static int native_provision(void *ctx, const airlock_environment_spec *spec,
 
 	pthread_mutex_lock(&n->lock);
 	r = slot_take(n, &b->slot);
-	if (r == 0)
+	if (r == 0) {
+		b->host_id = NATIVE_HOST_ID_BASE + b->slot;
 		r = image_mount(n, spec->image_digest, &image_fd, err);
-	else
+	} else if (r == -EAGAIN) {
 		r = airlock_error_set(err, AIRLOCK_ERR_EXECUTION_UNAVAILABLE, 0,
-		                      "no free sandbox user ids: %u sandboxes are live", NATIVE_HOST_ID_SLOTS);
+		                      "no free sandbox user ids: %u sandboxes are live on this host",
+		                      NATIVE_HOST_ID_SLOTS);
+	} else {
+		r = airlock_error_set(err, AIRLOCK_ERR_EXECUTION_UNAVAILABLE, -r,
+		                      "sandbox user ids: locking a slot in the host-wide lock file");
+	}
 	pthread_mutex_unlock(&n->lock);
 	if (r < 0)
 		goto fail;
-	b->host_id = NATIVE_HOST_ID_BASE + b->slot;
 
 	r = native_volume_create(n->volume_dir_fd, spec->limits.workspace_bytes,
 	                         spec->limits.inodes_max, b->host_id, b->host_id, &b->vol, err);
@@ -787,13 +879,21 @@ static int start_command(airlock_native *n, sandbox *b, const airlock_execution_
                          int exec_err_w, int *ret_pidfd, airlock_error *err)
 {
 	int64_t deadline = util_monotonic_ms() + n->cfg.start_budget_seconds * 1000;
+	/* The starter's argv: its marker, then the command's (starter.h). */
+	_cleanup_free_ char **sargv = calloc(cmd->argc + 2, sizeof(*sargv));
+	if (!sargv)
+		return airlock_error_set(err, AIRLOCK_ERR_SYSTEM, ENOMEM, "execute");
+	sargv[0] = (char *)(uintptr_t)NATIVE_STARTER_ARGV0;
+	for (size_t i = 0; i < cmd->argc; i++)
+		sargv[i + 1] = cmd->argv[i];
 	int sv[2];
 	if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) < 0)
 		return airlock_error_set(err, AIRLOCK_ERR_SYSTEM, errno, "execute");
 	native_cmd_args ca = {
 		.sync_fd = sv[1], .init_pidfd = b->init_pidfd,
 		.stdin_fd = in_r, .stdout_fd = out_w, .stderr_fd = err_w, .exec_err_fd = exec_err_w,
-		.argv = cmd->argv, .envp = envp, .cwd = cwd, .seccomp = &n->seccomp,
+		.starter_fd = n->starter_fd,
+		.argv = sargv, .envp = envp, .cwd = cwd, .seccomp = &n->seccomp,
 		.fsize_limit = (uint64_t)b->limits.workspace_bytes,
 		.last_cap = n->last_cap,
 	};
@@ -1225,6 +1325,10 @@ static void native_free(void *ctx)
 	airlock_image_store_free(n->images);
 	if (n->volume_dir_fd >= 0)
 		close(n->volume_dir_fd);
+	if (n->starter_fd >= 0)
+		close(n->starter_fd);
+	if (n->id_lock_fd >= 0)
+		close(n->id_lock_fd);
 	if (n->shutdown_efd >= 0)
 		close(n->shutdown_efd);
 	free(n->slots);

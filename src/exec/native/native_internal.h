@@ -81,7 +81,8 @@ typedef struct native_cmd_args {
 	int init_pidfd;
 	int stdin_fd, stdout_fd, stderr_fd;
 	int exec_err_fd; /* O_CLOEXEC: EOF on a successful exec, else (step, errno) */
-	char *const *argv;
+	int starter_fd;  /* the sealed starter (starter.h), executed last */
+	char *const *argv; /* the starter's: NATIVE_STARTER_ARGV0, then the command's */
 	char *const *envp;
 	const char *cwd; /* "/workspace" or "/workspace/<checked relative path>" */
 	const native_seccomp *seccomp;
@@ -90,7 +91,8 @@ typedef struct native_cmd_args {
 } native_cmd_args;
 
 /* The command's starter: enters the sandbox and starts the command as a
- * child of the service (CLONE_PARENT), reports its pid, exits. */
+ * child of the service (CLONE_PARENT), reports its pid, exits. The child
+ * executes the sealed starter program, which executes the command. */
 _Noreturn void native_cmd_main(const native_cmd_args *a);
 
 /* Drop to the sandbox user: no capabilities in any set, no_new_privs, the

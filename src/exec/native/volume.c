@@ -14,7 +14,10 @@
  * service crashes), the loop device is bound by descriptor, and the mount is
  * never attached to any tree the service can see. The one path string is
  * the loop device's "/dev/loopN", which names a device, not a place where
- * workspace files live, and which mkfs and the ext4 "source" parameter need.
+ * workspace files live, and which mkfs needs. The mount's source, which the
+ * sandbox reads in mountinfo, is "airlock-workspace": a symlink to the
+ * device that exists, in a root-only scratch directory under the backing
+ * directory, only while the superblock is created (loop.c).
  *
  * Sizes, as mkfs.ext4 makes them (measured with tests/test_native_volume.c):
  *   - inodes: we ask for inodes_max plus ext4's ten reserved inodes (the
@@ -376,8 +379,13 @@ static int volume_fs_error(int fsfd, airlock_error *err, int e, const char *step
 	return airlock_error_set(err, AIRLOCK_ERR_SYSTEM, e, "workspace volume: %s", step);
 }
 
-/* Mount the device detached; returns the fsmount descriptor via ret. */
-static int volume_mount(const native_loop *loop, int *ret, airlock_error *err)
+/* The workspace mount's source, as /proc/self/mountinfo shows it in the
+ * sandbox: a name of ours, not the loop device's number (loop.c says why). */
+#define VOLUME_SOURCE_NAME "airlock-workspace"
+
+/* Mount the device detached; returns the fsmount descriptor via ret.
+ * scratch_dir_fd: a root-only directory for naming the source (loop.c). */
+static int volume_mount(const native_loop *loop, int scratch_dir_fd, int *ret, airlock_error *err)
 {
 	_cleanup_close_ int fsfd = fsopen("ext4", FSOPEN_CLOEXEC);
 	if (fsfd < 0)
@@ -393,16 +401,17 @@ static int volume_mount(const native_loop *loop, int *ret, airlock_error *err)
 	 * noinit_itable: the inode tables mkfs left unwritten already read as
 	 * zeros (a sparse file); a background thread zeroing them would only
 	 * allocate 25 MiB of backing blocks per 100000 inodes. */
-	if (fsconfig(fsfd, FSCONFIG_SET_STRING, "source", loop->path, 0) < 0)
-		return volume_fs_error(fsfd, err, errno, "fsconfig source");
 	if (fsconfig(fsfd, FSCONFIG_SET_STRING, "errors", "remount-ro", 0) < 0)
 		return volume_fs_error(fsfd, err, errno, "fsconfig errors=remount-ro");
 	if (fsconfig(fsfd, FSCONFIG_SET_FLAG, "nobarrier", NULL, 0) < 0)
 		return volume_fs_error(fsfd, err, errno, "fsconfig nobarrier");
 	if (fsconfig(fsfd, FSCONFIG_SET_FLAG, "noinit_itable", NULL, 0) < 0)
 		return volume_fs_error(fsfd, err, errno, "fsconfig noinit_itable");
-	if (fsconfig(fsfd, FSCONFIG_CMD_CREATE, NULL, NULL, 0) < 0)
-		return volume_fs_error(fsfd, err, errno, "mount ext4 from the loop device");
+	if (native_loop_create_fs(loop, fsfd, scratch_dir_fd, VOLUME_SOURCE_NAME, err) < 0) {
+		char step[sizeof(err->message)];
+		snprintf(step, sizeof(step), "%s", err ? err->message : "mount ext4 from the loop device");
+		return volume_fs_error(fsfd, err, err ? err->errnum : EIO, step);
+	}
 
 	/* nosuid, nodev: nothing the sandbox writes can raise privilege or
 	 * reach a device. exec stays allowed: a program compiled in the
@@ -583,7 +592,7 @@ int native_volume_create(int backing_dir_fd, int64_t bytes, int64_t inodes, uid_
 		if (volume_image_capture(v, inodes, &fresh) == 0 && fresh)
 			volume_image_put(fresh);
 	}
-	r = volume_mount(&v->loop, &v->mount_fd, err);
+	r = volume_mount(&v->loop, backing_dir_fd, &v->mount_fd, err);
 	if (r < 0)
 		return r;
 	r = volume_prepare_root(v->mount_fd, uid, gid, inodes, err);
