@@ -23,6 +23,7 @@
 #include <sys/eventfd.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/statfs.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -50,6 +51,11 @@
 #define NATIVE_DRAIN_MS 2000
 /* Bound on waiting for a killed group to empty. */
 #define NATIVE_KILL_WAIT_MS 5000
+/* How long the workspace must stay full while the command runs before it
+ * is killed with DISK (README, "Kill reasons"): a filler that keeps trying
+ * is killed, one that stops at ENOSPC exits first and the rule at its exit
+ * decides, whatever the 20 ms sampling caught. */
+#define NATIVE_DISK_HOLD_MS 500
 
 typedef struct native_image {
 	char digest[AIRLOCK_IMAGE_DIGEST_SIZE];
@@ -841,6 +847,36 @@ static int start_command(airlock_native *n, sandbox *b, const airlock_execution_
 	return 0;
 }
 
+/* The workspace volume's fullness, sampled while a command runs. */
+typedef struct disk_watch {
+	uint64_t bfree0, ffree0; /* at the command's start */
+	bool moved;              /* not full, or the counts moved, at some sample */
+	int64_t full_since;      /* monotonic ms of the first of the full samples now running; 0 */
+} disk_watch;
+
+static int disk_sample(sandbox *b, disk_watch *d, bool first, int64_t now, bool *ret_full,
+                       airlock_error *err)
+{
+	bool full = false;
+	int r = native_volume_full(b->vol, &full, err);
+	struct statfs s;
+	if (r == 0 && fstatfs(native_volume_root_fd(b->vol), &s) < 0)
+		r = airlock_error_set(err, AIRLOCK_ERR_SYSTEM, errno, "workspace volume: fstatfs");
+	if (r < 0)
+		return r;
+	if (first) {
+		d->bfree0 = s.f_bfree;
+		d->ffree0 = s.f_ffree;
+	}
+	d->moved = d->moved || !full || s.f_bfree != d->bfree0 || s.f_ffree != d->ffree0;
+	if (!full)
+		d->full_since = 0;
+	else if (!d->full_since)
+		d->full_since = now;
+	*ret_full = full;
+	return 0;
+}
+
 static int native_execute(void *ctx, const airlock_environment_handle *handle,
                           const airlock_exec_request *req, airlock_execution_result *ret,
                           airlock_error *err)
@@ -873,6 +909,7 @@ static int native_execute(void *ctx, const airlock_environment_handle *handle,
 	 * would be freed uninitialized. */
 	_cleanup_free_ char *pwd = NULL;
 	airlock_kill_reason kill_reason = AIRLOCK_KILL_NONE;
+	int64_t cmd_start = 0, cmd_end = 0;
 	int r;
 
 	r = native_volume_check_identity(b->vol, err);
@@ -918,16 +955,20 @@ static int native_execute(void *ctx, const airlock_environment_handle *handle,
 		}
 	/* 0: stdin, 1: stdout, 2: stderr, 3: exec error report. */
 	uint64_t oom0 = 0, pids0 = 0;
-	bool full0 = false;
+	disk_watch disk = { 0 };
+	bool full = false;
 	if ((r = native_cgroup_oom_kills(b->cg, &oom0, err)) < 0 ||
 	    (r = native_cgroup_pids_max_events(b->cg, &pids0, err)) < 0 ||
-	    (r = native_volume_full(b->vol, &full0, err)) < 0)
+	    (r = disk_sample(b, &disk, true, util_monotonic_ms(), &full, err)) < 0)
 		goto out;
 
 	int64_t timeout_at = start + req->effective_timeout_ms;
 	int64_t expiry_at = start + (req->expires_at_ms - util_now_ms());
 	/* Checked and started under one lock: a destroy that has marked the
 	 * sandbox dead is never followed by a new command in it. */
+	/* duration_ms is the command's own time: from here to the end of its
+	 * output, not the walks and hashing around it. */
+	cmd_start = util_monotonic_ms();
 	pthread_mutex_lock(&b->start_lock);
 	if (b->dead)
 		r = airlock_error_set(err, AIRLOCK_ERR_EXECUTION_REJECTED, 0,
@@ -978,12 +1019,16 @@ static int native_execute(void *ctx, const airlock_environment_handle *handle,
 			p[np++] = (struct pollfd){ .fd = airlock_cancel_fd(req->cancel), .events = POLLIN };
 		if (!kill_reason)
 			p[np++] = (struct pollfd){ .fd = n->shutdown_efd, .events = POLLIN };
-		if (exited && out.fd < 0 && errs.fd < 0)
+		if (exited && out.fd < 0 && errs.fd < 0) {
+			cmd_end = util_monotonic_ms();
 			break;
+		}
 		/* Every writer is dead once the group is empty; a copy of a pipe
 		 * held a moment longer by a concurrent fork must not hang us. */
-		if (exited && killed && util_monotonic_ms() - exited_at > NATIVE_DRAIN_MS)
+		if (exited && killed && util_monotonic_ms() - exited_at > NATIVE_DRAIN_MS) {
+			cmd_end = util_monotonic_ms();
 			break;
+		}
 		poll(p, (nfds_t)np, NATIVE_POLL_MS);
 
 		if (i_out >= 0 && p[i_out].revents && stream_read(&out) && !kill_reason)
@@ -1010,7 +1055,8 @@ static int native_execute(void *ctx, const airlock_environment_handle *handle,
 		if (!kill_reason) {
 			int64_t now = util_monotonic_ms();
 			uint64_t v = 0;
-			bool full = false;
+			if (!exited && disk_sample(b, &disk, false, now, &full, NULL) < 0)
+				full = false;
 			if (!exited && now >= expiry_at)
 				kill_reason = AIRLOCK_KILL_EXPIRED;
 			else if (!exited && now >= timeout_at)
@@ -1019,11 +1065,12 @@ static int native_execute(void *ctx, const airlock_environment_handle *handle,
 				kill_reason = AIRLOCK_KILL_MEMORY;
 			else if (native_cgroup_pids_max_events(b->cg, &v, NULL) == 0 && v > pids0)
 				kill_reason = AIRLOCK_KILL_PIDS;
-			else if (!full0 && native_volume_full(b->vol, &full, NULL) == 0 && full &&
-			         !(exited && si.si_code == CLD_EXITED && si.si_status == 0))
-				/* Full while running, or full and the command failed:
-				 * it met ENOSPC. One that filled the volume to the brim
-				 * and exited 0 finished its work. */
+			else if (!exited && full && disk.moved &&
+			         now - disk.full_since >= NATIVE_DISK_HOLD_MS)
+				/* Full for the hold time while it runs, after this
+				 * command filled it (it was not full, or its counts
+				 * moved): a filler that keeps trying. A volume full
+				 * from before and left alone kills nothing. */
 				kill_reason = AIRLOCK_KILL_DISK;
 			else if (!exited && airlock_cancel_fired(req->cancel))
 				kill_reason = AIRLOCK_KILL_CANCELLED;
@@ -1053,6 +1100,28 @@ static int native_execute(void *ctx, const airlock_environment_handle *handle,
 	if (read(pipes[3][0], report, sizeof(report)) != sizeof(report))
 		report[1] = 0;
 
+	/* The walk after, before the reason: the rule at exit for DISK asks
+	 * whether the command changed the workspace. */
+	r = native_volume_check_identity(b->vol, err);
+	if (r < 0)
+		goto out;
+	r = airlock_snapshot_walk(rootfd, (size_t)b->limits.inodes_max + 16,
+	                          AIRLOCK_SNAPSHOT_PATH_BYTES_MAX, &after, err);
+	if (r < 0)
+		goto out;
+	/* The rule at exit (README, "Kill reasons"): a command that exited on
+	 * its own with a failure, leaving the volume full, having changed the
+	 * workspace, met the limit: DISK. Decided on the state after every
+	 * process is gone, which the sampling cannot race: the same command
+	 * from the same workspace gets the same reason. One that exits 0
+	 * finished its work; one that changed nothing (`false` in a full
+	 * workspace) failed for a reason of its own. */
+	bool failed = si.si_code != CLD_EXITED || si.si_status != 0;
+	if (!kill_reason && !report[1] && failed &&
+	    native_volume_full(b->vol, &full, NULL) == 0 && full &&
+	    airlock_snapshot_differs(&before, &after))
+		kill_reason = AIRLOCK_KILL_DISK;
+
 	if (kill_reason) {
 		ret->killed_by = kill_reason;
 		ret->has_exit_code = false;
@@ -1081,17 +1150,13 @@ static int native_execute(void *ctx, const airlock_environment_handle *handle,
 	ret->stdout_truncated = out.truncated;
 	ret->stderr_truncated = errs.truncated;
 
-	r = native_volume_check_identity(b->vol, err);
-	if (r < 0)
-		goto out;
-	r = airlock_snapshot_walk(rootfd, (size_t)b->limits.inodes_max + 16,
-	                          AIRLOCK_SNAPSHOT_PATH_BYTES_MAX, &after, err);
-	if (r < 0)
-		goto out;
 	/* At most the volume's size is hashed: the real data it can hold.
-	 * RLIMIT_FSIZE already keeps any one file under it. */
+	 * RLIMIT_FSIZE already keeps any one file under it. And for at most
+	 * AIRLOCK_SNAPSHOT_HASH_MS: holes are free to make and cost their
+	 * apparent size to hash, so the byte budget alone is seconds. */
 	r = airlock_snapshot_diff(&before, &after, (size_t)req->files_changed_max,
 	                          (uint64_t)b->limits.workspace_bytes,
+	                          util_monotonic_ms() + AIRLOCK_SNAPSHOT_HASH_MS,
 	                          airlock_snapshot_hash_fd, &rootfd, ret, err);
 	if (r < 0)
 		goto out;
@@ -1099,7 +1164,7 @@ static int native_execute(void *ctx, const airlock_environment_handle *handle,
 	ret->stderr_data = util_buf_steal(&errs.buf, &ret->stderr_len);
 	if (!ret->stdout_data || !ret->stderr_data)
 		r = airlock_error_set(err, AIRLOCK_ERR_SYSTEM, ENOMEM, "execute");
-	ret->duration_ms = util_monotonic_ms() - start;
+	ret->duration_ms = cmd_end - cmd_start;
 out:
 	if (pidfd >= 0) {
 		if (r < 0)
