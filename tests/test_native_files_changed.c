@@ -289,3 +289,43 @@ Test(native_files_changed, a_disk_filler_gets_the_same_reason_every_run, .timeou
 	airlock_execution_result_clear(&r);
 	box_close(&b);
 }
+
+/* The walk after one command stands in for the walk before the next only
+ * while nothing else wrote: a tool's write in between is seen, so it is
+ * neither reported as the next command's change nor missed by it. */
+Test(native_files_changed, a_tool_write_between_commands_is_not_the_commands, .timeout = 300)
+{
+	box b;
+	box_open(&b, "tenant-kept", &small);
+	airlock_execution_result r;
+	char *make[] = { "sh", "-c", "echo a > /workspace/a", NULL };
+	native_test_run(b.e, &b.h, make, 30, NULL, &r);
+	expect(&r, "a", AIRLOCK_CHANGE_CREATED, AIRLOCK_FILE_REGULAR);
+	airlock_execution_result_clear(&r);
+	char *nothing[] = { "true", NULL };
+	native_test_run(b.e, &b.h, nothing, 30, NULL, &r);
+	cr_assert_eq(r.n_files_changed, 0, "%zu changes", r.n_files_changed);
+	airlock_execution_result_clear(&r);
+
+	airlock_exec_call call = { .tenant_id = b.h.tenant_id, .remaining_budget_ms = AIRLOCK_BUDGET_NONE };
+	airlock_workspace *ws = NULL;
+	airlock_error err = { 0 };
+	cr_assert_eq(airlock_exec_workspace(b.e, &call, &b.h, &ws, &err), 0, "%s", err.message);
+	cr_assert_eq(airlock_workspace_write(ws, "tool.txt", "by a tool", 9, &err), 0, "%s", err.message);
+
+	native_test_run(b.e, &b.h, nothing, 30, NULL, &r);
+	cr_assert_eq(r.n_files_changed, 0, "the tool's write is not the command's: %s",
+	             r.n_files_changed ? r.files_changed[0].path : "");
+	airlock_execution_result_clear(&r);
+	/* ...and a tool's change to a file the last command made. */
+	cr_assert_eq(airlock_workspace_write(ws, "a", "rewritten", 9, &err), 0, "%s", err.message);
+	native_test_run(b.e, &b.h, nothing, 30, NULL, &r);
+	cr_assert_eq(r.n_files_changed, 0, "%zu changes", r.n_files_changed);
+	airlock_execution_result_clear(&r);
+	char *rm[] = { "rm", "/workspace/tool.txt", NULL };
+	native_test_run(b.e, &b.h, rm, 30, NULL, &r);
+	cr_assert_eq(r.n_files_changed, 1);
+	expect(&r, "tool.txt", AIRLOCK_CHANGE_DELETED, AIRLOCK_FILE_REGULAR);
+	airlock_execution_result_clear(&r);
+	box_close(&b);
+}

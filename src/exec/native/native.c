@@ -21,6 +21,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/eventfd.h>
+#include <sys/fanotify.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/statfs.h>
@@ -79,6 +80,11 @@ typedef struct sandbox {
 	char **envp; /* "NAME=value", NULL-terminated, from the spec; PWD replaced per command */
 	size_t n_env;
 	bool proxied;   /* attached to the egress proxy: detach at teardown */
+	/* files_changed: the last command's after-walk, and the fanotify group
+	 * that has watched the volume since just before that walk (see
+	 * kept_take). Owned by n->lock while stored here. */
+	airlock_snapshot kept;
+	int kept_fan; /* -1: nothing kept */
 	unsigned refs;  /* the list's reference + one per execute in flight */
 	bool dead;      /* destroyed: no new execute may start */
 } sandbox;
@@ -354,6 +360,9 @@ static void sandbox_free(sandbox *b)
 	if (!b)
 		return;
 	pthread_mutex_destroy(&b->start_lock);
+	airlock_snapshot_clear(&b->kept);
+	if (b->kept_fan >= 0)
+		close(b->kept_fan);
 	free(b->tenant_id);
 	if (b->envp)
 		for (size_t i = 0; i < b->n_env; i++)
@@ -550,6 +559,7 @@ static int native_provision(void *ctx, const airlock_environment_spec *spec,
 	b->limits = spec->limits;
 	b->init_pidfd = -1;
 	b->lifeline_w = -1;
+	b->kept_fan = -1;
 	pthread_mutex_init(&b->start_lock, NULL);
 	b->refs = 1;
 	b->tenant_id = strdup(spec->tenant_id);
@@ -847,6 +857,80 @@ static int start_command(airlock_native *n, sandbox *b, const airlock_execution_
 	return 0;
 }
 
+/* ---- files_changed's kept snapshot ------------------------------------------
+ * Between two commands nothing runs in the sandbox (every process of a
+ * command is killed before its result is computed), so the volume can
+ * change only through the service's workspace handle (a tool's write).
+ * The walk after one command is therefore the walk before the next one,
+ * unless something wrote in between: a fanotify group with a mark on the
+ * volume's filesystem (the superblock: every mount of it, every path)
+ * is armed before the after-walk, and any event it holds at the next
+ * command's start, or an overflow, or any doubt, means walk again. The
+ * walk itself only reads, and reads are not in the mask. The group reports
+ * file handles (FAN_REPORT_FID), never open descriptors, and is closed
+ * before the next command runs, so the command's own writes cost nothing.
+ * Where fanotify is missing both walks are made, as before. */
+
+#define KEPT_FAN_MASK                                                                              \
+	(FAN_MODIFY | FAN_ATTRIB | FAN_CLOSE_WRITE | FAN_CREATE | FAN_DELETE | FAN_MOVED_FROM |    \
+	 FAN_MOVED_TO | FAN_DELETE_SELF | FAN_MOVE_SELF | FAN_ONDIR)
+
+static int kept_arm(int rootfd)
+{
+	int fan = fanotify_init(FAN_CLASS_NOTIF | FAN_REPORT_FID | FAN_CLOEXEC | FAN_NONBLOCK,
+	                        O_RDONLY | O_CLOEXEC);
+	if (fan < 0)
+		return -1;
+	/* "." beneath the root: the root descriptor is O_PATH, which
+	 * fanotify_mark refuses as the object itself (EBADF). */
+	if (fanotify_mark(fan, FAN_MARK_ADD | FAN_MARK_FILESYSTEM, KEPT_FAN_MASK, rootfd, ".") < 0) {
+		close(fan);
+		return -1;
+	}
+	return fan;
+}
+
+/* Take the kept snapshot if the volume has not changed since it was made;
+ * false (and nothing taken) otherwise. */
+static bool kept_take(airlock_native *n, sandbox *b, airlock_snapshot *ret)
+{
+	pthread_mutex_lock(&n->lock);
+	airlock_snapshot s = b->kept;
+	int fan = b->kept_fan;
+	b->kept = (airlock_snapshot){ 0 };
+	b->kept_fan = -1;
+	pthread_mutex_unlock(&n->lock);
+	if (fan < 0) {
+		airlock_snapshot_clear(&s);
+		return false;
+	}
+	/* Any event at all, or any error but "none queued", is a change. */
+	char buf[256];
+	ssize_t got = read(fan, buf, sizeof(buf));
+	bool clean = got < 0 && errno == EAGAIN;
+	close(fan);
+	if (!clean) {
+		airlock_snapshot_clear(&s);
+		return false;
+	}
+	*ret = s;
+	return true;
+}
+
+static void kept_store(airlock_native *n, sandbox *b, airlock_snapshot *s, int fan)
+{
+	pthread_mutex_lock(&n->lock);
+	airlock_snapshot old = b->kept;
+	int old_fan = b->kept_fan;
+	b->kept = *s;
+	b->kept_fan = fan;
+	pthread_mutex_unlock(&n->lock);
+	*s = (airlock_snapshot){ 0 };
+	airlock_snapshot_clear(&old);
+	if (old_fan >= 0)
+		close(old_fan);
+}
+
 /* The workspace volume's fullness, sampled while a command runs. */
 typedef struct disk_watch {
 	uint64_t bfree0, ffree0; /* at the command's start */
@@ -910,15 +994,18 @@ static int native_execute(void *ctx, const airlock_environment_handle *handle,
 	_cleanup_free_ char *pwd = NULL;
 	airlock_kill_reason kill_reason = AIRLOCK_KILL_NONE;
 	int64_t cmd_start = 0, cmd_end = 0;
+	int kept_fan = -1;
 	int r;
 
 	r = native_volume_check_identity(b->vol, err);
 	if (r < 0)
 		goto out;
-	r = airlock_snapshot_walk(rootfd, (size_t)b->limits.inodes_max + 16,
-	                          AIRLOCK_SNAPSHOT_PATH_BYTES_MAX, &before, err);
-	if (r < 0)
-		goto out;
+	if (!kept_take(n, b, &before)) {
+		r = airlock_snapshot_walk(rootfd, (size_t)b->limits.inodes_max + 16,
+		                          AIRLOCK_SNAPSHOT_PATH_BYTES_MAX, &before, err);
+		if (r < 0)
+			goto out;
+	}
 
 	/* The working directory is resolved here, through the volume's own
 	 * descriptor and while this execute holds the sandbox, so a symlink
@@ -1105,6 +1192,9 @@ static int native_execute(void *ctx, const airlock_environment_handle *handle,
 	r = native_volume_check_identity(b->vol, err);
 	if (r < 0)
 		goto out;
+	/* Armed before the walk: a change after this point, by anyone, is an
+	 * event; the command's processes are all gone by now. */
+	kept_fan = kept_arm(rootfd);
 	r = airlock_snapshot_walk(rootfd, (size_t)b->limits.inodes_max + 16,
 	                          AIRLOCK_SNAPSHOT_PATH_BYTES_MAX, &after, err);
 	if (r < 0)
@@ -1165,7 +1255,13 @@ static int native_execute(void *ctx, const airlock_environment_handle *handle,
 	if (!ret->stdout_data || !ret->stderr_data)
 		r = airlock_error_set(err, AIRLOCK_ERR_SYSTEM, ENOMEM, "execute");
 	ret->duration_ms = cmd_end - cmd_start;
+	if (r == 0 && kept_fan >= 0) {
+		kept_store(n, b, &after, kept_fan);
+		kept_fan = -1;
+	}
 out:
+	if (kept_fan >= 0)
+		close(kept_fan);
 	if (pidfd >= 0) {
 		if (r < 0)
 			native_cgroup_kill_cmd(b->cg, NATIVE_KILL_WAIT_MS, NULL);
