@@ -917,8 +917,21 @@ static bool kept_take(airlock_native *n, sandbox *b, airlock_snapshot *ret)
 	return true;
 }
 
+/* A kept snapshot stays in the service while the sandbox is idle, one per
+ * sandbox: only one of at most this many bytes is kept (entries and path
+ * text; 8 MiB is ~60,000 entries of 100-byte paths). A larger workspace
+ * is walked twice, as before. */
+#define NATIVE_KEPT_BYTES_MAX ((size_t)8 << 20)
+
 static void kept_store(airlock_native *n, sandbox *b, airlock_snapshot *s, int fan)
 {
+	size_t bytes = s->alloc * sizeof(*s->entries);
+	for (size_t i = 0; i < s->n && bytes <= NATIVE_KEPT_BYTES_MAX; i++)
+		bytes += strlen(s->entries[i].path) + 1;
+	if (bytes > NATIVE_KEPT_BYTES_MAX) {
+		close(fan);
+		return; /* the caller clears s */
+	}
 	pthread_mutex_lock(&n->lock);
 	airlock_snapshot old = b->kept;
 	int old_fan = b->kept_fan;
@@ -1051,11 +1064,11 @@ static int native_execute(void *ctx, const airlock_environment_handle *handle,
 
 	int64_t timeout_at = start + req->effective_timeout_ms;
 	int64_t expiry_at = start + (req->expires_at_ms - util_now_ms());
-	/* Checked and started under one lock: a destroy that has marked the
-	 * sandbox dead is never followed by a new command in it. */
 	/* duration_ms is the command's own time: from here to the end of its
 	 * output, not the walks and hashing around it. */
 	cmd_start = util_monotonic_ms();
+	/* Checked and started under one lock: a destroy that has marked the
+	 * sandbox dead is never followed by a new command in it. */
 	pthread_mutex_lock(&b->start_lock);
 	if (b->dead)
 		r = airlock_error_set(err, AIRLOCK_ERR_EXECUTION_REJECTED, 0,
