@@ -6,6 +6,7 @@
  * is the command's, and a disk filler gets the same reason every run.
  */
 #include <criterion/criterion.h>
+#include <dirent.h>
 #include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -328,4 +329,49 @@ Test(native_files_changed, a_tool_write_between_commands_is_not_the_commands, .t
 	expect(&r, "tool.txt", AIRLOCK_CHANGE_DELETED, AIRLOCK_FILE_REGULAR);
 	airlock_execution_result_clear(&r);
 	box_close(&b);
+}
+
+static long fd_count(void)
+{
+	long n = 0;
+	DIR *d = opendir("/proc/self/fd");
+	cr_assert_not_null(d);
+	while (readdir(d))
+		n++;
+	closedir(d);
+	return n;
+}
+
+/* The kept snapshot's fanotify group is one descriptor per idle sandbox,
+ * replaced at each command and closed with the sandbox. */
+Test(native_files_changed, the_kept_snapshot_holds_one_descriptor, .timeout = 300)
+{
+	char digest[AIRLOCK_IMAGE_DIGEST_SIZE];
+	native_test_require(digest);
+	airlock_exec *e = native_test_open(NULL);
+	airlock_environment_spec spec;
+	native_test_spec(&spec, "tenant-kept-fd", digest, &small);
+	airlock_error err = { 0 };
+	/* A warm-up sandbox, so the image's loop device is in the baseline. */
+	airlock_environment_handle h = { 0 };
+	cr_assert_eq(airlock_exec_provision(e, &spec, &h, &err), 0, "%s", err.message);
+	cr_assert_eq(airlock_exec_destroy(e, &h, &err), 0, "%s", err.message);
+	airlock_environment_handle_clear(&h);
+	long base = fd_count();
+	cr_assert_eq(airlock_exec_provision(e, &spec, &h, &err), 0, "%s", err.message);
+	long provisioned = fd_count();
+	char *argv[] = { "sh", "-c", "echo x >> /workspace/f", NULL };
+	airlock_execution_result r;
+	for (int i = 0; i < 5; i++) {
+		native_test_run(e, &h, argv, 30, NULL, &r);
+		cr_assert_eq(r.exit_code, 0, "%s", ERR(&r));
+		cr_assert_eq(r.n_files_changed, 1, "run %d", i);
+		airlock_execution_result_clear(&r);
+		cr_assert_leq(fd_count(), provisioned + 1, "run %d", i);
+	}
+	cr_assert_eq(airlock_exec_destroy(e, &h, &err), 0, "%s", err.message);
+	airlock_environment_handle_clear(&h);
+	cr_assert_eq(fd_count(), base, "descriptors %ld -> %ld", base, fd_count());
+	airlock_environment_spec_clear(&spec);
+	airlock_exec_free(e);
 }
