@@ -45,8 +45,8 @@
 #define CMD_NOSTDIN_JSON                                                                           \
 	"{\"argv\":[\"true\"],\"working_directory\":\"src\",\"timeout_seconds\":1,"                \
 	"\"stdin\":null,\"maximum_output_bytes\":1}"
-#define FC_JSON "{\"path\":\"out/data.csv\",\"change\":\"CREATED\",\"size_bytes\":1204,\"sha256\":\"" HEX64 "\"}"
-#define FC_DELETED_JSON "{\"path\":\"old.txt\",\"change\":\"DELETED\",\"size_bytes\":0,\"sha256\":null}"
+#define FC_JSON "{\"path\":\"out/data.csv\",\"change\":\"CREATED\",\"kind\":\"FILE\",\"size_bytes\":1204,\"sha256\":\"" HEX64 "\"}"
+#define FC_DELETED_JSON "{\"path\":\"old.txt\",\"change\":\"DELETED\",\"kind\":\"SYMLINK\",\"size_bytes\":0,\"sha256\":null}"
 #define RESULT_JSON                                                                                \
 	"{\"exit_code\":0,\"stdout\":\"aGkK\",\"stderr\":\"\",\"stdout_truncated\":false,"          \
 	"\"stderr_truncated\":false,\"timed_out\":false,\"killed_by\":null,\"files_changed\":["    \
@@ -487,6 +487,7 @@ static void eq_fc(const airlock_file_change *a, const airlock_file_change *b)
 {
 	cr_assert_str_eq(a->path, b->path);
 	cr_assert_eq(a->change, b->change);
+	cr_assert_eq(a->kind, b->kind);
 	cr_assert_eq(a->size_bytes, b->size_bytes);
 	cr_assert_eq(a->has_sha256, b->has_sha256);
 	if (a->has_sha256)
@@ -495,11 +496,159 @@ static void eq_fc(const airlock_file_change *a, const airlock_file_change *b)
 
 static void make_fc(airlock_file_change *f, airlock_change_kind k, const char *path)
 {
-	*f = (airlock_file_change){ .path = dup(path), .change = k, .size_bytes = k == AIRLOCK_CHANGE_DELETED ? 0 : 77 };
+	*f = (airlock_file_change){ .path = dup(path), .change = k, .kind = AIRLOCK_FILE_REGULAR,
+	                            .size_bytes = k == AIRLOCK_CHANGE_DELETED ? 0 : 77 };
 	if (k != AIRLOCK_CHANGE_DELETED) {
 		f->has_sha256 = true;
 		strcpy(f->sha256, HEX64);
 	}
+}
+
+Test(roundtrip, file_change_every_entry_kind)
+{
+	for (int k = AIRLOCK_FILE_REGULAR; k < AIRLOCK_FILE__MAX; k++) {
+		airlock_file_change f, out;
+		make_fc(&f, AIRLOCK_CHANGE_MODIFIED, "x");
+		f.kind = (airlock_file_kind)k;
+		ROUNDTRIP(file_change, &f, &out);
+		eq_fc(&f, &out);
+		char *j = airlock_file_change_to_json(&f, NULL);
+		char want[64];
+		snprintf(want, sizeof(want), "\"kind\":\"%s\"", airlock_file_kind_name(f.kind));
+		cr_assert_not_null(strstr(j, want), "%s", j);
+		free(j);
+		airlock_file_change_clear(&out);
+		airlock_file_change_clear(&f);
+	}
+	/* An invalid kind is refused by the encoder. */
+	airlock_file_change f;
+	make_fc(&f, AIRLOCK_CHANGE_CREATED, "x");
+	f.kind = AIRLOCK_FILE_INVALID;
+	airlock_error err = { 0 };
+	cr_assert_null(airlock_file_change_to_json(&f, &err));
+	cr_assert_not_null(strstr(err.message, "FileChange.kind"), "%s", err.message);
+	airlock_file_change_clear(&f);
+}
+
+/* The text form of a path: names written as they are, everything else byte
+ * by byte as U+FFFD + two hex digits, decoded back to the exact bytes. */
+static char *fc_path_json(const char *path)
+{
+	airlock_file_change f;
+	make_fc(&f, AIRLOCK_CHANGE_CREATED, path);
+	airlock_error err = { 0 };
+	char *j = airlock_file_change_to_json(&f, &err);
+	cr_assert_not_null(j, "%s", err.message);
+	json_t *o = json_loads(j, 0, NULL);
+	cr_assert_not_null(o);
+	char *text = dup(json_string_value(json_object_get(o, "path")));
+	json_decref(o);
+	airlock_file_change out;
+	cr_assert_eq(airlock_file_change_from_json(j, strlen(j), &out, &err), 0, "%s: %s", j,
+	             err.message);
+	cr_assert_str_eq(out.path, path, "the bytes come back");
+	airlock_file_change_clear(&out);
+	airlock_file_change_clear(&f);
+	free(j);
+	return text;
+}
+
+#define FFFD_ "\xef\xbf\xbd"
+
+Test(path_text, names_that_read_as_they_are_stay_so)
+{
+	const char *plain[] = { "out/data.csv", "dir/\xc3\xa9t\xc3\xa9.txt", "a\\x41 b", "\xf0\x9f\x98\x80",
+		                "caf\\xe9.txt", "tab\\t" };
+	for (size_t i = 0; i < NELEM(plain); i++) {
+		char *t = fc_path_json(plain[i]);
+		cr_assert_str_eq(t, plain[i]);
+		free(t);
+	}
+}
+
+Test(path_text, escapes_are_exact)
+{
+	struct {
+		const char *name, *text;
+	} cases[] = {
+		{ "caf\xe9.txt", "caf" FFFD_ "e9.txt" },
+		{ "caf\xe8.txt", "caf" FFFD_ "e8.txt" },
+		/* a real U+FFFD is escaped too, so it never reads as an escape */
+		{ "caf" FFFD_ ".txt", "caf" FFFD_ "ef" FFFD_ "bf" FFFD_ "bd.txt" },
+		{ "line\nbreak", "line" FFFD_ "0abreak" },
+		{ "esc\x1b[31m", "esc" FFFD_ "1b[31m" },
+		{ "del\x7f", "del" FFFD_ "7f" },
+		{ "c1\xc2\x9b", "c1" FFFD_ "c2" FFFD_ "9b" },
+		{ "rlo\xe2\x80\xaetxt.exe", "rlo" FFFD_ "e2" FFFD_ "80" FFFD_ "aetxt.exe" },
+		{ "\xff\xfe", FFFD_ "ff" FFFD_ "fe" },
+		{ "\xed\xa0\x80", FFFD_ "ed" FFFD_ "a0" FFFD_ "80" }, /* a surrogate */
+	};
+	for (size_t i = 0; i < NELEM(cases); i++) {
+		char *t = fc_path_json(cases[i].name);
+		cr_assert_str_eq(t, cases[i].text, "case %zu", i);
+		free(t);
+	}
+}
+
+/* Generated names: every byte value in every position class, and random
+ * byte strings; no two names share a text form, each decodes back. */
+Test(path_text, generated_names_round_trip_and_never_collide)
+{
+	enum { N = 2000 };
+	char **texts = calloc(N, sizeof(char *));
+	char **names = calloc(N, sizeof(char *));
+	uint32_t seed = 12345;
+	size_t n = 0;
+	for (int b = 1; b < 256; b++, n++) {
+		char name[8] = { 'x', (char)b, 'y', 0 };
+		names[n] = dup(name);
+	}
+	while (n < N) {
+		char name[24];
+		size_t len = 1 + (seed % 20);
+		for (size_t k = 0; k < len; k++) {
+			seed = seed * 1103515245u + 12345u;
+			unsigned v = (seed >> 16) & 0xff;
+			/* weight towards the interesting bytes */
+			name[k] = (char)(v % 3 == 0 ? 0xef + (v % 17) : v == 0 ? 'a' : v);
+		}
+		name[len] = 0;
+		if (name[0] == '/')
+			name[0] = 'a';
+		names[n++] = dup(name);
+	}
+	for (size_t i = 0; i < N; i++)
+		texts[i] = fc_path_json(names[i]);
+	for (size_t i = 0; i < N; i++)
+		for (size_t j = i + 1; j < N; j++)
+			if (strcmp(names[i], names[j]) != 0)
+				cr_assert(strcmp(texts[i], texts[j]) != 0, "names %zu and %zu share a form", i, j);
+	for (size_t i = 0; i < N; i++) {
+		free(texts[i]);
+		free(names[i]);
+	}
+	free(texts);
+	free(names);
+}
+
+Test(path_text, decoder_takes_only_the_canonical_form)
+{
+	const char *fc = FC_JSON;
+	/* U+FFFD not followed by two lowercase hex digits */
+	expect_reject_mut(dec_file_change, fc, "path", "\"a\xef\xbf\xbd\"", "FileChange.path: U+FFFD");
+	expect_reject_mut(dec_file_change, fc, "path", "\"a\xef\xbf\xbd" "4\"", "FileChange.path: U+FFFD");
+	expect_reject_mut(dec_file_change, fc, "path", "\"a\xef\xbf\xbd" "E9\"", "FileChange.path: U+FFFD");
+	/* an escape of a byte that needs none */
+	expect_reject_mut(dec_file_change, fc, "path", "\"\xef\xbf\xbd" "61\"", "canonical");
+	/* an escaped UTF-8 sequence that is well-formed and plain */
+	expect_reject_mut(dec_file_change, fc, "path", "\"\xef\xbf\xbd" "c3\xef\xbf\xbd" "a9\"", "canonical");
+	/* a control character not escaped (JSON can carry it; the form may not) */
+	expect_reject_mut(dec_file_change, fc, "path", "\"a\\nb\"", "canonical");
+	expect_reject_mut(dec_file_change, fc, "path", "\"\xef\xbf\xbd" "00\"", "NUL");
+	expect_reject_mut(dec_file_change, fc, "path", "\"\xef\xbf\xbd" "2fetc\"", "canonical");
+	expect_reject_mut(dec_file_change, fc, "path", "\"/etc\"", "relative");
+	expect_reject_mut(dec_file_change, fc, "kind", "\"DIRECTORY\"", "FileChange.kind");
+	expect_reject_mut(dec_file_change, fc, "kind", "null", "FileChange.kind");
 }
 
 Test(roundtrip, file_change_kinds)
@@ -1187,9 +1336,12 @@ Test(encode, refuses_invalid_values)
 	cr_assert_not_null(strstr(err.message, "FileChange.sha256"), "%s", err.message);
 	airlock_file_change_clear(&f);
 
-	make_fc(&f, AIRLOCK_CHANGE_CREATED, "bad\xff.txt");
+	char *long_path = calloc(1, AIRLOCK_FC_PATH_MAX + 2);
+	memset(long_path, 'a', AIRLOCK_FC_PATH_MAX + 1);
+	make_fc(&f, AIRLOCK_CHANGE_CREATED, long_path);
+	free(long_path);
 	cr_assert_null(airlock_file_change_to_json(&f, &err));
-	cr_assert_not_null(strstr(err.message, "FileChange.path: not valid UTF-8"), "%s", err.message);
+	cr_assert_not_null(strstr(err.message, "FileChange.path: longer than"), "%s", err.message);
 	airlock_file_change_clear(&f);
 
 	airlock_execution_result r;
@@ -1309,9 +1461,10 @@ Test(tool, field_names_and_values)
 	json_t *files = json_object_get(o, "files_changed");
 	cr_assert_eq(json_array_size(files), 3);
 	json_t *f0 = json_array_get(files, 0), *f2 = json_array_get(files, 2);
-	cr_assert_eq(json_object_size(f0), 4);
+	cr_assert_eq(json_object_size(f0), 5);
 	cr_assert_str_eq(json_string_value(json_object_get(f0, "path")), "a.csv");
 	cr_assert_str_eq(json_string_value(json_object_get(f0, "change")), "CREATED");
+	cr_assert_str_eq(json_string_value(json_object_get(f0, "kind")), "FILE");
 	cr_assert_eq(json_integer_value(json_object_get(f0, "size_bytes")), 77);
 	cr_assert_str_eq(json_string_value(json_object_get(f0, "sha256")), HEX64);
 	cr_assert_str_eq(json_string_value(json_object_get(f2, "change")), "DELETED");
@@ -1333,15 +1486,30 @@ Test(tool, field_names_and_values)
 	airlock_execution_result_clear(&r);
 }
 
-Test(tool, non_utf8_path_is_rendered)
+/* Two names that a U+FFFD rendering would merge, and a name with a real
+ * U+FFFD: three different paths in the tool result as on the wire. */
+Test(tool, non_utf8_paths_stay_distinct)
 {
 	airlock_execution_result r = { .has_exit_code = true };
-	r.files_changed = calloc(1, sizeof(*r.files_changed));
+	r.files_changed = calloc(3, sizeof(*r.files_changed));
 	make_fc(&r.files_changed[0], AIRLOCK_CHANGE_CREATED, "caf\xe9.txt");
-	r.n_files_changed = 1;
+	make_fc(&r.files_changed[1], AIRLOCK_CHANGE_CREATED, "caf\xe8.txt");
+	make_fc(&r.files_changed[2], AIRLOCK_CHANGE_CREATED, "caf" FFFD ".txt");
+	r.n_files_changed = 3;
 	json_t *o = tool_json(&r);
-	json_t *f = json_array_get(json_object_get(o, "files_changed"), 0);
-	cr_assert_str_eq(json_string_value(json_object_get(f, "path")), "caf" FFFD ".txt");
+	json_t *files = json_object_get(o, "files_changed");
+	cr_assert_str_eq(json_string_value(json_object_get(json_array_get(files, 0), "path")),
+	                 "caf" FFFD "e9.txt");
+	cr_assert_str_eq(json_string_value(json_object_get(json_array_get(files, 1), "path")),
+	                 "caf" FFFD "e8.txt");
+	cr_assert_str_eq(json_string_value(json_object_get(json_array_get(files, 2), "path")),
+	                 "caf" FFFD "ef" FFFD "bf" FFFD "bd.txt");
 	json_decref(o);
+	/* The wire form round-trips all three byte-exact. */
+	airlock_execution_result back;
+	ROUNDTRIP(execution_result, &r, &back);
+	for (size_t i = 0; i < 3; i++)
+		cr_assert_str_eq(back.files_changed[i].path, r.files_changed[i].path);
+	airlock_execution_result_clear(&back);
 	airlock_execution_result_clear(&r);
 }

@@ -131,15 +131,19 @@ Test(error, codes_and_messages)
 
 /* ---- snapshot diff ------------------------------------------------------- */
 
-static int fake_hash(void *ctx, const char *path, char hex[65], int64_t *ret_size,
-                     airlock_error *err)
+static int fake_hash(void *ctx, const char *path, int64_t deadline_ms,
+                     airlock_snapshot_hashed *ret, airlock_error *err)
 {
 	int *calls = ctx;
 	(*calls)++;
 	if (strcmp(path, "vanished") == 0)
 		return -ENOENT;
-	*ret_size = (int64_t)strlen(path);
-	return util_sha256_hex(path, strlen(path), hex);
+	/* "slow" takes longer than any deadline. */
+	if (strstr(path, "slow") && deadline_ms)
+		return -ETIME;
+	ret->kind = strstr(path, "link") ? AIRLOCK_FILE_SYMLINK : AIRLOCK_FILE_REGULAR;
+	ret->size = (int64_t)strlen(path);
+	return util_sha256_hex(path, strlen(path), ret->hex);
 }
 
 static void add(airlock_snapshot *s, const char *p, int64_t size, uint64_t ino, int64_t mtime,
@@ -166,7 +170,7 @@ Test(snapshot, diff_reports_created_modified_deleted_and_hashes_only_those)
 	int calls = 0;
 	airlock_execution_result r = { 0 };
 	airlock_error err = { 0 };
-	cr_assert_eq(airlock_snapshot_diff(&a, &b, 1000, UINT64_MAX, fake_hash, &calls, &r, &err), 0);
+	cr_assert_eq(airlock_snapshot_diff(&a, &b, 1000, UINT64_MAX, 0, fake_hash, &calls, &r, &err), 0);
 	cr_assert_eq(r.n_files_changed, 5);
 	cr_assert_eq(calls, 4, "deletions and unchanged files are not hashed");
 	const char *want[][2] = { { "created", "CREATED" }, { "ctime_only", "MODIFIED" },
@@ -201,15 +205,15 @@ Test(snapshot, cap_truncates_and_vanished_files_are_skipped)
 	int calls = 0;
 	airlock_execution_result r = { 0 };
 	airlock_error err = { 0 };
-	cr_assert_eq(airlock_snapshot_diff(&a, &b, 4, UINT64_MAX, fake_hash, &calls, &r, &err), 0);
+	cr_assert_eq(airlock_snapshot_diff(&a, &b, 4, UINT64_MAX, 0, fake_hash, &calls, &r, &err), 0);
 	cr_assert_eq(r.n_files_changed, 4);
 	cr_assert(r.files_changed_truncated);
 	airlock_execution_result_clear(&r);
-	cr_assert_eq(airlock_snapshot_diff(&a, &b, 100, UINT64_MAX, fake_hash, &calls, &r, &err), 0);
+	cr_assert_eq(airlock_snapshot_diff(&a, &b, 100, UINT64_MAX, 0, fake_hash, &calls, &r, &err), 0);
 	cr_assert_eq(r.n_files_changed, 10, "a file gone before hashing is not reported");
 	cr_assert_not(r.files_changed_truncated);
 	airlock_execution_result_clear(&r);
-	cr_assert_eq(airlock_snapshot_diff(&a, &a, 0, UINT64_MAX, fake_hash, &calls, &r, &err), 0);
+	cr_assert_eq(airlock_snapshot_diff(&a, &a, 0, UINT64_MAX, 0, fake_hash, &calls, &r, &err), 0);
 	cr_assert_eq(r.n_files_changed, 0);
 	cr_assert_not(r.files_changed_truncated);
 	airlock_execution_result_clear(&r);
@@ -226,12 +230,72 @@ Test(snapshot, hash_budget_bounds_the_bytes_hashed)
 	int calls = 0;
 	airlock_execution_result r = { 0 };
 	airlock_error err = { 0 };
-	cr_assert_eq(airlock_snapshot_diff(&a, &b, 100, 1 << 20, fake_hash, &calls, &r, &err), 0);
+	cr_assert_eq(airlock_snapshot_diff(&a, &b, 100, 1 << 20, 0, fake_hash, &calls, &r, &err), 0);
 	cr_assert_eq(r.n_files_changed, 1, "the listing stops before the file past the budget");
 	cr_assert_str_eq(r.files_changed[0].path, "a-small");
 	cr_assert(r.files_changed_truncated);
 	cr_assert_eq(calls, 1, "the terabyte was never hashed");
 	airlock_execution_result_clear(&r);
+	airlock_snapshot_clear(&b);
+}
+
+/* The hashing stops at its deadline: the change in progress and every one
+ * after it are left out, and the listing says it is truncated. */
+Test(snapshot, hash_deadline_truncates_the_listing)
+{
+	airlock_snapshot a = { 0 }, b = { 0 };
+	add(&a, "c-deleted", 1, 9, 0, 0);
+	add(&b, "a-small", 10, 1, 0, 0);
+	add(&b, "b-slow", 10, 2, 0, 0);
+	add(&b, "d-small", 10, 3, 0, 0);
+	airlock_snapshot_sort(&a);
+	airlock_snapshot_sort(&b);
+	int calls = 0;
+	airlock_execution_result r = { 0 };
+	airlock_error err = { 0 };
+	int64_t far = util_monotonic_ms() + 3600 * 1000;
+	cr_assert_eq(airlock_snapshot_diff(&a, &b, 100, UINT64_MAX, far, fake_hash, &calls, &r, &err), 0);
+	cr_assert_eq(r.n_files_changed, 1, "only the change hashed before the deadline");
+	cr_assert_str_eq(r.files_changed[0].path, "a-small");
+	cr_assert(r.files_changed_truncated);
+	airlock_execution_result_clear(&r);
+	/* A deadline already past hashes nothing. */
+	calls = 0;
+	cr_assert_eq(airlock_snapshot_diff(&a, &b, 100, UINT64_MAX, util_monotonic_ms() - 1,
+	                                   fake_hash, &calls, &r, &err), 0);
+	cr_assert_eq(r.n_files_changed, 0);
+	cr_assert(r.files_changed_truncated);
+	cr_assert_eq(calls, 0);
+	airlock_execution_result_clear(&r);
+	airlock_snapshot_clear(&a);
+	airlock_snapshot_clear(&b);
+}
+
+/* A path whose kind changed is one MODIFIED entry with the new kind; a
+ * deletion keeps the kind it had. */
+Test(snapshot, a_kind_change_is_one_modified_entry)
+{
+	airlock_snapshot a = { 0 }, b = { 0 };
+	airlock_snap_entry was = { .path = "link-was-file", .kind = AIRLOCK_FILE_REGULAR, .size = 3, .ino = 1 };
+	airlock_snap_entry now = { .path = "link-was-file", .kind = AIRLOCK_FILE_SYMLINK, .size = 3, .ino = 1 };
+	airlock_snap_entry fifo = { .path = "z-fifo", .kind = AIRLOCK_FILE_FIFO, .ino = 2 };
+	cr_assert_eq(airlock_snapshot_add_entry(&a, &was), 0);
+	cr_assert_eq(airlock_snapshot_add_entry(&a, &fifo), 0);
+	cr_assert_eq(airlock_snapshot_add_entry(&b, &now), 0);
+	cr_assert(airlock_snapshot_differs(&a, &b));
+	cr_assert_not(airlock_snapshot_differs(&a, &a));
+	int calls = 0;
+	airlock_execution_result r = { 0 };
+	airlock_error err = { 0 };
+	cr_assert_eq(airlock_snapshot_diff(&a, &b, 100, UINT64_MAX, 0, fake_hash, &calls, &r, &err), 0);
+	cr_assert_eq(r.n_files_changed, 2);
+	cr_assert_str_eq(r.files_changed[0].path, "link-was-file");
+	cr_assert_eq(r.files_changed[0].change, AIRLOCK_CHANGE_MODIFIED);
+	cr_assert_eq(r.files_changed[0].kind, AIRLOCK_FILE_SYMLINK);
+	cr_assert_eq(r.files_changed[1].change, AIRLOCK_CHANGE_DELETED);
+	cr_assert_eq(r.files_changed[1].kind, AIRLOCK_FILE_FIFO);
+	airlock_execution_result_clear(&r);
+	airlock_snapshot_clear(&a);
 	airlock_snapshot_clear(&b);
 }
 
@@ -312,7 +376,7 @@ static void walk_ok(int fd, size_t max, size_t bytes, airlock_snapshot *s)
 	cr_assert_eq(r, 0, "walk: %s", err.message);
 }
 
-Test(snapshot_walk, small_tree_is_complete_sorted_and_regular_files_only)
+Test(snapshot_walk, small_tree_is_complete_sorted_with_every_kind)
 {
 	tmp_ws t;
 	ws_open(&t);
@@ -332,31 +396,40 @@ Test(snapshot_walk, small_tree_is_complete_sorted_and_regular_files_only)
 	airlock_snapshot s;
 	walk_ok(t.fd, 100, AIRLOCK_SNAPSHOT_PATH_BYTES_MAX, &s);
 	cr_assert_not(s.truncated);
-	/* Symlinks and the fifo are not files, and link-to-dir is not walked
-	 * through. A hard link is an entry per path (no merging by inode). */
-	const char *want[] = { "a-hardlink", "b.txt", "dir/inner", "dir/sub/deep" };
-	cr_assert_eq(s.n, 4);
-	for (size_t i = 0; i < 4; i++)
+	/* Symlinks and the fifo are entries of their kinds; link-to-dir is
+	 * not walked through. A hard link is an entry per path (no merging by
+	 * inode). Directories are not entries. */
+	const char *want[] = { "a-hardlink", "b.txt", "dir/inner", "dir/sub/deep",
+		               "fifo", "link-to-dir", "link-to-file" };
+	const airlock_file_kind kinds[] = { AIRLOCK_FILE_REGULAR, AIRLOCK_FILE_REGULAR,
+		                            AIRLOCK_FILE_REGULAR, AIRLOCK_FILE_REGULAR,
+		                            AIRLOCK_FILE_FIFO, AIRLOCK_FILE_SYMLINK,
+		                            AIRLOCK_FILE_SYMLINK };
+	cr_assert_eq(s.n, 7);
+	for (size_t i = 0; i < 7; i++) {
 		cr_assert_str_eq(s.entries[i].path, want[i]);
+		cr_assert_eq(s.entries[i].kind, kinds[i], "%s", want[i]);
+	}
 	cr_assert_eq(s.entries[0].ino, s.entries[1].ino);
 	cr_assert_eq(s.entries[1].size, 5);
 	cr_assert_eq(s.entries[3].size, 0);
+	cr_assert_eq(s.entries[6].size, 5, "a symlink's size is its target's length");
 	cr_assert_neq(s.entries[1].mtime_ns, 0);
 
-	/* Exactly max_entries files, and exactly the byte budget, still fit. */
+	/* Exactly max_entries entries, and exactly the byte budget, still fit. */
 	size_t bytes = 0;
-	for (size_t i = 0; i < 4; i++)
+	for (size_t i = 0; i < 7; i++)
 		bytes += strlen(want[i]) + 1;
 	airlock_snapshot exact;
-	walk_ok(t.fd, 4, bytes, &exact);
+	walk_ok(t.fd, 7, bytes, &exact);
 	cr_assert_not(exact.truncated);
-	cr_assert_eq(exact.n, 4);
+	cr_assert_eq(exact.n, 7);
 
 	/* A walk of an unchanged tree against itself lists nothing. */
 	int calls = 0;
 	airlock_execution_result r = { 0 };
 	airlock_error err = { 0 };
-	cr_assert_eq(airlock_snapshot_diff(&s, &exact, 100, UINT64_MAX, fake_hash, &calls, &r, &err), 0);
+	cr_assert_eq(airlock_snapshot_diff(&s, &exact, 100, UINT64_MAX, 0, fake_hash, &calls, &r, &err), 0);
 	cr_assert_eq(r.n_files_changed, 0);
 	cr_assert_not(r.files_changed_truncated);
 	airlock_execution_result_clear(&r);
@@ -392,13 +465,13 @@ Test(snapshot_walk, more_files_than_max_entries_truncates_and_the_diff_lists_not
 	int calls = 0;
 	airlock_execution_result r = { 0 };
 	airlock_error err = { 0 };
-	cr_assert_eq(airlock_snapshot_diff(&before, &after, 100, UINT64_MAX, fake_hash, &calls, &r,
+	cr_assert_eq(airlock_snapshot_diff(&before, &after, 100, UINT64_MAX, 0, fake_hash, &calls, &r,
 	                                   &err), 0);
 	cr_assert_eq(r.n_files_changed, 0);
 	cr_assert(r.files_changed_truncated);
 	cr_assert_eq(calls, 0, "nothing is hashed for a listing never made");
 	airlock_execution_result_clear(&r);
-	cr_assert_eq(airlock_snapshot_diff(&after, &before, 100, UINT64_MAX, fake_hash, &calls, &r,
+	cr_assert_eq(airlock_snapshot_diff(&after, &before, 100, UINT64_MAX, 0, fake_hash, &calls, &r,
 	                                   &err), 0);
 	cr_assert_eq(r.n_files_changed, 0);
 	cr_assert(r.files_changed_truncated);

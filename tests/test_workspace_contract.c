@@ -1035,11 +1035,12 @@ Test(memory_only, snapshot_and_hash, .init = memory_init, .fini = fx_fini)
 	airlock_snapshot_clear(&s1);
 	airlock_snapshot_clear(&s2);
 
-	char hex[65], want[65];
-	int64_t size = -1;
-	cr_assert_eq(airlock_memws_hash(f->mem, "a", hex, &size, NULL), 0);
+	char want[65];
+	airlock_snapshot_hashed h = { .size = -1 };
+	cr_assert_eq(airlock_memws_hash(f->mem, "a", 0, &h, NULL), 0);
 	cr_assert_eq(util_sha256_hex("xyz", 3, want), 0);
-	cr_assert_str_eq(hex, want);
-	cr_assert_eq(size, 3);
-	cr_assert_eq(airlock_memws_hash(f->mem, "gone", hex, &size, NULL), -ENOENT);
+	cr_assert_str_eq(h.hex, want);
+	cr_assert_eq(h.size, 3);
+	cr_assert_eq(h.kind, AIRLOCK_FILE_REGULAR);
+	cr_assert_eq(airlock_memws_hash(f->mem, "gone", 0, &h, NULL), -ENOENT);
 }

@@ -18,9 +18,18 @@
  * base64 (RFC 4648, with padding) on the wire so the encoding is lossless;
  * timestamps are RFC 3339 UTC with milliseconds ("2026-11-29T23:34:04.123Z").
  *
+ * FileChange.path is bytes; both JSON forms write it in a lossless text
+ * form: a name is written as it is unless it holds bytes that are not
+ * UTF-8 or characters that would misread (C0/C1 controls, DEL, U+2028,
+ * U+2029, bidirectional formatting characters, U+FFFD itself); each byte of
+ * those is written as U+FFFD followed by two lowercase hex digits. U+FFFD
+ * never stands for itself, so two names never share a form; the decoder
+ * takes only the canonical form and returns the exact bytes.
+ *
  * airlock_result_to_tool_json renders the sandbox.run_command result object
  * of the specification (text stdout/stderr, invalid UTF-8 replaced by
- * U+FFFD) for people and models; it is not decodable back into the type.
+ * U+FFFD; paths in the text form above) for people and models; it is not
+ * decodable back into the type.
  */
 
 #include <stddef.h>
@@ -33,6 +42,8 @@ extern "C" {
 #endif
 
 #define AIRLOCK_JSON_INPUT_MAX (64u * 1024u * 1024u)
+/* The longest FileChange.path, in bytes: a workspace path's whole length. */
+#define AIRLOCK_FC_PATH_MAX 4096
 
 char *airlock_resource_limits_to_json(const airlock_resource_limits *v, airlock_error *err);
 int airlock_resource_limits_from_json(const char *buf, size_t len, airlock_resource_limits *ret, airlock_error *err);

@@ -67,6 +67,21 @@ typedef enum airlock_change_kind {
 const char *airlock_change_kind_name(airlock_change_kind k);
 airlock_change_kind airlock_change_kind_parse(const char *s);
 
+/* What a FileChange names: every kind of non-directory entry a workspace can
+ * hold. Each kind defines its sha256 and size_bytes (FileChange below). */
+typedef enum airlock_file_kind {
+	AIRLOCK_FILE_INVALID = 0,
+	AIRLOCK_FILE_REGULAR,      /* "FILE" */
+	AIRLOCK_FILE_SYMLINK,      /* "SYMLINK" */
+	AIRLOCK_FILE_FIFO,         /* "FIFO" */
+	AIRLOCK_FILE_SOCKET,       /* "SOCKET" */
+	AIRLOCK_FILE_CHAR_DEVICE,  /* "CHAR_DEVICE" */
+	AIRLOCK_FILE_BLOCK_DEVICE, /* "BLOCK_DEVICE" */
+	AIRLOCK_FILE__MAX
+} airlock_file_kind;
+const char *airlock_file_kind_name(airlock_file_kind k);
+airlock_file_kind airlock_file_kind_parse(const char *s);
+
 typedef enum airlock_provenance {
 	AIRLOCK_PROVENANCE_INVALID = 0,
 	AIRLOCK_PROVENANCE_UNKNOWN,         /* "unknown" */
@@ -190,11 +205,23 @@ typedef struct airlock_execution_command {
 	int64_t maximum_output_bytes; /* > 0, per stream */
 } airlock_execution_command;
 
-/* ---- FileChange ---------------------------------------------------------- */
+/* ---- FileChange ----------------------------------------------------------
+ * One entry per path: a path whose kind changed (a file replaced by a
+ * symlink) is MODIFIED with its new kind. kind, size_bytes and sha256 are
+ * of the entry after the command; for DELETED, kind and size_bytes are what
+ * it was and sha256 is absent. Per kind:
+ *   FILE     sha256 of the content, size_bytes the bytes hashed;
+ *   SYMLINK  sha256 of the link's target as stored (readlink's bytes, no
+ *            NUL; never followed), size_bytes the target's length;
+ *   FIFO, SOCKET, CHAR_DEVICE, BLOCK_DEVICE: no content: sha256 of the
+ *            empty string, size_bytes 0.
+ * path is bytes (any but NUL); its JSON form is the lossless text form
+ * json.h describes. */
 #define AIRLOCK_SHA256_HEX_LEN 64
 typedef struct airlock_file_change {
 	char *path; /* relative to /workspace, never absolute */
 	airlock_change_kind change;
+	airlock_file_kind kind;
 	int64_t size_bytes;
 	bool has_sha256; /* false exactly for DELETED */
 	char sha256[AIRLOCK_SHA256_HEX_LEN + 1];

@@ -968,7 +968,127 @@ fail:
 /* ---- FileChange ---------------------------------------------------------- */
 
 static const char T_FC[] = "FileChange";
-static const char *const fc_fields[] = { "path", "change", "size_bytes", "sha256" };
+static const char *const fc_fields[] = { "path", "change", "kind", "size_bytes", "sha256" };
+
+/* ---- a path's text form ---------------------------------------------------
+ * A file name is bytes; JSON strings are Unicode text. The text form keeps
+ * every name that reads unambiguously as it is, and writes each byte of
+ * anything else as U+FFFD followed by the byte in two lowercase hex digits:
+ * "caf\xe9.txt" is "caf\u{FFFD}e9.txt". Escaped are bytes that are not
+ * well-formed UTF-8, and the characters that would make a name read as
+ * something it is not or look like another name: C0 and C1 controls and
+ * DEL (a newline or an escape sequence in a listing), U+2028/U+2029, the
+ * bidirectional formatting characters (U+200E, U+200F, U+202A..U+202E,
+ * U+2066..U+2069), and U+FFFD itself. As U+FFFD is never written as itself,
+ * a form holding one is always an escape, so the form is injective: two
+ * names never share a text form, and the decoder gets the bytes back. The
+ * decoder accepts only the canonical form (what the encoder writes), so a
+ * name also has exactly one text form. */
+
+#define PATH_ESC_LEN 5 /* U+FFFD (3 bytes) + two hex digits */
+
+static bool path_char_escaped(uint32_t c)
+{
+	return c < 0x20 || (c >= 0x7f && c <= 0x9f) || c == 0x2028 || c == 0x2029 || c == 0x200e ||
+	       c == 0x200f || (c >= 0x202a && c <= 0x202e) || (c >= 0x2066 && c <= 0x2069) ||
+	       c == 0xfffd;
+}
+
+static uint32_t utf8_value(const unsigned char *s, size_t k)
+{
+	if (k == 1)
+		return s[0];
+	uint32_t c = s[0] & (0x7f >> k);
+	for (size_t i = 1; i < k; i++)
+		c = (c << 6) | (s[i] & 0x3f);
+	return c;
+}
+
+/* The text form of path (n bytes); NULL on ENOMEM. */
+static char *path_to_text(const char *path, size_t n, size_t *ret_len)
+{
+	static const char hex[] = "0123456789abcdef";
+	const unsigned char *p = (const unsigned char *)path;
+	if (n > (SIZE_MAX - 1) / PATH_ESC_LEN)
+		return NULL;
+	char *out = malloc(n * PATH_ESC_LEN + 1);
+	if (!out)
+		return NULL;
+	size_t o = 0;
+	for (size_t i = 0; i < n;) {
+		size_t bad = 0, k = utf8_next(p + i, n - i, &bad);
+		if (k && !path_char_escaped(utf8_value(p + i, k))) {
+			memcpy(out + o, p + i, k);
+			o += k;
+			i += k;
+			continue;
+		}
+		/* Each byte of an escaped character or ill-formed sequence. */
+		for (size_t e = 0; e < (k ? k : 1); e++, i++) {
+			out[o++] = (char)0xef, out[o++] = (char)0xbf, out[o++] = (char)0xbd;
+			out[o++] = hex[p[i] >> 4];
+			out[o++] = hex[p[i] & 15];
+		}
+	}
+	out[o] = 0;
+	*ret_len = o;
+	return out;
+}
+
+static int hexval(unsigned char c)
+{
+	return c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : -1;
+}
+
+/* The bytes of a text form; 0, or a DECODE error naming key. */
+static int path_from_text(const char *text, size_t n, const char *type, const char *key,
+                          char **ret, airlock_error *err)
+{
+	const unsigned char *t = (const unsigned char *)text;
+	_cleanup_free_ char *out = malloc(n + 1);
+	if (!out)
+		return nomem(err, type);
+	size_t o = 0;
+	for (size_t i = 0; i < n;) {
+		if (n - i >= 3 && t[i] == 0xef && t[i + 1] == 0xbf && t[i + 2] == 0xbd) {
+			int hi = n - i >= PATH_ESC_LEN ? hexval(t[i + 3]) : -1;
+			int lo = hi >= 0 ? hexval(t[i + 4]) : -1;
+			if (lo < 0)
+				return field_error(err, type, key,
+				                   "U+FFFD must be followed by two lowercase hex digits "
+				                   "(the escaped byte)");
+			out[o++] = (char)(hi << 4 | lo);
+			i += PATH_ESC_LEN;
+		} else {
+			out[o++] = (char)t[i++];
+		}
+	}
+	out[o] = 0;
+	if (memchr(out, 0, o))
+		return field_error(err, type, key, "an escaped NUL byte");
+	/* One form per name: what decodes must encode back to the same text. */
+	size_t back_len = 0;
+	_cleanup_free_ char *back = path_to_text(out, o, &back_len);
+	if (!back)
+		return nomem(err, type);
+	if (back_len != n || memcmp(back, text, n) != 0)
+		return field_error(err, type, key, "not in canonical text form (a byte escaped that "
+		                                   "need not be, or one not escaped that must be)");
+	*ret = TAKE_PTR(out);
+	return 0;
+}
+
+static int put_path(json_t *o, const char *type, const char *key, const char *path,
+                    airlock_error *err)
+{
+	if (!path)
+		return field_error(err, type, key, "missing");
+	size_t n = 0;
+	_cleanup_free_ char *text = path_to_text(path, strlen(path), &n);
+	if (!text)
+		return nomem(err, type);
+	return put(o, type, key, json_stringn_nocheck(text, n), err);
+}
 
 static int fc_check(const airlock_file_change *f, airlock_error *err)
 {
@@ -976,8 +1096,13 @@ static int fc_check(const airlock_file_change *f, airlock_error *err)
 	 * host path out of the result (spec, FileChange). */
 	if (!relative_path_ok(f->path))
 		return field_error(err, T_FC, "path", "must be a non-empty path relative to /workspace");
+	if (strlen(f->path) > AIRLOCK_FC_PATH_MAX)
+		return field_error(err, T_FC, "path", "longer than %d bytes", AIRLOCK_FC_PATH_MAX);
 	if (!airlock_change_kind_name(f->change))
 		return field_error(err, T_FC, "change", "must be CREATED, MODIFIED or DELETED");
+	if (!airlock_file_kind_name(f->kind))
+		return field_error(err, T_FC, "kind",
+		                   "must be FILE, SYMLINK, FIFO, SOCKET, CHAR_DEVICE or BLOCK_DEVICE");
 	if (f->size_bytes < 0)
 		return field_error(err, T_FC, "size_bytes", "must be >= 0");
 	bool deleted = f->change == AIRLOCK_CHANGE_DELETED;
@@ -999,8 +1124,9 @@ static int fc_to(const airlock_file_change *f, json_t **ret, airlock_error *err)
 	_cleanup_json_ json_t *o = json_object();
 	if (!o)
 		return nomem(err, T_FC);
-	if ((r = put_str(o, T_FC, "path", f->path, err)) < 0 ||
+	if ((r = put_path(o, T_FC, "path", f->path, err)) < 0 ||
 	    (r = put_str(o, T_FC, "change", airlock_change_kind_name(f->change), err)) < 0 ||
+	    (r = put_str(o, T_FC, "kind", airlock_file_kind_name(f->kind), err)) < 0 ||
 	    (r = put_int(o, T_FC, "size_bytes", f->size_bytes, err)) < 0 ||
 	    (r = put_str_or_null(o, T_FC, "sha256", f->has_sha256 ? f->sha256 : NULL, err)) < 0)
 		return r;
@@ -1014,16 +1140,30 @@ static int fc_from(json_t *o, airlock_file_change *ret, airlock_error *err)
 	if (r < 0)
 		return r;
 	airlock_file_change f = { 0 };
-	const char *change, *sha;
-	size_t sha_len = 0;
-	if ((r = get_str(o, T_FC, "path", false, &f.path, err)) < 0 ||
+	const char *path, *change, *kind, *sha;
+	size_t path_len = 0, sha_len = 0;
+	if ((r = get_str_ref(o, T_FC, "path", false, &path, &path_len, err)) < 0)
+		goto fail;
+	/* The text form is at most five bytes per byte of the name. */
+	if (path_len > (size_t)AIRLOCK_FC_PATH_MAX * PATH_ESC_LEN) {
+		r = field_error(err, T_FC, "path", "longer than %d bytes", AIRLOCK_FC_PATH_MAX);
+		goto fail;
+	}
+	if ((r = path_from_text(path, path_len, T_FC, "path", &f.path, err)) < 0 ||
 	    (r = get_str_ref(o, T_FC, "change", false, &change, NULL, err)) < 0 ||
+	    (r = get_str_ref(o, T_FC, "kind", false, &kind, NULL, err)) < 0 ||
 	    (r = get_int(o, T_FC, "size_bytes", 0, INT64_MAX, &f.size_bytes, err)) < 0 ||
 	    (r = get_str_ref(o, T_FC, "sha256", true, &sha, &sha_len, err)) < 0)
 		goto fail;
 	f.change = airlock_change_kind_parse(change);
 	if (f.change == AIRLOCK_CHANGE_INVALID) {
 		r = field_error(err, T_FC, "change", "must be CREATED, MODIFIED or DELETED");
+		goto fail;
+	}
+	f.kind = airlock_file_kind_parse(kind);
+	if (f.kind == AIRLOCK_FILE_INVALID) {
+		r = field_error(err, T_FC, "kind",
+		                "must be FILE, SYMLINK, FIFO, SOCKET, CHAR_DEVICE or BLOCK_DEVICE");
 		goto fail;
 	}
 	if (sha) {
@@ -1499,10 +1639,16 @@ char *airlock_result_to_tool_json(const airlock_execution_result *v, airlock_err
 			nomem(err, T_TOOL);
 			return NULL;
 		}
-		/* A file name is bytes, not text; the model gets a readable
-		 * rendering of it, which is all this object is for. */
-		if ((r = put_text(fj, "path", (const unsigned char *)f->path, strlen(f->path), err)) < 0 ||
+		const char *kind = airlock_file_kind_name(f->kind);
+		if (!kind) {
+			field_error(err, T_TOOL, "files_changed", "entry %zu has no kind", i);
+			return NULL;
+		}
+		/* A file name is bytes, not text: the lossless text form (see
+		 * path_to_text), so two files never share a path here either. */
+		if ((r = put_path(fj, T_TOOL, "path", f->path, err)) < 0 ||
 		    (r = put(fj, T_TOOL, "change", json_string_nocheck(change), err)) < 0 ||
+		    (r = put(fj, T_TOOL, "kind", json_string_nocheck(kind), err)) < 0 ||
 		    (r = put_int(fj, T_TOOL, "size_bytes", f->size_bytes, err)) < 0)
 			return NULL;
 		if (f->has_sha256) {

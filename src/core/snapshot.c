@@ -15,8 +15,7 @@
 
 #include "util/util.h"
 
-int airlock_snapshot_add(airlock_snapshot *s, const char *path, int64_t size, uint64_t ino,
-                         int64_t mtime_ns, int64_t ctime_ns, uint64_t version)
+int airlock_snapshot_add_entry(airlock_snapshot *s, const airlock_snap_entry *e)
 {
 	if (s->n == s->alloc) {
 		size_t n = s->alloc ? s->alloc * 2 : 64;
@@ -26,14 +25,26 @@ int airlock_snapshot_add(airlock_snapshot *s, const char *path, int64_t size, ui
 		s->entries = p;
 		s->alloc = n;
 	}
-	char *copy = strdup(path);
+	char *copy = strdup(e->path);
 	if (!copy)
 		return -ENOMEM;
-	s->entries[s->n++] = (airlock_snap_entry){
-		.path = copy, .size = size, .ino = ino,
+	s->entries[s->n] = *e;
+	s->entries[s->n++].path = copy;
+	return 0;
+}
+
+int airlock_snapshot_add(airlock_snapshot *s, const char *path, int64_t size, uint64_t ino,
+                         int64_t mtime_ns, int64_t ctime_ns, uint64_t version)
+{
+	/* A copy, so the entry can hold it as its own (char *) path. */
+	_cleanup_free_ char *copy = strdup(path);
+	if (!copy)
+		return -ENOMEM;
+	airlock_snap_entry e = {
+		.path = copy, .kind = AIRLOCK_FILE_REGULAR, .size = size, .ino = ino,
 		.mtime_ns = mtime_ns, .ctime_ns = ctime_ns, .version = version,
 	};
-	return 0;
+	return airlock_snapshot_add_entry(s, &e);
 }
 
 static int entry_cmp(const void *a, const void *b)
@@ -60,7 +71,7 @@ void airlock_snapshot_clear(airlock_snapshot *s)
  * moves ctime, so the change is reported. */
 static bool entry_changed(const airlock_snap_entry *a, const airlock_snap_entry *b)
 {
-	return a->size != b->size || a->ino != b->ino || a->mtime_ns != b->mtime_ns ||
+	return a->kind != b->kind || a->size != b->size || a->ino != b->ino || a->mtime_ns != b->mtime_ns ||
 	       a->ctime_ns != b->ctime_ns || a->version != b->version;
 }
 
@@ -69,49 +80,73 @@ typedef struct change_list {
 	size_t n;
 	size_t max;
 	uint64_t budget; /* bytes that may still be hashed */
+	int64_t deadline_ms; /* of the hashing; 0: none */
 	bool truncated;
 } change_list;
 
-static int push_change(change_list *l, const char *path, airlock_change_kind kind,
-                       airlock_snapshot_hash_fn hash, void *hash_ctx, int64_t old_size,
-                       airlock_error *err)
+/* e is the entry after the command (before it, for a deletion). */
+static int push_change(change_list *l, const airlock_snap_entry *e, airlock_change_kind change,
+                       airlock_snapshot_hash_fn hash, void *hash_ctx, airlock_error *err)
 {
 	if (l->n == l->max) {
 		l->truncated = true;
 		return 0;
 	}
-	if (kind != AIRLOCK_CHANGE_DELETED) {
-		if ((uint64_t)old_size > l->budget) {
+	airlock_file_change fc = { .change = change, .kind = e->kind, .size_bytes = e->size };
+	if (change != AIRLOCK_CHANGE_DELETED) {
+		/* A symlink's size is its target's length, which is what is
+		 * hashed; the other kinds hash nothing. */
+		uint64_t cost = e->kind == AIRLOCK_FILE_REGULAR || e->kind == AIRLOCK_FILE_SYMLINK
+		                        ? (uint64_t)e->size : 0;
+		if (cost > l->budget) {
 			l->truncated = true;
 			return 0;
 		}
-		l->budget -= (uint64_t)old_size;
-	}
-	airlock_file_change fc = { .change = kind, .size_bytes = old_size };
-	fc.path = strdup(path);
-	if (!fc.path)
-		return airlock_error_set(err, AIRLOCK_ERR_SYSTEM, ENOMEM, "files_changed");
-	if (kind != AIRLOCK_CHANGE_DELETED) {
-		int r = hash(hash_ctx, path, fc.sha256, &fc.size_bytes, err);
+		l->budget -= cost;
+		if (l->deadline_ms && util_monotonic_ms() >= l->deadline_ms) {
+			l->truncated = true;
+			return 0;
+		}
+		airlock_snapshot_hashed h = { 0 };
+		int r = hash(hash_ctx, e->path, l->deadline_ms, &h, err);
 		if (r == -ENOENT) {
 			/* Gone between the walk and the hash: a process still running
 			 * would be a bug (the mechanism kills all before computing), so
 			 * treat it as not created rather than invent a digest. */
-			free(fc.path);
 			return 0;
 		}
-		if (r < 0) {
-			free(fc.path);
-			return r;
+		if (r == -ETIME) {
+			l->truncated = true;
+			return 0;
 		}
+		if (r < 0)
+			return r;
+		fc.kind = h.kind;
+		fc.size_bytes = h.size;
+		memcpy(fc.sha256, h.hex, sizeof(fc.sha256));
 		fc.has_sha256 = true;
 	}
+	fc.path = strdup(e->path);
+	if (!fc.path)
+		return airlock_error_set(err, AIRLOCK_ERR_SYSTEM, ENOMEM, "files_changed");
 	l->items[l->n++] = fc;
 	return 0;
 }
 
+bool airlock_snapshot_differs(const airlock_snapshot *before, const airlock_snapshot *after)
+{
+	if (before->truncated || after->truncated || before->n != after->n)
+		return true;
+	for (size_t i = 0; i < before->n; i++)
+		if (strcmp(before->entries[i].path, after->entries[i].path) != 0 ||
+		    entry_changed(&before->entries[i], &after->entries[i]))
+			return true;
+	return false;
+}
+
 int airlock_snapshot_diff(const airlock_snapshot *before, const airlock_snapshot *after, size_t max,
-                          uint64_t hash_budget, airlock_snapshot_hash_fn hash, void *hash_ctx,
+                          uint64_t hash_budget, int64_t hash_deadline_ms,
+                          airlock_snapshot_hash_fn hash, void *hash_ctx,
                           airlock_execution_result *ret, airlock_error *err)
 {
 	/* An incomplete walk cannot tell a file it did not reach from a file
@@ -128,7 +163,7 @@ int airlock_snapshot_diff(const airlock_snapshot *before, const airlock_snapshot
 	/* There are never more changes than entries in both walks, so the array
 	 * is sized by the smaller of that and the listing cap. */
 	size_t total = before->n + after->n;
-	change_list l = { .max = max, .budget = hash_budget };
+	change_list l = { .max = max, .budget = hash_budget, .deadline_ms = hash_deadline_ms };
 	l.items = calloc((max < total ? max : total) + 1, sizeof(*l.items));
 	if (!l.items)
 		return airlock_error_set(err, AIRLOCK_ERR_SYSTEM, ENOMEM, "files_changed");
@@ -144,17 +179,18 @@ int airlock_snapshot_diff(const airlock_snapshot *before, const airlock_snapshot
 		else
 			c = strcmp(before->entries[i].path, after->entries[j].path);
 		if (c < 0) {
-			r = push_change(&l, before->entries[i].path, AIRLOCK_CHANGE_DELETED, hash,
-			                hash_ctx, before->entries[i].size, err);
+			r = push_change(&l, &before->entries[i], AIRLOCK_CHANGE_DELETED, hash, hash_ctx, err);
 			i++;
 		} else if (c > 0) {
-			r = push_change(&l, after->entries[j].path, AIRLOCK_CHANGE_CREATED, hash,
-			                hash_ctx, after->entries[j].size, err);
+			r = push_change(&l, &after->entries[j], AIRLOCK_CHANGE_CREATED, hash, hash_ctx, err);
 			j++;
 		} else {
+			/* One entry per path: a kind that changed (a file replaced
+			 * by a symlink) is MODIFIED with the new kind, so a reader
+			 * keyed by path never sees the path twice. */
 			if (entry_changed(&before->entries[i], &after->entries[j]))
-				r = push_change(&l, after->entries[j].path, AIRLOCK_CHANGE_MODIFIED,
-				                hash, hash_ctx, after->entries[j].size, err);
+				r = push_change(&l, &after->entries[j], AIRLOCK_CHANGE_MODIFIED, hash,
+				                hash_ctx, err);
 			i++;
 			j++;
 		}
@@ -204,6 +240,19 @@ static int walk_stop(walk *w)
 	return 0;
 }
 
+static airlock_file_kind snapshot_kind(mode_t m)
+{
+	switch (m & S_IFMT) {
+	case S_IFREG: return AIRLOCK_FILE_REGULAR;
+	case S_IFLNK: return AIRLOCK_FILE_SYMLINK;
+	case S_IFIFO: return AIRLOCK_FILE_FIFO;
+	case S_IFSOCK: return AIRLOCK_FILE_SOCKET;
+	case S_IFCHR: return AIRLOCK_FILE_CHAR_DEVICE;
+	case S_IFBLK: return AIRLOCK_FILE_BLOCK_DEVICE;
+	default: return AIRLOCK_FILE_INVALID;
+	}
+}
+
 static int64_t ts_ns(struct timespec t)
 {
 	return (int64_t)t.tv_sec * 1000000000 + t.tv_nsec;
@@ -245,10 +294,16 @@ static int walk_dir(walk *w, int dfd, size_t len, unsigned depth, airlock_error 
 				r = airlock_error_set(err, AIRLOCK_ERR_SYSTEM, errno, "files_changed: stat");
 			break;
 		}
-		bool is_dir = S_ISDIR(st.st_mode) && st.st_dev == w->dev;
-		/* Nothing else is reported or entered, so its name needs no room. */
-		if (!S_ISREG(st.st_mode) && !is_dir)
+		/* A directory on another device is a mount point: not the
+		 * workspace's, neither entered nor reported. Every other
+		 * non-directory entry is reported, whatever its kind: a symlink
+		 * or FIFO a command planted is a change like any file. */
+		if (S_ISDIR(st.st_mode) && st.st_dev != w->dev)
 			continue;
+		bool is_dir = S_ISDIR(st.st_mode);
+		airlock_file_kind kind = is_dir ? AIRLOCK_FILE_INVALID : snapshot_kind(st.st_mode);
+		if (!is_dir && kind == AIRLOCK_FILE_INVALID)
+			continue; /* no other kind exists on Linux */
 		size_t nlen = strlen(name);
 		size_t plen = len + (len ? 1 : 0) + nlen;
 		if (plen > WALK_PATH_MAX) {
@@ -258,13 +313,23 @@ static int walk_dir(walk *w, int dfd, size_t len, unsigned depth, airlock_error 
 		if (len)
 			w->path[len] = '/';
 		memcpy(w->path + len + (len ? 1 : 0), name, nlen + 1);
-		if (S_ISREG(st.st_mode)) {
+		if (!is_dir) {
 			if (w->snap->n >= w->max || plen + 1 > w->bytes_left) {
 				r = walk_stop(w);
 			} else {
 				w->bytes_left -= plen + 1;
-				r = airlock_snapshot_add(w->snap, w->path, st.st_size, st.st_ino,
-				                         ts_ns(st.st_mtim), ts_ns(st.st_ctim), 0);
+				/* Sizes only mean bytes for files and symlinks (the
+				 * target's length); the others report 0. */
+				airlock_snap_entry e = {
+					.path = w->path, .kind = kind,
+					.size = kind == AIRLOCK_FILE_REGULAR || kind == AIRLOCK_FILE_SYMLINK
+					                ? st.st_size : 0,
+					.ino = st.st_ino, .mtime_ns = ts_ns(st.st_mtim),
+					.ctime_ns = ts_ns(st.st_ctim),
+					/* A device node's number is part of what it is. */
+					.version = (uint64_t)st.st_rdev,
+				};
+				r = airlock_snapshot_add_entry(w->snap, &e);
 				if (r < 0)
 					r = airlock_error_set(err, AIRLOCK_ERR_SYSTEM, -r, "files_changed");
 			}
@@ -323,12 +388,31 @@ int airlock_snapshot_walk(int root_fd, size_t max_entries, size_t max_path_bytes
 	return 0;
 }
 
-int airlock_snapshot_hash_fd(void *ctx, const char *path, char hex[65], int64_t *ret_size,
-                             airlock_error *err)
+/* SHA-256 of no bytes: the digest of every entry without content. */
+static const char sha256_of_nothing[] =
+	"e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855";
+
+static int hash_symlink(int fd, airlock_snapshot_hashed *ret, airlock_error *err)
 {
-	int root = *(const int *)ctx;
+	/* The target is read, never followed; a target longer than PATH_MAX
+	 * cannot be made (symlink(2) refuses it). */
+	char target[AIRLOCK_PATH_MAX + 1];
+	ssize_t n = readlinkat(fd, "", target, sizeof(target));
+	if (n < 0)
+		return airlock_error_set(err, AIRLOCK_ERR_SYSTEM, errno, "files_changed: readlink");
+	if ((size_t)n >= sizeof(target))
+		return airlock_error_set(err, AIRLOCK_ERR_SYSTEM, ENAMETOOLONG,
+		                         "files_changed: a symlink target longer than %d bytes",
+		                         AIRLOCK_PATH_MAX);
+	ret->size = n;
+	return util_sha256_hex(target, (size_t)n, ret->hex);
+}
+
+static int hash_regular(int root, const char *path, const struct stat *want, int64_t deadline_ms,
+                        airlock_snapshot_hashed *ret, airlock_error *err)
+{
 	struct open_how how = {
-		.flags = O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK,
+		.flags = O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK | O_NOCTTY,
 		.resolve = RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS | RESOLVE_NO_XDEV,
 	};
 	int fd = (int)syscall(SYS_openat2, root, path, &how, sizeof(how));
@@ -337,8 +421,11 @@ int airlock_snapshot_hash_fd(void *ctx, const char *path, char hex[65], int64_t 
 			return -ENOENT; /* replaced by something that is not the file */
 		return airlock_error_set(err, AIRLOCK_ERR_SYSTEM, errno, "files_changed: open");
 	}
+	/* The same inode the O_PATH look found: nothing runs in the sandbox
+	 * now, so a difference is a bug, not a race to report. */
 	struct stat st;
-	if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode)) {
+	if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode) || st.st_ino != want->st_ino ||
+	    st.st_dev != want->st_dev) {
 		close(fd);
 		return -ENOENT;
 	}
@@ -350,7 +437,14 @@ int airlock_snapshot_hash_fd(void *ctx, const char *path, char hex[65], int64_t 
 		return airlock_error_set(err, AIRLOCK_ERR_SYSTEM, ENOMEM, "files_changed");
 	}
 	int64_t total = 0;
-	for (;;) {
+	for (unsigned chunks = 0;; chunks++) {
+		/* The clock every 16 chunks (1 MiB): a few microseconds per
+		 * millisecond of hashing. */
+		if (deadline_ms && chunks % 16 == 0 && util_monotonic_ms() >= deadline_ms) {
+			util_sha256_free(h);
+			close(fd);
+			return -ETIME;
+		}
 		ssize_t n = read(fd, buf, SNAPSHOT_HASH_CHUNK);
 		if (n < 0 && errno == EINTR)
 			continue;
@@ -366,6 +460,41 @@ int airlock_snapshot_hash_fd(void *ctx, const char *path, char hex[65], int64_t 
 		total += n;
 	}
 	close(fd);
-	*ret_size = total;
-	return util_sha256_final_hex(h, hex);
+	ret->size = total;
+	return util_sha256_final_hex(h, ret->hex);
+}
+
+int airlock_snapshot_hash_fd(void *ctx, const char *path, int64_t deadline_ms,
+                             airlock_snapshot_hashed *ret, airlock_error *err)
+{
+	int root = *(const int *)ctx;
+	/* O_PATH | O_NOFOLLOW names the entry itself, whatever it is, without
+	 * opening it: a FIFO is not opened (no writer could be woken), a
+	 * device node never reaches its driver, and a symlink yields the
+	 * link. RESOLVE_NO_SYMLINKS still refuses one on the way. */
+	struct open_how how = {
+		.flags = O_PATH | O_NOFOLLOW | O_CLOEXEC,
+		.resolve = RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS | RESOLVE_NO_XDEV,
+	};
+	_cleanup_close_ int fd = (int)syscall(SYS_openat2, root, path, &how, sizeof(how));
+	if (fd < 0) {
+		if (errno == ENOENT || errno == ELOOP || errno == ENOTDIR)
+			return -ENOENT;
+		return airlock_error_set(err, AIRLOCK_ERR_SYSTEM, errno, "files_changed: open");
+	}
+	struct stat st;
+	if (fstat(fd, &st) < 0)
+		return airlock_error_set(err, AIRLOCK_ERR_SYSTEM, errno, "files_changed: fstat");
+	*ret = (airlock_snapshot_hashed){ .kind = snapshot_kind(st.st_mode) };
+	switch (ret->kind) {
+	case AIRLOCK_FILE_REGULAR:
+		return hash_regular(root, path, &st, deadline_ms, ret, err);
+	case AIRLOCK_FILE_SYMLINK:
+		return hash_symlink(fd, ret, err);
+	case AIRLOCK_FILE_INVALID:
+		return -ENOENT; /* a directory now: not an entry of the listing */
+	default:
+		memcpy(ret->hex, sha256_of_nothing, sizeof(sha256_of_nothing));
+		return 0;
+	}
 }

@@ -7,8 +7,9 @@
  * workspace (sandbox-isolation.md: "A command that reports its own changes
  * is a command that can lie about them"). A mechanism takes a snapshot before
  * and after a command; this module diffs them. Stat fields decide what
- * changed; only created or modified files are hashed, through the
- * mechanism's callback. Only regular files are reported.
+ * changed; only created or modified entries are hashed, through the
+ * mechanism's callback. Every non-directory entry is reported (regular
+ * files, symlinks, FIFOs, sockets, device nodes), each with its kind.
  */
 
 #include <stdbool.h>
@@ -20,6 +21,7 @@
 
 typedef struct airlock_snap_entry {
 	char *path; /* relative to /workspace */
+	airlock_file_kind kind;
 	int64_t size;
 	uint64_t ino;
 	int64_t mtime_ns;
@@ -36,40 +38,66 @@ typedef struct airlock_snapshot {
 	bool truncated;
 } airlock_snapshot;
 
-/* Append an entry (path copied). 0 or -ENOMEM. */
+/* Append a regular file's entry (path copied). 0 or -ENOMEM. */
 int airlock_snapshot_add(airlock_snapshot *s, const char *path, int64_t size, uint64_t ino,
                          int64_t mtime_ns, int64_t ctime_ns, uint64_t version);
+/* Append an entry of any kind (e->path copied). 0 or -ENOMEM. */
+int airlock_snapshot_add_entry(airlock_snapshot *s, const airlock_snap_entry *e);
 /* Sort by path (bytewise); call once after the walk. */
 void airlock_snapshot_sort(airlock_snapshot *s);
 void airlock_snapshot_clear(airlock_snapshot *s);
 
-/* Hash the current content of a workspace file (relative path). */
-typedef int (*airlock_snapshot_hash_fn)(void *ctx, const char *path, char hex[65],
-                                        int64_t *ret_size, airlock_error *err);
+/* What a hash callback found at a path: the entry's kind now, and its
+ * sha256 and size_bytes as airlock_file_change defines them for that kind. */
+typedef struct airlock_snapshot_hashed {
+	airlock_file_kind kind;
+	int64_t size;
+	char hex[AIRLOCK_SHA256_HEX_LEN + 1];
+} airlock_snapshot_hashed;
+
+/* Hash the entry now at a workspace path (relative). deadline_ms is a
+ * util_monotonic_ms() time (0: none) past which the callback gives up:
+ * -ETIME. -ENOENT when nothing is there; any other negative value is an
+ * error set in err. */
+typedef int (*airlock_snapshot_hash_fn)(void *ctx, const char *path, int64_t deadline_ms,
+                                        airlock_snapshot_hashed *ret, airlock_error *err);
 
 /*
  * Fill ret->files_changed / n_files_changed / files_changed_truncated from
  * the difference between two sorted snapshots, at most max entries, in path
- * order. A file present in both whose stat fields differ is MODIFIED; the
- * size reported for created and modified files is the size hashed.
+ * order. An entry present in both whose kind or stat fields differ is
+ * MODIFIED (with the kind it has now); kind and size of created and
+ * modified entries are what the hash callback found.
  *
  * hash_budget bounds the bytes hashed (by the files' sizes in `after`): a
  * sparse file costs its full apparent size to hash, and a command can make
  * a terabyte of holes in a moment. The listing stops, truncated, before the
- * change that would pass the budget.
+ * change that would pass the budget. hash_deadline_ms (util_monotonic_ms
+ * time; 0: none) bounds the hashing in time the same way: a change whose
+ * hash is not done by then, and every one after it, is left out and the
+ * listing is truncated (a 4 GiB sparse file takes seconds to hash).
  *
  * When either snapshot is truncated the listing is empty and
  * files_changed_truncated is set, and nothing is hashed: a file missing from
  * an incomplete walk may exist all the same, so an incomplete walk yields no
  * listing rather than a wrong one (invented deletions or creations).
  */
+/* The service's bound on hashing one listing (README, files_changed). */
+#define AIRLOCK_SNAPSHOT_HASH_MS 2000
 int airlock_snapshot_diff(const airlock_snapshot *before, const airlock_snapshot *after, size_t max,
-                          uint64_t hash_budget, airlock_snapshot_hash_fn hash, void *hash_ctx,
+                          uint64_t hash_budget, int64_t hash_deadline_ms,
+                          airlock_snapshot_hash_fn hash, void *hash_ctx,
                           airlock_execution_result *ret, airlock_error *err);
 
+/* Whether the two snapshots differ at all (an entry added, removed or
+ * changed), without hashing; true when either is truncated (unknown). */
+bool airlock_snapshot_differs(const airlock_snapshot *before, const airlock_snapshot *after);
+
 /*
- * Walk a workspace held by a directory descriptor and snapshot every regular
- * file (relative paths), for mechanisms whose workspace is a real filesystem.
+ * Walk a workspace held by a directory descriptor and snapshot every
+ * non-directory entry (relative paths), for mechanisms whose workspace is a
+ * real filesystem. A mount point (a directory on another device) is neither
+ * entered nor reported.
  * The walk never follows a symlink and never crosses into another mount
  * (st_dev differs from the root's). Hard links are not merged: each path to
  * a file is an entry of its own, as the diff is by path.
@@ -77,8 +105,8 @@ int airlock_snapshot_diff(const airlock_snapshot *before, const airlock_snapshot
  * The workspace's shape is the sandboxed command's choice, so it never makes
  * the walk fail: a walk that meets one of these bounds stops there and sets
  * ret->truncated (the diff then reports no listing, truncated):
- *  - more than max_entries regular files (set it to the workspace's
- *    inodes_max; hard links can still pass it);
+ *  - more than max_entries entries (set it to the workspace's inodes_max;
+ *    hard links can still pass it);
  *  - directories nested AIRLOCK_SNAPSHOT_DEPTH_MAX levels deep;
  *  - a path longer than fits in AIRLOCK_PATH_MAX once under /workspace/;
  *  - more than max_path_bytes of stored paths in all (each path counted
@@ -97,10 +125,10 @@ int airlock_snapshot_walk(int root_fd, size_t max_entries, size_t max_path_bytes
                           airlock_snapshot *ret, airlock_error *err);
 
 /* A snapshot_hash_fn for a workspace directory descriptor: ctx points to an
- * int holding the root fd. Opens the file beneath the root without following
- * any symlink, hashes it streaming, reports the bytes hashed. -ENOENT when
- * the file is gone. */
-int airlock_snapshot_hash_fd(void *ctx, const char *path, char hex[65], int64_t *ret_size,
-                             airlock_error *err);
+ * int holding the root fd. Opens the entry beneath the root without
+ * following any symlink (O_PATH for what it only stats or reads the link
+ * of), hashes a regular file streaming and stops at the deadline. */
+int airlock_snapshot_hash_fd(void *ctx, const char *path, int64_t deadline_ms,
+                             airlock_snapshot_hashed *ret, airlock_error *err);
 
 #endif

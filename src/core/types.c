@@ -30,6 +30,15 @@ static const char *const change_kind_names[AIRLOCK_CHANGE__MAX] = {
 	[AIRLOCK_CHANGE_DELETED] = "DELETED",
 };
 
+static const char *const file_kind_names[AIRLOCK_FILE__MAX] = {
+	[AIRLOCK_FILE_REGULAR] = "FILE",
+	[AIRLOCK_FILE_SYMLINK] = "SYMLINK",
+	[AIRLOCK_FILE_FIFO] = "FIFO",
+	[AIRLOCK_FILE_SOCKET] = "SOCKET",
+	[AIRLOCK_FILE_CHAR_DEVICE] = "CHAR_DEVICE",
+	[AIRLOCK_FILE_BLOCK_DEVICE] = "BLOCK_DEVICE",
+};
+
 static const char *const provenance_names[AIRLOCK_PROVENANCE__MAX] = {
 	[AIRLOCK_PROVENANCE_UNKNOWN] = "unknown",
 	[AIRLOCK_PROVENANCE_TOOL_WRITTEN] = "tool_written",
@@ -84,6 +93,7 @@ static unsigned table_parse(const char *const *table, size_t n, const char *s)
 
 DEFINE_ENUM_TABLE(kill_reason, airlock_kill_reason, kill_reason_names)
 DEFINE_ENUM_TABLE(change_kind, airlock_change_kind, change_kind_names)
+DEFINE_ENUM_TABLE(file_kind, airlock_file_kind, file_kind_names)
 DEFINE_ENUM_TABLE(provenance, airlock_provenance, provenance_names)
 DEFINE_ENUM_TABLE(artifact_origin, airlock_artifact_origin, origin_names)
 DEFINE_ENUM_TABLE(trust_level, airlock_trust_level, trust_names)

@@ -415,7 +415,7 @@ static int fake_execute(void *ctx, const airlock_environment_handle *handle,
 	if (r < 0)
 		goto fail;
 	/* The in-memory workspace is bounded by its own limits: no budget. */
-	r = airlock_snapshot_diff(&before, &after, (size_t)req->files_changed_max, UINT64_MAX,
+	r = airlock_snapshot_diff(&before, &after, (size_t)req->files_changed_max, UINT64_MAX, 0,
 	                          airlock_memws_hash, m, ret, err);
 	if (r < 0)
 		goto out;

@@ -21,8 +21,10 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/eventfd.h>
+#include <sys/fanotify.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/statfs.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -64,6 +66,11 @@
 #define NATIVE_DRAIN_MS 2000
 /* Bound on waiting for a killed group to empty. */
 #define NATIVE_KILL_WAIT_MS 5000
+/* How long the workspace must stay full while the command runs before it
+ * is killed with DISK (README, "Kill reasons"): a filler that keeps trying
+ * is killed, one that stops at ENOSPC exits first and the rule at its exit
+ * decides, whatever the 20 ms sampling caught. */
+#define NATIVE_DISK_HOLD_MS 500
 
 typedef struct native_image {
 	char digest[AIRLOCK_IMAGE_DIGEST_SIZE];
@@ -87,6 +94,11 @@ typedef struct sandbox {
 	char **envp; /* "NAME=value", NULL-terminated, from the spec; PWD replaced per command */
 	size_t n_env;
 	bool proxied;   /* attached to the egress proxy: detach at teardown */
+	/* files_changed: the last command's after-walk, and the fanotify group
+	 * that has watched the volume since just before that walk (see
+	 * kept_take). Owned by n->lock while stored here. */
+	airlock_snapshot kept;
+	int kept_fan; /* -1: nothing kept */
 	unsigned refs;  /* the list's reference + one per execute in flight */
 	bool dead;      /* destroyed: no new execute may start */
 } sandbox;
@@ -420,6 +432,9 @@ static void sandbox_free(sandbox *b)
 	if (!b)
 		return;
 	pthread_mutex_destroy(&b->start_lock);
+	airlock_snapshot_clear(&b->kept);
+	if (b->kept_fan >= 0)
+		close(b->kept_fan);
 	free(b->tenant_id);
 	if (b->envp)
 		for (size_t i = 0; i < b->n_env; i++)
@@ -631,6 +646,7 @@ static int native_provision(void *ctx, const airlock_environment_spec *spec,
 	b->limits = spec->limits;
 	b->init_pidfd = -1;
 	b->lifeline_w = -1;
+	b->kept_fan = -1;
 	pthread_mutex_init(&b->start_lock, NULL);
 	b->refs = 1;
 	b->tenant_id = strdup(spec->tenant_id);
@@ -941,6 +957,123 @@ static int start_command(airlock_native *n, sandbox *b, const airlock_execution_
 	return 0;
 }
 
+/* ---- files_changed's kept snapshot ------------------------------------------
+ * Between two commands nothing runs in the sandbox (every process of a
+ * command is killed before its result is computed), so the volume can
+ * change only through the service's workspace handle (a tool's write).
+ * The walk after one command is therefore the walk before the next one,
+ * unless something wrote in between: a fanotify group with a mark on the
+ * volume's filesystem (the superblock: every mount of it, every path)
+ * is armed before the after-walk, and any event it holds at the next
+ * command's start, or an overflow, or any doubt, means walk again. The
+ * walk itself only reads, and reads are not in the mask. The group reports
+ * file handles (FAN_REPORT_FID), never open descriptors, and is closed
+ * before the next command runs, so the command's own writes cost nothing.
+ * Where fanotify is missing both walks are made, as before. */
+
+#define KEPT_FAN_MASK                                                                              \
+	(FAN_MODIFY | FAN_ATTRIB | FAN_CLOSE_WRITE | FAN_CREATE | FAN_DELETE | FAN_MOVED_FROM |    \
+	 FAN_MOVED_TO | FAN_DELETE_SELF | FAN_MOVE_SELF | FAN_ONDIR)
+
+static int kept_arm(int rootfd)
+{
+	int fan = fanotify_init(FAN_CLASS_NOTIF | FAN_REPORT_FID | FAN_CLOEXEC | FAN_NONBLOCK,
+	                        O_RDONLY | O_CLOEXEC);
+	if (fan < 0)
+		return -1;
+	/* "." beneath the root: the root descriptor is O_PATH, which
+	 * fanotify_mark refuses as the object itself (EBADF). */
+	if (fanotify_mark(fan, FAN_MARK_ADD | FAN_MARK_FILESYSTEM, KEPT_FAN_MASK, rootfd, ".") < 0) {
+		close(fan);
+		return -1;
+	}
+	return fan;
+}
+
+/* Take the kept snapshot if the volume has not changed since it was made;
+ * false (and nothing taken) otherwise. */
+static bool kept_take(airlock_native *n, sandbox *b, airlock_snapshot *ret)
+{
+	pthread_mutex_lock(&n->lock);
+	airlock_snapshot s = b->kept;
+	int fan = b->kept_fan;
+	b->kept = (airlock_snapshot){ 0 };
+	b->kept_fan = -1;
+	pthread_mutex_unlock(&n->lock);
+	if (fan < 0) {
+		airlock_snapshot_clear(&s);
+		return false;
+	}
+	/* Any event at all, or any error but "none queued", is a change. */
+	char buf[256];
+	ssize_t got = read(fan, buf, sizeof(buf));
+	bool clean = got < 0 && errno == EAGAIN;
+	close(fan);
+	if (!clean) {
+		airlock_snapshot_clear(&s);
+		return false;
+	}
+	*ret = s;
+	return true;
+}
+
+/* A kept snapshot stays in the service while the sandbox is idle, one per
+ * sandbox: only one of at most this many bytes is kept (entries and path
+ * text; 8 MiB is ~60,000 entries of 100-byte paths). A larger workspace
+ * is walked twice, as before. */
+#define NATIVE_KEPT_BYTES_MAX ((size_t)8 << 20)
+
+static void kept_store(airlock_native *n, sandbox *b, airlock_snapshot *s, int fan)
+{
+	size_t bytes = s->alloc * sizeof(*s->entries);
+	for (size_t i = 0; i < s->n && bytes <= NATIVE_KEPT_BYTES_MAX; i++)
+		bytes += strlen(s->entries[i].path) + 1;
+	if (bytes > NATIVE_KEPT_BYTES_MAX) {
+		close(fan);
+		return; /* the caller clears s */
+	}
+	pthread_mutex_lock(&n->lock);
+	airlock_snapshot old = b->kept;
+	int old_fan = b->kept_fan;
+	b->kept = *s;
+	b->kept_fan = fan;
+	pthread_mutex_unlock(&n->lock);
+	*s = (airlock_snapshot){ 0 };
+	airlock_snapshot_clear(&old);
+	if (old_fan >= 0)
+		close(old_fan);
+}
+
+/* The workspace volume's fullness, sampled while a command runs. */
+typedef struct disk_watch {
+	uint64_t bfree0, ffree0; /* at the command's start */
+	bool moved;              /* not full, or the counts moved, at some sample */
+	int64_t full_since;      /* monotonic ms of the first of the full samples now running; 0 */
+} disk_watch;
+
+static int disk_sample(sandbox *b, disk_watch *d, bool first, int64_t now, bool *ret_full,
+                       airlock_error *err)
+{
+	bool full = false;
+	int r = native_volume_full(b->vol, &full, err);
+	struct statfs s;
+	if (r == 0 && fstatfs(native_volume_root_fd(b->vol), &s) < 0)
+		r = airlock_error_set(err, AIRLOCK_ERR_SYSTEM, errno, "workspace volume: fstatfs");
+	if (r < 0)
+		return r;
+	if (first) {
+		d->bfree0 = s.f_bfree;
+		d->ffree0 = s.f_ffree;
+	}
+	d->moved = d->moved || !full || s.f_bfree != d->bfree0 || s.f_ffree != d->ffree0;
+	if (!full)
+		d->full_since = 0;
+	else if (!d->full_since)
+		d->full_since = now;
+	*ret_full = full;
+	return 0;
+}
+
 static int native_execute(void *ctx, const airlock_environment_handle *handle,
                           const airlock_exec_request *req, airlock_execution_result *ret,
                           airlock_error *err)
@@ -973,15 +1106,19 @@ static int native_execute(void *ctx, const airlock_environment_handle *handle,
 	 * would be freed uninitialized. */
 	_cleanup_free_ char *pwd = NULL;
 	airlock_kill_reason kill_reason = AIRLOCK_KILL_NONE;
+	int64_t cmd_start = 0, cmd_end = 0;
+	int kept_fan = -1;
 	int r;
 
 	r = native_volume_check_identity(b->vol, err);
 	if (r < 0)
 		goto out;
-	r = airlock_snapshot_walk(rootfd, (size_t)b->limits.inodes_max + 16,
-	                          AIRLOCK_SNAPSHOT_PATH_BYTES_MAX, &before, err);
-	if (r < 0)
-		goto out;
+	if (!kept_take(n, b, &before)) {
+		r = airlock_snapshot_walk(rootfd, (size_t)b->limits.inodes_max + 16,
+		                          AIRLOCK_SNAPSHOT_PATH_BYTES_MAX, &before, err);
+		if (r < 0)
+			goto out;
+	}
 
 	/* The working directory is resolved here, through the volume's own
 	 * descriptor and while this execute holds the sandbox, so a symlink
@@ -1018,14 +1155,18 @@ static int native_execute(void *ctx, const airlock_environment_handle *handle,
 		}
 	/* 0: stdin, 1: stdout, 2: stderr, 3: exec error report. */
 	uint64_t oom0 = 0, pids0 = 0;
-	bool full0 = false;
+	disk_watch disk = { 0 };
+	bool full = false;
 	if ((r = native_cgroup_oom_kills(b->cg, &oom0, err)) < 0 ||
 	    (r = native_cgroup_pids_max_events(b->cg, &pids0, err)) < 0 ||
-	    (r = native_volume_full(b->vol, &full0, err)) < 0)
+	    (r = disk_sample(b, &disk, true, util_monotonic_ms(), &full, err)) < 0)
 		goto out;
 
 	int64_t timeout_at = start + req->effective_timeout_ms;
 	int64_t expiry_at = start + (req->expires_at_ms - util_now_ms());
+	/* duration_ms is the command's own time: from here to the end of its
+	 * output, not the walks and hashing around it. */
+	cmd_start = util_monotonic_ms();
 	/* Checked and started under one lock: a destroy that has marked the
 	 * sandbox dead is never followed by a new command in it. */
 	pthread_mutex_lock(&b->start_lock);
@@ -1078,12 +1219,16 @@ static int native_execute(void *ctx, const airlock_environment_handle *handle,
 			p[np++] = (struct pollfd){ .fd = airlock_cancel_fd(req->cancel), .events = POLLIN };
 		if (!kill_reason)
 			p[np++] = (struct pollfd){ .fd = n->shutdown_efd, .events = POLLIN };
-		if (exited && out.fd < 0 && errs.fd < 0)
+		if (exited && out.fd < 0 && errs.fd < 0) {
+			cmd_end = util_monotonic_ms();
 			break;
+		}
 		/* Every writer is dead once the group is empty; a copy of a pipe
 		 * held a moment longer by a concurrent fork must not hang us. */
-		if (exited && killed && util_monotonic_ms() - exited_at > NATIVE_DRAIN_MS)
+		if (exited && killed && util_monotonic_ms() - exited_at > NATIVE_DRAIN_MS) {
+			cmd_end = util_monotonic_ms();
 			break;
+		}
 		poll(p, (nfds_t)np, NATIVE_POLL_MS);
 
 		if (i_out >= 0 && p[i_out].revents && stream_read(&out) && !kill_reason)
@@ -1110,7 +1255,8 @@ static int native_execute(void *ctx, const airlock_environment_handle *handle,
 		if (!kill_reason) {
 			int64_t now = util_monotonic_ms();
 			uint64_t v = 0;
-			bool full = false;
+			if (!exited && disk_sample(b, &disk, false, now, &full, NULL) < 0)
+				full = false;
 			if (!exited && now >= expiry_at)
 				kill_reason = AIRLOCK_KILL_EXPIRED;
 			else if (!exited && now >= timeout_at)
@@ -1119,11 +1265,12 @@ static int native_execute(void *ctx, const airlock_environment_handle *handle,
 				kill_reason = AIRLOCK_KILL_MEMORY;
 			else if (native_cgroup_pids_max_events(b->cg, &v, NULL) == 0 && v > pids0)
 				kill_reason = AIRLOCK_KILL_PIDS;
-			else if (!full0 && native_volume_full(b->vol, &full, NULL) == 0 && full &&
-			         !(exited && si.si_code == CLD_EXITED && si.si_status == 0))
-				/* Full while running, or full and the command failed:
-				 * it met ENOSPC. One that filled the volume to the brim
-				 * and exited 0 finished its work. */
+			else if (!exited && full && disk.moved &&
+			         now - disk.full_since >= NATIVE_DISK_HOLD_MS)
+				/* Full for the hold time while it runs, after this
+				 * command filled it (it was not full, or its counts
+				 * moved): a filler that keeps trying. A volume full
+				 * from before and left alone kills nothing. */
 				kill_reason = AIRLOCK_KILL_DISK;
 			else if (!exited && airlock_cancel_fired(req->cancel))
 				kill_reason = AIRLOCK_KILL_CANCELLED;
@@ -1153,6 +1300,31 @@ static int native_execute(void *ctx, const airlock_environment_handle *handle,
 	if (read(pipes[3][0], report, sizeof(report)) != sizeof(report))
 		report[1] = 0;
 
+	/* The walk after, before the reason: the rule at exit for DISK asks
+	 * whether the command changed the workspace. */
+	r = native_volume_check_identity(b->vol, err);
+	if (r < 0)
+		goto out;
+	/* Armed before the walk: a change after this point, by anyone, is an
+	 * event; the command's processes are all gone by now. */
+	kept_fan = kept_arm(rootfd);
+	r = airlock_snapshot_walk(rootfd, (size_t)b->limits.inodes_max + 16,
+	                          AIRLOCK_SNAPSHOT_PATH_BYTES_MAX, &after, err);
+	if (r < 0)
+		goto out;
+	/* The rule at exit (README, "Kill reasons"): a command that exited on
+	 * its own with a failure, leaving the volume full, having changed the
+	 * workspace, met the limit: DISK. Decided on the state after every
+	 * process is gone, which the sampling cannot race: the same command
+	 * from the same workspace gets the same reason. One that exits 0
+	 * finished its work; one that changed nothing (`false` in a full
+	 * workspace) failed for a reason of its own. */
+	bool failed = si.si_code != CLD_EXITED || si.si_status != 0;
+	if (!kill_reason && !report[1] && failed &&
+	    native_volume_full(b->vol, &full, NULL) == 0 && full &&
+	    airlock_snapshot_differs(&before, &after))
+		kill_reason = AIRLOCK_KILL_DISK;
+
 	if (kill_reason) {
 		ret->killed_by = kill_reason;
 		ret->has_exit_code = false;
@@ -1181,17 +1353,13 @@ static int native_execute(void *ctx, const airlock_environment_handle *handle,
 	ret->stdout_truncated = out.truncated;
 	ret->stderr_truncated = errs.truncated;
 
-	r = native_volume_check_identity(b->vol, err);
-	if (r < 0)
-		goto out;
-	r = airlock_snapshot_walk(rootfd, (size_t)b->limits.inodes_max + 16,
-	                          AIRLOCK_SNAPSHOT_PATH_BYTES_MAX, &after, err);
-	if (r < 0)
-		goto out;
 	/* At most the volume's size is hashed: the real data it can hold.
-	 * RLIMIT_FSIZE already keeps any one file under it. */
+	 * RLIMIT_FSIZE already keeps any one file under it. And for at most
+	 * AIRLOCK_SNAPSHOT_HASH_MS: holes are free to make and cost their
+	 * apparent size to hash, so the byte budget alone is seconds. */
 	r = airlock_snapshot_diff(&before, &after, (size_t)req->files_changed_max,
 	                          (uint64_t)b->limits.workspace_bytes,
+	                          util_monotonic_ms() + AIRLOCK_SNAPSHOT_HASH_MS,
 	                          airlock_snapshot_hash_fd, &rootfd, ret, err);
 	if (r < 0)
 		goto out;
@@ -1199,8 +1367,14 @@ static int native_execute(void *ctx, const airlock_environment_handle *handle,
 	ret->stderr_data = util_buf_steal(&errs.buf, &ret->stderr_len);
 	if (!ret->stdout_data || !ret->stderr_data)
 		r = airlock_error_set(err, AIRLOCK_ERR_SYSTEM, ENOMEM, "execute");
-	ret->duration_ms = util_monotonic_ms() - start;
+	ret->duration_ms = cmd_end - cmd_start;
+	if (r == 0 && kept_fan >= 0) {
+		kept_store(n, b, &after, kept_fan);
+		kept_fan = -1;
+	}
 out:
+	if (kept_fan >= 0)
+		close(kept_fan);
 	if (pidfd >= 0) {
 		if (r < 0)
 			native_cgroup_kill_cmd(b->cg, NATIVE_KILL_WAIT_MS, NULL);

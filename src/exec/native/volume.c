@@ -634,7 +634,8 @@ int native_volume_backing_fd(const native_volume *v)
 	return v ? v->backing_fd : -1;
 }
 
-#define NATIVE_VOLUME_FULL_SLACK (256u * 1024u)
+/* 1 MiB (README, "Kill reasons", the one place the rule is stated). */
+#define NATIVE_VOLUME_FULL_SLACK (1024u * 1024u)
 
 int native_volume_full(const native_volume *v, bool *ret, airlock_error *err)
 {
@@ -645,8 +646,9 @@ int native_volume_full(const native_volume *v, bool *ret, airlock_error *err)
 	 * no root reserve). It does not reach zero: ext4 refuses a buffered
 	 * write with ENOSPC while a few dozen blocks still show as available,
 	 * because delayed allocation holds back room for the metadata it will
-	 * need (measured here: 54 blocks left at 64 MiB, 46 at 4 GiB). Under
-	 * NATIVE_VOLUME_FULL_SLACK bytes (64 blocks) the volume is full in every
+	 * need (measured here: 54 blocks left at 64 MiB, 46 at 4 GiB, the same
+	 * at ENOSPC and after the writer exits). Under NATIVE_VOLUME_FULL_SLACK
+	 * bytes (256 blocks, four times that) the volume is full in every
 	 * sense a writer can observe. */
 	*ret = (uint64_t)s.f_bavail * (uint64_t)s.f_bsize < NATIVE_VOLUME_FULL_SLACK || s.f_ffree == 0;
 	return 0;

@@ -524,9 +524,11 @@ int airlock_memws_snapshot(airlock_memws *m, airlock_snapshot *ret)
 	return 0;
 }
 
-int airlock_memws_hash(void *ctx, const char *path, char hex[65], int64_t *ret_size,
-                       airlock_error *err)
+int airlock_memws_hash(void *ctx, const char *path, int64_t deadline_ms,
+                       airlock_snapshot_hashed *ret, airlock_error *err)
 {
+	/* Bounded by the workspace's own byte cap, in memory: no deadline. */
+	(void)deadline_ms;
 	airlock_memws *m = ctx;
 	char q[AIRLOCK_WORKSPACE_QUOTE_MAX];
 	pthread_mutex_lock(&m->lock);
@@ -535,9 +537,10 @@ int airlock_memws_hash(void *ctx, const char *path, char hex[65], int64_t *ret_s
 	if (!f) {
 		r = -ENOENT;
 	} else {
-		r = util_sha256_hex(f->data, f->len, hex);
-		if (r == 0 && ret_size)
-			*ret_size = (int64_t)f->len;
+		/* Only regular files exist here. */
+		ret->kind = AIRLOCK_FILE_REGULAR;
+		r = util_sha256_hex(f->data, f->len, ret->hex);
+		ret->size = (int64_t)f->len;
 	}
 	pthread_mutex_unlock(&m->lock);
 	if (r < 0)

@@ -23,7 +23,7 @@ void airlock_memws_set_limits(airlock_memws *m, int64_t max_bytes, int64_t max_f
 /* Snapshot every file (version = the file's change counter). */
 int airlock_memws_snapshot(airlock_memws *m, airlock_snapshot *ret);
 /* A snapshot_hash_fn over this workspace (ctx is the airlock_memws). */
-int airlock_memws_hash(void *ctx, const char *path, char hex[65], int64_t *ret_size,
-                       airlock_error *err);
+int airlock_memws_hash(void *ctx, const char *path, int64_t deadline_ms,
+                       airlock_snapshot_hashed *ret, airlock_error *err);
 
 #endif
