@@ -330,6 +330,43 @@ Test(kobjects, unix_buffers_are_charged, .timeout = 180)
 	box_close(&b);
 }
 
+/* Descriptors in flight in SCM_RIGHTS messages nobody receives: the kernel
+ * counts them per user (the sandbox's own host id) against RLIMIT_NOFILE,
+ * so they stop near 1024, not at the service's 20000. 200 descriptors per
+ * message, at most 200 messages. Prints how many went and the errno that
+ * stopped them. */
+static const char inflight[] =
+	"import os, socket\n"
+	"a, b = socket.socketpair()\n"
+	"fd = os.open('/dev/null', os.O_RDONLY)\n"
+	"sent = 0; err = 0\n"
+	"for i in range(200):\n"
+	"    try:\n"
+	"        socket.send_fds(a, [b'x'], [fd] * 200)\n"
+	"        sent += 200\n"
+	"    except OSError as e:\n"
+	"        err = e.errno\n"
+	"        break\n"
+	"print(sent, err)\n";
+
+Test(kobjects, descriptors_in_flight_are_bounded, .timeout = 120)
+{
+	box b;
+	box_open(&b, "tenant-inflight");
+	airlock_execution_result r;
+	py(&b, inflight, &r);
+	cr_assert_eq(r.exit_code, 0, "stdout=%.300s stderr=%.600s", OUT(&r), ERR(&r));
+	long long sent, e;
+	cr_assert_eq(sscanf(OUT(&r), "%lld %lld", &sent, &e), 2, "stdout=%.300s", OUT(&r));
+	fprintf(stderr, "inflight: %lld descriptors in flight, then errno %lld\n", sent, e);
+	/* The kernel refuses a message once the count is past the limit, so
+	 * one message's worth (SCM_MAX_FD, 253) may go over. */
+	cr_expect_leq(sent, 1024 + 253, "%lld descriptors in flight", sent);
+	cr_expect_eq(e, 109, "stopped by errno %lld, want ETOOMANYREFS (109)", e);
+	airlock_execution_result_clear(&r);
+	box_close(&b);
+}
+
 /* ---- host-wide tables ------------------------------------------------------------- */
 
 /* io_setup for 4096 events, held for a second. Prints the errno (0 when it
