@@ -376,7 +376,7 @@ _Noreturn void native_cmd_main(const native_cmd_args *a)
 	}
 	/* No file larger than the workspace (a sparse file's apparent size is
 	 * what hashing it for files_changed costs), no core dumps left in the
-	 * workspace, and NATIVE_NOFILE descriptors (below) instead of the
+	 * workspace, and NATIVE_NOFILE descriptors (see there) instead of the
 	 * service's own limit. */
 	struct rlimit fsize = { .rlim_cur = a->fsize_limit, .rlim_max = a->fsize_limit };
 	struct rlimit core = { 0, 0 };
