@@ -429,6 +429,13 @@ Test(cgroup, create_applies_the_limits)
 		snprintf(sub, sizeof(sub), "%s/memory.memsw.limit_in_bytes", dir);
 		if (access(sub, F_OK) == 0)
 			cr_expect_eq(read_num(dir, "memory.memsw.limit_in_bytes"), 64 * MiB);
+		/* Socket buffers: capped at a quarter of the limit, and turned on
+		 * in the leaves too, where the sockets are made (v1 charges a
+		 * socket only in a group where the tcp limit was written). */
+		for (int j = 0; j < 3; j++) {
+			snprintf(sub, sizeof(sub), "%s%s", dir, j == 0 ? "" : j == 1 ? "/init" : "/cmd");
+			cr_expect_eq(read_num(sub, "memory.kmem.tcp.limit_in_bytes"), 16 * MiB, "%s", sub);
+		}
 		cr_assert(group_dir("pids", id, dir, sizeof(dir)));
 		cr_expect_eq(read_num(dir, "pids.max"), 50);
 	} else {

@@ -354,7 +354,9 @@ static const char probe[] =
 	"    socket.getaddrinfo('a.example.com', 443); print('resolver RESOLVED')\n"
 	"except OSError as e:\n"
 	"    print('resolver', type(e).__name__)\n"
-	"print('ifaces', sorted(n for _, n in socket.if_nameindex()))\n"
+	/* The namespace's interfaces without netlink, which the filter
+	 * refuses. */
+	"print('ifaces', sorted(l.split(':')[0].strip() for l in open('/proc/self/net/dev').readlines()[2:]))\n"
 	"print('env', sorted(k for k in os.environ if 'proxy' in k.lower()))\n";
 
 /* Run the probe; the no-route lines every sandbox shows are checked here. */

@@ -121,6 +121,18 @@ int native_become_sandbox_user(const native_seccomp *s, int last_cap)
 
 /* ---- init ---------------------------------------------------------------- */
 
+/* Open descriptors per sandboxed process, soft and hard (the hard limit
+ * equal, so it cannot be raised back). Commands would otherwise inherit the
+ * service's limit (20000 here): ten processes held 200k open files, and the
+ * host's fs.file-max is shared by every tenant (past it, only host root
+ * opens files). 1024 is the soft limit programs are written against
+ * (select's FD_SETSIZE is 1024, and the usual distribution default), so
+ * nothing ordinary meets it. It also caps what one sandbox user can have in
+ * flight in SCM_RIGHTS messages (the kernel compares that count with
+ * RLIMIT_NOFILE). A sandbox's total is this times pids_max; every open
+ * file's kernel objects are charged to its memory cgroup besides. */
+#define NATIVE_NOFILE 1024
+
 static void on_sigchld(int sig)
 {
 	(void)sig;
@@ -223,6 +235,7 @@ _Noreturn void native_init_main(const native_init_args *a)
 		{ RLIMIT_SIGPENDING, 4096 },
 		{ RLIMIT_MSGQUEUE, 819200 },
 		{ RLIMIT_MEMLOCK, 8u << 20 },
+		{ RLIMIT_NOFILE, NATIVE_NOFILE },
 	};
 	for (size_t i = 0; i < sizeof(ceilings) / sizeof(ceilings[0]); i++) {
 		struct rlimit rl = { ceilings[i].value, ceilings[i].value };
@@ -326,11 +339,14 @@ _Noreturn void native_cmd_main(const native_cmd_args *a)
 		goto out;
 	}
 	/* No file larger than the workspace (a sparse file's apparent size is
-	 * what hashing it for files_changed costs), and no core dumps left in
-	 * the workspace. */
+	 * what hashing it for files_changed costs), no core dumps left in the
+	 * workspace, and NATIVE_NOFILE descriptors (see there) instead of the
+	 * service's own limit. */
 	struct rlimit fsize = { .rlim_cur = a->fsize_limit, .rlim_max = a->fsize_limit };
 	struct rlimit core = { 0, 0 };
-	if (setrlimit(RLIMIT_FSIZE, &fsize) < 0 || setrlimit(RLIMIT_CORE, &core) < 0) {
+	struct rlimit nofile = { NATIVE_NOFILE, NATIVE_NOFILE };
+	if (setrlimit(RLIMIT_FSIZE, &fsize) < 0 || setrlimit(RLIMIT_CORE, &core) < 0 ||
+	    setrlimit(RLIMIT_NOFILE, &nofile) < 0) {
 		e = errno;
 		goto out;
 	}

@@ -9,8 +9,10 @@
  * arbitrary programs (python3, git, compilers) whose syscall set we do not
  * control, and the calls that matter are the ones that reach kernel attack
  * surface or change what the sandbox can see (namespaces, mounts, BPF,
- * io_uring, keys, modules, tracing). The namespaces, the dropped
- * capabilities and the unprivileged uid do the rest.
+ * io_uring, keys, modules, tracing), and the ones that let a sandbox hold
+ * kernel memory no limit of its own covers, or take from a table the whole
+ * host shares (netlink queues, kernel AIO contexts). The namespaces, the
+ * dropped capabilities and the unprivileged uid do the rest.
  */
 #include "exec/native/seccomp.h"
 
@@ -163,12 +165,41 @@ static const struct {
 	{ "pidfd_getfd", 0 },
 };
 
+/* Refused with ENOSYS, what a kernel built without them answers, so that
+ * programs take their fallback paths.
+ *
+ * Kernel AIO (io_setup and the calls on its contexts): every context
+ * reserves events from the host-wide fs.aio-max-nr (65536 by default),
+ * which no cgroup or namespace divides. One sandbox reserved all of them
+ * and the host's own io_setup then failed with EAGAIN. glibc's POSIX aio
+ * uses threads, not these calls; libaio users (databases) fall back to
+ * synchronous I/O on ENOSYS. io_uring, the other asynchronous I/O
+ * interface, is denied in native_denied. */
+static const char *const native_enosys[] = {
+	"io_setup", "io_destroy", "io_submit", "io_cancel", "io_getevents", "io_pgetevents",
+};
+
 /* Address families socket and socketpair may use, in ascending order. Any
  * other family (AF_VSOCK reaches the hypervisor and other guests' sandboxes
  * whatever the network namespace; AF_PACKET, AF_BLUETOOTH, AF_ALG and the
  * rest are attack surface no build needs) gets EAFNOSUPPORT, what a kernel
- * without that family answers. */
-static const int native_socket_families[] = { AF_UNIX, AF_INET, AF_INET6, AF_NETLINK };
+ * without that family answers.
+ *
+ * AF_NETLINK is refused too, every protocol of it. The kernel does not
+ * charge a netlink socket's receive queue to the memory cgroup, and a
+ * sandbox fills it at will: with NETLINK_USERSOCK a sandbox under a 64 MiB
+ * limit queued 900 MB between its own sockets; even NETLINK_ROUTE, which
+ * only the kernel writes to, queues a full receive buffer (212 KiB here,
+ * net.core.rmem_default) of replies to requests whose answers are never
+ * read, for each socket: descriptors times processes, gigabytes for one
+ * sandbox, none of it in its limit. NETLINK_KOBJECT_UEVENT also broadcast
+ * the host's device events, other tenants' loop devices included, into
+ * every network namespace. What a sandbox loses: rtnetlink, so getifaddrs
+ * fails (with EAFNOSUPPORT) and `ip` does not work; the interfaces it would
+ * list are lo only. glibc's getaddrinfo, which asks rtnetlink which
+ * address families are configured (AI_ADDRCONFIG), treats a refused socket
+ * as "both are" and resolves as before. */
+static const int native_socket_families[] = { AF_UNIX, AF_INET, AF_INET6 };
 
 /* Namespace flags of clone(2). CLONE_NEWTIME is left out on purpose: its
  * bit (0x80) lies in clone's CSIGNAL byte, where it is part of the exit
@@ -204,6 +235,18 @@ static int native_seccomp_rules(scmp_filter_ctx ctx, airlock_error *err)
 		r = native_seccomp_rule(ctx, SCMP_ACT_ERRNO(EPERM), nr,
 		                        native_denied[i].name ? native_denied[i].name : "a new syscall",
 		                        0, NULL, err);
+		if (r < 0)
+			return r;
+	}
+
+	for (size_t i = 0; i < ARRAY_SIZE(native_enosys); i++) {
+		int nr = seccomp_syscall_resolve_name(native_enosys[i]);
+		if (nr == __NR_SCMP_ERROR)
+			return airlock_error_set(err, AIRLOCK_ERR_EXECUTION_UNAVAILABLE, 0,
+			                         "seccomp: libseccomp does not know %s",
+			                         native_enosys[i]);
+		r = native_seccomp_rule(ctx, SCMP_ACT_ERRNO(ENOSYS), nr, native_enosys[i], 0, NULL,
+		                        err);
 		if (r < 0)
 			return r;
 	}

@@ -16,8 +16,11 @@
  * process_vm_readv/writev, keyctl, add_key, request_key, kexec_*, module
  * loading, open_by_handle_at, name_to_handle_at, perf_event_open,
  * userfaultfd, and other architectures (a foreign-arch or x32 syscall kills
- * the process). Socket families other than unix, inet, inet6 and netlink
- * get EAFNOSUPPORT (vsock ignores network namespaces). System call numbers
+ * the process). Socket families other than unix, inet and inet6 get
+ * EAFNOSUPPORT (vsock ignores network namespaces; netlink queues memory no
+ * cgroup is charged for). Kernel AIO (io_setup, io_submit, io_getevents,
+ * io_pgetevents, io_cancel, io_destroy) gets ENOSYS: its contexts draw on
+ * the host-wide fs.aio-max-nr. System call numbers
  * newer than the last one reviewed get ENOSYS until someone reviews them.
  * Denied calls return EPERM unless noted.
  */
