@@ -14,6 +14,7 @@
  */
 #include <criterion/criterion.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdio.h>
 #include <string.h>
 #include <time.h>
@@ -660,4 +661,39 @@ CONTRACT_TEST(expiry_mid_command_kills_with_expired)
 	cr_assert_eq(airlock_exec_execute(c.exec, &c.call, &c.h, &again, &r, &err),
 	             airlock_errcode(AIRLOCK_ERR_EXECUTION_REJECTED), "%s", err.message);
 	ctx_close(&c);
+}
+
+#define CONTRACT_INSTANCE_command_starts_with_default_signals(a, f) CONTRACT_INSTANCE(command_starts_with_default_signals, a, f)
+CONTRACT_TEST(command_starts_with_default_signals)
+{
+	/* A service blocks SIGINT/SIGTERM to wait for them itself and ignores
+	 * SIGPIPE so no reader can kill it. None of that may reach the command:
+	 * its mask and ignored set are empty, and `yes | head -1` ends quietly
+	 * (yes dies of SIGPIPE instead of printing "Broken pipe"). */
+	sigset_t block, old_mask;
+	sigemptyset(&block);
+	sigaddset(&block, SIGINT);
+	sigaddset(&block, SIGTERM);
+	cr_assert_eq(pthread_sigmask(SIG_BLOCK, &block, &old_mask), 0);
+	struct sigaction ign = { .sa_handler = SIG_IGN }, old_pipe;
+	cr_assert_eq(sigaction(SIGPIPE, &ign, &old_pipe), 0);
+	ctx c;
+	ctx_open(&c, fx);
+	char *argv[] = { "sh", "-c", "grep -E '^Sig(Blk|Ign)' /proc/self/status; yes | head -1", NULL };
+	static const char want[] = "SigBlk:\t0000000000000000\nSigIgn:\t0000000000000000\ny\n";
+	fx->prepare(c.state, (const char *const *)argv,
+	            &(airlock_fake_behaviour){ .stdout_data = want, .stdout_len = sizeof(want) - 1 });
+	airlock_execution_command cmd = test_command(argv);
+	airlock_execution_result r;
+	run(&c, &cmd, &r);
+	cr_assert_eq(r.exit_code, 0);
+	cr_assert_eq(r.stdout_len, sizeof(want) - 1, "stdout: %.*s", (int)r.stdout_len,
+	             (const char *)r.stdout_data);
+	cr_assert_eq(memcmp(r.stdout_data, want, sizeof(want) - 1), 0, "stdout: %.*s",
+	             (int)r.stdout_len, (const char *)r.stdout_data);
+	cr_assert_eq(r.stderr_len, 0, "stderr: %.*s", (int)r.stderr_len, (const char *)r.stderr_data);
+	airlock_execution_result_clear(&r);
+	ctx_close(&c);
+	sigaction(SIGPIPE, &old_pipe, NULL);
+	pthread_sigmask(SIG_SETMASK, &old_mask, NULL);
 }
