@@ -84,7 +84,58 @@ if "$AIRLOCK" doctor | grep -Eq '^native +available' && [ -n "${AIRLOCK_TEST_IMA
 	# One yes is not enough: no proxy variable, nothing listening.
 	expect run-native-policy-without-network 7 'without --network the sandbox has no network' -- $WORLD "$AIRLOCK" run \
 		--policy "$TMP/world.yaml" -- curl -sS --max-time 20 -p -x http://127.0.0.1:3128 http://a.example.com/
-	unset AIRLOCK_IMAGE_STORE
+	# Nothing a command or a reader does kills the service (SIGPIPE), and
+	# a signal to it ends the command with a result; every path destroys
+	# the sandbox. A leftover is a group that appeared during the run, is
+	# still there after it, and whose lock no live service holds.
+	cg_list() { find /sys/fs/cgroup -maxdepth 6 -type d -name 'airlock-*' 2>/dev/null | sort; }
+	cg_leftovers() {
+		cg_list | comm -13 "$1" - | while read -r d; do flock -n "$d" true 2>/dev/null && echo "leftover $d"; done
+	}
+	# expect_clean NAME WANT_EXIT PATTERN -- CMD...: expect, then no leftover group.
+	expect_clean() {
+		cg_list >"$TMP/cg.before"
+		expect "$@"
+		cg_leftovers "$TMP/cg.before" >"$TMP/cg.left"
+		if [ -s "$TMP/cg.left" ]; then
+			echo "FAIL $1: cgroups left behind"; sed 's/^/    /' "$TMP/cg.left"; fail=$((fail + 1))
+		else
+			echo "ok   $1-no-leftover-cgroups"; pass=$((pass + 1))
+		fi
+	}
+	# A file name made of terminal controls cannot erase the real summary
+	# (exit 1) and print a fake one: every control byte is escaped.
+	expect run-native-escaped-name 1 '^airlock:   CREATED +\\x1b\[1A\\x1b\[2K\\x0dairlock: exit 0 fake \(1 bytes\)$' -- \
+		"$AIRLOCK" run -- sh -c 'printf x >"$(printf "\033[1A\033[2K\rairlock: exit 0 fake")"; exit 1'
+	if grep -q "$(printf '\033')" "$TMP/out"; then
+		echo "FAIL run-native-escaped-name-no-esc: a raw ESC reached the terminal"; fail=$((fail + 1))
+	else
+		echo "ok   run-native-escaped-name-no-esc"; pass=$((pass + 1))
+	fi
+	head -c 200000 /dev/zero >"$TMP/big.in"
+	expect_clean run-native-stdin-unread 0 '^airlock: exit 0 ' -- "$AIRLOCK" run --stdin "$TMP/big.in" -- true
+	# The reader goes away after 10 bytes of a 1 MB output: airlock run
+	# stops writing, still prints the summary on stderr, exits 74.
+	printf '"%s" run -- sh -c "yes | head -c 1000000" 2>"%s/pipe.err"; echo "status $?" >"%s/pipe.st"\n' \
+		"$AIRLOCK" "$TMP" "$TMP" >"$TMP/pipe.sh"
+	expect_clean run-native-reader-closes 0 '^y$' -- sh -c "sh '$TMP/pipe.sh' | head -c 10"
+	expect run-native-reader-closes-status 0 '^status 74$' -- cat "$TMP/pipe.st"
+	expect run-native-reader-closes-summary 0 '^airlock: exit 0 ' -- cat "$TMP/pipe.err"
+	expect run-native-reader-closes-said 0 'stdout: Broken pipe: the result was not fully printed' -- cat "$TMP/pipe.err"
+	# SIGTERM and SIGINT mid-command: the command ends with its result.
+	for s in TERM:143 INT:130; do
+		sig=${s%:*} want=${s#*:}
+		{
+			# An asynchronous list starts with SIGINT ignored (POSIX); put it back.
+			echo "env --default-signal=INT \"$AIRLOCK\" run -- sh -c 'printf started; exec sleep 31.$want' &"
+			echo 'p=$!; i=0'
+			echo "while [ \$i -lt 300 ] && ! pgrep -xf 'sleep 31.$want' >/dev/null; do sleep 0.1; i=\$((i + 1)); done"
+			echo "kill -$sig \$p; wait \$p; echo \"status \$?\""
+		} >"$TMP/sig.sh"
+		expect_clean "run-native-sig$sig" 0 "^status $want\$" -- sh -c "sh '$TMP/sig.sh' >'$TMP/sig.out' 2>&1; cat '$TMP/sig.out'"
+		expect "run-native-sig$sig-partial-output" 0 '^started' -- cat "$TMP/sig.out"
+		expect "run-native-sig$sig-result" 0 'airlock: killed: SERVICE_SHUTDOWN ' -- cat "$TMP/sig.out"
+	done
 	unset AIRLOCK_IMAGE_STORE
 else
 	echo "skip run-native*: the native mechanism cannot run here (see airlock doctor)"

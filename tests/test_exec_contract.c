@@ -697,3 +697,71 @@ CONTRACT_TEST(command_starts_with_default_signals)
 	sigaction(SIGPIPE, &old_pipe, NULL);
 	pthread_sigmask(SIG_SETMASK, &old_mask, NULL);
 }
+
+#define CONTRACT_INSTANCE_stdin_the_command_does_not_read(a, f) CONTRACT_INSTANCE(stdin_the_command_does_not_read, a, f)
+CONTRACT_TEST(stdin_the_command_does_not_read)
+{
+	/* More input than a pipe holds, to a command that exits without
+	 * reading it: not an error, and the caller (SIGPIPE at its default
+	 * here, as in any embedding process) must not die of the write. */
+	struct sigaction dfl = { .sa_handler = SIG_DFL }, old_pipe;
+	cr_assert_eq(sigaction(SIGPIPE, &dfl, &old_pipe), 0);
+	ctx c;
+	ctx_open(&c, fx);
+	char *argv[] = { "true", NULL };
+	fx->prepare(c.state, (const char *const *)argv, &(airlock_fake_behaviour){ 0 });
+	size_t len = 1u << 20;
+	unsigned char *input = calloc(1, len);
+	cr_assert_not_null(input);
+	airlock_execution_command cmd = test_command(argv);
+	cmd.has_stdin = true;
+	cmd.stdin_data = input;
+	cmd.stdin_len = len;
+	airlock_execution_result r;
+	run(&c, &cmd, &r);
+	cr_assert(r.has_exit_code);
+	cr_assert_eq(r.exit_code, 0);
+	airlock_execution_result_clear(&r);
+	free(input);
+	ctx_close(&c);
+	sigaction(SIGPIPE, &old_pipe, NULL);
+}
+
+#define CONTRACT_INSTANCE_shutdown_ends_the_command_and_keeps_cleanup(a, f) CONTRACT_INSTANCE(shutdown_ends_the_command_and_keeps_cleanup, a, f)
+CONTRACT_TEST(shutdown_ends_the_command_and_keeps_cleanup)
+{
+	/* What `airlock run` does on SIGTERM: stop the service while it still
+	 * owns the sandbox, print the result, then destroy. */
+	ctx c;
+	ctx_open(&c, fx);
+	char *argv[] = { "sh", "-c", "printf up; exec sleep 30", NULL };
+	fx->prepare(c.state, (const char *const *)argv,
+	            &(airlock_fake_behaviour){ .stdout_data = "up", .stdout_len = 2,
+	                                       .runs_for_ms = 30000 });
+	shutdown_run s = { .c = &c };
+	pthread_t t;
+	cr_assert_eq(pthread_create(&t, NULL, execute_long, &s), 0);
+	struct timespec ts = { .tv_sec = 0, .tv_nsec = 500 * 1000000L };
+	nanosleep(&ts, NULL);
+	int64_t t0 = util_monotonic_ms();
+	airlock_exec_shutdown(c.exec);
+	airlock_exec_shutdown(c.exec); /* idempotent */
+	pthread_join(t, NULL);
+	cr_assert(util_monotonic_ms() - t0 < 15000, "shutdown waited for the command to finish");
+	cr_assert_eq(s.rc, 0);
+	cr_assert_eq(s.r.killed_by, AIRLOCK_KILL_SERVICE_SHUTDOWN);
+	cr_assert_eq(s.r.stdout_len, 2, "partial output is returned");
+	airlock_execution_result_clear(&s.r);
+	/* No new work starts... */
+	airlock_error err = { 0 };
+	char *t2[] = { "true", NULL };
+	airlock_execution_command again = test_command(t2);
+	airlock_execution_result r = { 0 };
+	cr_assert_eq(airlock_exec_execute(c.exec, &c.call, &c.h, &again, &r, &err),
+	             airlock_errcode(AIRLOCK_ERR_EXECUTION_UNAVAILABLE), "%s", err.message);
+	airlock_environment_handle h2 = { 0 };
+	cr_assert_eq(airlock_exec_provision(c.exec, &c.spec, &h2, &err),
+	             airlock_errcode(AIRLOCK_ERR_EXECUTION_UNAVAILABLE), "%s", err.message);
+	/* ...and cleanup still works: ctx_close destroys and asserts it. */
+	ctx_close(&c);
+}

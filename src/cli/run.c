@@ -10,6 +10,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <poll.h>
+#include <pthread.h>
+#include <signal.h>
+#include <sys/eventfd.h>
+#include <sys/signalfd.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -189,23 +194,137 @@ static void print_summary(const airlock_execution_result *res, const char *mecha
 	        res->stdout_truncated ? " · stdout truncated" : "",
 	        res->stderr_truncated ? " · stderr truncated" : "",
 	        strcmp(mechanism, "fake") == 0 ? " · fake mechanism: nothing was executed" : "");
-	for (size_t i = 0; i < res->n_files_changed; i++)
-		fprintf(stderr, "airlock:   %-8s %s (%lld bytes)\n",
-		        airlock_change_kind_name(res->files_changed[i].change),
-		        res->files_changed[i].path, (long long)res->files_changed[i].size_bytes);
+	/* The names are the sandbox's: a name made of terminal controls must
+	 * not rewrite the line above (the real exit status) or fake one. */
+	for (size_t i = 0; i < res->n_files_changed; i++) {
+		const char *path = res->files_changed[i].path;
+		fprintf(stderr, "airlock:   %-8s ",
+		        airlock_change_kind_name(res->files_changed[i].change));
+		cli_fput_escaped(stderr, path, strlen(path), true);
+		fprintf(stderr, " (%lld bytes)\n", (long long)res->files_changed[i].size_bytes);
+	}
 }
 
-static void write_all(int fd, const unsigned char *p, size_t n)
+/* 0, or -errno of the write that failed (EPIPE: the reader went away). */
+static int write_all(int fd, const unsigned char *p, size_t n)
 {
 	while (n > 0) {
 		ssize_t w = write(fd, p, n);
 		if (w < 0 && errno == EINTR)
 			continue;
-		if (w <= 0)
-			return;
+		if (w < 0)
+			return -errno;
+		if (w == 0)
+			return -EIO;
 		p += w;
 		n -= (size_t)w;
 	}
+	return 0;
+}
+
+/* ---- signals ---------------------------------------------------------------
+ * SIGINT, SIGTERM and SIGHUP are blocked from the start and read from a
+ * signalfd by a thread of their own, so they arrive as events rather than
+ * killing the process between two steps: the watcher asks the execution
+ * service to stop (the command in flight ends with SERVICE_SHUTDOWN and its
+ * partial output), and the main thread prints that result and destroys the
+ * sandbox as on every other path. The mask is reset in every process the
+ * service starts, so the command never inherits it. */
+typedef struct run_signals {
+	int sfd, stop_efd;
+	pthread_t thread;
+	bool started;
+	pthread_mutex_t lock;
+	airlock_exec *exec; /* set while it may be shut down; under lock */
+	int signo;          /* the first signal received; under lock */
+} run_signals;
+
+static void *signal_watch(void *arg)
+{
+	run_signals *rs = arg;
+	for (;;) {
+		struct pollfd p[2] = { { .fd = rs->sfd, .events = POLLIN },
+			               { .fd = rs->stop_efd, .events = POLLIN } };
+		if (poll(p, 2, -1) < 0) {
+			if (errno == EINTR)
+				continue;
+			return NULL;
+		}
+		if (p[1].revents)
+			return NULL;
+		struct signalfd_siginfo si;
+		if (!(p[0].revents & POLLIN) || read(rs->sfd, &si, sizeof(si)) != sizeof(si))
+			continue;
+		pthread_mutex_lock(&rs->lock);
+		bool first = rs->signo == 0;
+		if (first)
+			rs->signo = (int)si.ssi_signo;
+		if (rs->exec)
+			airlock_exec_shutdown(rs->exec);
+		pthread_mutex_unlock(&rs->lock);
+		if (first)
+			fprintf(stderr, "airlock run: %s: ending the command (SERVICE_SHUTDOWN) and "
+			                "destroying the sandbox\n", strsignal((int)si.ssi_signo));
+	}
+}
+
+static int signals_start(run_signals *rs)
+{
+	*rs = (run_signals){ .sfd = -1, .stop_efd = -1 };
+	pthread_mutex_init(&rs->lock, NULL);
+	sigset_t set;
+	sigemptyset(&set);
+	sigaddset(&set, SIGINT);
+	sigaddset(&set, SIGTERM);
+	sigaddset(&set, SIGHUP);
+	/* Blocked before any thread exists, so every thread inherits it and
+	 * none is chosen to die of a signal instead of the watcher reading it. */
+	if (pthread_sigmask(SIG_BLOCK, &set, NULL) != 0)
+		return -1;
+	rs->sfd = signalfd(-1, &set, SFD_CLOEXEC | SFD_NONBLOCK);
+	rs->stop_efd = eventfd(0, EFD_CLOEXEC);
+	if (rs->sfd < 0 || rs->stop_efd < 0)
+		return -1;
+	if (pthread_create(&rs->thread, NULL, signal_watch, rs) != 0)
+		return -1;
+	rs->started = true;
+	return 0;
+}
+
+/* Arm (exec) or disarm (NULL) the shutdown; a signal that came before the
+ * service existed stops it at once. */
+static void signals_set_exec(run_signals *rs, airlock_exec *exec)
+{
+	pthread_mutex_lock(&rs->lock);
+	rs->exec = exec;
+	if (exec && rs->signo)
+		airlock_exec_shutdown(exec);
+	pthread_mutex_unlock(&rs->lock);
+}
+
+static int signals_received(run_signals *rs)
+{
+	pthread_mutex_lock(&rs->lock);
+	int s = rs->signo;
+	pthread_mutex_unlock(&rs->lock);
+	return s;
+}
+
+/* The mask stays blocked: a signal after this is not acted on, and the
+ * process is about to exit with the status already decided. */
+static void signals_stop(run_signals *rs)
+{
+	if (rs->started) {
+		uint64_t one = 1;
+		ssize_t w = write(rs->stop_efd, &one, sizeof(one));
+		(void)w;
+		pthread_join(rs->thread, NULL);
+	}
+	if (rs->sfd >= 0)
+		close(rs->sfd);
+	if (rs->stop_efd >= 0)
+		close(rs->stop_efd);
+	pthread_mutex_destroy(&rs->lock);
 }
 
 static int run_parse(int argc, char **argv, run_flags *f, int *ret_first_arg)
@@ -294,8 +413,14 @@ int cli_run(int argc, char **argv)
 	airlock_egress_policy policy = { .mode = AIRLOCK_EGRESS_DENY };
 	airlock_proxy *proxy = NULL;
 	_cleanup_close_ int proxy_log = -1;
+	run_signals sig;
 	int r;
 
+	if (signals_start(&sig) < 0) {
+		fprintf(stderr, "airlock run: cannot watch for signals: %s\n", strerror(errno));
+		signals_stop(&sig);
+		return CLI_EXIT_SOFTWARE;
+	}
 	if (f.stdin_file && read_stdin_file(f.stdin_file, &stdin_data, &stdin_len) < 0) {
 		exit_code = CLI_EXIT_USAGE;
 		goto out;
@@ -349,6 +474,7 @@ int cli_run(int argc, char **argv)
 	r = airlock_exec_open_egress(&s, egress ? &ee : NULL, &exec, &err);
 	if (r < 0)
 		goto fail;
+	signals_set_exec(&sig, exec);
 
 	/* The command is validated before anything is provisioned, as the
 	 * specification orders: a bad vector or an escaping working directory
@@ -436,10 +562,18 @@ int cli_run(int argc, char **argv)
 	if (r < 0)
 		goto fail;
 
+	if (signals_received(&sig)) {
+		exit_code = CLI_EXIT_OK; /* replaced by 128 + signal below */
+		goto out;                /* before any sandbox: nothing to clean up */
+	}
 	r = airlock_exec_provision(exec, &spec, &handle, &err);
 	if (r < 0)
 		goto fail;
 	provisioned = true;
+	if (signals_received(&sig)) {
+		exit_code = CLI_EXIT_OK; /* replaced by 128 + signal below */
+		goto out;                /* the command never started; the sandbox goes below */
+	}
 
 	if (cmd.timeout_seconds > 300 && f.timeout > 300)
 		fprintf(stderr, "airlock: --timeout %lld is clamped to sandbox.run_command's 300 s\n",
@@ -450,20 +584,34 @@ int cli_run(int argc, char **argv)
 	if (r < 0)
 		goto fail;
 
+	/* A reader that goes away (airlock run ... | head) is not a reason to
+	 * die: SIGPIPE is ignored (main), the failed write stops the output,
+	 * the sandbox is still destroyed below, and the status says so. */
+	int out_r = 0, err_r = 0;
 	if (f.json) {
 		_cleanup_free_ char *json = airlock_result_to_tool_json(&res, &err);
 		if (!json) {
 			r = err.cls ? airlock_errcode(err.cls) : -ENOMEM;
 			goto fail;
 		}
-		printf("%s\n", json);
+		size_t jl = strlen(json);
+		json[jl] = '\n'; /* written with its newline, in place of the NUL */
+		fflush(stdout);
+		out_r = write_all(STDOUT_FILENO, (const unsigned char *)json, jl + 1);
+		json[jl] = 0;
 	} else {
 		fflush(stdout);
-		write_all(STDOUT_FILENO, res.stdout_data, res.stdout_len);
-		write_all(STDERR_FILENO, res.stderr_data, res.stderr_len);
+		out_r = write_all(STDOUT_FILENO, res.stdout_data, res.stdout_len);
+		err_r = write_all(STDERR_FILENO, res.stderr_data, res.stderr_len);
 		print_summary(&res, airlock_exec_name(exec));
 	}
 	exit_code = res.has_exit_code ? (res.exit_code & 0xff) : CLI_EXIT_KILLED;
+	if (out_r < 0 || err_r < 0 || fflush(stderr) != 0) {
+		fprintf(stderr, "airlock run: %s: %s: the result was not fully printed "
+		                "(the sandbox is destroyed)\n",
+		        out_r < 0 ? "stdout" : "stderr", strerror(out_r < 0 ? -out_r : err_r < 0 ? -err_r : EIO));
+		exit_code = CLI_EXIT_IOERR;
+	}
 	goto out;
 fail:
 	cli_error("run", &err);
@@ -476,6 +624,7 @@ out:
 			exit_code = cli_exit_for(&derr);
 		}
 	}
+	signals_set_exec(&sig, NULL);
 	airlock_exec_free(exec);
 	/* After the sandboxes: each detached from the proxy as it went. */
 	airlock_proxy_free(proxy);
@@ -486,5 +635,16 @@ out:
 	airlock_settings_clear(&s);
 	free(tier1);
 	free(stdin_data);
+	int signo = signals_received(&sig);
+	signals_stop(&sig);
+	if (signo) {
+		/* The shell's convention for a process ended by a signal; the
+		 * result (killed: SERVICE_SHUTDOWN) was printed above. A failed
+		 * destroy still wins: it is the one that needs attention. */
+		if (exit_code != CLI_EXIT_ESCAPE && exit_code != CLI_EXIT_SOFTWARE)
+			exit_code = 128 + signo;
+		fprintf(stderr, "airlock run: stopped by %s%s\n", strsignal(signo),
+		        provisioned ? "; the sandbox is destroyed" : "");
+	}
 	return exit_code;
 }

@@ -136,6 +136,13 @@ typedef struct airlock_exec airlock_exec;
 int airlock_exec_new(const airlock_exec_ops *ops, void *ctx, const airlock_exec_config *cfg,
                      airlock_exec **ret, airlock_error *err);
 void airlock_exec_free(airlock_exec *e);
+/* The service is stopping but still owns its sandboxes (a signal to
+ * `airlock run`): every command in flight ends now with killed_by =
+ * SERVICE_SHUTDOWN and its partial output; new provisions and executes are
+ * refused with ExecutionUnavailable; destroy and workspace still work, so
+ * the caller prints the results and cleans up before airlock_exec_free.
+ * Thread-safe, idempotent, does not block. */
+void airlock_exec_shutdown(airlock_exec *e);
 const char *airlock_exec_name(const airlock_exec *e);
 
 int airlock_exec_provision(airlock_exec *e, const airlock_environment_spec *spec,

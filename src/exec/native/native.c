@@ -774,6 +774,31 @@ static bool stream_read(stream *s)
 	}
 }
 
+/* A write to the command's stdin that cannot raise SIGPIPE: a command that
+ * does not read its input (or exits before reading all of it) is not an
+ * error, and the service must not die of it whatever its embedding process
+ * did with SIGPIPE. The signal is blocked on this thread for the write, and
+ * one the write raised is taken off the thread's pending set before the
+ * mask is restored; EPIPE is what the caller sees. */
+static ssize_t write_stdin_nosigpipe(int fd, const void *p, size_t n)
+{
+	sigset_t pipe_set, old, pending;
+	sigemptyset(&pipe_set);
+	sigaddset(&pipe_set, SIGPIPE);
+	pthread_sigmask(SIG_BLOCK, &pipe_set, &old);
+	bool was_pending = sigpending(&pending) == 0 && sigismember(&pending, SIGPIPE);
+	ssize_t w = write(fd, p, n);
+	int e = errno;
+	if (w < 0 && e == EPIPE && !was_pending) {
+		const struct timespec zero = { 0, 0 };
+		while (sigtimedwait(&pipe_set, NULL, &zero) < 0 && errno == EINTR)
+			;
+	}
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	errno = e;
+	return w;
+}
+
 static int make_cwd(const char *rel, char *out, size_t size)
 {
 	if (strcmp(rel, ".") == 0)
@@ -991,7 +1016,8 @@ static int native_execute(void *ctx, const airlock_environment_handle *handle,
 		if (i_err >= 0 && p[i_err].revents && stream_read(&errs) && !kill_reason)
 			kill_reason = AIRLOCK_KILL_OUTPUT_LIMIT;
 		if (i_in >= 0 && p[i_in].revents) {
-			ssize_t w = write(in_w, cmd->stdin_data + in_off, cmd->stdin_len - in_off);
+			ssize_t w = write_stdin_nosigpipe(in_w, cmd->stdin_data + in_off,
+			                                  cmd->stdin_len - in_off);
 			if (w > 0)
 				in_off += (size_t)w;
 			if ((w < 0 && errno != EAGAIN && errno != EINTR) || in_off == cmd->stdin_len) {
