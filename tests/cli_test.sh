@@ -52,6 +52,16 @@ expect run-no-command 64 'no command' -- "$AIRLOCK" run --mechanism fake
 expect run-bad-bytes 64 '--memory' -- "$AIRLOCK" run --mechanism fake --memory 12X -- true
 expect run-bad-int 64 '--pids' -- "$AIRLOCK" run --mechanism fake --pids many -- true
 expect run-zero 64 'must be positive' -- "$AIRLOCK" run --mechanism fake --cpu 0 -- true
+# Values that deserve a clear refusal: the flag and the minimum or ceiling.
+expect run-memory-floor 64 '^airlock run: --memory 1024: below the minimum of 8M' -- "$AIRLOCK" run --mechanism fake --memory 1K -- true
+expect run-memory-floor-100k 64 '^airlock run: --memory 102400: below the minimum of 8M' -- "$AIRLOCK" run --mechanism fake --memory 100K -- true
+expect run-pids-floor 64 '^airlock run: --pids 1: below the minimum of 4' -- "$AIRLOCK" run --mechanism fake --pids 1 -- true
+expect run-output-ceiling 64 '^airlock run: --output-limit 209715200: above the ceiling of 16M' -- "$AIRLOCK" run --mechanism fake --output-limit 200M -- true
+mkfifo "$TMP/fifo"
+expect run-stdin-fifo 64 '^airlock run: --stdin .*/fifo: a FIFO, not a regular file' -- timeout 20 "$AIRLOCK" run --mechanism fake --stdin "$TMP/fifo" -- cat
+expect run-stdin-dir 64 'a directory, not a regular file' -- "$AIRLOCK" run --mechanism fake --stdin "$TMP" -- cat
+printf 'limits:\n  defaults:\n    memory_bytes: 1M\n' >"$TMP/lowmem.yaml"
+expect config-memory-floor 78 'limits.defaults: .*memory_bytes: 1048576 is below the 8388608 bytes' -- "$AIRLOCK" config check "$TMP/lowmem.yaml"
 expect run-over-ceiling 65 'ceiling of 4096' -- "$AIRLOCK" run --mechanism fake --pids 5000 -- true
 expect run-escape-cwd 65 'WorkspaceEscape' -- "$AIRLOCK" run --mechanism fake --cwd ../etc -- true
 expect run-relative-argv0 65 'ToolValidationError' -- "$AIRLOCK" run --mechanism fake -- ./setup.sh
@@ -67,7 +77,7 @@ if "$AIRLOCK" doctor | grep -Eq '^native +available' && [ -n "${AIRLOCK_TEST_IMA
 	expect run-native-memory 137 'killed: MEMORY' -- "$AIRLOCK" run --memory 64M -- python3 -c 'x = bytearray(1 << 30)'
 	expect run-native-files 0 'CREATED +out/r.csv \(3 bytes\)' -- "$AIRLOCK" run -- sh -c 'mkdir out && printf 1,2 > out/r.csv'
 	expect run-native-stdin 0 '^input piped' -- "$AIRLOCK" run --stdin "$TMP/stdin" -- sh -c 'cat; echo " piped"'
-	expect run-native-cwd-missing 127 'working directory /workspace/sub: No such file' -- "$AIRLOCK" run --cwd sub -- pwd
+	expect run-native-cwd-missing 127 'working directory "/workspace/sub": No such file' -- "$AIRLOCK" run --cwd sub -- pwd
 	expect run-native-no-network 1 'ENETUNREACH|unreachable' -- "$AIRLOCK" run -- python3 -c 'import socket; socket.create_connection(("198.51.100.7", 80), 3)'
 	expect run-native-not-found 127 'cannot execute' -- "$AIRLOCK" run -- no-such-program
 	expect run-native-json 0 '"killed_by":null' -- "$AIRLOCK" run --json -- true
@@ -112,6 +122,12 @@ if "$AIRLOCK" doctor | grep -Eq '^native +available' && [ -n "${AIRLOCK_TEST_IMA
 	else
 		echo "ok   run-native-escaped-name-no-esc"; pass=$((pass + 1))
 	fi
+	# A small workspace with the default inodes: what fits, said.
+	expect run-native-small-workspace 0 'holds 65526 inodes: provisioning inodes_max=65526 \(asked 100000\)' -- \
+		"$AIRLOCK" run --workspace-bytes 32M -- true
+	# An argv[0] longer than any message buffer still gets its message.
+	long=$(printf '%05000d' 0 | tr 0 a)
+	expect run-native-long-argv0 127 'cannot execute "a{64}"\.\.\.\(5000 bytes\): No such file' -- "$AIRLOCK" run -- "$long"
 	head -c 200000 /dev/zero >"$TMP/big.in"
 	expect_clean run-native-stdin-unread 0 '^airlock: exit 0 ' -- "$AIRLOCK" run --stdin "$TMP/big.in" -- true
 	# The reader goes away after 10 bytes of a 1 MB output: airlock run

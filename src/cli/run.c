@@ -23,6 +23,7 @@
 #include "airlock/ids.h"
 #include "airlock/json.h"
 #include "airlock/mechanisms.h"
+#include "airlock/native.h"
 #include "cli/common.h"
 #include "util/util.h"
 
@@ -127,11 +128,32 @@ static int parse_flag(const char *flag, const char *value, bool bytes, int64_t *
 	return 0;
 }
 
+static void stdin_error(const char *path, const char *why)
+{
+	fputs("airlock run: --stdin ", stderr);
+	cli_fputs_escaped(stderr, path);
+	fprintf(stderr, ": %s\n", why);
+}
+
 static int read_stdin_file(const char *path, unsigned char **ret, size_t *ret_len)
 {
-	_cleanup_close_ int fd = open(path, O_RDONLY | O_CLOEXEC);
+	/* Non-blocking, so a FIFO with no writer (or a device) is refused
+	 * instead of hanging the open forever: only a regular file is input
+	 * whose end is known. */
+	_cleanup_close_ int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
 	if (fd < 0) {
-		fprintf(stderr, "airlock run: --stdin %s: %s\n", path, strerror(errno));
+		stdin_error(path, strerror(errno));
+		return -1;
+	}
+	struct stat st;
+	if (fstat(fd, &st) < 0) {
+		stdin_error(path, strerror(errno));
+		return -1;
+	}
+	if (!S_ISREG(st.st_mode)) {
+		stdin_error(path, S_ISFIFO(st.st_mode) ? "a FIFO, not a regular file: write the input to a file"
+		                  : S_ISDIR(st.st_mode) ? "a directory, not a regular file"
+		                                        : "not a regular file (a device or a socket)");
 		return -1;
 	}
 	util_buf b;
@@ -142,7 +164,7 @@ static int read_stdin_file(const char *path, unsigned char **ret, size_t *ret_le
 		if (n < 0 && errno == EINTR)
 			continue;
 		if (n < 0) {
-			fprintf(stderr, "airlock run: --stdin %s: %s\n", path, strerror(errno));
+			stdin_error(path, strerror(errno));
 			util_buf_clear(&b);
 			return -1;
 		}
@@ -150,8 +172,7 @@ static int read_stdin_file(const char *path, unsigned char **ret, size_t *ret_le
 			break;
 		int r = util_buf_append(&b, chunk, (size_t)n);
 		if (r != 0) {
-			fprintf(stderr, "airlock run: --stdin %s: %s\n", path,
-			        r > 0 ? "larger than the 16 MiB cap" : strerror(-r));
+			stdin_error(path, r > 0 ? "larger than the 16 MiB cap" : strerror(-r));
 			util_buf_clear(&b);
 			return -1;
 		}
@@ -372,6 +393,27 @@ static int run_parse(int argc, char **argv, run_flags *f, int *ret_first_arg)
 		if (r < 0)
 			return CLI_EXIT_USAGE;
 	}
+	/* The floors and the ceiling every door checks (types.h), said here
+	 * with the flag's name; a spec from elsewhere meets the same numbers
+	 * in the port. */
+	if (f->memory > 0 && f->memory < AIRLOCK_LIMIT_MEMORY_BYTES_MIN) {
+		fprintf(stderr, "airlock run: --memory %lld: below the minimum of 8M (%lld bytes) a "
+		                "sandbox needs to start\n",
+		        (long long)f->memory, (long long)AIRLOCK_LIMIT_MEMORY_BYTES_MIN);
+		return CLI_EXIT_USAGE;
+	}
+	if (f->pids > 0 && f->pids < AIRLOCK_LIMIT_PIDS_MIN) {
+		fprintf(stderr, "airlock run: --pids %lld: below the minimum of %lld (init, the command "
+		                "starter and the command need one each)\n",
+		        (long long)f->pids, (long long)AIRLOCK_LIMIT_PIDS_MIN);
+		return CLI_EXIT_USAGE;
+	}
+	if (f->output > AIRLOCK_OUTPUT_BYTES_MAX) {
+		fprintf(stderr, "airlock run: --output-limit %lld: above the ceiling of 16M (%lld bytes) "
+		                "per stream\n",
+		        (long long)f->output, (long long)AIRLOCK_OUTPUT_BYTES_MAX);
+		return CLI_EXIT_USAGE;
+	}
 	if (optind >= argc) {
 		fprintf(stderr, "airlock run: no command: give it after --, e.g. airlock run -- python3 -c 'print(1)'\n");
 		return CLI_EXIT_USAGE;
@@ -531,6 +573,20 @@ int cli_run(int argc, char **argv)
 		goto fail;
 	}
 	build_limits(&s, &f, &spec.limits);
+	/* A limit is a maximum: a small workspace holds fewer inodes than the
+	 * default, and the volume is made with what fits. The spec then says
+	 * what is provisioned, and so does this line. */
+	if (s.mechanism == AIRLOCK_MECHANISM_NATIVE) {
+		int64_t fit = airlock_native_workspace_inodes(spec.limits.workspace_bytes,
+		                                              spec.limits.inodes_max);
+		if (fit < spec.limits.inodes_max) {
+			fprintf(stderr, "airlock: a %lld-byte workspace holds %lld inodes: provisioning "
+			                "inodes_max=%lld (asked %lld)\n",
+			        (long long)spec.limits.workspace_bytes, (long long)fit, (long long)fit,
+			        (long long)spec.limits.inodes_max);
+			spec.limits.inodes_max = fit;
+		}
+	}
 
 	/* Tier 1 is the operator's list plus the names given with --env; both
 	 * pass the same tier-0 check. */

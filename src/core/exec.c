@@ -441,6 +441,12 @@ int airlock_execution_command_validate(const airlock_execution_command *c, size_
 	if (c->maximum_output_bytes <= 0)
 		return airlock_error_set(err, AIRLOCK_ERR_TOOL_VALIDATION, 0,
 		                         "maximum_output_bytes must be positive");
+	if (c->maximum_output_bytes > AIRLOCK_OUTPUT_BYTES_MAX)
+		return airlock_error_set(err, AIRLOCK_ERR_TOOL_VALIDATION, 0,
+		                         "maximum_output_bytes=%lld is above the ceiling of %lld "
+		                         "bytes (16 MiB) per stream",
+		                         (long long)c->maximum_output_bytes,
+		                         (long long)AIRLOCK_OUTPUT_BYTES_MAX);
 	if (c->has_stdin && c->stdin_len > 0 && !c->stdin_data)
 		return airlock_error_set(err, AIRLOCK_ERR_TOOL_VALIDATION, 0, "stdin has no data");
 	if (!c->working_directory)

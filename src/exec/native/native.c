@@ -1084,17 +1084,24 @@ static int native_execute(void *ctx, const airlock_environment_handle *handle,
 		ret->has_exit_code = false;
 	} else if (report[1]) {
 		/* Like a shell: the command never ran, status 127, and why on
-		 * stderr. */
-		char msg[AIRLOCK_PATH_MAX + 256];
+		 * stderr. The names are quoted (control bytes escaped, a long one
+		 * cut with its length shown), so the message always fits: an
+		 * argv[0] of any size never turns it into silence. */
+		char msg[AIRLOCK_WORKSPACE_QUOTE_MAX + 256], q[AIRLOCK_WORKSPACE_QUOTE_MAX];
 		int len = report[0] == NATIVE_STEP_CWD
-		                  ? snprintf(msg, sizeof(msg), "airlock: working directory %s: %s\n", cwd,
+		                  ? snprintf(msg, sizeof(msg), "airlock: working directory %s: %s\n",
+		                             airlock_workspace_quote(cwd, strlen(cwd), q),
 		                             strerror(report[1]))
 		          : report[0] == NATIVE_STEP_EXEC
-		                  ? snprintf(msg, sizeof(msg), "airlock: cannot execute '%s': %s\n",
-		                             cmd->argv[0], strerror(report[1]))
+		                  ? snprintf(msg, sizeof(msg), "airlock: cannot execute %s: %s\n",
+		                             airlock_workspace_quote(cmd->argv[0], strlen(cmd->argv[0]), q),
+		                             strerror(report[1]))
 		                  : snprintf(msg, sizeof(msg), "airlock: starting the command: %s: %s\n",
 		                             native_step_name(report[0]), strerror(report[1]));
-		util_buf_append(&errs.buf, msg, len > 0 && (size_t)len < sizeof(msg) ? (size_t)len : 0);
+		if (len < 0)
+			len = 0;
+		/* Bounded above; should it ever not be, the cut message still says why. */
+		util_buf_append(&errs.buf, msg, (size_t)len < sizeof(msg) ? (size_t)len : sizeof(msg) - 1);
 		ret->has_exit_code = true;
 		ret->exit_code = 127;
 	} else {
