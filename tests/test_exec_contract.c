@@ -163,6 +163,7 @@ static void tool_write(ctx *c, const char *path, const char *data)
 	             err.message);
 	cr_assert_eq(airlock_workspace_write(ws, path, data, strlen(data), &err), 0, "%s",
 	             err.message);
+	airlock_workspace_release(ws);
 }
 
 /* ---- the suite ----------------------------------------------------------- */
@@ -486,6 +487,7 @@ CONTRACT_TEST(workspace_persists_across_executes)
 	airlock_provenance p;
 	cr_assert_eq(airlock_workspace_provenance(ws, "p.txt", &p, &err), 0, "%s", err.message);
 	cr_assert_eq(p, AIRLOCK_PROVENANCE_SANDBOX_WRITTEN, "bytes a sandbox wrote are never laundered");
+	airlock_workspace_release(ws);
 	ctx_close(&c);
 }
 
@@ -764,4 +766,66 @@ CONTRACT_TEST(shutdown_ends_the_command_and_keeps_cleanup)
 	             airlock_errcode(AIRLOCK_ERR_EXECUTION_UNAVAILABLE), "%s", err.message);
 	/* ...and cleanup still works: ctx_close destroys and asserts it. */
 	ctx_close(&c);
+}
+
+typedef struct ws_user {
+	airlock_workspace *ws;
+	int ok, refused, other;
+	char other_msg[sizeof(((airlock_error *)0)->message)];
+} ws_user;
+
+/* Write and read back until the sandbox is gone (bounded). */
+static void *use_workspace(void *arg)
+{
+	ws_user *u = arg;
+	for (int i = 0; i < 20000 && u->refused == 0; i++) {
+		airlock_error err = { 0 };
+		int r = airlock_workspace_write(u->ws, "busy.txt", "abc", 3, &err);
+		unsigned char *data = NULL;
+		size_t len = 0;
+		if (r == 0)
+			r = airlock_workspace_read(u->ws, "busy.txt", 64, &data, &len, &err);
+		free(data);
+		if (r == 0)
+			u->ok++;
+		else if (r == airlock_errcode(AIRLOCK_ERR_EXECUTION_REJECTED))
+			u->refused++;
+		else if (u->other++ == 0)
+			snprintf(u->other_msg, sizeof(u->other_msg), "%s", err.message);
+	}
+	return NULL;
+}
+
+#define CONTRACT_INSTANCE_workspace_reference_outlives_a_concurrent_destroy(a, f) CONTRACT_INSTANCE(workspace_reference_outlives_a_concurrent_destroy, a, f)
+CONTRACT_TEST(workspace_reference_outlives_a_concurrent_destroy)
+{
+	/* The workspace a caller holds is a reference: a destroy on another
+	 * thread waits for the calls in flight and makes later ones fail with
+	 * ExecutionRejected; nothing is used after it is freed (run under
+	 * ASan, the old borrowed pointer was a use-after-free). */
+	ctx c;
+	ctx_open(&c, fx);
+	airlock_error err = { 0 };
+	ws_user u[3] = { { 0 } };
+	pthread_t t[3];
+	for (int i = 0; i < 3; i++) {
+		cr_assert_eq(airlock_exec_workspace(c.exec, &c.call, &c.h, &u[i].ws, &err), 0, "%s",
+		             err.message);
+		cr_assert_eq(pthread_create(&t[i], NULL, use_workspace, &u[i]), 0);
+	}
+	struct timespec ts = { .tv_sec = 0, .tv_nsec = 200 * 1000000L };
+	nanosleep(&ts, NULL);
+	cr_assert_eq(airlock_exec_destroy(c.exec, &c.h, &err), 0, "%s", err.message);
+	for (int i = 0; i < 3; i++)
+		pthread_join(t[i], NULL);
+	for (int i = 0; i < 3; i++) {
+		cr_assert_eq(u[i].other, 0, "a call failed for another reason: %s", u[i].other_msg);
+		/* After the destroy the reference still answers, with a refusal. */
+		int r = airlock_workspace_write(u[i].ws, "late.txt", "x", 1, &err);
+		cr_assert_eq(r, airlock_errcode(AIRLOCK_ERR_EXECUTION_REJECTED), "%s", err.message);
+		cr_assert(strstr(err.message, "destroyed"), "%s", err.message);
+		airlock_workspace_release(u[i].ws);
+	}
+	cr_assert(u[0].ok + u[1].ok + u[2].ok > 0, "the workspace was used before the destroy");
+	ctx_close(&c); /* destroy again: idempotent */
 }

@@ -89,8 +89,13 @@ typedef struct airlock_exec_ops {
 	 * already gone. SandboxEscapeSuspected when a process survives. */
 	int (*destroy)(void *ctx, const char *environment_id, airlock_error *err);
 
-	/* The WorkspaceHandle of a live sandbox, owned by the adapter and valid
-	 * until destroy. */
+	/* The WorkspaceHandle of a live sandbox: a new reference
+	 * (airlock_workspace_ref, taken under the adapter's lock while the
+	 * sandbox is live) that the caller releases with
+	 * airlock_workspace_release. destroy ends the workspace with
+	 * airlock_workspace_free: calls in flight finish first, later ones fail
+	 * with ExecutionRejected, and the caller's pointer stays valid until
+	 * its release. */
 	int (*workspace)(void *ctx, const char *environment_id, airlock_workspace **ret,
 	                 airlock_error *err);
 
@@ -153,7 +158,9 @@ int airlock_exec_execute(airlock_exec *e, const airlock_exec_call *call,
                          airlock_execution_result *ret, airlock_error *err);
 int airlock_exec_destroy(airlock_exec *e, const airlock_environment_handle *handle,
                          airlock_error *err);
-/* The workspace of a live sandbox; same tenant check as execute. */
+/* The workspace of a live sandbox; same tenant check as execute. *ret is a
+ * reference: release it with airlock_workspace_release (a destroy, even a
+ * concurrent one, then only makes its calls fail). */
 int airlock_exec_workspace(airlock_exec *e, const airlock_exec_call *call,
                            const airlock_environment_handle *handle,
                            airlock_workspace **ret, airlock_error *err);

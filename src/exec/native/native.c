@@ -1204,10 +1204,12 @@ static int native_workspace(void *ctx, const char *environment_id, airlock_works
 {
 	airlock_native *n = ctx;
 	airlock_workspace *ws = NULL;
+	/* The reference is taken under the lock destroy takes the sandbox out
+	 * of the list with, so it is never taken on a freed workspace. */
 	pthread_mutex_lock(&n->lock);
 	for (size_t i = 0; i < n->n_boxes; i++)
 		if (strcmp(n->boxes[i]->id, environment_id) == 0 && !n->boxes[i]->dead)
-			ws = n->boxes[i]->ws;
+			ws = airlock_workspace_ref(n->boxes[i]->ws);
 	pthread_mutex_unlock(&n->lock);
 	if (!ws)
 		return airlock_error_set(err, AIRLOCK_ERR_EXECUTION_REJECTED, 0, "environment %s is gone",
