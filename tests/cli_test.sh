@@ -67,6 +67,10 @@ expect run-escape-cwd 65 'WorkspaceEscape' -- "$AIRLOCK" run --mechanism fake --
 expect run-relative-argv0 65 'ToolValidationError' -- "$AIRLOCK" run --mechanism fake -- ./setup.sh
 expect run-tier0-env 78 'AWS_SECRET_ACCESS_KEY' -- "$AIRLOCK" run --mechanism fake --env AWS_SECRET_ACCESS_KEY -- true
 expect run-bad-mechanism 78 'not one of' -- "$AIRLOCK" run --mechanism podman -- true
+# Messages carry the bad input escaped: no control byte reaches the terminal.
+ESC=$(printf '\033')
+expect run-error-escaped 78 '^airlock run: ConfigurationError: --mechanism \\x1b\[2Jx: not one of' -- "$AIRLOCK" run --mechanism "${ESC}[2Jx" -- true
+expect run-stdin-name-escaped 64 '^airlock run: --stdin .*/\\x1b\[2Jno: No such file' -- "$AIRLOCK" run --mechanism fake --stdin "$TMP/${ESC}[2Jno" -- true
 # The native mechanism, for real, where this host can run it (root, cgroups,
 # the default image in the store that scripts/test.sh builds).
 if "$AIRLOCK" doctor | grep -Eq '^native +available' && [ -n "${AIRLOCK_TEST_IMAGE_STORE:-}" ]; then
@@ -97,10 +101,21 @@ if "$AIRLOCK" doctor | grep -Eq '^native +available' && [ -n "${AIRLOCK_TEST_IMA
 	# Nothing a command or a reader does kills the service (SIGPIPE), and
 	# a signal to it ends the command with a result; every path destroys
 	# the sandbox. A leftover is a group that appeared during the run, is
-	# still there after it, and whose lock no live service holds.
+	# still there after it, and whose lock no live service holds, for two
+	# seconds on end (other suites on this host create and remove their
+	# own groups concurrently: one caught between mkdir and flock, or
+	# between unlock and rmdir, is theirs and gone a moment later).
 	cg_list() { find /sys/fs/cgroup -maxdepth 6 -type d -name 'airlock-*' 2>/dev/null | sort; }
+	cg_unlocked() { while read -r d; do flock -n "$d" true 2>/dev/null && echo "$d"; done; }
 	cg_leftovers() {
-		cg_list | comm -13 "$1" - | while read -r d; do flock -n "$d" true 2>/dev/null && echo "leftover $d"; done
+		cg_list | comm -13 "$1" - | cg_unlocked >"$TMP/cg.cand"
+		for _ in 1 2 3 4; do
+			[ -s "$TMP/cg.cand" ] || break
+			sleep 0.5
+			cg_unlocked <"$TMP/cg.cand" >"$TMP/cg.still"
+			mv "$TMP/cg.still" "$TMP/cg.cand"
+		done
+		sed 's/^/leftover /' "$TMP/cg.cand"
 	}
 	# expect_clean NAME WANT_EXIT PATTERN -- CMD...: expect, then no leftover group.
 	expect_clean() {

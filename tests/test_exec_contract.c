@@ -829,3 +829,28 @@ CONTRACT_TEST(workspace_reference_outlives_a_concurrent_destroy)
 	cr_assert(u[0].ok + u[1].ok + u[2].ok > 0, "the workspace was used before the destroy");
 	ctx_close(&c); /* destroy again: idempotent */
 }
+
+#define CONTRACT_INSTANCE_command_leads_its_own_session(a, f) CONTRACT_INSTANCE(command_leads_its_own_session, a, f)
+CONTRACT_TEST(command_leads_its_own_session)
+{
+	/* The terminal's signals (Ctrl-C, a hang-up) go to the service, which
+	 * ends the command with a reason: the command is not in the caller's
+	 * session or process group. /proc/PID/stat after the ')': state,
+	 * ppid, pgrp, session. */
+	ctx c;
+	ctx_open(&c, fx);
+	char *argv[] = { "sh", "-c",
+		         "set -- $(cut -d')' -f2 /proc/$$/stat); "
+		         "[ \"$3\" = $$ ] && [ \"$4\" = $$ ] && echo own-session",
+		         NULL };
+	fx->prepare(c.state, (const char *const *)argv,
+	            &(airlock_fake_behaviour){ .stdout_data = "own-session\n", .stdout_len = 12 });
+	airlock_execution_command cmd = test_command(argv);
+	airlock_execution_result r;
+	run(&c, &cmd, &r);
+	cr_assert_eq(r.stdout_len, 12, "stdout: %.*s stderr: %.*s", (int)r.stdout_len,
+	             (const char *)r.stdout_data, (int)r.stderr_len, (const char *)r.stderr_data);
+	cr_assert_eq(memcmp(r.stdout_data, "own-session\n", 12), 0);
+	airlock_execution_result_clear(&r);
+	ctx_close(&c);
+}

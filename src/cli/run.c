@@ -479,8 +479,11 @@ int cli_run(int argc, char **argv)
 			goto fail;
 	}
 	bool egress = f.network && policy.mode == AIRLOCK_EGRESS_ALLOWLIST;
-	if (f.network && !egress)
-		fprintf(stderr, "airlock: %s is mode deny: the sandbox has no network\n", f.policy);
+	if (f.network && !egress) {
+		fputs("airlock: ", stderr);
+		cli_fputs_escaped(stderr, f.policy);
+		fputs(" is mode deny: the sandbox has no network\n", stderr);
+	}
 	else if (f.policy && !f.network && policy.mode == AIRLOCK_EGRESS_ALLOWLIST)
 		fprintf(stderr, "airlock: without --network the sandbox has no network "
 		                "(the policy's destinations need both yeses)\n");

@@ -372,6 +372,14 @@ _Noreturn void native_cmd_main(const native_cmd_args *a)
 	int efd = a->exec_err_fd;
 	int step = NATIVE_STEP_STDIO;
 	int e = 0;
+	/* A session of its own: a Ctrl-C or a hang-up on the operator's
+	 * terminal goes to `airlock run` alone, which ends the command with
+	 * SERVICE_SHUTDOWN; the terminal's signals never reach the command
+	 * directly (it would die with 130 before the service said why). */
+	if (setsid() < 0) {
+		e = errno;
+		goto out;
+	}
 	if (dup2(a->stdin_fd, 0) < 0 || dup2(a->stdout_fd, 1) < 0 || dup2(a->stderr_fd, 2) < 0 ||
 	    dup2(efd, 3) < 0) {
 		e = errno;
