@@ -450,7 +450,7 @@ int cli_run(int argc, char **argv)
 	size_t stdin_len = 0;
 	char **tier1 = NULL;
 	_cleanup_free_ char *pwd = NULL;
-	bool provisioned = false;
+	bool provisioned = false, destroy_failed = false;
 	int exit_code = CLI_EXIT_SOFTWARE;
 	airlock_egress_policy policy = { .mode = AIRLOCK_EGRESS_DENY };
 	airlock_proxy *proxy = NULL;
@@ -681,6 +681,7 @@ out:
 		if (airlock_exec_destroy(exec, &handle, &derr) < 0) {
 			cli_error("run: destroy", &derr);
 			exit_code = cli_exit_for(&derr);
+			destroy_failed = true;
 		}
 	}
 	signals_set_exec(&sig, NULL);
@@ -700,10 +701,11 @@ out:
 		/* The shell's convention for a process ended by a signal; the
 		 * result (killed: SERVICE_SHUTDOWN) was printed above. A failed
 		 * destroy still wins: it is the one that needs attention. */
-		if (exit_code != CLI_EXIT_ESCAPE && exit_code != CLI_EXIT_SOFTWARE)
+		if (!destroy_failed)
 			exit_code = 128 + signo;
 		fprintf(stderr, "airlock run: stopped by %s%s\n", strsignal(signo),
-		        provisioned ? "; the sandbox is destroyed" : "");
+		        !provisioned ? "" : destroy_failed ? "; destroying the sandbox failed (above)"
+		                                           : "; the sandbox is destroyed");
 	}
 	return exit_code;
 }
