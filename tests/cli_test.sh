@@ -62,11 +62,25 @@ expect run-no-command 64 'no command' -- "$AIRLOCK" run --mechanism fake
 expect run-bad-bytes 64 '--memory' -- "$AIRLOCK" run --mechanism fake --memory 12X -- true
 expect run-bad-int 64 '--pids' -- "$AIRLOCK" run --mechanism fake --pids many -- true
 expect run-zero 64 'must be positive' -- "$AIRLOCK" run --mechanism fake --cpu 0 -- true
+# Values that deserve a clear refusal: the flag and the minimum or ceiling.
+expect run-memory-floor 64 '^airlock run: --memory 1024: below the minimum of 8M' -- "$AIRLOCK" run --mechanism fake --memory 1K -- true
+expect run-memory-floor-100k 64 '^airlock run: --memory 102400: below the minimum of 8M' -- "$AIRLOCK" run --mechanism fake --memory 100K -- true
+expect run-pids-floor 64 '^airlock run: --pids 1: below the minimum of 4' -- "$AIRLOCK" run --mechanism fake --pids 1 -- true
+expect run-output-ceiling 64 '^airlock run: --output-limit 209715200: above the ceiling of 16M' -- "$AIRLOCK" run --mechanism fake --output-limit 200M -- true
+mkfifo "$TMP/fifo"
+expect run-stdin-fifo 64 '^airlock run: --stdin .*/fifo: a FIFO, not a regular file' -- timeout 20 "$AIRLOCK" run --mechanism fake --stdin "$TMP/fifo" -- cat
+expect run-stdin-dir 64 'a directory, not a regular file' -- "$AIRLOCK" run --mechanism fake --stdin "$TMP" -- cat
+printf 'limits:\n  defaults:\n    memory_bytes: 1M\n' >"$TMP/lowmem.yaml"
+expect config-memory-floor 78 'limits.defaults: .*memory_bytes: 1048576 is below the 8388608 bytes' -- "$AIRLOCK" config check "$TMP/lowmem.yaml"
 expect run-over-ceiling 65 'ceiling of 4096' -- "$AIRLOCK" run --mechanism fake --pids 5000 -- true
 expect run-escape-cwd 65 'WorkspaceEscape' -- "$AIRLOCK" run --mechanism fake --cwd ../etc -- true
 expect run-relative-argv0 65 'ToolValidationError' -- "$AIRLOCK" run --mechanism fake -- ./setup.sh
 expect run-tier0-env 78 'AWS_SECRET_ACCESS_KEY' -- "$AIRLOCK" run --mechanism fake --env AWS_SECRET_ACCESS_KEY -- true
 expect run-bad-mechanism 78 'not one of' -- "$AIRLOCK" run --mechanism podman -- true
+# Messages carry the bad input escaped: no control byte reaches the terminal.
+ESC=$(printf '\033')
+expect run-error-escaped 78 '^airlock run: ConfigurationError: --mechanism \\x1b\[2Jx: not one of' -- "$AIRLOCK" run --mechanism "${ESC}[2Jx" -- true
+expect run-stdin-name-escaped 64 '^airlock run: --stdin .*/\\x1b\[2Jno: No such file' -- "$AIRLOCK" run --mechanism fake --stdin "$TMP/${ESC}[2Jno" -- true
 # The native mechanism, for real, where this host can run it (root, cgroups,
 # the default image in the store that scripts/test.sh builds). The store is
 # the one the native suites use (tests/native_testlib.h), so plain
@@ -74,7 +88,12 @@ expect run-bad-mechanism 78 'not one of' -- "$AIRLOCK" run --mechanism podman --
 NATIVE_CHECKS="run-native run-native-exit run-native-timeout run-native-memory run-native-files
 run-native-stdin run-native-cwd-missing run-native-no-network run-native-not-found run-native-json
 run-native-network run-native-network-logged run-native-network-refused
-run-native-network-refused-logged run-native-policy-without-network"
+run-native-network-refused-logged run-native-policy-without-network
+run-native-escaped-name run-native-escaped-name-no-esc run-native-small-workspace run-native-long-argv0
+run-native-stdin-unread run-native-reader-closes run-native-reader-closes-status
+run-native-reader-closes-summary run-native-reader-closes-said
+run-native-sigTERM run-native-sigTERM-partial-output run-native-sigTERM-result
+run-native-sigINT run-native-sigINT-partial-output run-native-sigINT-result"
 STORE=${AIRLOCK_TEST_IMAGE_STORE:-/var/lib/airlock/images}
 native_why=$("$AIRLOCK" doctor | sed -n 's/^native  *unavailable: //p')
 if [ -z "$native_why" ] && ! "$AIRLOCK" doctor | grep -Eq '^native +available'; then
@@ -91,7 +110,7 @@ if [ -z "$native_why" ]; then
 	expect run-native-memory 137 'killed: MEMORY' -- "$AIRLOCK" run --memory 64M -- python3 -c 'x = bytearray(1 << 30)'
 	expect run-native-files 0 'CREATED +out/r.csv \(3 bytes\)' -- "$AIRLOCK" run -- sh -c 'mkdir out && printf 1,2 > out/r.csv'
 	expect run-native-stdin 0 '^input piped' -- "$AIRLOCK" run --stdin "$TMP/stdin" -- sh -c 'cat; echo " piped"'
-	expect run-native-cwd-missing 127 'working directory /workspace/sub: No such file' -- "$AIRLOCK" run --cwd sub -- pwd
+	expect run-native-cwd-missing 127 'working directory "/workspace/sub": No such file' -- "$AIRLOCK" run --cwd sub -- pwd
 	expect run-native-no-network 1 'ENETUNREACH|unreachable' -- "$AIRLOCK" run -- python3 -c 'import socket; socket.create_connection(("198.51.100.7", 80), 3)'
 	expect run-native-not-found 127 'cannot execute' -- "$AIRLOCK" run -- no-such-program
 	expect run-native-json 0 '"killed_by":null' -- "$AIRLOCK" run --json -- true
@@ -108,6 +127,75 @@ if [ -z "$native_why" ]; then
 	# One yes is not enough: no proxy variable, nothing listening.
 	expect run-native-policy-without-network 7 'without --network the sandbox has no network' -- $WORLD "$AIRLOCK" run \
 		--policy "$TMP/world.yaml" -- curl -sS --max-time 20 -p -x http://127.0.0.1:3128 http://a.example.com/
+	# Nothing a command or a reader does kills the service (SIGPIPE), and
+	# a signal to it ends the command with a result; every path destroys
+	# the sandbox. A leftover is a group that appeared during the run, is
+	# still there after it, and whose lock no live service holds, for two
+	# seconds on end (other suites on this host create and remove their
+	# own groups concurrently: one caught between mkdir and flock, or
+	# between unlock and rmdir, is theirs and gone a moment later).
+	cg_list() { find /sys/fs/cgroup -maxdepth 6 -type d -name 'airlock-*' 2>/dev/null | sort; }
+	cg_unlocked() { while read -r d; do flock -n "$d" true 2>/dev/null && echo "$d"; done; }
+	cg_leftovers() {
+		cg_list | comm -13 "$1" - | cg_unlocked >"$TMP/cg.cand"
+		for _ in 1 2 3 4; do
+			[ -s "$TMP/cg.cand" ] || break
+			sleep 0.5
+			cg_unlocked <"$TMP/cg.cand" >"$TMP/cg.still"
+			mv "$TMP/cg.still" "$TMP/cg.cand"
+		done
+		sed 's/^/leftover /' "$TMP/cg.cand"
+	}
+	# expect_clean NAME WANT_EXIT PATTERN -- CMD...: expect, then no leftover group.
+	expect_clean() {
+		cg_list >"$TMP/cg.before"
+		expect "$@"
+		cg_leftovers "$TMP/cg.before" >"$TMP/cg.left"
+		if [ -s "$TMP/cg.left" ]; then
+			echo "FAIL $1: cgroups left behind"; sed 's/^/    /' "$TMP/cg.left"; fail=$((fail + 1))
+		else
+			echo "ok   $1-no-leftover-cgroups"; pass=$((pass + 1))
+		fi
+	}
+	# A file name made of terminal controls cannot erase the real summary
+	# (exit 1) and print a fake one: every control byte is escaped.
+	expect run-native-escaped-name 1 '^airlock:   CREATED +\\x1b\[1A\\x1b\[2K\\x0dairlock: exit 0 fake \(1 bytes\)$' -- \
+		"$AIRLOCK" run -- sh -c 'printf x >"$(printf "\033[1A\033[2K\rairlock: exit 0 fake")"; exit 1'
+	if grep -q "$(printf '\033')" "$TMP/out"; then
+		echo "FAIL run-native-escaped-name-no-esc: a raw ESC reached the terminal"; fail=$((fail + 1))
+	else
+		echo "ok   run-native-escaped-name-no-esc"; pass=$((pass + 1))
+	fi
+	# A small workspace with the default inodes: what fits, said.
+	expect run-native-small-workspace 0 'holds 65526 inodes: provisioning inodes_max=65526 \(asked 100000\)' -- \
+		"$AIRLOCK" run --workspace-bytes 32M -- true
+	# An argv[0] longer than any message buffer still gets its message.
+	long=$(printf '%05000d' 0 | tr 0 a)
+	expect run-native-long-argv0 127 'cannot execute "a{64}"\.\.\.\(5000 bytes\): No such file' -- "$AIRLOCK" run -- "$long"
+	head -c 200000 /dev/zero >"$TMP/big.in"
+	expect_clean run-native-stdin-unread 0 '^airlock: exit 0 ' -- "$AIRLOCK" run --stdin "$TMP/big.in" -- true
+	# The reader goes away after 10 bytes of a 1 MB output: airlock run
+	# stops writing, still prints the summary on stderr, exits 74.
+	printf '"%s" run -- sh -c "yes | head -c 1000000" 2>"%s/pipe.err"; echo "status $?" >"%s/pipe.st"\n' \
+		"$AIRLOCK" "$TMP" "$TMP" >"$TMP/pipe.sh"
+	expect_clean run-native-reader-closes 0 '^y$' -- sh -c "sh '$TMP/pipe.sh' | head -c 10"
+	expect run-native-reader-closes-status 0 '^status 74$' -- cat "$TMP/pipe.st"
+	expect run-native-reader-closes-summary 0 '^airlock: exit 0 ' -- cat "$TMP/pipe.err"
+	expect run-native-reader-closes-said 0 'stdout: Broken pipe: the result was not fully printed' -- cat "$TMP/pipe.err"
+	# SIGTERM and SIGINT mid-command: the command ends with its result.
+	for s in TERM:143 INT:130; do
+		sig=${s%:*} want=${s#*:}
+		{
+			# An asynchronous list starts with SIGINT ignored (POSIX); put it back.
+			echo "env --default-signal=INT \"$AIRLOCK\" run -- sh -c 'printf started; exec sleep 31.$want' &"
+			echo 'p=$!; i=0'
+			echo "while [ \$i -lt 300 ] && ! pgrep -xf 'sleep 31.$want' >/dev/null; do sleep 0.1; i=\$((i + 1)); done"
+			echo "kill -$sig \$p; wait \$p; echo \"status \$?\""
+		} >"$TMP/sig.sh"
+		expect_clean "run-native-sig$sig" 0 "^status $want\$" -- sh -c "sh '$TMP/sig.sh' >'$TMP/sig.out' 2>&1; cat '$TMP/sig.out'"
+		expect "run-native-sig$sig-partial-output" 0 '^started' -- cat "$TMP/sig.out"
+		expect "run-native-sig$sig-result" 0 'airlock: killed: SERVICE_SHUTDOWN ' -- cat "$TMP/sig.out"
+	done
 	unset AIRLOCK_IMAGE_STORE
 else
 	# shellcheck disable=SC2086 # the list is split on purpose

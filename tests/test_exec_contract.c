@@ -14,6 +14,7 @@
  */
 #include <criterion/criterion.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdio.h>
 #include <string.h>
 #include <time.h>
@@ -178,6 +179,7 @@ static void tool_write(ctx *c, const char *path, const char *data)
 	             err.message);
 	cr_assert_eq(airlock_workspace_write(ws, path, data, strlen(data), &err), 0, "%s",
 	             err.message);
+	airlock_workspace_release(ws);
 }
 
 /* ---- the suite ----------------------------------------------------------- */
@@ -630,6 +632,7 @@ CONTRACT_TEST(workspace_persists_across_executes)
 	airlock_provenance p;
 	cr_assert_eq(airlock_workspace_provenance(ws, "p.txt", &p, &err), 0, "%s", err.message);
 	cr_assert_eq(p, AIRLOCK_PROVENANCE_SANDBOX_WRITTEN, "bytes a sandbox wrote are never laundered");
+	airlock_workspace_release(ws);
 	ctx_close(&c);
 }
 
@@ -804,5 +807,195 @@ CONTRACT_TEST(expiry_mid_command_kills_with_expired)
 	airlock_execution_command again = test_command(t);
 	cr_assert_eq(airlock_exec_execute(c.exec, &c.call, &c.h, &again, &r, &err),
 	             airlock_errcode(AIRLOCK_ERR_EXECUTION_REJECTED), "%s", err.message);
+	ctx_close(&c);
+}
+
+#define CONTRACT_INSTANCE_command_starts_with_default_signals(a, f) CONTRACT_INSTANCE(command_starts_with_default_signals, a, f)
+CONTRACT_TEST(command_starts_with_default_signals)
+{
+	/* A service blocks SIGINT/SIGTERM to wait for them itself and ignores
+	 * SIGPIPE so no reader can kill it. None of that may reach the command:
+	 * its mask and ignored set are empty, and `yes | head -1` ends quietly
+	 * (yes dies of SIGPIPE instead of printing "Broken pipe"). */
+	sigset_t block, old_mask;
+	sigemptyset(&block);
+	sigaddset(&block, SIGINT);
+	sigaddset(&block, SIGTERM);
+	cr_assert_eq(pthread_sigmask(SIG_BLOCK, &block, &old_mask), 0);
+	struct sigaction ign = { .sa_handler = SIG_IGN }, old_pipe;
+	cr_assert_eq(sigaction(SIGPIPE, &ign, &old_pipe), 0);
+	ctx c;
+	ctx_open(&c, fx);
+	char *argv[] = { "sh", "-c", "grep -E '^Sig(Blk|Ign)' /proc/self/status; yes | head -1", NULL };
+	static const char want[] = "SigBlk:\t0000000000000000\nSigIgn:\t0000000000000000\ny\n";
+	fx->prepare(c.state, (const char *const *)argv,
+	            &(airlock_fake_behaviour){ .stdout_data = want, .stdout_len = sizeof(want) - 1 });
+	airlock_execution_command cmd = test_command(argv);
+	airlock_execution_result r;
+	run(&c, &cmd, &r);
+	cr_assert_eq(r.exit_code, 0);
+	cr_assert_eq(r.stdout_len, sizeof(want) - 1, "stdout: %.*s", (int)r.stdout_len,
+	             (const char *)r.stdout_data);
+	cr_assert_eq(memcmp(r.stdout_data, want, sizeof(want) - 1), 0, "stdout: %.*s",
+	             (int)r.stdout_len, (const char *)r.stdout_data);
+	cr_assert_eq(r.stderr_len, 0, "stderr: %.*s", (int)r.stderr_len, (const char *)r.stderr_data);
+	airlock_execution_result_clear(&r);
+	ctx_close(&c);
+	sigaction(SIGPIPE, &old_pipe, NULL);
+	pthread_sigmask(SIG_SETMASK, &old_mask, NULL);
+}
+
+#define CONTRACT_INSTANCE_stdin_the_command_does_not_read(a, f) CONTRACT_INSTANCE(stdin_the_command_does_not_read, a, f)
+CONTRACT_TEST(stdin_the_command_does_not_read)
+{
+	/* More input than a pipe holds, to a command that exits without
+	 * reading it: not an error, and the caller (SIGPIPE at its default
+	 * here, as in any embedding process) must not die of the write. */
+	struct sigaction dfl = { .sa_handler = SIG_DFL }, old_pipe;
+	cr_assert_eq(sigaction(SIGPIPE, &dfl, &old_pipe), 0);
+	ctx c;
+	ctx_open(&c, fx);
+	char *argv[] = { "true", NULL };
+	fx->prepare(c.state, (const char *const *)argv, &(airlock_fake_behaviour){ 0 });
+	size_t len = 1u << 20;
+	unsigned char *input = calloc(1, len);
+	cr_assert_not_null(input);
+	airlock_execution_command cmd = test_command(argv);
+	cmd.has_stdin = true;
+	cmd.stdin_data = input;
+	cmd.stdin_len = len;
+	airlock_execution_result r;
+	run(&c, &cmd, &r);
+	cr_assert(r.has_exit_code);
+	cr_assert_eq(r.exit_code, 0);
+	airlock_execution_result_clear(&r);
+	free(input);
+	ctx_close(&c);
+	sigaction(SIGPIPE, &old_pipe, NULL);
+}
+
+#define CONTRACT_INSTANCE_shutdown_ends_the_command_and_keeps_cleanup(a, f) CONTRACT_INSTANCE(shutdown_ends_the_command_and_keeps_cleanup, a, f)
+CONTRACT_TEST(shutdown_ends_the_command_and_keeps_cleanup)
+{
+	/* What `airlock run` does on SIGTERM: stop the service while it still
+	 * owns the sandbox, print the result, then destroy. */
+	ctx c;
+	ctx_open(&c, fx);
+	char *argv[] = { "sh", "-c", "printf up; exec sleep 30", NULL };
+	fx->prepare(c.state, (const char *const *)argv,
+	            &(airlock_fake_behaviour){ .stdout_data = "up", .stdout_len = 2,
+	                                       .runs_for_ms = 30000 });
+	shutdown_run s = { .c = &c };
+	pthread_t t;
+	cr_assert_eq(pthread_create(&t, NULL, execute_long, &s), 0);
+	struct timespec ts = { .tv_sec = 0, .tv_nsec = 500 * 1000000L };
+	nanosleep(&ts, NULL);
+	int64_t t0 = util_monotonic_ms();
+	airlock_exec_shutdown(c.exec);
+	airlock_exec_shutdown(c.exec); /* idempotent */
+	pthread_join(t, NULL);
+	cr_assert(util_monotonic_ms() - t0 < 15000, "shutdown waited for the command to finish");
+	cr_assert_eq(s.rc, 0);
+	cr_assert_eq(s.r.killed_by, AIRLOCK_KILL_SERVICE_SHUTDOWN);
+	cr_assert_eq(s.r.stdout_len, 2, "partial output is returned");
+	airlock_execution_result_clear(&s.r);
+	/* No new work starts... */
+	airlock_error err = { 0 };
+	char *t2[] = { "true", NULL };
+	airlock_execution_command again = test_command(t2);
+	airlock_execution_result r = { 0 };
+	cr_assert_eq(airlock_exec_execute(c.exec, &c.call, &c.h, &again, &r, &err),
+	             airlock_errcode(AIRLOCK_ERR_EXECUTION_UNAVAILABLE), "%s", err.message);
+	airlock_environment_handle h2 = { 0 };
+	cr_assert_eq(airlock_exec_provision(c.exec, &c.spec, &h2, &err),
+	             airlock_errcode(AIRLOCK_ERR_EXECUTION_UNAVAILABLE), "%s", err.message);
+	/* ...and cleanup still works: ctx_close destroys and asserts it. */
+	ctx_close(&c);
+}
+
+typedef struct ws_user {
+	airlock_workspace *ws;
+	int ok, refused, other;
+	char other_msg[sizeof(((airlock_error *)0)->message)];
+} ws_user;
+
+/* Write and read back until the sandbox is gone (bounded). */
+static void *use_workspace(void *arg)
+{
+	ws_user *u = arg;
+	for (int i = 0; i < 20000 && u->refused == 0; i++) {
+		airlock_error err = { 0 };
+		int r = airlock_workspace_write(u->ws, "busy.txt", "abc", 3, &err);
+		unsigned char *data = NULL;
+		size_t len = 0;
+		if (r == 0)
+			r = airlock_workspace_read(u->ws, "busy.txt", 64, &data, &len, &err);
+		free(data);
+		if (r == 0)
+			u->ok++;
+		else if (r == airlock_errcode(AIRLOCK_ERR_EXECUTION_REJECTED))
+			u->refused++;
+		else if (u->other++ == 0)
+			snprintf(u->other_msg, sizeof(u->other_msg), "%s", err.message);
+	}
+	return NULL;
+}
+
+#define CONTRACT_INSTANCE_workspace_reference_outlives_a_concurrent_destroy(a, f) CONTRACT_INSTANCE(workspace_reference_outlives_a_concurrent_destroy, a, f)
+CONTRACT_TEST(workspace_reference_outlives_a_concurrent_destroy)
+{
+	/* The workspace a caller holds is a reference: a destroy on another
+	 * thread waits for the calls in flight and makes later ones fail with
+	 * ExecutionRejected; nothing is used after it is freed (run under
+	 * ASan, the old borrowed pointer was a use-after-free). */
+	ctx c;
+	ctx_open(&c, fx);
+	airlock_error err = { 0 };
+	ws_user u[3] = { { 0 } };
+	pthread_t t[3];
+	for (int i = 0; i < 3; i++) {
+		cr_assert_eq(airlock_exec_workspace(c.exec, &c.call, &c.h, &u[i].ws, &err), 0, "%s",
+		             err.message);
+		cr_assert_eq(pthread_create(&t[i], NULL, use_workspace, &u[i]), 0);
+	}
+	struct timespec ts = { .tv_sec = 0, .tv_nsec = 200 * 1000000L };
+	nanosleep(&ts, NULL);
+	cr_assert_eq(airlock_exec_destroy(c.exec, &c.h, &err), 0, "%s", err.message);
+	for (int i = 0; i < 3; i++)
+		pthread_join(t[i], NULL);
+	for (int i = 0; i < 3; i++) {
+		cr_assert_eq(u[i].other, 0, "a call failed for another reason: %s", u[i].other_msg);
+		/* After the destroy the reference still answers, with a refusal. */
+		int r = airlock_workspace_write(u[i].ws, "late.txt", "x", 1, &err);
+		cr_assert_eq(r, airlock_errcode(AIRLOCK_ERR_EXECUTION_REJECTED), "%s", err.message);
+		cr_assert(strstr(err.message, "destroyed"), "%s", err.message);
+		airlock_workspace_release(u[i].ws);
+	}
+	cr_assert(u[0].ok + u[1].ok + u[2].ok > 0, "the workspace was used before the destroy");
+	ctx_close(&c); /* destroy again: idempotent */
+}
+
+#define CONTRACT_INSTANCE_command_leads_its_own_session(a, f) CONTRACT_INSTANCE(command_leads_its_own_session, a, f)
+CONTRACT_TEST(command_leads_its_own_session)
+{
+	/* The terminal's signals (Ctrl-C, a hang-up) go to the service, which
+	 * ends the command with a reason: the command is not in the caller's
+	 * session or process group. /proc/PID/stat after the ')': state,
+	 * ppid, pgrp, session. */
+	ctx c;
+	ctx_open(&c, fx);
+	char *argv[] = { "sh", "-c",
+		         "set -- $(cut -d')' -f2 /proc/$$/stat); "
+		         "[ \"$3\" = $$ ] && [ \"$4\" = $$ ] && echo own-session",
+		         NULL };
+	fx->prepare(c.state, (const char *const *)argv,
+	            &(airlock_fake_behaviour){ .stdout_data = "own-session\n", .stdout_len = 12 });
+	airlock_execution_command cmd = test_command(argv);
+	airlock_execution_result r;
+	run(&c, &cmd, &r);
+	cr_assert_eq(r.stdout_len, 12, "stdout: %.*s stderr: %.*s", (int)r.stdout_len,
+	             (const char *)r.stdout_data, (int)r.stderr_len, (const char *)r.stderr_data);
+	cr_assert_eq(memcmp(r.stdout_data, "own-session\n", 12), 0);
+	airlock_execution_result_clear(&r);
 	ctx_close(&c);
 }

@@ -98,6 +98,57 @@ Test(provision, rejects_invalid_spec_and_names_the_field)
 	airlock_exec_free(e);
 }
 
+/* The floors and the output ceiling hold at the port, for every door: a
+ * spec decoded from JSON meets the same numbers as the CLI's flags. */
+Test(provision, limits_below_the_start_floors_are_refused_with_the_minimum)
+{
+	airlock_fake *f = NULL;
+	airlock_exec *e = NULL;
+	airlock_error err = { 0 };
+	cr_assert_eq(airlock_fake_new(&f, &err), 0);
+	cr_assert_eq(airlock_exec_new(airlock_fake_ops(), f, NULL, &e, &err), 0);
+	airlock_environment_spec s;
+	test_spec(&s, "t1", "r1");
+	airlock_environment_handle h = { 0 };
+	s.limits.memory_bytes = 100 * 1024;
+	cr_assert_eq(airlock_exec_provision(e, &s, &h, &err),
+	             airlock_errcode(AIRLOCK_ERR_EXECUTION_REJECTED), "%s", err.message);
+	cr_assert(strstr(err.message, "memory_bytes: 102400 is below the 8388608 bytes"), "%s",
+	          err.message);
+	s.limits.memory_bytes = AIRLOCK_LIMIT_MEMORY_BYTES_MIN;
+	s.limits.pids_max = 1;
+	cr_assert_eq(airlock_exec_provision(e, &s, &h, &err),
+	             airlock_errcode(AIRLOCK_ERR_EXECUTION_REJECTED), "%s", err.message);
+	cr_assert(strstr(err.message, "pids_max: 1 is below the 4 processes"), "%s", err.message);
+	cr_assert_eq(airlock_fake_live_count(f), 0, "nothing provisioned on failure");
+	s.limits.pids_max = AIRLOCK_LIMIT_PIDS_MIN;
+	cr_assert_eq(airlock_exec_provision(e, &s, &h, &err), 0, "the floors themselves pass: %s",
+	             err.message);
+	airlock_exec_destroy(e, &h, &err);
+	airlock_environment_handle_clear(&h);
+	airlock_environment_spec_clear(&s);
+	airlock_exec_free(e);
+}
+
+Test(command, output_limit_has_a_ceiling)
+{
+	wctx c;
+	wopen(&c, NULL, NULL);
+	char *argv[] = { "true", NULL };
+	airlock_execution_command cmd = test_command(argv);
+	cmd.maximum_output_bytes = AIRLOCK_OUTPUT_BYTES_MAX + 1;
+	airlock_execution_result r;
+	airlock_error err = { 0 };
+	cr_assert_eq(wexec(&c, &cmd, &r, &err), airlock_errcode(AIRLOCK_ERR_TOOL_VALIDATION), "%s",
+	             err.message);
+	cr_assert(strstr(err.message, "maximum_output_bytes=16777217 is above the ceiling of 16777216"),
+	          "%s", err.message);
+	cmd.maximum_output_bytes = AIRLOCK_OUTPUT_BYTES_MAX;
+	cr_assert_eq(wexec(&c, &cmd, &r, &err), 0, "%s", err.message);
+	airlock_execution_result_clear(&r);
+	wclose(&c);
+}
+
 Test(provision, handle_is_opaque_and_bounded_by_the_hard_cap)
 {
 	airlock_exec_config cfg;

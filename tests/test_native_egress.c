@@ -128,6 +128,7 @@ static void box(env *v, const char *egress_text, airlock_environment_spec *s,
 	size_t len = fread(buf, 1, sizeof(buf), f);
 	fclose(f);
 	cr_assert_eq(airlock_workspace_write(ws, "ca.pem", buf, len, &err), 0, "%s", err.message);
+	airlock_workspace_release(ws);
 }
 
 /* Provisioning with egress_text as the spec's policy is ExecutionRejected,

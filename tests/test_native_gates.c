@@ -338,7 +338,7 @@ Test(gate_sandbox_no_credential_reaches, environment_and_every_reachable_file, .
 
 	char *argv[] = { "python3", "-c", (char *)dump_everything, NULL };
 	airlock_execution_command cmd = test_command(argv);
-	cmd.maximum_output_bytes = 512ll << 20;
+	cmd.maximum_output_bytes = AIRLOCK_OUTPUT_BYTES_MAX;
 	cmd.timeout_seconds = 240;
 	airlock_exec_call call = { .tenant_id = "tenant-creds", .remaining_budget_ms = AIRLOCK_BUDGET_NONE };
 	airlock_execution_result r = { 0 };

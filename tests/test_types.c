@@ -205,8 +205,15 @@ Test(limits, valid)
 {
 	airlock_error err = { 0 };
 	cr_assert_eq(airlock_resource_limits_validate(&good_limits, &err), 0, "%s", err.message);
-	airlock_resource_limits one = { 1, 1, 1, 1, 1, 1 };
+	/* The smallest valid limits: 1 everywhere but the start floors. */
+	airlock_resource_limits one = { 1, AIRLOCK_LIMIT_MEMORY_BYTES_MIN, AIRLOCK_LIMIT_PIDS_MIN, 1, 1, 1 };
 	cr_assert_eq(airlock_resource_limits_validate(&one, NULL), 0);
+	airlock_resource_limits low = one;
+	low.memory_bytes--;
+	cr_assert_neq(airlock_resource_limits_validate(&low, NULL), 0, "below the memory floor");
+	low = one;
+	low.pids_max--;
+	cr_assert_neq(airlock_resource_limits_validate(&low, NULL), 0, "below the pids floor");
 }
 
 Test(limits, each_field_must_be_positive)

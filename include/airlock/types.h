@@ -130,6 +130,16 @@ airlock_egress_mode airlock_egress_mode_parse(const char *s);
 /* ---- ResourceLimits ------------------------------------------------------
  * Every field is required and none has a default at this layer; defaults
  * belong to settings. A value <= 0 is invalid. */
+/* The smallest limits a sandbox can start under, for every door (the CLI,
+ * a decoded spec, the settings' defaults): below them the failure would be
+ * the sandbox's own machinery (a start that "lost contact with the child",
+ * EAGAIN from fork) instead of a refusal that names the number. Measured
+ * on the native mechanism: `true` starts under 3 MiB of memory and not
+ * under 2 MiB; 3 pids (init, the command starter, the command) and not 2.
+ * The floors keep a margin over both for the start-up path to change. */
+#define AIRLOCK_LIMIT_MEMORY_BYTES_MIN (8LL << 20)
+#define AIRLOCK_LIMIT_PIDS_MIN 4LL
+
 typedef struct airlock_resource_limits {
 	int64_t cpu_millicores;
 	int64_t memory_bytes;
@@ -194,6 +204,12 @@ typedef struct airlock_environment_handle {
 } airlock_environment_handle;
 
 /* ---- ExecutionCommand ---------------------------------------------------- */
+/* The ceiling of maximum_output_bytes, checked at the port for every door.
+ * Output is held in memory and costs about ten times its size on its way
+ * to a JSON result (escaping and the encoder's copies), so without it one
+ * request could take gigabytes of the service (200 MiB took 4 GB). */
+#define AIRLOCK_OUTPUT_BYTES_MAX (16LL << 20)
+
 typedef struct airlock_execution_command {
 	char **argv; /* argc strings, no NUL inside any; argv[argc] == NULL */
 	size_t argc;
@@ -202,7 +218,7 @@ typedef struct airlock_execution_command {
 	bool has_stdin;
 	unsigned char *stdin_data;
 	size_t stdin_len;
-	int64_t maximum_output_bytes; /* > 0, per stream */
+	int64_t maximum_output_bytes; /* 1..AIRLOCK_OUTPUT_BYTES_MAX, per stream */
 } airlock_execution_command;
 
 /* ---- FileChange ----------------------------------------------------------

@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 #include "cli/common.h"
 
+#include <stdint.h>
 #include <string.h>
 
 #include "airlock/image.h"
@@ -27,10 +28,79 @@ int cli_exit_for(const airlock_error *err)
 	}
 }
 
+/* The length of a UTF-8 sequence at p (at most n bytes) that encodes a
+ * printable character, or 0: invalid, overlong, a surrogate, a C1 control
+ * (U+0080..U+009F, which terminals in UTF-8 mode may read as CSI and the
+ * rest), or a bidirectional override that reorders what follows on the line
+ * (U+202A..U+202E, U+2066..U+2069) or a line/paragraph separator. */
+static size_t utf8_printable(const unsigned char *p, size_t n)
+{
+	size_t len;
+	uint32_t cp;
+	if (p[0] >= 0xc2 && p[0] <= 0xdf) {
+		len = 2;
+		cp = p[0] & 0x1f;
+	} else if (p[0] >= 0xe0 && p[0] <= 0xef) {
+		len = 3;
+		cp = p[0] & 0x0f;
+	} else if (p[0] >= 0xf0 && p[0] <= 0xf4) {
+		len = 4;
+		cp = p[0] & 0x07;
+	} else
+		return 0;
+	if (len > n)
+		return 0;
+	for (size_t i = 1; i < len; i++) {
+		if ((p[i] & 0xc0) != 0x80)
+			return 0;
+		cp = (cp << 6) | (p[i] & 0x3f);
+	}
+	static const uint32_t min[] = { 0, 0, 0x80, 0x800, 0x10000 };
+	if (cp < min[len] || cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff))
+		return 0;
+	if (cp <= 0x9f || (cp >= 0x202a && cp <= 0x202e) || (cp >= 0x2066 && cp <= 0x2069) ||
+	    cp == 0x2028 || cp == 0x2029)
+		return 0;
+	return len;
+}
+
+void cli_fput_escaped(FILE *out, const void *s, size_t len, bool escape_backslash)
+{
+	const unsigned char *p = s;
+	for (size_t i = 0; p && i < len;) {
+		unsigned char c = p[i];
+		if (c >= 0x20 && c < 0x7f) {
+			if (c == '\\' && escape_backslash)
+				fputs("\\\\", out);
+			else
+				fputc(c, out);
+			i++;
+			continue;
+		}
+		size_t u = c >= 0x80 ? utf8_printable(p + i, len - i) : 0;
+		if (u) {
+			fwrite(p + i, 1, u, out);
+			i += u;
+			continue;
+		}
+		fprintf(out, "\\x%02x", c);
+		i++;
+	}
+}
+
+void cli_fputs_escaped(FILE *out, const char *s)
+{
+	if (s)
+		cli_fput_escaped(out, s, strlen(s), false);
+}
+
 void cli_error(const char *verb, const airlock_error *err)
 {
-	fprintf(stderr, "airlock %s: %s: %s\n", verb, airlock_errclass_name(err->cls),
-	        err->message[0] ? err->message : "(no message)");
+	/* A message can carry bytes from the sandbox or the command line (a
+	 * path, a name); none of them reaches the terminal as a control. */
+	fprintf(stderr, "airlock %s: %s: ", verb, airlock_errclass_name(err->cls));
+	cli_fputs_escaped(stderr, err->message[0] ? err->message : "(no message)");
+	fputc('\n', stderr);
 }
 
 bool cli_is_help(const char *s)

@@ -16,6 +16,7 @@ enum {
 	CLI_EXIT_REJECTED = 65,    /* input refused: validation, workspace escape, rejected spec */
 	CLI_EXIT_UNAVAILABLE = 69, /* mechanism unavailable or not implemented here */
 	CLI_EXIT_SOFTWARE = 70,    /* internal error */
+	CLI_EXIT_IOERR = 74,       /* our stdout/stderr failed (a reader closed it): output cut short */
 	CLI_EXIT_CONFIG = 78,      /* settings refused by the startup checks */
 	CLI_EXIT_ESCAPE = 79,      /* SandboxEscapeSuspected: alert */
 	CLI_EXIT_KILLED = 137,     /* the command was killed; the reason is printed */
@@ -24,7 +25,18 @@ enum {
 /* The exit code for an error class. */
 int cli_exit_for(const airlock_error *err);
 
-/* Print "airlock: <verb>: <ClassName>: message" to stderr. */
+/* Write len bytes of untrusted text (a file name from the sandbox, a
+ * message) so that nothing in it acts on the terminal: printable ASCII and
+ * printable UTF-8 pass; control bytes (C0, DEL, C1), invalid UTF-8 and the
+ * bidirectional overrides become \xHH, one per byte; a backslash becomes
+ * \\ when escape_backslash (file names, so the escaped form is
+ * unambiguous). Everything airlock itself prints from such bytes goes
+ * through here; --json output is JSON, escaped by the encoder instead. */
+void cli_fput_escaped(FILE *out, const void *s, size_t len, bool escape_backslash);
+/* The same for a C string, backslashes kept (messages quote with them). */
+void cli_fputs_escaped(FILE *out, const char *s);
+
+/* Print "airlock: <verb>: <ClassName>: message" to stderr, escaped. */
 void cli_error(const char *verb, const airlock_error *err);
 
 /* Load settings: the embedded defaults, then FILE when given, then the

@@ -3,6 +3,7 @@
  * airlock: one binary, one file per verb (STYLE.md). Verbs whose work is not
  * built yet say so and exit 69; none pretends.
  */
+#include <signal.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -40,6 +41,12 @@ static void usage(FILE *out)
 
 int main(int argc, char **argv)
 {
+	/* No reader can kill the service: a closed pipe on our stdout (airlock
+	 * run ... | head) or on a command's stdin is an EPIPE the code handles,
+	 * never a SIGPIPE that ends the process before the sandbox is
+	 * destroyed. The processes we start reset it (util/run.c, the native
+	 * starter and init), so no command inherits the ignored disposition. */
+	signal(SIGPIPE, SIG_IGN);
 	if (argc < 2) {
 		usage(stderr);
 		return CLI_EXIT_USAGE;

@@ -10,6 +10,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <poll.h>
+#include <pthread.h>
+#include <signal.h>
+#include <sys/eventfd.h>
+#include <sys/signalfd.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -18,6 +23,7 @@
 #include "airlock/ids.h"
 #include "airlock/json.h"
 #include "airlock/mechanisms.h"
+#include "airlock/native.h"
 #include "cli/common.h"
 #include "util/util.h"
 
@@ -122,11 +128,32 @@ static int parse_flag(const char *flag, const char *value, bool bytes, int64_t *
 	return 0;
 }
 
+static void stdin_error(const char *path, const char *why)
+{
+	fputs("airlock run: --stdin ", stderr);
+	cli_fputs_escaped(stderr, path);
+	fprintf(stderr, ": %s\n", why);
+}
+
 static int read_stdin_file(const char *path, unsigned char **ret, size_t *ret_len)
 {
-	_cleanup_close_ int fd = open(path, O_RDONLY | O_CLOEXEC);
+	/* Non-blocking, so a FIFO with no writer (or a device) is refused
+	 * instead of hanging the open forever: only a regular file is input
+	 * whose end is known. */
+	_cleanup_close_ int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
 	if (fd < 0) {
-		fprintf(stderr, "airlock run: --stdin %s: %s\n", path, strerror(errno));
+		stdin_error(path, strerror(errno));
+		return -1;
+	}
+	struct stat st;
+	if (fstat(fd, &st) < 0) {
+		stdin_error(path, strerror(errno));
+		return -1;
+	}
+	if (!S_ISREG(st.st_mode)) {
+		stdin_error(path, S_ISFIFO(st.st_mode) ? "a FIFO, not a regular file: write the input to a file"
+		                  : S_ISDIR(st.st_mode) ? "a directory, not a regular file"
+		                                        : "not a regular file (a device or a socket)");
 		return -1;
 	}
 	util_buf b;
@@ -137,7 +164,7 @@ static int read_stdin_file(const char *path, unsigned char **ret, size_t *ret_le
 		if (n < 0 && errno == EINTR)
 			continue;
 		if (n < 0) {
-			fprintf(stderr, "airlock run: --stdin %s: %s\n", path, strerror(errno));
+			stdin_error(path, strerror(errno));
 			util_buf_clear(&b);
 			return -1;
 		}
@@ -145,8 +172,7 @@ static int read_stdin_file(const char *path, unsigned char **ret, size_t *ret_le
 			break;
 		int r = util_buf_append(&b, chunk, (size_t)n);
 		if (r != 0) {
-			fprintf(stderr, "airlock run: --stdin %s: %s\n", path,
-			        r > 0 ? "larger than the 16 MiB cap" : strerror(-r));
+			stdin_error(path, r > 0 ? "larger than the 16 MiB cap" : strerror(-r));
 			util_buf_clear(&b);
 			return -1;
 		}
@@ -189,23 +215,137 @@ static void print_summary(const airlock_execution_result *res, const char *mecha
 	        res->stdout_truncated ? " · stdout truncated" : "",
 	        res->stderr_truncated ? " · stderr truncated" : "",
 	        strcmp(mechanism, "fake") == 0 ? " · fake mechanism: nothing was executed" : "");
-	for (size_t i = 0; i < res->n_files_changed; i++)
-		fprintf(stderr, "airlock:   %-8s %s (%lld bytes)\n",
-		        airlock_change_kind_name(res->files_changed[i].change),
-		        res->files_changed[i].path, (long long)res->files_changed[i].size_bytes);
+	/* The names are the sandbox's: a name made of terminal controls must
+	 * not rewrite the line above (the real exit status) or fake one. */
+	for (size_t i = 0; i < res->n_files_changed; i++) {
+		const char *path = res->files_changed[i].path;
+		fprintf(stderr, "airlock:   %-8s ",
+		        airlock_change_kind_name(res->files_changed[i].change));
+		cli_fput_escaped(stderr, path, strlen(path), true);
+		fprintf(stderr, " (%lld bytes)\n", (long long)res->files_changed[i].size_bytes);
+	}
 }
 
-static void write_all(int fd, const unsigned char *p, size_t n)
+/* 0, or -errno of the write that failed (EPIPE: the reader went away). */
+static int write_all(int fd, const unsigned char *p, size_t n)
 {
 	while (n > 0) {
 		ssize_t w = write(fd, p, n);
 		if (w < 0 && errno == EINTR)
 			continue;
-		if (w <= 0)
-			return;
+		if (w < 0)
+			return -errno;
+		if (w == 0)
+			return -EIO;
 		p += w;
 		n -= (size_t)w;
 	}
+	return 0;
+}
+
+/* ---- signals ---------------------------------------------------------------
+ * SIGINT, SIGTERM and SIGHUP are blocked from the start and read from a
+ * signalfd by a thread of their own, so they arrive as events rather than
+ * killing the process between two steps: the watcher asks the execution
+ * service to stop (the command in flight ends with SERVICE_SHUTDOWN and its
+ * partial output), and the main thread prints that result and destroys the
+ * sandbox as on every other path. The mask is reset in every process the
+ * service starts, so the command never inherits it. */
+typedef struct run_signals {
+	int sfd, stop_efd;
+	pthread_t thread;
+	bool started;
+	pthread_mutex_t lock;
+	airlock_exec *exec; /* set while it may be shut down; under lock */
+	int signo;          /* the first signal received; under lock */
+} run_signals;
+
+static void *signal_watch(void *arg)
+{
+	run_signals *rs = arg;
+	for (;;) {
+		struct pollfd p[2] = { { .fd = rs->sfd, .events = POLLIN },
+			               { .fd = rs->stop_efd, .events = POLLIN } };
+		if (poll(p, 2, -1) < 0) {
+			if (errno == EINTR)
+				continue;
+			return NULL;
+		}
+		if (p[1].revents)
+			return NULL;
+		struct signalfd_siginfo si;
+		if (!(p[0].revents & POLLIN) || read(rs->sfd, &si, sizeof(si)) != sizeof(si))
+			continue;
+		pthread_mutex_lock(&rs->lock);
+		bool first = rs->signo == 0;
+		if (first)
+			rs->signo = (int)si.ssi_signo;
+		if (rs->exec)
+			airlock_exec_shutdown(rs->exec);
+		pthread_mutex_unlock(&rs->lock);
+		if (first)
+			fprintf(stderr, "airlock run: %s: ending the command (SERVICE_SHUTDOWN) and "
+			                "destroying the sandbox\n", strsignal((int)si.ssi_signo));
+	}
+}
+
+static int signals_start(run_signals *rs)
+{
+	*rs = (run_signals){ .sfd = -1, .stop_efd = -1 };
+	pthread_mutex_init(&rs->lock, NULL);
+	sigset_t set;
+	sigemptyset(&set);
+	sigaddset(&set, SIGINT);
+	sigaddset(&set, SIGTERM);
+	sigaddset(&set, SIGHUP);
+	/* Blocked before any thread exists, so every thread inherits it and
+	 * none is chosen to die of a signal instead of the watcher reading it. */
+	if (pthread_sigmask(SIG_BLOCK, &set, NULL) != 0)
+		return -1;
+	rs->sfd = signalfd(-1, &set, SFD_CLOEXEC | SFD_NONBLOCK);
+	rs->stop_efd = eventfd(0, EFD_CLOEXEC);
+	if (rs->sfd < 0 || rs->stop_efd < 0)
+		return -1;
+	if (pthread_create(&rs->thread, NULL, signal_watch, rs) != 0)
+		return -1;
+	rs->started = true;
+	return 0;
+}
+
+/* Arm (exec) or disarm (NULL) the shutdown; a signal that came before the
+ * service existed stops it at once. */
+static void signals_set_exec(run_signals *rs, airlock_exec *exec)
+{
+	pthread_mutex_lock(&rs->lock);
+	rs->exec = exec;
+	if (exec && rs->signo)
+		airlock_exec_shutdown(exec);
+	pthread_mutex_unlock(&rs->lock);
+}
+
+static int signals_received(run_signals *rs)
+{
+	pthread_mutex_lock(&rs->lock);
+	int s = rs->signo;
+	pthread_mutex_unlock(&rs->lock);
+	return s;
+}
+
+/* The mask stays blocked: a signal after this is not acted on, and the
+ * process is about to exit with the status already decided. */
+static void signals_stop(run_signals *rs)
+{
+	if (rs->started) {
+		uint64_t one = 1;
+		ssize_t w = write(rs->stop_efd, &one, sizeof(one));
+		(void)w;
+		pthread_join(rs->thread, NULL);
+	}
+	if (rs->sfd >= 0)
+		close(rs->sfd);
+	if (rs->stop_efd >= 0)
+		close(rs->stop_efd);
+	pthread_mutex_destroy(&rs->lock);
 }
 
 static int run_parse(int argc, char **argv, run_flags *f, int *ret_first_arg)
@@ -253,6 +393,27 @@ static int run_parse(int argc, char **argv, run_flags *f, int *ret_first_arg)
 		if (r < 0)
 			return CLI_EXIT_USAGE;
 	}
+	/* The floors and the ceiling every door checks (types.h), said here
+	 * with the flag's name; a spec from elsewhere meets the same numbers
+	 * in the port. */
+	if (f->memory > 0 && f->memory < AIRLOCK_LIMIT_MEMORY_BYTES_MIN) {
+		fprintf(stderr, "airlock run: --memory %lld: below the minimum of 8M (%lld bytes) a "
+		                "sandbox needs to start\n",
+		        (long long)f->memory, (long long)AIRLOCK_LIMIT_MEMORY_BYTES_MIN);
+		return CLI_EXIT_USAGE;
+	}
+	if (f->pids > 0 && f->pids < AIRLOCK_LIMIT_PIDS_MIN) {
+		fprintf(stderr, "airlock run: --pids %lld: below the minimum of %lld (init, the command "
+		                "starter and the command need one each)\n",
+		        (long long)f->pids, (long long)AIRLOCK_LIMIT_PIDS_MIN);
+		return CLI_EXIT_USAGE;
+	}
+	if (f->output > AIRLOCK_OUTPUT_BYTES_MAX) {
+		fprintf(stderr, "airlock run: --output-limit %lld: above the ceiling of 16M (%lld bytes) "
+		                "per stream\n",
+		        (long long)f->output, (long long)AIRLOCK_OUTPUT_BYTES_MAX);
+		return CLI_EXIT_USAGE;
+	}
 	if (optind >= argc) {
 		fprintf(stderr, "airlock run: no command: give it after --, e.g. airlock run -- python3 -c 'print(1)'\n");
 		return CLI_EXIT_USAGE;
@@ -289,13 +450,19 @@ int cli_run(int argc, char **argv)
 	size_t stdin_len = 0;
 	char **tier1 = NULL;
 	_cleanup_free_ char *pwd = NULL;
-	bool provisioned = false;
+	bool provisioned = false, destroy_failed = false;
 	int exit_code = CLI_EXIT_SOFTWARE;
 	airlock_egress_policy policy = { .mode = AIRLOCK_EGRESS_DENY };
 	airlock_proxy *proxy = NULL;
 	_cleanup_close_ int proxy_log = -1;
+	run_signals sig;
 	int r;
 
+	if (signals_start(&sig) < 0) {
+		fprintf(stderr, "airlock run: cannot watch for signals: %s\n", strerror(errno));
+		signals_stop(&sig);
+		return CLI_EXIT_SOFTWARE;
+	}
 	if (f.stdin_file && read_stdin_file(f.stdin_file, &stdin_data, &stdin_len) < 0) {
 		exit_code = CLI_EXIT_USAGE;
 		goto out;
@@ -312,8 +479,11 @@ int cli_run(int argc, char **argv)
 			goto fail;
 	}
 	bool egress = f.network && policy.mode == AIRLOCK_EGRESS_ALLOWLIST;
-	if (f.network && !egress)
-		fprintf(stderr, "airlock: %s is mode deny: the sandbox has no network\n", f.policy);
+	if (f.network && !egress) {
+		fputs("airlock: ", stderr);
+		cli_fputs_escaped(stderr, f.policy);
+		fputs(" is mode deny: the sandbox has no network\n", stderr);
+	}
 	else if (f.policy && !f.network && policy.mode == AIRLOCK_EGRESS_ALLOWLIST)
 		fprintf(stderr, "airlock: without --network the sandbox has no network "
 		                "(the policy's destinations need both yeses)\n");
@@ -349,6 +519,7 @@ int cli_run(int argc, char **argv)
 	r = airlock_exec_open_egress(&s, egress ? &ee : NULL, &exec, &err);
 	if (r < 0)
 		goto fail;
+	signals_set_exec(&sig, exec);
 
 	/* The command is validated before anything is provisioned, as the
 	 * specification orders: a bad vector or an escaping working directory
@@ -405,6 +576,20 @@ int cli_run(int argc, char **argv)
 		goto fail;
 	}
 	build_limits(&s, &f, &spec.limits);
+	/* A limit is a maximum: a small workspace holds fewer inodes than the
+	 * default, and the volume is made with what fits. The spec then says
+	 * what is provisioned, and so does this line. */
+	if (s.mechanism == AIRLOCK_MECHANISM_NATIVE) {
+		int64_t fit = airlock_native_workspace_inodes(spec.limits.workspace_bytes,
+		                                              spec.limits.inodes_max);
+		if (fit < spec.limits.inodes_max) {
+			fprintf(stderr, "airlock: a %lld-byte workspace holds %lld inodes: provisioning "
+			                "inodes_max=%lld (asked %lld)\n",
+			        (long long)spec.limits.workspace_bytes, (long long)fit, (long long)fit,
+			        (long long)spec.limits.inodes_max);
+			spec.limits.inodes_max = fit;
+		}
+	}
 
 	/* Tier 1 is the operator's list plus the names given with --env; both
 	 * pass the same tier-0 check. */
@@ -436,10 +621,18 @@ int cli_run(int argc, char **argv)
 	if (r < 0)
 		goto fail;
 
+	if (signals_received(&sig)) {
+		exit_code = CLI_EXIT_OK; /* replaced by 128 + signal below */
+		goto out;                /* before any sandbox: nothing to clean up */
+	}
 	r = airlock_exec_provision(exec, &spec, &handle, &err);
 	if (r < 0)
 		goto fail;
 	provisioned = true;
+	if (signals_received(&sig)) {
+		exit_code = CLI_EXIT_OK; /* replaced by 128 + signal below */
+		goto out;                /* the command never started; the sandbox goes below */
+	}
 
 	if (cmd.timeout_seconds > 300 && f.timeout > 300)
 		fprintf(stderr, "airlock: --timeout %lld is clamped to sandbox.run_command's 300 s\n",
@@ -450,20 +643,34 @@ int cli_run(int argc, char **argv)
 	if (r < 0)
 		goto fail;
 
+	/* A reader that goes away (airlock run ... | head) is not a reason to
+	 * die: SIGPIPE is ignored (main), the failed write stops the output,
+	 * the sandbox is still destroyed below, and the status says so. */
+	int out_r = 0, err_r = 0;
 	if (f.json) {
 		_cleanup_free_ char *json = airlock_result_to_tool_json(&res, &err);
 		if (!json) {
 			r = err.cls ? airlock_errcode(err.cls) : -ENOMEM;
 			goto fail;
 		}
-		printf("%s\n", json);
+		size_t jl = strlen(json);
+		json[jl] = '\n'; /* written with its newline, in place of the NUL */
+		fflush(stdout);
+		out_r = write_all(STDOUT_FILENO, (const unsigned char *)json, jl + 1);
+		json[jl] = 0;
 	} else {
 		fflush(stdout);
-		write_all(STDOUT_FILENO, res.stdout_data, res.stdout_len);
-		write_all(STDERR_FILENO, res.stderr_data, res.stderr_len);
+		out_r = write_all(STDOUT_FILENO, res.stdout_data, res.stdout_len);
+		err_r = write_all(STDERR_FILENO, res.stderr_data, res.stderr_len);
 		print_summary(&res, airlock_exec_name(exec));
 	}
 	exit_code = res.has_exit_code ? (res.exit_code & 0xff) : CLI_EXIT_KILLED;
+	if (out_r < 0 || err_r < 0 || fflush(stderr) != 0) {
+		fprintf(stderr, "airlock run: %s: %s: the result was not fully printed "
+		                "(the sandbox is destroyed)\n",
+		        out_r < 0 ? "stdout" : "stderr", strerror(out_r < 0 ? -out_r : err_r < 0 ? -err_r : EIO));
+		exit_code = CLI_EXIT_IOERR;
+	}
 	goto out;
 fail:
 	cli_error("run", &err);
@@ -474,8 +681,10 @@ out:
 		if (airlock_exec_destroy(exec, &handle, &derr) < 0) {
 			cli_error("run: destroy", &derr);
 			exit_code = cli_exit_for(&derr);
+			destroy_failed = true;
 		}
 	}
+	signals_set_exec(&sig, NULL);
 	airlock_exec_free(exec);
 	/* After the sandboxes: each detached from the proxy as it went. */
 	airlock_proxy_free(proxy);
@@ -486,5 +695,17 @@ out:
 	airlock_settings_clear(&s);
 	free(tier1);
 	free(stdin_data);
+	int signo = signals_received(&sig);
+	signals_stop(&sig);
+	if (signo) {
+		/* The shell's convention for a process ended by a signal; the
+		 * result (killed: SERVICE_SHUTDOWN) was printed above. A failed
+		 * destroy still wins: it is the one that needs attention. */
+		if (!destroy_failed)
+			exit_code = 128 + signo;
+		fprintf(stderr, "airlock run: stopped by %s%s\n", strsignal(signo),
+		        !provisioned ? "" : destroy_failed ? "; destroying the sandbox failed (above)"
+		                                           : "; the sandbox is destroyed");
+	}
 	return exit_code;
 }

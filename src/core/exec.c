@@ -109,6 +109,7 @@ struct airlock_exec {
 	pthread_cond_t idle;
 	unsigned inflight; /* calls into the adapter that have not returned */
 	bool closing;      /* free has begun: no new call starts */
+	bool stopping;     /* shutdown: no new provision or execute starts */
 	exec_record *records;
 	size_t n_records;
 	size_t alloc_records;
@@ -163,11 +164,13 @@ static void record_clear(exec_record *r)
 }
 
 /* Every call into the adapter is bracketed by enter/leave, so free can wait
- * for the last one and nothing runs against a freed adapter. */
-static int call_enter(airlock_exec *e, airlock_error *err)
+ * for the last one and nothing runs against a freed adapter. After
+ * airlock_exec_shutdown only cleanup calls (destroy, workspace) still
+ * enter: work that starts now would only be killed. */
+static int call_enter_as(airlock_exec *e, bool cleanup, airlock_error *err)
 {
 	pthread_mutex_lock(&e->lock);
-	bool closing = e->closing;
+	bool closing = e->closing || (e->stopping && !cleanup);
 	if (!closing)
 		e->inflight++;
 	pthread_mutex_unlock(&e->lock);
@@ -177,12 +180,30 @@ static int call_enter(airlock_exec *e, airlock_error *err)
 	return 0;
 }
 
+static int call_enter(airlock_exec *e, airlock_error *err)
+{
+	return call_enter_as(e, false, err);
+}
+
 static void call_leave(airlock_exec *e)
 {
 	pthread_mutex_lock(&e->lock);
 	if (--e->inflight == 0 && e->closing)
 		pthread_cond_broadcast(&e->idle);
 	pthread_mutex_unlock(&e->lock);
+}
+
+void airlock_exec_shutdown(airlock_exec *e)
+{
+	if (!e)
+		return;
+	pthread_mutex_lock(&e->lock);
+	e->stopping = true;
+	pthread_mutex_unlock(&e->lock);
+	/* The adapter's shutdown neither blocks nor frees: safe from any
+	 * thread, while the execute it ends is still running. */
+	if (e->ops->shutdown)
+		e->ops->shutdown(e->ctx);
 }
 
 void airlock_exec_free(airlock_exec *e)
@@ -420,6 +441,12 @@ int airlock_execution_command_validate(const airlock_execution_command *c, size_
 	if (c->maximum_output_bytes <= 0)
 		return airlock_error_set(err, AIRLOCK_ERR_TOOL_VALIDATION, 0,
 		                         "maximum_output_bytes must be positive");
+	if (c->maximum_output_bytes > AIRLOCK_OUTPUT_BYTES_MAX)
+		return airlock_error_set(err, AIRLOCK_ERR_TOOL_VALIDATION, 0,
+		                         "maximum_output_bytes=%lld is above the ceiling of %lld "
+		                         "bytes (16 MiB) per stream",
+		                         (long long)c->maximum_output_bytes,
+		                         (long long)AIRLOCK_OUTPUT_BYTES_MAX);
 	if (c->has_stdin && c->stdin_len > 0 && !c->stdin_data)
 		return airlock_error_set(err, AIRLOCK_ERR_TOOL_VALIDATION, 0, "stdin has no data");
 	if (!c->working_directory)
@@ -645,7 +672,7 @@ int airlock_exec_execute(airlock_exec *e, const airlock_exec_call *call,
 int airlock_exec_destroy(airlock_exec *e, const airlock_environment_handle *handle,
                          airlock_error *err)
 {
-	int r = call_enter(e, err);
+	int r = call_enter_as(e, true, err);
 	if (r < 0)
 		return r;
 	r = exec_destroy_inner(e, handle, err);
@@ -657,7 +684,7 @@ int airlock_exec_workspace(airlock_exec *e, const airlock_exec_call *call,
                            const airlock_environment_handle *handle, airlock_workspace **ret,
                            airlock_error *err)
 {
-	int r = call_enter(e, err);
+	int r = call_enter_as(e, true, err);
 	if (r < 0)
 		return r;
 	r = exec_workspace_inner(e, call, handle, ret, err);

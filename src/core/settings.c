@@ -995,6 +995,12 @@ static int check_limits(const airlock_settings *s, airlock_error *err)
 			                         "limits.defaults.%s=%lld is above limits.ceilings.%s=%lld",
 			                         f->key, (long long)d, f->key, (long long)c);
 	}
+	/* The floors every spec meets (types.h), so a default below one is
+	 * refused here rather than at every provision. */
+	airlock_error lerr = { 0 };
+	if (airlock_resource_limits_validate(&s->defaults.limits, &lerr) < 0)
+		return airlock_error_set(err, AIRLOCK_ERR_CONFIG, 0, "limits.defaults: %s",
+		                         lerr.message);
 	return 0;
 }
 

@@ -173,6 +173,17 @@ static int limits_check(const airlock_resource_limits *l, const char *what, airl
 			return airlock_error_set(err, AIRLOCK_ERR_EXECUTION_REJECTED, 0,
 			                         "%s.%s: must be > 0 (got %lld)", what, f[i].name,
 			                         (long long)f[i].v);
+	if (l->memory_bytes < AIRLOCK_LIMIT_MEMORY_BYTES_MIN)
+		return airlock_error_set(err, AIRLOCK_ERR_EXECUTION_REJECTED, 0,
+		                         "%s.memory_bytes: %lld is below the %lld bytes (8 MiB) a "
+		                         "sandbox needs to start",
+		                         what, (long long)l->memory_bytes,
+		                         (long long)AIRLOCK_LIMIT_MEMORY_BYTES_MIN);
+	if (l->pids_max < AIRLOCK_LIMIT_PIDS_MIN)
+		return airlock_error_set(err, AIRLOCK_ERR_EXECUTION_REJECTED, 0,
+		                         "%s.pids_max: %lld is below the %lld processes a sandbox "
+		                         "needs to start a command",
+		                         what, (long long)l->pids_max, (long long)AIRLOCK_LIMIT_PIDS_MIN);
 	return 0;
 }
 

@@ -13,7 +13,10 @@
 
 #include <assert.h>
 #include <errno.h>
+#include <pthread.h>
+#include <stdbool.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "util/util.h"
@@ -120,6 +123,15 @@ int airlock_workspace_check_string(const char *input, size_t len, char **ret_rel
 	return 0;
 }
 
+struct airlock_workspace_life {
+	pthread_mutex_t lock;
+	pthread_cond_t idle;
+	unsigned refs;     /* the owner's and every handed-out reference */
+	unsigned inflight; /* calls into the adapter that have not returned */
+	bool dead;         /* the owner ended it: every call fails */
+	bool ctx_freed;
+};
+
 int airlock_workspace_new(const airlock_workspace_ops *ops, void *ctx, airlock_workspace **ret,
                           airlock_error *err)
 {
@@ -134,22 +146,93 @@ int airlock_workspace_new(const airlock_workspace_ops *ops, void *ctx, airlock_w
 		                         "workspace adapter table is incomplete or of another version");
 	}
 	airlock_workspace *w = calloc(1, sizeof(*w));
-	if (!w) {
+	airlock_workspace_life *life = calloc(1, sizeof(*life));
+	if (!w || !life) {
+		free(w);
+		free(life);
 		ops->free(ctx);
 		return airlock_error_set(err, AIRLOCK_ERR_SYSTEM, ENOMEM, "workspace");
 	}
+	pthread_mutex_init(&life->lock, NULL);
+	pthread_cond_init(&life->idle, NULL);
+	life->refs = 1;
 	w->ops = ops;
 	w->ctx = ctx;
+	w->life = life;
 	*ret = w;
 	return 0;
+}
+
+airlock_workspace *airlock_workspace_ref(airlock_workspace *w)
+{
+	if (!w)
+		return NULL;
+	pthread_mutex_lock(&w->life->lock);
+	w->life->refs++;
+	pthread_mutex_unlock(&w->life->lock);
+	return w;
+}
+
+void airlock_workspace_release(airlock_workspace *w)
+{
+	if (!w)
+		return;
+	airlock_workspace_life *life = w->life;
+	pthread_mutex_lock(&life->lock);
+	bool last = --life->refs == 0;
+	pthread_mutex_unlock(&life->lock);
+	if (!last)
+		return;
+	/* Last reference without the owner's end (never handed out, or a
+	 * caller that outlived nothing): the adapter goes now. */
+	if (!life->ctx_freed)
+		w->ops->free(w->ctx);
+	pthread_mutex_destroy(&life->lock);
+	pthread_cond_destroy(&life->idle);
+	free(life);
+	free(w);
 }
 
 void airlock_workspace_free(airlock_workspace *w)
 {
 	if (!w)
 		return;
-	w->ops->free(w->ctx);
-	free(w);
+	airlock_workspace_life *life = w->life;
+	/* Dead first, so no new call starts; then wait for those running,
+	 * each of which is bounded by its own size caps. */
+	pthread_mutex_lock(&life->lock);
+	life->dead = true;
+	while (life->inflight > 0)
+		pthread_cond_wait(&life->idle, &life->lock);
+	bool free_ctx = !life->ctx_freed;
+	life->ctx_freed = true;
+	pthread_mutex_unlock(&life->lock);
+	if (free_ctx)
+		w->ops->free(w->ctx);
+	airlock_workspace_release(w);
+}
+
+/* Every call into the adapter is bracketed, so the owner's end can wait
+ * for it and a call after the end fails instead of using a freed ctx. */
+static int call_enter(airlock_workspace *w, airlock_error *err)
+{
+	pthread_mutex_lock(&w->life->lock);
+	bool dead = w->life->dead;
+	if (!dead)
+		w->life->inflight++;
+	pthread_mutex_unlock(&w->life->lock);
+	if (dead)
+		return airlock_error_set(err, AIRLOCK_ERR_EXECUTION_REJECTED, 0,
+		                         "the workspace's sandbox was destroyed");
+	return 0;
+}
+
+static void call_leave(airlock_workspace *w)
+{
+	pthread_mutex_lock(&w->life->lock);
+	if (--w->life->inflight == 0 && w->life->dead)
+		pthread_cond_broadcast(&w->life->idle);
+	pthread_mutex_unlock(&w->life->lock);
 }
 
 const char *airlock_workspace_root(const airlock_workspace *w)
@@ -191,7 +274,7 @@ static int workspace_check(airlock_workspace *w, const char *path, char **ret_re
 	return 0;
 }
 
-int airlock_workspace_resolve(airlock_workspace *w, const char *input, size_t len, char **ret,
+static int workspace_resolve_inner(airlock_workspace *w, const char *input, size_t len, char **ret,
                               airlock_error *err)
 {
 	assert(w && ret);
@@ -213,7 +296,7 @@ int airlock_workspace_resolve(airlock_workspace *w, const char *input, size_t le
 	return 0;
 }
 
-int airlock_workspace_read(airlock_workspace *w, const char *path, size_t max_bytes,
+static int workspace_read_inner(airlock_workspace *w, const char *path, size_t max_bytes,
                            unsigned char **ret_data, size_t *ret_len, airlock_error *err)
 {
 	assert(w && ret_data && ret_len);
@@ -224,7 +307,7 @@ int airlock_workspace_read(airlock_workspace *w, const char *path, size_t max_by
 	return w->ops->read(w->ctx, rel, max_bytes, ret_data, ret_len, err);
 }
 
-int airlock_workspace_write(airlock_workspace *w, const char *path, const void *data, size_t len,
+static int workspace_write_inner(airlock_workspace *w, const char *path, const void *data, size_t len,
                             airlock_error *err)
 {
 	assert(w && (data || len == 0));
@@ -235,7 +318,7 @@ int airlock_workspace_write(airlock_workspace *w, const char *path, const void *
 	return w->ops->write(w->ctx, rel, data, len, err);
 }
 
-int airlock_workspace_listdir(airlock_workspace *w, const char *path, size_t max_entries,
+static int workspace_listdir_inner(airlock_workspace *w, const char *path, size_t max_entries,
                               airlock_dir_listing *ret, airlock_error *err)
 {
 	assert(w && ret);
@@ -257,7 +340,7 @@ int airlock_workspace_listdir(airlock_workspace *w, const char *path, size_t max
 	return w->ops->listdir(w->ctx, rel, max_entries, ret, err);
 }
 
-int airlock_workspace_provenance(airlock_workspace *w, const char *path, airlock_provenance *ret,
+static int workspace_provenance_inner(airlock_workspace *w, const char *path, airlock_provenance *ret,
                                  airlock_error *err)
 {
 	assert(w && ret);
@@ -266,4 +349,64 @@ int airlock_workspace_provenance(airlock_workspace *w, const char *path, airlock
 	if (r < 0)
 		return r;
 	return w->ops->provenance(w->ctx, rel, ret, err);
+}
+
+int airlock_workspace_resolve(airlock_workspace *w, const char *input, size_t len, char **ret,
+                              airlock_error *err)
+{
+	assert(w);
+	int r = call_enter(w, err);
+	if (r < 0)
+		return r;
+	r = workspace_resolve_inner(w, input, len, ret, err);
+	call_leave(w);
+	return r;
+}
+
+int airlock_workspace_read(airlock_workspace *w, const char *path, size_t max_bytes,
+                           unsigned char **ret_data, size_t *ret_len, airlock_error *err)
+{
+	assert(w);
+	int r = call_enter(w, err);
+	if (r < 0)
+		return r;
+	r = workspace_read_inner(w, path, max_bytes, ret_data, ret_len, err);
+	call_leave(w);
+	return r;
+}
+
+int airlock_workspace_write(airlock_workspace *w, const char *path, const void *data, size_t len,
+                            airlock_error *err)
+{
+	assert(w);
+	int r = call_enter(w, err);
+	if (r < 0)
+		return r;
+	r = workspace_write_inner(w, path, data, len, err);
+	call_leave(w);
+	return r;
+}
+
+int airlock_workspace_listdir(airlock_workspace *w, const char *path, size_t max_entries,
+                              airlock_dir_listing *ret, airlock_error *err)
+{
+	assert(w);
+	int r = call_enter(w, err);
+	if (r < 0)
+		return r;
+	r = workspace_listdir_inner(w, path, max_entries, ret, err);
+	call_leave(w);
+	return r;
+}
+
+int airlock_workspace_provenance(airlock_workspace *w, const char *path, airlock_provenance *ret,
+                                 airlock_error *err)
+{
+	assert(w);
+	int r = call_enter(w, err);
+	if (r < 0)
+		return r;
+	r = workspace_provenance_inner(w, path, ret, err);
+	call_leave(w);
+	return r;
 }

@@ -89,8 +89,13 @@ typedef struct airlock_exec_ops {
 	 * already gone. SandboxEscapeSuspected when a process survives. */
 	int (*destroy)(void *ctx, const char *environment_id, airlock_error *err);
 
-	/* The WorkspaceHandle of a live sandbox, owned by the adapter and valid
-	 * until destroy. */
+	/* The WorkspaceHandle of a live sandbox: a new reference
+	 * (airlock_workspace_ref, taken under the adapter's lock while the
+	 * sandbox is live) that the caller releases with
+	 * airlock_workspace_release. destroy ends the workspace with
+	 * airlock_workspace_free: calls in flight finish first, later ones fail
+	 * with ExecutionRejected, and the caller's pointer stays valid until
+	 * its release. */
 	int (*workspace)(void *ctx, const char *environment_id, airlock_workspace **ret,
 	                 airlock_error *err);
 
@@ -136,6 +141,13 @@ typedef struct airlock_exec airlock_exec;
 int airlock_exec_new(const airlock_exec_ops *ops, void *ctx, const airlock_exec_config *cfg,
                      airlock_exec **ret, airlock_error *err);
 void airlock_exec_free(airlock_exec *e);
+/* The service is stopping but still owns its sandboxes (a signal to
+ * `airlock run`): every command in flight ends now with killed_by =
+ * SERVICE_SHUTDOWN and its partial output; new provisions and executes are
+ * refused with ExecutionUnavailable; destroy and workspace still work, so
+ * the caller prints the results and cleans up before airlock_exec_free.
+ * Thread-safe, idempotent, does not block. */
+void airlock_exec_shutdown(airlock_exec *e);
 const char *airlock_exec_name(const airlock_exec *e);
 
 int airlock_exec_provision(airlock_exec *e, const airlock_environment_spec *spec,
@@ -146,7 +158,9 @@ int airlock_exec_execute(airlock_exec *e, const airlock_exec_call *call,
                          airlock_execution_result *ret, airlock_error *err);
 int airlock_exec_destroy(airlock_exec *e, const airlock_environment_handle *handle,
                          airlock_error *err);
-/* The workspace of a live sandbox; same tenant check as execute. */
+/* The workspace of a live sandbox; same tenant check as execute. *ret is a
+ * reference: release it with airlock_workspace_release (a destroy, even a
+ * concurrent one, then only makes its calls fail). */
 int airlock_exec_workspace(airlock_exec *e, const airlock_exec_call *call,
                            const airlock_environment_handle *handle,
                            airlock_workspace **ret, airlock_error *err);

@@ -98,15 +98,32 @@ typedef struct airlock_workspace_ops {
 	void (*free)(void *ctx);
 } airlock_workspace_ops;
 
+typedef struct airlock_workspace_life airlock_workspace_life;
+
 typedef struct airlock_workspace {
 	const airlock_workspace_ops *ops;
 	void *ctx;
+	airlock_workspace_life *life; /* references and calls in flight; workspace.c's */
 } airlock_workspace;
 
-/* Wrap an adapter; takes ctx (freed through ops->free), also on failure. */
+/* Wrap an adapter; takes ctx (freed through ops->free), also on failure.
+ * The creator holds the first reference.
+ *
+ * Lifetime. A workspace is shared between its owner (the sandbox) and the
+ * callers it hands out references to (airlock_exec_workspace). The owner
+ * ends it with airlock_workspace_free: that waits for the calls in flight,
+ * frees the adapter's ctx, and from then on every call fails with
+ * ExecutionRejected ("destroyed"); the struct itself goes with the last
+ * reference, so a caller's pointer never dangles. */
 int airlock_workspace_new(const airlock_workspace_ops *ops, void *ctx, airlock_workspace **ret,
                           airlock_error *err);
+/* The owner's end (above), then its reference released. */
 void airlock_workspace_free(airlock_workspace *w);
+/* Another reference; returns w. Thread-safe. */
+airlock_workspace *airlock_workspace_ref(airlock_workspace *w);
+/* Release a reference from airlock_workspace_ref or airlock_exec_workspace;
+ * NULL is a no-op. Thread-safe. */
+void airlock_workspace_release(airlock_workspace *w);
 
 /* Always "/workspace". */
 const char *airlock_workspace_root(const airlock_workspace *w);

@@ -465,7 +465,8 @@ static int fake_workspace(void *ctx, const char *environment_id, airlock_workspa
 	airlock_fake *f = ctx;
 	pthread_mutex_lock(&f->lock);
 	fake_env *e = env_find(f, environment_id);
-	airlock_workspace *ws = e ? e->ws : NULL;
+	/* A reference, taken under the lock destroy removes the env with. */
+	airlock_workspace *ws = e ? airlock_workspace_ref(e->ws) : NULL;
 	pthread_mutex_unlock(&f->lock);
 	if (!ws)
 		return airlock_error_set(err, AIRLOCK_ERR_EXECUTION_REJECTED, 0,

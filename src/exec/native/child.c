@@ -119,6 +119,28 @@ int native_become_sandbox_user(const native_seccomp *s, int last_cap)
 	return 0;
 }
 
+/* ---- signals ------------------------------------------------------------- */
+
+/* Every disposition back to the default and the mask emptied, first thing
+ * in init and in the command starter, like util/run.c does for its
+ * children: a fork keeps the caller's blocked signals and ignored
+ * dispositions across execve, so a service that blocks SIGINT/SIGTERM (to
+ * wait for them itself) and ignores SIGPIPE (so a reader cannot kill it)
+ * would hand both to the sandboxed command: a `yes | head` printing
+ * "Broken pipe", a command deaf to its own signals. Only async-signal-safe
+ * calls: the caller may have other threads. */
+static void reset_signals(void)
+{
+	struct sigaction dfl;
+	memset(&dfl, 0, sizeof(dfl));
+	dfl.sa_handler = SIG_DFL;
+	for (int s = 1; s < NSIG; s++)
+		sigaction(s, &dfl, NULL); /* SIGKILL, SIGSTOP and glibc's own refuse; harmless */
+	sigset_t none;
+	sigemptyset(&none);
+	sigprocmask(SIG_SETMASK, &none, NULL);
+}
+
 /* ---- init ---------------------------------------------------------------- */
 
 /* Open descriptors per sandboxed process, soft and hard (the hard limit
@@ -148,6 +170,7 @@ static int mknod_dev(const char *path, unsigned major_, unsigned minor_)
 _Noreturn void native_init_main(const native_init_args *a)
 {
 	int fd = a->sync_fd;
+	reset_signals();
 	errno = 0;
 	if (!recv_msg(fd, NATIVE_MSG_GO))
 		fail(fd, NATIVE_STEP_SYNC);
@@ -294,6 +317,7 @@ _Noreturn void native_init_main(const native_init_args *a)
 _Noreturn void native_cmd_main(const native_cmd_args *a)
 {
 	int fd = a->sync_fd;
+	reset_signals();
 	errno = 0;
 	if (!recv_msg(fd, NATIVE_MSG_GO))
 		fail(fd, NATIVE_STEP_SYNC);
@@ -320,6 +344,14 @@ _Noreturn void native_cmd_main(const native_cmd_args *a)
 	int efd = a->exec_err_fd;
 	int step = NATIVE_STEP_STDIO;
 	int e = 0;
+	/* A session of its own: a Ctrl-C or a hang-up on the operator's
+	 * terminal goes to `airlock run` alone, which ends the command with
+	 * SERVICE_SHUTDOWN; the terminal's signals never reach the command
+	 * directly (it would die with 130 before the service said why). */
+	if (setsid() < 0) {
+		e = errno;
+		goto out;
+	}
 	/* The starter's descriptor first goes out of the way of 0-4 (it may
 	 * be any of them in a young process), then lands on 4, close-on-exec:
 	 * execveat of an ELF file needs it only until the exec. fd 3, the

@@ -882,6 +882,31 @@ static bool stream_read(stream *s)
 	}
 }
 
+/* A write to the command's stdin that cannot raise SIGPIPE: a command that
+ * does not read its input (or exits before reading all of it) is not an
+ * error, and the service must not die of it whatever its embedding process
+ * did with SIGPIPE. The signal is blocked on this thread for the write, and
+ * one the write raised is taken off the thread's pending set before the
+ * mask is restored; EPIPE is what the caller sees. */
+static ssize_t write_stdin_nosigpipe(int fd, const void *p, size_t n)
+{
+	sigset_t pipe_set, old, pending;
+	sigemptyset(&pipe_set);
+	sigaddset(&pipe_set, SIGPIPE);
+	pthread_sigmask(SIG_BLOCK, &pipe_set, &old);
+	bool was_pending = sigpending(&pending) == 0 && sigismember(&pending, SIGPIPE);
+	ssize_t w = write(fd, p, n);
+	int e = errno;
+	if (w < 0 && e == EPIPE && !was_pending) {
+		const struct timespec zero = { 0, 0 };
+		while (sigtimedwait(&pipe_set, NULL, &zero) < 0 && errno == EINTR)
+			;
+	}
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	errno = e;
+	return w;
+}
+
 static int make_cwd(const char *rel, char *out, size_t size)
 {
 	if (strcmp(rel, ".") == 0)
@@ -1236,7 +1261,8 @@ static int native_execute(void *ctx, const airlock_environment_handle *handle,
 		if (i_err >= 0 && p[i_err].revents && stream_read(&errs) && !kill_reason)
 			kill_reason = AIRLOCK_KILL_OUTPUT_LIMIT;
 		if (i_in >= 0 && p[i_in].revents) {
-			ssize_t w = write(in_w, cmd->stdin_data + in_off, cmd->stdin_len - in_off);
+			ssize_t w = write_stdin_nosigpipe(in_w, cmd->stdin_data + in_off,
+			                                  cmd->stdin_len - in_off);
 			if (w > 0)
 				in_off += (size_t)w;
 			if ((w < 0 && errno != EAGAIN && errno != EINTR) || in_off == cmd->stdin_len) {
@@ -1330,17 +1356,24 @@ static int native_execute(void *ctx, const airlock_environment_handle *handle,
 		ret->has_exit_code = false;
 	} else if (report[1]) {
 		/* Like a shell: the command never ran, status 127, and why on
-		 * stderr. */
-		char msg[AIRLOCK_PATH_MAX + 256];
+		 * stderr. The names are quoted (control bytes escaped, a long one
+		 * cut with its length shown), so the message always fits: an
+		 * argv[0] of any size never turns it into silence. */
+		char msg[AIRLOCK_WORKSPACE_QUOTE_MAX + 256], q[AIRLOCK_WORKSPACE_QUOTE_MAX];
 		int len = report[0] == NATIVE_STEP_CWD
-		                  ? snprintf(msg, sizeof(msg), "airlock: working directory %s: %s\n", cwd,
+		                  ? snprintf(msg, sizeof(msg), "airlock: working directory %s: %s\n",
+		                             airlock_workspace_quote(cwd, strlen(cwd), q),
 		                             strerror(report[1]))
 		          : report[0] == NATIVE_STEP_EXEC
-		                  ? snprintf(msg, sizeof(msg), "airlock: cannot execute '%s': %s\n",
-		                             cmd->argv[0], strerror(report[1]))
+		                  ? snprintf(msg, sizeof(msg), "airlock: cannot execute %s: %s\n",
+		                             airlock_workspace_quote(cmd->argv[0], strlen(cmd->argv[0]), q),
+		                             strerror(report[1]))
 		                  : snprintf(msg, sizeof(msg), "airlock: starting the command: %s: %s\n",
 		                             native_step_name(report[0]), strerror(report[1]));
-		util_buf_append(&errs.buf, msg, len > 0 && (size_t)len < sizeof(msg) ? (size_t)len : 0);
+		if (len < 0)
+			len = 0;
+		/* Bounded above; should it ever not be, the cut message still says why. */
+		util_buf_append(&errs.buf, msg, (size_t)len < sizeof(msg) ? (size_t)len : sizeof(msg) - 1);
 		ret->has_exit_code = true;
 		ret->exit_code = 127;
 	} else {
@@ -1445,10 +1478,12 @@ static int native_workspace(void *ctx, const char *environment_id, airlock_works
 {
 	airlock_native *n = ctx;
 	airlock_workspace *ws = NULL;
+	/* The reference is taken under the lock destroy takes the sandbox out
+	 * of the list with, so it is never taken on a freed workspace. */
 	pthread_mutex_lock(&n->lock);
 	for (size_t i = 0; i < n->n_boxes; i++)
 		if (strcmp(n->boxes[i]->id, environment_id) == 0 && !n->boxes[i]->dead)
-			ws = n->boxes[i]->ws;
+			ws = airlock_workspace_ref(n->boxes[i]->ws);
 	pthread_mutex_unlock(&n->lock);
 	if (!ws)
 		return airlock_error_set(err, AIRLOCK_ERR_EXECUTION_REJECTED, 0, "environment %s is gone",

@@ -49,6 +49,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "airlock/native.h"
 #include "exec/native/loop.h"
 #include "util/run.h"
 #include "util/util.h"
@@ -478,6 +479,18 @@ static void volume_destroyp(native_volume **v)
 	native_volume_destroy(*v);
 }
 
+/* An inode table bigger than half the volume leaves a volume of inodes;
+ * no one asking for it means it. inodes_max is a maximum, so the volume
+ * gets what fits (at least 1 MiB holds 2038). */
+int64_t airlock_native_workspace_inodes(int64_t workspace_bytes, int64_t inodes_max)
+{
+	int64_t bytes = workspace_bytes - workspace_bytes % VOLUME_BLOCK;
+	int64_t fit = bytes / 2 / VOLUME_INODE_SIZE - VOLUME_RESERVED_INODES;
+	if (fit < 1)
+		fit = 1;
+	return inodes_max > fit ? fit : inodes_max;
+}
+
 int native_volume_create(int backing_dir_fd, int64_t bytes, int64_t inodes, uid_t uid, gid_t gid,
                          native_volume **ret, airlock_error *err)
 {
@@ -494,13 +507,7 @@ int native_volume_create(int backing_dir_fd, int64_t bytes, int64_t inodes, uid_
 		return airlock_error_set(err, AIRLOCK_ERR_EXECUTION_REJECTED, 0,
 		                         "inodes_max: %" PRId64 " is outside 1..%" PRId64, inodes,
 		                         VOLUME_MAX_INODES);
-	/* An inode table bigger than half the volume leaves a volume of
-	 * inodes; mkfs would build it, but no one asking for it means it. */
-	if ((inodes + VOLUME_RESERVED_INODES) > bytes / 2 / VOLUME_INODE_SIZE)
-		return airlock_error_set(err, AIRLOCK_ERR_EXECUTION_REJECTED, 0,
-		                         "inodes_max: %" PRId64 " inodes of %d bytes need more than half "
-		                         "of a %" PRId64 "-byte workspace",
-		                         inodes, VOLUME_INODE_SIZE, bytes);
+	inodes = airlock_native_workspace_inodes(bytes, inodes);
 
 	__attribute__((cleanup(volume_destroyp))) native_volume *v = volume_new();
 	if (!v)
