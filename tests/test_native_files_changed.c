@@ -328,6 +328,7 @@ Test(native_files_changed, a_tool_write_between_commands_is_not_the_commands, .t
 	cr_assert_eq(r.n_files_changed, 1);
 	expect(&r, "tool.txt", AIRLOCK_CHANGE_DELETED, AIRLOCK_FILE_REGULAR);
 	airlock_execution_result_clear(&r);
+	airlock_workspace_release(ws);
 	box_close(&b);
 }
 
