@@ -191,9 +191,14 @@ static const char *const creds[][2] = {
 
 /* Dump the environment, then read every regular file the sandbox can reach
  * (bounded per file) and print it all, with counts: files read, files it
- * could not read (listed with the reason), and other file types. */
+ * could not read (listed with the reason), and other file types. The image
+ * holds more than one result may carry (AIRLOCK_OUTPUT_BYTES_MAX), so the
+ * walk runs once per shard (argv: SHARD COUNT) and each run returns the
+ * files whose path's CRC-32 falls in its shard, the environment in every
+ * run; together the runs return every file once. */
 static const char dump_everything[] =
-	"import os, sys, stat, errno\n"
+	"import os, sys, stat, errno, zlib\n"
+	"shard, shards = int(sys.argv[1]), int(sys.argv[2])\n"
 	"out = sys.stdout.buffer\n"
 	"for k, v in os.environ.items():\n"
 	"    out.write(('%s=%s\\n' % (k, v)).encode())\n"
@@ -201,6 +206,8 @@ static const char dump_everything[] =
 	"for root, dirs, files in os.walk('/', followlinks=False):\n"
 	"    for name in files:\n"
 	"        p = os.path.join(root, name)\n"
+	"        if zlib.crc32(os.fsencode(p)) % shards != shard:\n"
+	"            continue\n"
 	"        try:\n"
 	"            m = os.lstat(p)\n"
 	"        except OSError as e:\n"
@@ -224,6 +231,8 @@ static const char dump_everything[] =
 /* Fewer files than this means the walk did not see the image (python3's
  * standard library alone is thousands). */
 #define CREDS_FILES_READ_FLOOR 2000
+/* Runs of the walk, each with its share of the files (see dump_everything). */
+#define CREDS_SHARDS 8
 
 static bool contains(const airlock_execution_result *r, const char *needle)
 {
@@ -336,57 +345,69 @@ Test(gate_sandbox_no_credential_reaches, environment_and_every_reachable_file, .
 	cr_assert_eq(airlock_envbuild(&in, &b.spec.environment, &err), 0, "%s", err.message);
 	cr_assert_eq(airlock_exec_provision(b.e, &b.spec, &b.h, &err), 0, "%s", err.message);
 
-	char *argv[] = { "python3", "-c", (char *)dump_everything, NULL };
-	airlock_execution_command cmd = test_command(argv);
-	cmd.maximum_output_bytes = AIRLOCK_OUTPUT_BYTES_MAX;
-	cmd.timeout_seconds = 240;
-	airlock_exec_call call = { .tenant_id = "tenant-creds", .remaining_budget_ms = AIRLOCK_BUDGET_NONE };
-	airlock_execution_result r = { 0 };
-	cr_assert_eq(airlock_exec_execute(b.e, &call, &b.h, &cmd, &r, &err), 0, "%s", err.message);
-	cr_assert_eq(r.exit_code, 0, "%.400s", ERR(&r));
-	cr_assert_not(r.stdout_truncated, "the dump was cut at %lld bytes", (long long)cmd.maximum_output_bytes);
-	cr_assert(contains(&r, "HOME=/workspace"), "the dump ran");
-	cr_assert(contains(&r, PASSTHROUGH_NAME "=" PASSTHROUGH_VALUE),
-	          "the tier-1 passthrough did not arrive: the run proves nothing about tier 1");
-	long long files = count_of(&r, " read="), unreadable = count_of(&r, " unreadable=");
+	long long files = 0, unreadable = 0;
+	for (int shard = 0; shard < CREDS_SHARDS; shard++) {
+		char shard_arg[16], shards_arg[16];
+		snprintf(shard_arg, sizeof(shard_arg), "%d", shard);
+		snprintf(shards_arg, sizeof(shards_arg), "%d", CREDS_SHARDS);
+		char *argv[] = { "python3", "-c", (char *)dump_everything, shard_arg, shards_arg, NULL };
+		airlock_execution_command cmd = test_command(argv);
+		cmd.maximum_output_bytes = AIRLOCK_OUTPUT_BYTES_MAX;
+		cmd.timeout_seconds = 240;
+		airlock_exec_call call = { .tenant_id = "tenant-creds", .remaining_budget_ms = AIRLOCK_BUDGET_NONE };
+		airlock_execution_result r = { 0 };
+		cr_assert_eq(airlock_exec_execute(b.e, &call, &b.h, &cmd, &r, &err), 0, "%s", err.message);
+		cr_assert_eq(r.exit_code, 0, "%.400s", ERR(&r));
+		cr_assert_not(r.stdout_truncated, "shard %d: the dump was cut at %lld bytes", shard,
+		           (long long)cmd.maximum_output_bytes);
+		cr_assert(contains(&r, "HOME=/workspace"), "the dump ran");
+		cr_assert(contains(&r, PASSTHROUGH_NAME "=" PASSTHROUGH_VALUE),
+		          "the tier-1 passthrough did not arrive: the run proves nothing about tier 1");
+		long long shard_files = count_of(&r, " read="), shard_unreadable = count_of(&r, " unreadable=");
+		cr_assert_geq(shard_files, 0, "shard %d: the walk did not finish", shard);
+		cr_assert_geq(shard_unreadable, 0, "shard %d: the walk did not finish", shard);
+		files += shard_files;
+		unreadable += shard_unreadable;
+		/* Files the sandbox cannot read cannot leak to it; they are listed, and
+		 * each must be a permission refusal, not a walk that broke. */
+		const char *u = OUT(&r), *end = OUT(&r) + r.stdout_len;
+		long long listed = 0;
+		while ((u = memmem(u, (size_t)(end - u), "\nGATE-UNREADABLE ", 17))) {
+			u += 17;
+			const char *eol = memchr(u, '\n', (size_t)(end - u));
+			int len = eol ? (int)(eol - u) : (int)(end - u);
+			listed++;
+			fprintf(stderr, "no_credential_reaches: unreadable in the sandbox: %.*s\n", len, u);
+			cr_assert(unreadable_expected(u, len),
+			          "a file was unreadable for another reason than permission: %.*s", len, u);
+		}
+		cr_assert_eq(listed, shard_unreadable, "shard %d: %lld unreadable files counted, %lld listed",
+		             shard, shard_unreadable, listed);
+		for (size_t i = 0; i < sizeof(creds) / sizeof(creds[0]); i++) {
+			cr_assert_not(contains(&r, creds[i][0]), "tier-0 name %s reached the sandbox", creds[i][0]);
+			cr_assert_not(contains(&r, creds[i][1]), "the value of %s reached the sandbox", creds[i][0]);
+		}
+		/* The secret-scanner patterns, independent of the values planted: the
+		 * shapes of real credentials, not bare prefixes (the image's Basque
+		 * message catalogues contain the letters AKIA). */
+		static const char *const patterns[] = {
+			"AKIA[0-9A-Z]{16}",                             /* AWS access key id */
+			"sk-(ant|proj)-[A-Za-z0-9_-]{20,}",             /* provider API keys */
+			"ghp_[A-Za-z0-9]{36}",                          /* GitHub token */
+			"postgres(ql)?://[^:/@ ]+:[^@/ ]+@",            /* URL with a password */
+			"-----BEGIN ([A-Z]+ )?PRIVATE KEY-----",        /* a private key */
+			"eyJ[A-Za-z0-9_-]{8,}\\.eyJ[A-Za-z0-9_-]{8,}\\.", /* a JWT */
+		};
+		for (size_t i = 0; i < sizeof(patterns) / sizeof(patterns[0]); i++) {
+			const char *where = scan(&r, patterns[i]);
+			cr_assert_null(where, "secret pattern /%s/ found in the sandbox: %.80s", patterns[i], where);
+		}
+		airlock_execution_result_clear(&r);
+	}
+	fprintf(stderr, "no_credential_reaches: %lld files read, %lld unreadable, in %d runs\n", files,
+	        unreadable, CREDS_SHARDS);
 	cr_assert_geq(files, CREDS_FILES_READ_FLOOR, "the walk read %lld files, fewer than %d", files,
 	              CREDS_FILES_READ_FLOOR);
-	cr_assert_geq(unreadable, 0, "the walk did not finish");
-	/* Files the sandbox cannot read cannot leak to it; they are listed, and
-	 * each must be a permission refusal, not a walk that broke. */
-	const char *u = OUT(&r), *end = OUT(&r) + r.stdout_len;
-	long long listed = 0;
-	while ((u = memmem(u, (size_t)(end - u), "\nGATE-UNREADABLE ", 17))) {
-		u += 17;
-		const char *eol = memchr(u, '\n', (size_t)(end - u));
-		int len = eol ? (int)(eol - u) : (int)(end - u);
-		listed++;
-		fprintf(stderr, "no_credential_reaches: unreadable in the sandbox: %.*s\n", len, u);
-		cr_assert(unreadable_expected(u, len),
-		          "a file was unreadable for another reason than permission: %.*s", len, u);
-	}
-	cr_assert_eq(listed, unreadable, "%lld unreadable files counted, %lld listed", unreadable, listed);
-	fprintf(stderr, "no_credential_reaches: %lld files read, %lld unreadable\n", files, unreadable);
-	for (size_t i = 0; i < sizeof(creds) / sizeof(creds[0]); i++) {
-		cr_assert_not(contains(&r, creds[i][0]), "tier-0 name %s reached the sandbox", creds[i][0]);
-		cr_assert_not(contains(&r, creds[i][1]), "the value of %s reached the sandbox", creds[i][0]);
-	}
-	/* The secret-scanner patterns, independent of the values planted: the
-	 * shapes of real credentials, not bare prefixes (the image's Basque
-	 * message catalogues contain the letters AKIA). */
-	static const char *const patterns[] = {
-		"AKIA[0-9A-Z]{16}",                             /* AWS access key id */
-		"sk-(ant|proj)-[A-Za-z0-9_-]{20,}",             /* provider API keys */
-		"ghp_[A-Za-z0-9]{36}",                          /* GitHub token */
-		"postgres(ql)?://[^:/@ ]+:[^@/ ]+@",            /* URL with a password */
-		"-----BEGIN ([A-Z]+ )?PRIVATE KEY-----",        /* a private key */
-		"eyJ[A-Za-z0-9_-]{8,}\\.eyJ[A-Za-z0-9_-]{8,}\\.", /* a JWT */
-	};
-	for (size_t i = 0; i < sizeof(patterns) / sizeof(patterns[0]); i++) {
-		const char *where = scan(&r, patterns[i]);
-		cr_assert_null(where, "secret pattern /%s/ found in the sandbox: %.80s", patterns[i], where);
-	}
-	airlock_execution_result_clear(&r);
 	box_close(&b);
 	for (size_t i = 0; i < sizeof(creds) / sizeof(creds[0]); i++)
 		unsetenv(creds[i][0]);
