@@ -4,9 +4,14 @@
  *
  * One libevent loop owns every listener and connection. Per connection:
  *
- *   READING   the CONNECT request is peeked (MSG_PEEK) until the parser
- *             sees its end, then exactly that many bytes are consumed, so a
- *             client's first tunnel bytes stay in the socket for the relay;
+ *   READING   the CONNECT request is read into a buffer of its own (the
+ *             8 KiB cap) and fed to the byte-by-byte parser, which looks at
+ *             each byte once: a client that trickles its request one byte
+ *             per segment costs one read and one parser step per segment,
+ *             never a parse of everything so far (which made one sandbox's
+ *             trickle every sandbox's delay). Bytes the client sent after
+ *             the request are its first tunnel bytes: they go into the
+ *             upstream pipe first, before anything more is read;
  *   CHECKING  a short-lived thread runs the one evaluation function (the
  *             resolver blocks) and, when allowed, the one dial to the
  *             checked address; it hands the connection back through a pipe;
@@ -129,6 +134,9 @@ typedef struct dir {
 	size_t pending; /* bytes in the pipe */
 	size_t cap;     /* the pipe's size */
 	uint64_t bytes; /* delivered to `to` */
+	/* Client bytes read with the request, to go up before any others. */
+	const char *pre;
+	size_t pre_len;
 	bool eof, done, grown;
 	struct event *rev; /* from readable */
 	struct event *wev; /* to writable */
@@ -144,6 +152,12 @@ struct conn {
 	struct event *req_ev, *timer;
 	dir up, down; /* client -> upstream, upstream -> client */
 	int64_t start_ms, last_ms;
+	/* READING: what has arrived (at most the cap), and the parser's place
+	 * in it. Freed once the request is parsed and the bytes after it are
+	 * in the upstream pipe. */
+	char *head;
+	size_t head_len;
+	airlock_connect_parser parser;
 	bool parsed;
 	airlock_connect_request req;
 	airlock_egress_decision d;
@@ -373,6 +387,7 @@ static void conn_end(conn *c, const char *outcome, const char *reason, const cha
 	dir_release(&c->down);
 	close_fd(&c->cfd);
 	close_fd(&c->ufd);
+	free(c->head);
 	listener *l = c->l;
 	if (c->prev)
 		c->prev->next = c->next;
@@ -450,6 +465,25 @@ static int dir_pump(conn *c, dir *d)
 			d->done = true;
 			event_del(d->rev);
 			return 0;
+		}
+		if (d->pre_len > 0) {
+			/* The pipe is empty here (pending is 0): the bytes that came
+			 * with the request go first, as much as the pipe takes. */
+			ssize_t n = write(d->pipe_w, d->pre, d->pre_len);
+			if (n > 0) {
+				d->pre += n;
+				d->pre_len -= (size_t)n;
+				d->pending += (size_t)n;
+				if (d->pre_len == 0) {
+					free(c->head);
+					c->head = NULL;
+					d->pre = NULL;
+				}
+				continue;
+			}
+			if (n < 0 && errno == EINTR)
+				continue;
+			return -1;
 		}
 		if (!d->grown && d->bytes >= RELAY_BUSY_AFTER) {
 			d->grown = true; /* tried once, whatever the answer */
@@ -532,6 +566,10 @@ static void relay_start(conn *c)
 	c->last_ms = util_monotonic_ms();
 	event_add(c->up.rev, NULL);
 	event_add(c->down.rev, NULL);
+	/* Tunnel bytes that came with the request: move them now, not when
+	 * the client next sends something. */
+	if (c->up.pre_len > 0)
+		event_active(c->up.rev, EV_READ, 0);
 	timer_arm(c, c->last_ms);
 }
 
@@ -638,22 +676,33 @@ static void done_cb(evutil_socket_t fd, short what, void *arg)
 
 /* ---- reading the request ------------------------------------------------------ */
 
+/* One read per readiness (level-triggered): a connection with more waiting
+ * gets its next read in the loop's next round, after every other ready
+ * connection has had its turn. */
 static void request_cb(evutil_socket_t fd, short what, void *arg)
 {
 	conn *c = arg;
 	proxy *px = c->l->px;
-	char buf[AIRLOCK_CONNECT_REQUEST_MAX];
 	(void)what;
-	/* Peek, not read: the bytes after the request belong to the tunnel. */
-	ssize_t n = recv(fd, buf, sizeof(buf), MSG_PEEK | MSG_DONTWAIT);
+	/* Allocated at the first byte: a connection that never sends costs no
+	 * buffer. The parser decides before the buffer is full (at the cap it
+	 * answers TOO_LARGE), so a read always has room. */
+	if (!c->head && !(c->head = malloc(AIRLOCK_CONNECT_REQUEST_MAX))) {
+		answer(c, 503, "Service Unavailable", "PROXY_RESOURCES");
+		conn_end(c, "failed", "PROXY_RESOURCES", "request buffer");
+		return;
+	}
+	ssize_t n = recv(fd, c->head + c->head_len, AIRLOCK_CONNECT_REQUEST_MAX - c->head_len,
+	                 MSG_DONTWAIT);
 	if (n < 0 && (errno == EAGAIN || errno == EINTR))
 		return;
 	if (n <= 0) {
 		conn_end(c, "refused", "CLIENT_CLOSED", NULL);
 		return;
 	}
+	c->head_len += (size_t)n;
 	airlock_connect_request req;
-	airlock_connect_status st = airlock_connect_parse(buf, (size_t)n, &req);
+	airlock_connect_status st = airlock_connect_parse_more(&c->parser, c->head, c->head_len, &req);
 	switch (st) {
 	case AIRLOCK_CONNECT_INCOMPLETE:
 		return;
@@ -672,10 +721,14 @@ static void request_cb(evutil_socket_t fd, short what, void *arg)
 		refuse(c, 400, "Bad Request", "BAD_REQUEST", NULL);
 		return;
 	}
-	/* Consume exactly the request. */
-	if (recv(fd, buf, req.consumed, MSG_DONTWAIT) != (ssize_t)req.consumed) {
-		conn_end(c, "refused", "CLIENT_CLOSED", NULL);
-		return;
+	/* What came after the request is the tunnel's: kept for the upstream
+	 * pipe. Nothing came: the buffer goes now. */
+	if (req.consumed < c->head_len) {
+		c->up.pre = c->head + req.consumed;
+		c->up.pre_len = c->head_len - req.consumed;
+	} else {
+		free(c->head);
+		c->head = NULL;
 	}
 	c->req = req;
 	c->parsed = true;
@@ -807,10 +860,10 @@ static void accept_cb(evutil_socket_t fd, short what, void *arg)
 			         px->n_conns > px->cfg.max_connections ? "all sandboxes" : "this sandbox");
 			continue;
 		}
-		/* Edge-triggered: the request is peeked, not read, so the socket
-		 * stays readable until it is complete; a level-triggered event
-		 * would spin on a client that sent half a request and waits. */
-		c->req_ev = event_new(px->base, cfd, EV_READ | EV_PERSIST | EV_ET, request_cb, c);
+		/* Level-triggered: every readiness is read, so a client that sent
+		 * half a request and waits leaves nothing readable behind. */
+		c->req_ev = event_new(px->base, cfd, EV_READ | EV_PERSIST, request_cb, c);
+		airlock_connect_parser_init(&c->parser);
 		c->timer = evtimer_new(px->base, timer_cb, c);
 		if (!c->req_ev || !c->timer) {
 			answer(c, 503, "Service Unavailable", "PROXY_RESOURCES");
@@ -1175,8 +1228,6 @@ _Noreturn void proxy_process_main(int ctl, const airlock_proxy_config *cfg_in)
 	}
 	if (!why && !(px.base = event_base_new()))
 		why = "event_base_new";
-	if (!why && !(event_base_get_features(px.base) & EV_FEATURE_ET))
-		why = "the event loop has no edge-triggered backend (epoll)";
 	if (!why) {
 		px.ctl_ev = event_new(px.base, px.ctl, EV_READ | EV_PERSIST, ctl_cb, &px);
 		px.done_ev = event_new(px.base, px.done_r, EV_READ | EV_PERSIST, done_cb, &px);
