@@ -124,7 +124,14 @@ struct listener {
 	unsigned n_conns, n_pending; /* this sandbox's share of the caps */
 	int64_t rate_second;         /* the accept-rate window (monotonic seconds) */
 	unsigned rate_count;         /* accepted in it */
-	uint64_t rate_suppressed;    /* closed unanswered in it, for the summary line */
+	/* Past the rate, accepting stops until the next window: connections
+	 * wait in the kernel's queue, none is closed. rate_ev ends the pause
+	 * and writes the summary line (at most a second after its first
+	 * count, whether or not another connection comes). */
+	struct event *rate_ev;
+	bool paused;
+	bool draining;          /* resumed: what is accepted until the queue is empty waited */
+	uint64_t rate_delayed;  /* accepted after waiting, not yet in a summary line */
 };
 
 typedef struct dir {
@@ -276,21 +283,22 @@ static json_t *line_base(const listener *l)
 	return o;
 }
 
-/* One line for connections a listener closed unanswered (rate limited). */
-static void log_suppressed(listener *l)
+/* One line for the connections a listener made wait (rate limited). Each
+ * of them still has its own line when it ends. */
+static void log_rate_limited(listener *l)
 {
-	if (!l->rate_suppressed)
+	if (!l->rate_delayed)
 		return;
 	json_t *o = line_base(l);
-	if (o && (put(o, "outcome", json_string("refused")) < 0 ||
+	if (o && (put(o, "outcome", json_string("delayed")) < 0 ||
 	          put(o, "reason", json_string("RATE_LIMITED")) < 0 ||
-	          put(o, "count", json_integer((json_int_t)l->rate_suppressed)) < 0)) {
+	          put(o, "count", json_integer((json_int_t)l->rate_delayed)) < 0)) {
 		json_decref(o);
 		o = NULL;
 	}
 	emit(l->px, o);
 	json_decref(o);
-	l->rate_suppressed = 0;
+	l->rate_delayed = 0;
 }
 
 /* One decision, one line. host and the addresses are escaped or numeric by
@@ -812,29 +820,75 @@ static void timer_arm(conn *c, int64_t now)
 
 /* ---- listeners ----------------------------------------------------------------------- */
 
+static void ms_timeval(int64_t ms, struct timeval *tv)
+{
+	tv->tv_sec = ms / 1000;
+	tv->tv_usec = (ms % 1000) * 1000;
+}
+
+/* The summary line is due within a second of its first count. */
+static void rate_note(listener *l)
+{
+	l->rate_delayed++;
+	if (!evtimer_pending(l->rate_ev, NULL)) {
+		struct timeval tv;
+		ms_timeval(1000, &tv);
+		evtimer_add(l->rate_ev, &tv);
+	}
+}
+
+static void accept_cb(evutil_socket_t fd, short what, void *arg);
+
+/* The rate window is over: write what the last one delayed and accept
+ * again, first from the queue that waited. */
+static void rate_cb(evutil_socket_t fd, short what, void *arg)
+{
+	listener *l = arg;
+	(void)fd;
+	(void)what;
+	log_rate_limited(l);
+	if (l->paused) {
+		l->paused = false;
+		l->draining = true;
+		event_add(l->ev, NULL);
+		accept_cb(l->fd, EV_READ, l);
+	}
+}
+
 static void accept_cb(evutil_socket_t fd, short what, void *arg)
 {
 	listener *l = arg;
 	proxy *px = l->px;
 	(void)what;
 	for (int i = 0; i < ACCEPT_BATCH; i++) {
-		int cfd = accept4(fd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
-		if (cfd < 0)
-			return;
-		/* A sandbox opening connections faster than any client needs is
-		 * closed on unanswered and counted, one line a second: it cannot
-		 * flood the log or the loop. */
-		int64_t second = util_monotonic_ms() / 1000;
-		if (second != l->rate_second) {
-			log_suppressed(l);
-			l->rate_second = second;
+		/* A sandbox opening connections faster than its rate waits: this
+		 * listener stops accepting until the next second and the kernel
+		 * holds the rest in the listen queue (a full queue makes the
+		 * client retry its SYN: later, never an EOF). A legitimate burst
+		 * is served a moment late; a flood costs the loop nothing and
+		 * the log one line a second. */
+		int64_t now = util_monotonic_ms();
+		if (now / 1000 != l->rate_second) {
+			l->rate_second = now / 1000;
 			l->rate_count = 0;
 		}
-		if (++l->rate_count > px->cfg.accept_rate_per_listener) {
-			l->rate_suppressed++;
-			close(cfd);
-			continue;
+		if (l->rate_count >= px->cfg.accept_rate_per_listener) {
+			event_del(l->ev);
+			l->paused = true;
+			struct timeval tv;
+			ms_timeval((l->rate_second + 1) * 1000 - now, &tv);
+			evtimer_add(l->rate_ev, &tv);
+			return;
 		}
+		int cfd = accept4(fd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
+		if (cfd < 0) {
+			if (errno == EAGAIN || errno == EWOULDBLOCK)
+				l->draining = false; /* the queue is empty: nobody waits */
+			return;
+		}
+		l->rate_count++;
+		if (l->draining)
+			rate_note(l);
 		conn *c = calloc(1, sizeof(*c));
 		if (!c) {
 			close(cfd);
@@ -896,7 +950,8 @@ static void listener_detach(listener *l)
 			*pp = l->next;
 			break;
 		}
-	log_suppressed(l);
+	log_rate_limited(l);
+	event_freep(&l->rate_ev);
 	event_freep(&l->ev);
 	close_fd(&l->fd);
 	/* The list's reference, dropped last, keeps l alive through the loop. */
@@ -992,9 +1047,12 @@ static const char *do_attach(proxy *px, json_t *o, int fd)
 	}
 	if (!why && !(l->ev = event_new(px->base, l->fd, EV_READ | EV_PERSIST, accept_cb, l)))
 		why = "attach: out of memory";
+	if (!why && !(l->rate_ev = evtimer_new(px->base, rate_cb, l)))
+		why = "attach: out of memory";
 	if (!why && event_add(l->ev, NULL) < 0)
 		why = "attach: event";
 	if (why) {
+		event_freep(&l->rate_ev);
 		event_freep(&l->ev);
 		close_fd(&l->fd);
 		listener_put(l);
@@ -1196,6 +1254,7 @@ _Noreturn void proxy_process_main(int ctl, const airlock_proxy_config *cfg_in)
 
 	/* Six descriptors per tunnel (two sockets, two pipes): take the hard
 	 * limit while we may. */
+	static char budget_why[256];
 	struct rlimit rl;
 	if (getrlimit(RLIMIT_NOFILE, &rl) == 0) {
 		rl.rlim_cur = rl.rlim_max;
@@ -1205,12 +1264,35 @@ _Noreturn void proxy_process_main(int ctl, const airlock_proxy_config *cfg_in)
 		 * halfway (no pipe for its relay): refuse it at accept instead,
 		 * with PROXY_FULL. 64 are kept for the loop, the resolver and
 		 * the dials in flight. */
-		rlim_t fit = rl.rlim_cur > 64 + 6 ? (rl.rlim_cur - 64) / 6 : 1;
-		if (fit < px.cfg.max_connections)
+		rlim_t fit = rl.rlim_cur > 64 + 6 ? (rl.rlim_cur - 64) / 6 : 0;
+		if (fit < px.cfg.max_connections) {
+			/* Fewer connections in all: each sandbox's share shrinks by
+			 * the same factor, so as many sandboxes fit at their cap as
+			 * configured, and one sandbox never holds what all of them
+			 * may (ulimit -n 1024 left 160 in all, and one sandbox's
+			 * 256 would have been all of it). */
+			unsigned per = (unsigned)((uint64_t)px.cfg.max_connections_per_listener * fit /
+			                          px.cfg.max_connections);
 			px.cfg.max_connections = (unsigned)fit;
+			px.cfg.max_connections_per_listener = per;
+		}
+		if (px.cfg.max_connections_per_listener < 1 ||
+		    px.cfg.max_connections_per_listener >= px.cfg.max_connections) {
+			snprintf(budget_why, sizeof(budget_why),
+			         "RLIMIT_NOFILE %llu leaves room for %u connections, too few to give each "
+			         "sandbox a share below all of them (%u): raise the descriptor limit "
+			         "(ulimit -n) to at least %llu",
+			         (unsigned long long)rl.rlim_cur, px.cfg.max_connections,
+			         px.cfg.max_connections_per_listener,
+			         (unsigned long long)(64 + 6 * (((uint64_t)cfg_in->max_connections +
+			                                         cfg_in->max_connections_per_listener - 1) /
+			                                        cfg_in->max_connections_per_listener)));
+			why = budget_why;
+		}
 	}
 
-	why = drop_privileges(&px.cfg);
+	if (!why)
+		why = drop_privileges(&px.cfg);
 	if (!why)
 		why = install_filter();
 	int p[2] = { -1, -1 };
