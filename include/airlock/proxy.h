@@ -28,7 +28,9 @@
  * reading never stops a tunnel; what did not fit is counted in a
  * LOG_DROPPED line). Connections a sandbox opens past its accept rate wait
  * in the kernel's listen queue until the next second (none is closed) and
- * are counted in one RATE_LIMITED line a second, written by a timer.
+ * are counted in one line a second, written by a timer: {"ts_ms", "run",
+ * "tenant", "environment", "transport", "outcome": "delayed", "reason":
+ * "RATE_LIMITED", "count"}.
  *
  * The service's handle kills a proxy that stops answering (a request
  * without its answer would leave the channel out of step), which closes
