@@ -9,7 +9,10 @@
  *             each byte once: a client that trickles its request one byte
  *             per segment costs one read and one parser step per segment,
  *             never a parse of everything so far (which made one sandbox's
- *             trickle every sandbox's delay). Bytes the client sent after
+ *             trickle every sandbox's delay), and a head still incomplete
+ *             after a few reads is read at most every READ_PAUSE_MS, so a
+ *             trickler's segments coalesce instead of each being a wakeup
+ *             of the shared loop. Bytes the client sent after
  *             the request are its first tunnel bytes: they go into the
  *             upstream pipe first, before anything more is read;
  *   CHECKING  a short-lived thread runs the one evaluation function (the
@@ -70,6 +73,14 @@
 #define RELAY_ROUNDS 16
 /* Connections accepted per listener callback, for the same reason. */
 #define ACCEPT_BATCH 32
+/* A request head still incomplete after this many reads is being
+ * trickled: each later read waits READ_PAUSE_MS first, so what arrived
+ * meanwhile is one read, not one wakeup per segment. A client that sends
+ * its request in a segment or a few is never paused; a trickler costs the
+ * loop at most 1000 / READ_PAUSE_MS reads a second per connection, however
+ * fast it sends. */
+#define READ_FREE 4
+#define READ_PAUSE_MS 10
 
 extern char **environ;
 
@@ -165,6 +176,8 @@ struct conn {
 	char *head;
 	size_t head_len;
 	airlock_connect_parser parser;
+	unsigned reads;   /* reads of the request so far */
+	int64_t resume_ms; /* > 0: reading is paused until then */
 	bool parsed;
 	airlock_connect_request req;
 	airlock_egress_decision d;
@@ -713,6 +726,11 @@ static void request_cb(evutil_socket_t fd, short what, void *arg)
 	airlock_connect_status st = airlock_connect_parse_more(&c->parser, c->head, c->head_len, &req);
 	switch (st) {
 	case AIRLOCK_CONNECT_INCOMPLETE:
+		if (++c->reads >= READ_FREE) {
+			event_del(c->req_ev);
+			c->resume_ms = util_monotonic_ms() + READ_PAUSE_MS;
+			timer_arm(c, util_monotonic_ms());
+		}
 		return;
 	case AIRLOCK_CONNECT_OK:
 		break;
@@ -787,6 +805,10 @@ static void timer_cb(evutil_socket_t fd, short what, void *arg)
 			refuse(c, 408, "Request Timeout", "REQUEST_TIMEOUT", NULL);
 			return;
 		}
+		if (c->resume_ms > 0 && now >= c->resume_ms) {
+			c->resume_ms = 0;
+			event_add(c->req_ev, NULL);
+		}
 	} else if (c->state == RELAYING) {
 		if (now - c->start_ms >= cfg->total_timeout_ms) {
 			conn_end(c, "allowed", "ALLOWED", "total timeout");
@@ -808,6 +830,8 @@ static void timer_arm(conn *c, int64_t now)
 	int64_t at;
 	if (c->state == READING) {
 		at = c->start_ms + cfg->request_timeout_ms;
+		if (c->resume_ms > 0 && c->resume_ms < at)
+			at = c->resume_ms;
 	} else {
 		at = c->start_ms + cfg->total_timeout_ms;
 		if (c->last_ms + cfg->idle_timeout_ms < at)
