@@ -28,6 +28,22 @@ static inline airlock_connect_status connect_probe_parse(const void *buf, size_t
 	return s;
 }
 
+/* The same for the byte-by-byte parser: buf[0..len) from its own exactly
+ * sized copy (a new copy on every call, so the parser can keep no pointer
+ * into an earlier one), *ret filled with the sentinel first. */
+static inline airlock_connect_status connect_probe_feed(airlock_connect_parser *p, const void *buf,
+                                                        size_t len, airlock_connect_request *ret)
+{
+	char *copy = malloc(len ? len : 1);
+	if (!copy)
+		abort();
+	memcpy(copy, buf, len);
+	memset(ret, CONNECT_PROBE_SENTINEL, sizeof(*ret));
+	airlock_connect_status s = airlock_connect_parse_more(p, copy, len, ret);
+	free(copy);
+	return s;
+}
+
 /* True when the parser did not write *r. */
 static inline bool connect_probe_untouched(const airlock_connect_request *r)
 {

@@ -13,7 +13,13 @@
  *   - every prefix of an OK request shorter than consumed is INCOMPLETE
  *     (never OK), and the first consumed bytes alone give the same answer;
  *   - for any input, a prefix is INCOMPLETE or gets the whole input's
- *     answer: how the bytes were split across reads never changes a verdict.
+ *     answer: how the bytes were split across reads never changes a verdict;
+ *   - the byte-by-byte parser (airlock_connect_parse_more), fed the input
+ *     in pieces (one byte at a time up to ALL_PREFIXES_MAX, then pieces of
+ *     1..64 bytes the input's own bytes choose, and a second walk cut where
+ *     the input's first byte says), answers at every call exactly what the
+ *     one-shot parser answers for that prefix, *ret included, and writes
+ *     *ret only for OK.
  * Each prefix is parsed from its own exactly sized copy, so a read past len
  * is an ASan report.
  */
@@ -88,6 +94,30 @@ static void check_prefix(const uint8_t *data, size_t p, airlock_connect_status w
 		abort();
 }
 
+/* Feed prefixes of increasing length to one byte-by-byte parser; each answer
+ * must be the one-shot parser's for the same prefix. */
+static void check_stream(const uint8_t *data, size_t size, size_t first_cut)
+{
+	/* Past the cap nothing changes: a few bytes beyond it are enough. */
+	size_t end = size < AIRLOCK_CONNECT_REQUEST_MAX + 8 ? size : AIRLOCK_CONNECT_REQUEST_MAX + 8;
+	airlock_connect_parser p;
+	airlock_connect_parser_init(&p);
+	size_t at = first_cut < end ? first_cut : 0;
+	for (;;) {
+		airlock_connect_request rs, ro;
+		airlock_connect_status s = connect_probe_feed(&p, data, at, &rs);
+		airlock_connect_status o = connect_probe_parse(data, at, &ro);
+		if (s != o)
+			abort();
+		if (s == AIRLOCK_CONNECT_OK ? !same(&rs, &ro) : !connect_probe_untouched(&rs))
+			abort();
+		if (at == end)
+			break;
+		size_t step = at < ALL_PREFIXES_MAX ? 1 : 1 + data[at % size] % 64;
+		at = step < end - at ? at + step : end;
+	}
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	airlock_connect_request r;
@@ -126,6 +156,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	}
 	if (s != AIRLOCK_CONNECT_OK && !connect_probe_untouched(&r))
 		abort();
+
+	check_stream(data, size, 0);
+	if (size > 0)
+		check_stream(data, size, data[0] * size / 256);
 
 	if (s == AIRLOCK_CONNECT_OK) {
 		/* The terminator is the end of the request: the first consumed

@@ -403,3 +403,54 @@ Test(egress_connect, bad_arguments)
 	cr_expect_eq(airlock_connect_parse(NULL, 0, &r), INCOMPLETE);
 	cr_expect(connect_probe_untouched(&r));
 }
+
+/* ---- the byte-by-byte parser ------------------------------------------------ */
+
+/* Fed one byte at a time, every row gets, at every prefix, the one-shot
+ * parser's answer (and OK's fields). */
+static void stream_matches(const char *name, const char *req, size_t len)
+{
+	airlock_connect_parser p;
+	airlock_connect_parser_init(&p);
+	for (size_t n = 0; n <= len; n++) {
+		airlock_connect_request rs, ro;
+		airlock_connect_status s = connect_probe_feed(&p, req, n, &rs);
+		airlock_connect_status o = connect_probe_parse(req, n, &ro);
+		cr_expect_eq(s, o, "[%s]: prefix %zu: byte by byte %d, at once %d", name, n, (int)s,
+		             (int)o);
+		if (s == OK && o == OK) {
+			cr_expect_str_eq(rs.host, ro.host, "[%s]", name);
+			cr_expect_eq(rs.port, ro.port, "[%s]", name);
+			cr_expect_eq(rs.consumed, ro.consumed, "[%s]", name);
+		} else {
+			cr_expect(connect_probe_untouched(&rs), "[%s]: prefix %zu wrote *ret", name, n);
+		}
+	}
+}
+
+Test(egress_connect, byte_by_byte_answers_as_the_one_shot_parser)
+{
+	for (size_t i = 0; i < NELEM(ok_rows); i++)
+		stream_matches(ok_rows[i].name, ok_rows[i].req, strlen(ok_rows[i].req));
+	for (size_t i = 0; i < NELEM(bad_rows); i++)
+		stream_matches(bad_rows[i].name, bad_rows[i].req, bad_rows[i].len);
+}
+
+Test(egress_connect, byte_by_byte_a_head_at_the_cap_is_too_large)
+{
+	static char big[AIRLOCK_CONNECT_REQUEST_MAX + 8];
+	memset(big, 'a', sizeof(big));
+	memcpy(big, "CONNECT a:443 HTTP/1.1\r\nX: ", 27);
+	airlock_connect_parser p;
+	airlock_connect_parser_init(&p);
+	airlock_connect_request r;
+	for (size_t n = 0; n < AIRLOCK_CONNECT_REQUEST_MAX; n++)
+		cr_assert_eq(airlock_connect_parse_more(&p, big, n, &r), INCOMPLETE, "at %zu", n);
+	cr_assert_eq(airlock_connect_parse_more(&p, big, AIRLOCK_CONNECT_REQUEST_MAX, &r), TOO_LARGE);
+	/* Final: later bytes change nothing; a shorter buffer is a caller's bug. */
+	cr_assert_eq(airlock_connect_parse_more(&p, big, sizeof(big), &r), TOO_LARGE);
+	cr_assert_eq(airlock_connect_parse_more(&p, big, 10, &r), BAD);
+	/* Each byte was looked at once: the parser never went back. */
+	cr_assert_eq(p.pos, AIRLOCK_CONNECT_REQUEST_MAX);
+	cr_assert_eq(airlock_connect_parse_more(NULL, big, 1, &r), BAD);
+}

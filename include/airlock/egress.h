@@ -347,6 +347,36 @@ typedef struct airlock_connect_request {
  * *ret is written only for OK. */
 airlock_connect_status airlock_connect_parse(const char *buf, size_t len,
                                              airlock_connect_request *ret);
+
+/* The same grammar fed as the bytes arrive, at a constant cost per byte: a
+ * client that sends its request one byte per segment costs the proxy one
+ * step per byte, not a parse of everything so far. buf[0..len) is
+ * everything received so far: the bytes of the earlier calls, unchanged
+ * (the buffer may move), then the new ones. Each call looks at the new
+ * bytes only (and, once, at the request line's target when that line
+ * ends), keeps no pointer into buf, and answers exactly what
+ * airlock_connect_parse(buf, len, ret) would (fuzz/fuzz_connect.c holds
+ * the two to that on every prefix). An answer other than INCOMPLETE is
+ * final: later calls repeat it. A len shorter than the last call's is a
+ * caller's bug, answered BAD_REQUEST. *ret is written only for OK. The
+ * fields are the parser's own; start from airlock_connect_parser_init. */
+typedef struct airlock_connect_parser {
+	size_t pos;        /* bytes looked at */
+	size_t fields;     /* field lines completed */
+	size_t method_len; /* the request line's parts: where they are in buf */
+	size_t target, target_len, version;
+	int state;
+	bool request_line_done;
+	bool blank;                   /* the CR just seen began the blank line */
+	airlock_connect_status at_lf; /* the line's verdict, due when its LF comes */
+	airlock_connect_status final; /* INCOMPLETE until decided */
+	airlock_connect_request req;
+} airlock_connect_parser;
+
+void airlock_connect_parser_init(airlock_connect_parser *p);
+airlock_connect_status airlock_connect_parse_more(airlock_connect_parser *p, const char *buf,
+                                                  size_t len, airlock_connect_request *ret);
+
 /* The HTTP status line's code for a status (200 for OK). */
 int airlock_connect_status_code(airlock_connect_status s);
 

@@ -26,8 +26,11 @@
  * written when the connection ends (a refusal ends it at once), one write(2)
  * per line, by a writer thread from a bounded queue (a log that stops
  * reading never stops a tunnel; what did not fit is counted in a
- * LOG_DROPPED line). Connections a sandbox opens past its accept rate are
- * closed unanswered and counted in one RATE_LIMITED line a second.
+ * LOG_DROPPED line). Connections a sandbox opens past its accept rate wait
+ * in the kernel's listen queue until the next second (none is closed) and
+ * are counted in one line a second, written by a timer: {"ts_ms", "run",
+ * "tenant", "environment", "transport", "outcome": "delayed", "reason":
+ * "RATE_LIMITED", "count"}.
  *
  * The service's handle kills a proxy that stops answering (a request
  * without its answer would leave the channel out of step), which closes
@@ -57,16 +60,24 @@ typedef struct airlock_proxy_config {
 	int64_t idle_timeout_ms;     /* no byte either way for this long ends a tunnel (300 s) */
 	int64_t total_timeout_ms;    /* a tunnel's whole life (3600 s) */
 	unsigned max_connections;    /* accepted and not yet closed, all listeners (4096; fewer
-	                              * when the descriptor limit holds fewer: 6 per tunnel) */
+	                              * when the descriptor limit holds fewer: 6 per tunnel,
+	                              * and then each sandbox's share shrinks alike) */
 	unsigned max_pending;        /* evaluations and dials in flight at once (64) */
 	/* One sandbox's share, so that it cannot starve the others: its
 	 * connections (256) and its checks in flight (8). Past either, that
-	 * sandbox's next connection is answered 503 and logged. */
+	 * sandbox's next connection is answered 503 and logged. Each must be
+	 * at least 1 and below its global cap, or airlock_proxy_spawn refuses;
+	 * when the descriptor limit lowers max_connections, the connection
+	 * share is lowered by the same factor, and a limit too low to keep it
+	 * at least 1 and below the whole makes the proxy refuse to start,
+	 * naming RLIMIT_NOFILE. */
 	unsigned max_connections_per_listener;
 	unsigned max_pending_per_listener;
-	/* New connections per listener per second (100); past it they are
-	 * closed unanswered and counted, and one line per second says how many
-	 * (reason RATE_LIMITED): a sandbox cannot flood the log. */
+	/* New connections per listener per second (100, at least 1); past it
+	 * the listener stops accepting until the next second, so the rest wait
+	 * in the kernel's queue (a legitimate burst is served late, never cut
+	 * off), and one line per second (outcome delayed, reason RATE_LIMITED,
+	 * a count) says how many waited: a sandbox cannot flood the log. */
 	unsigned accept_rate_per_listener;
 	/* Lines waiting for the log writer (4096); past it lines are dropped
 	 * and the next line written says how many (reason LOG_DROPPED). A slow

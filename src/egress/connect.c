@@ -331,6 +331,184 @@ airlock_connect_status airlock_connect_parse(const char *buf, size_t len,
 	}
 }
 
+/* ---- the same grammar, byte by byte ------------------------------------------
+ *
+ * airlock_connect_parse above states the grammar line by line and reads
+ * from the first byte on every call; a client trickling its request one
+ * byte per segment would make the proxy pay for every byte so far on every
+ * byte. This is the same grammar as a state machine: one step per byte, in
+ * the order the one-shot parser judges them, so that each prefix gets the
+ * one-shot parser's answer (the fuzz target compares the two on every
+ * prefix, split every way). The steps, per line:
+ *
+ *   any byte    a CR ends the line's content (judged now; the verdict is due
+ *               at the LF, and anything but LF after a CR is a bare CR: 400);
+ *               LF, NUL, bytes >= 0x7f and controls but HTAB are 400
+ *               (find_line_end's framing rules);
+ *   request     method (tchar+) SP target (vchar+) SP "HTTP/" DIGIT "." DIGIT:
+ *   line        each byte checked against its part (request_line's shape);
+ *               at the CR, the meaning: method, version, then the target;
+ *   field line  at its first byte: a CR is the blank line, one field too many
+ *               is 431, SP or HTAB is folding (400); then name (tchar+) ":"
+ *               value (SP, HTAB, vchar).
+ */
+
+enum {
+	ST_METHOD,
+	ST_TARGET,
+	ST_VERSION,
+	ST_LINE_START, /* a field line or the blank line, no byte of it yet */
+	ST_NAME,
+	ST_VALUE,
+	ST_CR, /* the line's CR was the last byte */
+};
+
+void airlock_connect_parser_init(airlock_connect_parser *p)
+{
+	if (!p)
+		return;
+	memset(p, 0, sizeof(*p));
+	p->state = ST_METHOD;
+	p->at_lf = AIRLOCK_CONNECT_INCOMPLETE;
+	p->final = AIRLOCK_CONNECT_INCOMPLETE;
+}
+
+/* The line's content is final (its CR has come): what request_line or
+ * field_line answer for it complete. BAD_REQUEST is answered at once;
+ * anything else when the LF arrives. */
+static airlock_connect_status line_content(airlock_connect_parser *p, const unsigned char *b)
+{
+	switch (p->state) {
+	case ST_VERSION:
+		if (p->pos - p->version < sizeof("HTTP/0.0") - 1)
+			return AIRLOCK_CONNECT_BAD_REQUEST;
+		if (p->method_len != 7 || memcmp(b, "CONNECT", 7) != 0)
+			return AIRLOCK_CONNECT_NOT_CONNECT;
+		if (memcmp(b + p->version, "HTTP/1.1", 8) != 0 &&
+		    memcmp(b + p->version, "HTTP/1.0", 8) != 0)
+			return AIRLOCK_CONNECT_BAD_VERSION;
+		return parse_authority(b + p->target, p->target_len, &p->req) ?
+		               AIRLOCK_CONNECT_OK :
+		               AIRLOCK_CONNECT_BAD_REQUEST;
+	case ST_VALUE:
+		return AIRLOCK_CONNECT_OK;
+	default:
+		/* A method, target or field name with its line ended early. */
+		return AIRLOCK_CONNECT_BAD_REQUEST;
+	}
+}
+
+/* One byte, b[p->pos]. INCOMPLETE: go on. */
+static airlock_connect_status step(airlock_connect_parser *p, const unsigned char *b)
+{
+	const size_t i = p->pos;
+	const unsigned char c = b[i];
+	if (p->state == ST_CR) {
+		if (c != '\n')
+			return AIRLOCK_CONNECT_BAD_REQUEST; /* a bare CR */
+		if (p->blank) {
+			p->req.consumed = i + 1;
+			return AIRLOCK_CONNECT_OK;
+		}
+		if (p->at_lf != AIRLOCK_CONNECT_OK)
+			return p->at_lf;
+		if (p->request_line_done)
+			p->fields++;
+		p->request_line_done = true;
+		p->state = ST_LINE_START;
+		return AIRLOCK_CONNECT_INCOMPLETE;
+	}
+	if (p->state == ST_LINE_START) {
+		if (c == '\r') {
+			p->blank = true;
+			p->state = ST_CR;
+			return AIRLOCK_CONNECT_INCOMPLETE;
+		}
+		/* One field too many, at its first byte, whatever it is. */
+		if (p->fields == AIRLOCK_CONNECT_FIELDS_MAX)
+			return AIRLOCK_CONNECT_TOO_LARGE;
+	}
+	if (c == '\n' || c == 0 || c >= 0x7f || (c < 0x20 && c != '\t' && c != '\r'))
+		return AIRLOCK_CONNECT_BAD_REQUEST;
+	if (c == '\r') {
+		airlock_connect_status s = line_content(p, b);
+		if (s == AIRLOCK_CONNECT_BAD_REQUEST)
+			return s;
+		p->at_lf = s;
+		p->state = ST_CR;
+		return AIRLOCK_CONNECT_INCOMPLETE;
+	}
+	switch (p->state) {
+	case ST_METHOD:
+		if (is_tchar(c)) {
+			p->method_len++;
+			return AIRLOCK_CONNECT_INCOMPLETE;
+		}
+		if (c != ' ' || p->method_len == 0)
+			return AIRLOCK_CONNECT_BAD_REQUEST;
+		p->target = i + 1;
+		p->state = ST_TARGET;
+		return AIRLOCK_CONNECT_INCOMPLETE;
+	case ST_TARGET:
+		if (is_vchar(c))
+			return AIRLOCK_CONNECT_INCOMPLETE;
+		if (c != ' ' || i == p->target)
+			return AIRLOCK_CONNECT_BAD_REQUEST;
+		p->target_len = i - p->target;
+		p->version = i + 1;
+		p->state = ST_VERSION;
+		return AIRLOCK_CONNECT_INCOMPLETE;
+	case ST_VERSION: {
+		static const char shape[] = "HTTP/0.0";
+		const size_t k = i - p->version;
+		if (k >= sizeof(shape) - 1)
+			return AIRLOCK_CONNECT_BAD_REQUEST;
+		bool ok = shape[k] == '0' ? is_digit(c) : c == (unsigned char)shape[k];
+		return ok ? AIRLOCK_CONNECT_INCOMPLETE : AIRLOCK_CONNECT_BAD_REQUEST;
+	}
+	case ST_LINE_START:
+		/* Folding, or whitespace some parsers skip: refused. */
+		if (!is_tchar(c))
+			return AIRLOCK_CONNECT_BAD_REQUEST;
+		p->state = ST_NAME;
+		return AIRLOCK_CONNECT_INCOMPLETE;
+	case ST_NAME:
+		if (is_tchar(c))
+			return AIRLOCK_CONNECT_INCOMPLETE;
+		if (c != ':')
+			return AIRLOCK_CONNECT_BAD_REQUEST;
+		p->state = ST_VALUE;
+		return AIRLOCK_CONNECT_INCOMPLETE;
+	case ST_VALUE:
+		return c == ' ' || c == '\t' || is_vchar(c) ? AIRLOCK_CONNECT_INCOMPLETE :
+		                                             AIRLOCK_CONNECT_BAD_REQUEST;
+	default:
+		return AIRLOCK_CONNECT_BAD_REQUEST; /* a state nothing sets: fail closed */
+	}
+}
+
+airlock_connect_status airlock_connect_parse_more(airlock_connect_parser *p, const char *buf,
+                                                  size_t len, airlock_connect_request *ret)
+{
+	if (!p || !ret || (!buf && len > 0) || len < p->pos)
+		return AIRLOCK_CONNECT_BAD_REQUEST;
+	if (p->final == AIRLOCK_CONNECT_INCOMPLETE) {
+		const unsigned char *b = (const unsigned char *)buf;
+		/* Nothing at or past the cap is ever looked at. */
+		const size_t limit = len >= AIRLOCK_CONNECT_REQUEST_MAX ? AIRLOCK_CONNECT_REQUEST_MAX :
+		                                                          len;
+		while (p->final == AIRLOCK_CONNECT_INCOMPLETE && p->pos < limit) {
+			p->final = step(p, b);
+			p->pos++;
+		}
+		if (p->final == AIRLOCK_CONNECT_INCOMPLETE && len >= AIRLOCK_CONNECT_REQUEST_MAX)
+			p->final = AIRLOCK_CONNECT_TOO_LARGE;
+	}
+	if (p->final == AIRLOCK_CONNECT_OK)
+		*ret = p->req;
+	return p->final;
+}
+
 int airlock_connect_status_code(airlock_connect_status s)
 {
 	switch (s) {

@@ -4,9 +4,17 @@
  *
  * One libevent loop owns every listener and connection. Per connection:
  *
- *   READING   the CONNECT request is peeked (MSG_PEEK) until the parser
- *             sees its end, then exactly that many bytes are consumed, so a
- *             client's first tunnel bytes stay in the socket for the relay;
+ *   READING   the CONNECT request is read into a buffer of its own (the
+ *             8 KiB cap) and fed to the byte-by-byte parser, which looks at
+ *             each byte once: a client that trickles its request one byte
+ *             per segment costs one read and one parser step per segment,
+ *             never a parse of everything so far (which made one sandbox's
+ *             trickle every sandbox's delay), and a head still incomplete
+ *             after a few reads is read at most every READ_PAUSE_MS, so a
+ *             trickler's segments coalesce instead of each being a wakeup
+ *             of the shared loop. Bytes the client sent after
+ *             the request are its first tunnel bytes: they go into the
+ *             upstream pipe first, before anything more is read;
  *   CHECKING  a short-lived thread runs the one evaluation function (the
  *             resolver blocks) and, when allowed, the one dial to the
  *             checked address; it hands the connection back through a pipe;
@@ -65,6 +73,14 @@
 #define RELAY_ROUNDS 16
 /* Connections accepted per listener callback, for the same reason. */
 #define ACCEPT_BATCH 32
+/* A request head still incomplete after this many reads is being
+ * trickled: each later read waits READ_PAUSE_MS first, so what arrived
+ * meanwhile is one read, not one wakeup per segment. A client that sends
+ * its request in a segment or a few is never paused; a trickler costs the
+ * loop at most 1000 / READ_PAUSE_MS reads a second per connection, however
+ * fast it sends. */
+#define READ_FREE 4
+#define READ_PAUSE_MS 10
 
 extern char **environ;
 
@@ -119,7 +135,14 @@ struct listener {
 	unsigned n_conns, n_pending; /* this sandbox's share of the caps */
 	int64_t rate_second;         /* the accept-rate window (monotonic seconds) */
 	unsigned rate_count;         /* accepted in it */
-	uint64_t rate_suppressed;    /* closed unanswered in it, for the summary line */
+	/* Past the rate, accepting stops until the next window: connections
+	 * wait in the kernel's queue, none is closed. rate_ev ends the pause
+	 * and writes the summary line (at most a second after its first
+	 * count, whether or not another connection comes). */
+	struct event *rate_ev;
+	bool paused;
+	bool draining;          /* resumed: what is accepted until the queue is empty waited */
+	uint64_t rate_delayed;  /* accepted after waiting, not yet in a summary line */
 };
 
 typedef struct dir {
@@ -129,6 +152,9 @@ typedef struct dir {
 	size_t pending; /* bytes in the pipe */
 	size_t cap;     /* the pipe's size */
 	uint64_t bytes; /* delivered to `to` */
+	/* Client bytes read with the request, to go up before any others. */
+	const char *pre;
+	size_t pre_len;
 	bool eof, done, grown;
 	struct event *rev; /* from readable */
 	struct event *wev; /* to writable */
@@ -144,6 +170,14 @@ struct conn {
 	struct event *req_ev, *timer;
 	dir up, down; /* client -> upstream, upstream -> client */
 	int64_t start_ms, last_ms;
+	/* READING: what has arrived (at most the cap), and the parser's place
+	 * in it. Freed once the request is parsed and the bytes after it are
+	 * in the upstream pipe. */
+	char *head;
+	size_t head_len;
+	airlock_connect_parser parser;
+	unsigned reads;   /* reads of the request so far */
+	int64_t resume_ms; /* > 0: reading is paused until then */
 	bool parsed;
 	airlock_connect_request req;
 	airlock_egress_decision d;
@@ -262,21 +296,22 @@ static json_t *line_base(const listener *l)
 	return o;
 }
 
-/* One line for connections a listener closed unanswered (rate limited). */
-static void log_suppressed(listener *l)
+/* One line for the connections a listener made wait (rate limited). Each
+ * of them still has its own line when it ends. */
+static void log_rate_limited(listener *l)
 {
-	if (!l->rate_suppressed)
+	if (!l->rate_delayed)
 		return;
 	json_t *o = line_base(l);
-	if (o && (put(o, "outcome", json_string("refused")) < 0 ||
+	if (o && (put(o, "outcome", json_string("delayed")) < 0 ||
 	          put(o, "reason", json_string("RATE_LIMITED")) < 0 ||
-	          put(o, "count", json_integer((json_int_t)l->rate_suppressed)) < 0)) {
+	          put(o, "count", json_integer((json_int_t)l->rate_delayed)) < 0)) {
 		json_decref(o);
 		o = NULL;
 	}
 	emit(l->px, o);
 	json_decref(o);
-	l->rate_suppressed = 0;
+	l->rate_delayed = 0;
 }
 
 /* One decision, one line. host and the addresses are escaped or numeric by
@@ -373,6 +408,7 @@ static void conn_end(conn *c, const char *outcome, const char *reason, const cha
 	dir_release(&c->down);
 	close_fd(&c->cfd);
 	close_fd(&c->ufd);
+	free(c->head);
 	listener *l = c->l;
 	if (c->prev)
 		c->prev->next = c->next;
@@ -450,6 +486,25 @@ static int dir_pump(conn *c, dir *d)
 			d->done = true;
 			event_del(d->rev);
 			return 0;
+		}
+		if (d->pre_len > 0) {
+			/* The pipe is empty here (pending is 0): the bytes that came
+			 * with the request go first, as much as the pipe takes. */
+			ssize_t n = write(d->pipe_w, d->pre, d->pre_len);
+			if (n > 0) {
+				d->pre += n;
+				d->pre_len -= (size_t)n;
+				d->pending += (size_t)n;
+				if (d->pre_len == 0) {
+					free(c->head);
+					c->head = NULL;
+					d->pre = NULL;
+				}
+				continue;
+			}
+			if (n < 0 && errno == EINTR)
+				continue;
+			return -1;
 		}
 		if (!d->grown && d->bytes >= RELAY_BUSY_AFTER) {
 			d->grown = true; /* tried once, whatever the answer */
@@ -532,6 +587,10 @@ static void relay_start(conn *c)
 	c->last_ms = util_monotonic_ms();
 	event_add(c->up.rev, NULL);
 	event_add(c->down.rev, NULL);
+	/* Tunnel bytes that came with the request: move them now, not when
+	 * the client next sends something. */
+	if (c->up.pre_len > 0)
+		event_active(c->up.rev, EV_READ, 0);
 	timer_arm(c, c->last_ms);
 }
 
@@ -638,24 +697,40 @@ static void done_cb(evutil_socket_t fd, short what, void *arg)
 
 /* ---- reading the request ------------------------------------------------------ */
 
+/* One read per readiness (level-triggered): a connection with more waiting
+ * gets its next read in the loop's next round, after every other ready
+ * connection has had its turn. */
 static void request_cb(evutil_socket_t fd, short what, void *arg)
 {
 	conn *c = arg;
 	proxy *px = c->l->px;
-	char buf[AIRLOCK_CONNECT_REQUEST_MAX];
 	(void)what;
-	/* Peek, not read: the bytes after the request belong to the tunnel. */
-	ssize_t n = recv(fd, buf, sizeof(buf), MSG_PEEK | MSG_DONTWAIT);
+	/* Allocated at the first byte: a connection that never sends costs no
+	 * buffer. The parser decides before the buffer is full (at the cap it
+	 * answers TOO_LARGE), so a read always has room. */
+	if (!c->head && !(c->head = malloc(AIRLOCK_CONNECT_REQUEST_MAX))) {
+		answer(c, 503, "Service Unavailable", "PROXY_RESOURCES");
+		conn_end(c, "failed", "PROXY_RESOURCES", "request buffer");
+		return;
+	}
+	ssize_t n = recv(fd, c->head + c->head_len, AIRLOCK_CONNECT_REQUEST_MAX - c->head_len,
+	                 MSG_DONTWAIT);
 	if (n < 0 && (errno == EAGAIN || errno == EINTR))
 		return;
 	if (n <= 0) {
 		conn_end(c, "refused", "CLIENT_CLOSED", NULL);
 		return;
 	}
+	c->head_len += (size_t)n;
 	airlock_connect_request req;
-	airlock_connect_status st = airlock_connect_parse(buf, (size_t)n, &req);
+	airlock_connect_status st = airlock_connect_parse_more(&c->parser, c->head, c->head_len, &req);
 	switch (st) {
 	case AIRLOCK_CONNECT_INCOMPLETE:
+		if (++c->reads >= READ_FREE) {
+			event_del(c->req_ev);
+			c->resume_ms = util_monotonic_ms() + READ_PAUSE_MS;
+			timer_arm(c, util_monotonic_ms());
+		}
 		return;
 	case AIRLOCK_CONNECT_OK:
 		break;
@@ -672,10 +747,14 @@ static void request_cb(evutil_socket_t fd, short what, void *arg)
 		refuse(c, 400, "Bad Request", "BAD_REQUEST", NULL);
 		return;
 	}
-	/* Consume exactly the request. */
-	if (recv(fd, buf, req.consumed, MSG_DONTWAIT) != (ssize_t)req.consumed) {
-		conn_end(c, "refused", "CLIENT_CLOSED", NULL);
-		return;
+	/* What came after the request is the tunnel's: kept for the upstream
+	 * pipe. Nothing came: the buffer goes now. */
+	if (req.consumed < c->head_len) {
+		c->up.pre = c->head + req.consumed;
+		c->up.pre_len = c->head_len - req.consumed;
+	} else {
+		free(c->head);
+		c->head = NULL;
 	}
 	c->req = req;
 	c->parsed = true;
@@ -726,6 +805,10 @@ static void timer_cb(evutil_socket_t fd, short what, void *arg)
 			refuse(c, 408, "Request Timeout", "REQUEST_TIMEOUT", NULL);
 			return;
 		}
+		if (c->resume_ms > 0 && now >= c->resume_ms) {
+			c->resume_ms = 0;
+			event_add(c->req_ev, NULL);
+		}
 	} else if (c->state == RELAYING) {
 		if (now - c->start_ms >= cfg->total_timeout_ms) {
 			conn_end(c, "allowed", "ALLOWED", "total timeout");
@@ -747,6 +830,8 @@ static void timer_arm(conn *c, int64_t now)
 	int64_t at;
 	if (c->state == READING) {
 		at = c->start_ms + cfg->request_timeout_ms;
+		if (c->resume_ms > 0 && c->resume_ms < at)
+			at = c->resume_ms;
 	} else {
 		at = c->start_ms + cfg->total_timeout_ms;
 		if (c->last_ms + cfg->idle_timeout_ms < at)
@@ -759,29 +844,75 @@ static void timer_arm(conn *c, int64_t now)
 
 /* ---- listeners ----------------------------------------------------------------------- */
 
+static void ms_timeval(int64_t ms, struct timeval *tv)
+{
+	tv->tv_sec = ms / 1000;
+	tv->tv_usec = (ms % 1000) * 1000;
+}
+
+/* The summary line is due within a second of its first count. */
+static void rate_note(listener *l)
+{
+	l->rate_delayed++;
+	if (!evtimer_pending(l->rate_ev, NULL)) {
+		struct timeval tv;
+		ms_timeval(1000, &tv);
+		evtimer_add(l->rate_ev, &tv);
+	}
+}
+
+static void accept_cb(evutil_socket_t fd, short what, void *arg);
+
+/* The rate window is over: write what the last one delayed and accept
+ * again, first from the queue that waited. */
+static void rate_cb(evutil_socket_t fd, short what, void *arg)
+{
+	listener *l = arg;
+	(void)fd;
+	(void)what;
+	log_rate_limited(l);
+	if (l->paused) {
+		l->paused = false;
+		l->draining = true;
+		event_add(l->ev, NULL);
+		accept_cb(l->fd, EV_READ, l);
+	}
+}
+
 static void accept_cb(evutil_socket_t fd, short what, void *arg)
 {
 	listener *l = arg;
 	proxy *px = l->px;
 	(void)what;
 	for (int i = 0; i < ACCEPT_BATCH; i++) {
-		int cfd = accept4(fd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
-		if (cfd < 0)
-			return;
-		/* A sandbox opening connections faster than any client needs is
-		 * closed on unanswered and counted, one line a second: it cannot
-		 * flood the log or the loop. */
-		int64_t second = util_monotonic_ms() / 1000;
-		if (second != l->rate_second) {
-			log_suppressed(l);
-			l->rate_second = second;
+		/* A sandbox opening connections faster than its rate waits: this
+		 * listener stops accepting until the next second and the kernel
+		 * holds the rest in the listen queue (a full queue makes the
+		 * client retry its SYN: later, never an EOF). A legitimate burst
+		 * is served a moment late; a flood costs the loop nothing and
+		 * the log one line a second. */
+		int64_t now = util_monotonic_ms();
+		if (now / 1000 != l->rate_second) {
+			l->rate_second = now / 1000;
 			l->rate_count = 0;
 		}
-		if (++l->rate_count > px->cfg.accept_rate_per_listener) {
-			l->rate_suppressed++;
-			close(cfd);
-			continue;
+		if (l->rate_count >= px->cfg.accept_rate_per_listener) {
+			event_del(l->ev);
+			l->paused = true;
+			struct timeval tv;
+			ms_timeval((l->rate_second + 1) * 1000 - now, &tv);
+			evtimer_add(l->rate_ev, &tv);
+			return;
 		}
+		int cfd = accept4(fd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
+		if (cfd < 0) {
+			if (errno == EAGAIN || errno == EWOULDBLOCK)
+				l->draining = false; /* the queue is empty: nobody waits */
+			return;
+		}
+		l->rate_count++;
+		if (l->draining)
+			rate_note(l);
 		conn *c = calloc(1, sizeof(*c));
 		if (!c) {
 			close(cfd);
@@ -807,10 +938,10 @@ static void accept_cb(evutil_socket_t fd, short what, void *arg)
 			         px->n_conns > px->cfg.max_connections ? "all sandboxes" : "this sandbox");
 			continue;
 		}
-		/* Edge-triggered: the request is peeked, not read, so the socket
-		 * stays readable until it is complete; a level-triggered event
-		 * would spin on a client that sent half a request and waits. */
-		c->req_ev = event_new(px->base, cfd, EV_READ | EV_PERSIST | EV_ET, request_cb, c);
+		/* Level-triggered: every readiness is read, so a client that sent
+		 * half a request and waits leaves nothing readable behind. */
+		c->req_ev = event_new(px->base, cfd, EV_READ | EV_PERSIST, request_cb, c);
+		airlock_connect_parser_init(&c->parser);
 		c->timer = evtimer_new(px->base, timer_cb, c);
 		if (!c->req_ev || !c->timer) {
 			answer(c, 503, "Service Unavailable", "PROXY_RESOURCES");
@@ -843,7 +974,8 @@ static void listener_detach(listener *l)
 			*pp = l->next;
 			break;
 		}
-	log_suppressed(l);
+	log_rate_limited(l);
+	event_freep(&l->rate_ev);
 	event_freep(&l->ev);
 	close_fd(&l->fd);
 	/* The list's reference, dropped last, keeps l alive through the loop. */
@@ -939,9 +1071,12 @@ static const char *do_attach(proxy *px, json_t *o, int fd)
 	}
 	if (!why && !(l->ev = event_new(px->base, l->fd, EV_READ | EV_PERSIST, accept_cb, l)))
 		why = "attach: out of memory";
+	if (!why && !(l->rate_ev = evtimer_new(px->base, rate_cb, l)))
+		why = "attach: out of memory";
 	if (!why && event_add(l->ev, NULL) < 0)
 		why = "attach: event";
 	if (why) {
+		event_freep(&l->rate_ev);
 		event_freep(&l->ev);
 		close_fd(&l->fd);
 		listener_put(l);
@@ -1143,6 +1278,7 @@ _Noreturn void proxy_process_main(int ctl, const airlock_proxy_config *cfg_in)
 
 	/* Six descriptors per tunnel (two sockets, two pipes): take the hard
 	 * limit while we may. */
+	static char budget_why[256];
 	struct rlimit rl;
 	if (getrlimit(RLIMIT_NOFILE, &rl) == 0) {
 		rl.rlim_cur = rl.rlim_max;
@@ -1152,12 +1288,35 @@ _Noreturn void proxy_process_main(int ctl, const airlock_proxy_config *cfg_in)
 		 * halfway (no pipe for its relay): refuse it at accept instead,
 		 * with PROXY_FULL. 64 are kept for the loop, the resolver and
 		 * the dials in flight. */
-		rlim_t fit = rl.rlim_cur > 64 + 6 ? (rl.rlim_cur - 64) / 6 : 1;
-		if (fit < px.cfg.max_connections)
+		rlim_t fit = rl.rlim_cur > 64 + 6 ? (rl.rlim_cur - 64) / 6 : 0;
+		if (fit < px.cfg.max_connections) {
+			/* Fewer connections in all: each sandbox's share shrinks by
+			 * the same factor, so as many sandboxes fit at their cap as
+			 * configured, and one sandbox never holds what all of them
+			 * may (ulimit -n 1024 left 160 in all, and one sandbox's
+			 * 256 would have been all of it). */
+			unsigned per = (unsigned)((uint64_t)px.cfg.max_connections_per_listener * fit /
+			                          px.cfg.max_connections);
 			px.cfg.max_connections = (unsigned)fit;
+			px.cfg.max_connections_per_listener = per;
+		}
+		if (px.cfg.max_connections_per_listener < 1 ||
+		    px.cfg.max_connections_per_listener >= px.cfg.max_connections) {
+			snprintf(budget_why, sizeof(budget_why),
+			         "RLIMIT_NOFILE %llu leaves room for %u connections, too few to give each "
+			         "sandbox a share below all of them (%u): raise the descriptor limit "
+			         "(ulimit -n) to at least %llu",
+			         (unsigned long long)rl.rlim_cur, px.cfg.max_connections,
+			         px.cfg.max_connections_per_listener,
+			         (unsigned long long)(64 + 6 * (((uint64_t)cfg_in->max_connections +
+			                                         cfg_in->max_connections_per_listener - 1) /
+			                                        cfg_in->max_connections_per_listener)));
+			why = budget_why;
+		}
 	}
 
-	why = drop_privileges(&px.cfg);
+	if (!why)
+		why = drop_privileges(&px.cfg);
 	if (!why)
 		why = install_filter();
 	int p[2] = { -1, -1 };
@@ -1175,8 +1334,6 @@ _Noreturn void proxy_process_main(int ctl, const airlock_proxy_config *cfg_in)
 	}
 	if (!why && !(px.base = event_base_new()))
 		why = "event_base_new";
-	if (!why && !(event_base_get_features(px.base) & EV_FEATURE_ET))
-		why = "the event loop has no edge-triggered backend (epoll)";
 	if (!why) {
 		px.ctl_ev = event_new(px.base, px.ctl, EV_READ | EV_PERSIST, ctl_cb, &px);
 		px.done_ev = event_new(px.base, px.done_r, EV_READ | EV_PERSIST, done_cb, &px);

@@ -212,6 +212,22 @@ int airlock_proxy_spawn(const airlock_proxy_config *cfg, airlock_proxy **ret, ai
 {
 	if (!cfg || !ret || cfg->log_fd < 0)
 		return airlock_error_set(err, AIRLOCK_ERR_SYSTEM, EINVAL, "proxy spawn");
+	/* One sandbox's share must leave room for the others: a per-sandbox
+	 * cap at or above the global one lets one sandbox fill the proxy. */
+	if (cfg->max_connections_per_listener < 1 ||
+	    cfg->max_connections_per_listener >= cfg->max_connections)
+		return airlock_error_set(err, AIRLOCK_ERR_SYSTEM, EINVAL,
+		                         "egress proxy: max_connections_per_listener (%u) must be at "
+		                         "least 1 and below max_connections (%u)",
+		                         cfg->max_connections_per_listener, cfg->max_connections);
+	if (cfg->max_pending_per_listener < 1 || cfg->max_pending_per_listener >= cfg->max_pending)
+		return airlock_error_set(err, AIRLOCK_ERR_SYSTEM, EINVAL,
+		                         "egress proxy: max_pending_per_listener (%u) must be at least "
+		                         "1 and below max_pending (%u)",
+		                         cfg->max_pending_per_listener, cfg->max_pending);
+	if (cfg->accept_rate_per_listener < 1)
+		return airlock_error_set(err, AIRLOCK_ERR_SYSTEM, EINVAL,
+		                         "egress proxy: accept_rate_per_listener must be at least 1");
 	airlock_proxy *p = calloc(1, sizeof(*p));
 	if (!p)
 		return airlock_error_set(err, AIRLOCK_ERR_SYSTEM, ENOMEM, "proxy spawn");
