@@ -22,11 +22,13 @@
  * Times are CLOCK_MONOTONIC. The program prints figures and ratios and
  * asserts no time.
  *
- * Everything happens in a network namespace this program creates for
- * itself (unshare(CLONE_NEWNET)); the machine's own is never touched, and
+ * Everything happens in two network namespaces this program creates for
+ * itself (unshare(CLONE_NEWNET), see bench_namespace); the machine's own is
+ * never touched, and
  * only 198.51.100.0/24 is assigned:
  *
- *   lo 198.51.100.2/32    the bench's servers: 9000 hold (accepts and keeps
+ *   198.51.100.2/24       (a second namespace, over a veth pair from
+ *                         198.51.100.1 in the first) the bench's servers: 9000 hold (accepts and keeps
  *                         connections open), 9001 sink ("N\n" then N bytes,
  *                         or "-\n" then bytes to EOF; replies the count and
  *                         closes), 9002 source ("N\n": N bytes, then close)
@@ -100,6 +102,7 @@
 
 #define BENCH_SINK_ADDR "198.51.100.2"
 #define BENCH_DNS_ADDR "198.51.100.53"
+#define BENCH_PROXY_NS_ADDR "198.51.100.1" /* the proxies' end of the veth pair */
 #define BENCH_HOST "sink.example.com"
 #define BENCH_PORT_HOLD 9000
 #define BENCH_PORT_SINK 9001
@@ -166,6 +169,7 @@ typedef struct bench {
 	bench_server hold, sink, source;
 	char *buf; /* the client's 64 KiB buffer */
 	const char *ip, *dnsmasq_path, *tinyproxy_path;
+	int ns_proxy, ns_servers; /* the two network namespaces (bench_namespace) */
 } bench;
 
 /* ---- children ------------------------------------------------------------------ */
@@ -610,7 +614,13 @@ out:
 static int bench_server_start(bench *b, bench_server *s, uint16_t port, void *(*fn)(void *),
                               bool nonblocking, int max_fd)
 {
+	/* The listening socket is made in the servers' namespace and stays
+	 * there; the bench's thread goes back to the proxies'. */
+	if (setns(b->ns_servers, CLONE_NEWNET) < 0)
+		return -1;
 	s->lfd = bench_listen(BENCH_SINK_ADDR, port, NULL);
+	if (setns(b->ns_proxy, CLONE_NEWNET) < 0)
+		return -1;
 	if (s->lfd < 0)
 		return -1;
 	if (nonblocking && fcntl(s->lfd, F_SETFL, O_NONBLOCK) < 0)
@@ -1298,17 +1308,41 @@ static int bench_idle_all(bench *b, size_t n)
 
 /* ---- setup and teardown ------------------------------------------------------------- */
 
+/* Two network namespaces of the bench's own, joined by a veth pair: the
+ * proxies, the clients and dnsmasq in the first (the bench's thread stays
+ * there), the servers' listening sockets in the second. The servers cannot
+ * sit on the proxy's own addresses: the proxy refuses to dial those
+ * (OWN_ADDRESS), as it must in production. Every path, direct included,
+ * crosses the same veth. */
 static int bench_namespace(bench *b)
 {
+	b->ns_proxy = b->ns_servers = -1;
 	if (unshare(CLONE_NEWNET) < 0)
 		return -1;
+	b->ns_proxy = open("/proc/self/ns/net", O_RDONLY | O_CLOEXEC);
+	if (b->ns_proxy < 0 || unshare(CLONE_NEWNET) < 0)
+		return -2;
+	b->ns_servers = open("/proc/self/ns/net", O_RDONLY | O_CLOEXEC);
+	if (b->ns_servers < 0)
+		return -2;
+	char peer_ns[64];
+	snprintf(peer_ns, sizeof(peer_ns), "/proc/%ld/fd/%d", (long)getpid(), b->ns_proxy);
 	const char *const lo_up[] = { "ip", "link", "set", "lo", "up", NULL };
-	const char *const addr_a[] = { "ip",  "addr", "add", BENCH_SINK_ADDR "/32",
-		                       "dev", "lo",   NULL };
+	const char *const veth[] = { "ip",   "link", "add",     "bsrv",  "type",  "veth",
+		                     "peer", "name", "bprx",    "netns", peer_ns, NULL };
+	const char *const addr_s[] = { "ip", "addr", "add", BENCH_SINK_ADDR "/24", "dev", "bsrv", NULL };
+	const char *const up_s[] = { "ip", "link", "set", "bsrv", "up", NULL };
+	if (bench_run_ip(b, lo_up) < 0 || bench_run_ip(b, veth) < 0 ||
+	    bench_run_ip(b, addr_s) < 0 || bench_run_ip(b, up_s) < 0)
+		return -2;
+	if (setns(b->ns_proxy, CLONE_NEWNET) < 0)
+		return -2;
+	const char *const addr_p[] = { "ip", "addr", "add", BENCH_PROXY_NS_ADDR "/24", "dev", "bprx", NULL };
+	const char *const up_p[] = { "ip", "link", "set", "bprx", "up", NULL };
 	const char *const addr_d[] = { "ip",  "addr", "add", BENCH_DNS_ADDR "/32",
 		                       "dev", "lo",   NULL };
-	if (bench_run_ip(b, lo_up) < 0 || bench_run_ip(b, addr_a) < 0 ||
-	    bench_run_ip(b, addr_d) < 0)
+	if (bench_run_ip(b, lo_up) < 0 || bench_run_ip(b, addr_p) < 0 ||
+	    bench_run_ip(b, up_p) < 0 || bench_run_ip(b, addr_d) < 0)
 		return -2;
 	return 0;
 }
@@ -1505,6 +1539,10 @@ static void bench_teardown(bench *b)
 	bench_stop_child(&b->dnsmasq);
 	if (b->stop_r >= 0)
 		close(b->stop_r);
+	if (b->ns_servers >= 0)
+		close(b->ns_servers);
+	if (b->ns_proxy >= 0)
+		close(b->ns_proxy);
 	if (b->stop_w >= 0)
 		close(b->stop_w);
 	if (b->dir[0]) {
@@ -1548,7 +1586,8 @@ int main(int argc, char **argv)
 		return 2;
 	}
 
-	bench b = { .dnsmasq = -1, .tinyproxy = -1, .stop_r = -1, .stop_w = -1 };
+	bench b = { .dnsmasq = -1, .tinyproxy = -1, .stop_r = -1, .stop_w = -1,
+	           .ns_proxy = -1, .ns_servers = -1 };
 	b.hold.lfd = b.sink.lfd = b.source.lfd = -1;
 	if (geteuid() != 0) {
 		fprintf(stderr, "bench_proxy: skipped: needs root (a network namespace of its own, "
@@ -1630,7 +1669,7 @@ int main(int argc, char **argv)
 	if (getloadavg(load, 3) != 3)
 		load[0] = load[1] = load[2] = -1;
 	printf("bench_proxy: nproc %ld, load average %.2f %.2f %.2f; %s, %s; own network "
-	       "namespace, lo 198.51.100.2 (servers) and 198.51.100.53 (dnsmasq)\n",
+	       "namespaces joined by a veth, 198.51.100.2 (servers) and 198.51.100.1 + lo 198.51.100.53 (proxies, dnsmasq)\n",
 	       sysconf(_SC_NPROCESSORS_ONLN), load[0], load[1], load[2], b.tinyproxy_path,
 	       b.dnsmasq_path);
 	printf("  airlock proxy: this bench's listener may hold %ld connections and accept "
