@@ -306,6 +306,16 @@ static int signals_start(run_signals *rs)
 	rs->stop_efd = eventfd(0, EFD_CLOEXEC);
 	if (rs->sfd < 0 || rs->stop_efd < 0)
 		return -1;
+	return 0;
+}
+
+/* The watcher itself, started once the egress proxy (a fork of this
+ * process, until it is an executable of its own) exists: a fork taken
+ * while another thread runs can hand the child a lock that thread held
+ * (seen under ASan: the proxy's first thread hung). A signal that comes
+ * before it waits, blocked, and is read first. */
+static int signals_run(run_signals *rs)
+{
 	if (pthread_create(&rs->thread, NULL, signal_watch, rs) != 0)
 		return -1;
 	rs->started = true;
@@ -511,6 +521,10 @@ int cli_run(int argc, char **argv)
 		r = airlock_proxy_spawn(&pc, &proxy, &err);
 		if (r < 0)
 			goto fail;
+	}
+	if (signals_run(&sig) < 0) {
+		fprintf(stderr, "airlock run: cannot watch for signals: %s\n", strerror(errno));
+		goto out;
 	}
 
 	/* The mechanism first: one this build cannot run says so before anything
