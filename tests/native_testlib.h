@@ -102,6 +102,41 @@ static inline void native_test_run(airlock_exec *e, const airlock_environment_ha
 	cr_assert_eq(airlock_exec_execute(e, &call, h, &cmd, r, &err), 0, "%s", err.message);
 }
 
+/* One sandbox of one service, for a test: opened (provisioned) and closed
+ * (destroyed, the service freed) with assertions. */
+typedef struct box {
+	airlock_exec *e;
+	airlock_environment_spec spec;
+	airlock_environment_handle h;
+} box;
+
+static inline void box_open(box *b, const char *tenant, const airlock_resource_limits *l)
+{
+	char digest[AIRLOCK_IMAGE_DIGEST_SIZE];
+	native_test_require(digest);
+	memset(b, 0, sizeof(*b));
+	b->e = native_test_open(NULL);
+	native_test_spec(&b->spec, tenant, digest, l);
+	airlock_error err = { 0 };
+	cr_assert_eq(airlock_exec_provision(b->e, &b->spec, &b->h, &err), 0, "%s", err.message);
+}
+
+static inline void box_close(box *b)
+{
+	airlock_error err = { 0 };
+	cr_assert_eq(airlock_exec_destroy(b->e, &b->h, &err), 0, "%s", err.message);
+	airlock_exec_free(b->e);
+	airlock_environment_handle_clear(&b->h);
+	airlock_environment_spec_clear(&b->spec);
+}
+
+/* Python code in the box, with a timeout. */
+static inline void py(box *b, const char *code, int timeout_s, airlock_execution_result *r)
+{
+	char *argv[] = { "python3", "-c", (char *)code, NULL };
+	native_test_run(b->e, &b->h, argv, timeout_s, NULL, r);
+}
+
 /* stdout as a NUL-terminated string (the result's buffers are). */
 #define OUT(r) ((const char *)(r)->stdout_data)
 #define ERR(r) ((const char *)(r)->stderr_data)

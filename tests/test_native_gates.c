@@ -27,37 +27,6 @@ static const airlock_resource_limits small = {
 	.workspace_bytes = 64ll << 20, .inodes_max = 2000, .wall_clock_seconds = 120,
 };
 
-typedef struct box {
-	airlock_exec *e;
-	airlock_environment_spec spec;
-	airlock_environment_handle h;
-} box;
-
-static void box_open(box *b, const char *tenant, const airlock_resource_limits *l)
-{
-	char digest[AIRLOCK_IMAGE_DIGEST_SIZE];
-	native_test_require(digest);
-	memset(b, 0, sizeof(*b));
-	b->e = native_test_open(NULL);
-	native_test_spec(&b->spec, tenant, digest, l);
-	airlock_error err = { 0 };
-	cr_assert_eq(airlock_exec_provision(b->e, &b->spec, &b->h, &err), 0, "%s", err.message);
-}
-
-static void box_close(box *b)
-{
-	airlock_error err = { 0 };
-	cr_assert_eq(airlock_exec_destroy(b->e, &b->h, &err), 0, "%s", err.message);
-	airlock_exec_free(b->e);
-	airlock_environment_handle_clear(&b->h);
-	airlock_environment_spec_clear(&b->spec);
-}
-
-static void py(box *b, const char *code, int timeout_s, airlock_execution_result *r)
-{
-	char *argv[] = { "python3", "-c", (char *)code, NULL };
-	native_test_run(b->e, &b->h, argv, timeout_s, NULL, r);
-}
 
 /* ---- gate.sandbox.limits_enforced ---------------------------------------- */
 

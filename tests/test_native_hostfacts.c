@@ -28,31 +28,6 @@ static const airlock_resource_limits small = {
 	.workspace_bytes = 64ll << 20, .inodes_max = 2000, .wall_clock_seconds = 120,
 };
 
-typedef struct box {
-	airlock_exec *e;
-	airlock_environment_spec spec;
-	airlock_environment_handle h;
-} box;
-
-static void box_open(box *b, const char *tenant)
-{
-	char digest[AIRLOCK_IMAGE_DIGEST_SIZE];
-	native_test_require(digest);
-	memset(b, 0, sizeof(*b));
-	b->e = native_test_open(NULL);
-	native_test_spec(&b->spec, tenant, digest, &small);
-	airlock_error err = { 0 };
-	cr_assert_eq(airlock_exec_provision(b->e, &b->spec, &b->h, &err), 0, "%s", err.message);
-}
-
-static void box_close(box *b)
-{
-	airlock_error err = { 0 };
-	cr_assert_eq(airlock_exec_destroy(b->e, &b->h, &err), 0, "%s", err.message);
-	airlock_exec_free(b->e);
-	airlock_environment_handle_clear(&b->h);
-	airlock_environment_spec_clear(&b->spec);
-}
 
 static void sh(box *b, const char *script, airlock_execution_result *r)
 {
@@ -72,7 +47,7 @@ static void expect_exit(const airlock_execution_result *r, int code)
 Test(hostfacts, image_etc_names_nothing_of_the_host, .timeout = 120)
 {
 	box b;
-	box_open(&b, "tenant-etc");
+	box_open(&b, "tenant-etc", &small);
 	airlock_execution_result r;
 	sh(&b,
 	   "for f in /etc/resolv.conf /etc/hostname /etc/hosts /etc/apt/sources.list; do"
@@ -129,7 +104,7 @@ static void mount_source(const char *mountinfo, const char *mp, char *out, size_
 Test(hostfacts, mountinfo_names_no_loop_device, .timeout = 120)
 {
 	box b;
-	box_open(&b, "tenant-mounts");
+	box_open(&b, "tenant-mounts", &small);
 	airlock_execution_result r;
 	sh(&b, "cat /proc/self/mountinfo", &r);
 	expect_exit(&r, 0);
@@ -159,7 +134,7 @@ static void expect_refused(const airlock_execution_result *r, const char *what)
 Test(hostfacts, proc_self_exe_is_the_sealed_starter, .timeout = 180)
 {
 	box b;
-	box_open(&b, "tenant-exe");
+	box_open(&b, "tenant-exe", &small);
 	airlock_execution_result r;
 	const char *links[] = { "/proc/self/exe", "/proc/thread-self/exe" };
 	for (size_t i = 0; i < sizeof(links) / sizeof(links[0]); i++) {

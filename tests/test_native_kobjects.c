@@ -28,37 +28,6 @@ static const airlock_resource_limits small = {
 
 TestSuite(kobjects, .timeout = 180);
 
-typedef struct box {
-	airlock_exec *e;
-	airlock_environment_spec spec;
-	airlock_environment_handle h;
-} box;
-
-static void box_open(box *b, const char *tenant)
-{
-	char digest[AIRLOCK_IMAGE_DIGEST_SIZE];
-	native_test_require(digest);
-	memset(b, 0, sizeof(*b));
-	b->e = native_test_open(NULL);
-	native_test_spec(&b->spec, tenant, digest, &small);
-	airlock_error err = { 0 };
-	cr_assert_eq(airlock_exec_provision(b->e, &b->spec, &b->h, &err), 0, "%s", err.message);
-}
-
-static void box_close(box *b)
-{
-	airlock_error err = { 0 };
-	cr_assert_eq(airlock_exec_destroy(b->e, &b->h, &err), 0, "%s", err.message);
-	airlock_exec_free(b->e);
-	airlock_environment_handle_clear(&b->h);
-	airlock_environment_spec_clear(&b->spec);
-}
-
-static void py(box *b, const char *code, airlock_execution_result *r)
-{
-	char *argv[] = { "python3", "-c", (char *)code, NULL };
-	native_test_run(b->e, &b->h, argv, 60, NULL, r);
-}
 
 /* The command ran to the end and printed one integer. */
 static long long ran_and_printed(const airlock_execution_result *r)
@@ -181,9 +150,9 @@ static const char netlink[] =
 Test(kobjects, netlink_is_refused_uevent_included, .timeout = 120)
 {
 	box b;
-	box_open(&b, "tenant-netlink");
+	box_open(&b, "tenant-netlink", &small);
 	airlock_execution_result r;
-	py(&b, netlink, &r);
+	py(&b, netlink, 60, &r);
 	cr_assert_eq(r.exit_code, 0, "stdout=%.300s stderr=%.600s", OUT(&r), ERR(&r));
 	cr_expect(strstr(OUT(&r), "route:socket:97 usersock:socket:97 sock_diag:socket:97 "
 	                          "kobject_uevent:socket:97\n"),
@@ -223,11 +192,11 @@ static const char tcp_pin[] =
 Test(kobjects, tcp_buffers_are_capped, .timeout = 180)
 {
 	box b;
-	box_open(&b, "tenant-tcp");
+	box_open(&b, "tenant-tcp", &small);
 	airlock_execution_result r;
 	sampler s;
 	sampler_start(&s, tcp_mem);
-	py(&b, tcp_pin, &r);
+	py(&b, tcp_pin, 60, &r);
 	long long rise = sampler_rise(&s);
 	long long queued = ran_and_printed(&r);
 	fprintf(stderr, "tcp: %lld bytes queued, host TCP memory rose by %lld bytes\n", queued,
@@ -272,11 +241,11 @@ static const char udp_pin[] =
 Test(kobjects, udp_buffers_are_capped, .timeout = 180)
 {
 	box b;
-	box_open(&b, "tenant-udp");
+	box_open(&b, "tenant-udp", &small);
 	airlock_execution_result r;
 	sampler s;
 	sampler_start(&s, udp_mem);
-	py(&b, udp_pin, &r);
+	py(&b, udp_pin, 60, &r);
 	long long rise = sampler_rise(&s);
 	long long queued = ran_and_printed(&r);
 	fprintf(stderr, "udp: %lld bytes queued, host UDP memory rose by %lld bytes\n", queued,
@@ -313,9 +282,9 @@ static const char unix_pin[] =
 Test(kobjects, unix_buffers_are_charged, .timeout = 180)
 {
 	box b;
-	box_open(&b, "tenant-unix");
+	box_open(&b, "tenant-unix", &small);
 	airlock_execution_result r;
-	py(&b, unix_pin, &r);
+	py(&b, unix_pin, 60, &r);
 	if (r.killed_by == AIRLOCK_KILL_NONE) {
 		long long total = -1;
 		const char *line = strchr(OUT(&r), '\n');
@@ -352,9 +321,9 @@ static const char inflight[] =
 Test(kobjects, descriptors_in_flight_are_bounded, .timeout = 120)
 {
 	box b;
-	box_open(&b, "tenant-inflight");
+	box_open(&b, "tenant-inflight", &small);
 	airlock_execution_result r;
-	py(&b, inflight, &r);
+	py(&b, inflight, 60, &r);
 	cr_assert_eq(r.exit_code, 0, "stdout=%.300s stderr=%.600s", OUT(&r), ERR(&r));
 	long long sent, e;
 	cr_assert_eq(sscanf(OUT(&r), "%lld %lld", &sent, &e), 2, "stdout=%.300s", OUT(&r));
@@ -383,11 +352,11 @@ static const char aio[] =
 Test(kobjects, kernel_aio_is_refused_and_the_hosts_table_untouched, .timeout = 120)
 {
 	box b;
-	box_open(&b, "tenant-aio");
+	box_open(&b, "tenant-aio", &small);
 	airlock_execution_result r;
 	sampler s;
 	sampler_start(&s, aio_nr);
-	py(&b, aio, &r);
+	py(&b, aio, 60, &r);
 	long long rise = sampler_rise(&s);
 	long long e = ran_and_printed(&r);
 	cr_expect_eq(e, 38, "io_setup in the sandbox: errno %lld, want ENOSYS (38)", e);
@@ -435,9 +404,9 @@ static const char nofile[] =
 Test(kobjects, descriptors_are_bounded_per_process, .timeout = 120)
 {
 	box b;
-	box_open(&b, "tenant-nofile");
+	box_open(&b, "tenant-nofile", &small);
 	airlock_execution_result r;
-	py(&b, nofile, &r);
+	py(&b, nofile, 60, &r);
 	cr_assert_eq(r.exit_code, 0, "stdout=%.300s stderr=%.600s", OUT(&r), ERR(&r));
 	long long soft, hard, raised, most, sum, n;
 	cr_assert_eq(sscanf(OUT(&r), "%lld %lld %lld %lld %lld %lld", &soft, &hard, &raised, &most,
