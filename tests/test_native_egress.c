@@ -103,7 +103,7 @@ static void env_down(env *v)
 
 /* A sandbox whose spec carries egress_text as its policy (NULL: deny, the
  * call's "no"), with the test CA in its workspace. */
-static void box(env *v, const char *egress_text, airlock_environment_spec *s,
+static void egress_box(env *v, const char *egress_text, airlock_environment_spec *s,
                 airlock_environment_handle *h)
 {
 	char digest[AIRLOCK_IMAGE_DIGEST_SIZE];
@@ -266,7 +266,7 @@ Test(gate_sandbox_egress_allowlisted, curl_and_urllib_reach_the_allowlist_and_no
 	env_up(&v, policy_a, EGRESS_WORLD_DNS);
 	airlock_environment_spec s;
 	airlock_environment_handle h;
-	box(&v, policy_a, &s, &h);
+	egress_box(&v, policy_a, &s, &h);
 	airlock_execution_result r;
 	sh(&v, &h, clients, &r);
 	const char *out = OUT(&r);
@@ -380,7 +380,7 @@ Test(gate_sandbox_egress_allowlisted, ignoring_the_proxy_reaches_nothing, .timeo
 	env_up(&v, policy_a, EGRESS_WORLD_DNS);
 	airlock_environment_spec s;
 	airlock_environment_handle h;
-	box(&v, policy_a, &s, &h);
+	egress_box(&v, policy_a, &s, &h);
 	airlock_execution_result r;
 	run_probe(&v, &h, &r);
 	cr_assert(strstr(OUT(&r), "proxy CONNECTED"), "the proxy's listener: %s", OUT(&r));
@@ -402,13 +402,51 @@ Test(gate_sandbox_egress_allowlisted, ignoring_the_proxy_reaches_nothing, .timeo
 	env_down(&v);
 }
 
+/* The planted listener's accept queue is short: a connection waiting in it
+ * is established and buffers the client's bytes in host memory charged to
+ * no sandbox (the proxy has not accepted it yet, and past the accept rate
+ * it leaves connections waiting). A burst of 600 connections from inside
+ * finds at most the queue plus what the proxy accepted in half a second
+ * established; with SOMAXCONN (4096) all 600 were. */
+static const char burst[] =
+	"import socket, select, time\n"
+	"socks = []\n"
+	"for i in range(600):\n"
+	"    s = socket.socket(); s.setblocking(False)\n"
+	"    s.connect_ex(('127.0.0.1', 3128)); socks.append(s)\n"
+	"time.sleep(0.5)\n"
+	"_, w, _ = select.select([], socks, [], 0)\n"
+	"ok = sum(1 for s in w if s.getsockopt(socket.SOL_SOCKET, socket.SO_ERROR) == 0)\n"
+	"print('established', ok)\n";
+
+Test(egress_proxy, the_listeners_queue_is_short, .timeout = 300)
+{
+	env v;
+	env_up(&v, policy_a, EGRESS_WORLD_DNS);
+	airlock_environment_spec s;
+	airlock_environment_handle h;
+	egress_box(&v, policy_a, &s, &h);
+	airlock_execution_result r;
+	char *argv[] = { "python3", "-c", (char *)burst, NULL };
+	native_test_run(v.e, &h, argv, 60, NULL, &r);
+	int n = -1;
+	const char *at = strstr(OUT(&r), "established ");
+	cr_assert(at && sscanf(at, "established %d", &n) == 1, "%s\n%s", OUT(&r), ERR(&r));
+	fprintf(stderr, "egress_proxy: %d of 600 connections established in 0.5 s\n", n);
+	cr_assert_lt(n, 400, "%d of 600 connections established: the accept queue is not bounded", n);
+	cr_assert_gt(n, 0, "the proxy's listener answered nothing");
+	airlock_execution_result_clear(&r);
+	unbox(&v, &s, &h);
+	env_down(&v);
+}
+
 /* ---- gate.sandbox.network_denied, extended ----------------------------------- */
 
 static void expect_denied(env *v, const char *egress_text)
 {
 	airlock_environment_spec s;
 	airlock_environment_handle h;
-	box(v, egress_text, &s, &h);
+	egress_box(v, egress_text, &s, &h);
 	airlock_execution_result r;
 	run_probe(v, &h, &r);
 	cr_assert(strstr(OUT(&r), "proxy ECONNREFUSED"), "nothing listens: %s", OUT(&r));
@@ -483,7 +521,7 @@ Test(dns_rebinding, the_proxy_dials_what_it_checked_and_asks_once_per_connection
 	env_up(&v, rebind_policy, EGRESS_WORLD_REBIND_DNS);
 	airlock_environment_spec s;
 	airlock_environment_handle h;
-	box(&v, rebind_policy, &s, &h);
+	egress_box(&v, rebind_policy, &s, &h);
 	airlock_execution_result r;
 	char *argv[] = { "python3", "-c", (char *)rebind_client, NULL };
 	native_test_run(v.e, &h, argv, 120, NULL, &r);
@@ -536,11 +574,11 @@ Test(egress_policy, a_change_after_provision_does_not_reach_a_running_sandbox, .
 	int fds = fd_count(airlock_proxy_pid(v.proxy));
 	airlock_environment_spec s1, s2;
 	airlock_environment_handle h1, h2;
-	box(&v, policy_a9000, &s1, &h1);
+	egress_box(&v, policy_a9000, &s1, &h1);
 	/* The operator changes the policy: a.example.com out, b.example.com in. */
 	airlock_egress_policy_clear(&v.op);
 	parse_policy(policy_b, &v.op);
-	box(&v, policy_b, &s2, &h2);
+	egress_box(&v, policy_b, &s2, &h2);
 	char *argv[] = { "python3", "-c", (char *)two_hosts, NULL };
 	airlock_execution_result r;
 	native_test_run(v.e, &h1, argv, 60, NULL, &r);

@@ -21,6 +21,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/eventfd.h>
+#include <stdatomic.h>
 #include <sys/fanotify.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -55,6 +56,11 @@
  * the lock would close it, but would hand init a writable descriptor to a
  * host file. */
 #define NATIVE_HOST_ID_BASE 1500000000u
+/* The planted proxy listener's accept queue (see plant_thread). */
+#define NATIVE_PROXY_BACKLOG 64
+/* Kept fanotify groups, in this process (see kept_arm). */
+#define NATIVE_KEPT_GROUPS_MAX 32
+static atomic_int kept_groups;
 #define NATIVE_HOST_ID_SLOTS 65536u
 
 /* The image mount's source as the sandbox's mountinfo shows it. */
@@ -436,8 +442,10 @@ static void sandbox_free(sandbox *b)
 		return;
 	pthread_mutex_destroy(&b->start_lock);
 	airlock_snapshot_clear(&b->kept);
-	if (b->kept_fan >= 0)
+	if (b->kept_fan >= 0) {
 		close(b->kept_fan);
+		atomic_fetch_sub(&kept_groups, 1);
+	}
 	free(b->tenant_id);
 	if (b->envp)
 		for (size_t i = 0; i < b->n_env; i++)
@@ -598,7 +606,13 @@ static void *plant_thread(void *arg)
 		p->err = errno, p->step = "socket";
 	else if (bind(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0)
 		p->err = errno, p->step = "bind";
-	else if (listen(fd, SOMAXCONN) < 0)
+	/* A short queue: a connection waiting in it is established, takes the
+	 * client's bytes into its receive buffer, and belongs to no memory
+	 * cgroup until the proxy accepts it; past the accept rate the proxy
+	 * leaves connections waiting there, so SOMAXCONN (4096) would let a
+	 * sandbox pin ~200 MB of host TCP memory outside its limits. Past
+	 * this many, the kernel drops the SYN and the client retries. */
+	else if (listen(fd, NATIVE_PROXY_BACKLOG) < 0)
 		p->err = errno, p->step = "listen";
 	if (setns(self, CLONE_NEWNET) < 0 && !p->err)
 		p->err = errno, p->step = "setns back";
@@ -995,9 +1009,13 @@ static int start_command(airlock_native *n, sandbox *b, const airlock_execution_
  * is armed before the after-walk, and any event it holds at the next
  * command's start, or an overflow, or any doubt, means walk again. The
  * walk itself only reads, and reads are not in the mask. The group reports
- * file handles (FAN_REPORT_FID), never open descriptors, and is closed
- * before the next command runs, so the command's own writes cost nothing.
- * Where fanotify is missing both walks are made, as before. */
+ * file handles (FAN_REPORT_FID), never open descriptors, lives as long as
+ * the sandbox and is drained before each after-walk (kept_arm). Groups
+ * count against host root's fs.fanotify.max_user_groups (128 by default),
+ * which every root daemon shares, so one service keeps at most
+ * NATIVE_KEPT_GROUPS_MAX of them; past that, and where fanotify is
+ * missing, both walks are made, as before. */
+
 
 #define KEPT_FAN_MASK                                                                              \
 	(FAN_MODIFY | FAN_ATTRIB | FAN_CLOSE_WRITE | FAN_CREATE | FAN_DELETE | FAN_MOVED_FROM |    \
@@ -1018,15 +1036,22 @@ static int start_command(airlock_native *n, sandbox *b, const airlock_execution_
 static bool kept_arm(sandbox *b, int rootfd)
 {
 	if (b->kept_fan < 0) {
+		if (atomic_fetch_add(&kept_groups, 1) >= NATIVE_KEPT_GROUPS_MAX) {
+			atomic_fetch_sub(&kept_groups, 1);
+			return false;
+		}
 		int fan = fanotify_init(FAN_CLASS_NOTIF | FAN_REPORT_FID | FAN_CLOEXEC | FAN_NONBLOCK,
 		                        O_RDONLY | O_CLOEXEC);
-		if (fan < 0)
+		if (fan < 0) {
+			atomic_fetch_sub(&kept_groups, 1);
 			return false;
+		}
 		/* "." beneath the root: the root descriptor is O_PATH, which
 		 * fanotify_mark refuses as the object itself (EBADF). */
 		if (fanotify_mark(fan, FAN_MARK_ADD | FAN_MARK_FILESYSTEM, KEPT_FAN_MASK, rootfd,
 		                  ".") < 0) {
 			close(fan);
+			atomic_fetch_sub(&kept_groups, 1);
 			return false;
 		}
 		b->kept_fan = fan;
