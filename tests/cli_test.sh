@@ -93,7 +93,8 @@ run-native-escaped-name run-native-escaped-name-no-esc run-native-small-workspac
 run-native-stdin-unread run-native-reader-closes run-native-reader-closes-status
 run-native-reader-closes-summary run-native-reader-closes-said
 run-native-sigTERM run-native-sigTERM-partial-output run-native-sigTERM-result
-run-native-sigINT run-native-sigINT-partial-output run-native-sigINT-result"
+run-native-sigINT run-native-sigINT-partial-output run-native-sigINT-result
+run-native-sigQUIT run-native-sigQUIT-partial-output run-native-sigQUIT-result"
 STORE=${AIRLOCK_TEST_IMAGE_STORE:-/var/lib/airlock/images}
 native_why=$("$AIRLOCK" doctor | sed -n 's/^native  *unavailable: //p')
 if [ -z "$native_why" ] && ! "$AIRLOCK" doctor | grep -Eq '^native +available'; then
@@ -183,7 +184,7 @@ if [ -z "$native_why" ]; then
 	expect run-native-reader-closes-summary 0 '^airlock: exit 0 ' -- cat "$TMP/pipe.err"
 	expect run-native-reader-closes-said 0 'stdout: Broken pipe: the result was not fully printed' -- cat "$TMP/pipe.err"
 	# SIGTERM and SIGINT mid-command: the command ends with its result.
-	for s in TERM:143 INT:130; do
+	for s in TERM:143 INT:130 QUIT:131; do
 		sig=${s%:*} want=${s#*:}
 		{
 			# An asynchronous list starts with SIGINT ignored (POSIX); put it back.

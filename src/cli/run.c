@@ -244,7 +244,7 @@ static int write_all(int fd, const unsigned char *p, size_t n)
 }
 
 /* ---- signals ---------------------------------------------------------------
- * SIGINT, SIGTERM and SIGHUP are blocked from the start and read from a
+ * SIGINT, SIGTERM, SIGHUP and SIGQUIT are blocked from the start and read from a
  * signalfd by a thread of their own, so they arrive as events rather than
  * killing the process between two steps: the watcher asks the execution
  * service to stop (the command in flight ends with SERVICE_SHUTDOWN and its
@@ -298,6 +298,7 @@ static int signals_start(run_signals *rs)
 	sigaddset(&set, SIGINT);
 	sigaddset(&set, SIGTERM);
 	sigaddset(&set, SIGHUP);
+	sigaddset(&set, SIGQUIT); /* the quit key: it would kill us, no result */
 	/* Blocked before any thread exists, so every thread inherits it and
 	 * none is chosen to die of a signal instead of the watcher reading it. */
 	if (pthread_sigmask(SIG_BLOCK, &set, NULL) != 0)
