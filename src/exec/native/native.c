@@ -17,11 +17,11 @@
 #include <pthread.h>
 #include <sched.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/eventfd.h>
-#include <stdatomic.h>
 #include <sys/fanotify.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -56,12 +56,13 @@
  * the lock would close it, but would hand init a writable descriptor to a
  * host file. */
 #define NATIVE_HOST_ID_BASE 1500000000u
+#define NATIVE_HOST_ID_SLOTS 65536u
+
 /* The planted proxy listener's accept queue (see plant_thread). */
 #define NATIVE_PROXY_BACKLOG 64
 /* Kept fanotify groups, in this process (see kept_arm). */
 #define NATIVE_KEPT_GROUPS_MAX 32
 static atomic_int kept_groups;
-#define NATIVE_HOST_ID_SLOTS 65536u
 
 /* The image mount's source as the sandbox's mountinfo shows it. */
 #define NATIVE_IMAGE_SOURCE_NAME "airlock-image"
@@ -1015,7 +1016,6 @@ static int start_command(airlock_native *n, sandbox *b, const airlock_execution_
  * which every root daemon shares, so one service keeps at most
  * NATIVE_KEPT_GROUPS_MAX of them; past that, and where fanotify is
  * missing, both walks are made, as before. */
-
 
 #define KEPT_FAN_MASK                                                                              \
 	(FAN_MODIFY | FAN_ATTRIB | FAN_CLOSE_WRITE | FAN_CREATE | FAN_DELETE | FAN_MOVED_FROM |    \
