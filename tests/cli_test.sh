@@ -94,7 +94,8 @@ run-native-stdin-unread run-native-reader-closes run-native-reader-closes-status
 run-native-reader-closes-summary run-native-reader-closes-said
 run-native-sigTERM run-native-sigTERM-partial-output run-native-sigTERM-result
 run-native-sigINT run-native-sigINT-partial-output run-native-sigINT-result
-run-native-sigQUIT run-native-sigQUIT-partial-output run-native-sigQUIT-result"
+run-native-sigQUIT run-native-sigQUIT-partial-output run-native-sigQUIT-result
+run-native-ignored-hup run-native-ignored-hup-ran"
 STORE=${AIRLOCK_TEST_IMAGE_STORE:-/var/lib/airlock/images}
 native_why=$("$AIRLOCK" doctor | sed -n 's/^native  *unavailable: //p')
 if [ -z "$native_why" ] && ! "$AIRLOCK" doctor | grep -Eq '^native +available'; then
@@ -183,12 +184,18 @@ if [ -z "$native_why" ]; then
 	expect run-native-reader-closes-status 0 '^status 74$' -- cat "$TMP/pipe.st"
 	expect run-native-reader-closes-summary 0 '^airlock: exit 0 ' -- cat "$TMP/pipe.err"
 	expect run-native-reader-closes-said 0 'stdout: Broken pipe: the result was not fully printed' -- cat "$TMP/pipe.err"
+	# A signal ignored when airlock run starts (SIGHUP under nohup) stays
+	# ignored: the command runs to its end.
+	printf '(trap "" HUP; exec "%s" run -- sh -c "sleep 2; echo done") &\np=$!; sleep 1; kill -HUP $p; wait $p; echo "status $?"\n' \
+		"$AIRLOCK" >"$TMP/hup.sh"
+	expect_clean run-native-ignored-hup 0 '^status 0$' -- sh -c "sh '$TMP/hup.sh' >'$TMP/hup.out' 2>&1; cat '$TMP/hup.out'"
+	expect run-native-ignored-hup-ran 0 '^done$' -- cat "$TMP/hup.out"
 	# SIGTERM and SIGINT mid-command: the command ends with its result.
 	for s in TERM:143 INT:130 QUIT:131; do
 		sig=${s%:*} want=${s#*:}
 		{
-			# An asynchronous list starts with SIGINT ignored (POSIX); put it back.
-			echo "env --default-signal=INT \"$AIRLOCK\" run -- sh -c 'printf started; exec sleep 31.$want' &"
+			# An asynchronous list starts with SIGINT and SIGQUIT ignored (POSIX); put them back.
+			echo "env --default-signal=INT,QUIT \"$AIRLOCK\" run -- sh -c 'printf started; exec sleep 31.$want' &"
 			echo 'p=$!; i=0'
 			echo "while [ \$i -lt 300 ] && ! pgrep -xf 'sleep 31.$want' >/dev/null; do sleep 0.1; i=\$((i + 1)); done"
 			echo "kill -$sig \$p; wait \$p; echo \"status \$?\""

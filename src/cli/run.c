@@ -293,12 +293,19 @@ static int signals_start(run_signals *rs)
 {
 	*rs = (run_signals){ .sfd = -1, .stop_efd = -1 };
 	pthread_mutex_init(&rs->lock, NULL);
+	/* SIGQUIT too: the quit key would kill us with no result. A signal
+	 * whose disposition is SIG_IGN when we start (SIGHUP under nohup,
+	 * SIGINT in a shell's background job) stays ignored: blocking it would
+	 * queue it for the signalfd, which the caller asked not to happen. */
+	static const int watched[] = { SIGINT, SIGTERM, SIGHUP, SIGQUIT };
 	sigset_t set;
 	sigemptyset(&set);
-	sigaddset(&set, SIGINT);
-	sigaddset(&set, SIGTERM);
-	sigaddset(&set, SIGHUP);
-	sigaddset(&set, SIGQUIT); /* the quit key: it would kill us, no result */
+	for (size_t i = 0; i < sizeof(watched) / sizeof(watched[0]); i++) {
+		struct sigaction cur;
+		if (sigaction(watched[i], NULL, &cur) == 0 && cur.sa_handler == SIG_IGN)
+			continue;
+		sigaddset(&set, watched[i]);
+	}
 	/* Blocked before any thread exists, so every thread inherits it and
 	 * none is chosen to die of a signal instead of the watcher reading it. */
 	if (pthread_sigmask(SIG_BLOCK, &set, NULL) != 0)
