@@ -683,3 +683,43 @@ Test(copy, egress_policy_is_deep)
 	cr_assert_eq(dst.n_destinations, 0);
 	cr_assert_null(dst.destinations);
 }
+
+/* One grammar for every door: a policy built in code and validated (as a
+ * spec carries it, and as the encoder checks it) meets the same host and
+ * port rules as the operator's YAML, with the caller's error class. */
+Test(validate, egress_runs_the_grammar_rules)
+{
+	uint16_t p443[] = { 443 }, twice[] = { 443, 443 };
+	static const char *const bad_hosts[] = { "*.com", "A.Example.COM", "10.0.0.5", "*.*",
+		                                 "*.co.uk" };
+	for (size_t i = 0; i < sizeof(bad_hosts) / sizeof(bad_hosts[0]); i++) {
+		airlock_egress_destination d = { .host = (char *)bad_hosts[i], .ports = p443, .n_ports = 1 };
+		airlock_egress_policy p = { .mode = AIRLOCK_EGRESS_ALLOWLIST, .destinations = &d,
+			                    .n_destinations = 1 };
+		airlock_error err = { 0 };
+		cr_assert_lt(airlock_egress_policy_validate(&p, &err), 0, "%s passed", bad_hosts[i]);
+		cr_assert_eq(err.cls, AIRLOCK_ERR_DECODE, "%s: class %d", bad_hosts[i], (int)err.cls);
+	}
+	airlock_egress_destination two[] = {
+		{ .host = "a.example.com", .ports = p443, .n_ports = 1 },
+		{ .host = "a.example.com", .ports = p443, .n_ports = 1 },
+	};
+	airlock_egress_policy dup = { .mode = AIRLOCK_EGRESS_ALLOWLIST, .destinations = two,
+		                      .n_destinations = 2 };
+	cr_assert_lt(airlock_egress_policy_validate(&dup, NULL), 0, "a host twice passed");
+	airlock_egress_destination dp = { .host = "a.example.com", .ports = twice, .n_ports = 2 };
+	airlock_egress_policy dports = { .mode = AIRLOCK_EGRESS_ALLOWLIST, .destinations = &dp,
+		                         .n_destinations = 1 };
+	cr_assert_lt(airlock_egress_policy_validate(&dports, NULL), 0, "a port twice passed");
+	/* In a spec, the spec's class. */
+	airlock_environment_spec s;
+	make_spec(&s, false, true);
+	char *keep = s.egress.destinations[0].host;
+	s.egress.destinations[0].host = (char *)"*.com";
+	airlock_error err = { 0 };
+	cr_assert_lt(airlock_environment_spec_validate(&s, &err), 0);
+	cr_assert_eq(err.cls, AIRLOCK_ERR_EXECUTION_REJECTED, "%s", err.message);
+	cr_assert(strstr(err.message, "EnvironmentSpec.egress"), "%s", err.message);
+	s.egress.destinations[0].host = keep;
+	airlock_environment_spec_clear(&s);
+}

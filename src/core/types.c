@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 #include "airlock/types.h"
+#include "airlock/egress.h"
 
 #include <errno.h>
 #include <string.h>
@@ -223,7 +224,20 @@ static int egress_check(const airlock_egress_policy *p, const char *what, airloc
 				                         "%s.destinations[%zu].ports[%zu]: must be 1..65535",
 				                         what, i, j);
 	}
-	return 0;
+	/* Then the grammar's own rules for its destinations (host names,
+	 * normalized form, no host or port twice, the count): one function for
+	 * every door, the YAML parser's too, so a policy built in code, encoded
+	 * or carried in a spec is held to what the operator's file is. An
+	 * allowlist with no destination stays valid here (it reaches nothing);
+	 * the grammar refuses it as written text, and so does the decoder. */
+	if (p->n_destinations == 0)
+		return 0;
+	int r = airlock_egress_policy_check(p, what, err);
+	if (r < 0 && err) {
+		err->cls = cls;
+		r = airlock_errcode(cls);
+	}
+	return r;
 }
 
 int airlock_egress_policy_validate(const airlock_egress_policy *p, airlock_error *err)
