@@ -100,9 +100,8 @@ int airlock_egress_policy_check(const airlock_egress_policy *p, const char *what
                                 airlock_error *err);
 
 /* A port as text, the one rule for every door that reads one (the policy's
- * YAML, `airlock egress check`, and the CONNECT parser's rule, which
- * tests/test_egress_policy.c holds equal to it): 1-5 decimal digits, no
- * sign, no leading zero, 1..65535. */
+ * YAML, `airlock egress check` and the CONNECT parser all call it): 1-5
+ * decimal digits, no sign, no leading zero, 1..65535. */
 bool airlock_port_parse(const char *s, size_t len, uint16_t *ret);
 
 /* Print the normalized policy as YAML that parses back to the same policy. */
@@ -305,8 +304,11 @@ int airlock_egress_policy_covers(const airlock_egress_policy *op, const airlock_
 char *airlock_egress_decision_to_json(const airlock_egress_decision *d, airlock_error *err);
 
 /* ---- the CONNECT request ------------------------------------------------
- * The proxy's one parser of sandbox input (hand-written: the request line is
- * specific to this domain). Accepted, and nothing else:
+ * The proxy's parser of sandbox input (hand-written: the request line is
+ * specific to this domain), in two forms with one answer: the proxy feeds
+ * airlock_connect_parse_more byte by byte as they arrive; the one-shot
+ * airlock_connect_parse is the reference the fuzz target holds it to on
+ * every prefix. Accepted, and nothing else:
  *
  *   CONNECT SP host ":" port SP "HTTP/1.1" | "HTTP/1.0" CRLF
  *   *( field-name ":" OWS field-value OWS CRLF )
@@ -340,8 +342,8 @@ typedef struct airlock_connect_request {
 } airlock_connect_request;
 
 /* Parse the first len bytes the client sent. Pure: no allocation, no I/O,
- * reads only buf[0..len). Bytes after the terminator are not looked at (the
- * client's first tunnel bytes stay in the socket for the relay). Returns
+ * reads only buf[0..len). Bytes after the terminator are not looked at
+ * (the caller relays them: they are the client's first tunnel bytes). Returns
  * INCOMPLETE only while len < AIRLOCK_CONNECT_REQUEST_MAX and every complete
  * line so far is valid; a violation is reported as soon as it is seen.
  * *ret is written only for OK. */

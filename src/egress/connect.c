@@ -124,24 +124,6 @@ static line_end find_line_end(const unsigned char *b, size_t pos, size_t limit, 
 	return LINE_PARTIAL;
 }
 
-/* The port: 1-5 digits, no leading zero (so one number has one spelling and
- * "0443" cannot be read as octal by anyone), 1..65535. All of s[0..n). */
-static bool parse_port(const unsigned char *s, size_t n, uint16_t *ret)
-{
-	if (n == 0 || n > 5 || s[0] == '0')
-		return false;
-	uint32_t v = 0;
-	for (size_t i = 0; i < n; i++) {
-		if (!is_digit(s[i]))
-			return false;
-		v = v * 10 + (uint32_t)(s[i] - '0');
-	}
-	if (v > 65535)
-		return false;
-	*ret = (uint16_t)v;
-	return true;
-}
-
 /* The CONNECT target, all of t[0..n): host ":" port and nothing else (no
  * userinfo, no scheme, no path). Fills req's host and port. */
 static bool parse_authority(const unsigned char *t, size_t n, airlock_connect_request *req)
@@ -169,7 +151,8 @@ static bool parse_authority(const unsigned char *t, size_t n, airlock_connect_re
 		return false;
 	if (h >= n || t[h] != ':')
 		return false;
-	if (!parse_port(t + h + 1, n - h - 1, &req->port))
+	/* The one port rule every door uses (policy.c). */
+	if (!airlock_port_parse((const char *)t + h + 1, n - h - 1, &req->port))
 		return false;
 	memcpy(req->host, t, h);
 	req->host[h] = 0;
