@@ -201,8 +201,10 @@ int native_loop_create_fs(const native_loop *l, int fsfd, int scratch_dir_fd, co
 		} else {
 			pthread_join(t, NULL);
 			if (j.err)
-				r = airlock_error_set(err, AIRLOCK_ERR_SYSTEM, j.err,
-				                      "mount %s from %s: %s", name, l->path, j.step);
+				/* The loop device's path is the host's: not in the
+				 * message (gate spec_has_no_host_path). */
+				r = airlock_error_set(err, AIRLOCK_ERR_SYSTEM, j.err, "mount %s: %s", name,
+				                      j.step);
 		}
 		unlinkat(dfd, name, 0);
 	}

@@ -486,9 +486,12 @@ static int sandbox_teardown(airlock_native *n, sandbox *b, airlock_error *err)
 	native_volume_destroy(b->vol);
 	b->vol = NULL;
 	pthread_mutex_lock(&n->lock);
-	if (b->host_id) {
+	if (b->host_id && r == 0) {
 		/* Every process that ran as this id is gone (init reaped, its
-		 * pid namespace with it): the id may be handed out again. */
+		 * pid namespace with it): the id may be handed out again. When
+		 * one survived (SandboxEscapeSuspected) the slot stays taken for
+		 * this service's life, so no other sandbox on the host ever runs
+		 * as the id a live process of this one still holds. */
 		struct flock fl = { .l_type = F_UNLCK, .l_whence = SEEK_SET, .l_start = b->slot,
 			            .l_len = 1 };
 		(void)fcntl(n->id_lock_fd, F_OFD_SETLK, &fl);
@@ -1082,8 +1085,8 @@ static bool kept_take(airlock_native *n, sandbox *b, airlock_snapshot *ret)
 		airlock_snapshot_clear(&s);
 		return false;
 	}
-	/* Any event at all, or any error but "none queued", is a change. The
-	 * events stay queued: the next arm drains them. */
+	/* Any event at all, or any error but "none queued", is a change (the
+	 * read consumes some events; the next arm drains the rest). */
 	char buf[256];
 	ssize_t got = read(b->kept_fan, buf, sizeof(buf));
 	bool clean = got < 0 && errno == EAGAIN;
