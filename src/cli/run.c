@@ -308,8 +308,11 @@ static int signals_start(run_signals *rs)
 	}
 	/* Blocked before any thread exists, so every thread inherits it and
 	 * none is chosen to die of a signal instead of the watcher reading it. */
-	if (pthread_sigmask(SIG_BLOCK, &set, NULL) != 0)
+	int e = pthread_sigmask(SIG_BLOCK, &set, NULL);
+	if (e != 0) {
+		errno = e; /* the pthread calls return their error, errno is left alone */
 		return -1;
+	}
 	rs->sfd = signalfd(-1, &set, SFD_CLOEXEC | SFD_NONBLOCK);
 	rs->stop_efd = eventfd(0, EFD_CLOEXEC);
 	if (rs->sfd < 0 || rs->stop_efd < 0)
@@ -324,8 +327,11 @@ static int signals_start(run_signals *rs)
  * before it waits, blocked, and is read first. */
 static int signals_run(run_signals *rs)
 {
-	if (pthread_create(&rs->thread, NULL, signal_watch, rs) != 0)
+	int e = pthread_create(&rs->thread, NULL, signal_watch, rs);
+	if (e != 0) {
+		errno = e;
 		return -1;
+	}
 	rs->started = true;
 	return 0;
 }
@@ -687,7 +693,8 @@ int cli_run(int argc, char **argv)
 		print_summary(&res, airlock_exec_name(exec));
 	}
 	exit_code = res.has_exit_code ? (res.exit_code & 0xff) : CLI_EXIT_KILLED;
-	if (out_r < 0 || err_r < 0 || fflush(stderr) != 0) {
+	/* stderr is unbuffered: a failed fprintf shows only in its error flag. */
+	if (out_r < 0 || err_r < 0 || fflush(stderr) != 0 || ferror(stderr)) {
 		fprintf(stderr, "airlock run: %s: %s: the result was not fully printed "
 		                "(the sandbox is destroyed)\n",
 		        out_r < 0 ? "stdout" : "stderr", strerror(out_r < 0 ? -out_r : err_r < 0 ? -err_r : EIO));
