@@ -45,7 +45,8 @@ int main(int argc, char **argv)
 	 * run ... | head) or on a command's stdin is an EPIPE the code handles,
 	 * never a SIGPIPE that ends the process before the sandbox is
 	 * destroyed. The processes we start reset it (util/run.c, the native
-	 * starter and init), so no command inherits the ignored disposition. */
+	 * command launcher native_cmd_main and init), so no command inherits
+	 * the ignored disposition. */
 	signal(SIGPIPE, SIG_IGN);
 	if (argc < 2) {
 		usage(stderr);

@@ -28,7 +28,6 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "airlock/envbuild.h"
 #include "exec/native/native_internal.h"
 
 static const char *const step_names[NATIVE_STEP__MAX] = {
