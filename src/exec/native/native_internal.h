@@ -90,8 +90,9 @@ typedef struct native_cmd_args {
 	int last_cap;
 } native_cmd_args;
 
-/* The command's launcher (a fork of the service): enters the sandbox and starts the command as a
- * child of the service (CLONE_PARENT), reports its pid, exits. The child
+/* The command's launcher (a fork of the service): enters the sandbox and
+ * starts the command as a child of the service (CLONE_PARENT), reports its
+ * pid, exits. The child
  * executes the sealed starter program, which executes the command. */
 _Noreturn void native_cmd_main(const native_cmd_args *a);
 
