@@ -3,9 +3,10 @@
 #define AIRLOCK_UTIL_H
 
 /*
- * Small helpers that know nothing about sandboxes: cleanup attributes,
- * a byte buffer with a cap fixed at creation, SHA-256 (libcrypto EVP),
- * base64 (libcrypto), hex, time.
+ * Small helpers that know nothing about sandboxes: a byte buffer with a cap
+ * fixed at creation, SHA-256 (libcrypto EVP), base64 (libcrypto), hex,
+ * time. Cleanup attributes are in cleanup.h, system-call wrappers in
+ * syscalls.h.
  */
 
 #include <stdbool.h>
@@ -14,29 +15,7 @@
 #include <stdlib.h>
 #include <unistd.h>
 
-/* ---- ownership ----------------------------------------------------------- */
-static inline void util_freep(void *p) { free(*(void **)p); }
-static inline void util_closep(int *fd)
-{
-	if (*fd >= 0)
-		close(*fd);
-}
-#define _cleanup_free_ __attribute__((cleanup(util_freep)))
-#define _cleanup_close_ __attribute__((cleanup(util_closep)))
-
-/* Move ownership out of a cleanup-annotated variable. */
-#define TAKE_PTR(p)                                                                                \
-	({                                                                                         \
-		__typeof__(p) _tp = (p);                                                           \
-		(p) = NULL;                                                                        \
-		_tp;                                                                               \
-	})
-#define TAKE_FD(fd)                                                                                \
-	({                                                                                         \
-		int _tf = (fd);                                                                    \
-		(fd) = -1;                                                                         \
-		_tf;                                                                               \
-	})
+#include "util/cleanup.h"
 
 #define ARRAY_SIZE(a) (sizeof(a) / sizeof((a)[0]))
 
