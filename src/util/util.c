@@ -3,6 +3,7 @@
 
 #include <errno.h>
 #include <limits.h>
+#include <signal.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/random.h>
@@ -314,4 +315,85 @@ int util_random(void *buf, size_t len)
 		len -= (size_t)n;
 	}
 	return 0;
+}
+
+/* ---- whole reads and writes --------------------------------------------- */
+int util_write_all(int fd, const void *data, size_t len)
+{
+	const unsigned char *p = data;
+	while (len > 0) {
+		ssize_t n = write(fd, p, len);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0)
+			return -errno;
+		if (n == 0)
+			return -EIO;
+		p += n;
+		len -= (size_t)n;
+	}
+	return 0;
+}
+
+int util_read_capped(int fd, size_t max, char **ret, size_t *ret_len)
+{
+	util_buf b;
+	util_buf_init(&b, max);
+	char chunk[16384];
+	for (;;) {
+		ssize_t n = read(fd, chunk, sizeof(chunk));
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0) {
+			int e = errno;
+			util_buf_clear(&b);
+			return -e;
+		}
+		if (n == 0)
+			break;
+		int r = util_buf_append(&b, chunk, (size_t)n);
+		if (r != 0) {
+			util_buf_clear(&b);
+			return r > 0 ? -EFBIG : r;
+		}
+	}
+	size_t len = 0;
+	unsigned char *data = util_buf_steal(&b, &len);
+	if (!data)
+		return -ENOMEM;
+	*ret = (char *)data;
+	*ret_len = len;
+	return 0;
+}
+
+int util_pread_small(int fd, char *buf, size_t size)
+{
+	size_t off = 0;
+	for (;;) {
+		if (off + 1 >= size)
+			return -EFBIG;
+		ssize_t n = pread(fd, buf + off, size - 1 - off, (off_t)off);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0)
+			return -errno;
+		if (n == 0)
+			break;
+		off += (size_t)n;
+	}
+	buf[off] = 0;
+	return (int)off;
+}
+
+/* ---- signals -------------------------------------------------------------- */
+void util_signals_reset(void)
+{
+	struct sigaction dfl;
+	memset(&dfl, 0, sizeof(dfl));
+	dfl.sa_handler = SIG_DFL;
+	for (int s = 1; s < NSIG; s++)
+		sigaction(s, &dfl, NULL); /* SIGKILL, SIGSTOP and glibc's own refuse: harmless */
+	sigset_t none;
+	sigemptyset(&none);
+	sigprocmask(SIG_SETMASK, &none, NULL);
 }

@@ -48,6 +48,28 @@ const char *util_escape(char *buf, size_t size, const void *s, size_t len);
 /* Parse a decimal int64 with no sign tricks, no whitespace, no trailing bytes. */
 bool util_parse_i64(const char *s, int64_t *ret);
 
+/* ---- whole reads and writes --------------------------------------------- */
+/* Write all of len bytes, retrying on EINTR and short writes. 0, or -errno of
+ * the write that failed (EPIPE: the reader went away), -EIO on a write of 0.
+ * Async-signal-safe. */
+int util_write_all(int fd, const void *data, size_t len);
+/* Read everything fd yields into a malloc'd, NUL-terminated buffer of at
+ * most max bytes (the NUL not counted): 0, -EFBIG past max, -ENOMEM, -errno.
+ * For files whose size the caller does not trust. */
+int util_read_capped(int fd, size_t max, char **ret, size_t *ret_len);
+/* Read a small file from offset 0 with pread into buf, NUL-terminated: its
+ * length, or -EFBIG when it does not fit in size - 1, -errno. No allocation
+ * (kernel files of a known small shape: cgroup and /proc entries). */
+int util_pread_small(int fd, char *buf, size_t size);
+
+/* ---- signals -------------------------------------------------------------- */
+/* Every disposition back to SIG_DFL and an empty signal mask, for a child
+ * about to run someone else's program: a fork keeps ignored dispositions
+ * and the blocked mask across execve, so a service that ignores SIGPIPE and
+ * blocks SIGTERM would hand both on. Async-signal-safe (a forked child of a
+ * threaded process may call it). */
+void util_signals_reset(void);
+
 /* ---- SHA-256 (libcrypto EVP: uses the SHA-NI path where the CPU has it) -- */
 typedef struct util_sha256 util_sha256;
 util_sha256 *util_sha256_new(void);
