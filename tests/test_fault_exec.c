@@ -41,6 +41,7 @@
 #include "fault_adapter.h"
 #include "native_testlib.h"
 #include "testlib.h"
+#include "util/fault.h"
 
 /* A scenario that makes more calls than this is a runaway loop. */
 #define FAULT_N_MAX 200
@@ -583,3 +584,34 @@ static void ws_every_n(bool local)
 Test(fault_workspace, local) { ws_every_n(true); }
 
 Test(fault_workspace, memory) { ws_every_n(false); }
+
+/* ---- the library's own step counter (src/util/fault.h) -------------------- */
+
+#ifdef AIRLOCK_FAULT_INJECTION
+/* The fault-injection build: the Nth check answers true, once, and says
+ * which point it was; 0 disarms. */
+Test(util_fault, fails_the_nth_check_once)
+{
+	util_fault_arm(2);
+	cr_assert_not(util_fault("first"));
+	cr_assert_null(util_fault_fired());
+	cr_assert(util_fault("second"));
+	cr_assert_str_eq(util_fault_fired(), "second");
+	cr_assert_not(util_fault("third"));
+	cr_assert_eq(util_fault_hits(), 3);
+	util_fault_arm(0);
+	cr_assert_eq(util_fault_hits(), 0);
+	cr_assert_null(util_fault_fired());
+	for (int i = 0; i < 100; i++)
+		cr_assert_not(util_fault("any"));
+	cr_assert_eq(util_fault_hits(), 100);
+}
+#else
+/* Every other build: an inline false (tests/fault_build_check.sh checks
+ * the library has no counter). */
+Test(util_fault, is_the_inline_false)
+{
+	for (int i = 0; i < 100; i++)
+		cr_assert_not(util_fault("any"));
+}
+#endif
