@@ -371,6 +371,43 @@ out:
 	return ok;
 }
 
+/* test_exec_contract.c: forged_handle_run_raises. The core's destroy on
+ * suspicion is a port call too: when it is the one that fails, the
+ * suspicion is still what the caller hears, with the failed destroy added,
+ * and the record stays for the caller's own destroy. */
+static bool sc_forged_handle(run *r)
+{
+	if (!provision(r, 0))
+		return false;
+	airlock_environment_handle forged = { 0 };
+	cr_assert_eq(airlock_environment_handle_copy(&forged, &r->h[0]), 0);
+	free(forged.run_id);
+	forged.run_id = strdup("run-2");
+	char *argv[] = { "true", NULL };
+	airlock_execution_command cmd = test_command(argv);
+	airlock_execution_result res = { 0 };
+	airlock_error err = { 0 };
+	int rc = airlock_exec_execute(r->exec, &r->call, &forged, &cmd, &res, &err);
+	airlock_environment_handle_clear(&forged);
+	cr_assert_eq(rc, airlock_errcode(AIRLOCK_ERR_SANDBOX_ESCAPE_SUSPECTED), "rc %d: %s", rc,
+	             err.message);
+	cr_assert_not(res.has_exit_code, "a command ran on a forged handle");
+	const char *fired = fault_plan_fired(&r->plan);
+	if (fired) {
+		cr_assert_str_eq(fired, "exec.destroy");
+		cr_assert(strstr(err.message, "destroy after suspicion also failed") &&
+		                  strstr(err.message, "injected fault"),
+		          "%s", err.message);
+		return false;
+	}
+	memset(&err, 0, sizeof(err));
+	rc = airlock_exec_execute(r->exec, &r->call, &r->h[0], &cmd, &res, &err);
+	cr_assert_eq(rc, airlock_errcode(AIRLOCK_ERR_EXECUTION_REJECTED), "rc %d: %s", rc,
+	             err.message);
+	cr_assert_eq(r->t->live(r->state), 0, "the suspected sandbox is not destroyed");
+	return true;
+}
+
 typedef struct scenario {
 	const char *name;
 	scenario_fn fn;
@@ -383,6 +420,7 @@ static const scenario scenarios[] = {
 	{ "destroy_is_idempotent", sc_destroy_is_idempotent },
 	{ "two_sandboxes", sc_two_sandboxes },
 	{ "workspace_calls", sc_workspace_calls },
+	{ "forged_handle_run_raises", sc_forged_handle },
 };
 
 /*
