@@ -349,8 +349,11 @@ static void countdown(const decoder *d)
 	}
 	cr_assert_eq(n, total + 1, "%s: the runs made %u allocations, the first %u", d->name, n - 1,
 	             total);
-	fprintf(stderr, "fault_alloc %s: %u allocations, each failed in turn%s\n", d->name, total,
-	        as_decode ? " (some of jansson's answered as a decode error)" : "");
+	if (total == 0)
+		fprintf(stderr, "fault_alloc %s: no allocation outside jansson\n", d->name);
+	else
+		fprintf(stderr, "fault_alloc %s: %u allocations, each failed in turn%s\n", d->name,
+		        total, as_decode ? " (some of jansson's answered as a decode error)" : "");
 	free(want);
 	free(buf);
 }
@@ -523,51 +526,73 @@ static int dec_policy(const char *buf, size_t len, char **ret_text, airlock_erro
 	return 0;
 }
 
-static const decoder decoders[] = {
-	{ "json ResourceLimits", dec_resource_limits, NULL, LIMITS_JSON, true },
-	{ "json EgressPolicy", dec_egress_policy, NULL, EGRESS_JSON, true },
-	{ "json BridgeEndpoint", dec_bridge_endpoint, NULL, BRIDGE_JSON, true },
-	{ "json EnvironmentSpec", dec_environment_spec, NULL, spec_json, true },
-	{ "json EnvironmentHandle", dec_environment_handle, NULL, handle_json, true },
-	{ "json ExecutionCommand", dec_execution_command, NULL, command_json, true },
-	{ "json FileChange", dec_file_change, NULL, FC_DELETED_JSON, true },
-	{ "json ExecutionResult", dec_execution_result, NULL, result_json, true },
-	{ "json ArtifactMetadata", dec_artifact_metadata, NULL, metadata_json, true },
-	{ "json ArtifactRef", dec_artifact_ref, NULL, ref_json, true },
-	{ "json Error", dec_error, NULL, error_json, true },
-	{ "settings etc/airlock.example.yaml", dec_settings, "etc/airlock.example.yaml", NULL, false },
-	{ "settings etc/airlock.example.yaml with AIRLOCK_* overrides", dec_settings_env,
-	  "etc/airlock.example.yaml", NULL, false },
-	{ "settings fuzz/corpus/fuzz_settings/valid_flow.yaml", dec_settings,
-	  "fuzz/corpus/fuzz_settings/valid_flow.yaml", NULL, false },
-	{ "policy fuzz/corpus/fuzz_egress_policy/spec_example.yaml", dec_policy,
-	  "fuzz/corpus/fuzz_egress_policy/spec_example.yaml", NULL, false },
-	{ "policy fuzz/corpus/fuzz_egress_policy/flow.yaml", dec_policy,
-	  "fuzz/corpus/fuzz_egress_policy/flow.yaml", NULL, false },
-	{ "policy fuzz/corpus/fuzz_egress_policy/block_ports.yaml", dec_policy,
-	  "fuzz/corpus/fuzz_egress_policy/block_ports.yaml", NULL, false },
-};
+#define RESULT_KILLED_JSON                                                                         \
+	"{\"exit_code\":null,\"stdout\":\"c3RhcnRlZA==\",\"stderr\":\"AP8=\",\"stdout_truncated\":false," \
+	"\"stderr_truncated\":false,\"timed_out\":true,\"killed_by\":\"TIMEOUT\","                 \
+	"\"files_changed\":[" FC_JSON "],\"files_changed_truncated\":false,\"duration_ms\":30000}"
+#define META_NULLS_JSON                                                                            \
+	"{\"tenant_id\":\"tenant-1\",\"run_id\":null,\"origin\":\"UPLOAD\","                        \
+	"\"filename\":\"report.pdf\",\"media_type\":\"application/pdf\",\"size_bytes\":0,"        \
+	"\"sha256\":\"" HEX64 "\",\"trust\":\"USER_SUPPLIED\","                                    \
+	"\"created_at\":\"1970-01-01T00:00:00.000Z\",\"expires_at\":null}"
+#define CMD_NOSTDIN_JSON                                                                           \
+	"{\"argv\":[\"true\"],\"working_directory\":\".\",\"timeout_seconds\":1,"                  \
+	"\"stdin\":null,\"maximum_output_bytes\":1}"
 
-#define DECODER_TEST(i, tname)                                                                     \
-	Test(fault_alloc, tname, .init = use_counter_for_jansson) { countdown(&decoders[i]); }
+/* One test per decoder and input: a name, the decoder, then a file under
+ * the source root or the text itself, and whether jansson parses it. */
+#define COUNTDOWN(tname, ...)                                                                      \
+	Test(fault_alloc, tname, .init = use_counter_for_jansson)                                  \
+	{                                                                                          \
+		static const decoder d = { __VA_ARGS__ };                                          \
+		countdown(&d);                                                                     \
+	}
 
-DECODER_TEST(0, json_resource_limits)
-DECODER_TEST(1, json_egress_policy)
-DECODER_TEST(2, json_bridge_endpoint)
-DECODER_TEST(3, json_environment_spec)
-DECODER_TEST(4, json_environment_handle)
-DECODER_TEST(5, json_execution_command)
-DECODER_TEST(6, json_file_change)
-DECODER_TEST(7, json_execution_result)
-DECODER_TEST(8, json_artifact_metadata)
-DECODER_TEST(9, json_artifact_ref)
-DECODER_TEST(10, json_error)
-DECODER_TEST(11, settings_example)
-DECODER_TEST(12, settings_example_with_environment)
-DECODER_TEST(13, settings_flow)
-DECODER_TEST(14, policy_spec_example)
-DECODER_TEST(15, policy_flow)
-DECODER_TEST(16, policy_block_ports)
+COUNTDOWN(json_resource_limits, "json ResourceLimits", dec_resource_limits, NULL, LIMITS_JSON, true)
+COUNTDOWN(json_egress_policy, "json EgressPolicy", dec_egress_policy, NULL, EGRESS_JSON, true)
+COUNTDOWN(json_bridge_endpoint, "json BridgeEndpoint", dec_bridge_endpoint, NULL, BRIDGE_JSON, true)
+COUNTDOWN(json_environment_spec, "json EnvironmentSpec", dec_environment_spec, NULL, spec_json, true)
+COUNTDOWN(json_environment_handle, "json EnvironmentHandle", dec_environment_handle, NULL,
+          handle_json, true)
+COUNTDOWN(json_execution_command, "json ExecutionCommand", dec_execution_command, NULL,
+          command_json, true)
+COUNTDOWN(json_execution_command_no_stdin, "json ExecutionCommand (stdin null)",
+          dec_execution_command, NULL, CMD_NOSTDIN_JSON, true)
+COUNTDOWN(json_file_change, "json FileChange", dec_file_change, NULL, FC_JSON, true)
+COUNTDOWN(json_file_change_deleted_escaped, "json FileChange (deleted, escaped path)",
+          dec_file_change, NULL, FC_DELETED_JSON, true)
+COUNTDOWN(json_execution_result, "json ExecutionResult", dec_execution_result, NULL, result_json,
+          true)
+COUNTDOWN(json_execution_result_killed, "json ExecutionResult (killed)", dec_execution_result,
+          NULL, RESULT_KILLED_JSON, true)
+COUNTDOWN(json_artifact_metadata, "json ArtifactMetadata", dec_artifact_metadata, NULL,
+          metadata_json, true)
+COUNTDOWN(json_artifact_metadata_nulls, "json ArtifactMetadata (nulls)", dec_artifact_metadata,
+          NULL, META_NULLS_JSON, true)
+COUNTDOWN(json_artifact_ref, "json ArtifactRef", dec_artifact_ref, NULL, ref_json, true)
+COUNTDOWN(json_error, "json Error", dec_error, NULL, error_json, true)
+COUNTDOWN(settings_example, "settings etc/airlock.example.yaml", dec_settings,
+          "etc/airlock.example.yaml", NULL, false)
+COUNTDOWN(settings_example_with_environment,
+          "settings etc/airlock.example.yaml with AIRLOCK_* overrides", dec_settings_env,
+          "etc/airlock.example.yaml", NULL, false)
+COUNTDOWN(settings_full, "settings fuzz/corpus/fuzz_settings/valid_full.yaml", dec_settings,
+          "fuzz/corpus/fuzz_settings/valid_full.yaml", NULL, false)
+COUNTDOWN(settings_flow, "settings fuzz/corpus/fuzz_settings/valid_flow.yaml", dec_settings,
+          "fuzz/corpus/fuzz_settings/valid_flow.yaml", NULL, false)
+COUNTDOWN(settings_passthrough_file,
+          "settings fuzz/corpus/fuzz_settings/valid_passthrough_file.yaml", dec_settings,
+          "fuzz/corpus/fuzz_settings/valid_passthrough_file.yaml", NULL, false)
+COUNTDOWN(policy_spec_example, "policy fuzz/corpus/fuzz_egress_policy/spec_example.yaml",
+          dec_policy, "fuzz/corpus/fuzz_egress_policy/spec_example.yaml", NULL, false)
+COUNTDOWN(policy_flow, "policy fuzz/corpus/fuzz_egress_policy/flow.yaml", dec_policy,
+          "fuzz/corpus/fuzz_egress_policy/flow.yaml", NULL, false)
+COUNTDOWN(policy_block_ports, "policy fuzz/corpus/fuzz_egress_policy/block_ports.yaml",
+          dec_policy, "fuzz/corpus/fuzz_egress_policy/block_ports.yaml", NULL, false)
+COUNTDOWN(policy_quoted_names, "policy fuzz/corpus/fuzz_egress_policy/quoted_names.yaml",
+          dec_policy, "fuzz/corpus/fuzz_egress_policy/quoted_names.yaml", NULL, false)
+COUNTDOWN(policy_deny, "policy fuzz/corpus/fuzz_egress_policy/deny.yaml", dec_policy,
+          "fuzz/corpus/fuzz_egress_policy/deny.yaml", NULL, false)
 
 /* The wrappers reach the static library's calls, libyaml's and jansson's
  * (a countdown that counts nothing would pass everything). */
