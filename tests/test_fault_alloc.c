@@ -331,6 +331,9 @@ static void countdown(const decoder *d)
 		                      rc == airlock_errcode(AIRLOCK_ERR_DECODE);
 		if (rc >= 0 || (rc != -ENOMEM && !jansson_decode))
 			print_where(d->name, n);
+		if (rc >= 0)
+			fprintf(stderr, "%s: N=%u decoded\n  %s\nwhere the run without faults decoded\n  %s\n",
+			        d->name, n, got, want);
 		else if (rc != -ENOMEM && getenv("FAULT_ALLOC_VERBOSE"))
 			fprintf(stderr, "%s: N=%u: %s\n", d->name, n, err.message);
 		cr_assert_lt(rc, 0, "%s: N=%u: allocation %u failed and the decoder succeeded",
