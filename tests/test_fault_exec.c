@@ -31,9 +31,11 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "airlock/fake.h"
@@ -408,9 +410,54 @@ static bool sc_forged_handle(run *r)
 	return true;
 }
 
+typedef struct long_run {
+	run *r;
+	airlock_execution_result res;
+	airlock_error err;
+	int rc;
+} long_run;
+
+static void *execute_long(void *arg)
+{
+	long_run *l = arg;
+	char *argv[] = { "sh", "-c", "printf up; exec sleep 30", NULL };
+	airlock_execution_command cmd = test_command(argv);
+	l->rc = airlock_exec_execute(l->r->exec, &l->r->call, &l->r->h[0], &cmd, &l->res, &l->err);
+	return NULL;
+}
+
+/* test_exec_contract.c: shutdown_ends_the_command_and_keeps_cleanup. The
+ * service stops while a command runs (the wrapper passes the shutdown on);
+ * the command ends with SERVICE_SHUTDOWN, and cleanup still works. */
+static bool sc_shutdown_keeps_cleanup(run *r)
+{
+	if (!provision(r, 0))
+		return false;
+	char *argv[] = { "sh", "-c", "printf up; exec sleep 30", NULL };
+	r->t->prepare(r->state, argv,
+	              &(airlock_fake_behaviour){ .stdout_data = "up", .stdout_len = 2,
+	                                         .runs_for_ms = 30000 });
+	long_run l = { .r = r };
+	pthread_t t;
+	cr_assert_eq(pthread_create(&t, NULL, execute_long, &l), 0);
+	struct timespec ts = { .tv_sec = 0, .tv_nsec = 500 * 1000000L };
+	nanosleep(&ts, NULL);
+	airlock_exec_shutdown(r->exec);
+	pthread_join(t, NULL);
+	if (!step(&r->plan, l.rc, &l.err, "execute"))
+		return false;
+	cr_assert_eq(l.res.killed_by, AIRLOCK_KILL_SERVICE_SHUTDOWN, "killed_by=%d", l.res.killed_by);
+	cr_assert(out_is(&l.res, "up"), "partial output is returned");
+	airlock_execution_result_clear(&l.res);
+	return destroy(r, 0);
+}
+
 typedef struct scenario {
 	const char *name;
 	scenario_fn fn;
+	/* The scenario stops the service, which then refuses new work: the
+	 * check after it ends at the destroys and the live count. */
+	bool stops_service;
 } scenario;
 
 static const scenario scenarios[] = {
@@ -421,6 +468,7 @@ static const scenario scenarios[] = {
 	{ "two_sandboxes", sc_two_sandboxes },
 	{ "workspace_calls", sc_workspace_calls },
 	{ "forged_handle_run_raises", sc_forged_handle },
+	{ "shutdown_ends_the_command_and_keeps_cleanup", sc_shutdown_keeps_cleanup, true },
 };
 
 /*
@@ -464,19 +512,21 @@ static unsigned run_one(const target *t, const scenario *sc, unsigned n, bool *c
 	cr_assert_eq(t->live(r.state), 0, "%s/%s N=%u (%s failed): the adapter still holds a sandbox",
 	             t->name, sc->name, n, fired ? fired : "nothing");
 	/* A new sandbox in the first slot, on the same service. */
-	airlock_environment_handle_clear(&r.h[0]);
-	cr_assert(provision(&r, 0), "%s/%s N=%u: no provision after the fault", t->name, sc->name,
-	          n);
-	char *argv[] = { "sh", "-c", "echo ok", NULL };
-	airlock_execution_result res;
-	cr_assert(execute(&r, 0, argv,
-	                  &(airlock_fake_behaviour){ .stdout_data = "ok\n", .stdout_len = 3 }, NULL,
-	                  &res));
-	cr_assert(out_is(&res, "ok\n"), "%s/%s N=%u: the sandbox after the fault runs", t->name,
-	          sc->name, n);
-	airlock_execution_result_clear(&res);
-	cr_assert(destroy(&r, 0));
-	cr_assert_eq(t->live(r.state), 0);
+	if (!sc->stops_service) {
+		airlock_environment_handle_clear(&r.h[0]);
+		cr_assert(provision(&r, 0), "%s/%s N=%u: no provision after the fault", t->name,
+		          sc->name, n);
+		char *argv[] = { "sh", "-c", "echo ok", NULL };
+		airlock_execution_result res;
+		cr_assert(execute(&r, 0, argv,
+		                  &(airlock_fake_behaviour){ .stdout_data = "ok\n", .stdout_len = 3 },
+		                  NULL, &res));
+		cr_assert(out_is(&res, "ok\n"), "%s/%s N=%u: the sandbox after the fault runs",
+		          t->name, sc->name, n);
+		airlock_execution_result_clear(&res);
+		cr_assert(destroy(&r, 0));
+		cr_assert_eq(t->live(r.state), 0);
+	}
 
 	airlock_exec_free(r.exec);
 	for (int i = 0; i < RUN_BOXES; i++) {
