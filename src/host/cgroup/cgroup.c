@@ -25,7 +25,7 @@
  *
  * Crash recovery and concurrent services. Several services (or test
  * binaries) can share a parent cgroup: here every process sits in the root
- * of the pids and cpu hierarchies. A live native_cgroup therefore holds an
+ * of the pids and cpu hierarchies. A live host_cgroup therefore holds an
  * exclusive flock(2) on its sandbox directory in every hierarchy, and the
  * sweep only touches groups whose lock it can take: the kernel drops the
  * lock when the owner dies, which is exactly "left by a crashed run". The
@@ -35,7 +35,7 @@
  * Every descriptor is O_CLOEXEC, and every open below a group directory is
  * an openat on that group's descriptor with O_NOFOLLOW.
  */
-#include "exec/native/cgroup.h"
+#include "host/cgroup/cgroup.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -55,7 +55,7 @@
 #include "util/util.h"
 
 /* The leaf the service moves itself into on pure v2 (see above). It does
- * not start with NATIVE_CGROUP_PREFIX, so the sweep never touches it. */
+ * not start with HOST_CGROUP_PREFIX, so the sweep never touches it. */
 #define CG_SERVICE_LEAF "airlockd"
 
 /* A CFS period of 100 ms; the quota is cpu_millicores * 100 us of it. The
@@ -101,7 +101,7 @@ static bool cg_force_kill_fallback;
 /* Where the service sits: the directory of its own cgroup in each
  * hierarchy the mode uses (NULL where unused). */
 typedef struct cg_layout {
-	native_cgroup_mode mode;
+	host_cgroup_mode mode;
 	char *dir[CG__KIND_MAX];
 } cg_layout;
 
@@ -114,17 +114,17 @@ typedef struct cg_hier {
 	int leaf_fd[CG__LEAF_MAX];
 } cg_hier;
 
-struct native_cgroup {
-	native_cgroup_mode mode;
+struct host_cgroup {
+	host_cgroup_mode mode;
 	bool kill_file; /* the v2 groups have cgroup.kill */
-	char name[sizeof(NATIVE_CGROUP_PREFIX) + AIRLOCK_ENVIRONMENT_ID_MAX];
+	char name[sizeof(HOST_CGROUP_PREFIX) + AIRLOCK_ENVIRONMENT_ID_MAX];
 	cg_hier h[CG__KIND_MAX];
 	/* Kept open and read with pread: execute polls them on every event. */
 	int counter_fd[CG__COUNTER_MAX][CG__AT_MAX];
 	int cmd_events_fd; /* cmd's cgroup.events in the v2 hierarchy, or -1 */
 };
 
-void native_cgroup_testing_force_kill_fallback(bool on) { cg_force_kill_fallback = on; }
+void host_cgroup_testing_force_kill_fallback(bool on) { cg_force_kill_fallback = on; }
 
 /* ---- small helpers -------------------------------------------------------- */
 
@@ -424,7 +424,7 @@ static void cg_layout_clear(cg_layout *l)
 		free(l->dir[k]);
 		l->dir[k] = NULL;
 	}
-	l->mode = NATIVE_CGROUP_INVALID;
+	l->mode = HOST_CGROUP_INVALID;
 }
 
 static void cg_filep(FILE **f)
@@ -673,7 +673,7 @@ static int cg_layout_load(cg_layout *l, airlock_error *err)
 	if (all_v1) {
 		/* Hybrid. The v2 hierarchy is optional: without it, kill and
 		 * emptiness fall back to cgroup.procs. */
-		l->mode = NATIVE_CGROUP_HYBRID;
+		l->mode = HOST_CGROUP_HYBRID;
 		r = 0;
 		goto out;
 	}
@@ -693,7 +693,7 @@ static int cg_layout_load(cg_layout *l, airlock_error *err)
 	r = cg_v2_check(d, err);
 	if (r < 0)
 		goto out;
-	l->mode = NATIVE_CGROUP_V2;
+	l->mode = HOST_CGROUP_V2;
 	r = 0;
 out:
 	cg_want_clear(want);
@@ -702,14 +702,14 @@ out:
 	return r;
 }
 
-static bool cg_kind_used(native_cgroup_mode mode, const cg_layout *l, int k)
+static bool cg_kind_used(host_cgroup_mode mode, const cg_layout *l, int k)
 {
-	if (mode == NATIVE_CGROUP_V2)
+	if (mode == HOST_CGROUP_V2)
 		return k == CG_UNIFIED;
 	return l->dir[k] != NULL;
 }
 
-int native_cgroup_detect(native_cgroup_mode *ret, airlock_error *err)
+int host_cgroup_detect(host_cgroup_mode *ret, airlock_error *err)
 {
 	cg_layout l = { 0 };
 	int r = cg_layout_load(&l, err);
@@ -948,9 +948,9 @@ static int cg_remove_tree(int parent, const char *name, int depth, int64_t deadl
 
 /* ---- the sandbox's groups ------------------------------------------------------ */
 
-static native_cgroup *cg_new(void)
+static host_cgroup *cg_new(void)
 {
-	native_cgroup *cg = calloc(1, sizeof(*cg));
+	host_cgroup *cg = calloc(1, sizeof(*cg));
 	if (!cg)
 		return NULL;
 	for (int k = 0; k < CG__KIND_MAX; k++) {
@@ -965,7 +965,7 @@ static native_cgroup *cg_new(void)
 	return cg;
 }
 
-static void cg_free(native_cgroup *cg)
+static void cg_free(host_cgroup *cg)
 {
 	if (!cg)
 		return;
@@ -985,15 +985,15 @@ static void cg_free(native_cgroup *cg)
 }
 
 /* The hierarchy that holds a controller's files. */
-static cg_hier *cg_ctl(native_cgroup *cg, int kind)
+static cg_hier *cg_ctl(host_cgroup *cg, int kind)
 {
-	return &cg->h[cg->mode == NATIVE_CGROUP_V2 ? CG_UNIFIED : kind];
+	return &cg->h[cg->mode == HOST_CGROUP_V2 ? CG_UNIFIED : kind];
 }
 
 /* Kill everything in the groups we created, wait, and remove them. On a
  * survivor: SANDBOX_ESCAPE_SUSPECTED, and the directories stay for the
  * sweep (rmdir could not succeed anyway). */
-static int cg_teardown(native_cgroup *cg, int64_t deadline, airlock_error *err)
+static int cg_teardown(host_cgroup *cg, int64_t deadline, airlock_error *err)
 {
 	/* The v2 hierarchy first: cgroup.kill there reaches every process of
 	 * the sandbox at once, so the v1 passes after it normally find the
@@ -1086,7 +1086,7 @@ static int cg_v2_enable(int own_fd, airlock_error *err)
 	                         "cgroups: the service's v2 cgroup keeps gaining processes");
 }
 
-static int cg_set(native_cgroup *cg, int kind, const char *file, const char *value,
+static int cg_set(host_cgroup *cg, int kind, const char *file, const char *value,
                   bool optional, airlock_error *err)
 {
 	int r = cg_write(cg_ctl(cg, kind)->sandbox_fd, file, value);
@@ -1098,7 +1098,7 @@ static int cg_set(native_cgroup *cg, int kind, const char *file, const char *val
 	return 0;
 }
 
-static int cg_apply_limits(native_cgroup *cg, const airlock_resource_limits *lim,
+static int cg_apply_limits(host_cgroup *cg, const airlock_resource_limits *lim,
                            airlock_error *err)
 {
 	char mem[24], pids[24], quota[24], cpumax[48];
@@ -1114,7 +1114,7 @@ static int cg_apply_limits(native_cgroup *cg, const airlock_resource_limits *lim
 	snprintf(cpumax, sizeof(cpumax), "%" PRId64 " %d", q, CG_CPU_PERIOD_US);
 	int r;
 
-	if (cg->mode == NATIVE_CGROUP_V2) {
+	if (cg->mode == HOST_CGROUP_V2) {
 		/* memory.swap.max=0: swap cannot stretch the limit. It is absent
 		 * only on kernels without swap, where there is nothing to cap. */
 		if ((r = cg_set(cg, CG_MEMORY, "memory.max", mem, false, err)) < 0 ||
@@ -1182,7 +1182,7 @@ static int cg_apply_limits(native_cgroup *cg, const airlock_resource_limits *lim
 }
 
 /* Open the counter files once: execute polls them after every event. */
-static int cg_open_counters(native_cgroup *cg, airlock_error *err)
+static int cg_open_counters(host_cgroup *cg, airlock_error *err)
 {
 	static const struct {
 		int kind;
@@ -1198,8 +1198,8 @@ static int cg_open_counters(native_cgroup *cg, airlock_error *err)
 		 * was hit (the sandbox group: its leaves have no controllers of
 		 * their own); v1 keeps them only in the group of the task
 		 * concerned, so the leaves are read too and summed. */
-		int n = cg->mode == NATIVE_CGROUP_V2 ? 1 : CG__AT_MAX;
-		const char *file = cg->mode == NATIVE_CGROUP_V2 ? files[c].v2 : files[c].v1;
+		int n = cg->mode == HOST_CGROUP_V2 ? 1 : CG__AT_MAX;
+		const char *file = cg->mode == HOST_CGROUP_V2 ? files[c].v2 : files[c].v1;
 		for (int i = 0; i < n; i++) {
 			cg->counter_fd[c][i] = openat(dirs[i], file, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
 			if (cg->counter_fd[c][i] < 0)
@@ -1220,7 +1220,7 @@ static int cg_open_counters(native_cgroup *cg, airlock_error *err)
 /* mkdir the sandbox directory in one hierarchy and lock it. The shared lock
  * on the parent keeps a concurrent sweep (which holds it exclusively) from
  * seeing the directory before it is locked. */
-static int cg_make_sandbox_dir(native_cgroup *cg, int k, airlock_error *err)
+static int cg_make_sandbox_dir(host_cgroup *cg, int k, airlock_error *err)
 {
 	cg_hier *h = &cg->h[k];
 	int r = cg_flock(h->own_fd, LOCK_SH);
@@ -1258,8 +1258,8 @@ static int cg_make_sandbox_dir(native_cgroup *cg, int k, airlock_error *err)
 	return 0;
 }
 
-int native_cgroup_create(const char *environment_id, const airlock_resource_limits *limits,
-                         native_cgroup **ret, airlock_error *err)
+int host_cgroup_create(const char *environment_id, const airlock_resource_limits *limits,
+                       host_cgroup **ret, airlock_error *err)
 {
 	if (!cg_id_valid(environment_id))
 		return airlock_error_set(err, AIRLOCK_ERR_EXECUTION_REJECTED, 0,
@@ -1279,13 +1279,13 @@ int native_cgroup_create(const char *environment_id, const airlock_resource_limi
 	int r = cg_layout_load(&l, err);
 	if (r < 0)
 		return r;
-	native_cgroup *cg = cg_new();
+	host_cgroup *cg = cg_new();
 	if (!cg) {
 		cg_layout_clear(&l);
 		return airlock_error_set(err, AIRLOCK_ERR_SYSTEM, ENOMEM, "cgroup");
 	}
 	cg->mode = l.mode;
-	snprintf(cg->name, sizeof(cg->name), "%s%s", NATIVE_CGROUP_PREFIX, environment_id);
+	snprintf(cg->name, sizeof(cg->name), "%s%s", HOST_CGROUP_PREFIX, environment_id);
 
 	for (int k = 0; k < CG__KIND_MAX && r >= 0; k++) {
 		if (!cg_kind_used(l.mode, &l, k))
@@ -1302,7 +1302,7 @@ int native_cgroup_create(const char *environment_id, const airlock_resource_limi
 			                      "cgroup: opening the service's %s cgroup", cg_kind_name[k]);
 	}
 	cg_layout_clear(&l);
-	if (r >= 0 && cg->mode == NATIVE_CGROUP_V2)
+	if (r >= 0 && cg->mode == HOST_CGROUP_V2)
 		r = cg_v2_enable(cg->h[CG_UNIFIED].own_fd, err);
 	for (int k = 0; k < CG__KIND_MAX && r >= 0; k++)
 		if (cg->h[k].used)
@@ -1326,7 +1326,7 @@ int native_cgroup_create(const char *environment_id, const airlock_resource_limi
 	return 0;
 }
 
-static int cg_enter(native_cgroup *cg, int leaf, pid_t pid, airlock_error *err)
+static int cg_enter(host_cgroup *cg, int leaf, pid_t pid, airlock_error *err)
 {
 	if (!cg || pid <= 0)
 		return airlock_error_set(err, AIRLOCK_ERR_INVALID, EINVAL, "cgroup: enter");
@@ -1347,17 +1347,17 @@ static int cg_enter(native_cgroup *cg, int leaf, pid_t pid, airlock_error *err)
 	return 0;
 }
 
-int native_cgroup_enter_init(native_cgroup *cg, pid_t pid, airlock_error *err)
+int host_cgroup_enter_init(host_cgroup *cg, pid_t pid, airlock_error *err)
 {
 	return cg_enter(cg, CG_INIT, pid, err);
 }
 
-int native_cgroup_enter_cmd(native_cgroup *cg, pid_t pid, airlock_error *err)
+int host_cgroup_enter_cmd(host_cgroup *cg, pid_t pid, airlock_error *err)
 {
 	return cg_enter(cg, CG_CMD, pid, err);
 }
 
-static int cg_counter(native_cgroup *cg, int c, const char *key, uint64_t *ret,
+static int cg_counter(host_cgroup *cg, int c, const char *key, uint64_t *ret,
                       airlock_error *err)
 {
 	if (!cg)
@@ -1377,7 +1377,7 @@ static int cg_counter(native_cgroup *cg, int c, const char *key, uint64_t *ret,
 	return 0;
 }
 
-int native_cgroup_oom_kills(native_cgroup *cg, uint64_t *ret, airlock_error *err)
+int host_cgroup_oom_kills(host_cgroup *cg, uint64_t *ret, airlock_error *err)
 {
 	/* The OOM killer's kill counter, never failcnt: failcnt counts every
 	 * charge that hit the limit and was then satisfied by reclaim
@@ -1385,12 +1385,12 @@ int native_cgroup_oom_kills(native_cgroup *cg, uint64_t *ret, airlock_error *err
 	return cg_counter(cg, CG_OOM, "oom_kill", ret, err);
 }
 
-int native_cgroup_pids_max_events(native_cgroup *cg, uint64_t *ret, airlock_error *err)
+int host_cgroup_pids_max_events(host_cgroup *cg, uint64_t *ret, airlock_error *err)
 {
 	return cg_counter(cg, CG_PIDS_EVENTS, "max", ret, err);
 }
 
-int native_cgroup_cmd_populated(native_cgroup *cg, bool *ret, airlock_error *err)
+int host_cgroup_cmd_populated(host_cgroup *cg, bool *ret, airlock_error *err)
 {
 	if (!cg)
 		return airlock_error_set(err, AIRLOCK_ERR_INVALID, EINVAL, "cgroup: populated");
@@ -1409,7 +1409,7 @@ int native_cgroup_cmd_populated(native_cgroup *cg, bool *ret, airlock_error *err
 	return 0;
 }
 
-int native_cgroup_kill_cmd(native_cgroup *cg, int timeout_ms, airlock_error *err)
+int host_cgroup_kill_cmd(host_cgroup *cg, int timeout_ms, airlock_error *err)
 {
 	if (!cg)
 		return airlock_error_set(err, AIRLOCK_ERR_INVALID, EINVAL, "cgroup: kill");
@@ -1435,7 +1435,7 @@ int native_cgroup_kill_cmd(native_cgroup *cg, int timeout_ms, airlock_error *err
 	return 0;
 }
 
-int native_cgroup_destroy(native_cgroup *cg, int timeout_ms, airlock_error *err)
+int host_cgroup_destroy(host_cgroup *cg, int timeout_ms, airlock_error *err)
 {
 	if (!cg)
 		return 0;
@@ -1448,7 +1448,7 @@ int native_cgroup_destroy(native_cgroup *cg, int timeout_ms, airlock_error *err)
 /* ---- crash recovery ---------------------------------------------------------- */
 
 /* Remove the leftover groups of one hierarchy. Groups whose lock is held
- * belong to a live native_cgroup (in this process or another) and are
+ * belong to a live host_cgroup (in this process or another) and are
  * left alone. */
 static int cg_sweep_one(int k, const char *dir, bool v2, cg_names *removed, airlock_error *err)
 {
@@ -1463,14 +1463,14 @@ static int cg_sweep_one(int k, const char *dir, bool v2, cg_names *removed, airl
 		return airlock_error_set(err, AIRLOCK_ERR_SYSTEM, -r, "cgroup sweep: locking %s",
 		                         cg_kind_name[k]);
 	cg_names l = { 0 };
-	r = cg_subdirs(own, NATIVE_CGROUP_PREFIX, &l);
+	r = cg_subdirs(own, HOST_CGROUP_PREFIX, &l);
 	if (r < 0)
 		return airlock_error_set(err, AIRLOCK_ERR_SYSTEM, -r, "cgroup sweep: listing %s",
 		                         cg_kind_name[k]);
 	int first = 0;
 	for (size_t i = 0; i < l.n; i++) {
 		const char *name = l.v[i];
-		if (!cg_id_valid(name + strlen(NATIVE_CGROUP_PREFIX)))
+		if (!cg_id_valid(name + strlen(HOST_CGROUP_PREFIX)))
 			continue; /* not a name this module makes */
 		_cleanup_close_ int fd = cg_open_dir(own, name);
 		if (fd == -ENOENT)
@@ -1507,7 +1507,7 @@ static int cg_sweep_one(int k, const char *dir, bool v2, cg_names *removed, airl
 	return first;
 }
 
-int native_cgroup_sweep(unsigned *ret_removed, airlock_error *err)
+int host_cgroup_sweep(unsigned *ret_removed, airlock_error *err)
 {
 	cg_layout l = { 0 };
 	int r = cg_layout_load(&l, err);
