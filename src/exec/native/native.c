@@ -35,6 +35,7 @@
 #include "airlock/image.h"
 #include "core/snapshot.h"
 #include "host/cgroup/cgroup.h"
+#include "host/crash_sweep.h"
 #include "host/loop.h"
 #include "exec/native/native_internal.h"
 #include "exec/native/seccomp.h"
@@ -348,7 +349,7 @@ int airlock_native_new(const airlock_native_config *cfg, airlock_native **ret, a
 	 * them). Its loop devices autoclear and its backing files were never
 	 * named, so they went with the processes. */
 	unsigned removed = 0;
-	r = host_cgroup_sweep(&removed, err);
+	r = host_crash_sweep(n->images, &removed, err);
 	if (r < 0)
 		goto fail;
 	*ret = n;
