@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * The native mechanism's workspace volume and loop devices (issue 3, item 3;
- * src/exec/native/volume.h and loop.h).
+ * src/host/volume.h and loop.h).
  *
  * These run as root: they bind loop devices and mount ext4. Without root or
  * /dev/loop-control every test skips.

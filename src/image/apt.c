@@ -27,20 +27,31 @@ static bool is_space(char c)
 	return c == ' ' || c == '\t' || c == '\r' || c == '\v' || c == '\f';
 }
 
+/* The next word of a whitespace-separated list (line breaks count as
+ * whitespace) at *p, which moves past it: false when none is left. */
+static bool next_word(const char **p, const char **ret, size_t *ret_len)
+{
+	const char *q = *p;
+	while (*q && (is_space(*q) || *q == '\n'))
+		q++;
+	const char *s = q;
+	while (*q && !is_space(*q) && *q != '\n')
+		q++;
+	*p = q;
+	*ret = s;
+	*ret_len = (size_t)(q - s);
+	return q > s;
+}
+
 /* Does the whitespace-separated list hold word exactly? */
 static bool words_contain(const char *list, const char *word)
 {
 	size_t wl = strlen(word);
-	const char *p = list;
-	while (*p) {
-		while (*p && (is_space(*p) || *p == '\n'))
-			p++;
-		const char *s = p;
-		while (*p && !is_space(*p) && *p != '\n')
-			p++;
-		if ((size_t)(p - s) == wl && wl > 0 && strncmp(s, word, wl) == 0)
+	const char *p = list, *s;
+	size_t n;
+	while (next_word(&p, &s, &n))
+		if (n == wl && strncmp(s, word, wl) == 0)
 			return true;
-	}
 	return false;
 }
 
@@ -86,18 +97,12 @@ char *image_usable_uri(const char *s, size_t n, bool *oom)
 
 static char *first_usable_uri(const char *list, bool *oom)
 {
-	const char *p = list;
-	while (*p) {
-		while (*p && (is_space(*p) || *p == '\n'))
-			p++;
-		const char *s = p;
-		while (*p && !is_space(*p) && *p != '\n')
-			p++;
-		if (p > s) {
-			char *u = image_usable_uri(s, (size_t)(p - s), oom);
-			if (u || *oom)
-				return u;
-		}
+	const char *p = list, *s;
+	size_t n;
+	while (next_word(&p, &s, &n)) {
+		char *u = image_usable_uri(s, n, oom);
+		if (u || *oom)
+			return u;
 	}
 	return NULL;
 }

@@ -41,35 +41,41 @@ int image_open_beneath(int root, const char *rel, const host_tree_id *id)
 	return fd;
 }
 
-/* Remove everything inside root/rel (a missing or symlinked rel is left
- * alone: there is nothing of ours to clean through it). */
-static int clean_contents(int root, const char *rel, const host_tree_id *id)
+/* Open root/rel to clean it: *ret_fd is -1 when rel is missing or is (or
+ * passes through) a symlink, which is left alone: there is nothing of ours
+ * to clean through it. */
+static int open_to_clean(int root, const char *rel, const host_tree_id *id, int *ret_fd)
 {
 	int fd = image_open_beneath(root, rel, id);
+	*ret_fd = -1;
 	if (fd == -ENOENT || fd == -ELOOP || fd == -ENOTDIR)
 		return 0;
 	if (fd < 0)
 		return fd;
-	int r = host_tree_remove_contents(fd, id, 0);
-	close(fd);
-	return r;
+	*ret_fd = fd;
+	return 0;
+}
+
+/* Remove everything inside root/rel. */
+static int clean_contents(int root, const char *rel, const host_tree_id *id)
+{
+	_cleanup_close_ int fd = -1;
+	int r = open_to_clean(root, rel, id, &fd);
+	if (r < 0 || fd < 0)
+		return r;
+	return host_tree_remove_contents(fd, id, 0);
 }
 
 /* Remove entries of root/rel whose names end with suffix (files only). */
 static int clean_suffix(int root, const char *rel, const char *suffix, const host_tree_id *id)
 {
-	int fd = image_open_beneath(root, rel, id);
-	if (fd == -ENOENT || fd == -ELOOP || fd == -ENOTDIR)
-		return 0;
-	if (fd < 0)
-		return fd;
+	_cleanup_close_ int fd = -1;
+	int r = open_to_clean(root, rel, id, &fd);
+	if (r < 0 || fd < 0)
+		return r;
 	DIR *d = host_dir_stream(fd);
-	if (!d) {
-		int e = errno;
-		close(fd);
-		return -e;
-	}
-	int r = 0;
+	if (!d)
+		return -errno;
 	struct dirent *de;
 	while ((de = readdir(d))) {
 		struct stat st;
@@ -80,20 +86,17 @@ static int clean_suffix(int root, const char *rel, const char *suffix, const hos
 			r = -errno;
 	}
 	closedir(d);
-	close(fd);
 	return r;
 }
 
 /* Truncate root/rel when it is a regular file (a symlink is left alone). */
 static int clean_truncate(int root, const char *dir, const char *name, const host_tree_id *id)
 {
-	int dfd = image_open_beneath(root, dir, id);
-	if (dfd == -ENOENT || dfd == -ELOOP || dfd == -ENOTDIR)
-		return 0;
-	if (dfd < 0)
-		return dfd;
+	_cleanup_close_ int dfd = -1;
+	int r = open_to_clean(root, dir, id, &dfd);
+	if (r < 0 || dfd < 0)
+		return r;
 	struct stat st;
-	int r = 0;
 	if (fstatat(dfd, name, &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISREG(st.st_mode)) {
 		/* O_NOFOLLOW|O_NONBLOCK: if it was swapped for a symlink or a FIFO
 		 * since the stat, the open fails or does not hang. */
@@ -103,7 +106,6 @@ static int clean_truncate(int root, const char *dir, const char *name, const hos
 		else
 			close(fd);
 	}
-	close(dfd);
 	return r;
 }
 

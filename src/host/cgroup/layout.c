@@ -78,18 +78,34 @@ static void cg_want_clear(cg_want *w)
 	}
 }
 
+/* Open one of the service's /proc files. */
+static int cg_proc_open(const char *path, FILE **ret, airlock_error *err)
+{
+	*ret = fopen(path, "re");
+	if (!*ret)
+		return airlock_error_set(err, AIRLOCK_ERR_EXECUTION_UNAVAILABLE, errno,
+		                         "cgroups: cannot read %s", path);
+	return 0;
+}
+
+/* The next line of f, its newline cut off: what getline returns. */
+static ssize_t cg_proc_line(char **line, size_t *cap, FILE *f)
+{
+	ssize_t len = getline(line, cap, f);
+	if (len > 0 && (*line)[len - 1] == '\n')
+		(*line)[len - 1] = 0;
+	return len;
+}
+
 static int cg_read_self(cg_want *want, airlock_error *err)
 {
-	_cleanup_fclose_ FILE *f = fopen("/proc/self/cgroup", "re");
-	if (!f)
-		return airlock_error_set(err, AIRLOCK_ERR_EXECUTION_UNAVAILABLE, errno,
-		                         "cgroups: cannot read /proc/self/cgroup");
+	_cleanup_fclose_ FILE *f = NULL;
+	int r = cg_proc_open("/proc/self/cgroup", &f, err);
+	if (r < 0)
+		return r;
 	_cleanup_free_ char *line = NULL;
 	size_t cap = 0;
-	ssize_t len;
-	while ((len = getline(&line, &cap, f)) > 0) {
-		if (line[len - 1] == '\n')
-			line[len - 1] = 0;
+	while (cg_proc_line(&line, &cap, f) > 0) {
 		char *c1 = strchr(line, ':');
 		char *c2 = c1 ? strchr(c1 + 1, ':') : NULL;
 		if (!c2)
@@ -134,16 +150,13 @@ static int cg_read_self(cg_want *want, airlock_error *err)
  * controllers). */
 static int cg_read_mounts(cg_want *want, cg_layout *l, airlock_error *err)
 {
-	_cleanup_fclose_ FILE *f = fopen("/proc/self/mountinfo", "re");
-	if (!f)
-		return airlock_error_set(err, AIRLOCK_ERR_EXECUTION_UNAVAILABLE, errno,
-		                         "cgroups: cannot read /proc/self/mountinfo");
+	_cleanup_fclose_ FILE *f = NULL;
+	int r = cg_proc_open("/proc/self/mountinfo", &f, err);
+	if (r < 0)
+		return r;
 	_cleanup_free_ char *line = NULL;
 	size_t cap = 0;
-	ssize_t len;
-	while ((len = getline(&line, &cap, f)) > 0) {
-		if (line[len - 1] == '\n')
-			line[len - 1] = 0;
+	while (cg_proc_line(&line, &cap, f) > 0) {
 		char *field[6] = { 0 };
 		char *save = NULL, *tok = strtok_r(line, " ", &save);
 		int nf = 0;
