@@ -107,6 +107,22 @@ static char *first_usable_uri(const char *list, bool *oom)
 	return NULL;
 }
 
+/* The next line of buf[0..len) from *pos, without its line break: false
+ * at the end. */
+static bool next_line(const char *buf, size_t len, size_t *pos, const char **ret,
+                      size_t *ret_len)
+{
+	if (*pos >= len)
+		return false;
+	size_t end = *pos;
+	while (end < len && buf[end] != '\n')
+		end++;
+	*ret = buf + *pos;
+	*ret_len = end - *pos;
+	*pos = end + 1;
+	return true;
+}
+
 typedef struct deb822_stanza {
 	util_buf types, uris, suites, enabled;
 	bool any;
@@ -166,14 +182,9 @@ static int parse_deb822(const char *buf, size_t len, const char *suite, char **r
 	stanza_reset(&st);
 	util_buf *field = NULL; /* the field a continuation line extends */
 	int r = 0;
-	size_t pos = 0;
-	while (pos < len && r == 0) {
-		size_t end = pos;
-		while (end < len && buf[end] != '\n')
-			end++;
-		const char *line = buf + pos;
-		size_t n = end - pos;
-		pos = end + 1;
+	size_t pos = 0, n;
+	const char *line;
+	while (r == 0 && next_line(buf, len, &pos, &line, &n)) {
 		size_t k = 0;
 		while (k < n && is_space(line[k]))
 			k++;
@@ -222,14 +233,9 @@ static int parse_deb822(const char *buf, size_t len, const char *suite, char **r
 /* "deb [ options ] uri suite component..." */
 static int parse_one_line(const char *buf, size_t len, const char *suite, char **ret)
 {
-	size_t pos = 0;
-	while (pos < len) {
-		size_t end = pos;
-		while (end < len && buf[end] != '\n')
-			end++;
-		const char *line = buf + pos;
-		size_t n = end - pos;
-		pos = end + 1;
+	size_t pos = 0, n;
+	const char *line;
+	while (next_line(buf, len, &pos, &line, &n)) {
 		const char *hash = memchr(line, '#', n);
 		if (hash)
 			n = (size_t)(hash - line);
