@@ -32,7 +32,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "exec/native/cgroup.h"
+#include "host/cgroup/cgroup.h"
 #include "util/util.h"
 
 #define MiB ((int64_t)1 << 20)
@@ -41,7 +41,7 @@
 /* ---- bookkeeping: what the test made, removed by the fini ------------------ */
 
 #define MAX_GROUPS 4
-static native_cgroup *g_cg[MAX_GROUPS];
+static host_cgroup *g_cg[MAX_GROUPS];
 static char g_ids[MAX_GROUPS][48];
 static int g_nids;
 
@@ -59,9 +59,9 @@ static void need_root(void)
 {
 	if (geteuid() != 0)
 		cr_skip_test("needs root to create cgroups");
-	native_cgroup_mode mode;
+	host_cgroup_mode mode;
 	airlock_error err = { 0 };
-	if (native_cgroup_detect(&mode, &err) < 0)
+	if (host_cgroup_detect(&mode, &err) < 0)
 		cr_skip_test("cgroups unusable here: %s", err.message);
 }
 
@@ -145,7 +145,7 @@ static bool group_dir(const char *ctl, const char *id, char *out, size_t size)
 	if (!mount_of(ctl, &m))
 		return false;
 	char name[80];
-	snprintf(name, sizeof(name), "%s%s", NATIVE_CGROUP_PREFIX, id);
+	snprintf(name, sizeof(name), "%s%s", HOST_CGROUP_PREFIX, id);
 	return find_named(m.dir, name, out, size, 0);
 }
 
@@ -155,7 +155,7 @@ static int count_groups(const char *id)
 	mnt m[32];
 	size_t n = cgroup_mounts(m, 32);
 	char name[80], path[1024];
-	snprintf(name, sizeof(name), "%s%s", NATIVE_CGROUP_PREFIX, id);
+	snprintf(name, sizeof(name), "%s%s", HOST_CGROUP_PREFIX, id);
 	int c = 0;
 	for (size_t i = 0; i < n; i++)
 		c += find_named(m[i].dir, name, path, sizeof(path), 0);
@@ -228,7 +228,7 @@ static void scrub(const char *id)
 	mnt m[32];
 	size_t n = cgroup_mounts(m, 32);
 	char name[80], path[1024];
-	snprintf(name, sizeof(name), "%s%s", NATIVE_CGROUP_PREFIX, id);
+	snprintf(name, sizeof(name), "%s%s", HOST_CGROUP_PREFIX, id);
 	for (size_t i = 0; i < n; i++)
 		while (find_named(m[i].dir, name, path, sizeof(path), 0)) {
 			scrub_dir(path, 0);
@@ -249,10 +249,10 @@ static void setup(void)
 static void teardown(void)
 {
 	for (int i = 0; i < MAX_GROUPS; i++) {
-		native_cgroup_destroy(g_cg[i], KILL_WAIT_MS, NULL);
+		host_cgroup_destroy(g_cg[i], KILL_WAIT_MS, NULL);
 		g_cg[i] = NULL;
 	}
-	native_cgroup_testing_force_kill_fallback(false);
+	host_cgroup_testing_force_kill_fallback(false);
 	for (int i = 0; i < g_nids; i++)
 		scrub(g_ids[i]);
 	while (waitpid(-1, NULL, WNOHANG) > 0)
@@ -269,10 +269,10 @@ static airlock_resource_limits limits(int64_t cpu, int64_t mem, int64_t pids)
 	};
 }
 
-static native_cgroup *make(int slot, const char *id, airlock_resource_limits l)
+static host_cgroup *make(int slot, const char *id, airlock_resource_limits l)
 {
 	airlock_error err = { 0 };
-	int r = native_cgroup_create(id, &l, &g_cg[slot], &err);
+	int r = host_cgroup_create(id, &l, &g_cg[slot], &err);
 	cr_assert_eq(r, 0, "create %s: %s", id, err.message);
 	return g_cg[slot];
 }
@@ -402,14 +402,14 @@ Test(cgroup, detect_reports_the_hosts_layout)
 {
 	if (geteuid() != 0)
 		cr_skip_test("needs root");
-	native_cgroup_mode mode = NATIVE_CGROUP_INVALID;
+	host_cgroup_mode mode = HOST_CGROUP_INVALID;
 	airlock_error err = { 0 };
-	cr_assert_eq(native_cgroup_detect(&mode, &err), 0, "%s", err.message);
+	cr_assert_eq(host_cgroup_detect(&mode, &err), 0, "%s", err.message);
 	mnt m;
 	if (mount_of("memory", &m))
-		cr_expect_eq(mode, NATIVE_CGROUP_HYBRID, "v1 memory is mounted: expected hybrid");
+		cr_expect_eq(mode, HOST_CGROUP_HYBRID, "v1 memory is mounted: expected hybrid");
 	else
-		cr_expect_eq(mode, NATIVE_CGROUP_V2);
+		cr_expect_eq(mode, HOST_CGROUP_V2);
 }
 
 Test(cgroup, create_applies_the_limits)
@@ -418,9 +418,9 @@ Test(cgroup, create_applies_the_limits)
 	const char *id = new_id();
 	make(0, id, limits(1500, 64 * MiB, 50));
 	char dir[1024], sub[1100];
-	native_cgroup_mode mode;
-	cr_assert_eq(native_cgroup_detect(&mode, NULL), 0);
-	if (mode == NATIVE_CGROUP_HYBRID) {
+	host_cgroup_mode mode;
+	cr_assert_eq(host_cgroup_detect(&mode, NULL), 0);
+	if (mode == HOST_CGROUP_HYBRID) {
 		cr_assert(group_dir("cpu", id, dir, sizeof(dir)));
 		cr_expect_eq(read_num(dir, "cpu.cfs_period_us"), 100000);
 		cr_expect_eq(read_num(dir, "cpu.cfs_quota_us"), 150000);
@@ -458,9 +458,9 @@ Test(cgroup, create_applies_the_limits)
 		}
 	}
 	uint64_t v = 99;
-	cr_expect_eq(native_cgroup_oom_kills(g_cg[0], &v, NULL), 0);
+	cr_expect_eq(host_cgroup_oom_kills(g_cg[0], &v, NULL), 0);
 	cr_expect_eq(v, 0);
-	cr_expect_eq(native_cgroup_pids_max_events(g_cg[0], &v, NULL), 0);
+	cr_expect_eq(host_cgroup_pids_max_events(g_cg[0], &v, NULL), 0);
 	cr_expect_eq(v, 0);
 }
 
@@ -496,7 +496,7 @@ static void expect_in_cmd(pid_t pid, const char *id)
 			continue;
 		char expect[1024];
 		snprintf(expect, sizeof(expect), "%s/%s%s/cmd", strcmp(pa, "/") ? pa : "",
-		         NATIVE_CGROUP_PREFIX, id);
+		         HOST_CGROUP_PREFIX, id);
 		cr_expect_str_eq(pb, expect, "hierarchy %s", *ctls ? ctls : "v2");
 		checked++;
 	}
@@ -507,11 +507,11 @@ Test(cgroup, enter_cmd_then_kill_cmd)
 {
 	need_root();
 	const char *id = new_id();
-	native_cgroup *cg = make(0, id, limits(1000, 64 * MiB, 50));
+	host_cgroup *cg = make(0, id, limits(1000, 64 * MiB, 50));
 	airlock_error err = { 0 };
 	int gofd, rep;
 	pid_t pid = spawn(sleeper, &gofd, &rep);
-	cr_assert_eq(native_cgroup_enter_cmd(cg, pid, &err), 0, "%s", err.message);
+	cr_assert_eq(host_cgroup_enter_cmd(cg, pid, &err), 0, "%s", err.message);
 	go(gofd);
 	expect_in_cmd(pid, id);
 	const char *hier[] = { "unified", "memory", "pids", "cpu" };
@@ -523,16 +523,16 @@ Test(cgroup, enter_cmd_then_kill_cmd)
 		cr_expect(procs_has(cmd, pid), "%s: pid %d not in cmd", hier[i], (int)pid);
 	}
 	bool populated = false;
-	cr_assert_eq(native_cgroup_cmd_populated(cg, &populated, &err), 0, "%s", err.message);
+	cr_assert_eq(host_cgroup_cmd_populated(cg, &populated, &err), 0, "%s", err.message);
 	cr_expect(populated);
 
-	cr_assert_eq(native_cgroup_kill_cmd(cg, KILL_WAIT_MS, &err), 0, "%s", err.message);
+	cr_assert_eq(host_cgroup_kill_cmd(cg, KILL_WAIT_MS, &err), 0, "%s", err.message);
 	int st = reap(pid);
 	cr_expect(WIFSIGNALED(st) && WTERMSIG(st) == SIGKILL, "status 0x%x", st);
-	cr_assert_eq(native_cgroup_cmd_populated(cg, &populated, &err), 0, "%s", err.message);
+	cr_assert_eq(host_cgroup_cmd_populated(cg, &populated, &err), 0, "%s", err.message);
 	cr_expect(!populated);
 	/* An empty group: killing again is a no-op. */
-	cr_expect_eq(native_cgroup_kill_cmd(cg, KILL_WAIT_MS, &err), 0, "%s", err.message);
+	cr_expect_eq(host_cgroup_kill_cmd(cg, KILL_WAIT_MS, &err), 0, "%s", err.message);
 	close(rep);
 }
 
@@ -540,20 +540,20 @@ Test(cgroup, enter_cmd_then_kill_cmd)
 static void kill_tree(bool fallback)
 {
 	need_root();
-	native_cgroup_testing_force_kill_fallback(fallback);
+	host_cgroup_testing_force_kill_fallback(fallback);
 	const char *id = new_id();
-	native_cgroup *cg = make(0, id, limits(1000, 64 * MiB, 50));
+	host_cgroup *cg = make(0, id, limits(1000, 64 * MiB, 50));
 	airlock_error err = { 0 };
 	int gofd, rep;
 	pid_t pid = spawn(forker, &gofd, &rep);
-	cr_assert_eq(native_cgroup_enter_cmd(cg, pid, &err), 0, "%s", err.message);
+	cr_assert_eq(host_cgroup_enter_cmd(cg, pid, &err), 0, "%s", err.message);
 	go(gofd);
 	char c;
 	cr_assert_eq(read(rep, &c, 1), 1);
 	cr_assert_eq(c, 'r');
-	cr_assert_eq(native_cgroup_kill_cmd(cg, KILL_WAIT_MS, &err), 0, "%s", err.message);
+	cr_assert_eq(host_cgroup_kill_cmd(cg, KILL_WAIT_MS, &err), 0, "%s", err.message);
 	bool populated = true;
-	cr_assert_eq(native_cgroup_cmd_populated(cg, &populated, &err), 0, "%s", err.message);
+	cr_assert_eq(host_cgroup_cmd_populated(cg, &populated, &err), 0, "%s", err.message);
 	cr_expect(!populated);
 	/* The forker and its five children, all by SIGKILL. */
 	cr_expect_eq(reap_all_killed(), 6);
@@ -568,20 +568,20 @@ Test(cgroup, fork_bomb_raises_pids_max_events)
 {
 	need_root();
 	const char *id = new_id();
-	native_cgroup *cg = make(0, id, limits(1000, 256 * MiB, 20));
+	host_cgroup *cg = make(0, id, limits(1000, 256 * MiB, 20));
 	airlock_error err = { 0 };
 	uint64_t before = 0, after = 0;
-	cr_assert_eq(native_cgroup_pids_max_events(cg, &before, &err), 0, "%s", err.message);
+	cr_assert_eq(host_cgroup_pids_max_events(cg, &before, &err), 0, "%s", err.message);
 	int gofd, rep;
 	pid_t pid = spawn(fork_bomb, &gofd, &rep);
-	cr_assert_eq(native_cgroup_enter_cmd(cg, pid, &err), 0, "%s", err.message);
+	cr_assert_eq(host_cgroup_enter_cmd(cg, pid, &err), 0, "%s", err.message);
 	go(gofd);
 	char c = 0;
 	cr_assert_eq(read(rep, &c, 1), 1);
 	cr_expect_eq(c, 'A', "the fork bomb saw '%c', not EAGAIN", c);
-	cr_assert_eq(native_cgroup_pids_max_events(cg, &after, &err), 0, "%s", err.message);
+	cr_assert_eq(host_cgroup_pids_max_events(cg, &after, &err), 0, "%s", err.message);
 	cr_expect_gt(after, before, "pids.events max did not rise (%" PRIu64 ")", after);
-	cr_assert_eq(native_cgroup_kill_cmd(cg, KILL_WAIT_MS, &err), 0, "%s", err.message);
+	cr_assert_eq(host_cgroup_kill_cmd(cg, KILL_WAIT_MS, &err), 0, "%s", err.message);
 	/* 20 pids in the group: the bomb and its 19 children. */
 	cr_expect_eq(reap_all_killed(), 20);
 	close(rep);
@@ -591,17 +591,17 @@ Test(cgroup, allocator_is_oom_killed_and_counted)
 {
 	need_root();
 	const char *id = new_id();
-	native_cgroup *cg = make(0, id, limits(1000, 32 * MiB, 20));
+	host_cgroup *cg = make(0, id, limits(1000, 32 * MiB, 20));
 	airlock_error err = { 0 };
 	uint64_t before = 0, after = 0;
-	cr_assert_eq(native_cgroup_oom_kills(cg, &before, &err), 0, "%s", err.message);
+	cr_assert_eq(host_cgroup_oom_kills(cg, &before, &err), 0, "%s", err.message);
 	int gofd, rep;
 	pid_t pid = spawn(allocator, &gofd, &rep);
-	cr_assert_eq(native_cgroup_enter_cmd(cg, pid, &err), 0, "%s", err.message);
+	cr_assert_eq(host_cgroup_enter_cmd(cg, pid, &err), 0, "%s", err.message);
 	go(gofd);
 	int st = reap(pid);
 	cr_expect(WIFSIGNALED(st) && WTERMSIG(st) == SIGKILL, "status 0x%x", st);
-	cr_assert_eq(native_cgroup_oom_kills(cg, &after, &err), 0, "%s", err.message);
+	cr_assert_eq(host_cgroup_oom_kills(cg, &after, &err), 0, "%s", err.message);
 	cr_expect_eq(after, before + 1, "oom_kill went %" PRIu64 " -> %" PRIu64, before, after);
 	close(rep);
 }
@@ -610,13 +610,13 @@ Test(cgroup, destroy_kills_and_removes_everything)
 {
 	need_root();
 	const char *id = new_id();
-	native_cgroup *cg = make(0, id, limits(1000, 64 * MiB, 50));
+	host_cgroup *cg = make(0, id, limits(1000, 64 * MiB, 50));
 	airlock_error err = { 0 };
 	int go1, rep1, go2, rep2;
 	pid_t init = spawn(sleeper, &go1, &rep1);
 	pid_t cmd = spawn(forker, &go2, &rep2);
-	cr_assert_eq(native_cgroup_enter_init(cg, init, &err), 0, "%s", err.message);
-	cr_assert_eq(native_cgroup_enter_cmd(cg, cmd, &err), 0, "%s", err.message);
+	cr_assert_eq(host_cgroup_enter_init(cg, init, &err), 0, "%s", err.message);
+	cr_assert_eq(host_cgroup_enter_cmd(cg, cmd, &err), 0, "%s", err.message);
 	go(go1);
 	go(go2);
 	char c;
@@ -624,10 +624,10 @@ Test(cgroup, destroy_kills_and_removes_everything)
 	cr_assert_gt(count_groups(id), 0);
 
 	g_cg[0] = NULL;
-	cr_assert_eq(native_cgroup_destroy(cg, KILL_WAIT_MS, &err), 0, "%s", err.message);
+	cr_assert_eq(host_cgroup_destroy(cg, KILL_WAIT_MS, &err), 0, "%s", err.message);
 	cr_expect_eq(reap_all_killed(), 7);
-	cr_expect_eq(count_groups(id), 0, "a directory named %s%s is left", NATIVE_CGROUP_PREFIX, id);
-	cr_expect_eq(native_cgroup_destroy(NULL, KILL_WAIT_MS, &err), 0);
+	cr_expect_eq(count_groups(id), 0, "a directory named %s%s is left", HOST_CGROUP_PREFIX, id);
+	cr_expect_eq(host_cgroup_destroy(NULL, KILL_WAIT_MS, &err), 0);
 	close(rep1);
 	close(rep2);
 }
@@ -648,9 +648,9 @@ Test(cgroup, sweep_removes_a_crashed_runs_groups_only)
 	cr_assert_geq(svc, 0);
 	if (svc == 0) {
 		airlock_resource_limits l = limits(1000, 64 * MiB, 50);
-		native_cgroup *cg = NULL;
+		host_cgroup *cg = NULL;
 		int gate[2];
-		if (pipe2(gate, O_CLOEXEC) < 0 || native_cgroup_create(dead, &l, &cg, NULL) < 0)
+		if (pipe2(gate, O_CLOEXEC) < 0 || host_cgroup_create(dead, &l, &cg, NULL) < 0)
 			_exit(10);
 		pid_t orphan = fork();
 		if (orphan == 0) {
@@ -673,7 +673,7 @@ Test(cgroup, sweep_removes_a_crashed_runs_groups_only)
 			close(gate[0]);
 			hang();
 		}
-		if (orphan < 0 || native_cgroup_enter_cmd(cg, orphan, NULL) < 0)
+		if (orphan < 0 || host_cgroup_enter_cmd(cg, orphan, NULL) < 0)
 			_exit(11);
 		if (write(gate[1], "g", 1) != 1)
 			_exit(12);
@@ -689,7 +689,7 @@ Test(cgroup, sweep_removes_a_crashed_runs_groups_only)
 
 	unsigned removed = 0;
 	airlock_error err = { 0 };
-	cr_assert_eq(native_cgroup_sweep(&removed, &err), 0, "%s", err.message);
+	cr_assert_eq(host_cgroup_sweep(&removed, &err), 0, "%s", err.message);
 	cr_expect_geq(removed, 1);
 	cr_expect_eq(count_groups(dead), 0);
 	st = reap(orphan);
@@ -698,7 +698,7 @@ Test(cgroup, sweep_removes_a_crashed_runs_groups_only)
 	/* The live group is untouched and still works. */
 	cr_expect_gt(count_groups(live), 0);
 	bool populated = true;
-	cr_expect_eq(native_cgroup_cmd_populated(g_cg[1], &populated, &err), 0, "%s", err.message);
+	cr_expect_eq(host_cgroup_cmd_populated(g_cg[1], &populated, &err), 0, "%s", err.message);
 	cr_expect(!populated);
 }
 
@@ -709,23 +709,23 @@ Test(cgroup, invalid_ids_and_limits_are_refused)
 	                      "0123456789012345678901234567890123456789012345678901234567890123" };
 	airlock_resource_limits l = limits(1000, 64 * MiB, 50);
 	for (size_t i = 0; i < ARRAY_SIZE(bad); i++) {
-		native_cgroup *cg = NULL;
+		host_cgroup *cg = NULL;
 		airlock_error err = { 0 };
-		int r = native_cgroup_create(bad[i], &l, &cg, &err);
+		int r = host_cgroup_create(bad[i], &l, &cg, &err);
 		cr_expect_eq(r, airlock_errcode(AIRLOCK_ERR_EXECUTION_REJECTED), "id #%zu: %d", i, r);
 		cr_expect_null(cg);
 	}
-	native_cgroup *cg = NULL;
-	cr_expect_eq(native_cgroup_create(NULL, &l, &cg, NULL),
+	host_cgroup *cg = NULL;
+	cr_expect_eq(host_cgroup_create(NULL, &l, &cg, NULL),
 	             airlock_errcode(AIRLOCK_ERR_EXECUTION_REJECTED));
 	const char *id = new_id();
 	airlock_resource_limits zero[] = { limits(0, 64 * MiB, 5), limits(100, 0, 5),
 	                                   limits(100, 64 * MiB, 0), limits(-1, 64 * MiB, 5),
 	                                   limits(INT64_MAX, 64 * MiB, 5) };
 	for (size_t i = 0; i < ARRAY_SIZE(zero); i++)
-		cr_expect_eq(native_cgroup_create(id, &zero[i], &cg, NULL),
+		cr_expect_eq(host_cgroup_create(id, &zero[i], &cg, NULL),
 		             airlock_errcode(AIRLOCK_ERR_EXECUTION_REJECTED), "limits #%zu", i);
-	cr_expect_eq(native_cgroup_create(id, NULL, &cg, NULL),
+	cr_expect_eq(host_cgroup_create(id, NULL, &cg, NULL),
 	             airlock_errcode(AIRLOCK_ERR_EXECUTION_REJECTED));
 	cr_expect_null(cg);
 	cr_expect_eq(count_groups(id), 0);
@@ -738,12 +738,12 @@ Test(cgroup, a_live_id_cannot_be_created_twice)
 	make(0, id, limits(1000, 64 * MiB, 50));
 	airlock_resource_limits l = limits(1000, 64 * MiB, 50);
 	airlock_error err = { 0 };
-	cr_expect_eq(native_cgroup_create(id, &l, &g_cg[1], &err),
+	cr_expect_eq(host_cgroup_create(id, &l, &g_cg[1], &err),
 	             airlock_errcode(AIRLOCK_ERR_EXECUTION_UNAVAILABLE));
 	cr_expect_null(g_cg[1]);
 	/* The failed create removed nothing of the first one's. */
 	bool populated = true;
-	cr_expect_eq(native_cgroup_cmd_populated(g_cg[0], &populated, &err), 0, "%s", err.message);
+	cr_expect_eq(host_cgroup_cmd_populated(g_cg[0], &populated, &err), 0, "%s", err.message);
 	char dir[1024];
 	cr_expect(group_dir("pids", id, dir, sizeof(dir)) || group_dir("unified", id, dir, sizeof(dir)));
 }

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * The cgroup driver's layout decision (native_cgroup_detect) on layouts this
+ * The cgroup driver's layout decision (host_cgroup_detect) on layouts this
  * host does not have. These hosts are hybrid: memory, pids and cpu are bound
  * to v1 hierarchies, and no cgroup2 mount of our own can take them while
  * those hierarchies hold cgroups, so the pure v2 driver never runs here
@@ -23,7 +23,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "exec/native/cgroup.h"
+#include "host/cgroup/cgroup.h"
 
 typedef struct layout {
 	const char *proc_cgroup; /* the child's /proc/self/cgroup */
@@ -36,7 +36,7 @@ typedef struct layout {
 
 typedef struct outcome {
 	int rc;
-	native_cgroup_mode mode;
+	host_cgroup_mode mode;
 	char message[512];
 } outcome;
 
@@ -89,7 +89,7 @@ static void child(const layout *l, const char *root, int fd)
 		_exit(104);
 	outcome o = { 0 };
 	airlock_error err = { 0 };
-	o.rc = native_cgroup_detect(&o.mode, &err);
+	o.rc = host_cgroup_detect(&o.mode, &err);
 	snprintf(o.message, sizeof(o.message), "%s", err.message);
 	if (write(fd, &o, sizeof(o)) != (ssize_t)sizeof(o))
 		_exit(105);
@@ -138,7 +138,7 @@ Test(cgroup_layout, pure_v2_is_the_v2_driver)
 	};
 	outcome o = detect_on(&l);
 	cr_assert_eq(o.rc, 0, "%s", o.message);
-	cr_assert_eq(o.mode, NATIVE_CGROUP_V2);
+	cr_assert_eq(o.mode, HOST_CGROUP_V2);
 }
 
 /* A service that already moved itself into its leaf reads its cgroup as
@@ -154,7 +154,7 @@ Test(cgroup_layout, pure_v2_service_in_its_leaf)
 	};
 	outcome o = detect_on(&l);
 	cr_assert_eq(o.rc, 0, "%s", o.message);
-	cr_assert_eq(o.mode, NATIVE_CGROUP_V2);
+	cr_assert_eq(o.mode, HOST_CGROUP_V2);
 }
 
 Test(cgroup_layout, pure_v2_without_a_controller_is_refused_by_name)
@@ -235,5 +235,5 @@ Test(cgroup_layout, hybrid_is_the_v1_driver)
 	};
 	outcome o = detect_on(&l);
 	cr_assert_eq(o.rc, 0, "%s", o.message);
-	cr_assert_eq(o.mode, NATIVE_CGROUP_HYBRID);
+	cr_assert_eq(o.mode, HOST_CGROUP_HYBRID);
 }

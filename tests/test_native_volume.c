@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * The native mechanism's workspace volume and loop devices (issue 3, item 3;
- * src/exec/native/volume.h and loop.h).
+ * src/host/volume.h and loop.h).
  *
  * These run as root: they bind loop devices and mount ext4. Without root or
  * /dev/loop-control every test skips.
@@ -38,9 +38,9 @@
 #include <unistd.h>
 
 #include "airlock/port/workspace.h"
-#include "exec/native/loop.h"
+#include "host/loop.h"
 #include "airlock/native.h"
-#include "exec/native/volume.h"
+#include "host/volume.h"
 #include "util/util.h"
 
 #define MiB ((int64_t)1 << 20)
@@ -130,21 +130,21 @@ static int count_fds(void)
 	return n;
 }
 
-static native_volume *vol_new(int backing, int64_t bytes, int64_t inodes)
+static host_volume *vol_new(int backing, int64_t bytes, int64_t inodes)
 {
-	native_volume *v = NULL;
+	host_volume *v = NULL;
 	airlock_error e = { 0 };
-	int r = native_volume_create(backing, bytes, inodes, SANDBOX_UID, SANDBOX_GID, &v, &e);
+	int r = host_volume_create(backing, bytes, inodes, SANDBOX_UID, SANDBOX_GID, &v, &e);
 	cr_assert_eq(r, 0, "create: %d %s", r, e.message);
 	cr_assert(v);
 	return v;
 }
 
-static bool vol_full(native_volume *v)
+static bool vol_full(host_volume *v)
 {
 	bool full = false;
 	airlock_error e = { 0 };
-	cr_assert_eq(native_volume_full(v, &full, &e), 0, "%s", e.message);
+	cr_assert_eq(host_volume_full(v, &full, &e), 0, "%s", e.message);
 	return full;
 }
 
@@ -199,9 +199,9 @@ Test(loop, attach_sets_autoclear_and_release_detaches, .init = need_root)
 	cr_assert_eq(ftruncate(f, 8 * MiB), 0);
 
 	for (int ro = 0; ro <= 1; ro++) {
-		native_loop l = { .fd = -1 };
+		host_loop l = { .fd = -1 };
 		airlock_error e = { 0 };
-		cr_assert_eq(native_loop_attach(f, ro, &l, &e), 0, "%s", e.message);
+		cr_assert_eq(host_loop_attach(f, ro, &l, &e), 0, "%s", e.message);
 		cr_assert(l.fd >= 0);
 		char want[32];
 		snprintf(want, sizeof(want), "/dev/loop%d", l.number);
@@ -221,22 +221,22 @@ Test(loop, attach_sets_autoclear_and_release_detaches, .init = need_root)
 		cr_assert_eq(info.lo_file_name[0], 0, "no path recorded");
 		cr_assert_eq(loops_mine(bdev), 1);
 
-		native_loop_release(&l);
+		host_loop_release(&l);
 		cr_assert_eq(l.fd, -1);
-		native_loop_release(&l); /* twice is harmless */
+		host_loop_release(&l); /* twice is harmless */
 		cr_assert_eq(loops_mine(bdev), 0, "autoclear detached it");
 	}
 	airlock_error e = { 0 };
-	native_loop l = { .fd = -1 };
-	cr_assert_eq(native_loop_attach(-1, false, &l, &e), -EBADF);
-	native_loop_release(NULL);
+	host_loop l = { .fd = -1 };
+	cr_assert_eq(host_loop_attach(-1, false, &l, &e), -EBADF);
+	host_loop_release(NULL);
 	close(f);
 	close(b);
 }
 
 typedef struct attach_job {
 	int backing;
-	native_loop loop;
+	host_loop loop;
 	int r;
 } attach_job;
 
@@ -244,7 +244,7 @@ static void *attach_thread(void *p)
 {
 	attach_job *j = p;
 	airlock_error e = { 0 };
-	j->r = native_loop_attach(j->backing, false, &j->loop, &e);
+	j->r = host_loop_attach(j->backing, false, &j->loop, &e);
 	return NULL;
 }
 
@@ -273,7 +273,7 @@ Test(loop, concurrent_attaches_get_distinct_devices, .init = need_root)
 	}
 	cr_assert_eq(loops_mine(bdev), N);
 	for (int i = 0; i < N; i++) {
-		native_loop_release(&jobs[i].loop);
+		host_loop_release(&jobs[i].loop);
 		close(jobs[i].backing);
 	}
 	cr_assert_eq(loops_mine(bdev), 0);
@@ -290,12 +290,12 @@ Test(volume, create_owns_root_and_is_empty_ext4, .init = need_root)
 	count_loops(bdev, &all0, NULL);
 	cr_assert_eq(loops_mine(bdev), 0);
 
-	native_volume *v = vol_new(b, 64 * MiB, 1000);
-	int root = native_volume_root_fd(v), mnt = native_volume_mount_fd(v);
+	host_volume *v = vol_new(b, 64 * MiB, 1000);
+	int root = host_volume_root_fd(v), mnt = host_volume_mount_fd(v);
 	cr_assert(root >= 0 && mnt >= 0 && root != mnt);
 	cr_assert(fcntl(root, F_GETFD) & FD_CLOEXEC);
 	cr_assert(fcntl(mnt, F_GETFD) & FD_CLOEXEC);
-	cr_assert(fcntl(native_volume_backing_fd(v), F_GETFD) & FD_CLOEXEC);
+	cr_assert(fcntl(host_volume_backing_fd(v), F_GETFD) & FD_CLOEXEC);
 	/* O_PATH, as the header promises: it cannot be read or written. */
 	cr_assert(fcntl(root, F_GETFL) & O_PATH);
 
@@ -322,7 +322,7 @@ Test(volume, create_owns_root_and_is_empty_ext4, .init = need_root)
 	/* Empty: lost+found is gone. */
 	airlock_workspace *ws = NULL;
 	airlock_error e = { 0 };
-	cr_assert_eq(native_volume_workspace(v, &ws, &e), 0, "%s", e.message);
+	cr_assert_eq(host_volume_workspace(v, &ws, &e), 0, "%s", e.message);
 	airlock_dir_listing l = { 0 };
 	cr_assert_eq(airlock_workspace_listdir(ws, "", 100, &l, &e), 0, "%s", e.message);
 	cr_assert_eq(l.n, 0);
@@ -330,9 +330,9 @@ Test(volume, create_owns_root_and_is_empty_ext4, .init = need_root)
 	airlock_workspace_free(ws);
 
 	cr_assert_eq(loops_mine(bdev), 1);
-	cr_assert_eq(native_volume_check_identity(v, &e), 0, "%s", e.message);
-	native_volume_destroy(v);
-	native_volume_destroy(NULL);
+	cr_assert_eq(host_volume_check_identity(v, &e), 0, "%s", e.message);
+	host_volume_destroy(v);
+	host_volume_destroy(NULL);
 	int all1, mine1;
 	count_loops(bdev, &all1, &mine1);
 	cr_assert_eq(mine1, 0, "no loop device left");
@@ -344,15 +344,15 @@ Test(volume, create_owns_root_and_is_empty_ext4, .init = need_root)
 Test(volume, provenance_tool_and_sandbox_written, .init = need_root)
 {
 	int b = backing_new(256 * MiB);
-	native_volume *v = vol_new(b, 64 * MiB, 1000);
+	host_volume *v = vol_new(b, 64 * MiB, 1000);
 	airlock_workspace *ws = NULL;
 	airlock_error e = { 0 };
-	cr_assert_eq(native_volume_workspace(v, &ws, &e), 0, "%s", e.message);
+	cr_assert_eq(host_volume_workspace(v, &ws, &e), 0, "%s", e.message);
 
 	cr_assert_eq(airlock_workspace_write(ws, "tool.txt", "from the tool", 13, &e), 0, "%s",
 	             e.message);
 	/* What a process in the sandbox does: a plain create on the volume. */
-	int fd = openat(native_volume_root_fd(v), "sandbox.txt",
+	int fd = openat(host_volume_root_fd(v), "sandbox.txt",
 	                O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
 	cr_assert(fd >= 0, "%s", strerror(errno));
 	cr_assert_eq(write(fd, "from the sandbox", 16), 16);
@@ -367,7 +367,7 @@ Test(volume, provenance_tool_and_sandbox_written, .init = need_root)
 	cr_assert_eq(p, AIRLOCK_PROVENANCE_UNKNOWN);
 
 	/* The sandbox rewriting the tool's file takes the label away. */
-	fd = openat(native_volume_root_fd(v), "tool.txt", O_WRONLY | O_TRUNC | O_NOFOLLOW | O_CLOEXEC);
+	fd = openat(host_volume_root_fd(v), "tool.txt", O_WRONLY | O_TRUNC | O_NOFOLLOW | O_CLOEXEC);
 	cr_assert(fd >= 0);
 	cr_assert_eq(write(fd, "x", 1), 1);
 	close(fd);
@@ -384,12 +384,12 @@ Test(volume, provenance_tool_and_sandbox_written, .init = need_root)
 
 	/* The handle cannot leave the volume: a symlink to the host root
 	 * resolves outside it. */
-	cr_assert_eq(symlinkat("/etc", native_volume_root_fd(v), "host"), 0);
+	cr_assert_eq(symlinkat("/etc", host_volume_root_fd(v), "host"), 0);
 	cr_assert_eq(airlock_workspace_read(ws, "host/passwd", 1 << 20, &data, &len, &e),
 	             airlock_errcode(AIRLOCK_ERR_WORKSPACE_ESCAPE));
 
 	airlock_workspace_free(ws);
-	native_volume_destroy(v);
+	host_volume_destroy(v);
 	close(b);
 }
 
@@ -397,12 +397,12 @@ Test(volume, disk_filler_makes_it_full, .init = need_root)
 {
 	int b = backing_new(256 * MiB);
 	dev_t bdev = dev_of(b);
-	native_volume *v = vol_new(b, 64 * MiB, 1000);
+	host_volume *v = vol_new(b, 64 * MiB, 1000);
 	cr_assert_not(vol_full(v));
 
 	struct statfs s0;
-	cr_assert_eq(fstatfs(native_volume_root_fd(v), &s0), 0);
-	int fd = openat(native_volume_root_fd(v), "fill", O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC,
+	cr_assert_eq(fstatfs(host_volume_root_fd(v), &s0), 0);
+	int fd = openat(host_volume_root_fd(v), "fill", O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC,
 	                0644);
 	cr_assert(fd >= 0);
 	static char chunk[1 << 16];
@@ -431,9 +431,9 @@ Test(volume, disk_filler_makes_it_full, .init = need_root)
 	cr_assert_geq(written, 64 * MiB * 95 / 100, "usable space within a few percent");
 
 	/* Deleting returns the space: not full any more. */
-	cr_assert_eq(unlinkat(native_volume_root_fd(v), "fill", 0), 0);
+	cr_assert_eq(unlinkat(host_volume_root_fd(v), "fill", 0), 0);
 	cr_assert_not(vol_full(v));
-	native_volume_destroy(v);
+	host_volume_destroy(v);
 	cr_assert_eq(loops_mine(bdev), 0);
 	close(b);
 }
@@ -441,16 +441,16 @@ Test(volume, disk_filler_makes_it_full, .init = need_root)
 Test(volume, file_count_filler_makes_it_full, .init = need_root)
 {
 	int b = backing_new(256 * MiB);
-	native_volume *v = vol_new(b, 64 * MiB, 1000);
+	host_volume *v = vol_new(b, 64 * MiB, 1000);
 	cr_assert_not(vol_full(v));
 	struct statfs s0;
-	cr_assert_eq(fstatfs(native_volume_root_fd(v), &s0), 0);
+	cr_assert_eq(fstatfs(host_volume_root_fd(v), &s0), 0);
 
 	int made = 0;
 	for (;;) {
 		char name[32];
 		snprintf(name, sizeof(name), "f%06d", made);
-		int fd = openat(native_volume_root_fd(v), name, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC,
+		int fd = openat(host_volume_root_fd(v), name, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC,
 		                0644);
 		if (fd < 0) {
 			cr_assert_eq(errno, ENOSPC, "%s", strerror(errno));
@@ -469,9 +469,9 @@ Test(volume, file_count_filler_makes_it_full, .init = need_root)
 	cr_assert_leq(made, 1000 * 105 / 100, "rounded up by at most a few percent");
 
 	/* One removed: room again. */
-	cr_assert_eq(unlinkat(native_volume_root_fd(v), "f000000", 0), 0);
+	cr_assert_eq(unlinkat(host_volume_root_fd(v), "f000000", 0), 0);
 	cr_assert_not(vol_full(v));
-	native_volume_destroy(v);
+	host_volume_destroy(v);
 	close(b);
 }
 
@@ -481,9 +481,9 @@ Test(volume, file_count_filler_makes_it_full, .init = need_root)
 Test(volume, has_no_path_anywhere, .init = need_root)
 {
 	int b = backing_new(256 * MiB);
-	native_volume *v = vol_new(b, 64 * MiB, 1000);
+	host_volume *v = vol_new(b, 64 * MiB, 1000);
 	struct stat st;
-	cr_assert_eq(fstat(native_volume_root_fd(v), &st), 0);
+	cr_assert_eq(fstat(host_volume_root_fd(v), &st), 0);
 	char devid[32];
 	snprintf(devid, sizeof(devid), " %u:%u ", major(st.st_dev), minor(st.st_dev));
 
@@ -498,7 +498,7 @@ Test(volume, has_no_path_anywhere, .init = need_root)
 	}
 
 	char link[64], target[256];
-	int fds[] = { native_volume_root_fd(v), native_volume_mount_fd(v) };
+	int fds[] = { host_volume_root_fd(v), host_volume_mount_fd(v) };
 	for (size_t i = 0; i < ARRAY_SIZE(fds); i++) {
 		snprintf(link, sizeof(link), "/proc/self/fd/%d", fds[i]);
 		ssize_t n = readlink(link, target, sizeof(target) - 1);
@@ -506,10 +506,10 @@ Test(volume, has_no_path_anywhere, .init = need_root)
 		target[n] = 0;
 		cr_assert_str_eq(target, "/", "a detached mount's root");
 	}
-	cr_assert_eq(fstat(native_volume_backing_fd(v), &st), 0);
+	cr_assert_eq(fstat(host_volume_backing_fd(v), &st), 0);
 	cr_assert_eq(st.st_nlink, 0, "the backing file has no name");
 
-	native_volume_destroy(v);
+	host_volume_destroy(v);
 	close(b);
 }
 
@@ -517,31 +517,31 @@ Test(volume, identity_check_catches_a_swapped_descriptor, .init = need_root)
 {
 	int b = backing_new(256 * MiB);
 	dev_t bdev = dev_of(b);
-	native_volume *a = vol_new(b, 16 * MiB, 100);
-	native_volume *c = vol_new(b, 16 * MiB, 100);
+	host_volume *a = vol_new(b, 16 * MiB, 100);
+	host_volume *c = vol_new(b, 16 * MiB, 100);
 	airlock_error e = { 0 };
-	cr_assert_eq(native_volume_check_identity(a, &e), 0, "%s", e.message);
-	cr_assert_eq(native_volume_check_identity(c, &e), 0, "%s", e.message);
+	cr_assert_eq(host_volume_check_identity(a, &e), 0, "%s", e.message);
+	cr_assert_eq(host_volume_check_identity(c, &e), 0, "%s", e.message);
 
 	/* Swap another volume's root in under a's descriptor number: what a
 	 * descriptor-table mix-up or a replaced workspace looks like. */
-	cr_assert_eq(dup2(native_volume_root_fd(c), native_volume_root_fd(a)),
-	             native_volume_root_fd(a));
-	cr_assert(fcntl(native_volume_root_fd(a), F_SETFD, FD_CLOEXEC) == 0);
-	int r = native_volume_check_identity(a, &e);
+	cr_assert_eq(dup2(host_volume_root_fd(c), host_volume_root_fd(a)),
+	             host_volume_root_fd(a));
+	cr_assert(fcntl(host_volume_root_fd(a), F_SETFD, FD_CLOEXEC) == 0);
+	int r = host_volume_check_identity(a, &e);
 	cr_assert_eq(r, airlock_errcode(AIRLOCK_ERR_SANDBOX_ESCAPE_SUSPECTED), "%d", r);
 	cr_assert_eq(e.cls, AIRLOCK_ERR_SANDBOX_ESCAPE_SUSPECTED);
 	cr_assert(strstr(e.message, "inode"), "%s", e.message);
 	cr_assert_null(strstr(e.message, "/tmp"), "%s", e.message);
 	/* And no workspace is handed out over the swapped root. */
 	airlock_workspace *ws = NULL;
-	cr_assert_eq(native_volume_workspace(a, &ws, &e),
+	cr_assert_eq(host_volume_workspace(a, &ws, &e),
 	             airlock_errcode(AIRLOCK_ERR_SANDBOX_ESCAPE_SUSPECTED));
 	cr_assert_null(ws);
-	cr_assert_eq(native_volume_check_identity(c, &e), 0, "%s", e.message);
+	cr_assert_eq(host_volume_check_identity(c, &e), 0, "%s", e.message);
 
-	native_volume_destroy(a);
-	native_volume_destroy(c);
+	host_volume_destroy(a);
+	host_volume_destroy(c);
 	cr_assert_eq(loops_mine(bdev), 0);
 	close(b);
 }
@@ -556,8 +556,8 @@ Test(volume, destroy_erases_and_returns_the_space, .init = need_root)
 	struct statfs h0, h1;
 	cr_assert_eq(fstatfs(b, &h0), 0);
 
-	native_volume *v = vol_new(b, 64 * MiB, 1000);
-	int fd = openat(native_volume_root_fd(v), "secret", O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC,
+	host_volume *v = vol_new(b, 64 * MiB, 1000);
+	int fd = openat(host_volume_root_fd(v), "secret", O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC,
 	                0600);
 	cr_assert(fd >= 0);
 	static char chunk[1 << 20];
@@ -566,16 +566,16 @@ Test(volume, destroy_erases_and_returns_the_space, .init = need_root)
 		cr_assert_eq(write(fd, chunk, sizeof(chunk)), (ssize_t)sizeof(chunk));
 	cr_assert_eq(fsync(fd), 0);
 	close(fd);
-	cr_assert_eq(syncfs(native_volume_root_fd(v)) == 0 || errno == EBADF, 1);
+	cr_assert_eq(syncfs(host_volume_root_fd(v)) == 0 || errno == EBADF, 1);
 
-	int backing = dup(native_volume_backing_fd(v));
+	int backing = dup(host_volume_backing_fd(v));
 	cr_assert(backing >= 0);
 	struct stat st;
 	cr_assert_eq(fstat(backing, &st), 0);
 	cr_assert_geq(st.st_blocks * 512, 8 * MiB, "the data reached the backing file");
 	cr_assert_eq(st.st_size, 64 * MiB);
 
-	native_volume_destroy(v);
+	host_volume_destroy(v);
 	cr_assert_eq(loops_mine(bdev), 0, "the loop device is detached");
 
 	cr_assert_eq(fstat(backing, &st), 0);
@@ -605,7 +605,7 @@ Test(volume, destroy_right_after_the_sandbox_still_erases, .init = need_root)
 	int b = backing_new(256 * MiB);
 	dev_t bdev = dev_of(b);
 	for (int round = 0; round < 5; round++) {
-		native_volume *v = vol_new(b, 64 * MiB, 1000);
+		host_volume *v = vol_new(b, 64 * MiB, 1000);
 		int ready[2];
 		cr_assert_eq(pipe2(ready, O_CLOEXEC), 0);
 		pid_t pid = fork();
@@ -615,7 +615,7 @@ Test(volume, destroy_right_after_the_sandbox_still_erases, .init = need_root)
 			 * volume moved in, some data left dirty, then it waits. */
 			if (unshare(CLONE_NEWNS) < 0 ||
 			    mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0 ||
-			    move_mount(native_volume_mount_fd(v), "", AT_FDCWD, "/mnt",
+			    move_mount(host_volume_mount_fd(v), "", AT_FDCWD, "/mnt",
 			               MOVE_MOUNT_F_EMPTY_PATH) < 0)
 				_exit(1);
 			int fd = open("/mnt/data", O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
@@ -636,8 +636,8 @@ Test(volume, destroy_right_after_the_sandbox_still_erases, .init = need_root)
 		kill(pid, SIGKILL);
 		cr_assert_eq(waitpid(pid, NULL, 0), pid);
 
-		int backing = dup(native_volume_backing_fd(v));
-		native_volume_destroy(v);
+		int backing = dup(host_volume_backing_fd(v));
+		host_volume_destroy(v);
 		struct stat st;
 		cr_assert_eq(fstat(backing, &st), 0);
 		cr_assert_eq(st.st_blocks, 0, "round %d: %lld blocks came back after the erase", round,
@@ -659,13 +659,13 @@ Test(volume, fifty_cycles_leak_nothing, .init = need_root, .timeout = 240)
 	int fds0 = count_fds();
 
 	for (int i = 0; i < 50; i++) {
-		native_volume *v = vol_new(b, 32 * MiB, 500);
+		host_volume *v = vol_new(b, 32 * MiB, 500);
 		airlock_workspace *ws = NULL;
 		airlock_error e = { 0 };
-		cr_assert_eq(native_volume_workspace(v, &ws, &e), 0, "%s", e.message);
+		cr_assert_eq(host_volume_workspace(v, &ws, &e), 0, "%s", e.message);
 		cr_assert_eq(airlock_workspace_write(ws, "x", "y", 1, &e), 0, "%s", e.message);
 		airlock_workspace_free(ws);
-		native_volume_destroy(v);
+		host_volume_destroy(v);
 	}
 	int all1, mine1;
 	count_loops(bdev, &all1, &mine1);
@@ -683,32 +683,32 @@ Test(volume, refusals_name_no_path_and_leak_nothing, .init = need_root)
 	int b = backing_new(256 * MiB);
 	dev_t bdev = dev_of(b);
 	int fds0 = count_fds();
-	native_volume *v = NULL;
+	host_volume *v = NULL;
 	airlock_error e = { 0 };
 
-	cr_assert_eq(native_volume_create(b, 64 * 1024, 100, 1, 1, &v, &e),
+	cr_assert_eq(host_volume_create(b, 64 * 1024, 100, 1, 1, &v, &e),
 	             airlock_errcode(AIRLOCK_ERR_EXECUTION_REJECTED));
 	cr_assert(strstr(e.message, "workspace_bytes"), "%s", e.message);
-	cr_assert_eq(native_volume_create(b, 64 * MiB, 0, 1, 1, &v, &e),
+	cr_assert_eq(host_volume_create(b, 64 * MiB, 0, 1, 1, &v, &e),
 	             airlock_errcode(AIRLOCK_ERR_EXECUTION_REJECTED));
 	/* inodes_max is a maximum: a small volume gets the inodes it holds
 	 * (half of it as inode table) instead of a refusal. */
 	cr_assert_eq(airlock_native_workspace_inodes(2 * MiB, 100000), 2 * MiB / 2 / 256 - 10);
 	cr_assert_eq(airlock_native_workspace_inodes(2 * MiB, 100), 100);
-	cr_assert_eq(native_volume_create(b, 2 * MiB, 100000, 1, 1, &v, &e), 0, "%s", e.message);
+	cr_assert_eq(host_volume_create(b, 2 * MiB, 100000, 1, 1, &v, &e), 0, "%s", e.message);
 	struct statfs vs;
-	cr_assert_eq(fstatfs(native_volume_root_fd(v), &vs), 0);
+	cr_assert_eq(fstatfs(host_volume_root_fd(v), &vs), 0);
 	cr_assert_geq((int64_t)vs.f_ffree, airlock_native_workspace_inodes(2 * MiB, 100000));
-	native_volume_destroy(v);
+	host_volume_destroy(v);
 	v = NULL;
-	cr_assert_eq(native_volume_create(-1, 64 * MiB, 100, 1, 1, &v, &e), -EBADF);
+	cr_assert_eq(host_volume_create(-1, 64 * MiB, 100, 1, 1, &v, &e), -EBADF);
 	/* More than the backing filesystem has room for. */
-	cr_assert_eq(native_volume_create(b, 4 * GiB, 1000, 1, 1, &v, &e),
+	cr_assert_eq(host_volume_create(b, 4 * GiB, 1000, 1, 1, &v, &e),
 	             airlock_errcode(AIRLOCK_ERR_EXECUTION_UNAVAILABLE));
 	/* A directory whose filesystem has no O_TMPFILE. */
 	int proc = open("/proc/self", O_PATH | O_DIRECTORY | O_CLOEXEC);
 	cr_assert(proc >= 0);
-	int r = native_volume_create(proc, 64 * MiB, 100, 1, 1, &v, &e);
+	int r = host_volume_create(proc, 64 * MiB, 100, 1, 1, &v, &e);
 	cr_assert_lt(r, 0);
 	cr_assert_null(strstr(e.message, "/proc"), "%s", e.message);
 	close(proc);
@@ -722,17 +722,17 @@ Test(volume, refusals_name_no_path_and_leak_nothing, .init = need_root)
 Test(volume, small_limits, .init = need_root)
 {
 	int b = backing_new(64 * MiB);
-	native_volume *v = vol_new(b, MiB, 1);
+	host_volume *v = vol_new(b, MiB, 1);
 	struct statfs s;
-	cr_assert_eq(fstatfs(native_volume_root_fd(v), &s), 0);
+	cr_assert_eq(fstatfs(host_volume_root_fd(v), &s), 0);
 	cr_assert_geq(s.f_ffree, 1);
-	int fd = openat(native_volume_root_fd(v), "one", O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
+	int fd = openat(host_volume_root_fd(v), "one", O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
 	cr_assert(fd >= 0, "%s", strerror(errno));
 	close(fd);
 	fprintf(stderr, "[volume] 1 MiB / inodes_max 1: f_files %" PRIu64 " f_ffree %" PRIu64
 	                " f_bavail %" PRIu64 "\n",
 	        (uint64_t)s.f_files, (uint64_t)s.f_ffree, (uint64_t)s.f_bavail);
-	native_volume_destroy(v);
+	host_volume_destroy(v);
 	close(b);
 }
 
@@ -744,7 +744,7 @@ Test(volume, remembered_image_builds_a_clean_filesystem, .init = need_root)
 	if (access("/usr/sbin/e2fsck", X_OK) != 0 && access("/sbin/e2fsck", X_OK) != 0)
 		cr_skip_test("e2fsck not installed");
 	int b = backing_new(256 * MiB);
-	native_volume *v[3];
+	host_volume *v[3];
 	for (int i = 0; i < 3; i++) {
 		double t0 = now_ms();
 		v[i] = vol_new(b, 48 * MiB, 777);
@@ -752,7 +752,7 @@ Test(volume, remembered_image_builds_a_clean_filesystem, .init = need_root)
 		        now_ms() - t0);
 	}
 	for (int i = 0; i < 3; i++) {
-		int root = native_volume_root_fd(v[i]);
+		int root = host_volume_root_fd(v[i]);
 		/* Some use first, so fsck sees a filesystem that has been written. */
 		cr_assert_eq(mkdirat(root, "d", 0755), 0);
 		int fd = openat(root, "d/f", O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
@@ -764,7 +764,7 @@ Test(volume, remembered_image_builds_a_clean_filesystem, .init = need_root)
 		cr_assert_eq(syncfs(dfd), 0);
 		close(dfd);
 
-		int n = loop_of(native_volume_backing_fd(v[i]));
+		int n = loop_of(host_volume_backing_fd(v[i]));
 		cr_assert_geq(n, 0);
 		char cmd[128];
 		/* -n opens read-only; a mounted, synced filesystem without a
@@ -780,12 +780,12 @@ Test(volume, remembered_image_builds_a_clean_filesystem, .init = need_root)
 		cr_assert_geq(s.f_ffree, 777 - 2);
 	}
 	struct statfs s0, s1;
-	cr_assert_eq(fstatfs(native_volume_root_fd(v[0]), &s0), 0);
-	cr_assert_eq(fstatfs(native_volume_root_fd(v[2]), &s1), 0);
+	cr_assert_eq(fstatfs(host_volume_root_fd(v[0]), &s0), 0);
+	cr_assert_eq(fstatfs(host_volume_root_fd(v[2]), &s1), 0);
 	cr_assert_eq(s0.f_blocks, s1.f_blocks);
 	cr_assert_eq(s0.f_files, s1.f_files);
 	for (int i = 0; i < 3; i++)
-		native_volume_destroy(v[i]);
+		host_volume_destroy(v[i]);
 	cr_assert_eq(loops_mine(dev_of(b)), 0);
 	close(b);
 }
@@ -801,20 +801,20 @@ static void *create_thread(void *p)
 {
 	create_job *j = p;
 	for (int i = 0; i < 6; i++) {
-		native_volume *v = NULL;
+		host_volume *v = NULL;
 		airlock_error e = { 0 };
-		if (native_volume_create(j->backing, j->bytes, 300, SANDBOX_UID, SANDBOX_GID, &v, &e) <
+		if (host_volume_create(j->backing, j->bytes, 300, SANDBOX_UID, SANDBOX_GID, &v, &e) <
 		    0) {
 			j->failures++;
 			memcpy(j->message, e.message, sizeof(j->message));
 			continue;
 		}
-		int fd = openat(native_volume_root_fd(v), "f", O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
+		int fd = openat(host_volume_root_fd(v), "f", O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
 		if (fd < 0 || write(fd, "x", 1) != 1)
 			j->failures++;
 		if (fd >= 0)
 			close(fd);
-		native_volume_destroy(v);
+		host_volume_destroy(v);
 	}
 	return NULL;
 }
@@ -863,18 +863,18 @@ static void time_volume(int dir, int64_t bytes, int64_t inodes, int runs)
 	struct statfs s = { 0 };
 	for (int i = 0; i < runs; i++) {
 		double t0 = now_ms();
-		native_volume *v = vol_new(dir, bytes, inodes);
+		host_volume *v = vol_new(dir, bytes, inodes);
 		double t1 = now_ms();
 		/* a little data, as a real sandbox would leave behind */
-		int fd = openat(native_volume_root_fd(v), "data", O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
+		int fd = openat(host_volume_root_fd(v), "data", O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
 		cr_assert(fd >= 0);
 		static char chunk[1 << 20];
 		for (int k = 0; k < 4; k++)
 			cr_assert_eq(write(fd, chunk, sizeof(chunk)), (ssize_t)sizeof(chunk));
 		close(fd);
-		cr_assert_eq(fstatfs(native_volume_root_fd(v), &s), 0);
+		cr_assert_eq(fstatfs(host_volume_root_fd(v), &s), 0);
 		double t2 = now_ms();
-		native_volume_destroy(v);
+		host_volume_destroy(v);
 		double t3 = now_ms();
 		c[i] = t1 - t0;
 		d[i] = t3 - t2;

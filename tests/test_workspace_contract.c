@@ -31,7 +31,7 @@
 #include <unistd.h>
 
 #include "airlock/port/workspace.h"
-#include "exec/native/volume.h"
+#include "host/volume.h"
 #include "util/util.h"
 #include "workspace/memory/memws.h"
 
@@ -54,7 +54,7 @@ typedef struct fx {
 	airlock_memws *mem;
 	/* volume: on a detached tmpfs, so nothing has a path */
 	int backing;
-	native_volume *vol;
+	host_volume *vol;
 } fx;
 
 static fx g_fx;
@@ -127,11 +127,11 @@ static void volume_init(void)
 	close(fs);
 	cr_assert(f->backing >= 0);
 	airlock_error e = { 0 };
-	cr_assert_eq(native_volume_create(f->backing, 32 << 20, 1000, getuid(), getgid(), &f->vol,
-	                                  &e),
+	cr_assert_eq(host_volume_create(f->backing, 32 << 20, 1000, getuid(), getgid(), &f->vol,
+	                                &e),
 	             0, "%s", e.message);
-	cr_assert_eq(native_volume_workspace(f->vol, &f->ws, &e), 0, "%s", e.message);
-	f->dfd = openat(native_volume_root_fd(f->vol), ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	cr_assert_eq(host_volume_workspace(f->vol, &f->ws, &e), 0, "%s", e.message);
+	f->dfd = openat(host_volume_root_fd(f->vol), ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	cr_assert(f->dfd >= 0);
 	f->foreign = AIRLOCK_PROVENANCE_SANDBOX_WRITTEN;
 }
@@ -145,7 +145,7 @@ static void fx_fini(void)
 		close(f->dfd);
 	f->dfd = -1;
 	/* After every descriptor on the volume is gone, as the contract asks. */
-	native_volume_destroy(f->vol);
+	host_volume_destroy(f->vol);
 	f->vol = NULL;
 	if (f->backing >= 0)
 		close(f->backing);

@@ -34,12 +34,13 @@
 #include "airlock/envbuild.h"
 #include "airlock/image.h"
 #include "core/snapshot.h"
-#include "exec/native/cgroup.h"
-#include "exec/native/loop.h"
+#include "host/cgroup/cgroup.h"
+#include "host/crash_sweep.h"
+#include "host/loop.h"
 #include "exec/native/native_internal.h"
 #include "exec/native/seccomp.h"
 #include "exec/native/starter.h"
-#include "exec/native/volume.h"
+#include "host/volume.h"
 #include "util/util.h"
 
 /* Host ids for sandbox users: one per live sandbox, far above any account a
@@ -82,7 +83,7 @@ static atomic_int kept_groups;
 typedef struct native_image {
 	char digest[AIRLOCK_IMAGE_DIGEST_SIZE];
 	int file_fd;
-	native_loop loop;
+	host_loop loop;
 } native_image;
 
 typedef struct sandbox {
@@ -95,8 +96,8 @@ typedef struct sandbox {
 	int init_pidfd;
 	int lifeline_w;  /* our end of init's lifeline; closing it ends the sandbox */
 	pthread_mutex_t start_lock; /* orders "is it dead?" with starting a command */
-	native_cgroup *cg;
-	native_volume *vol;
+	host_cgroup *cg;
+	host_volume *vol;
 	airlock_workspace *ws;
 	char **envp; /* "NAME=value", NULL-terminated, from the spec; PWD replaced per command */
 	size_t n_env;
@@ -214,12 +215,12 @@ static void kill_and_reap(int pidfd)
 int airlock_native_probe(char *why, size_t size)
 {
 	airlock_error err = { 0 };
-	native_cgroup_mode mode;
+	host_cgroup_mode mode;
 	if (geteuid() != 0) {
 		snprintf(why, size, "the native mechanism needs root to create namespaces, cgroups and loop devices");
 		return -EPERM;
 	}
-	if (native_cgroup_detect(&mode, &err) < 0) {
+	if (host_cgroup_detect(&mode, &err) < 0) {
 		snprintf(why, size, "%s", err.message);
 		return -ENOTSUP;
 	}
@@ -348,7 +349,7 @@ int airlock_native_new(const airlock_native_config *cfg, airlock_native **ret, a
 	 * them). Its loop devices autoclear and its backing files were never
 	 * named, so they went with the processes. */
 	unsigned removed = 0;
-	r = native_cgroup_sweep(&removed, err);
+	r = host_crash_sweep(n->images, &removed, err);
 	if (r < 0)
 		goto fail;
 	*ret = n;
@@ -402,7 +403,7 @@ static int image_mount(airlock_native *n, const char *digest, int *ret_fd, airlo
 		int r = airlock_image_open_verified(n->images, digest, &fresh.file_fd, err);
 		if (r < 0)
 			return r;
-		r = native_loop_attach(fresh.file_fd, true, &fresh.loop, err);
+		r = host_loop_attach(fresh.file_fd, true, &fresh.loop, err);
 		if (r < 0) {
 			close(fresh.file_fd);
 			return r;
@@ -419,7 +420,7 @@ static int image_mount(airlock_native *n, const char *digest, int *ret_fd, airlo
 		                         "image %s does not mount as erofs", digest);
 	/* The source the sandbox sees in its mountinfo is this name, not
 	 * "/dev/loopN" (loop.c: the number tells of other tenants' devices). */
-	if (native_loop_create_fs(&img->loop, fs, n->volume_dir_fd, NATIVE_IMAGE_SOURCE_NAME, err) <
+	if (host_loop_create_fs(&img->loop, fs, n->volume_dir_fd, NATIVE_IMAGE_SOURCE_NAME, err) <
 	    0) {
 		char why[sizeof(err->message)];
 		snprintf(why, sizeof(why), "%s", err->message);
@@ -469,7 +470,7 @@ static int sandbox_teardown(airlock_native *n, sandbox *b, airlock_error *err)
 		b->proxied = false;
 	}
 	if (b->cg) {
-		r = native_cgroup_destroy(b->cg, NATIVE_KILL_WAIT_MS, err);
+		r = host_cgroup_destroy(b->cg, NATIVE_KILL_WAIT_MS, err);
 		b->cg = NULL;
 	}
 	if (b->lifeline_w >= 0) {
@@ -483,7 +484,7 @@ static int sandbox_teardown(airlock_native *n, sandbox *b, airlock_error *err)
 	}
 	airlock_workspace_free(b->ws);
 	b->ws = NULL;
-	native_volume_destroy(b->vol);
+	host_volume_destroy(b->vol);
 	b->vol = NULL;
 	pthread_mutex_lock(&n->lock);
 	if (b->host_id && r == 0) {
@@ -715,14 +716,14 @@ static int native_provision(void *ctx, const airlock_environment_spec *spec,
 	if (r < 0)
 		goto fail;
 
-	r = native_volume_create(n->volume_dir_fd, spec->limits.workspace_bytes,
+	r = host_volume_create(n->volume_dir_fd, spec->limits.workspace_bytes,
 	                         spec->limits.inodes_max, b->host_id, b->host_id, &b->vol, err);
 	if (r < 0)
 		goto fail;
-	r = native_volume_workspace(b->vol, &b->ws, err);
+	r = host_volume_workspace(b->vol, &b->ws, err);
 	if (r < 0)
 		goto fail;
-	r = native_cgroup_create(b->id, &spec->limits, &b->cg, err);
+	r = host_cgroup_create(b->id, &spec->limits, &b->cg, err);
 	if (r < 0)
 		goto fail;
 
@@ -746,7 +747,7 @@ static int native_provision(void *ctx, const airlock_environment_spec *spec,
 	native_init_args ia = {
 		.sync_fd = sv[1],
 		.image_mount_fd = image_fd,
-		.volume_mount_fd = native_volume_mount_fd(b->vol),
+		.volume_mount_fd = host_volume_mount_fd(b->vol),
 		.tmp_options = tmp_options,
 		.seccomp = &n->seccomp,
 		.last_cap = n->last_cap,
@@ -780,7 +781,7 @@ static int native_provision(void *ctx, const airlock_environment_spec *spec,
 
 	/* The cgroup before anything runs, so every page init touches is
 	 * charged to the sandbox. */
-	r = native_cgroup_enter_init(b->cg, pid, err);
+	r = host_cgroup_enter_init(b->cg, pid, err);
 	if (r < 0)
 		goto fail;
 	if (send_msg(sv[0], NATIVE_MSG_GO) < 0) {
@@ -971,7 +972,7 @@ static int start_command(airlock_native *n, sandbox *b, const airlock_execution_
 		native_cmd_main(&ca);
 	}
 	close(sv[1]);
-	int r = native_cgroup_enter_cmd(b->cg, h, err);
+	int r = host_cgroup_enter_cmd(b->cg, h, err);
 	native_msg m = { 0 };
 	if (r == 0 && send_msg(sv[0], NATIVE_MSG_GO) < 0)
 		r = airlock_error_set(err, AIRLOCK_ERR_EXECUTION_UNAVAILABLE, errno, "execute: sync");
@@ -986,7 +987,7 @@ static int start_command(airlock_native *n, sandbox *b, const airlock_execution_
 	 * unobserved: the cmd group is emptied. */
 	if (r < 0) {
 		kill(h, SIGKILL);
-		native_cgroup_kill_cmd(b->cg, NATIVE_KILL_WAIT_MS, NULL);
+		host_cgroup_kill_cmd(b->cg, NATIVE_KILL_WAIT_MS, NULL);
 	}
 	while (waitpid(h, NULL, 0) < 0 && errno == EINTR)
 		;
@@ -995,7 +996,7 @@ static int start_command(airlock_native *n, sandbox *b, const airlock_execution_
 	int pfd = pidfd_open_((pid_t)m.value);
 	if (pfd < 0) {
 		int e = errno;
-		native_cgroup_kill_cmd(b->cg, NATIVE_KILL_WAIT_MS, NULL);
+		host_cgroup_kill_cmd(b->cg, NATIVE_KILL_WAIT_MS, NULL);
 		return airlock_error_set(err, AIRLOCK_ERR_EXECUTION_UNAVAILABLE, e,
 		                         "execute: pidfd of the command");
 	}
@@ -1131,9 +1132,9 @@ static int disk_sample(sandbox *b, disk_watch *d, bool first, int64_t now, bool 
                        airlock_error *err)
 {
 	bool full = false;
-	int r = native_volume_full(b->vol, &full, err);
+	int r = host_volume_full(b->vol, &full, err);
 	struct statfs s;
-	if (r == 0 && fstatfs(native_volume_root_fd(b->vol), &s) < 0)
+	if (r == 0 && fstatfs(host_volume_root_fd(b->vol), &s) < 0)
 		r = airlock_error_set(err, AIRLOCK_ERR_SYSTEM, errno, "workspace volume: fstatfs");
 	if (r < 0)
 		return r;
@@ -1170,7 +1171,7 @@ static int native_execute(void *ctx, const airlock_environment_handle *handle,
 	n->executing++;
 	pthread_mutex_unlock(&n->lock);
 
-	int rootfd = native_volume_root_fd(b->vol);
+	int rootfd = host_volume_root_fd(b->vol);
 	int pipes[4][2] = { { -1, -1 }, { -1, -1 }, { -1, -1 }, { -1, -1 } };
 	stream out = { .fd = -1 }, errs = { .fd = -1 };
 	util_buf_init(&out.buf, (size_t)cmd->maximum_output_bytes);
@@ -1186,7 +1187,7 @@ static int native_execute(void *ctx, const airlock_environment_handle *handle,
 	bool armed = false;
 	int r;
 
-	r = native_volume_check_identity(b->vol, err);
+	r = host_volume_check_identity(b->vol, err);
 	if (r < 0)
 		goto out;
 	if (!kept_take(n, b, &before)) {
@@ -1233,8 +1234,8 @@ static int native_execute(void *ctx, const airlock_environment_handle *handle,
 	uint64_t oom0 = 0, pids0 = 0;
 	disk_watch disk = { 0 };
 	bool full = false;
-	if ((r = native_cgroup_oom_kills(b->cg, &oom0, err)) < 0 ||
-	    (r = native_cgroup_pids_max_events(b->cg, &pids0, err)) < 0 ||
+	if ((r = host_cgroup_oom_kills(b->cg, &oom0, err)) < 0 ||
+	    (r = host_cgroup_pids_max_events(b->cg, &pids0, err)) < 0 ||
 	    (r = disk_sample(b, &disk, true, util_monotonic_ms(), &full, err)) < 0)
 		goto out;
 
@@ -1338,9 +1339,9 @@ static int native_execute(void *ctx, const airlock_environment_handle *handle,
 				kill_reason = AIRLOCK_KILL_EXPIRED;
 			else if (!exited && now >= timeout_at)
 				kill_reason = AIRLOCK_KILL_TIMEOUT;
-			else if (native_cgroup_oom_kills(b->cg, &v, NULL) == 0 && v > oom0)
+			else if (host_cgroup_oom_kills(b->cg, &v, NULL) == 0 && v > oom0)
 				kill_reason = AIRLOCK_KILL_MEMORY;
-			else if (native_cgroup_pids_max_events(b->cg, &v, NULL) == 0 && v > pids0)
+			else if (host_cgroup_pids_max_events(b->cg, &v, NULL) == 0 && v > pids0)
 				kill_reason = AIRLOCK_KILL_PIDS;
 			else if (!exited && full && disk.moved &&
 			         now - disk.full_since >= NATIVE_DISK_HOLD_MS)
@@ -1363,7 +1364,7 @@ static int native_execute(void *ctx, const airlock_environment_handle *handle,
 		 * kill: nothing runs unobserved between commands. */
 		if ((kill_reason || exited) && !killed) {
 			killed = true;
-			r = native_cgroup_kill_cmd(b->cg, NATIVE_KILL_WAIT_MS, err);
+			r = host_cgroup_kill_cmd(b->cg, NATIVE_KILL_WAIT_MS, err);
 			if (r < 0)
 				goto out;
 		}
@@ -1379,7 +1380,7 @@ static int native_execute(void *ctx, const airlock_environment_handle *handle,
 
 	/* The walk after, before the reason: the rule at exit for DISK asks
 	 * whether the command changed the workspace. */
-	r = native_volume_check_identity(b->vol, err);
+	r = host_volume_check_identity(b->vol, err);
 	if (r < 0)
 		goto out;
 	/* Armed before the walk: a change after this point, by anyone, is an
@@ -1398,7 +1399,7 @@ static int native_execute(void *ctx, const airlock_environment_handle *handle,
 	 * workspace) failed for a reason of its own. */
 	bool failed = si.si_code != CLD_EXITED || si.si_status != 0;
 	if (!kill_reason && !report[1] && failed &&
-	    native_volume_full(b->vol, &full, NULL) == 0 && full &&
+	    host_volume_full(b->vol, &full, NULL) == 0 && full &&
 	    airlock_snapshot_differs(&before, &after))
 		kill_reason = AIRLOCK_KILL_DISK;
 
@@ -1457,7 +1458,7 @@ static int native_execute(void *ctx, const airlock_environment_handle *handle,
 out:
 	if (pidfd >= 0) {
 		if (r < 0)
-			native_cgroup_kill_cmd(b->cg, NATIVE_KILL_WAIT_MS, NULL);
+			host_cgroup_kill_cmd(b->cg, NATIVE_KILL_WAIT_MS, NULL);
 		waitid((idtype_t)P_PIDFD, (id_t)pidfd, &si, WEXITED | WNOHANG);
 		close(pidfd);
 	}
@@ -1507,7 +1508,7 @@ static int native_destroy(void *ctx, const char *environment_id, airlock_error *
 	 * die and returns; the last reference frees the rest. */
 	int r = 0;
 	if (b->cg)
-		r = native_cgroup_kill_cmd(b->cg, NATIVE_KILL_WAIT_MS, err);
+		r = host_cgroup_kill_cmd(b->cg, NATIVE_KILL_WAIT_MS, err);
 	pthread_mutex_lock(&n->lock);
 	bool last = --b->refs == 0;
 	pthread_mutex_unlock(&n->lock);
@@ -1573,7 +1574,7 @@ static void native_free(void *ctx)
 	}
 	free(boxes);
 	for (size_t i = 0; i < n->n_imgs; i++) {
-		native_loop_release(&n->imgs[i].loop);
+		host_loop_release(&n->imgs[i].loop);
 		close(n->imgs[i].file_fd);
 	}
 	free(n->imgs);

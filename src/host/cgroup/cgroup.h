@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-#ifndef AIRLOCK_NATIVE_CGROUP_H
-#define AIRLOCK_NATIVE_CGROUP_H
+#ifndef AIRLOCK_HOST_CGROUP_H
+#define AIRLOCK_HOST_CGROUP_H
 
 /*
  * A sandbox's cgroups. Works on the v1/v2 hybrid hosts we run on (v1
@@ -27,24 +27,24 @@
 #include "airlock/error.h"
 #include "airlock/types.h"
 
-typedef struct native_cgroup native_cgroup;
+typedef struct host_cgroup host_cgroup;
 
-#define NATIVE_CGROUP_PREFIX "airlock-"
+#define HOST_CGROUP_PREFIX "airlock-"
 
 /* What this host offers, decided once. */
-typedef enum native_cgroup_mode {
-	NATIVE_CGROUP_INVALID = 0,
-	NATIVE_CGROUP_HYBRID, /* v1 controllers + v2 unified for kill/events */
-	NATIVE_CGROUP_V2,     /* pure v2 */
-	NATIVE_CGROUP__MAX
-} native_cgroup_mode;
+typedef enum host_cgroup_mode {
+	HOST_CGROUP_INVALID = 0,
+	HOST_CGROUP_HYBRID, /* v1 controllers + v2 unified for kill/events */
+	HOST_CGROUP_V2,     /* pure v2 */
+	HOST_CGROUP__MAX
+} host_cgroup_mode;
 
 /* Detect the host's layout; AIRLOCK_ERR_EXECUTION_UNAVAILABLE with a reason
  * (for `airlock doctor`) when a required controller is missing or the
  * service's cgroups are not writable. A missing cgroup.kill (kernels before
  * 5.14, or a hybrid host without a v2 mount) is not fatal: kills then fall
  * back to SIGKILL by pid from cgroup.procs until the group is empty. */
-int native_cgroup_detect(native_cgroup_mode *ret, airlock_error *err);
+int host_cgroup_detect(host_cgroup_mode *ret, airlock_error *err);
 
 /* Create the sandbox's groups and apply the limits: cpu_millicores as a CFS
  * quota over a 100 ms period (at least 1 ms: below 10 millicores rounds
@@ -55,44 +55,44 @@ int native_cgroup_detect(native_cgroup_mode *ret, airlock_error *err);
  * descriptors with flocks (see the sweep): a child forked from the service
  * that does not exec must close inherited descriptors (close_range), or the
  * group looks live to a sweep after the service dies. */
-int native_cgroup_create(const char *environment_id, const airlock_resource_limits *limits,
-                         native_cgroup **ret, airlock_error *err);
+int host_cgroup_create(const char *environment_id, const airlock_resource_limits *limits,
+                       host_cgroup **ret, airlock_error *err);
 
 /* Move pid into the init group or the cmd group, in every hierarchy. Safe
  * to call from the service for a stopped or just-forked child. */
-int native_cgroup_enter_init(native_cgroup *cg, pid_t pid, airlock_error *err);
-int native_cgroup_enter_cmd(native_cgroup *cg, pid_t pid, airlock_error *err);
+int host_cgroup_enter_init(host_cgroup *cg, pid_t pid, airlock_error *err);
+int host_cgroup_enter_cmd(host_cgroup *cg, pid_t pid, airlock_error *err);
 
 /* The group's counters, for kill reasons. oom_kills: the memory
  * controller's oom_kill counter for the sandbox (never failcnt). pids_max:
  * the number of forks refused by pids.max. Both only grow. */
-int native_cgroup_oom_kills(native_cgroup *cg, uint64_t *ret, airlock_error *err);
-int native_cgroup_pids_max_events(native_cgroup *cg, uint64_t *ret, airlock_error *err);
+int host_cgroup_oom_kills(host_cgroup *cg, uint64_t *ret, airlock_error *err);
+int host_cgroup_pids_max_events(host_cgroup *cg, uint64_t *ret, airlock_error *err);
 
 /* Whether any process is left in the cmd group. */
-int native_cgroup_cmd_populated(native_cgroup *cg, bool *ret, airlock_error *err);
+int host_cgroup_cmd_populated(host_cgroup *cg, bool *ret, airlock_error *err);
 
 /* SIGKILL every process in the cmd group and wait (bounded by timeout_ms)
  * until it is empty. AIRLOCK_ERR_SANDBOX_ESCAPE_SUSPECTED when a process
  * survives. */
-int native_cgroup_kill_cmd(native_cgroup *cg, int timeout_ms, airlock_error *err);
+int host_cgroup_kill_cmd(host_cgroup *cg, int timeout_ms, airlock_error *err);
 
 /* Kill everything in the sandbox's groups, wait until empty, remove every
  * group, free cg. Returns SANDBOX_ESCAPE_SUSPECTED when a process survives
  * (the groups are then left for the sweep, and cg is still freed). NULL ok. */
-int native_cgroup_destroy(native_cgroup *cg, int timeout_ms, airlock_error *err);
+int host_cgroup_destroy(host_cgroup *cg, int timeout_ms, airlock_error *err);
 
 /* On start: remove what a crashed run left behind: groups named
  * airlock-* under the service's own cgroup, killing what is in them.
- * Groups of a live native_cgroup, in this process or another sharing the
+ * Groups of a live host_cgroup, in this process or another sharing the
  * parent cgroup, are left alone: each holds a flock on its directories,
  * which the kernel drops when its owner dies. *ret_removed counts the
  * sandbox groups removed. */
-int native_cgroup_sweep(unsigned *ret_removed, airlock_error *err);
+int host_cgroup_sweep(unsigned *ret_removed, airlock_error *err);
 
 /* Tests only: ignore cgroup.kill in groups created (and swept) from now on,
  * so the cgroup.procs fallback runs on hosts that have cgroup.kill. Not
  * thread safe. */
-void native_cgroup_testing_force_kill_fallback(bool on);
+void host_cgroup_testing_force_kill_fallback(bool on);
 
 #endif

@@ -30,7 +30,7 @@
  *     of it, so a little less is writable as file data (97.6% at 64 MiB,
  *     99.0% at 4 GiB/100000 inodes).
  */
-#include "exec/native/volume.h"
+#include "host/volume.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -42,7 +42,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/ioctl.h>
-#include <sys/mount.h>
 #include <sys/stat.h>
 #include <sys/statfs.h>
 #include <sys/sysmacros.h>
@@ -50,8 +49,9 @@
 #include <unistd.h>
 
 #include "airlock/native.h"
-#include "exec/native/loop.h"
+#include "host/loop.h"
 #include "util/run.h"
+#include "util/syscalls.h"
 #include "util/util.h"
 
 #define VOLUME_BLOCK 4096
@@ -74,9 +74,9 @@
  * program we would run as root. */
 static const char *const volume_mkfs_paths[] = { "/usr/sbin/mkfs.ext4", "/sbin/mkfs.ext4" };
 
-struct native_volume {
+struct host_volume {
 	int backing_fd; /* the O_TMPFILE file: the volume's bytes */
-	native_loop loop;
+	host_loop loop;
 	int mount_fd; /* fsmount's descriptor: the detached mount */
 	int root_fd;  /* O_PATH|O_DIRECTORY on the mount's root */
 	dev_t dev;    /* the root's identity at creation */
@@ -94,7 +94,7 @@ static const char *volume_mkfs_path(void)
 	return NULL;
 }
 
-static int volume_mkfs(const native_loop *loop, int64_t inodes, airlock_error *err)
+static int volume_mkfs(const host_loop *loop, int64_t inodes, airlock_error *err)
 {
 	const char *bin = volume_mkfs_path();
 	if (!bin)
@@ -279,7 +279,7 @@ static void volume_image_put(volume_image *img)
 
 /* Read back what mkfs wrote: every data range of the backing file. NULL
  * when it does not fit the bounds (the shape is then not cached). */
-static int volume_image_capture(const native_volume *v, int64_t inodes, volume_image **ret)
+static int volume_image_capture(const host_volume *v, int64_t inodes, volume_image **ret)
 {
 	*ret = NULL;
 	/* mkfs wrote through the loop device; flushing it makes every block
@@ -386,9 +386,9 @@ static int volume_fs_error(int fsfd, airlock_error *err, int e, const char *step
 
 /* Mount the device detached; returns the fsmount descriptor via ret.
  * scratch_dir_fd: a root-only directory for naming the source (loop.c). */
-static int volume_mount(const native_loop *loop, int scratch_dir_fd, int *ret, airlock_error *err)
+static int volume_mount(const host_loop *loop, int scratch_dir_fd, int *ret, airlock_error *err)
 {
-	_cleanup_close_ int fsfd = fsopen("ext4", FSOPEN_CLOEXEC);
+	_cleanup_close_ int fsfd = sys_fsopen("ext4", FSOPEN_CLOEXEC);
 	if (fsfd < 0)
 		return airlock_error_set(err, AIRLOCK_ERR_SYSTEM, errno, "workspace volume: fsopen ext4");
 
@@ -402,13 +402,13 @@ static int volume_mount(const native_loop *loop, int scratch_dir_fd, int *ret, a
 	 * noinit_itable: the inode tables mkfs left unwritten already read as
 	 * zeros (a sparse file); a background thread zeroing them would only
 	 * allocate 25 MiB of backing blocks per 100000 inodes. */
-	if (fsconfig(fsfd, FSCONFIG_SET_STRING, "errors", "remount-ro", 0) < 0)
+	if (sys_fsconfig(fsfd, FSCONFIG_SET_STRING, "errors", "remount-ro", 0) < 0)
 		return volume_fs_error(fsfd, err, errno, "fsconfig errors=remount-ro");
-	if (fsconfig(fsfd, FSCONFIG_SET_FLAG, "nobarrier", NULL, 0) < 0)
+	if (sys_fsconfig(fsfd, FSCONFIG_SET_FLAG, "nobarrier", NULL, 0) < 0)
 		return volume_fs_error(fsfd, err, errno, "fsconfig nobarrier");
-	if (fsconfig(fsfd, FSCONFIG_SET_FLAG, "noinit_itable", NULL, 0) < 0)
+	if (sys_fsconfig(fsfd, FSCONFIG_SET_FLAG, "noinit_itable", NULL, 0) < 0)
 		return volume_fs_error(fsfd, err, errno, "fsconfig noinit_itable");
-	if (native_loop_create_fs(loop, fsfd, scratch_dir_fd, VOLUME_SOURCE_NAME, err) < 0) {
+	if (host_loop_create_fs(loop, fsfd, scratch_dir_fd, VOLUME_SOURCE_NAME, err) < 0) {
 		char step[sizeof(err->message)];
 		snprintf(step, sizeof(step), "%s", err ? err->message : "mount ext4 from the loop device");
 		return volume_fs_error(fsfd, err, err ? err->errnum : EIO, step);
@@ -417,7 +417,7 @@ static int volume_mount(const native_loop *loop, int scratch_dir_fd, int *ret, a
 	/* nosuid, nodev: nothing the sandbox writes can raise privilege or
 	 * reach a device. exec stays allowed: a program compiled in the
 	 * workspace must run. */
-	int mfd = fsmount(fsfd, FSMOUNT_CLOEXEC, MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV);
+	int mfd = sys_fsmount(fsfd, FSMOUNT_CLOEXEC, MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV);
 	if (mfd < 0)
 		return volume_fs_error(fsfd, err, errno, "fsmount");
 	*ret = mfd;
@@ -461,9 +461,9 @@ static int volume_prepare_root(int mount_fd, uid_t uid, gid_t gid, int64_t inode
 
 /* ---- the volume ------------------------------------------------------------ */
 
-static native_volume *volume_new(void)
+static host_volume *volume_new(void)
 {
-	native_volume *v = calloc(1, sizeof(*v));
+	host_volume *v = calloc(1, sizeof(*v));
 	if (!v)
 		return NULL;
 	v->backing_fd = -1;
@@ -474,9 +474,9 @@ static native_volume *volume_new(void)
 	return v;
 }
 
-static void volume_destroyp(native_volume **v)
+static void volume_destroyp(host_volume **v)
 {
-	native_volume_destroy(*v);
+	host_volume_destroy(*v);
 }
 
 /* An inode table bigger than half the volume leaves a volume of inodes;
@@ -491,8 +491,8 @@ int64_t airlock_native_workspace_inodes(int64_t workspace_bytes, int64_t inodes_
 	return inodes_max > fit ? fit : inodes_max;
 }
 
-int native_volume_create(int backing_dir_fd, int64_t bytes, int64_t inodes, uid_t uid, gid_t gid,
-                         native_volume **ret, airlock_error *err)
+int host_volume_create(int backing_dir_fd, int64_t bytes, int64_t inodes, uid_t uid, gid_t gid,
+                       host_volume **ret, airlock_error *err)
 {
 	if (backing_dir_fd < 0)
 		return airlock_error_set(err, AIRLOCK_ERR_SYSTEM, EBADF,
@@ -509,7 +509,7 @@ int native_volume_create(int backing_dir_fd, int64_t bytes, int64_t inodes, uid_
 		                         VOLUME_MAX_INODES);
 	inodes = airlock_native_workspace_inodes(bytes, inodes);
 
-	__attribute__((cleanup(volume_destroyp))) native_volume *v = volume_new();
+	__attribute__((cleanup(volume_destroyp))) host_volume *v = volume_new();
 	if (!v)
 		return airlock_error_set(err, AIRLOCK_ERR_SYSTEM, ENOMEM, "workspace volume");
 
@@ -584,7 +584,7 @@ int native_volume_create(int backing_dir_fd, int64_t bytes, int64_t inodes, uid_
 			return airlock_error_set(err, AIRLOCK_ERR_SYSTEM, -r,
 			                         "workspace volume: write the formatted image");
 	}
-	r = native_loop_attach(v->backing_fd, false, &v->loop, err);
+	r = host_loop_attach(v->backing_fd, false, &v->loop, err);
 	if (r < 0) {
 		airlock_error_prefix(err, "workspace volume: ");
 		return r;
@@ -626,25 +626,25 @@ int native_volume_create(int backing_dir_fd, int64_t bytes, int64_t inodes, uid_
 	return 0;
 }
 
-int native_volume_mount_fd(const native_volume *v)
+int host_volume_mount_fd(const host_volume *v)
 {
 	return v ? v->mount_fd : -1;
 }
 
-int native_volume_root_fd(const native_volume *v)
+int host_volume_root_fd(const host_volume *v)
 {
 	return v ? v->root_fd : -1;
 }
 
-int native_volume_backing_fd(const native_volume *v)
+int host_volume_backing_fd(const host_volume *v)
 {
 	return v ? v->backing_fd : -1;
 }
 
 /* 1 MiB (README, "Kill reasons", the one place the rule is stated). */
-#define NATIVE_VOLUME_FULL_SLACK (1024u * 1024u)
+#define HOST_VOLUME_FULL_SLACK (1024u * 1024u)
 
-int native_volume_full(const native_volume *v, bool *ret, airlock_error *err)
+int host_volume_full(const host_volume *v, bool *ret, airlock_error *err)
 {
 	struct statfs s;
 	if (fstatfs(v->root_fd, &s) < 0)
@@ -654,14 +654,14 @@ int native_volume_full(const native_volume *v, bool *ret, airlock_error *err)
 	 * write with ENOSPC while a few dozen blocks still show as available,
 	 * because delayed allocation holds back room for the metadata it will
 	 * need (measured here: 54 blocks left at 64 MiB, 46 at 4 GiB, the same
-	 * at ENOSPC and after the writer exits). Under NATIVE_VOLUME_FULL_SLACK
+	 * at ENOSPC and after the writer exits). Under HOST_VOLUME_FULL_SLACK
 	 * bytes (256 blocks, four times that) the volume is full in every
 	 * sense a writer can observe. */
-	*ret = (uint64_t)s.f_bavail * (uint64_t)s.f_bsize < NATIVE_VOLUME_FULL_SLACK || s.f_ffree == 0;
+	*ret = (uint64_t)s.f_bavail * (uint64_t)s.f_bsize < HOST_VOLUME_FULL_SLACK || s.f_ffree == 0;
 	return 0;
 }
 
-static int volume_identity_of(int fd, const native_volume *v, const char *which,
+static int volume_identity_of(int fd, const host_volume *v, const char *which,
                               airlock_error *err)
 {
 	struct stat st;
@@ -677,7 +677,7 @@ static int volume_identity_of(int fd, const native_volume *v, const char *which,
 	return 0;
 }
 
-int native_volume_check_identity(const native_volume *v, airlock_error *err)
+int host_volume_check_identity(const host_volume *v, airlock_error *err)
 {
 	/* Both descriptors must still be the root we made: the one the
 	 * service walks and the one that is moved into the sandbox. */
@@ -687,9 +687,9 @@ int native_volume_check_identity(const native_volume *v, airlock_error *err)
 	return volume_identity_of(v->mount_fd, v, "the workspace mount", err);
 }
 
-int native_volume_workspace(const native_volume *v, airlock_workspace **ret, airlock_error *err)
+int host_volume_workspace(const host_volume *v, airlock_workspace **ret, airlock_error *err)
 {
-	int r = native_volume_check_identity(v, err);
+	int r = host_volume_check_identity(v, err);
 	if (r < 0)
 		return r;
 	/* The handle gets its own descriptor so its lifetime is its own; it
@@ -701,7 +701,7 @@ int native_volume_workspace(const native_volume *v, airlock_workspace **ret, air
 	return airlock_workspace_local_new(fd, AIRLOCK_PROVENANCE_SANDBOX_WRITTEN, ret, err);
 }
 
-void native_volume_destroy(native_volume *v)
+void host_volume_destroy(host_volume *v)
 {
 	if (!v)
 		return;
@@ -736,7 +736,7 @@ void native_volume_destroy(native_volume *v)
 		uint64_t range[2] = { 0, (uint64_t)v->bytes };
 		(void)ioctl(v->loop.fd, BLKDISCARD, &range);
 	}
-	native_loop_release(&v->loop);
+	host_loop_release(&v->loop);
 	if (v->backing_fd >= 0)
 		close(v->backing_fd);
 	free(v);

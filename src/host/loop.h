@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-#ifndef AIRLOCK_NATIVE_LOOP_H
-#define AIRLOCK_NATIVE_LOOP_H
+#ifndef AIRLOCK_HOST_LOOP_H
+#define AIRLOCK_HOST_LOOP_H
 
 /*
  * Loop devices, by descriptor. A loop device is configured over a backing
@@ -14,15 +14,15 @@
 
 #include "airlock/error.h"
 
-typedef struct native_loop {
+typedef struct host_loop {
 	int fd;        /* the loop device, O_CLOEXEC */
 	int number;    /* N of /dev/loopN */
 	char path[32]; /* "/dev/loopN": a device path, never a workspace path */
-} native_loop;
+} host_loop;
 
 /* Attach backing_fd (not taken). read_only sets LO_FLAGS_READ_ONLY.
  * Retries when another process takes the free device first. */
-int native_loop_attach(int backing_fd, bool read_only, native_loop *ret, airlock_error *err);
+int host_loop_attach(int backing_fd, bool read_only, host_loop *ret, airlock_error *err);
 
 /* Create the superblock of the filesystem context fsfd (fsopen) from the
  * device l, with `name` as the mount's source: what /proc/<pid>/mountinfo
@@ -33,10 +33,10 @@ int native_loop_attach(int backing_fd, bool read_only, native_loop *ret, airlock
  * directory is removed before returning. name is a single path component.
  * Returns 0 or -errno (err set; the kernel's own message, if any, is left
  * in fsfd's log for the caller to read). */
-int native_loop_create_fs(const native_loop *l, int fsfd, int scratch_dir_fd, const char *name,
-                          airlock_error *err);
+int host_loop_create_fs(const host_loop *l, int fsfd, int scratch_dir_fd, const char *name,
+                        airlock_error *err);
 
 /* Close our reference (autoclear detaches once nothing else holds it). */
-void native_loop_release(native_loop *l);
+void host_loop_release(host_loop *l);
 
 #endif

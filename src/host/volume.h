@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-#ifndef AIRLOCK_NATIVE_VOLUME_H
-#define AIRLOCK_NATIVE_VOLUME_H
+#ifndef AIRLOCK_HOST_VOLUME_H
+#define AIRLOCK_HOST_VOLUME_H
 
 /*
  * A sandbox's workspace volume: an ext4 filesystem of workspace_bytes with
@@ -25,42 +25,42 @@
 #include "airlock/error.h"
 #include "airlock/port/workspace.h"
 
-typedef struct native_volume native_volume;
+typedef struct host_volume host_volume;
 
 /* backing_dir_fd: a service-owned directory on a filesystem that supports
  * O_TMPFILE and hole punching (not taken). uid/gid: the host ids that own
  * the volume's root directory (the sandbox user's mapped ids). */
-int native_volume_create(int backing_dir_fd, int64_t bytes, int64_t inodes, uid_t uid, gid_t gid,
-                         native_volume **ret, airlock_error *err);
+int host_volume_create(int backing_dir_fd, int64_t bytes, int64_t inodes, uid_t uid, gid_t gid,
+                       host_volume **ret, airlock_error *err);
 
 /* The detached mount (fsmount's fd), to be moved to /workspace inside the
  * sandbox with move_mount. Owned by the volume. */
-int native_volume_mount_fd(const native_volume *v);
+int host_volume_mount_fd(const host_volume *v);
 
 /* An O_PATH|O_DIRECTORY descriptor of the volume's root, for the service's
  * own access (WorkspaceHandle). Owned by the volume. */
-int native_volume_root_fd(const native_volume *v);
+int host_volume_root_fd(const host_volume *v);
 
 /* The backing file (O_TMPFILE, no name). Owned by the volume. For tests
  * and diagnostics: a test dups it before destroy to show that the blocks
  * were punched (erased) rather than only unlinked. */
-int native_volume_backing_fd(const native_volume *v);
+int host_volume_backing_fd(const host_volume *v);
 
 /* True when the volume has no free blocks or no free inodes left
  * (fstatfs on the root): the DISK kill reason. */
-int native_volume_full(const native_volume *v, bool *ret, airlock_error *err);
+int host_volume_full(const host_volume *v, bool *ret, airlock_error *err);
 
 /* The root's (st_dev, st_ino) at creation; a later mismatch means the
  * workspace under the descriptor was swapped: SandboxEscapeSuspected. */
-int native_volume_check_identity(const native_volume *v, airlock_error *err);
+int host_volume_check_identity(const host_volume *v, airlock_error *err);
 
 /* The WorkspaceHandle over this volume: the local adapter on a duplicate of
  * the root descriptor, with files the sandbox wrote reporting
  * SANDBOX_WRITTEN. Owned by the caller; valid until the volume is destroyed. */
-int native_volume_workspace(const native_volume *v, airlock_workspace **ret, airlock_error *err);
+int host_volume_workspace(const host_volume *v, airlock_workspace **ret, airlock_error *err);
 
 /* Unmount (drop the mount fd), discard every block, release the loop
  * device and the backing file. NULL ok. */
-void native_volume_destroy(native_volume *v);
+void host_volume_destroy(host_volume *v);
 
 #endif

@@ -13,22 +13,21 @@
  * LOOP_CONFIGURE on a bound device fails with EBUSY, and nothing of ours is
  * attached at that point, so asking for another number is always safe.
  */
-#include "exec/native/loop.h"
+#include "host/loop.h"
 
 #include <errno.h>
 #include <fcntl.h>
 #include <linux/loop.h>
-#include <linux/mount.h>
 #include <pthread.h>
 #include <sched.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/ioctl.h>
 #include <sys/stat.h>
-#include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
+#include "util/syscalls.h"
 #include "util/util.h"
 
 /* How many times a lost race for a free device is retried. Each loss means
@@ -69,7 +68,7 @@ static int loop_open_node(const char *path, bool read_only)
 	}
 }
 
-int native_loop_attach(int backing_fd, bool read_only, native_loop *ret, airlock_error *err)
+int host_loop_attach(int backing_fd, bool read_only, host_loop *ret, airlock_error *err)
 {
 	if (backing_fd < 0)
 		return airlock_error_set(err, AIRLOCK_ERR_SYSTEM, EBADF, "loop: backing descriptor");
@@ -122,7 +121,7 @@ int native_loop_attach(int backing_fd, bool read_only, native_loop *ret, airlock
 			return airlock_error_set(err, AIRLOCK_ERR_SYSTEM, e, "loop: LOOP_CONFIGURE %s",
 			                         path);
 		}
-		*ret = (native_loop){ .fd = TAKE_FD(fd), .number = n };
+		*ret = (host_loop){ .fd = TAKE_FD(fd), .number = n };
 		memcpy(ret->path, path, sizeof(ret->path));
 		return 0;
 	}
@@ -159,15 +158,15 @@ static void *create_thread(void *arg)
 		j->err = errno, j->step = "unshare(CLONE_FS)";
 	else if (fchdir(j->dir_fd) < 0)
 		j->err = errno, j->step = "fchdir";
-	else if (syscall(SYS_fsconfig, j->fsfd, FSCONFIG_SET_STRING, "source", j->name, 0) < 0)
+	else if (sys_fsconfig(j->fsfd, FSCONFIG_SET_STRING, "source", j->name, 0) < 0)
 		j->err = errno, j->step = "fsconfig source";
-	else if (syscall(SYS_fsconfig, j->fsfd, FSCONFIG_CMD_CREATE, NULL, NULL, 0) < 0)
+	else if (sys_fsconfig(j->fsfd, FSCONFIG_CMD_CREATE, NULL, NULL, 0) < 0)
 		j->err = errno, j->step = "create the filesystem";
 	return NULL;
 }
 
-int native_loop_create_fs(const native_loop *l, int fsfd, int scratch_dir_fd, const char *name,
-                          airlock_error *err)
+int host_loop_create_fs(const host_loop *l, int fsfd, int scratch_dir_fd, const char *name,
+                        airlock_error *err)
 {
 	if (!l || l->fd < 0 || fsfd < 0 || scratch_dir_fd < 0 || !name || !*name ||
 	    strchr(name, '/') || strcmp(name, ".") == 0 || strcmp(name, "..") == 0)
@@ -213,7 +212,7 @@ int native_loop_create_fs(const native_loop *l, int fsfd, int scratch_dir_fd, co
 	return r;
 }
 
-void native_loop_release(native_loop *l)
+void host_loop_release(host_loop *l)
 {
 	if (!l)
 		return;

@@ -1,0 +1,40 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+#ifndef AIRLOCK_IMAGE_BUILD_INTERNAL_H
+#define AIRLOCK_IMAGE_BUILD_INTERNAL_H
+
+/*
+ * Inside the image builder (include/airlock/image_build.h has the
+ * contract): what its files share. build.c runs the build, packages.c
+ * names what it installs, apt.c finds the mirror, clean.c cleans the tree.
+ * The builder uses the store's internals (host/image_store.h); the store
+ * uses nothing of the builder's.
+ */
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "airlock/error.h"
+#include "airlock/image_build.h"
+#include "host/tree.h"
+
+/* qsort's comparison of two char pointers, by strcmp. */
+int image_str_cmp(const void *a, const void *b);
+/* s is longer than suffix and ends with it. */
+bool image_has_suffix(const char *s, const char *suffix);
+
+/* The default packages plus opts' extras, sorted, joined with commas
+ * (packages.c). */
+int image_package_list(const airlock_image_build_options *opts, char **ret, airlock_error *err);
+
+/* s[0..n) as a mirror URI debootstrap can fetch from, malloc'd, or NULL
+ * (unusable, or ENOMEM with *oom set) (apt.c). */
+char *image_usable_uri(const char *s, size_t n, bool *oom);
+
+/* The directory rel (no leading slash) beneath root, never through a
+ * symlink nor out of root's mount (clean.c): a descriptor or -errno. */
+int image_open_beneath(int root, const char *rel, const host_tree_id *id);
+
+/* Remove from the tree at rootfd what an image should not carry (clean.c). */
+int image_clean_tree(int rootfd, airlock_error *err);
+
+#endif
