@@ -226,23 +226,6 @@ static void print_summary(const airlock_execution_result *res, const char *mecha
 	}
 }
 
-/* 0, or -errno of the write that failed (EPIPE: the reader went away). */
-static int write_all(int fd, const unsigned char *p, size_t n)
-{
-	while (n > 0) {
-		ssize_t w = write(fd, p, n);
-		if (w < 0 && errno == EINTR)
-			continue;
-		if (w < 0)
-			return -errno;
-		if (w == 0)
-			return -EIO;
-		p += w;
-		n -= (size_t)w;
-	}
-	return 0;
-}
-
 /* ---- signals ---------------------------------------------------------------
  * SIGINT, SIGTERM, SIGHUP and SIGQUIT are blocked from the start and read from a
  * signalfd by a thread of their own, so they arrive as events rather than
@@ -684,12 +667,12 @@ int cli_run(int argc, char **argv)
 		size_t jl = strlen(json);
 		json[jl] = '\n'; /* written with its newline, in place of the NUL */
 		fflush(stdout);
-		out_r = write_all(STDOUT_FILENO, (const unsigned char *)json, jl + 1);
+		out_r = util_write_all(STDOUT_FILENO, json, jl + 1);
 		json[jl] = 0;
 	} else {
 		fflush(stdout);
-		out_r = write_all(STDOUT_FILENO, res.stdout_data, res.stdout_len);
-		err_r = write_all(STDERR_FILENO, res.stderr_data, res.stderr_len);
+		out_r = util_write_all(STDOUT_FILENO, res.stdout_data, res.stdout_len);
+		err_r = util_write_all(STDERR_FILENO, res.stderr_data, res.stderr_len);
 		print_summary(&res, airlock_exec_name(exec));
 	}
 	exit_code = res.has_exit_code ? (res.exit_code & 0xff) : CLI_EXIT_KILLED;

@@ -8,11 +8,11 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <sys/syscall.h>
 #include <unistd.h>
 
 #include "airlock/port/workspace.h"
 
+#include "util/syscalls.h"
 #include "util/util.h"
 
 int airlock_snapshot_add_entry(airlock_snapshot *s, const airlock_snap_entry *e)
@@ -263,7 +263,7 @@ static int64_t ts_ns(struct timespec t)
  * bound ended the walk) or an error. */
 static int walk_dir(walk *w, int dfd, size_t len, unsigned depth, airlock_error *err)
 {
-	DIR *d = fdopendir(dfd);
+	_cleanup_closedir_ DIR *d = fdopendir(dfd);
 	if (!d) {
 		int e = errno;
 		close(dfd);
@@ -360,7 +360,6 @@ static int walk_dir(walk *w, int dfd, size_t len, unsigned depth, airlock_error 
 		}
 		w->path[len] = 0;
 	}
-	closedir(d);
 	return r;
 }
 
@@ -415,7 +414,7 @@ static int hash_regular(int root, const char *path, const struct stat *want, int
 		.flags = O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK | O_NOCTTY,
 		.resolve = RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS | RESOLVE_NO_XDEV,
 	};
-	int fd = (int)syscall(SYS_openat2, root, path, &how, sizeof(how));
+	_cleanup_close_ int fd = sys_openat2(root, path, &how);
 	if (fd < 0) {
 		if (errno == ENOENT || errno == ELOOP || errno == ENOTDIR)
 			return -ENOENT; /* replaced by something that is not the file */
@@ -425,15 +424,12 @@ static int hash_regular(int root, const char *path, const struct stat *want, int
 	 * now, so a difference is a bug, not a race to report. */
 	struct stat st;
 	if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode) || st.st_ino != want->st_ino ||
-	    st.st_dev != want->st_dev) {
-		close(fd);
+	    st.st_dev != want->st_dev)
 		return -ENOENT;
-	}
 	util_sha256 *h = util_sha256_new();
 	_cleanup_free_ unsigned char *buf = malloc(SNAPSHOT_HASH_CHUNK);
 	if (!h || !buf) {
 		util_sha256_free(h);
-		close(fd);
 		return airlock_error_set(err, AIRLOCK_ERR_SYSTEM, ENOMEM, "files_changed");
 	}
 	int64_t total = 0;
@@ -442,7 +438,6 @@ static int hash_regular(int root, const char *path, const struct stat *want, int
 		 * millisecond of hashing. */
 		if (deadline_ms && chunks % 16 == 0 && util_monotonic_ms() >= deadline_ms) {
 			util_sha256_free(h);
-			close(fd);
 			return -ETIME;
 		}
 		ssize_t n = read(fd, buf, SNAPSHOT_HASH_CHUNK);
@@ -451,7 +446,6 @@ static int hash_regular(int root, const char *path, const struct stat *want, int
 		if (n < 0) {
 			int e = errno;
 			util_sha256_free(h);
-			close(fd);
 			return airlock_error_set(err, AIRLOCK_ERR_SYSTEM, e, "files_changed: read");
 		}
 		if (n == 0)
@@ -459,7 +453,6 @@ static int hash_regular(int root, const char *path, const struct stat *want, int
 		util_sha256_update(h, buf, (size_t)n);
 		total += n;
 	}
-	close(fd);
 	ret->size = total;
 	return util_sha256_final_hex(h, ret->hex);
 }
@@ -476,7 +469,7 @@ int airlock_snapshot_hash_fd(void *ctx, const char *path, int64_t deadline_ms,
 		.flags = O_PATH | O_NOFOLLOW | O_CLOEXEC,
 		.resolve = RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS | RESOLVE_NO_XDEV,
 	};
-	_cleanup_close_ int fd = (int)syscall(SYS_openat2, root, path, &how, sizeof(how));
+	_cleanup_close_ int fd = sys_openat2(root, path, &how);
 	if (fd < 0) {
 		if (errno == ENOENT || errno == ELOOP || errno == ENOTDIR)
 			return -ENOENT;

@@ -39,9 +39,9 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <sys/syscall.h>
 #include <unistd.h>
 
+#include "util/syscalls.h"
 #include "util/util.h"
 
 /* Every lookup below the descriptor uses these; see the file comment. */
@@ -87,9 +87,9 @@ static int local_open(int dirfd, const char *rel, int flags)
 		.resolve = LOCAL_RESOLVE,
 	};
 	for (int i = 0;; i++) {
-		long fd = syscall(SYS_openat2, dirfd, *rel ? rel : ".", &how, sizeof(how));
+		int fd = sys_openat2(dirfd, *rel ? rel : ".", &how);
 		if (fd >= 0)
-			return (int)fd;
+			return fd;
 		int e = errno;
 		if ((e == EAGAIN || e == EINTR) && i < LOCAL_OPEN_RETRIES)
 			continue;
@@ -318,23 +318,6 @@ out:
 	return r;
 }
 
-static int local_write_all(int fd, const void *data, size_t len)
-{
-	const unsigned char *p = data;
-	while (len > 0) {
-		size_t want = len > LOCAL_IO_CHUNK ? LOCAL_IO_CHUNK : len;
-		ssize_t n = write(fd, p, want);
-		if (n < 0) {
-			if (errno == EINTR)
-				continue;
-			return -errno;
-		}
-		p += n;
-		len -= (size_t)n;
-	}
-	return 0;
-}
-
 /* 1 when the file behind fd holds exactly data, 0 when not, -errno. */
 static int local_same_bytes(int fd, const void *data, size_t len)
 {
@@ -405,7 +388,7 @@ static int local_write(void *ctx, const char *rel, const void *data, size_t len,
 		r = -errno;
 		goto fail;
 	}
-	r = local_write_all(fd, data, len);
+	r = util_write_all(fd, data, len);
 	if (r < 0)
 		goto fail;
 
@@ -536,12 +519,6 @@ static int local_names_cmp(const void *a, const void *b)
 	return strcmp(*(char *const *)a, *(char *const *)b);
 }
 
-static void local_closedirp(DIR **d)
-{
-	if (*d)
-		closedir(*d);
-}
-
 static int local_listdir(void *ctx, const char *rel, size_t max_entries, airlock_dir_listing *ret,
                          airlock_error *err)
 {
@@ -552,7 +529,7 @@ static int local_listdir(void *ctx, const char *rel, size_t max_entries, airlock
 	_cleanup_close_ int fd = local_open(l->dirfd, rel, O_RDONLY | O_DIRECTORY);
 	if (fd < 0)
 		return local_open_error(err, -fd, "listdir", rel);
-	__attribute__((cleanup(local_closedirp))) DIR *d = fdopendir(fd);
+	_cleanup_closedir_ DIR *d = fdopendir(fd);
 	if (!d)
 		return airlock_error_set(err, AIRLOCK_ERR_SYSTEM, errno, "listdir %s", q);
 	fd = -1; /* the DIR owns it now */
