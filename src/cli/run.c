@@ -24,6 +24,7 @@
 #include "airlock/json.h"
 #include "airlock/mechanisms.h"
 #include "airlock/native.h"
+#include "airlock/run_command.h"
 #include "cli/common.h"
 #include "util/util.h"
 
@@ -536,17 +537,18 @@ int cli_run(int argc, char **argv)
 	 * specification orders: a bad vector or an escaping working directory
 	 * never costs a sandbox. */
 	const char *cwd = f.cwd ? f.cwd : ".";
-	airlock_execution_command cmd = {
+	airlock_run_command_request req = {
 		.argv = argv + first,
 		.argc = (size_t)(argc - first),
-		.working_directory = (char *)(uintptr_t)cwd,
-		.timeout_seconds = f.timeout > 0 ? f.timeout : s.defaults.limits.wall_clock_seconds,
+		.working_directory = cwd,
+		.timeout_seconds = f.timeout,
 		.has_stdin = stdin_data != NULL,
 		.stdin_data = stdin_data,
 		.stdin_len = stdin_len,
-		.maximum_output_bytes = f.output > 0 ? f.output : 1024 * 1024,
+		.maximum_output_bytes = f.output,
 	};
-	r = airlock_execution_command_validate(&cmd, 64 * 1024, &err);
+	airlock_execution_command cmd;
+	r = airlock_run_command_prepare(&req, &s, &cmd, &err);
 	if (r < 0)
 		goto fail;
 
@@ -558,23 +560,21 @@ int cli_run(int argc, char **argv)
 	if (r < 0)
 		goto fail;
 	spec.run_id = strdup(run_id);
-	/* The fake mechanism runs no image; without a configured image the CLI
-	 * names the empty image (the digest of zero bytes) for it. */
-	char default_image[72];
-	if (s.image)
-		spec.image_digest = strdup(s.image);
-	else if (s.mechanism == AIRLOCK_MECHANISM_NATIVE) {
+	/* Without a configured image, native runs the store's default, which
+	 * only the CLI can look up (it opens the store); the fake mechanism runs
+	 * no image and is named the empty one. */
+	char default_image[72] = { 0 };
+	if (!s.image && s.mechanism == AIRLOCK_MECHANISM_NATIVE) {
 		r = cli_default_image(&s, default_image, &err);
 		if (r < 0)
 			goto fail;
-		spec.image_digest = strdup(default_image);
-	} else if (s.mechanism == AIRLOCK_MECHANISM_FAKE)
-		spec.image_digest = strdup("sha256:e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855");
-	else {
-		r = airlock_error_set(&err, AIRLOCK_ERR_CONFIG, 0,
-		                      "sandbox.image is not set: name the image by digest (sha256:...)");
+	}
+	const char *image = airlock_run_command_image(&s, default_image, &err);
+	if (!image) {
+		r = airlock_errcode(err.cls);
 		goto fail;
 	}
+	spec.image_digest = strdup(image);
 	if (!spec.tenant_id || !spec.run_id || !spec.image_digest) {
 		r = airlock_error_set(&err, AIRLOCK_ERR_SYSTEM, ENOMEM, "run");
 		goto fail;
@@ -645,9 +645,10 @@ int cli_run(int argc, char **argv)
 		goto out;                /* the command never started; the sandbox goes below */
 	}
 
-	if (cmd.timeout_seconds > 300 && f.timeout > 300)
-		fprintf(stderr, "airlock: --timeout %lld is clamped to sandbox.run_command's 300 s\n",
-		        (long long)f.timeout);
+	if (cmd.timeout_seconds > AIRLOCK_RUN_COMMAND_TIMEOUT_SECONDS &&
+	    f.timeout > AIRLOCK_RUN_COMMAND_TIMEOUT_SECONDS)
+		fprintf(stderr, "airlock: --timeout %lld is clamped to sandbox.run_command's %d s\n",
+		        (long long)f.timeout, AIRLOCK_RUN_COMMAND_TIMEOUT_SECONDS);
 	airlock_exec_call call = { .tenant_id = spec.tenant_id,
 		                   .remaining_budget_ms = AIRLOCK_BUDGET_NONE };
 	r = airlock_exec_execute(exec, &call, &handle, &cmd, &res, &err);

@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "airlock/port/workspace.h"
+#include "airlock/run_command.h"
 
 #include "util/syscalls.h"
 #include "util/util.h"
@@ -388,8 +389,7 @@ int airlock_snapshot_walk(int root_fd, size_t max_entries, size_t max_path_bytes
 }
 
 /* SHA-256 of no bytes: the digest of every entry without content. */
-static const char sha256_of_nothing[] =
-	"e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855";
+static const char sha256_of_nothing[] = AIRLOCK_SHA256_EMPTY_HEX;
 
 static int hash_symlink(int fd, airlock_snapshot_hashed *ret, airlock_error *err)
 {
