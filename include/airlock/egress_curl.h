@@ -25,8 +25,6 @@
 extern "C" {
 #endif
 
-#define AIRLOCK_EGRESS_CURL_URL_MAX 8192
-
 typedef struct airlock_egress_curl_result {
 	long status;                       /* the last response's HTTP status; 0 if none */
 	unsigned hops;                     /* requests made (1 + redirects followed) */

@@ -14,6 +14,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "airlock/caps.h"
 #include "airlock/error.h"
 #include "airlock/settings.h"
 #include "airlock/types.h"
@@ -24,8 +25,8 @@ extern "C" {
 
 /* The tool's declared timeout_s: a command's timeout is clamped to it. */
 #define AIRLOCK_RUN_COMMAND_TIMEOUT_SECONDS 300
-/* The whole argument vector's size cap (the specification's default). */
-#define AIRLOCK_RUN_COMMAND_ARGV_MAX_BYTES ((size_t)64 * 1024)
+/* The whole argument vector's size cap is AIRLOCK_RUN_COMMAND_ARGV_MAX_BYTES
+ * (caps.h). */
 /* Per stream, when a request names no maximum_output_bytes. */
 #define AIRLOCK_RUN_COMMAND_OUTPUT_DEFAULT_BYTES ((int64_t)1024 * 1024)
 /* SHA-256 of no bytes, in hex. */

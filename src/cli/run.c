@@ -18,6 +18,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "airlock/caps.h"
 #include "airlock/egress.h"
 #include "airlock/envbuild.h"
 #include "airlock/ids.h"
@@ -30,8 +31,6 @@
 
 extern char **environ;
 
-#define RUN_STDIN_MAX (16u * 1024u * 1024u)
-#define RUN_ENV_FLAGS_MAX 64
 
 static void run_usage(FILE *out)
 {
@@ -103,7 +102,7 @@ typedef struct run_flags {
 	bool json, network;
 	/* limit overrides, -1 when not given */
 	int64_t cpu, memory, pids, wsbytes, inodes, timeout, output;
-	const char *env[RUN_ENV_FLAGS_MAX];
+	const char *env[AIRLOCK_RUN_ENV_FLAGS_MAX];
 	size_t n_env;
 } run_flags;
 
@@ -158,7 +157,7 @@ static int read_stdin_file(const char *path, unsigned char **ret, size_t *ret_le
 		return -1;
 	}
 	util_buf b;
-	util_buf_init(&b, RUN_STDIN_MAX);
+	util_buf_init(&b, AIRLOCK_RUN_STDIN_MAX);
 	unsigned char chunk[65536];
 	for (;;) {
 		ssize_t n = read(fd, chunk, sizeof(chunk));
@@ -384,8 +383,8 @@ static int run_parse(int argc, char **argv, run_flags *f, int *ret_first_arg)
 		case OPT_DNS: f->dns = optarg; break;
 		case OPT_PROXY_LOG: f->proxy_log = optarg; break;
 		case OPT_ENV:
-			if (f->n_env == RUN_ENV_FLAGS_MAX) {
-				fprintf(stderr, "airlock run: more than %d --env flags\n", RUN_ENV_FLAGS_MAX);
+			if (f->n_env == AIRLOCK_RUN_ENV_FLAGS_MAX) {
+				fprintf(stderr, "airlock run: more than %d --env flags\n", AIRLOCK_RUN_ENV_FLAGS_MAX);
 				return CLI_EXIT_USAGE;
 			}
 			f->env[f->n_env++] = optarg;

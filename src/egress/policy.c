@@ -28,11 +28,11 @@
 #include <unistd.h>
 #include <yaml.h>
 
+#include "airlock/caps.h"
 #include "util/util.h"
 #include "core/yaml_reader.h"
 
 #define QUOTE_MAX 96
-#define LABEL_MAX 63
 #define STR_(x) #x
 #define STR(x) STR_(x)
 
@@ -235,7 +235,7 @@ static const char *host_problem(const char *in, size_t len, bool allow_wildcard,
 			return "a host name has only letters, digits, '-' and '.' (no scheme, port, path, user or spaces)";
 		if (c == '-' && label_len == 0)
 			return "a label must not start or end with '-'";
-		if (++label_len > LABEL_MAX)
+		if (++label_len > AIRLOCK_DNS_LABEL_MAX)
 			return "a label is at most 63 bytes";
 		buf[i] = c;
 	}

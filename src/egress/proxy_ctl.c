@@ -65,7 +65,7 @@ void airlock_proxy_config_default(airlock_proxy_config *cfg)
 
 int proxy_frame_send(int sock, const char *body, size_t len, int fd)
 {
-	if (len > PROXY_FRAME_MAX)
+	if (len > AIRLOCK_PROXY_FRAME_MAX)
 		return -EMSGSIZE;
 	uint32_t hdr = (uint32_t)len;
 	struct iovec iov[2] = {
@@ -183,7 +183,7 @@ int proxy_frame_recv(int sock, int64_t timeout_ms, char **ret, size_t *ret_len, 
 	int fd = -1;
 	uint32_t hdr;
 	int r = read_full(sock, &hdr, sizeof(hdr), deadline, &fd);
-	if (r == 0 && hdr > PROXY_FRAME_MAX)
+	if (r == 0 && hdr > AIRLOCK_PROXY_FRAME_MAX)
 		r = -EMSGSIZE;
 	if (r == 0 && fd >= 0 && !ret_fd)
 		r = -EPROTO;

@@ -39,9 +39,6 @@
 extern "C" {
 #endif
 
-#define AIRLOCK_PATH_COMPONENT_MAX 255
-#define AIRLOCK_PATH_MAX 4096 /* of the resolved result, "/workspace/..." */
-
 /* A listing has no change kind and hashing every file to list a directory
  * would read the whole workspace, so listdir returns entries rather than the
  * specification's FileChange shape (docs/spec-mapping.md says why). */

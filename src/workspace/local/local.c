@@ -41,6 +41,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "airlock/caps.h"
 #include "util/syscalls.h"
 #include "util/util.h"
 
@@ -50,9 +51,6 @@
  * the documented answer, and a bounded one keeps a hostile renamer from
  * spinning us forever. */
 #define LOCAL_OPEN_RETRIES 16
-/* The provenance map is bounded; past this a write is refused rather than the
- * map growing without limit. */
-#define LOCAL_RECORDS_MAX 100000
 #define LOCAL_TMP_PREFIX ".airlock-write-"
 #define LOCAL_TMP_ATTEMPTS 8
 #define LOCAL_IO_CHUNK ((size_t)1 << 16)
@@ -271,14 +269,14 @@ static int local_record_room(local_ws *l, const char *rel, airlock_error *err)
 {
 	local_record key = { .path = rel };
 	pthread_mutex_lock(&l->lock);
-	bool ok = tfind(&key, &l->records, local_record_cmp) || l->n_records < LOCAL_RECORDS_MAX;
+	bool ok = tfind(&key, &l->records, local_record_cmp) || l->n_records < AIRLOCK_LOCAL_RECORDS_MAX;
 	pthread_mutex_unlock(&l->lock);
 	if (ok)
 		return 0;
 	char q[AIRLOCK_WORKSPACE_QUOTE_MAX];
 	return airlock_error_set(err, AIRLOCK_ERR_SYSTEM, ENOSPC,
 	                         "write %s: the provenance record holds its maximum of %d paths",
-	                         airlock_workspace_quote(rel, strlen(rel), q), LOCAL_RECORDS_MAX);
+	                         airlock_workspace_quote(rel, strlen(rel), q), AIRLOCK_LOCAL_RECORDS_MAX);
 }
 
 /* Set rel's record to st's identity, inserting it if needed. */
@@ -291,7 +289,7 @@ static int local_record_set(local_ws *l, const char *rel, const struct stat *st)
 	local_record *rec = found ? *found : NULL;
 	if (!rec) {
 		size_t n = strlen(rel) + 1;
-		if (l->n_records >= LOCAL_RECORDS_MAX) {
+		if (l->n_records >= AIRLOCK_LOCAL_RECORDS_MAX) {
 			r = -ENOSPC;
 			goto out;
 		}
