@@ -335,7 +335,9 @@ typedef struct airlock_connect_request {
 	size_t consumed; /* bytes up to and including the blank line's CRLF */
 } airlock_connect_request;
 
-/* Parse the first len bytes the client sent. Pure: no allocation, no I/O,
+/* Parse the first len bytes the client sent, all at once: the reference
+ * (the proxy itself uses airlock_connect_parse_more below; this one stays
+ * because fuzz/fuzz_connect.c holds that one to it). Pure: no allocation, no I/O,
  * reads only buf[0..len). Bytes after the terminator are not looked at
  * (the caller relays them: they are the client's first tunnel bytes). Returns
  * INCOMPLETE only while len < AIRLOCK_CONNECT_REQUEST_MAX and every complete
