@@ -61,6 +61,14 @@ const char *airlock_yaml_kind(const airlock_yaml_reader *r)
 		return "a list";
 	case YAML_SCALAR_EVENT:
 		return "a single value";
+	case YAML_NO_EVENT:
+	case YAML_STREAM_START_EVENT:
+	case YAML_STREAM_END_EVENT:
+	case YAML_DOCUMENT_START_EVENT:
+	case YAML_DOCUMENT_END_EVENT:
+	case YAML_ALIAS_EVENT:
+	case YAML_SEQUENCE_END_EVENT:
+	case YAML_MAPPING_END_EVENT:
 	default:
 		return "nothing";
 	}
