@@ -156,29 +156,14 @@ static int read_stdin_file(const char *path, unsigned char **ret, size_t *ret_le
 		                                        : "not a regular file (a device or a socket)");
 		return -1;
 	}
-	util_buf b;
-	util_buf_init(&b, AIRLOCK_RUN_STDIN_MAX);
-	unsigned char chunk[65536];
-	for (;;) {
-		ssize_t n = read(fd, chunk, sizeof(chunk));
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n < 0) {
-			stdin_error(path, strerror(errno));
-			util_buf_clear(&b);
-			return -1;
-		}
-		if (n == 0)
-			break;
-		int r = util_buf_append(&b, chunk, (size_t)n);
-		if (r != 0) {
-			stdin_error(path, r > 0 ? "larger than the 16 MiB cap" : strerror(-r));
-			util_buf_clear(&b);
-			return -1;
-		}
+	char *data = NULL;
+	int r = util_read_capped(fd, AIRLOCK_RUN_STDIN_MAX, &data, ret_len);
+	if (r < 0) {
+		stdin_error(path, r == -EFBIG ? "larger than the 16 MiB cap" : strerror(-r));
+		return -1;
 	}
-	*ret = util_buf_steal(&b, ret_len);
-	return *ret ? 0 : -1;
+	*ret = (unsigned char *)data;
+	return 0;
 }
 
 /* Apply the flags over the settings' defaults. The operator's ceilings are

@@ -420,9 +420,7 @@ void airlock_proxy_free(airlock_proxy *p)
 			if (w == p->pid || (w < 0 && errno != EINTR))
 				break;
 			if (util_monotonic_ms() > deadline) {
-				kill(p->pid, SIGKILL);
-				while (waitpid(p->pid, NULL, 0) < 0 && errno == EINTR)
-					;
+				util_kill_reapp(&p->pid);
 				break;
 			}
 			usleep(2000);
