@@ -1268,12 +1268,15 @@ _Noreturn void proxy_process_main(int ctl, const airlock_proxy_config *cfg_in)
 	px.cfg.log_fd = 4;
 
 	/* A fresh signal state: the service may block or handle signals this
-	 * process must not inherit; SIGPIPE is answered by EPIPE, so it alone
-	 * is ignored again afterwards (what differs from a child about to exec
-	 * a program: this process goes on running our code and writes to
-	 * sockets). util_signals_reset puts the dispositions back before it
-	 * empties the mask, so a signal the service had blocked reaches the
-	 * default action, never a handler of the service's inherited by fork. */
+	 * process must not inherit (`airlock proxy` blocks SIGINT and SIGTERM
+	 * before the fork, to take them synchronously, so they arrive blocked
+	 * here). SIGPIPE is answered by EPIPE, so it alone is ignored again
+	 * afterwards: what differs from a child about to exec a program, this
+	 * process goes on running our code and writes to sockets.
+	 * util_signals_reset puts the dispositions back before it empties the
+	 * mask (the copy here did the two the other way round), so a signal the
+	 * service had blocked reaches the default action, never a handler of
+	 * the service's that the fork copied. */
 	util_signals_reset();
 	signal(SIGPIPE, SIG_IGN);
 
