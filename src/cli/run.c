@@ -31,7 +31,6 @@
 
 extern char **environ;
 
-
 static void run_usage(FILE *out)
 {
 	fprintf(out,

@@ -37,7 +37,6 @@ const char *airlock_egress_reason_name(airlock_egress_reason r)
 	return reason_names[r];
 }
 
-
 static const char *const transport_names[AIRLOCK_EGRESS_TRANSPORT__MAX] = {
 	[AIRLOCK_EGRESS_TRANSPORT_POLICY] = "policy",
 	[AIRLOCK_EGRESS_TRANSPORT_BROWSER_RESOURCES] = "browser_resources",

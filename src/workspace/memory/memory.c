@@ -32,7 +32,6 @@
 #include "airlock/caps.h"
 #include "util/util.h"
 
-
 typedef struct memws_file {
 	char *path;
 	unsigned char *data;
