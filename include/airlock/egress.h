@@ -21,6 +21,7 @@
 #include <stdint.h>
 #include <netinet/in.h>
 
+#include "airlock/caps.h"
 #include "airlock/error.h"
 #include "airlock/types.h"
 

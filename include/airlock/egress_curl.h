@@ -19,6 +19,7 @@
 
 #include <curl/curl.h>
 
+#include "airlock/caps.h"
 #include "airlock/egress.h"
 
 #ifdef __cplusplus

@@ -34,6 +34,7 @@
 
 #include <stddef.h>
 
+#include "airlock/caps.h"
 #include "airlock/error.h"
 #include "airlock/types.h"
 

@@ -16,6 +16,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "airlock/caps.h"
 #include "airlock/error.h"
 #include "airlock/types.h"
 
