@@ -149,7 +149,9 @@
  *   CG_PIDS_LIMIT_MAX (src/exec/native/cgroup.c),
  *   OUTPUT_TAIL_MAX, APT_FILE_MAX, APT_FIELD_MAX, APT_FILES_MAX, SIDECAR_MAX,
  *   MIRROR_MAX, TREE_DEPTH_MAX, PROG_ENV_MAX, PROG_ENV_VALUE_MAX
- *     (src/image/image.c).
+ *     (src/image/image.c),
+ *   AIRLOCK_IMAGE_EXTRA_PACKAGES_MAX, AIRLOCK_IMAGE_PACKAGE_NAME_MAX
+ *     (include/airlock/image.h).
  */
 
 #endif
