@@ -96,6 +96,36 @@ Test(time, format_and_strict_parse)
 		cr_assert_not(util_time_parse(bad[i], &ms), "%s", bad[i]);
 }
 
+/* The one definition of what is shown as is (util_escape and the CLI's
+ * printer share it). */
+Test(escape, one_predicate_and_one_byte_encoder)
+{
+	char e[UTIL_ESCAPED_BYTE_LEN + 1] = { 0 };
+	util_escape_byte(0x1b, e);
+	cr_assert_str_eq(e, "\\x1b");
+	util_escape_byte(0xff, e);
+	cr_assert_str_eq(e, "\\xff");
+
+	const unsigned char a[] = "a", esc[] = "\x1b", del[] = "\x7f";
+	cr_assert_eq(util_printable_len(a, 1, false), 1);
+	cr_assert_eq(util_printable_len(esc, 1, true), 0);
+	cr_assert_eq(util_printable_len(del, 1, true), 0);
+	const unsigned char e_acute[] = "\xc3\xa9";  /* U+00E9 */
+	const unsigned char csi[] = "\xc2\x9b";      /* U+009B, a C1 control */
+	const unsigned char rlo[] = "\xe2\x80\xae";  /* U+202E, a bidi override */
+	const unsigned char overlong[] = "\xc0\xaf";
+	cr_assert_eq(util_printable_len(e_acute, 2, true), 2);
+	cr_assert_eq(util_printable_len(e_acute, 2, false), 0);
+	cr_assert_eq(util_printable_len(e_acute, 1, true), 0); /* cut short */
+	cr_assert_eq(util_printable_len(csi, 2, true), 0);
+	cr_assert_eq(util_printable_len(rlo, 3, true), 0);
+	cr_assert_eq(util_printable_len(overlong, 2, true), 0);
+
+	char buf[64];
+	cr_assert_str_eq(util_escape(buf, sizeof(buf), "a\"b\\\x1b\xc3\xa9", 7),
+	                 "a\\x22b\\x5c\\x1b\\xc3\\xa9");
+}
+
 Test(parse_i64, strict)
 {
 	int64_t v;

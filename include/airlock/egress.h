@@ -21,6 +21,7 @@
 #include <stdint.h>
 #include <netinet/in.h>
 
+#include "airlock/caps.h"
 #include "airlock/error.h"
 #include "airlock/types.h"
 
@@ -54,9 +55,7 @@ extern "C" {
  *     policy that says two things);
  *   - unknown keys, anchors, aliases and tags are refused.
  */
-#define AIRLOCK_EGRESS_POLICY_INPUT_MAX (1u << 20)
-#define AIRLOCK_EGRESS_DESTINATIONS_MAX 1024
-#define AIRLOCK_HOSTNAME_MAX 253
+/* Its caps (input size, destinations, name length) are in airlock/caps.h. */
 
 /* Parse a policy document. name is used in errors ("policy.yaml:7: ...").
  * AIRLOCK_ERR_CONFIG on any violation; *ret untouched on failure. */
@@ -201,8 +200,6 @@ typedef enum airlock_egress_reason {
 } airlock_egress_reason;
 const char *airlock_egress_reason_name(airlock_egress_reason r);
 
-#define AIRLOCK_EGRESS_ADDRESSES_MAX 32
-
 /* A resolver: every A and AAAA record of name, once. The production one is
  * c-ares with configurable servers; tests and `egress check --resolve` pass
  * their own. Returns 0 and fills up to max addresses, or a negative code
@@ -322,9 +319,7 @@ char *airlock_egress_decision_to_json(const airlock_egress_decision *d, airlock_
  * folding, no bare CR or LF, no NUL, no byte >= 0x7f, at most
  * AIRLOCK_CONNECT_FIELDS_MAX fields, and the whole request (terminator
  * included) within AIRLOCK_CONNECT_REQUEST_MAX bytes. */
-#define AIRLOCK_CONNECT_REQUEST_MAX 8192
-#define AIRLOCK_CONNECT_FIELDS_MAX 64
-#define AIRLOCK_CONNECT_HOST_MAX 255
+/* (Both caps are in airlock/caps.h.) */
 
 typedef enum airlock_connect_status {
 	AIRLOCK_CONNECT_INCOMPLETE = 0, /* no terminator yet and nothing wrong so far: read more */
@@ -341,7 +336,9 @@ typedef struct airlock_connect_request {
 	size_t consumed; /* bytes up to and including the blank line's CRLF */
 } airlock_connect_request;
 
-/* Parse the first len bytes the client sent. Pure: no allocation, no I/O,
+/* Parse the first len bytes the client sent, all at once: the reference
+ * (the proxy itself uses airlock_connect_parse_more below; this one stays
+ * because fuzz/fuzz_connect.c holds that one to it). Pure: no allocation, no I/O,
  * reads only buf[0..len). Bytes after the terminator are not looked at
  * (the caller relays them: they are the client's first tunnel bytes). Returns
  * INCOMPLETE only while len < AIRLOCK_CONNECT_REQUEST_MAX and every complete

@@ -19,13 +19,12 @@
 
 #include <curl/curl.h>
 
+#include "airlock/caps.h"
 #include "airlock/egress.h"
 
 #ifdef __cplusplus
 extern "C" {
 #endif
-
-#define AIRLOCK_EGRESS_CURL_URL_MAX 8192
 
 typedef struct airlock_egress_curl_result {
 	long status;                       /* the last response's HTTP status; 0 if none */

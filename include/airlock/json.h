@@ -34,16 +34,13 @@
 
 #include <stddef.h>
 
+#include "airlock/caps.h"
 #include "airlock/error.h"
 #include "airlock/types.h"
 
 #ifdef __cplusplus
 extern "C" {
 #endif
-
-#define AIRLOCK_JSON_INPUT_MAX (64u * 1024u * 1024u)
-/* The longest FileChange.path, in bytes: a workspace path's whole length. */
-#define AIRLOCK_FC_PATH_MAX 4096
 
 char *airlock_resource_limits_to_json(const airlock_resource_limits *v, airlock_error *err);
 int airlock_resource_limits_from_json(const char *buf, size_t len, airlock_resource_limits *ret, airlock_error *err);

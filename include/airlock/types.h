@@ -23,6 +23,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "airlock/caps.h"
 #include "airlock/error.h"
 
 #ifdef __cplusplus
@@ -32,9 +33,9 @@ extern "C" {
 /* The fixed mount point of every sandbox's workspace: a constant, not a field. */
 #define AIRLOCK_WORKSPACE_ROOT "/workspace"
 
-/* Identifier shape for tenant_id and run_id: 1..128 of [A-Za-z0-9_-]. These
- * values end up in storage keys and log lines, so the charset is closed. */
-#define AIRLOCK_ID_MAX 128
+/* Identifier shape for tenant_id and run_id: 1..AIRLOCK_ID_MAX of
+ * [A-Za-z0-9_-]. These values end up in storage keys and log lines, so the
+ * charset is closed. */
 bool airlock_id_valid(const char *id);
 
 /* ---- closed vocabularies ------------------------------------------------
@@ -204,12 +205,7 @@ typedef struct airlock_environment_handle {
 } airlock_environment_handle;
 
 /* ---- ExecutionCommand ---------------------------------------------------- */
-/* The ceiling of maximum_output_bytes, checked at the port for every door.
- * Output is held in memory and costs about ten times its size on its way
- * to a JSON result (escaping and the encoder's copies), so without it one
- * request could take gigabytes of the service (200 MiB took 4 GB). */
-#define AIRLOCK_OUTPUT_BYTES_MAX (16LL << 20)
-
+/* maximum_output_bytes has a ceiling, AIRLOCK_OUTPUT_BYTES_MAX (caps.h says why). */
 typedef struct airlock_execution_command {
 	char **argv; /* argc strings, no NUL inside any; argv[argc] == NULL */
 	size_t argc;

@@ -1,10 +1,10 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 #include "cli/common.h"
 
-#include <stdint.h>
 #include <string.h>
 
 #include "airlock/image.h"
+#include "util/util.h"
 
 extern char **environ;
 
@@ -23,67 +23,34 @@ int cli_exit_for(const airlock_error *err)
 		return CLI_EXIT_CONFIG;
 	case AIRLOCK_ERR_SANDBOX_ESCAPE_SUSPECTED:
 		return CLI_EXIT_ESCAPE;
+	case AIRLOCK_ERR_INVALID:
+	case AIRLOCK_ERR_CREDENTIAL_UNAVAILABLE:
+	case AIRLOCK_ERR_ARTIFACT_INTEGRITY:
+	case AIRLOCK_ERR_SYSTEM:
+	case AIRLOCK_ERR__MAX:
 	default:
 		return CLI_EXIT_SOFTWARE;
 	}
-}
-
-/* The length of a UTF-8 sequence at p (at most n bytes) that encodes a
- * printable character, or 0: invalid, overlong, a surrogate, a C1 control
- * (U+0080..U+009F, which terminals in UTF-8 mode may read as CSI and the
- * rest), or a bidirectional override that reorders what follows on the line
- * (U+202A..U+202E, U+2066..U+2069) or a line/paragraph separator. */
-static size_t utf8_printable(const unsigned char *p, size_t n)
-{
-	size_t len;
-	uint32_t cp;
-	if (p[0] >= 0xc2 && p[0] <= 0xdf) {
-		len = 2;
-		cp = p[0] & 0x1f;
-	} else if (p[0] >= 0xe0 && p[0] <= 0xef) {
-		len = 3;
-		cp = p[0] & 0x0f;
-	} else if (p[0] >= 0xf0 && p[0] <= 0xf4) {
-		len = 4;
-		cp = p[0] & 0x07;
-	} else
-		return 0;
-	if (len > n)
-		return 0;
-	for (size_t i = 1; i < len; i++) {
-		if ((p[i] & 0xc0) != 0x80)
-			return 0;
-		cp = (cp << 6) | (p[i] & 0x3f);
-	}
-	static const uint32_t min[] = { 0, 0, 0x80, 0x800, 0x10000 };
-	if (cp < min[len] || cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff))
-		return 0;
-	if (cp <= 0x9f || (cp >= 0x202a && cp <= 0x202e) || (cp >= 0x2066 && cp <= 0x2069) ||
-	    cp == 0x2028 || cp == 0x2029)
-		return 0;
-	return len;
 }
 
 void cli_fput_escaped(FILE *out, const void *s, size_t len, bool escape_backslash)
 {
 	const unsigned char *p = s;
 	for (size_t i = 0; p && i < len;) {
-		unsigned char c = p[i];
-		if (c >= 0x20 && c < 0x7f) {
-			if (c == '\\' && escape_backslash)
-				fputs("\\\\", out);
-			else
-				fputc(c, out);
+		if (p[i] == '\\' && escape_backslash) {
+			fputs("\\\\", out);
 			i++;
 			continue;
 		}
-		size_t u = c >= 0x80 ? utf8_printable(p + i, len - i) : 0;
+		size_t u = util_printable_len(p + i, len - i, true);
 		if (u) {
 			fwrite(p + i, 1, u, out);
 			i += u;
 			continue;
 		}
-		fprintf(out, "\\x%02x", c);
+		char e[UTIL_ESCAPED_BYTE_LEN];
+		util_escape_byte(p[i], e);
+		fwrite(e, 1, sizeof(e), out);
 		i++;
 	}
 }

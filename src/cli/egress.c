@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "airlock/caps.h"
 #include "airlock/egress.h"
 #include "cli/common.h"
 #include "util/util.h"
@@ -94,7 +95,6 @@ static int egress_validate(int argc, char **argv)
 /* --resolve HOST=ADDR[,ADDR...]: answers for a name the way the resolver
  * would, so an operator can ask "what if this name pointed there". A name
  * not in the table goes to c-ares (--dns, or the system's servers). */
-#define CHECK_RESOLVE_MAX 64
 
 typedef struct check_answer {
 	char name[AIRLOCK_HOSTNAME_MAX + 1]; /* normalized */
@@ -103,7 +103,7 @@ typedef struct check_answer {
 } check_answer;
 
 typedef struct check_resolver {
-	check_answer answers[CHECK_RESOLVE_MAX];
+	check_answer answers[AIRLOCK_CHECK_RESOLVE_MAX];
 	size_t n;
 	const char *dns; /* --dns, or NULL for the system's servers */
 	airlock_egress_resolver *cares;
@@ -143,9 +143,9 @@ static bool check_add_answer(check_resolver *c, const char *spec)
 		        util_escape(shown, sizeof(shown), spec, strlen(spec)));
 		return false;
 	}
-	if (c->n == CHECK_RESOLVE_MAX) {
+	if (c->n == AIRLOCK_CHECK_RESOLVE_MAX) {
 		fprintf(stderr, "airlock egress check: more than %d --resolve options\n",
-		        CHECK_RESOLVE_MAX);
+		        AIRLOCK_CHECK_RESOLVE_MAX);
 		return false;
 	}
 	check_answer *a = &c->answers[c->n];

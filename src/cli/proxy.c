@@ -14,13 +14,13 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
-#include <sys/syscall.h>
 #include <poll.h>
 #include <unistd.h>
 
 #include "airlock/egress.h"
 #include "airlock/proxy.h"
 #include "cli/common.h"
+#include "util/syscalls.h"
 #include "util/util.h"
 
 static void proxy_usage(FILE *out)
@@ -146,7 +146,7 @@ int cli_proxy(int argc, char **argv)
 		goto fail;
 	fprintf(stderr, "airlock proxy: listening on %s (pid %d, policy %s)\n", listen_at,
 	        (int)airlock_proxy_pid(proxy), policy_path);
-	pidfd = (int)syscall(SYS_pidfd_open, airlock_proxy_pid(proxy), 0);
+	pidfd = sys_pidfd_open(airlock_proxy_pid(proxy), 0);
 	for (;;) {
 		/* Wake on a stop signal or the proxy's own end. */
 		struct timespec tick = { .tv_sec = 0, .tv_nsec = 200000000 };

@@ -18,19 +18,18 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "airlock/caps.h"
 #include "airlock/egress.h"
 #include "airlock/envbuild.h"
 #include "airlock/ids.h"
 #include "airlock/json.h"
 #include "airlock/mechanisms.h"
 #include "airlock/native.h"
+#include "airlock/run_command.h"
 #include "cli/common.h"
 #include "util/util.h"
 
 extern char **environ;
-
-#define RUN_STDIN_MAX (16u * 1024u * 1024u)
-#define RUN_ENV_FLAGS_MAX 64
 
 static void run_usage(FILE *out)
 {
@@ -102,7 +101,7 @@ typedef struct run_flags {
 	bool json, network;
 	/* limit overrides, -1 when not given */
 	int64_t cpu, memory, pids, wsbytes, inodes, timeout, output;
-	const char *env[RUN_ENV_FLAGS_MAX];
+	const char *env[AIRLOCK_RUN_ENV_FLAGS_MAX];
 	size_t n_env;
 } run_flags;
 
@@ -156,29 +155,14 @@ static int read_stdin_file(const char *path, unsigned char **ret, size_t *ret_le
 		                                        : "not a regular file (a device or a socket)");
 		return -1;
 	}
-	util_buf b;
-	util_buf_init(&b, RUN_STDIN_MAX);
-	unsigned char chunk[65536];
-	for (;;) {
-		ssize_t n = read(fd, chunk, sizeof(chunk));
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n < 0) {
-			stdin_error(path, strerror(errno));
-			util_buf_clear(&b);
-			return -1;
-		}
-		if (n == 0)
-			break;
-		int r = util_buf_append(&b, chunk, (size_t)n);
-		if (r != 0) {
-			stdin_error(path, r > 0 ? "larger than the 16 MiB cap" : strerror(-r));
-			util_buf_clear(&b);
-			return -1;
-		}
+	char *data = NULL;
+	int r = util_read_capped(fd, AIRLOCK_RUN_STDIN_MAX, &data, ret_len);
+	if (r < 0) {
+		stdin_error(path, r == -EFBIG ? "larger than the 16 MiB cap" : strerror(-r));
+		return -1;
 	}
-	*ret = util_buf_steal(&b, ret_len);
-	return *ret ? 0 : -1;
+	*ret = (unsigned char *)data;
+	return 0;
 }
 
 /* Apply the flags over the settings' defaults. The operator's ceilings are
@@ -224,23 +208,6 @@ static void print_summary(const airlock_execution_result *res, const char *mecha
 		cli_fput_escaped(stderr, path, strlen(path), true);
 		fprintf(stderr, " (%lld bytes)\n", (long long)res->files_changed[i].size_bytes);
 	}
-}
-
-/* 0, or -errno of the write that failed (EPIPE: the reader went away). */
-static int write_all(int fd, const unsigned char *p, size_t n)
-{
-	while (n > 0) {
-		ssize_t w = write(fd, p, n);
-		if (w < 0 && errno == EINTR)
-			continue;
-		if (w < 0)
-			return -errno;
-		if (w == 0)
-			return -EIO;
-		p += w;
-		n -= (size_t)w;
-	}
-	return 0;
 }
 
 /* ---- signals ---------------------------------------------------------------
@@ -400,8 +367,8 @@ static int run_parse(int argc, char **argv, run_flags *f, int *ret_first_arg)
 		case OPT_DNS: f->dns = optarg; break;
 		case OPT_PROXY_LOG: f->proxy_log = optarg; break;
 		case OPT_ENV:
-			if (f->n_env == RUN_ENV_FLAGS_MAX) {
-				fprintf(stderr, "airlock run: more than %d --env flags\n", RUN_ENV_FLAGS_MAX);
+			if (f->n_env == AIRLOCK_RUN_ENV_FLAGS_MAX) {
+				fprintf(stderr, "airlock run: more than %d --env flags\n", AIRLOCK_RUN_ENV_FLAGS_MAX);
 				return CLI_EXIT_USAGE;
 			}
 			f->env[f->n_env++] = optarg;
@@ -553,17 +520,18 @@ int cli_run(int argc, char **argv)
 	 * specification orders: a bad vector or an escaping working directory
 	 * never costs a sandbox. */
 	const char *cwd = f.cwd ? f.cwd : ".";
-	airlock_execution_command cmd = {
+	airlock_run_command_request req = {
 		.argv = argv + first,
 		.argc = (size_t)(argc - first),
-		.working_directory = (char *)(uintptr_t)cwd,
-		.timeout_seconds = f.timeout > 0 ? f.timeout : s.defaults.limits.wall_clock_seconds,
+		.working_directory = cwd,
+		.timeout_seconds = f.timeout,
 		.has_stdin = stdin_data != NULL,
 		.stdin_data = stdin_data,
 		.stdin_len = stdin_len,
-		.maximum_output_bytes = f.output > 0 ? f.output : 1024 * 1024,
+		.maximum_output_bytes = f.output,
 	};
-	r = airlock_execution_command_validate(&cmd, 64 * 1024, &err);
+	airlock_execution_command cmd;
+	r = airlock_run_command_prepare(&req, &s, &cmd, &err);
 	if (r < 0)
 		goto fail;
 
@@ -575,23 +543,21 @@ int cli_run(int argc, char **argv)
 	if (r < 0)
 		goto fail;
 	spec.run_id = strdup(run_id);
-	/* The fake mechanism runs no image; without a configured image the CLI
-	 * names the empty image (the digest of zero bytes) for it. */
-	char default_image[72];
-	if (s.image)
-		spec.image_digest = strdup(s.image);
-	else if (s.mechanism == AIRLOCK_MECHANISM_NATIVE) {
+	/* Without a configured image, native runs the store's default, which
+	 * only the CLI can look up (it opens the store); the fake mechanism runs
+	 * no image and is named the empty one. */
+	char default_image[72] = { 0 };
+	if (!s.image && s.mechanism == AIRLOCK_MECHANISM_NATIVE) {
 		r = cli_default_image(&s, default_image, &err);
 		if (r < 0)
 			goto fail;
-		spec.image_digest = strdup(default_image);
-	} else if (s.mechanism == AIRLOCK_MECHANISM_FAKE)
-		spec.image_digest = strdup("sha256:e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855");
-	else {
-		r = airlock_error_set(&err, AIRLOCK_ERR_CONFIG, 0,
-		                      "sandbox.image is not set: name the image by digest (sha256:...)");
+	}
+	const char *image = airlock_run_command_image(&s, default_image, &err);
+	if (!image) {
+		r = airlock_errcode(err.cls);
 		goto fail;
 	}
+	spec.image_digest = strdup(image);
 	if (!spec.tenant_id || !spec.run_id || !spec.image_digest) {
 		r = airlock_error_set(&err, AIRLOCK_ERR_SYSTEM, ENOMEM, "run");
 		goto fail;
@@ -662,9 +628,10 @@ int cli_run(int argc, char **argv)
 		goto out;                /* the command never started; the sandbox goes below */
 	}
 
-	if (cmd.timeout_seconds > 300 && f.timeout > 300)
-		fprintf(stderr, "airlock: --timeout %lld is clamped to sandbox.run_command's 300 s\n",
-		        (long long)f.timeout);
+	if (cmd.timeout_seconds > AIRLOCK_RUN_COMMAND_TIMEOUT_SECONDS &&
+	    f.timeout > AIRLOCK_RUN_COMMAND_TIMEOUT_SECONDS)
+		fprintf(stderr, "airlock: --timeout %lld is clamped to sandbox.run_command's %d s\n",
+		        (long long)f.timeout, AIRLOCK_RUN_COMMAND_TIMEOUT_SECONDS);
 	airlock_exec_call call = { .tenant_id = spec.tenant_id,
 		                   .remaining_budget_ms = AIRLOCK_BUDGET_NONE };
 	r = airlock_exec_execute(exec, &call, &handle, &cmd, &res, &err);
@@ -684,12 +651,12 @@ int cli_run(int argc, char **argv)
 		size_t jl = strlen(json);
 		json[jl] = '\n'; /* written with its newline, in place of the NUL */
 		fflush(stdout);
-		out_r = write_all(STDOUT_FILENO, (const unsigned char *)json, jl + 1);
+		out_r = util_write_all(STDOUT_FILENO, json, jl + 1);
 		json[jl] = 0;
 	} else {
 		fflush(stdout);
-		out_r = write_all(STDOUT_FILENO, res.stdout_data, res.stdout_len);
-		err_r = write_all(STDERR_FILENO, res.stderr_data, res.stderr_len);
+		out_r = util_write_all(STDOUT_FILENO, res.stdout_data, res.stdout_len);
+		err_r = util_write_all(STDERR_FILENO, res.stderr_data, res.stderr_len);
 		print_summary(&res, airlock_exec_name(exec));
 	}
 	exit_code = res.has_exit_code ? (res.exit_code & 0xff) : CLI_EXIT_KILLED;

@@ -13,13 +13,10 @@
 #include <errno.h>
 #include <string.h>
 
+#include "airlock/caps.h"
 #include "util/util.h"
 
-/* A reference is a name, not a payload. */
-#define REFERENCE_MAX 256
-/* The static broker holds what a composition root configured: a handful of
- * entries. The cap keeps it a map and not a store. */
-#define STATIC_ENTRIES_MAX 1024
+/* Its caps (a reference, the static broker's entries) are in airlock/caps.h. */
 
 static const char *reference_for_message(char *buf, size_t size, const char *ref)
 {
@@ -33,10 +30,10 @@ static int reference_check(const char *reference, airlock_error *err)
 	if (!reference)
 		return airlock_error_set(err, AIRLOCK_ERR_TOOL_VALIDATION, 0,
 		                         "credential reference: missing");
-	size_t len = strnlen(reference, REFERENCE_MAX + 1);
-	if (len == 0 || len > REFERENCE_MAX)
+	size_t len = strnlen(reference, AIRLOCK_CREDENTIAL_REFERENCE_MAX + 1);
+	if (len == 0 || len > AIRLOCK_CREDENTIAL_REFERENCE_MAX)
 		return airlock_error_set(err, AIRLOCK_ERR_TOOL_VALIDATION, 0,
-		                         "credential reference: must be 1..%d bytes", REFERENCE_MAX);
+		                         "credential reference: must be 1..%d bytes", AIRLOCK_CREDENTIAL_REFERENCE_MAX);
 	return 0;
 }
 
@@ -189,9 +186,9 @@ int airlock_credentials_static_add(airlock_credentials *c, const char *reference
 			return airlock_error_set(err, AIRLOCK_ERR_CONFIG, 0,
 			                         "credential reference \"%s\" is configured twice",
 			                         reference_for_message(q, sizeof(q), reference));
-	if (b->n >= STATIC_ENTRIES_MAX)
+	if (b->n >= AIRLOCK_STATIC_CREDENTIALS_MAX)
 		return airlock_error_set(err, AIRLOCK_ERR_CONFIG, 0,
-		                         "credentials: more than %d references", STATIC_ENTRIES_MAX);
+		                         "credentials: more than %d references", AIRLOCK_STATIC_CREDENTIALS_MAX);
 
 	_cleanup_free_ char *ref = strdup(reference);
 	if (!ref)

@@ -13,14 +13,10 @@
 #include <strings.h>
 
 #include "airlock/settings.h"
+#include "airlock/caps.h"
 #include "util/util.h"
 
-#define ENV_NAME_MAX 128
-/* The kernel refuses a single environment string longer than
- * MAX_ARG_STRLEN (32 pages) at execve; refusing here names the variable
- * instead of failing the start with E2BIG. */
-#define ENV_VALUE_MAX (128u * 1024u)
-#define WORKDIR_MAX 4096
+/* Its caps (a name, a value, the working directory) are in airlock/caps.h. */
 
 /* ---- tier 0 ------------------------------------------------------------------
  * The named list. Matching is case-insensitive: a lower-case
@@ -186,7 +182,7 @@ bool airlock_env_name_valid(const char *name)
 		char c = *p;
 		bool alpha = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_';
 		bool digit = c >= '0' && c <= '9';
-		if (n >= ENV_NAME_MAX || !(alpha || (n > 0 && digit)))
+		if (n >= AIRLOCK_ENV_NAME_MAX || !(alpha || (n > 0 && digit)))
 			return false;
 	}
 	return n > 0;
@@ -213,7 +209,7 @@ int airlock_tier1_check(const char *const *names, size_t n, airlock_error *err)
 		if (!airlock_env_name_valid(names[i]))
 			return airlock_error_set(err, AIRLOCK_ERR_CONFIG, 0,
 			                         "tier-1 name \"%s\" is not a valid environment variable name ([A-Za-z_][A-Za-z0-9_]*, at most %d)",
-			                         name_for_message(q, sizeof(q), names[i]), ENV_NAME_MAX);
+			                         name_for_message(q, sizeof(q), names[i]), AIRLOCK_ENV_NAME_MAX);
 		if (airlock_tier0_name(names[i]))
 			return airlock_error_set(err, AIRLOCK_ERR_CONFIG, 0,
 			                         "tier-1 name \"%s\" is a tier-0 (credential) name: platform and provider credentials never reach a sandbox, so it cannot be passed through",
@@ -252,9 +248,9 @@ static int workdir_value(const char *wd, char **ret, airlock_error *err)
 		*ret = strdup(root);
 		goto done;
 	}
-	if (strlen(wd) > WORKDIR_MAX)
+	if (strlen(wd) > AIRLOCK_WORKDIR_MAX)
 		return airlock_error_set(err, AIRLOCK_ERR_EXECUTION_REJECTED, 0,
-		                         "working_directory: longer than %d bytes", WORKDIR_MAX);
+		                         "working_directory: longer than %d bytes", AIRLOCK_WORKDIR_MAX);
 	if (wd[0] == '/') {
 		if (strncmp(wd, root, rl) != 0 || wd[rl] != '/')
 			return airlock_error_set(err, AIRLOCK_ERR_EXECUTION_REJECTED, 0,
@@ -321,11 +317,11 @@ int airlock_envbuild(const airlock_envbuild_input *in, airlock_env *ret, airlock
 		const char *v = parent_lookup(in->parent, in->tier1[i]);
 		if (!v)
 			continue;
-		if (strlen(v) > ENV_VALUE_MAX) {
+		if (strlen(v) > AIRLOCK_ENV_VALUE_MAX) {
 			/* The message names the variable and never its value. */
 			r = airlock_error_set(err, AIRLOCK_ERR_EXECUTION_REJECTED, 0,
 			                      "tier-1 variable %s: value longer than %u bytes",
-			                      in->tier1[i], ENV_VALUE_MAX);
+			                      in->tier1[i], AIRLOCK_ENV_VALUE_MAX);
 			goto fail;
 		}
 		r = env_put(&e, in->tier1[i], v, err);

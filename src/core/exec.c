@@ -21,6 +21,7 @@
 #include <unistd.h>
 
 #include "airlock/ids.h"
+#include "airlock/run_command.h"
 #include "util/util.h"
 
 /* ---- cancellation -------------------------------------------------------- */
@@ -81,10 +82,10 @@ void airlock_exec_config_default(airlock_exec_config *cfg)
 {
 	*cfg = (airlock_exec_config){
 		.hard_cap_seconds = 1800,
-		.tool_timeout_seconds = 300,
+		.tool_timeout_seconds = AIRLOCK_RUN_COMMAND_TIMEOUT_SECONDS,
 		.budget_floor_seconds = 5,
 		.files_changed_max = 1000,
-		.argv_max_bytes = 64 * 1024,
+		.argv_max_bytes = AIRLOCK_RUN_COMMAND_ARGV_MAX_BYTES,
 	};
 }
 

@@ -19,9 +19,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
-/* Credentials are short (a PEM private key is a few KiB); the cap bounds
- * what a broker can be asked to map. */
-#define SECRET_MAX (1u << 20)
+#include "airlock/caps.h" /* AIRLOCK_SECRET_MAX */
 
 struct airlock_secret {
 	unsigned char *data; /* len bytes and a NUL, inside a map of map_len */
@@ -33,9 +31,9 @@ int airlock_secret_new(const void *data, size_t len, airlock_secret **ret, airlo
 {
 	if (!ret || (!data && len))
 		return airlock_error_set(err, AIRLOCK_ERR_EXECUTION_REJECTED, 0, "secret: missing input");
-	if (len > SECRET_MAX)
+	if (len > AIRLOCK_SECRET_MAX)
 		return airlock_error_set(err, AIRLOCK_ERR_EXECUTION_REJECTED, 0,
-		                         "secret: longer than %u bytes", SECRET_MAX);
+		                         "secret: longer than %u bytes", AIRLOCK_SECRET_MAX);
 
 	long page = sysconf(_SC_PAGESIZE);
 	size_t pg = page > 0 ? (size_t)page : 4096;

@@ -24,19 +24,12 @@
 #include <yaml.h>
 
 #include "airlock/envbuild.h"
+#include "airlock/caps.h"
 #include "util/util.h"
 #include "core/yaml_reader.h"
 
-/* The largest settings file we read. A real one is a few hundred bytes; the
- * cap bounds what libyaml is asked to tokenize. */
-#define SETTINGS_INPUT_MAX (1u << 20)
-/* The largest tier-1 list file: 256 names of at most 128 bytes, with room
- * for comments. */
-#define TIER1_FILE_MAX (64u * 1024u)
-/* The longest scalar accepted for any key (paths, digests, modes). */
-#define SETTINGS_STRING_MAX 4096
-/* auth_mode is a short word (dev, token, oidc). */
-#define AUTH_MODE_MAX 64
+/* The input caps (settings file, tier-1 file, a scalar, auth_mode) are in
+ * airlock/caps.h. */
 
 /* ---- vocabularies -------------------------------------------------------- */
 
@@ -75,11 +68,19 @@ bool airlock_mechanism_production_allowed(airlock_mechanism m)
 	/* Written as the allowed set, never as the refused one: a mechanism
 	 * added to the enum later lands in default and is refused until someone
 	 * decides, here, that it isolates a kernel (spec, gate
-	 * production_refuses_dev: "a fifth value inherits the check"). */
+	 * production_refuses_dev: "a fifth value inherits the check").
+	 * -Wswitch-enum wants every value named, so the refused ones are listed
+	 * above default too; a new value still lands in default, and the
+	 * warning points here. */
 	switch (m) {
 	case AIRLOCK_MECHANISM_MICROVM:
 	case AIRLOCK_MECHANISM_GVISOR:
 		return true;
+	case AIRLOCK_MECHANISM_INVALID:
+	case AIRLOCK_MECHANISM_FAKE:
+	case AIRLOCK_MECHANISM_NATIVE:
+	case AIRLOCK_MECHANISM_DOCKER:
+	case AIRLOCK_MECHANISM__MAX:
 	default:
 		return false;
 	}
@@ -217,7 +218,7 @@ int airlock_parse_bytes(const char *s, const char *what, int64_t *ret, airlock_e
  * short word: a value with spaces or control bytes is a mistake. */
 static bool auth_mode_valid(const char *s, size_t len)
 {
-	if (len == 0 || len > AUTH_MODE_MAX)
+	if (len == 0 || len > AIRLOCK_AUTH_MODE_MAX)
 		return false;
 	for (size_t i = 0; i < len; i++) {
 		char c = s[i];
@@ -393,9 +394,9 @@ static int scalar_store(const field *f, void *base, const char *v, size_t len, b
 	char q[QUOTE_MAX], names[128];
 	char *slot = (char *)base + f->off;
 
-	if (len > SETTINGS_STRING_MAX)
+	if (len > AIRLOCK_SETTINGS_STRING_MAX)
 		return airlock_error_set(err, AIRLOCK_ERR_CONFIG, 0, "%s: value longer than %d bytes",
-		                         where, SETTINGS_STRING_MAX);
+		                         where, AIRLOCK_SETTINGS_STRING_MAX);
 	if (strnlen(v, len) != len)
 		return airlock_error_set(err, AIRLOCK_ERR_CONFIG, 0, "%s: value contains a NUL byte",
 		                         where);
@@ -573,6 +574,12 @@ static int parse_value(yp *p, const field *f, const schema *sc, void *base)
 		               airlock_yaml_kind(p));
 	case F_NAMES:
 		return parse_names(p, f, sc, base);
+	case F_STRING:
+	case F_AUTH:
+	case F_DEPLOYMENT:
+	case F_MECHANISM:
+	case F_INT:
+	case F_BYTES:
 	default:
 		break;
 	}
@@ -654,10 +661,10 @@ static int settings_apply_yaml(airlock_settings *s, const char *name, const char
 	yp p;
 	int r;
 
-	if (len > SETTINGS_INPUT_MAX)
+	if (len > AIRLOCK_SETTINGS_INPUT_MAX)
 		return airlock_error_set(err, AIRLOCK_ERR_CONFIG, 0,
 		                         "%s: larger than %u bytes; a settings file is a few hundred",
-		                         name, SETTINGS_INPUT_MAX);
+		                         name, AIRLOCK_SETTINGS_INPUT_MAX);
 	r = airlock_yaml_open(&p, name, "settings", buf, len, err);
 	if (r < 0)
 		return r;
@@ -737,7 +744,7 @@ int airlock_settings_load(const char *path, airlock_settings *ret, airlock_error
 		return airlock_error_set(err, AIRLOCK_ERR_CONFIG, 0, "settings: no path given");
 	_cleanup_free_ char *buf = NULL;
 	size_t len = 0;
-	int r = airlock_config_read(path, SETTINGS_INPUT_MAX, &buf, &len, err);
+	int r = airlock_config_read(path, AIRLOCK_SETTINGS_INPUT_MAX, &buf, &len, err);
 	if (r < 0)
 		return r;
 	return airlock_settings_parse(path, buf, len, ret, err);
@@ -844,7 +851,7 @@ void airlock_settings_load_tier1(airlock_settings *s)
 	free(s->tier1_error);
 	s->tier1_error = NULL;
 
-	if (airlock_config_read(s->passthrough_file, TIER1_FILE_MAX, &buf, &len, &e) < 0) {
+	if (airlock_config_read(s->passthrough_file, AIRLOCK_TIER1_FILE_MAX, &buf, &len, &e) < 0) {
 		airlock_error_prefix(&e, "environment.passthrough_file: ");
 		goto fail;
 	}

@@ -8,11 +8,12 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <sys/syscall.h>
 #include <unistd.h>
 
 #include "airlock/port/workspace.h"
+#include "airlock/run_command.h"
 
+#include "util/syscalls.h"
 #include "util/util.h"
 
 int airlock_snapshot_add_entry(airlock_snapshot *s, const airlock_snap_entry *e)
@@ -36,12 +37,10 @@ int airlock_snapshot_add_entry(airlock_snapshot *s, const airlock_snap_entry *e)
 int airlock_snapshot_add(airlock_snapshot *s, const char *path, int64_t size, uint64_t ino,
                          int64_t mtime_ns, int64_t ctime_ns, uint64_t version)
 {
-	/* A copy, so the entry can hold it as its own (char *) path. */
-	_cleanup_free_ char *copy = strdup(path);
-	if (!copy)
-		return -ENOMEM;
+	/* add_entry copies the path (the entry's own char *): the const is cast
+	 * away only for the struct that carries it there. */
 	airlock_snap_entry e = {
-		.path = copy, .kind = AIRLOCK_FILE_REGULAR, .size = size, .ino = ino,
+		.path = (char *)(uintptr_t)path, .kind = AIRLOCK_FILE_REGULAR, .size = size, .ino = ino,
 		.mtime_ns = mtime_ns, .ctime_ns = ctime_ns, .version = version,
 	};
 	return airlock_snapshot_add_entry(s, &e);
@@ -263,7 +262,7 @@ static int64_t ts_ns(struct timespec t)
  * bound ended the walk) or an error. */
 static int walk_dir(walk *w, int dfd, size_t len, unsigned depth, airlock_error *err)
 {
-	DIR *d = fdopendir(dfd);
+	_cleanup_closedir_ DIR *d = fdopendir(dfd);
 	if (!d) {
 		int e = errno;
 		close(dfd);
@@ -360,7 +359,6 @@ static int walk_dir(walk *w, int dfd, size_t len, unsigned depth, airlock_error 
 		}
 		w->path[len] = 0;
 	}
-	closedir(d);
 	return r;
 }
 
@@ -389,8 +387,7 @@ int airlock_snapshot_walk(int root_fd, size_t max_entries, size_t max_path_bytes
 }
 
 /* SHA-256 of no bytes: the digest of every entry without content. */
-static const char sha256_of_nothing[] =
-	"e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855";
+static const char sha256_of_nothing[] = AIRLOCK_SHA256_EMPTY_HEX;
 
 static int hash_symlink(int fd, airlock_snapshot_hashed *ret, airlock_error *err)
 {
@@ -415,7 +412,7 @@ static int hash_regular(int root, const char *path, const struct stat *want, int
 		.flags = O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK | O_NOCTTY,
 		.resolve = RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS | RESOLVE_NO_XDEV,
 	};
-	int fd = (int)syscall(SYS_openat2, root, path, &how, sizeof(how));
+	_cleanup_close_ int fd = sys_openat2(root, path, &how);
 	if (fd < 0) {
 		if (errno == ENOENT || errno == ELOOP || errno == ENOTDIR)
 			return -ENOENT; /* replaced by something that is not the file */
@@ -425,15 +422,12 @@ static int hash_regular(int root, const char *path, const struct stat *want, int
 	 * now, so a difference is a bug, not a race to report. */
 	struct stat st;
 	if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode) || st.st_ino != want->st_ino ||
-	    st.st_dev != want->st_dev) {
-		close(fd);
+	    st.st_dev != want->st_dev)
 		return -ENOENT;
-	}
 	util_sha256 *h = util_sha256_new();
 	_cleanup_free_ unsigned char *buf = malloc(SNAPSHOT_HASH_CHUNK);
 	if (!h || !buf) {
 		util_sha256_free(h);
-		close(fd);
 		return airlock_error_set(err, AIRLOCK_ERR_SYSTEM, ENOMEM, "files_changed");
 	}
 	int64_t total = 0;
@@ -442,7 +436,6 @@ static int hash_regular(int root, const char *path, const struct stat *want, int
 		 * millisecond of hashing. */
 		if (deadline_ms && chunks % 16 == 0 && util_monotonic_ms() >= deadline_ms) {
 			util_sha256_free(h);
-			close(fd);
 			return -ETIME;
 		}
 		ssize_t n = read(fd, buf, SNAPSHOT_HASH_CHUNK);
@@ -451,7 +444,6 @@ static int hash_regular(int root, const char *path, const struct stat *want, int
 		if (n < 0) {
 			int e = errno;
 			util_sha256_free(h);
-			close(fd);
 			return airlock_error_set(err, AIRLOCK_ERR_SYSTEM, e, "files_changed: read");
 		}
 		if (n == 0)
@@ -459,7 +451,6 @@ static int hash_regular(int root, const char *path, const struct stat *want, int
 		util_sha256_update(h, buf, (size_t)n);
 		total += n;
 	}
-	close(fd);
 	ret->size = total;
 	return util_sha256_final_hex(h, ret->hex);
 }
@@ -476,7 +467,7 @@ int airlock_snapshot_hash_fd(void *ctx, const char *path, int64_t deadline_ms,
 		.flags = O_PATH | O_NOFOLLOW | O_CLOEXEC,
 		.resolve = RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS | RESOLVE_NO_XDEV,
 	};
-	_cleanup_close_ int fd = (int)syscall(SYS_openat2, root, path, &how, sizeof(how));
+	_cleanup_close_ int fd = sys_openat2(root, path, &how);
 	if (fd < 0) {
 		if (errno == ENOENT || errno == ELOOP || errno == ENOTDIR)
 			return -ENOENT;
@@ -493,6 +484,11 @@ int airlock_snapshot_hash_fd(void *ctx, const char *path, int64_t deadline_ms,
 		return hash_symlink(fd, ret, err);
 	case AIRLOCK_FILE_INVALID:
 		return -ENOENT; /* a directory now: not an entry of the listing */
+	case AIRLOCK_FILE_FIFO:
+	case AIRLOCK_FILE_SOCKET:
+	case AIRLOCK_FILE_CHAR_DEVICE:
+	case AIRLOCK_FILE_BLOCK_DEVICE:
+	case AIRLOCK_FILE__MAX:
 	default:
 		memcpy(ret->hex, sha256_of_nothing, sizeof(sha256_of_nothing));
 		return 0;

@@ -16,6 +16,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "airlock/caps.h"
 #include "airlock/error.h"
 #include "airlock/types.h"
 
@@ -116,11 +117,8 @@ bool airlock_snapshot_differs(const airlock_snapshot *before, const airlock_snap
  * Only a failure of the system (ENOMEM, EIO, out of descriptors) is an
  * error. The result is sorted.
  */
-#define AIRLOCK_SNAPSHOT_DEPTH_MAX 256
-/* The max_path_bytes for a service's walks: 16 MiB of path text bounds one
- * snapshot's strings (entries add ~48 bytes each, bounded by max_entries)
- * and is 4000 paths of the longest kind or 500k of 32 bytes. */
-#define AIRLOCK_SNAPSHOT_PATH_BYTES_MAX ((size_t)16 << 20)
+/* (AIRLOCK_SNAPSHOT_DEPTH_MAX and the service's max_path_bytes,
+ * AIRLOCK_SNAPSHOT_PATH_BYTES_MAX, are in airlock/caps.h.) */
 int airlock_snapshot_walk(int root_fd, size_t max_entries, size_t max_path_bytes,
                           airlock_snapshot *ret, airlock_error *err);
 

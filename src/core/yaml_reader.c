@@ -61,6 +61,14 @@ const char *airlock_yaml_kind(const airlock_yaml_reader *r)
 		return "a list";
 	case YAML_SCALAR_EVENT:
 		return "a single value";
+	case YAML_NO_EVENT:
+	case YAML_STREAM_START_EVENT:
+	case YAML_STREAM_END_EVENT:
+	case YAML_DOCUMENT_START_EVENT:
+	case YAML_DOCUMENT_END_EVENT:
+	case YAML_ALIAS_EVENT:
+	case YAML_SEQUENCE_END_EVENT:
+	case YAML_MAPPING_END_EVENT:
 	default:
 		return "nothing";
 	}
@@ -107,29 +115,15 @@ int airlock_config_read(const char *path, size_t cap, char **ret, size_t *ret_le
 	if ((uint64_t)st.st_size > cap)
 		return airlock_error_set(err, AIRLOCK_ERR_CONFIG, 0, "%s: larger than %zu bytes",
 		                         q, cap);
-	_cleanup_free_ char *buf = malloc(cap + 1);
-	if (!buf)
-		return airlock_error_set(err, AIRLOCK_ERR_SYSTEM, ENOMEM, "%s", q);
-	size_t len = 0;
-	/* Read to cap + 1 regardless of st_size: the file may grow between the
-	 * fstat and the read, and the cap is what holds. */
-	while (len <= cap) {
-		ssize_t n = read(fd, buf + len, cap + 1 - len);
-		if (n < 0) {
-			if (errno == EINTR)
-				continue;
-			return airlock_error_set(err, AIRLOCK_ERR_CONFIG, errno, "%s: cannot read",
-			                         q);
-		}
-		if (n == 0)
-			break;
-		len += (size_t)n;
-	}
-	if (len > cap)
+	/* Read against the cap regardless of st_size: the file may grow between
+	 * the fstat and the read, and the cap is what holds. */
+	int r = util_read_capped(fd, cap, ret, ret_len);
+	if (r == -EFBIG)
 		return airlock_error_set(err, AIRLOCK_ERR_CONFIG, 0, "%s: larger than %zu bytes",
 		                         q, cap);
-	buf[len] = 0;
-	*ret = TAKE_PTR(buf);
-	*ret_len = len;
+	if (r == -ENOMEM)
+		return airlock_error_set(err, AIRLOCK_ERR_SYSTEM, ENOMEM, "%s", q);
+	if (r < 0)
+		return airlock_error_set(err, AIRLOCK_ERR_CONFIG, -r, "%s: cannot read", q);
 	return 0;
 }

@@ -40,6 +40,8 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "util/cleanup.h"
+
 static const char *const class_names[AIRLOCK_ADDR__MAX] = {
 	[AIRLOCK_ADDR_INVALID] = "INVALID",
 	[AIRLOCK_ADDR_PUBLIC] = "PUBLIC",
@@ -379,25 +381,19 @@ int airlock_addr_is_own(const airlock_addr *a)
 		return -EAFNOSUPPORT;
 	}
 
-	int fd = socket(family, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+	_cleanup_close_ int fd = socket(family, SOCK_DGRAM | SOCK_CLOEXEC, 0);
 	if (fd < 0)
 		return -errno;
-	int r = 0;
 	if (connect(fd, (struct sockaddr *)&ss, len) < 0) {
-		r = errno;
-		close(fd);
+		int r = errno;
 		/* No route: not delivered here (and not dialable at all). */
 		if (r == ENETUNREACH || r == EHOSTUNREACH || r == ENETDOWN)
 			return 0;
 		return -r;
 	}
 	socklen_t gl = sizeof(got);
-	if (getsockname(fd, (struct sockaddr *)&got, &gl) < 0) {
-		r = -errno;
-		close(fd);
-		return r;
-	}
-	close(fd);
+	if (getsockname(fd, (struct sockaddr *)&got, &gl) < 0)
+		return -errno;
 	if (family == AF_INET)
 		return ((struct sockaddr_in *)&got)->sin_addr.s_addr ==
 		               ((struct sockaddr_in *)&ss)->sin_addr.s_addr ? 1 : 0;

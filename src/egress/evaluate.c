@@ -11,6 +11,7 @@
 #include <string.h>
 #include <sys/socket.h>
 
+#include "airlock/caps.h"
 #include "util/util.h"
 
 static const char *const reason_names[AIRLOCK_EGRESS_REASON__MAX] = {
@@ -35,10 +36,6 @@ const char *airlock_egress_reason_name(airlock_egress_reason r)
 		return reason_names[AIRLOCK_EGRESS_REASON_INVALID];
 	return reason_names[r];
 }
-
-/* Longer than any name with its trailing dot or any address with brackets
- * and a zone: past this the input is refused without being looked at. */
-#define HOST_INPUT_MAX 1024
 
 static const char *const transport_names[AIRLOCK_EGRESS_TRANSPORT__MAX] = {
 	[AIRLOCK_EGRESS_TRANSPORT_POLICY] = "policy",
@@ -68,6 +65,8 @@ static int refuse(airlock_egress_decision *d, airlock_egress_reason step)
 	case AIRLOCK_EGRESS_TRANSPORT_UNSUBSCRIBE:
 		d->reason = AIRLOCK_EGRESS_UNSUBSCRIBE_REFUSED;
 		break;
+	case AIRLOCK_EGRESS_TRANSPORT_POLICY:
+	case AIRLOCK_EGRESS_TRANSPORT__MAX:
 	default:
 		d->reason = step;
 		break;
@@ -129,9 +128,9 @@ static bool public_hostname(const char *name)
 static bool check_name(const char *host, uint16_t port, airlock_egress_decision *ret)
 {
 	ret->port = port;
-	size_t len = strnlen(host, HOST_INPUT_MAX + 1);
+	size_t len = strnlen(host, AIRLOCK_EGRESS_HOST_INPUT_MAX + 1);
 	util_escape(ret->host, sizeof(ret->host), host, len);
-	if (len > HOST_INPUT_MAX)
+	if (len > AIRLOCK_EGRESS_HOST_INPUT_MAX)
 		return refuse(ret, AIRLOCK_EGRESS_BAD_HOSTNAME), false;
 
 	/* An address is never a destination ("There is no IP-address destination

@@ -28,11 +28,11 @@
 #include <unistd.h>
 #include <yaml.h>
 
+#include "airlock/caps.h"
 #include "util/util.h"
 #include "core/yaml_reader.h"
 
 #define QUOTE_MAX 96
-#define LABEL_MAX 63
 #define STR_(x) #x
 #define STR(x) STR_(x)
 
@@ -235,7 +235,7 @@ static const char *host_problem(const char *in, size_t len, bool allow_wildcard,
 			return "a host name has only letters, digits, '-' and '.' (no scheme, port, path, user or spaces)";
 		if (c == '-' && label_len == 0)
 			return "a label must not start or end with '-'";
-		if (++label_len > LABEL_MAX)
+		if (++label_len > AIRLOCK_DNS_LABEL_MAX)
 			return "a label is at most 63 bytes";
 		buf[i] = c;
 	}
@@ -305,8 +305,13 @@ static bool violation(airlock_egress_violation *v, airlock_egress_rule rule, siz
 	return true;
 }
 
-/* all[idx] against itself and all[0..idx): true and *v when a rule is broken. */
-static bool destination_rules(const airlock_egress_destination *all, size_t idx,
+/* all[idx] against itself and all[0..idx): true and *v when a rule is broken.
+ * host_ruled: the host's own rule (host_rule) already ran on the text the
+ * door read and d->host is the name it normalized, as the YAML reader does
+ * in parse_host (it must: the rule names a mistake in what the operator
+ * wrote, which normalizing would hide). The rule is then not run a second
+ * time on its own output; every other rule here still runs for every door. */
+static bool destination_rules(const airlock_egress_destination *all, size_t idx, bool host_ruled,
                               airlock_egress_violation *v)
 {
 	const airlock_egress_destination *d = &all[idx];
@@ -315,13 +320,13 @@ static bool destination_rules(const airlock_egress_destination *all, size_t idx,
 	if (!d->host || !*d->host)
 		return violation(v, AIRLOCK_EGRESS_RULE_HOST, idx, 0, 0,
 		                 "a host name is required");
-	const char *why = host_rule(d->host, strlen(d->host), norm);
+	const char *why = host_ruled ? NULL : host_rule(d->host, strlen(d->host), norm);
 	if (why)
 		return violation(v, AIRLOCK_EGRESS_RULE_HOST, idx, 0, 0, why);
 	/* What a door stores is the normalized name (the matcher compares
 	 * normalized names only): the YAML reader stores what it normalized;
 	 * a decoded name that is not already normalized would never match. */
-	if (strcmp(norm, d->host) != 0)
+	if (!host_ruled && strcmp(norm, d->host) != 0)
 		return violation(v, AIRLOCK_EGRESS_RULE_HOST, idx, 0, 0,
 		                 "not in normalized form (lowercase, without a trailing dot)");
 	/* The same host twice would leave which ports apply to a reading of
@@ -384,7 +389,7 @@ bool airlock_egress_policy_rules(const airlock_egress_policy *p, airlock_egress_
 	if (mode_rules(p, &v) && v.rule == AIRLOCK_EGRESS_RULE_TOO_MANY)
 		return *ret = v, true;
 	for (size_t i = 0; i < p->n_destinations; i++)
-		if (destination_rules(p->destinations, i, &v))
+		if (destination_rules(p->destinations, i, false, &v))
 			return *ret = v, true;
 	if (mode_rules(p, &v))
 		return *ret = v, true;
@@ -425,6 +430,8 @@ int airlock_egress_policy_check(const airlock_egress_policy *p, const char *what
 		                         "%s.destinations: listed while mode is deny, %s", what, v.why);
 	case AIRLOCK_EGRESS_RULE_TOO_MANY:
 		return airlock_error_set(err, AIRLOCK_ERR_DECODE, 0, "%s.destinations: %s", what, v.why);
+	case AIRLOCK_EGRESS_RULE_MODE:
+	case AIRLOCK_EGRESS_RULE_ALLOWLIST_EMPTY:
 	default:
 		return airlock_error_set(err, AIRLOCK_ERR_DECODE, 0, "%s.mode: %s", what, v.why);
 	}
@@ -703,6 +710,11 @@ static int yaml_violation(pp *p, const airlock_egress_policy *pol, const airlock
 		return airlock_yaml_fail(p, dl->port ? dl->port[v->port] : dl->ports,
 		            "destinations[%zu].ports[%zu]: port %u %s", v->dest, v->port,
 		            (unsigned)d->ports[v->port], v->why);
+	case AIRLOCK_EGRESS_RULE_MODE:
+	case AIRLOCK_EGRESS_RULE_DENY_LISTS:
+	case AIRLOCK_EGRESS_RULE_ALLOWLIST_EMPTY:
+	case AIRLOCK_EGRESS_RULE_TOO_MANY:
+	case AIRLOCK_EGRESS_RULE_HOST:
 	default: /* the host's own rules */
 		return airlock_yaml_fail(p, dl->host, "destinations[%zu].host: \"%s\": %s", v->dest,
 		            util_escape(q, sizeof(q), h, strlen(h)), v->why);
@@ -750,10 +762,11 @@ static int parse_destinations(pp *p, airlock_egress_policy *pol)
 		if (r == 0) {
 			/* The rules every door runs (the JSON decoder calls the same
 			 * function through airlock_egress_policy_rules), on this
-			 * destination against the ones before it. */
+			 * destination against the ones before it; parse_host ran the
+			 * host's own rule on the text read. */
 			airlock_egress_violation v;
 			pol->destinations[idx] = d;
-			if (destination_rules(pol->destinations, idx, &v))
+			if (destination_rules(pol->destinations, idx, true, &v))
 				r = yaml_violation(p, pol, &v, host_lines, &dl);
 		}
 		free(dl.port);
@@ -842,6 +855,13 @@ check:;
 		               mode_line ? "" : " (the default)", v.why);
 	case AIRLOCK_EGRESS_RULE_TOO_MANY:
 		return airlock_yaml_fail(p, dest_line, "destinations: %s", v.why);
+	case AIRLOCK_EGRESS_RULE_MODE:
+	case AIRLOCK_EGRESS_RULE_ALLOWLIST_EMPTY:
+	case AIRLOCK_EGRESS_RULE_HOST:
+	case AIRLOCK_EGRESS_RULE_HOST_TWICE:
+	case AIRLOCK_EGRESS_RULE_PORTS_EMPTY:
+	case AIRLOCK_EGRESS_RULE_PORT:
+	case AIRLOCK_EGRESS_RULE_PORT_TWICE:
 	default:
 		return airlock_yaml_fail(p, dest_line ? dest_line : mode_line ? mode_line : egress_line,
 		               "mode: %s", v.why);

@@ -52,12 +52,12 @@
 #include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/ioctl.h>
-#include <sys/syscall.h>
 #include <unistd.h>
 
 #include "airlock/json.h"
 #include "egress/dial.h"
 #include "egress/proxy_internal.h"
+#include "util/syscalls.h"
 #include "util/util.h"
 
 /* A tunnel's pipes start at the kernel's default (64 KiB) and grow to this
@@ -743,6 +743,7 @@ static void request_cb(evutil_socket_t fd, short what, void *arg)
 	case AIRLOCK_CONNECT_TOO_LARGE:
 		refuse(c, 431, "Request Header Fields Too Large", "BAD_REQUEST", "too large");
 		return;
+	case AIRLOCK_CONNECT_BAD_REQUEST:
 	default:
 		refuse(c, 400, "Bad Request", "BAD_REQUEST", NULL);
 		return;
@@ -1152,9 +1153,9 @@ static const char *drop_privileges(const airlock_proxy_config *cfg)
 		return "PR_CAP_AMBIENT";
 	struct __user_cap_header_struct h = { .version = _LINUX_CAPABILITY_VERSION_3 };
 	struct __user_cap_data_struct d[2] = { 0 };
-	if (syscall(SYS_capset, &h, d) < 0)
+	if (sys_capset(&h, d) < 0)
 		return "capset";
-	if (syscall(SYS_capget, &h, d) < 0 || d[0].permitted || d[1].permitted || d[0].effective ||
+	if (sys_capget(&h, d) < 0 || d[0].permitted || d[1].permitted || d[0].effective ||
 	    d[1].effective)
 		return "capabilities remain";
 	if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0)
@@ -1244,7 +1245,7 @@ _Noreturn void proxy_process_main(int ctl, const airlock_proxy_config *cfg_in)
 		_exit(70);
 	if (dup3(c2, 3, O_CLOEXEC) < 0 || dup3(l2, 4, O_CLOEXEC) < 0)
 		_exit(70);
-	if (syscall(SYS_close_range, 5U, ~0U, 0) < 0)
+	if (sys_close_range(5U, ~0U, 0) < 0)
 		_exit(70);
 	/* Nothing of the operator's terminal: a session of its own (no
 	 * controlling tty, no Ctrl-C from the service's terminal) and
@@ -1267,13 +1268,16 @@ _Noreturn void proxy_process_main(int ctl, const airlock_proxy_config *cfg_in)
 	px.cfg.log_fd = 4;
 
 	/* A fresh signal state: the service may block or handle signals this
-	 * process must not inherit; SIGPIPE is answered by EPIPE. */
-	sigset_t all;
-	sigemptyset(&all);
-	sigprocmask(SIG_SETMASK, &all, NULL);
-	for (int s = 1; s < NSIG; s++)
-		if (s != SIGKILL && s != SIGSTOP)
-			signal(s, SIG_DFL);
+	 * process must not inherit (`airlock proxy` blocks SIGINT and SIGTERM
+	 * before the fork, to take them synchronously, so they arrive blocked
+	 * here). SIGPIPE is answered by EPIPE, so it alone is ignored again
+	 * afterwards: what differs from a child about to exec a program, this
+	 * process goes on running our code and writes to sockets.
+	 * util_signals_reset puts the dispositions back before it empties the
+	 * mask (the copy here did the two the other way round), so a signal the
+	 * service had blocked reaches the default action, never a handler of
+	 * the service's that the fork copied. */
+	util_signals_reset();
 	signal(SIGPIPE, SIG_IGN);
 
 	/* Six descriptors per tunnel (two sockets, two pipes): take the hard

@@ -13,13 +13,13 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
-#include <sys/syscall.h>
 #include <sys/time.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include "airlock/json.h"
 #include "egress/proxy_internal.h"
+#include "util/syscalls.h"
 #include "util/util.h"
 
 /* How long the service waits for the proxy to answer a request: it answers
@@ -65,7 +65,7 @@ void airlock_proxy_config_default(airlock_proxy_config *cfg)
 
 int proxy_frame_send(int sock, const char *body, size_t len, int fd)
 {
-	if (len > PROXY_FRAME_MAX)
+	if (len > AIRLOCK_PROXY_FRAME_MAX)
 		return -EMSGSIZE;
 	uint32_t hdr = (uint32_t)len;
 	struct iovec iov[2] = {
@@ -183,7 +183,7 @@ int proxy_frame_recv(int sock, int64_t timeout_ms, char **ret, size_t *ret_len, 
 	int fd = -1;
 	uint32_t hdr;
 	int r = read_full(sock, &hdr, sizeof(hdr), deadline, &fd);
-	if (r == 0 && hdr > PROXY_FRAME_MAX)
+	if (r == 0 && hdr > AIRLOCK_PROXY_FRAME_MAX)
 		r = -EMSGSIZE;
 	if (r == 0 && fd >= 0 && !ret_fd)
 		r = -EPROTO;
@@ -231,7 +231,7 @@ int airlock_proxy_spawn(const airlock_proxy_config *cfg, airlock_proxy **ret, ai
 	airlock_proxy *p = calloc(1, sizeof(*p));
 	if (!p)
 		return airlock_error_set(err, AIRLOCK_ERR_SYSTEM, ENOMEM, "proxy spawn");
-	int sv[2];
+	_cleanup_close_pair_ int sv[2] = { -1, -1 };
 	if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) < 0) {
 		int e = errno;
 		free(p);
@@ -240,19 +240,17 @@ int airlock_proxy_spawn(const airlock_proxy_config *cfg, airlock_proxy **ret, ai
 	pid_t pid = fork();
 	if (pid < 0) {
 		int e = errno;
-		close(sv[0]);
-		close(sv[1]);
 		free(p);
 		return airlock_error_set(err, AIRLOCK_ERR_SYSTEM, e, "proxy spawn: fork");
 	}
 	if (pid == 0) {
-		close(sv[0]);
+		close(TAKE_FD(sv[0]));
 		proxy_process_main(sv[1], cfg);
 	}
-	close(sv[1]);
+	close(TAKE_FD(sv[1]));
 	p->pid = pid;
-	p->pidfd = (int)syscall(SYS_pidfd_open, pid, 0);
-	p->ctl = sv[0];
+	p->pidfd = sys_pidfd_open(pid, 0);
+	p->ctl = TAKE_FD(sv[0]);
 	pthread_mutex_init(&p->lock, NULL);
 	/* Its own stop waits for checks in flight, each bounded by the
 	 * resolver's and the dial's timeouts. */
@@ -299,7 +297,7 @@ static void mark_dead(airlock_proxy *p, const char *why)
 	p->dead = true;
 	snprintf(p->why, sizeof(p->why), "%s", why);
 	if (p->pidfd >= 0)
-		syscall(SYS_pidfd_send_signal, p->pidfd, SIGKILL, NULL, 0);
+		sys_pidfd_send_signal(p->pidfd, SIGKILL, NULL, 0);
 	else if (p->pid > 0)
 		kill(p->pid, SIGKILL);
 }
@@ -422,9 +420,7 @@ void airlock_proxy_free(airlock_proxy *p)
 			if (w == p->pid || (w < 0 && errno != EINTR))
 				break;
 			if (util_monotonic_ms() > deadline) {
-				kill(p->pid, SIGKILL);
-				while (waitpid(p->pid, NULL, 0) < 0 && errno == EINTR)
-					;
+				util_kill_reapp(&p->pid);
 				break;
 			}
 			usleep(2000);

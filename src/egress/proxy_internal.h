@@ -14,10 +14,10 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "airlock/caps.h"
 #include "airlock/proxy.h"
 
-/* A policy of 1024 destinations with long names and many ports fits. */
-#define PROXY_FRAME_MAX (4u << 20)
+/* A frame's cap, AIRLOCK_PROXY_FRAME_MAX, is in airlock/caps.h. */
 
 /* Send one frame (blocking), with fd attached when fd >= 0. 0 or -errno. */
 int proxy_frame_send(int sock, const char *body, size_t len, int fd);

@@ -21,13 +21,12 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "airlock/caps.h"
 #include "util/util.h"
 
 struct airlock_egress_resolver {
 	ares_channel channel;
 };
-
-#define SERVERS_MAX 16
 
 static int cares_error(airlock_error *err, int status, const char *what)
 {
@@ -111,7 +110,7 @@ static bool parse_server(const char *s, size_t len, struct ares_addr_port_node *
 
 static int set_servers(ares_channel channel, const char *servers, airlock_error *err)
 {
-	struct ares_addr_port_node nodes[SERVERS_MAX];
+	struct ares_addr_port_node nodes[AIRLOCK_EGRESS_SERVERS_MAX];
 	char shown[64];
 	size_t n = 0;
 	const char *s = servers;
@@ -120,9 +119,9 @@ static int set_servers(ares_channel channel, const char *servers, airlock_error 
 	for (;;) {
 		const char *comma = strchr(s, ',');
 		size_t len = comma ? (size_t)(comma - s) : strlen(s);
-		if (n == SERVERS_MAX)
+		if (n == AIRLOCK_EGRESS_SERVERS_MAX)
 			return airlock_error_set(err, AIRLOCK_ERR_CONFIG, 0,
-			                         "resolver: more than %d servers", SERVERS_MAX);
+			                         "resolver: more than %d servers", AIRLOCK_EGRESS_SERVERS_MAX);
 		if (!parse_server(s, len, &nodes[n]))
 			return airlock_error_set(err, AIRLOCK_ERR_CONFIG, 0,
 			                         "resolver: \"%s\" is not ADDR[:PORT] (a numeric "

@@ -12,11 +12,11 @@
 #include <string.h>
 #include <sys/mount.h>
 #include <sys/prctl.h>
-#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
+#include "util/syscalls.h"
 #include "util/util.h"
 
 #define RUN_READ_CHUNK 4096
@@ -85,9 +85,6 @@ static int run_reap(pid_t pid, bool own_group, int *ret_status)
  * answer here and the parent reports the exit status. */
 static _Noreturn void run_child(const util_run_options *o, pid_t parent, int null_fd, int out_w)
 {
-	struct sigaction dfl = { .sa_handler = SIG_DFL };
-	for (int s = 1; s < NSIG; s++)
-		sigaction(s, &dfl, NULL); /* a SIGPIPE a server ignores must not be inherited */
 	if (o->own_process_group && setpgid(0, 0) < 0)
 		_exit(UTIL_RUN_EXIT_SETUP);
 	/* Die with us: a crashed caller must not leave a program it started
@@ -103,12 +100,15 @@ static _Noreturn void run_child(const util_run_options *o, pid_t parent, int nul
 	 * program. */
 	if (dup2(null_fd, 0) < 0 || dup2(out_w, 1) < 0 || dup2(out_w, 2) < 0)
 		_exit(UTIL_RUN_EXIT_SETUP);
-	if (syscall(SYS_close_range, 3U, ~0U, 0U) < 0)
+	if (sys_close_range(3U, ~0U, 0U) < 0)
 		_exit(UTIL_RUN_EXIT_SETUP);
-	sigset_t none;
-	sigemptyset(&none);
-	if (sigprocmask(SIG_SETMASK, &none, NULL) < 0)
-		_exit(UTIL_RUN_EXIT_SETUP);
+	/* Default dispositions and an empty mask, last before execve: a
+	 * SIGPIPE a server ignores must not be inherited. Every signal is still
+	 * blocked here (the parent blocked them across fork), so no handler of
+	 * ours can run before this, and resetting the dispositions here rather
+	 * than first changes nothing a signal could observe. (The mask reset
+	 * used to be checked: SIG_SETMASK with a valid set cannot fail.) */
+	util_signals_reset();
 	execve(o->path, o->argv, o->envp);
 	_exit(UTIL_RUN_EXIT_EXEC);
 }
@@ -158,7 +158,7 @@ int util_run(const util_run_options *o, util_run_result *ret)
 	if (group)
 		setpgid(pid, pid);
 
-	_cleanup_close_ int pidfd = (int)syscall(SYS_pidfd_open, pid, 0);
+	_cleanup_close_ int pidfd = sys_pidfd_open(pid, 0);
 	if (pidfd >= 0)
 		fcntl(pidfd, F_SETFD, FD_CLOEXEC);
 	int64_t deadline = util_monotonic_ms() + o->timeout_ms;

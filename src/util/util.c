@@ -75,9 +75,57 @@ bool util_streq0(const char *a, const char *b)
 	return strcmp(a, b) == 0;
 }
 
-const char *util_escape(char *buf, size_t size, const void *s, size_t len)
+/* The length of a UTF-8 sequence at p (at most n bytes) that encodes a
+ * printable character, or 0 (util.h lists what is not printable). */
+static size_t utf8_printable(const unsigned char *p, size_t n)
+{
+	size_t len;
+	uint32_t cp;
+	if (p[0] >= 0xc2 && p[0] <= 0xdf) {
+		len = 2;
+		cp = p[0] & 0x1f;
+	} else if (p[0] >= 0xe0 && p[0] <= 0xef) {
+		len = 3;
+		cp = p[0] & 0x0f;
+	} else if (p[0] >= 0xf0 && p[0] <= 0xf4) {
+		len = 4;
+		cp = p[0] & 0x07;
+	} else
+		return 0;
+	if (len > n)
+		return 0;
+	for (size_t i = 1; i < len; i++) {
+		if ((p[i] & 0xc0) != 0x80)
+			return 0;
+		cp = (cp << 6) | (p[i] & 0x3f);
+	}
+	static const uint32_t min[] = { 0, 0, 0x80, 0x800, 0x10000 };
+	if (cp < min[len] || cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff))
+		return 0;
+	if (cp <= 0x9f || (cp >= 0x202a && cp <= 0x202e) || (cp >= 0x2066 && cp <= 0x2069) ||
+	    cp == 0x2028 || cp == 0x2029)
+		return 0;
+	return len;
+}
+
+size_t util_printable_len(const unsigned char *p, size_t n, bool utf8)
+{
+	if (p[0] >= 0x20 && p[0] < 0x7f)
+		return 1;
+	return utf8 && p[0] >= 0x80 ? utf8_printable(p, n) : 0;
+}
+
+void util_escape_byte(unsigned char c, char out[UTIL_ESCAPED_BYTE_LEN])
 {
 	static const char hex[] = "0123456789abcdef";
+	out[0] = '\\';
+	out[1] = 'x';
+	out[2] = hex[c >> 4];
+	out[3] = hex[c & 15];
+}
+
+const char *util_escape(char *buf, size_t size, const void *s, size_t len)
+{
 	const unsigned char *p = s;
 	size_t o = 0;
 	for (size_t i = 0; p && i < len; i++) {
@@ -88,13 +136,11 @@ const char *util_escape(char *buf, size_t size, const void *s, size_t len)
 			o += 3;
 			break;
 		}
-		if (c >= 0x20 && c < 0x7f && c != '"' && c != '\\') {
+		if (c != '"' && c != '\\' && util_printable_len(p + i, len - i, false)) {
 			buf[o++] = (char)c;
 		} else {
-			buf[o++] = '\\';
-			buf[o++] = 'x';
-			buf[o++] = hex[c >> 4];
-			buf[o++] = hex[c & 15];
+			util_escape_byte(c, buf + o);
+			o += UTIL_ESCAPED_BYTE_LEN;
 		}
 	}
 	buf[o] = 0;

@@ -41,6 +41,22 @@ unsigned char *util_buf_steal(util_buf *b, size_t *ret_len);
 /* strdup that treats NULL as NULL. Returns NULL on ENOMEM for non-NULL. */
 char *util_strdup0(const char *s);
 bool util_streq0(const char *a, const char *b);
+
+/* ---- untrusted bytes shown to a person -------------------------------------
+ * The one definition of which bytes may reach a log line or a terminal as
+ * they are and how the others are written, shared by util_escape (messages)
+ * and the command line's printer (cli_fput_escaped). */
+/* How many bytes at p (n >= 1 of them) may be written as they are: 1 for
+ * printable ASCII (0x20..0x7e); with utf8, the length of a UTF-8 sequence
+ * encoding a printable character; else 0, and the byte at p is escaped.
+ * Not printable: invalid or overlong UTF-8, a surrogate, a C1 control
+ * (U+0080..U+009F, which terminals in UTF-8 mode may read as CSI and the
+ * rest), a bidirectional override that reorders what follows on the line
+ * (U+202A..U+202E, U+2066..U+2069) or a line/paragraph separator. */
+size_t util_printable_len(const unsigned char *p, size_t n, bool utf8);
+/* An escaped byte: "\xNN", lowercase hex, UTIL_ESCAPED_BYTE_LEN bytes, no NUL. */
+#define UTIL_ESCAPED_BYTE_LEN 4
+void util_escape_byte(unsigned char c, char out[UTIL_ESCAPED_BYTE_LEN]);
 /* Render untrusted bytes for a message: printable ASCII as is, '"', '\\'
  * and everything else as \xNN, so a hostile value cannot rewrite a log line
  * or a terminal. Cut with "..." to fit size (>= 12). Returns buf. */

@@ -32,15 +32,13 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "airlock/caps.h"
 #include "airlock/error.h"
 #include "airlock/types.h"
 
 #ifdef __cplusplus
 extern "C" {
 #endif
-
-#define AIRLOCK_PATH_COMPONENT_MAX 255
-#define AIRLOCK_PATH_MAX 4096 /* of the resolved result, "/workspace/..." */
 
 /* A listing has no change kind and hashing every file to list a directory
  * would read the whole workspace, so listdir returns entries rather than the

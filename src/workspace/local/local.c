@@ -39,9 +39,10 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <sys/syscall.h>
 #include <unistd.h>
 
+#include "airlock/caps.h"
+#include "util/syscalls.h"
 #include "util/util.h"
 
 /* Every lookup below the descriptor uses these; see the file comment. */
@@ -50,9 +51,6 @@
  * the documented answer, and a bounded one keeps a hostile renamer from
  * spinning us forever. */
 #define LOCAL_OPEN_RETRIES 16
-/* The provenance map is bounded; past this a write is refused rather than the
- * map growing without limit. */
-#define LOCAL_RECORDS_MAX 100000
 #define LOCAL_TMP_PREFIX ".airlock-write-"
 #define LOCAL_TMP_ATTEMPTS 8
 #define LOCAL_IO_CHUNK ((size_t)1 << 16)
@@ -87,9 +85,9 @@ static int local_open(int dirfd, const char *rel, int flags)
 		.resolve = LOCAL_RESOLVE,
 	};
 	for (int i = 0;; i++) {
-		long fd = syscall(SYS_openat2, dirfd, *rel ? rel : ".", &how, sizeof(how));
+		int fd = sys_openat2(dirfd, *rel ? rel : ".", &how);
 		if (fd >= 0)
-			return (int)fd;
+			return fd;
 		int e = errno;
 		if ((e == EAGAIN || e == EINTR) && i < LOCAL_OPEN_RETRIES)
 			continue;
@@ -271,14 +269,14 @@ static int local_record_room(local_ws *l, const char *rel, airlock_error *err)
 {
 	local_record key = { .path = rel };
 	pthread_mutex_lock(&l->lock);
-	bool ok = tfind(&key, &l->records, local_record_cmp) || l->n_records < LOCAL_RECORDS_MAX;
+	bool ok = tfind(&key, &l->records, local_record_cmp) || l->n_records < AIRLOCK_LOCAL_RECORDS_MAX;
 	pthread_mutex_unlock(&l->lock);
 	if (ok)
 		return 0;
 	char q[AIRLOCK_WORKSPACE_QUOTE_MAX];
 	return airlock_error_set(err, AIRLOCK_ERR_SYSTEM, ENOSPC,
 	                         "write %s: the provenance record holds its maximum of %d paths",
-	                         airlock_workspace_quote(rel, strlen(rel), q), LOCAL_RECORDS_MAX);
+	                         airlock_workspace_quote(rel, strlen(rel), q), AIRLOCK_LOCAL_RECORDS_MAX);
 }
 
 /* Set rel's record to st's identity, inserting it if needed. */
@@ -291,7 +289,7 @@ static int local_record_set(local_ws *l, const char *rel, const struct stat *st)
 	local_record *rec = found ? *found : NULL;
 	if (!rec) {
 		size_t n = strlen(rel) + 1;
-		if (l->n_records >= LOCAL_RECORDS_MAX) {
+		if (l->n_records >= AIRLOCK_LOCAL_RECORDS_MAX) {
 			r = -ENOSPC;
 			goto out;
 		}
@@ -316,23 +314,6 @@ static int local_record_set(local_ws *l, const char *rel, const struct stat *st)
 out:
 	pthread_mutex_unlock(&l->lock);
 	return r;
-}
-
-static int local_write_all(int fd, const void *data, size_t len)
-{
-	const unsigned char *p = data;
-	while (len > 0) {
-		size_t want = len > LOCAL_IO_CHUNK ? LOCAL_IO_CHUNK : len;
-		ssize_t n = write(fd, p, want);
-		if (n < 0) {
-			if (errno == EINTR)
-				continue;
-			return -errno;
-		}
-		p += n;
-		len -= (size_t)n;
-	}
-	return 0;
 }
 
 /* 1 when the file behind fd holds exactly data, 0 when not, -errno. */
@@ -405,7 +386,7 @@ static int local_write(void *ctx, const char *rel, const void *data, size_t len,
 		r = -errno;
 		goto fail;
 	}
-	r = local_write_all(fd, data, len);
+	r = util_write_all(fd, data, len);
 	if (r < 0)
 		goto fail;
 
@@ -536,12 +517,6 @@ static int local_names_cmp(const void *a, const void *b)
 	return strcmp(*(char *const *)a, *(char *const *)b);
 }
 
-static void local_closedirp(DIR **d)
-{
-	if (*d)
-		closedir(*d);
-}
-
 static int local_listdir(void *ctx, const char *rel, size_t max_entries, airlock_dir_listing *ret,
                          airlock_error *err)
 {
@@ -552,7 +527,7 @@ static int local_listdir(void *ctx, const char *rel, size_t max_entries, airlock
 	_cleanup_close_ int fd = local_open(l->dirfd, rel, O_RDONLY | O_DIRECTORY);
 	if (fd < 0)
 		return local_open_error(err, -fd, "listdir", rel);
-	__attribute__((cleanup(local_closedirp))) DIR *d = fdopendir(fd);
+	_cleanup_closedir_ DIR *d = fdopendir(fd);
 	if (!d)
 		return airlock_error_set(err, AIRLOCK_ERR_SYSTEM, errno, "listdir %s", q);
 	fd = -1; /* the DIR owns it now */

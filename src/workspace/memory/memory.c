@@ -29,12 +29,8 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "airlock/caps.h"
 #include "util/util.h"
-
-/* Ceilings that hold even when the fake sets no limits: the workspace is
- * host memory, and a runaway must not take the host with it. */
-#define MEMWS_FILES_HARD ((size_t)1000000)
-#define MEMWS_BYTES_HARD ((size_t)1 << 30)
 
 typedef struct memws_file {
 	char *path;
@@ -165,12 +161,12 @@ static int memws_put(airlock_memws *m, const char *path, const void *data, size_
 	memws_file *f = memws_find(m, path, &idx);
 	size_t old = f ? f->len : 0;
 
-	if (len > MEMWS_BYTES_HARD || m->total_bytes - old > MEMWS_BYTES_HARD - len)
+	if (len > AIRLOCK_MEMWS_BYTES_HARD || m->total_bytes - old > AIRLOCK_MEMWS_BYTES_HARD - len)
 		return -ENOSPC;
 	size_t total = m->total_bytes - old + len;
 	if (m->max_bytes > 0 && (uint64_t)total > (uint64_t)m->max_bytes)
 		return -ENOSPC;
-	if (!f && (m->n >= MEMWS_FILES_HARD ||
+	if (!f && (m->n >= AIRLOCK_MEMWS_FILES_HARD ||
 	           (m->max_files > 0 && (uint64_t)m->n >= (uint64_t)m->max_files)))
 		return -ENOSPC;
 

@@ -1,0 +1,123 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * The sandbox.run_command request made into a command and an image
+ * (airlock/run_command.h): the defaults every caller shares, the
+ * validation that runs before provision, and the image each mechanism is
+ * given when the operator names none.
+ */
+#include <criterion/criterion.h>
+#include <string.h>
+
+#include "airlock/run_command.h"
+#include "airlock/settings.h"
+
+static airlock_settings settings_for(airlock_mechanism m)
+{
+	airlock_settings s = { 0 };
+	airlock_error err = { 0 };
+	cr_assert_eq(airlock_settings_default(&s, &err), 0, "%s", err.message);
+	s.mechanism = m;
+	return s;
+}
+
+Test(run_command, defaults_come_from_the_settings_and_the_tool)
+{
+	airlock_settings s = settings_for(AIRLOCK_MECHANISM_FAKE);
+	char *argv[] = { "echo", "hi", NULL };
+	airlock_run_command_request req = { .argv = argv, .argc = 2 };
+	airlock_execution_command cmd;
+	airlock_error err = { 0 };
+	cr_assert_eq(airlock_run_command_prepare(&req, &s, &cmd, &err), 0, "%s", err.message);
+	cr_assert_eq(cmd.argv, argv);
+	cr_assert_eq(cmd.argc, 2);
+	cr_assert_str_eq(cmd.working_directory, ".");
+	cr_assert_eq(cmd.timeout_seconds, s.defaults.limits.wall_clock_seconds);
+	cr_assert_eq(cmd.maximum_output_bytes, 1024 * 1024);
+	cr_assert(!cmd.has_stdin);
+	airlock_settings_clear(&s);
+}
+
+Test(run_command, the_request_s_values_are_kept)
+{
+	airlock_settings s = settings_for(AIRLOCK_MECHANISM_FAKE);
+	char *argv[] = { "cat", NULL };
+	unsigned char in[] = "data";
+	airlock_run_command_request req = {
+		.argv = argv, .argc = 1, .working_directory = "sub/dir", .timeout_seconds = 7,
+		.has_stdin = true, .stdin_data = in, .stdin_len = 4, .maximum_output_bytes = 99,
+	};
+	airlock_execution_command cmd;
+	airlock_error err = { 0 };
+	cr_assert_eq(airlock_run_command_prepare(&req, &s, &cmd, &err), 0, "%s", err.message);
+	cr_assert_str_eq(cmd.working_directory, "sub/dir");
+	cr_assert_eq(cmd.timeout_seconds, 7);
+	cr_assert_eq(cmd.maximum_output_bytes, 99);
+	cr_assert(cmd.has_stdin);
+	cr_assert_eq(cmd.stdin_data, in);
+	cr_assert_eq(cmd.stdin_len, 4);
+	airlock_settings_clear(&s);
+}
+
+Test(run_command, the_tool_s_numbers)
+{
+	cr_assert_eq(AIRLOCK_RUN_COMMAND_TIMEOUT_SECONDS, 300);
+	cr_assert_eq(AIRLOCK_RUN_COMMAND_ARGV_MAX_BYTES, 64 * 1024);
+	cr_assert_str_eq(AIRLOCK_IMAGE_DIGEST_EMPTY,
+	                 "sha256:e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855");
+}
+
+Test(run_command, validation_runs_before_provision)
+{
+	airlock_settings s = settings_for(AIRLOCK_MECHANISM_FAKE);
+	airlock_execution_command cmd;
+	airlock_error err = { 0 };
+
+	/* A relative path with a separator in command[0]. */
+	char *rel[] = { "./setup.sh", NULL };
+	airlock_run_command_request req = { .argv = rel, .argc = 1 };
+	cr_assert_lt(airlock_run_command_prepare(&req, &s, &cmd, &err), 0);
+	cr_assert_eq(err.cls, AIRLOCK_ERR_TOOL_VALIDATION);
+
+	/* A working directory out of the workspace. */
+	char *ok[] = { "true", NULL };
+	req = (airlock_run_command_request){ .argv = ok, .argc = 1, .working_directory = "../x" };
+	err = (airlock_error){ 0 };
+	cr_assert_lt(airlock_run_command_prepare(&req, &s, &cmd, &err), 0);
+	cr_assert_eq(err.cls, AIRLOCK_ERR_WORKSPACE_ESCAPE);
+
+	/* A vector past the tool's cap. */
+	static char big[AIRLOCK_RUN_COMMAND_ARGV_MAX_BYTES + 1];
+	memset(big, 'a', sizeof(big) - 1);
+	char *large[] = { "echo", big, NULL };
+	req = (airlock_run_command_request){ .argv = large, .argc = 2 };
+	err = (airlock_error){ 0 };
+	cr_assert_lt(airlock_run_command_prepare(&req, &s, &cmd, &err), 0);
+	cr_assert_eq(err.cls, AIRLOCK_ERR_TOOL_VALIDATION);
+	airlock_settings_clear(&s);
+}
+
+Test(run_command, the_image_for_each_mechanism)
+{
+	airlock_error err = { 0 };
+	airlock_settings s = settings_for(AIRLOCK_MECHANISM_FAKE);
+	cr_assert_str_eq(airlock_run_command_image(&s, NULL, &err), AIRLOCK_IMAGE_DIGEST_EMPTY);
+
+	s.mechanism = AIRLOCK_MECHANISM_NATIVE;
+	const char *store_default = "sha256:1111111111111111111111111111111111111111111111111111111111111111";
+	cr_assert_str_eq(airlock_run_command_image(&s, store_default, &err), store_default);
+	cr_assert_null(airlock_run_command_image(&s, NULL, &err));
+	cr_assert_eq(err.cls, AIRLOCK_ERR_CONFIG);
+
+	s.mechanism = AIRLOCK_MECHANISM_GVISOR;
+	err = (airlock_error){ 0 };
+	cr_assert_null(airlock_run_command_image(&s, store_default, &err));
+	cr_assert_eq(err.cls, AIRLOCK_ERR_CONFIG);
+	cr_assert(strstr(err.message, "sandbox.image is not set"));
+
+	/* The operator's image wins for every mechanism. */
+	s.image = strdup("sha256:2222222222222222222222222222222222222222222222222222222222222222");
+	cr_assert_str_eq(airlock_run_command_image(&s, store_default, &err), s.image);
+	s.mechanism = AIRLOCK_MECHANISM_FAKE;
+	cr_assert_str_eq(airlock_run_command_image(&s, NULL, &err), s.image);
+	airlock_settings_clear(&s);
+}
