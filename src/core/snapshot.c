@@ -493,6 +493,11 @@ int airlock_snapshot_hash_fd(void *ctx, const char *path, int64_t deadline_ms,
 		return hash_symlink(fd, ret, err);
 	case AIRLOCK_FILE_INVALID:
 		return -ENOENT; /* a directory now: not an entry of the listing */
+	case AIRLOCK_FILE_FIFO:
+	case AIRLOCK_FILE_SOCKET:
+	case AIRLOCK_FILE_CHAR_DEVICE:
+	case AIRLOCK_FILE_BLOCK_DEVICE:
+	case AIRLOCK_FILE__MAX:
 	default:
 		memcpy(ret->hex, sha256_of_nothing, sizeof(sha256_of_nothing));
 		return 0;

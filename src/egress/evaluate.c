@@ -68,6 +68,8 @@ static int refuse(airlock_egress_decision *d, airlock_egress_reason step)
 	case AIRLOCK_EGRESS_TRANSPORT_UNSUBSCRIBE:
 		d->reason = AIRLOCK_EGRESS_UNSUBSCRIBE_REFUSED;
 		break;
+	case AIRLOCK_EGRESS_TRANSPORT_POLICY:
+	case AIRLOCK_EGRESS_TRANSPORT__MAX:
 	default:
 		d->reason = step;
 		break;

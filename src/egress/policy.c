@@ -425,6 +425,8 @@ int airlock_egress_policy_check(const airlock_egress_policy *p, const char *what
 		                         "%s.destinations: listed while mode is deny, %s", what, v.why);
 	case AIRLOCK_EGRESS_RULE_TOO_MANY:
 		return airlock_error_set(err, AIRLOCK_ERR_DECODE, 0, "%s.destinations: %s", what, v.why);
+	case AIRLOCK_EGRESS_RULE_MODE:
+	case AIRLOCK_EGRESS_RULE_ALLOWLIST_EMPTY:
 	default:
 		return airlock_error_set(err, AIRLOCK_ERR_DECODE, 0, "%s.mode: %s", what, v.why);
 	}
@@ -703,6 +705,11 @@ static int yaml_violation(pp *p, const airlock_egress_policy *pol, const airlock
 		return config_yaml_fail(p, dl->port ? dl->port[v->port] : dl->ports,
 		            "destinations[%zu].ports[%zu]: port %u %s", v->dest, v->port,
 		            (unsigned)d->ports[v->port], v->why);
+	case AIRLOCK_EGRESS_RULE_HOST:
+	case AIRLOCK_EGRESS_RULE_MODE:
+	case AIRLOCK_EGRESS_RULE_DENY_LISTS:
+	case AIRLOCK_EGRESS_RULE_ALLOWLIST_EMPTY:
+	case AIRLOCK_EGRESS_RULE_TOO_MANY:
 	default: /* the host's own rules */
 		return config_yaml_fail(p, dl->host, "destinations[%zu].host: \"%s\": %s", v->dest,
 		            util_escape(q, sizeof(q), h, strlen(h)), v->why);
@@ -842,6 +849,13 @@ check:;
 		               mode_line ? "" : " (the default)", v.why);
 	case AIRLOCK_EGRESS_RULE_TOO_MANY:
 		return config_yaml_fail(p, dest_line, "destinations: %s", v.why);
+	case AIRLOCK_EGRESS_RULE_MODE:
+	case AIRLOCK_EGRESS_RULE_ALLOWLIST_EMPTY:
+	case AIRLOCK_EGRESS_RULE_HOST:
+	case AIRLOCK_EGRESS_RULE_HOST_TWICE:
+	case AIRLOCK_EGRESS_RULE_PORTS_EMPTY:
+	case AIRLOCK_EGRESS_RULE_PORT:
+	case AIRLOCK_EGRESS_RULE_PORT_TWICE:
 	default:
 		return config_yaml_fail(p, dest_line ? dest_line : mode_line ? mode_line : egress_line,
 		               "mode: %s", v.why);

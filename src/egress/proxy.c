@@ -743,6 +743,7 @@ static void request_cb(evutil_socket_t fd, short what, void *arg)
 	case AIRLOCK_CONNECT_TOO_LARGE:
 		refuse(c, 431, "Request Header Fields Too Large", "BAD_REQUEST", "too large");
 		return;
+	case AIRLOCK_CONNECT_BAD_REQUEST:
 	default:
 		refuse(c, 400, "Bad Request", "BAD_REQUEST", NULL);
 		return;

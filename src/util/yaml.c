@@ -43,7 +43,14 @@ util_yaml_status util_yaml_next(yaml_parser_t *parser, yaml_event_t *ev, bool *h
 		anchor = ev->data.mapping_start.anchor;
 		tag = ev->data.mapping_start.tag;
 		break;
-	default:
+	case YAML_NO_EVENT:
+	case YAML_STREAM_START_EVENT:
+	case YAML_STREAM_END_EVENT:
+	case YAML_DOCUMENT_START_EVENT:
+	case YAML_DOCUMENT_END_EVENT:
+	case YAML_SEQUENCE_END_EVENT:
+	case YAML_MAPPING_END_EVENT:
+	default: /* carries no anchor and no tag */
 		break;
 	}
 	if (anchor)
