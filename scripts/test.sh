@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Run every test: the normal build, then the same suite under ASan+UBSan.
+# Run every test: the normal build, its static analysis, then the same suite
+# under ASan+UBSan.
 # Prints the skipped tests with their reasons, the probes that met no live
 # target on this host, whether the cgroup v2 driver ran, and one closing
 # line, "tests: N passed, N failed, N skipped". Exits non-zero on any
@@ -30,6 +31,13 @@ if [ "$(id -u)" -eq 0 ]; then
 fi
 
 run_suite build normal
+
+# Static analysis (gcc -fanalyzer through scripts/analyze.py; one to two
+# minutes on two cores): a finding not in scripts/analyzer.supp fails the run.
+if ! ninja -C build analyze; then
+	echo "test: static analysis has a new finding (above)"
+	status=1
+fi
 
 # The ASan build is also the fault-injection build (src/util/fault.h): its
 # failure-path suites fail each step in turn. An older build-asan

@@ -159,7 +159,7 @@ static void fx_fini(void)
 static void foreign_write(fx *f, const char *rel, const void *data, size_t len)
 {
 	if (f->mem) {
-		cr_assert_eq(airlock_memws_sandbox_write(f->mem, rel, data, len), 0, "%s", rel);
+		cr_assert_eq(memws_sandbox_write(f->mem, rel, data, len), 0, "%s", rel);
 		return;
 	}
 	char part[PATH_MAX];
@@ -966,35 +966,35 @@ Test(memory_only, sandbox_write_is_sandbox_written, .init = memory_init, .fini =
 {
 	fx *f = &g_fx;
 	tool_write(f, "t", "tool", 4);
-	cr_assert_eq(airlock_memws_sandbox_write(f->mem, "t", "tool", 4), 0);
+	cr_assert_eq(memws_sandbox_write(f->mem, "t", "tool", 4), 0);
 	cr_assert_eq(prov(f, "t"), AIRLOCK_PROVENANCE_SANDBOX_WRITTEN);
-	cr_assert_eq(airlock_memws_sandbox_write(f->mem, "../t", "x", 1), -EINVAL);
-	cr_assert_eq(airlock_memws_sandbox_write(f->mem, "/t", "x", 1), -EINVAL);
+	cr_assert_eq(memws_sandbox_write(f->mem, "../t", "x", 1), -EINVAL);
+	cr_assert_eq(memws_sandbox_write(f->mem, "/t", "x", 1), -EINVAL);
 }
 
 Test(memory_only, file_and_directory_conflicts, .init = memory_init, .fini = fx_fini)
 {
 	fx *f = &g_fx;
-	cr_assert_eq(airlock_memws_sandbox_write(f->mem, "f", "x", 1), 0);
-	cr_assert_eq(airlock_memws_sandbox_write(f->mem, "f/x", "x", 1), -ENOTDIR);
-	cr_assert_eq(airlock_memws_sandbox_write(f->mem, "d/x", "x", 1), 0);
-	cr_assert_eq(airlock_memws_sandbox_write(f->mem, "d", "x", 1), -EISDIR);
-	cr_assert_eq(airlock_memws_sandbox_delete(f->mem, "d/x"), 0);
-	cr_assert_eq(airlock_memws_sandbox_delete(f->mem, "d/x"), 0);
+	cr_assert_eq(memws_sandbox_write(f->mem, "f", "x", 1), 0);
+	cr_assert_eq(memws_sandbox_write(f->mem, "f/x", "x", 1), -ENOTDIR);
+	cr_assert_eq(memws_sandbox_write(f->mem, "d/x", "x", 1), 0);
+	cr_assert_eq(memws_sandbox_write(f->mem, "d", "x", 1), -EISDIR);
+	cr_assert_eq(memws_sandbox_delete(f->mem, "d/x"), 0);
+	cr_assert_eq(memws_sandbox_delete(f->mem, "d/x"), 0);
 	/* The directory went with its last file. */
-	cr_assert_eq(airlock_memws_sandbox_write(f->mem, "d", "x", 1), 0);
+	cr_assert_eq(memws_sandbox_write(f->mem, "d", "x", 1), 0);
 }
 
 Test(memory_only, limits_are_enforced, .init = memory_init, .fini = fx_fini)
 {
 	fx *f = &g_fx;
-	airlock_memws_set_limits(f->mem, 10, 2);
-	cr_assert_eq(airlock_memws_sandbox_write(f->mem, "a", "12345", 5), 0);
-	cr_assert_eq(airlock_memws_sandbox_write(f->mem, "b", "123456", 6), -ENOSPC);
-	cr_assert_eq(airlock_memws_sandbox_write(f->mem, "b", "12345", 5), 0);
-	cr_assert_eq(airlock_memws_sandbox_write(f->mem, "c", "", 0), -ENOSPC);
+	memws_set_limits(f->mem, 10, 2);
+	cr_assert_eq(memws_sandbox_write(f->mem, "a", "12345", 5), 0);
+	cr_assert_eq(memws_sandbox_write(f->mem, "b", "123456", 6), -ENOSPC);
+	cr_assert_eq(memws_sandbox_write(f->mem, "b", "12345", 5), 0);
+	cr_assert_eq(memws_sandbox_write(f->mem, "c", "", 0), -ENOSPC);
 	/* Replacing counts the new size against the old. */
-	cr_assert_eq(airlock_memws_sandbox_write(f->mem, "a", "1", 1), 0);
+	cr_assert_eq(memws_sandbox_write(f->mem, "a", "1", 1), 0);
 	cr_assert_eq(airlock_workspace_write(f->ws, "b", "123456789", 9, NULL), 0);
 	airlock_error e = { 0 };
 	cr_assert_eq(airlock_workspace_write(f->ws, "a", "12", 2, &e), -ENOSPC);
@@ -1006,19 +1006,19 @@ Test(memory_only, limits_are_enforced, .init = memory_init, .fini = fx_fini)
 	cr_assert_eq(len, 1);
 	free(data);
 	cr_assert_eq(prov(f, "a"), AIRLOCK_PROVENANCE_SANDBOX_WRITTEN);
-	airlock_memws_set_limits(f->mem, 0, 0);
-	cr_assert_eq(airlock_memws_sandbox_write(f->mem, "c", "", 0), 0);
+	memws_set_limits(f->mem, 0, 0);
+	cr_assert_eq(memws_sandbox_write(f->mem, "c", "", 0), 0);
 }
 
 Test(memory_only, snapshot_and_hash, .init = memory_init, .fini = fx_fini)
 {
 	fx *f = &g_fx;
-	cr_assert_eq(airlock_memws_sandbox_write(f->mem, "z", "zz", 2), 0);
+	cr_assert_eq(memws_sandbox_write(f->mem, "z", "zz", 2), 0);
 	tool_write(f, "a", "abc", 3);
-	cr_assert_eq(airlock_memws_sandbox_write(f->mem, "m/n", "", 0), 0);
+	cr_assert_eq(memws_sandbox_write(f->mem, "m/n", "", 0), 0);
 
 	airlock_snapshot s1 = { 0 }, s2 = { 0 };
-	cr_assert_eq(airlock_memws_snapshot(f->mem, &s1), 0);
+	cr_assert_eq(memws_snapshot(f->mem, &s1), 0);
 	cr_assert_eq(s1.n, 3);
 	cr_assert_str_eq(s1.entries[0].path, "a");
 	cr_assert_str_eq(s1.entries[1].path, "m/n");
@@ -1026,8 +1026,8 @@ Test(memory_only, snapshot_and_hash, .init = memory_init, .fini = fx_fini)
 	cr_assert_eq(s1.entries[0].size, 3);
 
 	/* Same size, new bytes: the version moves, the id does not. */
-	cr_assert_eq(airlock_memws_sandbox_write(f->mem, "a", "xyz", 3), 0);
-	cr_assert_eq(airlock_memws_snapshot(f->mem, &s2), 0);
+	cr_assert_eq(memws_sandbox_write(f->mem, "a", "xyz", 3), 0);
+	cr_assert_eq(memws_snapshot(f->mem, &s2), 0);
 	cr_assert_eq(s2.entries[0].ino, s1.entries[0].ino);
 	cr_assert_gt(s2.entries[0].version, s1.entries[0].version);
 	cr_assert_eq(s2.entries[2].version, s1.entries[2].version);
@@ -1037,10 +1037,10 @@ Test(memory_only, snapshot_and_hash, .init = memory_init, .fini = fx_fini)
 
 	char want[65];
 	airlock_snapshot_hashed h = { .size = -1 };
-	cr_assert_eq(airlock_memws_hash(f->mem, "a", 0, &h, NULL), 0);
+	cr_assert_eq(memws_hash(f->mem, "a", 0, &h, NULL), 0);
 	cr_assert_eq(util_sha256_hex("xyz", 3, want), 0);
 	cr_assert_str_eq(h.hex, want);
 	cr_assert_eq(h.size, 3);
 	cr_assert_eq(h.kind, AIRLOCK_FILE_REGULAR);
-	cr_assert_eq(airlock_memws_hash(f->mem, "gone", 0, &h, NULL), -ENOENT);
+	cr_assert_eq(memws_hash(f->mem, "gone", 0, &h, NULL), -ENOENT);
 }

@@ -14,8 +14,8 @@
 #include "util/util.h"
 #include "util/yaml.h"
 
-int airlock_yaml_open(airlock_yaml_reader *r, const char *name, const char *what, const char *buf,
-                      size_t len, airlock_error *err)
+int config_yaml_open(airlock_yaml_reader *r, const char *name, const char *what, const char *buf,
+                     size_t len, airlock_error *err)
 {
 	memset(r, 0, sizeof(*r));
 	r->what = what;
@@ -29,7 +29,7 @@ int airlock_yaml_open(airlock_yaml_reader *r, const char *name, const char *what
 	return 0;
 }
 
-void airlock_yaml_close(airlock_yaml_reader *r)
+void config_yaml_close(airlock_yaml_reader *r)
 {
 	if (r->have_ev)
 		yaml_event_delete(&r->ev);
@@ -37,7 +37,7 @@ void airlock_yaml_close(airlock_yaml_reader *r)
 	yaml_parser_delete(&r->parser);
 }
 
-int airlock_yaml_fail(airlock_yaml_reader *r, size_t line, const char *fmt, ...)
+int config_yaml_fail(airlock_yaml_reader *r, size_t line, const char *fmt, ...)
 {
 	char msg[AIRLOCK_ERROR_MESSAGE_MAX];
 	va_list ap;
@@ -47,12 +47,12 @@ int airlock_yaml_fail(airlock_yaml_reader *r, size_t line, const char *fmt, ...)
 	return airlock_error_set(r->err, AIRLOCK_ERR_CONFIG, 0, "%s:%zu: %s", r->name, line, msg);
 }
 
-size_t airlock_yaml_line(const airlock_yaml_reader *r)
+size_t config_yaml_line(const airlock_yaml_reader *r)
 {
 	return r->ev.start_mark.line + 1;
 }
 
-const char *airlock_yaml_kind(const airlock_yaml_reader *r)
+const char *config_yaml_kind(const airlock_yaml_reader *r)
 {
 	switch (r->ev.type) {
 	case YAML_MAPPING_START_EVENT:
@@ -74,7 +74,7 @@ const char *airlock_yaml_kind(const airlock_yaml_reader *r)
 	}
 }
 
-int airlock_yaml_next(airlock_yaml_reader *r)
+int config_yaml_next(airlock_yaml_reader *r)
 {
 	size_t line = 0;
 	char msg[300];
@@ -84,20 +84,20 @@ int airlock_yaml_next(airlock_yaml_reader *r)
 	case UTIL_YAML_NOMEM:
 		return airlock_error_set(r->err, AIRLOCK_ERR_SYSTEM, ENOMEM, "%s", r->name);
 	case UTIL_YAML_SYNTAX:
-		return airlock_yaml_fail(r, line, "not valid YAML: %s", msg);
+		return config_yaml_fail(r, line, "not valid YAML: %s", msg);
 	case UTIL_YAML_ALIAS:
-		return airlock_yaml_fail(r, line, "aliases are not allowed in %s", r->what);
+		return config_yaml_fail(r, line, "aliases are not allowed in %s", r->what);
 	case UTIL_YAML_ANCHOR:
-		return airlock_yaml_fail(r, line, "anchors are not allowed in %s", r->what);
+		return config_yaml_fail(r, line, "anchors are not allowed in %s", r->what);
 	case UTIL_YAML_TAG:
-		return airlock_yaml_fail(r, line, "explicit tags are not allowed in %s", r->what);
+		return config_yaml_fail(r, line, "explicit tags are not allowed in %s", r->what);
 	}
-	return airlock_yaml_fail(r, line, "not valid YAML");
+	return config_yaml_fail(r, line, "not valid YAML");
 }
 
 /* Read a whole regular file of at most cap bytes. The message names the
  * path: these are operator configuration files, never workspace paths. */
-int airlock_config_read(const char *path, size_t cap, char **ret, size_t *ret_len,
+int config_read(const char *path, size_t cap, char **ret, size_t *ret_len,
                        airlock_error *err)
 {
 	char q[AIRLOCK_YAML_NAME_MAX];

@@ -481,9 +481,9 @@ static bool pp_key_is(const pp *p, const char *key)
 static int pp_key(pp *p, const char *where)
 {
 	if (p->ev.type != YAML_SCALAR_EVENT)
-		return airlock_yaml_fail(p, airlock_yaml_line(p), "%s: keys are plain names, got %s", where, airlock_yaml_kind(p));
+		return config_yaml_fail(p, config_yaml_line(p), "%s: keys are plain names, got %s", where, config_yaml_kind(p));
 	if (strnlen(pp_text(p), pp_len(p)) != pp_len(p))
-		return airlock_yaml_fail(p, airlock_yaml_line(p), "%s: a key contains a NUL byte", where);
+		return config_yaml_fail(p, config_yaml_line(p), "%s: a key contains a NUL byte", where);
 	return 0;
 }
 
@@ -517,36 +517,36 @@ bool airlock_port_parse(const char *s, size_t len, uint16_t *ret)
 static int parse_ports(pp *p, size_t idx, airlock_egress_destination *d, size_t **ret_lines)
 {
 	char q[QUOTE_MAX];
-	size_t line = airlock_yaml_line(p);
+	size_t line = config_yaml_line(p);
 
 	if (pp_null(p))
-		return airlock_yaml_fail(p, line,
+		return config_yaml_fail(p, line,
 		               "destinations[%zu].ports: a non-empty list of ports is required (there is no default port)",
 		               idx);
 	if (p->ev.type != YAML_SEQUENCE_START_EVENT)
-		return airlock_yaml_fail(p, line, "destinations[%zu].ports: expected a list such as [443], got %s",
-		               idx, airlock_yaml_kind(p));
+		return config_yaml_fail(p, line, "destinations[%zu].ports: expected a list such as [443], got %s",
+		               idx, config_yaml_kind(p));
 
 	_cleanup_free_ uint16_t *ports = NULL;
 	_cleanup_free_ size_t *lines = NULL;
 	size_t n = 0, alloc = 0;
 	for (;;) {
-		int r = airlock_yaml_next(p);
+		int r = config_yaml_next(p);
 		if (r < 0)
 			return r;
 		if (p->ev.type == YAML_SEQUENCE_END_EVENT)
 			break;
 		if (p->ev.type != YAML_SCALAR_EVENT || pp_null(p))
-			return airlock_yaml_fail(p, airlock_yaml_line(p),
+			return config_yaml_fail(p, config_yaml_line(p),
 			               "destinations[%zu].ports[%zu]: expected a port number 1..65535, got %s",
-			               idx, n, pp_null(p) ? "null" : airlock_yaml_kind(p));
+			               idx, n, pp_null(p) ? "null" : config_yaml_kind(p));
 		uint16_t port;
 		if (p->ev.data.scalar.style != YAML_PLAIN_SCALAR_STYLE)
-			return airlock_yaml_fail(p, airlock_yaml_line(p),
+			return config_yaml_fail(p, config_yaml_line(p),
 			               "destinations[%zu].ports[%zu]: \"%s\" is quoted; write a port as a number",
 			               idx, n, pp_quote(p, q, sizeof(q)));
 		if (!airlock_port_parse(pp_text(p), pp_len(p), &port))
-			return airlock_yaml_fail(p, airlock_yaml_line(p),
+			return config_yaml_fail(p, config_yaml_line(p),
 			               "destinations[%zu].ports[%zu]: \"%s\" is not a port (a decimal integer 1..65535, no leading zero)",
 			               idx, n, pp_quote(p, q, sizeof(q)));
 		/* No cap of its own: the input cap (AIRLOCK_EGRESS_POLICY_INPUT_MAX)
@@ -563,7 +563,7 @@ static int parse_ports(pp *p, size_t idx, airlock_egress_destination *d, size_t 
 			lines = nl;
 			alloc = na;
 		}
-		lines[n] = airlock_yaml_line(p);
+		lines[n] = config_yaml_line(p);
 		ports[n++] = port;
 	}
 	free(d->ports);
@@ -606,14 +606,14 @@ static int parse_host(pp *p, size_t idx, airlock_egress_destination *d)
 	char q[QUOTE_MAX], norm[AIRLOCK_HOSTNAME_MAX + 1];
 
 	if (p->ev.type != YAML_SCALAR_EVENT)
-		return airlock_yaml_fail(p, airlock_yaml_line(p), "destinations[%zu].host: expected a host name, got %s", idx,
-		               airlock_yaml_kind(p));
+		return config_yaml_fail(p, config_yaml_line(p), "destinations[%zu].host: expected a host name, got %s", idx,
+		               config_yaml_kind(p));
 	if (pp_null(p))
-		return airlock_yaml_fail(p, airlock_yaml_line(p), "destinations[%zu].host: a host name is required (got null)",
+		return config_yaml_fail(p, config_yaml_line(p), "destinations[%zu].host: a host name is required (got null)",
 		               idx);
 	const char *why = host_rule(pp_text(p), pp_len(p), norm);
 	if (why)
-		return airlock_yaml_fail(p, airlock_yaml_line(p), "destinations[%zu].host: \"%s\": %s", idx,
+		return config_yaml_fail(p, config_yaml_line(p), "destinations[%zu].host: \"%s\": %s", idx,
 		               pp_quote(p, q, sizeof(q)), why);
 	char *h = strdup(norm);
 	if (!h)
@@ -633,10 +633,10 @@ typedef struct dest_lines {
 static int parse_destination(pp *p, size_t idx, airlock_egress_destination *d, dest_lines *ret_lines)
 {
 	char q[QUOTE_MAX];
-	size_t start = airlock_yaml_line(p), host_line = 0, ports_line = 0;
+	size_t start = config_yaml_line(p), host_line = 0, ports_line = 0;
 
 	for (;;) {
-		int r = airlock_yaml_next(p);
+		int r = config_yaml_next(p);
 		if (r < 0)
 			return r;
 		if (p->ev.type == YAML_MAPPING_END_EVENT)
@@ -646,7 +646,7 @@ static int parse_destination(pp *p, size_t idx, airlock_egress_destination *d, d
 		r = pp_key(p, where);
 		if (r < 0)
 			return r;
-		size_t line = airlock_yaml_line(p);
+		size_t line = config_yaml_line(p);
 		size_t *seen;
 		bool host;
 		if (pp_key_is(p, "host")) {
@@ -656,17 +656,17 @@ static int parse_destination(pp *p, size_t idx, airlock_egress_destination *d, d
 			seen = &ports_line;
 			host = false;
 		} else {
-			return airlock_yaml_fail(p, line,
+			return config_yaml_fail(p, line,
 			               "destinations[%zu]: unknown key \"%s\" (a destination has exactly host and ports)",
 			               idx, pp_quote(p, q, sizeof(q)));
 		}
 		/* Two values for one key means someone believes the other one is
 		 * in force: refused rather than last-wins. */
 		if (*seen)
-			return airlock_yaml_fail(p, line, "destinations[%zu]: duplicate key \"%s\" (first at line %zu)",
+			return config_yaml_fail(p, line, "destinations[%zu]: duplicate key \"%s\" (first at line %zu)",
 			               idx, host ? "host" : "ports", *seen);
 		*seen = line;
-		r = airlock_yaml_next(p);
+		r = config_yaml_next(p);
 		if (r < 0)
 			return r;
 		r = host ? parse_host(p, idx, d) : parse_ports(p, idx, d, &ret_lines->port);
@@ -674,9 +674,9 @@ static int parse_destination(pp *p, size_t idx, airlock_egress_destination *d, d
 			return r;
 	}
 	if (!host_line)
-		return airlock_yaml_fail(p, start, "destinations[%zu]: host is required", idx);
+		return config_yaml_fail(p, start, "destinations[%zu]: host is required", idx);
 	if (!ports_line)
-		return airlock_yaml_fail(p, start,
+		return config_yaml_fail(p, start,
 		               "destinations[%zu]: ports is required (there is no default port)", idx);
 	ret_lines->host = host_line;
 	ret_lines->ports = ports_line;
@@ -699,24 +699,24 @@ static int yaml_violation(pp *p, const airlock_egress_policy *pol, const airlock
 	const char *h = d->host ? d->host : "";
 	switch (v->rule) {
 	case AIRLOCK_EGRESS_RULE_HOST_TWICE:
-		return airlock_yaml_fail(p, dl->host,
+		return config_yaml_fail(p, dl->host,
 		            "destinations[%zu].host: \"%s\" is already destinations[%zu] (line %zu); %s",
 		            v->dest, util_escape(q, sizeof(q), h, strlen(h)), v->first,
 		            host_lines[v->first], v->why);
 	case AIRLOCK_EGRESS_RULE_PORTS_EMPTY:
-		return airlock_yaml_fail(p, dl->ports, "destinations[%zu].ports: %s", v->dest, v->why);
+		return config_yaml_fail(p, dl->ports, "destinations[%zu].ports: %s", v->dest, v->why);
 	case AIRLOCK_EGRESS_RULE_PORT:
 	case AIRLOCK_EGRESS_RULE_PORT_TWICE:
-		return airlock_yaml_fail(p, dl->port ? dl->port[v->port] : dl->ports,
+		return config_yaml_fail(p, dl->port ? dl->port[v->port] : dl->ports,
 		            "destinations[%zu].ports[%zu]: port %u %s", v->dest, v->port,
 		            (unsigned)d->ports[v->port], v->why);
+	case AIRLOCK_EGRESS_RULE_HOST:
 	case AIRLOCK_EGRESS_RULE_MODE:
 	case AIRLOCK_EGRESS_RULE_DENY_LISTS:
 	case AIRLOCK_EGRESS_RULE_ALLOWLIST_EMPTY:
 	case AIRLOCK_EGRESS_RULE_TOO_MANY:
-	case AIRLOCK_EGRESS_RULE_HOST:
 	default: /* the host's own rules */
-		return airlock_yaml_fail(p, dl->host, "destinations[%zu].host: \"%s\": %s", v->dest,
+		return config_yaml_fail(p, dl->host, "destinations[%zu].host: \"%s\": %s", v->dest,
 		            util_escape(q, sizeof(q), h, strlen(h)), v->why);
 	}
 }
@@ -728,20 +728,20 @@ static int parse_destinations(pp *p, airlock_egress_policy *pol)
 	size_t alloc = 0;
 
 	for (;;) {
-		int r = airlock_yaml_next(p);
+		int r = config_yaml_next(p);
 		if (r < 0)
 			return r;
 		if (p->ev.type == YAML_SEQUENCE_END_EVENT)
 			return 0;
 		size_t idx = pol->n_destinations;
 		if (p->ev.type != YAML_MAPPING_START_EVENT)
-			return airlock_yaml_fail(p, airlock_yaml_line(p),
+			return config_yaml_fail(p, config_yaml_line(p),
 			               "destinations[%zu]: expected a mapping with host and ports, got %s",
-			               idx, airlock_yaml_kind(p));
+			               idx, config_yaml_kind(p));
 		/* The destination cap is also a rule (policy_rules), but the reader
 		 * has to stop here, before it allocates for the next one. */
 		if (idx >= AIRLOCK_EGRESS_DESTINATIONS_MAX)
-			return airlock_yaml_fail(p, airlock_yaml_line(p), "destinations: more than %d destinations",
+			return config_yaml_fail(p, config_yaml_line(p), "destinations: more than %d destinations",
 			               AIRLOCK_EGRESS_DESTINATIONS_MAX);
 		if (idx == alloc) {
 			size_t na = alloc ? alloc * 2 : 8;
@@ -789,10 +789,10 @@ static int parse_egress(pp *p, airlock_egress_policy *pol, size_t egress_line)
 	if (pp_null(p))
 		goto check; /* "egress:" and nothing else: the default, deny */
 	if (p->ev.type != YAML_MAPPING_START_EVENT)
-		return airlock_yaml_fail(p, airlock_yaml_line(p), "egress: expected a mapping with mode and destinations, got %s",
-		               airlock_yaml_kind(p));
+		return config_yaml_fail(p, config_yaml_line(p), "egress: expected a mapping with mode and destinations, got %s",
+		               config_yaml_kind(p));
 	for (;;) {
-		int r = airlock_yaml_next(p);
+		int r = config_yaml_next(p);
 		if (r < 0)
 			return r;
 		if (p->ev.type == YAML_MAPPING_END_EVENT)
@@ -800,47 +800,47 @@ static int parse_egress(pp *p, airlock_egress_policy *pol, size_t egress_line)
 		r = pp_key(p, "egress");
 		if (r < 0)
 			return r;
-		size_t line = airlock_yaml_line(p);
+		size_t line = config_yaml_line(p);
 		if (pp_key_is(p, "mode")) {
 			if (mode_line)
-				return airlock_yaml_fail(p, line, "egress: duplicate key \"mode\" (first at line %zu)",
+				return config_yaml_fail(p, line, "egress: duplicate key \"mode\" (first at line %zu)",
 				               mode_line);
 			mode_line = line;
-			r = airlock_yaml_next(p);
+			r = config_yaml_next(p);
 			if (r < 0)
 				return r;
 			if (p->ev.type != YAML_SCALAR_EVENT || pp_null(p))
-				return airlock_yaml_fail(p, airlock_yaml_line(p), "mode: expected deny or allowlist, got %s",
-				               pp_null(p) ? "null" : airlock_yaml_kind(p));
+				return config_yaml_fail(p, config_yaml_line(p), "mode: expected deny or allowlist, got %s",
+				               pp_null(p) ? "null" : config_yaml_kind(p));
 			airlock_egress_mode m = AIRLOCK_EGRESS_INVALID;
 			if (strnlen(pp_text(p), pp_len(p)) == pp_len(p))
 				m = airlock_egress_mode_parse(pp_text(p));
 			if (m == AIRLOCK_EGRESS_INVALID && pp_key_is(p, "allow"))
-				return airlock_yaml_fail(p, airlock_yaml_line(p),
+				return config_yaml_fail(p, config_yaml_line(p),
 				               "mode: there is no allow mode (an open mode is one typo from being selected); use allowlist and list the destinations");
 			if (m == AIRLOCK_EGRESS_INVALID)
-				return airlock_yaml_fail(p, airlock_yaml_line(p), "mode: unknown value \"%s\" (expected deny or allowlist)",
+				return config_yaml_fail(p, config_yaml_line(p), "mode: unknown value \"%s\" (expected deny or allowlist)",
 				               pp_quote(p, q, sizeof(q)));
 			pol->mode = m;
 		} else if (pp_key_is(p, "destinations")) {
 			if (dest_line)
-				return airlock_yaml_fail(p, line,
+				return config_yaml_fail(p, line,
 				               "egress: duplicate key \"destinations\" (first at line %zu)",
 				               dest_line);
 			dest_line = line;
-			r = airlock_yaml_next(p);
+			r = config_yaml_next(p);
 			if (r < 0)
 				return r;
 			if (pp_null(p))
 				continue; /* "destinations:" with nothing under it: none */
 			if (p->ev.type != YAML_SEQUENCE_START_EVENT)
-				return airlock_yaml_fail(p, airlock_yaml_line(p), "destinations: expected a list of destinations, got %s",
-				               airlock_yaml_kind(p));
+				return config_yaml_fail(p, config_yaml_line(p), "destinations: expected a list of destinations, got %s",
+				               config_yaml_kind(p));
 			r = parse_destinations(p, pol);
 			if (r < 0)
 				return r;
 		} else {
-			return airlock_yaml_fail(p, line, "egress: unknown key \"%s\" (known here: mode, destinations)",
+			return config_yaml_fail(p, line, "egress: unknown key \"%s\" (known here: mode, destinations)",
 			               pp_quote(p, q, sizeof(q)));
 		}
 	}
@@ -851,10 +851,10 @@ check:;
 		return 0;
 	switch (v.rule) {
 	case AIRLOCK_EGRESS_RULE_DENY_LISTS:
-		return airlock_yaml_fail(p, dest_line, "destinations: listed while mode is deny%s, %s",
+		return config_yaml_fail(p, dest_line, "destinations: listed while mode is deny%s, %s",
 		               mode_line ? "" : " (the default)", v.why);
 	case AIRLOCK_EGRESS_RULE_TOO_MANY:
-		return airlock_yaml_fail(p, dest_line, "destinations: %s", v.why);
+		return config_yaml_fail(p, dest_line, "destinations: %s", v.why);
 	case AIRLOCK_EGRESS_RULE_MODE:
 	case AIRLOCK_EGRESS_RULE_ALLOWLIST_EMPTY:
 	case AIRLOCK_EGRESS_RULE_HOST:
@@ -863,7 +863,7 @@ check:;
 	case AIRLOCK_EGRESS_RULE_PORT:
 	case AIRLOCK_EGRESS_RULE_PORT_TWICE:
 	default:
-		return airlock_yaml_fail(p, dest_line ? dest_line : mode_line ? mode_line : egress_line,
+		return config_yaml_fail(p, dest_line ? dest_line : mode_line ? mode_line : egress_line,
 		               "mode: %s", v.why);
 	}
 }
@@ -871,25 +871,25 @@ check:;
 static int parse_document(pp *p, airlock_egress_policy *pol)
 {
 	char q[QUOTE_MAX];
-	int r = airlock_yaml_next(p); /* STREAM_START */
+	int r = config_yaml_next(p); /* STREAM_START */
 	if (r < 0)
 		return r;
-	r = airlock_yaml_next(p);
+	r = config_yaml_next(p);
 	if (r < 0)
 		return r;
 	if (p->ev.type == YAML_STREAM_END_EVENT)
-		return airlock_yaml_fail(p, 1, "the policy is empty: it is a mapping with exactly one key, egress");
-	r = airlock_yaml_next(p); /* the root node after DOCUMENT_START */
+		return config_yaml_fail(p, 1, "the policy is empty: it is a mapping with exactly one key, egress");
+	r = config_yaml_next(p); /* the root node after DOCUMENT_START */
 	if (r < 0)
 		return r;
-	size_t root_line = airlock_yaml_line(p);
+	size_t root_line = config_yaml_line(p);
 	if (p->ev.type != YAML_MAPPING_START_EVENT)
-		return airlock_yaml_fail(p, root_line,
+		return config_yaml_fail(p, root_line,
 		               "the policy is a mapping with exactly one key, egress; got %s",
-		               pp_null(p) ? "an empty document" : airlock_yaml_kind(p));
+		               pp_null(p) ? "an empty document" : config_yaml_kind(p));
 	size_t egress_line = 0;
 	for (;;) {
-		r = airlock_yaml_next(p);
+		r = config_yaml_next(p);
 		if (r < 0)
 			return r;
 		if (p->ev.type == YAML_MAPPING_END_EVENT)
@@ -897,15 +897,15 @@ static int parse_document(pp *p, airlock_egress_policy *pol)
 		r = pp_key(p, "the policy");
 		if (r < 0)
 			return r;
-		size_t line = airlock_yaml_line(p);
+		size_t line = config_yaml_line(p);
 		if (!pp_key_is(p, "egress"))
-			return airlock_yaml_fail(p, line,
+			return config_yaml_fail(p, line,
 			               "unknown key \"%s\" (the policy has exactly one key, egress)",
 			               pp_quote(p, q, sizeof(q)));
 		if (egress_line)
-			return airlock_yaml_fail(p, line, "duplicate key \"egress\" (first at line %zu)", egress_line);
+			return config_yaml_fail(p, line, "duplicate key \"egress\" (first at line %zu)", egress_line);
 		egress_line = line;
-		r = airlock_yaml_next(p);
+		r = config_yaml_next(p);
 		if (r < 0)
 			return r;
 		r = parse_egress(p, pol, egress_line);
@@ -913,15 +913,15 @@ static int parse_document(pp *p, airlock_egress_policy *pol)
 			return r;
 	}
 	if (!egress_line)
-		return airlock_yaml_fail(p, root_line, "the policy has no egress key");
-	r = airlock_yaml_next(p); /* DOCUMENT_END */
+		return config_yaml_fail(p, root_line, "the policy has no egress key");
+	r = config_yaml_next(p); /* DOCUMENT_END */
 	if (r < 0)
 		return r;
-	r = airlock_yaml_next(p);
+	r = config_yaml_next(p);
 	if (r < 0)
 		return r;
 	if (p->ev.type != YAML_STREAM_END_EVENT)
-		return airlock_yaml_fail(p, airlock_yaml_line(p), "a policy file holds one YAML document");
+		return config_yaml_fail(p, config_yaml_line(p), "a policy file holds one YAML document");
 	return 0;
 }
 
@@ -931,7 +931,7 @@ int airlock_egress_policy_parse(const char *name, const char *buf, size_t len,
 	pp p;
 	if (!name)
 		name = "policy";
-	int r = airlock_yaml_open(&p, name, "an egress policy", buf, len, err);
+	int r = config_yaml_open(&p, name, "an egress policy", buf, len, err);
 	if (r < 0)
 		return r;
 	if (!ret || (!buf && len) || len > AIRLOCK_EGRESS_POLICY_INPUT_MAX) {
@@ -941,13 +941,13 @@ int airlock_egress_policy_parse(const char *name, const char *buf, size_t len,
 		                : airlock_error_set(err, AIRLOCK_ERR_CONFIG, 0,
 		                                    "%s: larger than %u bytes; an egress policy is a short list",
 		                                    p.name, AIRLOCK_EGRESS_POLICY_INPUT_MAX);
-		airlock_yaml_close(&p);
+		config_yaml_close(&p);
 		return r;
 	}
 
 	airlock_egress_policy pol = { 0 };
 	r = parse_document(&p, &pol);
-	airlock_yaml_close(&p);
+	config_yaml_close(&p);
 	if (r < 0) {
 		airlock_egress_policy_clear(&pol);
 		return r;
@@ -962,7 +962,7 @@ int airlock_egress_policy_load(const char *path, airlock_egress_policy *ret, air
 		return airlock_error_set(err, AIRLOCK_ERR_CONFIG, 0, "egress policy: no path given");
 	_cleanup_free_ char *buf = NULL;
 	size_t len = 0;
-	int r = airlock_config_read(path, AIRLOCK_EGRESS_POLICY_INPUT_MAX, &buf, &len, err);
+	int r = config_read(path, AIRLOCK_EGRESS_POLICY_INPUT_MAX, &buf, &len, err);
 	if (r < 0)
 		return r;
 	return airlock_egress_policy_parse(path, buf, len, ret, err);

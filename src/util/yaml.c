@@ -50,7 +50,7 @@ util_yaml_status util_yaml_next(yaml_parser_t *parser, yaml_event_t *ev, bool *h
 	case YAML_DOCUMENT_END_EVENT:
 	case YAML_SEQUENCE_END_EVENT:
 	case YAML_MAPPING_END_EVENT:
-	default:
+	default: /* carries no anchor and no tag */
 		break;
 	}
 	if (anchor)

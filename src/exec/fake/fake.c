@@ -246,8 +246,8 @@ static int fake_provision(void *ctx, const airlock_environment_spec *spec,
 		return r;
 	}
 	/* The workspace quota is modelled so a filler ends as DISK here too. */
-	airlock_memws_set_limits(airlock_workspace_memory_state(e.ws), spec->limits.workspace_bytes,
-	                         spec->limits.inodes_max);
+	memws_set_limits(airlock_workspace_memory_state(e.ws), spec->limits.workspace_bytes,
+	                 spec->limits.inodes_max);
 	pthread_mutex_lock(&f->lock);
 	fake_env *p = reallocarray(f->envs, f->n_envs + 1, sizeof(*p));
 	if (!p) {
@@ -364,15 +364,15 @@ static int fake_execute(void *ctx, const airlock_environment_handle *handle,
 	util_buf_init(&errb, (size_t)cmd->maximum_output_bytes);
 	airlock_kill_reason kill = AIRLOCK_KILL_NONE;
 
-	int r = airlock_memws_snapshot(m, &before);
+	int r = memws_snapshot(m, &before);
 	if (r < 0)
 		goto fail;
 
 	/* The simulated process: its writes, its output, then its run time. */
 	for (size_t i = 0; i < b.n_file_ops && kill == AIRLOCK_KILL_NONE; i++) {
 		const airlock_fake_file_op *op = &b.file_ops[i];
-		r = op->delete_file ? airlock_memws_sandbox_delete(m, op->path)
-		                    : airlock_memws_sandbox_write(m, op->path, op->data, op->len);
+		r = op->delete_file ? memws_sandbox_delete(m, op->path)
+		                    : memws_sandbox_write(m, op->path, op->data, op->len);
 		if (r == -ENOSPC)
 			kill = AIRLOCK_KILL_DISK;
 		else if (r < 0)
@@ -411,12 +411,12 @@ static int fake_execute(void *ctx, const airlock_environment_handle *handle,
 		kill = interrupted != AIRLOCK_KILL_NONE ? interrupted : on_deadline;
 	}
 
-	r = airlock_memws_snapshot(m, &after);
+	r = memws_snapshot(m, &after);
 	if (r < 0)
 		goto fail;
 	/* The in-memory workspace is bounded by its own limits: no budget. */
 	r = airlock_snapshot_diff(&before, &after, (size_t)req->files_changed_max, UINT64_MAX, 0,
-	                          airlock_memws_hash, m, ret, err);
+	                          memws_hash, m, ret, err);
 	if (r < 0)
 		goto out;
 

@@ -16,7 +16,7 @@
  * cannot leave the root: contain() has nothing left to decide.
  *
  * Provenance is stored on each file by the call that wrote it: write()
- * records TOOL_WRITTEN, airlock_memws_sandbox_write() records
+ * records TOOL_WRITTEN, memws_sandbox_write() records
  * SANDBOX_WRITTEN. A sandbox write over a tool-written file replaces the
  * label with its own, so it is never laundered.
  *
@@ -456,7 +456,7 @@ airlock_memws *airlock_workspace_memory_state(airlock_workspace *w)
 
 /* ---- memws.h: the fake mechanism's side ---------------------------------- */
 
-int airlock_memws_sandbox_write(airlock_memws *m, const char *rel, const void *data, size_t len)
+int memws_sandbox_write(airlock_memws *m, const char *rel, const void *data, size_t len)
 {
 	/* The fake is trusted code, but a path it plays back came from a command
 	 * line: the string rules are re-checked rather than assumed. */
@@ -474,7 +474,7 @@ int airlock_memws_sandbox_write(airlock_memws *m, const char *rel, const void *d
 	return r;
 }
 
-int airlock_memws_sandbox_delete(airlock_memws *m, const char *rel)
+int memws_sandbox_delete(airlock_memws *m, const char *rel)
 {
 	if (!rel || airlock_workspace_check_string(rel, strlen(rel), NULL, NULL) < 0)
 		return -EINVAL;
@@ -491,7 +491,7 @@ int airlock_memws_sandbox_delete(airlock_memws *m, const char *rel)
 	return 0;
 }
 
-void airlock_memws_set_limits(airlock_memws *m, int64_t max_bytes, int64_t max_files)
+void memws_set_limits(airlock_memws *m, int64_t max_bytes, int64_t max_files)
 {
 	pthread_mutex_lock(&m->lock);
 	m->max_bytes = max_bytes > 0 ? max_bytes : 0;
@@ -499,7 +499,7 @@ void airlock_memws_set_limits(airlock_memws *m, int64_t max_bytes, int64_t max_f
 	pthread_mutex_unlock(&m->lock);
 }
 
-int airlock_memws_snapshot(airlock_memws *m, airlock_snapshot *ret)
+int memws_snapshot(airlock_memws *m, airlock_snapshot *ret)
 {
 	airlock_snapshot s = { 0 };
 	int r = 0;
@@ -520,8 +520,8 @@ int airlock_memws_snapshot(airlock_memws *m, airlock_snapshot *ret)
 	return 0;
 }
 
-int airlock_memws_hash(void *ctx, const char *path, int64_t deadline_ms,
-                       airlock_snapshot_hashed *ret, airlock_error *err)
+int memws_hash(void *ctx, const char *path, int64_t deadline_ms,
+               airlock_snapshot_hashed *ret, airlock_error *err)
 {
 	/* Bounded by the workspace's own byte cap, in memory: no deadline. */
 	(void)deadline_ms;

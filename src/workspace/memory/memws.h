@@ -15,15 +15,15 @@
 
 /* Create or replace a file as the sandbox. 0, -ENOMEM, or -ENOSPC when the
  * workspace's byte or file limit would be exceeded. */
-int airlock_memws_sandbox_write(airlock_memws *m, const char *rel, const void *data, size_t len);
+int memws_sandbox_write(airlock_memws *m, const char *rel, const void *data, size_t len);
 /* Delete a file as the sandbox; 0 also when it did not exist. */
-int airlock_memws_sandbox_delete(airlock_memws *m, const char *rel);
+int memws_sandbox_delete(airlock_memws *m, const char *rel);
 /* Limits the fake applies from ResourceLimits (0 = none). */
-void airlock_memws_set_limits(airlock_memws *m, int64_t max_bytes, int64_t max_files);
+void memws_set_limits(airlock_memws *m, int64_t max_bytes, int64_t max_files);
 /* Snapshot every file (version = the file's change counter). */
-int airlock_memws_snapshot(airlock_memws *m, airlock_snapshot *ret);
+int memws_snapshot(airlock_memws *m, airlock_snapshot *ret);
 /* A snapshot_hash_fn over this workspace (ctx is the airlock_memws). */
-int airlock_memws_hash(void *ctx, const char *path, int64_t deadline_ms,
-                       airlock_snapshot_hashed *ret, airlock_error *err);
+int memws_hash(void *ctx, const char *path, int64_t deadline_ms,
+               airlock_snapshot_hashed *ret, airlock_error *err);
 
 #endif
