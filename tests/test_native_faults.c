@@ -1,0 +1,112 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * Every step of provision failed in turn (issue 10, "Failure paths under
+ * test"; SQLite's test_vfs.c, curl's torture mode): for N = 1, 2, ... the
+ * Nth fault-injection check fails, provision must fail with an error that
+ * names the step, and the leak counters (native_testlib.h) must stay where
+ * they were: mounts, cgroups, loop devices, descriptors, processes, host-id
+ * slots. The run that sees fewer than N checks provisioned: it is destroyed
+ * and the walk ends. Built only with -Dfault_injection=true.
+ */
+#include <criterion/criterion.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "native_testlib.h"
+#include "util/fault.h"
+
+/* A lock file of this test's own, so the slot count is this service's. */
+#define FAULTS_ID_LOCK "/run/airlock-test-faults-ids.lock"
+
+static bool flat(const leak_counts *a, const leak_counts *b, long slots_a, long slots_b)
+{
+	return a->mounts == b->mounts && a->cgroups == b->cgroups && a->loops == b->loops &&
+	       a->fds == b->fds && b->p.sandbox_tasks == 0 && a->p.children == b->p.children &&
+	       slots_a == slots_b;
+}
+
+static void assert_flat(const leak_counts *before, long slots_before, const char *point)
+{
+	/* A loop device detaches when the last reference to its mount goes,
+	 * which the kernel finishes a moment after the sandbox's last process
+	 * is reaped: a count is given a few seconds to settle. */
+	leak_counts after = leak_measure();
+	long slots = leak_count_id_slots(FAULTS_ID_LOCK);
+	for (int i = 0; i < 50 && !flat(before, &after, slots_before, slots); i++) {
+		usleep(100 * 1000);
+		after = leak_measure();
+		slots = leak_count_id_slots(FAULTS_ID_LOCK);
+	}
+	cr_assert_eq(after.mounts, before->mounts, "%s: mounts %ld -> %ld", point, before->mounts,
+	             after.mounts);
+	cr_assert_eq(after.cgroups, before->cgroups, "%s: cgroups %ld -> %ld", point,
+	             before->cgroups, after.cgroups);
+	cr_assert_eq(after.loops, before->loops, "%s: loop devices %ld -> %ld", point,
+	             before->loops, after.loops);
+	cr_assert_eq(after.fds, before->fds, "%s: descriptors %ld -> %ld", point, before->fds,
+	             after.fds);
+	cr_assert_eq(after.p.sandbox_tasks, 0, "%s: sandbox processes left: %ld", point,
+	             after.p.sandbox_tasks);
+	cr_assert_eq(after.p.children, before->p.children, "%s: children %ld -> %ld", point,
+	             before->p.children, after.p.children);
+	cr_assert_eq(slots, slots_before, "%s: host-id slots %ld -> %ld", point, slots_before, slots);
+}
+
+Test(native_faults, each_provision_step_fails_cleanly_and_leaks_nothing, .timeout = 300)
+{
+	char digest[AIRLOCK_IMAGE_DIGEST_SIZE];
+	native_test_require(digest);
+	airlock_native_config nc = { .image_store = native_test_store(), .start_budget_seconds = 30,
+		                     .host_id_lock = FAULTS_ID_LOCK };
+	airlock_native *n = NULL;
+	airlock_error err = { 0 };
+	cr_assert_eq(airlock_native_new(&nc, &n, &err), 0, "%s", err.message);
+	airlock_exec *e = NULL;
+	cr_assert_eq(airlock_exec_new(airlock_native_ops(), n, NULL, &e, &err), 0, "%s", err.message);
+
+	airlock_environment_spec spec;
+	native_test_spec(&spec, "tenant-faults", digest, NULL);
+	spec.limits.workspace_bytes = 16ll << 20;
+	spec.limits.inodes_max = 1000;
+	/* One warm-up cycle, so the image's shared loop device (kept for the
+	 * service's life by design) is in the baseline. */
+	airlock_environment_handle h = { 0 };
+	util_fault_arm(0);
+	cr_assert_eq(airlock_exec_provision(e, &spec, &h, &err), 0, "%s", err.message);
+	cr_assert_eq(airlock_exec_destroy(e, &h, &err), 0, "%s", err.message);
+	airlock_environment_handle_clear(&h);
+
+	leak_counts before = leak_measure();
+	long slots_before = leak_count_id_slots(FAULTS_ID_LOCK);
+	unsigned nth;
+	for (nth = 1;; nth++) {
+		util_fault_arm(nth);
+		memset(&err, 0, sizeof(err));
+		int r = airlock_exec_provision(e, &spec, &h, &err);
+		unsigned hits = util_fault_hits();
+		const char *fired = util_fault_fired();
+		util_fault_arm(0);
+		if (hits < nth) {
+			/* Past the last check: nothing failed, provision succeeded. */
+			cr_assert_eq(r, 0, "no fault at check %u, yet: %s", nth, err.message);
+			cr_assert_null(fired);
+			cr_assert_eq(airlock_exec_destroy(e, &h, &err), 0, "%s", err.message);
+			airlock_environment_handle_clear(&h);
+			break;
+		}
+		cr_assert_lt(r, 0, "check %u failed, yet provision succeeded", nth);
+		cr_assert_not_null(fired, "check %u", nth);
+		cr_assert(strstr(err.message, fired), "check %u: the error names the step %s: %s", nth,
+		          fired, err.message);
+		airlock_environment_handle_clear(&h);
+		assert_flat(&before, slots_before, fired);
+	}
+	/* Every step of provision asked (at least the ones a denied-egress
+	 * sandbox runs). */
+	cr_assert_geq(nth, 14, "only %u checks were seen", nth - 1);
+	assert_flat(&before, slots_before, "after the walk");
+	airlock_environment_spec_clear(&spec);
+	airlock_exec_free(e);
+	unlink(FAULTS_ID_LOCK);
+}
