@@ -110,3 +110,69 @@ Test(native_faults, each_provision_step_fails_cleanly_and_leaks_nothing, .timeou
 	airlock_exec_free(e);
 	unlink(FAULTS_ID_LOCK);
 }
+
+/* Each phase of execute failed in turn in one sandbox: the call fails
+ * naming the phase, nothing of the command is left behind, and the sandbox
+ * still runs the next command. */
+Test(native_faults, each_execute_phase_fails_cleanly_and_leaks_nothing, .timeout = 300)
+{
+	box b;
+	util_fault_arm(0);
+	box_open(&b, "tenant-faults", NULL);
+	char *argv[] = { "/bin/sh", "-c", "echo hi > f; cat", NULL };
+	airlock_execution_result res;
+	native_test_run(b.e, &b.h, argv, 30, "in", &res);
+	airlock_execution_result_clear(&res);
+
+	leak_counts before = leak_measure();
+	unsigned nth;
+	for (nth = 1;; nth++) {
+		airlock_execution_command cmd = test_command(argv);
+		cmd.timeout_seconds = 30;
+		cmd.has_stdin = true;
+		cmd.stdin_data = (unsigned char *)"in";
+		cmd.stdin_len = 2;
+		airlock_exec_call call = { .tenant_id = b.h.tenant_id,
+			                   .remaining_budget_ms = AIRLOCK_BUDGET_NONE };
+		airlock_error err = { 0 };
+		memset(&res, 0, sizeof(res));
+		util_fault_arm(nth);
+		int r = airlock_exec_execute(b.e, &call, &b.h, &cmd, &res, &err);
+		unsigned hits = util_fault_hits();
+		const char *fired = util_fault_fired();
+		util_fault_arm(0);
+		airlock_execution_result_clear(&res);
+		if (hits < nth) {
+			cr_assert_eq(r, 0, "no fault at check %u, yet: %s", nth, err.message);
+			break;
+		}
+		cr_assert_lt(r, 0, "check %u failed, yet execute succeeded", nth);
+		cr_assert_not_null(fired, "check %u", nth);
+		cr_assert(strstr(err.message, fired), "check %u: the error names the phase %s: %s", nth,
+		          fired, err.message);
+		/* The sandbox is intact: init still runs (the baseline's one
+		 * process), and the next command works. */
+		leak_counts after = leak_measure();
+		for (int i = 0; i < 50 && (after.fds != before.fds || after.mounts != before.mounts ||
+		                           after.p.sandbox_tasks != before.p.sandbox_tasks ||
+		                           after.p.children != before.p.children);
+		     i++) {
+			usleep(100 * 1000);
+			after = leak_measure();
+		}
+		cr_assert_eq(after.fds, before.fds, "%s: descriptors %ld -> %ld", fired, before.fds,
+		             after.fds);
+		cr_assert_eq(after.mounts, before.mounts, "%s: mounts", fired);
+		cr_assert_eq(after.p.sandbox_tasks, before.p.sandbox_tasks,
+		             "%s: sandbox processes %ld -> %ld", fired, before.p.sandbox_tasks,
+		             after.p.sandbox_tasks);
+		cr_assert_eq(after.p.children, before.p.children, "%s: children %ld -> %ld", fired,
+		             before.p.children, after.p.children);
+		char *ok_argv[] = { "/bin/true", NULL };
+		native_test_run(b.e, &b.h, ok_argv, 30, NULL, &res);
+		cr_assert_eq(res.exit_code, 0, "after %s: %s", fired, ERR(&res));
+		airlock_execution_result_clear(&res);
+	}
+	cr_assert_geq(nth, 9, "only %u checks were seen", nth - 1);
+	box_close(&b);
+}

@@ -3,10 +3,10 @@
  * The code that runs in the service's children before they become the
  * sandbox: the init process that builds the sandbox, and the launcher of
  * each command. Each runs the child halves of the facilities (mounts.c,
- * net.c, user.c) in order. Both are copies of a possibly multi-threaded service, so they make
- * system calls only: no allocation, no stdio, no locks. A failure is reported
- * as (step, errno) on the sync socket and the child exits; the service turns
- * it into an error and cleans up.
+ * net.c, user.c) in order. Both are copies of a possibly multi-threaded
+ * service, so they make system calls only: no allocation, no stdio, no
+ * locks. A failure is reported as (step, errno) on the sync socket and the
+ * child exits; the service turns it into an error and cleans up.
  */
 #include <errno.h>
 #include <fcntl.h>

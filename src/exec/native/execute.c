@@ -25,6 +25,7 @@
 #include "exec/native/kill.h"
 #include "exec/native/service.h"
 #include "exec/native/starter.h"
+#include "util/fault.h"
 #include "util/syscalls.h"
 #include "util/util.h"
 
@@ -345,9 +346,7 @@ typedef struct execution {
 	disk_watch disk;
 	bool full;
 	int64_t timeout_at, expiry_at;
-	/* duration_ms is the command's own time: from the start to the end of
-	 * its output, not the walks and hashing around it. */
-	int64_t cmd_start, cmd_end;
+	int64_t cmd_start, cmd_end; /* the command's own time (exec_start) */
 	airlock_kill_reason kill_reason;
 	bool armed; /* the kept group was armed before the walk after */
 	siginfo_t si;
@@ -423,6 +422,8 @@ static int exec_start(execution *x, airlock_error *err)
 	sandbox *b = x->b;
 	x->timeout_at = x->start + x->req->effective_timeout_ms;
 	x->expiry_at = x->start + (x->req->expires_at_ms - util_now_ms());
+	/* duration_ms is the command's own time: from here to the end of its
+	 * output, not the walks and hashing around it. */
 	x->cmd_start = util_monotonic_ms();
 	/* Checked and started under one lock: a destroy that has marked the
 	 * sandbox dead is never followed by a new command in it. */
@@ -705,12 +706,34 @@ static void exec_cleanup(execution *x, int r)
 	native_sandbox_put(n, x->b);
 }
 
-typedef int (*exec_phase)(execution *x, airlock_error *err);
+typedef struct exec_phase {
+	const char *point;    /* "execute.<phase>": its name for util_fault */
+	airlock_errclass cls; /* the class its own failure has */
+	const char *what;     /* its own failure message's first words */
+	int (*run)(execution *x, airlock_error *err);
+} exec_phase;
 
 static const exec_phase exec_phases[] = {
-	exec_snapshot_before, exec_cwd,  exec_environment, exec_pipes,
-	exec_start,           exec_pump, exec_after,       exec_result,
+	{ "execute.snapshot_before", AIRLOCK_ERR_SYSTEM, "files_changed", exec_snapshot_before },
+	{ "execute.cwd", AIRLOCK_ERR_WORKSPACE_ESCAPE, "working_directory", exec_cwd },
+	{ "execute.environment", AIRLOCK_ERR_SYSTEM, "execute", exec_environment },
+	{ "execute.pipes", AIRLOCK_ERR_SYSTEM, "execute: pipes", exec_pipes },
+	{ "execute.start", AIRLOCK_ERR_EXECUTION_UNAVAILABLE, "execute: starting the command",
+	  exec_start },
+	{ "execute.pump", AIRLOCK_ERR_SYSTEM, "cgroup: kill", exec_pump },
+	{ "execute.after", AIRLOCK_ERR_SYSTEM, "files_changed", exec_after },
+	{ "execute.result", AIRLOCK_ERR_SYSTEM, "execute", exec_result },
 };
+
+/* The one place a phase runs: a fault-injection build may fail it first,
+ * the way its own failure fails (util/fault.h). */
+static int exec_run(execution *x, const exec_phase *ph, airlock_error *err)
+{
+	if (util_fault(ph->point))
+		return airlock_error_set(err, ph->cls, EIO, "%s (fault injected at %s)", ph->what,
+		                         ph->point);
+	return ph->run(x, err);
+}
 
 int native_execute(void *ctx, const airlock_environment_handle *handle,
                    const airlock_exec_request *req, airlock_execution_result *ret,
@@ -744,7 +767,7 @@ int native_execute(void *ctx, const airlock_environment_handle *handle,
 	util_buf_init(&x.errs.buf, (size_t)x.cmd->maximum_output_bytes);
 	int r = 0;
 	for (size_t i = 0; i < sizeof(exec_phases) / sizeof(exec_phases[0]) && r == 0; i++)
-		r = exec_phases[i](&x, err);
+		r = exec_run(&x, &exec_phases[i], err);
 	exec_cleanup(&x, r);
 	return r;
 }
