@@ -56,8 +56,8 @@ static void *plant_thread(void *arg)
 	return NULL;
 }
 
-int host_netns_listen(int ns_pidfd, const char *addr, in_port_t port, int backlog, int *ret_fd,
-                      const char **ret_step)
+int host_netns_listen(int ns_pidfd, const char *addr, in_port_t port, int backlog,
+                      int *ret_fd, const char **ret_step)
 {
 	plant p = { .pidfd = ns_pidfd, .addr = addr, .port = port, .backlog = backlog, .fd = -1 };
 	pthread_t t;

@@ -16,7 +16,7 @@
  * host byte order) inside the network namespace of the process ns_pidfd names, with the given accept
  * queue, non-blocking and close-on-exec, into *ret_fd. 0, or -errno with
  * *ret_step naming what failed (NULL: the thread could not be started). */
-int host_netns_listen(int ns_pidfd, const char *addr, in_port_t port, int backlog, int *ret_fd,
-                      const char **ret_step);
+int host_netns_listen(int ns_pidfd, const char *addr, in_port_t port, int backlog,
+                      int *ret_fd, const char **ret_step);
 
 #endif

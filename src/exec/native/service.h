@@ -42,7 +42,7 @@
 #define NATIVE_HOST_ID_BASE 1500000000u
 #define NATIVE_HOST_ID_SLOTS 65536u
 
-/* Kept fanotify groups, in this process (see kept_arm, execute.c). */
+/* Kept fanotify groups, in this process (see native_kept_arm, kept.c). */
 #define NATIVE_KEPT_GROUPS_MAX 32
 extern atomic_int native_kept_groups;
 
@@ -67,9 +67,9 @@ typedef struct sandbox {
 	bool proxied;   /* attached to the egress proxy: detach at teardown */
 	/* files_changed: the last command's after-walk, and the fanotify group
 	 * that has watched the volume since just before that walk (see
-	 * kept_take). The snapshot is owned by n->lock while stored here; the
-	 * group lives as long as the sandbox and is used only by the one
-	 * execute in flight. */
+	 * native_kept_take). The snapshot is owned by n->lock while stored
+	 * here; the group lives as long as the sandbox and is used only by the
+	 * one execute in flight. */
 	airlock_snapshot kept;
 	bool kept_valid; /* kept holds a walk the group has watched since */
 	int kept_fan;    /* -1: no group (yet, or fanotify is missing) */
@@ -135,6 +135,17 @@ void native_mounts_tmp_options(const airlock_resource_limits *limits, char *buf,
  * egress proxy with this sandbox's policy; sets b->proxied. */
 int native_net_plant_proxy(airlock_native *n, sandbox *b, const airlock_environment_spec *spec,
                            airlock_error *err);
+
+/* ---- files_changed's kept snapshot (kept.c) -------------------------------- */
+/* Arm the sandbox's fanotify group just before an after-walk; false when
+ * it cannot be (the next command then walks twice). */
+bool native_kept_arm(sandbox *b, int rootfd);
+/* Take the kept snapshot if the volume has not changed since it was made;
+ * false (and nothing taken) otherwise. */
+bool native_kept_take(airlock_native *n, sandbox *b, airlock_snapshot *ret);
+/* Keep s (taken from the caller) as the next command's walk before, unless
+ * it is larger than the bound. */
+void native_kept_store(airlock_native *n, sandbox *b, airlock_snapshot *s);
 
 /* ---- the adapter's operations (provision.c, execute.c) -------------------- */
 int native_provision(void *ctx, const airlock_environment_spec *spec,
