@@ -19,11 +19,15 @@
 /* A lock file of this test's own, so the slot count is this service's. */
 #define FAULTS_ID_LOCK "/run/airlock-test-faults-ids.lock"
 
+/* Cgroups, loop devices and sandbox processes are counted host-wide, where
+ * other services' sandboxes come and go meanwhile: what this one leaks is
+ * a count above the baseline. The rest is this process's own and must be
+ * equal (a sandbox process of ours is our child: init, or a command). */
 static bool flat(const leak_counts *a, const leak_counts *b, long slots_a, long slots_b)
 {
-	return a->mounts == b->mounts && a->cgroups == b->cgroups && a->loops == b->loops &&
-	       a->fds == b->fds && b->p.sandbox_tasks == 0 && a->p.children == b->p.children &&
-	       slots_a == slots_b;
+	return a->mounts == b->mounts && b->cgroups <= a->cgroups && b->loops <= a->loops &&
+	       a->fds == b->fds && b->p.sandbox_tasks <= a->p.sandbox_tasks &&
+	       a->p.children == b->p.children && slots_a == slots_b;
 }
 
 static void assert_flat(const leak_counts *before, long slots_before, const char *point)
@@ -40,14 +44,15 @@ static void assert_flat(const leak_counts *before, long slots_before, const char
 	}
 	cr_assert_eq(after.mounts, before->mounts, "%s: mounts %ld -> %ld", point, before->mounts,
 	             after.mounts);
-	cr_assert_eq(after.cgroups, before->cgroups, "%s: cgroups %ld -> %ld", point,
-	             before->cgroups, after.cgroups);
-	cr_assert_eq(after.loops, before->loops, "%s: loop devices %ld -> %ld", point,
-	             before->loops, after.loops);
+	cr_assert_leq(after.cgroups, before->cgroups, "%s: cgroups %ld -> %ld", point,
+	              before->cgroups, after.cgroups);
+	cr_assert_leq(after.loops, before->loops, "%s: loop devices %ld -> %ld", point,
+	              before->loops, after.loops);
 	cr_assert_eq(after.fds, before->fds, "%s: descriptors %ld -> %ld", point, before->fds,
 	             after.fds);
-	cr_assert_eq(after.p.sandbox_tasks, 0, "%s: sandbox processes left: %ld", point,
-	             after.p.sandbox_tasks);
+	cr_assert_leq(after.p.sandbox_tasks, before->p.sandbox_tasks,
+	              "%s: sandbox processes %ld -> %ld", point, before->p.sandbox_tasks,
+	              after.p.sandbox_tasks);
 	cr_assert_eq(after.p.children, before->p.children, "%s: children %ld -> %ld", point,
 	             before->p.children, after.p.children);
 	cr_assert_eq(slots, slots_before, "%s: host-id slots %ld -> %ld", point, slots_before, slots);
@@ -154,7 +159,7 @@ Test(native_faults, each_execute_phase_fails_cleanly_and_leaks_nothing, .timeout
 		 * process), and the next command works. */
 		leak_counts after = leak_measure();
 		for (int i = 0; i < 50 && (after.fds != before.fds || after.mounts != before.mounts ||
-		                           after.p.sandbox_tasks != before.p.sandbox_tasks ||
+		                           after.p.sandbox_tasks > before.p.sandbox_tasks ||
 		                           after.p.children != before.p.children);
 		     i++) {
 			usleep(100 * 1000);
@@ -163,9 +168,9 @@ Test(native_faults, each_execute_phase_fails_cleanly_and_leaks_nothing, .timeout
 		cr_assert_eq(after.fds, before.fds, "%s: descriptors %ld -> %ld", fired, before.fds,
 		             after.fds);
 		cr_assert_eq(after.mounts, before.mounts, "%s: mounts", fired);
-		cr_assert_eq(after.p.sandbox_tasks, before.p.sandbox_tasks,
-		             "%s: sandbox processes %ld -> %ld", fired, before.p.sandbox_tasks,
-		             after.p.sandbox_tasks);
+		cr_assert_leq(after.p.sandbox_tasks, before.p.sandbox_tasks,
+		              "%s: sandbox processes %ld -> %ld", fired, before.p.sandbox_tasks,
+		              after.p.sandbox_tasks);
 		cr_assert_eq(after.p.children, before.p.children, "%s: children %ld -> %ld", fired,
 		             before.p.children, after.p.children);
 		char *ok_argv[] = { "/bin/true", NULL };
