@@ -10,9 +10,13 @@
  */
 
 #include <criterion/criterion.h>
+#include <dirent.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "airlock/envbuild.h"
 #include "airlock/image.h"
@@ -128,6 +132,166 @@ static inline void box_close(box *b)
 	airlock_exec_free(b->e);
 	airlock_environment_handle_clear(&b->h);
 	airlock_environment_spec_clear(&b->spec);
+}
+
+/* ---- leak counters ------------------------------------------------------------
+ * What a sandbox can leave behind on the host, counted from outside the code
+ * under test: mounts, cgroups, loop devices, descriptors and processes
+ * (test_native_leaks.c, test_native_faults.c). */
+
+static inline long leak_count_lines_matching(const char *path, const char *needle)
+{
+	FILE *f = fopen(path, "re");
+	if (!f)
+		return -1;
+	char line[4096];
+	long n = 0;
+	while (fgets(line, sizeof(line), f))
+		if (!needle || strstr(line, needle))
+			n++;
+	fclose(f);
+	return n;
+}
+
+static inline long leak_count_dir(const char *path, bool (*keep)(const char *name))
+{
+	DIR *d = opendir(path);
+	if (!d)
+		return -1;
+	long n = 0;
+	struct dirent *de;
+	while ((de = readdir(d)))
+		if (de->d_name[0] != '.' && (!keep || keep(de->d_name)))
+			n++;
+	closedir(d);
+	return n;
+}
+
+static inline bool leak_is_loop(const char *name)
+{
+	if (strncmp(name, "loop", 4) != 0)
+		return false;
+	char p[300]; /* a d_name of up to 255 bytes and the rest */
+	snprintf(p, sizeof(p), "/sys/block/%s/loop/backing_file", name);
+	FILE *f = fopen(p, "re");
+	if (!f)
+		return false; /* not attached */
+	fclose(f);
+	return true;
+}
+
+static inline bool leak_is_pid(const char *name)
+{
+	return name[0] >= '0' && name[0] <= '9';
+}
+
+/* The native mechanism runs every sandbox process (init and commands) as a
+ * host id at or above this base; any such process after destroy is a leak.
+ * Reading /proc/PID/status for Uid and PPid keeps this independent of the
+ * code under test. */
+#define SANDBOX_HOST_ID_BASE 1500000000u
+
+typedef struct leak_procs {
+	long sandbox_tasks; /* processes running as a sandbox host id */
+	long sandbox_mntns; /* distinct mount namespaces among them */
+	long children;      /* our own children, zombies included */
+} leak_procs;
+
+static inline leak_procs leak_count_processes(void)
+{
+	leak_procs c = { 0 };
+	DIR *d = opendir("/proc");
+	if (!d)
+		return (leak_procs){ -1, -1, -1 };
+	char seen[256][64];
+	struct dirent *de;
+	while ((de = readdir(d))) {
+		if (!leak_is_pid(de->d_name))
+			continue;
+		char p[300], line[256];
+		snprintf(p, sizeof(p), "/proc/%s/status", de->d_name);
+		FILE *f = fopen(p, "re");
+		if (!f)
+			continue;
+		unsigned long uid = 0;
+		long ppid = -1;
+		char state = 0;
+		while (fgets(line, sizeof(line), f)) {
+			sscanf(line, "Uid: %lu", &uid);
+			sscanf(line, "PPid: %ld", &ppid);
+			sscanf(line, "State: %c", &state);
+		}
+		fclose(f);
+		if (ppid == (long)getpid())
+			c.children++;
+		/* A zombie has released its namespaces, mounts and memory; it
+		 * waits only for whoever adopted it (a subreaper) to reap it. */
+		if (uid < SANDBOX_HOST_ID_BASE || state == 'Z')
+			continue;
+		c.sandbox_tasks++;
+		char target[64];
+		snprintf(p, sizeof(p), "/proc/%s/ns/mnt", de->d_name);
+		ssize_t len = readlink(p, target, sizeof(target) - 1);
+		if (len <= 0)
+			continue;
+		target[len] = 0;
+		bool dup = false;
+		for (long i = 0; i < c.sandbox_mntns && !dup; i++)
+			dup = strcmp(seen[i], target) == 0;
+		if (!dup && c.sandbox_mntns < 256)
+			strcpy(seen[c.sandbox_mntns++], target);
+	}
+	closedir(d);
+	return c;
+}
+
+static inline long leak_count_airlock_cgroups(void)
+{
+	FILE *f = popen("find /sys/fs/cgroup -maxdepth 6 -type d -name 'airlock-*' 2>/dev/null | wc -l", "re");
+	if (!f)
+		return -1;
+	long n = -1;
+	if (fscanf(f, "%ld", &n) != 1)
+		n = -1;
+	pclose(f);
+	return n;
+}
+
+typedef struct leak_counts {
+	long mounts, cgroups, loops, fds;
+	leak_procs p;
+} leak_counts;
+
+static inline leak_counts leak_measure(void)
+{
+	return (leak_counts){
+		.mounts = leak_count_lines_matching("/proc/self/mountinfo", NULL),
+		.cgroups = leak_count_airlock_cgroups(),
+		.loops = leak_count_dir("/sys/block", leak_is_loop),
+		.fds = leak_count_dir("/proc/self/fd", NULL),
+		.p = leak_count_processes(),
+	};
+}
+
+/* Host-id slots held on the lock file at path: the open-file-description
+ * locks /proc/locks lists on its inode (each live sandbox holds one). */
+static inline long leak_count_id_slots(const char *path)
+{
+	struct stat st;
+	if (stat(path, &st) < 0)
+		return -1;
+	char needle[64];
+	snprintf(needle, sizeof(needle), ":%lu ", (unsigned long)st.st_ino);
+	FILE *f = fopen("/proc/locks", "re");
+	if (!f)
+		return -1;
+	char line[512];
+	long n = 0;
+	while (fgets(line, sizeof(line), f))
+		if (strstr(line, "OFDLCK") && strstr(line, needle))
+			n++;
+	fclose(f);
+	return n;
 }
 
 /* Python code in the box, with a timeout. */

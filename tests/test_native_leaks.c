@@ -15,140 +15,6 @@
 
 #define CYCLES 500
 
-static long count_lines_matching(const char *path, const char *needle)
-{
-	FILE *f = fopen(path, "re");
-	if (!f)
-		return -1;
-	char line[4096];
-	long n = 0;
-	while (fgets(line, sizeof(line), f))
-		if (!needle || strstr(line, needle))
-			n++;
-	fclose(f);
-	return n;
-}
-
-static long count_dir(const char *path, bool (*keep)(const char *name))
-{
-	DIR *d = opendir(path);
-	if (!d)
-		return -1;
-	long n = 0;
-	struct dirent *de;
-	while ((de = readdir(d)))
-		if (de->d_name[0] != '.' && (!keep || keep(de->d_name)))
-			n++;
-	closedir(d);
-	return n;
-}
-
-static bool is_loop(const char *name)
-{
-	if (strncmp(name, "loop", 4) != 0)
-		return false;
-	char p[256];
-	snprintf(p, sizeof(p), "/sys/block/%s/loop/backing_file", name);
-	FILE *f = fopen(p, "re");
-	if (!f)
-		return false; /* not attached */
-	fclose(f);
-	return true;
-}
-
-static bool is_pid(const char *name)
-{
-	return name[0] >= '0' && name[0] <= '9';
-}
-
-/* The native mechanism runs every sandbox process (init and commands) as a
- * host id at or above this base; any such process after destroy is a leak.
- * Reading /proc/PID/status for Uid and PPid keeps this independent of the
- * code under test. */
-#define SANDBOX_HOST_ID_BASE 1500000000u
-
-typedef struct procs {
-	long sandbox_tasks; /* processes running as a sandbox host id */
-	long sandbox_mntns; /* distinct mount namespaces among them */
-	long children;      /* our own children, zombies included */
-} procs;
-
-static procs count_processes(void)
-{
-	procs c = { 0 };
-	DIR *d = opendir("/proc");
-	if (!d)
-		return (procs){ -1, -1, -1 };
-	char seen[256][64];
-	struct dirent *de;
-	while ((de = readdir(d))) {
-		if (!is_pid(de->d_name))
-			continue;
-		char p[300], line[256];
-		snprintf(p, sizeof(p), "/proc/%s/status", de->d_name);
-		FILE *f = fopen(p, "re");
-		if (!f)
-			continue;
-		unsigned long uid = 0;
-		long ppid = -1;
-		char state = 0;
-		while (fgets(line, sizeof(line), f)) {
-			sscanf(line, "Uid: %lu", &uid);
-			sscanf(line, "PPid: %ld", &ppid);
-			sscanf(line, "State: %c", &state);
-		}
-		fclose(f);
-		if (ppid == (long)getpid())
-			c.children++;
-		/* A zombie has released its namespaces, mounts and memory; it
-		 * waits only for whoever adopted it (a subreaper) to reap it. */
-		if (uid < SANDBOX_HOST_ID_BASE || state == 'Z')
-			continue;
-		c.sandbox_tasks++;
-		char target[64];
-		snprintf(p, sizeof(p), "/proc/%s/ns/mnt", de->d_name);
-		ssize_t len = readlink(p, target, sizeof(target) - 1);
-		if (len <= 0)
-			continue;
-		target[len] = 0;
-		bool dup = false;
-		for (long i = 0; i < c.sandbox_mntns && !dup; i++)
-			dup = strcmp(seen[i], target) == 0;
-		if (!dup && c.sandbox_mntns < 256)
-			strcpy(seen[c.sandbox_mntns++], target);
-	}
-	closedir(d);
-	return c;
-}
-
-static long count_airlock_cgroups(void)
-{
-	FILE *f = popen("find /sys/fs/cgroup -maxdepth 6 -type d -name 'airlock-*' 2>/dev/null | wc -l", "re");
-	if (!f)
-		return -1;
-	long n = -1;
-	if (fscanf(f, "%ld", &n) != 1)
-		n = -1;
-	pclose(f);
-	return n;
-}
-
-typedef struct counts {
-	long mounts, cgroups, loops, fds;
-	procs p;
-} counts;
-
-static counts measure(void)
-{
-	return (counts){
-		.mounts = count_lines_matching("/proc/self/mountinfo", NULL),
-		.cgroups = count_airlock_cgroups(),
-		.loops = count_dir("/sys/block", is_loop),
-		.fds = count_dir("/proc/self/fd", NULL),
-		.p = count_processes(),
-	};
-}
-
 Test(native_leaks, five_hundred_cycles_leave_nothing, .timeout = 1500)
 {
 	char digest[AIRLOCK_IMAGE_DIGEST_SIZE];
@@ -166,7 +32,7 @@ Test(native_leaks, five_hundred_cycles_leave_nothing, .timeout = 1500)
 	cr_assert_eq(airlock_exec_destroy(e, &h, &err), 0, "%s", err.message);
 	airlock_environment_handle_clear(&h);
 
-	counts before = measure();
+	leak_counts before = leak_measure();
 	for (int i = 0; i < CYCLES; i++) {
 		cr_assert_eq(airlock_exec_provision(e, &spec, &h, &err), 0, "cycle %d: %s", i, err.message);
 		char *argv[] = { "/bin/true", NULL };
@@ -177,7 +43,7 @@ Test(native_leaks, five_hundred_cycles_leave_nothing, .timeout = 1500)
 		cr_assert_eq(airlock_exec_destroy(e, &h, &err), 0, "cycle %d: %s", i, err.message);
 		airlock_environment_handle_clear(&h);
 	}
-	counts after = measure();
+	leak_counts after = leak_measure();
 	cr_assert_eq(after.mounts, before.mounts, "mounts %ld -> %ld", before.mounts, after.mounts);
 	cr_assert_eq(after.cgroups, before.cgroups, "cgroups %ld -> %ld", before.cgroups, after.cgroups);
 	cr_assert_eq(after.loops, before.loops, "loop devices %ld -> %ld", before.loops, after.loops);
@@ -189,7 +55,7 @@ Test(native_leaks, five_hundred_cycles_leave_nothing, .timeout = 1500)
 	airlock_environment_spec_clear(&spec);
 	airlock_exec_free(e);
 	/* And freeing the service releases the image's loop device too. */
-	counts end = measure();
+	leak_counts end = leak_measure();
 	cr_assert(end.loops < after.loops || after.loops == 0, "loop devices after free: %ld", end.loops);
 }
 
@@ -201,7 +67,7 @@ Test(native_leaks, a_crashed_service_is_cleaned_up_at_the_next_start, .timeout =
 {
 	char digest[AIRLOCK_IMAGE_DIGEST_SIZE];
 	native_test_require(digest);
-	counts before = measure();
+	leak_counts before = leak_measure();
 	int pfd[2];
 	cr_assert_eq(pipe(pfd), 0);
 	pid_t pid = fork();
@@ -244,24 +110,24 @@ Test(native_leaks, a_crashed_service_is_cleaned_up_at_the_next_start, .timeout =
 
 	/* The lifeline: the dead service's sandbox ends by itself, at once,
 	 * without waiting for anyone to start again. */
-	counts orphaned = measure();
+	leak_counts orphaned = leak_measure();
 	for (int i = 0; i < 100 && orphaned.p.sandbox_tasks > 0; i++) {
 		usleep(50 * 1000);
-		orphaned = measure();
+		orphaned = leak_measure();
 	}
 	cr_assert_eq(orphaned.p.sandbox_tasks, 0, "the crashed service's sandbox is still running");
 	cr_assert_gt(orphaned.cgroups, before.cgroups, "its cgroups wait for the next start");
 
 	/* The next start sweeps. */
 	airlock_exec *e = native_test_open(NULL);
-	counts after = measure();
+	leak_counts after = leak_measure();
 	cr_assert_eq(after.p.sandbox_tasks, 0, "sandbox processes left: %ld", after.p.sandbox_tasks);
 	cr_assert_eq(after.cgroups, before.cgroups, "cgroups %ld -> %ld", before.cgroups, after.cgroups);
 	airlock_exec_free(e);
 	/* The volume's loop device goes with the last holder of its mount. */
 	long loops = -1;
 	for (int i = 0; i < 50; i++) {
-		loops = count_dir("/sys/block", is_loop);
+		loops = leak_count_dir("/sys/block", leak_is_loop);
 		if (loops <= before.loops)
 			break;
 		usleep(100 * 1000);

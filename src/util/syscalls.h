@@ -39,6 +39,14 @@ static inline pid_t sys_clone3(struct clone_args *args, size_t size)
 {
 	return (pid_t)syscall(SYS_clone3, args, size);
 }
+/* clone with no new stack (the child continues on a copy of the caller's,
+ * as fork does) and no tls or tid pointers: the flags alone, e.g.
+ * CLONE_PARENT, which fork cannot ask for. With every pointer zero the
+ * argument order, which differs between architectures, does not matter. */
+static inline pid_t sys_clone(unsigned long flags)
+{
+	return (pid_t)syscall(SYS_clone, flags, 0, NULL, NULL, 0);
+}
 static inline int sys_close_range(unsigned int first, unsigned int last, unsigned int flags)
 {
 	return (int)syscall(SYS_close_range, first, last, flags);
@@ -47,6 +55,12 @@ static inline int sys_execveat(int dirfd, const char *path, char *const argv[],
 			       char *const envp[], int flags)
 {
 	return (int)syscall(SYS_execveat, dirfd, path, argv, envp, flags);
+}
+
+/* seccomp(2): glibc 2.36 has no wrapper. */
+static inline int sys_seccomp(unsigned int op, unsigned int flags, void *args)
+{
+	return (int)syscall(SYS_seccomp, op, flags, args);
 }
 
 /* ---- credentials (see above for why raw) --------------------------------- */

@@ -9,6 +9,7 @@
  * report a failure as (step, errno) over their sync socket before exiting.
  */
 
+#include <stdbool.h>
 #include <stdint.h>
 #include <sys/types.h>
 
@@ -72,6 +73,18 @@ typedef struct native_init_args {
 	int lifeline_fd; /* read end: hang-up means the service is gone */
 } native_init_args;
 
+/* Open descriptors per sandboxed process, soft and hard (the hard limit
+ * equal, so it cannot be raised back). Commands would otherwise inherit the
+ * service's limit (20000 here): ten processes held 200k open files, and the
+ * host's fs.file-max is shared by every tenant (past it, only host root
+ * opens files). 1024 is the soft limit programs are written against
+ * (select's FD_SETSIZE is 1024, and the usual distribution default), so
+ * nothing ordinary meets it. It also caps what one sandbox user can have in
+ * flight in SCM_RIGHTS messages (the kernel compares that count with
+ * RLIMIT_NOFILE). A sandbox's total is this times pids_max; every open
+ * file's kernel objects are charged to its memory cgroup besides. */
+#define NATIVE_NOFILE 1024
+
 /* The sandbox's init: builds the root, becomes the sandbox user, then reaps
  * orphans until it is killed. Never returns. */
 _Noreturn void native_init_main(const native_init_args *a);
@@ -96,7 +109,28 @@ typedef struct native_cmd_args {
  * executes the sealed starter program, which executes the command. */
 _Noreturn void native_cmd_main(const native_cmd_args *a);
 
-/* Drop to the sandbox user: no capabilities in any set, no_new_privs, the
+/* ---- the child halves of the facilities --------------------------------------
+ * Each returns the step that failed (0 on success) with errno set; the
+ * caller reports it and exits. */
+
+/* The sync socket, from the child's side (child.c): send never fails
+ * visibly; recv is true when the next message is of kind want. */
+void native_child_send(int fd, int kind, int step, int value);
+bool native_child_recv(int fd, int want);
+
+/* mounts.c: make every mount private (nothing propagates to the host);
+ * then assemble the root from a's mounts under /tmp/root and pivot into it. */
+int native_mounts_private(void);
+int native_mounts_build_root(const native_init_args *a);
+
+/* net.c: bring lo up. */
+int native_net_loopback_up(void);
+
+/* user.c: become host_id with the namespace's ceilings, make the user
+ * namespace, and wait on sync_fd for the service to write its id maps. */
+int native_user_enter(int sync_fd, uid_t host_id);
+
+/* user.c: drop to the sandbox user: no capabilities in any set, no_new_privs, the
  * seccomp filter. last_cap is the kernel's highest capability
  * (/proc/sys/kernel/cap_last_cap, read by the service). For init and for
  * every command. Returns the step that failed (0 on success), errno set. */

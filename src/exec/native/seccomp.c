@@ -32,6 +32,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include "util/syscalls.h"
 #include "util/util.h"
 
 /* Syscalls the kernel here (6.18) has but libseccomp 2.5.4 cannot name.
@@ -76,108 +77,113 @@
  * binary tree keeps the cost logarithmic. */
 #define NATIVE_NR_GUARD_MAX 511
 
-/* Denied outright with EPERM. Each entry cites why. */
+/* Denied outright with EPERM, or refused with the errno an entry names.
+ * Each entry cites why. */
 static const struct {
 	const char *name;
-	int nr; /* used when name is NULL: a number libseccomp cannot resolve */
+	int nr;    /* used when name is NULL: a number libseccomp cannot resolve */
+	int errno_; /* what the call returns */
 } native_denied[] = {
 	/* Namespaces: a new user namespace gives back every capability inside
 	 * it and with it the mount API (DESIGN.md). clone's flags are checked
 	 * separately below; clone3's flags live in memory that BPF cannot read,
 	 * so clone3 gets ENOSYS (below) and libc falls back to clone. */
-	{ "unshare", 0 },
-	{ "setns", 0 },
+	{ "unshare", 0, EPERM },
+	{ "setns", 0, EPERM },
 	/* Mounts, old and new API. */
-	{ "mount", 0 },
-	{ "umount2", 0 },
-	{ "pivot_root", 0 },
-	{ "chroot", 0 },
-	{ "fsopen", 0 },
-	{ "fsconfig", 0 },
-	{ "fsmount", 0 },
-	{ "fspick", 0 },
-	{ "move_mount", 0 },
-	{ "open_tree", 0 },
-	{ "mount_setattr", 0 },
-	{ NULL, NATIVE_NR_OPEN_TREE_ATTR },
+	{ "mount", 0, EPERM },
+	{ "umount2", 0, EPERM },
+	{ "pivot_root", 0, EPERM },
+	{ "chroot", 0, EPERM },
+	{ "fsopen", 0, EPERM },
+	{ "fsconfig", 0, EPERM },
+	{ "fsmount", 0, EPERM },
+	{ "fspick", 0, EPERM },
+	{ "move_mount", 0, EPERM },
+	{ "open_tree", 0, EPERM },
+	{ "mount_setattr", 0, EPERM },
+	{ NULL, NATIVE_NR_OPEN_TREE_ATTR, EPERM },
 	/* io_uring runs operations from kernel workers that seccomp never
 	 * sees, and has been a steady source of kernel bugs. */
-	{ "io_uring_setup", 0 },
-	{ "io_uring_enter", 0 },
-	{ "io_uring_register", 0 },
+	{ "io_uring_setup", 0, EPERM },
+	{ "io_uring_enter", 0, EPERM },
+	{ "io_uring_register", 0, EPERM },
 	/* BPF programs, tracing and reading or writing other processes. */
-	{ "bpf", 0 },
-	{ "ptrace", 0 },
-	{ "process_vm_readv", 0 },
-	{ "process_vm_writev", 0 },
-	{ "perf_event_open", 0 },
+	{ "bpf", 0, EPERM },
+	{ "ptrace", 0, EPERM },
+	{ "process_vm_readv", 0, EPERM },
+	{ "process_vm_writev", 0, EPERM },
+	{ "perf_event_open", 0, EPERM },
 	/* The kernel keyring is not namespaced. */
-	{ "keyctl", 0 },
-	{ "add_key", 0 },
-	{ "request_key", 0 },
+	{ "keyctl", 0, EPERM },
+	{ "add_key", 0, EPERM },
+	{ "request_key", 0, EPERM },
 	/* Replacing or extending the kernel. */
-	{ "kexec_load", 0 },
-	{ "kexec_file_load", 0 },
-	{ "init_module", 0 },
-	{ "finit_module", 0 },
-	{ "delete_module", 0 },
+	{ "kexec_load", 0, EPERM },
+	{ "kexec_file_load", 0, EPERM },
+	{ "init_module", 0, EPERM },
+	{ "finit_module", 0, EPERM },
+	{ "delete_module", 0, EPERM },
 	/* File handles bypass path lookup, and so the mount namespace. */
-	{ "open_by_handle_at", 0 },
-	{ "name_to_handle_at", 0 },
+	{ "open_by_handle_at", 0, EPERM },
+	{ "name_to_handle_at", 0, EPERM },
 	/* userfaultfd stalls kernel threads at will: a classic race widener. */
-	{ "userfaultfd", 0 },
+	{ "userfaultfd", 0, EPERM },
 #if defined(__x86_64__)
 	/* x86 only: aarch64 has none of these. LDT segments: old attack
 	 * surface, needed only by 16-bit code. */
-	{ "modify_ldt", 0 },
+	{ "modify_ldt", 0, EPERM },
 	/* I/O port access: direct hardware. */
-	{ "iopl", 0 },
-	{ "ioperm", 0 },
+	{ "iopl", 0, EPERM },
+	{ "ioperm", 0, EPERM },
 #endif
 	/* fanotify groups and marks are charged per user, across sandboxes. */
-	{ "fanotify_init", 0 },
+	{ "fanotify_init", 0, EPERM },
 	/* sync flushes every filesystem on the host; syncfs and fsync stay. */
-	{ "sync", 0 },
+	{ "sync", 0, EPERM },
 	/* Process accounting is host-wide. */
-	{ "acct", 0 },
+	{ "acct", 0, EPERM },
 	/* Swap is host-wide. */
-	{ "swapon", 0 },
-	{ "swapoff", 0 },
+	{ "swapon", 0, EPERM },
+	{ "swapoff", 0, EPERM },
 	/* Rebooting the host, or (in a pid namespace) ending its init. */
-	{ "reboot", 0 },
+	{ "reboot", 0, EPERM },
 	/* The clocks are not namespaced (time namespaces only offset
 	 * CLOCK_MONOTONIC and CLOCK_BOOTTIME for reading). */
-	{ "settimeofday", 0 },
-	{ "clock_settime", 0 },
-	{ "clock_adjtime", 0 },
-	{ "adjtimex", 0 },
+	{ "settimeofday", 0, EPERM },
+	{ "clock_settime", 0, EPERM },
+	{ "clock_adjtime", 0, EPERM },
+	{ "adjtimex", 0, EPERM },
 	/* The kernel log buffer is host-wide and can leak kernel addresses. */
-	{ "syslog", 0 },
+	{ "syslog", 0, EPERM },
 	/* Disk quotas belong to the host's filesystems; quotactl_fd is the
 	 * same call by descriptor. */
-	{ "quotactl", 0 },
-	{ "quotactl_fd", 0 },
+	{ "quotactl", 0, EPERM },
+	{ "quotactl_fd", 0, EPERM },
 	/* Hangs up the controlling terminal, which may be the host's. */
-	{ "vhangup", 0 },
+	{ "vhangup", 0, EPERM },
 	/* Oprofile leftover (ENOSYS since 6.10) that resolved kernel paths. */
-	{ "lookup_dcookie", 0 },
+	{ "lookup_dcookie", 0, EPERM },
 	/* Takes a copy of a descriptor out of another process. */
-	{ "pidfd_getfd", 0 },
+	{ "pidfd_getfd", 0, EPERM },
+	/* Refused with ENOSYS, what a kernel built without them answers, so that
+	 * programs take their fallback paths.
+	 *
+	 * Kernel AIO (io_setup and the calls on its contexts): every context
+	 * reserves events from the host-wide fs.aio-max-nr (65536 by default),
+	 * which no cgroup or namespace divides. One sandbox reserved all of them
+	 * and the host's own io_setup then failed with EAGAIN. glibc's POSIX aio
+	 * uses threads, not these calls; libaio users (databases) fall back to
+	 * synchronous I/O on ENOSYS. io_uring, the other asynchronous I/O
+	 * interface, is denied above. */
+	{ "io_setup", 0, ENOSYS },
+	{ "io_destroy", 0, ENOSYS },
+	{ "io_submit", 0, ENOSYS },
+	{ "io_cancel", 0, ENOSYS },
+	{ "io_getevents", 0, ENOSYS },
+	{ "io_pgetevents", 0, ENOSYS },
 };
 
-/* Refused with ENOSYS, what a kernel built without them answers, so that
- * programs take their fallback paths.
- *
- * Kernel AIO (io_setup and the calls on its contexts): every context
- * reserves events from the host-wide fs.aio-max-nr (65536 by default),
- * which no cgroup or namespace divides. One sandbox reserved all of them
- * and the host's own io_setup then failed with EAGAIN. glibc's POSIX aio
- * uses threads, not these calls; libaio users (databases) fall back to
- * synchronous I/O on ENOSYS. io_uring, the other asynchronous I/O
- * interface, is denied in native_denied. */
-static const char *const native_enosys[] = {
-	"io_setup", "io_destroy", "io_submit", "io_cancel", "io_getevents", "io_pgetevents",
-};
 
 /* Address families socket and socketpair may use, in ascending order. Any
  * other family (AF_VSOCK reaches the hypervisor and other guests' sandboxes
@@ -232,21 +238,9 @@ static int native_seccomp_rules(scmp_filter_ctx ctx, airlock_error *err)
 				                         "seccomp: libseccomp does not know %s",
 				                         native_denied[i].name);
 		}
-		r = native_seccomp_rule(ctx, SCMP_ACT_ERRNO(EPERM), nr,
+		r = native_seccomp_rule(ctx, SCMP_ACT_ERRNO((uint32_t)native_denied[i].errno_), nr,
 		                        native_denied[i].name ? native_denied[i].name : "a new syscall",
 		                        0, NULL, err);
-		if (r < 0)
-			return r;
-	}
-
-	for (size_t i = 0; i < ARRAY_SIZE(native_enosys); i++) {
-		int nr = seccomp_syscall_resolve_name(native_enosys[i]);
-		if (nr == __NR_SCMP_ERROR)
-			return airlock_error_set(err, AIRLOCK_ERR_EXECUTION_UNAVAILABLE, 0,
-			                         "seccomp: libseccomp does not know %s",
-			                         native_enosys[i]);
-		r = native_seccomp_rule(ctx, SCMP_ACT_ERRNO(ENOSYS), nr, native_enosys[i], 0, NULL,
-		                        err);
 		if (r < 0)
 			return r;
 	}
@@ -456,7 +450,7 @@ int native_seccomp_install(const native_seccomp *s)
 	};
 	/* No TSYNC: the children that install this are single-threaded copies
 	 * made by fork. The filter is inherited by everything they start. */
-	if (syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, 0, &prog) < 0)
+	if (sys_seccomp(SECCOMP_SET_MODE_FILTER, 0, &prog) < 0)
 		return -errno;
 	return 0;
 }

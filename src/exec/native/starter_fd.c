@@ -47,17 +47,10 @@ int native_starter_open(int *ret_fd, airlock_error *err)
 			                         "and vm.memfd_noexec forbids it (set it to 0 or 1)");
 		return airlock_error_set(err, AIRLOCK_ERR_SYSTEM, errno, "native: starter memfd");
 	}
-	size_t off = 0;
-	while (off < native_starter_blob_len) {
-		ssize_t w = write(fd, native_starter_blob + off, native_starter_blob_len - off);
-		if (w < 0 && errno == EINTR)
-			continue;
-		if (w <= 0) {
-			int e = w < 0 ? errno : EIO;
-			close(fd);
-			return airlock_error_set(err, AIRLOCK_ERR_SYSTEM, e, "native: writing the starter");
-		}
-		off += (size_t)w;
+	int w = util_write_all(fd, native_starter_blob, native_starter_blob_len);
+	if (w < 0) {
+		close(fd);
+		return airlock_error_set(err, AIRLOCK_ERR_SYSTEM, -w, "native: writing the starter");
 	}
 	int seals = F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_WRITE;
 	if (fchmod(fd, 0555) < 0 || fcntl(fd, F_ADD_SEALS, seals) < 0) {

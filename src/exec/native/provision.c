@@ -1,0 +1,353 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * Provision: the steps that make a sandbox, in order, each named. One place
+ * runs them (provision_run): it asks util_fault("provision.<step>") first,
+ * so a fault-injection build can fail each step in turn the way a real
+ * failure of it fails, and on any failure one cleanup (provision_release)
+ * undoes whatever the steps before made (tests/test_native_faults.c).
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <linux/sched.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "airlock/egress.h"
+#include "airlock/envbuild.h"
+#include "exec/native/service.h"
+#include "util/fault.h"
+#include "util/syscalls.h"
+#include "util/util.h"
+
+/* What the steps share while one sandbox is made. */
+typedef struct provision {
+	airlock_native *n;
+	const airlock_environment_spec *spec;
+	const airlock_environment_handle *handle;
+	int64_t deadline; /* monotonic ms: the start budget */
+	sandbox *b;
+	bool proxied;     /* the sandbox gets the egress proxy's listener */
+	int image_fd;     /* the detached image mount, until init has it */
+	int sv[2];        /* the sync socket: ours, init's */
+	int lifeline_r;   /* init's end of the lifeline, until init has it */
+	char tmp_options[64];
+} provision;
+
+typedef struct provision_step {
+	const char *point;    /* "provision.<step>": its name for util_fault */
+	airlock_errclass cls; /* the class its own failure has */
+	const char *what;     /* its own failure message's first words */
+	bool (*applies)(const provision *p); /* NULL: always */
+	int (*run)(provision *p, airlock_error *err);
+} provision_step;
+
+/* ---- the steps ------------------------------------------------------------ */
+
+static int step_sandbox(provision *p, airlock_error *err)
+{
+	sandbox *b = p->b;
+	snprintf(b->id, sizeof(b->id), "%s", p->handle->environment_id);
+	b->limits = p->spec->limits;
+	b->tenant_id = strdup(p->spec->tenant_id);
+	if (!b->tenant_id)
+		return airlock_error_set(err, AIRLOCK_ERR_SYSTEM, ENOMEM, "provision");
+	return 0;
+}
+
+static bool egress_allowlist(const provision *p)
+{
+	return p->spec->egress.mode == AIRLOCK_EGRESS_ALLOWLIST;
+}
+
+/* The two yeses, decided before anything is created. */
+static int step_egress_policy(provision *p, airlock_error *err)
+{
+	const airlock_native *n = p->n;
+	static const airlock_egress_policy deny = { .mode = AIRLOCK_EGRESS_DENY };
+	int r = airlock_egress_policy_covers(n->cfg.egress_policy ? n->cfg.egress_policy : &deny,
+	                                     &p->spec->egress, err);
+	if (r < 0)
+		return r;
+	if (!n->cfg.egress_proxy)
+		return airlock_error_set(err, AIRLOCK_ERR_EXECUTION_UNAVAILABLE, 0,
+		                         "egress: no egress proxy is running for this service");
+	p->proxied = p->spec->egress.n_destinations > 0;
+	return 0;
+}
+
+static int step_environment(provision *p, airlock_error *err)
+{
+	sandbox *b = p->b;
+	const airlock_env *env = &p->spec->environment;
+	bool proxied = p->proxied;
+	/* +2: PWD (set per command) and the NULL; + the proxy variables. */
+	b->envp = calloc(env->n + 2 + AIRLOCK_SANDBOX_PROXY_VARS_N, sizeof(char *));
+	if (!b->envp)
+		return airlock_error_set(err, AIRLOCK_ERR_SYSTEM, ENOMEM, "environment");
+	/* Tier 2 wins: with the proxy, its variables replace any tier-1 value. */
+	for (size_t i = 0; proxied && i < AIRLOCK_SANDBOX_PROXY_VARS_N; i++) {
+		if (asprintf(&b->envp[b->n_env], "%s=%s", airlock_sandbox_proxy_vars[i],
+		             AIRLOCK_SANDBOX_PROXY_URL) < 0) {
+			b->envp[b->n_env] = NULL;
+			return airlock_error_set(err, AIRLOCK_ERR_SYSTEM, ENOMEM, "environment");
+		}
+		b->n_env++;
+	}
+	for (size_t i = 0; i < env->n; i++) {
+		if (strcmp(env->vars[i].name, "PWD") == 0 ||
+		    (proxied && airlock_sandbox_proxy_var(env->vars[i].name)))
+			continue;
+		if (asprintf(&b->envp[b->n_env], "%s=%s", env->vars[i].name, env->vars[i].value) < 0) {
+			b->envp[b->n_env] = NULL;
+			return airlock_error_set(err, AIRLOCK_ERR_SYSTEM, ENOMEM, "environment");
+		}
+		b->n_env++;
+	}
+	return 0;
+}
+
+static int step_host_id(provision *p, airlock_error *err)
+{
+	airlock_native *n = p->n;
+	sandbox *b = p->b;
+	pthread_mutex_lock(&n->lock);
+	int r = native_user_slot_take(n, &b->slot);
+	if (r == 0)
+		b->host_id = NATIVE_HOST_ID_BASE + b->slot;
+	pthread_mutex_unlock(&n->lock);
+	if (r == -EAGAIN)
+		return airlock_error_set(err, AIRLOCK_ERR_EXECUTION_UNAVAILABLE, 0,
+		                         "no free sandbox user ids: %u sandboxes are live on this host",
+		                         NATIVE_HOST_ID_SLOTS);
+	if (r < 0)
+		return airlock_error_set(err, AIRLOCK_ERR_EXECUTION_UNAVAILABLE, -r,
+		                         "sandbox user ids: locking a slot in the host-wide lock file");
+	return 0;
+}
+
+static int step_image(provision *p, airlock_error *err)
+{
+	return native_mounts_image(p->n, p->spec->image_digest, &p->image_fd, err);
+}
+
+static int step_volume(provision *p, airlock_error *err)
+{
+	const airlock_resource_limits *l = &p->spec->limits;
+	sandbox *b = p->b;
+	return host_volume_create(p->n->volume_dir_fd, l->workspace_bytes, l->inodes_max,
+	                            b->host_id, b->host_id, &b->vol, err);
+}
+
+static int step_workspace(provision *p, airlock_error *err)
+{
+	return host_volume_workspace(p->b->vol, &p->b->ws, err);
+}
+
+static int step_cgroup(provision *p, airlock_error *err)
+{
+	return host_cgroup_create(p->b->id, &p->spec->limits, &p->b->cg, err);
+}
+
+static int step_sync(provision *p, airlock_error *err)
+{
+	native_mounts_tmp_options(&p->spec->limits, p->tmp_options, sizeof(p->tmp_options));
+	if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, p->sv) < 0)
+		return airlock_error_set(err, AIRLOCK_ERR_SYSTEM, errno, "provision");
+	return 0;
+}
+
+static int step_lifeline(provision *p, airlock_error *err)
+{
+	/* init's lifeline: we keep the write end for the sandbox's life and
+	 * never write it; when this process dies the kernel closes it and init,
+	 * seeing the hang-up, ends the sandbox. */
+	int life[2];
+	if (pipe2(life, O_CLOEXEC) < 0)
+		return airlock_error_set(err, AIRLOCK_ERR_SYSTEM, errno, "provision: lifeline");
+	p->lifeline_r = life[0];
+	p->b->lifeline_w = life[1];
+	return 0;
+}
+
+static int step_init(provision *p, airlock_error *err)
+{
+	airlock_native *n = p->n;
+	sandbox *b = p->b;
+	native_init_args ia = {
+		.sync_fd = p->sv[1],
+		.image_mount_fd = p->image_fd,
+		.volume_mount_fd = host_volume_mount_fd(b->vol),
+		.tmp_options = p->tmp_options,
+		.seccomp = &n->seccomp,
+		.last_cap = n->last_cap,
+		.host_id = b->host_id,
+		.lifeline_fd = p->lifeline_r,
+	};
+	/* clone3 rather than fork: the namespaces are created with the child,
+	 * and a pidfd comes back with it, so no pid is ever reused under us. */
+	struct clone_args ca = {
+		.flags = CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWNET | CLONE_NEWIPC | CLONE_NEWUTS |
+		         CLONE_PIDFD,
+		.pidfd = (uint64_t)(uintptr_t)&b->init_pidfd,
+		.exit_signal = SIGCHLD,
+	};
+	pid_t pid = sys_clone3(&ca, sizeof(ca));
+	if (pid < 0)
+		return airlock_error_set(err, AIRLOCK_ERR_EXECUTION_UNAVAILABLE, errno,
+		                         "provision: clone3");
+	if (pid == 0) {
+		close(p->sv[0]);
+		native_init_main(&ia);
+	}
+	b->init_pid = pid;
+	/* What init holds now is its own. */
+	close(p->sv[1]);
+	p->sv[1] = -1;
+	close(p->lifeline_r);
+	p->lifeline_r = -1;
+	close(p->image_fd);
+	p->image_fd = -1;
+	return 0;
+}
+
+static int step_init_cgroup(provision *p, airlock_error *err)
+{
+	/* The cgroup before anything runs, so every page init touches is
+	 * charged to the sandbox. */
+	return host_cgroup_enter_init(p->b->cg, p->b->init_pid, err);
+}
+
+static int step_user(provision *p, airlock_error *err)
+{
+	if (native_send_msg(p->sv[0], NATIVE_MSG_GO) < 0)
+		return airlock_error_set(err, AIRLOCK_ERR_EXECUTION_UNAVAILABLE, errno, "provision: sync");
+	native_msg m = { 0 };
+	int r = native_recv_msg(p->sv[0], p->deadline, &m);
+	if (r < 0 || m.kind != NATIVE_MSG_MAP)
+		return native_child_error("provision: sandbox init", r, &m, err);
+	r = native_user_write_id_maps(p->b->init_pid, p->b->host_id, err);
+	if (r < 0)
+		return r;
+	if (native_send_msg(p->sv[0], NATIVE_MSG_MAPPED) < 0)
+		return airlock_error_set(err, AIRLOCK_ERR_EXECUTION_UNAVAILABLE, errno, "provision: sync");
+	return 0;
+}
+
+static int step_ready(provision *p, airlock_error *err)
+{
+	native_msg m = { 0 };
+	int r = native_recv_msg(p->sv[0], p->deadline, &m);
+	if (r < 0 || m.kind != NATIVE_MSG_READY)
+		return native_child_error("provision: sandbox init", r, &m, err);
+	close(p->sv[0]);
+	p->sv[0] = -1;
+	return 0;
+}
+
+static bool proxied(const provision *p)
+{
+	return p->proxied;
+}
+
+static int step_egress(provision *p, airlock_error *err)
+{
+	return native_net_plant_proxy(p->n, p->b, p->spec, err);
+}
+
+static int step_register(provision *p, airlock_error *err)
+{
+	airlock_native *n = p->n;
+	pthread_mutex_lock(&n->lock);
+	sandbox **boxes = reallocarray(n->boxes, n->n_boxes + 1, sizeof(*boxes));
+	if (boxes) {
+		n->boxes = boxes;
+		n->boxes[n->n_boxes++] = p->b;
+	}
+	pthread_mutex_unlock(&n->lock);
+	if (!boxes)
+		return airlock_error_set(err, AIRLOCK_ERR_SYSTEM, ENOMEM, "provision");
+	return 0;
+}
+
+/* ---- the list, and the one place that runs it ------------------------------ */
+
+static const provision_step provision_steps[] = {
+	{ "provision.sandbox", AIRLOCK_ERR_SYSTEM, "provision", NULL, step_sandbox },
+	{ "provision.egress_policy", AIRLOCK_ERR_EXECUTION_UNAVAILABLE, "egress", egress_allowlist,
+	  step_egress_policy },
+	{ "provision.environment", AIRLOCK_ERR_SYSTEM, "environment", NULL, step_environment },
+	{ "provision.host_id", AIRLOCK_ERR_EXECUTION_UNAVAILABLE, "sandbox user ids", NULL,
+	  step_host_id },
+	{ "provision.image", AIRLOCK_ERR_EXECUTION_UNAVAILABLE, "image", NULL, step_image },
+	{ "provision.volume", AIRLOCK_ERR_SYSTEM, "workspace volume", NULL, step_volume },
+	{ "provision.workspace", AIRLOCK_ERR_SYSTEM, "workspace volume", NULL, step_workspace },
+	{ "provision.cgroup", AIRLOCK_ERR_EXECUTION_UNAVAILABLE, "cgroup", NULL, step_cgroup },
+	{ "provision.sync", AIRLOCK_ERR_SYSTEM, "provision", NULL, step_sync },
+	{ "provision.lifeline", AIRLOCK_ERR_SYSTEM, "provision: lifeline", NULL, step_lifeline },
+	{ "provision.init", AIRLOCK_ERR_EXECUTION_UNAVAILABLE, "provision: clone3", NULL, step_init },
+	{ "provision.init_cgroup", AIRLOCK_ERR_EXECUTION_UNAVAILABLE, "cgroup", NULL,
+	  step_init_cgroup },
+	{ "provision.user", AIRLOCK_ERR_EXECUTION_UNAVAILABLE, "user namespace", NULL, step_user },
+	{ "provision.ready", AIRLOCK_ERR_EXECUTION_UNAVAILABLE, "provision: sandbox init", NULL,
+	  step_ready },
+	{ "provision.egress", AIRLOCK_ERR_EXECUTION_UNAVAILABLE, "egress", proxied, step_egress },
+	{ "provision.register", AIRLOCK_ERR_SYSTEM, "provision", NULL, step_register },
+};
+
+static int provision_run(provision *p, const provision_step *s, airlock_error *err)
+{
+	if (s->applies && !s->applies(p))
+		return 0;
+	if (util_fault(s->point))
+		return airlock_error_set(err, s->cls, EIO, "%s (fault injected at %s)", s->what,
+		                         s->point);
+	return s->run(p, err);
+}
+
+/* The one cleanup: what the steps hold is closed; on failure the sandbox
+ * is torn down (every step's work is undone by the teardown, which takes
+ * what exists) and freed. */
+static void provision_release(provision *p, bool failed)
+{
+	if (p->lifeline_r >= 0)
+		close(p->lifeline_r);
+	if (p->sv[0] >= 0)
+		close(p->sv[0]);
+	if (p->sv[1] >= 0)
+		close(p->sv[1]);
+	if (p->image_fd >= 0)
+		close(p->image_fd);
+	if (failed) {
+		airlock_error derr;
+		native_sandbox_teardown(p->n, p->b, &derr);
+		native_sandbox_free(p->b);
+	}
+}
+
+int native_provision(void *ctx, const airlock_environment_spec *spec,
+                     const airlock_environment_handle *handle, airlock_error *err)
+{
+	airlock_native *n = ctx;
+	provision p = {
+		.n = n, .spec = spec, .handle = handle,
+		.deadline = util_monotonic_ms() + n->cfg.start_budget_seconds * 1000,
+		.image_fd = -1, .sv = { -1, -1 }, .lifeline_r = -1,
+	};
+	p.b = calloc(1, sizeof(*p.b));
+	if (!p.b)
+		return airlock_error_set(err, AIRLOCK_ERR_SYSTEM, ENOMEM, "provision");
+	p.b->init_pidfd = -1;
+	p.b->lifeline_w = -1;
+	p.b->kept_fan = -1;
+	pthread_mutex_init(&p.b->start_lock, NULL);
+	p.b->refs = 1;
+	int r = 0;
+	for (size_t i = 0; i < sizeof(provision_steps) / sizeof(provision_steps[0]) && r == 0; i++)
+		r = provision_run(&p, &provision_steps[i], err);
+	provision_release(&p, r < 0);
+	return r;
+}

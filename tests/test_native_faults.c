@@ -1,0 +1,231 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * Every step of provision failed in turn (issue 10, "Failure paths under
+ * test"; SQLite's test_vfs.c, curl's torture mode): for N = 1, 2, ... the
+ * Nth fault-injection check fails, provision must fail with an error that
+ * names the step, and the leak counters (native_testlib.h) must stay where
+ * they were: mounts, cgroups, loop devices, descriptors, processes, host-id
+ * slots. The run that sees fewer than N checks provisioned: it is destroyed
+ * and the walk ends. The same walk with the egress proxy reaches the egress
+ * steps, and one over execute's phases in one sandbox checks that the
+ * sandbox still runs the next command. Built only with
+ * -Dfault_injection=true.
+ */
+#include <criterion/criterion.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "airlock/proxy.h"
+#include "native_testlib.h"
+#include "util/fault.h"
+
+/* A lock file of this test's own, so the slot count is this service's. */
+#define FAULTS_ID_LOCK "/run/airlock-test-faults-ids.lock"
+
+/* Cgroups, loop devices and sandbox processes are counted host-wide, where
+ * other services' sandboxes come and go meanwhile: what this one leaks is
+ * a count above the baseline. The rest is this process's own and must be
+ * equal (a sandbox process of ours is our child: init, or a command). */
+static bool flat(const leak_counts *a, const leak_counts *b, long slots_a, long slots_b)
+{
+	return a->mounts == b->mounts && b->cgroups <= a->cgroups && b->loops <= a->loops &&
+	       a->fds == b->fds && b->p.sandbox_tasks <= a->p.sandbox_tasks &&
+	       a->p.children == b->p.children && slots_a == slots_b;
+}
+
+/* lock: the service's host-id lock file, whose slots are counted; NULL:
+ * none counted (slots_before is then -1). */
+static void assert_flat(const leak_counts *before, const char *lock, long slots_before,
+                        const char *point)
+{
+	/* A loop device detaches when the last reference to its mount goes,
+	 * which the kernel finishes a moment after the sandbox's last process
+	 * is reaped: a count is given a few seconds to settle. */
+	leak_counts after = leak_measure();
+	long slots = lock ? leak_count_id_slots(lock) : -1;
+	for (int i = 0; i < 50 && !flat(before, &after, slots_before, slots); i++) {
+		usleep(100 * 1000);
+		after = leak_measure();
+		slots = lock ? leak_count_id_slots(lock) : -1;
+	}
+	cr_assert_eq(after.mounts, before->mounts, "%s: mounts %ld -> %ld", point, before->mounts,
+	             after.mounts);
+	cr_assert_leq(after.cgroups, before->cgroups, "%s: cgroups %ld -> %ld", point,
+	              before->cgroups, after.cgroups);
+	cr_assert_leq(after.loops, before->loops, "%s: loop devices %ld -> %ld", point,
+	              before->loops, after.loops);
+	cr_assert_eq(after.fds, before->fds, "%s: descriptors %ld -> %ld", point, before->fds,
+	             after.fds);
+	cr_assert_leq(after.p.sandbox_tasks, before->p.sandbox_tasks,
+	              "%s: sandbox processes %ld -> %ld", point, before->p.sandbox_tasks,
+	              after.p.sandbox_tasks);
+	cr_assert_eq(after.p.children, before->p.children, "%s: children %ld -> %ld", point,
+	             before->p.children, after.p.children);
+	cr_assert_eq(slots, slots_before, "%s: host-id slots %ld -> %ld", point, slots_before, slots);
+}
+
+/* Fail each check of provision in turn with spec on the service of
+ * (policy, proxy); at least min_checks must be seen. */
+static void provision_walk(const airlock_egress_policy *policy, airlock_proxy *proxy,
+                           airlock_environment_spec *spec, unsigned min_checks)
+{
+	airlock_native_config nc = { .image_store = native_test_store(), .start_budget_seconds = 30,
+		                     .host_id_lock = FAULTS_ID_LOCK, .egress_policy = policy,
+		                     .egress_proxy = proxy };
+	airlock_native *n = NULL;
+	airlock_error err = { 0 };
+	util_fault_arm(0);
+	cr_assert_eq(airlock_native_new(&nc, &n, &err), 0, "%s", err.message);
+	airlock_exec *e = NULL;
+	cr_assert_eq(airlock_exec_new(airlock_native_ops(), n, NULL, &e, &err), 0, "%s", err.message);
+
+	/* One warm-up cycle, so the image's shared loop device (kept for the
+	 * service's life by design) is in the baseline. */
+	airlock_environment_handle h = { 0 };
+	cr_assert_eq(airlock_exec_provision(e, spec, &h, &err), 0, "%s", err.message);
+	cr_assert_eq(airlock_exec_destroy(e, &h, &err), 0, "%s", err.message);
+	airlock_environment_handle_clear(&h);
+
+	leak_counts before = leak_measure();
+	long slots_before = leak_count_id_slots(FAULTS_ID_LOCK);
+	unsigned nth;
+	for (nth = 1;; nth++) {
+		util_fault_arm(nth);
+		memset(&err, 0, sizeof(err));
+		int r = airlock_exec_provision(e, spec, &h, &err);
+		unsigned hits = util_fault_hits();
+		const char *fired = util_fault_fired();
+		util_fault_arm(0);
+		if (hits < nth) {
+			/* Past the last check: nothing failed, provision succeeded. */
+			cr_assert_eq(r, 0, "no fault at check %u, yet: %s", nth, err.message);
+			cr_assert_null(fired);
+			cr_assert_eq(airlock_exec_destroy(e, &h, &err), 0, "%s", err.message);
+			airlock_environment_handle_clear(&h);
+			break;
+		}
+		cr_assert_lt(r, 0, "check %u failed, yet provision succeeded", nth);
+		cr_assert_not_null(fired, "check %u", nth);
+		cr_assert(strstr(err.message, fired), "check %u: the error names the step %s: %s", nth,
+		          fired, err.message);
+		airlock_environment_handle_clear(&h);
+		assert_flat(&before, FAULTS_ID_LOCK, slots_before, fired);
+	}
+	cr_assert_geq(nth, min_checks + 1, "only %u checks were seen", nth - 1);
+	assert_flat(&before, FAULTS_ID_LOCK, slots_before, "after the walk");
+	airlock_exec_free(e);
+	unlink(FAULTS_ID_LOCK);
+}
+
+Test(native_faults, each_provision_step_fails_cleanly_and_leaks_nothing, .timeout = 300)
+{
+	char digest[AIRLOCK_IMAGE_DIGEST_SIZE];
+	native_test_require(digest);
+	airlock_environment_spec spec;
+	native_test_spec(&spec, "tenant-faults", digest, NULL);
+	spec.limits.workspace_bytes = 16ll << 20;
+	spec.limits.inodes_max = 1000;
+	/* Every step a denied-egress sandbox runs: all but the two of egress. */
+	provision_walk(NULL, NULL, &spec, 14);
+	airlock_environment_spec_clear(&spec);
+}
+
+static const char allow[] = "egress:\n"
+                            "  mode: allowlist\n"
+                            "  destinations:\n"
+                            "    - host: a.example.com\n"
+                            "      ports: [443]\n";
+
+static void parse_policy(airlock_egress_policy *p)
+{
+	airlock_error err = { 0 };
+	memset(p, 0, sizeof(*p));
+	cr_assert_eq(airlock_egress_policy_parse("test.yaml", allow, strlen(allow), p, &err), 0,
+	             "%s", err.message);
+}
+
+/* The same with the egress proxy: the policy check and the planted
+ * listener fail in turn too. The proxy is this test's child, started
+ * before the baseline. */
+Test(native_faults, each_provision_step_with_egress_fails_cleanly_and_leaks_nothing,
+     .timeout = 300)
+{
+	char digest[AIRLOCK_IMAGE_DIGEST_SIZE];
+	native_test_require(digest);
+	airlock_egress_policy op;
+	parse_policy(&op);
+	int log_fd = open("/dev/null", O_WRONLY | O_CLOEXEC);
+	cr_assert(log_fd >= 0);
+	airlock_proxy_config pc;
+	airlock_proxy_config_default(&pc);
+	pc.log_fd = log_fd;
+	airlock_proxy *proxy = NULL;
+	airlock_error err = { 0 };
+	cr_assert_eq(airlock_proxy_spawn(&pc, &proxy, &err), 0, "%s", err.message);
+
+	airlock_environment_spec spec;
+	native_test_spec(&spec, "tenant-faults", digest, NULL);
+	spec.limits.workspace_bytes = 16ll << 20;
+	spec.limits.inodes_max = 1000;
+	airlock_egress_policy_clear(&spec.egress);
+	parse_policy(&spec.egress);
+	provision_walk(&op, proxy, &spec, 16);
+	airlock_environment_spec_clear(&spec);
+	airlock_proxy_free(proxy);
+	close(log_fd);
+	airlock_egress_policy_clear(&op);
+}
+
+/* Each phase of execute failed in turn in one sandbox: the call fails
+ * naming the phase, nothing of the command is left behind, and the sandbox
+ * still runs the next command. */
+Test(native_faults, each_execute_phase_fails_cleanly_and_leaks_nothing, .timeout = 300)
+{
+	box b;
+	util_fault_arm(0);
+	box_open(&b, "tenant-faults", NULL);
+	char *argv[] = { "/bin/sh", "-c", "echo hi > f; cat", NULL };
+	airlock_execution_result res;
+	native_test_run(b.e, &b.h, argv, 30, "in", &res);
+	airlock_execution_result_clear(&res);
+
+	leak_counts before = leak_measure();
+	unsigned nth;
+	for (nth = 1;; nth++) {
+		airlock_execution_command cmd = test_command(argv);
+		cmd.timeout_seconds = 30;
+		cmd.has_stdin = true;
+		cmd.stdin_data = (unsigned char *)"in";
+		cmd.stdin_len = 2;
+		airlock_exec_call call = { .tenant_id = b.h.tenant_id,
+			                   .remaining_budget_ms = AIRLOCK_BUDGET_NONE };
+		airlock_error err = { 0 };
+		memset(&res, 0, sizeof(res));
+		util_fault_arm(nth);
+		int r = airlock_exec_execute(b.e, &call, &b.h, &cmd, &res, &err);
+		unsigned hits = util_fault_hits();
+		const char *fired = util_fault_fired();
+		util_fault_arm(0);
+		airlock_execution_result_clear(&res);
+		if (hits < nth) {
+			cr_assert_eq(r, 0, "no fault at check %u, yet: %s", nth, err.message);
+			break;
+		}
+		cr_assert_lt(r, 0, "check %u failed, yet execute succeeded", nth);
+		cr_assert_not_null(fired, "check %u", nth);
+		cr_assert(strstr(err.message, fired), "check %u: the error names the phase %s: %s", nth,
+		          fired, err.message);
+		/* Nothing of the command is left, and the sandbox is intact:
+		 * init still runs (in the baseline), and the next command works.
+		 * (This service has the default lock file: no slot count.) */
+		assert_flat(&before, NULL, -1, fired);
+		char *ok_argv[] = { "/bin/true", NULL };
+		native_test_run(b.e, &b.h, ok_argv, 30, NULL, &res);
+		cr_assert_eq(res.exit_code, 0, "after %s: %s", fired, ERR(&res));
+		airlock_execution_result_clear(&res);
+	}
+	cr_assert_geq(nth, 9, "only %u checks were seen", nth - 1);
+	box_close(&b);
+}
