@@ -4,7 +4,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-# Every package the project needs, and why (DESIGN.md has the longer story).
+# Every package the project needs, and why (docs/design-notes.md has the longer story).
 packages=(
 	gcc pkg-config meson ninja-build   # the build
 	libcriterion-dev                   # tests: per-test process isolation, a runner CI reads

@@ -11,8 +11,8 @@
  * its own process; strictly it moves the calling thread and the threads it
  * starts afterwards), brings lo up there, and creates a veth pair to a second
  * namespace held by a child process running tests/egress/testhost.py. Only
- * 198.51.100.0/24 is ever assigned or routed (DESIGN.md: never 192.0.2.0/24,
- * 203.0.113.0/24 or 10.255.255.0/24):
+ * 198.51.100.0/24 is ever assigned or routed (docs/design-notes.md, "Egress":
+ * never 192.0.2.0/24, 203.0.113.0/24 or 10.255.255.0/24):
  *
  *   this side (the "service" namespace)   198.51.100.1/24 on veth al0
  *   public host A                          198.51.100.2

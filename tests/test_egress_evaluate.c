@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * The address denylist and the one evaluation function (include/
- * airlock/egress.h; sandbox-isolation.md, "What the proxy does on CONNECT").
+ * airlock/egress.h; the specification, "What the proxy does on CONNECT").
  *
  * The classifier table is written out by hand from the specification's
  * ranges, at every edge: the first and last address inside each range and

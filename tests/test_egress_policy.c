@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * The egress policy grammar (sandbox-isolation.md, "The allowlist grammar"):
+ * The egress policy grammar (the specification, "The allowlist grammar"):
  * every rule, each refusal naming the file, the line and the rule; the
  * host-name normalizer; IP literals in every spelling a resolver or a URL
  * parser accepts; the one host matcher; print-then-parse round trips; and

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * The environment a sandbox sees is built, not filtered
- * (sandbox-isolation.md, "The environment a sandbox sees, and the three
+ * (the specification, "The environment a sandbox sees, and the three
  * tiers"). Example tests pin tier 2, the bridge, and tier-1 copying; the
  * property test runs the builder over thousands of random configurations
  * with a worker environment full of realistic credentials and checks the

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * The ExecutionEnvironment contract suite (sandbox-isolation.md, "One
+ * The ExecutionEnvironment contract suite (the specification, "One
  * contract suite, four adapters"). Written once; every adapter runs it
  * unchanged through CONTRACT_TEST, which instantiates each test once per
  * adapter in ADAPTERS. Adding a mechanism is one line in ADAPTERS and one

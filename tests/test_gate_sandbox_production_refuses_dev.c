@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * gate.sandbox.production_refuses_dev (sandbox-isolation.md, "Hard gates"):
+ * gate.sandbox.production_refuses_dev (the specification, "Hard gates"):
  * startup with deployment_mode = production fails for every mechanism
  * outside {microvm, gvisor}, and so does startup with auth_mode != dev. The
  * gate is parameterized over the complement rather than naming a mechanism,

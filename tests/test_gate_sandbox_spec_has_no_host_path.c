@@ -4,7 +4,7 @@
  *
  * "A structural check over the declared types asserts that EnvironmentSpec,
  * EnvironmentHandle, ExecutionResult, and FileChange carry no field holding a
- * host filesystem path" (sandbox-isolation.md, Hard gates).
+ * host filesystem path" (the specification, Hard gates).
  *
  * The check reads include/airlock/types.h as text at test time, extracts the
  * member names of those four structs and of every airlock_* struct they

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * gate.sandbox.workspace_containment, property (sandbox-isolation.md, "The
+ * gate.sandbox.workspace_containment, property (the specification, "The
  * workspace boundary holds against generated input"):
  *
  *   A property test over WorkspaceHandle.resolve with generated paths —

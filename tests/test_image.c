@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * The image store (include/airlock/image.h): images named by digest
- * (sandbox-isolation.md, EnvironmentSpec: "image_digest is a digest, never a
+ * (the specification, EnvironmentSpec: "image_digest is a digest, never a
  * tag").
  *
  * Most tests use small EROFS images made here with mkfs.erofs from a temp

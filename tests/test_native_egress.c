@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * Egress through the native mechanism, end to end (sandbox-isolation.md,
+ * Egress through the native mechanism, end to end (the specification,
  * "The egress boundary", "Egress needs two independent yeses"): real
  * clients (curl, Python's urllib) inside real sandboxes, the proxy process,
  * and test hosts and DNS servers in network namespaces of their own

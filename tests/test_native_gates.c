@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * The security gates against the native mechanism (sandbox-isolation.md,
+ * The security gates against the native mechanism (the specification,
  * "Hard gates"): limits_enforced, no_credential_reaches, network_denied,
  * workspace_isolated, escape_denied. Every probe is a real program running
  * in a real sandbox; isolation gates never run against fake.

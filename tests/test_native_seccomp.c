@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * The native sandbox's seccomp filter (issue 3, "Provision": a seccomp
- * filter that denies at least the calls listed in DESIGN.md and kills on
- * foreign architectures; src/exec/native/seccomp.h).
+ * filter that denies at least the calls listed in docs/design-notes.md,
+ * "Seccomp is mandatory", and kills on foreign architectures; src/exec/native/seccomp.h).
  *
  * Each probe runs twice in a fresh child: once without the filter (the
  * control) and once with it. With the filter every denied call must fail

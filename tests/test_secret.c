@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * SecretValue and the CredentialResolver port (sandbox-isolation.md,
+ * SecretValue and the CredentialResolver port (the specification,
  * "CredentialResolver"): the printable form is always the redaction marker,
  * serialization refuses, the sandbox resolver refuses every reference, and
  * the worker-side broker resolves what it was given and nothing else.

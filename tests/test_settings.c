@@ -67,7 +67,7 @@ Test(settings, defaults_equal_spec_table)
 	cr_expect_eq(s.hard_cap_seconds, 1800);
 	cr_expect_str_eq(s.image_store, "/var/lib/airlock/images");
 
-	/* sandbox-isolation.md, "Resource limits, as numbers". */
+	/* the specification, "Resource limits, as numbers". */
 	const airlock_limit_table *d = &s.defaults, *c = &s.ceilings;
 	cr_expect_eq(d->limits.cpu_millicores, 2000);
 	cr_expect_eq(d->limits.memory_bytes, 2 * GiB);

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Timeouts compose by minimum, and the model is the weakest input
- * (sandbox-isolation.md). One table, one loop: each row is a case the
+ * (the specification). One table, one loop: each row is a case the
  * specification names or an edge of the arithmetic.
  */
 #include <criterion/criterion.h>

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * The WorkspaceHandle contract suite (sandbox-isolation.md, "Provenance, and
+ * The WorkspaceHandle contract suite (the specification, "Provenance, and
  * why the handle answers it": "Both adapters ... run one contract suite over
  * resolve and provenance together").
  *

@@ -3,7 +3,7 @@
 #define AIRLOCK_EGRESS_H
 
 /*
- * The egress boundary's policy (sandbox-isolation.md, "The egress boundary",
+ * The egress boundary's policy (the specification, "The egress boundary",
  * "The allowlist grammar", "What the proxy does on CONNECT"): one policy
  * object, evaluated by one function, called from two places (the sandbox
  * proxy and the worker's outbound guard). A second implementation anywhere
@@ -230,7 +230,7 @@ int airlock_egress_resolver_resolve(void *ctx, const char *name, airlock_addr *r
                                     size_t *ret_n);
 
 /* What a connection is checked against: the operator's policy, or one of
- * the public-HTTPS transports (sandbox-isolation.md, "Public-HTTPS
+ * the public-HTTPS transports (the specification, "Public-HTTPS
  * transports"). A transport is constructed only in code for its named
  * internal caller; the policy grammar has no way to name one. */
 typedef enum airlock_egress_transport {

@@ -4,7 +4,7 @@
 
 /*
  * The worker's outbound guard for HTTP clients built on libcurl
- * (sandbox-isolation.md, "The egress boundary": any URL the platform dials on
+ * (the specification, "The egress boundary": any URL the platform dials on
  * behalf of a tenant is checked against the same policy before the
  * connection is made). A separate header so only callers that use libcurl
  * pull it in.

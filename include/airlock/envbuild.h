@@ -4,7 +4,7 @@
 
 /*
  * The environment a sandbox sees is built, not filtered
- * (sandbox-isolation.md, "The environment a sandbox sees, and the three
+ * (the specification, "The environment a sandbox sees, and the three
  * tiers"). It starts empty.
  *
  * Tier 0 - never present, not configurable: platform and provider

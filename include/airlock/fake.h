@@ -3,7 +3,7 @@
 #define AIRLOCK_FAKE_H
 
 /*
- * The fake mechanism (sandbox-isolation.md: "fake is a fourth SandboxMechanism
+ * The fake mechanism (the specification: "fake is a fourth SandboxMechanism
  * value and a production adapter, not a test double"). It executes nothing.
  * It records every command it is given, returns scripted results (per exact
  * argv, with a default), models each workspace in memory, and computes

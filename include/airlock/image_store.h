@@ -3,7 +3,7 @@
 #define AIRLOCK_IMAGE_STORE_H
 
 /*
- * Sandbox images, named by digest (sandbox-isolation.md, EnvironmentSpec:
+ * Sandbox images, named by digest (the specification, EnvironmentSpec:
  * "image_digest is a digest, never a tag").
  *
  * An image is a read-only EROFS filesystem image file. The store keeps each

@@ -3,10 +3,11 @@
 #define AIRLOCK_MECHANISMS_H
 
 /*
- * The adapter table, chosen by the mechanism setting (STYLE.md: a static
- * table, no dlopen). A mechanism whose adapter is not built here fails
- * loudly with AIRLOCK_ERR_NOT_IMPLEMENTED and says which work owns it; it
- * never falls back to another mechanism.
+ * The adapter table, chosen by the mechanism setting: a static table, no
+ * dlopen, so every adapter the binary can run is visible at link time. A
+ * mechanism whose adapter is not built here fails loudly with
+ * AIRLOCK_ERR_NOT_IMPLEMENTED and says which work owns it; it never falls
+ * back to another mechanism.
  */
 
 #include "airlock/port/exec.h"

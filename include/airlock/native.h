@@ -34,7 +34,7 @@ typedef struct airlock_native_config {
 	const char *image_store;      /* where images live (settings' sandbox.image_store) */
 	const char *volume_dir;       /* service-owned dir for the volumes' unnamed backing files */
 	int64_t start_budget_seconds; /* provision past this is ExecutionUnavailable (30) */
-	/* Egress (sandbox-isolation.md, "Egress needs two independent yeses").
+	/* Egress (the specification, "Egress needs two independent yeses").
 	 * The operator's policy (NULL: deny) and the proxy that serves it (NULL:
 	 * none running); both owned by the caller and outliving the mechanism.
 	 * A sandbox reaches the proxy only when the operator's policy is an

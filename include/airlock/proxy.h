@@ -3,7 +3,7 @@
 #define AIRLOCK_PROXY_H
 
 /*
- * The sandbox egress proxy (sandbox-isolation.md, "What the proxy does on
+ * The sandbox egress proxy (the specification, "What the proxy does on
  * CONNECT"): a separate process that parses sandbox input with no
  * privileges. It never creates a socket in a sandbox's namespace: the
  * service plants a listener there and hands it over (airlock_proxy_attach),

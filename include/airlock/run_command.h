@@ -3,7 +3,7 @@
 #define AIRLOCK_RUN_COMMAND_H
 
 /*
- * The sandbox.run_command tool's side of a sandbox (sandbox-isolation.md,
+ * The sandbox.run_command tool's side of a sandbox (the specification,
  * "sandbox.run_command"): the tool's declared numbers, and the one place a
  * request becomes the command the execution service runs and the image it
  * is provisioned from. `airlock run` uses it now; `serve` and `worker` will,

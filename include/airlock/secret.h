@@ -3,7 +3,7 @@
 #define AIRLOCK_SECRET_H
 
 /*
- * SecretValue (sandbox-isolation.md, "CredentialResolver"): an opaque
+ * SecretValue (the specification, "CredentialResolver"): an opaque
  * wrapper. Its bytes are reachable only through airlock_secret_reveal(); its
  * only printable form is the redaction marker; it refuses JSON encoding. It
  * is not a security boundary (anything holding it can reveal it); it makes

@@ -4,7 +4,7 @@
 
 /*
  * Settings: a YAML file (libyaml) with environment overrides, and the startup
- * checks (sandbox-isolation.md, "Development, production, and the refusal in
+ * checks (the specification, "Development, production, and the refusal in
  * between"; "Resource limits, as numbers").
  *
  * File shape (every key optional; unknown keys are an error naming the line):

@@ -4,7 +4,7 @@
 
 /*
  * Timeouts compose by minimum, and the model is the weakest input
- * (sandbox-isolation.md):
+ * (the specification):
  *
  *   effective = min(service hard cap,
  *                   limits.wall_clock_seconds,

@@ -3,7 +3,7 @@
 #define AIRLOCK_TYPES_H
 
 /*
- * The specification's types (sandbox-isolation.md, "The ExecutionEnvironment
+ * The specification's types (its sections "The ExecutionEnvironment
  * port", "WorkspaceHandle", "Artifacts"), in C.
  *
  * Ownership: every char * and array inside these structs is owned by the

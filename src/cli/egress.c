@@ -25,7 +25,7 @@
 static void egress_usage(FILE *out)
 {
 	fprintf(out, "usage: airlock egress SUBCOMMAND ...\n\n"
-	             "Validate and check egress policies (sandbox-isolation.md, \"The egress boundary\").\n\n"
+	             "Validate and check egress policies (the specification, \"The egress boundary\").\n\n"
 	             "subcommands:\n"
 	             "  validate FILE   parse FILE and print the normalized policy\n"
 	             "  check ...       ask the evaluation function about a host and port\n\n"

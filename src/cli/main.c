@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * airlock: one binary, one file per verb (STYLE.md). Verbs whose work is not
+ * airlock: one binary, one file per verb (as git's builtin/ does). Verbs whose work is not
  * built yet say so and exit 69; none pretends.
  */
 #include <signal.h>

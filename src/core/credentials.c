@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * The CredentialResolver port (sandbox-isolation.md, "CredentialResolver"):
+ * The CredentialResolver port (the specification, "CredentialResolver"):
  * the thin wrapper every caller goes through, the resolver handed to
  * sandbox-target tools (refuses everything), and a worker-side static map.
  *

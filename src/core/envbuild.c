@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * The environment a sandbox sees is built, not filtered (sandbox-isolation.md,
+ * The environment a sandbox sees is built, not filtered (the specification,
  * "The environment a sandbox sees, and the three tiers"). The builder starts
  * from nothing; the only bytes that come from the worker's environment are
  * the values of names an operator listed, and a listed name that looks like

@@ -2,7 +2,7 @@
 /*
  * The thin wrappers around an ExecutionEnvironment adapter. Every check the
  * specification puts on the port is made here once, so an adapter cannot
- * forget one (STYLE.md: SQLite's src/os.c).
+ * forget one (SQLite's src/os.c wraps its VFS methods the same way).
  *
  * The wrapper keeps its own record of every sandbox it provisioned: tenant,
  * run, epoch, limits, expiry. A handle is only a claim; the record is what
@@ -620,7 +620,7 @@ int airlock_exec_provision(airlock_exec *e, const airlock_environment_spec *spec
 	return r;
 }
 
-/* One command at a time per sandbox (sandbox-isolation.md: execute "is not
+/* One command at a time per sandbox (the specification: execute "is not
  * parallel-safe against a single handle"): two commands would share the
  * workspace snapshots, the limit counters and the group every command's
  * leftovers are killed in. A second one is refused, not queued. */

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * SecretValue (sandbox-isolation.md, "CredentialResolver"). Not a security
+ * SecretValue (the specification, "CredentialResolver"). Not a security
  * boundary: it makes the accidental leak (a secret in a log line, an error
  * message, a JSON body) structurally hard.
  *

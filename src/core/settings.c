@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Settings: the embedded defaults, a YAML file over them, AIRLOCK_* overrides
- * over that, and the startup checks (sandbox-isolation.md, "Development,
+ * over that, and the startup checks (the specification, "Development,
  * production, and the refusal in between"; "Resource limits, as numbers").
  *
  * The file is read with libyaml's event API and a schema walked alongside

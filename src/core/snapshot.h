@@ -4,7 +4,7 @@
 
 /*
  * files_changed is computed by the execution service from two walks of the
- * workspace (sandbox-isolation.md: "A command that reports its own changes
+ * workspace (the specification: "A command that reports its own changes
  * is a command that can lie about them"). A mechanism takes a snapshot before
  * and after a command; this module diffs them. Stat fields decide what
  * changed; only created or modified entries are hashed, through the

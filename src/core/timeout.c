@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Timeouts compose by minimum, and the model is the weakest input
- * (sandbox-isolation.md). The arithmetic is in milliseconds because the run
+ * (the specification). The arithmetic is in milliseconds because the run
  * budget is; seconds are converted with saturation, so an absurd operator
  * value becomes "no bound from this input" rather than a wrapped negative.
  */

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * The WorkspaceHandle port's core (sandbox-isolation.md, "WorkspaceHandle"):
+ * The WorkspaceHandle port's core (the specification, "WorkspaceHandle"):
  * the containment function and the thin wrappers every adapter sits behind.
  *
  * The string rules are applied here once, for every adapter, on the raw

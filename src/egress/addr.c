@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * The address denylist (sandbox-isolation.md, "What the proxy does on
+ * The address denylist (the specification, "What the proxy does on
  * CONNECT"). Not configurable, applied in both modes. The specification's
  * table, reviewed against the IANA IPv4 and IPv6 Special-Purpose Address
  * Registries (RFC 6890 and its updates): every block whose "Globally

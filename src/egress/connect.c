@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * The proxy's CONNECT request parser (include/airlock/egress.h, "the CONNECT
- * request"; sandbox-isolation.md, "What the proxy does on CONNECT").
+ * request"; the specification, "What the proxy does on CONNECT").
  *
  * Every byte here comes from code running inside a sandbox, which is assumed
  * hostile. The parser is therefore as small and as strict as the proxy's

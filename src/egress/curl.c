@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * The outbound guard for libcurl clients (include/airlock/egress_curl.h;
- * sandbox-isolation.md, "The egress boundary"). Every hop of a request is
+ * the specification, "The egress boundary"). Every hop of a request is
  * checked by the one evaluation function before curl may connect, and curl
  * connects only to the address that function checked:
  *

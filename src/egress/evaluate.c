@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * The one evaluation function (sandbox-isolation.md, "The egress boundary",
+ * The one evaluation function (the specification, "The egress boundary",
  * "What the proxy does on CONNECT"). The proxy and the worker's outbound
  * guard both call this; neither has a second copy of any step.
  */

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * The worker's outbound guard (sandbox-isolation.md, "The egress boundary"):
+ * The worker's outbound guard (the specification, "The egress boundary"):
  * a connection the platform makes on a tenant's behalf (an MCP server, a
  * webhook, a fetch) goes through the one evaluation function, and then to
  * the one address that function checked. Nothing here decides anything the

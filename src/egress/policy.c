@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * The egress policy grammar (sandbox-isolation.md, "The allowlist grammar"):
+ * The egress policy grammar (the specification, "The allowlist grammar"):
  * the YAML reader, the host-name normalizer, the IP-literal detector, the
  * one host matcher, and the printer.
  *

@@ -2,7 +2,7 @@
 /*
  * The production resolver behind airlock_egress_evaluate: c-ares, one A and
  * one AAAA query per name, against the operator's servers or the system's
- * (sandbox-isolation.md, "What the proxy does on CONNECT": resolve at the
+ * (the specification, "What the proxy does on CONNECT": resolve at the
  * proxy, with the platform's resolver, once).
  *
  * "Once" is meant literally, because the DNS rebinding test counts queries:

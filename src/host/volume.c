@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * A sandbox's workspace volume (volume.h has the contract; DESIGN.md, "The
- * workspace"; issue 3, item 3).
+ * A sandbox's workspace volume (volume.h has the contract;
+ * docs/design-notes.md, "The workspace"; issue 3, item 3).
  *
  * create:   unnamed sparse file -> loop device -> mkfs.ext4 (or, for a shape
  *           formatted before, mkfs's bytes written from memory) -> detached
@@ -106,7 +106,7 @@ static int volume_mkfs(const host_loop *loop, int64_t inodes, airlock_error *err
 	snprintf(ninodes, sizeof(ninodes), "%" PRId64, inodes + VOLUME_RESERVED_INODES);
 	/* -m 0: no blocks reserved for root, so "no free blocks" is the same
 	 *   fact for the sandbox and for fstatfs's f_bavail.
-	 * ^has_journal: the workspace is a cache (sandbox-isolation.md) that
+	 * ^has_journal: the workspace is a cache (the specification) that
 	 *   dies with the sandbox; a journal protects nothing and costs space.
 	 * ^resize_inode: the volume is never grown; no blocks kept for it.
 	 * lazy_itable_init=1: the inode tables are not written. Safe because

@@ -3,7 +3,7 @@
 #define AIRLOCK_PORT_EXEC_H
 
 /*
- * The ExecutionEnvironment port (sandbox-isolation.md, "The
+ * The ExecutionEnvironment port (the specification, "The
  * ExecutionEnvironment port"): provision, execute, destroy. Nothing else;
  * workspace file access is the separate, narrower WorkspaceHandle port.
  *
@@ -110,7 +110,7 @@ typedef struct airlock_exec_ops {
 	void (*shutdown)(void *ctx);
 } airlock_exec_ops;
 
-/* Numbers the core applies for every adapter (sandbox-isolation.md,
+/* Numbers the core applies for every adapter (the specification,
  * "Resource limits, as numbers" and "Timeouts compose by minimum"). */
 typedef struct airlock_exec_config {
 	int64_t hard_cap_seconds;      /* service hard cap; also expires_at - created_at */
@@ -165,7 +165,7 @@ int airlock_exec_workspace(airlock_exec *e, const airlock_exec_call *call,
                            const airlock_environment_handle *handle,
                            airlock_workspace **ret, airlock_error *err);
 
-/* Command validation alone (sandbox-isolation.md, "sandbox.run_command",
+/* Command validation alone (the specification, "sandbox.run_command",
  * validation in order); ToolValidationError or WorkspaceEscape. */
 int airlock_execution_command_validate(const airlock_execution_command *c, size_t argv_max_bytes,
                                        airlock_error *err);

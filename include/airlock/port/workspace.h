@@ -3,7 +3,7 @@
 #define AIRLOCK_PORT_WORKSPACE_H
 
 /*
- * The WorkspaceHandle port (sandbox-isolation.md, "WorkspaceHandle"): root,
+ * The WorkspaceHandle port (the specification, "WorkspaceHandle"): root,
  * resolve, read, write, listdir, provenance. A narrow port over one workspace:
  * a holder can read and write files and nothing else; it cannot run anything.
  *

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * The sandbox's seccomp filter (DESIGN.md, "Mechanisms on these machines":
- * seccomp is mandatory). Built with libseccomp in the service, exported as
+ * The sandbox's seccomp filter (docs/design-notes.md, "Seccomp is
+ * mandatory"). Built with libseccomp in the service, exported as
  * classic BPF into memory, and installed by the child with one seccomp(2)
  * call, so the child neither allocates nor calls into libseccomp.
  *
@@ -85,8 +85,8 @@ static const struct {
 	int errno_; /* what the call returns */
 } native_denied[] = {
 	/* Namespaces: a new user namespace gives back every capability inside
-	 * it and with it the mount API (DESIGN.md). clone's flags are checked
-	 * separately below; clone3's flags live in memory that BPF cannot read,
+	 * it and with it the mount API (docs/design-notes.md, "Seccomp is
+	 * mandatory"). clone's flags are checked separately below; clone3's flags live in memory that BPF cannot read,
 	 * so clone3 gets ENOSYS (below) and libc falls back to clone. */
 	{ "unshare", 0, EPERM },
 	{ "setns", 0, EPERM },

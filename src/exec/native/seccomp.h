@@ -7,8 +7,8 @@
  * exported as classic BPF, and installed by the child between fork and exec
  * with a single seccomp(2) call: nothing in the child allocates.
  *
- * Seccomp is mandatory (DESIGN.md): without it an unprivileged process can
- * create a user namespace and reach the new mount API. The filter denies at
+ * Seccomp is mandatory (docs/design-notes.md, "Seccomp is mandatory"):
+ * without it an unprivileged process can create a user namespace and reach the new mount API. The filter denies at
  * least: unshare, setns, clone with any namespace flag, clone3 (ENOSYS, so
  * libc falls back to clone, whose flags can be inspected), mount, umount2,
  * pivot_root, chroot, the new mount API (fsopen, fsconfig, fsmount, fspick,

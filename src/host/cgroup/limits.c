@@ -158,7 +158,7 @@ int host_cgroup_oom_kills(host_cgroup *cg, uint64_t *ret, airlock_error *err)
 {
 	/* The OOM killer's kill counter, never failcnt: failcnt counts every
 	 * charge that hit the limit and was then satisfied by reclaim
-	 * (DESIGN.md, "MEMORY"). */
+	 * (docs/design-notes.md, "How each kill reason is observed"). */
 	return cg_counter(cg, CG_OOM, "oom_kill", ret, err);
 }
 

@@ -2,8 +2,7 @@
 /*
  * The hybrid mode: cgroup v1 controllers (cgroup_internal.h, cg_driver).
  *
- * On a hybrid host (these machines, DESIGN.md "Mechanisms on these
- * machines") the memory, pids and cpu controllers live in three v1
+ * On a hybrid host (these machines, docs/design-notes.md, "Cgroups") the memory, pids and cpu controllers live in three v1
  * hierarchies, and the v2 hierarchy (usually /sys/fs/cgroup/unified) has no
  * controllers but gives cgroup.kill and cgroup.events; a sandbox gets the
  * same three-level layout (cgroup.h) in each of the four. The v2 hierarchy

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * The local-directory workspace adapter (Milestone 4; sandbox-isolation.md,
+ * The local-directory workspace adapter (Milestone 4; the specification,
  * "WorkspaceHandle").
  *
  * The adapter holds a directory descriptor and nothing else that names the
@@ -13,7 +13,7 @@
  * decided at the moment of use rather than by an earlier check a concurrent
  * writer could invalidate.
  *
- * Provenance (sandbox-isolation.md, "Provenance, and why the handle answers
+ * Provenance (the specification, "Provenance, and why the handle answers
  * it") is an in-memory map beside the descriptor: relative path -> the
  * identity (st_dev, st_ino, st_ctim, st_size) the file had right after
  * write() put it there. provenance() answers TOOL_WRITTEN only while the file
@@ -22,7 +22,7 @@
  * ctime back), so bytes someone else put there are never laundered as the
  * tool's own. This relies on the filesystem giving a fresh ctime to a change
  * made after the ctime was observed, which multigrain timestamps guarantee
- * (tmpfs and ext4 on the kernels DESIGN.md measured).
+ * (tmpfs and ext4 on the kernels we measured: docs/design-notes.md).
  *
  * Thread safety: every method may be called concurrently; the map has its
  * own lock and the filesystem operations need none.
@@ -393,7 +393,7 @@ static int local_write(void *ctx, const char *rel, const void *data, size_t len,
 	/* rename replaces the directory entry itself: a symlink at the leaf is
 	 * replaced, never followed, and a directory there fails with EISDIR.
 	 * Readers see the old bytes or the new ones, never a partial file. The
-	 * workspace is a cache (sandbox-isolation.md, "The workspace is a cache,
+	 * workspace is a cache (the specification, "The workspace is a cache,
 	 * not state"), so no fsync. */
 	if (renameat(pfd, tmp, pfd, leaf) < 0) {
 		r = -errno;

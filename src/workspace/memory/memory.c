@@ -2,7 +2,7 @@
 /*
  * The in-memory workspace adapter: the workspace the fake mechanism runs
  * against, and a production adapter in the same sense fake is
- * (sandbox-isolation.md, Decisions: "fake ... runs the contract suite
+ * (the specification, Decisions: "fake ... runs the contract suite
  * unchanged").
  *
  * Files live in one array sorted bytewise by path. Directories are implied by
