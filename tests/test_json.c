@@ -6,6 +6,7 @@
 
 #include <errno.h>
 #include <limits.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -1513,3 +1514,28 @@ Test(tool, non_utf8_paths_stay_distinct)
 	airlock_execution_result_clear(&back);
 	airlock_execution_result_clear(&r);
 }
+
+/* jansson never sees a failed allocation (src/core/json.c says why: it
+ * corrupts or silently changes what it decodes). Loading the library
+ * installs an allocator that aborts instead of returning NULL. */
+Test(jansson_allocator, is_installed_when_the_library_loads)
+{
+	json_malloc_t m = NULL;
+	json_free_t f = NULL;
+	json_get_alloc_funcs(&m, &f);
+	cr_assert(m != NULL && m != malloc, "jansson still allocates with plain malloc");
+	cr_assert(f == free);
+}
+
+#if !defined(__SANITIZE_ADDRESS__)
+/* Under ASan an impossible size is ASan's own report, not malloc's NULL. */
+/* 6 is SIGABRT on Linux (<signal.h> would clash with this file's dup()). */
+Test(jansson_allocator, aborts_rather_than_return_null, .signal = 6)
+{
+	json_malloc_t m = NULL;
+	json_free_t f = NULL;
+	json_get_alloc_funcs(&m, &f);
+	void *p = m(SIZE_MAX / 2);
+	f(p);
+}
+#endif

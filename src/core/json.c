@@ -145,6 +145,33 @@ static char *utf8_sanitize(const void *data, size_t n, size_t *ret_len)
 	return (char *)util_buf_steal(&b, ret_len);
 }
 
+/* ---- jansson's allocator ---------------------------------------------------
+ * jansson 2.14 is not safe when an allocation fails: the allocation
+ * countdown (tests/test_fault_alloc.c, FAULT_ALLOC_JANSSON=1) saw it write
+ * out of bounds inside json_loadb, free twice, and, worst, return success
+ * with a string missing a byte ("/run/airlock/bridge.sock" decoded as
+ * "/run/airlock/bidge.sock"), which would pass validation as another value.
+ * It also reports the failure as a syntax error, never as out of memory. So
+ * jansson never sees a failed allocation: the process aborts instead, which
+ * loses the request but never decodes a value into a different one. Set
+ * before main (a constructor of the library), process-wide, because jansson
+ * has only the one global hook. */
+static void *json_malloc_or_abort(size_t n)
+{
+	void *p = malloc(n ? n : 1);
+	if (!p) {
+		static const char msg[] = "airlock: out of memory inside the JSON library; aborting\n";
+		(void)!write(STDERR_FILENO, msg, sizeof(msg) - 1);
+		abort();
+	}
+	return p;
+}
+
+__attribute__((constructor)) static void json_allocator_install(void)
+{
+	json_set_alloc_funcs(json_malloc_or_abort, free);
+}
+
 /* ---- decoding helpers ---------------------------------------------------- */
 
 static int load(const char *buf, size_t len, const char *type, json_t **ret, airlock_error *err)
