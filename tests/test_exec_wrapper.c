@@ -296,6 +296,45 @@ Test(expiry, a_sandbox_past_expires_at_is_destroyed)
 	wclose(&c);
 }
 
+/* The fake's ops with a destroy that can be made to fail. */
+static bool scripted_destroy_fails;
+static int scripted_destroy(void *ctx, const char *id, airlock_error *err)
+{
+	if (scripted_destroy_fails)
+		return airlock_error_set(err, AIRLOCK_ERR_EXECUTION_UNAVAILABLE, 0,
+		                         "scripted destroy failure");
+	return airlock_fake_ops()->destroy(ctx, id, err);
+}
+
+/* A destroy at expires_at that fails is said, never reported as done, and
+ * the record stays so a later destroy retries it. */
+Test(expiry, a_failed_destroy_at_expiry_is_reported)
+{
+	airlock_exec_config cfg;
+	airlock_exec_config_default(&cfg);
+	cfg.hard_cap_seconds = 1;
+	airlock_exec_ops ops = *airlock_fake_ops();
+	ops.destroy = scripted_destroy;
+	wctx c;
+	wopen(&c, &ops, &cfg);
+	struct timespec ts = { .tv_sec = 1, .tv_nsec = 100 * 1000000L };
+	nanosleep(&ts, NULL);
+	char *argv[] = { "true", NULL };
+	airlock_execution_command cmd = test_command(argv);
+	airlock_execution_result r;
+	airlock_error err = { 0 };
+	scripted_destroy_fails = true;
+	cr_assert_eq(wexec(&c, &cmd, &r, &err), airlock_errcode(AIRLOCK_ERR_EXECUTION_REJECTED));
+	cr_assert(strstr(err.message, "destroy at expires_at also failed: scripted destroy failure"),
+	          "%s", err.message);
+	cr_assert_eq(airlock_fake_live_count(c.fake), 1, "the sandbox is still there");
+	scripted_destroy_fails = false;
+	airlock_error derr = { 0 };
+	cr_assert_eq(airlock_exec_destroy(c.exec, &c.h, &derr), 0, "%s", derr.message);
+	cr_assert_eq(airlock_fake_live_count(c.fake), 0, "the retried destroy removed it");
+	wclose(&c);
+}
+
 Test(expiry, mid_command_expiry_kills_with_expired)
 {
 	airlock_exec_config cfg;

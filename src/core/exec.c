@@ -346,15 +346,17 @@ static int exec_provision_inner(airlock_exec *e, const airlock_environment_spec 
 	return 0;
 }
 
-/* Destroy after a suspected escape; the caller reports the suspicion, and a
- * failure of this destroy is added to the message rather than hiding it. */
-static void destroy_on_suspicion(airlock_exec *e, const char *id, airlock_error *err)
+/* Destroy a sandbox the core has decided must go (a suspected escape, a
+ * reached expires_at); the caller reports why, and a failure of this
+ * destroy is added to that message rather than hidden, so "the sandbox is
+ * destroyed" is never said of one that is not. The record stays when the
+ * destroy failed: a later destroy retries it. */
+static void destroy_now(airlock_exec *e, const char *id, const char *when, airlock_error *err)
 {
 	airlock_error derr = { 0 };
 	if (e->ops->destroy(e->ctx, id, &derr) < 0) {
 		if (err)
-			airlock_error_prefix(err, "(destroy after suspicion also failed: %s) ",
-			                     derr.message);
+			airlock_error_prefix(err, "(destroy %s also failed: %s) ", when, derr.message);
 		return;
 	}
 	pthread_mutex_lock(&e->lock);
@@ -399,7 +401,7 @@ static int check_handle(airlock_exec *e, const char *call_tenant,
 		int code = airlock_error_set(err, AIRLOCK_ERR_SANDBOX_ESCAPE_SUSPECTED, 0,
 		                             "environment %s: %s; the sandbox is destroyed",
 		                             h->environment_id, why);
-		destroy_on_suspicion(e, h->environment_id, err);
+		destroy_now(e, h->environment_id, "after suspicion", err);
 		return code;
 	}
 	copy.tenant_id = copy.run_id = NULL;
@@ -508,12 +510,7 @@ static int exec_execute_inner(airlock_exec *e, const airlock_exec_call *call,
 		int code = airlock_error_set(err, AIRLOCK_ERR_EXECUTION_REJECTED, 0,
 		                             "environment %s reached expires_at and is destroyed; provision a new one",
 		                             handle->environment_id);
-		airlock_error derr;
-		if (e->ops->destroy(e->ctx, handle->environment_id, &derr) == 0) {
-			pthread_mutex_lock(&e->lock);
-			record_remove(e, handle->environment_id);
-			pthread_mutex_unlock(&e->lock);
-		}
+		destroy_now(e, handle->environment_id, "at expires_at", err);
 		return code;
 	}
 
