@@ -5,8 +5,8 @@
  *
  *   listing  what the service does around a command that changed one file
  *            of a 10,000-file workspace: the walk before, the walk after,
- *            the diff, and hashing the one change (airlock_snapshot_walk,
- *            airlock_snapshot_diff, airlock_snapshot_hash_fd);
+ *            the diff, and hashing the one change (snapshot_walk,
+ *            snapshot_diff, snapshot_hash_fd);
  *   kept     the same when the walk after the previous command stands in
  *            for the walk before (the native mechanism does so while a
  *            fanotify mark saw no write in between): one walk, the diff
@@ -126,7 +126,7 @@ static int64_t listing_once(int rfd, long files, const char *changed, airlock_sn
 	if (kept && kept->n) {
 		before = *kept;
 		*kept = (airlock_snapshot){ 0 };
-	} else if (airlock_snapshot_walk(rfd, (size_t)files + 16, AIRLOCK_SNAPSHOT_PATH_BYTES_MAX,
+	} else if (snapshot_walk(rfd, (size_t)files + 16, AIRLOCK_SNAPSHOT_PATH_BYTES_MAX,
 	                                 &before, &err) < 0) {
 		fprintf(stderr, "bench_files_changed: walk: %s\n", err.message);
 		exit(1);
@@ -139,11 +139,11 @@ static int64_t listing_once(int rfd, long files, const char *changed, airlock_sn
 	char hex[65];
 	util_sha256_hex(data, strlen(data), hex);
 	int64_t t1 = bench_now_ns();
-	if (airlock_snapshot_walk(rfd, (size_t)files + 16, AIRLOCK_SNAPSHOT_PATH_BYTES_MAX, &after,
+	if (snapshot_walk(rfd, (size_t)files + 16, AIRLOCK_SNAPSHOT_PATH_BYTES_MAX, &after,
 	                          &err) < 0 ||
-	    airlock_snapshot_diff(&before, &after, 1000, UINT64_MAX,
+	    snapshot_diff(&before, &after, 1000, UINT64_MAX,
 	                          util_monotonic_ms() + AIRLOCK_SNAPSHOT_HASH_MS,
-	                          airlock_snapshot_hash_fd, &rfd, &r, &err) < 0) {
+	                          snapshot_hash_fd, &rfd, &r, &err) < 0) {
 		fprintf(stderr, "bench_files_changed: walk/diff: %s\n", err.message);
 		exit(1);
 	}
@@ -159,11 +159,11 @@ static int64_t listing_once(int rfd, long files, const char *changed, airlock_sn
 		exit(1);
 	}
 	airlock_execution_result_clear(&r);
-	airlock_snapshot_clear(&before);
+	snapshot_clear(&before);
 	if (kept)
 		*kept = after;
 	else
-		airlock_snapshot_clear(&after);
+		snapshot_clear(&after);
 	return t_before + t_after;
 }
 
@@ -233,7 +233,7 @@ int main(int argc, char **argv)
 			}
 		}
 	}
-	airlock_snapshot_clear(&kept);
+	snapshot_clear(&kept);
 	double ls50 = bench_ms(bench_pct(ls, (size_t)rounds, 50));
 	double ls99 = bench_ms(bench_pct(ls, (size_t)rounds, 99));
 	double nf50 = bench_ms(bench_pct(nf, (size_t)rounds, 50));

@@ -179,7 +179,7 @@ static int fake_hash(void *ctx, const char *path, int64_t deadline_ms,
 static void add(airlock_snapshot *s, const char *p, int64_t size, uint64_t ino, int64_t mtime,
                 int64_t ctime)
 {
-	cr_assert_eq(airlock_snapshot_add(s, p, size, ino, mtime, ctime, 0), 0);
+	cr_assert_eq(snapshot_add(s, p, size, ino, mtime, ctime, 0), 0);
 }
 
 Test(snapshot, diff_reports_created_modified_deleted_and_hashes_only_those)
@@ -195,12 +195,12 @@ Test(snapshot, diff_reports_created_modified_deleted_and_hashes_only_those)
 	add(&b, "ctime_only", 1, 4, 10, 99); /* touch -r restores mtime; ctime moves */
 	add(&b, "replaced", 1, 50, 10, 10);  /* rename over: a new inode */
 	add(&b, "created", 3, 6, 10, 10);
-	airlock_snapshot_sort(&a);
-	airlock_snapshot_sort(&b);
+	snapshot_sort(&a);
+	snapshot_sort(&b);
 	int calls = 0;
 	airlock_execution_result r = { 0 };
 	airlock_error err = { 0 };
-	cr_assert_eq(airlock_snapshot_diff(&a, &b, 1000, UINT64_MAX, 0, fake_hash, &calls, &r, &err), 0);
+	cr_assert_eq(snapshot_diff(&a, &b, 1000, UINT64_MAX, 0, fake_hash, &calls, &r, &err), 0);
 	cr_assert_eq(r.n_files_changed, 5);
 	cr_assert_eq(calls, 4, "deletions and unchanged files are not hashed");
 	const char *want[][2] = { { "created", "CREATED" }, { "ctime_only", "MODIFIED" },
@@ -218,8 +218,8 @@ Test(snapshot, diff_reports_created_modified_deleted_and_hashes_only_those)
 	cr_assert_eq(r.files_changed[2].size_bytes, 5, "a deletion reports the size it had");
 	cr_assert_not(r.files_changed_truncated);
 	airlock_execution_result_clear(&r);
-	airlock_snapshot_clear(&a);
-	airlock_snapshot_clear(&b);
+	snapshot_clear(&a);
+	snapshot_clear(&b);
 }
 
 Test(snapshot, cap_truncates_and_vanished_files_are_skipped)
@@ -231,23 +231,23 @@ Test(snapshot, cap_truncates_and_vanished_files_are_skipped)
 		add(&b, name, 1, (uint64_t)i, 0, 0);
 	}
 	add(&b, "vanished", 1, 99, 0, 0);
-	airlock_snapshot_sort(&b);
+	snapshot_sort(&b);
 	int calls = 0;
 	airlock_execution_result r = { 0 };
 	airlock_error err = { 0 };
-	cr_assert_eq(airlock_snapshot_diff(&a, &b, 4, UINT64_MAX, 0, fake_hash, &calls, &r, &err), 0);
+	cr_assert_eq(snapshot_diff(&a, &b, 4, UINT64_MAX, 0, fake_hash, &calls, &r, &err), 0);
 	cr_assert_eq(r.n_files_changed, 4);
 	cr_assert(r.files_changed_truncated);
 	airlock_execution_result_clear(&r);
-	cr_assert_eq(airlock_snapshot_diff(&a, &b, 100, UINT64_MAX, 0, fake_hash, &calls, &r, &err), 0);
+	cr_assert_eq(snapshot_diff(&a, &b, 100, UINT64_MAX, 0, fake_hash, &calls, &r, &err), 0);
 	cr_assert_eq(r.n_files_changed, 10, "a file gone before hashing is not reported");
 	cr_assert_not(r.files_changed_truncated);
 	airlock_execution_result_clear(&r);
-	cr_assert_eq(airlock_snapshot_diff(&a, &a, 0, UINT64_MAX, 0, fake_hash, &calls, &r, &err), 0);
+	cr_assert_eq(snapshot_diff(&a, &a, 0, UINT64_MAX, 0, fake_hash, &calls, &r, &err), 0);
 	cr_assert_eq(r.n_files_changed, 0);
 	cr_assert_not(r.files_changed_truncated);
 	airlock_execution_result_clear(&r);
-	airlock_snapshot_clear(&b);
+	snapshot_clear(&b);
 }
 
 Test(snapshot, hash_budget_bounds_the_bytes_hashed)
@@ -256,17 +256,17 @@ Test(snapshot, hash_budget_bounds_the_bytes_hashed)
 	add(&b, "a-small", 10, 1, 0, 0);
 	add(&b, "b-sparse-terabyte", 1ll << 40, 2, 0, 0);
 	add(&b, "c-small", 10, 3, 0, 0);
-	airlock_snapshot_sort(&b);
+	snapshot_sort(&b);
 	int calls = 0;
 	airlock_execution_result r = { 0 };
 	airlock_error err = { 0 };
-	cr_assert_eq(airlock_snapshot_diff(&a, &b, 100, 1 << 20, 0, fake_hash, &calls, &r, &err), 0);
+	cr_assert_eq(snapshot_diff(&a, &b, 100, 1 << 20, 0, fake_hash, &calls, &r, &err), 0);
 	cr_assert_eq(r.n_files_changed, 1, "the listing stops before the file past the budget");
 	cr_assert_str_eq(r.files_changed[0].path, "a-small");
 	cr_assert(r.files_changed_truncated);
 	cr_assert_eq(calls, 1, "the terabyte was never hashed");
 	airlock_execution_result_clear(&r);
-	airlock_snapshot_clear(&b);
+	snapshot_clear(&b);
 }
 
 /* The hashing stops at its deadline: the change in progress and every one
@@ -278,27 +278,27 @@ Test(snapshot, hash_deadline_truncates_the_listing)
 	add(&b, "a-small", 10, 1, 0, 0);
 	add(&b, "b-slow", 10, 2, 0, 0);
 	add(&b, "d-small", 10, 3, 0, 0);
-	airlock_snapshot_sort(&a);
-	airlock_snapshot_sort(&b);
+	snapshot_sort(&a);
+	snapshot_sort(&b);
 	int calls = 0;
 	airlock_execution_result r = { 0 };
 	airlock_error err = { 0 };
 	int64_t far = util_monotonic_ms() + 3600 * 1000;
-	cr_assert_eq(airlock_snapshot_diff(&a, &b, 100, UINT64_MAX, far, fake_hash, &calls, &r, &err), 0);
+	cr_assert_eq(snapshot_diff(&a, &b, 100, UINT64_MAX, far, fake_hash, &calls, &r, &err), 0);
 	cr_assert_eq(r.n_files_changed, 1, "only the change hashed before the deadline");
 	cr_assert_str_eq(r.files_changed[0].path, "a-small");
 	cr_assert(r.files_changed_truncated);
 	airlock_execution_result_clear(&r);
 	/* A deadline already past hashes nothing. */
 	calls = 0;
-	cr_assert_eq(airlock_snapshot_diff(&a, &b, 100, UINT64_MAX, util_monotonic_ms() - 1,
+	cr_assert_eq(snapshot_diff(&a, &b, 100, UINT64_MAX, util_monotonic_ms() - 1,
 	                                   fake_hash, &calls, &r, &err), 0);
 	cr_assert_eq(r.n_files_changed, 0);
 	cr_assert(r.files_changed_truncated);
 	cr_assert_eq(calls, 0);
 	airlock_execution_result_clear(&r);
-	airlock_snapshot_clear(&a);
-	airlock_snapshot_clear(&b);
+	snapshot_clear(&a);
+	snapshot_clear(&b);
 }
 
 /* A path whose kind changed is one MODIFIED entry with the new kind; a
@@ -309,15 +309,15 @@ Test(snapshot, a_kind_change_is_one_modified_entry)
 	airlock_snap_entry was = { .path = "link-was-file", .kind = AIRLOCK_FILE_REGULAR, .size = 3, .ino = 1 };
 	airlock_snap_entry now = { .path = "link-was-file", .kind = AIRLOCK_FILE_SYMLINK, .size = 3, .ino = 1 };
 	airlock_snap_entry fifo = { .path = "z-fifo", .kind = AIRLOCK_FILE_FIFO, .ino = 2 };
-	cr_assert_eq(airlock_snapshot_add_entry(&a, &was), 0);
-	cr_assert_eq(airlock_snapshot_add_entry(&a, &fifo), 0);
-	cr_assert_eq(airlock_snapshot_add_entry(&b, &now), 0);
-	cr_assert(airlock_snapshot_differs(&a, &b));
-	cr_assert_not(airlock_snapshot_differs(&a, &a));
+	cr_assert_eq(snapshot_add_entry(&a, &was), 0);
+	cr_assert_eq(snapshot_add_entry(&a, &fifo), 0);
+	cr_assert_eq(snapshot_add_entry(&b, &now), 0);
+	cr_assert(snapshot_differs(&a, &b));
+	cr_assert_not(snapshot_differs(&a, &a));
 	int calls = 0;
 	airlock_execution_result r = { 0 };
 	airlock_error err = { 0 };
-	cr_assert_eq(airlock_snapshot_diff(&a, &b, 100, UINT64_MAX, 0, fake_hash, &calls, &r, &err), 0);
+	cr_assert_eq(snapshot_diff(&a, &b, 100, UINT64_MAX, 0, fake_hash, &calls, &r, &err), 0);
 	cr_assert_eq(r.n_files_changed, 2);
 	cr_assert_str_eq(r.files_changed[0].path, "link-was-file");
 	cr_assert_eq(r.files_changed[0].change, AIRLOCK_CHANGE_MODIFIED);
@@ -325,8 +325,8 @@ Test(snapshot, a_kind_change_is_one_modified_entry)
 	cr_assert_eq(r.files_changed[1].change, AIRLOCK_CHANGE_DELETED);
 	cr_assert_eq(r.files_changed[1].kind, AIRLOCK_FILE_FIFO);
 	airlock_execution_result_clear(&r);
-	airlock_snapshot_clear(&a);
-	airlock_snapshot_clear(&b);
+	snapshot_clear(&a);
+	snapshot_clear(&b);
 }
 
 /* ---- snapshot walk --------------------------------------------------------- */
@@ -402,7 +402,7 @@ static void walk_ok(int fd, size_t max, size_t bytes, airlock_snapshot *s)
 {
 	airlock_error err = { 0 };
 	*s = (airlock_snapshot){ 0 };
-	int r = airlock_snapshot_walk(fd, max, bytes, s, &err);
+	int r = snapshot_walk(fd, max, bytes, s, &err);
 	cr_assert_eq(r, 0, "walk: %s", err.message);
 }
 
@@ -459,12 +459,12 @@ Test(snapshot_walk, small_tree_is_complete_sorted_with_every_kind)
 	int calls = 0;
 	airlock_execution_result r = { 0 };
 	airlock_error err = { 0 };
-	cr_assert_eq(airlock_snapshot_diff(&s, &exact, 100, UINT64_MAX, 0, fake_hash, &calls, &r, &err), 0);
+	cr_assert_eq(snapshot_diff(&s, &exact, 100, UINT64_MAX, 0, fake_hash, &calls, &r, &err), 0);
 	cr_assert_eq(r.n_files_changed, 0);
 	cr_assert_not(r.files_changed_truncated);
 	airlock_execution_result_clear(&r);
-	airlock_snapshot_clear(&exact);
-	airlock_snapshot_clear(&s);
+	snapshot_clear(&exact);
+	snapshot_clear(&s);
 	ws_close(&t);
 }
 
@@ -495,20 +495,20 @@ Test(snapshot_walk, more_files_than_max_entries_truncates_and_the_diff_lists_not
 	int calls = 0;
 	airlock_execution_result r = { 0 };
 	airlock_error err = { 0 };
-	cr_assert_eq(airlock_snapshot_diff(&before, &after, 100, UINT64_MAX, 0, fake_hash, &calls, &r,
+	cr_assert_eq(snapshot_diff(&before, &after, 100, UINT64_MAX, 0, fake_hash, &calls, &r,
 	                                   &err), 0);
 	cr_assert_eq(r.n_files_changed, 0);
 	cr_assert(r.files_changed_truncated);
 	cr_assert_eq(calls, 0, "nothing is hashed for a listing never made");
 	airlock_execution_result_clear(&r);
-	cr_assert_eq(airlock_snapshot_diff(&after, &before, 100, UINT64_MAX, 0, fake_hash, &calls, &r,
+	cr_assert_eq(snapshot_diff(&after, &before, 100, UINT64_MAX, 0, fake_hash, &calls, &r,
 	                                   &err), 0);
 	cr_assert_eq(r.n_files_changed, 0);
 	cr_assert(r.files_changed_truncated);
 	cr_assert_eq(calls, 0);
 	airlock_execution_result_clear(&r);
-	airlock_snapshot_clear(&before);
-	airlock_snapshot_clear(&after);
+	snapshot_clear(&before);
+	snapshot_clear(&after);
 	ws_close(&t);
 }
 
@@ -525,15 +525,15 @@ Test(snapshot_walk, path_bytes_budget_truncates)
 	walk_ok(t.fd, 100, 10 * 11, &s);
 	cr_assert_not(s.truncated);
 	cr_assert_eq(s.n, 10);
-	airlock_snapshot_clear(&s);
+	snapshot_clear(&s);
 	walk_ok(t.fd, 100, 10 * 11 - 1, &s);
 	cr_assert(s.truncated, "one byte short of the last path");
 	cr_assert_eq(s.n, 9);
-	airlock_snapshot_clear(&s);
+	snapshot_clear(&s);
 	walk_ok(t.fd, 100, 55, &s);
 	cr_assert(s.truncated);
 	cr_assert_eq(s.n, 5);
-	airlock_snapshot_clear(&s);
+	snapshot_clear(&s);
 	ws_close(&t);
 }
 
@@ -562,7 +562,7 @@ Test(snapshot_walk, nesting_past_the_depth_limit_truncates_without_error)
 	cr_assert_not(s.truncated);
 	cr_assert_eq(s.n, 1);
 	cr_assert_eq(strlen(s.entries[0].path), 3 + 2 * (AIRLOCK_SNAPSHOT_DEPTH_MAX - 2) + 1);
-	airlock_snapshot_clear(&s);
+	snapshot_clear(&s);
 
 	/* One level more is AIRLOCK_SNAPSHOT_DEPTH_MAX directories deep. */
 	int deep = make_dir(t.fd, "deep", t.fd);
@@ -570,14 +570,14 @@ Test(snapshot_walk, nesting_past_the_depth_limit_truncates_without_error)
 	close(deep);
 	walk_ok(t.fd, 100, AIRLOCK_SNAPSHOT_PATH_BYTES_MAX, &s);
 	cr_assert(s.truncated);
-	airlock_snapshot_clear(&s);
+	snapshot_clear(&s);
 	ws_close(&t);
 
 	ws_open(&t);
 	make_chain(t.fd, AIRLOCK_SNAPSHOT_DEPTH_MAX + 300);
 	walk_ok(t.fd, 100, AIRLOCK_SNAPSHOT_PATH_BYTES_MAX, &s);
 	cr_assert(s.truncated);
-	airlock_snapshot_clear(&s);
+	snapshot_clear(&s);
 	ws_close(&t);
 }
 
@@ -611,7 +611,7 @@ Test(snapshot_walk, a_path_past_the_length_limit_truncates_without_error)
 	cr_assert_not(s.truncated, "a path of exactly the limit is recorded");
 	cr_assert_eq(s.n, 1);
 	cr_assert_eq(strlen(s.entries[0].path), longest);
-	airlock_snapshot_clear(&s);
+	snapshot_clear(&s);
 	ws_close(&t);
 
 	ws_open(&t);
@@ -619,7 +619,7 @@ Test(snapshot_walk, a_path_past_the_length_limit_truncates_without_error)
 	walk_ok(t.fd, 100, AIRLOCK_SNAPSHOT_PATH_BYTES_MAX, &s);
 	cr_assert(s.truncated, "one byte over");
 	cr_assert_eq(s.n, 0);
-	airlock_snapshot_clear(&s);
+	snapshot_clear(&s);
 	ws_close(&t);
 
 	ws_open(&t);
@@ -627,7 +627,7 @@ Test(snapshot_walk, a_path_past_the_length_limit_truncates_without_error)
 	make_long_path(t.fd, 17, 10);
 	walk_ok(t.fd, 100, AIRLOCK_SNAPSHOT_PATH_BYTES_MAX, &s);
 	cr_assert(s.truncated, "directories nested past the length");
-	airlock_snapshot_clear(&s);
+	snapshot_clear(&s);
 	ws_close(&t);
 }
 
@@ -650,7 +650,7 @@ Test(snapshot_walk, an_unreadable_directory_truncates_without_error)
 			_exit(10);
 		airlock_snapshot s = { 0 };
 		airlock_error err = { 0 };
-		if (airlock_snapshot_walk(t.fd, 100, AIRLOCK_SNAPSHOT_PATH_BYTES_MAX, &s, &err) != 0)
+		if (snapshot_walk(t.fd, 100, AIRLOCK_SNAPSHOT_PATH_BYTES_MAX, &s, &err) != 0)
 			_exit(11);
 		_exit(s.truncated ? 0 : 12);
 	}

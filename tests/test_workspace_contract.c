@@ -1032,8 +1032,8 @@ Test(memory_only, snapshot_and_hash, .init = memory_init, .fini = fx_fini)
 	cr_assert_gt(s2.entries[0].version, s1.entries[0].version);
 	cr_assert_eq(s2.entries[2].version, s1.entries[2].version);
 	cr_assert_neq(s2.entries[0].ino, s2.entries[2].ino);
-	airlock_snapshot_clear(&s1);
-	airlock_snapshot_clear(&s2);
+	snapshot_clear(&s1);
+	snapshot_clear(&s2);
 
 	char want[65];
 	airlock_snapshot_hashed h = { .size = -1 };

@@ -16,7 +16,7 @@
 #include "util/syscalls.h"
 #include "util/util.h"
 
-int airlock_snapshot_add_entry(airlock_snapshot *s, const airlock_snap_entry *e)
+int snapshot_add_entry(airlock_snapshot *s, const airlock_snap_entry *e)
 {
 	if (s->n == s->alloc) {
 		size_t n = s->alloc ? s->alloc * 2 : 64;
@@ -34,7 +34,7 @@ int airlock_snapshot_add_entry(airlock_snapshot *s, const airlock_snap_entry *e)
 	return 0;
 }
 
-int airlock_snapshot_add(airlock_snapshot *s, const char *path, int64_t size, uint64_t ino,
+int snapshot_add(airlock_snapshot *s, const char *path, int64_t size, uint64_t ino,
                          int64_t mtime_ns, int64_t ctime_ns, uint64_t version)
 {
 	/* add_entry copies the path (the entry's own char *): the const is cast
@@ -43,7 +43,7 @@ int airlock_snapshot_add(airlock_snapshot *s, const char *path, int64_t size, ui
 		.path = (char *)(uintptr_t)path, .kind = AIRLOCK_FILE_REGULAR, .size = size, .ino = ino,
 		.mtime_ns = mtime_ns, .ctime_ns = ctime_ns, .version = version,
 	};
-	return airlock_snapshot_add_entry(s, &e);
+	return snapshot_add_entry(s, &e);
 }
 
 static int entry_cmp(const void *a, const void *b)
@@ -51,13 +51,13 @@ static int entry_cmp(const void *a, const void *b)
 	return strcmp(((const airlock_snap_entry *)a)->path, ((const airlock_snap_entry *)b)->path);
 }
 
-void airlock_snapshot_sort(airlock_snapshot *s)
+void snapshot_sort(airlock_snapshot *s)
 {
 	if (s->n > 1)
 		qsort(s->entries, s->n, sizeof(*s->entries), entry_cmp);
 }
 
-void airlock_snapshot_clear(airlock_snapshot *s)
+void snapshot_clear(airlock_snapshot *s)
 {
 	for (size_t i = 0; i < s->n; i++)
 		free(s->entries[i].path);
@@ -132,7 +132,7 @@ static int push_change(change_list *l, const airlock_snap_entry *e, airlock_chan
 	return 0;
 }
 
-bool airlock_snapshot_differs(const airlock_snapshot *before, const airlock_snapshot *after)
+bool snapshot_differs(const airlock_snapshot *before, const airlock_snapshot *after)
 {
 	if (before->truncated || after->truncated || before->n != after->n)
 		return true;
@@ -143,7 +143,7 @@ bool airlock_snapshot_differs(const airlock_snapshot *before, const airlock_snap
 	return false;
 }
 
-int airlock_snapshot_diff(const airlock_snapshot *before, const airlock_snapshot *after, size_t max,
+int snapshot_diff(const airlock_snapshot *before, const airlock_snapshot *after, size_t max,
                           uint64_t hash_budget, int64_t hash_deadline_ms,
                           airlock_snapshot_hash_fn hash, void *hash_ctx,
                           airlock_execution_result *ret, airlock_error *err)
@@ -328,7 +328,7 @@ static int walk_dir(walk *w, int dfd, size_t len, unsigned depth, airlock_error 
 					/* A device node's number is part of what it is. */
 					.version = (uint64_t)st.st_rdev,
 				};
-				r = airlock_snapshot_add_entry(w->snap, &e);
+				r = snapshot_add_entry(w->snap, &e);
 				if (r < 0)
 					r = airlock_error_set(err, AIRLOCK_ERR_SYSTEM, -r, "files_changed");
 			}
@@ -362,7 +362,7 @@ static int walk_dir(walk *w, int dfd, size_t len, unsigned depth, airlock_error 
 	return r;
 }
 
-int airlock_snapshot_walk(int root_fd, size_t max_entries, size_t max_path_bytes,
+int snapshot_walk(int root_fd, size_t max_entries, size_t max_path_bytes,
                           airlock_snapshot *ret, airlock_error *err)
 {
 	struct stat st;
@@ -378,10 +378,10 @@ int airlock_snapshot_walk(int root_fd, size_t max_entries, size_t max_path_bytes
 	                : walk_dir(w, dfd, 0, 0, err);
 	free(w);
 	if (r < 0) {
-		airlock_snapshot_clear(&s);
+		snapshot_clear(&s);
 		return r;
 	}
-	airlock_snapshot_sort(&s);
+	snapshot_sort(&s);
 	*ret = s;
 	return 0;
 }
@@ -455,7 +455,7 @@ static int hash_regular(int root, const char *path, const struct stat *want, int
 	return util_sha256_final_hex(h, ret->hex);
 }
 
-int airlock_snapshot_hash_fd(void *ctx, const char *path, int64_t deadline_ms,
+int snapshot_hash_fd(void *ctx, const char *path, int64_t deadline_ms,
                              airlock_snapshot_hashed *ret, airlock_error *err)
 {
 	int root = *(const int *)ctx;

@@ -34,19 +34,19 @@ typedef struct airlock_snapshot {
 	airlock_snap_entry *entries;
 	size_t n;
 	size_t alloc;
-	/* The walk met a bound (see airlock_snapshot_walk) and stopped: entries
+	/* The walk met a bound (see snapshot_walk) and stopped: entries
 	 * is an arbitrary part of the workspace, not all of it. */
 	bool truncated;
 } airlock_snapshot;
 
 /* Append a regular file's entry (path copied). 0 or -ENOMEM. */
-int airlock_snapshot_add(airlock_snapshot *s, const char *path, int64_t size, uint64_t ino,
+int snapshot_add(airlock_snapshot *s, const char *path, int64_t size, uint64_t ino,
                          int64_t mtime_ns, int64_t ctime_ns, uint64_t version);
 /* Append an entry of any kind (e->path copied). 0 or -ENOMEM. */
-int airlock_snapshot_add_entry(airlock_snapshot *s, const airlock_snap_entry *e);
+int snapshot_add_entry(airlock_snapshot *s, const airlock_snap_entry *e);
 /* Sort by path (bytewise); call once after the walk. */
-void airlock_snapshot_sort(airlock_snapshot *s);
-void airlock_snapshot_clear(airlock_snapshot *s);
+void snapshot_sort(airlock_snapshot *s);
+void snapshot_clear(airlock_snapshot *s);
 
 /* What a hash callback found at a path: the entry's kind now, and its
  * sha256 and size_bytes as airlock_file_change defines them for that kind. */
@@ -85,14 +85,14 @@ typedef int (*airlock_snapshot_hash_fn)(void *ctx, const char *path, int64_t dea
  */
 /* The service's bound on hashing one listing (README, files_changed). */
 #define AIRLOCK_SNAPSHOT_HASH_MS 2000
-int airlock_snapshot_diff(const airlock_snapshot *before, const airlock_snapshot *after, size_t max,
+int snapshot_diff(const airlock_snapshot *before, const airlock_snapshot *after, size_t max,
                           uint64_t hash_budget, int64_t hash_deadline_ms,
                           airlock_snapshot_hash_fn hash, void *hash_ctx,
                           airlock_execution_result *ret, airlock_error *err);
 
 /* Whether the two snapshots differ at all (an entry added, removed or
  * changed), without hashing; true when either is truncated (unknown). */
-bool airlock_snapshot_differs(const airlock_snapshot *before, const airlock_snapshot *after);
+bool snapshot_differs(const airlock_snapshot *before, const airlock_snapshot *after);
 
 /*
  * Walk a workspace held by a directory descriptor and snapshot every
@@ -119,14 +119,14 @@ bool airlock_snapshot_differs(const airlock_snapshot *before, const airlock_snap
  */
 /* (AIRLOCK_SNAPSHOT_DEPTH_MAX and the service's max_path_bytes,
  * AIRLOCK_SNAPSHOT_PATH_BYTES_MAX, are in airlock/caps.h.) */
-int airlock_snapshot_walk(int root_fd, size_t max_entries, size_t max_path_bytes,
+int snapshot_walk(int root_fd, size_t max_entries, size_t max_path_bytes,
                           airlock_snapshot *ret, airlock_error *err);
 
 /* A snapshot_hash_fn for a workspace directory descriptor: ctx points to an
  * int holding the root fd. Opens the entry beneath the root without
  * following any symlink (O_PATH for what it only stats or reads the link
  * of), hashes a regular file streaming and stops at the deadline. */
-int airlock_snapshot_hash_fd(void *ctx, const char *path, int64_t deadline_ms,
+int snapshot_hash_fd(void *ctx, const char *path, int64_t deadline_ms,
                              airlock_snapshot_hashed *ret, airlock_error *err);
 
 #endif

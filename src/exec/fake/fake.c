@@ -415,7 +415,7 @@ static int fake_execute(void *ctx, const airlock_environment_handle *handle,
 	if (r < 0)
 		goto fail;
 	/* The in-memory workspace is bounded by its own limits: no budget. */
-	r = airlock_snapshot_diff(&before, &after, (size_t)req->files_changed_max, UINT64_MAX, 0,
+	r = snapshot_diff(&before, &after, (size_t)req->files_changed_max, UINT64_MAX, 0,
 	                          memws_hash, m, ret, err);
 	if (r < 0)
 		goto out;
@@ -437,8 +437,8 @@ fail:
 out:
 	util_buf_clear(&out);
 	util_buf_clear(&errb);
-	airlock_snapshot_clear(&before);
-	airlock_snapshot_clear(&after);
+	snapshot_clear(&before);
+	snapshot_clear(&after);
 	script_clear(&run);
 	return r;
 }

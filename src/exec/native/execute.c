@@ -240,7 +240,7 @@ static int exec_snapshot_before(execution *x, airlock_error *err)
 	if (r < 0)
 		return r;
 	if (!native_kept_take(x->n, x->b, &x->before)) {
-		r = airlock_snapshot_walk(x->rootfd, (size_t)x->b->limits.inodes_max + 16,
+		r = snapshot_walk(x->rootfd, (size_t)x->b->limits.inodes_max + 16,
 		                          AIRLOCK_SNAPSHOT_PATH_BYTES_MAX, &x->before, err);
 		if (r < 0)
 			return r;
@@ -470,7 +470,7 @@ static int exec_after(execution *x, airlock_error *err)
 	/* Armed before the walk: a change after this point, by anyone, is an
 	 * event; the command's processes are all gone by now. */
 	x->armed = native_kept_arm(x->b, x->rootfd);
-	r = airlock_snapshot_walk(x->rootfd, (size_t)x->b->limits.inodes_max + 16,
+	r = snapshot_walk(x->rootfd, (size_t)x->b->limits.inodes_max + 16,
 	                          AIRLOCK_SNAPSHOT_PATH_BYTES_MAX, &x->after, err);
 	if (r < 0)
 		return r;
@@ -485,7 +485,7 @@ static int exec_after(execution *x, airlock_error *err)
 		};
 		if (!o.never_ran && o.exit_failed) {
 			o.full_after = host_volume_full(x->b->vol, &x->full, NULL) == 0 && x->full;
-			o.changed = o.full_after && airlock_snapshot_differs(&x->before, &x->after);
+			o.changed = o.full_after && snapshot_differs(&x->before, &x->after);
 		}
 		x->kill_reason = native_kill_decide(&o);
 	}
@@ -537,10 +537,10 @@ static int exec_result(execution *x, airlock_error *err)
 	 * RLIMIT_FSIZE already keeps any one file under it. And for at most
 	 * AIRLOCK_SNAPSHOT_HASH_MS: holes are free to make and cost their
 	 * apparent size to hash, so the byte budget alone is seconds. */
-	int r = airlock_snapshot_diff(&x->before, &x->after, (size_t)x->req->files_changed_max,
+	int r = snapshot_diff(&x->before, &x->after, (size_t)x->req->files_changed_max,
 	                              (uint64_t)x->b->limits.workspace_bytes,
 	                              util_monotonic_ms() + AIRLOCK_SNAPSHOT_HASH_MS,
-	                              airlock_snapshot_hash_fd, &x->rootfd, ret, err);
+	                              snapshot_hash_fd, &x->rootfd, ret, err);
 	if (r < 0)
 		return r;
 	ret->stdout_data = util_buf_steal(&x->out.buf, &ret->stdout_len);
@@ -574,8 +574,8 @@ static void exec_cleanup(execution *x, int r)
 		close(x->errs.fd);
 	util_buf_clear(&x->out.buf);
 	util_buf_clear(&x->errs.buf);
-	airlock_snapshot_clear(&x->before);
-	airlock_snapshot_clear(&x->after);
+	snapshot_clear(&x->before);
+	snapshot_clear(&x->after);
 	free(x->envp);
 	free(x->pwd);
 	airlock_native *n = x->n;

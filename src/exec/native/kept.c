@@ -91,7 +91,7 @@ bool native_kept_take(airlock_native *n, sandbox *b, airlock_snapshot *ret)
 	b->kept_valid = false;
 	pthread_mutex_unlock(&n->lock);
 	if (!valid || b->kept_fan < 0) {
-		airlock_snapshot_clear(&s);
+		snapshot_clear(&s);
 		return false;
 	}
 	/* Any event at all, or any error but "none queued", is a change (the
@@ -100,7 +100,7 @@ bool native_kept_take(airlock_native *n, sandbox *b, airlock_snapshot *ret)
 	ssize_t got = read(b->kept_fan, buf, sizeof(buf));
 	bool clean = got < 0 && errno == EAGAIN;
 	if (!clean) {
-		airlock_snapshot_clear(&s);
+		snapshot_clear(&s);
 		return false;
 	}
 	*ret = s;
@@ -126,5 +126,5 @@ void native_kept_store(airlock_native *n, sandbox *b, airlock_snapshot *s)
 	b->kept_valid = true;
 	pthread_mutex_unlock(&n->lock);
 	*s = (airlock_snapshot){ 0 };
-	airlock_snapshot_clear(&old);
+	snapshot_clear(&old);
 }

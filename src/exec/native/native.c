@@ -251,7 +251,7 @@ void native_sandbox_free(sandbox *b)
 	if (!b)
 		return;
 	pthread_mutex_destroy(&b->start_lock);
-	airlock_snapshot_clear(&b->kept);
+	snapshot_clear(&b->kept);
 	if (b->kept_fan >= 0) {
 		close(b->kept_fan);
 		atomic_fetch_sub(&native_kept_groups, 1);

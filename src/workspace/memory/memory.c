@@ -508,14 +508,14 @@ int memws_snapshot(airlock_memws *m, airlock_snapshot *ret)
 		const memws_file *f = m->files[i];
 		/* No clock is involved: the version counter is what changes on
 		 * every write, and the id stands in for the inode. */
-		r = airlock_snapshot_add(&s, f->path, (int64_t)f->len, f->id, 0, 0, f->version);
+		r = snapshot_add(&s, f->path, (int64_t)f->len, f->id, 0, 0, f->version);
 	}
 	pthread_mutex_unlock(&m->lock);
 	if (r < 0) {
-		airlock_snapshot_clear(&s);
+		snapshot_clear(&s);
 		return r;
 	}
-	airlock_snapshot_sort(&s);
+	snapshot_sort(&s);
 	*ret = s;
 	return 0;
 }
