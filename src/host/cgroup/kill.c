@@ -27,9 +27,8 @@
 static int cg_kill_listed(int dfd, bool *ret_seen)
 {
 	_cleanup_free_ pid_t *a = NULL;
-	_cleanup_free_ pid_t *b = NULL;
 	_cleanup_free_ int *fds = NULL;
-	size_t na = 0, nb = 0;
+	size_t na = 0;
 	int r = cg_procs_read(dfd, CG_KILL_BATCH, &a, &na);
 	if (r < 0)
 		return r;
@@ -54,6 +53,8 @@ static int cg_kill_listed(int dfd, bool *ret_seen)
 			cg_close(&fds[j]);
 		return r;
 	}
+	_cleanup_free_ pid_t *b = NULL;
+	size_t nb = 0;
 	r = cg_procs_read(dfd, SIZE_MAX, &b, &nb);
 	for (size_t i = 0; i < na; i++) {
 		if (fds[i] < 0)
