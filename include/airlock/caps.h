@@ -78,6 +78,12 @@
  * with its brackets so the evaluation sees and refuses it). */
 #define AIRLOCK_CONNECT_HOST_MAX 255
 
+/* ---- image builds: the request ---------------------------------------------- */
+/* Bounds on what a build accepts (airlock/image_build.h): extra packages on
+ * top of the defaults, and the length of one package's name. */
+#define AIRLOCK_IMAGE_EXTRA_PACKAGES_MAX 256
+#define AIRLOCK_IMAGE_PACKAGE_NAME_MAX 128
+
 /* ---- internal: egress ------------------------------------------------------- */
 /* One DNS label: RFC 1035. */
 #define AIRLOCK_DNS_LABEL_MAX 63
@@ -138,20 +144,82 @@
 /* airlock egress check's --resolve entries. */
 #define AIRLOCK_CHECK_RESOLVE_MAX 64
 
-/* ---- reserved: the native mechanism, the image store, the host ----------------
- * Caps that live today in src/exec/native/, src/image/ and src/host/ (owned
- * by other work in progress) move here when those files settle; until then
- * they are defined where they are used:
- *   NATIVE_KEPT_GROUPS_MAX, NATIVE_KEPT_BYTES_MAX, KEPT_DRAIN_READS_MAX
- *     (src/exec/native/native.c),
- *   VOLUME_MKFS_OUTPUT_MAX, VOLUME_IMAGE_MAX, VOLUME_IMAGE_EXTENTS_MAX
- *     (src/exec/native/volume.c),
- *   CG_PIDS_LIMIT_MAX (src/exec/native/cgroup.c),
- *   OUTPUT_TAIL_MAX, APT_FILE_MAX, APT_FIELD_MAX, APT_FILES_MAX, SIDECAR_MAX,
- *   MIRROR_MAX, TREE_DEPTH_MAX, PROG_ENV_MAX, PROG_ENV_VALUE_MAX
- *     (src/image/image.c),
- *   AIRLOCK_IMAGE_EXTRA_PACKAGES_MAX, AIRLOCK_IMAGE_PACKAGE_NAME_MAX
- *     (include/airlock/image.h).
- */
+/* ---- internal: the host (src/host/) ----------------------------------------- */
+/* pids.max takes at most PID_MAX_LIMIT (4M on 64-bit); above it "max" says
+ * the same thing, since no more pids than that can exist. */
+#define AIRLOCK_CG_PIDS_LIMIT_MAX 4194304
+/* Bounds for walking groups: the sandbox makes none of its own (it has no
+ * write access to cgroupfs), so anything deeper is refused rather than
+ * followed. */
+#define AIRLOCK_CG_MAX_DEPTH 8
+#define AIRLOCK_CG_MAX_ENTRIES 65536
+/* Pids signalled per pass of the cgroup.procs fallback (a fork bomb makes
+ * the file long; the rest waits for the next pass). */
+#define AIRLOCK_CG_KILL_BATCH 256
+/* A cgroupfs control file read whole (cgroup.controllers, *.events): none
+ * read this way is near 4 KiB; one that does not fit is -EFBIG. */
+#define AIRLOCK_CG_SMALL_FILE 4096
+/* How deep a tree walk goes before it refuses (-ELOOP). */
+#define AIRLOCK_HOST_TREE_DEPTH_MAX 256
+/* An image's .packages sidecar: the recipe, the suite and a package list of
+ * the defaults and at most AIRLOCK_IMAGE_EXTRA_PACKAGES_MAX names (about
+ * 33 KiB) fit. */
+#define AIRLOCK_IMAGE_SIDECAR_MAX (64u * 1024u)
+/* The tail of mkfs.ext4's output kept for the error when it fails. */
+#define AIRLOCK_VOLUME_MKFS_OUTPUT_MAX 4096
+/* Bigger formatted images (very large volumes carry more bitmaps) are not
+ * kept; they fall back to mkfs every time. */
+#define AIRLOCK_VOLUME_IMAGE_MAX ((size_t)4 << 20)
+#define AIRLOCK_VOLUME_IMAGE_EXTENTS_MAX 4096
+/* The kernel's explanation of a failed fsconfig, read from the filesystem
+ * context: its first message, cut to this for the error. */
+#define AIRLOCK_VOLUME_FS_LOG_MAX 200
+
+/* ---- internal: the image builder (src/image/) ------------------------------- */
+/* The tail of debootstrap's and mkfs.erofs's output kept while they run. */
+#define AIRLOCK_IMAGE_OUTPUT_TAIL_MAX 8192
+/* Of that tail, what goes into the error message. */
+#define AIRLOCK_IMAGE_OUTPUT_IN_MESSAGE 240
+/* Of debootstrap.log's end (twice this is read), what goes into the error. */
+#define AIRLOCK_IMAGE_LOG_IN_MESSAGE 160
+/* The environment a build's programs get: a few fixed variables and the
+ * proxy settings passed on from ours; a value too long to keep whole is left
+ * out, never cut short. */
+#define AIRLOCK_IMAGE_PROG_ENV_MAX 16
+#define AIRLOCK_IMAGE_PROG_ENV_VALUE_MAX 2048
+/* The host's apt sources read to find the mirror: one file, one deb822
+ * field (Types, URIs, Suites; Enabled is yes or no), the files of
+ * sources.list.d read, and a mirror URI. */
+#define AIRLOCK_APT_FILE_MAX (1u << 20)
+#define AIRLOCK_APT_FIELD_MAX 8192
+#define AIRLOCK_APT_ENABLED_FIELD_MAX 64
+#define AIRLOCK_APT_FILES_MAX 64
+#define AIRLOCK_APT_MIRROR_MAX 1024
+/* The start of /proc/self/uid_map read to tell the initial user namespace:
+ * only its first line, three numbers, is parsed. */
+#define AIRLOCK_IMAGE_UID_MAP_READ_MAX 256
+
+/* ---- internal: the native mechanism (src/exec/native/) ----------------------- */
+/* Kept fanotify groups, in this process (see native_kept_arm, kept.c): they
+ * count against host root's fs.fanotify.max_user_groups (128 by default),
+ * which every root daemon shares. */
+#define AIRLOCK_NATIVE_KEPT_GROUPS_MAX 32
+/* A kept snapshot stays in the service while the sandbox is idle, one per
+ * sandbox: only one of at most this many bytes is kept (entries and path
+ * text; 8 MiB is ~60,000 entries of 100-byte paths). A larger workspace
+ * is walked twice, as before. */
+#define AIRLOCK_NATIVE_KEPT_BYTES_MAX ((size_t)8 << 20)
+/* Reads of the drain that arms the kept group, each of
+ * AIRLOCK_KEPT_DRAIN_READ_BYTES: more than the 16384 events a queue holds;
+ * the events read are dropped. */
+#define AIRLOCK_KEPT_DRAIN_READS_MAX 4096
+#define AIRLOCK_KEPT_DRAIN_READ_BYTES 4096
+/* The read that asks whether any fanotify event is queued: any event at
+ * all, or any error but "none queued", is a change. */
+#define AIRLOCK_KEPT_PROBE_READ_BYTES 256
+/* The starter's candidate path for the command's argv[0], a directory of
+ * the image's fixed PATH joined with the name: the kernel's PATH_MAX; a
+ * longer candidate is skipped, as if not found there. */
+#define AIRLOCK_STARTER_EXEC_PATH_MAX 4096
 
 #endif

@@ -15,6 +15,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "airlock/caps.h"
 #include "airlock/error.h"
 #include "airlock/image_store.h"
 
@@ -43,9 +44,9 @@ extern "C" {
  * package debian-archive-keyring). The build refuses to run unverified. */
 #define AIRLOCK_IMAGE_KEYRING "/usr/share/keyrings/debian-archive-keyring.gpg"
 
-/* Bounds on what a build accepts. */
-#define AIRLOCK_IMAGE_EXTRA_PACKAGES_MAX 256
-#define AIRLOCK_IMAGE_PACKAGE_NAME_MAX 128
+/* Bounds on what a build accepts (extra packages, a name's length):
+ * AIRLOCK_IMAGE_EXTRA_PACKAGES_MAX and AIRLOCK_IMAGE_PACKAGE_NAME_MAX in
+ * airlock/caps.h. */
 
 /* Default time limits of a build's steps. */
 #define AIRLOCK_IMAGE_DEBOOTSTRAP_TIMEOUT_SECONDS 1800

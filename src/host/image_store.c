@@ -24,10 +24,9 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "airlock/caps.h"
 #include "host/tree.h"
 #include "util/util.h"
-
-#define SIDECAR_MAX (64u * 1024u)
 
 /* ---- small helpers -------------------------------------------------------- */
 
@@ -397,7 +396,7 @@ static int sidecar_read(airlock_image_store *store, const char *hex, char **ret_
 		return errno == ENOENT || errno == ELOOP ? 0 : -errno;
 	_cleanup_free_ char *text = NULL;
 	size_t len = 0;
-	int r = util_read_capped(fd, SIDECAR_MAX, &text, &len);
+	int r = util_read_capped(fd, AIRLOCK_IMAGE_SIDECAR_MAX, &text, &len);
 	if (r < 0)
 		return r;
 	if (memchr(text, 0, len))

@@ -82,7 +82,7 @@ static int tree_remove_entry(int dfd, const char *name, const host_tree_id *root
 		return r;
 	if (!S_ISDIR(stx.stx_mode))
 		return unlinkat(dfd, name, 0) < 0 && errno != ENOENT ? -errno : 0;
-	if (depth >= HOST_TREE_DEPTH_MAX)
+	if (depth >= AIRLOCK_HOST_TREE_DEPTH_MAX)
 		return -ELOOP;
 	int cfd = host_tree_open_dir(dfd, name, root);
 	if (cfd < 0)

@@ -22,8 +22,10 @@
 #include <sys/stat.h>
 #include <sys/types.h>
 
-/* How deep a walk goes before it refuses (-ELOOP). */
-#define HOST_TREE_DEPTH_MAX 256
+#include "airlock/caps.h"
+
+/* How deep a walk goes before it refuses (-ELOOP): AIRLOCK_HOST_TREE_DEPTH_MAX
+ * (airlock/caps.h). */
 
 typedef struct host_tree_id {
 	dev_t dev;

@@ -48,6 +48,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "airlock/caps.h"
 #include "airlock/native.h"
 #include "host/loop.h"
 #include "util/run.h"
@@ -67,7 +68,6 @@
 /* mkfs takes a few milliseconds (measured); this bound is only for a hung
  * one, and sits inside the specification's 30 s start budget. */
 #define VOLUME_MKFS_TIMEOUT_MS 20000
-#define VOLUME_MKFS_OUTPUT_MAX 4096
 
 /* The only places mkfs.ext4 is looked for: the caller's PATH is not
  * consulted, so no directory an unprivileged user controls can supply a
@@ -138,7 +138,7 @@ static int volume_mkfs(const host_loop *loop, int64_t inodes, airlock_error *err
 		.path = bin,
 		.argv = argv,
 		.envp = envp,
-		.output_max = VOLUME_MKFS_OUTPUT_MAX,
+		.output_max = AIRLOCK_VOLUME_MKFS_OUTPUT_MAX,
 		.timeout_ms = VOLUME_MKFS_TIMEOUT_MS,
 	};
 	__attribute__((cleanup(util_run_result_clear))) util_run_result res;
@@ -190,10 +190,8 @@ static int volume_mkfs(const host_loop *loop, int64_t inodes, airlock_error *err
  *     only affects lookups in the volume it belongs to.
  */
 #define VOLUME_IMAGE_SLOTS 8
-/* Bigger formatted images (very large volumes carry more bitmaps) are not
- * kept; they fall back to mkfs every time. */
-#define VOLUME_IMAGE_MAX ((size_t)4 << 20)
-#define VOLUME_IMAGE_EXTENTS_MAX 4096
+/* How big a formatted image is kept: AIRLOCK_VOLUME_IMAGE_MAX and
+ * AIRLOCK_VOLUME_IMAGE_EXTENTS_MAX (airlock/caps.h). */
 
 typedef struct volume_extent {
 	off_t off;  /* in the volume */
@@ -206,7 +204,7 @@ typedef struct volume_image {
 	unsigned refs;         /* the cache's own + one per volume being written */
 	uint64_t used;         /* for eviction: least recently used goes */
 	size_t n;
-	volume_extent ext[VOLUME_IMAGE_EXTENTS_MAX];
+	volume_extent ext[AIRLOCK_VOLUME_IMAGE_EXTENTS_MAX];
 	size_t len;
 	unsigned char data[];
 } volume_image;
@@ -304,14 +302,14 @@ static int volume_image_capture(const host_volume *v, int64_t inodes, volume_ima
 		if (h > (off_t)v->bytes)
 			h = (off_t)v->bytes;
 		size_t ext = (size_t)(h - d);
-		if (n == VOLUME_IMAGE_EXTENTS_MAX || ext > VOLUME_IMAGE_MAX - len)
+		if (n == AIRLOCK_VOLUME_IMAGE_EXTENTS_MAX || ext > AIRLOCK_VOLUME_IMAGE_MAX - len)
 			return 0;
 		if (len + ext > alloc) {
 			size_t want = alloc ? alloc : 256 << 10;
 			while (want < len + ext)
 				want *= 2;
-			if (want > VOLUME_IMAGE_MAX)
-				want = VOLUME_IMAGE_MAX;
+			if (want > AIRLOCK_VOLUME_IMAGE_MAX)
+				want = AIRLOCK_VOLUME_IMAGE_MAX;
 			volume_image *p = realloc(img, sizeof(*img) + want);
 			if (!p)
 				return -ENOMEM;
@@ -369,7 +367,7 @@ static int volume_image_write(const volume_image *img, int fd)
  * the device, never a directory). */
 static int volume_fs_error(int fsfd, airlock_error *err, int e, const char *step)
 {
-	char log[200];
+	char log[AIRLOCK_VOLUME_FS_LOG_MAX];
 	ssize_t n = read(fsfd, log, sizeof(log) - 1);
 	if (n > 0) {
 		char shown[160];

@@ -15,12 +15,8 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "airlock/caps.h"
 #include "util/util.h"
-
-#define APT_FILE_MAX (1u << 20)
-#define APT_FIELD_MAX 8192
-#define APT_FILES_MAX 64
-#define MIRROR_MAX 1024
 
 static bool is_space(char c)
 {
@@ -77,7 +73,7 @@ static bool ascii_ieq(const char *a, size_t an, const char *b)
  * trailing slash, or NULL (unusable, or ENOMEM with *oom set). */
 char *image_usable_uri(const char *s, size_t n, bool *oom)
 {
-	if (n == 0 || n > MIRROR_MAX)
+	if (n == 0 || n > AIRLOCK_APT_MIRROR_MAX)
 		return NULL;
 	if (!(n > 7 && strncmp(s, "http://", 7) == 0) && !(n > 8 && strncmp(s, "https://", 8) == 0) &&
 	    !(n > 6 && strncmp(s, "file:/", 6) == 0))
@@ -134,10 +130,10 @@ static void stanza_reset(deb822_stanza *st)
 	util_buf_clear(&st->uris);
 	util_buf_clear(&st->suites);
 	util_buf_clear(&st->enabled);
-	util_buf_init(&st->types, APT_FIELD_MAX);
-	util_buf_init(&st->uris, APT_FIELD_MAX);
-	util_buf_init(&st->suites, APT_FIELD_MAX);
-	util_buf_init(&st->enabled, 64);
+	util_buf_init(&st->types, AIRLOCK_APT_FIELD_MAX);
+	util_buf_init(&st->uris, AIRLOCK_APT_FIELD_MAX);
+	util_buf_init(&st->suites, AIRLOCK_APT_FIELD_MAX);
+	util_buf_init(&st->enabled, AIRLOCK_APT_ENABLED_FIELD_MAX);
 	st->any = false;
 }
 
@@ -330,7 +326,7 @@ static int list_suffix(const char *dir, const char *suffix, char ***ret, size_t 
 	size_t n = 0;
 	struct dirent *de;
 	int r = 0;
-	while ((de = readdir(d)) && n < APT_FILES_MAX) {
+	while ((de = readdir(d)) && n < AIRLOCK_APT_FILES_MAX) {
 		if (de->d_name[0] == '.' || !image_has_suffix(de->d_name, suffix))
 			continue;
 		char **p = realloc(names, (n + 1) * sizeof(*p));
@@ -382,7 +378,7 @@ static int try_sources_file(const char *path, airlock_apt_format format, const c
 	}
 	_cleanup_free_ char *text = NULL;
 	size_t len = 0;
-	int r = util_read_capped(fd, APT_FILE_MAX, &text, &len);
+	int r = util_read_capped(fd, AIRLOCK_APT_FILE_MAX, &text, &len);
 	if (r < 0)
 		return airlock_error_set(err, AIRLOCK_ERR_CONFIG, -r, "apt sources %s", path);
 	return airlock_image_mirror_parse(path, text, len, format, suite, ret, err);

@@ -26,6 +26,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "airlock/caps.h"
 #include "host/image_store.h"
 #include "util/run.h"
 #include "util/util.h"
@@ -39,10 +40,6 @@ static const char *const fixed_path_dirs[] = { "/usr/sbin", "/usr/bin", "/sbin",
 /* A fixed filesystem UUID makes two builds of the same tree byte-identical
  * (mkfs.erofs picks a random one otherwise). */
 #define IMAGE_UUID "61697266-6c6f-636b-0000-000000000000"
-
-#define OUTPUT_TAIL_MAX 8192
-#define OUTPUT_IN_MESSAGE 240
-#define LOG_IN_MESSAGE 160
 
 /* ---- running a program -------------------------------------------------------- */
 
@@ -86,12 +83,9 @@ static int resolve_program(const char *name, char *out, size_t size)
 static const char *const passed_env[] = { "http_proxy", "https_proxy", "no_proxy",
 	                                  "HTTP_PROXY", "HTTPS_PROXY", "NO_PROXY" };
 
-#define PROG_ENV_MAX 16
-#define PROG_ENV_VALUE_MAX 2048
-
 typedef struct prog_env {
-	char storage[PROG_ENV_MAX][PROG_ENV_VALUE_MAX];
-	char *envp[PROG_ENV_MAX + 1];
+	char storage[AIRLOCK_IMAGE_PROG_ENV_MAX][AIRLOCK_IMAGE_PROG_ENV_VALUE_MAX];
+	char *envp[AIRLOCK_IMAGE_PROG_ENV_MAX + 1];
 } prog_env;
 
 static void prog_env_build(prog_env *e)
@@ -100,14 +94,14 @@ static void prog_env_build(prog_env *e)
 	static const char *const fixed[] = { ("PATH=" FIXED_PATH), "LC_ALL=C", "HOME=/root",
 		                             "DEBIAN_FRONTEND=noninteractive" };
 	for (size_t i = 0; i < ARRAY_SIZE(fixed); i++)
-		snprintf(e->storage[n++], PROG_ENV_VALUE_MAX, "%s", fixed[i]);
-	for (size_t i = 0; i < ARRAY_SIZE(passed_env) && n < PROG_ENV_MAX; i++) {
+		snprintf(e->storage[n++], AIRLOCK_IMAGE_PROG_ENV_VALUE_MAX, "%s", fixed[i]);
+	for (size_t i = 0; i < ARRAY_SIZE(passed_env) && n < AIRLOCK_IMAGE_PROG_ENV_MAX; i++) {
 		const char *v = getenv(passed_env[i]);
 		if (!v)
 			continue;
 		/* A value too long to keep whole is left out, never cut short. */
-		int k = snprintf(e->storage[n], PROG_ENV_VALUE_MAX, "%s=%s", passed_env[i], v);
-		if (k > 0 && k < PROG_ENV_VALUE_MAX)
+		int k = snprintf(e->storage[n], AIRLOCK_IMAGE_PROG_ENV_VALUE_MAX, "%s=%s", passed_env[i], v);
+		if (k > 0 && k < AIRLOCK_IMAGE_PROG_ENV_VALUE_MAX)
 			n++;
 	}
 	for (size_t i = 0; i < n; i++)
@@ -151,7 +145,7 @@ static int run_program(const char *const *argv, bool private_mounts, int64_t tim
 		.path = path,
 		.argv = vec,
 		.envp = env->envp,
-		.output_max = OUTPUT_TAIL_MAX,
+		.output_max = AIRLOCK_IMAGE_OUTPUT_TAIL_MAX,
 		.timeout_ms = timeout_ms,
 		/* After the program exited, its output is drained for a short
 		 * while only: a descendant that escaped its process group must not
@@ -164,8 +158,8 @@ static int run_program(const char *const *argv, bool private_mounts, int64_t tim
 	int r = util_run(&o, &res);
 	if (r < 0)
 		return host_image_sys_error(err, -r, res.failed);
-	char summary[OUTPUT_IN_MESSAGE + 64];
-	summarize_tail(res.output, res.output_len, OUTPUT_IN_MESSAGE, summary, sizeof(summary));
+	char summary[AIRLOCK_IMAGE_OUTPUT_IN_MESSAGE + 64];
+	summarize_tail(res.output, res.output_len, AIRLOCK_IMAGE_OUTPUT_IN_MESSAGE, summary, sizeof(summary));
 	if (res.timed_out)
 		return airlock_error_set(err, AIRLOCK_ERR_EXECUTION_UNAVAILABLE, 0,
 		                         "%s did not finish within %lld s and was killed; its output ended with: %s",
@@ -281,7 +275,7 @@ static void append_debootstrap_log(airlock_error *err, int build_fd)
 	if (fd < 0)
 		return;
 	struct stat st;
-	char buf[LOG_IN_MESSAGE * 2];
+	char buf[AIRLOCK_IMAGE_LOG_IN_MESSAGE * 2];
 	ssize_t n = -1;
 	if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode)) {
 		off_t off = st.st_size > (off_t)sizeof(buf) ? st.st_size - (off_t)sizeof(buf) : 0;
@@ -290,8 +284,8 @@ static void append_debootstrap_log(airlock_error *err, int build_fd)
 	close(fd);
 	if (n <= 0)
 		return;
-	char summary[LOG_IN_MESSAGE + 64];
-	summarize_tail(buf, (size_t)n, LOG_IN_MESSAGE, summary, sizeof(summary));
+	char summary[AIRLOCK_IMAGE_LOG_IN_MESSAGE + 64];
+	summarize_tail(buf, (size_t)n, AIRLOCK_IMAGE_LOG_IN_MESSAGE, summary, sizeof(summary));
 	size_t used = strnlen(err->message, sizeof(err->message));
 	if (used + 40 < sizeof(err->message))
 		snprintf(err->message + used, sizeof(err->message) - used,
@@ -396,7 +390,7 @@ static bool initial_userns(void)
 	_cleanup_close_ int fd = open("/proc/self/uid_map", O_RDONLY | O_CLOEXEC);
 	if (fd < 0)
 		return true; /* no /proc: let debootstrap say what is wrong */
-	char buf[256];
+	char buf[AIRLOCK_IMAGE_UID_MAP_READ_MAX];
 	ssize_t n = read(fd, buf, sizeof(buf) - 1);
 	if (n <= 0)
 		return true;

@@ -116,7 +116,7 @@ static int clean_truncate(int root, const char *dir, const char *name, const hos
  * mount flag is ever forgotten). */
 static int tree_normalize(int dfd, const host_tree_id *root, unsigned depth)
 {
-	if (depth >= HOST_TREE_DEPTH_MAX)
+	if (depth >= AIRLOCK_HOST_TREE_DEPTH_MAX)
 		return -ELOOP;
 	DIR *d = host_dir_stream(dfd);
 	if (!d)

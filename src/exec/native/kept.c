@@ -10,6 +10,8 @@
 
 #include "exec/native/service.h"
 
+#include "airlock/caps.h"
+
 atomic_int native_kept_groups;
 
 /* ---- files_changed's kept snapshot ------------------------------------------
@@ -26,7 +28,7 @@ atomic_int native_kept_groups;
  * the sandbox and is drained before each after-walk (native_kept_arm).
  * Groups count against host root's fs.fanotify.max_user_groups (128 by default),
  * which every root daemon shares, so one service keeps at most
- * NATIVE_KEPT_GROUPS_MAX of them; past that, and where fanotify is
+ * AIRLOCK_NATIVE_KEPT_GROUPS_MAX of them; past that, and where fanotify is
  * missing, both walks are made, as before. */
 
 #define KEPT_FAN_MASK                                                                              \
@@ -41,14 +43,13 @@ atomic_int native_kept_groups;
  * gone by now and fanotify queues an event synchronously with the write
  * that makes it, so what remains in the queue after the drain is a change
  * made after this point. False when it cannot be armed (no fanotify, or a
- * queue that does not empty within the bound): the next command walks
- * twice. */
-#define KEPT_DRAIN_READS_MAX 4096 /* x 4 KiB: more than the 16384 events a queue holds */
+ * queue that does not empty within AIRLOCK_KEPT_DRAIN_READS_MAX reads,
+ * airlock/caps.h): the next command walks twice. */
 
 bool native_kept_arm(sandbox *b, int rootfd)
 {
 	if (b->kept_fan < 0) {
-		if (atomic_fetch_add(&native_kept_groups, 1) >= NATIVE_KEPT_GROUPS_MAX) {
+		if (atomic_fetch_add(&native_kept_groups, 1) >= AIRLOCK_NATIVE_KEPT_GROUPS_MAX) {
 			atomic_fetch_sub(&native_kept_groups, 1);
 			return false;
 		}
@@ -69,8 +70,8 @@ bool native_kept_arm(sandbox *b, int rootfd)
 		b->kept_fan = fan;
 		return true;
 	}
-	char buf[4096];
-	for (int i = 0; i < KEPT_DRAIN_READS_MAX; i++) {
+	char buf[AIRLOCK_KEPT_DRAIN_READ_BYTES];
+	for (int i = 0; i < AIRLOCK_KEPT_DRAIN_READS_MAX; i++) {
 		ssize_t got = read(b->kept_fan, buf, sizeof(buf));
 		if (got < 0 && errno == EAGAIN)
 			return true;
@@ -96,7 +97,7 @@ bool native_kept_take(airlock_native *n, sandbox *b, airlock_snapshot *ret)
 	}
 	/* Any event at all, or any error but "none queued", is a change (the
 	 * read consumes some events; the next arm drains the rest). */
-	char buf[256];
+	char buf[AIRLOCK_KEPT_PROBE_READ_BYTES];
 	ssize_t got = read(b->kept_fan, buf, sizeof(buf));
 	bool clean = got < 0 && errno == EAGAIN;
 	if (!clean) {
@@ -108,17 +109,15 @@ bool native_kept_take(airlock_native *n, sandbox *b, airlock_snapshot *ret)
 }
 
 /* A kept snapshot stays in the service while the sandbox is idle, one per
- * sandbox: only one of at most this many bytes is kept (entries and path
- * text; 8 MiB is ~60,000 entries of 100-byte paths). A larger workspace
- * is walked twice, as before. */
-#define NATIVE_KEPT_BYTES_MAX ((size_t)8 << 20)
+ * sandbox, of at most AIRLOCK_NATIVE_KEPT_BYTES_MAX (airlock/caps.h says
+ * why). */
 
 void native_kept_store(airlock_native *n, sandbox *b, airlock_snapshot *s)
 {
 	size_t bytes = s->alloc * sizeof(*s->entries);
-	for (size_t i = 0; i < s->n && bytes <= NATIVE_KEPT_BYTES_MAX; i++)
+	for (size_t i = 0; i < s->n && bytes <= AIRLOCK_NATIVE_KEPT_BYTES_MAX; i++)
 		bytes += strlen(s->entries[i].path) + 1;
-	if (bytes > NATIVE_KEPT_BYTES_MAX)
+	if (bytes > AIRLOCK_NATIVE_KEPT_BYTES_MAX)
 		return; /* the caller clears s */
 	pthread_mutex_lock(&n->lock);
 	airlock_snapshot old = b->kept;

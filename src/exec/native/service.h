@@ -42,8 +42,8 @@
 #define NATIVE_HOST_ID_BASE 1500000000u
 #define NATIVE_HOST_ID_SLOTS 65536u
 
-/* Kept fanotify groups, in this process (see native_kept_arm, kept.c). */
-#define NATIVE_KEPT_GROUPS_MAX 32
+/* Kept fanotify groups in this process, at most
+ * AIRLOCK_NATIVE_KEPT_GROUPS_MAX (airlock/caps.h; see native_kept_arm, kept.c). */
 extern atomic_int native_kept_groups;
 
 /* Bound on waiting for a killed group to empty. */

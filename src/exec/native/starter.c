@@ -16,6 +16,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "airlock/caps.h"
 #include "airlock/envbuild.h"
 #include "exec/native/native_internal.h"
 #include "exec/native/starter.h"
@@ -112,7 +113,7 @@ static int exec_command(char *const *argv, char *const *envp)
 	if (has_slash(name))
 		return exec_path(name, argv, envp);
 	static const char path[] = AIRLOCK_SANDBOX_PATH;
-	char buf[4096];
+	char buf[AIRLOCK_STARTER_EXEC_PATH_MAX];
 	size_t nlen = str_len(name);
 	int saved = ENOENT;
 	const char *p = path;

@@ -25,6 +25,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+#include "airlock/caps.h"
 #include "airlock/error.h"
 #include "airlock/types.h"
 #include "host/cgroup/cgroup.h"
@@ -38,21 +39,11 @@
 #define CG_CPU_PERIOD_US 100000
 #define CG_CPU_QUOTA_MIN_US 1000
 
-/* pids.max takes at most PID_MAX_LIMIT (4M on 64-bit); above it "max" says
- * the same thing, since no more pids than that can exist. */
-#define CG_PIDS_LIMIT_MAX 4194304
+/* The caps on what is read from cgroupfs and on pids.max are in
+ * airlock/caps.h (AIRLOCK_CG_*). */
 
-/* Bounds for walking groups: the sandbox makes none of its own (it has no
- * write access to cgroupfs), so anything deeper is refused rather than
- * followed. */
-#define CG_MAX_DEPTH 8
-#define CG_MAX_ENTRIES 65536
-/* Pids signalled per pass of the cgroup.procs fallback. */
-#define CG_KILL_BATCH 256
 /* How long the sweep waits for one leftover group to empty. */
 #define CG_SWEEP_WAIT_MS 5000
-
-#define CG_SMALL_FILE 4096
 
 enum cg_kind { CG_UNIFIED, CG_MEMORY, CG_PIDS, CG_CPU, CG__KIND_MAX };
 extern const char *const cg_kind_name[CG__KIND_MAX];

@@ -130,7 +130,7 @@ static bool cg_keyed(const char *buf, const char *key, uint64_t *ret)
 
 int cg_keyed_fd(int fd, const char *key, uint64_t *ret)
 {
-	char buf[CG_SMALL_FILE];
+	char buf[AIRLOCK_CG_SMALL_FILE];
 	int r = util_pread_small(fd, buf, sizeof(buf));
 	if (r < 0)
 		return r;
@@ -228,7 +228,7 @@ bool cg_names_has(const cg_names *l, const char *s)
 
 int cg_names_add(cg_names *l, const char *s)
 {
-	if (l->n >= CG_MAX_ENTRIES)
+	if (l->n >= AIRLOCK_CG_MAX_ENTRIES)
 		return -E2BIG;
 	char **nv = realloc(l->v, (l->n + 1) * sizeof(*nv));
 	if (!nv)

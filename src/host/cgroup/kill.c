@@ -27,10 +27,9 @@
 static int cg_kill_listed(int dfd, bool *ret_seen)
 {
 	_cleanup_free_ pid_t *a = NULL;
-	_cleanup_free_ pid_t *b = NULL;
 	_cleanup_free_ int *fds = NULL;
-	size_t na = 0, nb = 0;
-	int r = cg_procs_read(dfd, CG_KILL_BATCH, &a, &na);
+	size_t na = 0;
+	int r = cg_procs_read(dfd, AIRLOCK_CG_KILL_BATCH, &a, &na);
 	if (r < 0)
 		return r;
 	*ret_seen = na > 0;
@@ -54,6 +53,8 @@ static int cg_kill_listed(int dfd, bool *ret_seen)
 			cg_close(&fds[j]);
 		return r;
 	}
+	_cleanup_free_ pid_t *b = NULL;
+	size_t nb = 0;
 	r = cg_procs_read(dfd, SIZE_MAX, &b, &nb);
 	for (size_t i = 0; i < na; i++) {
 		if (fds[i] < 0)
@@ -72,7 +73,7 @@ static int cg_kill_listed(int dfd, bool *ret_seen)
  * cgroup.kill: always true, the caller reads cgroup.events). */
 static int cg_kill_tree(int dfd, bool use_kill_file, bool recurse, int depth, bool *ret_seen)
 {
-	if (depth > CG_MAX_DEPTH)
+	if (depth > AIRLOCK_CG_MAX_DEPTH)
 		return -ELOOP;
 	if (use_kill_file) {
 		*ret_seen = true;
@@ -165,7 +166,7 @@ int cg_kill_wait(int dfd, bool v2, bool use_kill_file, bool recurse,
  * the deadline. */
 int cg_remove_tree(int parent, const char *name, int depth, int64_t deadline)
 {
-	if (depth > CG_MAX_DEPTH)
+	if (depth > AIRLOCK_CG_MAX_DEPTH)
 		return -ELOOP;
 	{
 		_cleanup_close_ int fd = cg_open_dir(parent, name);

@@ -29,7 +29,7 @@ void cg_value_memory(const airlock_resource_limits *lim, char *out, size_t size)
 
 void cg_value_pids(const airlock_resource_limits *lim, char *out, size_t size)
 {
-	if (lim->pids_max > CG_PIDS_LIMIT_MAX)
+	if (lim->pids_max > AIRLOCK_CG_PIDS_LIMIT_MAX)
 		snprintf(out, size, "max");
 	else
 		snprintf(out, size, "%" PRId64, lim->pids_max);

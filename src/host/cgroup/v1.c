@@ -62,7 +62,7 @@ static bool cg_v1_kind_used(const cg_layout *l, int k)
  * cgroup.procs of the group or of a group below it). */
 static int cg_v1_populated(int dfd, int depth, bool *ret)
 {
-	if (depth > CG_MAX_DEPTH)
+	if (depth > AIRLOCK_CG_MAX_DEPTH)
 		return -ELOOP;
 	_cleanup_free_ pid_t *p = NULL;
 	size_t n = 0;

@@ -29,7 +29,7 @@
 static int cg_v2_check(const char *dir, airlock_error *err)
 {
 	static const int ctls[] = { CG_MEMORY, CG_PIDS, CG_CPU };
-	char buf[CG_SMALL_FILE];
+	char buf[AIRLOCK_CG_SMALL_FILE];
 	_cleanup_close_ int own = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	if (own < 0)
 		return airlock_error_set(err, AIRLOCK_ERR_EXECUTION_UNAVAILABLE, errno,
@@ -74,7 +74,7 @@ static bool cg_v2_kind_used(const cg_layout *l, int k)
 /* Pure v2: make memory, pids and cpu available to the sandbox groups. */
 static int cg_v2_enable(int own_fd, airlock_error *err)
 {
-	char buf[CG_SMALL_FILE];
+	char buf[AIRLOCK_CG_SMALL_FILE];
 	int r = cg_read(own_fd, "cgroup.subtree_control", buf, sizeof(buf));
 	if (r < 0)
 		return airlock_error_set(err, AIRLOCK_ERR_SYSTEM, -r,
