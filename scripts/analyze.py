@@ -118,7 +118,7 @@ def main():
     for key in sorted(set(supp) - used):
         print(f'note: {os.path.relpath(supp_path, root)}:{supp[key]} matched nothing '
               f'({os.path.relpath(key[0], root)} {key[1]} {key[2]}): remove it if the code changed')
-    print(f'analyze: {len(todo)} files, {len(new)} new findings, '
+    print(f'analyze: {len(todo)} files, {len(set(new))} new findings, '
           f'{len(used)} suppressed entries matched')
     if new:
         print('analyze: a new finding fails the run: fix it, or, when it was read and found false, '
