@@ -557,8 +557,18 @@ static int exec_result(execution *x, airlock_error *err)
 static void exec_cleanup(execution *x, int r)
 {
 	if (x->pidfd >= 0) {
-		if (r < 0)
+		if (r < 0) {
 			host_cgroup_kill_cmd(x->b->cg, NATIVE_KILL_WAIT_MS, NULL);
+			/* The group reads empty as soon as the command leaves it, a
+			 * moment before the kernel makes it reapable; and the command
+			 * is the service's own child (CLONE_PARENT), so a waitid that
+			 * came too early would leave the service a zombie. Kill it by
+			 * pidfd too (the group kill may have failed) and wait for the
+			 * pidfd to say it exited, bounded like every kill wait. */
+			sys_pidfd_send_signal(x->pidfd, SIGKILL, NULL, 0);
+			struct pollfd p = { .fd = x->pidfd, .events = POLLIN };
+			poll(&p, 1, NATIVE_KILL_WAIT_MS);
+		}
 		waitid((idtype_t)P_PIDFD, (id_t)x->pidfd, &x->si, WEXITED | WNOHANG);
 		close(x->pidfd);
 	}
