@@ -14,6 +14,11 @@
  *     jansson's limit, and strings containing NUL;
  *   - leaves *ret untouched on failure.
  *
+ * Loading the library sets jansson's process-wide allocator (while it still
+ * holds malloc and free) to one that aborts the process rather than return
+ * NULL: jansson 2.14 corrupts memory, or decodes a string with a byte
+ * missing, when an allocation fails (src/core/json.c).
+ *
  * Byte fields (ExecutionCommand.stdin, ExecutionResult.stdout/stderr) are
  * base64 (RFC 4648, with padding) on the wire so the encoding is lossless;
  * timestamps are RFC 3339 UTC with milliseconds ("2026-11-29T23:34:04.123Z").

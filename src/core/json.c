@@ -153,9 +153,14 @@ static char *utf8_sanitize(const void *data, size_t n, size_t *ret_len)
  * "/run/airlock/bidge.sock"), which would pass validation as another value.
  * It also reports the failure as a syntax error, never as out of memory. So
  * jansson never sees a failed allocation: the process aborts instead, which
- * loses the request but never decodes a value into a different one. Set
- * before main (a constructor of the library), process-wide, because jansson
- * has only the one global hook. */
+ * loses the request but never decodes a value into a different one.
+ *
+ * jansson has one process-wide hook. It is set when the library is loaded
+ * (a constructor, so no encode or decode anywhere in the library, the
+ * proxy's frames included, runs before it), and only while it still holds
+ * the defaults: an allocator another library installed first is kept, since
+ * freeing its blocks with ours would corrupt the heap. A program that sets
+ * its own later replaces ours. include/airlock/json.h says so. */
 static void *json_malloc_or_abort(size_t n)
 {
 	void *p = malloc(n ? n : 1);
@@ -169,8 +174,13 @@ static void *json_malloc_or_abort(size_t n)
 
 __attribute__((constructor)) static void json_allocator_install(void)
 {
-	json_set_alloc_funcs(json_malloc_or_abort, free);
+	json_malloc_t m = NULL;
+	json_free_t f = NULL;
+	json_get_alloc_funcs(&m, &f);
+	if (m == malloc && f == free)
+		json_set_alloc_funcs(json_malloc_or_abort, free);
 }
+
 
 /* ---- decoding helpers ---------------------------------------------------- */
 
