@@ -9,6 +9,12 @@
  * the controller list. A forked child reads its own (it may have been moved
  * to another cgroup, and the layout tests fake /proc files in one); a
  * failed read is not kept, so a host fixed since is seen at the next call.
+ * What the cache costs: a service that an operator moves to another cgroup
+ * after its first provision keeps creating sandboxes under the old one, and
+ * a controller taken away from its parent later is reported when enabling
+ * it fails rather than by the first check; restart the service after
+ * either. (Readers hold the cached layout without a lock, so it is never
+ * replaced in a running process.)
  */
 #include "host/cgroup/cgroup_internal.h"
 
@@ -256,9 +262,17 @@ static pid_t cg_layout_pid; /* the process that read cg_layout_cached; 0: none *
  * half written by another thread. */
 static void cg_layout_prefork(void) { pthread_mutex_lock(&cg_layout_lock); }
 static void cg_layout_postfork(void) { pthread_mutex_unlock(&cg_layout_lock); }
+/* A child reads its own layout (its cgroup may differ): the pid comparison
+ * alone would keep a stale copy in a descendant that happens to get the
+ * reader's pid again. One store, safe in a fork handler. */
+static void cg_layout_postfork_child(void)
+{
+	cg_layout_pid = 0;
+	pthread_mutex_unlock(&cg_layout_lock);
+}
 static void cg_layout_atfork(void)
 {
-	pthread_atfork(cg_layout_prefork, cg_layout_postfork, cg_layout_postfork);
+	pthread_atfork(cg_layout_prefork, cg_layout_postfork, cg_layout_postfork_child);
 }
 
 int cg_layout_get(const cg_layout **ret, airlock_error *err)
