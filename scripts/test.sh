@@ -42,11 +42,13 @@ fi
 # The ASan build is also the fault-injection build (src/util/fault.h): its
 # failure-path suites fail each step in turn. An older build-asan
 # directory is switched over.
+asan_options="-Dsanitize=address,undefined -Dbuildtype=debug -Dfault_injection=true"
 if [ ! -f build-asan/build.ninja ]; then
-	meson setup build-asan -Dsanitize=address,undefined -Dbuildtype=debug -Dfault_injection=true >/dev/null || exit 1
+	meson setup build-asan $asan_options >/dev/null || exit 1
 elif [ "$(meson introspect build-asan --buildoptions |
-          python3 -c 'import json, sys; print([o["value"] for o in json.load(sys.stdin) if o["name"] == "fault_injection"][0])')" != True ]; then
-	meson configure build-asan -Dfault_injection=true >/dev/null || exit 1
+          python3 -c 'import json, sys; print([o["value"] for o in json.load(sys.stdin) if o["name"] == "fault_injection"] or ["absent"])')" != "[True]" ]; then
+	# Configured before the option existed (absent), or without it.
+	meson setup --reconfigure build-asan $asan_options >/dev/null || exit 1
 fi
 ninja -C build-asan || exit 1
 ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
