@@ -330,7 +330,7 @@ int cli_egress(int argc, char **argv)
 		egress_usage(stdout);
 		return CLI_EXIT_OK;
 	}
-	for (size_t i = 0; i < sizeof(egress_subcommands) / sizeof(egress_subcommands[0]); i++)
+	for (size_t i = 0; i < ARRAY_SIZE(egress_subcommands); i++)
 		if (strcmp(argv[1], egress_subcommands[i].name) == 0)
 			return egress_subcommands[i].fn(argc - 1, argv + 1);
 	fprintf(stderr, "airlock egress: unknown subcommand '%s'\n\n", argv[1]);

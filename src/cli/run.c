@@ -267,7 +267,7 @@ static int signals_start(run_signals *rs)
 	static const int watched[] = { SIGINT, SIGTERM, SIGHUP, SIGQUIT };
 	sigset_t set;
 	sigemptyset(&set);
-	for (size_t i = 0; i < sizeof(watched) / sizeof(watched[0]); i++) {
+	for (size_t i = 0; i < ARRAY_SIZE(watched); i++) {
 		struct sigaction cur;
 		if (sigaction(watched[i], NULL, &cur) == 0 && cur.sa_handler == SIG_IGN)
 			continue;

@@ -656,7 +656,7 @@ int native_execute(void *ctx, const airlock_environment_handle *handle,
 	util_buf_init(&x.out.buf, (size_t)x.cmd->maximum_output_bytes);
 	util_buf_init(&x.errs.buf, (size_t)x.cmd->maximum_output_bytes);
 	int r = 0;
-	for (size_t i = 0; i < sizeof(exec_phases) / sizeof(exec_phases[0]) && r == 0; i++)
+	for (size_t i = 0; i < ARRAY_SIZE(exec_phases) && r == 0; i++)
 		r = exec_run(&x, &exec_phases[i], err);
 	exec_cleanup(&x, r);
 	return r;

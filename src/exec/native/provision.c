@@ -346,7 +346,7 @@ int native_provision(void *ctx, const airlock_environment_spec *spec,
 	pthread_mutex_init(&p.b->start_lock, NULL);
 	p.b->refs = 1;
 	int r = 0;
-	for (size_t i = 0; i < sizeof(provision_steps) / sizeof(provision_steps[0]) && r == 0; i++)
+	for (size_t i = 0; i < ARRAY_SIZE(provision_steps) && r == 0; i++)
 		r = provision_run(&p, &provision_steps[i], err);
 	provision_release(&p, r < 0);
 	return r;

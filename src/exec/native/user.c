@@ -108,7 +108,7 @@ int native_user_enter(int sync_fd, uid_t host_id)
 		{ RLIMIT_MEMLOCK, 8u << 20 },
 		{ RLIMIT_NOFILE, NATIVE_NOFILE },
 	};
-	for (size_t i = 0; i < sizeof(ceilings) / sizeof(ceilings[0]); i++) {
+	for (size_t i = 0; i < ARRAY_SIZE(ceilings); i++) {
 		struct rlimit rl = { ceilings[i].value, ceilings[i].value };
 		if (setrlimit(ceilings[i].resource, &rl) < 0)
 			return NATIVE_STEP_USERNS;
