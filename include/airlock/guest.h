@@ -1,0 +1,46 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+#ifndef AIRLOCK_GUEST_H
+#define AIRLOCK_GUEST_H
+
+/*
+ * What airlock puts inside an image for mechanisms whose commands run under
+ * a kernel of their own (gvisor now, microvm later): the contract between
+ * the image builder, which writes these files into every image it builds,
+ * and the adapters, which run them. Nothing here holds a secret or a host
+ * path: these files are in what the sandbox runs, readable by the tenant.
+ *
+ * AIRLOCK_GUEST_PROGRAM (src/guest/guest.c, a static executable):
+ *   guest init            pid 1 of the sandbox: reaps every process that
+ *                         is reparented to it, forever; never exits by itself.
+ *   guest exec -- ARGV    one command, run as the sandbox user: becomes a
+ *                         child subreaper and non-dumpable (the command,
+ *                         same uid, can neither trace it nor read it), starts
+ *                         ARGV (argv[0] resolved against AIRLOCK_SANDBOX_PATH
+ *                         only, like the native starter), waits for it, then
+ *                         kills (SIGKILL) every process of its uid but itself
+ *                         and reaps them all before it exits with the
+ *                         command's status: the exit code, or 128 + the
+ *                         signal. When ARGV cannot be executed it writes
+ *                         "airlock: cannot execute NAME: REASON" to stderr
+ *                         and exits 127, like the native mechanism.
+ *   guest kill UID        kills (SIGKILL) every process whose real uid is
+ *                         UID, except pid 1 and itself, until none is left:
+ *                         exit 0, or 1 when some survived its bound. Run
+ *                         with CAP_KILL by the service to end a command.
+ * AIRLOCK_GUEST_STATX_SHIM: a preloaded shared object (listed in
+ *   AIRLOCK_GUEST_PRELOAD) that clears AT_NO_AUTOMOUNT in the flags of
+ *   statx and fstatat before calling the kernel: gVisor 20221219 rejects
+ *   the flag with EINVAL, which breaks GNU ls -l, stat and find. On Linux
+ *   the flag changes nothing inside a sandbox (no automount points), so the
+ *   shim is harmless under native. Static binaries do not load it.
+ */
+
+#define AIRLOCK_GUEST_DIR "/usr/lib/airlock"
+#define AIRLOCK_GUEST_PROGRAM AIRLOCK_GUEST_DIR "/guest"
+#define AIRLOCK_GUEST_STATX_SHIM AIRLOCK_GUEST_DIR "/statx-shim.so"
+#define AIRLOCK_GUEST_PRELOAD "/etc/ld.so.preload"
+
+/* The exit status guest exec uses when ARGV cannot be executed. */
+#define AIRLOCK_GUEST_EXEC_FAILED 127
+
+#endif
