@@ -22,7 +22,7 @@
 #include "airlock/fake.h"
 #include "airlock/ids.h"
 #include "airlock/port/exec.h"
-#include "native_testlib.h"
+#include "sandbox_testlib.h"
 #include "testlib.h"
 #include "util/util.h"
 
