@@ -235,6 +235,146 @@ static inline size_t bench_share(size_t n, int r)
 	return n / BENCH_ROUNDS + ((size_t)r < n % BENCH_ROUNDS ? 1 : 0);
 }
 
+/* ---- the two measurements, each beside another program --------------------- */
+
+/* The side a measurement is compared with: count samples into out from
+ * *k on (advancing it). */
+typedef int (*bench_side_fn)(void *ctx, int64_t *out, size_t *k, size_t count);
+
+typedef struct bench_theirs {
+	const char *label; /* what it runs, for the figures */
+	bench_side_fn run;
+	void *ctx;
+	double aim;        /* ours / theirs at p50 the aim allows */
+	const char *aim_text;
+} bench_theirs;
+
+static inline void bench_print_aim(const bench_theirs *t, bench_stat ours, bench_stat theirs)
+{
+	double ratio = ours.p50_ms / theirs.p50_ms;
+	printf("  aim: %s at p50: %s (%.2fx)\n", t->aim_text, ratio <= t->aim ? "met" : "NOT met", ratio);
+}
+
+/* provision + destroy (ours: name), runs times, beside t. */
+static inline int bench_provision_all(airlock_exec *e, const airlock_environment_spec *spec,
+                                      size_t runs, const char *name, const bench_theirs *t)
+{
+	int rc = -1;
+	int64_t *total = calloc(runs, sizeof(int64_t));
+	int64_t *prov = calloc(runs, sizeof(int64_t));
+	int64_t *dest = calloc(runs, sizeof(int64_t));
+	int64_t *other = calloc(runs, sizeof(int64_t));
+	if (!total || !prov || !dest || !other) {
+		fprintf(stderr, "%s: out of memory\n", bench_prog);
+		goto out;
+	}
+
+	/* The first provision of an image pays once for verifying it (native
+	 * also attaches its loop device) and for formatting the first volume
+	 * of this shape; it is reported on its own, then both sides warm up. */
+	int64_t cold_p = 0, cold_d = 0, scratch = 0;
+	airlock_environment_handle h;
+	if (bench_provision(e, spec, &h, &cold_p) < 0 || bench_destroy(e, &h, &cold_d) < 0)
+		goto out;
+	printf("provision: first (cold) provision %.3f ms, destroy %.3f ms (not in the samples)\n",
+	       bench_ms(cold_p), bench_ms(cold_d));
+	for (int i = 0; i < BENCH_WARMUP; i++) {
+		size_t k1 = 0;
+		if (bench_provision_side(e, spec, &scratch, &scratch, &scratch, &k1, 1) < 0)
+			goto out;
+		k1 = 0;
+		if (t->run(t->ctx, &scratch, &k1, 1) < 0)
+			goto out;
+	}
+
+	size_t ka = 0, kb = 0;
+	for (int r = 0; r < BENCH_ROUNDS; r++) {
+		size_t n = bench_share(runs, r);
+		int ok = (r % 2 == 0) ? (bench_provision_side(e, spec, total, prov, dest, &ka, n) == 0 &&
+		                         t->run(t->ctx, other, &kb, n) == 0)
+		                      : (t->run(t->ctx, other, &kb, n) == 0 &&
+		                         bench_provision_side(e, spec, total, prov, dest, &ka, n) == 0);
+		if (!ok)
+			goto out;
+	}
+
+	bench_stat s_total = bench_stats(total, runs);
+	bench_stat s_other = bench_stats(other, runs);
+	bench_stat s_prov = bench_stats(prov, runs);
+	bench_stat s_dest = bench_stats(dest, runs);
+	char ours[64];
+	snprintf(ours, sizeof(ours), "%s provision + destroy", name);
+	printf("provision latency, %zu runs each, %d interleaved rounds:\n", runs, BENCH_ROUNDS);
+	bench_print_pair(ours, s_total, t->label, s_other);
+	printf("  %-34s p50 %8.3f ms   p99 %8.3f ms\n", "  of which provision alone", s_prov.p50_ms,
+	       s_prov.p99_ms);
+	printf("  %-34s p50 %8.3f ms   p99 %8.3f ms\n", "  of which destroy alone", s_dest.p50_ms,
+	       s_dest.p99_ms);
+	bench_print_aim(t, s_total, s_other);
+	rc = 0;
+out:
+	free(total);
+	free(prov);
+	free(dest);
+	free(other);
+	return rc;
+}
+
+/* /bin/true in one live sandbox (ours: name), execs times, beside t. */
+static inline int bench_execute_all(airlock_exec *e, const airlock_environment_spec *spec,
+                                    size_t execs, const char *name, const bench_theirs *t)
+{
+	int rc = -1;
+	int64_t *ours = calloc(execs, sizeof(int64_t));
+	int64_t *other = calloc(execs, sizeof(int64_t));
+	airlock_environment_handle h;
+	bool live = false;
+	int64_t scratch = 0;
+	if (!ours || !other) {
+		fprintf(stderr, "%s: out of memory\n", bench_prog);
+		goto out;
+	}
+	if (bench_provision(e, spec, &h, &scratch) < 0)
+		goto out;
+	live = true;
+	for (int i = 0; i < BENCH_WARMUP; i++) {
+		size_t k1 = 0;
+		if (bench_execute(e, &h, &scratch) < 0 || t->run(t->ctx, &scratch, &k1, 1) < 0)
+			goto out;
+	}
+
+	size_t ka = 0, kb = 0;
+	for (int r = 0; r < BENCH_ROUNDS; r++) {
+		size_t n = bench_share(execs, r);
+		if (r % 2 == 1 && t->run(t->ctx, other, &kb, n) < 0)
+			goto out;
+		for (size_t i = 0; i < n; i++, ka++)
+			if (bench_execute(e, &h, &ours[ka]) < 0)
+				goto out;
+		if (r % 2 == 0 && t->run(t->ctx, other, &kb, n) < 0)
+			goto out;
+	}
+
+	bench_stat s_ours = bench_stats(ours, execs);
+	bench_stat s_other = bench_stats(other, execs);
+	char label[64];
+	snprintf(label, sizeof(label), "%s execute /bin/true", name);
+	printf("execute overhead, %zu runs each in one live sandbox, %d interleaved rounds:\n", execs,
+	       BENCH_ROUNDS);
+	bench_print_pair(label, s_ours, t->label, s_other);
+	bench_print_aim(t, s_ours, s_other);
+	rc = 0;
+out:
+	if (live) {
+		int64_t d = 0;
+		if (bench_destroy(e, &h, &d) < 0)
+			rc = -1;
+	}
+	free(ours);
+	free(other);
+	return rc;
+}
+
 /* A count argument between min and BENCH_RUNS_MAX; -1 (usage said) when
  * s is not one. */
 static inline long bench_parse(const char *s, long min, const char *usage)

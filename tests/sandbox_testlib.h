@@ -18,6 +18,8 @@
 
 #include <criterion/criterion.h>
 #include <dirent.h>
+#include <jansson.h>
+#include <stdarg.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -341,6 +343,27 @@ static inline bool leak_is_pid(const char *name)
 	return name[0] >= '0' && name[0] <= '9';
 }
 
+/* The real uid, parent and state of process pid from /proc/PID/status
+ * (independent of the code under test): false when it is gone. */
+static inline bool leak_proc_status(const char *pid, unsigned long *uid, long *ppid, char *state)
+{
+	char p[300], line[256];
+	snprintf(p, sizeof(p), "/proc/%s/status", pid);
+	FILE *f = fopen(p, "re");
+	if (!f)
+		return false;
+	*uid = 0;
+	*ppid = -1;
+	*state = 0;
+	while (fgets(line, sizeof(line), f)) {
+		sscanf(line, "Uid: %lu", uid);
+		sscanf(line, "PPid: %ld", ppid);
+		sscanf(line, "State: %c", state);
+	}
+	fclose(f);
+	return true;
+}
+
 /* The native mechanism runs every sandbox process (init and commands) as a
  * host id at or above this base; any such process after destroy is a leak.
  * Reading /proc/PID/status for Uid and PPid keeps this independent of the
@@ -402,20 +425,11 @@ static inline size_t sandbox_test_runtime_pids(int *pids, size_t cap)
 	size_t n_ppids = 0, cap_ppids = 0, n_runtime = 0;
 	struct dirent *de;
 	while ((de = readdir(d))) {
-		if (!leak_is_pid(de->d_name))
+		unsigned long uid;
+		long ppid;
+		char state;
+		if (!leak_is_pid(de->d_name) || !leak_proc_status(de->d_name, &uid, &ppid, &state))
 			continue;
-		char p[300], line[256];
-		snprintf(p, sizeof(p), "/proc/%s/status", de->d_name);
-		FILE *f = fopen(p, "re");
-		if (!f)
-			continue;
-		long ppid = -1;
-		char state = 0;
-		while (fgets(line, sizeof(line), f)) {
-			sscanf(line, "PPid: %ld", &ppid);
-			sscanf(line, "State: %c", &state);
-		}
-		fclose(f);
 		if (n_ppids == cap_ppids) {
 			cap_ppids = cap_ppids ? 2 * cap_ppids : 1024;
 			ppids = realloc(ppids, cap_ppids * sizeof(*ppids));
@@ -449,22 +463,11 @@ static inline leak_procs leak_count_processes(void)
 	char seen[256][64];
 	struct dirent *de;
 	while ((de = readdir(d))) {
-		if (!leak_is_pid(de->d_name))
+		unsigned long uid;
+		long ppid;
+		char state;
+		if (!leak_is_pid(de->d_name) || !leak_proc_status(de->d_name, &uid, &ppid, &state))
 			continue;
-		char p[300], line[256];
-		snprintf(p, sizeof(p), "/proc/%s/status", de->d_name);
-		FILE *f = fopen(p, "re");
-		if (!f)
-			continue;
-		unsigned long uid = 0;
-		long ppid = -1;
-		char state = 0;
-		while (fgets(line, sizeof(line), f)) {
-			sscanf(line, "Uid: %lu", &uid);
-			sscanf(line, "PPid: %ld", &ppid);
-			sscanf(line, "State: %c", &state);
-		}
-		fclose(f);
 		if (ppid == (long)getpid()) {
 			c.children++;
 			c.zombies += state == 'Z';
@@ -474,7 +477,7 @@ static inline leak_procs leak_count_processes(void)
 		if (uid < SANDBOX_HOST_ID_BASE || state == 'Z')
 			continue;
 		c.sandbox_tasks++;
-		char target[64];
+		char p[300], target[64];
 		snprintf(p, sizeof(p), "/proc/%s/ns/mnt", de->d_name);
 		ssize_t len = readlink(p, target, sizeof(target) - 1);
 		if (len <= 0)
@@ -571,6 +574,48 @@ static inline void py(box *b, const char *code, int timeout_s, airlock_execution
 {
 	char *argv[] = { "python3", "-c", (char *)code, NULL };
 	sandbox_test_run(b->e, &b->h, argv, timeout_s, NULL, r);
+}
+
+/* ---- reading a probe's answers ------------------------------------------------ */
+
+static inline const char *json_str(json_t *o, const char *key)
+{
+	json_t *v = json_object_get(o, key);
+	return json_is_string(v) ? json_string_value(v) : "(missing or not a string)";
+}
+
+/* Append to the list of failures. */
+static inline void fail_add(char *fails, size_t cap, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+static inline void fail_add(char *fails, size_t cap, const char *fmt, ...)
+{
+	size_t len = strlen(fails);
+	if (len + 1 >= cap)
+		return;
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(fails + len, cap - len, fmt, ap);
+	va_end(ap);
+}
+
+/* answers maps host pids (as text) to what kill(pid, 0) answered inside a
+ * sandbox: each must be ESRCH, not EPERM (EPERM means the pid is visible);
+ * COLLISION (a pid the sandbox itself holds) proves nothing and is
+ * skipped. Returns how many were probed; what differs is added to fails. */
+static inline int expect_pids_unseen(json_t *answers, const char *whose, char *fails, size_t cap)
+{
+	const char *key;
+	json_t *v;
+	int probed = 0;
+	json_object_foreach(answers, key, v) {
+		if (strcmp(json_string_value(v), "COLLISION") == 0)
+			continue;
+		probed++;
+		if (strcmp(json_string_value(v), "ESRCH") != 0)
+			fail_add(fails, cap, "%s pid %s: kill(pid, 0) answered %s, want ESRCH; ", whose, key,
+			         json_string_value(v));
+	}
+	return probed;
 }
 
 /* stdout as a NUL-terminated string (the result's buffers are). */
