@@ -35,21 +35,11 @@
 
 #include "airlock/port/exec.h"
 #include "airlock/proxy.h"
+#include "airlock/settings.h" /* airlock_gvisor_platform */
 
 #ifdef __cplusplus
 extern "C" {
 #endif
-
-/* The runtime's platform: how the sentry traps the sandbox's system calls. */
-typedef enum airlock_gvisor_platform {
-	AIRLOCK_GVISOR_PLATFORM_AUTO = 0, /* kvm where it works, else ptrace */
-	AIRLOCK_GVISOR_PLATFORM_PTRACE,
-	AIRLOCK_GVISOR_PLATFORM_KVM,
-	AIRLOCK_GVISOR_PLATFORM__MAX
-} airlock_gvisor_platform;
-const char *airlock_gvisor_platform_name(airlock_gvisor_platform p);
-/* AIRLOCK_GVISOR_PLATFORM__MAX when s names none. */
-airlock_gvisor_platform airlock_gvisor_platform_parse(const char *s);
 
 typedef struct airlock_gvisor_config {
 	const char *image_store;      /* where images live (settings' sandbox.image_store) */
