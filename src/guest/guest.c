@@ -215,210 +215,7 @@ static _Noreturn void guest_init(void)
 	}
 }
 
-/* ---- guest exec ----------------------------------------------------------------- */
-
-/* Whether CAP_KILL is in this process's effective set (or cannot be told:
- * then it is assumed, and exec refuses). A non-root uid with CAP_KILL could
- * signal every process, as root can. */
-static bool has_cap_kill(void)
-{
-	struct __user_cap_header_struct hdr = { .version = _LINUX_CAPABILITY_VERSION_3, .pid = 0 };
-	struct __user_cap_data_struct data[_LINUX_CAPABILITY_U32S_3];
-	memset(data, 0, sizeof(data));
-	if (syscall(SYS_capget, &hdr, data) < 0)
-		return true;
-	return (data[CAP_KILL / 32].effective & (1u << (CAP_KILL % 32))) != 0;
-}
-
-/* execve's failure as a positive errno. */
-static int exec_path(const char *path, char *const *argv, char *const *envp)
-{
-	execve(path, argv, envp);
-	return errno ? errno : EIO;
-}
-
-/* argv[0] resolved exactly as the native mechanism's starter does
- * (src/exec/native/starter.c): a name with a slash is used as it is;
- * otherwise each directory of AIRLOCK_SANDBOX_PATH in order, never the
- * environment's PATH, so a file dropped in the workspace cannot shadow a
- * tool and the command's own PATH decides nothing. An error other than
- * "not there" (ENOENT, ENOTDIR) is the one reported, as a shell does for a
- * file it found but could not run (the last such one, as the starter does,
- * so both mechanisms say the same); ENOENT when there is none. */
-static int exec_command(char *const *argv, char *const *envp)
-{
-	const char *name = argv[0];
-	if (strchr(name, '/'))
-		return exec_path(name, argv, envp);
-	static const char path[] = AIRLOCK_SANDBOX_PATH;
-	char buf[GUEST_EXEC_PATH_MAX];
-	size_t nlen = strlen(name);
-	int saved = ENOENT;
-	const char *p = path;
-	for (;;) {
-		const char *end = strchr(p, ':');
-		if (!end)
-			end = p + strlen(p);
-		size_t dlen = (size_t)(end - p);
-		if (dlen + 1 + nlen + 1 <= sizeof(buf)) {
-			memcpy(buf, p, dlen);
-			buf[dlen] = '/';
-			memcpy(buf + dlen + 1, name, nlen + 1);
-			int e = exec_path(buf, argv, envp);
-			if (e != ENOENT && e != ENOTDIR)
-				saved = e;
-		}
-		if (!*end)
-			break;
-		p = end + 1;
-	}
-	return saved;
-}
-
-/* The child, between fork and exec: it dies on any failure (there is
- * nothing to return to), after telling the parent why through the pipe. */
-static _Noreturn void exec_child(int report_fd, char *const *argv, char *const *envp)
-{
-	/* Every disposition back to the default and the mask emptied: the
-	 * command starts as a program started by a plain shell would, not with
-	 * the wrapper's ignored signals (an ignored disposition survives
-	 * execve). sigaction fails for SIGKILL, SIGSTOP and the two signals
-	 * glibc reserves; those are default already. */
-	struct sigaction sa = { .sa_handler = SIG_DFL };
-	sigemptyset(&sa.sa_mask);
-	for (int s = 1; s < NSIG; s++)
-		sigaction(s, &sa, NULL);
-	sigset_t none;
-	sigemptyset(&none);
-	int e = 0;
-	if (sigprocmask(SIG_SETMASK, &none, NULL) < 0)
-		e = errno;
-	/* No exec of the command's may gain privileges (a setuid file, file
-	 * capabilities): the image has none, and this holds if one ever got
-	 * in. */
-	if (!e && prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0)
-		e = errno;
-	if (!e)
-		e = exec_command(argv, envp);
-	int v = e ? e : EIO;
-	/* A write of 4 bytes to a pipe is atomic; if it fails the parent sees
-	 * EOF and reports the command's status 127 as an exit. */
-	while (write(report_fd, &v, sizeof(v)) < 0 && errno == EINTR)
-		;
-	_exit(AIRLOCK_GUEST_EXEC_FAILED);
-}
-
-/* After the command: kill every process this uid may signal and reap every
- * child until none is left. kill(-1, SIGKILL) from an unprivileged process
- * reaches every process of its uid in the sandbox except pid 1 and the
- * caller, so a daemon the command started (`sleep 100 &`, a double fork)
- * ends with it, and its processes, reparented here because this is a child
- * subreaper, are reaped here instead of becoming init's zombies. Killing
- * repeats while children remain: one forked between two rounds is caught by
- * the next. Bounded by GUEST_REAP_MS. It reaches the uid's processes that
- * are not the command's too (another `guest exec` of the same uid, which
- * guest.h's contract names: every process of its uid but itself), so an
- * adapter that runs two commands at once in one sandbox must give them
- * different uids. */
-static void kill_and_reap(void)
-{
-	int64_t deadline = now_ms() + GUEST_REAP_MS;
-	for (;;) {
-		kill(-1, SIGKILL);
-		pid_t w;
-		while ((w = waitpid(-1, NULL, WNOHANG)) > 0)
-			;
-		if (w < 0 && errno == ECHILD)
-			return;
-		if (now_ms() >= deadline)
-			return;
-		pause_ns(GUEST_REAP_PAUSE_NS);
-	}
-}
-
-static int guest_exec(char **argv, char **envp)
-{
-	/* Never as root, in no uid namespace: kill(-1, SIGKILL) from a process
-	 * with CAP_KILL reaches every process it can see but pid 1, which in
-	 * the sandbox is the service's own (`guest kill`, an adapter's exec)
-	 * and on a host, where someone ran this by hand, is every process of
-	 * the machine. The caller gives the command the sandbox's uid. */
-	if (getuid() == 0 || geteuid() == 0 || has_cap_kill()) {
-		say("exec: refusing to run as root or with CAP_KILL (it kills every process it may signal when the command ends)",
-		    0);
-		return AIRLOCK_GUEST_EXEC_FAILED;
-	}
-	/* Non-dumpable first, before anything of the command's exists: the
-	 * command runs as this uid and would otherwise be able to ptrace the
-	 * wrapper or write its memory through /proc/PID/mem and choose the
-	 * status the service sees. */
-	if (prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) < 0) {
-		say("exec: prctl(PR_SET_DUMPABLE)", errno);
-		return AIRLOCK_GUEST_EXEC_FAILED;
-	}
-	/* A subreaper: the command's orphans are reparented here, not to pid
-	 * 1, so this process can wait until every one is gone. */
-	if (prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) < 0) {
-		say("exec: prctl(PR_SET_CHILD_SUBREAPER)", errno);
-		return AIRLOCK_GUEST_EXEC_FAILED;
-	}
-	int r = ignore_signals();
-	if (r < 0) {
-		say("exec: sigaction", -r);
-		return AIRLOCK_GUEST_EXEC_FAILED;
-	}
-	/* The exec-error pipe: close-on-exec, so a successful execve closes
-	 * the child's end and the parent reads EOF; a failure arrives as the
-	 * errno. The same protocol as the native starter's. */
-	int p[2];
-	if (pipe2(p, O_CLOEXEC) < 0) {
-		say("exec: pipe2", errno);
-		return AIRLOCK_GUEST_EXEC_FAILED;
-	}
-	pid_t pid = fork();
-	if (pid < 0) {
-		say("exec: fork", errno);
-		return AIRLOCK_GUEST_EXEC_FAILED;
-	}
-	if (pid == 0) {
-		close(p[0]);
-		exec_child(p[1], argv, envp);
-	}
-	close(p[1]);
-	int exec_errno = 0, v = 0;
-	ssize_t n;
-	while ((n = read(p[0], &v, sizeof(v))) < 0 && errno == EINTR)
-		;
-	if (n == (ssize_t)sizeof(v))
-		exec_errno = v;
-	close(p[0]);
-
-	int status = 0;
-	pid_t w;
-	while ((w = waitpid(pid, &status, 0)) < 0 && errno == EINTR)
-		;
-	kill_and_reap();
-	if (exec_errno) {
-		line l = { .len = 0 };
-		line_str(&l, "airlock: cannot execute ");
-		line_name(&l, argv[0]);
-		line_str(&l, ": ");
-		line_str(&l, strerror(exec_errno));
-		line_str(&l, "\n");
-		line_emit(&l);
-		return AIRLOCK_GUEST_EXEC_FAILED;
-	}
-	if (w < 0) {
-		say("exec: waitpid", errno);
-		return AIRLOCK_GUEST_EXEC_FAILED;
-	}
-	/* Like a shell: the exit code, or 128 + the signal that ended it. */
-	if (WIFEXITED(status))
-		return WEXITSTATUS(status);
-	return 128 + WTERMSIG(status);
-}
-
-/* ---- guest kill ----------------------------------------------------------------- */
+/* ---- the processes of a uid, from /proc (guest exec and guest kill) ------------------ */
 
 /* A decimal number of at most 10 digits and at most max, whole string. */
 static bool parse_uint(const char *s, unsigned long max, unsigned long *ret)
@@ -528,6 +325,230 @@ static int kill_pass(int proc_fd, unsigned long uid, pid_t self)
 	closedir(d);
 	return found;
 }
+
+/* ---- guest exec ----------------------------------------------------------------- */
+
+/* Whether CAP_KILL is in this process's effective set (or cannot be told:
+ * then it is assumed, and exec refuses). A non-root uid with CAP_KILL could
+ * signal every process, as root can. */
+static bool has_cap_kill(void)
+{
+	struct __user_cap_header_struct hdr = { .version = _LINUX_CAPABILITY_VERSION_3, .pid = 0 };
+	struct __user_cap_data_struct data[_LINUX_CAPABILITY_U32S_3];
+	memset(data, 0, sizeof(data));
+	if (syscall(SYS_capget, &hdr, data) < 0)
+		return true;
+	return (data[CAP_KILL / 32].effective & (1u << (CAP_KILL % 32))) != 0;
+}
+
+/* execve's failure as a positive errno. */
+static int exec_path(const char *path, char *const *argv, char *const *envp)
+{
+	execve(path, argv, envp);
+	return errno ? errno : EIO;
+}
+
+/* argv[0] resolved exactly as the native mechanism's starter does
+ * (src/exec/native/starter.c): a name with a slash is used as it is;
+ * otherwise each directory of AIRLOCK_SANDBOX_PATH in order, never the
+ * environment's PATH, so a file dropped in the workspace cannot shadow a
+ * tool and the command's own PATH decides nothing. An error other than
+ * "not there" (ENOENT, ENOTDIR) is the one reported, as a shell does for a
+ * file it found but could not run (the last such one, as the starter does,
+ * so both mechanisms say the same); ENOENT when there is none. */
+static int exec_command(char *const *argv, char *const *envp)
+{
+	const char *name = argv[0];
+	if (strchr(name, '/'))
+		return exec_path(name, argv, envp);
+	static const char path[] = AIRLOCK_SANDBOX_PATH;
+	char buf[GUEST_EXEC_PATH_MAX];
+	size_t nlen = strlen(name);
+	int saved = ENOENT;
+	const char *p = path;
+	for (;;) {
+		const char *end = strchr(p, ':');
+		if (!end)
+			end = p + strlen(p);
+		size_t dlen = (size_t)(end - p);
+		if (dlen + 1 + nlen + 1 <= sizeof(buf)) {
+			memcpy(buf, p, dlen);
+			buf[dlen] = '/';
+			memcpy(buf + dlen + 1, name, nlen + 1);
+			int e = exec_path(buf, argv, envp);
+			if (e != ENOENT && e != ENOTDIR)
+				saved = e;
+		}
+		if (!*end)
+			break;
+		p = end + 1;
+	}
+	return saved;
+}
+
+/* The child, between fork and exec: it dies on any failure (there is
+ * nothing to return to), after telling the parent why through the pipe. */
+static _Noreturn void exec_child(int report_fd, char *const *argv, char *const *envp)
+{
+	/* Every disposition back to the default and the mask emptied: the
+	 * command starts as a program started by a plain shell would, not with
+	 * the wrapper's ignored signals (an ignored disposition survives
+	 * execve). sigaction fails for SIGKILL, SIGSTOP and the two signals
+	 * glibc reserves; those are default already. */
+	struct sigaction sa = { .sa_handler = SIG_DFL };
+	sigemptyset(&sa.sa_mask);
+	for (int s = 1; s < NSIG; s++)
+		sigaction(s, &sa, NULL);
+	sigset_t none;
+	sigemptyset(&none);
+	int e = 0;
+	if (sigprocmask(SIG_SETMASK, &none, NULL) < 0)
+		e = errno;
+	/* No exec of the command's may gain privileges (a setuid file, file
+	 * capabilities): the image has none, and this holds if one ever got
+	 * in. */
+	if (!e && prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0)
+		e = errno;
+	if (!e)
+		e = exec_command(argv, envp);
+	int v = e ? e : EIO;
+	/* A write of 4 bytes to a pipe is atomic; if it fails the parent sees
+	 * EOF and reports the command's status 127 as an exit. */
+	while (write(report_fd, &v, sizeof(v)) < 0 && errno == EINTR)
+		;
+	_exit(AIRLOCK_GUEST_EXEC_FAILED);
+}
+
+/* After the command: kill every process of this uid and reap every child
+ * until none is left. kill(-1, SIGKILL) from an unprivileged process
+ * reaches every process of its uid in the sandbox except pid 1 and the
+ * caller, so a daemon the command started (`sleep 100 &`, a double fork)
+ * ends with it. Where this is a child subreaper (Linux) the command's
+ * orphans are reparented here and reaped here; where it cannot be (gVisor
+ * 20221219 answers PR_SET_CHILD_SUBREAPER with EINVAL) they go to pid 1,
+ * `guest init`, which reaps them. Either way the loop ends only when no
+ * child is left to wait for and a pass over /proc finds no live process of
+ * the uid but this one (proc_fd; -1 when /proc could not be opened, then
+ * the children alone decide): a process forked between two rounds is
+ * caught by the next. Bounded by GUEST_REAP_MS.
+ *
+ * It reaches the uid's processes that are not the command's too (another
+ * `guest exec` of the same uid, which guest.h's contract names: every
+ * process of its uid but itself), so an adapter that runs two commands at
+ * once in one sandbox must give them different uids. */
+static void kill_and_reap(int proc_fd)
+{
+	int64_t deadline = now_ms() + GUEST_REAP_MS;
+	unsigned long uid = (unsigned long)getuid();
+	pid_t self = getpid();
+	for (;;) {
+		kill(-1, SIGKILL);
+		pid_t w;
+		while ((w = waitpid(-1, NULL, WNOHANG)) > 0)
+			;
+		bool children = !(w < 0 && errno == ECHILD);
+		/* A /proc that cannot be read counts as "none seen": the kill
+		 * above went out regardless. */
+		int left = proc_fd >= 0 ? kill_pass(proc_fd, uid, self) : 0;
+		if (!children && left <= 0)
+			return;
+		if (now_ms() >= deadline)
+			return;
+		pause_ns(GUEST_REAP_PAUSE_NS);
+	}
+}
+
+static int guest_exec(char **argv, char **envp)
+{
+	/* Never as root, in no uid namespace: kill(-1, SIGKILL) from a process
+	 * with CAP_KILL reaches every process it can see but pid 1, which in
+	 * the sandbox is the service's own (`guest kill`, an adapter's exec)
+	 * and on a host, where someone ran this by hand, is every process of
+	 * the machine. The caller gives the command the sandbox's uid. */
+	if (getuid() == 0 || geteuid() == 0 || has_cap_kill()) {
+		say("exec: refusing to run as root or with CAP_KILL (it kills every process it may signal when the command ends)",
+		    0);
+		return AIRLOCK_GUEST_EXEC_FAILED;
+	}
+	/* Non-dumpable first, before anything of the command's exists: the
+	 * command runs as this uid and would otherwise be able to ptrace the
+	 * wrapper or write its memory through /proc/PID/mem and choose the
+	 * status the service sees. */
+	if (prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) < 0) {
+		say("exec: prctl(PR_SET_DUMPABLE)", errno);
+		return AIRLOCK_GUEST_EXEC_FAILED;
+	}
+	/* A subreaper: the command's orphans are reparented here, not to pid
+	 * 1, so this process can reap every one. gVisor 20221219 does not
+	 * implement it (EINVAL): there pid 1 (`guest init`) reaps them, and
+	 * kill_and_reap's pass over /proc is what tells that none is left. */
+	if (prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) < 0 && errno != EINVAL) {
+		say("exec: prctl(PR_SET_CHILD_SUBREAPER)", errno);
+		return AIRLOCK_GUEST_EXEC_FAILED;
+	}
+	/* /proc for kill_and_reap, opened once before the command exists (the
+	 * command cannot replace what this descriptor names); -1 leaves the
+	 * children alone to decide when the reaping is done. */
+	int proc_fd = open("/proc", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	int r = ignore_signals();
+	if (r < 0) {
+		say("exec: sigaction", -r);
+		return AIRLOCK_GUEST_EXEC_FAILED;
+	}
+	/* The exec-error pipe: close-on-exec, so a successful execve closes
+	 * the child's end and the parent reads EOF; a failure arrives as the
+	 * errno. The same protocol as the native starter's. */
+	int p[2];
+	if (pipe2(p, O_CLOEXEC) < 0) {
+		say("exec: pipe2", errno);
+		return AIRLOCK_GUEST_EXEC_FAILED;
+	}
+	pid_t pid = fork();
+	if (pid < 0) {
+		say("exec: fork", errno);
+		return AIRLOCK_GUEST_EXEC_FAILED;
+	}
+	if (pid == 0) {
+		close(p[0]);
+		exec_child(p[1], argv, envp);
+	}
+	close(p[1]);
+	int exec_errno = 0, v = 0;
+	ssize_t n;
+	while ((n = read(p[0], &v, sizeof(v))) < 0 && errno == EINTR)
+		;
+	if (n == (ssize_t)sizeof(v))
+		exec_errno = v;
+	close(p[0]);
+
+	int status = 0;
+	pid_t w;
+	while ((w = waitpid(pid, &status, 0)) < 0 && errno == EINTR)
+		;
+	kill_and_reap(proc_fd);
+	if (proc_fd >= 0)
+		close(proc_fd);
+	if (exec_errno) {
+		line l = { .len = 0 };
+		line_str(&l, "airlock: cannot execute ");
+		line_name(&l, argv[0]);
+		line_str(&l, ": ");
+		line_str(&l, strerror(exec_errno));
+		line_str(&l, "\n");
+		line_emit(&l);
+		return AIRLOCK_GUEST_EXEC_FAILED;
+	}
+	if (w < 0) {
+		say("exec: waitpid", errno);
+		return AIRLOCK_GUEST_EXEC_FAILED;
+	}
+	/* Like a shell: the exit code, or 128 + the signal that ended it. */
+	if (WIFEXITED(status))
+		return WEXITSTATUS(status);
+	return 128 + WTERMSIG(status);
+}
+
+/* ---- guest kill ----------------------------------------------------------------- */
 
 /* Run by the service as guest root with CAP_KILL, to end a command whose
  * wrapper could not (it was killed, or the command outlived it): each pass
