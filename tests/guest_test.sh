@@ -74,7 +74,8 @@ as_uid() {
 uid_procs() {
 	for s in /proc/[0-9]*/status; do
 		awk -v u="$uid" '$1 == "State:" { st = $2 } $1 == "Uid:" { id = $2 }
-			END { if (id == u && st != "Z" && st != "X") print FILENAME }' "$s" 2>/dev/null
+			END { if (id == u && st != "Z" && st != "X") print FILENAME }' "$s" 2>/dev/null ||
+			true # it exited while the loop ran
 	done
 }
 now_ms() {
@@ -173,6 +174,22 @@ while [ -n "$(uid_procs)" ] && [ $i -lt 100 ]; do
 	i=$((i + 1))
 done
 [ -z "$(uid_procs)" ] || fail "processes of $uid survived guest kill: $(uid_procs)"
+# A process that forks as fast as it can (RLIMIT_NPROC bounds it; the uid is
+# this script's alone): the passes end the whole tree.
+if command -v prlimit >/dev/null 2>&1; then
+	prlimit --nproc=200 setpriv --reuid "$uid" --regid "$uid" --clear-groups \
+		sh -c 'while :; do sleep 60 & done' 2>/dev/null &
+	bg=$!
+	sleep 0.3
+	[ -n "$(uid_procs)" ] || fail "the fork loop for guest kill did not start"
+	rc=0
+	timeout 30 "$guest" kill "$uid" 2>"$tmp/err" || rc=$?
+	[ "$rc" -eq 0 ] || fail "guest kill of a fork loop gave $rc: $(cat "$tmp/err")"
+	wait "$bg" 2>/dev/null || true
+	bg=""
+	sleep 0.2
+	[ -z "$(uid_procs)" ] || fail "processes of the fork loop survived guest kill: $(uid_procs | wc -l)"
+fi
 # Nothing of the uid: done at once.
 rc=0
 timeout 10 "$guest" kill "$uid" || rc=$?
@@ -181,15 +198,26 @@ ok "kill: the uid's processes ended"
 
 # ---- the shim on Linux: no change ------------------------------------------------
 
-for cmd in "stat /" "ls -l /" "ls -la /usr/bin/env" "find /usr/share/doc -maxdepth 1 -name base-files -printf %p:%s:%m\n"; do
+# A tree of this script's: nothing else changes its times between two runs
+# (/ has /tmp in it, whose times change whenever anyone makes a file).
+fixed="$tmp/fixed"
+mkdir -p "$fixed/d"
+echo data >"$fixed/f"
+ln -s f "$fixed/l"
+chmod 0640 "$fixed/f"
+# stat's format leaves out the access time, which reading a link changes.
+for cmd in "stat -c %n:%s:%a:%u:%g:%Y:%i:%F:%N $fixed/f $fixed/l $fixed/d" \
+	"stat -L -c %n:%s:%F $fixed/l" "ls -l $fixed" "ls -la /usr/bin/env" \
+	"find $fixed -printf %p:%s:%m:%y\n"; do
 	# shellcheck disable=SC2086
 	a=$(LC_ALL=C $cmd 2>&1) || fail "$cmd failed without the shim"
 	# shellcheck disable=SC2086
 	b=$(LC_ALL=C LD_PRELOAD=$shim $cmd 2>&1) || fail "$cmd failed under the shim: $b"
 	[ "$a" = "$b" ] || fail "$cmd differs under the shim: '$a' vs '$b'"
 done
-py='import os; s = os.stat("/"); print(s.st_ino, s.st_mode, os.lstat("/bin").st_mode)'
-a=$(python3 -c "$py") && b=$(LD_PRELOAD=$shim python3 -c "$py") && [ "$a" = "$b" ] ||
+py='import os, sys; s = os.stat(sys.argv[1]); print(s.st_ino, s.st_mode, s.st_mtime_ns, os.lstat(sys.argv[2]).st_mode)'
+a=$(python3 -c "$py" "$fixed/f" "$fixed/l") && b=$(LD_PRELOAD=$shim python3 -c "$py" "$fixed/f" "$fixed/l") &&
+	[ "$a" = "$b" ] ||
 	fail "python3's os.stat differs or fails under the shim"
 # A missing file is still ENOENT, reported as libc reports it.
 out=$(LC_ALL=C LD_PRELOAD=$shim stat /nonexistent-4711 2>&1) && fail "stat of a missing file succeeded"

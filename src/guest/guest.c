@@ -236,9 +236,10 @@ static bool parse_uint(const char *s, unsigned long max, unsigned long *ret)
 /* The real uid of pid from the first field of the "Uid:" line of
  * /proc/PID/status: 1 and *ret set, 0 when the process is gone, is a
  * zombie, or the line cannot be read (a process that exits during the scan
- * is not ours to kill any more). The real uid, because kill's permission check for the
- * command itself is against the real or saved uid, and a process cannot
- * change its real uid without privileges the sandbox does not give. */
+ * is not ours to kill any more). The real uid, because kill's permission
+ * check for the command itself is against the real or saved uid, and a
+ * process cannot change its real uid without privileges the sandbox does
+ * not give. */
 static int real_uid_of(int proc_fd, const char *pid, unsigned long *ret)
 {
 	char path[32];
@@ -294,36 +295,42 @@ static int real_uid_of(int proc_fd, const char *pid, unsigned long *ret)
 
 /* One pass over /proc: SIGKILL to every process of uid but pid 1 and this
  * one. Returns how many were found (and signalled), or -errno when /proc
- * cannot be read. */
+ * cannot be read. The directory is read with getdents64 into a stack
+ * buffer from offset 0 each pass: no allocation, and the same descriptor
+ * serves every pass. */
 static int kill_pass(int proc_fd, unsigned long uid, pid_t self)
 {
-	int dfd = fcntl(proc_fd, F_DUPFD_CLOEXEC, 0);
-	if (dfd < 0)
+	if (lseek(proc_fd, 0, SEEK_SET) < 0)
 		return -errno;
-	DIR *d = fdopendir(dfd);
-	if (!d) {
-		int e = errno;
-		close(dfd);
-		return -e;
-	}
 	int found = 0;
-	struct dirent *de;
-	while ((de = readdir(d))) {
-		unsigned long pid, owner;
-		/* Numeric entries are processes; pid 1 is init, whose end would
-		 * end the sandbox; this process is the one doing the killing. */
-		if (!parse_uint(de->d_name, (unsigned long)INT32_MAX, &pid) || pid == 1 ||
-		    (pid_t)pid == self)
+	char buf[8192] __attribute__((aligned(8)));
+	for (;;) {
+		ssize_t n = getdents64(proc_fd, buf, sizeof(buf));
+		if (n < 0 && errno == EINTR)
 			continue;
-		if (!real_uid_of(proc_fd, de->d_name, &owner) || owner != uid)
-			continue;
-		/* ESRCH: it exited since it was read, which is what we want; it is
-		 * still counted so that the next pass looks again. */
-		kill((pid_t)pid, SIGKILL);
-		found++;
+		if (n < 0)
+			return -errno;
+		if (n == 0)
+			return found;
+		for (ssize_t off = 0; off < n;) {
+			const struct dirent64 *de = (const struct dirent64 *)(buf + off);
+			off += de->d_reclen;
+			unsigned long pid, owner;
+			/* Numeric entries are processes; pid 1 is init, whose end
+			 * would end the sandbox; this process is the one doing the
+			 * killing. */
+			if (!parse_uint(de->d_name, (unsigned long)INT32_MAX, &pid) || pid == 1 ||
+			    (pid_t)pid == self)
+				continue;
+			if (!real_uid_of(proc_fd, de->d_name, &owner) || owner != uid)
+				continue;
+			/* ESRCH: it exited since it was read, which is what we
+			 * want; it is still counted so that the next pass looks
+			 * again. */
+			kill((pid_t)pid, SIGKILL);
+			found++;
+		}
 	}
-	closedir(d);
-	return found;
 }
 
 /* ---- guest exec ----------------------------------------------------------------- */
