@@ -23,6 +23,7 @@ packages=(
 	gpgv debian-archive-keyring        # debootstrap checks the release signatures (only recommended by it)
 	e2fsprogs                          # mkfs.ext4 formats each sandbox's workspace volume (native)
 	bubblewrap                         # bench/bench_native compares provision latency with bwrap
+	runsc                              # the gvisor mechanism's runtime (gVisor's OCI runtime; docs/guest.md)
 	clang libclang-rt-14-dev           # libFuzzer targets (scripts/fuzz.sh)
 )
 

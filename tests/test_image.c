@@ -43,6 +43,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "airlock/guest.h"
 #include "airlock/image.h"
 #include "airlock/types.h"
 #include "util/util.h"
@@ -1054,6 +1055,33 @@ static int loop_attach(int image_fd, char dev[64])
 	return -1;
 }
 
+/* The guest files' bytes as the builder embeds them (src/image/guest_files.c). */
+extern const unsigned char image_guest_program_blob[];
+extern const size_t image_guest_program_blob_len;
+extern const unsigned char image_guest_shim_blob[];
+extern const size_t image_guest_shim_blob_len;
+
+/* path holds exactly len bytes equal to want, and has mode mode. */
+static void expect_file_bytes(const char *path, const unsigned char *want, size_t len, mode_t mode)
+{
+	struct stat st;
+	cr_assert_eq(lstat(path, &st), 0, "%s: %s", path, strerror(errno));
+	cr_expect(S_ISREG(st.st_mode), "%s is not a regular file", path);
+	cr_expect_eq(st.st_mode & 07777, mode, "%s: mode %o, not %o", path, st.st_mode & 07777, mode);
+	cr_expect_eq(st.st_uid, 0, "%s: owner %u", path, st.st_uid);
+	cr_expect_eq(st.st_gid, 0, "%s: group %u", path, st.st_gid);
+	cr_expect_eq(st.st_mtime, 0, "%s: mtime %lld", path, (long long)st.st_mtime);
+	cr_assert_eq((size_t)st.st_size, len, "%s: %lld bytes, not %zu", path, (long long)st.st_size, len);
+	unsigned char *got = malloc(len ? len : 1);
+	cr_assert(got);
+	FILE *f = fopen(path, "re");
+	cr_assert(f, "%s: %s", path, strerror(errno));
+	size_t n = fread(got, 1, len, f);
+	fclose(f);
+	cr_expect(n == len && memcmp(got, want, len) == 0, "%s differs from what the builder embeds", path);
+	free(got);
+}
+
 static bool has_setid_files(const char *dir)
 {
 	char p[PBUF];
@@ -1088,8 +1116,8 @@ Test(image, image_build_default, .timeout = 900)
 		int r = airlock_image_build(s, NULL, collect_progress, &prog, digest, &err);
 		cr_log_info("build took %lld s", (long long)((util_monotonic_ms() - t0) / 1000));
 		cr_assert_eq(r, 0, "build: %s\nprogress:\n%s", err.message, prog.data);
-		const char *steps[] = { "mirror: ", "debootstrap: fetching", "mkfs.erofs", "sha256",
-			                "stored sha256:" };
+		const char *steps[] = { "mirror: ", "debootstrap: fetching", "guest files: ",
+			                "mkfs.erofs", "sha256", "stored sha256:" };
 		for (size_t i = 0; i < ARRAY_SIZE(steps); i++)
 			cr_expect(strstr((char *)prog.data, steps[i]) != NULL, "no '%s' in:\n%s",
 			          steps[i], prog.data);
@@ -1123,6 +1151,7 @@ Test(image, image_build_default, .timeout = 900)
 	char p[PBUF];
 	const char *must[] = { "usr/bin/python3", "bin/bash", "usr/bin/git", "usr/bin/find",
 		               "usr/bin/tar", "usr/bin/gzip", "usr/bin/sed", "usr/bin/grep",
+		               "usr/bin/pip3",
 		               "etc/ssl/certs/ca-certificates.crt" };
 	for (size_t i = 0; i < ARRAY_SIZE(must); i++) {
 		fmt_path(p, "%s/%s", mnt, must[i]);
@@ -1165,6 +1194,19 @@ Test(image, image_build_default, .timeout = 900)
 			fclose(nf);
 		cr_expect_str_eq(got, neutral[i].want, "/%s", neutral[i].file);
 	}
+	/* airlock's guest files (airlock/guest.h): the builder's embedded
+	 * bytes, root-owned, time 0, and the preload list naming the shim. */
+	fmt_path(p, "%s%s", mnt, AIRLOCK_GUEST_PROGRAM);
+	expect_file_bytes(p, image_guest_program_blob, image_guest_program_blob_len, 0755);
+	fmt_path(p, "%s%s", mnt, AIRLOCK_GUEST_STATX_SHIM);
+	expect_file_bytes(p, image_guest_shim_blob, image_guest_shim_blob_len, 0644);
+	static const char preload[] = AIRLOCK_GUEST_STATX_SHIM "\n";
+	fmt_path(p, "%s%s", mnt, AIRLOCK_GUEST_PRELOAD);
+	expect_file_bytes(p, (const unsigned char *)preload, sizeof(preload) - 1, 0644);
+	fmt_path(p, "%s%s", mnt, AIRLOCK_GUEST_DIR);
+	cr_assert_eq(lstat(p, &mid), 0, "%s: %s", AIRLOCK_GUEST_DIR, strerror(errno));
+	cr_expect(S_ISDIR(mid.st_mode) && (mid.st_mode & 07777) == 0755, "%s: mode %o",
+	          AIRLOCK_GUEST_DIR, mid.st_mode);
 	fmt_path(p, "%s/dev/null", mnt);
 	cr_expect_neq(lstat(p, &mid), 0, "a device node is in the image");
 	cr_expect(!has_setid_files(mnt), "a setuid or setgid file is in the image");

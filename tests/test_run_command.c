@@ -108,7 +108,19 @@ Test(run_command, the_image_for_each_mechanism)
 	cr_assert_null(airlock_run_command_image(&s, NULL, &err));
 	cr_assert_eq(err.cls, AIRLOCK_ERR_CONFIG);
 
+	/* gvisor runs the store's images too. */
 	s.mechanism = AIRLOCK_MECHANISM_GVISOR;
+	cr_assert_str_eq(airlock_run_command_image(&s, store_default, &err), store_default);
+
+	/* Production never takes the store's newest: it names its image. */
+	s.deployment_mode = AIRLOCK_DEPLOYMENT_PRODUCTION;
+	err = (airlock_error){ 0 };
+	cr_assert_null(airlock_run_command_image(&s, store_default, &err));
+	cr_assert_eq(err.cls, AIRLOCK_ERR_CONFIG);
+	cr_assert(strstr(err.message, "sandbox.image is not set: production runs a pinned image"));
+
+	s.mechanism = AIRLOCK_MECHANISM_MICROVM;
+	s.deployment_mode = AIRLOCK_DEPLOYMENT_DEVELOPMENT;
 	err = (airlock_error){ 0 };
 	cr_assert_null(airlock_run_command_image(&s, store_default, &err));
 	cr_assert_eq(err.cls, AIRLOCK_ERR_CONFIG);

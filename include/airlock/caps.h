@@ -199,6 +199,17 @@
  * only its first line, three numbers, is parsed. */
 #define AIRLOCK_IMAGE_UID_MAP_READ_MAX 256
 
+/* ---- internal: the gvisor mechanism (src/exec/gvisor/) ----------------------- */
+/* What is kept of a runsc housekeeping call's output (the tail): runsc's
+ * JSON for `events --stats` and `list` is well under it; what a sandbox can
+ * make runsc print (its logs on error) is cut, never grown. */
+#define AIRLOCK_GVISOR_RUNSC_OUTPUT_MAX ((size_t)64 << 10)
+/* What is read of runsc run's output while waiting for the guest's ready
+ * line: its tail is kept, so warnings before it cannot hide it. */
+#define AIRLOCK_GVISOR_READY_READ_MAX 4096
+/* The sentry's pid file, read once per provision. */
+#define AIRLOCK_GVISOR_PID_FILE_MAX 32
+
 /* ---- internal: the native mechanism (src/exec/native/) ----------------------- */
 /* Kept fanotify groups, in this process (see native_kept_arm, kept.c): they
  * count against host root's fs.fanotify.max_user_groups (128 by default),

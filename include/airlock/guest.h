@@ -10,8 +10,10 @@
  * path: these files are in what the sandbox runs, readable by the tenant.
  *
  * AIRLOCK_GUEST_PROGRAM (src/guest/guest.c, a static executable):
- *   guest init            pid 1 of the sandbox: reaps every process that
- *                         is reparented to it, forever; never exits by itself.
+ *   guest init            pid 1 of the sandbox: writes AIRLOCK_GUEST_READY
+ *                         to its stdout once (the service's sign that the
+ *                         sandbox runs), then reaps every process that is
+ *                         reparented to it, forever; never exits by itself.
  *   guest exec -- ARGV    one command, run as the sandbox user: becomes a
  *                         child subreaper and non-dumpable (the command,
  *                         same uid, can neither trace it nor read it), starts
@@ -39,6 +41,9 @@
 #define AIRLOCK_GUEST_PROGRAM AIRLOCK_GUEST_DIR "/guest"
 #define AIRLOCK_GUEST_STATX_SHIM AIRLOCK_GUEST_DIR "/statx-shim.so"
 #define AIRLOCK_GUEST_PRELOAD "/etc/ld.so.preload"
+
+/* What guest init writes to its stdout once it runs. */
+#define AIRLOCK_GUEST_READY "airlock-guest: ready\n"
 
 /* The exit status guest exec uses when ARGV cannot be executed. */
 #define AIRLOCK_GUEST_EXEC_FAILED 127

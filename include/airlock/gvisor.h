@@ -35,21 +35,11 @@
 
 #include "airlock/port/exec.h"
 #include "airlock/proxy.h"
+#include "airlock/settings.h" /* airlock_gvisor_platform */
 
 #ifdef __cplusplus
 extern "C" {
 #endif
-
-/* The runtime's platform: how the sentry traps the sandbox's system calls. */
-typedef enum airlock_gvisor_platform {
-	AIRLOCK_GVISOR_PLATFORM_AUTO = 0, /* kvm where it works, else ptrace */
-	AIRLOCK_GVISOR_PLATFORM_PTRACE,
-	AIRLOCK_GVISOR_PLATFORM_KVM,
-	AIRLOCK_GVISOR_PLATFORM__MAX
-} airlock_gvisor_platform;
-const char *airlock_gvisor_platform_name(airlock_gvisor_platform p);
-/* AIRLOCK_GVISOR_PLATFORM__MAX when s names none. */
-airlock_gvisor_platform airlock_gvisor_platform_parse(const char *s);
 
 typedef struct airlock_gvisor_config {
 	const char *image_store;      /* where images live (settings' sandbox.image_store) */
@@ -76,11 +66,12 @@ typedef struct airlock_gvisor_config {
 
 typedef struct airlock_gvisor airlock_gvisor;
 
-/* Checks runsc and the host, picks the platform, opens the image store and
+/* Checks runsc and the host, picks the platform, takes the state
+ * directory (one service per directory: an flock), opens the image store and
  * removes what a crashed earlier run left (its runsc sandboxes, mounts,
- * bundles and cgroups). Makes the calling process a child subreaper
- * (PR_SET_CHILD_SUBREAPER): the runtime's processes outlive the runsc call
- * that started them and must come back to the service to be reaped.
+ * bundles and cgroups). Each sandbox's runtime runs under a keeper, a
+ * child subreaper of the service that reaps what runsc leaves, so the
+ * calling process gets no children it did not start.
  * ExecutionUnavailable with the reason when this host cannot run it. */
 int airlock_gvisor_new(const airlock_gvisor_config *cfg, airlock_gvisor **ret, airlock_error *err);
 const airlock_exec_ops *airlock_gvisor_ops(void);

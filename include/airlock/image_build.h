@@ -29,16 +29,19 @@ extern "C" {
  * An image recorded with an older recipe is not reused as "the default":
  * 2 added the mount points the native mechanism needs (/workspace); 3 replaced
  * the build host's /etc/resolv.conf, /etc/hostname, /etc/hosts and apt
- * sources with neutral ones. */
-#define AIRLOCK_IMAGE_RECIPE 3u
+ * sources with neutral ones; 4 added airlock's guest files (airlock/guest.h:
+ * the guest program, the statx shim and the /etc/ld.so.preload naming it)
+ * and python3-pip to the default packages. */
+#define AIRLOCK_IMAGE_RECIPE 4u
 
 /* The default image's packages, on top of debootstrap's minbase: what the
  * issue names as the minimum for running model-written code, plus curl (the
- * client the egress gate drives through the proxy). Sorted, comma
+ * client the egress gate drives through the proxy) and python3-pip (the
+ * gvisor mechanism's "real programs" list runs `pip --version`). Sorted, comma
  * separated: the form debootstrap's --include takes and the form recorded in
  * the .packages sidecar. */
 #define AIRLOCK_IMAGE_DEFAULT_PACKAGES                                                             \
-	"bash,ca-certificates,coreutils,curl,findutils,git,grep,gzip,python3,sed,tar"
+	"bash,ca-certificates,coreutils,curl,findutils,git,grep,gzip,python3,python3-pip,sed,tar"
 
 /* The keyring debootstrap checks the suite's Release signature with (Debian
  * package debian-archive-keyring). The build refuses to run unverified. */
@@ -79,8 +82,9 @@ typedef struct airlock_image_build_options {
  * into a private tree under the store's tmp/, checking the Release signature
  * against AIRLOCK_IMAGE_KEYRING; clean the tree (apt lists and caches, logs,
  * temporary files, device nodes and setuid/setgid bits removed, machine-id
- * emptied); mkfs.erofs (lz4hc, every timestamp 0, every file root-owned, a
- * fixed UUID) into a file under tmp/; fsync; SHA-256; link it to its digest
+ * emptied); write airlock's guest files (airlock/guest.h); mkfs.erofs
+ * (lz4hc, every timestamp 0, every file root-owned, a fixed UUID) into a
+ * file under tmp/; fsync; SHA-256; link it to its digest
  * name (an image already stored under that name is kept); write the
  * .packages sidecar. The private tree and every temporary file are removed
  * on every path out.

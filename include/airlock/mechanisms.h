@@ -36,6 +36,10 @@ int airlock_exec_open_egress(const airlock_settings *s, const airlock_exec_egres
 /* Why a mechanism cannot run here, or NULL when it can. */
 const char *airlock_mechanism_unavailable_reason(airlock_mechanism m);
 
+/* What a mechanism that can run here would run with (gvisor: its platform
+ * and why), or NULL. Valid until the next call on this thread. */
+const char *airlock_mechanism_detail(airlock_mechanism m);
+
 #ifdef __cplusplus
 }
 #endif

@@ -54,13 +54,17 @@ typedef struct airlock_run_command_request {
 int airlock_run_command_prepare(const airlock_run_command_request *req, const airlock_settings *s,
                                 airlock_execution_command *ret, airlock_error *err);
 
+/* Whether a mechanism runs the image store's images (native, gvisor). */
+bool airlock_mechanism_runs_store_images(airlock_mechanism m);
+
 /* The image digest a sandbox for this command is provisioned from: the
- * operator's sandbox.image; else, for native, native_default (the image
- * store's default, which the caller resolves because it holds the store;
- * NULL when it has none); for fake, which runs no image, the empty image;
- * else NULL with ConfigError. The pointer is into s, native_default or a
- * constant. */
-const char *airlock_run_command_image(const airlock_settings *s, const char *native_default,
+ * operator's sandbox.image; else, for a mechanism that runs the store's
+ * images outside production, store_default (the store's default, which
+ * the caller resolves because it holds the store; NULL when it has none);
+ * for fake, which runs no image, the empty image; else NULL with
+ * ConfigError (production always names its image). The pointer is into s,
+ * store_default or a constant. */
+const char *airlock_run_command_image(const airlock_settings *s, const char *store_default,
                                       airlock_error *err);
 
 #ifdef __cplusplus

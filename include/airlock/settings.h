@@ -16,6 +16,7 @@
  *     image: sha256:<64 hex>          # a digest; a tag is refused
  *     hard_cap_seconds: 1800
  *     image_store: /var/lib/airlock/images
+ *     gvisor_platform: auto           # auto | ptrace | kvm (the gvisor mechanism)
  *   limits:
  *     defaults:  { cpu_millicores: 2000, memory_bytes: 2G, pids_max: 512,
  *                  workspace_bytes: 4G, inodes_max: 100000,
@@ -62,6 +63,18 @@ airlock_mechanism airlock_mechanism_parse(const char *s);
  * value, including one added later, is refused by the complement check. */
 bool airlock_mechanism_production_allowed(airlock_mechanism m);
 
+/* sandbox.gvisor_platform: how the gvisor mechanism's runtime traps the
+ * sandbox's system calls (runsc --platform). */
+typedef enum airlock_gvisor_platform {
+	AIRLOCK_GVISOR_PLATFORM_AUTO = 0, /* kvm where it works, else ptrace */
+	AIRLOCK_GVISOR_PLATFORM_PTRACE,
+	AIRLOCK_GVISOR_PLATFORM_KVM,
+	AIRLOCK_GVISOR_PLATFORM__MAX
+} airlock_gvisor_platform;
+const char *airlock_gvisor_platform_name(airlock_gvisor_platform p);
+/* AIRLOCK_GVISOR_PLATFORM__MAX when s names none. */
+airlock_gvisor_platform airlock_gvisor_platform_parse(const char *s);
+
 typedef enum airlock_deployment_mode {
 	AIRLOCK_DEPLOYMENT_INVALID = 0,
 	AIRLOCK_DEPLOYMENT_DEVELOPMENT,
@@ -87,6 +100,7 @@ typedef struct airlock_settings {
 	char *image; /* "sha256:..." or NULL when none is configured */
 	int64_t hard_cap_seconds;
 	char *image_store;
+	airlock_gvisor_platform gvisor_platform; /* sandbox.gvisor_platform (auto) */
 	airlock_limit_table defaults;
 	airlock_limit_table ceilings;
 	/* tier 1 */

@@ -62,9 +62,10 @@ int cli_doctor(int argc, char **argv)
 	int usable = 0;
 	for (int m = AIRLOCK_MECHANISM_INVALID + 1; m < AIRLOCK_MECHANISM__MAX; m++) {
 		const char *why = airlock_mechanism_unavailable_reason((airlock_mechanism)m);
-		printf("%-8s %s%s%s%s\n", airlock_mechanism_name((airlock_mechanism)m),
+		const char *detail = why ? NULL : airlock_mechanism_detail((airlock_mechanism)m);
+		printf("%-8s %s%s%s%s%s%s\n", airlock_mechanism_name((airlock_mechanism)m),
 		       why ? "unavailable: " : "available",
-		       why ? why : "",
+		       why ? why : "", detail ? ", " : "", detail ? detail : "",
 		       airlock_mechanism_production_allowed((airlock_mechanism)m) ? ""
 		                                                                  : " (development only; production refuses it)",
 		       m == AIRLOCK_MECHANISM_FAKE && !why ? " (executes nothing; for tests)" : "");

@@ -543,11 +543,13 @@ int cli_run(int argc, char **argv)
 	if (r < 0)
 		goto fail;
 	spec.run_id = strdup(run_id);
-	/* Without a configured image, native runs the store's default, which
-	 * only the CLI can look up (it opens the store); the fake mechanism runs
-	 * no image and is named the empty one. */
+	/* Without a configured image, native and gvisor run the store's
+	 * default outside production, which only the CLI can look up (it opens
+	 * the store); the fake mechanism runs no image and is named the empty
+	 * one. */
 	char default_image[72] = { 0 };
-	if (!s.image && s.mechanism == AIRLOCK_MECHANISM_NATIVE) {
+	if (!s.image && airlock_mechanism_runs_store_images(s.mechanism) &&
+	    s.deployment_mode != AIRLOCK_DEPLOYMENT_PRODUCTION) {
 		r = cli_default_image(&s, default_image, &err);
 		if (r < 0)
 			goto fail;
@@ -573,7 +575,7 @@ int cli_run(int argc, char **argv)
 	/* A limit is a maximum: a small workspace holds fewer inodes than the
 	 * default, and the volume is made with what fits. The spec then says
 	 * what is provisioned, and so does this line. */
-	if (s.mechanism == AIRLOCK_MECHANISM_NATIVE) {
+	if (airlock_mechanism_runs_store_images(s.mechanism)) {
 		int64_t fit = airlock_native_workspace_inodes(spec.limits.workspace_bytes,
 		                                              spec.limits.inodes_max);
 		if (fit < spec.limits.inodes_max) {

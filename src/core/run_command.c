@@ -25,16 +25,28 @@ int airlock_run_command_prepare(const airlock_run_command_request *req, const ai
 	return airlock_execution_command_validate(ret, AIRLOCK_RUN_COMMAND_ARGV_MAX_BYTES, err);
 }
 
-const char *airlock_run_command_image(const airlock_settings *s, const char *native_default,
+bool airlock_mechanism_runs_store_images(airlock_mechanism m)
+{
+	return m == AIRLOCK_MECHANISM_NATIVE || m == AIRLOCK_MECHANISM_GVISOR;
+}
+
+const char *airlock_run_command_image(const airlock_settings *s, const char *store_default,
                                       airlock_error *err)
 {
 	if (s->image)
 		return s->image;
-	if (s->mechanism == AIRLOCK_MECHANISM_NATIVE && native_default)
-		return native_default;
+	/* Production runs the image the operator pinned, never whatever is
+	 * newest in the store: what a deployment runs is then a fact of its
+	 * settings (and of the startup log), not of the store's history. */
+	if (airlock_mechanism_runs_store_images(s->mechanism) && store_default &&
+	    s->deployment_mode != AIRLOCK_DEPLOYMENT_PRODUCTION)
+		return store_default;
 	if (s->mechanism == AIRLOCK_MECHANISM_FAKE)
 		return AIRLOCK_IMAGE_DIGEST_EMPTY;
 	airlock_error_set(err, AIRLOCK_ERR_CONFIG, 0,
-	                  "sandbox.image is not set: name the image by digest (sha256:...)");
+	                  s->deployment_mode == AIRLOCK_DEPLOYMENT_PRODUCTION
+	                          ? "sandbox.image is not set: production runs a pinned image; name it "
+	                            "by digest (sha256:..., `airlock image ls` lists them)"
+	                          : "sandbox.image is not set: name the image by digest (sha256:...)");
 	return NULL;
 }

@@ -41,6 +41,27 @@ static const char *const mechanism_names[AIRLOCK_MECHANISM__MAX] = {
 	[AIRLOCK_MECHANISM_DOCKER] = "docker",
 };
 
+static const char *const platform_names[AIRLOCK_GVISOR_PLATFORM__MAX] = {
+	[AIRLOCK_GVISOR_PLATFORM_AUTO] = "auto",
+	[AIRLOCK_GVISOR_PLATFORM_PTRACE] = "ptrace",
+	[AIRLOCK_GVISOR_PLATFORM_KVM] = "kvm",
+};
+
+const char *airlock_gvisor_platform_name(airlock_gvisor_platform p)
+{
+	if ((unsigned)p >= AIRLOCK_GVISOR_PLATFORM__MAX)
+		return NULL;
+	return platform_names[p];
+}
+
+airlock_gvisor_platform airlock_gvisor_platform_parse(const char *s)
+{
+	for (unsigned i = 0; s && i < AIRLOCK_GVISOR_PLATFORM__MAX; i++)
+		if (strcmp(platform_names[i], s) == 0)
+			return (airlock_gvisor_platform)i;
+	return AIRLOCK_GVISOR_PLATFORM__MAX;
+}
+
 static const char *const deployment_names[AIRLOCK_DEPLOYMENT__MAX] = {
 	[AIRLOCK_DEPLOYMENT_DEVELOPMENT] = "development",
 	[AIRLOCK_DEPLOYMENT_PRODUCTION] = "production",
@@ -285,6 +306,7 @@ typedef enum field_kind {
 	F_AUTH,       /* char *: a short word */
 	F_DEPLOYMENT, /* airlock_deployment_mode */
 	F_MECHANISM,  /* airlock_mechanism */
+	F_PLATFORM,   /* airlock_gvisor_platform */
 	F_INT,        /* int64_t, a non-negative decimal */
 	F_BYTES,      /* int64_t, a byte count with an optional K/M/G */
 	F_NAMES,      /* the tier-1 list: char ** at off, size_t at off2 */
@@ -340,6 +362,7 @@ static const field sandbox_fields[] = {
 	{ "image", F_STRING, ST(image), 0, NULL },
 	{ "hard_cap_seconds", F_INT, ST(hard_cap_seconds), 0, NULL },
 	{ "image_store", F_STRING, ST(image_store), 0, NULL },
+	{ "gvisor_platform", F_PLATFORM, ST(gvisor_platform), 0, NULL },
 };
 static const schema sandbox_schema = { "sandbox.", sandbox_fields, ARRAY_SIZE(sandbox_fields), -1,
 	                               -1 };
@@ -426,6 +449,17 @@ static int scalar_store(const field *f, void *base, const char *v, size_t len, b
 			                         quote(q, sizeof(q), v, len), names);
 		}
 		memcpy(slot, &m, sizeof(m));
+		return 0;
+	}
+	case F_PLATFORM: {
+		airlock_gvisor_platform pl = airlock_gvisor_platform_parse(v);
+		if (pl == AIRLOCK_GVISOR_PLATFORM__MAX) {
+			list_names(names, sizeof(names), platform_names, ARRAY_SIZE(platform_names));
+			return airlock_error_set(err, AIRLOCK_ERR_CONFIG, 0,
+			                         "%s: unknown value \"%s\" (expected one of %s)", where,
+			                         quote(q, sizeof(q), v, len), names);
+		}
+		memcpy(slot, &pl, sizeof(pl));
 		return 0;
 	}
 	case F_INT:
@@ -566,6 +600,7 @@ static int parse_value(yp *p, const field *f, const schema *sc, void *base)
 	case F_AUTH:
 	case F_DEPLOYMENT:
 	case F_MECHANISM:
+	case F_PLATFORM:
 	case F_INT:
 	case F_BYTES:
 		break; /* a single value, stored below */
@@ -751,6 +786,7 @@ static const struct env_override {
 	{ "AIRLOCK_SANDBOX_IMAGE", "sandbox.image", { "image", F_STRING, ST(image), 0, NULL } },
 	{ "AIRLOCK_HARD_CAP_SECONDS", "sandbox.hard_cap_seconds", { "hard_cap_seconds", F_INT, ST(hard_cap_seconds), 0, NULL } },
 	{ "AIRLOCK_IMAGE_STORE", "sandbox.image_store", { "image_store", F_STRING, ST(image_store), 0, NULL } },
+	{ "AIRLOCK_GVISOR_PLATFORM", "sandbox.gvisor_platform", { "gvisor_platform", F_PLATFORM, ST(gvisor_platform), 0, NULL } },
 };
 #undef ST
 
@@ -1110,6 +1146,7 @@ void airlock_settings_print(const airlock_settings *s, FILE *out)
 	fprintf(out, "  hard_cap_seconds: %lld\n", (long long)s->hard_cap_seconds);
 	fputs("  image_store: ", out);
 	print_string(out, s->image_store ? s->image_store : "(unset)");
+	fprintf(out, "\n  gvisor_platform: %s", airlock_gvisor_platform_name(s->gvisor_platform));
 	fputs("\nlimits:\n", out);
 	print_limits(out, "defaults", &s->defaults, false);
 	print_limits(out, "ceilings", &s->ceilings, true);

@@ -8,6 +8,7 @@
 #include <stdio.h>
 
 #include "airlock/fake.h"
+#include "airlock/gvisor.h"
 #include "airlock/native.h"
 
 typedef struct mechanism_row {
@@ -17,6 +18,9 @@ typedef struct mechanism_row {
 	            airlock_error *err);
 	/* Whether this host can run it (0) or why not; NULL: always can. */
 	int (*probe)(char *why, size_t size);
+	/* What it would run with here, when it can (for `airlock doctor`);
+	 * NULL: nothing to say. */
+	int (*detail)(char *buf, size_t size);
 	const char *missing;
 } mechanism_row;
 
@@ -61,12 +65,47 @@ static int open_native(const airlock_settings *s, const airlock_exec_egress *egr
 	return airlock_exec_new(airlock_native_ops(), n, &cfg, ret, err);
 }
 
+static int open_gvisor(const airlock_settings *s, const airlock_exec_egress *egress,
+                       airlock_exec **ret, airlock_error *err)
+{
+	airlock_gvisor_config gc = {
+		.image_store = s->image_store,
+		.platform = s->gvisor_platform,
+		.start_budget_seconds = s->defaults.start_budget_seconds,
+		.egress_policy = egress ? egress->policy : NULL,
+		.egress_proxy = egress ? egress->proxy : NULL,
+	};
+	airlock_gvisor *g = NULL;
+	int r = airlock_gvisor_new(&gc, &g, err);
+	if (r < 0)
+		return r;
+	airlock_exec_config cfg;
+	exec_config_from_settings(s, &cfg);
+	return airlock_exec_new(airlock_gvisor_ops(), g, &cfg, ret, err);
+}
+
+static int probe_gvisor(char *why, size_t size)
+{
+	return airlock_gvisor_probe(AIRLOCK_GVISOR_PLATFORM_AUTO, NULL, NULL, why, size);
+}
+
+/* The platform auto picks here, and why. */
+static int detail_gvisor(char *buf, size_t size)
+{
+	char why[200];
+	airlock_gvisor_platform p;
+	int r = airlock_gvisor_probe(AIRLOCK_GVISOR_PLATFORM_AUTO, NULL, &p, why, sizeof(why));
+	if (r == 0)
+		snprintf(buf, size, "platform %s (sandbox.gvisor_platform: auto chose %s)",
+		         airlock_gvisor_platform_name(p), why);
+	return r;
+}
+
 static const mechanism_row mechanisms[AIRLOCK_MECHANISM__MAX] = {
 	[AIRLOCK_MECHANISM_FAKE] = { .open = open_fake },
 	[AIRLOCK_MECHANISM_NATIVE] = { .open = open_native, .probe = airlock_native_probe },
-	[AIRLOCK_MECHANISM_GVISOR] = {
-		.missing = "the gvisor mechanism (runsc) is not implemented yet",
-	},
+	[AIRLOCK_MECHANISM_GVISOR] = { .open = open_gvisor, .probe = probe_gvisor,
+	                               .detail = detail_gvisor },
 	[AIRLOCK_MECHANISM_MICROVM] = {
 		.missing = "the microvm mechanism (QEMU microvm with a guest agent) is not implemented yet",
 	},
@@ -88,6 +127,14 @@ const char *airlock_mechanism_unavailable_reason(airlock_mechanism m)
 	if (mechanisms[m].probe && mechanisms[m].probe(why[m], sizeof(why[m])) < 0)
 		return why[m];
 	return NULL;
+}
+
+const char *airlock_mechanism_detail(airlock_mechanism m)
+{
+	if (m <= AIRLOCK_MECHANISM_INVALID || m >= AIRLOCK_MECHANISM__MAX || !mechanisms[m].detail)
+		return NULL;
+	static _Thread_local char buf[AIRLOCK_MECHANISM__MAX][320];
+	return mechanisms[m].detail(buf[m], sizeof(buf[m])) == 0 ? buf[m] : NULL;
 }
 
 int airlock_exec_open(const airlock_settings *s, airlock_exec **ret, airlock_error *err)

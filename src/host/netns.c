@@ -5,8 +5,11 @@
 #include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <net/if.h>
 #include <pthread.h>
 #include <sched.h>
+#include <string.h>
+#include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -73,4 +76,25 @@ int host_netns_listen(int ns_pidfd, const char *addr, in_port_t port, int backlo
 	}
 	*ret_fd = p.fd;
 	return 0;
+}
+
+int host_netns_loopback_up(void)
+{
+	/* A fresh network namespace has only lo, and it is down; bring it up
+	 * so programs that talk to themselves work. Nothing else exists to
+	 * reach. */
+	int s = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+	if (s < 0)
+		return -errno;
+	struct ifreq ifr;
+	memset(&ifr, 0, sizeof(ifr));
+	memcpy(ifr.ifr_name, "lo", 3);
+	int r = 0;
+	if (ioctl(s, SIOCGIFFLAGS, &ifr) < 0)
+		r = -errno;
+	ifr.ifr_flags |= IFF_UP | IFF_RUNNING;
+	if (r == 0 && ioctl(s, SIOCSIFFLAGS, &ifr) < 0)
+		r = -errno;
+	close(s);
+	return r;
 }

@@ -19,4 +19,8 @@
 int host_netns_listen(int ns_pidfd, const char *addr, in_port_t port, int backlog,
                       int *ret_fd, const char **ret_step);
 
+/* Bring up lo in the calling thread's network namespace: 0 or -errno.
+ * System calls only, no allocation: safe between fork and exec. */
+int host_netns_loopback_up(void);
+
 #endif

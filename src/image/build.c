@@ -27,6 +27,7 @@
 #include <unistd.h>
 
 #include "airlock/caps.h"
+#include "airlock/guest.h"
 #include "host/image_store.h"
 #include "util/run.h"
 #include "util/util.h"
@@ -337,6 +338,11 @@ static int build_in(airlock_image_store *store, const char *build_name, int buil
 	progress_line(progress, ctx,
 	              "clean: apt lists and caches, logs, temporary files, device nodes, setuid bits, machine-id, host names");
 	r = image_clean_tree(root_fd, err);
+	if (r < 0)
+		return r;
+	progress_line(progress, ctx, "guest files: " AIRLOCK_GUEST_PROGRAM ", " AIRLOCK_GUEST_STATX_SHIM
+	              ", " AIRLOCK_GUEST_PRELOAD);
+	r = image_install_guest(root_fd, err);
 	if (r < 0)
 		return r;
 

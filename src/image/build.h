@@ -5,13 +5,15 @@
 /*
  * Inside the image builder (include/airlock/image_build.h has the
  * contract): what its files share. build.c runs the build, packages.c
- * names what it installs, apt.c finds the mirror, clean.c cleans the tree.
+ * names what it installs, apt.c finds the mirror, clean.c cleans the tree,
+ * guest_files.c adds airlock's own files (airlock/guest.h).
  * The builder uses the store's internals (host/image_store.h); the store
  * uses nothing of the builder's.
  */
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <sys/types.h>
 
 #include "airlock/error.h"
 #include "airlock/image_build.h"
@@ -21,6 +23,11 @@
 int image_str_cmp(const void *a, const void *b);
 /* s is longer than suffix and ends with it. */
 bool image_has_suffix(const char *s, const char *suffix);
+
+/* Write the files of airlock/guest.h into the tree at rootfd: the guest
+ * program, the statx shim and the ld.so.preload that names it
+ * (guest_files.c). */
+int image_install_guest(int rootfd, airlock_error *err);
 
 /* The default packages plus opts' extras, sorted, joined with commas
  * (packages.c). */
@@ -33,6 +40,12 @@ char *image_usable_uri(const char *s, size_t n, bool *oom);
 /* The directory rel (no leading slash) beneath root, never through a
  * symlink nor out of root's mount (clean.c): a descriptor or -errno. */
 int image_open_beneath(int root, const char *rel, const host_tree_id *id);
+
+/* Replace root/dir/name (dir without a leading slash, reached beneath
+ * root) with a new regular file of len bytes, mode mode (clean.c): 0 or
+ * -errno. */
+int image_write_file(int root, const char *dir, const char *name, const void *data, size_t len,
+                     mode_t mode, const host_tree_id *id);
 
 /* Remove from the tree at rootfd what an image should not carry (clean.c). */
 int image_clean_tree(int rootfd, airlock_error *err);

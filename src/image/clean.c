@@ -174,11 +174,12 @@ static int tree_normalize(int dfd, const host_tree_id *root, unsigned depth)
 	return r;
 }
 
-/* Replace root/dir/name with a regular file holding text: whatever is there
- * (a file debootstrap copied from the build host, a symlink a package made)
- * is unlinked and a new file is created exclusively, never through a link. */
-static int write_neutral(int root, const char *dir, const char *name, const char *text,
-                         const host_tree_id *id)
+/* Replace root/dir/name with a regular file holding len bytes of data,
+ * mode mode: whatever is there (a file debootstrap copied from the build
+ * host, a symlink a package made) is unlinked and a new file is created
+ * exclusively, never through a link. */
+int image_write_file(int root, const char *dir, const char *name, const void *data, size_t len,
+                     mode_t mode, const host_tree_id *id)
 {
 	int dfd = image_open_beneath(root, dir, id);
 	if (dfd < 0)
@@ -187,16 +188,13 @@ static int write_neutral(int root, const char *dir, const char *name, const char
 	if (unlinkat(dfd, name, 0) < 0 && errno != ENOENT)
 		r = -errno;
 	int fd = r < 0 ? -1 :
-	                 openat(dfd, name, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
+	                 openat(dfd, name, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
 	if (r == 0 && fd < 0)
 		r = -errno;
 	if (fd >= 0) {
-		size_t len = strlen(text);
-		ssize_t n = write(fd, text, len);
-		if (n != (ssize_t)len)
-			r = n < 0 ? -errno : -EIO;
+		r = util_write_all(fd, data, len);
 		/* The umask must not decide what the sandbox user may read. */
-		if (r == 0 && fchmod(fd, 0644) < 0)
+		if (r == 0 && fchmod(fd, mode) < 0)
 			r = -errno;
 		close(fd);
 	}
@@ -251,8 +249,8 @@ int image_clean_tree(int rootfd, airlock_error *err)
 	if (r < 0)
 		return airlock_error_set(err, AIRLOCK_ERR_SYSTEM, -r, "image build: emptying machine-id");
 	for (size_t i = 0; i < ARRAY_SIZE(neutral_files); i++) {
-		r = write_neutral(rootfd, neutral_files[i].dir, neutral_files[i].name,
-		                  neutral_files[i].text, &id);
+		r = image_write_file(rootfd, neutral_files[i].dir, neutral_files[i].name,
+		                     neutral_files[i].text, strlen(neutral_files[i].text), 0644, &id);
 		if (r < 0)
 			return airlock_error_set(err, AIRLOCK_ERR_SYSTEM, -r, "image build: writing /%s/%s",
 			                         neutral_files[i].dir, neutral_files[i].name);

@@ -21,6 +21,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "exec/io.h"
 #include "exec/native/kill.h"
 #include "exec/native/service.h"
 #include "exec/native/starter.h"
@@ -32,71 +33,6 @@
 #define NATIVE_POLL_MS 20
 /* Bound on draining output after the command's group is empty. */
 #define NATIVE_DRAIN_MS 2000
-
-/* ---- output and input ------------------------------------------------------ */
-
-typedef struct stream {
-	int fd;
-	util_buf buf;
-	bool truncated;
-} stream;
-
-/* Read what is there; true when the cap was hit. */
-static bool stream_read(stream *s)
-{
-	unsigned char chunk[65536];
-	for (;;) {
-		ssize_t r = read(s->fd, chunk, sizeof(chunk));
-		if (r < 0 && errno == EINTR)
-			continue;
-		if (r <= 0) {
-			if (r == 0 || (errno != EAGAIN && errno != EWOULDBLOCK)) {
-				close(s->fd);
-				s->fd = -1;
-			}
-			return false;
-		}
-		if (util_buf_append(&s->buf, chunk, (size_t)r) != 0) {
-			/* The cap: stop reading; the caller kills the command. */
-			s->truncated = true;
-			close(s->fd);
-			s->fd = -1;
-			return true;
-		}
-	}
-}
-
-/* A write to the command's stdin that cannot raise SIGPIPE: a command that
- * does not read its input (or exits before reading all of it) is not an
- * error, and the service must not die of it whatever its embedding process
- * did with SIGPIPE. The signal is blocked on this thread for the write, and
- * one the write raised is taken off the thread's pending set before the
- * mask is restored; EPIPE is what the caller sees. */
-static ssize_t write_stdin_nosigpipe(int fd, const void *p, size_t n)
-{
-	sigset_t pipe_set, old, pending;
-	sigemptyset(&pipe_set);
-	sigaddset(&pipe_set, SIGPIPE);
-	pthread_sigmask(SIG_BLOCK, &pipe_set, &old);
-	bool was_pending = sigpending(&pending) == 0 && sigismember(&pending, SIGPIPE);
-	ssize_t w = write(fd, p, n);
-	int e = errno;
-	if (w < 0 && e == EPIPE && !was_pending) {
-		const struct timespec zero = { 0, 0 };
-		while (sigtimedwait(&pipe_set, NULL, &zero) < 0 && errno == EINTR)
-			;
-	}
-	pthread_sigmask(SIG_SETMASK, &old, NULL);
-	errno = e;
-	return w;
-}
-
-static int make_cwd(const char *rel, char *out, size_t size)
-{
-	if (strcmp(rel, ".") == 0)
-		return snprintf(out, size, "%s", AIRLOCK_WORKSPACE_ROOT) < (int)size ? 0 : -ENAMETOOLONG;
-	return snprintf(out, size, "%s/%s", AIRLOCK_WORKSPACE_ROOT, rel) < (int)size ? 0 : -ENAMETOOLONG;
-}
 
 /* ---- starting the command ---------------------------------------------------- */
 
@@ -168,37 +104,6 @@ static int start_command(airlock_native *n, sandbox *b, const airlock_execution_
 	return 0;
 }
 
-/* The workspace volume's fullness, sampled while a command runs. */
-typedef struct disk_watch {
-	uint64_t bfree0, ffree0; /* at the command's start */
-	bool moved;              /* not full, or the counts moved, at some sample */
-	int64_t full_since;      /* monotonic ms of the first of the full samples now running; 0 */
-} disk_watch;
-
-static int disk_sample(sandbox *b, disk_watch *d, bool first, int64_t now, bool *ret_full,
-                       airlock_error *err)
-{
-	bool full = false;
-	int r = host_volume_full(b->vol, &full, err);
-	struct statfs s;
-	if (r == 0 && fstatfs(host_volume_root_fd(b->vol), &s) < 0)
-		r = airlock_error_set(err, AIRLOCK_ERR_SYSTEM, errno, "workspace volume: fstatfs");
-	if (r < 0)
-		return r;
-	if (first) {
-		d->bfree0 = s.f_bfree;
-		d->ffree0 = s.f_ffree;
-	}
-	d->moved = d->moved || !full || s.f_bfree != d->bfree0 || s.f_ffree != d->ffree0;
-	if (!full)
-		d->full_since = 0;
-	else if (!d->full_since)
-		d->full_since = now;
-	*ret_full = full;
-	return 0;
-}
-
-
 /* ---- the phases ------------------------------------------------------------ */
 
 /* One execute's state: every phase reads and fills it, and exec_cleanup
@@ -214,7 +119,7 @@ typedef struct execution {
 	int rootfd;    /* the volume's root (the volume's own: not closed here) */
 	/* 0: stdin, 1: stdout, 2: stderr, 3: exec error report. */
 	int pipes[4][2];
-	stream out, errs;
+	exec_stream out, errs;
 	int in_w; /* our end of stdin, non-blocking, until all of it is written */
 	size_t in_off;
 	airlock_snapshot before, after;
@@ -223,7 +128,7 @@ typedef struct execution {
 	char *pwd;
 	char cwd[AIRLOCK_PATH_MAX + 16];
 	uint64_t oom0, pids0; /* the cgroup's counts at the start */
-	disk_watch disk;
+	exec_disk_watch disk;
 	bool full;
 	int64_t timeout_at, expiry_at;
 	int64_t cmd_start, cmd_end; /* the command's own time (exec_start) */
@@ -261,7 +166,7 @@ static int exec_cwd(execution *x, airlock_error *err)
 		if (r < 0)
 			return r;
 	}
-	if (make_cwd(cmd->working_directory, x->cwd, sizeof(x->cwd)) < 0)
+	if (exec_make_cwd(cmd->working_directory, x->cwd, sizeof(x->cwd)) < 0)
 		return airlock_error_set(err, AIRLOCK_ERR_WORKSPACE_ESCAPE, 0,
 		                         "working_directory is too long");
 	return 0;
@@ -292,7 +197,7 @@ static int exec_pipes(execution *x, airlock_error *err)
 	int r;
 	if ((r = host_cgroup_oom_kills(x->b->cg, &x->oom0, err)) < 0 ||
 	    (r = host_cgroup_pids_max_events(x->b->cg, &x->pids0, err)) < 0 ||
-	    (r = disk_sample(x->b, &x->disk, true, util_monotonic_ms(), &x->full, err)) < 0)
+	    (r = exec_disk_sample(x->b->vol, &x->disk, true, util_monotonic_ms(), &x->full, err)) < 0)
 		return r;
 	return 0;
 }
@@ -345,7 +250,7 @@ static native_observed exec_observe(execution *x, bool cap_hit, bool exited)
 	sandbox *b = x->b;
 	int64_t now = util_monotonic_ms();
 	uint64_t v = 0;
-	if (!exited && disk_sample(b, &x->disk, false, now, &x->full, NULL) < 0)
+	if (!exited && exec_disk_sample(b->vol, &x->disk, false, now, &x->full, NULL) < 0)
 		x->full = false;
 	native_observed o = {
 		.output_cap_hit = cap_hit,
@@ -373,7 +278,7 @@ static native_observed exec_observe(execution *x, bool cap_hit, bool exited)
 static void exec_feed_stdin(execution *x)
 {
 	const airlock_execution_command *cmd = x->cmd;
-	ssize_t w = write_stdin_nosigpipe(x->in_w, cmd->stdin_data + x->in_off,
+	ssize_t w = exec_write_nosigpipe(x->in_w, cmd->stdin_data + x->in_off,
 	                                  cmd->stdin_len - x->in_off);
 	if (w > 0)
 		x->in_off += (size_t)w;
@@ -420,9 +325,9 @@ static int exec_pump(execution *x, airlock_error *err)
 		poll(p, (nfds_t)np, NATIVE_POLL_MS);
 
 		bool cap_hit = false;
-		if (i_out >= 0 && p[i_out].revents && stream_read(&x->out))
+		if (i_out >= 0 && p[i_out].revents && exec_stream_read(&x->out))
 			cap_hit = true;
-		if (i_err >= 0 && p[i_err].revents && stream_read(&x->errs))
+		if (i_err >= 0 && p[i_err].revents && exec_stream_read(&x->errs))
 			cap_hit = true;
 		if (i_in >= 0 && p[i_in].revents)
 			exec_feed_stdin(x);

@@ -59,17 +59,5 @@ int native_net_plant_proxy(airlock_native *n, sandbox *b, const airlock_environm
 
 int native_net_loopback_up(void)
 {
-	/* The network namespace has only lo; bring it up so programs that talk
-	 * to themselves work. Nothing else exists to reach. */
-	int s = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
-	struct ifreq ifr;
-	memset(&ifr, 0, sizeof(ifr));
-	memcpy(ifr.ifr_name, "lo", 3);
-	if (s < 0 || ioctl(s, SIOCGIFFLAGS, &ifr) < 0)
-		return NATIVE_STEP_LOOPBACK;
-	ifr.ifr_flags |= IFF_UP | IFF_RUNNING;
-	if (ioctl(s, SIOCSIFFLAGS, &ifr) < 0)
-		return NATIVE_STEP_LOOPBACK;
-	close(s);
-	return 0;
+	return host_netns_loopback_up() < 0 ? NATIVE_STEP_LOOPBACK : 0;
 }

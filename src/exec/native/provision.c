@@ -18,6 +18,7 @@
 
 #include "airlock/egress.h"
 #include "airlock/envbuild.h"
+#include "exec/io.h"
 #include "exec/native/service.h"
 #include "util/fault.h"
 #include "util/syscalls.h"
@@ -66,48 +67,13 @@ static bool egress_allowlist(const provision *p)
 /* The two yeses, decided before anything is created. */
 static int step_egress_policy(provision *p, airlock_error *err)
 {
-	const airlock_native *n = p->n;
-	static const airlock_egress_policy deny = { .mode = AIRLOCK_EGRESS_DENY };
-	int r = airlock_egress_policy_covers(n->cfg.egress_policy ? n->cfg.egress_policy : &deny,
-	                                     &p->spec->egress, err);
-	if (r < 0)
-		return r;
-	if (!n->cfg.egress_proxy)
-		return airlock_error_set(err, AIRLOCK_ERR_EXECUTION_UNAVAILABLE, 0,
-		                         "egress: no egress proxy is running for this service");
-	p->proxied = p->spec->egress.n_destinations > 0;
-	return 0;
+	return exec_egress_decide(p->n->cfg.egress_policy, p->n->cfg.egress_proxy, p->spec,
+	                          &p->proxied, err);
 }
 
 static int step_environment(provision *p, airlock_error *err)
 {
-	sandbox *b = p->b;
-	const airlock_env *env = &p->spec->environment;
-	bool proxied = p->proxied;
-	/* +2: PWD (set per command) and the NULL; + the proxy variables. */
-	b->envp = calloc(env->n + 2 + AIRLOCK_SANDBOX_PROXY_VARS_N, sizeof(char *));
-	if (!b->envp)
-		return airlock_error_set(err, AIRLOCK_ERR_SYSTEM, ENOMEM, "environment");
-	/* Tier 2 wins: with the proxy, its variables replace any tier-1 value. */
-	for (size_t i = 0; proxied && i < AIRLOCK_SANDBOX_PROXY_VARS_N; i++) {
-		if (asprintf(&b->envp[b->n_env], "%s=%s", airlock_sandbox_proxy_vars[i],
-		             AIRLOCK_SANDBOX_PROXY_URL) < 0) {
-			b->envp[b->n_env] = NULL;
-			return airlock_error_set(err, AIRLOCK_ERR_SYSTEM, ENOMEM, "environment");
-		}
-		b->n_env++;
-	}
-	for (size_t i = 0; i < env->n; i++) {
-		if (strcmp(env->vars[i].name, "PWD") == 0 ||
-		    (proxied && airlock_sandbox_proxy_var(env->vars[i].name)))
-			continue;
-		if (asprintf(&b->envp[b->n_env], "%s=%s", env->vars[i].name, env->vars[i].value) < 0) {
-			b->envp[b->n_env] = NULL;
-			return airlock_error_set(err, AIRLOCK_ERR_SYSTEM, ENOMEM, "environment");
-		}
-		b->n_env++;
-	}
-	return 0;
+	return exec_env_build(&p->spec->environment, p->proxied, &p->b->envp, &p->b->n_env, err);
 }
 
 static int step_host_id(provision *p, airlock_error *err)

@@ -68,6 +68,10 @@ int host_cgroup_enter_cmd(host_cgroup *cg, pid_t pid, airlock_error *err);
  * the number of forks refused by pids.max. Both only grow. */
 int host_cgroup_oom_kills(host_cgroup *cg, uint64_t *ret, airlock_error *err);
 int host_cgroup_pids_max_events(host_cgroup *cg, uint64_t *ret, airlock_error *err);
+/* The tasks in the sandbox's groups now (pids.current): for a mechanism
+ * whose sandbox runs under a kernel of its own (gvisor), its runtime's host
+ * threads, not the sandbox's processes. */
+int host_cgroup_pids_current(host_cgroup *cg, uint64_t *ret, airlock_error *err);
 
 /* Whether any process is left in the cmd group. */
 int host_cgroup_cmd_populated(host_cgroup *cg, bool *ret, airlock_error *err);

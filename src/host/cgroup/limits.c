@@ -11,6 +11,7 @@
 #include <fcntl.h>
 #include <inttypes.h>
 #include <stdio.h>
+#include <string.h>
 #include <unistd.h>
 
 #include "util/util.h"
@@ -165,4 +166,21 @@ int host_cgroup_oom_kills(host_cgroup *cg, uint64_t *ret, airlock_error *err)
 int host_cgroup_pids_max_events(host_cgroup *cg, uint64_t *ret, airlock_error *err)
 {
 	return cg_counter(cg, CG_PIDS_EVENTS, "max", ret, err);
+}
+
+int host_cgroup_pids_current(host_cgroup *cg, uint64_t *ret, airlock_error *err)
+{
+	const cg_hier *h = cg ? cg_ctl(cg, CG_PIDS) : NULL;
+	char buf[32];
+	int64_t v = 0;
+	int r = h ? cg_read(h->sandbox_fd, "pids.current", buf, sizeof(buf)) : -EINVAL;
+	if (r >= 0) {
+		buf[strcspn(buf, "\n")] = 0;
+		if (!util_parse_i64(buf, &v) || v < 0)
+			r = -EPROTO;
+	}
+	if (r < 0)
+		return airlock_error_set(err, AIRLOCK_ERR_SYSTEM, -r, "cgroup: reading pids.current");
+	*ret = (uint64_t)v;
+	return 0;
 }

@@ -1,0 +1,105 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * The OCI bundle of one sandbox: config.json, generated from the spec and
+ * the host paths this mechanism owns (gvisor_internal.h), never from
+ * anything the tenant names. The runtime is runsc 20221219 (OCI 1.0.2).
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "airlock/envbuild.h"
+#include "airlock/guest.h"
+#include "airlock/json.h"
+#include "exec/gvisor/gvisor_internal.h"
+#include "exec/io.h"
+#include "util/util.h"
+
+static json_t *rlimit(const char *type, int64_t value)
+{
+	return json_pack("{s:s, s:I, s:I}", "type", type, "hard", (json_int_t)value, "soft",
+	                 (json_int_t)value);
+}
+
+static json_t *mount_entry(const char *dest, const char *type, const char *source,
+                           json_t *options)
+{
+	return json_pack("{s:s, s:s, s:s, s:o}", "destination", dest, "type", type, "source", source,
+	                 "options", options);
+}
+
+int gv_bundle_write(const airlock_gvisor *g, gv_sandbox *b, const char *image_path,
+                    const airlock_environment_spec *spec, airlock_error *err)
+{
+	(void)g;
+	/* The command environment is the sandbox's: every command inherits it
+	 * from the container (runsc exec merges its --env over it). */
+	char **envp = NULL;
+	size_t n_env = 0;
+	int r = exec_env_build(&spec->environment, b->proxied, &envp, &n_env, err);
+	json_t *env = json_array();
+	for (size_t i = 0; r == 0 && env && i < n_env; i++)
+		if (json_array_append_new(env, json_string(envp[i])) < 0)
+			r = airlock_error_set(err, AIRLOCK_ERR_EXECUTION_REJECTED, 0,
+			                      "gvisor: an environment variable is not UTF-8 text");
+	for (size_t i = 0; envp && i < n_env; i++)
+		free(envp[i]);
+	free(envp);
+	if (r < 0) {
+		json_decref(env);
+		return r;
+	}
+	_cleanup_free_ char *ws_path = NULL;
+	if (asprintf(&ws_path, "%s/workspace", b->dir) < 0)
+		ws_path = NULL;
+	const airlock_resource_limits *l = &spec->limits;
+	/* No capability in any set, for init and (runsc exec copies the
+	 * container's) for every command; no new privileges. */
+	json_t *caps = json_pack("{s:[], s:[], s:[], s:[], s:[]}", "bounding", "effective",
+	                         "inheritable", "permitted", "ambient");
+	/* pids_max: RLIMIT_NPROC, which gVisor counts per uid over the
+	 * sandbox's own processes and threads (measured: a fork loop as uid
+	 * 1000 stops at exactly the limit); init is root's and not counted.
+	 * RLIMIT_FSIZE: no one file larger than the workspace, as on native. */
+	json_t *rlimits = json_pack("[o, o, o]", rlimit("RLIMIT_NPROC", l->pids_max),
+	                            rlimit("RLIMIT_FSIZE", l->workspace_bytes),
+	                            rlimit("RLIMIT_CORE", 0));
+	json_t *process = json_pack(
+		"{s:b, s:{s:i, s:i}, s:[s, s], s:o, s:s, s:o, s:o, s:b}", "terminal", 0, "user", "uid", 0,
+		"gid", 0, "args", AIRLOCK_GUEST_PROGRAM, "init", "env", env, "cwd", "/", "capabilities",
+		caps, "rlimits", rlimits, "noNewPrivileges", 1);
+	/* /tmp is gVisor's own tmpfs, in the sentry's memory: charged to the
+	 * sandbox's memory cgroup. No /sys: the host's sysfs and cgroupfs are
+	 * nothing a sandbox needs. The workspace is the volume, through the
+	 * gofer. */
+	json_t *mounts = json_pack(
+		"[o, o, o]", mount_entry("/proc", "proc", "proc", json_pack("[s, s, s]", "nosuid", "noexec", "nodev")),
+		mount_entry("/tmp", "tmpfs", "tmpfs", json_pack("[s, s, s]", "nosuid", "nodev", "mode=1777")),
+		mount_entry(AIRLOCK_WORKSPACE_ROOT, "bind", ws_path ? ws_path : "",
+		            json_pack("[s, s, s, s]", "rbind", "rw", "nosuid", "nodev")));
+	/* The network namespace entry only for deny: for the allowlist runsc
+	 * runs inside the namespace the service made (setns before exec) with
+	 * host networking, and an entry would make it create another. */
+	json_t *ns = json_pack("[{s:s}, {s:s}, {s:s}, {s:s}]", "type", "pid", "type", "ipc", "type",
+	                       "uts", "type", "mount");
+	if (ns && !b->network_host)
+		json_array_append_new(ns, json_pack("{s:s}", "type", "network"));
+	json_t *cfg = json_pack(
+		"{s:s, s:o, s:{s:s, s:b}, s:s, s:o, s:{s:o}}", "ociVersion", "1.0.2", "process", process,
+		"root", "path", image_path, "readonly", 1, "hostname", "sandbox", "mounts", mounts,
+		"linux", "namespaces", ns);
+	_cleanup_free_ char *text = cfg && ws_path ? json_dumps(cfg, JSON_COMPACT) : NULL;
+	json_decref(cfg);
+	if (!text)
+		return airlock_error_set(err, AIRLOCK_ERR_SYSTEM, ENOMEM, "gvisor: the bundle");
+	_cleanup_close_ int fd = openat(b->dir_fd, "config.json",
+	                                O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+	if (fd < 0 || util_write_all(fd, text, strlen(text)) < 0)
+		return airlock_error_set(err, AIRLOCK_ERR_EXECUTION_UNAVAILABLE, errno,
+		                         "gvisor: writing the bundle");
+	return 0;
+}

@@ -1,0 +1,505 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * Execute: one command in a gVisor sandbox, as named phases over one struct
+ * with one cleanup, like native's: the walk before, the working directory,
+ * the pipes and the counters' baselines, the start (`runsc exec` of `guest
+ * exec -- ARGV` as the sandbox user), the loop that pumps stdio and watches
+ * the limits (the reason is chosen by native_kill_decide, the one order of
+ * the reasons for every mechanism), the walk after, the result.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <jansson.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "airlock/guest.h"
+#include "airlock/json.h"
+#include "core/snapshot.h"
+#include "exec/gvisor/gvisor_internal.h"
+#include "exec/io.h"
+#include "exec/native/kill.h"
+#include "util/fault.h"
+#include "util/syscalls.h"
+#include "util/util.h"
+
+/* How often the loop reads the limit counters. */
+#define GV_POLL_MS 20
+/* Bound on draining output after the command was killed. */
+#define GV_DRAIN_MS 2000
+/* pids: how often the runtime is asked for the sandbox's process count
+ * (`runsc events --stats`, ~20 ms of a core) while the host's task count
+ * says the sandbox has many processes. */
+#define GV_PIDS_ASK_MS 250
+
+typedef struct execution {
+	airlock_gvisor *g;
+	gv_sandbox *b;
+	const airlock_environment_handle *handle;
+	const airlock_exec_request *req;
+	const airlock_execution_command *cmd;
+	airlock_execution_result *ret;
+	int64_t start;
+	int rootfd;
+	int pipes[3][2]; /* 0: stdin, 1: stdout, 2: stderr */
+	exec_stream out, errs;
+	int in_w;
+	size_t in_off;
+	airlock_snapshot before, after;
+	int pidfd; /* runsc exec */
+	bool reaped;
+	char cwd[AIRLOCK_PATH_MAX + 16];
+	uint64_t oom0, tasks0;
+	int64_t pids_next; /* monotonic ms: the earliest next ask */
+	exec_disk_watch disk;
+	bool full;
+	int64_t timeout_at, expiry_at, cmd_start, cmd_end;
+	airlock_kill_reason kill_reason;
+	int status;        /* runsc exec's wait status */
+	bool runtime_died; /* the sentry died while the command ran */
+} execution;
+
+static int exec_snapshot_before(execution *x, airlock_error *err)
+{
+	int r = host_volume_check_identity(x->b->vol, err);
+	if (r < 0)
+		return r;
+	return snapshot_walk(x->rootfd, (size_t)x->b->limits.inodes_max + 16,
+	                     AIRLOCK_SNAPSHOT_PATH_BYTES_MAX, &x->before, err);
+}
+
+static int exec_cwd(execution *x, airlock_error *err)
+{
+	const airlock_execution_command *cmd = x->cmd;
+	/* Resolved through the volume's own descriptor while this execute
+	 * holds the sandbox: a symlink the sandbox planted is refused. */
+	if (strcmp(cmd->working_directory, ".") != 0) {
+		_cleanup_free_ char *resolved = NULL;
+		int r = airlock_workspace_resolve(x->b->ws, cmd->working_directory,
+		                                  strlen(cmd->working_directory), &resolved, err);
+		if (r < 0)
+			return r;
+	}
+	if (exec_make_cwd(cmd->working_directory, x->cwd, sizeof(x->cwd)) < 0)
+		return airlock_error_set(err, AIRLOCK_ERR_WORKSPACE_ESCAPE, 0,
+		                         "working_directory is too long");
+	return 0;
+}
+
+static int exec_pipes(execution *x, airlock_error *err)
+{
+	for (int i = 0; i < 3; i++)
+		if (pipe2(x->pipes[i], O_CLOEXEC) < 0)
+			return airlock_error_set(err, AIRLOCK_ERR_SYSTEM, errno, "execute: pipes");
+	int r;
+	if ((r = host_cgroup_oom_kills(x->b->cg, &x->oom0, err)) < 0 ||
+	    (r = host_cgroup_pids_current(x->b->cg, &x->tasks0, err)) < 0 ||
+	    (r = exec_disk_sample(x->b->vol, &x->disk, true, util_monotonic_ms(), &x->full, err)) < 0)
+		return r;
+	return 0;
+}
+
+/* `runsc exec` of the guest wrapper as the sandbox user, in the working
+ * directory, with PWD; the rest of the environment is the container's. */
+static int start_command(execution *x, airlock_error *err)
+{
+	gv_sandbox *b = x->b;
+	const airlock_execution_command *cmd = x->cmd;
+	char user[32], pwd[AIRLOCK_PATH_MAX + 32];
+	snprintf(user, sizeof(user), "%d:%d", GV_SANDBOX_UID, GV_SANDBOX_UID);
+	snprintf(pwd, sizeof(pwd), "PWD=%s", x->cwd);
+	const char *head[] = { "exec", "--user", user, "--cwd", x->cwd, "--env", pwd, b->id,
+		               AIRLOCK_GUEST_PROGRAM, "exec", "--" };
+	size_t nh = ARRAY_SIZE(head);
+	_cleanup_free_ const char **words = calloc(nh + cmd->argc, sizeof(*words));
+	if (!words)
+		return airlock_error_set(err, AIRLOCK_ERR_SYSTEM, ENOMEM, "execute");
+	memcpy(words, head, sizeof(head));
+	for (size_t i = 0; i < cmd->argc; i++)
+		words[nh + i] = cmd->argv[i];
+	char **argv = gv_argv(x->g, b->network_host, words, nh + cmd->argc);
+	if (!argv)
+		return airlock_error_set(err, AIRLOCK_ERR_SYSTEM, ENOMEM, "execute");
+	/* runsc exec hands these three descriptors to the sandbox as the
+	 * command's stdio; it is the service's child, outside the sandbox's
+	 * cgroups (a host helper, like the native starter). */
+	gv_spawn_opts o = { .argv = argv, .in_fd = x->pipes[0][0], .out_fd = x->pipes[1][1],
+		            .err_fd = x->pipes[2][1] };
+	int r = gv_spawn(&o, NULL, &x->pidfd, err);
+	gv_argv_free(argv);
+	return r;
+}
+
+static int exec_start(execution *x, airlock_error *err)
+{
+	gv_sandbox *b = x->b;
+	x->timeout_at = x->start + x->req->effective_timeout_ms;
+	x->expiry_at = x->start + (x->req->expires_at_ms - util_now_ms());
+	x->cmd_start = util_monotonic_ms();
+	int r;
+	pthread_mutex_lock(&b->start_lock);
+	if (b->dead)
+		r = airlock_error_set(err, AIRLOCK_ERR_EXECUTION_REJECTED, 0,
+		                      "environment %s was destroyed", x->handle->environment_id);
+	else if (b->ended || gv_runtime_gone(b))
+		r = airlock_error_set(err, AIRLOCK_ERR_EXECUTION_UNAVAILABLE, 0,
+		                      "environment %s has ended (gVisor ends the whole sandbox when it "
+		                      "runs out of memory): provision a new one",
+		                      x->handle->environment_id);
+	else
+		r = start_command(x, err);
+	pthread_mutex_unlock(&b->start_lock);
+	for (int i = 0; i < 3; i++) {
+		close(x->pipes[i][i == 0 ? 0 : 1]);
+		x->pipes[i][i == 0 ? 0 : 1] = -1;
+	}
+	if (r < 0)
+		return r;
+	x->out.fd = x->pipes[1][0];
+	x->errs.fd = x->pipes[2][0];
+	x->pipes[1][0] = x->pipes[2][0] = -1;
+	fcntl(x->out.fd, F_SETFL, O_NONBLOCK);
+	fcntl(x->errs.fd, F_SETFL, O_NONBLOCK);
+	x->in_w = x->pipes[0][1];
+	x->pipes[0][1] = -1;
+	fcntl(x->in_w, F_SETFL, O_NONBLOCK);
+	if (!x->cmd->has_stdin || x->cmd->stdin_len == 0) {
+		close(x->in_w);
+		x->in_w = -1;
+	}
+	return 0;
+}
+
+/* The sandbox's own process count, from the runtime: `runsc events
+ * --stats` reports gVisor's count (init included). -1 when unknown. */
+static int64_t guest_pids(execution *x)
+{
+	const char *words[] = { "events", "--stats", x->b->id };
+	int st = 0;
+	_cleanup_free_ char *out = NULL;
+	if (gv_runsc_call(x->g, x->b->network_host, words, ARRAY_SIZE(words), GV_RUNSC_CALL_MS, &st,
+	                  &out) < 0 ||
+	    !out)
+		return -1;
+	json_error_t je;
+	json_t *j = json_loads(out, 0, &je);
+	json_t *cur = json_object_get(json_object_get(json_object_get(j, "data"), "pids"), "current");
+	int64_t n = json_is_integer(cur) ? (int64_t)json_integer_value(cur) : -1;
+	json_decref(j);
+	return n;
+}
+
+/* pids_max reached: the guest's count, less init, at the limit. Asked of
+ * the runtime only while the host's task count for the sandbox has grown
+ * by at least pids_max since the command started (each guest process
+ * costs the runtime a host task or more under ptrace), and at most every
+ * GV_PIDS_ASK_MS: a command with few processes never pays for the ask. */
+static bool pids_reached(execution *x, int64_t now)
+{
+	uint64_t tasks = 0;
+	if (now < x->pids_next || host_cgroup_pids_current(x->b->cg, &tasks, NULL) < 0 ||
+	    tasks < x->tasks0 + (uint64_t)x->b->limits.pids_max)
+		return false;
+	x->pids_next = now + GV_PIDS_ASK_MS;
+	int64_t n = guest_pids(x);
+	return n >= 0 && n - 1 >= x->b->limits.pids_max;
+}
+
+static native_observed exec_observe(execution *x, bool cap_hit, bool exited)
+{
+	gv_sandbox *b = x->b;
+	int64_t now = util_monotonic_ms();
+	uint64_t v = 0;
+	if (!exited && exec_disk_sample(b->vol, &x->disk, false, now, &x->full, NULL) < 0)
+		x->full = false;
+	native_observed o = {
+		.output_cap_hit = cap_hit,
+		.exited = exited,
+		.now = now,
+		.expiry_at = x->expiry_at,
+		.timeout_at = x->timeout_at,
+		.disk_full = x->full,
+		.disk_moved = x->disk.moved,
+		.disk_full_since = x->disk.full_since,
+		.cancelled = airlock_cancel_fired(x->req->cancel),
+	};
+	o.oom_killed = host_cgroup_oom_kills(b->cg, &v, NULL) == 0 && v > x->oom0;
+	if (!exited && !x->runtime_died)
+		o.pids_hit = pids_reached(x, now);
+	if (!exited) {
+		struct pollfd sp = { .fd = x->g->shutdown_efd, .events = POLLIN };
+		o.shutdown = poll(&sp, 1, 0) > 0;
+	}
+	return o;
+}
+
+static void exec_feed_stdin(execution *x)
+{
+	const airlock_execution_command *cmd = x->cmd;
+	ssize_t w = exec_write_nosigpipe(x->in_w, cmd->stdin_data + x->in_off,
+	                                 cmd->stdin_len - x->in_off);
+	if (w > 0)
+		x->in_off += (size_t)w;
+	if ((w < 0 && errno != EAGAIN && errno != EINTR) || x->in_off == cmd->stdin_len) {
+		close(x->in_w);
+		x->in_w = -1;
+	}
+}
+
+static int exec_pump(execution *x, airlock_error *err)
+{
+	(void)err;
+	bool exited = false, killed = false;
+	int64_t killed_at = 0;
+	for (;;) {
+		struct pollfd p[7];
+		int np = 0, i_out = -1, i_err = -1, i_in = -1, i_pid = -1, i_rt = -1;
+		if (x->out.fd >= 0)
+			p[i_out = np++] = (struct pollfd){ .fd = x->out.fd, .events = POLLIN };
+		if (x->errs.fd >= 0)
+			p[i_err = np++] = (struct pollfd){ .fd = x->errs.fd, .events = POLLIN };
+		if (x->in_w >= 0)
+			p[i_in = np++] = (struct pollfd){ .fd = x->in_w, .events = POLLOUT };
+		if (!exited)
+			p[i_pid = np++] = (struct pollfd){ .fd = x->pidfd, .events = POLLIN };
+		if (!x->runtime_died && x->b->sentry_pidfd >= 0)
+			p[i_rt = np++] = (struct pollfd){ .fd = x->b->sentry_pidfd, .events = POLLIN };
+		if (x->req->cancel && !x->kill_reason)
+			p[np++] = (struct pollfd){ .fd = airlock_cancel_fd(x->req->cancel),
+				                   .events = POLLIN };
+		if (!x->kill_reason)
+			p[np++] = (struct pollfd){ .fd = x->g->shutdown_efd, .events = POLLIN };
+		if (exited && x->out.fd < 0 && x->errs.fd < 0)
+			break;
+		/* A copy of a pipe held a moment longer must not hang us. */
+		if (exited && killed && util_monotonic_ms() - killed_at > GV_DRAIN_MS)
+			break;
+		poll(p, (nfds_t)np, GV_POLL_MS);
+
+		bool cap_hit = false;
+		if (i_out >= 0 && p[i_out].revents && exec_stream_read(&x->out))
+			cap_hit = true;
+		if (i_err >= 0 && p[i_err].revents && exec_stream_read(&x->errs))
+			cap_hit = true;
+		if (i_in >= 0 && p[i_in].revents)
+			exec_feed_stdin(x);
+		if (i_rt >= 0 && p[i_rt].revents)
+			x->runtime_died = true;
+		if (i_pid >= 0 && p[i_pid].revents) {
+			gv_wait(x->pidfd, 0, &x->status);
+			exited = x->reaped = true;
+		}
+		if (!x->kill_reason) {
+			native_observed o = exec_observe(x, cap_hit, exited);
+			x->kill_reason = native_kill_decide(&o);
+		}
+		/* A runtime that died ends every process in it; the reason, if
+		 * any, was decided above (MEMORY from the oom_kill count). */
+		if (x->runtime_died && !killed) {
+			killed = true;
+			killed_at = util_monotonic_ms();
+		}
+		if (x->kill_reason && !killed) {
+			killed = true;
+			killed_at = util_monotonic_ms();
+			/* Every process of the sandbox user, the wrapper with
+			 * them; runsc exec then returns. */
+			gv_kill_commands(x->g, x->b);
+		}
+		/* runsc exec that outlives its command by the drain bound (a
+		 * runtime that no longer answers) is ended here. */
+		if (killed && !exited && util_monotonic_ms() - killed_at > GV_DRAIN_MS) {
+			gv_wait(x->pidfd, 0, &x->status);
+			exited = x->reaped = true;
+		}
+	}
+	x->cmd_end = util_monotonic_ms();
+	return 0;
+}
+
+static int exec_after(execution *x, airlock_error *err)
+{
+	gv_sandbox *b = x->b;
+	if (x->in_w >= 0) {
+		close(x->in_w);
+		x->in_w = -1;
+	}
+	if (x->runtime_died || gv_runtime_gone(b)) {
+		/* gVisor ended the whole sandbox. With a reason (MEMORY, or one
+		 * of ours) the result says it and carries the partial output;
+		 * the handle is dead for executes either way. */
+		pthread_mutex_lock(&b->start_lock);
+		b->ended = true;
+		bool destroyed = b->dead;
+		pthread_mutex_unlock(&b->start_lock);
+		if (!x->kill_reason) {
+			uint64_t v = 0;
+			if (host_cgroup_oom_kills(b->cg, &v, NULL) == 0 && v > x->oom0)
+				x->kill_reason = AIRLOCK_KILL_MEMORY;
+			else if (destroyed)
+				return airlock_error_set(err, AIRLOCK_ERR_EXECUTION_REJECTED, 0,
+				                         "environment %s was destroyed",
+				                         x->handle->environment_id);
+			else
+				return airlock_error_set(err, AIRLOCK_ERR_EXECUTION_UNAVAILABLE, 0,
+				                         "environment %s ended: the gvisor sandbox died "
+				                         "while the command ran; provision a new one",
+				                         x->handle->environment_id);
+		}
+		b->ended_by = x->kill_reason;
+	} else if (!x->kill_reason && WIFEXITED(x->status) && WEXITSTATUS(x->status) >= 128) {
+		/* The command died of a signal, or its wrapper did (a command
+		 * can kill its own wrapper, which then could not clean up):
+		 * whatever it started is ended here. */
+		gv_kill_commands(x->g, b);
+	}
+	int r = host_volume_check_identity(b->vol, err);
+	if (r < 0)
+		return r;
+	r = snapshot_walk(x->rootfd, (size_t)b->limits.inodes_max + 16,
+	                  AIRLOCK_SNAPSHOT_PATH_BYTES_MAX, &x->after, err);
+	if (r < 0)
+		return r;
+	if (!x->kill_reason) {
+		native_observed o = {
+			.finished = true,
+			.exit_failed = !WIFEXITED(x->status) || WEXITSTATUS(x->status) != 0,
+		};
+		if (o.exit_failed) {
+			o.full_after = host_volume_full(b->vol, &x->full, NULL) == 0 && x->full;
+			o.changed = o.full_after && snapshot_differs(&x->before, &x->after);
+		}
+		x->kill_reason = native_kill_decide(&o);
+	}
+	return 0;
+}
+
+static int exec_result(execution *x, airlock_error *err)
+{
+	airlock_execution_result *ret = x->ret;
+	if (x->kill_reason) {
+		ret->killed_by = x->kill_reason;
+		ret->has_exit_code = false;
+	} else {
+		/* The wrapper's status is the command's: its exit code, or 128 +
+		 * its signal, as the shell and the native mechanism report it. */
+		ret->has_exit_code = true;
+		ret->exit_code = WIFEXITED(x->status) ? WEXITSTATUS(x->status) : 128 + WTERMSIG(x->status);
+	}
+	ret->timed_out = x->kill_reason == AIRLOCK_KILL_TIMEOUT;
+	ret->stdout_truncated = x->out.truncated;
+	ret->stderr_truncated = x->errs.truncated;
+	int r = snapshot_diff(&x->before, &x->after, (size_t)x->req->files_changed_max,
+	                      (uint64_t)x->b->limits.workspace_bytes,
+	                      util_monotonic_ms() + AIRLOCK_SNAPSHOT_HASH_MS, snapshot_hash_fd,
+	                      &x->rootfd, ret, err);
+	if (r < 0)
+		return r;
+	ret->stdout_data = util_buf_steal(&x->out.buf, &ret->stdout_len);
+	ret->stderr_data = util_buf_steal(&x->errs.buf, &ret->stderr_len);
+	if (!ret->stdout_data || !ret->stderr_data)
+		r = airlock_error_set(err, AIRLOCK_ERR_SYSTEM, ENOMEM, "execute");
+	ret->duration_ms = x->cmd_end - x->cmd_start;
+	return r;
+}
+
+static void exec_cleanup(execution *x, int r)
+{
+	if (x->pidfd >= 0) {
+		if (!x->reaped) {
+			/* A phase failed with the command running: end it. */
+			if (!gv_runtime_gone(x->b))
+				gv_kill_commands(x->g, x->b);
+			gv_wait(x->pidfd, util_monotonic_ms() + GV_KILL_WAIT_MS, NULL);
+		}
+		close(x->pidfd);
+	}
+	for (int i = 0; i < 3; i++)
+		for (int j = 0; j < 2; j++)
+			if (x->pipes[i][j] >= 0)
+				close(x->pipes[i][j]);
+	if (x->in_w >= 0)
+		close(x->in_w);
+	if (x->out.fd >= 0)
+		close(x->out.fd);
+	if (x->errs.fd >= 0)
+		close(x->errs.fd);
+	util_buf_clear(&x->out.buf);
+	util_buf_clear(&x->errs.buf);
+	snapshot_clear(&x->before);
+	snapshot_clear(&x->after);
+	airlock_gvisor *g = x->g;
+	pthread_mutex_lock(&g->lock);
+	if (--g->executing == 0)
+		pthread_cond_broadcast(&g->idle);
+	pthread_mutex_unlock(&g->lock);
+	gv_sandbox_put(g, x->b);
+}
+
+typedef struct exec_phase {
+	const char *point;
+	airlock_errclass cls;
+	const char *what;
+	int (*run)(execution *x, airlock_error *err);
+} exec_phase;
+
+static const exec_phase exec_phases[] = {
+	{ "execute.snapshot_before", AIRLOCK_ERR_SYSTEM, "files_changed", exec_snapshot_before },
+	{ "execute.cwd", AIRLOCK_ERR_WORKSPACE_ESCAPE, "working_directory", exec_cwd },
+	{ "execute.pipes", AIRLOCK_ERR_SYSTEM, "execute: pipes", exec_pipes },
+	{ "execute.start", AIRLOCK_ERR_EXECUTION_UNAVAILABLE, "execute: starting the command",
+	  exec_start },
+	{ "execute.pump", AIRLOCK_ERR_SYSTEM, "execute", exec_pump },
+	{ "execute.after", AIRLOCK_ERR_SYSTEM, "files_changed", exec_after },
+	{ "execute.result", AIRLOCK_ERR_SYSTEM, "execute", exec_result },
+};
+
+static int exec_run(execution *x, const exec_phase *ph, airlock_error *err)
+{
+	if (util_fault(ph->point))
+		return airlock_error_set(err, ph->cls, EIO, "%s (fault injected at %s)", ph->what,
+		                         ph->point);
+	return ph->run(x, err);
+}
+
+int gv_execute(void *ctx, const airlock_environment_handle *handle,
+               const airlock_exec_request *req, airlock_execution_result *ret,
+               airlock_error *err)
+{
+	airlock_gvisor *g = ctx;
+	int64_t start = util_monotonic_ms();
+	gv_sandbox *b = gv_sandbox_get(g, handle->environment_id);
+	if (!b)
+		return airlock_error_set(err, AIRLOCK_ERR_EXECUTION_REJECTED, 0, "environment %s is gone",
+		                         handle->environment_id);
+	if (!util_streq0(b->tenant_id, handle->tenant_id)) {
+		gv_sandbox_put(g, b);
+		return airlock_error_set(err, AIRLOCK_ERR_SANDBOX_ESCAPE_SUSPECTED, 0,
+		                         "environment %s belongs to another tenant", handle->environment_id);
+	}
+	pthread_mutex_lock(&g->lock);
+	g->executing++;
+	pthread_mutex_unlock(&g->lock);
+	execution x = {
+		.g = g, .b = b, .handle = handle, .req = req, .cmd = req->command, .ret = ret,
+		.start = start,
+		.rootfd = host_volume_root_fd(b->vol),
+		.pipes = { { -1, -1 }, { -1, -1 }, { -1, -1 } },
+		.out = { .fd = -1 }, .errs = { .fd = -1 },
+		.in_w = -1,
+		.pidfd = -1,
+	};
+	util_buf_init(&x.out.buf, (size_t)x.cmd->maximum_output_bytes);
+	util_buf_init(&x.errs.buf, (size_t)x.cmd->maximum_output_bytes);
+	int r = 0;
+	for (size_t i = 0; i < ARRAY_SIZE(exec_phases) && r == 0; i++)
+		r = exec_run(&x, &exec_phases[i], err);
+	exec_cleanup(&x, r);
+	return r;
+}

@@ -1,0 +1,507 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * The gvisor mechanism's adapter: the instance (probe, state directory,
+ * crash sweep), its sandboxes, destroy, workspace, free. provision.c makes a
+ * sandbox, execute.c runs a command, bundle.c writes the OCI bundle,
+ * runsc.c runs the runtime.
+ */
+#include "airlock/gvisor.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <sys/file.h>
+#include <sys/mount.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "airlock/guest.h"
+#include "airlock/native.h"
+#include "exec/gvisor/gvisor_internal.h"
+#include "host/cgroup/cgroup.h"
+#include "host/crash_sweep.h"
+#include "util/run.h"
+#include "util/syscalls.h"
+#include "util/util.h"
+
+/* ---- the probe ---------------------------------------------------------------- */
+
+/* Whether the CPU says it runs under a hypervisor (the "hypervisor" flag in
+ * /proc/cpuinfo). */
+static bool cpu_is_virtual(void)
+{
+	_cleanup_fclose_ FILE *f = fopen("/proc/cpuinfo", "re");
+	char line[8192];
+	while (f && fgets(line, sizeof(line), f))
+		if (strncmp(line, "flags", 5) == 0)
+			return strstr(line, " hypervisor") != NULL;
+	return false;
+}
+
+int airlock_gvisor_probe(airlock_gvisor_platform want, const char *runsc,
+                         airlock_gvisor_platform *ret_platform, char *why, size_t size)
+{
+	char scratch[8];
+	if (!why) {
+		why = scratch;
+		size = sizeof(scratch);
+	}
+	const char *bin = runsc ? runsc : AIRLOCK_GVISOR_RUNSC;
+	if (geteuid() != 0) {
+		snprintf(why, size, "the gvisor mechanism needs root (runsc runs rootful here)");
+		return -EPERM;
+	}
+	if (access(bin, X_OK) < 0) {
+		snprintf(why, size, "runsc not found at %s: install Debian's runsc package", bin);
+		return -ENOENT;
+	}
+	airlock_error err = { 0 };
+	host_cgroup_mode mode;
+	if (host_cgroup_detect(&mode, &err) < 0) {
+		snprintf(why, size, "%s", err.message);
+		return -ENOTSUP;
+	}
+	if (access("/dev/loop-control", R_OK | W_OK) < 0) {
+		snprintf(why, size, "no /dev/loop-control: loop devices are needed for images and workspaces");
+		return -ENOTSUP;
+	}
+	/* The platform. runsc 20221219 has ptrace and kvm (systrap came later).
+	 * kvm needs hardware virtualization the sentry can drive directly: on a
+	 * virtual CPU (the hypervisor flag) or without /dev/kvm, auto picks
+	 * ptrace, because runsc's kvm platform there hangs at start instead of
+	 * failing (measured on this project's hosts, whose KVM is a software
+	 * hypervisor). */
+	airlock_gvisor_platform p = want;
+	bool kvm_ok = access("/dev/kvm", R_OK | W_OK) == 0 && !cpu_is_virtual();
+	if (want == AIRLOCK_GVISOR_PLATFORM_AUTO) {
+		p = kvm_ok ? AIRLOCK_GVISOR_PLATFORM_KVM : AIRLOCK_GVISOR_PLATFORM_PTRACE;
+		snprintf(why, size, "%s", kvm_ok ? "kvm: /dev/kvm on a bare-metal CPU"
+		                    : access("/dev/kvm", F_OK) == 0
+		                            ? "ptrace: /dev/kvm is there but the CPU is virtual, where "
+		                              "runsc's kvm platform hangs"
+		                            : "ptrace: no /dev/kvm");
+	} else if (want == AIRLOCK_GVISOR_PLATFORM_KVM && access("/dev/kvm", R_OK | W_OK) < 0) {
+		snprintf(why, size, "platform kvm: /dev/kvm is not usable: %s", strerror(errno));
+		return -ENOTSUP;
+	} else {
+		snprintf(why, size, "%s: set by the configuration", airlock_gvisor_platform_name(want));
+	}
+	if (ret_platform)
+		*ret_platform = p;
+	return 0;
+}
+
+/* ---- the state directory ------------------------------------------------------ */
+
+/* A directory only root can change, made if missing. */
+static int dir_private(const char *path, airlock_error *err)
+{
+	if (mkdir(path, 0700) < 0 && errno != EEXIST)
+		return airlock_error_set(err, AIRLOCK_ERR_EXECUTION_UNAVAILABLE, errno,
+		                         "gvisor: the state directory");
+	struct stat st;
+	if (lstat(path, &st) < 0 || !S_ISDIR(st.st_mode) || st.st_uid != 0 || (st.st_mode & 077))
+		return airlock_error_set(err, AIRLOCK_ERR_EXECUTION_UNAVAILABLE, 0,
+		                         "gvisor: the state directory must be a directory owned by root "
+		                         "with mode 0700");
+	return 0;
+}
+
+/* Remove what a crashed run left in a directory of bundles or images:
+ * unmount what is mounted (the workspace of a bundle, an image), then the
+ * files and the directory. Only names this module makes are touched. */
+static void sweep_dir(const char *parent, bool bundles)
+{
+	_cleanup_closedir_ DIR *d = opendir(parent);
+	struct dirent *de;
+	while (d && (de = readdir(d))) {
+		if (de->d_name[0] == '.')
+			continue;
+		char p[4096], q[4096 + 32];
+		snprintf(p, sizeof(p), "%s/%s", parent, de->d_name);
+		if (bundles) {
+			snprintf(q, sizeof(q), "%s/workspace", p);
+			umount2(q, MNT_DETACH);
+			rmdir(q);
+			snprintf(q, sizeof(q), "%s/config.json", p);
+			unlink(q);
+			snprintf(q, sizeof(q), "%s/sentry.pid", p);
+			unlink(q);
+		} else {
+			umount2(p, MNT_DETACH);
+		}
+		rmdir(p);
+	}
+}
+
+/* The crash sweep: the cgroups first (host_crash_sweep kills every process
+ * in a dead service's groups: keepers, runsc, sentries, gofers), then
+ * runsc's state for every sandbox it still lists, then our mounts and
+ * bundles. The state directory's lock says no live service owns any of it. */
+static int gv_sweep(airlock_gvisor *g, airlock_error *err)
+{
+	unsigned removed = 0;
+	int r = host_crash_sweep(g->images, &removed, err);
+	if (r < 0)
+		return r;
+	const char *words[] = { "list", "--quiet" };
+	int st = 0;
+	_cleanup_free_ char *out = NULL;
+	if (gv_runsc_call(g, false, words, ARRAY_SIZE(words), GV_RUNSC_CALL_MS, &st, &out) == 0 &&
+	    out) {
+		for (char *save = NULL, *id = strtok_r(out, "\n", &save); id;
+		     id = strtok_r(NULL, "\n", &save))
+			if (*id)
+				gv_runsc_delete(g, id);
+	}
+	char p[4096];
+	snprintf(p, sizeof(p), "%s/sandboxes", g->state_dir);
+	sweep_dir(p, true);
+	snprintf(p, sizeof(p), "%s/images", g->state_dir);
+	sweep_dir(p, false);
+	return 0;
+}
+
+/* ---- the instance --------------------------------------------------------------- */
+
+static void gv_free(void *ctx);
+
+int airlock_gvisor_new(const airlock_gvisor_config *cfg, airlock_gvisor **ret, airlock_error *err)
+{
+	char why[256];
+	airlock_gvisor_platform platform;
+	if (airlock_gvisor_probe(cfg->platform, cfg->runsc, &platform, why, sizeof(why)) < 0)
+		return airlock_error_set(err, AIRLOCK_ERR_EXECUTION_UNAVAILABLE, 0, "gvisor: %s", why);
+	airlock_gvisor *g = calloc(1, sizeof(*g));
+	if (!g)
+		return airlock_error_set(err, AIRLOCK_ERR_SYSTEM, ENOMEM, "gvisor");
+	_cleanup_free_ char *parent = NULL;
+	g->cfg = *cfg;
+	g->platform = platform;
+	g->lock_fd = g->state_fd = g->volume_dir_fd = g->shutdown_efd = -1;
+	pthread_mutex_init(&g->lock, NULL);
+	pthread_cond_init(&g->idle, NULL);
+	if (g->cfg.start_budget_seconds <= 0)
+		g->cfg.start_budget_seconds = 30;
+	g->state_dir = strdup(cfg->state_dir ? cfg->state_dir : AIRLOCK_GVISOR_STATE_DIR);
+	g->runsc = strdup(cfg->runsc ? cfg->runsc : AIRLOCK_GVISOR_RUNSC);
+	if (!g->state_dir || !g->runsc || asprintf(&g->runsc_root, "%s/runsc", g->state_dir) < 0) {
+		g->runsc_root = NULL;
+		gv_free(g);
+		return airlock_error_set(err, AIRLOCK_ERR_SYSTEM, ENOMEM, "gvisor");
+	}
+	int r = airlock_image_store_open(cfg->image_store ? cfg->image_store : "/var/lib/airlock/images",
+	                                 &g->images, err);
+	if (r < 0)
+		goto fail;
+	/* The state directory's parent (/run/airlock after a boot) is made if
+	 * missing; the directory itself must be root's alone. */
+	parent = strdup(g->state_dir);
+	char *slash = parent ? strrchr(parent, '/') : NULL;
+	if (slash && slash != parent) {
+		*slash = 0;
+		mkdir(parent, 0700);
+	}
+	if ((r = dir_private(g->state_dir, err)) < 0)
+		goto fail;
+	g->state_fd = open(g->state_dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	g->lock_fd = g->state_fd < 0 ? -1
+	                             : openat(g->state_fd, "lock",
+	                                      O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
+	if (g->lock_fd < 0) {
+		r = airlock_error_set(err, AIRLOCK_ERR_EXECUTION_UNAVAILABLE, errno,
+		                      "gvisor: the state directory's lock");
+		goto fail;
+	}
+	/* One service per state directory: the sweep below removes everything
+	 * in it, which is safe only when no live service owns any of it. */
+	if (flock(g->lock_fd, LOCK_EX | LOCK_NB) < 0) {
+		r = airlock_error_set(err, AIRLOCK_ERR_EXECUTION_UNAVAILABLE, errno,
+		                      "gvisor: the state directory is in use by another airlock service "
+		                      "(each service needs its own state_dir)");
+		goto fail;
+	}
+	const char *subs[] = { "runsc", "images", "sandboxes" };
+	for (size_t i = 0; i < ARRAY_SIZE(subs); i++) {
+		char p[4096];
+		snprintf(p, sizeof(p), "%s/%s", g->state_dir, subs[i]);
+		if ((r = dir_private(p, err)) < 0)
+			goto fail;
+	}
+	const char *vdir = cfg->volume_dir ? cfg->volume_dir : AIRLOCK_NATIVE_VOLUME_DIR;
+	if ((r = dir_private(vdir, err)) < 0)
+		goto fail;
+	g->volume_dir_fd = open(vdir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	g->shutdown_efd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+	if (g->volume_dir_fd < 0 || g->shutdown_efd < 0) {
+		r = airlock_error_set(err, AIRLOCK_ERR_EXECUTION_UNAVAILABLE, errno, "gvisor: setup");
+		goto fail;
+	}
+	if ((r = gv_sweep(g, err)) < 0)
+		goto fail;
+	*ret = g;
+	return 0;
+fail:
+	gv_free(g);
+	return r;
+}
+
+size_t airlock_gvisor_live_count(airlock_gvisor *g)
+{
+	pthread_mutex_lock(&g->lock);
+	size_t c = g->n_boxes;
+	pthread_mutex_unlock(&g->lock);
+	return c;
+}
+
+/* ---- sandboxes -------------------------------------------------------------------- */
+
+bool gv_runtime_gone(const gv_sandbox *b)
+{
+	struct pollfd p = { .fd = b->sentry_pidfd, .events = POLLIN };
+	return b->sentry_pidfd < 0 || poll(&p, 1, 0) > 0;
+}
+
+int gv_kill_commands(airlock_gvisor *g, gv_sandbox *b)
+{
+	/* As guest root with CAP_KILL only: a command at its RLIMIT_NPROC
+	 * could not be joined by another process of its uid, and the killer
+	 * must be able to signal every one of them. */
+	char uid[16];
+	snprintf(uid, sizeof(uid), "%d", GV_SANDBOX_UID);
+	const char *words[] = { "exec", "--user", "0:0", "--cap", "CAP_KILL", "--cwd", "/", b->id,
+		                AIRLOCK_GUEST_PROGRAM, "kill", uid };
+	int st = 0;
+	int r = gv_runsc_call(g, b->network_host, words, ARRAY_SIZE(words), GV_KILL_WAIT_MS, &st,
+	                      NULL);
+	return r < 0 ? r : WIFEXITED(st) && WEXITSTATUS(st) == 0 ? 0 : -ESRCH;
+}
+
+void gv_sandbox_free(gv_sandbox *b)
+{
+	if (!b)
+		return;
+	pthread_mutex_destroy(&b->start_lock);
+	if (b->dir_fd >= 0)
+		close(b->dir_fd);
+	free(b->dir);
+	free(b->tenant_id);
+	free(b);
+}
+
+int gv_sandbox_teardown(airlock_gvisor *g, gv_sandbox *b, airlock_error *err)
+{
+	int r = 0;
+	if (b->proxied) {
+		airlock_error derr;
+		airlock_proxy_detach(g->cfg.egress_proxy, b->id, &derr);
+		b->proxied = false;
+	}
+	/* The sentry first: runsc run sees its sandbox die, removes its state
+	 * and exits, and the keeper reaps everything before it exits (~10 ms;
+	 * killing the whole group at once would orphan the runtime's children
+	 * to the host's init instead). */
+	if (b->sentry_pidfd >= 0) {
+		sys_pidfd_send_signal(b->sentry_pidfd, SIGKILL, NULL, 0);
+		close(b->sentry_pidfd);
+		b->sentry_pidfd = -1;
+	} else if (b->cg) {
+		/* No sandbox yet (a start that failed or hung): the group,
+		 * keeper and all, at once. */
+		r = host_cgroup_destroy(b->cg, GV_KILL_WAIT_MS, err);
+		b->cg = NULL;
+	}
+	if (b->keeper_pidfd >= 0) {
+		gv_wait(b->keeper_pidfd, util_monotonic_ms() + GV_KILL_WAIT_MS, NULL);
+		close(b->keeper_pidfd);
+		b->keeper_pidfd = -1;
+	}
+	/* Whatever is left in the groups dies with them. */
+	if (b->cg) {
+		int t = host_cgroup_destroy(b->cg, GV_KILL_WAIT_MS, err);
+		if (r == 0)
+			r = t;
+		b->cg = NULL;
+	}
+	/* runsc run removed its state on the way out; a runtime that was
+	 * killed some other way leaves it, and delete --force takes it. */
+	char state[32 + 2 * AIRLOCK_ENVIRONMENT_ID_MAX];
+	snprintf(state, sizeof(state), "runsc/%s_sandbox:%s.state", b->id, b->id);
+	if (faccessat(g->state_fd, state, F_OK, AT_SYMLINK_NOFOLLOW) == 0)
+		gv_runsc_delete(g, b->id);
+	airlock_workspace_free(b->ws);
+	b->ws = NULL;
+	if (b->dir_fd >= 0) {
+		if (b->ws_mounted) {
+			char p[4096 + 16];
+			snprintf(p, sizeof(p), "%s/workspace", b->dir);
+			if (umount2(p, MNT_DETACH) == 0)
+				b->ws_mounted = false;
+		}
+		unlinkat(b->dir_fd, "workspace", AT_REMOVEDIR);
+		unlinkat(b->dir_fd, "config.json", 0);
+		unlinkat(b->dir_fd, "sentry.pid", 0);
+		close(b->dir_fd);
+		b->dir_fd = -1;
+		if (b->dir)
+			rmdir(b->dir);
+	}
+	host_volume_destroy(b->vol);
+	b->vol = NULL;
+	return r;
+}
+
+gv_sandbox *gv_sandbox_get(airlock_gvisor *g, const char *id)
+{
+	gv_sandbox *b = NULL;
+	pthread_mutex_lock(&g->lock);
+	for (size_t i = 0; i < g->n_boxes; i++)
+		if (strcmp(g->boxes[i]->id, id) == 0 && !g->boxes[i]->dead) {
+			b = g->boxes[i];
+			b->refs++;
+			break;
+		}
+	pthread_mutex_unlock(&g->lock);
+	return b;
+}
+
+void gv_sandbox_put(airlock_gvisor *g, gv_sandbox *b)
+{
+	pthread_mutex_lock(&g->lock);
+	bool last = --b->refs == 0;
+	pthread_mutex_unlock(&g->lock);
+	if (last) {
+		airlock_error derr;
+		gv_sandbox_teardown(g, b, &derr);
+		gv_sandbox_free(b);
+	}
+}
+
+/* ---- destroy, workspace, free --------------------------------------------------- */
+
+static int gv_destroy(void *ctx, const char *environment_id, airlock_error *err)
+{
+	airlock_gvisor *g = ctx;
+	gv_sandbox *b = NULL;
+	pthread_mutex_lock(&g->lock);
+	for (size_t i = 0; i < g->n_boxes; i++)
+		if (strcmp(g->boxes[i]->id, environment_id) == 0) {
+			b = g->boxes[i];
+			memmove(&g->boxes[i], &g->boxes[i + 1], (g->n_boxes - i - 1) * sizeof(*g->boxes));
+			g->n_boxes--;
+			break;
+		}
+	pthread_mutex_unlock(&g->lock);
+	if (!b)
+		return 0; /* already gone */
+	pthread_mutex_lock(&b->start_lock);
+	b->dead = true;
+	/* Kill first, even with an execute in flight: the sentry's death ends
+	 * its runsc exec, its loop returns, the last reference frees the rest. */
+	if (b->sentry_pidfd >= 0)
+		sys_pidfd_send_signal(b->sentry_pidfd, SIGKILL, NULL, 0);
+	pthread_mutex_unlock(&b->start_lock);
+	int r = 0;
+	pthread_mutex_lock(&g->lock);
+	bool last = --b->refs == 0;
+	pthread_mutex_unlock(&g->lock);
+	if (last) {
+		r = gv_sandbox_teardown(g, b, err);
+		gv_sandbox_free(b);
+	}
+	return r;
+}
+
+static int gv_workspace(void *ctx, const char *environment_id, airlock_workspace **ret,
+                        airlock_error *err)
+{
+	airlock_gvisor *g = ctx;
+	airlock_workspace *ws = NULL;
+	pthread_mutex_lock(&g->lock);
+	for (size_t i = 0; i < g->n_boxes; i++)
+		if (strcmp(g->boxes[i]->id, environment_id) == 0 && !g->boxes[i]->dead)
+			ws = airlock_workspace_ref(g->boxes[i]->ws);
+	pthread_mutex_unlock(&g->lock);
+	if (!ws)
+		return airlock_error_set(err, AIRLOCK_ERR_EXECUTION_REJECTED, 0, "environment %s is gone",
+		                         environment_id);
+	*ret = ws;
+	return 0;
+}
+
+static void gv_shutdown(void *ctx)
+{
+	airlock_gvisor *g = ctx;
+	if (g && g->shutdown_efd >= 0) {
+		uint64_t one = 1;
+		ssize_t w = write(g->shutdown_efd, &one, sizeof(one));
+		(void)w;
+	}
+}
+
+static void gv_free(void *ctx)
+{
+	airlock_gvisor *g = ctx;
+	if (!g)
+		return;
+	gv_shutdown(g);
+	pthread_mutex_lock(&g->lock);
+	while (g->executing > 0)
+		pthread_cond_wait(&g->idle, &g->lock);
+	gv_sandbox **boxes = g->boxes;
+	size_t nb = g->n_boxes;
+	g->boxes = NULL;
+	g->n_boxes = 0;
+	pthread_mutex_unlock(&g->lock);
+	for (size_t i = 0; i < nb; i++) {
+		airlock_error derr;
+		gv_sandbox_teardown(g, boxes[i], &derr);
+		gv_sandbox_free(boxes[i]);
+	}
+	free(boxes);
+	for (size_t i = 0; i < g->n_mounted; i++) {
+		umount2(g->mounted[i].path, MNT_DETACH);
+		rmdir(g->mounted[i].path);
+		free(g->mounted[i].path);
+	}
+	free(g->mounted);
+	host_image_cache_clear(&g->imgs);
+	airlock_image_store_free(g->images);
+	if (g->volume_dir_fd >= 0)
+		close(g->volume_dir_fd);
+	if (g->shutdown_efd >= 0)
+		close(g->shutdown_efd);
+	if (g->state_fd >= 0)
+		close(g->state_fd);
+	if (g->lock_fd >= 0)
+		close(g->lock_fd); /* releases the state directory */
+	free(g->state_dir);
+	free(g->runsc);
+	free(g->runsc_root);
+	pthread_mutex_destroy(&g->lock);
+	pthread_cond_destroy(&g->idle);
+	free(g);
+}
+
+static const airlock_exec_ops gvisor_ops = {
+	.version = AIRLOCK_EXEC_OPS_VERSION,
+	.name = "gvisor",
+	.provision = gv_provision,
+	.execute = gv_execute,
+	.destroy = gv_destroy,
+	.workspace = gv_workspace,
+	.free = gv_free,
+	.shutdown = gv_shutdown,
+};
+
+const airlock_exec_ops *airlock_gvisor_ops(void)
+{
+	return &gvisor_ops;
+}

@@ -1,0 +1,173 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+#ifndef AIRLOCK_GVISOR_INTERNAL_H
+#define AIRLOCK_GVISOR_INTERNAL_H
+
+/*
+ * The gvisor mechanism's files share this: the instance and its sandboxes
+ * (gvisor.c), running runsc (runsc.c), the OCI bundle (bundle.c), provision
+ * (provision.c) and execute (execute.c).
+ *
+ * The service's state directory (AIRLOCK_GVISOR_STATE_DIR), root's, 0700,
+ * held by one service at a time (an flock on its "lock" file, so the crash
+ * sweep at start may remove everything in it):
+ *   lock              the flock
+ *   runsc/            runsc's --root: its state files
+ *   images/<hex>      a verified image mounted read-only, the root of every
+ *                     sandbox of that image (shared: it is read-only)
+ *   sandboxes/<id>/   one sandbox's bundle: config.json, sentry.pid, and
+ *                     workspace/ where its volume is mounted
+ * None of these paths ever reaches a sandbox, a result or an error message.
+ */
+
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "airlock/egress.h"
+#include "airlock/gvisor.h"
+#include "airlock/image_store.h"
+#include "airlock/port/exec.h"
+#include "host/cgroup/cgroup.h"
+#include "host/image_mount.h"
+#include "host/volume.h"
+
+/* The sandbox user inside gVisor (the image's uid 1000). */
+#define GV_SANDBOX_UID 1000
+/* Bound on waiting for a killed runtime to be gone. */
+#define GV_KILL_WAIT_MS 5000
+/* Bound on a runsc housekeeping call (kill, delete, list, events). */
+#define GV_RUNSC_CALL_MS 10000
+/* The host's pids limit for a sandbox: its runtime's host threads, not
+ * its processes (those are RLIMIT_NPROC inside gVisor). Measured here:
+ * ~29 tasks idle and 6-12 more per guest process under ptrace; the
+ * bound keeps a sandbox from exhausting the host's pids while leaving the
+ * guest limit the one that fires. */
+#define GV_HOST_TASKS_BASE 256
+#define GV_HOST_TASKS_PER_PROCESS 16
+
+typedef struct gv_image {
+	char digest[AIRLOCK_IMAGE_DIGEST_SIZE];
+	char *path; /* images/<hex>, mounted */
+} gv_image;
+
+typedef struct gv_sandbox {
+	char id[AIRLOCK_ENVIRONMENT_ID_MAX];
+	char *tenant_id;
+	airlock_resource_limits limits;
+	char *dir;      /* sandboxes/<id> */
+	int dir_fd;     /* O_PATH of dir */
+	bool network_host; /* allowlist: runsc's host network inside our netns */
+	host_cgroup *cg;
+	host_volume *vol;
+	bool ws_mounted; /* the volume is mounted at dir/workspace */
+	airlock_workspace *ws;
+	/* The keeper: a subreaper child of the service running `runsc run`,
+	 * which reaps everything the runtime leaves (runsc run does not wait
+	 * for all its children). Exits when runsc run has and all is reaped. */
+	pid_t keeper_pid;
+	int keeper_pidfd;
+	int sentry_pidfd; /* the sandbox process (sentry): readable once it died */
+	bool proxied;
+	pthread_mutex_t start_lock; /* orders "is it dead?" with starting a command */
+	unsigned refs;  /* the list's reference + one per execute in flight */
+	bool dead;      /* destroyed: no new execute may start */
+	/* The runtime ended by itself (gVisor ends the whole sandbox on a
+	 * memory breach): every later execute is ExecutionUnavailable. */
+	bool ended;
+	airlock_kill_reason ended_by; /* why, when one was seen */
+} gv_sandbox;
+
+struct airlock_gvisor {
+	airlock_gvisor_config cfg;
+	airlock_gvisor_platform platform;
+	char *state_dir, *runsc, *runsc_root;
+	int lock_fd;       /* the state directory's flock */
+	int state_fd;      /* the state directory */
+	int volume_dir_fd;
+	int shutdown_efd;  /* readable once the service is stopping */
+	airlock_image_store *images;
+	pthread_mutex_t lock;
+	pthread_cond_t idle;
+	host_image_cache imgs; /* under lock */
+	gv_image *mounted;     /* under lock */
+	size_t n_mounted;
+	gv_sandbox **boxes;
+	size_t n_boxes;
+	unsigned executing;
+};
+
+/* ---- runsc (runsc.c) ------------------------------------------------------ */
+
+/* runsc's argv for one call: its path, the global flags every call must
+ * repeat (they are not remembered between calls: a start without the
+ * create's --network fails), then the subcommand's words. Freed with
+ * gv_argv_free. NULL on ENOMEM. */
+char **gv_argv(const airlock_gvisor *g, bool network_host, const char *const *words,
+               size_t n_words);
+void gv_argv_free(char **argv);
+
+/* The environment every runsc call gets: a fixed PATH, nothing of the
+ * service's own (which may hold credentials). */
+extern char *const gv_runsc_env[];
+
+/* How a child is started (gv_spawn). */
+typedef struct gv_spawn_opts {
+	char *const *argv;      /* argv[0] is the program's absolute path */
+	int in_fd, out_fd, err_fd; /* -1: /dev/null */
+	host_cgroup *cg;        /* NULL: stays in the service's cgroup */
+	/* A new network namespace holding only lo (up), made by the child
+	 * before it execs (the keeper: before it starts argv), so the runtime
+	 * runs inside it with host networking. */
+	bool new_netns;
+	/* The keeper: a child subreaper that runs argv as its own child and
+	 * reaps everything orphaned below it until argv has exited and nothing
+	 * is left; it exits with argv's status. */
+	bool keeper;
+} gv_spawn_opts;
+
+/* Fork, move the child into the cgroup (and network namespace), exec.
+ * *ret_pidfd: the child's pidfd; *ret_pid (NULL ok). */
+int gv_spawn(const gv_spawn_opts *o, pid_t *ret_pid, int *ret_pidfd, airlock_error *err);
+
+/* Wait for the child behind pidfd until deadline (monotonic ms); then
+ * SIGKILL it and wait GV_KILL_WAIT_MS. *ret_status: its wait status
+ * (si_code/si_status folded into the waitpid form). -ETIMEDOUT when it had
+ * to be killed; the child is reaped either way. */
+int gv_wait(int pidfd, int64_t deadline, int *ret_status);
+
+/* One housekeeping call: run runsc with words, stdout captured (capped),
+ * within timeout_ms. 0 and the exit status; -errno when it could not run. */
+int gv_runsc_call(const airlock_gvisor *g, bool network_host, const char *const *words,
+                  size_t n_words, int64_t timeout_ms, int *ret_status, char **ret_out);
+
+/* `runsc delete --force ID`, quietly. */
+void gv_runsc_delete(const airlock_gvisor *g, const char *id);
+
+/* ---- the bundle (bundle.c) ------------------------------------------------- */
+
+/* Write dir/config.json for the sandbox: root the image's mount,
+ * /workspace the volume's, the built environment, the limits as rlimits. */
+int gv_bundle_write(const airlock_gvisor *g, gv_sandbox *b, const char *image_path,
+                    const airlock_environment_spec *spec, airlock_error *err);
+
+/* ---- sandboxes (gvisor.c) -------------------------------------------------- */
+gv_sandbox *gv_sandbox_get(airlock_gvisor *g, const char *id);
+void gv_sandbox_put(airlock_gvisor *g, gv_sandbox *b);
+/* Tear down: the runtime, its state, the cgroups, the workspace, the
+ * bundle. Caller owns b and no execute is in flight. */
+int gv_sandbox_teardown(airlock_gvisor *g, gv_sandbox *b, airlock_error *err);
+void gv_sandbox_free(gv_sandbox *b);
+/* Kill every command process in the sandbox (`guest kill`), bounded. */
+int gv_kill_commands(airlock_gvisor *g, gv_sandbox *b);
+/* Whether the runtime is gone (the sentry died). */
+bool gv_runtime_gone(const gv_sandbox *b);
+
+/* ---- operations (provision.c, execute.c) ----------------------------------- */
+int gv_provision(void *ctx, const airlock_environment_spec *spec,
+                 const airlock_environment_handle *handle, airlock_error *err);
+int gv_execute(void *ctx, const airlock_environment_handle *handle,
+               const airlock_exec_request *req, airlock_execution_result *ret,
+               airlock_error *err);
+
+#endif

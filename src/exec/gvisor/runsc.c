@@ -1,0 +1,259 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * Running runsc: its argv with the global flags, a clean environment, the
+ * child started inside the sandbox's cgroup (and network namespace), the
+ * keeper that reaps what the runtime orphans, bounded waits.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "exec/gvisor/gvisor_internal.h"
+#include "host/netns.h"
+#include "util/run.h"
+#include "util/syscalls.h"
+#include "util/util.h"
+
+/* runsc never sees the service's environment: it may hold the service's
+ * credentials, and everything runsc has, its sandbox processes (the
+ * sentry, the gofer) inherit. */
+static char runsc_path[] = "PATH=/usr/sbin:/usr/bin:/sbin:/bin";
+char *const gv_runsc_env[] = { runsc_path, NULL };
+
+char **gv_argv(const airlock_gvisor *g, bool network_host, const char *const *words,
+               size_t n_words)
+{
+	/* The flags, and why each:
+	 *   --root: runsc's state lives in the service's state directory, so
+	 *     the crash sweep finds exactly this service's sandboxes;
+	 *   --platform: the one the probe chose;
+	 *   --network: none (loopback only) unless the sandbox reaches the
+	 *     egress proxy; then host, inside a network namespace the service
+	 *     made holding only lo and the planted listener;
+	 *   --ignore-cgroups: the service made the sandbox's cgroups, wrote
+	 *     their limits and starts runsc inside them; runsc writing its own
+	 *     would leave groups behind when it is killed (measured: a failed
+	 *     create leaked 9 directories), and runsc's cgroups would vanish
+	 *     with it, taking the oom_kill count the MEMORY reason is read from. */
+	char root[32 + 4096], platform[64];
+	snprintf(root, sizeof(root), "--root=%s", g->runsc_root);
+	snprintf(platform, sizeof(platform), "--platform=%s",
+	         airlock_gvisor_platform_name(g->platform));
+	const char *flags[] = { g->runsc, root, platform,
+		                network_host ? "--network=host" : "--network=none",
+		                "--ignore-cgroups" };
+	size_t nf = ARRAY_SIZE(flags);
+	char **argv = calloc(nf + n_words + 1, sizeof(*argv));
+	if (!argv)
+		return NULL;
+	for (size_t i = 0; i < nf + n_words; i++) {
+		argv[i] = strdup(i < nf ? flags[i] : words[i - nf]);
+		if (!argv[i]) {
+			gv_argv_free(argv);
+			return NULL;
+		}
+	}
+	return argv;
+}
+
+void gv_argv_free(char **argv)
+{
+	if (!argv)
+		return;
+	for (char **p = argv; *p; p++)
+		free(*p);
+	free(argv);
+}
+
+/* ---- the child ---------------------------------------------------------------
+ * Between fork and exec: system calls only, no allocation (the service is
+ * multithreaded). */
+
+/* Put fd on target (0, 1, 2) without clobbering another one still needed:
+ * every source was first copied above the stdio range. */
+static int child_stdio(int fds[3])
+{
+	int high[3];
+	for (int i = 0; i < 3; i++)
+		if ((high[i] = fcntl(fds[i], F_DUPFD_CLOEXEC, 10)) < 0)
+			return -1;
+	for (int i = 0; i < 3; i++)
+		if (dup2(high[i], i) < 0)
+			return -1;
+	return 0;
+}
+
+/* The keeper's life: run argv as a child, reap every process that comes to
+ * it (runsc run leaves the sentry's and gofer's ends to whoever adopts
+ * them), and exit with argv's status once nothing is left. */
+static _Noreturn void keeper_main(char *const *argv, int devnull)
+{
+	if (prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) < 0)
+		_exit(126);
+	pid_t c = fork();
+	if (c < 0)
+		_exit(126);
+	if (c == 0) {
+		execve(argv[0], argv, gv_runsc_env);
+		_exit(127);
+	}
+	/* The keeper holds none of the pipes: they end with the runtime. */
+	for (int i = 0; i < 3; i++)
+		dup2(devnull, i);
+	int main_status = 0;
+	bool main_done = false;
+	for (;;) {
+		int st;
+		pid_t w = waitpid(-1, &st, 0);
+		if (w < 0 && errno == EINTR)
+			continue;
+		if (w < 0)
+			break; /* ECHILD: everything is reaped */
+		if (w == c) {
+			main_status = st;
+			main_done = true;
+		}
+	}
+	if (!main_done)
+		_exit(126);
+	_exit(WIFEXITED(main_status) ? WEXITSTATUS(main_status) : 128 + WTERMSIG(main_status));
+}
+
+static _Noreturn void child_main(const gv_spawn_opts *o, int sync_r, int devnull)
+{
+	char c;
+	/* Wait until the service has moved us into the sandbox's cgroups: the
+	 * runtime must be born there, so every page and thread it has is
+	 * charged to the sandbox. EOF without the byte: the service gave up. */
+	if (read(sync_r, &c, 1) != 1)
+		_exit(126);
+	if (o->new_netns && (unshare(CLONE_NEWNET) < 0 || host_netns_loopback_up() < 0))
+		_exit(126);
+	util_signals_reset();
+	int fds[3] = { o->in_fd >= 0 ? o->in_fd : devnull, o->out_fd >= 0 ? o->out_fd : devnull,
+		       o->err_fd >= 0 ? o->err_fd : devnull };
+	if (child_stdio(fds) < 0)
+		_exit(126);
+	int dn = fcntl(devnull, F_DUPFD_CLOEXEC, 3);
+	/* Nothing of the service's but stdio: its cgroup locks (a held flock
+	 * would make a crashed sandbox's group look live to the sweep), the
+	 * image store, other sandboxes' pipes. */
+	sys_close_range(3, dn > 3 ? (unsigned)dn - 1 : 2, 0);
+	if (dn > 3)
+		sys_close_range((unsigned)dn + 1, ~0u, 0);
+	if (o->keeper)
+		keeper_main(o->argv, dn);
+	execve(o->argv[0], o->argv, gv_runsc_env);
+	_exit(127);
+}
+
+int gv_spawn(const gv_spawn_opts *o, pid_t *ret_pid, int *ret_pidfd, airlock_error *err)
+{
+	_cleanup_close_ int devnull = open("/dev/null", O_RDWR | O_CLOEXEC);
+	int sync[2];
+	if (devnull < 0 || pipe2(sync, O_CLOEXEC) < 0)
+		return airlock_error_set(err, AIRLOCK_ERR_EXECUTION_UNAVAILABLE, errno,
+		                         "gvisor: starting the runtime");
+	pid_t pid = fork();
+	if (pid < 0) {
+		int e = errno;
+		close(sync[0]);
+		close(sync[1]);
+		return airlock_error_set(err, AIRLOCK_ERR_EXECUTION_UNAVAILABLE, e,
+		                         "gvisor: starting the runtime: fork");
+	}
+	if (pid == 0) {
+		close(sync[1]);
+		child_main(o, sync[0], devnull);
+	}
+	close(sync[0]);
+	int pidfd = sys_pidfd_open(pid, 0);
+	int r = 0;
+	if (pidfd < 0)
+		r = airlock_error_set(err, AIRLOCK_ERR_EXECUTION_UNAVAILABLE, errno,
+		                      "gvisor: starting the runtime: pidfd");
+	if (r == 0 && o->cg)
+		r = host_cgroup_enter_init(o->cg, pid, err);
+	if (r == 0 && write(sync[1], "g", 1) != 1)
+		r = airlock_error_set(err, AIRLOCK_ERR_EXECUTION_UNAVAILABLE, errno,
+		                      "gvisor: starting the runtime: sync");
+	close(sync[1]);
+	if (r < 0) {
+		kill(pid, SIGKILL);
+		while (waitpid(pid, NULL, 0) < 0 && errno == EINTR)
+			;
+		if (pidfd >= 0)
+			close(pidfd);
+		return r;
+	}
+	if (ret_pid)
+		*ret_pid = pid;
+	*ret_pidfd = pidfd;
+	return 0;
+}
+
+int gv_wait(int pidfd, int64_t deadline, int *ret_status)
+{
+	int r = 0;
+	for (;;) {
+		int64_t left = deadline - util_monotonic_ms();
+		if (left <= 0)
+			break;
+		struct pollfd p = { .fd = pidfd, .events = POLLIN };
+		int n = poll(&p, 1, (int)(left > 1000 ? 1000 : left));
+		if (n > 0)
+			break;
+	}
+	siginfo_t si;
+	memset(&si, 0, sizeof(si));
+	if (waitid((idtype_t)P_PIDFD, (id_t)pidfd, &si, WEXITED | WNOHANG) < 0 || !si.si_pid) {
+		/* Past the deadline: killed, then waited for (bounded). */
+		r = -ETIMEDOUT;
+		sys_pidfd_send_signal(pidfd, SIGKILL, NULL, 0);
+		struct pollfd p = { .fd = pidfd, .events = POLLIN };
+		poll(&p, 1, GV_KILL_WAIT_MS);
+		memset(&si, 0, sizeof(si));
+		waitid((idtype_t)P_PIDFD, (id_t)pidfd, &si, WEXITED | WNOHANG);
+	}
+	if (ret_status)
+		*ret_status = si.si_code == CLD_EXITED ? (si.si_status & 0xff) << 8 : si.si_status & 0x7f;
+	return r;
+}
+
+int gv_runsc_call(const airlock_gvisor *g, bool network_host, const char *const *words,
+                  size_t n_words, int64_t timeout_ms, int *ret_status, char **ret_out)
+{
+	char **argv = gv_argv(g, network_host, words, n_words);
+	if (!argv)
+		return -ENOMEM;
+	util_run_options o = {
+		.path = g->runsc, .argv = argv, .envp = gv_runsc_env,
+		.output_max = AIRLOCK_GVISOR_RUNSC_OUTPUT_MAX,
+		.timeout_ms = timeout_ms, .own_process_group = true,
+	};
+	util_run_result rr;
+	int r = util_run(&o, &rr);
+	gv_argv_free(argv);
+	if (r == 0) {
+		*ret_status = rr.status;
+		if (ret_out)
+			*ret_out = TAKE_PTR(rr.output);
+	}
+	util_run_result_clear(&rr);
+	return r;
+}
+
+void gv_runsc_delete(const airlock_gvisor *g, const char *id)
+{
+	const char *words[] = { "delete", "--force", id };
+	int st;
+	gv_runsc_call(g, false, words, ARRAY_SIZE(words), GV_RUNSC_CALL_MS, &st, NULL);
+}

@@ -1,0 +1,141 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * A running command's output, input, working directory and disk watch, the
+ * same for every mechanism (io.h).
+ */
+#include "exec/io.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/statfs.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "airlock/envbuild.h"
+#include "airlock/port/workspace.h"
+
+bool exec_stream_read(exec_stream *s)
+{
+	unsigned char chunk[65536];
+	for (;;) {
+		ssize_t r = read(s->fd, chunk, sizeof(chunk));
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r <= 0) {
+			if (r == 0 || (errno != EAGAIN && errno != EWOULDBLOCK)) {
+				close(s->fd);
+				s->fd = -1;
+			}
+			return false;
+		}
+		if (util_buf_append(&s->buf, chunk, (size_t)r) != 0) {
+			/* The cap: stop reading; the caller kills the command. */
+			s->truncated = true;
+			close(s->fd);
+			s->fd = -1;
+			return true;
+		}
+	}
+}
+
+/* The signal is blocked on this thread for the write, and
+ * one the write raised is taken off the thread's pending set before the
+ * mask is restored; EPIPE is what the caller sees. */
+ssize_t exec_write_nosigpipe(int fd, const void *p, size_t n)
+{
+	sigset_t pipe_set, old, pending;
+	sigemptyset(&pipe_set);
+	sigaddset(&pipe_set, SIGPIPE);
+	pthread_sigmask(SIG_BLOCK, &pipe_set, &old);
+	bool was_pending = sigpending(&pending) == 0 && sigismember(&pending, SIGPIPE);
+	ssize_t w = write(fd, p, n);
+	int e = errno;
+	if (w < 0 && e == EPIPE && !was_pending) {
+		const struct timespec zero = { 0, 0 };
+		while (sigtimedwait(&pipe_set, NULL, &zero) < 0 && errno == EINTR)
+			;
+	}
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	errno = e;
+	return w;
+}
+
+int exec_make_cwd(const char *rel, char *out, size_t size)
+{
+	if (strcmp(rel, ".") == 0)
+		return snprintf(out, size, "%s", AIRLOCK_WORKSPACE_ROOT) < (int)size ? 0 : -ENAMETOOLONG;
+	return snprintf(out, size, "%s/%s", AIRLOCK_WORKSPACE_ROOT, rel) < (int)size ? 0 : -ENAMETOOLONG;
+}
+
+
+int exec_disk_sample(const host_volume *v, exec_disk_watch *d, bool first, int64_t now, bool *ret_full,
+                     airlock_error *err)
+{
+	bool full = false;
+	int r = host_volume_full(v, &full, err);
+	struct statfs s;
+	if (r == 0 && fstatfs(host_volume_root_fd(v), &s) < 0)
+		r = airlock_error_set(err, AIRLOCK_ERR_SYSTEM, errno, "workspace volume: fstatfs");
+	if (r < 0)
+		return r;
+	if (first) {
+		d->bfree0 = s.f_bfree;
+		d->ffree0 = s.f_ffree;
+	}
+	d->moved = d->moved || !full || s.f_bfree != d->bfree0 || s.f_ffree != d->ffree0;
+	if (!full)
+		d->full_since = 0;
+	else if (!d->full_since)
+		d->full_since = now;
+	*ret_full = full;
+	return 0;
+}
+
+int exec_env_build(const airlock_env *env, bool proxied, char ***ret, size_t *ret_n,
+                   airlock_error *err)
+{
+	/* +2: PWD (set per command) and the NULL; + the proxy variables. */
+	char **envp = calloc(env->n + 2 + AIRLOCK_SANDBOX_PROXY_VARS_N, sizeof(char *));
+	*ret = envp;
+	*ret_n = 0;
+	if (!envp)
+		return airlock_error_set(err, AIRLOCK_ERR_SYSTEM, ENOMEM, "environment");
+	for (size_t i = 0; proxied && i < AIRLOCK_SANDBOX_PROXY_VARS_N; i++) {
+		if (asprintf(&envp[*ret_n], "%s=%s", airlock_sandbox_proxy_vars[i],
+		             AIRLOCK_SANDBOX_PROXY_URL) < 0) {
+			envp[*ret_n] = NULL;
+			return airlock_error_set(err, AIRLOCK_ERR_SYSTEM, ENOMEM, "environment");
+		}
+		(*ret_n)++;
+	}
+	for (size_t i = 0; i < env->n; i++) {
+		if (strcmp(env->vars[i].name, "PWD") == 0 ||
+		    (proxied && airlock_sandbox_proxy_var(env->vars[i].name)))
+			continue;
+		if (asprintf(&envp[*ret_n], "%s=%s", env->vars[i].name, env->vars[i].value) < 0) {
+			envp[*ret_n] = NULL;
+			return airlock_error_set(err, AIRLOCK_ERR_SYSTEM, ENOMEM, "environment");
+		}
+		(*ret_n)++;
+	}
+	return 0;
+}
+
+int exec_egress_decide(const airlock_egress_policy *policy, const airlock_proxy *proxy,
+                       const airlock_environment_spec *spec, bool *ret_proxied,
+                       airlock_error *err)
+{
+	static const airlock_egress_policy deny = { .mode = AIRLOCK_EGRESS_DENY };
+	int r = airlock_egress_policy_covers(policy ? policy : &deny, &spec->egress, err);
+	if (r < 0)
+		return r;
+	if (!proxy)
+		return airlock_error_set(err, AIRLOCK_ERR_EXECUTION_UNAVAILABLE, 0,
+		                         "egress: no egress proxy is running for this service");
+	*ret_proxied = spec->egress.n_destinations > 0;
+	return 0;
+}

@@ -1,0 +1,72 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+#ifndef AIRLOCK_EXEC_IO_H
+#define AIRLOCK_EXEC_IO_H
+
+/*
+ * What every mechanism's execute does the same way around a running
+ * command: its capped output streams, its stdin fed without SIGPIPE, the
+ * working directory's path inside the sandbox, and the workspace volume's
+ * fullness sampled for the DISK reason. Mechanism-free: a stream is a
+ * descriptor and a buffer, a volume is host/volume.h's.
+ */
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "airlock/error.h"
+#include "airlock/egress.h"
+#include "airlock/proxy.h"
+#include "airlock/types.h"
+#include "host/volume.h"
+#include "util/util.h"
+
+/* One of the command's output pipes and what was read from it, capped by
+ * the buffer's cap (the command's maximum_output_bytes). */
+typedef struct exec_stream {
+	int fd; /* -1 once closed: EOF, an error, or the cap */
+	util_buf buf;
+	bool truncated; /* the cap was hit */
+} exec_stream;
+
+/* Read what is there; true when the cap was hit (the caller kills). */
+bool exec_stream_read(exec_stream *s);
+
+/* A write to the command's stdin that cannot raise SIGPIPE: a command that
+ * does not read its input (or exits before reading all of it) is not an
+ * error, and the service must not die of it whatever its embedding process
+ * did with SIGPIPE. EPIPE is what the caller sees. */
+ssize_t exec_write_nosigpipe(int fd, const void *p, size_t n);
+
+/* The sandbox path of a working directory relative to the workspace root
+ * ("." is the root); -ENAMETOOLONG when it does not fit. */
+int exec_make_cwd(const char *rel, char *out, size_t size);
+
+/* The workspace volume's fullness, sampled while a command runs. */
+typedef struct exec_disk_watch {
+	uint64_t bfree0, ffree0; /* at the command's start */
+	bool moved;              /* not full, or the counts moved, at some sample */
+	int64_t full_since;      /* monotonic ms of the first of the full samples now running; 0 */
+} exec_disk_watch;
+
+/* One sample (first: the command's start) at now (monotonic ms). */
+int exec_disk_sample(const host_volume *v, exec_disk_watch *d, bool first, int64_t now,
+                     bool *ret_full, airlock_error *err);
+
+/* The command environment of a sandbox: "NAME=value" strings from the
+ * built environment (without PWD, which is set per command), with the
+ * proxy variables when proxied (tier 2 wins: they replace any tier-1
+ * value). *ret has room for two more entries (PWD and the NULL); freed
+ * entry by entry, then itself, also after a failure. */
+int exec_env_build(const airlock_env *env, bool proxied, char ***ret, size_t *ret_n,
+                   airlock_error *err);
+
+/* The two yeses of an allowlist spec (the specification, "Egress needs two
+ * independent yeses"): the operator's policy (NULL: deny) must cover the
+ * spec's, and a proxy must be running. *ret_proxied: the sandbox gets the
+ * proxy's listener (the allowlist names a destination). */
+int exec_egress_decide(const airlock_egress_policy *policy, const airlock_proxy *proxy,
+                       const airlock_environment_spec *spec, bool *ret_proxied,
+                       airlock_error *err);
+
+#endif
