@@ -18,12 +18,14 @@
 
 #include <criterion/criterion.h>
 #include <dirent.h>
+#include <fcntl.h>
 #include <jansson.h>
 #include <stdarg.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -124,11 +126,43 @@ static inline void gvisor_test_require(char digest[AIRLOCK_IMAGE_DIGEST_SIZE])
 	sandbox_test_require_image(digest);
 }
 
+/* The gvisor services of the tests keep their state here, each in a slot
+ * of its own (the mechanism allows one live service per state directory,
+ * and a suite holds two at once, as other engineers' runs on the machine
+ * may): never in AIRLOCK_GVISOR_STATE_DIR, which a real service owns. */
+#define GVISOR_TEST_STATE_ROOT "/run/airlock/gvisor-tests"
+
+/* The state directory for a new gvisor service: the first slot no live
+ * service holds (the mechanism holds an exclusive flock on DIR/lock for a
+ * service's life). A crashed service's slot is free again, so the next
+ * service of the same test takes it, and its start sweeps what the crash
+ * left there: the crash test relies on that. */
+static inline void gvisor_test_state_dir(char *buf, size_t size)
+{
+	mkdir("/run/airlock", 0700);
+	mkdir(GVISOR_TEST_STATE_ROOT, 0700);
+	for (int i = 0;; i++) {
+		snprintf(buf, size, GVISOR_TEST_STATE_ROOT "/%d", i);
+		char lock[4200];
+		snprintf(lock, sizeof(lock), "%s/lock", buf);
+		int fd = open(lock, O_RDWR | O_CLOEXEC);
+		if (fd < 0)
+			return; /* never used */
+		bool held = flock(fd, LOCK_EX | LOCK_NB) < 0;
+		close(fd); /* and with it our own lock */
+		if (!held)
+			return;
+	}
+}
+
 static inline int gvisor_test_adapter(const airlock_egress_policy *policy, airlock_proxy *proxy,
                                       void **ret, airlock_error *err)
 {
-	airlock_gvisor_config c = { .image_store = sandbox_test_store(), .start_budget_seconds = 30,
-		                    .egress_policy = policy, .egress_proxy = proxy };
+	char state[256];
+	gvisor_test_state_dir(state, sizeof(state));
+	airlock_gvisor_config c = { .image_store = sandbox_test_store(), .state_dir = state,
+		                    .start_budget_seconds = 30, .egress_policy = policy,
+		                    .egress_proxy = proxy };
 	return airlock_gvisor_new(&c, (airlock_gvisor **)ret, err);
 }
 
@@ -513,20 +547,21 @@ static inline long leak_count_airlock_cgroups(void)
 	return leak_count_shell("find /sys/fs/cgroup -maxdepth 6 -type d -name 'airlock-*' 2>/dev/null | wc -l");
 }
 
-/* What the gvisor mechanism keeps in its state directory (bundles, mount
- * points, runsc's state): every entry of the tree, and every mount under
- * it in our mount namespace and in init's (where runsc's own mounts would
- * show). -1 when the directory does not exist. */
+/* What the tests' gvisor services keep in their state directories
+ * (bundles, image mount points, runsc's state): every entry below a
+ * slot's own skeleton (SLOT/lock, runsc, images, sandboxes, which the
+ * service leaves for the slot's next user), and every mount under them in
+ * our mount namespace and in init's (where runsc's own mounts would show).
+ * 0 when no gvisor service ran. */
 static inline long leak_count_gvisor_state(void)
 {
-	return leak_count_shell("[ -d " AIRLOCK_GVISOR_STATE_DIR " ] && "
-	                        "find " AIRLOCK_GVISOR_STATE_DIR " -mindepth 1 2>/dev/null | wc -l");
+	return leak_count_shell("find " GVISOR_TEST_STATE_ROOT " -mindepth 3 2>/dev/null | wc -l");
 }
 
 static inline long leak_count_gvisor_mounts(void)
 {
-	return leak_count_lines_matching("/proc/self/mountinfo", " " AIRLOCK_GVISOR_STATE_DIR "/") +
-	       leak_count_lines_matching("/proc/1/mountinfo", " " AIRLOCK_GVISOR_STATE_DIR "/");
+	return leak_count_lines_matching("/proc/self/mountinfo", " " GVISOR_TEST_STATE_ROOT "/") +
+	       leak_count_lines_matching("/proc/1/mountinfo", " " GVISOR_TEST_STATE_ROOT "/");
 }
 
 typedef struct leak_counts {

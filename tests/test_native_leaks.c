@@ -41,9 +41,9 @@ static void expect_no_runtime_leftovers(const leak_counts *before, const leak_co
 	cr_assert_eq(after->p.runtime, 0, "runtime processes left: %ld", after->p.runtime);
 	cr_assert_eq(after->p.zombies, 0, "zombies left: %ld", after->p.zombies);
 	cr_assert_eq(after->gvisor_state, before->gvisor_state, "entries of %s %ld -> %ld",
-	             AIRLOCK_GVISOR_STATE_DIR, before->gvisor_state, after->gvisor_state);
+	             GVISOR_TEST_STATE_ROOT, before->gvisor_state, after->gvisor_state);
 	cr_assert_eq(after->gvisor_mounts, before->gvisor_mounts, "mounts under %s %ld -> %ld",
-	             AIRLOCK_GVISOR_STATE_DIR, before->gvisor_mounts, after->gvisor_mounts);
+	             GVISOR_TEST_STATE_ROOT, before->gvisor_mounts, after->gvisor_mounts);
 #else
 	(void)before;
 	(void)after;
