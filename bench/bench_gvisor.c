@@ -30,6 +30,7 @@
  * AIRLOCK_BENCH_IMAGE_STORE names a store other than /var/lib/airlock/images.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <jansson.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -50,7 +51,8 @@
 /* ---- the hand-made bundle ------------------------------------------------------ */
 
 typedef struct raw {
-	char dir[64];         /* mkdtemp: rootfs/, workspace/, state/, run/, init/ */
+	char dir[64];         /* mkdtemp: rootfs/, workspace/, state/, run/, init/, and the
+	                       * adapter's service/ */
 	char rootfs[128];     /* the image's .erofs, mounted read-only */
 	char state[128];      /* runsc --root */
 	char platform[32];    /* --platform=NAME */
@@ -99,9 +101,11 @@ static int raw_runsc(raw *w, int64_t *ret_ns, const char *const *words)
 }
 
 /* config.json of a bundle in dir whose process is args (NULL-terminated),
- * shaped like the adapter's (src/exec/gvisor/bundle.c): the image as a
- * read-only root, /workspace read-write, /tmp a tmpfs of the sentry, /proc,
- * uid and gid 1000, no capabilities, no new privileges, the fixed PATH. */
+ * the adapter's (src/exec/gvisor/bundle.c) but for the environment: the
+ * image as a read-only root, /proc, /tmp a tmpfs of the sentry, the
+ * workspace directory read-write, root's process without capabilities
+ * and without new privileges, the limits as rlimits (pids 64, files no
+ * larger than the 64 MiB workspace, no core), the same namespaces. */
 static int raw_bundle(raw *w, const char *dir, const char *const *args)
 {
 	json_t *jargs = json_array();
@@ -111,22 +115,29 @@ static int raw_bundle(raw *w, const char *dir, const char *const *args)
 	snprintf(ws, sizeof(ws), "%s/workspace", w->dir);
 	json_t *caps = json_pack("{s:[], s:[], s:[], s:[], s:[]}", "bounding", "effective",
 	                         "inheritable", "permitted", "ambient");
+	json_t *rlimits = json_pack("[{s:s, s:i, s:i}, {s:s, s:I, s:I}, {s:s, s:i, s:i}]",
+	                            "type", "RLIMIT_NPROC", "hard", 64, "soft", 64,
+	                            "type", "RLIMIT_FSIZE", "hard", (json_int_t)(64ll << 20), "soft",
+	                            (json_int_t)(64ll << 20), "type", "RLIMIT_CORE", "hard", 0, "soft", 0);
 	json_t *cfg = json_pack(
-		"{s:s, s:{s:{s:i, s:i}, s:o, s:[s, s], s:s, s:o, s:b}, s:{s:s, s:b}, s:s,"
-		" s:[{s:s, s:s, s:s}, {s:s, s:s, s:s, s:[s, s, s]}, {s:s, s:s, s:s, s:[s, s]}],"
+		"{s:s, s:{s:b, s:{s:i, s:i}, s:o, s:[s, s], s:s, s:o, s:o, s:b}, s:{s:s, s:b}, s:s,"
+		" s:[{s:s, s:s, s:s, s:[s, s, s]}, {s:s, s:s, s:s, s:[s, s, s]},"
+		" {s:s, s:s, s:s, s:[s, s, s, s]}],"
 		" s:{s:[{s:s}, {s:s}, {s:s}, {s:s}, {s:s}]}}",
-		"ociVersion", "1.0.0",
-		"process", "user", "uid", 1000, "gid", 1000, "args", jargs, "env",
-		"PATH=" AIRLOCK_SANDBOX_PATH, "HOME=/workspace", "cwd", "/workspace", "capabilities", caps,
-		"noNewPrivileges", 1,
+		"ociVersion", "1.0.2",
+		"process", "terminal", 0, "user", "uid", 0, "gid", 0, "args", jargs, "env",
+		"PATH=" AIRLOCK_SANDBOX_PATH, "HOME=/workspace", "cwd", "/", "capabilities", caps,
+		"rlimits", rlimits, "noNewPrivileges", 1,
 		"root", "path", w->rootfs, "readonly", 1,
 		"hostname", "sandbox",
-		"mounts", "destination", "/proc", "type", "proc", "source", "proc",
+		"mounts", "destination", "/proc", "type", "proc", "source", "proc", "options", "nosuid",
+		"noexec", "nodev",
 		"destination", "/tmp", "type", "tmpfs", "source", "tmpfs", "options", "nosuid", "nodev",
 		"mode=1777",
 		"destination", "/workspace", "type", "bind", "source", ws, "options", "rbind", "rw",
-		"linux", "namespaces", "type", "pid", "type", "network", "type", "ipc", "type", "uts",
-		"type", "mount");
+		"nosuid", "nodev",
+		"linux", "namespaces", "type", "pid", "type", "ipc", "type", "uts", "type", "mount", "type",
+		"network");
 	if (!cfg) {
 		fprintf(stderr, "%s: cannot build config.json\n", bench_prog);
 		return -1;
@@ -193,17 +204,12 @@ static int raw_up(raw *w, const char *store, const char *digest, airlock_gvisor_
 	snprintf(run, sizeof(run), "%s/run", w->dir);
 	snprintf(init, sizeof(init), "%s/init", w->dir);
 	const char *true_args[] = { "/bin/true", NULL };
-	/* The execute side's pid 1: the guest's init where the image has it,
-	 * as the adapter's sandboxes do; else a sleep that outlasts the run. */
-	char guest[4200];
-	snprintf(guest, sizeof(guest), "%s%s", w->rootfs, AIRLOCK_GUEST_PROGRAM);
-	bool has_guest = access(guest, X_OK) == 0;
-	const char *init_args[] = { has_guest ? AIRLOCK_GUEST_PROGRAM : "/bin/sleep",
-		                    has_guest ? "init" : "86400", NULL };
+	/* The execute side's pid 1: the guest's init, as in the adapter's
+	 * sandboxes (an image without it cannot run under the adapter either). */
+	const char *init_args[] = { AIRLOCK_GUEST_PROGRAM, "init", NULL };
 	if (raw_bundle(w, run, true_args) < 0 || raw_bundle(w, init, init_args) < 0)
 		return -1;
-	printf("%s: raw side: %s over %s, pid 1 of the execute side: %s %s\n", bench_prog, w->dir,
-	       image, init_args[0], init_args[1]);
+	printf("%s: raw side: bundles in %s over %s\n", bench_prog, w->dir, image);
 	return 0;
 }
 
@@ -230,7 +236,19 @@ static int raw_init_up(raw *w)
 	snprintf(w->init_id, sizeof(w->init_id), "bench-raw-%d-init", (int)getpid());
 	const char *create[] = { "create", bundle, w->init_id, NULL };
 	const char *start[] = { "start", w->init_id, NULL };
-	if (raw_runsc(w, NULL, create) < 0)
+	/* The sandbox keeps the stdout runsc create had: the guest's init
+	 * says it is ready there, which is no figure of ours. */
+	fflush(stdout);
+	int saved = dup(STDOUT_FILENO), null = open("/dev/null", O_WRONLY | O_CLOEXEC);
+	if (saved < 0 || null < 0 || dup2(null, STDOUT_FILENO) < 0) {
+		fprintf(stderr, "%s: /dev/null: %s\n", bench_prog, strerror(errno));
+		return -1;
+	}
+	int r = raw_runsc(w, NULL, create);
+	dup2(saved, STDOUT_FILENO);
+	close(saved);
+	close(null);
+	if (r < 0)
 		return -1;
 	w->init_live = true;
 	return raw_runsc(w, NULL, start);
@@ -240,7 +258,9 @@ static int raw_exec_side(void *ctx, int64_t *out, size_t *k, size_t count)
 {
 	raw *w = ctx;
 	for (size_t i = 0; i < count; i++, (*k)++) {
-		const char *exec[] = { "exec", "--user=1000:1000", "--cwd=/workspace", w->init_id,
+		/* As the adapter's commands run: uid 1000 in the workspace (the
+		 * adapter's goes through the guest's exec, which waits for it). */
+		const char *exec[] = { "exec", "--user", "1000:1000", "--cwd", "/workspace", w->init_id,
 			               "/bin/true", NULL };
 		if (raw_runsc(w, &out[*k], exec) < 0)
 			return -1;
@@ -286,8 +306,12 @@ int main(int argc, char **argv)
 		fprintf(stderr, "%s: cannot build the spec\n", bench_prog);
 		goto out;
 	}
-	airlock_gvisor_config gc = { .image_store = store_dir, .platform = platform,
-		                     .start_budget_seconds = 30 };
+	/* The adapter's state in a directory of this run's own: one service
+	 * per state directory, and a service may be running on the default. */
+	char service_state[96];
+	snprintf(service_state, sizeof(service_state), "%s/service", c.raw.dir);
+	airlock_gvisor_config gc = { .image_store = store_dir, .state_dir = service_state,
+		                     .platform = platform, .start_budget_seconds = 30 };
 	airlock_gvisor *g = NULL;
 	if (airlock_gvisor_new(&gc, &g, &err) < 0) {
 		fprintf(stderr, "%s: %s\n", bench_prog, err.message);

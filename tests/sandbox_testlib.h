@@ -155,11 +155,14 @@ static inline void gvisor_test_state_dir(char *buf, size_t size)
 	}
 }
 
+/* The state directory of the last gvisor service this process made. */
+static char gvisor_test_last_state[256];
+
 static inline int gvisor_test_adapter(const airlock_egress_policy *policy, airlock_proxy *proxy,
                                       void **ret, airlock_error *err)
 {
-	char state[256];
-	gvisor_test_state_dir(state, sizeof(state));
+	char *state = gvisor_test_last_state;
+	gvisor_test_state_dir(state, sizeof(gvisor_test_last_state));
 	airlock_gvisor_config c = { .image_store = sandbox_test_store(), .state_dir = state,
 		                    .start_budget_seconds = 30, .egress_policy = policy,
 		                    .egress_proxy = proxy };
@@ -409,15 +412,12 @@ typedef struct leak_procs {
 	long sandbox_mntns; /* distinct mount namespaces among them */
 	long children;      /* our own children, zombies included */
 	long zombies;       /* of which zombies */
-	long runtime;       /* gVisor's runtime processes descending from us */
+	long runtime;       /* the tests' gVisor runtime processes (sandbox_test_runtime_pids) */
 } leak_procs;
 
 /* The gvisor mechanism's runtime processes (runsc, its sandbox: the
- * sentry, its gofer) are all the runtime's binary re-executed, whatever
- * their names (runsc calls them "exe"); the adapter is a child subreaper,
- * so each one it started descends from this process until it is reaped.
- * Counting descendants only keeps other users of runsc on the machine out
- * of the count. */
+ * sentry and its ptrace stubs, its gofer) are all the runtime's binary
+ * re-executed, whatever their names (runsc calls some "exe"). */
 static inline bool leak_is_runtime(const char *pid)
 {
 	static char runsc[4096];
@@ -433,30 +433,55 @@ static inline bool leak_is_runtime(const char *pid)
 	return strncmp(exe, runsc, strlen(runsc)) == 0;
 }
 
-/* Whether pid descends from this process, by the parent links in
- * ppids[0..n) (pairs of pid, ppid). */
-static inline bool leak_descends(long pid, const long (*ppids)[2], size_t n)
+/* Whether pid's command line names the tests' state root: runsc, its
+ * sandbox and its gofer carry --root=GVISOR_TEST_STATE_ROOT/SLOT/runsc. */
+static inline bool leak_names_test_root(const char *pid)
 {
-	for (int depth = 0; depth < 64 && pid > 1; depth++) {
-		long parent = -1;
-		for (size_t i = 0; i < n && parent < 0; i++)
-			if (ppids[i][0] == pid)
-				parent = ppids[i][1];
-		if (parent == (long)getpid())
+	char p[300], cmd[4096];
+	snprintf(p, sizeof(p), "/proc/%s/cmdline", pid);
+	FILE *f = fopen(p, "re");
+	if (!f)
+		return false;
+	size_t len = fread(cmd, 1, sizeof(cmd) - 1, f);
+	fclose(f);
+	static const char root[] = "--root=" GVISOR_TEST_STATE_ROOT "/";
+	return memmem(cmd, len, root, sizeof(root) - 1) != NULL;
+}
+
+typedef struct leak_proc {
+	long pid, ppid;
+	bool names_root;
+} leak_proc;
+
+/* Whether the process at t[i] or one of its ancestors names the tests'
+ * state root, by the parent links in t[0..n). */
+static inline bool leak_under_test_root(const leak_proc *t, size_t n, size_t i)
+{
+	for (int depth = 0; depth < 64; depth++) {
+		if (t[i].names_root)
 			return true;
-		pid = parent;
+		size_t k = 0;
+		while (k < n && t[k].pid != t[i].ppid)
+			k++;
+		if (k == n)
+			return false;
+		i = k;
 	}
 	return false;
 }
 
-/* The host pids of the runtime's live processes that descend from us
- * (leak_is_runtime); the first cap of them in pids (NULL: count only). */
+/* The host pids of the runtime's live processes that belong to the tests'
+ * gvisor services (leak_is_runtime, under a runsc whose --root is in
+ * GVISOR_TEST_STATE_ROOT, whoever adopted them after a crash; another
+ * runsc on the machine is not counted); the first cap of them in pids
+ * (NULL: count only). */
 static inline size_t sandbox_test_runtime_pids(int *pids, size_t cap)
 {
 	DIR *d = opendir("/proc");
 	cr_assert_not_null(d);
-	long (*ppids)[2] = NULL, runtime[1024];
-	size_t n_ppids = 0, cap_ppids = 0, n_runtime = 0;
+	leak_proc *t = NULL;
+	bool *runtime = NULL;
+	size_t n_t = 0, cap_t = 0;
 	struct dirent *de;
 	while ((de = readdir(d))) {
 		unsigned long uid;
@@ -464,27 +489,27 @@ static inline size_t sandbox_test_runtime_pids(int *pids, size_t cap)
 		char state;
 		if (!leak_is_pid(de->d_name) || !leak_proc_status(de->d_name, &uid, &ppid, &state))
 			continue;
-		if (n_ppids == cap_ppids) {
-			cap_ppids = cap_ppids ? 2 * cap_ppids : 1024;
-			ppids = realloc(ppids, cap_ppids * sizeof(*ppids));
-			cr_assert_not_null(ppids);
+		if (n_t == cap_t) {
+			cap_t = cap_t ? 2 * cap_t : 1024;
+			t = realloc(t, cap_t * sizeof(*t));
+			runtime = realloc(runtime, cap_t * sizeof(*runtime));
+			cr_assert(t && runtime);
 		}
-		ppids[n_ppids][0] = atol(de->d_name);
-		ppids[n_ppids++][1] = ppid;
+		t[n_t] = (leak_proc){ atol(de->d_name), ppid, leak_names_test_root(de->d_name) };
 		/* A zombie is counted as one (leak_procs.zombies). */
-		if (state != 'Z' && n_runtime < 1024 && leak_is_runtime(de->d_name))
-			runtime[n_runtime++] = atol(de->d_name);
+		runtime[n_t++] = state != 'Z' && leak_is_runtime(de->d_name);
 	}
 	closedir(d);
 	size_t n = 0;
-	for (size_t i = 0; i < n_runtime; i++) {
-		if (!leak_descends(runtime[i], (const long (*)[2])ppids, n_ppids))
+	for (size_t i = 0; i < n_t; i++) {
+		if (!runtime[i] || !leak_under_test_root(t, n_t, i))
 			continue;
 		if (pids && n < cap)
-			pids[n] = (int)runtime[i];
+			pids[n] = (int)t[i].pid;
 		n++;
 	}
-	free(ppids);
+	free(t);
+	free(runtime);
 	return n;
 }
 
@@ -555,7 +580,7 @@ static inline long leak_count_airlock_cgroups(void)
  * 0 when no gvisor service ran. */
 static inline long leak_count_gvisor_state(void)
 {
-	return leak_count_shell("find " GVISOR_TEST_STATE_ROOT " -mindepth 3 2>/dev/null | wc -l");
+	return leak_count_shell("find " GVISOR_TEST_STATE_ROOT " -xdev -mindepth 3 2>/dev/null | wc -l");
 }
 
 static inline long leak_count_gvisor_mounts(void)

@@ -498,7 +498,7 @@ static const char plant[] =
  * process carries is assembled at run time so that B's own command line
  * does not carry it. */
 static const char hunt[] =
-	"import os, sys, json, errno\n"
+	"import os, sys, json, errno, stat\n"
 	"marker = 'TENANT-A-' + 'SLEEPER'\n"
 	"out = {'found': []}\n"
 	"own = sorted(int(p) for p in os.listdir('/proc') if p.isdigit())\n"
@@ -516,11 +516,14 @@ static const char hunt[] =
 	"    except OSError as e: return errno.errorcode.get(e.errno, str(e.errno))\n"
 	"out['a_host_pids'] = {str(p): probe(p) for p in A_HOST_PIDS}\n"
 	"out['ns'] = {k: os.readlink('/proc/self/ns/' + k) for k in A_NS}\n"
+	/* Regular files: a device node holds nothing of A's, and reading one
+	 * can block for ever (gVisor's pty master, its FUSE device). */
 	"for root, dirs, files in os.walk('/', followlinks=False):\n"
 	"    if root == '/': dirs[:] = [d for d in dirs if d != 'proc']\n"
 	"    for n in files:\n"
 	"        p = os.path.join(root, n)\n"
 	"        try:\n"
+	"            if not stat.S_ISREG(os.lstat(p).st_mode): continue\n"
 	"            if b'TENANT-A-SECRET' in open(p, 'rb').read(1 << 16): out['found'].append(p)\n"
 	"        except Exception: pass\n"
 	"for pid in os.listdir('/proc'):\n"
