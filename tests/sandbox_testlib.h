@@ -155,14 +155,20 @@ static inline void gvisor_test_state_dir(char *buf, size_t size)
 	}
 }
 
-/* The state directory of the last gvisor service this process made. */
+/* The state directory of the last gvisor service this process made; when
+ * gvisor_test_fixed_state is set, every service takes that one (a service
+ * started again after a crash does, in the crash test). */
 static char gvisor_test_last_state[256];
+static const char *gvisor_test_fixed_state;
 
 static inline int gvisor_test_adapter(const airlock_egress_policy *policy, airlock_proxy *proxy,
                                       void **ret, airlock_error *err)
 {
 	char *state = gvisor_test_last_state;
-	gvisor_test_state_dir(state, sizeof(gvisor_test_last_state));
+	if (gvisor_test_fixed_state)
+		snprintf(state, sizeof(gvisor_test_last_state), "%s", gvisor_test_fixed_state);
+	else
+		gvisor_test_state_dir(state, sizeof(gvisor_test_last_state));
 	airlock_gvisor_config c = { .image_store = sandbox_test_store(), .state_dir = state,
 		                    .start_budget_seconds = 30, .egress_policy = policy,
 		                    .egress_proxy = proxy };
