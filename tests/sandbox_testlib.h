@@ -688,4 +688,16 @@ static inline int expect_pids_unseen(json_t *answers, const char *whose, char *f
 #define OUT(r) ((const char *)(r)->stdout_data)
 #define ERR(r) ((const char *)(r)->stderr_data)
 
+/* A probe's answer: Python code in the box that must exit 0 and print one
+ * JSON value, parsed (the caller frees it and clears r). */
+static inline json_t *py_json(box *b, const char *code, int timeout_s, airlock_execution_result *r)
+{
+	py(b, code, timeout_s, r);
+	cr_assert_eq(r->exit_code, 0, "probe failed: %s", ERR(r));
+	json_error_t jerr;
+	json_t *out = json_loads(OUT(r), 0, &jerr);
+	cr_assert_not_null(out, "probe output is not JSON (%s): %.400s", jerr.text, OUT(r));
+	return out;
+}
+
 #endif

@@ -163,12 +163,8 @@ Test(gate_sandbox_escape_denied, the_runtime_is_out_of_reach, .timeout = 180)
 	int n_paths = 0;
 	char *code = runtime_probe_for_host(&n_paths);
 	airlock_execution_result r;
-	py(&b, code, 120, &r);
+	json_t *out = py_json(&b, code, 120, &r);
 	free(code);
-	cr_assert_eq(r.exit_code, 0, "probe failed: %s", ERR(&r));
-	json_error_t jerr;
-	json_t *out = json_loads(OUT(&r), 0, &jerr);
-	cr_assert_not_null(out, "probe output is not JSON (%s): %.400s", jerr.text, OUT(&r));
 	char fails[8192] = "";
 	const char *key;
 	json_t *v;
