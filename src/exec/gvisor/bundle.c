@@ -40,7 +40,7 @@ int gv_bundle_write(const airlock_gvisor *g, gv_sandbox *b, const char *image_pa
 	 * from the container (runsc exec merges its --env over it). */
 	char **envp = NULL;
 	size_t n_env = 0;
-	int r = exec_env_build(&spec->environment, b->proxied, &envp, &n_env, err);
+	int r = exec_env_build(&spec->environment, b->network_host, &envp, &n_env, err);
 	json_t *env = json_array();
 	for (size_t i = 0; r == 0 && env && i < n_env; i++)
 		if (json_array_append_new(env, json_string(envp[i])) < 0)

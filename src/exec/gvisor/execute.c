@@ -9,6 +9,7 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <linux/openat2.h>
 #include <inttypes.h>
 #include <jansson.h>
 #include <poll.h>
@@ -63,7 +64,28 @@ typedef struct execution {
 	airlock_kill_reason kill_reason;
 	int status;        /* runsc exec's wait status */
 	bool runtime_died; /* the sentry died while the command ran */
+	int cwd_errno;     /* the working directory is not there: never started */
+	bool started;      /* runsc exec wrote the guest pid: the wrapper ran */
 } execution;
+
+/* What runsc exec itself prints on its stderr, which is the command's: only
+ * when it fails, and after the command started only when the sandbox died
+ * under it ("waiting on pid N: ..."). That last line is the runtime's, not
+ * the command's, and is cut from the partial output. */
+#define GV_RUNSC_WAIT_FAILED "waiting on pid "
+
+static void strip_runtime_line(util_buf *b)
+{
+	size_t n = b->len;
+	if (n && b->data[n - 1] == '\n')
+		n--;
+	size_t start = n;
+	while (start > 0 && b->data[start - 1] != '\n')
+		start--;
+	size_t plen = strlen(GV_RUNSC_WAIT_FAILED);
+	if (n - start >= plen && memcmp(b->data + start, GV_RUNSC_WAIT_FAILED, plen) == 0)
+		b->len = start;
+}
 
 static int exec_snapshot_before(execution *x, airlock_error *err)
 {
@@ -89,6 +111,18 @@ static int exec_cwd(execution *x, airlock_error *err)
 	if (exec_make_cwd(cmd->working_directory, x->cwd, sizeof(x->cwd)) < 0)
 		return airlock_error_set(err, AIRLOCK_ERR_WORKSPACE_ESCAPE, 0,
 		                         "working_directory is too long");
+	/* A working directory that is not there is the command's failure, as
+	 * on native (127 and why on stderr): looked up on the volume from the
+	 * service's side, because runsc exec's own refusal names the runtime's
+	 * internals and goes to the command's stderr. */
+	struct open_how how = { .flags = O_PATH | O_DIRECTORY | O_CLOEXEC,
+		                .resolve = RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS |
+		                           RESOLVE_NO_MAGICLINKS | RESOLVE_NO_XDEV };
+	int fd = sys_openat2(x->rootfd, cmd->working_directory, &how);
+	if (fd < 0)
+		x->cwd_errno = errno;
+	else
+		close(fd);
 	return 0;
 }
 
@@ -114,8 +148,14 @@ static int start_command(execution *x, airlock_error *err)
 	char user[32], pwd[AIRLOCK_PATH_MAX + 32];
 	snprintf(user, sizeof(user), "%d:%d", GV_SANDBOX_UID, GV_SANDBOX_UID);
 	snprintf(pwd, sizeof(pwd), "PWD=%s", x->cwd);
-	const char *head[] = { "exec", "--user", user, "--cwd", x->cwd, "--env", pwd, b->id,
-		               AIRLOCK_GUEST_PROGRAM, "exec", "--" };
+	char pid_file[4096 + 16];
+	snprintf(pid_file, sizeof(pid_file), "%s/exec.pid", b->dir);
+	unlinkat(b->dir_fd, "exec.pid", 0);
+	/* --internal-pid-file: runsc writes it once the wrapper runs, so its
+	 * absence afterwards says runsc failed before the command started. */
+	const char *head[] = { "exec", "--user", user, "--cwd", x->cwd, "--env", pwd,
+		               "--internal-pid-file", pid_file, b->id, AIRLOCK_GUEST_PROGRAM, "exec",
+		               "--" };
 	size_t nh = ARRAY_SIZE(head);
 	_cleanup_free_ const char **words = calloc(nh + cmd->argc, sizeof(*words));
 	if (!words)
@@ -130,7 +170,8 @@ static int start_command(execution *x, airlock_error *err)
 	 * command's stdio; it is the service's child, outside the sandbox's
 	 * cgroups (a host helper, like the native starter). */
 	gv_spawn_opts o = { .argv = argv, .in_fd = x->pipes[0][0], .out_fd = x->pipes[1][1],
-		            .err_fd = x->pipes[2][1] };
+		            .err_fd = x->pipes[2][1],
+		            .netns_pidfd = b->network_host ? b->keeper_pidfd : -1 };
 	int r = gv_spawn(&o, NULL, &x->pidfd, err);
 	gv_argv_free(argv);
 	return r;
@@ -142,7 +183,7 @@ static int exec_start(execution *x, airlock_error *err)
 	x->timeout_at = x->start + x->req->effective_timeout_ms;
 	x->expiry_at = x->start + (x->req->expires_at_ms - util_now_ms());
 	x->cmd_start = util_monotonic_ms();
-	int r;
+	int r = 0;
 	pthread_mutex_lock(&b->start_lock);
 	if (b->dead)
 		r = airlock_error_set(err, AIRLOCK_ERR_EXECUTION_REJECTED, 0,
@@ -152,9 +193,19 @@ static int exec_start(execution *x, airlock_error *err)
 		                      "environment %s has ended (gVisor ends the whole sandbox when it "
 		                      "runs out of memory): provision a new one",
 		                      x->handle->environment_id);
-	else
+	else if (!x->cwd_errno)
 		r = start_command(x, err);
 	pthread_mutex_unlock(&b->start_lock);
+	if (r == 0 && x->cwd_errno) {
+		char msg[AIRLOCK_WORKSPACE_QUOTE_MAX + 256], q[AIRLOCK_WORKSPACE_QUOTE_MAX];
+		int len = snprintf(msg, sizeof(msg), "airlock: working directory %s: %s\n",
+		                   airlock_workspace_quote(x->cwd, strlen(x->cwd), q),
+		                   strerror(x->cwd_errno));
+		util_buf_append(&x->errs.buf, msg,
+		                len < 0 ? 0 : (size_t)len < sizeof(msg) ? (size_t)len : sizeof(msg) - 1);
+		x->status = AIRLOCK_GUEST_EXEC_FAILED << 8;
+		x->reaped = x->started = true;
+	}
 	for (int i = 0; i < 3; i++) {
 		close(x->pipes[i][i == 0 ? 0 : 1]);
 		x->pipes[i][i == 0 ? 0 : 1] = -1;
@@ -183,7 +234,7 @@ static int64_t guest_pids(execution *x)
 	const char *words[] = { "events", "--stats", x->b->id };
 	int st = 0;
 	_cleanup_free_ char *out = NULL;
-	if (gv_runsc_call(x->g, x->b->network_host, words, ARRAY_SIZE(words), GV_RUNSC_CALL_MS, &st,
+	if (gv_runsc_call(x->g, x->b, words, ARRAY_SIZE(words), GV_RUNSC_CALL_MS, &st,
 	                  &out) < 0 ||
 	    !out)
 		return -1;
@@ -255,6 +306,10 @@ static void exec_feed_stdin(execution *x)
 static int exec_pump(execution *x, airlock_error *err)
 {
 	(void)err;
+	if (x->cwd_errno) {
+		x->cmd_end = x->cmd_start;
+		return 0; /* never started (exec_start) */
+	}
 	bool exited = false, killed = false;
 	int64_t killed_at = 0;
 	for (;;) {
@@ -294,6 +349,7 @@ static int exec_pump(execution *x, airlock_error *err)
 		if (i_pid >= 0 && p[i_pid].revents) {
 			gv_wait(x->pidfd, 0, &x->status);
 			exited = x->reaped = true;
+			x->started = faccessat(x->b->dir_fd, "exec.pid", F_OK, AT_SYMLINK_NOFOLLOW) == 0;
 		}
 		if (!x->kill_reason) {
 			native_observed o = exec_observe(x, cap_hit, exited);
@@ -305,11 +361,14 @@ static int exec_pump(execution *x, airlock_error *err)
 			killed = true;
 			killed_at = util_monotonic_ms();
 		}
-		if (x->kill_reason && !killed) {
+		/* A reason, or a wrapper that died of a signal (a command can
+		 * kill its own wrapper, which then cannot clean up): every
+		 * process of the sandbox user dies now, the wrapper with them,
+		 * and runsc exec returns. */
+		bool wrapper_killed = exited && WIFEXITED(x->status) && WEXITSTATUS(x->status) >= 128;
+		if ((x->kill_reason || wrapper_killed) && !killed && !x->runtime_died) {
 			killed = true;
 			killed_at = util_monotonic_ms();
-			/* Every process of the sandbox user, the wrapper with
-			 * them; runsc exec then returns. */
 			gv_kill_commands(x->g, x->b);
 		}
 		/* runsc exec that outlives its command by the drain bound (a
@@ -353,11 +412,15 @@ static int exec_after(execution *x, airlock_error *err)
 				                         x->handle->environment_id);
 		}
 		b->ended_by = x->kill_reason;
-	} else if (!x->kill_reason && WIFEXITED(x->status) && WEXITSTATUS(x->status) >= 128) {
-		/* The command died of a signal, or its wrapper did (a command
-		 * can kill its own wrapper, which then could not clean up):
-		 * whatever it started is ended here. */
-		gv_kill_commands(x->g, b);
+		strip_runtime_line(&x->errs.buf);
+	} else if (!x->started && !x->kill_reason) {
+		/* runsc refused the command before it started; what it printed
+		 * names the runtime's internals and is not the command's. */
+		int st = WIFEXITED(x->status) ? WEXITSTATUS(x->status) : 128 + WTERMSIG(x->status);
+		return airlock_error_set(err, AIRLOCK_ERR_EXECUTION_UNAVAILABLE, 0,
+		                         "execute: the gvisor runtime could not start the command "
+		                         "(runsc exec exited with status %d)",
+		                         st);
 	}
 	int r = host_volume_check_identity(b->vol, err);
 	if (r < 0)

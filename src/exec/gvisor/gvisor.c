@@ -154,7 +154,7 @@ static int gv_sweep(airlock_gvisor *g, airlock_error *err)
 	const char *words[] = { "list", "--quiet" };
 	int st = 0;
 	_cleanup_free_ char *out = NULL;
-	if (gv_runsc_call(g, false, words, ARRAY_SIZE(words), GV_RUNSC_CALL_MS, &st, &out) == 0 &&
+	if (gv_runsc_call(g, NULL, words, ARRAY_SIZE(words), GV_RUNSC_CALL_MS, &st, &out) == 0 &&
 	    out) {
 		for (char *save = NULL, *id = strtok_r(out, "\n", &save); id;
 		     id = strtok_r(NULL, "\n", &save))
@@ -279,7 +279,7 @@ int gv_kill_commands(airlock_gvisor *g, gv_sandbox *b)
 	const char *words[] = { "exec", "--user", "0:0", "--cap", "CAP_KILL", "--cwd", "/", b->id,
 		                AIRLOCK_GUEST_PROGRAM, "kill", uid };
 	int st = 0;
-	int r = gv_runsc_call(g, b->network_host, words, ARRAY_SIZE(words), GV_KILL_WAIT_MS, &st,
+	int r = gv_runsc_call(g, b, words, ARRAY_SIZE(words), GV_KILL_WAIT_MS, &st,
 	                      NULL);
 	return r < 0 ? r : WIFEXITED(st) && WEXITSTATUS(st) == 0 ? 0 : -ESRCH;
 }

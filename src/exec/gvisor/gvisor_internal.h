@@ -120,6 +120,10 @@ typedef struct gv_spawn_opts {
 	 * before it execs (the keeper: before it starts argv), so the runtime
 	 * runs inside it with host networking. */
 	bool new_netns;
+	/* Or enter the network namespace of this process (a pidfd): runsc's
+	 * control socket is an abstract one, in the namespace runsc run was
+	 * started in, so every later call on that sandbox must be there. */
+	int netns_pidfd;
 	/* The keeper: a child subreaper that runs argv as its own child and
 	 * reaps everything orphaned below it until argv has exited and nothing
 	 * is left; it exits with argv's status. */
@@ -136,9 +140,11 @@ int gv_spawn(const gv_spawn_opts *o, pid_t *ret_pid, int *ret_pidfd, airlock_err
  * to be killed; the child is reaped either way. */
 int gv_wait(int pidfd, int64_t deadline, int *ret_status);
 
-/* One housekeeping call: run runsc with words, stdout captured (capped),
- * within timeout_ms. 0 and the exit status; -errno when it could not run. */
-int gv_runsc_call(const airlock_gvisor *g, bool network_host, const char *const *words,
+/* One housekeeping call on sandbox b (NULL: none, the service's network
+ * namespace): run runsc with words, stdout and stderr captured (the first
+ * AIRLOCK_GVISOR_RUNSC_OUTPUT_MAX bytes, NUL-terminated), within
+ * timeout_ms. 0 and the wait status; -errno when it could not run. */
+int gv_runsc_call(const airlock_gvisor *g, const gv_sandbox *b, const char *const *words,
                   size_t n_words, int64_t timeout_ms, int *ret_status, char **ret_out);
 
 /* `runsc delete --force ID`, quietly. */

@@ -187,7 +187,7 @@ static int step_start(provision *p, airlock_error *err)
 		return airlock_error_set(err, AIRLOCK_ERR_SYSTEM, ENOMEM, "provision");
 	gv_spawn_opts o = {
 		.argv = argv, .in_fd = -1, .out_fd = p->ready[1], .err_fd = p->ready[1],
-		.cg = b->cg, .keeper = true, .new_netns = b->network_host,
+		.cg = b->cg, .keeper = true, .new_netns = b->network_host, .netns_pidfd = -1,
 	};
 	int r = gv_spawn(&o, &b->keeper_pid, &b->keeper_pidfd, err);
 	gv_argv_free(argv);
