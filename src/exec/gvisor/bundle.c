@@ -19,6 +19,8 @@
 #include "exec/io.h"
 #include "util/util.h"
 
+const char *const gv_bundle_files[3] = { "config.json", "sentry.pid", "exec.pid" };
+
 static json_t *rlimit(const char *type, int64_t value)
 {
 	return json_pack("{s:s, s:I, s:I}", "type", type, "hard", (json_int_t)value, "soft",

@@ -130,10 +130,10 @@ static void sweep_dir(const char *parent, bool bundles)
 			snprintf(q, sizeof(q), "%s/workspace", p);
 			umount2(q, MNT_DETACH);
 			rmdir(q);
-			snprintf(q, sizeof(q), "%s/config.json", p);
-			unlink(q);
-			snprintf(q, sizeof(q), "%s/sentry.pid", p);
-			unlink(q);
+			for (size_t i = 0; i < ARRAY_SIZE(gv_bundle_files); i++) {
+				snprintf(q, sizeof(q), "%s/%s", p, gv_bundle_files[i]);
+				unlink(q);
+			}
 		} else {
 			umount2(p, MNT_DETACH);
 		}
@@ -346,8 +346,8 @@ int gv_sandbox_teardown(airlock_gvisor *g, gv_sandbox *b, airlock_error *err)
 				b->ws_mounted = false;
 		}
 		unlinkat(b->dir_fd, "workspace", AT_REMOVEDIR);
-		unlinkat(b->dir_fd, "config.json", 0);
-		unlinkat(b->dir_fd, "sentry.pid", 0);
+		for (size_t i = 0; i < ARRAY_SIZE(gv_bundle_files); i++)
+			unlinkat(b->dir_fd, gv_bundle_files[i], 0);
 		close(b->dir_fd);
 		b->dir_fd = -1;
 		if (b->dir)

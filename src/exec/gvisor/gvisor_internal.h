@@ -14,8 +14,9 @@
  *   runsc/            runsc's --root: its state files
  *   images/<hex>      a verified image mounted read-only, the root of every
  *                     sandbox of that image (shared: it is read-only)
- *   sandboxes/<id>/   one sandbox's bundle: config.json, sentry.pid, and
- *                     workspace/ where its volume is mounted
+ *   sandboxes/<id>/   one sandbox's bundle: the files gv_bundle_files names
+ *                     (config.json, sentry.pid, exec.pid), and workspace/
+ *                     where its volume is mounted
  * None of these paths ever reaches a sandbox, a result or an error message.
  */
 
@@ -151,6 +152,9 @@ int gv_runsc_call(const airlock_gvisor *g, const gv_sandbox *b, const char *cons
 void gv_runsc_delete(const airlock_gvisor *g, const char *id);
 
 /* ---- the bundle (bundle.c) ------------------------------------------------- */
+
+/* Every file a bundle directory holds, for its teardown and the sweep. */
+extern const char *const gv_bundle_files[3];
 
 /* Write dir/config.json for the sandbox: root the image's mount,
  * /workspace the volume's, the built environment, the limits as rlimits. */
