@@ -104,7 +104,7 @@ static int exec_cwd(execution *x, airlock_error *err)
 	 * holds the sandbox: a symlink the sandbox planted is refused. */
 	if (strcmp(cmd->working_directory, ".") != 0) {
 		_cleanup_free_ char *resolved = NULL;
-		int r = airlock_workspace_resolve(x->b->ws, cmd->working_directory,
+		int r = airlock_workspace_resolve(x->b->box.ws, cmd->working_directory,
 		                                  strlen(cmd->working_directory), &resolved, err);
 		if (r < 0)
 			return r;
@@ -155,7 +155,7 @@ static int start_command(execution *x, airlock_error *err)
 	/* --internal-pid-file: runsc writes it once the wrapper runs, so its
 	 * absence afterwards says runsc failed before the command started. */
 	const char *head[] = { "exec", "--user", user, "--cwd", x->cwd, "--env", pwd,
-		               "--internal-pid-file", pid_file, b->id, AIRLOCK_GUEST_PROGRAM, "exec",
+		               "--internal-pid-file", pid_file, b->box.id, AIRLOCK_GUEST_PROGRAM, "exec",
 		               "--" };
 	size_t nh = ARRAY_SIZE(head);
 	_cleanup_free_ const char **words = calloc(nh + cmd->argc, sizeof(*words));
@@ -186,7 +186,7 @@ static int exec_start(execution *x, airlock_error *err)
 	x->cmd_start = util_monotonic_ms();
 	int r = 0;
 	pthread_mutex_lock(&b->start_lock);
-	if (b->dead)
+	if (b->box.dead)
 		r = airlock_error_set(err, AIRLOCK_ERR_EXECUTION_REJECTED, 0,
 		                      "environment %s was destroyed", x->handle->environment_id);
 	else if (b->ended || gv_runtime_gone(b))
@@ -232,7 +232,7 @@ static int exec_start(execution *x, airlock_error *err)
  * --stats` reports gVisor's count (init included). -1 when unknown. */
 static int64_t guest_pids(execution *x)
 {
-	const char *words[] = { "events", "--stats", x->b->id };
+	const char *words[] = { "events", "--stats", x->b->box.id };
 	int st = 0;
 	_cleanup_free_ char *out = NULL;
 	if (gv_runsc_call(x->g, x->b, words, ARRAY_SIZE(words), GV_RUNSC_CALL_MS, &st,
@@ -300,19 +300,6 @@ static native_observed exec_observe(execution *x, bool cap_hit, bool exited)
 	return o;
 }
 
-static void exec_feed_stdin(execution *x)
-{
-	const airlock_execution_command *cmd = x->cmd;
-	ssize_t w = exec_write_nosigpipe(x->in_w, cmd->stdin_data + x->in_off,
-	                                 cmd->stdin_len - x->in_off);
-	if (w > 0)
-		x->in_off += (size_t)w;
-	if ((w < 0 && errno != EAGAIN && errno != EINTR) || x->in_off == cmd->stdin_len) {
-		close(x->in_w);
-		x->in_w = -1;
-	}
-}
-
 static int exec_pump(execution *x, airlock_error *err)
 {
 	(void)err;
@@ -353,7 +340,7 @@ static int exec_pump(execution *x, airlock_error *err)
 		if (i_err >= 0 && p[i_err].revents && exec_stream_read(&x->errs))
 			cap_hit = true;
 		if (i_in >= 0 && p[i_in].revents)
-			exec_feed_stdin(x);
+			exec_stdin_feed(&x->in_w, x->cmd, &x->in_off);
 		if (i_rt >= 0 && p[i_rt].revents)
 			x->runtime_died = true;
 		if (i_pid >= 0 && p[i_pid].revents) {
@@ -405,7 +392,7 @@ static int exec_after(execution *x, airlock_error *err)
 		 * the handle is dead for executes either way. */
 		pthread_mutex_lock(&b->start_lock);
 		b->ended = true;
-		bool destroyed = b->dead;
+		bool destroyed = b->box.dead;
 		pthread_mutex_unlock(&b->start_lock);
 		if (!x->kill_reason) {
 			uint64_t v = 0;
@@ -465,21 +452,9 @@ static int exec_result(execution *x, airlock_error *err)
 		ret->has_exit_code = true;
 		ret->exit_code = WIFEXITED(x->status) ? WEXITSTATUS(x->status) : 128 + WTERMSIG(x->status);
 	}
-	ret->timed_out = x->kill_reason == AIRLOCK_KILL_TIMEOUT;
-	ret->stdout_truncated = x->out.truncated;
-	ret->stderr_truncated = x->errs.truncated;
-	int r = snapshot_diff(&x->before, &x->after, (size_t)x->req->files_changed_max,
-	                      (uint64_t)x->b->limits.workspace_bytes,
-	                      util_monotonic_ms() + AIRLOCK_SNAPSHOT_HASH_MS, snapshot_hash_fd,
-	                      &x->rootfd, ret, err);
-	if (r < 0)
-		return r;
-	ret->stdout_data = util_buf_steal(&x->out.buf, &ret->stdout_len);
-	ret->stderr_data = util_buf_steal(&x->errs.buf, &ret->stderr_len);
-	if (!ret->stdout_data || !ret->stderr_data)
-		r = airlock_error_set(err, AIRLOCK_ERR_SYSTEM, ENOMEM, "execute");
-	ret->duration_ms = x->cmd_end - x->cmd_start;
-	return r;
+	return exec_result_common(ret, &x->out, &x->errs, &x->before, &x->after,
+	                          x->req->files_changed_max, x->b->limits.workspace_bytes,
+	                          &x->rootfd, x->cmd_end - x->cmd_start, err);
 }
 
 static void exec_cleanup(execution *x, int r)
@@ -507,12 +482,8 @@ static void exec_cleanup(execution *x, int r)
 	util_buf_clear(&x->errs.buf);
 	snapshot_clear(&x->before);
 	snapshot_clear(&x->after);
-	airlock_gvisor *g = x->g;
-	pthread_mutex_lock(&g->lock);
-	if (--g->executing == 0)
-		pthread_cond_broadcast(&g->idle);
-	pthread_mutex_unlock(&g->lock);
-	gv_sandbox_put(g, x->b);
+	if (exec_boxes_leave(&x->g->boxes, &x->b->box))
+		gv_sandbox_release(x->g, x->b);
 }
 
 typedef struct exec_phase {
@@ -547,18 +518,11 @@ int gv_execute(void *ctx, const airlock_environment_handle *handle,
 {
 	airlock_gvisor *g = ctx;
 	int64_t start = util_monotonic_ms();
-	gv_sandbox *b = gv_sandbox_get(g, handle->environment_id);
-	if (!b)
-		return airlock_error_set(err, AIRLOCK_ERR_EXECUTION_REJECTED, 0, "environment %s is gone",
-		                         handle->environment_id);
-	if (!util_streq0(b->tenant_id, handle->tenant_id)) {
-		gv_sandbox_put(g, b);
-		return airlock_error_set(err, AIRLOCK_ERR_SANDBOX_ESCAPE_SUSPECTED, 0,
-		                         "environment %s belongs to another tenant", handle->environment_id);
-	}
-	pthread_mutex_lock(&g->lock);
-	g->executing++;
-	pthread_mutex_unlock(&g->lock);
+	exec_box *box = NULL;
+	int r = exec_boxes_enter(&g->boxes, handle, &box, err);
+	if (r < 0)
+		return r;
+	gv_sandbox *b = (gv_sandbox *)box;
 	execution x = {
 		.g = g, .b = b, .handle = handle, .req = req, .cmd = req->command, .ret = ret,
 		.start = start,
@@ -570,7 +534,6 @@ int gv_execute(void *ctx, const airlock_environment_handle *handle,
 	};
 	util_buf_init(&x.out.buf, (size_t)x.cmd->maximum_output_bytes);
 	util_buf_init(&x.errs.buf, (size_t)x.cmd->maximum_output_bytes);
-	int r = 0;
 	for (size_t i = 0; i < ARRAY_SIZE(exec_phases) && r == 0; i++)
 		r = exec_run(&x, &exec_phases[i], err);
 	exec_cleanup(&x, r);

@@ -187,7 +187,7 @@ int airlock_gvisor_new(const airlock_gvisor_config *cfg, airlock_gvisor **ret, a
 	g->platform = platform;
 	g->lock_fd = g->state_fd = g->volume_dir_fd = g->shutdown_efd = -1;
 	pthread_mutex_init(&g->lock, NULL);
-	pthread_cond_init(&g->idle, NULL);
+	exec_boxes_init(&g->boxes);
 	if (g->cfg.start_budget_seconds <= 0)
 		g->cfg.start_budget_seconds = 30;
 	g->state_dir = strdup(cfg->state_dir ? cfg->state_dir : AIRLOCK_GVISOR_STATE_DIR);
@@ -255,10 +255,7 @@ fail:
 
 size_t airlock_gvisor_live_count(airlock_gvisor *g)
 {
-	pthread_mutex_lock(&g->lock);
-	size_t c = g->n_boxes;
-	pthread_mutex_unlock(&g->lock);
-	return c;
+	return exec_boxes_count(&g->boxes);
 }
 
 /* ---- sandboxes -------------------------------------------------------------------- */
@@ -276,7 +273,7 @@ int gv_kill_commands(airlock_gvisor *g, gv_sandbox *b)
 	 * must be able to signal every one of them. */
 	char uid[16];
 	snprintf(uid, sizeof(uid), "%d", GV_SANDBOX_UID);
-	const char *words[] = { "exec", "--user", "0:0", "--cap", "CAP_KILL", "--cwd", "/", b->id,
+	const char *words[] = { "exec", "--user", "0:0", "--cap", "CAP_KILL", "--cwd", "/", b->box.id,
 		                AIRLOCK_GUEST_PROGRAM, "kill", uid };
 	int st = 0;
 	int r = gv_runsc_call(g, b, words, ARRAY_SIZE(words), GV_KILL_WAIT_MS, &st,
@@ -292,7 +289,7 @@ void gv_sandbox_free(gv_sandbox *b)
 	if (b->dir_fd >= 0)
 		close(b->dir_fd);
 	free(b->dir);
-	free(b->tenant_id);
+	exec_box_clear(&b->box);
 	free(b);
 }
 
@@ -301,7 +298,7 @@ int gv_sandbox_teardown(airlock_gvisor *g, gv_sandbox *b, airlock_error *err)
 	int r = 0;
 	if (b->proxied) {
 		airlock_error derr;
-		airlock_proxy_detach(g->cfg.egress_proxy, b->id, &derr);
+		airlock_proxy_detach(g->cfg.egress_proxy, b->box.id, &derr);
 		b->proxied = false;
 	}
 	/* The sentry first: runsc run sees its sandbox die, removes its state
@@ -333,11 +330,11 @@ int gv_sandbox_teardown(airlock_gvisor *g, gv_sandbox *b, airlock_error *err)
 	/* runsc run removed its state on the way out; a runtime that was
 	 * killed some other way leaves it, and delete --force takes it. */
 	char state[32 + 2 * AIRLOCK_ENVIRONMENT_ID_MAX];
-	snprintf(state, sizeof(state), "runsc/%s_sandbox:%s.state", b->id, b->id);
+	snprintf(state, sizeof(state), "runsc/%s_sandbox:%s.state", b->box.id, b->box.id);
 	if (faccessat(g->state_fd, state, F_OK, AT_SYMLINK_NOFOLLOW) == 0)
-		gv_runsc_delete(g, b->id);
-	airlock_workspace_free(b->ws);
-	b->ws = NULL;
+		gv_runsc_delete(g, b->box.id);
+	airlock_workspace_free(b->box.ws);
+	b->box.ws = NULL;
 	if (b->dir_fd >= 0) {
 		if (b->ws_mounted) {
 			char p[4096 + 16];
@@ -358,30 +355,11 @@ int gv_sandbox_teardown(airlock_gvisor *g, gv_sandbox *b, airlock_error *err)
 	return r;
 }
 
-gv_sandbox *gv_sandbox_get(airlock_gvisor *g, const char *id)
+void gv_sandbox_release(airlock_gvisor *g, gv_sandbox *b)
 {
-	gv_sandbox *b = NULL;
-	pthread_mutex_lock(&g->lock);
-	for (size_t i = 0; i < g->n_boxes; i++)
-		if (strcmp(g->boxes[i]->id, id) == 0 && !g->boxes[i]->dead) {
-			b = g->boxes[i];
-			b->refs++;
-			break;
-		}
-	pthread_mutex_unlock(&g->lock);
-	return b;
-}
-
-void gv_sandbox_put(airlock_gvisor *g, gv_sandbox *b)
-{
-	pthread_mutex_lock(&g->lock);
-	bool last = --b->refs == 0;
-	pthread_mutex_unlock(&g->lock);
-	if (last) {
-		airlock_error derr;
-		gv_sandbox_teardown(g, b, &derr);
-		gv_sandbox_free(b);
-	}
+	airlock_error derr;
+	gv_sandbox_teardown(g, b, &derr);
+	gv_sandbox_free(b);
 }
 
 /* ---- destroy, workspace, free --------------------------------------------------- */
@@ -389,30 +367,18 @@ void gv_sandbox_put(airlock_gvisor *g, gv_sandbox *b)
 static int gv_destroy(void *ctx, const char *environment_id, airlock_error *err)
 {
 	airlock_gvisor *g = ctx;
-	gv_sandbox *b = NULL;
-	pthread_mutex_lock(&g->lock);
-	for (size_t i = 0; i < g->n_boxes; i++)
-		if (strcmp(g->boxes[i]->id, environment_id) == 0) {
-			b = g->boxes[i];
-			memmove(&g->boxes[i], &g->boxes[i + 1], (g->n_boxes - i - 1) * sizeof(*g->boxes));
-			g->n_boxes--;
-			break;
-		}
-	pthread_mutex_unlock(&g->lock);
+	gv_sandbox *b = (gv_sandbox *)exec_boxes_remove(&g->boxes, environment_id);
 	if (!b)
 		return 0; /* already gone */
 	pthread_mutex_lock(&b->start_lock);
-	b->dead = true;
+	b->box.dead = true;
 	/* Kill first, even with an execute in flight: the sentry's death ends
 	 * its runsc exec, its loop returns, the last reference frees the rest. */
 	if (b->sentry_pidfd >= 0)
 		sys_pidfd_send_signal(b->sentry_pidfd, SIGKILL, NULL, 0);
 	pthread_mutex_unlock(&b->start_lock);
 	int r = 0;
-	pthread_mutex_lock(&g->lock);
-	bool last = --b->refs == 0;
-	pthread_mutex_unlock(&g->lock);
-	if (last) {
+	if (exec_boxes_unref(&g->boxes, &b->box)) {
 		r = gv_sandbox_teardown(g, b, err);
 		gv_sandbox_free(b);
 	}
@@ -423,17 +389,7 @@ static int gv_workspace(void *ctx, const char *environment_id, airlock_workspace
                         airlock_error *err)
 {
 	airlock_gvisor *g = ctx;
-	airlock_workspace *ws = NULL;
-	pthread_mutex_lock(&g->lock);
-	for (size_t i = 0; i < g->n_boxes; i++)
-		if (strcmp(g->boxes[i]->id, environment_id) == 0 && !g->boxes[i]->dead)
-			ws = airlock_workspace_ref(g->boxes[i]->ws);
-	pthread_mutex_unlock(&g->lock);
-	if (!ws)
-		return airlock_error_set(err, AIRLOCK_ERR_EXECUTION_REJECTED, 0, "environment %s is gone",
-		                         environment_id);
-	*ret = ws;
-	return 0;
+	return exec_boxes_workspace(&g->boxes, environment_id, ret, err);
 }
 
 static void gv_shutdown(void *ctx)
@@ -452,19 +408,10 @@ static void gv_free(void *ctx)
 	if (!g)
 		return;
 	gv_shutdown(g);
-	pthread_mutex_lock(&g->lock);
-	while (g->executing > 0)
-		pthread_cond_wait(&g->idle, &g->lock);
-	gv_sandbox **boxes = g->boxes;
-	size_t nb = g->n_boxes;
-	g->boxes = NULL;
-	g->n_boxes = 0;
-	pthread_mutex_unlock(&g->lock);
-	for (size_t i = 0; i < nb; i++) {
-		airlock_error derr;
-		gv_sandbox_teardown(g, boxes[i], &derr);
-		gv_sandbox_free(boxes[i]);
-	}
+	size_t nb = 0;
+	exec_box **boxes = exec_boxes_drain(&g->boxes, &nb);
+	for (size_t i = 0; i < nb; i++)
+		gv_sandbox_release(g, (gv_sandbox *)boxes[i]);
 	free(boxes);
 	for (size_t i = 0; i < g->n_mounted; i++) {
 		umount2(g->mounted[i].path, MNT_DETACH);
@@ -486,7 +433,7 @@ static void gv_free(void *ctx)
 	free(g->runsc);
 	free(g->runsc_root);
 	pthread_mutex_destroy(&g->lock);
-	pthread_cond_destroy(&g->idle);
+	exec_boxes_fini(&g->boxes);
 	free(g);
 }
 

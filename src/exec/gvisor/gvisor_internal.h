@@ -29,6 +29,7 @@
 #include "airlock/gvisor.h"
 #include "airlock/image_store.h"
 #include "airlock/port/exec.h"
+#include "exec/boxes.h"
 #include "host/cgroup/cgroup.h"
 #include "host/image_mount.h"
 #include "host/volume.h"
@@ -53,8 +54,7 @@ typedef struct gv_image {
 } gv_image;
 
 typedef struct gv_sandbox {
-	char id[AIRLOCK_ENVIRONMENT_ID_MAX];
-	char *tenant_id;
+	exec_box box; /* first: id, tenant, workspace, references (exec/boxes.h) */
 	airlock_resource_limits limits;
 	char *dir;      /* sandboxes/<id> */
 	int dir_fd;     /* O_PATH of dir */
@@ -62,7 +62,6 @@ typedef struct gv_sandbox {
 	host_cgroup *cg;
 	host_volume *vol;
 	bool ws_mounted; /* the volume is mounted at dir/workspace */
-	airlock_workspace *ws;
 	/* The keeper: a subreaper child of the service running `runsc run`,
 	 * which reaps everything the runtime leaves (runsc run does not wait
 	 * for all its children). Exits when runsc run has and all is reaped. */
@@ -71,8 +70,6 @@ typedef struct gv_sandbox {
 	int sentry_pidfd; /* the sandbox process (sentry): readable once it died */
 	bool proxied;
 	pthread_mutex_t start_lock; /* orders "is it dead?" with starting a command */
-	unsigned refs;  /* the list's reference + one per execute in flight */
-	bool dead;      /* destroyed: no new execute may start */
 	/* The runtime ended by itself (gVisor ends the whole sandbox on a
 	 * memory breach): every later execute is ExecutionUnavailable. */
 	bool ended;
@@ -88,14 +85,11 @@ struct airlock_gvisor {
 	int volume_dir_fd;
 	int shutdown_efd;  /* readable once the service is stopping */
 	airlock_image_store *images;
-	pthread_mutex_t lock;
-	pthread_cond_t idle;
+	pthread_mutex_t lock;  /* the images */
 	host_image_cache imgs; /* under lock */
 	gv_image *mounted;     /* under lock */
 	size_t n_mounted;
-	gv_sandbox **boxes;
-	size_t n_boxes;
-	unsigned executing;
+	exec_boxes boxes;      /* the live sandboxes, with their own lock */
 };
 
 /* ---- runsc (runsc.c) ------------------------------------------------------ */
@@ -162,8 +156,8 @@ int gv_bundle_write(const airlock_gvisor *g, gv_sandbox *b, const char *image_pa
                     const airlock_environment_spec *spec, airlock_error *err);
 
 /* ---- sandboxes (gvisor.c) -------------------------------------------------- */
-gv_sandbox *gv_sandbox_get(airlock_gvisor *g, const char *id);
-void gv_sandbox_put(airlock_gvisor *g, gv_sandbox *b);
+/* The last reference to b is gone: tear it down and free it. */
+void gv_sandbox_release(airlock_gvisor *g, gv_sandbox *b);
 /* Tear down: the runtime, its state, the cgroups, the workspace, the
  * bundle. Caller owns b and no execute is in flight. */
 int gv_sandbox_teardown(airlock_gvisor *g, gv_sandbox *b, airlock_error *err);

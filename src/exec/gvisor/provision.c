@@ -53,10 +53,11 @@ typedef struct provision_step {
 static int step_sandbox(provision *p, airlock_error *err)
 {
 	gv_sandbox *b = p->b;
-	snprintf(b->id, sizeof(b->id), "%s", p->handle->environment_id);
 	b->limits = p->spec->limits;
-	b->tenant_id = strdup(p->spec->tenant_id);
-	if (!b->tenant_id || asprintf(&b->dir, "%s/sandboxes/%s", p->g->state_dir, b->id) < 0) {
+	int r = exec_box_setup(&b->box, p->handle->environment_id, p->spec->tenant_id, err);
+	if (r < 0)
+		return r;
+	if (asprintf(&b->dir, "%s/sandboxes/%s", p->g->state_dir, b->box.id) < 0) {
 		b->dir = NULL;
 		return airlock_error_set(err, AIRLOCK_ERR_SYSTEM, ENOMEM, "provision");
 	}
@@ -137,7 +138,7 @@ static int step_cgroups(provision *p, airlock_error *err)
 	airlock_resource_limits hl = p->spec->limits;
 	hl.memory_bytes += AIRLOCK_GVISOR_RUNTIME_MEMORY;
 	hl.pids_max = GV_HOST_TASKS_BASE + hl.pids_max * GV_HOST_TASKS_PER_PROCESS;
-	return host_cgroup_create(p->b->id, &hl, &p->b->cg, err);
+	return host_cgroup_create(p->b->box.id, &hl, &p->b->cg, err);
 }
 
 static int step_volume(provision *p, airlock_error *err)
@@ -181,7 +182,7 @@ static int step_start(provision *p, airlock_error *err)
 		return airlock_error_set(err, AIRLOCK_ERR_EXECUTION_UNAVAILABLE, errno, "provision");
 	char pid_file[4096 + 16];
 	snprintf(pid_file, sizeof(pid_file), "%s/sentry.pid", b->dir);
-	const char *words[] = { "run", "--bundle", b->dir, "--pid-file", pid_file, b->id };
+	const char *words[] = { "run", "--bundle", b->dir, "--pid-file", pid_file, b->box.id };
 	char **argv = gv_argv(p->g, b->network_host, words, ARRAY_SIZE(words));
 	if (!argv)
 		return airlock_error_set(err, AIRLOCK_ERR_SYSTEM, ENOMEM, "provision");
@@ -268,7 +269,7 @@ static int step_proxy(provision *p, airlock_error *err)
 		                         "egress: planting the proxy listener: %s",
 		                         step ? step : "thread");
 	airlock_proxy_owner owner = {
-		.run_id = p->spec->run_id, .tenant_id = p->spec->tenant_id, .environment_id = b->id,
+		.run_id = p->spec->run_id, .tenant_id = p->spec->tenant_id, .environment_id = b->box.id,
 	};
 	int r = airlock_proxy_attach(p->g->cfg.egress_proxy, fd, &owner, &p->spec->egress, err);
 	close(fd);
@@ -279,22 +280,12 @@ static int step_proxy(provision *p, airlock_error *err)
 
 static int step_workspace(provision *p, airlock_error *err)
 {
-	return host_volume_workspace(p->b->vol, &p->b->ws, err);
+	return host_volume_workspace(p->b->vol, &p->b->box.ws, err);
 }
 
 static int step_register(provision *p, airlock_error *err)
 {
-	airlock_gvisor *g = p->g;
-	pthread_mutex_lock(&g->lock);
-	gv_sandbox **nb = realloc(g->boxes, (g->n_boxes + 1) * sizeof(*nb));
-	if (nb) {
-		g->boxes = nb;
-		g->boxes[g->n_boxes++] = p->b;
-	}
-	pthread_mutex_unlock(&g->lock);
-	if (!nb)
-		return airlock_error_set(err, AIRLOCK_ERR_SYSTEM, ENOMEM, "provision");
-	return 0;
+	return exec_boxes_add(&p->g->boxes, &p->b->box, err);
 }
 
 static const provision_step provision_steps[] = {
@@ -331,7 +322,6 @@ int gv_provision(void *ctx, const airlock_environment_spec *spec,
 	if (!b)
 		return airlock_error_set(err, AIRLOCK_ERR_SYSTEM, ENOMEM, "provision");
 	b->dir_fd = b->keeper_pidfd = b->sentry_pidfd = -1;
-	b->refs = 1;
 	pthread_mutex_init(&b->start_lock, NULL);
 	provision p = {
 		.g = g, .spec = spec, .handle = handle, .b = b,
