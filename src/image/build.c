@@ -223,8 +223,8 @@ static int write_sidecar(airlock_image_store *store, const char *hex, const char
 {
 	_cleanup_free_ char *text = NULL;
 	int r = sidecar_text(packages, &text);
-	if (r < 0)
-		return host_image_sys_error(err, -r, "image build: sidecar");
+	if (r < 0 || !text)
+		return host_image_sys_error(err, r < 0 ? -r : ENOMEM, "image build: sidecar");
 	char tmp_name[64];
 	r = host_image_random_name("sidecar-", tmp_name, sizeof(tmp_name));
 	if (r < 0)
