@@ -159,7 +159,7 @@ static airlock_exec *open_service(const char *state, char digest[AIRLOCK_IMAGE_D
 
 static void remove_state(const char *state)
 {
-	const char *subs[] = { "sandboxes", "runsc", "images", "lock" };
+	const char *subs[] = { "sandboxes", "runsc", "images" };
 	for (size_t i = 0; i < sizeof(subs) / sizeof(subs[0]); i++) {
 		char p[4096];
 		snprintf(p, sizeof(p), "%s/%s", state, subs[i]);

@@ -192,7 +192,7 @@ static void expect_nothing_left(const char *state)
 
 static void remove_state(const char *state)
 {
-	const char *subs[] = { "sandboxes", "runsc", "images", "lock" };
+	const char *subs[] = { "sandboxes", "runsc", "images" };
 	for (size_t i = 0; i < sizeof(subs) / sizeof(subs[0]); i++) {
 		char p[4096];
 		snprintf(p, sizeof(p), "%s/%s", state, subs[i]);
@@ -328,26 +328,46 @@ Test(gvisor_host, the_next_start_removes_what_a_killed_service_left, .timeout = 
 	char c;
 	cr_assert_eq(read(sync[0], &c, 1), 1, "the child did not provision");
 	close(sync[0]);
+	/* A live service shares the state directory: what it has must survive
+	 * the sweep of the dead one's. */
+	airlock_gvisor_config gc = config(state, NULL, 30);
+	airlock_gvisor *gl = NULL;
+	airlock_exec *live = open_exec(&gc, &gl);
+	airlock_environment_spec spec;
+	spec_for(&spec, digest);
+	airlock_environment_handle hl = { 0 };
+	airlock_error err = { 0 };
+	cr_assert_eq(airlock_exec_provision(live, &spec, &hl, &err), 0, "%s", err.message);
 	sleep(1); /* the command runs */
 	char p[4096];
 	snprintf(p, sizeof(p), "%s/sandboxes", state);
-	cr_assert_eq(count_entries(p), 2, "two bundles before the crash");
-	cr_assert_gt(count_processes_mentioning(state), 0);
+	cr_assert_eq(count_entries(p), 3, "three bundles before the crash");
 	kill(child, SIGKILL);
 	cr_assert_eq(waitpid(child, NULL, 0), child);
 
-	/* The next start: the sweep removes the sandboxes, their runtime,
-	 * state, mounts and bundles. */
-	airlock_gvisor_config gc = config(state, NULL, 30);
+	/* The next start: the sweep removes the dead service's sandboxes,
+	 * their runtime, state, mounts and bundles, and only those. */
 	airlock_gvisor *g = NULL;
 	airlock_exec *e = open_exec(&gc, &g);
-	expect_nothing_left(state);
+	cr_expect_eq(count_entries(p), 1, "the live service's bundle alone is left");
+	snprintf(p, sizeof(p), "%s/runsc", state);
+	/* runsc keeps two files per sandbox: <id>_sandbox:<id>.state and .lock */
+	cr_expect_eq(count_entries(p), 2, "the live service's runsc state alone is left");
 	cr_expect_eq(count_processes_mentioning("sleep 600"), 0, "the command outlived the sweep");
-	/* And it still works. */
-	airlock_environment_spec spec;
-	spec_for(&spec, digest);
+	char *argv[] = { "true", NULL };
+	airlock_execution_command cmd = test_command(argv);
+	airlock_exec_call call = { .tenant_id = hl.tenant_id, .remaining_budget_ms = AIRLOCK_BUDGET_NONE };
+	airlock_execution_result res;
+	memset(&res, 0, sizeof(res));
+	cr_assert_eq(airlock_exec_execute(live, &call, &hl, &cmd, &res, &err), 0, "%s", err.message);
+	cr_expect(res.has_exit_code && res.exit_code == 0, "the live sandbox after the sweep");
+	airlock_execution_result_clear(&res);
+	cr_assert_eq(airlock_exec_destroy(live, &hl, &err), 0, "%s", err.message);
+	airlock_environment_handle_clear(&hl);
+	airlock_exec_free(live);
+	expect_nothing_left(state);
+	/* And the new one works. */
 	airlock_environment_handle h = { 0 };
-	airlock_error err = { 0 };
 	cr_assert_eq(airlock_exec_provision(e, &spec, &h, &err), 0, "%s", err.message);
 	cr_assert_eq(airlock_exec_destroy(e, &h, &err), 0, "%s", err.message);
 	airlock_environment_handle_clear(&h);
@@ -359,23 +379,52 @@ Test(gvisor_host, the_next_start_removes_what_a_killed_service_left, .timeout = 
 
 /* ---- the state directory ----------------------------------------------------------- */
 
-Test(gvisor_host, one_service_per_state_directory, .timeout = 60)
+/* Two services share one state directory (every `airlock run` is a
+ * service): a new one's crash sweep leaves a live one's sandbox running,
+ * and each one's teardown leaves the other's alone. */
+Test(gvisor_host, services_share_a_state_directory, .timeout = 120)
 {
 	char digest[AIRLOCK_IMAGE_DIGEST_SIZE], state[128];
 	require(digest);
-	state_dir(state, sizeof(state), "lock");
+	state_dir(state, sizeof(state), "shared");
 	airlock_gvisor_config gc = config(state, NULL, 30);
-	airlock_gvisor *g = NULL;
-	airlock_exec *e = open_exec(&gc, &g);
-	airlock_gvisor *g2 = NULL;
+	airlock_gvisor *ga = NULL, *gb = NULL;
+	airlock_exec *a = open_exec(&gc, &ga);
+	airlock_environment_spec spec;
+	spec_for(&spec, digest);
+	airlock_environment_handle ha = { 0 }, hb = { 0 };
 	airlock_error err = { 0 };
-	cr_assert_lt(airlock_gvisor_new(&gc, &g2, &err), 0);
-	cr_expect_eq(err.cls, AIRLOCK_ERR_EXECUTION_UNAVAILABLE);
-	cr_expect(strstr(err.message, "in use by another airlock service") != NULL, "%s", err.message);
-	airlock_exec_free(e);
-	/* Released with the first. */
-	e = open_exec(&gc, &g);
-	airlock_exec_free(e);
+	cr_assert_eq(airlock_exec_provision(a, &spec, &ha, &err), 0, "%s", err.message);
+	/* The second service starts (and sweeps) while the first's sandbox runs. */
+	airlock_exec *b = open_exec(&gc, &gb);
+	cr_assert_eq(airlock_exec_provision(b, &spec, &hb, &err), 0, "%s", err.message);
+	char *argv[] = { "sh", "-c", "echo alive > here; cat here", NULL };
+	airlock_execution_command cmd = test_command(argv);
+	airlock_exec_call call = { .tenant_id = ha.tenant_id, .remaining_budget_ms = AIRLOCK_BUDGET_NONE };
+	airlock_execution_result r;
+	for (int i = 0; i < 2; i++) {
+		memset(&r, 0, sizeof(r));
+		cr_assert_eq(airlock_exec_execute(i ? b : a, &call, i ? &hb : &ha, &cmd, &r, &err), 0,
+		             "%s", err.message);
+		cr_expect(r.has_exit_code && r.exit_code == 0 && r.stdout_len == 6 &&
+		                  memcmp(r.stdout_data, "alive\n", 6) == 0,
+		          "service %d's sandbox: exit %d, stdout %.*s", i, r.exit_code, (int)r.stdout_len,
+		          (char *)r.stdout_data);
+		airlock_execution_result_clear(&r);
+	}
+	/* The first service goes; the second's sandbox still runs. */
+	cr_assert_eq(airlock_exec_destroy(a, &ha, &err), 0, "%s", err.message);
+	airlock_exec_free(a);
+	memset(&r, 0, sizeof(r));
+	cr_assert_eq(airlock_exec_execute(b, &call, &hb, &cmd, &r, &err), 0, "%s", err.message);
+	cr_expect(r.has_exit_code && r.exit_code == 0, "after the other service went");
+	airlock_execution_result_clear(&r);
+	cr_assert_eq(airlock_exec_destroy(b, &hb, &err), 0, "%s", err.message);
+	airlock_environment_handle_clear(&ha);
+	airlock_environment_handle_clear(&hb);
+	airlock_environment_spec_clear(&spec);
+	airlock_exec_free(b);
+	expect_nothing_left(state);
 	remove_state(state);
 }
 

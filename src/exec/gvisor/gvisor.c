@@ -114,43 +114,93 @@ static int dir_private(const char *path, airlock_error *err)
 	return 0;
 }
 
-/* Remove what a crashed run left in a directory of bundles or images:
- * unmount what is mounted (the workspace of a bundle, an image), then the
- * files and the directory. Only names this module makes are touched. */
-static void sweep_dir(const char *parent, bool bundles)
+/* Several services may share a state directory (every `airlock run` is a
+ * service): each holds an flock on what is its own, and the sweep removes
+ * only what no live service holds, the way the cgroup sweep does
+ * (host/cgroup/sweep.c):
+ *   - a bundle directory, sandboxes/<id>, is flocked (LOCK_EX) by its
+ *     service from just after mkdir to its teardown; the window between
+ *     the two is closed by a shared flock on sandboxes/ during creation,
+ *     which the sweep takes exclusively while it scans;
+ *   - a service's image mounts live in images/<instance>/, flocked by it
+ *     for its life. */
+
+/* Take dir's exclusive flock without waiting: 1 when it was free (the
+ * owner is dead, or there is none), 0 when a live service holds it. */
+static int lock_if_free(int fd)
 {
-	_cleanup_closedir_ DIR *d = opendir(parent);
+	if (flock(fd, LOCK_EX | LOCK_NB) == 0)
+		return 1;
+	return errno == EWOULDBLOCK ? 0 : -errno;
+}
+
+/* A dead service's bundle: runsc's state of its sandbox, the workspace
+ * mount, the files, the directory. */
+static void sweep_bundle(airlock_gvisor *g, int sandboxes_fd, const char *id)
+{
+	_cleanup_close_ int fd = openat(sandboxes_fd, id, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (fd < 0 || lock_if_free(fd) != 1)
+		return;
+	gv_runsc_delete(g, id);
+	char p[4096 + 2 * AIRLOCK_ENVIRONMENT_ID_MAX];
+	snprintf(p, sizeof(p), "%s/sandboxes/%s/workspace", g->state_dir, id);
+	umount2(p, MNT_DETACH);
+	unlinkat(fd, "workspace", AT_REMOVEDIR);
+	for (size_t i = 0; i < ARRAY_SIZE(gv_bundle_files); i++)
+		unlinkat(fd, gv_bundle_files[i], 0);
+	unlinkat(sandboxes_fd, id, AT_REMOVEDIR);
+}
+
+/* A dead service's image mounts. */
+static void sweep_images(airlock_gvisor *g)
+{
+	char dir[4096];
+	snprintf(dir, sizeof(dir), "%s/images", g->state_dir);
+	_cleanup_closedir_ DIR *d = opendir(dir);
 	struct dirent *de;
 	while (d && (de = readdir(d))) {
-		if (de->d_name[0] == '.')
+		if (de->d_name[0] == '.' || strcmp(de->d_name, g->instance) == 0)
 			continue;
-		char p[4096], q[4096 + 32];
-		snprintf(p, sizeof(p), "%s/%s", parent, de->d_name);
-		if (bundles) {
-			snprintf(q, sizeof(q), "%s/workspace", p);
-			umount2(q, MNT_DETACH);
-			rmdir(q);
-			for (size_t i = 0; i < ARRAY_SIZE(gv_bundle_files); i++) {
-				snprintf(q, sizeof(q), "%s/%s", p, gv_bundle_files[i]);
-				unlink(q);
-			}
-		} else {
+		_cleanup_close_ int fd = openat(dirfd(d), de->d_name,
+		                                O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+		if (fd < 0 || lock_if_free(fd) != 1)
+			continue;
+		char p[4096 + 512];
+		_cleanup_closedir_ DIR *m = fdopendir(dup(fd));
+		struct dirent *me;
+		while (m && (me = readdir(m))) {
+			if (me->d_name[0] == '.')
+				continue;
+			snprintf(p, sizeof(p), "%s/%s/%s", dir, de->d_name, me->d_name);
 			umount2(p, MNT_DETACH);
+			rmdir(p);
 		}
-		rmdir(p);
+		unlinkat(dirfd(d), de->d_name, AT_REMOVEDIR);
 	}
 }
 
 /* The crash sweep: the cgroups first (host_crash_sweep kills every process
- * in a dead service's groups: keepers, runsc, sentries, gofers), then
- * runsc's state for every sandbox it still lists, then our mounts and
- * bundles. The state directory's lock says no live service owns any of it. */
+ * in a dead service's groups: keepers, runsc, sentries, gofers), then each
+ * dead bundle with runsc's state of its sandbox, then runsc's state of any
+ * sandbox without a bundle (none is being made: the scan holds sandboxes/
+ * exclusively), then dead services' image mounts. */
 static int gv_sweep(airlock_gvisor *g, airlock_error *err)
 {
 	unsigned removed = 0;
 	int r = host_crash_sweep(g->images, &removed, err);
 	if (r < 0)
 		return r;
+	char p[4096];
+	snprintf(p, sizeof(p), "%s/sandboxes", g->state_dir);
+	_cleanup_close_ int sfd = open(p, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (sfd < 0 || flock(sfd, LOCK_EX) < 0)
+		return airlock_error_set(err, AIRLOCK_ERR_EXECUTION_UNAVAILABLE, errno,
+		                         "gvisor: the state directory's sandboxes");
+	_cleanup_closedir_ DIR *d = fdopendir(dup(sfd));
+	struct dirent *de;
+	while (d && (de = readdir(d)))
+		if (de->d_name[0] != '.')
+			sweep_bundle(g, sfd, de->d_name);
 	const char *words[] = { "list", "--quiet" };
 	int st = 0;
 	_cleanup_free_ char *out = NULL;
@@ -158,14 +208,10 @@ static int gv_sweep(airlock_gvisor *g, airlock_error *err)
 	    out) {
 		for (char *save = NULL, *id = strtok_r(out, "\n", &save); id;
 		     id = strtok_r(NULL, "\n", &save))
-			if (*id)
+			if (*id && faccessat(sfd, id, F_OK, AT_SYMLINK_NOFOLLOW) < 0)
 				gv_runsc_delete(g, id);
 	}
-	char p[4096];
-	snprintf(p, sizeof(p), "%s/sandboxes", g->state_dir);
-	sweep_dir(p, true);
-	snprintf(p, sizeof(p), "%s/images", g->state_dir);
-	sweep_dir(p, false);
+	sweep_images(g);
 	return 0;
 }
 
@@ -185,7 +231,7 @@ int airlock_gvisor_new(const airlock_gvisor_config *cfg, airlock_gvisor **ret, a
 	_cleanup_free_ char *parent = NULL;
 	g->cfg = *cfg;
 	g->platform = platform;
-	g->lock_fd = g->state_fd = g->volume_dir_fd = g->shutdown_efd = -1;
+	g->instance_fd = g->state_fd = g->volume_dir_fd = g->shutdown_efd = -1;
 	pthread_mutex_init(&g->lock, NULL);
 	exec_boxes_init(&g->boxes);
 	if (g->cfg.start_budget_seconds <= 0)
@@ -212,20 +258,9 @@ int airlock_gvisor_new(const airlock_gvisor_config *cfg, airlock_gvisor **ret, a
 	if ((r = dir_private(g->state_dir, err)) < 0)
 		goto fail;
 	g->state_fd = open(g->state_dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-	g->lock_fd = g->state_fd < 0 ? -1
-	                             : openat(g->state_fd, "lock",
-	                                      O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
-	if (g->lock_fd < 0) {
+	if (g->state_fd < 0) {
 		r = airlock_error_set(err, AIRLOCK_ERR_EXECUTION_UNAVAILABLE, errno,
-		                      "gvisor: the state directory's lock");
-		goto fail;
-	}
-	/* One service per state directory: the sweep below removes everything
-	 * in it, which is safe only when no live service owns any of it. */
-	if (flock(g->lock_fd, LOCK_EX | LOCK_NB) < 0) {
-		r = airlock_error_set(err, AIRLOCK_ERR_EXECUTION_UNAVAILABLE, errno,
-		                      "gvisor: the state directory is in use by another airlock service "
-		                      "(each service needs its own state_dir)");
+		                      "gvisor: the state directory");
 		goto fail;
 	}
 	const char *subs[] = { "runsc", "images", "sandboxes" };
@@ -234,6 +269,24 @@ int airlock_gvisor_new(const airlock_gvisor_config *cfg, airlock_gvisor **ret, a
 		snprintf(p, sizeof(p), "%s/%s", g->state_dir, subs[i]);
 		if ((r = dir_private(p, err)) < 0)
 			goto fail;
+	}
+	/* This service's image mounts: images/<pid>-<random>, flocked for its
+	 * life (a pid alone may be reused by the time a sweep looks). */
+	uint32_t rnd = 0;
+	if (util_random(&rnd, sizeof(rnd)) < 0 ||
+	    snprintf(g->instance, sizeof(g->instance), "%d-%08x", (int)getpid(), rnd) < 0) {
+		r = airlock_error_set(err, AIRLOCK_ERR_SYSTEM, EIO, "gvisor: the instance name");
+		goto fail;
+	}
+	char ipath[4096];
+	snprintf(ipath, sizeof(ipath), "%s/images/%s", g->state_dir, g->instance);
+	if ((r = dir_private(ipath, err)) < 0)
+		goto fail;
+	g->instance_fd = open(ipath, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (g->instance_fd < 0 || flock(g->instance_fd, LOCK_EX | LOCK_NB) < 0) {
+		r = airlock_error_set(err, AIRLOCK_ERR_EXECUTION_UNAVAILABLE, errno,
+		                      "gvisor: the state directory's images");
+		goto fail;
 	}
 	const char *vdir = cfg->volume_dir ? cfg->volume_dir : AIRLOCK_NATIVE_VOLUME_DIR;
 	if ((r = dir_private(vdir, err)) < 0)
@@ -345,10 +398,13 @@ int gv_sandbox_teardown(airlock_gvisor *g, gv_sandbox *b, airlock_error *err)
 		unlinkat(b->dir_fd, "workspace", AT_REMOVEDIR);
 		for (size_t i = 0; i < ARRAY_SIZE(gv_bundle_files); i++)
 			unlinkat(b->dir_fd, gv_bundle_files[i], 0);
+	}
+	/* Removed while still locked: a sweep never finds it free and full. */
+	if (b->made_dir)
+		rmdir(b->dir);
+	if (b->dir_fd >= 0) {
 		close(b->dir_fd);
 		b->dir_fd = -1;
-		if (b->dir)
-			rmdir(b->dir);
 	}
 	host_volume_destroy(b->vol);
 	b->vol = NULL;
@@ -419,6 +475,12 @@ static void gv_free(void *ctx)
 		free(g->mounted[i].path);
 	}
 	free(g->mounted);
+	if (g->instance_fd >= 0) {
+		char ipath[4096];
+		snprintf(ipath, sizeof(ipath), "%s/images/%s", g->state_dir, g->instance);
+		rmdir(ipath);
+		close(g->instance_fd); /* after the rmdir: a sweep never sees it free and full */
+	}
 	host_image_cache_clear(&g->imgs);
 	airlock_image_store_free(g->images);
 	if (g->volume_dir_fd >= 0)
@@ -427,8 +489,6 @@ static void gv_free(void *ctx)
 		close(g->shutdown_efd);
 	if (g->state_fd >= 0)
 		close(g->state_fd);
-	if (g->lock_fd >= 0)
-		close(g->lock_fd); /* releases the state directory */
 	free(g->state_dir);
 	free(g->runsc);
 	free(g->runsc_root);

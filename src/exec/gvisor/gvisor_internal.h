@@ -8,12 +8,12 @@
  * (provision.c) and execute (execute.c).
  *
  * The service's state directory (AIRLOCK_GVISOR_STATE_DIR), root's, 0700,
- * held by one service at a time (an flock on its "lock" file, so the crash
- * sweep at start may remove everything in it):
- *   lock              the flock
+ * shared by every service on the host (each holds flocks on what is its
+ * own: gvisor.c, and the crash sweep removes only what no live one holds):
  *   runsc/            runsc's --root: its state files
- *   images/<hex>      a verified image mounted read-only, the root of every
- *                     sandbox of that image (shared: it is read-only)
+ *   images/<instance>/<hex>
+ *                     a verified image mounted read-only by one service,
+ *                     the root of every sandbox of that image it runs
  *   sandboxes/<id>/   one sandbox's bundle: the files gv_bundle_files names
  *                     (config.json, sentry.pid, exec.pid), and workspace/
  *                     where its volume is mounted
@@ -57,7 +57,8 @@ typedef struct gv_sandbox {
 	exec_box box; /* first: id, tenant, workspace, references (exec/boxes.h) */
 	airlock_resource_limits limits;
 	char *dir;      /* sandboxes/<id> */
-	int dir_fd;     /* O_PATH of dir */
+	int dir_fd;     /* dir, flocked (LOCK_EX) by this service until teardown */
+	bool made_dir;  /* dir is this sandbox's (removed at teardown) */
 	bool network_host; /* allowlist: runsc's host network inside our netns */
 	host_cgroup *cg;
 	host_volume *vol;
@@ -80,7 +81,8 @@ struct airlock_gvisor {
 	airlock_gvisor_config cfg;
 	airlock_gvisor_platform platform;
 	char *state_dir, *runsc, *runsc_root;
-	int lock_fd;       /* the state directory's flock */
+	char instance[32]; /* images/<instance>: this service's image mounts */
+	int instance_fd;   /* images/<instance>, flocked for the service's life */
 	int state_fd;      /* the state directory */
 	int volume_dir_fd;
 	int shutdown_efd;  /* readable once the service is stopping */

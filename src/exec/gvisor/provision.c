@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/mount.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -88,7 +89,8 @@ static int image_attach(airlock_gvisor *g, const char *digest, const char **ret,
 	g->mounted = grown;
 	const char *colon = strchr(digest, ':');
 	_cleanup_free_ char *path = NULL;
-	if (asprintf(&path, "%s/images/%s", g->state_dir, colon ? colon + 1 : digest) < 0) {
+	if (asprintf(&path, "%s/images/%s/%s", g->state_dir, g->instance, colon ? colon + 1 : digest) <
+	    0) {
 		path = NULL;
 		return airlock_error_set(err, AIRLOCK_ERR_SYSTEM, ENOMEM, "provision");
 	}
@@ -153,11 +155,22 @@ static int step_volume(provision *p, airlock_error *err)
 static int step_bundle_dir(provision *p, airlock_error *err)
 {
 	gv_sandbox *b = p->b;
-	if (mkdir(b->dir, 0700) < 0)
+	/* Made and flocked under a shared flock of sandboxes/ (a descriptor of
+	 * this call's own: flock is per open file), so another service's sweep
+	 * never sees it made and not yet locked (gvisor.c). */
+	char parent[4096];
+	snprintf(parent, sizeof(parent), "%s/sandboxes", p->g->state_dir);
+	_cleanup_close_ int pfd = open(parent, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (pfd < 0 || flock(pfd, LOCK_SH) < 0)
 		return airlock_error_set(err, AIRLOCK_ERR_EXECUTION_UNAVAILABLE, errno,
 		                         "provision: the bundle directory");
-	b->dir_fd = open(b->dir, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-	if (b->dir_fd < 0 || mkdirat(b->dir_fd, "workspace", 0700) < 0)
+	if (mkdirat(pfd, b->box.id, 0700) < 0)
+		return airlock_error_set(err, AIRLOCK_ERR_EXECUTION_UNAVAILABLE, errno,
+		                         "provision: the bundle directory");
+	b->made_dir = true;
+	b->dir_fd = openat(pfd, b->box.id, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (b->dir_fd < 0 || flock(b->dir_fd, LOCK_EX | LOCK_NB) < 0 ||
+	    mkdirat(b->dir_fd, "workspace", 0700) < 0)
 		return airlock_error_set(err, AIRLOCK_ERR_EXECUTION_UNAVAILABLE, errno,
 		                         "provision: the bundle directory");
 	if (sys_move_mount(host_volume_mount_fd(b->vol), "", b->dir_fd, "workspace",
