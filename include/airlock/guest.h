@@ -18,7 +18,7 @@
  *                         root and CAP_KILL: its last act kills every
  *                         process it may signal): becomes non-dumpable (the
  *                         command, same uid, can neither trace it nor read
- *                         it) and a child subreaper where the kernel has one
+ *                         its memory) and a child subreaper where the kernel has one
  *                         (gVisor 20221219 answers EINVAL: there pid 1 reaps
  *                         the orphans), starts ARGV (argv[0] resolved
  *                         against AIRLOCK_SANDBOX_PATH only, like the native

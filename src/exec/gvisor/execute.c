@@ -308,7 +308,7 @@ static int exec_pump(execution *x, airlock_error *err)
 		return 0; /* never started (exec_start) */
 	}
 	bool exited = false, killed = false;
-	int64_t killed_at = 0;
+	int64_t killed_at = 0, exited_at = 0;
 	for (;;) {
 		struct pollfd p[7];
 		int np = 0, i_out = -1, i_err = -1, i_in = -1, i_pid = -1, i_rt = -1;
@@ -322,15 +322,21 @@ static int exec_pump(execution *x, airlock_error *err)
 			p[i_pid = np++] = (struct pollfd){ .fd = x->pidfd, .events = POLLIN };
 		if (!x->runtime_died && x->b->sentry_pidfd >= 0)
 			p[i_rt = np++] = (struct pollfd){ .fd = x->b->sentry_pidfd, .events = POLLIN };
-		if (x->req->cancel && !x->kill_reason)
+		/* Once a reason is set, or runsc exec has exited, these would
+		 * stay readable and spin the loop. */
+		if (x->req->cancel && !x->kill_reason && !exited)
 			p[np++] = (struct pollfd){ .fd = airlock_cancel_fd(x->req->cancel),
 				                   .events = POLLIN };
-		if (!x->kill_reason)
+		if (!x->kill_reason && !exited)
 			p[np++] = (struct pollfd){ .fd = x->g->shutdown_efd, .events = POLLIN };
 		if (exited && x->out.fd < 0 && x->errs.fd < 0)
 			break;
-		/* A copy of a pipe held a moment longer must not hang us. */
-		if (exited && killed && util_monotonic_ms() - killed_at > GV_DRAIN_MS)
+		/* The output is drained for at most GV_DRAIN_MS after runsc exec
+		 * exited, killed or not: when it has, no process of the command
+		 * is left, and a pipe still open is held by the runtime itself
+		 * (this gVisor never frees unix sockets that hold each other in
+		 * flight, and a command can put its stdio in such a cycle). */
+		if (exited && util_monotonic_ms() - exited_at > GV_DRAIN_MS)
 			break;
 		poll(p, (nfds_t)np, GV_POLL_MS);
 
@@ -346,6 +352,7 @@ static int exec_pump(execution *x, airlock_error *err)
 		if (i_pid >= 0 && p[i_pid].revents) {
 			gv_wait(x->pidfd, 0, &x->status);
 			exited = x->reaped = true;
+			exited_at = util_monotonic_ms();
 			x->started = faccessat(x->b->dir_fd, "exec.pid", F_OK, AT_SYMLINK_NOFOLLOW) == 0;
 		}
 		if (!x->kill_reason) {
@@ -373,6 +380,7 @@ static int exec_pump(execution *x, airlock_error *err)
 		if (killed && !exited && util_monotonic_ms() - killed_at > GV_DRAIN_MS) {
 			gv_wait(x->pidfd, 0, &x->status);
 			exited = x->reaped = true;
+			exited_at = util_monotonic_ms();
 		}
 	}
 	x->cmd_end = util_monotonic_ms();
