@@ -209,6 +209,35 @@ else
 	# shellcheck disable=SC2086 # the list is split on purpose
 	skipped "native mechanism unavailable: $native_why" $NATIVE_CHECKS
 fi
+
+# The gvisor mechanism through the CLI, and in production: with
+# deployment_mode production it is accepted, and it runs the image the
+# settings pin (production never takes the store's newest).
+GVISOR_CHECKS="doctor-gvisor run-gvisor run-gvisor-exit run-gvisor-memory run-gvisor-not-found
+run-gvisor-ls run-gvisor-production-unpinned run-gvisor-production run-gvisor-production-network"
+gvisor_why=$("$AIRLOCK" doctor | sed -n 's/^gvisor  *unavailable: //p')
+if [ -z "$gvisor_why" ] && ! env AIRLOCK_IMAGE_STORE="$STORE" "$AIRLOCK" image ls 2>/dev/null | grep -q ' default$'; then
+	gvisor_why="no default image in $STORE (build it: AIRLOCK_IMAGE_STORE=$STORE airlock image build)"
+fi
+if [ -z "$gvisor_why" ]; then
+	export AIRLOCK_IMAGE_STORE=$STORE
+	expect doctor-gvisor 0 '^gvisor +available, platform (ptrace|kvm) ' -- "$AIRLOCK" doctor
+	expect run-gvisor 0 '^hello 1000 /workspace' -- "$AIRLOCK" run --mechanism gvisor -- python3 -c 'import os; print("hello", os.getuid(), os.getcwd())'
+	expect run-gvisor-exit 3 'exit 3' -- "$AIRLOCK" run --mechanism gvisor -- sh -c 'exit 3'
+	expect run-gvisor-memory 137 'killed: MEMORY' -- "$AIRLOCK" run --mechanism gvisor --memory 64M -- python3 -c 'x = bytearray(1 << 30)'
+	expect run-gvisor-not-found 127 'cannot execute no-such-program: No such file' -- "$AIRLOCK" run --mechanism gvisor -- no-such-program
+	expect run-gvisor-ls 0 'guest$' -- "$AIRLOCK" run --mechanism gvisor -- ls -l /usr/lib/airlock
+	digest=$("$AIRLOCK" image ls | sed -n 's/^\(sha256:[0-9a-f]*\) .* default$/\1/p' | head -1)
+	printf 'deployment_mode: production\nauth_mode: token\nsandbox:\n  mechanism: gvisor\n' >"$TMP/prod-unpinned.yaml"
+	expect run-gvisor-production-unpinned 78 'production runs a pinned image' -- "$AIRLOCK" run --config "$TMP/prod-unpinned.yaml" -- true
+	printf 'deployment_mode: production\nauth_mode: token\nsandbox:\n  mechanism: gvisor\n  image: %s\n' "$digest" >"$TMP/prod.yaml"
+	expect run-gvisor-production 0 '^production ok' -- "$AIRLOCK" run --config "$TMP/prod.yaml" -- sh -c 'echo production ok'
+	expect run-gvisor-production-network 1 'No route to host|ENETUNREACH|unreachable' -- "$AIRLOCK" run --config "$TMP/prod.yaml" -- python3 -c 'import socket; socket.create_connection(("198.51.100.7", 80), 3)'
+	unset AIRLOCK_IMAGE_STORE
+else
+	# shellcheck disable=SC2086 # the list is split on purpose
+	skipped "gvisor mechanism unavailable: $gvisor_why" $GVISOR_CHECKS
+fi
 # Egress flags.
 printf 'egress:\n  mode: allowlist\n  destinations:\n    - host: a.example.com\n      ports: [80]\n' >"$TMP/allow.yaml"
 expect run-network-needs-policy 64 '--network needs --policy FILE' -- "$AIRLOCK" run --network -- true

@@ -502,24 +502,30 @@ Test(registry, built_mechanisms_open_and_the_rest_say_why)
 	cr_assert_eq(airlock_exec_open(&s, &e, &err), 0, "%s", err.message);
 	cr_assert_str_eq(airlock_exec_name(e), "fake");
 	airlock_exec_free(e);
-	/* native opens where the host can run it, and otherwise says why. */
-	s.mechanism = AIRLOCK_MECHANISM_NATIVE;
-	const char *why = airlock_mechanism_unavailable_reason(AIRLOCK_MECHANISM_NATIVE);
-	int rc = airlock_exec_open(&s, &e, &err);
-	if (why) {
-		cr_assert_eq(rc, airlock_errcode(AIRLOCK_ERR_EXECUTION_UNAVAILABLE), "%s", err.message);
-		cr_assert_null(e);
-	} else {
-		cr_assert_eq(rc, 0, "%s", err.message);
-		cr_assert_str_eq(airlock_exec_name(e), "native");
-		airlock_exec_free(e);
+	/* native and gvisor open where the host can run them, and otherwise
+	 * say why. */
+	const airlock_mechanism hosted[] = { AIRLOCK_MECHANISM_NATIVE, AIRLOCK_MECHANISM_GVISOR };
+	for (size_t i = 0; i < sizeof(hosted) / sizeof(hosted[0]); i++) {
+		s.mechanism = hosted[i];
+		e = NULL;
+		const char *why = airlock_mechanism_unavailable_reason(hosted[i]);
+		int rc = airlock_exec_open(&s, &e, &err);
+		if (why) {
+			cr_assert_eq(rc, airlock_errcode(AIRLOCK_ERR_EXECUTION_UNAVAILABLE), "%s", err.message);
+			cr_assert_null(e);
+		} else {
+			cr_assert_eq(rc, 0, "%s", err.message);
+			cr_assert_str_eq(airlock_exec_name(e), airlock_mechanism_name(hosted[i]));
+			airlock_exec_free(e);
+		}
 	}
 	for (int m = AIRLOCK_MECHANISM_INVALID + 1; m < AIRLOCK_MECHANISM__MAX; m++) {
-		if (m == AIRLOCK_MECHANISM_FAKE || m == AIRLOCK_MECHANISM_NATIVE)
+		if (m == AIRLOCK_MECHANISM_FAKE || m == AIRLOCK_MECHANISM_NATIVE ||
+		    m == AIRLOCK_MECHANISM_GVISOR)
 			continue;
 		s.mechanism = (airlock_mechanism)m;
 		e = NULL;
-		rc = airlock_exec_open(&s, &e, &err);
+		int rc = airlock_exec_open(&s, &e, &err);
 		cr_assert_eq(rc, airlock_errcode(AIRLOCK_ERR_NOT_IMPLEMENTED), "%s",
 		             airlock_mechanism_name((airlock_mechanism)m));
 		cr_assert(strstr(err.message, airlock_mechanism_name((airlock_mechanism)m)), "%s",

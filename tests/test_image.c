@@ -46,6 +46,7 @@
 #include "airlock/guest.h"
 #include "airlock/image.h"
 #include "airlock/types.h"
+#include "image/build.h"
 #include "util/util.h"
 
 extern char **environ;
@@ -610,13 +611,25 @@ Test(image, list_shows_imported_images)
 	cr_expect_null(infos);
 }
 
-/* A build record of recipe with the default suite and packages + extra. */
+/* A build record of recipe with the default suite and packages + extra,
+ * and a guest line: this airlock's guest files' fingerprint when guest is
+ * NULL, none when it is "", else guest. */
+static void write_record_guest(const char *path, unsigned recipe, const char *extra,
+                               const char *guest)
+{
+	char fp[AIRLOCK_SHA256_HEX_LEN + 1];
+	cr_assert_eq(image_guest_fingerprint(fp), 0);
+	char text[512];
+	snprintf(text, sizeof(text), "recipe: %u\nsuite: %s\npackages: %s%s\n%s%s%s", recipe,
+	         AIRLOCK_IMAGE_SUITE, AIRLOCK_IMAGE_DEFAULT_PACKAGES, extra,
+	         guest && !*guest ? "" : SIDECAR_GUEST_KEY, guest ? guest : fp,
+	         guest && !*guest ? "" : "\n");
+	write_file(path, text);
+}
+
 static void write_record(const char *path, unsigned recipe, const char *extra)
 {
-	char text[512];
-	snprintf(text, sizeof(text), "recipe: %u\nsuite: %s\npackages: %s%s\n", recipe,
-	         AIRLOCK_IMAGE_SUITE, AIRLOCK_IMAGE_DEFAULT_PACKAGES, extra);
-	write_file(path, text);
+	write_record_guest(path, recipe, extra, NULL);
 }
 
 Test(image, find_default_uses_the_build_record)
@@ -640,6 +653,14 @@ Test(image, find_default_uses_the_build_record)
 	fmt_path(side, "%s/sha256/%s.packages", airlock_image_store_path(s), digest + 7);
 	/* An older recipe's record does not count either. */
 	write_record(side, AIRLOCK_IMAGE_RECIPE - 1, "");
+	cr_assert_eq(airlock_image_find_default(s, found, &err), 0);
+	/* Nor one without this airlock's guest files: none recorded (a build
+	 * before recipe 4 or by an airlock that did not record them), or
+	 * others. */
+	write_record_guest(side, AIRLOCK_IMAGE_RECIPE, "", "");
+	cr_assert_eq(airlock_image_find_default(s, found, &err), 0);
+	write_record_guest(side, AIRLOCK_IMAGE_RECIPE, "",
+	                   "0000000000000000000000000000000000000000000000000000000000000000");
 	cr_assert_eq(airlock_image_find_default(s, found, &err), 0);
 	write_record(side, AIRLOCK_IMAGE_RECIPE, "");
 	cr_assert_eq(airlock_image_find_default(s, found, &err), 1, "%s", err.message);

@@ -848,3 +848,29 @@ Test(settings, example_file_parses)
 	airlock_settings_clear(&s);
 	airlock_settings_clear(&d);
 }
+
+/* sandbox.gvisor_platform: the same vocabulary and message from the file
+ * and from the environment. */
+Test(settings, gvisor_platform_from_every_door)
+{
+	airlock_settings s;
+	airlock_error err = { 0 };
+	cr_assert_eq(parse("sandbox:\n  mechanism: native\n", &s, &err), 0, "%s", err.message);
+	cr_expect_eq(s.gvisor_platform, AIRLOCK_GVISOR_PLATFORM_AUTO, "auto is the default");
+	airlock_settings_clear(&s);
+	cr_assert_eq(parse("sandbox:\n  gvisor_platform: ptrace\n", &s, &err), 0, "%s", err.message);
+	cr_expect_eq(s.gvisor_platform, AIRLOCK_GVISOR_PLATFORM_PTRACE);
+	char *envp[] = { (char *)"AIRLOCK_GVISOR_PLATFORM=kvm", NULL };
+	cr_assert_eq(airlock_settings_apply_env(&s, envp, &err), 0, "%s", err.message);
+	cr_expect_eq(s.gvisor_platform, AIRLOCK_GVISOR_PLATFORM_KVM);
+	char *bad[] = { (char *)"AIRLOCK_GVISOR_PLATFORM=systrap", NULL };
+	cr_expect_lt(airlock_settings_apply_env(&s, bad, &err), 0);
+	cr_expect(strstr(err.message, "sandbox.gvisor_platform") &&
+	                  strstr(err.message, "expected one of auto, ptrace, kvm"),
+	          "%s", err.message);
+	airlock_settings_clear(&s);
+	err = parse_fails("sandbox:\n  gvisor_platform: systrap\n");
+	cr_expect(strstr(err.message, "t.yaml:2") && strstr(err.message, "gvisor_platform") &&
+	                  strstr(err.message, "expected one of auto, ptrace, kvm"),
+	          "%s", err.message);
+}

@@ -199,6 +199,21 @@
  * only its first line, three numbers, is parsed. */
 #define AIRLOCK_IMAGE_UID_MAP_READ_MAX 256
 
+/* Open descriptors per sandbox process, soft and hard, on every mechanism (the hard limit
+ * equal, so it cannot be raised back). Commands would otherwise inherit the
+ * service's limit (20000 here): ten processes held 200k open files, and the
+ * host's fs.file-max is shared by every tenant (past it, only host root
+ * opens files). 1024 is the soft limit programs are written against
+ * (select's FD_SETSIZE is 1024, and the usual distribution default), so
+ * nothing ordinary meets it. It also caps what one sandbox user can have in
+ * flight in SCM_RIGHTS messages (the kernel compares that count with
+ * RLIMIT_NOFILE). A sandbox's total is this times pids_max; every open
+ * file's kernel objects are charged to its memory cgroup besides. Under
+ * gvisor (whose default hard limit is 20000) it also bounds the host
+ * sockets an allowlisted sandbox holds, whose TCP buffers outrun the
+ * cgroup's cap by a few pages each: 7000 connections held 521 MiB. */
+#define AIRLOCK_SANDBOX_NOFILE 1024
+
 /* ---- internal: the gvisor mechanism (src/exec/gvisor/) ----------------------- */
 /* What is kept of a runsc housekeeping call's output (the tail): runsc's
  * JSON for `events --stats` and `list` is well under it; what a sandbox can

@@ -14,17 +14,23 @@
  *                         to its stdout once (the service's sign that the
  *                         sandbox runs), then reaps every process that is
  *                         reparented to it, forever; never exits by itself.
- *   guest exec -- ARGV    one command, run as the sandbox user: becomes a
- *                         child subreaper and non-dumpable (the command,
- *                         same uid, can neither trace it nor read it), starts
- *                         ARGV (argv[0] resolved against AIRLOCK_SANDBOX_PATH
- *                         only, like the native starter), waits for it, then
- *                         kills (SIGKILL) every process of its uid but itself
- *                         and reaps them all before it exits with the
- *                         command's status: the exit code, or 128 + the
+ *   guest exec -- ARGV    one command, run as the sandbox user (it refuses
+ *                         root and CAP_KILL: its last act kills every
+ *                         process it may signal): becomes non-dumpable (the
+ *                         command, same uid, can neither trace it nor read
+ *                         its memory) and a child subreaper where the kernel has one
+ *                         (gVisor 20221219 answers EINVAL: there pid 1 reaps
+ *                         the orphans), starts ARGV (argv[0] resolved
+ *                         against AIRLOCK_SANDBOX_PATH only, like the native
+ *                         starter), waits for it, then kills (SIGKILL) every
+ *                         process of its uid but itself until a pass over
+ *                         /proc finds none (bounded) before it exits with
+ *                         the command's status: the exit code, or 128 + the
  *                         signal. When ARGV cannot be executed it writes
  *                         "airlock: cannot execute NAME: REASON" to stderr
- *                         and exits 127, like the native mechanism.
+ *                         (NAME with bytes outside printable ASCII as \xNN,
+ *                         cut at 200 bytes; native quotes it instead) and
+ *                         exits 127, like the native mechanism.
  *   guest kill UID        kills (SIGKILL) every process whose real uid is
  *                         UID, except pid 1 and itself, until none is left:
  *                         exit 0, or 1 when some survived its bound. Run

@@ -66,10 +66,11 @@ typedef struct airlock_gvisor_config {
 
 typedef struct airlock_gvisor airlock_gvisor;
 
-/* Checks runsc and the host, picks the platform, takes the state
- * directory (one service per directory: an flock), opens the image store and
- * removes what a crashed earlier run left (its runsc sandboxes, mounts,
- * bundles and cgroups). Each sandbox's runtime runs under a keeper, a
+/* Checks runsc and the host, picks the platform, opens the image store
+ * and the state directory (shared by every service on the host; each
+ * flocks what is its own) and removes what a crashed service left there
+ * and nothing a live one holds (its runsc sandboxes, mounts, bundles and
+ * cgroups). Each sandbox's runtime runs under a keeper, a
  * child subreaper of the service that reaps what runsc leaves, so the
  * calling process gets no children it did not start.
  * ExecutionUnavailable with the reason when this host cannot run it. */

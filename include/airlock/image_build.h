@@ -86,7 +86,7 @@ typedef struct airlock_image_build_options {
  * (lz4hc, every timestamp 0, every file root-owned, a fixed UUID) into a
  * file under tmp/; fsync; SHA-256; link it to its digest
  * name (an image already stored under that name is kept); write the
- * .packages sidecar. The private tree and every temporary file are removed
+ * .packages sidecar (recipe, suite, packages, the guest files' SHA-256). The private tree and every temporary file are removed
  * on every path out.
  *
  * Needs root (debootstrap creates device nodes and chroots). debootstrap and
@@ -111,8 +111,9 @@ int airlock_image_build(airlock_image_store *store, const airlock_image_build_op
 
 /*
  * Find the newest stored image that `build` made from the default package
- * list and AIRLOCK_IMAGE_SUITE (by its .packages sidecar), for reuse instead
- * of a rebuild. Returns 1 and fills ret_digest when there is one, 0 (ret_digest
+ * list and AIRLOCK_IMAGE_SUITE with this AIRLOCK_IMAGE_RECIPE and this
+ * airlock's guest files (airlock/guest.h; by its .packages sidecar, which
+ * records their SHA-256), for reuse instead of a rebuild. Returns 1 and fills ret_digest when there is one, 0 (ret_digest
  * untouched) when there is none, negative on error. The image is not hashed
  * here: open it with airlock_image_open_verified.
  */

@@ -252,11 +252,13 @@ static const char *deployment_label(airlock_deployment_mode m)
 }
 
 /* "a, b or c" from a name table, skipping index 0. */
-static void list_names(char *buf, size_t size, const char *const *names, size_t n)
+/* names[first..n): index 0 is the invalid value of most vocabularies here,
+ * and a valid one (auto) of the platform's. */
+static void list_names(char *buf, size_t size, const char *const *names, size_t first, size_t n)
 {
 	size_t o = 0;
 	buf[0] = 0;
-	for (size_t i = 1; i < n; i++) {
+	for (size_t i = first; i < n; i++) {
 		if (!names[i])
 			continue;
 		int w = snprintf(buf + o, size - o, "%s%s", o ? ", " : "", names[i]);
@@ -432,7 +434,7 @@ static int scalar_store(const field *f, void *base, const char *v, size_t len, b
 	case F_DEPLOYMENT: {
 		airlock_deployment_mode m = airlock_deployment_mode_parse(v);
 		if (m == AIRLOCK_DEPLOYMENT_INVALID) {
-			list_names(names, sizeof(names), deployment_names, ARRAY_SIZE(deployment_names));
+			list_names(names, sizeof(names), deployment_names, 1, ARRAY_SIZE(deployment_names));
 			return airlock_error_set(err, AIRLOCK_ERR_CONFIG, 0,
 			                         "%s: unknown value \"%s\" (expected one of %s)", where,
 			                         quote(q, sizeof(q), v, len), names);
@@ -443,7 +445,7 @@ static int scalar_store(const field *f, void *base, const char *v, size_t len, b
 	case F_MECHANISM: {
 		airlock_mechanism m = airlock_mechanism_parse(v);
 		if (m == AIRLOCK_MECHANISM_INVALID) {
-			list_names(names, sizeof(names), mechanism_names, ARRAY_SIZE(mechanism_names));
+			list_names(names, sizeof(names), mechanism_names, 1, ARRAY_SIZE(mechanism_names));
 			return airlock_error_set(err, AIRLOCK_ERR_CONFIG, 0,
 			                         "%s: unknown value \"%s\" (expected one of %s)", where,
 			                         quote(q, sizeof(q), v, len), names);
@@ -454,7 +456,7 @@ static int scalar_store(const field *f, void *base, const char *v, size_t len, b
 	case F_PLATFORM: {
 		airlock_gvisor_platform pl = airlock_gvisor_platform_parse(v);
 		if (pl == AIRLOCK_GVISOR_PLATFORM__MAX) {
-			list_names(names, sizeof(names), platform_names, ARRAY_SIZE(platform_names));
+			list_names(names, sizeof(names), platform_names, 0, ARRAY_SIZE(platform_names));
 			return airlock_error_set(err, AIRLOCK_ERR_CONFIG, 0,
 			                         "%s: unknown value \"%s\" (expected one of %s)", where,
 			                         quote(q, sizeof(q), v, len), names);
@@ -825,16 +827,32 @@ int airlock_settings_apply_env(airlock_settings *s, char *const *envp, airlock_e
 			continue;
 		const field *f = &env_overrides[k].f;
 		char *dst = (char *)s + f->off, *src = (char *)&tmp + f->off;
-		if (f->kind == F_STRING || f->kind == F_AUTH) {
+		/* A switch naming every kind (-Wswitch-enum): an override of a
+		 * new kind cannot be validated and then silently not applied. */
+		switch (f->kind) {
+		case F_STRING:
+		case F_AUTH: {
 			char **d = (char **)(void *)dst, **sp = (char **)(void *)src;
 			free(*d);
 			*d = TAKE_PTR(*sp);
-		} else if (f->kind == F_INT) {
+			break;
+		}
+		case F_INT:
+		case F_BYTES:
 			memcpy(dst, src, sizeof(int64_t));
-		} else if (f->kind == F_DEPLOYMENT) {
+			break;
+		case F_DEPLOYMENT:
 			memcpy(dst, src, sizeof(airlock_deployment_mode));
-		} else if (f->kind == F_MECHANISM) {
+			break;
+		case F_MECHANISM:
 			memcpy(dst, src, sizeof(airlock_mechanism));
+			break;
+		case F_PLATFORM:
+			memcpy(dst, src, sizeof(airlock_gvisor_platform));
+			break;
+		case F_MAP:
+		case F_NAMES:
+			break; /* no override has these kinds */
 		}
 	}
 out:

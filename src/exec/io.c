@@ -139,3 +139,39 @@ int exec_egress_decide(const airlock_egress_policy *policy, const airlock_proxy 
 	*ret_proxied = spec->egress.n_destinations > 0;
 	return 0;
 }
+
+void exec_stdin_feed(int *fd, const airlock_execution_command *cmd, size_t *off)
+{
+	ssize_t w = exec_write_nosigpipe(*fd, cmd->stdin_data + *off, cmd->stdin_len - *off);
+	if (w > 0)
+		*off += (size_t)w;
+	if ((w < 0 && errno != EAGAIN && errno != EINTR) || *off == cmd->stdin_len) {
+		close(*fd);
+		*fd = -1;
+	}
+}
+
+int exec_result_common(airlock_execution_result *ret, exec_stream *out, exec_stream *errs,
+                       const airlock_snapshot *before, const airlock_snapshot *after,
+                       int64_t files_changed_max, int64_t workspace_bytes, int *rootfd,
+                       int64_t duration_ms, airlock_error *err)
+{
+	ret->timed_out = ret->killed_by == AIRLOCK_KILL_TIMEOUT;
+	ret->stdout_truncated = out->truncated;
+	ret->stderr_truncated = errs->truncated;
+	/* At most the volume's size is hashed: the real data it can hold.
+	 * RLIMIT_FSIZE already keeps any one file under it. And for at most
+	 * AIRLOCK_SNAPSHOT_HASH_MS: holes are free to make and cost their
+	 * apparent size to hash, so the byte budget alone is seconds. */
+	int r = snapshot_diff(before, after, (size_t)files_changed_max, (uint64_t)workspace_bytes,
+	                      util_monotonic_ms() + AIRLOCK_SNAPSHOT_HASH_MS, snapshot_hash_fd,
+	                      rootfd, ret, err);
+	if (r < 0)
+		return r;
+	ret->stdout_data = util_buf_steal(&out->buf, &ret->stdout_len);
+	ret->stderr_data = util_buf_steal(&errs->buf, &ret->stderr_len);
+	if (!ret->stdout_data || !ret->stderr_data)
+		r = airlock_error_set(err, AIRLOCK_ERR_SYSTEM, ENOMEM, "execute");
+	ret->duration_ms = duration_ms;
+	return r;
+}

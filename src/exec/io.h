@@ -18,6 +18,7 @@
 #include "airlock/egress.h"
 #include "airlock/proxy.h"
 #include "airlock/types.h"
+#include "core/snapshot.h"
 #include "host/volume.h"
 #include "util/util.h"
 
@@ -68,5 +69,19 @@ int exec_env_build(const airlock_env *env, bool proxied, char ***ret, size_t *re
 int exec_egress_decide(const airlock_egress_policy *policy, const airlock_proxy *proxy,
                        const airlock_environment_spec *spec, bool *ret_proxied,
                        airlock_error *err);
+
+/* Write what the command's stdin pipe (*fd, non-blocking) takes now of
+ * cmd's stdin from *off; close it (*fd = -1) when all is written or the
+ * command will not take more. */
+void exec_stdin_feed(int *fd, const airlock_execution_command *cmd, size_t *off);
+
+/* The result's common part, once the reason or exit code is set: the
+ * truncation flags, files_changed (before vs after under the volume's root
+ * rootfd, at most workspace_bytes and AIRLOCK_SNAPSHOT_HASH_MS of
+ * hashing), the output (taken from the streams) and duration_ms. */
+int exec_result_common(airlock_execution_result *ret, exec_stream *out, exec_stream *errs,
+                       const airlock_snapshot *before, const airlock_snapshot *after,
+                       int64_t files_changed_max, int64_t workspace_bytes, int *rootfd,
+                       int64_t duration_ms, airlock_error *err);
 
 #endif

@@ -201,11 +201,18 @@ static void progress_line(airlock_image_progress_fn fn, void *ctx, const char *f
 	fn(ctx, line);
 }
 
+/* What the build made from what: the recipe, the suite, the packages and
+ * the guest files (their fingerprint: find_built reuses an image only when
+ * it carries this airlock's). */
 static int sidecar_text(const char *packages, char **ret)
 {
+	char guest[AIRLOCK_SHA256_HEX_LEN + 1];
+	int r = image_guest_fingerprint(guest);
+	if (r < 0)
+		return r;
 	char *text = NULL;
-	if (asprintf(&text, "recipe: %u\nsuite: %s\npackages: %s\n", AIRLOCK_IMAGE_RECIPE,
-	             AIRLOCK_IMAGE_SUITE, packages) < 0)
+	if (asprintf(&text, "recipe: %u\nsuite: %s\npackages: %s\n" SIDECAR_GUEST_KEY "%s\n",
+	             AIRLOCK_IMAGE_RECIPE, AIRLOCK_IMAGE_SUITE, packages, guest) < 0)
 		return -ENOMEM;
 	*ret = text;
 	return 0;
@@ -215,10 +222,11 @@ static int write_sidecar(airlock_image_store *store, const char *hex, const char
                          airlock_error *err)
 {
 	_cleanup_free_ char *text = NULL;
-	if (sidecar_text(packages, &text) < 0)
-		return host_image_sys_error(err, ENOMEM, "image build: sidecar");
+	int r = sidecar_text(packages, &text);
+	if (r < 0 || !text)
+		return host_image_sys_error(err, r < 0 ? -r : ENOMEM, "image build: sidecar");
 	char tmp_name[64];
-	int r = host_image_random_name("sidecar-", tmp_name, sizeof(tmp_name));
+	r = host_image_random_name("sidecar-", tmp_name, sizeof(tmp_name));
 	if (r < 0)
 		return airlock_error_set(err, AIRLOCK_ERR_SYSTEM, -r, "image build: sidecar");
 	_cleanup_close_ int fd = openat(store->tmp_fd, tmp_name,

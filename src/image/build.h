@@ -17,6 +17,7 @@
 
 #include "airlock/error.h"
 #include "airlock/image_build.h"
+#include "airlock/types.h"
 #include "host/tree.h"
 
 /* qsort's comparison of two char pointers, by strcmp. */
@@ -28,6 +29,13 @@ bool image_has_suffix(const char *s, const char *suffix);
  * program, the statx shim and the ld.so.preload that names it
  * (guest_files.c). */
 int image_install_guest(int rootfd, airlock_error *err);
+
+/* SHA-256 (hex) over the guest files image_install_guest writes: the
+ * sidecar records it ("guest: HEX"), and an image is reused as the default
+ * only when it carries this airlock's guest files (guest_files.c). */
+int image_guest_fingerprint(char out[AIRLOCK_SHA256_HEX_LEN + 1]);
+/* The sidecar line that records it, before the hex. */
+#define SIDECAR_GUEST_KEY "guest: "
 
 /* The default packages plus opts' extras, sorted, joined with commas
  * (packages.c). */

@@ -19,6 +19,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -36,6 +37,34 @@ extern const size_t image_guest_shim_blob_len;
 /* The loader reads this file in every dynamically linked program's start:
  * one absolute path, one line. */
 static const char preload_text[] = AIRLOCK_GUEST_STATX_SHIM "\n";
+
+int image_guest_fingerprint(char out[AIRLOCK_SHA256_HEX_LEN + 1])
+{
+	util_sha256 *h = util_sha256_new();
+	if (!h)
+		return -ENOMEM;
+	const struct {
+		const void *data;
+		size_t len;
+	} parts[] = {
+		{ image_guest_program_blob, image_guest_program_blob_len },
+		{ image_guest_shim_blob, image_guest_shim_blob_len },
+		{ preload_text, sizeof(preload_text) - 1 },
+	};
+	for (size_t i = 0; i < ARRAY_SIZE(parts); i++) {
+		/* Each part's length first: two different sets of files cannot
+		 * run together into the same bytes. */
+		uint64_t n = parts[i].len;
+		int r = util_sha256_update(h, &n, sizeof(n));
+		if (r == 0)
+			r = util_sha256_update(h, parts[i].data, parts[i].len);
+		if (r < 0) {
+			util_sha256_free(h);
+			return r;
+		}
+	}
+	return util_sha256_final_hex(h, out);
+}
 
 /* Make root/rel (no leading slash) a directory, each missing component 0755,
  * never through a symlink nor out of root's mount (host_tree_open_dir

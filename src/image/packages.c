@@ -6,9 +6,11 @@
 #include "image/build.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "host/image_store.h"
 #include "util/util.h"
@@ -90,6 +92,35 @@ int image_package_list(const airlock_image_build_options *opts, char **ret, airl
 	return 0;
 }
 
+/* Whether sha256/<hex>.packages has the line "guest: <fingerprint>": the
+ * image carries exactly the guest files this airlock writes. 1, 0 (no such
+ * line, no sidecar, another fingerprint: an image built before recipe 4's
+ * files changed, or by another airlock), or -errno. The store's own reader
+ * (airlock_image_list) passes over the line; it is the builder's. */
+static int sidecar_guest_matches(airlock_image_store *store, const char *hex,
+                                 const char *fingerprint)
+{
+	char name[AIRLOCK_SHA256_HEX_LEN + sizeof(SIDECAR_SUFFIX)];
+	snprintf(name, sizeof(name), "%s" SIDECAR_SUFFIX, hex);
+	_cleanup_close_ int fd = openat(store->sha_fd, name, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+	if (fd < 0)
+		return errno == ENOENT || errno == ELOOP ? 0 : -errno;
+	_cleanup_free_ char *text = NULL;
+	size_t len = 0;
+	int r = util_read_capped(fd, AIRLOCK_IMAGE_SIDECAR_MAX, &text, &len);
+	if (r < 0)
+		return r;
+	if (memchr(text, 0, len))
+		return 0;
+	char want[sizeof(SIDECAR_GUEST_KEY) + AIRLOCK_SHA256_HEX_LEN];
+	snprintf(want, sizeof(want), SIDECAR_GUEST_KEY "%s", fingerprint);
+	char *save = NULL;
+	for (char *line = strtok_r(text, "\n", &save); line; line = strtok_r(NULL, "\n", &save))
+		if (strcmp(line, want) == 0)
+			return 1;
+	return 0;
+}
+
 int airlock_image_find_built(airlock_image_store *store, const airlock_image_build_options *opts,
                              char ret_digest[AIRLOCK_IMAGE_DIGEST_SIZE], airlock_error *err)
 {
@@ -97,17 +128,30 @@ int airlock_image_find_built(airlock_image_store *store, const airlock_image_bui
 	int r = image_package_list(opts, &packages, err);
 	if (r < 0)
 		return r;
+	char guest[AIRLOCK_SHA256_HEX_LEN + 1];
+	r = image_guest_fingerprint(guest);
+	if (r < 0)
+		return host_image_sys_error(err, -r, "image find: guest files");
 	airlock_image_info *infos = NULL;
 	size_t n = 0;
 	r = airlock_image_list(store, &infos, &n, err);
 	if (r < 0)
 		return r;
-	/* Newest first: the most recent build of this list wins. */
+	/* Newest first: the most recent build of this list wins. An image
+	 * whose guest files are not this airlock's is not reused: the
+	 * mechanisms that run them would run another version's wrapper. */
 	int found = 0;
-	for (size_t i = 0; i < n && !found; i++) {
-		if (infos[i].suite && infos[i].packages && infos[i].recipe == AIRLOCK_IMAGE_RECIPE &&
-		    strcmp(infos[i].suite, AIRLOCK_IMAGE_SUITE) == 0 &&
-		    strcmp(infos[i].packages, packages) == 0) {
+	for (size_t i = 0; i < n && found == 0; i++) {
+		if (!infos[i].suite || !infos[i].packages || infos[i].recipe != AIRLOCK_IMAGE_RECIPE ||
+		    strcmp(infos[i].suite, AIRLOCK_IMAGE_SUITE) != 0 ||
+		    strcmp(infos[i].packages, packages) != 0)
+			continue;
+		const char *hex = infos[i].digest + sizeof("sha256:") - 1;
+		int m = sidecar_guest_matches(store, hex, guest);
+		if (m < 0) {
+			found = airlock_error_set(err, AIRLOCK_ERR_SYSTEM, -m,
+			                          "image find: reading the record of %s", infos[i].digest);
+		} else if (m > 0) {
 			memcpy(ret_digest, infos[i].digest, AIRLOCK_IMAGE_DIGEST_SIZE);
 			found = 1;
 		}

@@ -12,12 +12,15 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "airlock/caps.h"
 #include "airlock/envbuild.h"
 #include "airlock/guest.h"
 #include "airlock/json.h"
 #include "exec/gvisor/gvisor_internal.h"
 #include "exec/io.h"
 #include "util/util.h"
+
+const char *const gv_bundle_files[3] = { "config.json", "sentry.pid", "exec.pid" };
 
 static json_t *rlimit(const char *type, int64_t value)
 {
@@ -40,7 +43,7 @@ int gv_bundle_write(const airlock_gvisor *g, gv_sandbox *b, const char *image_pa
 	 * from the container (runsc exec merges its --env over it). */
 	char **envp = NULL;
 	size_t n_env = 0;
-	int r = exec_env_build(&spec->environment, b->proxied, &envp, &n_env, err);
+	int r = exec_env_build(&spec->environment, b->network_host, &envp, &n_env, err);
 	json_t *env = json_array();
 	for (size_t i = 0; r == 0 && env && i < n_env; i++)
 		if (json_array_append_new(env, json_string(envp[i])) < 0)
@@ -64,18 +67,21 @@ int gv_bundle_write(const airlock_gvisor *g, gv_sandbox *b, const char *image_pa
 	/* pids_max: RLIMIT_NPROC, which gVisor counts per uid over the
 	 * sandbox's own processes and threads (measured: a fork loop as uid
 	 * 1000 stops at exactly the limit); init is root's and not counted.
-	 * RLIMIT_FSIZE: no one file larger than the workspace, as on native. */
-	json_t *rlimits = json_pack("[o, o, o]", rlimit("RLIMIT_NPROC", l->pids_max),
+	 * RLIMIT_FSIZE: no one file larger than the workspace, as on native.
+	 * RLIMIT_NOFILE: AIRLOCK_SANDBOX_NOFILE, as on native (airlock/caps.h
+	 * says why, and why it matters more with the allowlist's host sockets). */
+	json_t *rlimits = json_pack("[o, o, o, o]", rlimit("RLIMIT_NPROC", l->pids_max),
 	                            rlimit("RLIMIT_FSIZE", l->workspace_bytes),
+	                            rlimit("RLIMIT_NOFILE", AIRLOCK_SANDBOX_NOFILE),
 	                            rlimit("RLIMIT_CORE", 0));
 	json_t *process = json_pack(
 		"{s:b, s:{s:i, s:i}, s:[s, s], s:o, s:s, s:o, s:o, s:b}", "terminal", 0, "user", "uid", 0,
 		"gid", 0, "args", AIRLOCK_GUEST_PROGRAM, "init", "env", env, "cwd", "/", "capabilities",
 		caps, "rlimits", rlimits, "noNewPrivileges", 1);
 	/* /tmp is gVisor's own tmpfs, in the sentry's memory: charged to the
-	 * sandbox's memory cgroup. No /sys: the host's sysfs and cgroupfs are
-	 * nothing a sandbox needs. The workspace is the volume, through the
-	 * gofer. */
+	 * sandbox's memory cgroup. No /sys of the host's: gVisor mounts a
+	 * synthetic one of its own (its CPUs, lo, an empty cgroup directory).
+	 * The workspace is the volume, through the gofer. */
 	json_t *mounts = json_pack(
 		"[o, o, o]", mount_entry("/proc", "proc", "proc", json_pack("[s, s, s]", "nosuid", "noexec", "nodev")),
 		mount_entry("/tmp", "tmpfs", "tmpfs", json_pack("[s, s, s]", "nosuid", "nodev", "mode=1777")),

@@ -9,6 +9,7 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <linux/openat2.h>
 #include <inttypes.h>
 #include <jansson.h>
 #include <poll.h>
@@ -37,6 +38,7 @@
  * (`runsc events --stats`, ~20 ms of a core) while the host's task count
  * says the sandbox has many processes. */
 #define GV_PIDS_ASK_MS 250
+#define GV_PIDS_ASK_KVM_MS 1000
 
 typedef struct execution {
 	airlock_gvisor *g;
@@ -63,7 +65,28 @@ typedef struct execution {
 	airlock_kill_reason kill_reason;
 	int status;        /* runsc exec's wait status */
 	bool runtime_died; /* the sentry died while the command ran */
+	int cwd_errno;     /* the working directory is not there: never started */
+	bool started;      /* runsc exec wrote the guest pid: the wrapper ran */
 } execution;
+
+/* What runsc exec itself prints on its stderr, which is the command's: only
+ * when it fails, and after the command started only when the sandbox died
+ * under it ("waiting on pid N: ..."). That last line is the runtime's, not
+ * the command's, and is cut from the partial output. */
+#define GV_RUNSC_WAIT_FAILED "waiting on pid "
+
+static void strip_runtime_line(util_buf *b)
+{
+	size_t n = b->len;
+	if (n && b->data[n - 1] == '\n')
+		n--;
+	size_t start = n;
+	while (start > 0 && b->data[start - 1] != '\n')
+		start--;
+	size_t plen = strlen(GV_RUNSC_WAIT_FAILED);
+	if (n - start >= plen && memcmp(b->data + start, GV_RUNSC_WAIT_FAILED, plen) == 0)
+		b->len = start;
+}
 
 static int exec_snapshot_before(execution *x, airlock_error *err)
 {
@@ -81,7 +104,7 @@ static int exec_cwd(execution *x, airlock_error *err)
 	 * holds the sandbox: a symlink the sandbox planted is refused. */
 	if (strcmp(cmd->working_directory, ".") != 0) {
 		_cleanup_free_ char *resolved = NULL;
-		int r = airlock_workspace_resolve(x->b->ws, cmd->working_directory,
+		int r = airlock_workspace_resolve(x->b->box.ws, cmd->working_directory,
 		                                  strlen(cmd->working_directory), &resolved, err);
 		if (r < 0)
 			return r;
@@ -89,6 +112,18 @@ static int exec_cwd(execution *x, airlock_error *err)
 	if (exec_make_cwd(cmd->working_directory, x->cwd, sizeof(x->cwd)) < 0)
 		return airlock_error_set(err, AIRLOCK_ERR_WORKSPACE_ESCAPE, 0,
 		                         "working_directory is too long");
+	/* A working directory that is not there is the command's failure, as
+	 * on native (127 and why on stderr): looked up on the volume from the
+	 * service's side, because runsc exec's own refusal names the runtime's
+	 * internals and goes to the command's stderr. */
+	struct open_how how = { .flags = O_PATH | O_DIRECTORY | O_CLOEXEC,
+		                .resolve = RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS |
+		                           RESOLVE_NO_MAGICLINKS | RESOLVE_NO_XDEV };
+	int fd = sys_openat2(x->rootfd, cmd->working_directory, &how);
+	if (fd < 0)
+		x->cwd_errno = errno;
+	else
+		close(fd);
 	return 0;
 }
 
@@ -114,8 +149,14 @@ static int start_command(execution *x, airlock_error *err)
 	char user[32], pwd[AIRLOCK_PATH_MAX + 32];
 	snprintf(user, sizeof(user), "%d:%d", GV_SANDBOX_UID, GV_SANDBOX_UID);
 	snprintf(pwd, sizeof(pwd), "PWD=%s", x->cwd);
-	const char *head[] = { "exec", "--user", user, "--cwd", x->cwd, "--env", pwd, b->id,
-		               AIRLOCK_GUEST_PROGRAM, "exec", "--" };
+	char pid_file[4096 + 16];
+	snprintf(pid_file, sizeof(pid_file), "%s/exec.pid", b->dir);
+	unlinkat(b->dir_fd, "exec.pid", 0);
+	/* --internal-pid-file: runsc writes it once the wrapper runs, so its
+	 * absence afterwards says runsc failed before the command started. */
+	const char *head[] = { "exec", "--user", user, "--cwd", x->cwd, "--env", pwd,
+		               "--internal-pid-file", pid_file, b->box.id, AIRLOCK_GUEST_PROGRAM, "exec",
+		               "--" };
 	size_t nh = ARRAY_SIZE(head);
 	_cleanup_free_ const char **words = calloc(nh + cmd->argc, sizeof(*words));
 	if (!words)
@@ -130,7 +171,8 @@ static int start_command(execution *x, airlock_error *err)
 	 * command's stdio; it is the service's child, outside the sandbox's
 	 * cgroups (a host helper, like the native starter). */
 	gv_spawn_opts o = { .argv = argv, .in_fd = x->pipes[0][0], .out_fd = x->pipes[1][1],
-		            .err_fd = x->pipes[2][1] };
+		            .err_fd = x->pipes[2][1],
+		            .netns_pidfd = b->network_host ? b->keeper_pidfd : -1 };
 	int r = gv_spawn(&o, NULL, &x->pidfd, err);
 	gv_argv_free(argv);
 	return r;
@@ -142,9 +184,9 @@ static int exec_start(execution *x, airlock_error *err)
 	x->timeout_at = x->start + x->req->effective_timeout_ms;
 	x->expiry_at = x->start + (x->req->expires_at_ms - util_now_ms());
 	x->cmd_start = util_monotonic_ms();
-	int r;
+	int r = 0;
 	pthread_mutex_lock(&b->start_lock);
-	if (b->dead)
+	if (b->box.dead)
 		r = airlock_error_set(err, AIRLOCK_ERR_EXECUTION_REJECTED, 0,
 		                      "environment %s was destroyed", x->handle->environment_id);
 	else if (b->ended || gv_runtime_gone(b))
@@ -152,9 +194,19 @@ static int exec_start(execution *x, airlock_error *err)
 		                      "environment %s has ended (gVisor ends the whole sandbox when it "
 		                      "runs out of memory): provision a new one",
 		                      x->handle->environment_id);
-	else
+	else if (!x->cwd_errno)
 		r = start_command(x, err);
 	pthread_mutex_unlock(&b->start_lock);
+	if (r == 0 && x->cwd_errno) {
+		char msg[AIRLOCK_WORKSPACE_QUOTE_MAX + 256], q[AIRLOCK_WORKSPACE_QUOTE_MAX];
+		int len = snprintf(msg, sizeof(msg), "airlock: working directory %s: %s\n",
+		                   airlock_workspace_quote(x->cwd, strlen(x->cwd), q),
+		                   strerror(x->cwd_errno));
+		util_buf_append(&x->errs.buf, msg,
+		                len < 0 ? 0 : (size_t)len < sizeof(msg) ? (size_t)len : sizeof(msg) - 1);
+		x->status = AIRLOCK_GUEST_EXEC_FAILED << 8;
+		x->reaped = x->started = true;
+	}
 	for (int i = 0; i < 3; i++) {
 		close(x->pipes[i][i == 0 ? 0 : 1]);
 		x->pipes[i][i == 0 ? 0 : 1] = -1;
@@ -180,10 +232,10 @@ static int exec_start(execution *x, airlock_error *err)
  * --stats` reports gVisor's count (init included). -1 when unknown. */
 static int64_t guest_pids(execution *x)
 {
-	const char *words[] = { "events", "--stats", x->b->id };
+	const char *words[] = { "events", "--stats", x->b->box.id };
 	int st = 0;
 	_cleanup_free_ char *out = NULL;
-	if (gv_runsc_call(x->g, x->b->network_host, words, ARRAY_SIZE(words), GV_RUNSC_CALL_MS, &st,
+	if (gv_runsc_call(x->g, x->b, words, ARRAY_SIZE(words), GV_RUNSC_CALL_MS, &st,
 	                  &out) < 0 ||
 	    !out)
 		return -1;
@@ -202,11 +254,20 @@ static int64_t guest_pids(execution *x)
  * GV_PIDS_ASK_MS: a command with few processes never pays for the ask. */
 static bool pids_reached(execution *x, int64_t now)
 {
-	uint64_t tasks = 0;
-	if (now < x->pids_next || host_cgroup_pids_current(x->b->cg, &tasks, NULL) < 0 ||
-	    tasks < x->tasks0 + (uint64_t)x->b->limits.pids_max)
+	if (now < x->pids_next)
 		return false;
-	x->pids_next = now + GV_PIDS_ASK_MS;
+	/* Under ptrace every guest address space is a host process of the
+	 * runtime's, so the host's count is a cheap first sign; under kvm it
+	 * is not, and the runtime is asked every GV_PIDS_ASK_KVM_MS instead. */
+	if (x->g->platform == AIRLOCK_GVISOR_PLATFORM_PTRACE) {
+		uint64_t tasks = 0;
+		if (host_cgroup_pids_current(x->b->cg, &tasks, NULL) < 0 ||
+		    tasks < x->tasks0 + (uint64_t)x->b->limits.pids_max)
+			return false;
+		x->pids_next = now + GV_PIDS_ASK_MS;
+	} else {
+		x->pids_next = now + GV_PIDS_ASK_KVM_MS;
+	}
 	int64_t n = guest_pids(x);
 	return n >= 0 && n - 1 >= x->b->limits.pids_max;
 }
@@ -239,24 +300,15 @@ static native_observed exec_observe(execution *x, bool cap_hit, bool exited)
 	return o;
 }
 
-static void exec_feed_stdin(execution *x)
-{
-	const airlock_execution_command *cmd = x->cmd;
-	ssize_t w = exec_write_nosigpipe(x->in_w, cmd->stdin_data + x->in_off,
-	                                 cmd->stdin_len - x->in_off);
-	if (w > 0)
-		x->in_off += (size_t)w;
-	if ((w < 0 && errno != EAGAIN && errno != EINTR) || x->in_off == cmd->stdin_len) {
-		close(x->in_w);
-		x->in_w = -1;
-	}
-}
-
 static int exec_pump(execution *x, airlock_error *err)
 {
 	(void)err;
+	if (x->cwd_errno) {
+		x->cmd_end = x->cmd_start;
+		return 0; /* never started (exec_start) */
+	}
 	bool exited = false, killed = false;
-	int64_t killed_at = 0;
+	int64_t killed_at = 0, exited_at = 0;
 	for (;;) {
 		struct pollfd p[7];
 		int np = 0, i_out = -1, i_err = -1, i_in = -1, i_pid = -1, i_rt = -1;
@@ -270,15 +322,21 @@ static int exec_pump(execution *x, airlock_error *err)
 			p[i_pid = np++] = (struct pollfd){ .fd = x->pidfd, .events = POLLIN };
 		if (!x->runtime_died && x->b->sentry_pidfd >= 0)
 			p[i_rt = np++] = (struct pollfd){ .fd = x->b->sentry_pidfd, .events = POLLIN };
-		if (x->req->cancel && !x->kill_reason)
+		/* Once a reason is set, or runsc exec has exited, these would
+		 * stay readable and spin the loop. */
+		if (x->req->cancel && !x->kill_reason && !exited)
 			p[np++] = (struct pollfd){ .fd = airlock_cancel_fd(x->req->cancel),
 				                   .events = POLLIN };
-		if (!x->kill_reason)
+		if (!x->kill_reason && !exited)
 			p[np++] = (struct pollfd){ .fd = x->g->shutdown_efd, .events = POLLIN };
 		if (exited && x->out.fd < 0 && x->errs.fd < 0)
 			break;
-		/* A copy of a pipe held a moment longer must not hang us. */
-		if (exited && killed && util_monotonic_ms() - killed_at > GV_DRAIN_MS)
+		/* The output is drained for at most GV_DRAIN_MS after runsc exec
+		 * exited, killed or not: when it has, no process of the command
+		 * is left, and a pipe still open is held by the runtime itself
+		 * (this gVisor never frees unix sockets that hold each other in
+		 * flight, and a command can put its stdio in such a cycle). */
+		if (exited && util_monotonic_ms() - exited_at > GV_DRAIN_MS)
 			break;
 		poll(p, (nfds_t)np, GV_POLL_MS);
 
@@ -288,12 +346,14 @@ static int exec_pump(execution *x, airlock_error *err)
 		if (i_err >= 0 && p[i_err].revents && exec_stream_read(&x->errs))
 			cap_hit = true;
 		if (i_in >= 0 && p[i_in].revents)
-			exec_feed_stdin(x);
+			exec_stdin_feed(&x->in_w, x->cmd, &x->in_off);
 		if (i_rt >= 0 && p[i_rt].revents)
 			x->runtime_died = true;
 		if (i_pid >= 0 && p[i_pid].revents) {
 			gv_wait(x->pidfd, 0, &x->status);
 			exited = x->reaped = true;
+			exited_at = util_monotonic_ms();
+			x->started = faccessat(x->b->dir_fd, "exec.pid", F_OK, AT_SYMLINK_NOFOLLOW) == 0;
 		}
 		if (!x->kill_reason) {
 			native_observed o = exec_observe(x, cap_hit, exited);
@@ -305,11 +365,14 @@ static int exec_pump(execution *x, airlock_error *err)
 			killed = true;
 			killed_at = util_monotonic_ms();
 		}
-		if (x->kill_reason && !killed) {
+		/* A reason, or a wrapper that died of a signal (a command can
+		 * kill its own wrapper, which then cannot clean up): every
+		 * process of the sandbox user dies now, the wrapper with them,
+		 * and runsc exec returns. */
+		bool wrapper_killed = exited && WIFEXITED(x->status) && WEXITSTATUS(x->status) >= 128;
+		if ((x->kill_reason || wrapper_killed) && !killed && !x->runtime_died) {
 			killed = true;
 			killed_at = util_monotonic_ms();
-			/* Every process of the sandbox user, the wrapper with
-			 * them; runsc exec then returns. */
 			gv_kill_commands(x->g, x->b);
 		}
 		/* runsc exec that outlives its command by the drain bound (a
@@ -317,6 +380,7 @@ static int exec_pump(execution *x, airlock_error *err)
 		if (killed && !exited && util_monotonic_ms() - killed_at > GV_DRAIN_MS) {
 			gv_wait(x->pidfd, 0, &x->status);
 			exited = x->reaped = true;
+			exited_at = util_monotonic_ms();
 		}
 	}
 	x->cmd_end = util_monotonic_ms();
@@ -336,7 +400,7 @@ static int exec_after(execution *x, airlock_error *err)
 		 * the handle is dead for executes either way. */
 		pthread_mutex_lock(&b->start_lock);
 		b->ended = true;
-		bool destroyed = b->dead;
+		bool destroyed = b->box.dead;
 		pthread_mutex_unlock(&b->start_lock);
 		if (!x->kill_reason) {
 			uint64_t v = 0;
@@ -353,11 +417,15 @@ static int exec_after(execution *x, airlock_error *err)
 				                         x->handle->environment_id);
 		}
 		b->ended_by = x->kill_reason;
-	} else if (!x->kill_reason && WIFEXITED(x->status) && WEXITSTATUS(x->status) >= 128) {
-		/* The command died of a signal, or its wrapper did (a command
-		 * can kill its own wrapper, which then could not clean up):
-		 * whatever it started is ended here. */
-		gv_kill_commands(x->g, b);
+		strip_runtime_line(&x->errs.buf);
+	} else if (!x->started && !x->kill_reason) {
+		/* runsc refused the command before it started; what it printed
+		 * names the runtime's internals and is not the command's. */
+		int st = WIFEXITED(x->status) ? WEXITSTATUS(x->status) : 128 + WTERMSIG(x->status);
+		return airlock_error_set(err, AIRLOCK_ERR_EXECUTION_UNAVAILABLE, 0,
+		                         "execute: the gvisor runtime could not start the command "
+		                         "(runsc exec exited with status %d)",
+		                         st);
 	}
 	int r = host_volume_check_identity(b->vol, err);
 	if (r < 0)
@@ -392,21 +460,9 @@ static int exec_result(execution *x, airlock_error *err)
 		ret->has_exit_code = true;
 		ret->exit_code = WIFEXITED(x->status) ? WEXITSTATUS(x->status) : 128 + WTERMSIG(x->status);
 	}
-	ret->timed_out = x->kill_reason == AIRLOCK_KILL_TIMEOUT;
-	ret->stdout_truncated = x->out.truncated;
-	ret->stderr_truncated = x->errs.truncated;
-	int r = snapshot_diff(&x->before, &x->after, (size_t)x->req->files_changed_max,
-	                      (uint64_t)x->b->limits.workspace_bytes,
-	                      util_monotonic_ms() + AIRLOCK_SNAPSHOT_HASH_MS, snapshot_hash_fd,
-	                      &x->rootfd, ret, err);
-	if (r < 0)
-		return r;
-	ret->stdout_data = util_buf_steal(&x->out.buf, &ret->stdout_len);
-	ret->stderr_data = util_buf_steal(&x->errs.buf, &ret->stderr_len);
-	if (!ret->stdout_data || !ret->stderr_data)
-		r = airlock_error_set(err, AIRLOCK_ERR_SYSTEM, ENOMEM, "execute");
-	ret->duration_ms = x->cmd_end - x->cmd_start;
-	return r;
+	return exec_result_common(ret, &x->out, &x->errs, &x->before, &x->after,
+	                          x->req->files_changed_max, x->b->limits.workspace_bytes,
+	                          &x->rootfd, x->cmd_end - x->cmd_start, err);
 }
 
 static void exec_cleanup(execution *x, int r)
@@ -434,12 +490,8 @@ static void exec_cleanup(execution *x, int r)
 	util_buf_clear(&x->errs.buf);
 	snapshot_clear(&x->before);
 	snapshot_clear(&x->after);
-	airlock_gvisor *g = x->g;
-	pthread_mutex_lock(&g->lock);
-	if (--g->executing == 0)
-		pthread_cond_broadcast(&g->idle);
-	pthread_mutex_unlock(&g->lock);
-	gv_sandbox_put(g, x->b);
+	if (exec_boxes_leave(&x->g->boxes, &x->b->box))
+		gv_sandbox_release(x->g, x->b);
 }
 
 typedef struct exec_phase {
@@ -474,18 +526,11 @@ int gv_execute(void *ctx, const airlock_environment_handle *handle,
 {
 	airlock_gvisor *g = ctx;
 	int64_t start = util_monotonic_ms();
-	gv_sandbox *b = gv_sandbox_get(g, handle->environment_id);
-	if (!b)
-		return airlock_error_set(err, AIRLOCK_ERR_EXECUTION_REJECTED, 0, "environment %s is gone",
-		                         handle->environment_id);
-	if (!util_streq0(b->tenant_id, handle->tenant_id)) {
-		gv_sandbox_put(g, b);
-		return airlock_error_set(err, AIRLOCK_ERR_SANDBOX_ESCAPE_SUSPECTED, 0,
-		                         "environment %s belongs to another tenant", handle->environment_id);
-	}
-	pthread_mutex_lock(&g->lock);
-	g->executing++;
-	pthread_mutex_unlock(&g->lock);
+	exec_box *box = NULL;
+	int r = exec_boxes_enter(&g->boxes, handle, &box, err);
+	if (r < 0)
+		return r;
+	gv_sandbox *b = (gv_sandbox *)box;
 	execution x = {
 		.g = g, .b = b, .handle = handle, .req = req, .cmd = req->command, .ret = ret,
 		.start = start,
@@ -497,7 +542,6 @@ int gv_execute(void *ctx, const airlock_environment_handle *handle,
 	};
 	util_buf_init(&x.out.buf, (size_t)x.cmd->maximum_output_bytes);
 	util_buf_init(&x.errs.buf, (size_t)x.cmd->maximum_output_bytes);
-	int r = 0;
 	for (size_t i = 0; i < ARRAY_SIZE(exec_phases) && r == 0; i++)
 		r = exec_run(&x, &exec_phases[i], err);
 	exec_cleanup(&x, r);

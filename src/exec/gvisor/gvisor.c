@@ -114,58 +114,104 @@ static int dir_private(const char *path, airlock_error *err)
 	return 0;
 }
 
-/* Remove what a crashed run left in a directory of bundles or images:
- * unmount what is mounted (the workspace of a bundle, an image), then the
- * files and the directory. Only names this module makes are touched. */
-static void sweep_dir(const char *parent, bool bundles)
+/* Several services may share a state directory (every `airlock run` is a
+ * service): each holds an flock on what is its own, and the sweep removes
+ * only what no live service holds, the way the cgroup sweep does
+ * (host/cgroup/sweep.c):
+ *   - a bundle directory, sandboxes/<id>, is flocked (LOCK_EX) by its
+ *     service from just after mkdir to its teardown; the window between
+ *     the two is closed by a shared flock on sandboxes/ during creation,
+ *     which the sweep takes exclusively while it scans;
+ *   - a service's image mounts live in images/<instance>/, flocked by it
+ *     for its life. */
+
+/* Take dir's exclusive flock without waiting: 1 when it was free (the
+ * owner is dead, or there is none), 0 when a live service holds it. */
+static int lock_if_free(int fd)
 {
-	_cleanup_closedir_ DIR *d = opendir(parent);
+	if (flock(fd, LOCK_EX | LOCK_NB) == 0)
+		return 1;
+	return errno == EWOULDBLOCK ? 0 : -errno;
+}
+
+/* A dead service's bundle: runsc's state of its sandbox, the workspace
+ * mount, the files, the directory. */
+static void sweep_bundle(airlock_gvisor *g, int sandboxes_fd, const char *id)
+{
+	_cleanup_close_ int fd = openat(sandboxes_fd, id, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (fd < 0 || lock_if_free(fd) != 1)
+		return;
+	gv_runsc_delete(g, id);
+	char p[4096 + 2 * AIRLOCK_ENVIRONMENT_ID_MAX];
+	snprintf(p, sizeof(p), "%s/sandboxes/%s/workspace", g->state_dir, id);
+	umount2(p, MNT_DETACH);
+	unlinkat(fd, "workspace", AT_REMOVEDIR);
+	for (size_t i = 0; i < ARRAY_SIZE(gv_bundle_files); i++)
+		unlinkat(fd, gv_bundle_files[i], 0);
+	unlinkat(sandboxes_fd, id, AT_REMOVEDIR);
+}
+
+/* A dead service's image mounts. */
+static void sweep_images(airlock_gvisor *g)
+{
+	char dir[4096];
+	snprintf(dir, sizeof(dir), "%s/images", g->state_dir);
+	_cleanup_closedir_ DIR *d = opendir(dir);
 	struct dirent *de;
 	while (d && (de = readdir(d))) {
-		if (de->d_name[0] == '.')
+		if (de->d_name[0] == '.' || strcmp(de->d_name, g->instance) == 0)
 			continue;
-		char p[4096], q[4096 + 32];
-		snprintf(p, sizeof(p), "%s/%s", parent, de->d_name);
-		if (bundles) {
-			snprintf(q, sizeof(q), "%s/workspace", p);
-			umount2(q, MNT_DETACH);
-			rmdir(q);
-			snprintf(q, sizeof(q), "%s/config.json", p);
-			unlink(q);
-			snprintf(q, sizeof(q), "%s/sentry.pid", p);
-			unlink(q);
-		} else {
+		_cleanup_close_ int fd = openat(dirfd(d), de->d_name,
+		                                O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+		if (fd < 0 || lock_if_free(fd) != 1)
+			continue;
+		char p[4096 + 512];
+		_cleanup_closedir_ DIR *m = fdopendir(dup(fd));
+		struct dirent *me;
+		while (m && (me = readdir(m))) {
+			if (me->d_name[0] == '.')
+				continue;
+			snprintf(p, sizeof(p), "%s/%s/%s", dir, de->d_name, me->d_name);
 			umount2(p, MNT_DETACH);
+			rmdir(p);
 		}
-		rmdir(p);
+		unlinkat(dirfd(d), de->d_name, AT_REMOVEDIR);
 	}
 }
 
 /* The crash sweep: the cgroups first (host_crash_sweep kills every process
- * in a dead service's groups: keepers, runsc, sentries, gofers), then
- * runsc's state for every sandbox it still lists, then our mounts and
- * bundles. The state directory's lock says no live service owns any of it. */
+ * in a dead service's groups: keepers, runsc, sentries, gofers), then each
+ * dead bundle with runsc's state of its sandbox, then runsc's state of any
+ * sandbox without a bundle (none is being made: the scan holds sandboxes/
+ * exclusively), then dead services' image mounts. */
 static int gv_sweep(airlock_gvisor *g, airlock_error *err)
 {
 	unsigned removed = 0;
 	int r = host_crash_sweep(g->images, &removed, err);
 	if (r < 0)
 		return r;
+	char p[4096];
+	snprintf(p, sizeof(p), "%s/sandboxes", g->state_dir);
+	_cleanup_close_ int sfd = open(p, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (sfd < 0 || flock(sfd, LOCK_EX) < 0)
+		return airlock_error_set(err, AIRLOCK_ERR_EXECUTION_UNAVAILABLE, errno,
+		                         "gvisor: the state directory's sandboxes");
+	_cleanup_closedir_ DIR *d = fdopendir(dup(sfd));
+	struct dirent *de;
+	while (d && (de = readdir(d)))
+		if (de->d_name[0] != '.')
+			sweep_bundle(g, sfd, de->d_name);
 	const char *words[] = { "list", "--quiet" };
 	int st = 0;
 	_cleanup_free_ char *out = NULL;
-	if (gv_runsc_call(g, false, words, ARRAY_SIZE(words), GV_RUNSC_CALL_MS, &st, &out) == 0 &&
+	if (gv_runsc_call(g, NULL, words, ARRAY_SIZE(words), GV_RUNSC_CALL_MS, &st, &out) == 0 &&
 	    out) {
 		for (char *save = NULL, *id = strtok_r(out, "\n", &save); id;
 		     id = strtok_r(NULL, "\n", &save))
-			if (*id)
+			if (*id && faccessat(sfd, id, F_OK, AT_SYMLINK_NOFOLLOW) < 0)
 				gv_runsc_delete(g, id);
 	}
-	char p[4096];
-	snprintf(p, sizeof(p), "%s/sandboxes", g->state_dir);
-	sweep_dir(p, true);
-	snprintf(p, sizeof(p), "%s/images", g->state_dir);
-	sweep_dir(p, false);
+	sweep_images(g);
 	return 0;
 }
 
@@ -185,9 +231,9 @@ int airlock_gvisor_new(const airlock_gvisor_config *cfg, airlock_gvisor **ret, a
 	_cleanup_free_ char *parent = NULL;
 	g->cfg = *cfg;
 	g->platform = platform;
-	g->lock_fd = g->state_fd = g->volume_dir_fd = g->shutdown_efd = -1;
+	g->instance_fd = g->state_fd = g->volume_dir_fd = g->shutdown_efd = -1;
 	pthread_mutex_init(&g->lock, NULL);
-	pthread_cond_init(&g->idle, NULL);
+	exec_boxes_init(&g->boxes);
 	if (g->cfg.start_budget_seconds <= 0)
 		g->cfg.start_budget_seconds = 30;
 	g->state_dir = strdup(cfg->state_dir ? cfg->state_dir : AIRLOCK_GVISOR_STATE_DIR);
@@ -212,20 +258,9 @@ int airlock_gvisor_new(const airlock_gvisor_config *cfg, airlock_gvisor **ret, a
 	if ((r = dir_private(g->state_dir, err)) < 0)
 		goto fail;
 	g->state_fd = open(g->state_dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-	g->lock_fd = g->state_fd < 0 ? -1
-	                             : openat(g->state_fd, "lock",
-	                                      O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
-	if (g->lock_fd < 0) {
+	if (g->state_fd < 0) {
 		r = airlock_error_set(err, AIRLOCK_ERR_EXECUTION_UNAVAILABLE, errno,
-		                      "gvisor: the state directory's lock");
-		goto fail;
-	}
-	/* One service per state directory: the sweep below removes everything
-	 * in it, which is safe only when no live service owns any of it. */
-	if (flock(g->lock_fd, LOCK_EX | LOCK_NB) < 0) {
-		r = airlock_error_set(err, AIRLOCK_ERR_EXECUTION_UNAVAILABLE, errno,
-		                      "gvisor: the state directory is in use by another airlock service "
-		                      "(each service needs its own state_dir)");
+		                      "gvisor: the state directory");
 		goto fail;
 	}
 	const char *subs[] = { "runsc", "images", "sandboxes" };
@@ -234,6 +269,24 @@ int airlock_gvisor_new(const airlock_gvisor_config *cfg, airlock_gvisor **ret, a
 		snprintf(p, sizeof(p), "%s/%s", g->state_dir, subs[i]);
 		if ((r = dir_private(p, err)) < 0)
 			goto fail;
+	}
+	/* This service's image mounts: images/<pid>-<random>, flocked for its
+	 * life (a pid alone may be reused by the time a sweep looks). */
+	uint32_t rnd = 0;
+	if (util_random(&rnd, sizeof(rnd)) < 0 ||
+	    snprintf(g->instance, sizeof(g->instance), "%d-%08x", (int)getpid(), rnd) < 0) {
+		r = airlock_error_set(err, AIRLOCK_ERR_SYSTEM, EIO, "gvisor: the instance name");
+		goto fail;
+	}
+	char ipath[4096];
+	snprintf(ipath, sizeof(ipath), "%s/images/%s", g->state_dir, g->instance);
+	if ((r = dir_private(ipath, err)) < 0)
+		goto fail;
+	g->instance_fd = open(ipath, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (g->instance_fd < 0 || flock(g->instance_fd, LOCK_EX | LOCK_NB) < 0) {
+		r = airlock_error_set(err, AIRLOCK_ERR_EXECUTION_UNAVAILABLE, errno,
+		                      "gvisor: the state directory's images");
+		goto fail;
 	}
 	const char *vdir = cfg->volume_dir ? cfg->volume_dir : AIRLOCK_NATIVE_VOLUME_DIR;
 	if ((r = dir_private(vdir, err)) < 0)
@@ -255,10 +308,7 @@ fail:
 
 size_t airlock_gvisor_live_count(airlock_gvisor *g)
 {
-	pthread_mutex_lock(&g->lock);
-	size_t c = g->n_boxes;
-	pthread_mutex_unlock(&g->lock);
-	return c;
+	return exec_boxes_count(&g->boxes);
 }
 
 /* ---- sandboxes -------------------------------------------------------------------- */
@@ -276,10 +326,10 @@ int gv_kill_commands(airlock_gvisor *g, gv_sandbox *b)
 	 * must be able to signal every one of them. */
 	char uid[16];
 	snprintf(uid, sizeof(uid), "%d", GV_SANDBOX_UID);
-	const char *words[] = { "exec", "--user", "0:0", "--cap", "CAP_KILL", "--cwd", "/", b->id,
+	const char *words[] = { "exec", "--user", "0:0", "--cap", "CAP_KILL", "--cwd", "/", b->box.id,
 		                AIRLOCK_GUEST_PROGRAM, "kill", uid };
 	int st = 0;
-	int r = gv_runsc_call(g, b->network_host, words, ARRAY_SIZE(words), GV_KILL_WAIT_MS, &st,
+	int r = gv_runsc_call(g, b, words, ARRAY_SIZE(words), GV_KILL_WAIT_MS, &st,
 	                      NULL);
 	return r < 0 ? r : WIFEXITED(st) && WEXITSTATUS(st) == 0 ? 0 : -ESRCH;
 }
@@ -292,7 +342,7 @@ void gv_sandbox_free(gv_sandbox *b)
 	if (b->dir_fd >= 0)
 		close(b->dir_fd);
 	free(b->dir);
-	free(b->tenant_id);
+	exec_box_clear(&b->box);
 	free(b);
 }
 
@@ -301,7 +351,7 @@ int gv_sandbox_teardown(airlock_gvisor *g, gv_sandbox *b, airlock_error *err)
 	int r = 0;
 	if (b->proxied) {
 		airlock_error derr;
-		airlock_proxy_detach(g->cfg.egress_proxy, b->id, &derr);
+		airlock_proxy_detach(g->cfg.egress_proxy, b->box.id, &derr);
 		b->proxied = false;
 	}
 	/* The sentry first: runsc run sees its sandbox die, removes its state
@@ -333,11 +383,11 @@ int gv_sandbox_teardown(airlock_gvisor *g, gv_sandbox *b, airlock_error *err)
 	/* runsc run removed its state on the way out; a runtime that was
 	 * killed some other way leaves it, and delete --force takes it. */
 	char state[32 + 2 * AIRLOCK_ENVIRONMENT_ID_MAX];
-	snprintf(state, sizeof(state), "runsc/%s_sandbox:%s.state", b->id, b->id);
+	snprintf(state, sizeof(state), "runsc/%s_sandbox:%s.state", b->box.id, b->box.id);
 	if (faccessat(g->state_fd, state, F_OK, AT_SYMLINK_NOFOLLOW) == 0)
-		gv_runsc_delete(g, b->id);
-	airlock_workspace_free(b->ws);
-	b->ws = NULL;
+		gv_runsc_delete(g, b->box.id);
+	airlock_workspace_free(b->box.ws);
+	b->box.ws = NULL;
 	if (b->dir_fd >= 0) {
 		if (b->ws_mounted) {
 			char p[4096 + 16];
@@ -346,42 +396,26 @@ int gv_sandbox_teardown(airlock_gvisor *g, gv_sandbox *b, airlock_error *err)
 				b->ws_mounted = false;
 		}
 		unlinkat(b->dir_fd, "workspace", AT_REMOVEDIR);
-		unlinkat(b->dir_fd, "config.json", 0);
-		unlinkat(b->dir_fd, "sentry.pid", 0);
+		for (size_t i = 0; i < ARRAY_SIZE(gv_bundle_files); i++)
+			unlinkat(b->dir_fd, gv_bundle_files[i], 0);
+	}
+	/* Removed while still locked: a sweep never finds it free and full. */
+	if (b->made_dir)
+		rmdir(b->dir);
+	if (b->dir_fd >= 0) {
 		close(b->dir_fd);
 		b->dir_fd = -1;
-		if (b->dir)
-			rmdir(b->dir);
 	}
 	host_volume_destroy(b->vol);
 	b->vol = NULL;
 	return r;
 }
 
-gv_sandbox *gv_sandbox_get(airlock_gvisor *g, const char *id)
+void gv_sandbox_release(airlock_gvisor *g, gv_sandbox *b)
 {
-	gv_sandbox *b = NULL;
-	pthread_mutex_lock(&g->lock);
-	for (size_t i = 0; i < g->n_boxes; i++)
-		if (strcmp(g->boxes[i]->id, id) == 0 && !g->boxes[i]->dead) {
-			b = g->boxes[i];
-			b->refs++;
-			break;
-		}
-	pthread_mutex_unlock(&g->lock);
-	return b;
-}
-
-void gv_sandbox_put(airlock_gvisor *g, gv_sandbox *b)
-{
-	pthread_mutex_lock(&g->lock);
-	bool last = --b->refs == 0;
-	pthread_mutex_unlock(&g->lock);
-	if (last) {
-		airlock_error derr;
-		gv_sandbox_teardown(g, b, &derr);
-		gv_sandbox_free(b);
-	}
+	airlock_error derr;
+	gv_sandbox_teardown(g, b, &derr);
+	gv_sandbox_free(b);
 }
 
 /* ---- destroy, workspace, free --------------------------------------------------- */
@@ -389,30 +423,18 @@ void gv_sandbox_put(airlock_gvisor *g, gv_sandbox *b)
 static int gv_destroy(void *ctx, const char *environment_id, airlock_error *err)
 {
 	airlock_gvisor *g = ctx;
-	gv_sandbox *b = NULL;
-	pthread_mutex_lock(&g->lock);
-	for (size_t i = 0; i < g->n_boxes; i++)
-		if (strcmp(g->boxes[i]->id, environment_id) == 0) {
-			b = g->boxes[i];
-			memmove(&g->boxes[i], &g->boxes[i + 1], (g->n_boxes - i - 1) * sizeof(*g->boxes));
-			g->n_boxes--;
-			break;
-		}
-	pthread_mutex_unlock(&g->lock);
+	gv_sandbox *b = (gv_sandbox *)exec_boxes_remove(&g->boxes, environment_id);
 	if (!b)
 		return 0; /* already gone */
 	pthread_mutex_lock(&b->start_lock);
-	b->dead = true;
+	b->box.dead = true;
 	/* Kill first, even with an execute in flight: the sentry's death ends
 	 * its runsc exec, its loop returns, the last reference frees the rest. */
 	if (b->sentry_pidfd >= 0)
 		sys_pidfd_send_signal(b->sentry_pidfd, SIGKILL, NULL, 0);
 	pthread_mutex_unlock(&b->start_lock);
 	int r = 0;
-	pthread_mutex_lock(&g->lock);
-	bool last = --b->refs == 0;
-	pthread_mutex_unlock(&g->lock);
-	if (last) {
+	if (exec_boxes_unref(&g->boxes, &b->box)) {
 		r = gv_sandbox_teardown(g, b, err);
 		gv_sandbox_free(b);
 	}
@@ -423,17 +445,7 @@ static int gv_workspace(void *ctx, const char *environment_id, airlock_workspace
                         airlock_error *err)
 {
 	airlock_gvisor *g = ctx;
-	airlock_workspace *ws = NULL;
-	pthread_mutex_lock(&g->lock);
-	for (size_t i = 0; i < g->n_boxes; i++)
-		if (strcmp(g->boxes[i]->id, environment_id) == 0 && !g->boxes[i]->dead)
-			ws = airlock_workspace_ref(g->boxes[i]->ws);
-	pthread_mutex_unlock(&g->lock);
-	if (!ws)
-		return airlock_error_set(err, AIRLOCK_ERR_EXECUTION_REJECTED, 0, "environment %s is gone",
-		                         environment_id);
-	*ret = ws;
-	return 0;
+	return exec_boxes_workspace(&g->boxes, environment_id, ret, err);
 }
 
 static void gv_shutdown(void *ctx)
@@ -452,19 +464,10 @@ static void gv_free(void *ctx)
 	if (!g)
 		return;
 	gv_shutdown(g);
-	pthread_mutex_lock(&g->lock);
-	while (g->executing > 0)
-		pthread_cond_wait(&g->idle, &g->lock);
-	gv_sandbox **boxes = g->boxes;
-	size_t nb = g->n_boxes;
-	g->boxes = NULL;
-	g->n_boxes = 0;
-	pthread_mutex_unlock(&g->lock);
-	for (size_t i = 0; i < nb; i++) {
-		airlock_error derr;
-		gv_sandbox_teardown(g, boxes[i], &derr);
-		gv_sandbox_free(boxes[i]);
-	}
+	size_t nb = 0;
+	exec_box **boxes = exec_boxes_drain(&g->boxes, &nb);
+	for (size_t i = 0; i < nb; i++)
+		gv_sandbox_release(g, (gv_sandbox *)boxes[i]);
 	free(boxes);
 	for (size_t i = 0; i < g->n_mounted; i++) {
 		umount2(g->mounted[i].path, MNT_DETACH);
@@ -472,6 +475,12 @@ static void gv_free(void *ctx)
 		free(g->mounted[i].path);
 	}
 	free(g->mounted);
+	if (g->instance_fd >= 0) {
+		char ipath[4096];
+		snprintf(ipath, sizeof(ipath), "%s/images/%s", g->state_dir, g->instance);
+		rmdir(ipath);
+		close(g->instance_fd); /* after the rmdir: a sweep never sees it free and full */
+	}
 	host_image_cache_clear(&g->imgs);
 	airlock_image_store_free(g->images);
 	if (g->volume_dir_fd >= 0)
@@ -480,13 +489,11 @@ static void gv_free(void *ctx)
 		close(g->shutdown_efd);
 	if (g->state_fd >= 0)
 		close(g->state_fd);
-	if (g->lock_fd >= 0)
-		close(g->lock_fd); /* releases the state directory */
 	free(g->state_dir);
 	free(g->runsc);
 	free(g->runsc_root);
 	pthread_mutex_destroy(&g->lock);
-	pthread_cond_destroy(&g->idle);
+	exec_boxes_fini(&g->boxes);
 	free(g);
 }
 

@@ -8,14 +8,15 @@
  * (provision.c) and execute (execute.c).
  *
  * The service's state directory (AIRLOCK_GVISOR_STATE_DIR), root's, 0700,
- * held by one service at a time (an flock on its "lock" file, so the crash
- * sweep at start may remove everything in it):
- *   lock              the flock
+ * shared by every service on the host (each holds flocks on what is its
+ * own: gvisor.c, and the crash sweep removes only what no live one holds):
  *   runsc/            runsc's --root: its state files
- *   images/<hex>      a verified image mounted read-only, the root of every
- *                     sandbox of that image (shared: it is read-only)
- *   sandboxes/<id>/   one sandbox's bundle: config.json, sentry.pid, and
- *                     workspace/ where its volume is mounted
+ *   images/<instance>/<hex>
+ *                     a verified image mounted read-only by one service,
+ *                     the root of every sandbox of that image it runs
+ *   sandboxes/<id>/   one sandbox's bundle: the files gv_bundle_files names
+ *                     (config.json, sentry.pid, exec.pid), and workspace/
+ *                     where its volume is mounted
  * None of these paths ever reaches a sandbox, a result or an error message.
  */
 
@@ -28,6 +29,7 @@
 #include "airlock/gvisor.h"
 #include "airlock/image_store.h"
 #include "airlock/port/exec.h"
+#include "exec/boxes.h"
 #include "host/cgroup/cgroup.h"
 #include "host/image_mount.h"
 #include "host/volume.h"
@@ -52,16 +54,15 @@ typedef struct gv_image {
 } gv_image;
 
 typedef struct gv_sandbox {
-	char id[AIRLOCK_ENVIRONMENT_ID_MAX];
-	char *tenant_id;
+	exec_box box; /* first: id, tenant, workspace, references (exec/boxes.h) */
 	airlock_resource_limits limits;
 	char *dir;      /* sandboxes/<id> */
-	int dir_fd;     /* O_PATH of dir */
+	int dir_fd;     /* dir, flocked (LOCK_EX) by this service until teardown */
+	bool made_dir;  /* dir is this sandbox's (removed at teardown) */
 	bool network_host; /* allowlist: runsc's host network inside our netns */
 	host_cgroup *cg;
 	host_volume *vol;
 	bool ws_mounted; /* the volume is mounted at dir/workspace */
-	airlock_workspace *ws;
 	/* The keeper: a subreaper child of the service running `runsc run`,
 	 * which reaps everything the runtime leaves (runsc run does not wait
 	 * for all its children). Exits when runsc run has and all is reaped. */
@@ -70,8 +71,6 @@ typedef struct gv_sandbox {
 	int sentry_pidfd; /* the sandbox process (sentry): readable once it died */
 	bool proxied;
 	pthread_mutex_t start_lock; /* orders "is it dead?" with starting a command */
-	unsigned refs;  /* the list's reference + one per execute in flight */
-	bool dead;      /* destroyed: no new execute may start */
 	/* The runtime ended by itself (gVisor ends the whole sandbox on a
 	 * memory breach): every later execute is ExecutionUnavailable. */
 	bool ended;
@@ -82,19 +81,17 @@ struct airlock_gvisor {
 	airlock_gvisor_config cfg;
 	airlock_gvisor_platform platform;
 	char *state_dir, *runsc, *runsc_root;
-	int lock_fd;       /* the state directory's flock */
+	char instance[32]; /* images/<instance>: this service's image mounts */
+	int instance_fd;   /* images/<instance>, flocked for the service's life */
 	int state_fd;      /* the state directory */
 	int volume_dir_fd;
 	int shutdown_efd;  /* readable once the service is stopping */
 	airlock_image_store *images;
-	pthread_mutex_t lock;
-	pthread_cond_t idle;
+	pthread_mutex_t lock;  /* the images */
 	host_image_cache imgs; /* under lock */
 	gv_image *mounted;     /* under lock */
 	size_t n_mounted;
-	gv_sandbox **boxes;
-	size_t n_boxes;
-	unsigned executing;
+	exec_boxes boxes;      /* the live sandboxes, with their own lock */
 };
 
 /* ---- runsc (runsc.c) ------------------------------------------------------ */
@@ -120,6 +117,10 @@ typedef struct gv_spawn_opts {
 	 * before it execs (the keeper: before it starts argv), so the runtime
 	 * runs inside it with host networking. */
 	bool new_netns;
+	/* Or enter the network namespace of this process (a pidfd): runsc's
+	 * control socket is an abstract one, in the namespace runsc run was
+	 * started in, so every later call on that sandbox must be there. */
+	int netns_pidfd;
 	/* The keeper: a child subreaper that runs argv as its own child and
 	 * reaps everything orphaned below it until argv has exited and nothing
 	 * is left; it exits with argv's status. */
@@ -136,9 +137,11 @@ int gv_spawn(const gv_spawn_opts *o, pid_t *ret_pid, int *ret_pidfd, airlock_err
  * to be killed; the child is reaped either way. */
 int gv_wait(int pidfd, int64_t deadline, int *ret_status);
 
-/* One housekeeping call: run runsc with words, stdout captured (capped),
- * within timeout_ms. 0 and the exit status; -errno when it could not run. */
-int gv_runsc_call(const airlock_gvisor *g, bool network_host, const char *const *words,
+/* One housekeeping call on sandbox b (NULL: none, the service's network
+ * namespace): run runsc with words, stdout and stderr captured (the first
+ * AIRLOCK_GVISOR_RUNSC_OUTPUT_MAX bytes, NUL-terminated), within
+ * timeout_ms. 0 and the wait status; -errno when it could not run. */
+int gv_runsc_call(const airlock_gvisor *g, const gv_sandbox *b, const char *const *words,
                   size_t n_words, int64_t timeout_ms, int *ret_status, char **ret_out);
 
 /* `runsc delete --force ID`, quietly. */
@@ -146,14 +149,17 @@ void gv_runsc_delete(const airlock_gvisor *g, const char *id);
 
 /* ---- the bundle (bundle.c) ------------------------------------------------- */
 
+/* Every file a bundle directory holds, for its teardown and the sweep. */
+extern const char *const gv_bundle_files[3];
+
 /* Write dir/config.json for the sandbox: root the image's mount,
  * /workspace the volume's, the built environment, the limits as rlimits. */
 int gv_bundle_write(const airlock_gvisor *g, gv_sandbox *b, const char *image_path,
                     const airlock_environment_spec *spec, airlock_error *err);
 
 /* ---- sandboxes (gvisor.c) -------------------------------------------------- */
-gv_sandbox *gv_sandbox_get(airlock_gvisor *g, const char *id);
-void gv_sandbox_put(airlock_gvisor *g, gv_sandbox *b);
+/* The last reference to b is gone: tear it down and free it. */
+void gv_sandbox_release(airlock_gvisor *g, gv_sandbox *b);
 /* Tear down: the runtime, its state, the cgroups, the workspace, the
  * bundle. Caller owns b and no execute is in flight. */
 int gv_sandbox_teardown(airlock_gvisor *g, gv_sandbox *b, airlock_error *err);

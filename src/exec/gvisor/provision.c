@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/mount.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -53,10 +54,11 @@ typedef struct provision_step {
 static int step_sandbox(provision *p, airlock_error *err)
 {
 	gv_sandbox *b = p->b;
-	snprintf(b->id, sizeof(b->id), "%s", p->handle->environment_id);
 	b->limits = p->spec->limits;
-	b->tenant_id = strdup(p->spec->tenant_id);
-	if (!b->tenant_id || asprintf(&b->dir, "%s/sandboxes/%s", p->g->state_dir, b->id) < 0) {
+	int r = exec_box_setup(&b->box, p->handle->environment_id, p->spec->tenant_id, err);
+	if (r < 0)
+		return r;
+	if (asprintf(&b->dir, "%s/sandboxes/%s", p->g->state_dir, b->box.id) < 0) {
 		b->dir = NULL;
 		return airlock_error_set(err, AIRLOCK_ERR_SYSTEM, ENOMEM, "provision");
 	}
@@ -87,7 +89,8 @@ static int image_attach(airlock_gvisor *g, const char *digest, const char **ret,
 	g->mounted = grown;
 	const char *colon = strchr(digest, ':');
 	_cleanup_free_ char *path = NULL;
-	if (asprintf(&path, "%s/images/%s", g->state_dir, colon ? colon + 1 : digest) < 0) {
+	if (asprintf(&path, "%s/images/%s/%s", g->state_dir, g->instance, colon ? colon + 1 : digest) <
+	    0) {
 		path = NULL;
 		return airlock_error_set(err, AIRLOCK_ERR_SYSTEM, ENOMEM, "provision");
 	}
@@ -137,7 +140,7 @@ static int step_cgroups(provision *p, airlock_error *err)
 	airlock_resource_limits hl = p->spec->limits;
 	hl.memory_bytes += AIRLOCK_GVISOR_RUNTIME_MEMORY;
 	hl.pids_max = GV_HOST_TASKS_BASE + hl.pids_max * GV_HOST_TASKS_PER_PROCESS;
-	return host_cgroup_create(p->b->id, &hl, &p->b->cg, err);
+	return host_cgroup_create(p->b->box.id, &hl, &p->b->cg, err);
 }
 
 static int step_volume(provision *p, airlock_error *err)
@@ -152,11 +155,22 @@ static int step_volume(provision *p, airlock_error *err)
 static int step_bundle_dir(provision *p, airlock_error *err)
 {
 	gv_sandbox *b = p->b;
-	if (mkdir(b->dir, 0700) < 0)
+	/* Made and flocked under a shared flock of sandboxes/ (a descriptor of
+	 * this call's own: flock is per open file), so another service's sweep
+	 * never sees it made and not yet locked (gvisor.c). */
+	char parent[4096];
+	snprintf(parent, sizeof(parent), "%s/sandboxes", p->g->state_dir);
+	_cleanup_close_ int pfd = open(parent, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (pfd < 0 || flock(pfd, LOCK_SH) < 0)
 		return airlock_error_set(err, AIRLOCK_ERR_EXECUTION_UNAVAILABLE, errno,
 		                         "provision: the bundle directory");
-	b->dir_fd = open(b->dir, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-	if (b->dir_fd < 0 || mkdirat(b->dir_fd, "workspace", 0700) < 0)
+	if (mkdirat(pfd, b->box.id, 0700) < 0)
+		return airlock_error_set(err, AIRLOCK_ERR_EXECUTION_UNAVAILABLE, errno,
+		                         "provision: the bundle directory");
+	b->made_dir = true;
+	b->dir_fd = openat(pfd, b->box.id, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (b->dir_fd < 0 || flock(b->dir_fd, LOCK_EX | LOCK_NB) < 0 ||
+	    mkdirat(b->dir_fd, "workspace", 0700) < 0)
 		return airlock_error_set(err, AIRLOCK_ERR_EXECUTION_UNAVAILABLE, errno,
 		                         "provision: the bundle directory");
 	if (sys_move_mount(host_volume_mount_fd(b->vol), "", b->dir_fd, "workspace",
@@ -181,13 +195,13 @@ static int step_start(provision *p, airlock_error *err)
 		return airlock_error_set(err, AIRLOCK_ERR_EXECUTION_UNAVAILABLE, errno, "provision");
 	char pid_file[4096 + 16];
 	snprintf(pid_file, sizeof(pid_file), "%s/sentry.pid", b->dir);
-	const char *words[] = { "run", "--bundle", b->dir, "--pid-file", pid_file, b->id };
+	const char *words[] = { "run", "--bundle", b->dir, "--pid-file", pid_file, b->box.id };
 	char **argv = gv_argv(p->g, b->network_host, words, ARRAY_SIZE(words));
 	if (!argv)
 		return airlock_error_set(err, AIRLOCK_ERR_SYSTEM, ENOMEM, "provision");
 	gv_spawn_opts o = {
 		.argv = argv, .in_fd = -1, .out_fd = p->ready[1], .err_fd = p->ready[1],
-		.cg = b->cg, .keeper = true, .new_netns = b->network_host,
+		.cg = b->cg, .keeper = true, .new_netns = b->network_host, .netns_pidfd = -1,
 	};
 	int r = gv_spawn(&o, &b->keeper_pid, &b->keeper_pidfd, err);
 	gv_argv_free(argv);
@@ -268,7 +282,7 @@ static int step_proxy(provision *p, airlock_error *err)
 		                         "egress: planting the proxy listener: %s",
 		                         step ? step : "thread");
 	airlock_proxy_owner owner = {
-		.run_id = p->spec->run_id, .tenant_id = p->spec->tenant_id, .environment_id = b->id,
+		.run_id = p->spec->run_id, .tenant_id = p->spec->tenant_id, .environment_id = b->box.id,
 	};
 	int r = airlock_proxy_attach(p->g->cfg.egress_proxy, fd, &owner, &p->spec->egress, err);
 	close(fd);
@@ -279,22 +293,12 @@ static int step_proxy(provision *p, airlock_error *err)
 
 static int step_workspace(provision *p, airlock_error *err)
 {
-	return host_volume_workspace(p->b->vol, &p->b->ws, err);
+	return host_volume_workspace(p->b->vol, &p->b->box.ws, err);
 }
 
 static int step_register(provision *p, airlock_error *err)
 {
-	airlock_gvisor *g = p->g;
-	pthread_mutex_lock(&g->lock);
-	gv_sandbox **nb = realloc(g->boxes, (g->n_boxes + 1) * sizeof(*nb));
-	if (nb) {
-		g->boxes = nb;
-		g->boxes[g->n_boxes++] = p->b;
-	}
-	pthread_mutex_unlock(&g->lock);
-	if (!nb)
-		return airlock_error_set(err, AIRLOCK_ERR_SYSTEM, ENOMEM, "provision");
-	return 0;
+	return exec_boxes_add(&p->g->boxes, &p->b->box, err);
 }
 
 static const provision_step provision_steps[] = {
@@ -331,7 +335,6 @@ int gv_provision(void *ctx, const airlock_environment_spec *spec,
 	if (!b)
 		return airlock_error_set(err, AIRLOCK_ERR_SYSTEM, ENOMEM, "provision");
 	b->dir_fd = b->keeper_pidfd = b->sentry_pidfd = -1;
-	b->refs = 1;
 	pthread_mutex_init(&b->start_lock, NULL);
 	provision p = {
 		.g = g, .spec = spec, .handle = handle, .b = b,

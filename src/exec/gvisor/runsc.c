@@ -18,7 +18,6 @@
 
 #include "exec/gvisor/gvisor_internal.h"
 #include "host/netns.h"
-#include "util/run.h"
 #include "util/syscalls.h"
 #include "util/util.h"
 
@@ -137,6 +136,8 @@ static _Noreturn void child_main(const gv_spawn_opts *o, int sync_r, int devnull
 		_exit(126);
 	if (o->new_netns && (unshare(CLONE_NEWNET) < 0 || host_netns_loopback_up() < 0))
 		_exit(126);
+	if (o->netns_pidfd >= 0 && setns(o->netns_pidfd, CLONE_NEWNET) < 0)
+		_exit(126);
 	util_signals_reset();
 	int fds[3] = { o->in_fd >= 0 ? o->in_fd : devnull, o->out_fd >= 0 ? o->out_fd : devnull,
 		       o->err_fd >= 0 ? o->err_fd : devnull };
@@ -228,32 +229,68 @@ int gv_wait(int pidfd, int64_t deadline, int *ret_status)
 	return r;
 }
 
-int gv_runsc_call(const airlock_gvisor *g, bool network_host, const char *const *words,
+int gv_runsc_call(const airlock_gvisor *g, const gv_sandbox *b, const char *const *words,
                   size_t n_words, int64_t timeout_ms, int *ret_status, char **ret_out)
 {
-	char **argv = gv_argv(g, network_host, words, n_words);
+	int64_t deadline = util_monotonic_ms() + timeout_ms;
+	_cleanup_close_pair_ int out[2] = { -1, -1 };
+	if (pipe2(out, O_CLOEXEC) < 0)
+		return -errno;
+	char **argv = gv_argv(g, b && b->network_host, words, n_words);
 	if (!argv)
 		return -ENOMEM;
-	util_run_options o = {
-		.path = g->runsc, .argv = argv, .envp = gv_runsc_env,
-		.output_max = AIRLOCK_GVISOR_RUNSC_OUTPUT_MAX,
-		.timeout_ms = timeout_ms, .own_process_group = true,
-	};
-	util_run_result rr;
-	int r = util_run(&o, &rr);
+	gv_spawn_opts o = { .argv = argv, .in_fd = -1, .out_fd = out[1], .err_fd = out[1],
+		            .netns_pidfd = b && b->network_host ? b->keeper_pidfd : -1 };
+	int pidfd = -1;
+	airlock_error err = { 0 };
+	int r = gv_spawn(&o, NULL, &pidfd, &err);
 	gv_argv_free(argv);
-	if (r == 0) {
-		*ret_status = rr.status;
-		if (ret_out)
-			*ret_out = TAKE_PTR(rr.output);
+	close(out[1]);
+	out[1] = -1;
+	if (r < 0)
+		return -(err.errnum ? err.errnum : EIO);
+	/* Read until EOF or the deadline, keeping the head: runsc's answers
+	 * (JSON, a list) come first and are short. */
+	_cleanup_free_ char *buf = malloc(AIRLOCK_GVISOR_RUNSC_OUTPUT_MAX + 1);
+	size_t n = 0;
+	fcntl(out[0], F_SETFL, O_NONBLOCK);
+	for (bool eof = false; !eof && buf;) {
+		int64_t left = deadline - util_monotonic_ms();
+		if (left <= 0)
+			break;
+		struct pollfd p = { .fd = out[0], .events = POLLIN };
+		if (poll(&p, 1, (int)(left > 1000 ? 1000 : left)) <= 0)
+			continue;
+		char chunk[4096];
+		ssize_t got = read(out[0], chunk, sizeof(chunk));
+		if (got < 0 && (errno == EINTR || errno == EAGAIN))
+			continue;
+		if (got <= 0) {
+			eof = true;
+			break;
+		}
+		size_t keep = (size_t)got;
+		if (keep > AIRLOCK_GVISOR_RUNSC_OUTPUT_MAX - n)
+			keep = AIRLOCK_GVISOR_RUNSC_OUTPUT_MAX - n;
+		memcpy(buf + n, chunk, keep);
+		n += keep;
 	}
-	util_run_result_clear(&rr);
-	return r;
+	int st = 0;
+	r = gv_wait(pidfd, deadline, &st);
+	close(pidfd);
+	if (r < 0)
+		return r;
+	*ret_status = st;
+	if (ret_out && buf) {
+		buf[n] = 0;
+		*ret_out = TAKE_PTR(buf);
+	}
+	return 0;
 }
 
 void gv_runsc_delete(const airlock_gvisor *g, const char *id)
 {
 	const char *words[] = { "delete", "--force", id };
 	int st;
-	gv_runsc_call(g, false, words, ARRAY_SIZE(words), GV_RUNSC_CALL_MS, &st, NULL);
+	gv_runsc_call(g, NULL, words, ARRAY_SIZE(words), GV_RUNSC_CALL_MS, &st, NULL);
 }

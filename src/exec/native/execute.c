@@ -161,7 +161,7 @@ static int exec_cwd(execution *x, airlock_error *err)
 	 * the sandbox planted is refused rather than followed. */
 	if (strcmp(cmd->working_directory, ".") != 0) {
 		_cleanup_free_ char *resolved = NULL;
-		int r = airlock_workspace_resolve(x->b->ws, cmd->working_directory,
+		int r = airlock_workspace_resolve(x->b->box.ws, cmd->working_directory,
 		                                  strlen(cmd->working_directory), &resolved, err);
 		if (r < 0)
 			return r;
@@ -214,7 +214,7 @@ static int exec_start(execution *x, airlock_error *err)
 	 * sandbox dead is never followed by a new command in it. */
 	int r;
 	pthread_mutex_lock(&b->start_lock);
-	if (b->dead)
+	if (b->box.dead)
 		r = airlock_error_set(err, AIRLOCK_ERR_EXECUTION_REJECTED, 0,
 		                      "environment %s was destroyed", x->handle->environment_id);
 	else
@@ -275,19 +275,6 @@ static native_observed exec_observe(execution *x, bool cap_hit, bool exited)
 }
 
 /* Write what stdin can take now; close it when done or refused. */
-static void exec_feed_stdin(execution *x)
-{
-	const airlock_execution_command *cmd = x->cmd;
-	ssize_t w = exec_write_nosigpipe(x->in_w, cmd->stdin_data + x->in_off,
-	                                  cmd->stdin_len - x->in_off);
-	if (w > 0)
-		x->in_off += (size_t)w;
-	if ((w < 0 && errno != EAGAIN && errno != EINTR) || x->in_off == cmd->stdin_len) {
-		close(x->in_w);
-		x->in_w = -1;
-	}
-}
-
 /* The loop: pump stdio, watch the command and the limits, kill once a
  * reason is found or the command exits, until its output ends. */
 static int exec_pump(execution *x, airlock_error *err)
@@ -330,7 +317,7 @@ static int exec_pump(execution *x, airlock_error *err)
 		if (i_err >= 0 && p[i_err].revents && exec_stream_read(&x->errs))
 			cap_hit = true;
 		if (i_in >= 0 && p[i_in].revents)
-			exec_feed_stdin(x);
+			exec_stdin_feed(&x->in_w, x->cmd, &x->in_off);
 		if (i_pid >= 0 && p[i_pid].revents &&
 		    waitid((idtype_t)P_PIDFD, (id_t)x->pidfd, &x->si, WEXITED | WNOHANG) == 0 &&
 		    x->si.si_pid) {
@@ -434,25 +421,11 @@ static int exec_result(execution *x, airlock_error *err)
 		 * itself) is an exit of its own: the shell's 128 + signal. */
 		ret->exit_code = x->si.si_code == CLD_EXITED ? x->si.si_status : 128 + x->si.si_status;
 	}
-	ret->timed_out = x->kill_reason == AIRLOCK_KILL_TIMEOUT;
-	ret->stdout_truncated = x->out.truncated;
-	ret->stderr_truncated = x->errs.truncated;
-
-	/* At most the volume's size is hashed: the real data it can hold.
-	 * RLIMIT_FSIZE already keeps any one file under it. And for at most
-	 * AIRLOCK_SNAPSHOT_HASH_MS: holes are free to make and cost their
-	 * apparent size to hash, so the byte budget alone is seconds. */
-	int r = snapshot_diff(&x->before, &x->after, (size_t)x->req->files_changed_max,
-	                              (uint64_t)x->b->limits.workspace_bytes,
-	                              util_monotonic_ms() + AIRLOCK_SNAPSHOT_HASH_MS,
-	                              snapshot_hash_fd, &x->rootfd, ret, err);
+	int r = exec_result_common(ret, &x->out, &x->errs, &x->before, &x->after,
+	                           x->req->files_changed_max, x->b->limits.workspace_bytes,
+	                           &x->rootfd, x->cmd_end - x->cmd_start, err);
 	if (r < 0)
 		return r;
-	ret->stdout_data = util_buf_steal(&x->out.buf, &ret->stdout_len);
-	ret->stderr_data = util_buf_steal(&x->errs.buf, &ret->stderr_len);
-	if (!ret->stdout_data || !ret->stderr_data)
-		r = airlock_error_set(err, AIRLOCK_ERR_SYSTEM, ENOMEM, "execute");
-	ret->duration_ms = x->cmd_end - x->cmd_start;
 	if (r == 0 && x->armed)
 		native_kept_store(x->n, x->b, &x->after);
 	return r;
@@ -493,12 +466,8 @@ static void exec_cleanup(execution *x, int r)
 	snapshot_clear(&x->after);
 	free(x->envp);
 	free(x->pwd);
-	airlock_native *n = x->n;
-	pthread_mutex_lock(&n->lock);
-	if (--n->executing == 0)
-		pthread_cond_broadcast(&n->idle);
-	pthread_mutex_unlock(&n->lock);
-	native_sandbox_put(n, x->b);
+	if (exec_boxes_leave(&x->n->boxes, &x->b->box))
+		native_sandbox_release(x->n, x->b);
 }
 
 typedef struct exec_phase {
@@ -536,18 +505,11 @@ int native_execute(void *ctx, const airlock_environment_handle *handle,
 {
 	airlock_native *n = ctx;
 	int64_t start = util_monotonic_ms();
-	sandbox *b = native_sandbox_get(n, handle->environment_id);
-	if (!b)
-		return airlock_error_set(err, AIRLOCK_ERR_EXECUTION_REJECTED, 0, "environment %s is gone",
-		                         handle->environment_id);
-	if (!util_streq0(b->tenant_id, handle->tenant_id)) {
-		native_sandbox_put(n, b);
-		return airlock_error_set(err, AIRLOCK_ERR_SANDBOX_ESCAPE_SUSPECTED, 0,
-		                         "environment %s belongs to another tenant", handle->environment_id);
-	}
-	pthread_mutex_lock(&n->lock);
-	n->executing++;
-	pthread_mutex_unlock(&n->lock);
+	exec_box *box = NULL;
+	int r = exec_boxes_enter(&n->boxes, handle, &box, err);
+	if (r < 0)
+		return r;
+	sandbox *b = (sandbox *)box;
 
 	execution x = {
 		.n = n, .b = b, .handle = handle, .req = req, .cmd = req->command, .ret = ret,
@@ -560,7 +522,6 @@ int native_execute(void *ctx, const airlock_environment_handle *handle,
 	};
 	util_buf_init(&x.out.buf, (size_t)x.cmd->maximum_output_bytes);
 	util_buf_init(&x.errs.buf, (size_t)x.cmd->maximum_output_bytes);
-	int r = 0;
 	for (size_t i = 0; i < ARRAY_SIZE(exec_phases) && r == 0; i++)
 		r = exec_run(&x, &exec_phases[i], err);
 	exec_cleanup(&x, r);

@@ -169,7 +169,7 @@ int airlock_native_new(const airlock_native_config *cfg, airlock_native **ret, a
 	n->id_lock_fd = -1;
 	n->shutdown_efd = -1;
 	pthread_mutex_init(&n->lock, NULL);
-	pthread_cond_init(&n->idle, NULL);
+	exec_boxes_init(&n->boxes);
 	if (n->cfg.start_budget_seconds <= 0)
 		n->cfg.start_budget_seconds = 30;
 	n->slots = calloc(NATIVE_HOST_ID_SLOTS / 8, 1);
@@ -238,10 +238,7 @@ fail:
 
 size_t airlock_native_live_count(airlock_native *n)
 {
-	pthread_mutex_lock(&n->lock);
-	size_t c = n->n_boxes;
-	pthread_mutex_unlock(&n->lock);
-	return c;
+	return exec_boxes_count(&n->boxes);
 }
 
 /* ---- sandboxes ------------------------------------------------------------ */
@@ -256,7 +253,7 @@ void native_sandbox_free(sandbox *b)
 		close(b->kept_fan);
 		atomic_fetch_sub(&native_kept_groups, 1);
 	}
-	free(b->tenant_id);
+	exec_box_clear(&b->box);
 	if (b->envp)
 		for (size_t i = 0; i < b->n_env; i++)
 			free(b->envp[i]);
@@ -271,7 +268,7 @@ int native_sandbox_teardown(airlock_native *n, sandbox *b, airlock_error *err)
 	 * it lets go first. A proxy that is gone holds nothing. */
 	if (b->proxied) {
 		airlock_error derr;
-		airlock_proxy_detach(n->cfg.egress_proxy, b->id, &derr);
+		airlock_proxy_detach(n->cfg.egress_proxy, b->box.id, &derr);
 		b->proxied = false;
 	}
 	if (b->cg) {
@@ -287,8 +284,8 @@ int native_sandbox_teardown(airlock_native *n, sandbox *b, airlock_error *err)
 		close(b->init_pidfd);
 		b->init_pidfd = -1;
 	}
-	airlock_workspace_free(b->ws);
-	b->ws = NULL;
+	airlock_workspace_free(b->box.ws);
+	b->box.ws = NULL;
 	host_volume_destroy(b->vol);
 	b->vol = NULL;
 	pthread_mutex_lock(&n->lock);
@@ -305,30 +302,11 @@ int native_sandbox_teardown(airlock_native *n, sandbox *b, airlock_error *err)
 	return r;
 }
 
-sandbox *native_sandbox_get(airlock_native *n, const char *id)
+void native_sandbox_release(airlock_native *n, sandbox *b)
 {
-	sandbox *b = NULL;
-	pthread_mutex_lock(&n->lock);
-	for (size_t i = 0; i < n->n_boxes; i++)
-		if (strcmp(n->boxes[i]->id, id) == 0 && !n->boxes[i]->dead) {
-			b = n->boxes[i];
-			b->refs++;
-			break;
-		}
-	pthread_mutex_unlock(&n->lock);
-	return b;
-}
-
-void native_sandbox_put(airlock_native *n, sandbox *b)
-{
-	pthread_mutex_lock(&n->lock);
-	bool last = --b->refs == 0;
-	pthread_mutex_unlock(&n->lock);
-	if (last) {
-		airlock_error derr;
-		native_sandbox_teardown(n, b, &derr);
-		native_sandbox_free(b);
-	}
+	airlock_error derr;
+	native_sandbox_teardown(n, b, &derr);
+	native_sandbox_free(b);
 }
 
 /* ---- destroy, workspace, free --------------------------------------------- */
@@ -336,31 +314,18 @@ void native_sandbox_put(airlock_native *n, sandbox *b)
 static int native_destroy(void *ctx, const char *environment_id, airlock_error *err)
 {
 	airlock_native *n = ctx;
-	sandbox *b = NULL;
-	pthread_mutex_lock(&n->lock);
-	for (size_t i = 0; i < n->n_boxes; i++)
-		if (strcmp(n->boxes[i]->id, environment_id) == 0) {
-			b = n->boxes[i];
-			memmove(&n->boxes[i], &n->boxes[i + 1], (n->n_boxes - i - 1) * sizeof(*n->boxes));
-			n->n_boxes--;
-			b->dead = true;
-			break;
-		}
-	pthread_mutex_unlock(&n->lock);
+	sandbox *b = (sandbox *)exec_boxes_remove(&n->boxes, environment_id);
 	if (!b)
 		return 0; /* already gone */
 	pthread_mutex_lock(&b->start_lock);
-	b->dead = true;
+	b->box.dead = true;
 	pthread_mutex_unlock(&b->start_lock);
 	/* Kill first, even with an execute in flight: its loop sees the command
 	 * die and returns; the last reference frees the rest. */
 	int r = 0;
 	if (b->cg)
 		r = host_cgroup_kill_cmd(b->cg, NATIVE_KILL_WAIT_MS, err);
-	pthread_mutex_lock(&n->lock);
-	bool last = --b->refs == 0;
-	pthread_mutex_unlock(&n->lock);
-	if (last) {
+	if (exec_boxes_unref(&n->boxes, &b->box)) {
 		int t = native_sandbox_teardown(n, b, err);
 		if (r == 0)
 			r = t;
@@ -373,19 +338,7 @@ static int native_workspace(void *ctx, const char *environment_id, airlock_works
                             airlock_error *err)
 {
 	airlock_native *n = ctx;
-	airlock_workspace *ws = NULL;
-	/* The reference is taken under the lock destroy takes the sandbox out
-	 * of the list with, so it is never taken on a freed workspace. */
-	pthread_mutex_lock(&n->lock);
-	for (size_t i = 0; i < n->n_boxes; i++)
-		if (strcmp(n->boxes[i]->id, environment_id) == 0 && !n->boxes[i]->dead)
-			ws = airlock_workspace_ref(n->boxes[i]->ws);
-	pthread_mutex_unlock(&n->lock);
-	if (!ws)
-		return airlock_error_set(err, AIRLOCK_ERR_EXECUTION_REJECTED, 0, "environment %s is gone",
-		                         environment_id);
-	*ret = ws;
-	return 0;
+	return exec_boxes_workspace(&n->boxes, environment_id, ret, err);
 }
 
 /* Commands in flight end with SERVICE_SHUTDOWN: their loops poll this
@@ -407,19 +360,10 @@ static void native_free(void *ctx)
 		return;
 	/* The core calls shutdown first; a direct free still ends what runs. */
 	native_shutdown(n);
-	pthread_mutex_lock(&n->lock);
-	while (n->executing > 0)
-		pthread_cond_wait(&n->idle, &n->lock);
-	sandbox **boxes = n->boxes;
-	size_t nb = n->n_boxes;
-	n->boxes = NULL;
-	n->n_boxes = 0;
-	pthread_mutex_unlock(&n->lock);
-	for (size_t i = 0; i < nb; i++) {
-		airlock_error derr;
-		native_sandbox_teardown(n, boxes[i], &derr);
-		native_sandbox_free(boxes[i]);
-	}
+	size_t nb = 0;
+	exec_box **boxes = exec_boxes_drain(&n->boxes, &nb);
+	for (size_t i = 0; i < nb; i++)
+		native_sandbox_release(n, (sandbox *)boxes[i]);
 	free(boxes);
 	host_image_cache_clear(&n->imgs);
 	native_seccomp_clear(&n->seccomp);
@@ -435,7 +379,7 @@ static void native_free(void *ctx)
 	free(n->slots);
 	free(n->image_store_path);
 	pthread_mutex_destroy(&n->lock);
-	pthread_cond_destroy(&n->idle);
+	exec_boxes_fini(&n->boxes);
 	free(n);
 }
 

@@ -13,6 +13,8 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+#include "airlock/caps.h"
+
 #include "exec/native/seccomp.h"
 
 /* The sandbox user inside the user namespace. */
@@ -73,17 +75,8 @@ typedef struct native_init_args {
 	int lifeline_fd; /* read end: hang-up means the service is gone */
 } native_init_args;
 
-/* Open descriptors per sandboxed process, soft and hard (the hard limit
- * equal, so it cannot be raised back). Commands would otherwise inherit the
- * service's limit (20000 here): ten processes held 200k open files, and the
- * host's fs.file-max is shared by every tenant (past it, only host root
- * opens files). 1024 is the soft limit programs are written against
- * (select's FD_SETSIZE is 1024, and the usual distribution default), so
- * nothing ordinary meets it. It also caps what one sandbox user can have in
- * flight in SCM_RIGHTS messages (the kernel compares that count with
- * RLIMIT_NOFILE). A sandbox's total is this times pids_max; every open
- * file's kernel objects are charged to its memory cgroup besides. */
-#define NATIVE_NOFILE 1024
+/* Descriptors per sandbox process: airlock/caps.h says why. */
+#define NATIVE_NOFILE AIRLOCK_SANDBOX_NOFILE
 
 /* The sandbox's init: builds the root, becomes the sandbox user, then reaps
  * orphans until it is killed. Never returns. */

@@ -46,7 +46,7 @@ int native_net_plant_proxy(airlock_native *n, sandbox *b, const airlock_environm
 		return airlock_error_set(err, AIRLOCK_ERR_EXECUTION_UNAVAILABLE, -e,
 		                         "egress: planting the proxy listener: %s", step);
 	airlock_proxy_owner owner = {
-		.run_id = spec->run_id, .tenant_id = spec->tenant_id, .environment_id = b->id,
+		.run_id = spec->run_id, .tenant_id = spec->tenant_id, .environment_id = b->box.id,
 	};
 	int r = airlock_proxy_attach(n->cfg.egress_proxy, fd, &owner, &spec->egress, err);
 	close(fd); /* the proxy holds its own copy now */

@@ -50,13 +50,8 @@ typedef struct provision_step {
 
 static int step_sandbox(provision *p, airlock_error *err)
 {
-	sandbox *b = p->b;
-	snprintf(b->id, sizeof(b->id), "%s", p->handle->environment_id);
-	b->limits = p->spec->limits;
-	b->tenant_id = strdup(p->spec->tenant_id);
-	if (!b->tenant_id)
-		return airlock_error_set(err, AIRLOCK_ERR_SYSTEM, ENOMEM, "provision");
-	return 0;
+	p->b->limits = p->spec->limits;
+	return exec_box_setup(&p->b->box, p->handle->environment_id, p->spec->tenant_id, err);
 }
 
 static bool egress_allowlist(const provision *p)
@@ -110,12 +105,12 @@ static int step_volume(provision *p, airlock_error *err)
 
 static int step_workspace(provision *p, airlock_error *err)
 {
-	return host_volume_workspace(p->b->vol, &p->b->ws, err);
+	return host_volume_workspace(p->b->vol, &p->b->box.ws, err);
 }
 
 static int step_cgroup(provision *p, airlock_error *err)
 {
-	return host_cgroup_create(p->b->id, &p->spec->limits, &p->b->cg, err);
+	return host_cgroup_create(p->b->box.id, &p->spec->limits, &p->b->cg, err);
 }
 
 static int step_sync(provision *p, airlock_error *err)
@@ -226,17 +221,7 @@ static int step_egress(provision *p, airlock_error *err)
 
 static int step_register(provision *p, airlock_error *err)
 {
-	airlock_native *n = p->n;
-	pthread_mutex_lock(&n->lock);
-	sandbox **boxes = reallocarray(n->boxes, n->n_boxes + 1, sizeof(*boxes));
-	if (boxes) {
-		n->boxes = boxes;
-		n->boxes[n->n_boxes++] = p->b;
-	}
-	pthread_mutex_unlock(&n->lock);
-	if (!boxes)
-		return airlock_error_set(err, AIRLOCK_ERR_SYSTEM, ENOMEM, "provision");
-	return 0;
+	return exec_boxes_add(&p->n->boxes, &p->b->box, err);
 }
 
 /* ---- the list, and the one place that runs it ------------------------------ */
@@ -310,7 +295,6 @@ int native_provision(void *ctx, const airlock_environment_spec *spec,
 	p.b->lifeline_w = -1;
 	p.b->kept_fan = -1;
 	pthread_mutex_init(&p.b->start_lock, NULL);
-	p.b->refs = 1;
 	int r = 0;
 	for (size_t i = 0; i < ARRAY_SIZE(provision_steps) && r == 0; i++)
 		r = provision_run(&p, &provision_steps[i], err);

@@ -20,6 +20,7 @@
 #include "airlock/native.h"
 #include "airlock/port/exec.h"
 #include "core/snapshot.h"
+#include "exec/boxes.h"
 #include "host/cgroup/cgroup.h"
 #include "exec/native/native_internal.h"
 #include "exec/native/seccomp.h"
@@ -50,8 +51,7 @@ extern atomic_int native_kept_groups;
 #define NATIVE_KILL_WAIT_MS 5000
 
 typedef struct sandbox {
-	char id[AIRLOCK_ENVIRONMENT_ID_MAX];
-	char *tenant_id;
+	exec_box box; /* first: id, tenant, workspace, references (exec/boxes.h) */
 	airlock_resource_limits limits;
 	uint32_t slot;
 	uid_t host_id;
@@ -61,7 +61,6 @@ typedef struct sandbox {
 	pthread_mutex_t start_lock; /* orders "is it dead?" with starting a command */
 	host_cgroup *cg;
 	host_volume *vol;
-	airlock_workspace *ws;
 	char **envp; /* "NAME=value", NULL-terminated, from the spec; PWD replaced per command */
 	size_t n_env;
 	bool proxied;   /* attached to the egress proxy: detach at teardown */
@@ -73,8 +72,6 @@ typedef struct sandbox {
 	airlock_snapshot kept;
 	bool kept_valid; /* kept holds a walk the group has watched since */
 	int kept_fan;    /* -1: no group (yet, or fanotify is missing) */
-	unsigned refs;  /* the list's reference + one per execute in flight */
-	bool dead;      /* destroyed: no new execute may start */
 } sandbox;
 
 struct airlock_native {
@@ -87,14 +84,11 @@ struct airlock_native {
 	int starter_fd;   /* the sealed memfd every command is started through (starter.h) */
 	int shutdown_efd; /* readable once the service is stopping */
 	pthread_mutex_t lock;
-	pthread_cond_t idle;
-	sandbox **boxes;
-	size_t n_boxes;
+	exec_boxes boxes; /* the live sandboxes, with their own lock */
 	host_image_cache imgs; /* the images mounted so far; under lock */
 	unsigned char *slots; /* bitmap of host-id slots in use here (our locks do not
 	                       * conflict with each other: one description) */
 	int id_lock_fd;       /* the host-wide host-id lock file */
-	unsigned executing;
 };
 
 /* ---- sync with a child (native.c) ----------------------------------------- */
@@ -111,9 +105,9 @@ void native_sandbox_free(sandbox *b);
  * sandbox), then the workspace volume. Returns SandboxEscapeSuspected when a
  * process survives. Caller owns b and no execute is in flight. */
 int native_sandbox_teardown(airlock_native *n, sandbox *b, airlock_error *err);
-/* Find a live sandbox and take a reference; drop it. */
-sandbox *native_sandbox_get(airlock_native *n, const char *id);
-void native_sandbox_put(airlock_native *n, sandbox *b);
+/* Drop a reference to b (exec_boxes_unref or _leave said it was the
+ * last): tear it down and free it. */
+void native_sandbox_release(airlock_native *n, sandbox *b);
 
 /* ---- the user namespace's service half (user.c) --------------------------- */
 /* Caller holds n->lock. Take a free host-id slot: 0, -EAGAIN when every

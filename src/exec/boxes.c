@@ -1,0 +1,160 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * The live sandboxes of one adapter (boxes.h).
+ */
+#include "exec/boxes.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "util/util.h"
+
+void exec_boxes_init(exec_boxes *l)
+{
+	memset(l, 0, sizeof(*l));
+	pthread_mutex_init(&l->lock, NULL);
+	pthread_cond_init(&l->idle, NULL);
+}
+
+void exec_boxes_fini(exec_boxes *l)
+{
+	free(l->v);
+	l->v = NULL;
+	l->n = 0;
+	pthread_mutex_destroy(&l->lock);
+	pthread_cond_destroy(&l->idle);
+}
+
+int exec_box_setup(exec_box *b, const char *environment_id, const char *tenant_id,
+                   airlock_error *err)
+{
+	snprintf(b->id, sizeof(b->id), "%s", environment_id);
+	b->refs = 1;
+	b->tenant_id = strdup(tenant_id);
+	if (!b->tenant_id)
+		return airlock_error_set(err, AIRLOCK_ERR_SYSTEM, ENOMEM, "provision");
+	return 0;
+}
+
+void exec_box_clear(exec_box *b)
+{
+	free(b->tenant_id);
+	b->tenant_id = NULL;
+}
+
+int exec_boxes_add(exec_boxes *l, exec_box *b, airlock_error *err)
+{
+	pthread_mutex_lock(&l->lock);
+	exec_box **v = reallocarray(l->v, l->n + 1, sizeof(*v));
+	if (v) {
+		l->v = v;
+		l->v[l->n++] = b;
+	}
+	pthread_mutex_unlock(&l->lock);
+	if (!v)
+		return airlock_error_set(err, AIRLOCK_ERR_SYSTEM, ENOMEM, "provision");
+	return 0;
+}
+
+size_t exec_boxes_count(exec_boxes *l)
+{
+	pthread_mutex_lock(&l->lock);
+	size_t c = l->n;
+	pthread_mutex_unlock(&l->lock);
+	return c;
+}
+
+/* Caller holds l->lock. */
+static exec_box *find_live(exec_boxes *l, const char *id)
+{
+	for (size_t i = 0; i < l->n; i++)
+		if (strcmp(l->v[i]->id, id) == 0 && !l->v[i]->dead)
+			return l->v[i];
+	return NULL;
+}
+
+exec_box *exec_boxes_remove(exec_boxes *l, const char *id)
+{
+	exec_box *b = NULL;
+	pthread_mutex_lock(&l->lock);
+	for (size_t i = 0; i < l->n; i++)
+		if (strcmp(l->v[i]->id, id) == 0) {
+			b = l->v[i];
+			memmove(&l->v[i], &l->v[i + 1], (l->n - i - 1) * sizeof(*l->v));
+			l->n--;
+			b->dead = true;
+			break;
+		}
+	pthread_mutex_unlock(&l->lock);
+	return b;
+}
+
+bool exec_boxes_unref(exec_boxes *l, exec_box *b)
+{
+	pthread_mutex_lock(&l->lock);
+	bool last = --b->refs == 0;
+	pthread_mutex_unlock(&l->lock);
+	return last;
+}
+
+int exec_boxes_enter(exec_boxes *l, const airlock_environment_handle *h, exec_box **ret,
+                     airlock_error *err)
+{
+	pthread_mutex_lock(&l->lock);
+	exec_box *b = find_live(l, h->environment_id);
+	int r = 0;
+	if (!b)
+		r = airlock_error_set(err, AIRLOCK_ERR_EXECUTION_REJECTED, 0, "environment %s is gone",
+		                      h->environment_id);
+	else if (!util_streq0(b->tenant_id, h->tenant_id))
+		r = airlock_error_set(err, AIRLOCK_ERR_SANDBOX_ESCAPE_SUSPECTED, 0,
+		                      "environment %s belongs to another tenant", h->environment_id);
+	if (r == 0) {
+		b->refs++;
+		l->executing++;
+		*ret = b;
+	}
+	pthread_mutex_unlock(&l->lock);
+	return r;
+}
+
+bool exec_boxes_leave(exec_boxes *l, exec_box *b)
+{
+	pthread_mutex_lock(&l->lock);
+	if (--l->executing == 0)
+		pthread_cond_broadcast(&l->idle);
+	bool last = --b->refs == 0;
+	pthread_mutex_unlock(&l->lock);
+	return last;
+}
+
+int exec_boxes_workspace(exec_boxes *l, const char *id, airlock_workspace **ret,
+                         airlock_error *err)
+{
+	/* Taken under the lock destroy takes the box out of the list with, so
+	 * it is never taken on a freed workspace. */
+	pthread_mutex_lock(&l->lock);
+	exec_box *b = find_live(l, id);
+	airlock_workspace *ws = b ? airlock_workspace_ref(b->ws) : NULL;
+	pthread_mutex_unlock(&l->lock);
+	if (!ws)
+		return airlock_error_set(err, AIRLOCK_ERR_EXECUTION_REJECTED, 0, "environment %s is gone",
+		                         id);
+	*ret = ws;
+	return 0;
+}
+
+exec_box **exec_boxes_drain(exec_boxes *l, size_t *ret_n)
+{
+	pthread_mutex_lock(&l->lock);
+	while (l->executing > 0)
+		pthread_cond_wait(&l->idle, &l->lock);
+	exec_box **v = l->v;
+	*ret_n = l->n;
+	l->v = NULL;
+	l->n = 0;
+	pthread_mutex_unlock(&l->lock);
+	return v;
+}

@@ -1,0 +1,77 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+#ifndef AIRLOCK_EXEC_BOXES_H
+#define AIRLOCK_EXEC_BOXES_H
+
+/*
+ * The live sandboxes of one adapter, the same for every mechanism: their
+ * ids, tenants and workspaces, the references that keep one alive while an
+ * execute runs in it, the mark destroy leaves, and the count of executes in
+ * flight that free waits for. A mechanism's sandbox struct has an exec_box
+ * as its first member; what a sandbox is beyond that is the mechanism's.
+ *
+ * The rules every adapter keeps through it: a sandbox is found only while
+ * it is in the list and not dead; destroy takes it out of the list (under
+ * the list's lock, so a workspace reference is never taken on a freed
+ * workspace) and whoever drops the last reference tears it down.
+ */
+
+#include <pthread.h>
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "airlock/error.h"
+#include "airlock/port/workspace.h"
+#include "airlock/types.h"
+
+typedef struct exec_box {
+	char id[AIRLOCK_ENVIRONMENT_ID_MAX];
+	char *tenant_id;
+	airlock_workspace *ws; /* the sandbox's WorkspaceHandle */
+	unsigned refs;         /* the list's reference + one per execute in flight */
+	bool dead;             /* destroyed: no new execute may start */
+} exec_box;
+
+typedef struct exec_boxes {
+	pthread_mutex_t lock;
+	pthread_cond_t idle;
+	exec_box **v;
+	size_t n;
+	unsigned executing;
+} exec_boxes;
+
+void exec_boxes_init(exec_boxes *l);
+/* After exec_boxes_drain: the list is empty. */
+void exec_boxes_fini(exec_boxes *l);
+
+/* Fill b's id and tenant from a provision (refs 1: the list's). */
+int exec_box_setup(exec_box *b, const char *environment_id, const char *tenant_id,
+                   airlock_error *err);
+void exec_box_clear(exec_box *b);
+
+int exec_boxes_add(exec_boxes *l, exec_box *b, airlock_error *err);
+size_t exec_boxes_count(exec_boxes *l);
+
+/* destroy: take id out of the list, marked dead; NULL when already gone.
+ * The caller kills, then drops the list's reference (exec_boxes_unref). */
+exec_box *exec_boxes_remove(exec_boxes *l, const char *id);
+/* Drop a reference; true when it was the last: the caller tears down. */
+bool exec_boxes_unref(exec_boxes *l, exec_box *b);
+
+/* execute's start: the live box of the handle, referenced and counted as
+ * executing; ExecutionRejected when it is gone, SandboxEscapeSuspected when
+ * it is another tenant's. */
+int exec_boxes_enter(exec_boxes *l, const airlock_environment_handle *h, exec_box **ret,
+                     airlock_error *err);
+/* execute's end: uncounted and unreferenced; true when that reference was
+ * the last (the caller tears down). */
+bool exec_boxes_leave(exec_boxes *l, exec_box *b);
+
+/* The workspace port: a new reference to the live box's workspace. */
+int exec_boxes_workspace(exec_boxes *l, const char *id, airlock_workspace **ret,
+                         airlock_error *err);
+
+/* free: wait until no execute runs, then hand over every box (the list is
+ * emptied; the caller tears each down and frees the array). */
+exec_box **exec_boxes_drain(exec_boxes *l, size_t *ret_n);
+
+#endif

@@ -1,0 +1,274 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * Every step of the gvisor mechanism's provision, and every phase of its
+ * execute, failed in turn, as test_native_faults does for native: for N =
+ * 1, 2, ... the Nth fault-injection check fails; the call must fail with an
+ * error naming the step, and nothing may be left: no bundle, no runsc
+ * state, no mount of a sandbox, no runtime process, no cgroup, no
+ * descriptor, no child. After a failed execute phase the same sandbox runs
+ * the next command. Built only with -Dfault_injection=true.
+ */
+#include <criterion/criterion.h>
+#include <dirent.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "airlock/gvisor.h"
+#include "airlock/image.h"
+#include "airlock/port/exec.h"
+#include "testlib.h"
+#include "util/fault.h"
+
+static const char *store_path(void)
+{
+	const char *s = getenv("AIRLOCK_TEST_IMAGE_STORE");
+	return s && *s ? s : "/var/lib/airlock/images";
+}
+
+static long count_dir(const char *dir, const char *prefix)
+{
+	DIR *d = opendir(dir);
+	if (!d)
+		return 0;
+	long n = 0;
+	struct dirent *de;
+	while ((de = readdir(d)))
+		if (de->d_name[0] != '.' && (!prefix || strncmp(de->d_name, prefix, strlen(prefix)) == 0))
+			n++;
+	closedir(d);
+	return n;
+}
+
+static long count_lines(const char *path, const char *needle)
+{
+	FILE *f = fopen(path, "re");
+	if (!f)
+		return -1;
+	char line[8192];
+	long n = 0;
+	while (fgets(line, sizeof(line), f))
+		if (!needle || strstr(line, needle))
+			n++;
+	fclose(f);
+	return n;
+}
+
+/* The sandbox groups (airlock-*) under this process's memory cgroup. */
+static long count_cgroups(void)
+{
+	FILE *f = fopen("/proc/self/cgroup", "re");
+	cr_assert_not_null(f);
+	char line[4096], dir[4400] = "";
+	while (fgets(line, sizeof(line), f)) {
+		line[strcspn(line, "\n")] = 0;
+		char *c1 = strchr(line, ':'), *c2 = c1 ? strchr(c1 + 1, ':') : NULL;
+		if (!c2)
+			continue;
+		*c2 = 0;
+		if (strstr(c1 + 1, "memory"))
+			snprintf(dir, sizeof(dir), "/sys/fs/cgroup/memory%s", c2 + 1);
+		else if (!dir[0] && c1[1] == 0 && line[0] == '0')
+			snprintf(dir, sizeof(dir), "/sys/fs/cgroup%s", c2 + 1);
+	}
+	fclose(f);
+	return count_dir(dir, "airlock-");
+}
+
+typedef struct counts {
+	long mounts, cgroups, fds, children, bundles, states;
+} counts;
+
+static counts measure(const char *state)
+{
+	char p[4096], kids[64];
+	counts c = { 0 };
+	/* Mounts are the host's (other suites' come and go): this service's
+	 * are those under its state directory. */
+	c.mounts = count_lines("/proc/self/mountinfo", state);
+	c.cgroups = count_cgroups();
+	c.fds = count_dir("/proc/self/fd", NULL);
+	snprintf(kids, sizeof(kids), "/proc/%d/task/%d/children", (int)getpid(), (int)getpid());
+	FILE *f = fopen(kids, "re");
+	int ch, prev = ' ';
+	while (f && (ch = fgetc(f)) != EOF) {
+		if (ch != ' ' && prev == ' ')
+			c.children++;
+		prev = ch;
+	}
+	if (f)
+		fclose(f);
+	snprintf(p, sizeof(p), "%s/sandboxes", state);
+	c.bundles = count_dir(p, NULL);
+	snprintf(p, sizeof(p), "%s/runsc", state);
+	c.states = count_dir(p, NULL);
+	return c;
+}
+
+static bool same(const counts *a, const counts *b)
+{
+	return a->mounts == b->mounts && a->cgroups == b->cgroups && a->fds == b->fds &&
+	       a->children == b->children && a->bundles == b->bundles && a->states == b->states;
+}
+
+/* A killed runtime takes a moment to be reaped: a few seconds to settle. */
+static void assert_same(const counts *before, const char *state, const char *point)
+{
+	counts now = measure(state);
+	for (int i = 0; i < 50 && !same(before, &now); i++) {
+		usleep(100 * 1000);
+		now = measure(state);
+	}
+	cr_assert_eq(now.mounts, before->mounts, "%s: mounts %ld -> %ld", point, before->mounts,
+	             now.mounts);
+	cr_assert_eq(now.cgroups, before->cgroups, "%s: cgroups %ld -> %ld", point, before->cgroups,
+	             now.cgroups);
+	cr_assert_eq(now.fds, before->fds, "%s: descriptors %ld -> %ld", point, before->fds, now.fds);
+	cr_assert_eq(now.children, before->children, "%s: children %ld -> %ld", point,
+	             before->children, now.children);
+	cr_assert_eq(now.bundles, before->bundles, "%s: bundles %ld -> %ld", point, before->bundles,
+	             now.bundles);
+	cr_assert_eq(now.states, before->states, "%s: runsc state %ld -> %ld", point, before->states,
+	             now.states);
+}
+
+static airlock_exec *open_service(const char *state, char digest[AIRLOCK_IMAGE_DIGEST_SIZE])
+{
+	char why[256];
+	if (airlock_gvisor_probe(AIRLOCK_GVISOR_PLATFORM_AUTO, NULL, NULL, why, sizeof(why)) < 0)
+		cr_skip_test("gvisor mechanism unavailable here: %s", why);
+	airlock_image_store *store = NULL;
+	airlock_error err = { 0 };
+	if (airlock_image_store_open(store_path(), &store, &err) < 0)
+		cr_skip_test("image store %s: %s", store_path(), err.message);
+	int found = airlock_image_find_default(store, digest, &err);
+	airlock_image_store_free(store);
+	if (found <= 0)
+		cr_skip_test("no default image in %s (gvisor suites need it)", store_path());
+	util_fault_arm(0);
+	airlock_gvisor_config gc = { .image_store = store_path(), .state_dir = state,
+		                     .start_budget_seconds = 30 };
+	airlock_gvisor *g = NULL;
+	cr_assert_eq(airlock_gvisor_new(&gc, &g, &err), 0, "%s", err.message);
+	airlock_exec *e = NULL;
+	cr_assert_eq(airlock_exec_new(airlock_gvisor_ops(), g, NULL, &e, &err), 0, "%s", err.message);
+	return e;
+}
+
+static void remove_state(const char *state)
+{
+	const char *subs[] = { "sandboxes", "runsc", "images" };
+	for (size_t i = 0; i < sizeof(subs) / sizeof(subs[0]); i++) {
+		char p[4096];
+		snprintf(p, sizeof(p), "%s/%s", state, subs[i]);
+		if (rmdir(p) < 0)
+			unlink(p);
+	}
+	rmdir(state);
+}
+
+static void spec_for(airlock_environment_spec *s, const char *digest)
+{
+	test_spec(s, "tenant-faults", "run-1");
+	free(s->image_digest);
+	s->image_digest = strdup(digest);
+	s->limits.workspace_bytes = 16ll << 20;
+	s->limits.inodes_max = 1000;
+}
+
+Test(gvisor_faults, each_provision_step_fails_cleanly_and_leaks_nothing, .timeout = 300)
+{
+	char state[128], digest[AIRLOCK_IMAGE_DIGEST_SIZE];
+	snprintf(state, sizeof(state), "/run/airlock/gvisor-test-faults-%d", (int)getpid());
+	airlock_exec *e = open_service(state, digest);
+	airlock_environment_spec spec;
+	spec_for(&spec, digest);
+	airlock_environment_handle h = { 0 };
+	airlock_error err = { 0 };
+	/* A warm-up cycle: the image's mount is kept for the service's life. */
+	cr_assert_eq(airlock_exec_provision(e, &spec, &h, &err), 0, "%s", err.message);
+	cr_assert_eq(airlock_exec_destroy(e, &h, &err), 0, "%s", err.message);
+	airlock_environment_handle_clear(&h);
+	counts before = measure(state);
+	unsigned nth;
+	for (nth = 1;; nth++) {
+		util_fault_arm(nth);
+		memset(&err, 0, sizeof(err));
+		int r = airlock_exec_provision(e, &spec, &h, &err);
+		unsigned hits = util_fault_hits();
+		const char *fired = util_fault_fired();
+		util_fault_arm(0);
+		if (hits < nth) {
+			cr_assert_eq(r, 0, "no fault at check %u, yet: %s", nth, err.message);
+			cr_assert_eq(airlock_exec_destroy(e, &h, &err), 0, "%s", err.message);
+			airlock_environment_handle_clear(&h);
+			break;
+		}
+		cr_assert_lt(r, 0, "check %u failed, yet provision succeeded", nth);
+		cr_assert_not_null(fired);
+		cr_assert(strstr(err.message, fired), "check %u: the error names the step %s: %s", nth,
+		          fired, err.message);
+		cr_assert(strstr(err.message, state) == NULL, "a host path in: %s", err.message);
+		airlock_environment_handle_clear(&h);
+		assert_same(&before, state, fired);
+	}
+	cr_assert_geq(nth, 12 + 1, "only %u checks were seen", nth - 1);
+	assert_same(&before, state, "after the walk");
+	airlock_environment_spec_clear(&spec);
+	airlock_exec_free(e);
+	remove_state(state);
+}
+
+Test(gvisor_faults, each_execute_phase_fails_cleanly_and_the_sandbox_runs_on, .timeout = 300)
+{
+	char state[128], digest[AIRLOCK_IMAGE_DIGEST_SIZE];
+	snprintf(state, sizeof(state), "/run/airlock/gvisor-test-faults-x-%d", (int)getpid());
+	airlock_exec *e = open_service(state, digest);
+	airlock_environment_spec spec;
+	spec_for(&spec, digest);
+	airlock_environment_handle h = { 0 };
+	airlock_error err = { 0 };
+	cr_assert_eq(airlock_exec_provision(e, &spec, &h, &err), 0, "%s", err.message);
+	char *argv[] = { "/bin/sh", "-c", "echo hi > f; cat", NULL };
+	airlock_exec_call call = { .tenant_id = h.tenant_id, .remaining_budget_ms = AIRLOCK_BUDGET_NONE };
+	counts before = measure(state);
+	unsigned nth;
+	for (nth = 1;; nth++) {
+		airlock_execution_command cmd = test_command(argv);
+		cmd.has_stdin = true;
+		cmd.stdin_data = (unsigned char *)"in";
+		cmd.stdin_len = 2;
+		airlock_execution_result res;
+		memset(&res, 0, sizeof(res));
+		memset(&err, 0, sizeof(err));
+		util_fault_arm(nth);
+		int r = airlock_exec_execute(e, &call, &h, &cmd, &res, &err);
+		unsigned hits = util_fault_hits();
+		const char *fired = util_fault_fired();
+		util_fault_arm(0);
+		airlock_execution_result_clear(&res);
+		if (hits < nth) {
+			cr_assert_eq(r, 0, "no fault at check %u, yet: %s", nth, err.message);
+			break;
+		}
+		cr_assert_lt(r, 0, "check %u failed, yet execute succeeded", nth);
+		cr_assert(strstr(err.message, fired), "check %u: the error names the phase %s: %s", nth,
+		          fired, err.message);
+		assert_same(&before, state, fired);
+		char *ok[] = { "/bin/true", NULL };
+		airlock_execution_command okc = test_command(ok);
+		memset(&res, 0, sizeof(res));
+		cr_assert_eq(airlock_exec_execute(e, &call, &h, &okc, &res, &err), 0, "after %s: %s",
+		             fired, err.message);
+		cr_assert_eq(res.exit_code, 0, "after %s", fired);
+		airlock_execution_result_clear(&res);
+	}
+	cr_assert_geq(nth, 7 + 1, "only %u checks were seen", nth - 1);
+	cr_assert_eq(airlock_exec_destroy(e, &h, &err), 0, "%s", err.message);
+	airlock_environment_handle_clear(&h);
+	airlock_environment_spec_clear(&spec);
+	airlock_exec_free(e);
+	remove_state(state);
+}
