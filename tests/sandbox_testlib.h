@@ -126,49 +126,17 @@ static inline void gvisor_test_require(char digest[AIRLOCK_IMAGE_DIGEST_SIZE])
 	sandbox_test_require_image(digest);
 }
 
-/* The gvisor services of the tests keep their state here, each in a slot
- * of its own (the mechanism allows one live service per state directory,
- * and a suite holds two at once, as other engineers' runs on the machine
- * may): never in AIRLOCK_GVISOR_STATE_DIR, which a real service owns. */
+/* The tests' gvisor services share this state directory (services may:
+ * each holds what is its own, airlock/gvisor.h), never
+ * AIRLOCK_GVISOR_STATE_DIR, which a real service on the machine may hold:
+ * the leak counts count what is in here. */
 #define GVISOR_TEST_STATE_ROOT "/run/airlock/gvisor-tests"
-
-/* The state directory for a new gvisor service: the first slot no live
- * service holds (the mechanism holds an exclusive flock on DIR/lock for a
- * service's life). A crashed service's slot is free again, so the next
- * service of the same test takes it, and its start sweeps what the crash
- * left there: the crash test relies on that. */
-static inline void gvisor_test_state_dir(char *buf, size_t size)
-{
-	mkdir("/run/airlock", 0700);
-	mkdir(GVISOR_TEST_STATE_ROOT, 0700);
-	for (int i = 0;; i++) {
-		snprintf(buf, size, GVISOR_TEST_STATE_ROOT "/%d", i);
-		char lock[4200];
-		snprintf(lock, sizeof(lock), "%s/lock", buf);
-		int fd = open(lock, O_RDWR | O_CLOEXEC);
-		if (fd < 0)
-			return; /* never used */
-		bool held = flock(fd, LOCK_EX | LOCK_NB) < 0;
-		close(fd); /* and with it our own lock */
-		if (!held)
-			return;
-	}
-}
-
-/* The state directory of the last gvisor service this process made; when
- * gvisor_test_fixed_state is set, every service takes that one (a service
- * started again after a crash does, in the crash test). */
-static char gvisor_test_last_state[256];
-static const char *gvisor_test_fixed_state;
 
 static inline int gvisor_test_adapter(const airlock_egress_policy *policy, airlock_proxy *proxy,
                                       void **ret, airlock_error *err)
 {
-	char *state = gvisor_test_last_state;
-	if (gvisor_test_fixed_state)
-		snprintf(state, sizeof(gvisor_test_last_state), "%s", gvisor_test_fixed_state);
-	else
-		gvisor_test_state_dir(state, sizeof(gvisor_test_last_state));
+	const char *state = GVISOR_TEST_STATE_ROOT;
+	mkdir("/run/airlock", 0700);
 	airlock_gvisor_config c = { .image_store = sandbox_test_store(), .state_dir = state,
 		                    .start_budget_seconds = 30, .egress_policy = policy,
 		                    .egress_proxy = proxy };
@@ -440,7 +408,7 @@ static inline bool leak_is_runtime(const char *pid)
 }
 
 /* Whether pid's command line names the tests' state root: runsc, its
- * sandbox and its gofer carry --root=GVISOR_TEST_STATE_ROOT/SLOT/runsc. */
+ * sandbox and its gofer carry --root=GVISOR_TEST_STATE_ROOT/runsc. */
 static inline bool leak_names_test_root(const char *pid)
 {
 	char p[300], cmd[4096];
@@ -578,15 +546,15 @@ static inline long leak_count_airlock_cgroups(void)
 	return leak_count_shell("find /sys/fs/cgroup -maxdepth 6 -type d -name 'airlock-*' 2>/dev/null | wc -l");
 }
 
-/* What the tests' gvisor services keep in their state directories
- * (bundles, image mount points, runsc's state): every entry below a
- * slot's own skeleton (SLOT/lock, runsc, images, sandboxes, which the
- * service leaves for the slot's next user), and every mount under them in
- * our mount namespace and in init's (where runsc's own mounts would show).
- * 0 when no gvisor service ran. */
+/* What the tests' gvisor services keep in their state directory (bundles,
+ * image mount points, runsc's state): every entry below its skeleton
+ * (runsc, images, sandboxes, which stay for the next service), not into
+ * mounts (a mount point is one entry; the mounts are counted below), and
+ * every mount under it in our mount namespace and in init's (where runsc's
+ * own mounts would show). 0 when no gvisor service ran. */
 static inline long leak_count_gvisor_state(void)
 {
-	return leak_count_shell("find " GVISOR_TEST_STATE_ROOT " -xdev -mindepth 3 2>/dev/null | wc -l");
+	return leak_count_shell("find " GVISOR_TEST_STATE_ROOT " -xdev -mindepth 2 2>/dev/null | wc -l");
 }
 
 static inline long leak_count_gvisor_mounts(void)

@@ -102,12 +102,9 @@ Test(LEAKS, a_crashed_service_is_cleaned_up_at_the_next_start, .timeout = 300)
 	char digest[AIRLOCK_IMAGE_DIGEST_SIZE];
 	sandbox_test_require(digest);
 #ifdef TEST_MECHANISM_GVISOR
-	/* The doomed service and the next one share a state directory, as a
-	 * service and its restart do. */
-	char slot[256];
-	gvisor_test_state_dir(slot, sizeof(slot));
-	gvisor_test_fixed_state = slot;
-	/* A start sweeps what an earlier run left there: the baseline is clean. */
+	/* The doomed service and the next one share the state directory, as a
+	 * service and its restart do. A start sweeps what an earlier run left
+	 * there: the baseline is clean. */
 	airlock_exec_free(sandbox_test_open(NULL));
 #endif
 	leak_counts before = leak_measure();
@@ -174,7 +171,6 @@ Test(LEAKS, a_crashed_service_is_cleaned_up_at_the_next_start, .timeout = 300)
 	airlock_exec *e = sandbox_test_open(NULL);
 	leak_counts after = leak_measure();
 #ifdef TEST_MECHANISM_GVISOR
-	gvisor_test_fixed_state = NULL;
 	cr_assert_eq(after.p.runtime, 0, "the next start left the crashed runtime running: %ld",
 	             after.p.runtime);
 	/* What it left is gone, and the new service leaves nothing either. */
