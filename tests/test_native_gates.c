@@ -551,13 +551,21 @@ static void *run_sleeper(void *arg)
 	sleeper *s = arg;
 #ifdef TEST_MECHANISM_GVISOR
 	/* The host does not see gVisor's processes (the sentry runs them): the
-	 * sleeper says it is up in its workspace, which the test reads. */
-	char *argv[] = { "sh", "-c", "cd /workspace && : > sleeper-up && sleep 20; : TENANT-A-SLEEPER",
+	 * sleeper says it is up in its workspace, which the test reads, and
+	 * lives until the test says the hunt is over there (a hunt under
+	 * gVisor's ptrace platform takes 10 to 25 s here), at most 120 s. */
+	char *argv[] = { "sh", "-c",
+		         "cd /workspace && : > sleeper-up && i=0; "
+		         "while [ ! -e hunt-done ] && [ $i -lt 1200 ]; do sleep 0.1; i=$((i + 1)); done; "
+		         ": TENANT-A-SLEEPER",
 		         NULL };
 #else
 	char *argv[] = { "sh", "-c", "cd /workspace && sleep 20; : TENANT-A-SLEEPER", NULL };
 #endif
 	airlock_execution_command cmd = test_command(argv);
+#ifdef TEST_MECHANISM_GVISOR
+	cmd.timeout_seconds = 150;
+#endif
 	airlock_exec_call call = { .tenant_id = s->a->h.tenant_id, .remaining_budget_ms = AIRLOCK_BUDGET_NONE };
 	airlock_error err = { 0 };
 	airlock_exec_execute(s->a->e, &call, &s->a->h, &cmd, &s->r, &err);
@@ -566,6 +574,17 @@ static void *run_sleeper(void *arg)
 }
 
 #ifdef TEST_MECHANISM_GVISOR
+/* A file in A's workspace, written from the host. */
+static void sleeper_tell(box *a, const char *name)
+{
+	airlock_exec_call call = { .tenant_id = a->h.tenant_id, .remaining_budget_ms = AIRLOCK_BUDGET_NONE };
+	airlock_workspace *ws = NULL;
+	airlock_error err = { 0 };
+	cr_assert_eq(airlock_exec_workspace(a->e, &call, &a->h, &ws, &err), 0, "%s", err.message);
+	cr_assert_eq(airlock_workspace_write(ws, name, "", 0, &err), 0, "%s", err.message);
+	airlock_workspace_release(ws);
+}
+
 /* Whether A's sleeper said it is up, in A's workspace. */
 static bool sleeper_running(box *a, const char *link)
 {
@@ -695,6 +714,9 @@ static void isolation_between(const char *tenant_a, const char *tenant_b)
 	py(&b, code, 120, &r);
 	free(code);
 	bool alive = !atomic_load(&s.done);
+#ifdef TEST_MECHANISM_GVISOR
+	sleeper_tell(&a, "hunt-done");
+#endif
 	cr_assert_eq(r.exit_code, 0, "%s", ERR(&r));
 	json_t *out = json_loads(OUT(&r), 0, &jerr);
 	cr_assert_not_null(out, "%s: %.400s", jerr.text, OUT(&r));
