@@ -29,219 +29,34 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
-#include "airlock/envbuild.h"
-#include "airlock/image.h"
 #include "airlock/native.h"
-#include "airlock/port/exec.h"
 
-#include "bench_util.h"
+#include "bench_sandbox.h"
 
-#define BENCH_STORE_DEFAULT "/var/lib/airlock/images"
 #define BENCH_RUNS_DEFAULT 200
 #define BENCH_EXECS_DEFAULT 500
-#define BENCH_RUNS_MAX 1000000L
-#define BENCH_ROUNDS 10
-/* What is missing (the mechanism, the image, bwrap) is a skip with its
- * reason, not a failure: meson's and the test script's skip status. */
-#define BENCH_SKIP 77
-#define BENCH_WARMUP 5
-
-extern char **environ;
 
 static const char *const bwrap_dirs[] = { "/usr/bin", "/bin", "/usr/local/bin" };
 
+/* ---- what the mechanism is compared with ------------------------------------ */
 
-typedef struct bench_stat {
-	double p50_ms;
-	double p99_ms;
-} bench_stat;
-
-static bench_stat bench_stats(int64_t *v, size_t n)
-{
-	bench_stat s = { bench_ms(bench_pct(v, n, 50)), bench_ms(bench_pct(v, n, 99)) };
-	return s;
-}
-
-/* fork + execve(path, argv) + waitpid; the wall time in *ret_ns. The
- * program must exit 0, or the sample is not a measurement. */
-static int bench_spawn(const char *path, char *const *argv, int64_t *ret_ns)
-{
-	int64_t t0 = bench_now_ns();
-	pid_t pid = fork();
-	if (pid < 0) {
-		perror("fork");
-		return -1;
-	}
-	if (pid == 0) {
-		execve(path, argv, environ);
-		_exit(127);
-	}
-	int status = 0;
-	while (waitpid(pid, &status, 0) < 0) {
-		if (errno != EINTR) {
-			perror("waitpid");
-			return -1;
-		}
-	}
-	int64_t t1 = bench_now_ns();
-	if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
-		fprintf(stderr, "bench_native: %s exited with status %d%s\n", path,
-		        WIFEXITED(status) ? WEXITSTATUS(status) : WTERMSIG(status),
-		        WIFEXITED(status) ? "" : " (signal)");
-		return -1;
-	}
-	*ret_ns = t1 - t0;
-	return 0;
-}
-
-/* ---- the sandbox side ------------------------------------------------------ */
-
-typedef struct bench_ctx {
-	airlock_exec *exec;
-	airlock_environment_spec spec;
-	char *bwrap;
-} bench_ctx;
-
-static int bench_spec(airlock_environment_spec *s, const char *digest)
-{
-	memset(s, 0, sizeof(*s));
-	s->tenant_id = strdup("bench");
-	s->run_id = strdup("bench-run");
-	s->image_digest = strdup(digest);
-	if (!s->tenant_id || !s->run_id || !s->image_digest)
-		return -1;
-	s->lease_epoch = 1;
-	s->limits = (airlock_resource_limits){
-		.cpu_millicores = 1000,
-		.memory_bytes = 256ll << 20,
-		.pids_max = 64,
-		.workspace_bytes = 64ll << 20,
-		.inodes_max = 1000,
-		.wall_clock_seconds = 60,
-	};
-	s->egress.mode = AIRLOCK_EGRESS_DENY;
-	/* Tier 2 only: nothing of this process's environment goes in. */
-	char *no_parent[] = { NULL };
-	airlock_envbuild_input in = { .parent = no_parent };
-	airlock_error err = { 0 };
-	if (airlock_envbuild(&in, &s->environment, &err) < 0) {
-		fprintf(stderr, "bench_native: environment: %s\n", err.message);
-		return -1;
-	}
-	return 0;
-}
-
-static int bench_provision(bench_ctx *c, airlock_environment_handle *h, int64_t *ret_ns)
-{
-	airlock_error err = { 0 };
-	memset(h, 0, sizeof(*h));
-	int64_t t0 = bench_now_ns();
-	int r = airlock_exec_provision(c->exec, &c->spec, h, &err);
-	int64_t t1 = bench_now_ns();
-	if (r < 0) {
-		fprintf(stderr, "bench_native: provision: %s: %s\n", airlock_errclass_name(err.cls),
-		        err.message);
-		return -1;
-	}
-	*ret_ns = t1 - t0;
-	return 0;
-}
-
-static int bench_destroy(bench_ctx *c, airlock_environment_handle *h, int64_t *ret_ns)
-{
-	airlock_error err = { 0 };
-	int64_t t0 = bench_now_ns();
-	int r = airlock_exec_destroy(c->exec, h, &err);
-	int64_t t1 = bench_now_ns();
-	airlock_environment_handle_clear(h);
-	if (r < 0) {
-		fprintf(stderr, "bench_native: destroy: %s: %s\n", airlock_errclass_name(err.cls),
-		        err.message);
-		return -1;
-	}
-	*ret_ns = t1 - t0;
-	return 0;
-}
-
-static int bench_execute(bench_ctx *c, const airlock_environment_handle *h, int64_t *ret_ns)
-{
-	char a0[] = "/bin/true";
-	char *argv[] = { a0, NULL };
-	char cwd[] = ".";
-	airlock_execution_command cmd = {
-		.argv = argv, .argc = 1, .working_directory = cwd,
-		.timeout_seconds = 30, .maximum_output_bytes = 1 << 20,
-	};
-	airlock_exec_call call = { .tenant_id = h->tenant_id,
-		                   .remaining_budget_ms = AIRLOCK_BUDGET_NONE };
-	airlock_execution_result res;
-	memset(&res, 0, sizeof(res));
-	airlock_error err = { 0 };
-	int64_t t0 = bench_now_ns();
-	int r = airlock_exec_execute(c->exec, &call, h, &cmd, &res, &err);
-	int64_t t1 = bench_now_ns();
-	if (r < 0) {
-		fprintf(stderr, "bench_native: execute: %s: %s\n", airlock_errclass_name(err.cls),
-		        err.message);
-		return -1;
-	}
-	bool ok = res.has_exit_code && res.exit_code == 0;
-	if (!ok)
-		fprintf(stderr, "bench_native: /bin/true in the sandbox: %s %d\n",
-		        res.has_exit_code ? "exit code" : "killed, reason",
-		        res.has_exit_code ? res.exit_code : (int)res.killed_by);
-	airlock_execution_result_clear(&res);
-	*ret_ns = t1 - t0;
-	return ok ? 0 : -1;
-}
-
-/* ---- the two measurements -------------------------------------------------- */
-
-static void bench_print_pair(const char *ours, bench_stat a, const char *theirs, bench_stat b)
-{
-	printf("  %-34s p50 %8.3f ms   p99 %8.3f ms\n", ours, a.p50_ms, a.p99_ms);
-	printf("  %-34s p50 %8.3f ms   p99 %8.3f ms\n", theirs, b.p50_ms, b.p99_ms);
-	printf("  %-34s p50 %8.2fx     p99 %8.2fx\n", "ratio (ours / theirs)", a.p50_ms / b.p50_ms,
-	       a.p99_ms / b.p99_ms);
-}
-
-/* How many of n samples round r of BENCH_ROUNDS takes. */
-static size_t bench_share(size_t n, int r)
-{
-	return n / BENCH_ROUNDS + ((size_t)r < n % BENCH_ROUNDS ? 1 : 0);
-}
-
-static int bench_provision_side(bench_ctx *c, int64_t *total, int64_t *prov, int64_t *dest,
-                                size_t *k, size_t count)
-{
-	for (size_t i = 0; i < count; i++, (*k)++) {
-		airlock_environment_handle h;
-		if (bench_provision(c, &h, &prov[*k]) < 0)
-			return -1;
-		if (bench_destroy(c, &h, &dest[*k]) < 0)
-			return -1;
-		total[*k] = prov[*k] + dest[*k];
-	}
-	return 0;
-}
-
-static int bench_bwrap_side(bench_ctx *c, int64_t *out, size_t *k, size_t count)
+static int bench_bwrap_side(void *bwrap, int64_t *out, size_t *k, size_t count)
 {
 	char a0[] = "bwrap", a1[] = "--unshare-all", a2[] = "--die-with-parent", a3[] = "--ro-bind",
 	     a4[] = "/", a5[] = "/", a6[] = "/bin/true";
 	char *argv[] = { a0, a1, a2, a3, a4, a5, a6, NULL };
 	for (size_t i = 0; i < count; i++, (*k)++)
-		if (bench_spawn(c->bwrap, argv, &out[*k]) < 0)
+		if (bench_spawn(bwrap, argv, &out[*k]) < 0)
 			return -1;
 	return 0;
 }
 
-static int bench_host_side(int64_t *out, size_t *k, size_t count)
+static int bench_host_side(void *unused, int64_t *out, size_t *k, size_t count)
 {
+	(void)unused;
 	char a0[] = "/bin/true";
 	char *argv[] = { a0, NULL };
 	for (size_t i = 0; i < count; i++, (*k)++)
@@ -250,123 +65,11 @@ static int bench_host_side(int64_t *out, size_t *k, size_t count)
 	return 0;
 }
 
-static int bench_provision_all(bench_ctx *c, size_t runs)
-{
-	int rc = -1;
-	int64_t *total = calloc(runs, sizeof(int64_t));
-	int64_t *prov = calloc(runs, sizeof(int64_t));
-	int64_t *dest = calloc(runs, sizeof(int64_t));
-	int64_t *bw = calloc(runs, sizeof(int64_t));
-	if (!total || !prov || !dest || !bw) {
-		fprintf(stderr, "bench_native: out of memory\n");
-		goto out;
-	}
-
-	/* The first provision of an image pays once for hashing it, attaching
-	 * its loop device and formatting the first volume of this shape; it is
-	 * reported on its own, then both sides warm up. */
-	int64_t cold_p = 0, cold_d = 0, scratch = 0;
-	airlock_environment_handle h;
-	if (bench_provision(c, &h, &cold_p) < 0 || bench_destroy(c, &h, &cold_d) < 0)
-		goto out;
-	printf("provision: first (cold) provision %.3f ms, destroy %.3f ms (not in the samples)\n",
-	       bench_ms(cold_p), bench_ms(cold_d));
-	for (int i = 0; i < BENCH_WARMUP; i++) {
-		size_t k1 = 0;
-		if (bench_provision_side(c, &scratch, &scratch, &scratch, &k1, 1) < 0)
-			goto out;
-		k1 = 0;
-		if (bench_bwrap_side(c, &scratch, &k1, 1) < 0)
-			goto out;
-	}
-
-	size_t ka = 0, kb = 0;
-	for (int r = 0; r < BENCH_ROUNDS; r++) {
-		size_t n = bench_share(runs, r);
-		int ok = (r % 2 == 0)
-		                 ? (bench_provision_side(c, total, prov, dest, &ka, n) == 0 &&
-		                    bench_bwrap_side(c, bw, &kb, n) == 0)
-		                 : (bench_bwrap_side(c, bw, &kb, n) == 0 &&
-		                    bench_provision_side(c, total, prov, dest, &ka, n) == 0);
-		if (!ok)
-			goto out;
-	}
-
-	bench_stat s_total = bench_stats(total, runs);
-	bench_stat s_bwrap = bench_stats(bw, runs);
-	bench_stat s_prov = bench_stats(prov, runs);
-	bench_stat s_dest = bench_stats(dest, runs);
-	printf("provision latency, %zu runs each, %d interleaved rounds:\n", runs, BENCH_ROUNDS);
-	bench_print_pair("native provision + destroy", s_total,
-	                 "bwrap --unshare-all /bin/true", s_bwrap);
-	printf("  %-34s p50 %8.3f ms   p99 %8.3f ms\n", "  of which provision alone", s_prov.p50_ms,
-	       s_prov.p99_ms);
-	printf("  %-34s p50 %8.3f ms   p99 %8.3f ms\n", "  of which destroy alone", s_dest.p50_ms,
-	       s_dest.p99_ms);
-	printf("  aim: within 3x of bwrap at p50: %s (%.2fx)\n",
-	       s_total.p50_ms <= 3.0 * s_bwrap.p50_ms ? "met" : "NOT met",
-	       s_total.p50_ms / s_bwrap.p50_ms);
-	rc = 0;
-out:
-	free(total);
-	free(prov);
-	free(dest);
-	free(bw);
-	return rc;
-}
-
-static int bench_execute_all(bench_ctx *c, size_t execs)
-{
-	int rc = -1;
-	int64_t *ours = calloc(execs, sizeof(int64_t));
-	int64_t *host = calloc(execs, sizeof(int64_t));
-	airlock_environment_handle h;
-	bool live = false;
-	int64_t scratch = 0;
-	if (!ours || !host) {
-		fprintf(stderr, "bench_native: out of memory\n");
-		goto out;
-	}
-	if (bench_provision(c, &h, &scratch) < 0)
-		goto out;
-	live = true;
-	for (int i = 0; i < BENCH_WARMUP; i++) {
-		size_t k1 = 0;
-		if (bench_execute(c, &h, &scratch) < 0 || bench_host_side(&scratch, &k1, 1) < 0)
-			goto out;
-	}
-
-	size_t ka = 0, kb = 0;
-	for (int r = 0; r < BENCH_ROUNDS; r++) {
-		size_t n = bench_share(execs, r);
-		if (r % 2 == 1 && bench_host_side(host, &kb, n) < 0)
-			goto out;
-		for (size_t i = 0; i < n; i++, ka++)
-			if (bench_execute(c, &h, &ours[ka]) < 0)
-				goto out;
-		if (r % 2 == 0 && bench_host_side(host, &kb, n) < 0)
-			goto out;
-	}
-
-	bench_stat s_ours = bench_stats(ours, execs);
-	bench_stat s_host = bench_stats(host, execs);
-	printf("execute overhead, %zu runs each in one live sandbox, %d interleaved rounds:\n", execs,
-	       BENCH_ROUNDS);
-	bench_print_pair("native execute /bin/true", s_ours, "host fork+execve /bin/true", s_host);
-	printf("  aim: within 2x of fork+exec at p50: %s (%.2fx)\n",
-	       s_ours.p50_ms <= 2.0 * s_host.p50_ms ? "met" : "NOT met",
-	       s_ours.p50_ms / s_host.p50_ms);
-	rc = 0;
-out:
-	if (live) {
-		int64_t d = 0;
-		if (bench_destroy(c, &h, &d) < 0)
-			rc = -1;
-	}
-	free(ours);
-	free(host);
-	return rc;
-}
+typedef struct bench_ctx {
+	airlock_exec *exec;
+	airlock_environment_spec spec;
+	char *bwrap;
+} bench_ctx;
 
 /* ---- setup ----------------------------------------------------------------- */
 
@@ -383,24 +86,13 @@ static char *bench_find_bwrap(void)
 	return NULL;
 }
 
-static long bench_parse(const char *s, const char *prog)
-{
-	char *end = NULL;
-	errno = 0;
-	long v = strtol(s, &end, 10);
-	if (errno || !end || *end || v < BENCH_ROUNDS || v > BENCH_RUNS_MAX) {
-		fprintf(stderr, "usage: %s [runs [executes]]   (each %d..%ld)\n", prog, BENCH_ROUNDS,
-		        BENCH_RUNS_MAX);
-		return -1;
-	}
-	return v;
-}
-
 int main(int argc, char **argv)
 {
+	bench_prog = "bench_native";
 	long runs = BENCH_RUNS_DEFAULT, execs = BENCH_EXECS_DEFAULT;
-	if (argc > 3 || (argc > 1 && (runs = bench_parse(argv[1], argv[0])) < 0) ||
-	    (argc > 2 && (execs = bench_parse(argv[2], argv[0])) < 0)) {
+	const char *usage = "[runs [executes]]";
+	if (argc > 3 || (argc > 1 && (runs = bench_parse(argv[1], BENCH_ROUNDS, usage)) < 0) ||
+	    (argc > 2 && (execs = bench_parse(argv[2], BENCH_ROUNDS, usage)) < 0)) {
 		if (argc > 3)
 			fprintf(stderr, "usage: %s [runs [executes]]\n", argv[0]);
 		return 2;
@@ -411,27 +103,12 @@ int main(int argc, char **argv)
 		fprintf(stderr, "bench_native: the native mechanism is unavailable here: %s\n", why);
 		return BENCH_SKIP;
 	}
-	const char *store_dir = getenv("AIRLOCK_BENCH_IMAGE_STORE");
-	if (!store_dir || !*store_dir)
-		store_dir = BENCH_STORE_DEFAULT;
-	airlock_image_store *store = NULL;
+	const char *store_dir = NULL;
 	airlock_error err = { 0 };
 	char digest[AIRLOCK_IMAGE_DIGEST_SIZE];
-	if (airlock_image_store_open(store_dir, &store, &err) < 0) {
-		fprintf(stderr, "bench_native: image store %s: %s\n", store_dir, err.message);
-		return 1;
-	}
-	int found = airlock_image_find_default(store, digest, &err);
-	airlock_image_store_free(store);
-	if (found < 0) {
-		fprintf(stderr, "bench_native: image store %s: %s\n", store_dir, err.message);
-		return 1;
-	}
-	if (found == 0) {
-		fprintf(stderr, "bench_native: no default image in %s: run ./build/airlock image build\n",
-		        store_dir);
-		return BENCH_SKIP;
-	}
+	int found = bench_default_image(&store_dir, digest);
+	if (found != 0)
+		return found;
 
 	bench_ctx c = { 0 };
 	int rc = 1;
@@ -464,10 +141,14 @@ int main(int argc, char **argv)
 	       "limits workspace 64 MiB, 1000 inodes, memory 256 MiB, pids 64; %s\n",
 	       sysconf(_SC_NPROCESSORS_ONLN), load[0], load[1], load[2], digest, c.bwrap);
 	fflush(stdout);
-	if (bench_provision_all(&c, (size_t)runs) < 0)
+	bench_theirs bwrap = { "bwrap --unshare-all /bin/true", bench_bwrap_side, c.bwrap, 3.0,
+		               "within 3x of bwrap" };
+	if (bench_provision_all(c.exec, &c.spec, (size_t)runs, "native", &bwrap) < 0)
 		goto out;
 	fflush(stdout);
-	if (bench_execute_all(&c, (size_t)execs) < 0)
+	bench_theirs host = { "host fork+execve /bin/true", bench_host_side, NULL, 2.0,
+		              "within 2x of fork+exec" };
+	if (bench_execute_all(c.exec, &c.spec, (size_t)execs, "native", &host) < 0)
 		goto out;
 	if (getloadavg(load, 3) == 3)
 		printf("bench_native: load average at the end %.2f %.2f %.2f\n", load[0], load[1],

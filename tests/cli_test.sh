@@ -83,7 +83,7 @@ expect run-error-escaped 78 '^airlock run: ConfigurationError: --mechanism \\x1b
 expect run-stdin-name-escaped 64 '^airlock run: --stdin .*/\\x1b\[2Jno: No such file' -- "$AIRLOCK" run --mechanism fake --stdin "$TMP/${ESC}[2Jno" -- true
 # The native mechanism, for real, where this host can run it (root, cgroups,
 # the default image in the store that scripts/test.sh builds). The store is
-# the one the native suites use (tests/native_testlib.h), so plain
+# the one the native suites use (tests/sandbox_testlib.h), so plain
 # `meson test` runs these too.
 NATIVE_CHECKS="run-native run-native-exit run-native-timeout run-native-memory run-native-files
 run-native-stdin run-native-cwd-missing run-native-no-network run-native-not-found run-native-json

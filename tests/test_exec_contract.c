@@ -22,7 +22,7 @@
 #include "airlock/fake.h"
 #include "airlock/ids.h"
 #include "airlock/port/exec.h"
-#include "native_testlib.h"
+#include "sandbox_testlib.h"
 #include "testlib.h"
 #include "util/util.h"
 
@@ -83,7 +83,7 @@ static void native_open(const airlock_exec_config *cfg, airlock_exec **ret, void
 	*state = n;
 }
 
-static void native_prepare(void *state, const char *const *argv, const airlock_fake_behaviour *b)
+static void executing_prepare(void *state, const char *const *argv, const airlock_fake_behaviour *b)
 {
 	(void)state;
 	(void)argv;
@@ -102,11 +102,39 @@ static size_t native_live(void *state)
 	return airlock_native_live_count(state);
 }
 
-static const contract_fixture native_fixture = { "native", native_open, native_prepare,
+static const contract_fixture native_fixture = { "native", native_open, executing_prepare,
 	                                         native_adjust_spec, native_live };
 
+/* gvisor: a gVisor sandbox per environment, the commands really run in it.
+ * A host without runsc skips with the reason. */
+static char gvisor_digest[AIRLOCK_IMAGE_DIGEST_SIZE];
+
+static void gvisor_open(const airlock_exec_config *cfg, airlock_exec **ret, void **state)
+{
+	gvisor_test_require(gvisor_digest);
+	airlock_gvisor *g = NULL;
+	*ret = gvisor_test_open_with(cfg, &g);
+	*state = g;
+}
+
+static void gvisor_adjust_spec(void *state, airlock_environment_spec *spec)
+{
+	(void)state;
+	free(spec->image_digest);
+	spec->image_digest = strdup(gvisor_digest);
+}
+
+static size_t gvisor_live(void *state)
+{
+	return airlock_gvisor_live_count(state);
+}
+
+/* It executes: nothing to prepare. */
+static const contract_fixture gvisor_fixture = { "gvisor", gvisor_open, executing_prepare,
+	                                         gvisor_adjust_spec, gvisor_live };
+
 /* Every adapter the suite runs against. */
-#define ADAPTERS(X) X(fake, fake_fixture) X(native, native_fixture)
+#define ADAPTERS(X) X(fake, fake_fixture) X(native, native_fixture) X(gvisor, gvisor_fixture)
 
 #define CONTRACT_INSTANCE(test, adapter, fixture)                                                  \
 	Test(contract_##adapter, test, .timeout = 120) { test##_body(&fixture); }

@@ -41,7 +41,7 @@
 #include "airlock/fake.h"
 #include "airlock/port/exec.h"
 #include "fault_adapter.h"
-#include "native_testlib.h"
+#include "sandbox_testlib.h"
 #include "testlib.h"
 #include "util/fault.h"
 
@@ -136,7 +136,7 @@ static char native_digest[AIRLOCK_IMAGE_DIGEST_SIZE];
 
 static void native_open(fault_plan *plan, airlock_exec **ret, void **state)
 {
-	airlock_native_config nc = { .image_store = native_test_store(), .start_budget_seconds = 30 };
+	airlock_native_config nc = { .image_store = sandbox_test_store(), .start_budget_seconds = 30 };
 	airlock_native *n = NULL;
 	airlock_error err = { 0 };
 	cr_assert_eq(airlock_native_new(&nc, &n, &err), 0, "%s", err.message);

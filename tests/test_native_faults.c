@@ -3,7 +3,7 @@
  * Every step of provision failed in turn (issue 10, "Failure paths under
  * test"; SQLite's test_vfs.c, curl's torture mode): for N = 1, 2, ... the
  * Nth fault-injection check fails, provision must fail with an error that
- * names the step, and the leak counters (native_testlib.h) must stay where
+ * names the step, and the leak counters (sandbox_testlib.h) must stay where
  * they were: mounts, cgroups, loop devices, descriptors, processes, host-id
  * slots. The run that sees fewer than N checks provisioned: it is destroyed
  * and the walk ends. The same walk with the egress proxy reaches the egress
@@ -18,7 +18,7 @@
 #include <unistd.h>
 
 #include "airlock/proxy.h"
-#include "native_testlib.h"
+#include "sandbox_testlib.h"
 #include "util/fault.h"
 
 /* A lock file of this test's own, so the slot count is this service's. */
@@ -71,7 +71,7 @@ static void assert_flat(const leak_counts *before, const char *lock, long slots_
 static void provision_walk(const airlock_egress_policy *policy, airlock_proxy *proxy,
                            airlock_environment_spec *spec, unsigned min_checks)
 {
-	airlock_native_config nc = { .image_store = native_test_store(), .start_budget_seconds = 30,
+	airlock_native_config nc = { .image_store = sandbox_test_store(), .start_budget_seconds = 30,
 		                     .host_id_lock = FAULTS_ID_LOCK, .egress_policy = policy,
 		                     .egress_proxy = proxy };
 	airlock_native *n = NULL;
@@ -124,7 +124,7 @@ Test(native_faults, each_provision_step_fails_cleanly_and_leaks_nothing, .timeou
 	char digest[AIRLOCK_IMAGE_DIGEST_SIZE];
 	native_test_require(digest);
 	airlock_environment_spec spec;
-	native_test_spec(&spec, "tenant-faults", digest, NULL);
+	sandbox_test_spec(&spec, "tenant-faults", digest, NULL);
 	spec.limits.workspace_bytes = 16ll << 20;
 	spec.limits.inodes_max = 1000;
 	/* Every step a denied-egress sandbox runs: all but the two of egress. */
@@ -166,7 +166,7 @@ Test(native_faults, each_provision_step_with_egress_fails_cleanly_and_leaks_noth
 	cr_assert_eq(airlock_proxy_spawn(&pc, &proxy, &err), 0, "%s", err.message);
 
 	airlock_environment_spec spec;
-	native_test_spec(&spec, "tenant-faults", digest, NULL);
+	sandbox_test_spec(&spec, "tenant-faults", digest, NULL);
 	spec.limits.workspace_bytes = 16ll << 20;
 	spec.limits.inodes_max = 1000;
 	airlock_egress_policy_clear(&spec.egress);
@@ -188,7 +188,7 @@ Test(native_faults, each_execute_phase_fails_cleanly_and_leaks_nothing, .timeout
 	box_open(&b, "tenant-faults", NULL);
 	char *argv[] = { "/bin/sh", "-c", "echo hi > f; cat", NULL };
 	airlock_execution_result res;
-	native_test_run(b.e, &b.h, argv, 30, "in", &res);
+	sandbox_test_run(b.e, &b.h, argv, 30, "in", &res);
 	airlock_execution_result_clear(&res);
 
 	leak_counts before = leak_measure();
@@ -222,7 +222,7 @@ Test(native_faults, each_execute_phase_fails_cleanly_and_leaks_nothing, .timeout
 		 * (This service has the default lock file: no slot count.) */
 		assert_flat(&before, NULL, -1, fired);
 		char *ok_argv[] = { "/bin/true", NULL };
-		native_test_run(b.e, &b.h, ok_argv, 30, NULL, &res);
+		sandbox_test_run(b.e, &b.h, ok_argv, 30, NULL, &res);
 		cr_assert_eq(res.exit_code, 0, "after %s: %s", fired, ERR(&res));
 		airlock_execution_result_clear(&res);
 	}

@@ -13,7 +13,7 @@
 #include <string.h>
 
 #include "airlock/json.h"
-#include "native_testlib.h"
+#include "sandbox_testlib.h"
 #include "util/util.h"
 
 static const airlock_resource_limits small = {
@@ -245,7 +245,7 @@ Test(native_files_changed, a_disk_filler_gets_the_same_reason_every_run, .timeou
 	char *fail[] = { "sh", "-c", "exit 3", NULL };
 	for (int i = 0; i < 5; i++) {
 		airlock_execution_result r;
-		native_test_run(b.e, &b.h, fail, 30, NULL, &r);
+		sandbox_test_run(b.e, &b.h, fail, 30, NULL, &r);
 		cr_assert_eq(r.killed_by, AIRLOCK_KILL_NONE, "run %d: %s", i,
 		             r.killed_by ? airlock_kill_reason_name(r.killed_by) : "null");
 		cr_assert_eq(r.exit_code, 3);
@@ -253,7 +253,7 @@ Test(native_files_changed, a_disk_filler_gets_the_same_reason_every_run, .timeou
 	}
 	char *wait[] = { "sleep", "1", NULL };
 	airlock_execution_result r;
-	native_test_run(b.e, &b.h, wait, 30, NULL, &r);
+	sandbox_test_run(b.e, &b.h, wait, 30, NULL, &r);
 	cr_assert_eq(r.killed_by, AIRLOCK_KILL_NONE);
 	cr_assert_eq(r.exit_code, 0);
 	airlock_execution_result_clear(&r);
@@ -269,11 +269,11 @@ Test(native_files_changed, a_tool_write_between_commands_is_not_the_commands, .t
 	box_open(&b, "tenant-kept", &small);
 	airlock_execution_result r;
 	char *make[] = { "sh", "-c", "echo a > /workspace/a", NULL };
-	native_test_run(b.e, &b.h, make, 30, NULL, &r);
+	sandbox_test_run(b.e, &b.h, make, 30, NULL, &r);
 	expect(&r, "a", AIRLOCK_CHANGE_CREATED, AIRLOCK_FILE_REGULAR);
 	airlock_execution_result_clear(&r);
 	char *nothing[] = { "true", NULL };
-	native_test_run(b.e, &b.h, nothing, 30, NULL, &r);
+	sandbox_test_run(b.e, &b.h, nothing, 30, NULL, &r);
 	cr_assert_eq(r.n_files_changed, 0, "%zu changes", r.n_files_changed);
 	airlock_execution_result_clear(&r);
 
@@ -283,17 +283,17 @@ Test(native_files_changed, a_tool_write_between_commands_is_not_the_commands, .t
 	cr_assert_eq(airlock_exec_workspace(b.e, &call, &b.h, &ws, &err), 0, "%s", err.message);
 	cr_assert_eq(airlock_workspace_write(ws, "tool.txt", "by a tool", 9, &err), 0, "%s", err.message);
 
-	native_test_run(b.e, &b.h, nothing, 30, NULL, &r);
+	sandbox_test_run(b.e, &b.h, nothing, 30, NULL, &r);
 	cr_assert_eq(r.n_files_changed, 0, "the tool's write is not the command's: %s",
 	             r.n_files_changed ? r.files_changed[0].path : "");
 	airlock_execution_result_clear(&r);
 	/* ...and a tool's change to a file the last command made. */
 	cr_assert_eq(airlock_workspace_write(ws, "a", "rewritten", 9, &err), 0, "%s", err.message);
-	native_test_run(b.e, &b.h, nothing, 30, NULL, &r);
+	sandbox_test_run(b.e, &b.h, nothing, 30, NULL, &r);
 	cr_assert_eq(r.n_files_changed, 0, "%zu changes", r.n_files_changed);
 	airlock_execution_result_clear(&r);
 	char *rm[] = { "rm", "/workspace/tool.txt", NULL };
-	native_test_run(b.e, &b.h, rm, 30, NULL, &r);
+	sandbox_test_run(b.e, &b.h, rm, 30, NULL, &r);
 	cr_assert_eq(r.n_files_changed, 1);
 	expect(&r, "tool.txt", AIRLOCK_CHANGE_DELETED, AIRLOCK_FILE_REGULAR);
 	airlock_execution_result_clear(&r);
@@ -320,7 +320,7 @@ Test(native_files_changed, the_kept_snapshot_holds_one_descriptor, .timeout = 30
 	native_test_require(digest);
 	airlock_exec *e = native_test_open(NULL);
 	airlock_environment_spec spec;
-	native_test_spec(&spec, "tenant-kept-fd", digest, &small);
+	sandbox_test_spec(&spec, "tenant-kept-fd", digest, &small);
 	airlock_error err = { 0 };
 	/* A warm-up sandbox, so the image's loop device is in the baseline. */
 	airlock_environment_handle h = { 0 };
@@ -333,7 +333,7 @@ Test(native_files_changed, the_kept_snapshot_holds_one_descriptor, .timeout = 30
 	char *argv[] = { "sh", "-c", "echo x >> /workspace/f", NULL };
 	airlock_execution_result r;
 	for (int i = 0; i < 5; i++) {
-		native_test_run(e, &h, argv, 30, NULL, &r);
+		sandbox_test_run(e, &h, argv, 30, NULL, &r);
 		cr_assert_eq(r.exit_code, 0, "%s", ERR(&r));
 		cr_assert_eq(r.n_files_changed, 1, "run %d", i);
 		airlock_execution_result_clear(&r);

@@ -20,7 +20,7 @@
 #include <unistd.h>
 
 #include "exec/native/starter.h"
-#include "native_testlib.h"
+#include "sandbox_testlib.h"
 #include "util/util.h"
 
 static const airlock_resource_limits small = {
@@ -32,7 +32,7 @@ static const airlock_resource_limits small = {
 static void sh(box *b, const char *script, airlock_execution_result *r)
 {
 	char *argv[] = { "sh", "-c", (char *)script, NULL };
-	native_test_run(b->e, &b->h, argv, 30, NULL, r);
+	sandbox_test_run(b->e, &b->h, argv, 30, NULL, r);
 }
 
 static void expect_exit(const airlock_execution_result *r, int code)
@@ -139,13 +139,13 @@ Test(hostfacts, proc_self_exe_is_the_sealed_starter, .timeout = 180)
 	const char *links[] = { "/proc/self/exe", "/proc/thread-self/exe" };
 	for (size_t i = 0; i < sizeof(links) / sizeof(links[0]); i++) {
 		char *argv[] = { (char *)links[i], "--version", NULL };
-		native_test_run(b.e, &b.h, argv, 30, NULL, &r);
+		sandbox_test_run(b.e, &b.h, argv, 30, NULL, &r);
 		expect_refused(&r, links[i]);
 		airlock_execution_result_clear(&r);
 		/* The marker as argv[0] is refused just the same: it names the
 		 * starter, and the starter never starts itself again. */
 		char *marker[] = { (char *)links[i], NATIVE_STARTER_ARGV0, "sh", NULL };
-		native_test_run(b.e, &b.h, marker, 30, NULL, &r);
+		sandbox_test_run(b.e, &b.h, marker, 30, NULL, &r);
 		expect_refused(&r, "argv[1] = the marker");
 		airlock_execution_result_clear(&r);
 	}
@@ -155,7 +155,7 @@ Test(hostfacts, proc_self_exe_is_the_sealed_starter, .timeout = 180)
 	expect_exit(&r, 0);
 	airlock_execution_result_clear(&r);
 	char *script[] = { "/workspace/s", NULL };
-	native_test_run(b.e, &b.h, script, 30, NULL, &r);
+	sandbox_test_run(b.e, &b.h, script, 30, NULL, &r);
 	expect_refused(&r, "#!/proc/self/exe");
 	airlock_execution_result_clear(&r);
 	/* init is still a copy of the service (issue item 12 gives it its own
@@ -269,7 +269,7 @@ static int hold_all_but(const uint32_t *free_slots, size_t n)
 
 static airlock_exec *open_with_lock(void)
 {
-	airlock_native_config nc = { .image_store = native_test_store(), .start_budget_seconds = 30,
+	airlock_native_config nc = { .image_store = sandbox_test_store(), .start_budget_seconds = 30,
 		                     .host_id_lock = lock_path };
 	airlock_native *n = NULL;
 	airlock_error err = { 0 };
@@ -317,7 +317,7 @@ _Noreturn static void service_child(int wfd, int rfd)
 	char digest[AIRLOCK_IMAGE_DIGEST_SIZE];
 	airlock_image_store *store = NULL;
 	airlock_error err = { 0 };
-	if (!e || airlock_image_store_open(native_test_store(), &store, &err) < 0 ||
+	if (!e || airlock_image_store_open(sandbox_test_store(), &store, &err) < 0 ||
 	    airlock_image_find_default(store, digest, &err) <= 0)
 		_exit(1);
 	airlock_image_store_free(store);
@@ -432,7 +432,7 @@ Test(hostfacts, host_ids_all_held_elsewhere_refuses, .timeout = 120)
 	cr_assert_not_null(e);
 	airlock_environment_spec spec;
 	airlock_environment_handle h = { 0 };
-	native_test_spec(&spec, "tenant-full", digest, &small);
+	sandbox_test_spec(&spec, "tenant-full", digest, &small);
 	airlock_error err = { 0 };
 	cr_expect_neq(airlock_exec_provision(e, &spec, &h, &err), 0);
 	cr_expect_eq(err.cls, AIRLOCK_ERR_EXECUTION_UNAVAILABLE, "%s", err.message);

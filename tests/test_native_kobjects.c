@@ -17,7 +17,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "native_testlib.h"
+#include "sandbox_testlib.h"
 
 #define MiB (1ll << 20)
 
