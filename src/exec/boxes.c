@@ -111,7 +111,7 @@ int exec_boxes_enter(exec_boxes *l, const airlock_environment_handle *h, exec_bo
 	else if (!util_streq0(b->tenant_id, h->tenant_id))
 		r = airlock_error_set(err, AIRLOCK_ERR_SANDBOX_ESCAPE_SUSPECTED, 0,
 		                      "environment %s belongs to another tenant", h->environment_id);
-	if (r == 0) {
+	if (b && r == 0) {
 		b->refs++;
 		l->executing++;
 		*ret = b;

@@ -56,9 +56,11 @@
 #define GUEST_REAP_PAUSE_NS 1000000L
 /* `guest kill`: passes over /proc and the pause between them. A process
  * that forks as fast as it can is outrun by a pass that kills every process
- * of the uid it sees, so a few passes end any tree; 200 x 5 ms is one
- * second of trying before the service is told some survived. */
-#define GUEST_KILL_PASSES 200
+ * of the uid it sees, so a few passes end any tree; 1000 x 5 ms is five
+ * seconds of trying before the service is told some survived. Then the
+ * zombies, for at most 400 passes (2 s): see guest_kill. */
+#define GUEST_KILL_PASSES 1000
+#define GUEST_KILL_ZOMBIE_PASSES 400
 #define GUEST_KILL_PAUSE_NS 5000000L
 /* argv[0] in the exec failure message: at most this many bytes of it. */
 #define GUEST_NAME_SHOWN_MAX 200
@@ -239,8 +241,8 @@ static bool parse_uint(const char *s, unsigned long max, unsigned long *ret)
 }
 
 /* The real uid of pid from the first field of the "Uid:" line of
- * /proc/PID/status: 1 and *ret set, 0 when the process is gone, is a
- * zombie, or the line cannot be read (a process that exits during the scan
+ * /proc/PID/status: 1 and *ret set, 2 and *ret set for a zombie, 0 when the
+ * process is gone or the line cannot be read (a process that exits during the scan
  * is not ours to kill any more). The real uid, because kill's permission
  * check for the command itself is against the real or saved uid, and a
  * process cannot change its real uid without privileges the sandbox does
@@ -271,16 +273,17 @@ static int real_uid_of(int proc_fd, const char *pid, unsigned long *ret)
 	}
 	close(fd);
 	buf[len] = 0;
-	/* A zombie (or a process being torn down) is dead already: its entry
-	 * lasts until its parent waits, which a kill cannot hurry, so counting
-	 * it would only make every pass find it again. */
+	/* A zombie (or a process being torn down) is dead already, and a kill
+	 * cannot hurry its parent's wait; but it still counts against the
+	 * uid's RLIMIT_NPROC until it is reaped (pid 1 reaps orphans), so the
+	 * next command could not fork: the caller waits for it. */
+	bool zombie = false;
 	char *st = strstr(buf, "\nState:");
 	if (st) {
 		st += 7;
 		while (*st == ' ' || *st == '\t')
 			st++;
-		if (*st == 'Z' || *st == 'X')
-			return 0;
+		zombie = *st == 'Z' || *st == 'X';
 	}
 	char *u = strstr(buf, "\nUid:");
 	if (!u)
@@ -295,16 +298,19 @@ static int real_uid_of(int proc_fd, const char *pid, unsigned long *ret)
 	if (digits == 0 || (*u != ' ' && *u != '\t'))
 		return 0;
 	*ret = v;
-	return 1;
+	return zombie ? 2 : 1;
 }
 
 /* One pass over /proc: SIGKILL to every process of uid but pid 1 and this
- * one. Returns how many were found (and signalled), or -errno when /proc
- * cannot be read. The directory is read with getdents64 into a stack
+ * one. Returns how many live ones were found (and signalled), or -errno
+ * when /proc cannot be read; *ret_zombies (NULL ok) counts the uid's
+ * zombies not yet reaped. The directory is read with getdents64 into a stack
  * buffer from offset 0 each pass: no allocation, and the same descriptor
  * serves every pass. */
-static int kill_pass(int proc_fd, unsigned long uid, pid_t self)
+static int kill_pass(int proc_fd, unsigned long uid, pid_t self, int *ret_zombies)
 {
+	if (ret_zombies)
+		*ret_zombies = 0;
 	if (lseek(proc_fd, 0, SEEK_SET) < 0)
 		return -errno;
 	int found = 0;
@@ -327,8 +333,14 @@ static int kill_pass(int proc_fd, unsigned long uid, pid_t self)
 			if (!parse_uint(de->d_name, (unsigned long)INT32_MAX, &pid) || pid == 1 ||
 			    (pid_t)pid == self)
 				continue;
-			if (!real_uid_of(proc_fd, de->d_name, &owner) || owner != uid)
+			int k = real_uid_of(proc_fd, de->d_name, &owner);
+			if (!k || owner != uid)
 				continue;
+			if (k == 2) {
+				if (ret_zombies)
+					(*ret_zombies)++;
+				continue;
+			}
 			/* ESRCH: it exited since it was read, which is what we
 			 * want; it is still counted so that the next pass looks
 			 * again. */
@@ -416,6 +428,11 @@ static _Noreturn void exec_child(int report_fd, char *const *argv, char *const *
 	int e = 0;
 	if (sigprocmask(SIG_SETMASK, &none, NULL) < 0)
 		e = errno;
+	/* The command leads a session and process group of its own, as on
+	 * native: its job control and its kill(0, ...) reach what it started,
+	 * never the wrapper. */
+	if (!e && setsid() < 0)
+		e = errno;
 	/* No exec of the command's may gain privileges (a setuid file, file
 	 * capabilities): the image has none, and this holds if one ever got
 	 * in. */
@@ -461,7 +478,7 @@ static void kill_and_reap(int proc_fd)
 		bool children = !(w < 0 && errno == ECHILD);
 		/* A /proc that cannot be read counts as "none seen": the kill
 		 * above went out regardless. */
-		int left = proc_fd >= 0 ? kill_pass(proc_fd, uid, self) : 0;
+		int left = proc_fd >= 0 ? kill_pass(proc_fd, uid, self, NULL) : 0;
 		if (!children && left <= 0)
 			return;
 		if (now_ms() >= deadline)
@@ -580,14 +597,21 @@ static int guest_kill(const char *uid_text)
 		return 1;
 	}
 	pid_t self = getpid();
+	int zombie_passes = 0;
 	for (int pass = 0; pass < GUEST_KILL_PASSES; pass++) {
-		int found = kill_pass(proc_fd, uid, self);
+		int zombies = 0;
+		int found = kill_pass(proc_fd, uid, self, &zombies);
 		if (found < 0) {
 			say("kill: reading /proc", -found);
 			close(proc_fd);
 			return 1;
 		}
-		if (found == 0) {
+		/* None alive. Zombies still count against the uid's
+		 * RLIMIT_NPROC until they are reaped (in a sandbox pid 1 reaps
+		 * them at once), so the next command could not fork: they are
+		 * waited for, a bounded while (their parent may be one that
+		 * never waits: then it is its own limit it fills). */
+		if (found == 0 && (zombies == 0 || ++zombie_passes > GUEST_KILL_ZOMBIE_PASSES)) {
 			close(proc_fd);
 			return 0;
 		}

@@ -39,6 +39,12 @@
  * says the sandbox has many processes. */
 #define GV_PIDS_ASK_MS 250
 #define GV_PIDS_ASK_KVM_MS 1000
+/* After an OOM kill in the sandbox's cgroup, how long the sentry is given
+ * to die of it before it is killed. */
+#define GV_OOM_SETTLE_MS 1000
+/* Host tasks above the command's start that count as settled after a kill
+ * (the runtime's own threads come and go). */
+#define GV_SETTLE_TASKS_SLACK 32
 
 typedef struct execution {
 	airlock_gvisor *g;
@@ -67,6 +73,7 @@ typedef struct execution {
 	bool runtime_died; /* the sentry died while the command ran */
 	int cwd_errno;     /* the working directory is not there: never started */
 	bool started;      /* runsc exec wrote the guest pid: the wrapper ran */
+	bool killed;       /* the service killed the command's processes */
 } execution;
 
 /* What runsc exec itself prints on its stderr, which is the command's: only
@@ -272,6 +279,19 @@ static bool pids_reached(execution *x, int64_t now)
 	return n >= 0 && n - 1 >= x->b->limits.pids_max;
 }
 
+/* The other way processes run out: the runtime's host tasks for them at
+ * half the sandbox's host bound (gvisor_internal.h), where the sentry would
+ * die. A fork loop under ptrace costs ~19-30 host tasks per guest process,
+ * more while it is being killed, and can get there before gVisor's own
+ * count reaches pids_max; the command is then killed with PIDS (it is its
+ * processes that cost them) while the sandbox still lives. */
+static bool host_tasks_near_bound(execution *x)
+{
+	uint64_t tasks = 0;
+	uint64_t bound = (uint64_t)gv_host_tasks_bound(x->g, x->b->limits.pids_max);
+	return host_cgroup_pids_current(x->b->cg, &tasks, NULL) == 0 && tasks * 2 >= bound;
+}
+
 static native_observed exec_observe(execution *x, bool cap_hit, bool exited)
 {
 	gv_sandbox *b = x->b;
@@ -292,7 +312,7 @@ static native_observed exec_observe(execution *x, bool cap_hit, bool exited)
 	};
 	o.oom_killed = host_cgroup_oom_kills(b->cg, &v, NULL) == 0 && v > x->oom0;
 	if (!exited && !x->runtime_died)
-		o.pids_hit = pids_reached(x, now);
+		o.pids_hit = pids_reached(x, now) || host_tasks_near_bound(x);
 	if (!exited) {
 		struct pollfd sp = { .fd = x->g->shutdown_efd, .events = POLLIN };
 		o.shutdown = poll(&sp, 1, 0) > 0;
@@ -371,7 +391,7 @@ static int exec_pump(execution *x, airlock_error *err)
 		 * and runsc exec returns. */
 		bool wrapper_killed = exited && WIFEXITED(x->status) && WEXITSTATUS(x->status) >= 128;
 		if ((x->kill_reason || wrapper_killed) && !killed && !x->runtime_died) {
-			killed = true;
+			killed = x->killed = true;
 			killed_at = util_monotonic_ms();
 			gv_kill_commands(x->g, x->b);
 		}
@@ -387,12 +407,40 @@ static int exec_pump(execution *x, airlock_error *err)
 	return 0;
 }
 
+/* After a kill, gVisor takes a while to tear the processes down (a fork
+ * loop's, under ptrace, seconds): until it has, they still count against
+ * RLIMIT_NPROC and the next command could not start. Wait, bounded, until
+ * the runtime's host tasks are back near where this command found them. */
+static void settle_runtime(execution *x)
+{
+	int64_t deadline = util_monotonic_ms() + GV_KILL_WAIT_MS;
+	uint64_t tasks = 0;
+	while (util_monotonic_ms() < deadline &&
+	       host_cgroup_pids_current(x->b->cg, &tasks, NULL) == 0 &&
+	       tasks > x->tasks0 + GV_SETTLE_TASKS_SLACK)
+		usleep(20 * 1000);
+}
+
 static int exec_after(execution *x, airlock_error *err)
 {
 	gv_sandbox *b = x->b;
 	if (x->in_w >= 0) {
 		close(x->in_w);
 		x->in_w = -1;
+	}
+	uint64_t ooms = 0;
+	if (!x->runtime_died && host_cgroup_oom_kills(b->cg, &ooms, NULL) == 0 && ooms > x->oom0 &&
+	    b->sentry_pidfd >= 0) {
+		/* The OOM killer chose one of the runtime's processes: the sentry,
+		 * and the sandbox ends with it, or another, after which the
+		 * sandbox is in no state to trust. Either way it ends: memory
+		 * means the same thing every time. */
+		struct pollfd pf = { .fd = b->sentry_pidfd, .events = POLLIN };
+		if (poll(&pf, 1, GV_OOM_SETTLE_MS) <= 0) {
+			sys_pidfd_send_signal(b->sentry_pidfd, SIGKILL, NULL, 0);
+			poll(&pf, 1, GV_KILL_WAIT_MS);
+		}
+		x->runtime_died = true;
 	}
 	if (x->runtime_died || gv_runtime_gone(b)) {
 		/* gVisor ended the whole sandbox. With a reason (MEMORY, or one
@@ -418,7 +466,14 @@ static int exec_after(execution *x, airlock_error *err)
 		}
 		b->ended_by = x->kill_reason;
 		strip_runtime_line(&x->errs.buf);
-	} else if (!x->started && !x->kill_reason) {
+	} else if (!x->started) {
+		/* runsc exec never started the wrapper: all its stderr holds is
+		 * runsc's own words, which name the runtime's internals. */
+		x->errs.buf.len = 0;
+		if (x->errs.buf.data)
+			x->errs.buf.data[0] = 0;
+	}
+	if (!x->runtime_died && !gv_runtime_gone(b) && !x->started && !x->kill_reason) {
 		/* runsc refused the command before it started; what it printed
 		 * names the runtime's internals and is not the command's. */
 		int st = WIFEXITED(x->status) ? WEXITSTATUS(x->status) : 128 + WTERMSIG(x->status);
@@ -427,6 +482,8 @@ static int exec_after(execution *x, airlock_error *err)
 		                         "(runsc exec exited with status %d)",
 		                         st);
 	}
+	if (x->killed && !x->runtime_died)
+		settle_runtime(x);
 	int r = host_volume_check_identity(b->vol, err);
 	if (r < 0)
 		return r;

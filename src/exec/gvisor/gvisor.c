@@ -297,6 +297,18 @@ int airlock_gvisor_new(const airlock_gvisor_config *cfg, airlock_gvisor **ret, a
 		r = airlock_error_set(err, AIRLOCK_ERR_EXECUTION_UNAVAILABLE, errno, "gvisor: setup");
 		goto fail;
 	}
+	/* A quarter of the host's pids for one sandbox's runtime at most. */
+	g->host_tasks_cap = 32768 / 4;
+	char pm[32];
+	int pmfd = open("/proc/sys/kernel/pid_max", O_RDONLY | O_CLOEXEC);
+	int64_t pid_max = 0;
+	if (pmfd >= 0 && util_pread_small(pmfd, pm, sizeof(pm)) > 0) {
+		pm[strcspn(pm, "\n")] = 0;
+		if (util_parse_i64(pm, &pid_max) && pid_max >= 4 * GV_HOST_TASKS_BASE)
+			g->host_tasks_cap = pid_max / 4;
+	}
+	if (pmfd >= 0)
+		close(pmfd);
 	if ((r = gv_sweep(g, err)) < 0)
 		goto fail;
 	*ret = g;
@@ -312,6 +324,12 @@ size_t airlock_gvisor_live_count(airlock_gvisor *g)
 }
 
 /* ---- sandboxes -------------------------------------------------------------------- */
+
+int64_t gv_host_tasks_bound(const airlock_gvisor *g, int64_t pids_max)
+{
+	int64_t want = GV_HOST_TASKS_BASE + pids_max * GV_HOST_TASKS_PER_PROCESS;
+	return want < g->host_tasks_cap ? want : g->host_tasks_cap;
+}
 
 bool gv_runtime_gone(const gv_sandbox *b)
 {
@@ -329,8 +347,7 @@ int gv_kill_commands(airlock_gvisor *g, gv_sandbox *b)
 	const char *words[] = { "exec", "--user", "0:0", "--cap", "CAP_KILL", "--cwd", "/", b->box.id,
 		                AIRLOCK_GUEST_PROGRAM, "kill", uid };
 	int st = 0;
-	int r = gv_runsc_call(g, b, words, ARRAY_SIZE(words), GV_KILL_WAIT_MS, &st,
-	                      NULL);
+	int r = gv_runsc_call(g, b, words, ARRAY_SIZE(words), GV_RUNSC_CALL_MS, &st, NULL);
 	return r < 0 ? r : WIFEXITED(st) && WEXITSTATUS(st) == 0 ? 0 : -ESRCH;
 }
 

@@ -41,12 +41,16 @@
 /* Bound on a runsc housekeeping call (kill, delete, list, events). */
 #define GV_RUNSC_CALL_MS 10000
 /* The host's pids limit for a sandbox: its runtime's host threads, not
- * its processes (those are RLIMIT_NPROC inside gVisor). Measured here:
- * ~29 tasks idle and 6-12 more per guest process under ptrace; the
- * bound keeps a sandbox from exhausting the host's pids while leaving the
- * guest limit the one that fires. */
+ * its processes (those are RLIMIT_NPROC inside gVisor). Measured here under
+ * ptrace: ~29 tasks idle, and a fork loop at 64 guest processes held 1205
+ * host tasks after 4 s and 1958 after 7 s (~19-30 each), and kept growing
+ * while it was being killed. A breach kills the sentry, so execute kills
+ * the command with PIDS at half the bound (execute.c). The bound is also at
+ * most a quarter of the host's kernel.pid_max, so no one sandbox takes the
+ * host's pids: there a command is killed with PIDS below pids_max, its
+ * processes having cost the host what it allows one sandbox. */
 #define GV_HOST_TASKS_BASE 256
-#define GV_HOST_TASKS_PER_PROCESS 16
+#define GV_HOST_TASKS_PER_PROCESS 48
 
 typedef struct gv_image {
 	char digest[AIRLOCK_IMAGE_DIGEST_SIZE];
@@ -86,6 +90,7 @@ struct airlock_gvisor {
 	int state_fd;      /* the state directory */
 	int volume_dir_fd;
 	int shutdown_efd;  /* readable once the service is stopping */
+	int64_t host_tasks_cap; /* a quarter of kernel.pid_max (gvisor_internal.h) */
 	airlock_image_store *images;
 	pthread_mutex_t lock;  /* the images */
 	host_image_cache imgs; /* under lock */
@@ -164,6 +169,8 @@ void gv_sandbox_release(airlock_gvisor *g, gv_sandbox *b);
  * bundle. Caller owns b and no execute is in flight. */
 int gv_sandbox_teardown(airlock_gvisor *g, gv_sandbox *b, airlock_error *err);
 void gv_sandbox_free(gv_sandbox *b);
+/* The host's pids bound of a sandbox with pids_max processes. */
+int64_t gv_host_tasks_bound(const airlock_gvisor *g, int64_t pids_max);
 /* Kill every command process in the sandbox (`guest kill`), bounded. */
 int gv_kill_commands(airlock_gvisor *g, gv_sandbox *b);
 /* Whether the runtime is gone (the sentry died). */

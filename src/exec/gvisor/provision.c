@@ -139,7 +139,8 @@ static int step_cgroups(provision *p, airlock_error *err)
 	 * sandbox's processes are counted inside, gvisor_internal.h). */
 	airlock_resource_limits hl = p->spec->limits;
 	hl.memory_bytes += AIRLOCK_GVISOR_RUNTIME_MEMORY;
-	hl.pids_max = GV_HOST_TASKS_BASE + hl.pids_max * GV_HOST_TASKS_PER_PROCESS;
+	hl.pids_max = gv_host_tasks_bound(p->g, hl.pids_max);
+	/* (execute kills the command with PIDS at half of it.) */
 	return host_cgroup_create(p->b->box.id, &hl, &p->b->cg, err);
 }
 
