@@ -19,13 +19,12 @@
 #include "airlock/gvisor.h"
 #include "airlock/image.h"
 #include "airlock/port/exec.h"
-#include "testlib.h"
+#include "sandbox_testlib.h"
 #include "util/fault.h"
 
 static const char *store_path(void)
 {
-	const char *s = getenv("AIRLOCK_TEST_IMAGE_STORE");
-	return s && *s ? s : "/var/lib/airlock/images";
+	return sandbox_test_store();
 }
 
 static long count_dir(const char *dir, const char *prefix)
@@ -136,17 +135,8 @@ static void assert_same(const counts *before, const char *state, const char *poi
 
 static airlock_exec *open_service(const char *state, char digest[AIRLOCK_IMAGE_DIGEST_SIZE])
 {
-	char why[256];
-	if (airlock_gvisor_probe(AIRLOCK_GVISOR_PLATFORM_AUTO, NULL, NULL, why, sizeof(why)) < 0)
-		cr_skip_test("gvisor mechanism unavailable here: %s", why);
-	airlock_image_store *store = NULL;
+	gvisor_test_require(digest);
 	airlock_error err = { 0 };
-	if (airlock_image_store_open(store_path(), &store, &err) < 0)
-		cr_skip_test("image store %s: %s", store_path(), err.message);
-	int found = airlock_image_find_default(store, digest, &err);
-	airlock_image_store_free(store);
-	if (found <= 0)
-		cr_skip_test("no default image in %s (gvisor suites need it)", store_path());
 	util_fault_arm(0);
 	airlock_gvisor_config gc = { .image_store = store_path(), .state_dir = state,
 		                     .start_budget_seconds = 30 };

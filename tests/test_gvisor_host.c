@@ -24,29 +24,18 @@
 #include "airlock/gvisor.h"
 #include "airlock/image.h"
 #include "airlock/port/exec.h"
-#include "testlib.h"
+#include "sandbox_testlib.h"
 
 static const char *store_path(void)
 {
-	const char *s = getenv("AIRLOCK_TEST_IMAGE_STORE");
-	return s && *s ? s : "/var/lib/airlock/images";
+	return sandbox_test_store();
 }
 
 /* Skip with the reason unless gvisor can run and the default image is in
  * the store; fills digest. */
 static void require(char digest[AIRLOCK_IMAGE_DIGEST_SIZE])
 {
-	char why[256];
-	if (airlock_gvisor_probe(AIRLOCK_GVISOR_PLATFORM_AUTO, NULL, NULL, why, sizeof(why)) < 0)
-		cr_skip_test("gvisor mechanism unavailable here: %s", why);
-	airlock_image_store *store = NULL;
-	airlock_error err = { 0 };
-	if (airlock_image_store_open(store_path(), &store, &err) < 0)
-		cr_skip_test("image store %s: %s", store_path(), err.message);
-	int r = airlock_image_find_default(store, digest, &err);
-	airlock_image_store_free(store);
-	if (r <= 0)
-		cr_skip_test("no default image in %s (gvisor suites need it)", store_path());
+	gvisor_test_require(digest);
 }
 
 /* A state directory of this test's own. */
