@@ -175,6 +175,10 @@ static void sweep_images(airlock_gvisor *g)
 			umount2(p, MNT_DETACH);
 			rmdir(p);
 		}
+		/* An image mounted at the entry itself (an earlier layout kept
+		 * images/<hex>): unmounted too, or the directory stays. */
+		snprintf(p, sizeof(p), "%s/%s", dir, de->d_name);
+		umount2(p, MNT_DETACH);
 		unlinkat(dirfd(d), de->d_name, AT_REMOVEDIR);
 	}
 }
