@@ -45,6 +45,8 @@
 /* Host tasks above the command's start that count as settled after a kill
  * (the runtime's own threads come and go). */
 #define GV_SETTLE_TASKS_SLACK 32
+/* Bound on that wait. */
+#define GV_SETTLE_MS 10000
 
 typedef struct execution {
 	airlock_gvisor *g;
@@ -413,12 +415,21 @@ static int exec_pump(execution *x, airlock_error *err)
  * the runtime's host tasks are back near where this command found them. */
 static void settle_runtime(execution *x)
 {
-	int64_t deadline = util_monotonic_ms() + GV_KILL_WAIT_MS;
+	int64_t deadline = util_monotonic_ms() + GV_SETTLE_MS;
 	uint64_t tasks = 0;
 	while (util_monotonic_ms() < deadline &&
 	       host_cgroup_pids_current(x->b->cg, &tasks, NULL) == 0 &&
 	       tasks > x->tasks0 + GV_SETTLE_TASKS_SLACK)
 		usleep(20 * 1000);
+	/* And gVisor's own count, which is what RLIMIT_NPROC sees: init alone
+	 * (a slower machine tears a fork loop down for longer than the host's
+	 * tasks take to fall). */
+	while (util_monotonic_ms() < deadline) {
+		int64_t n = guest_pids(x);
+		if (n < 0 || n <= 1)
+			break;
+		usleep(50 * 1000);
+	}
 }
 
 static int exec_after(execution *x, airlock_error *err)
