@@ -475,7 +475,6 @@ static int exec_after(execution *x, airlock_error *err)
 				                         "while the command ran; provision a new one",
 				                         x->handle->environment_id);
 		}
-		b->ended_by = x->kill_reason;
 		strip_runtime_line(&x->errs.buf);
 	} else if (!x->started) {
 		/* runsc exec never started the wrapper: all its stderr holds is

@@ -70,7 +70,6 @@ typedef struct gv_sandbox {
 	/* The keeper: a subreaper child of the service running `runsc run`,
 	 * which reaps everything the runtime leaves (runsc run does not wait
 	 * for all its children). Exits when runsc run has and all is reaped. */
-	pid_t keeper_pid;
 	int keeper_pidfd;
 	int sentry_pidfd; /* the sandbox process (sentry): readable once it died */
 	bool proxied;
@@ -78,7 +77,6 @@ typedef struct gv_sandbox {
 	/* The runtime ended by itself (gVisor ends the whole sandbox on a
 	 * memory breach): every later execute is ExecutionUnavailable. */
 	bool ended;
-	airlock_kill_reason ended_by; /* why, when one was seen */
 } gv_sandbox;
 
 struct airlock_gvisor {

@@ -204,7 +204,7 @@ static int step_start(provision *p, airlock_error *err)
 		.argv = argv, .in_fd = -1, .out_fd = p->ready[1], .err_fd = p->ready[1],
 		.cg = b->cg, .keeper = true, .new_netns = b->network_host, .netns_pidfd = -1,
 	};
-	int r = gv_spawn(&o, &b->keeper_pid, &b->keeper_pidfd, err);
+	int r = gv_spawn(&o, NULL, &b->keeper_pidfd, err);
 	gv_argv_free(argv);
 	close(p->ready[1]);
 	p->ready[1] = -1;
