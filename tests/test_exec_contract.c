@@ -1042,3 +1042,56 @@ CONTRACT_TEST(command_leads_its_own_session)
 	airlock_execution_result_clear(&r);
 	ctx_close(&c);
 }
+
+/* Output as it is produced: the observer gets, in order, exactly the bytes
+ * the result holds, up to the cap and not one past it (the service's
+ * streaming tests check that the first bytes arrive before the end). */
+typedef struct seen_output {
+	pthread_mutex_t lock;
+	util_buf out, errs;
+} seen_output;
+
+static void contract_on_output(void *arg, airlock_output_stream s, const void *data, size_t len)
+{
+	seen_output *so = arg;
+	pthread_mutex_lock(&so->lock);
+	cr_assert_eq(util_buf_append(s == AIRLOCK_OUTPUT_STDOUT ? &so->out : &so->errs, data, len), 0);
+	pthread_mutex_unlock(&so->lock);
+}
+
+#define CONTRACT_INSTANCE_output_is_observed_as_produced(a, f) CONTRACT_INSTANCE(output_is_observed_as_produced, a, f)
+CONTRACT_TEST(output_is_observed_as_produced)
+{
+	ctx c;
+	ctx_open(&c, fx);
+	char *argv[] = { "sh", "-c", "printf 'line1\\n'; printf e1 >&2; head -c 100000 /dev/zero | tr '\\0' b; exit 4", NULL };
+	static char many_b[100006];
+	memcpy(many_b, "line1\n", 6);
+	memset(many_b + 6, 'b', 100000);
+	fx->prepare(c.state, (const char *const *)argv,
+	            &(airlock_fake_behaviour){ .exit_code = 4, .stdout_data = many_b,
+	                                       .stdout_len = sizeof(many_b), .stderr_data = "e1",
+	                                       .stderr_len = 2 });
+	airlock_execution_command cmd = test_command(argv);
+	cmd.maximum_output_bytes = 50000;
+	seen_output so;
+	pthread_mutex_init(&so.lock, NULL);
+	util_buf_init(&so.out, 1 << 20);
+	util_buf_init(&so.errs, 1 << 20);
+	c.call.on_output = contract_on_output;
+	c.call.output_arg = &so;
+	airlock_execution_result r;
+	run(&c, &cmd, &r);
+	cr_assert_eq(r.killed_by, AIRLOCK_KILL_OUTPUT_LIMIT);
+	cr_assert_eq(r.stdout_len, 50000);
+	cr_assert_eq(so.out.len, r.stdout_len, "observed %zu of %zu stdout bytes", so.out.len,
+	             r.stdout_len);
+	cr_assert_eq(memcmp(so.out.data, r.stdout_data, r.stdout_len), 0);
+	cr_assert_eq(so.errs.len, r.stderr_len);
+	cr_assert_eq(memcmp(so.errs.data, r.stderr_data, r.stderr_len), 0);
+	airlock_execution_result_clear(&r);
+	util_buf_clear(&so.out);
+	util_buf_clear(&so.errs);
+	pthread_mutex_destroy(&so.lock);
+	ctx_close(&c);
+}

@@ -534,3 +534,174 @@ Test(registry, built_mechanisms_open_and_the_rest_say_why)
 	}
 	airlock_settings_clear(&s);
 }
+
+/* ---- the service's calls: provision_as, capacity, list, expire, events -- */
+
+Test(service_calls, provision_as_takes_the_callers_id_once)
+{
+	wctx c;
+	wopen(&c, NULL, NULL);
+	airlock_error err = { 0 };
+	airlock_environment_handle h = { 0 };
+	const char *id = "env_0123456789abcdef0123456789abcdef";
+	cr_assert_eq(airlock_exec_provision_as(c.exec, &c.spec, id, &h, &err), 0, "%s", err.message);
+	cr_assert_str_eq(h.environment_id, id);
+	airlock_environment_handle h2 = { 0 };
+	cr_assert_eq(airlock_exec_provision_as(c.exec, &c.spec, id, &h2, &err),
+	             airlock_errcode(AIRLOCK_ERR_EXECUTION_REJECTED));
+	cr_assert(strstr(err.message, "already live"), "%s", err.message);
+	cr_assert_eq(airlock_exec_provision_as(c.exec, &c.spec, "env_../../x", &h2, &err),
+	             airlock_errcode(AIRLOCK_ERR_EXECUTION_REJECTED));
+	cr_assert(strstr(err.message, "environment_id"), "%s", err.message);
+	cr_assert_eq(airlock_fake_live_count(c.fake), 2, "only the two good provisions exist");
+	cr_assert_eq(airlock_exec_destroy(c.exec, &h, &err), 0, "%s", err.message);
+	airlock_environment_handle_clear(&h);
+	wclose(&c);
+}
+
+Test(service_calls, past_max_sandboxes_provision_is_unavailable_at_once)
+{
+	airlock_exec_config cfg;
+	airlock_exec_config_default(&cfg);
+	cfg.max_sandboxes = 1;
+	wctx c;
+	wopen(&c, NULL, &cfg);
+	airlock_error err = { 0 };
+	airlock_environment_handle h = { 0 };
+	cr_assert_eq(airlock_exec_provision(c.exec, &c.spec, &h, &err),
+	             airlock_errcode(AIRLOCK_ERR_EXECUTION_UNAVAILABLE));
+	cr_assert(strstr(err.message, "max_sandboxes 1"), "%s", err.message);
+	cr_assert_eq(airlock_fake_live_count(c.fake), 1);
+	cr_assert_eq(airlock_exec_live(c.exec), 1);
+	wclose(&c);
+}
+
+Test(service_calls, list_is_a_sorted_snapshot_with_run_and_epoch)
+{
+	wctx c;
+	wopen(&c, NULL, NULL);
+	airlock_exec_entry *v = NULL;
+	size_t n = 0;
+	airlock_error err = { 0 };
+	cr_assert_eq(airlock_exec_list(c.exec, &v, &n, &err), 0, "%s", err.message);
+	cr_assert_eq(n, 1);
+	cr_assert_str_eq(v[0].environment_id, c.h.environment_id);
+	cr_assert_str_eq(v[0].tenant_id, "t1");
+	cr_assert_str_eq(v[0].run_id, "r1");
+	cr_assert_eq(v[0].lease_epoch, c.spec.lease_epoch);
+	cr_assert_eq(v[0].expires_at_ms, c.h.expires_at_ms);
+	cr_assert(!v[0].busy);
+	airlock_exec_list_free(v, n);
+	char tenant[64];
+	cr_assert_eq(airlock_exec_tenant_of(c.exec, c.h.environment_id, tenant, sizeof(tenant), &err), 0);
+	cr_assert_str_eq(tenant, "t1");
+	cr_assert_eq(airlock_exec_tenant_of(c.exec, "env_00000000000000000000000000000000", tenant,
+	                                    sizeof(tenant), &err),
+	             airlock_errcode(AIRLOCK_ERR_EXECUTION_REJECTED));
+	wclose(&c);
+}
+
+static int64_t wall_ms(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+typedef struct events_seen {
+	int n[AIRLOCK_EXEC_EVENT__MAX];
+	char last_reason[32];
+	int64_t last_busy_ms;
+	airlock_kill_reason last_kill;
+} events_seen;
+
+static void on_event(void *arg, const airlock_exec_event *ev)
+{
+	events_seen *s = arg;
+	cr_assert(ev->kind > 0 && ev->kind < AIRLOCK_EXEC_EVENT__MAX);
+	cr_assert(airlock_exec_event_kind_name(ev->kind));
+	cr_assert_str_eq(ev->mechanism, "fake");
+	s->n[ev->kind]++;
+	if (ev->kind == AIRLOCK_EXEC_EVENT_DESTROYED) {
+		snprintf(s->last_reason, sizeof(s->last_reason), "%s", ev->reason);
+		s->last_busy_ms = ev->busy_ms;
+	}
+	if (ev->kind == AIRLOCK_EXEC_EVENT_EXECUTED)
+		s->last_kill = ev->killed_by;
+}
+
+static const airlock_exec_observer observer = { on_event };
+
+/* An idle sandbox past expires_at goes at the next expire pass, not only at
+ * its next execute; the observer hears each lifecycle step with the reason. */
+Test(service_calls, expire_destroys_idle_sandboxes_and_events_say_why)
+{
+	events_seen seen = { 0 };
+	airlock_exec_config cfg;
+	airlock_exec_config_default(&cfg);
+	cfg.hard_cap_seconds = 1;
+	cfg.observer = &observer;
+	cfg.observer_arg = &seen;
+	wctx c;
+	wopen(&c, NULL, &cfg);
+	cr_assert_eq(seen.n[AIRLOCK_EXEC_EVENT_PROVISIONED], 1);
+	const char *sleeper[] = { "sleep", NULL };
+	airlock_fake_behaviour b = { .runs_for_ms = 150 };
+	airlock_error err = { 0 };
+	cr_assert_eq(airlock_fake_script(c.fake, sleeper, &b, &err), 0);
+	airlock_execution_command cmd = test_command((char **)sleeper);
+	airlock_execution_result r;
+	cr_assert_eq(wexec(&c, &cmd, &r, &err), 0, "%s", err.message);
+	airlock_execution_result_clear(&r);
+	cr_assert_eq(seen.n[AIRLOCK_EXEC_EVENT_EXECUTED], 1);
+	cr_assert_eq(airlock_exec_expire(c.exec, wall_ms()), 0, "not expired yet");
+	cr_assert_eq(airlock_exec_expire(c.exec, c.h.expires_at_ms), 1);
+	cr_assert_eq(airlock_fake_live_count(c.fake), 0);
+	cr_assert_eq(airlock_exec_live(c.exec), 0);
+	cr_assert_eq(seen.n[AIRLOCK_EXEC_EVENT_DESTROYED], 1);
+	cr_assert_str_eq(seen.last_reason, "expired");
+	cr_assert(seen.last_busy_ms >= 140, "busy time counted: %lld", (long long)seen.last_busy_ms);
+	wclose(&c);
+	cr_assert_eq(seen.n[AIRLOCK_EXEC_EVENT_DESTROYED], 1, "the destroy of a gone id says nothing");
+}
+
+typedef struct streamed {
+	char out[256], errs[256];
+	size_t n_out, n_err;
+} streamed;
+
+static void on_output(void *arg, airlock_output_stream s, const void *data, size_t len)
+{
+	streamed *st = arg;
+	char *dst = s == AIRLOCK_OUTPUT_STDOUT ? st->out : st->errs;
+	size_t *n = s == AIRLOCK_OUTPUT_STDOUT ? &st->n_out : &st->n_err;
+	cr_assert(*n + len < sizeof(st->out));
+	memcpy(dst + *n, data, len);
+	*n += len;
+}
+
+/* The observer sees exactly the result's bytes, capped the same way. */
+Test(service_calls, output_observer_sees_exactly_the_results_bytes)
+{
+	wctx c;
+	wopen(&c, NULL, NULL);
+	const char *argv[] = { "talk", NULL };
+	airlock_fake_behaviour b = { .stdout_data = "0123456789", .stdout_len = 10,
+		                     .stderr_data = "err", .stderr_len = 3 };
+	airlock_error err = { 0 };
+	cr_assert_eq(airlock_fake_script(c.fake, argv, &b, &err), 0);
+	airlock_execution_command cmd = test_command((char **)argv);
+	cmd.maximum_output_bytes = 4;
+	streamed st = { 0 };
+	c.call.on_output = on_output;
+	c.call.output_arg = &st;
+	airlock_execution_result r;
+	cr_assert_eq(wexec(&c, &cmd, &r, &err), 0, "%s", err.message);
+	cr_assert_eq(r.killed_by, AIRLOCK_KILL_OUTPUT_LIMIT);
+	cr_assert_eq(st.n_out, r.stdout_len);
+	cr_assert_eq(memcmp(st.out, r.stdout_data, r.stdout_len), 0);
+	cr_assert_eq(st.n_err, 3);
+	cr_assert_str_eq(airlock_output_stream_name(AIRLOCK_OUTPUT_STDERR), "stderr");
+	airlock_execution_result_clear(&r);
+	wclose(&c);
+}

@@ -100,6 +100,9 @@ typedef struct exec_record {
 	int64_t expires_at_ms;
 	airlock_resource_limits limits;
 	bool busy; /* an execute is running: execute is not parallel-safe per handle */
+	int64_t busy_since_ms; /* monotonic, while busy */
+	int64_t busy_ms;       /* time inside execute, finished commands */
+	int64_t born_ms;       /* monotonic at provision: the lifetime's start */
 } exec_record;
 
 struct airlock_exec {
@@ -155,6 +158,62 @@ int airlock_exec_new(const airlock_exec_ops *ops, void *ctx, const airlock_exec_
 const char *airlock_exec_name(const airlock_exec *e)
 {
 	return e->ops->name;
+}
+
+const char *airlock_output_stream_name(airlock_output_stream s)
+{
+	switch (s) {
+	case AIRLOCK_OUTPUT_STDOUT: return "stdout";
+	case AIRLOCK_OUTPUT_STDERR: return "stderr";
+	}
+	return NULL;
+}
+
+const char *airlock_exec_event_kind_name(airlock_exec_event_kind k)
+{
+	switch (k) {
+	case AIRLOCK_EXEC_EVENT_PROVISIONED: return "provisioned";
+	case AIRLOCK_EXEC_EVENT_PROVISION_FAILED: return "provision_failed";
+	case AIRLOCK_EXEC_EVENT_EXECUTED: return "executed";
+	case AIRLOCK_EXEC_EVENT_EXECUTE_FAILED: return "execute_failed";
+	case AIRLOCK_EXEC_EVENT_DESTROYED: return "destroyed";
+	case AIRLOCK_EXEC_EVENT_DESTROY_FAILED: return "destroy_failed";
+	case AIRLOCK_EXEC_EVENT_INVALID:
+	case AIRLOCK_EXEC_EVENT__MAX:
+		break;
+	}
+	return NULL;
+}
+
+/* Tell the observer, never under the lock (it may log, or take its own
+ * locks). The record's strings, the handle's or the spec's name the
+ * sandbox. */
+static void emit(airlock_exec *e, airlock_exec_event *ev)
+{
+	if (!e->cfg.observer || !e->cfg.observer->event)
+		return;
+	ev->mechanism = e->ops->name;
+	if (!ev->environment_id)
+		ev->environment_id = "";
+	e->cfg.observer->event(e->cfg.observer_arg, ev);
+}
+
+static void emit_destroyed(airlock_exec *e, const exec_record *r, const char *reason)
+{
+	airlock_exec_event ev = {
+		.kind = AIRLOCK_EXEC_EVENT_DESTROYED, .environment_id = r->environment_id,
+		.tenant_id = r->tenant_id, .run_id = r->run_id, .lease_epoch = r->lease_epoch,
+		.duration_ms = util_monotonic_ms() - r->born_ms, .busy_ms = r->busy_ms,
+		.reason = reason,
+	};
+	emit(e, &ev);
+}
+
+static void emit_destroy_failed(airlock_exec *e, const char *id, const airlock_error *derr)
+{
+	airlock_exec_event ev = { .kind = AIRLOCK_EXEC_EVENT_DESTROY_FAILED, .environment_id = id,
+		                  .error = derr };
+	emit(e, &ev);
 }
 
 static void record_clear(exec_record *r)
@@ -225,8 +284,10 @@ void airlock_exec_free(airlock_exec *e)
 	/* ops->free destroys whatever the adapter still holds; the records only
 	 * mirror that, so they are dropped without a second destroy. */
 	e->ops->free(e->ctx);
-	for (size_t i = 0; i < e->n_records; i++)
+	for (size_t i = 0; i < e->n_records; i++) {
+		emit_destroyed(e, &e->records[i], "shutdown");
 		record_clear(&e->records[i]);
+	}
 	free(e->records);
 	pthread_mutex_destroy(&e->lock);
 	pthread_cond_destroy(&e->idle);
@@ -242,16 +303,32 @@ static exec_record *record_find(airlock_exec *e, const char *id)
 	return NULL;
 }
 
-/* Caller holds the lock. */
-static void record_remove(airlock_exec *e, const char *id)
+/* Take the record out of the table into *out (the caller clears it);
+ * false when there is none. Caller holds the lock. */
+static bool record_take(airlock_exec *e, const char *id, exec_record *out)
 {
 	exec_record *r = record_find(e, id);
 	if (!r)
-		return;
-	record_clear(r);
+		return false;
+	*out = *r;
 	size_t idx = (size_t)(r - e->records);
 	memmove(r, r + 1, (e->n_records - idx - 1) * sizeof(*r));
 	e->n_records--;
+	return true;
+}
+
+/* A sandbox the adapter has destroyed: its record goes, and the observer
+ * hears why. Takes the lock. */
+static void record_destroyed(airlock_exec *e, const char *id, const char *reason)
+{
+	exec_record rec;
+	pthread_mutex_lock(&e->lock);
+	bool had = record_take(e, id, &rec);
+	pthread_mutex_unlock(&e->lock);
+	if (!had)
+		return;
+	emit_destroyed(e, &rec, reason);
+	record_clear(&rec);
 }
 
 /* A limit above the operator's ceiling is a bug in the caller: rejected,
@@ -280,7 +357,8 @@ static int check_ceilings(const airlock_resource_limits *l, const airlock_resour
 }
 
 static int exec_provision_inner(airlock_exec *e, const airlock_environment_spec *spec,
-                           airlock_environment_handle *ret, airlock_error *err)
+                                const char *want_id, airlock_environment_handle *ret,
+                                airlock_error *err)
 {
 	int r = airlock_environment_spec_validate(spec, err);
 	if (r < 0)
@@ -289,10 +367,19 @@ static int exec_provision_inner(airlock_exec *e, const airlock_environment_spec 
 	if (r < 0)
 		return r;
 
-	exec_record rec = { .lease_epoch = spec->lease_epoch, .limits = spec->limits };
-	r = airlock_environment_id_new(rec.environment_id, err);
-	if (r < 0)
-		return r;
+	exec_record rec = { .lease_epoch = spec->lease_epoch, .limits = spec->limits,
+		            .born_ms = util_monotonic_ms() };
+	if (want_id) {
+		if (!airlock_environment_id_valid(want_id))
+			return airlock_error_set(err, AIRLOCK_ERR_EXECUTION_REJECTED, 0,
+			                         "environment_id is not an id this platform generates "
+			                         "(\"env_\" and 32 lowercase hex characters)");
+		memcpy(rec.environment_id, want_id, strlen(want_id) + 1);
+	} else {
+		r = airlock_environment_id_new(rec.environment_id, err);
+		if (r < 0)
+			return r;
+	}
 	rec.tenant_id = strdup(spec->tenant_id);
 	rec.run_id = strdup(spec->run_id);
 	if (!rec.tenant_id || !rec.run_id) {
@@ -318,6 +405,27 @@ static int exec_provision_inner(airlock_exec *e, const airlock_environment_spec 
 	}
 
 	pthread_mutex_lock(&e->lock);
+	/* Capacity and a second sandbox under one id are refused before the
+	 * adapter is asked for anything: at once, never a wait. */
+	if (record_find(e, rec.environment_id)) {
+		pthread_mutex_unlock(&e->lock);
+		r = airlock_error_set(err, AIRLOCK_ERR_EXECUTION_REJECTED, 0,
+		                      "environment %s is already live; an id names one sandbox",
+		                      rec.environment_id);
+		record_clear(&rec);
+		airlock_environment_handle_clear(&out);
+		return r;
+	}
+	if (e->cfg.max_sandboxes > 0 && e->n_records >= e->cfg.max_sandboxes) {
+		size_t n = e->n_records;
+		pthread_mutex_unlock(&e->lock);
+		record_clear(&rec);
+		airlock_environment_handle_clear(&out);
+		return airlock_error_set(err, AIRLOCK_ERR_EXECUTION_UNAVAILABLE, 0,
+		                         "the execution service is at capacity (%zu live sandboxes, "
+		                         "max_sandboxes %zu); retry later",
+		                         n, e->cfg.max_sandboxes);
+	}
 	if (e->n_records == e->alloc_records) {
 		size_t n = e->alloc_records ? e->alloc_records * 2 : 16;
 		exec_record *p = reallocarray(e->records, n, sizeof(*p));
@@ -335,14 +443,23 @@ static int exec_provision_inner(airlock_exec *e, const airlock_environment_spec 
 
 	r = e->ops->provision(e->ctx, spec, &h, err);
 	if (r < 0) {
+		exec_record gone;
 		pthread_mutex_lock(&e->lock);
-		record_remove(e, out.environment_id);
+		bool had = record_take(e, out.environment_id, &gone);
 		pthread_mutex_unlock(&e->lock);
+		if (had)
+			record_clear(&gone);
 		airlock_environment_handle_clear(&out);
 		airlock_error_prefix(err, "provision (%s): ", e->ops->name);
 		return r;
 	}
+	airlock_exec_event ev = {
+		.kind = AIRLOCK_EXEC_EVENT_PROVISIONED, .environment_id = out.environment_id,
+		.tenant_id = out.tenant_id, .run_id = out.run_id, .lease_epoch = out.lease_epoch,
+		.duration_ms = util_monotonic_ms() - rec.born_ms,
+	};
 	*ret = out;
+	emit(e, &ev);
 	return 0;
 }
 
@@ -351,17 +468,17 @@ static int exec_provision_inner(airlock_exec *e, const airlock_environment_spec 
  * destroy is added to that message rather than hidden, so "the sandbox is
  * destroyed" is never said of one that is not. The record stays when the
  * destroy failed: a later destroy retries it. */
-static void destroy_now(airlock_exec *e, const char *id, const char *when, airlock_error *err)
+static void destroy_now(airlock_exec *e, const char *id, const char *when, const char *reason,
+                        airlock_error *err)
 {
 	airlock_error derr = { 0 };
 	if (e->ops->destroy(e->ctx, id, &derr) < 0) {
+		emit_destroy_failed(e, id, &derr);
 		if (err)
 			airlock_error_prefix(err, "(destroy %s also failed: %s) ", when, derr.message);
 		return;
 	}
-	pthread_mutex_lock(&e->lock);
-	record_remove(e, id);
-	pthread_mutex_unlock(&e->lock);
+	record_destroyed(e, id, reason);
 }
 
 /*
@@ -401,7 +518,7 @@ static int check_handle(airlock_exec *e, const char *call_tenant,
 		int code = airlock_error_set(err, AIRLOCK_ERR_SANDBOX_ESCAPE_SUSPECTED, 0,
 		                             "environment %s: %s; the sandbox is destroyed",
 		                             h->environment_id, why);
-		destroy_now(e, h->environment_id, "after suspicion", err);
+		destroy_now(e, h->environment_id, "after suspicion", "suspicion", err);
 		return code;
 	}
 	copy.tenant_id = copy.run_id = NULL;
@@ -510,7 +627,7 @@ static int exec_execute_inner(airlock_exec *e, const airlock_exec_call *call,
 		int code = airlock_error_set(err, AIRLOCK_ERR_EXECUTION_REJECTED, 0,
 		                             "environment %s reached expires_at and is destroyed; provision a new one",
 		                             handle->environment_id);
-		destroy_now(e, handle->environment_id, "at expires_at", err);
+		destroy_now(e, handle->environment_id, "at expires_at", "expired", err);
 		return code;
 	}
 
@@ -533,31 +650,46 @@ static int exec_execute_inner(airlock_exec *e, const airlock_exec_call *call,
 		.expires_at_ms = rec.expires_at_ms,
 		.files_changed_max = e->cfg.files_changed_max,
 		.cancel = call->cancel,
+		.remaining_budget_ms = call->remaining_budget_ms,
+		.on_output = call->on_output,
+		.output_arg = call->output_arg,
 	};
+	airlock_exec_event ev = { .kind = AIRLOCK_EXEC_EVENT_EXECUTE_FAILED,
+		                  .environment_id = handle->environment_id,
+		                  .tenant_id = handle->tenant_id, .run_id = handle->run_id,
+		                  .lease_epoch = handle->lease_epoch, .error = err };
+	int64_t t0 = util_monotonic_ms();
 	airlock_execution_result res = { 0 };
 	r = e->ops->execute(e->ctx, handle, &req, &res, err);
 	if (r < 0) {
 		airlock_execution_result_clear(&res);
 		airlock_error_prefix(err, "execute (%s): ", e->ops->name);
+		ev.duration_ms = util_monotonic_ms() - t0;
+		emit(e, &ev);
 		return r;
 	}
 	const char *bad = result_violation(&res, e->cfg.files_changed_max);
 	if (bad) {
 		airlock_execution_result_clear(&res);
-		return airlock_error_set(err, AIRLOCK_ERR_EXECUTION_UNAVAILABLE, 0,
-		                         "execution adapter %s returned an inconsistent result: %s",
-		                         e->ops->name, bad);
+		r = airlock_error_set(err, AIRLOCK_ERR_EXECUTION_UNAVAILABLE, 0,
+		                      "execution adapter %s returned an inconsistent result: %s",
+		                      e->ops->name, bad);
+		ev.duration_ms = util_monotonic_ms() - t0;
+		emit(e, &ev);
+		return r;
 	}
+	ev = (airlock_exec_event){
+		.kind = AIRLOCK_EXEC_EVENT_EXECUTED, .environment_id = handle->environment_id,
+		.tenant_id = handle->tenant_id, .run_id = handle->run_id,
+		.lease_epoch = handle->lease_epoch, .duration_ms = res.duration_ms,
+		.has_exit_code = res.has_exit_code, .exit_code = res.exit_code,
+		.killed_by = res.killed_by,
+	};
+	emit(e, &ev);
 	/* EXPIRED also ends the sandbox: the adapter killed the command, and the
 	 * sandbox itself is destroyed now, as the specification requires. */
-	if (res.killed_by == AIRLOCK_KILL_EXPIRED) {
-		airlock_error derr;
-		if (e->ops->destroy(e->ctx, handle->environment_id, &derr) == 0) {
-			pthread_mutex_lock(&e->lock);
-			record_remove(e, handle->environment_id);
-			pthread_mutex_unlock(&e->lock);
-		}
-	}
+	if (res.killed_by == AIRLOCK_KILL_EXPIRED)
+		destroy_now(e, handle->environment_id, "at expires_at", "expired", NULL);
 	*ret = res;
 	return 0;
 }
@@ -577,12 +709,11 @@ static int exec_destroy_inner(airlock_exec *e, const airlock_environment_handle 
 
 	int r2 = e->ops->destroy(e->ctx, handle->environment_id, err);
 	if (r2 < 0) {
+		emit_destroy_failed(e, handle->environment_id, err);
 		airlock_error_prefix(err, "destroy (%s): ", e->ops->name);
 		return r2;
 	}
-	pthread_mutex_lock(&e->lock);
-	record_remove(e, handle->environment_id);
-	pthread_mutex_unlock(&e->lock);
+	record_destroyed(e, handle->environment_id, mismatch ? "suspicion" : "request");
 	if (mismatch)
 		return airlock_error_set(err, AIRLOCK_ERR_SANDBOX_ESCAPE_SUSPECTED, 0,
 		                         "destroy of environment %s was asked with a handle of another tenant; the sandbox is destroyed",
@@ -606,15 +737,47 @@ static int exec_workspace_inner(airlock_exec *e, const airlock_exec_call *call,
 
 /* ---- the entry points: each call is bracketed for airlock_exec_free ----- */
 
+static int exec_provision_entry(airlock_exec *e, const airlock_environment_spec *spec,
+                                const char *want_id, airlock_environment_handle *ret,
+                                airlock_error *err)
+{
+	int r = call_enter(e, err);
+	if (r == 0) {
+		int64_t t0 = util_monotonic_ms();
+		r = exec_provision_inner(e, spec, want_id, ret, err);
+		if (r < 0) {
+			airlock_exec_event ev = {
+				.kind = AIRLOCK_EXEC_EVENT_PROVISION_FAILED, .environment_id = want_id,
+				.tenant_id = spec ? spec->tenant_id : NULL,
+				.run_id = spec ? spec->run_id : NULL,
+				.lease_epoch = spec ? spec->lease_epoch : 0,
+				.duration_ms = util_monotonic_ms() - t0, .error = err,
+			};
+			emit(e, &ev);
+		}
+		call_leave(e);
+		return r;
+	}
+	airlock_exec_event ev = { .kind = AIRLOCK_EXEC_EVENT_PROVISION_FAILED,
+		                  .environment_id = want_id, .error = err };
+	emit(e, &ev);
+	return r;
+}
+
 int airlock_exec_provision(airlock_exec *e, const airlock_environment_spec *spec,
                            airlock_environment_handle *ret, airlock_error *err)
 {
-	int r = call_enter(e, err);
-	if (r < 0)
-		return r;
-	r = exec_provision_inner(e, spec, ret, err);
-	call_leave(e);
-	return r;
+	return exec_provision_entry(e, spec, NULL, ret, err);
+}
+
+int airlock_exec_provision_as(airlock_exec *e, const airlock_environment_spec *spec,
+                              const char *environment_id, airlock_environment_handle *ret,
+                              airlock_error *err)
+{
+	if (!environment_id)
+		return airlock_error_set(err, AIRLOCK_ERR_EXECUTION_REJECTED, 0,
+		                         "provision_as needs an environment_id");
+	return exec_provision_entry(e, spec, environment_id, ret, err);
 }
 
 /* One command at a time per sandbox (the specification: execute "is not
@@ -628,8 +791,10 @@ static int record_claim(airlock_exec *e, const airlock_environment_handle *h, ai
 	pthread_mutex_lock(&e->lock);
 	exec_record *r = record_find(e, h->environment_id);
 	bool busy = r && r->busy;
-	if (r && !busy)
+	if (r && !busy) {
 		r->busy = true;
+		r->busy_since_ms = util_monotonic_ms();
+	}
 	pthread_mutex_unlock(&e->lock);
 	if (busy)
 		return airlock_error_set(err, AIRLOCK_ERR_EXECUTION_REJECTED, 0,
@@ -645,8 +810,10 @@ static void record_release(airlock_exec *e, const airlock_environment_handle *h)
 		return;
 	pthread_mutex_lock(&e->lock);
 	exec_record *r = record_find(e, h->environment_id);
-	if (r)
+	if (r && r->busy) {
 		r->busy = false;
+		r->busy_ms += util_monotonic_ms() - r->busy_since_ms;
+	}
 	pthread_mutex_unlock(&e->lock);
 }
 
@@ -688,4 +855,118 @@ int airlock_exec_workspace(airlock_exec *e, const airlock_exec_call *call,
 	r = exec_workspace_inner(e, call, handle, ret, err);
 	call_leave(e);
 	return r;
+}
+
+/* ---- what the service asks of the records -------------------------------- */
+
+void airlock_exec_list_free(airlock_exec_entry *v, size_t n)
+{
+	for (size_t i = 0; v && i < n; i++) {
+		free(v[i].tenant_id);
+		free(v[i].run_id);
+	}
+	free(v);
+}
+
+static int entry_cmp(const void *a, const void *b)
+{
+	const airlock_exec_entry *x = a, *y = b;
+	if (x->created_at_ms != y->created_at_ms)
+		return x->created_at_ms < y->created_at_ms ? -1 : 1;
+	return strcmp(x->environment_id, y->environment_id);
+}
+
+int airlock_exec_list(airlock_exec *e, airlock_exec_entry **ret, size_t *ret_n,
+                      airlock_error *err)
+{
+	pthread_mutex_lock(&e->lock);
+	size_t n = e->n_records;
+	airlock_exec_entry *v = calloc(n ? n : 1, sizeof(*v));
+	bool oom = !v;
+	int64_t now = util_monotonic_ms();
+	for (size_t i = 0; !oom && i < n; i++) {
+		const exec_record *r = &e->records[i];
+		memcpy(v[i].environment_id, r->environment_id, sizeof(v[i].environment_id));
+		v[i].tenant_id = strdup(r->tenant_id);
+		v[i].run_id = strdup(r->run_id);
+		v[i].lease_epoch = r->lease_epoch;
+		v[i].created_at_ms = r->created_at_ms;
+		v[i].expires_at_ms = r->expires_at_ms;
+		v[i].busy = r->busy;
+		v[i].busy_ms = r->busy_ms + (r->busy ? now - r->busy_since_ms : 0);
+		oom = !v[i].tenant_id || !v[i].run_id;
+	}
+	pthread_mutex_unlock(&e->lock);
+	if (oom) {
+		airlock_exec_list_free(v, n);
+		return airlock_error_set(err, AIRLOCK_ERR_SYSTEM, ENOMEM, "list");
+	}
+	qsort(v, n, sizeof(*v), entry_cmp);
+	*ret = v;
+	*ret_n = n;
+	return 0;
+}
+
+size_t airlock_exec_live(airlock_exec *e)
+{
+	pthread_mutex_lock(&e->lock);
+	size_t n = e->n_records;
+	pthread_mutex_unlock(&e->lock);
+	return n;
+}
+
+int airlock_exec_tenant_of(airlock_exec *e, const char *environment_id, char *buf, size_t size,
+                           airlock_error *err)
+{
+	pthread_mutex_lock(&e->lock);
+	exec_record *r = environment_id ? record_find(e, environment_id) : NULL;
+	int n = r ? snprintf(buf, size, "%s", r->tenant_id) : -1;
+	pthread_mutex_unlock(&e->lock);
+	if (n < 0 || (size_t)n >= size)
+		return airlock_error_set(err, AIRLOCK_ERR_EXECUTION_REJECTED, 0,
+		                         "environment %s is not live", r ? environment_id : "(unknown)");
+	return 0;
+}
+
+/*
+ * expires_at enforced by the clock, not only at the next execute: an idle
+ * sandbox past it is destroyed here. One id is taken at a time under the
+ * lock and destroyed outside it, so a slow destroy never holds the table;
+ * a busy record is skipped (its execute ends with EXPIRED and the core
+ * destroys it then), and so is one whose destroy failed this pass.
+ */
+size_t airlock_exec_expire(airlock_exec *e, int64_t now_ms)
+{
+	size_t done = 0;
+	if (call_enter_as(e, true, NULL) < 0)
+		return 0;
+	char failed[16][AIRLOCK_ENVIRONMENT_ID_MAX];
+	size_t n_failed = 0;
+	for (;;) {
+		char id[AIRLOCK_ENVIRONMENT_ID_MAX] = { 0 };
+		pthread_mutex_lock(&e->lock);
+		for (size_t i = 0; i < e->n_records && !id[0]; i++) {
+			const exec_record *r = &e->records[i];
+			bool skip = r->busy || r->expires_at_ms > now_ms;
+			for (size_t k = 0; !skip && k < n_failed; k++)
+				skip = strcmp(failed[k], r->environment_id) == 0;
+			if (!skip)
+				memcpy(id, r->environment_id, sizeof(id));
+		}
+		pthread_mutex_unlock(&e->lock);
+		if (!id[0])
+			break;
+		airlock_error derr = { 0 };
+		if (e->ops->destroy(e->ctx, id, &derr) < 0) {
+			emit_destroy_failed(e, id, &derr);
+			if (n_failed == ARRAY_SIZE(failed))
+				break; /* the rest waits for the next pass */
+			memcpy(failed[n_failed++], id, sizeof(id));
+			continue;
+		}
+		record_destroyed(e, id, "expired");
+		done++;
+	}
+	call_leave(e);
+	return done;
 }

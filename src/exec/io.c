@@ -18,6 +18,55 @@
 #include "airlock/envbuild.h"
 #include "airlock/port/workspace.h"
 
+void exec_streams_init(exec_stream *out, exec_stream *errs, const airlock_exec_request *req)
+{
+	exec_stream *s[2] = { out, errs };
+	for (int i = 0; i < 2; i++) {
+		*s[i] = (exec_stream){ .fd = -1, .on_output = req->on_output,
+			               .output_arg = req->output_arg,
+			               .which = i == 0 ? AIRLOCK_OUTPUT_STDOUT : AIRLOCK_OUTPUT_STDERR };
+		util_buf_init(&s[i]->buf, (size_t)req->command->maximum_output_bytes);
+	}
+}
+
+/* Hand the observer buf[sent, upto). */
+static void stream_deliver_to(exec_stream *s, size_t upto)
+{
+	if (!s->on_output || upto <= s->sent)
+		return;
+	s->on_output(s->output_arg, s->which, s->buf.data + s->sent, upto - s->sent);
+	s->sent = upto;
+}
+
+/* What can go out now: everything, or everything before a last line that
+ * may still be cut. Only the bytes not yet sent are searched for the line
+ * start, and a held line is released once it cannot match, so the work per
+ * byte stays constant. */
+static void stream_deliver(exec_stream *s)
+{
+	if (!s->on_output)
+		return;
+	size_t upto = s->buf.len;
+	if (s->hold_prefix && upto > s->sent) {
+		const unsigned char *base = s->buf.data + s->sent;
+		size_t n = upto - s->sent;
+		/* The last line ends at the last byte, or before a final '\n'. */
+		size_t end = base[n - 1] == '\n' ? n - 1 : n;
+		const unsigned char *nl = end ? memrchr(base, '\n', end) : NULL;
+		size_t start = nl ? (size_t)(nl - base) + 1 : 0;
+		size_t plen = strlen(s->hold_prefix), have = end - start;
+		size_t cmp = have < plen ? have : plen;
+		if (memcmp(base + start, s->hold_prefix, cmp) == 0)
+			upto = s->sent + start;
+	}
+	stream_deliver_to(s, upto);
+}
+
+void exec_stream_finish(exec_stream *s)
+{
+	stream_deliver_to(s, s->buf.len);
+}
+
 bool exec_stream_read(exec_stream *s)
 {
 	unsigned char chunk[65536];
@@ -37,8 +86,10 @@ bool exec_stream_read(exec_stream *s)
 			s->truncated = true;
 			close(s->fd);
 			s->fd = -1;
+			stream_deliver(s);
 			return true;
 		}
+		stream_deliver(s);
 	}
 }
 
@@ -156,6 +207,8 @@ int exec_result_common(airlock_execution_result *ret, exec_stream *out, exec_str
                        int64_t files_changed_max, int64_t workspace_bytes, int *rootfd,
                        int64_t duration_ms, airlock_error *err)
 {
+	exec_stream_finish(out);
+	exec_stream_finish(errs);
 	ret->timed_out = ret->killed_by == AIRLOCK_KILL_TIMEOUT;
 	ret->stdout_truncated = out->truncated;
 	ret->stderr_truncated = errs->truncated;

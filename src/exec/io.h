@@ -16,6 +16,7 @@
 
 #include "airlock/error.h"
 #include "airlock/egress.h"
+#include "airlock/port/exec.h"
 #include "airlock/proxy.h"
 #include "airlock/types.h"
 #include "core/snapshot.h"
@@ -28,10 +29,29 @@ typedef struct exec_stream {
 	int fd; /* -1 once closed: EOF, an error, or the cap */
 	util_buf buf;
 	bool truncated; /* the cap was hit */
+	/* The caller's observer (airlock_exec_request.on_output), told of the
+	 * bytes of buf as they arrive: buf[0, sent) has been delivered. */
+	airlock_output_fn on_output;
+	void *output_arg;
+	airlock_output_stream which;
+	size_t sent;
+	/* A last line starting with this prefix is held back until the end
+	 * (exec_stream_finish): the mechanism may still cut it from the result
+	 * (gVisor's runtime line), and an observer sees exactly the result's
+	 * bytes. NULL: nothing is held. */
+	const char *hold_prefix;
 } exec_stream;
+
+/* The command's two streams, closed, empty, capped at its
+ * maximum_output_bytes and watched for the request's observer, if any. */
+void exec_streams_init(exec_stream *out, exec_stream *errs, const airlock_exec_request *req);
 
 /* Read what is there; true when the cap was hit (the caller kills). */
 bool exec_stream_read(exec_stream *s);
+
+/* Deliver what is left of buf to the observer (exec_result_common does,
+ * once the mechanism has its final bytes). */
+void exec_stream_finish(exec_stream *s);
 
 /* A write to the command's stdin that cannot raise SIGPIPE: a command that
  * does not read its input (or exits before reading all of it) is not an

@@ -49,6 +49,22 @@ bool airlock_cancel_fired(const airlock_cancel *c);   /* thread-safe */
 int airlock_cancel_fd(const airlock_cancel *c);        /* eventfd, readable once fired */
 void airlock_cancel_free(airlock_cancel *c);
 
+/* ---- output as it is produced ---------------------------------------------
+ * The specification's open question 6, answered yes: a caller may watch a
+ * command's stdout and stderr while it runs. The observer is called on the
+ * execute's own thread, in order per stream, with exactly the bytes the
+ * result's stdout_data/stderr_data will hold, and never with a byte past
+ * the cap (the result is the same with or without an observer). It must
+ * not block for long: the command's limits keep running while it does, so
+ * a slow observer costs its own command time and nothing else. */
+typedef enum airlock_output_stream {
+	AIRLOCK_OUTPUT_STDOUT = 1,
+	AIRLOCK_OUTPUT_STDERR = 2,
+} airlock_output_stream;
+const char *airlock_output_stream_name(airlock_output_stream s); /* "stdout", "stderr" */
+typedef void (*airlock_output_fn)(void *arg, airlock_output_stream stream, const void *data,
+                                  size_t len);
+
 /* What the core hands an adapter's execute: a validated command and the
  * deadlines already computed. The adapter enforces both deadlines and the
  * output cap, and reports the reason that fired first. */
@@ -58,6 +74,14 @@ typedef struct airlock_exec_request {
 	int64_t expires_at_ms;        /* wall clock; kill with EXPIRED past this */
 	int64_t files_changed_max;    /* listing cap; set files_changed_truncated */
 	airlock_cancel *cancel;       /* may be NULL */
+	/* The call's remaining budget as the caller gave it (or
+	 * AIRLOCK_BUDGET_NONE): an adapter that forwards the call to another
+	 * service (remote) passes it on, so the far side applies the same
+	 * minimum rule and the same floor. Local adapters use
+	 * effective_timeout_ms. */
+	int64_t remaining_budget_ms;
+	airlock_output_fn on_output; /* may be NULL: see above */
+	void *output_arg;
 } airlock_exec_request;
 
 #define AIRLOCK_EXEC_OPS_VERSION 1
@@ -121,7 +145,51 @@ typedef struct airlock_exec_config {
 	/* The operator's ceilings; a spec above one is ExecutionRejected at
 	 * provision. A field of 0 has no ceiling ("operator" in the table). */
 	airlock_resource_limits ceilings;
+	/* Live sandboxes at most (service.max_sandboxes); 0: no cap. Past it,
+	 * provision is ExecutionUnavailable at once, never a wait. */
+	size_t max_sandboxes;
+	/* Told of every lifecycle event (below); may be NULL. */
+	const struct airlock_exec_observer *observer;
+	void *observer_arg;
 } airlock_exec_config;
+
+/* ---- lifecycle events -----------------------------------------------------
+ * For metrics and the service's log: one call per event, on the thread that
+ * caused it, after the fact (never under the core's lock). The strings are
+ * valid during the call only; tenant_id and run_id may be NULL (a provision
+ * refused before its spec was read). Nothing an observer does changes the
+ * outcome. */
+typedef enum airlock_exec_event_kind {
+	AIRLOCK_EXEC_EVENT_INVALID = 0,
+	AIRLOCK_EXEC_EVENT_PROVISIONED,      /* duration_ms: the provision's latency */
+	AIRLOCK_EXEC_EVENT_PROVISION_FAILED, /* error set; environment_id may be "" */
+	AIRLOCK_EXEC_EVENT_EXECUTED,         /* duration_ms, killed_by / exit_code */
+	AIRLOCK_EXEC_EVENT_EXECUTE_FAILED,   /* no result: error set */
+	AIRLOCK_EXEC_EVENT_DESTROYED,        /* duration_ms: lifetime; busy_ms; reason */
+	AIRLOCK_EXEC_EVENT_DESTROY_FAILED,   /* error set; the record stays */
+	AIRLOCK_EXEC_EVENT__MAX
+} airlock_exec_event_kind;
+const char *airlock_exec_event_kind_name(airlock_exec_event_kind k); /* "provisioned", ... */
+
+typedef struct airlock_exec_event {
+	airlock_exec_event_kind kind;
+	const char *mechanism; /* the adapter's name */
+	const char *environment_id;
+	const char *tenant_id;
+	const char *run_id;
+	int64_t lease_epoch;
+	int64_t duration_ms;
+	int64_t busy_ms;          /* DESTROYED: time spent inside execute over the lifetime */
+	const char *reason;       /* DESTROYED: "request", "expired", "suspicion", "shutdown" */
+	bool has_exit_code;       /* EXECUTED */
+	int exit_code;
+	airlock_kill_reason killed_by;
+	const airlock_error *error; /* the *_FAILED kinds */
+} airlock_exec_event;
+
+typedef struct airlock_exec_observer {
+	void (*event)(void *arg, const airlock_exec_event *ev);
+} airlock_exec_observer;
 
 void airlock_exec_config_default(airlock_exec_config *cfg);
 
@@ -130,6 +198,8 @@ typedef struct airlock_exec_call {
 	const char *tenant_id;       /* the tenant the call is for */
 	int64_t remaining_budget_ms; /* until the run's deadline, or AIRLOCK_BUDGET_NONE */
 	airlock_cancel *cancel;      /* may be NULL */
+	airlock_output_fn on_output; /* may be NULL: output as it is produced (above) */
+	void *output_arg;
 } airlock_exec_call;
 
 typedef struct airlock_exec airlock_exec;
@@ -152,6 +222,15 @@ const char *airlock_exec_name(const airlock_exec *e);
 
 int airlock_exec_provision(airlock_exec *e, const airlock_environment_spec *spec,
                            airlock_environment_handle *ret, airlock_error *err);
+/* The same under an environment id the caller chose: the worker's side of
+ * the service API generates the id (the remote adapter's core did) so the
+ * worker, the service and the reaper name a sandbox alike. The id must be
+ * well-formed (airlock_environment_id_valid) and not name a live sandbox:
+ * ExecutionRejected otherwise. created_at and expires_at are still this
+ * service's own. */
+int airlock_exec_provision_as(airlock_exec *e, const airlock_environment_spec *spec,
+                              const char *environment_id, airlock_environment_handle *ret,
+                              airlock_error *err);
 int airlock_exec_execute(airlock_exec *e, const airlock_exec_call *call,
                          const airlock_environment_handle *handle,
                          const airlock_execution_command *command,
@@ -164,6 +243,38 @@ int airlock_exec_destroy(airlock_exec *e, const airlock_environment_handle *hand
 int airlock_exec_workspace(airlock_exec *e, const airlock_exec_call *call,
                            const airlock_environment_handle *handle,
                            airlock_workspace **ret, airlock_error *err);
+
+/* The live sandboxes, for the reaper and operators: a snapshot taken
+ * under the lock, sorted by created_at. *ret is owned by the caller
+ * (airlock_exec_list_free). */
+typedef struct airlock_exec_entry {
+	char environment_id[AIRLOCK_ENVIRONMENT_ID_MAX];
+	char *tenant_id;
+	char *run_id;
+	int64_t lease_epoch;
+	int64_t created_at_ms;
+	int64_t expires_at_ms;
+	bool busy;        /* a command is running */
+	int64_t busy_ms;  /* time spent inside execute so far */
+} airlock_exec_entry;
+int airlock_exec_list(airlock_exec *e, airlock_exec_entry **ret, size_t *ret_n,
+                      airlock_error *err);
+void airlock_exec_list_free(airlock_exec_entry *v, size_t n);
+size_t airlock_exec_live(airlock_exec *e);
+
+/* Destroy every idle sandbox whose expires_at is at or before now_ms (wall
+ * clock); a running one is left to its execute, which the adapter ends with
+ * EXPIRED (and the core then destroys). Returns how many were destroyed;
+ * a failed destroy keeps its record (retried at the next call) and is
+ * reported through the observer. The service calls this from a timer. */
+size_t airlock_exec_expire(airlock_exec *e, int64_t now_ms);
+
+/* The tenant an environment was provisioned for, copied into buf (at most
+ * size bytes, NUL-terminated); ExecutionRejected when it is not live. For
+ * a caller that must check a request's tenant before acting on an id
+ * (the service's cancel). */
+int airlock_exec_tenant_of(airlock_exec *e, const char *environment_id, char *buf, size_t size,
+                           airlock_error *err);
 
 /* Command validation alone (the specification, "sandbox.run_command",
  * validation in order); ToolValidationError or WorkspaceEscape. */

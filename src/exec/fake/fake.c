@@ -389,6 +389,13 @@ static int fake_execute(void *ctx, const airlock_environment_handle *handle,
 	}
 	ret->stdout_truncated = t1 == 1 || t2 == 1;
 	ret->stderr_truncated = t3 == 1;
+	/* The simulated process's output is produced before its run time, so
+	 * an observer sees it while the command still "runs" (as it would of a
+	 * real one), and exactly the bytes the result keeps. */
+	if (req->on_output && out.len)
+		req->on_output(req->output_arg, AIRLOCK_OUTPUT_STDOUT, out.data, out.len);
+	if (req->on_output && errb.len)
+		req->on_output(req->output_arg, AIRLOCK_OUTPUT_STDERR, errb.data, errb.len);
 	if (kill == AIRLOCK_KILL_NONE && (ret->stdout_truncated || ret->stderr_truncated))
 		kill = AIRLOCK_KILL_OUTPUT_LIMIT;
 	if (kill == AIRLOCK_KILL_NONE && b.killed_by != AIRLOCK_KILL_NONE)

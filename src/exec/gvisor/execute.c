@@ -603,12 +603,12 @@ int gv_execute(void *ctx, const airlock_environment_handle *handle,
 		.start = start,
 		.rootfd = host_volume_root_fd(b->vol),
 		.pipes = { { -1, -1 }, { -1, -1 }, { -1, -1 } },
-		.out = { .fd = -1 }, .errs = { .fd = -1 },
 		.in_w = -1,
 		.pidfd = -1,
 	};
-	util_buf_init(&x.out.buf, (size_t)x.cmd->maximum_output_bytes);
-	util_buf_init(&x.errs.buf, (size_t)x.cmd->maximum_output_bytes);
+	exec_streams_init(&x.out, &x.errs, req);
+	/* runsc's own last line may still be cut (strip_runtime_line). */
+	x.errs.hold_prefix = GV_RUNSC_WAIT_FAILED;
 	for (size_t i = 0; i < ARRAY_SIZE(exec_phases) && r == 0; i++)
 		r = exec_run(&x, &exec_phases[i], err);
 	exec_cleanup(&x, r);
