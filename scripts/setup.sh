@@ -14,7 +14,8 @@ packages=(
 	libseccomp-dev                     # the native sandbox's seccomp filter, built and exported as BPF
 	libc-ares-dev                      # egress: the proxy's resolver (A and AAAA once, configurable servers)
 	libevent-dev                       # egress: the proxy's event loop (listeners, tunnels, timers)
-	libcurl4-openssl-dev               # egress: the worker's outbound guard for libcurl clients
+	libcurl4-openssl-dev               # egress: the worker's outbound guard; the remote adapter (the service's client)
+	libmicrohttpd-dev libgnutls28-dev  # the execution service's internal API (HTTP/1.1, Unix socket or TCP+TLS via GnuTLS)
 	libpsl-dev publicsuffix            # egress: refuse wildcard destinations over a public suffix (*.co.uk, *.github.io)
 	iproute2 dnsmasq-base curl openssl # egress tests: test hosts in netns, their DNS, TLS certs, a client
 	tinyproxy                          # bench/bench_proxy compares the proxy with tinyproxy
