@@ -1,0 +1,50 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+#ifndef AIRLOCK_SERVICE_METRICS_H
+#define AIRLOCK_SERVICE_METRICS_H
+
+/*
+ * The execution service's tracked metrics (the specification, "Tracked
+ * metrics") and its lifecycle log: both fed by the core's lifecycle events
+ * (airlock_exec_observer) and by the egress proxy's decision lines.
+ *
+ * Metrics are rendered in the Prometheus text exposition format (0.0.4) on
+ * the operator listener; labels carry the mechanism and closed vocabularies
+ * (kill reasons, refusal reasons, event kinds) only, never a tenant or a
+ * run, so a scrape holds no tenant data and its size is bounded.
+ *
+ * The log is one JSON object per line per lifecycle event, with
+ * environment, tenant, run and epoch, written with one write(2) each so
+ * lines from several threads never interleave.
+ */
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "airlock/port/exec.h"
+
+typedef struct service_metrics service_metrics;
+
+/* log_fd: where the lifecycle lines go (duplicated; -1: none). */
+int service_metrics_new(int log_fd, service_metrics **ret, airlock_error *err);
+void service_metrics_free(service_metrics *m);
+
+/* The observer to put in airlock_exec_config (observer_arg = m). */
+const airlock_exec_observer *service_metrics_observer(void);
+
+/* One decision line of the egress proxy (its JSON log line, without the
+ * newline): counted by outcome and reason. Lines that do not parse are
+ * counted as such, never trusted. */
+void service_metrics_egress_line(service_metrics *m, const char *line, size_t len);
+
+/* Counted from the next issue on (the reaper); exposed now at 0. */
+void service_metrics_orphan_reaped(service_metrics *m);
+
+/* Write one service-level line (start, stop, refusal to start) in the same
+ * JSON shape: {"ts_ms", "event", "message"}. */
+void service_metrics_log(service_metrics *m, const char *event, const char *message);
+
+/* The whole exposition; live is the current number of live sandboxes.
+ * malloc'd, NUL-terminated; NULL on allocation failure. */
+char *service_metrics_render(service_metrics *m, size_t live, size_t *ret_len);
+
+#endif
