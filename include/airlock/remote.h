@@ -1,0 +1,53 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+#ifndef AIRLOCK_REMOTE_H
+#define AIRLOCK_REMOTE_H
+
+/*
+ * The remote adapter: the worker's side of the execution service's internal
+ * API (docs/service-api.md). An airlock_exec_ops and, for each live sandbox,
+ * an airlock_workspace_ops over HTTP (libcurl), on a Unix socket or TCP with
+ * TLS. It runs nothing itself: the service it calls does.
+ *
+ * Errors cross with their class; an unreachable, overloaded or stopping
+ * service is ExecutionUnavailable (retriable). Client timeouts come from
+ * the start budget (provision) and the effective timeout (execute).
+ */
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "airlock/error.h"
+#include "airlock/port/exec.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct airlock_remote_config {
+	const char *address;          /* "unix:/path" or "HOST:PORT" (https) */
+	const void *credential;       /* the service credential's bytes (copied) */
+	size_t credential_len;
+	const char *tls_ca_file;      /* PEM the server's certificate must chain to (TCP) */
+	const char *tls_cert_file;    /* client certificate (TCP, when the service asks) */
+	const char *tls_key_file;
+	int64_t start_budget_seconds; /* provision's client timeout is this plus a margin; 0: 30 */
+	int64_t connect_timeout_ms;   /* 0: 5000 */
+} airlock_remote_config;
+
+typedef struct airlock_remote airlock_remote;
+
+int airlock_remote_new(const airlock_remote_config *cfg, airlock_remote **ret,
+                       airlock_error *err);
+const airlock_exec_ops *airlock_remote_ops(void);
+
+/* Read a credential file: regular, owned by this user, mode 0600 or
+ * stricter, at most 4 KiB, one token (a final newline is dropped).
+ * Config error naming the file and what is wrong otherwise. *ret is
+ * malloc'd; the caller wipes and frees it. Shared by both sides. */
+int airlock_credential_file_read(const char *path, unsigned char **ret, size_t *ret_len,
+                                 airlock_error *err);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,66 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+#ifndef AIRLOCK_SERVICE_H
+#define AIRLOCK_SERVICE_H
+
+/*
+ * The execution service's internal API server (docs/service-api.md): HTTP/1.1
+ * with JSON bodies (libmicrohttpd) over an execution adapter the caller
+ * opened (airlock_exec), on a Unix socket or TCP with TLS, every request
+ * authenticated with the service credential.
+ *
+ * The server borrows the airlock_exec: the caller opens it before and frees
+ * it after airlock_service_free. The server runs the expires_at timer
+ * (airlock_exec_expire about once a second) on its own thread.
+ *
+ * `airlock serve` (src/cli/serve.c) is this server in the foreground; the
+ * tests and the remote adapter's contract fixtures run it in-process.
+ */
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "airlock/error.h"
+#include "airlock/port/exec.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct airlock_service_config {
+	const char *listen;            /* "unix:/path" or "HOST:PORT" (TCP, TLS required) */
+	unsigned socket_mode;          /* the Unix socket's mode: 0660 when 0 */
+	long socket_gid;               /* the Unix socket's group; -1 keeps the process's */
+	const void *credential;        /* the bearer token's bytes (copied) */
+	size_t credential_len;
+	const char *tls_cert_file;     /* PEM; required for TCP */
+	const char *tls_key_file;      /* PEM; required for TCP */
+	const char *tls_client_ca_file; /* PEM; when set, a client certificate it signed is required */
+	unsigned max_connections;      /* 0: 256 */
+	int64_t connection_timeout_ms; /* a connection idle this long is closed; 0: 30000 */
+	size_t max_write_bytes;        /* a workspace write's body; 0: 64 MiB */
+	int64_t expire_interval_ms;    /* the expires_at timer's period; 0: 1000 */
+} airlock_service_config;
+
+void airlock_service_config_default(airlock_service_config *c);
+
+typedef struct airlock_service airlock_service;
+
+/* Listening when it returns; serves from its own threads. ExecutionUnavailable
+ * (or Config for a bad address, credential or TLS file) otherwise, nothing
+ * left behind. */
+int airlock_service_new(const airlock_service_config *cfg, airlock_exec *exec,
+                        airlock_service **ret, airlock_error *err);
+
+/* SIGTERM's first half: new provisions and executes are refused, commands in
+ * flight end with SERVICE_SHUTDOWN and their partial output goes to their
+ * callers (airlock_exec_shutdown). Does not block; thread-safe. */
+void airlock_service_shutdown(airlock_service *s);
+
+/* Stop listening, wait (bounded) for responses in flight, release. The
+ * caller then frees its airlock_exec, which destroys every sandbox. */
+void airlock_service_free(airlock_service *s);
+
+#ifdef __cplusplus
+}
+#endif
+#endif
