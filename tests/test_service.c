@@ -491,6 +491,7 @@ Test(service, other_tenant_handle_destroys)
 	resp_clear(&r);
 
 	/* Cancel with another tenant's handle: the same rule. */
+	airlock_environment_handle_clear(&h);
 	provision(&t, "t1", NULL, &h);
 	forged = h;
 	forged.tenant_id = (char *)"t2";
