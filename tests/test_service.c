@@ -240,6 +240,17 @@ static size_t live(svc *t)
 	return n;
 }
 
+/* Whether the first live sandbox is busy (running a command). */
+static bool first_busy(svc *t)
+{
+	resp r;
+	http(t, "GET", "/v1/sandboxes", TOKEN, NULL, NULL, 0, &r);
+	bool busy = json_is_true(json_object_get(json_array_get(json_object_get(r.json, "sandboxes"), 0),
+	                                         "busy"));
+	resp_clear(&r);
+	return busy;
+}
+
 static char *execute_body(char **argv, bool stream)
 {
 	airlock_execution_command cmd = test_command(argv);
@@ -884,11 +895,7 @@ Test(service, disconnect_cancels)
 		bool idle = false;
 		for (int i = 0; i < 50 && !idle; i++) {
 			usleep(100 * 1000);
-			resp r;
-			http(&t, "GET", "/v1/sandboxes", TOKEN, NULL, NULL, 0, &r);
-			idle = json_is_false(json_object_get(json_array_get(json_object_get(r.json, "sandboxes"), 0),
-			                                     "busy"));
-			resp_clear(&r);
+			idle = !first_busy(&t);
 		}
 		cr_assert(idle, "stream=%d: the command was cancelled", stream);
 	}
@@ -1041,11 +1048,7 @@ Test(service, client_that_stops_reading_does_not_stop_the_service)
 	 * sandbox is idle and takes another command. */
 	bool idle = false;
 	for (int i = 0; i < 50 && !idle; i++) {
-		resp r;
-		http(&t, "GET", "/v1/sandboxes", TOKEN, NULL, NULL, 0, &r);
-		idle = json_is_false(json_object_get(json_array_get(json_object_get(r.json, "sandboxes"), 0),
-		                                     "busy"));
-		resp_clear(&r);
+		idle = !first_busy(&t);
 		usleep(100 * 1000);
 	}
 	cr_assert(idle);
@@ -1251,4 +1254,30 @@ Test(service_settings, defaults_file_env_and_checks)
 	static const char unknown[] = "service:\n  listn: unix:/x\n";
 	cr_assert_lt(airlock_settings_parse("t.yaml", unknown, sizeof(unknown) - 1, &s, &err), 0);
 	cr_assert(strstr(err.message, "service.listn"), "%s", err.message);
+}
+
+Test(service_settings, environment_check)
+{
+	airlock_error err = { 0 };
+	char *ok_env[] = { "PATH=/usr/bin", "AIRLOCK_SERVICE_LISTEN=unix:/x", "CREDENTIALS_DIRECTORY=/run/c",
+		           "LANG=C.UTF-8", NULL };
+	cr_assert_eq(airlock_service_environment_check(ok_env, &err), 0, "%s", err.message);
+	const struct {
+		const char *entry, *name, *value;
+	} rows[] = {
+		{ "GITHUB_TOKEN=x", "GITHUB_TOKEN", NULL },
+		{ "AIRLOCK_SERVICE_TOKEN=abc", "AIRLOCK_SERVICE_TOKEN", NULL },
+		{ "NOTE=AKIAIOSFODNN7EXAMPLE", "NOTE", "AKIAIOSFODNN7EXAMPLE" },
+		{ "DB=postgres://u:hunter2@db/x", "DB", "hunter2" },
+		{ "AIRLOCK_SERVICE_LISTEN=ghp_abcdefghijklmnopqrstuvwxyz0123456789", "AIRLOCK_SERVICE_LISTEN",
+		  "ghp_abcdef" },
+	};
+	for (size_t i = 0; i < ARRAY_SIZE(rows); i++) {
+		char *envp[] = { "PATH=/bin", (char *)rows[i].entry, NULL };
+		cr_assert_lt(airlock_service_environment_check(envp, &err), 0, "%s accepted", rows[i].entry);
+		cr_assert(strstr(err.message, rows[i].name), "%s", err.message);
+		if (rows[i].value)
+			cr_assert_null(strstr(err.message, rows[i].value), "the value is shown: %s", err.message);
+	}
+	cr_assert_not_null(airlock_service_secret_patterns()[0]);
 }

@@ -590,6 +590,18 @@ static void job_finish_stream(svc_job *j)
 		free(line);
 }
 
+/* Out of the cancel table: from here cancel no longer finds it. */
+static void job_unlink(airlock_service *s, svc_job *j)
+{
+	pthread_mutex_lock(&s->lock);
+	for (svc_job **p = &s->jobs; *p; p = &(*p)->next)
+		if (*p == j) {
+			*p = j->next;
+			break;
+		}
+	pthread_mutex_unlock(&s->lock);
+}
+
 static void *job_main(void *arg)
 {
 	svc_job *j = arg;
@@ -605,13 +617,7 @@ static void *job_main(void *arg)
 	airlock_error err = { 0 };
 	int rc = airlock_exec_execute(s->exec, &call, &j->handle, &j->command, &res, &err);
 
-	pthread_mutex_lock(&s->lock);
-	for (svc_job **p = &s->jobs; *p; p = &(*p)->next)
-		if (*p == j) {
-			*p = j->next;
-			break;
-		}
-	pthread_mutex_unlock(&s->lock);
+	job_unlink(s, j);
 
 	pthread_mutex_lock(&j->lock);
 	j->rc = rc;
@@ -759,13 +765,7 @@ static enum MHD_Result do_execute(svc_req *q, struct MHD_Connection *c)
 	pthread_mutex_unlock(&s->lock);
 	int e = pthread_create(&j->thread, NULL, job_main, j);
 	if (e != 0) {
-		pthread_mutex_lock(&s->lock);
-		for (svc_job **p = &s->jobs; *p; p = &(*p)->next)
-			if (*p == j) {
-				*p = j->next;
-				break;
-			}
-		pthread_mutex_unlock(&s->lock);
+		job_unlink(s, j);
 		job_free(j);
 		return respond_fail(q, c, MHD_HTTP_SERVICE_UNAVAILABLE, AIRLOCK_ERR_EXECUTION_UNAVAILABLE,
 		                    "execute: cannot start a thread: %s", strerror(e));
