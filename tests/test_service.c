@@ -229,6 +229,16 @@ static void provision(svc *t, const char *tenant, const char *want_id, airlock_e
 	resp_clear(&r);
 }
 
+/* Script argv on the fake, then provision a sandbox for tenant t1. */
+static void scripted(svc *t, char **argv, const airlock_fake_behaviour *b,
+                     airlock_environment_handle *h)
+{
+	airlock_error err = { 0 };
+	cr_assert_eq(airlock_fake_script(t->fake, (const char *const *)argv, b, &err), 0, "%s",
+	             err.message);
+	provision(t, "t1", NULL, h);
+}
+
 static size_t live(svc *t)
 {
 	resp r;
@@ -769,10 +779,8 @@ Test(service, streamed_output_arrives_before_the_end)
 		out[i] = (char)('a' + i % 26);
 	airlock_fake_behaviour b = { .exit_code = 3, .stdout_data = out, .stdout_len = sizeof(out),
 		                     .stderr_data = "warn\n", .stderr_len = 5, .runs_for_ms = 1500 };
-	airlock_error err = { 0 };
-	cr_assert_eq(airlock_fake_script(t.fake, (const char *const *)argv, &b, &err), 0);
 	airlock_environment_handle h;
-	provision(&t, "t1", NULL, &h);
+	scripted(&t, argv, &b, &h);
 	stream_rec s;
 	stream_execute(&t, &h, argv, &s);
 	cr_assert(s.first_output_ms > 0);
@@ -833,10 +841,8 @@ Test(service, cancel_a_running_execute)
 	svc_open(&t);
 	char *argv[] = { "sleepy", NULL };
 	airlock_fake_behaviour b = { .stdout_data = "partial", .stdout_len = 7, .runs_for_ms = 20000 };
-	airlock_error err = { 0 };
-	cr_assert_eq(airlock_fake_script(t.fake, (const char *const *)argv, &b, &err), 0);
 	airlock_environment_handle h;
-	provision(&t, "t1", NULL, &h);
+	scripted(&t, argv, &b, &h);
 	char path[160];
 	snprintf(path, sizeof(path), "/v1/sandboxes/%s/cancel", h.environment_id);
 	resp r;
@@ -874,10 +880,8 @@ Test(service, disconnect_cancels)
 	svc_open(&t);
 	char *argv[] = { "sleepy", NULL };
 	airlock_fake_behaviour b = { .runs_for_ms = 30000 };
-	airlock_error err = { 0 };
-	cr_assert_eq(airlock_fake_script(t.fake, (const char *const *)argv, &b, &err), 0);
 	airlock_environment_handle h;
-	provision(&t, "t1", NULL, &h);
+	scripted(&t, argv, &b, &h);
 	for (int stream = 0; stream < 2; stream++) {
 		_cleanup_free_ char *hh = handle_header(&h);
 		_cleanup_free_ char *body = execute_body(argv, stream);
@@ -1127,10 +1131,8 @@ Test(service, shutdown_returns_partial_output)
 	svc_open(&t);
 	char *argv[] = { "sleepy", NULL };
 	airlock_fake_behaviour b = { .stdout_data = "so far", .stdout_len = 6, .runs_for_ms = 30000 };
-	airlock_error err = { 0 };
-	cr_assert_eq(airlock_fake_script(t.fake, (const char *const *)argv, &b, &err), 0);
 	airlock_environment_handle h;
-	provision(&t, "t1", NULL, &h);
+	scripted(&t, argv, &b, &h);
 	bg_exec bg = { .t = &t, .h = &h, .argv = argv };
 	pthread_create(&bg.th, NULL, bg_main, &bg);
 	usleep(500 * 1000);
