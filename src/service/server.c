@@ -480,6 +480,8 @@ struct svc_job {
 	airlock_cancel *cancel;
 	bool stream;
 	int fd; /* the client's socket, looked at, never used */
+	svc_conn *conn; /* its deadline record, used on its own thread only */
+	bool response_deadline;
 	pthread_t thread;
 	bool thread_started;
 
@@ -657,6 +659,13 @@ static ssize_t job_read(void *cls, uint64_t pos, char *buf, size_t max)
 	(void)pos;
 	pthread_mutex_lock(&j->lock);
 	for (;;) {
+		if (j->done && !j->response_deadline) {
+			/* The rest is the result, ready: it must be taken within the
+			 * response timeout like any other response. (j->lock, then
+			 * the service's: nothing takes them the other way round.) */
+			j->response_deadline = true;
+			conn_deadline(j->s, j->conn, cfg_or(j->s->cfg.request_timeout_ms, 300000));
+		}
 		size_t avail = j->q_len - j->q_off;
 		if (avail > 0) {
 			size_t n = avail < max ? avail : max;
@@ -717,6 +726,7 @@ static enum MHD_Result do_execute(svc_req *q, struct MHD_Connection *c)
 	}
 	j->s = s;
 	j->fd = conn_fd(c);
+	j->conn = q->conn;
 	j->stream = jst && json_is_true(jst);
 	j->budget_ms = jb && json_is_integer(jb) ? (int64_t)json_integer_value(jb) : AIRLOCK_BUDGET_NONE;
 	pthread_mutex_init(&j->lock, NULL);
