@@ -1128,6 +1128,49 @@ Test(service, client_that_stops_reading_does_not_stop_the_service)
 	svc_close(&t);
 }
 
+/* The connection limit: past it a connection is closed at once, and a
+ * closed one frees its place. A header block past its cap is refused, and
+ * the service goes on. */
+Test(service, connection_limit_and_header_cap)
+{
+	airlock_service_config sc;
+	airlock_service_config_default(&sc);
+	sc.max_connections = 2;
+	svc t;
+	svc_open_with(&t, NULL, &sc);
+	int a = raw_connect(&t), b = raw_connect(&t);
+	usleep(200 * 1000);
+	int c = raw_connect(&t);
+	struct pollfd p = { .fd = c, .events = POLLIN };
+	cr_assert_eq(poll(&p, 1, 3000), 1, "the third connection is closed");
+	char ch;
+	cr_assert_leq(read(c, &ch, 1), 0);
+	close(c);
+	close(a);
+	close(b);
+	usleep(300 * 1000);
+	cr_assert_eq(live(&t), 0, "a place is free again");
+
+	size_t n = 64 * 1024;
+	char *big = malloc(n + 256);
+	int w = snprintf(big, 256, "GET /v1/health HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer " TOKEN
+	                 "\r\nX-Pad: ");
+	memset(big + w, 'p', n);
+	memcpy(big + w + n, "\r\n\r\n", 4);
+	int fd = raw_connect(&t);
+	ssize_t sent = send(fd, big, (size_t)w + n + 4, MSG_NOSIGNAL);
+	(void)sent;
+	char resp_buf[64] = { 0 };
+	p = (struct pollfd){ .fd = fd, .events = POLLIN };
+	cr_assert_eq(poll(&p, 1, 5000), 1);
+	ssize_t got = read(fd, resp_buf, sizeof(resp_buf) - 1);
+	cr_assert(got <= 0 || strncmp(resp_buf, "HTTP/1.1 4", 10) == 0, "refused: %s", resp_buf);
+	close(fd);
+	free(big);
+	cr_assert_eq(live(&t), 0, "the service goes on");
+	svc_close(&t);
+}
+
 /* The socket: its mode, a non-socket is never replaced, a dead service's
  * socket is. */
 Test(service, socket_file_rules)
