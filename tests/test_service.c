@@ -604,6 +604,20 @@ Test(service, workspace_verbs)
 	expect_error(&r, 400, "ToolValidationError", "percent");
 	resp_clear(&r);
 
+	/* A plain errno of the workspace port keeps its code: SystemError with
+	 * the errno's name, 422. */
+	snprintf(path, sizeof(path), "/v1/sandboxes/%s/workspace/file?path=missing&max_bytes=10",
+	         h.environment_id);
+	http(&t, "GET", path, TOKEN, &h, NULL, 0, &r);
+	expect_error(&r, 422, "SystemError", NULL);
+	cr_assert_str_eq(jstr(r.json, "errno"), "ENOENT", "%s", r.body);
+	resp_clear(&r);
+	snprintf(path, sizeof(path), "/v1/sandboxes/%s/workspace/file?path=nodir/x", h.environment_id);
+	http(&t, "PUT", path, TOKEN, &h, "1", 1, &r);
+	expect_error(&r, 422, "SystemError", NULL);
+	cr_assert_str_eq(jstr(r.json, "errno"), "ENOENT", "%s", r.body);
+	resp_clear(&r);
+
 	/* An oversize write: 413, nothing written. */
 	char big[1001];
 	memset(big, 'x', sizeof(big));
