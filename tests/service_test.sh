@@ -82,7 +82,11 @@ start_serve() {
 	envs=
 	while [ "$1" != "--" ]; do envs="$envs $1"; shift; done
 	shift
-	$CLEAN $envs "$AIRLOCK" serve --credential-file "$TMP/tok" "$@" 2>"$TMP/serve.err" &
+	# Emptied here, not by the redirection: the child truncates it only
+	# once it runs, and the wait below must not read the last service's
+	# "listening on" line before that.
+	: >"$TMP/serve.err"
+	$CLEAN $envs "$AIRLOCK" serve --credential-file "$TMP/tok" "$@" 2>>"$TMP/serve.err" &
 	SPID=$!
 	i=0
 	while [ $i -lt 100 ]; do
@@ -136,7 +140,7 @@ if command -v openssl >/dev/null 2>&1; then
 	printf 'service:\n  listen: 127.0.0.1:%s\n  tls_cert_file: %s\n  tls_key_file: %s\n' \
 		"$port" "$TMP/cert.pem" "$TMP/key.pem" >"$TMP/tls.yaml"
 	if start_serve "" AIRLOCK_SANDBOX_MECHANISM=fake -- --config "$TMP/tls.yaml"; then
-		out=$(curl -s --cacert "$TMP/cert.pem" -H "$AUTH" "https://127.0.0.1:$port/v1/health")
+		out=$(curl -sS --cacert "$TMP/cert.pem" -H "$AUTH" "https://127.0.0.1:$port/v1/health" 2>&1)
 		echo "$out" | grep -q '"status":"ok"' && ok tls-health || bad tls-health "$out" "$(cat "$TMP/serve.err")"
 		curl -s --max-time 5 -H "$AUTH" "http://127.0.0.1:$port/v1/health" 2>/dev/null | grep -q '"status"' &&
 			bad tls-plain-refused "plain HTTP answered" || ok tls-plain-refused
@@ -146,10 +150,10 @@ if command -v openssl >/dev/null 2>&1; then
 	fi
 	printf '  tls_client_ca_file: %s\n' "$TMP/ca.pem" >>"$TMP/tls.yaml"
 	if start_serve "" AIRLOCK_SANDBOX_MECHANISM=fake -- --config "$TMP/tls.yaml"; then
-		out=$(curl -s --cacert "$TMP/cert.pem" -H "$AUTH" -w ' %{http_code}' "https://127.0.0.1:$port/v1/health")
+		out=$(curl -sS --cacert "$TMP/cert.pem" -H "$AUTH" -w ' %{http_code}' "https://127.0.0.1:$port/v1/health")
 		echo "$out" | grep -q '"status":"ok"' && bad tls-client-ca-no-cert "answered: $out" || ok tls-client-ca-no-cert
-		out=$(curl -s --cacert "$TMP/cert.pem" --cert "$TMP/c.pem" --key "$TMP/ckey.pem" -H "$AUTH" \
-			"https://127.0.0.1:$port/v1/health")
+		out=$(curl -sS --cacert "$TMP/cert.pem" --cert "$TMP/c.pem" --key "$TMP/ckey.pem" -H "$AUTH" \
+			"https://127.0.0.1:$port/v1/health" 2>&1)
 		echo "$out" | grep -q '"status":"ok"' && ok tls-client-ca-cert || bad tls-client-ca-cert "$out" "$(cat "$TMP/serve.err")"
 		stop_serve
 	else
