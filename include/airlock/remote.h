@@ -13,6 +13,7 @@
  * the start budget (provision) and the effective timeout (execute).
  */
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -39,6 +40,19 @@ typedef struct airlock_remote airlock_remote;
 int airlock_remote_new(const airlock_remote_config *cfg, airlock_remote **ret,
                        airlock_error *err);
 const airlock_exec_ops *airlock_remote_ops(void);
+
+/* The service's health (GET /v1/health): reachable, which mechanism it
+ * runs, how full it is. For a client that must know the mechanism before
+ * it builds a spec (the image), and for operators. Call it before the
+ * adapter is handed to airlock_exec_new (which takes it). Unreachable,
+ * overloaded: ExecutionUnavailable naming the address. */
+typedef struct airlock_remote_status {
+	char mechanism[32]; /* "native", "fake", ... */
+	int64_t live;
+	int64_t max_sandboxes; /* 0: no cap */
+	bool shutting_down;
+} airlock_remote_status;
+int airlock_remote_health(airlock_remote *rm, airlock_remote_status *ret, airlock_error *err);
 
 /* Read a credential file: regular, owned by this user, mode 0600 or
  * stricter, at most 4 KiB, one token (a final newline is dropped).

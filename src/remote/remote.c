@@ -546,6 +546,35 @@ static int remote_execute(void *ctx, const airlock_environment_handle *handle,
 	return 0;
 }
 
+/* ---- health -------------------------------------------------------------- */
+
+int airlock_remote_health(airlock_remote *rm, airlock_remote_status *ret, airlock_error *err)
+{
+	remote_call c = { .method = "GET", .path = "/v1/health", .timeout_ms = CANCEL_TIMEOUT_MS,
+		          .max_body = REMOTE_ERROR_BODY_MAX, .watch_fds = { -1, -1 } };
+	json_t *o = NULL;
+	int r = remote_http_json(rm->http, "health", &c, 200, (void **)&o, err);
+	if (r < 0)
+		return r;
+	airlock_remote_status st = { 0 };
+	const char *mech = json_string_value(json_object_get(o, "mechanism"));
+	json_t *live = json_object_get(o, "live"), *max = json_object_get(o, "max_sandboxes");
+	json_t *down = json_object_get(o, "shutting_down");
+	bool ok = mech && strlen(mech) < sizeof(st.mechanism) && json_is_integer(live) &&
+	          json_is_integer(max) && json_is_boolean(down);
+	if (ok) {
+		snprintf(st.mechanism, sizeof(st.mechanism), "%s", mech);
+		st.live = json_integer_value(live);
+		st.max_sandboxes = json_integer_value(max);
+		st.shutting_down = json_is_true(down);
+	}
+	json_decref(o);
+	if (!ok)
+		return remote_http_protocol_error(rm->http, "health", NULL, err);
+	*ret = st;
+	return 0;
+}
+
 /* ---- workspace, shutdown, free ------------------------------------------- */
 
 static int remote_workspace(void *ctx, const char *environment_id, airlock_workspace **ret,
