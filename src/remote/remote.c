@@ -173,18 +173,27 @@ static int remote_destroy(void *ctx, const char *environment_id, airlock_error *
 {
 	airlock_remote *rm = ctx;
 	_cleanup_free_ char *b64 = NULL;
+	airlock_workspace *ws = NULL;
 	pthread_mutex_lock(&rm->lock);
 	remote_env *e = env_find(rm, environment_id);
-	if (e)
+	if (e) {
 		b64 = strdup(e->handle_b64);
+		ws = TAKE_PTR(e->ws);
+	}
 	pthread_mutex_unlock(&rm->lock);
 	if (!e)
 		return 0; /* never provisioned here, or already destroyed */
+	/* The workspace ends first: it waits for the calls in flight, and
+	 * later ones fail here with "destroyed" (ExecutionRejected) without
+	 * reaching the service. The other order would let a call reach the
+	 * service after its sandbox is gone, where its containment check
+	 * fails, which the core turns into WorkspaceEscape (fail closed): a
+	 * destroy must not make an honest caller look like an escape. */
+	airlock_workspace_free(ws);
 	if (!b64)
 		return airlock_error_set(err, AIRLOCK_ERR_SYSTEM, ENOMEM, "destroy");
-	/* The service first: while it destroys, calls on the workspace still
-	 * reach it and are refused there (ExecutionRejected, not live); when
-	 * it failed, everything here stays so that the core's retry finds it. */
+	/* When the service's destroy failed, the record stays (without a
+	 * workspace) so that the core's retry finds it. */
 	int r = destroy_call(rm, environment_id, b64, err);
 	if (r < 0)
 		return r;
@@ -196,8 +205,6 @@ static int remote_destroy(void *ctx, const char *environment_id, airlock_error *
 		*e = rm->envs[--rm->n_envs];
 	}
 	pthread_mutex_unlock(&rm->lock);
-	/* Waits for the workspace calls in flight; later ones fail here with
-	 * "destroyed" without reaching the service. */
 	airlock_workspace_free(gone.ws);
 	free(gone.handle_b64);
 	return 0;
@@ -583,12 +590,14 @@ static int remote_workspace(void *ctx, const char *environment_id, airlock_works
 	airlock_remote *rm = ctx;
 	pthread_mutex_lock(&rm->lock);
 	remote_env *e = env_find(rm, environment_id);
-	if (e)
+	bool live = e && e->ws;
+	if (live)
 		*ret = airlock_workspace_ref(e->ws);
 	pthread_mutex_unlock(&rm->lock);
-	if (!e)
+	if (!live)
 		return airlock_error_set(err, AIRLOCK_ERR_EXECUTION_REJECTED, 0,
-		                         "environment %s is not live", environment_id);
+		                         "environment %s is not live%s", environment_id,
+		                         e ? ": it is being destroyed" : "");
 	return 0;
 }
 

@@ -65,6 +65,11 @@ static int rws_read(void *ctx, const char *rel, size_t max_bytes, unsigned char 
                     size_t *ret_len, airlock_error *err)
 {
 	remote_ws *w = ctx;
+	/* The service reads at most AIRLOCK_SERVICE_READ_MAX in one call and
+	 * refuses a larger max_bytes: a caller's "any size" is asked as that,
+	 * and a larger file is then over max_bytes, as the port says. */
+	if (max_bytes > AIRLOCK_SERVICE_READ_MAX)
+		max_bytes = AIRLOCK_SERVICE_READ_MAX;
 	char extra[48];
 	snprintf(extra, sizeof(extra), "&max_bytes=%zu", max_bytes);
 	_cleanup_free_ char *path = ws_path(w, "file", rel, extra);
@@ -189,6 +194,10 @@ static int rws_listdir(void *ctx, const char *rel, size_t max_entries, airlock_d
                        airlock_error *err)
 {
 	remote_ws *w = ctx;
+	/* The same for a listing: more than the service lists at once is
+	 * asked as its maximum, and the rest is "truncated". */
+	if (max_entries > AIRLOCK_SERVICE_LISTDIR_MAX)
+		max_entries = AIRLOCK_SERVICE_LISTDIR_MAX;
 	char extra[48];
 	snprintf(extra, sizeof(extra), "&max_entries=%zu", max_entries);
 	_cleanup_free_ char *path = ws_path(w, "dir", rel, extra);
