@@ -457,9 +457,64 @@ int remote_http_perform(remote_http *h, const remote_call *c, remote_response *r
 
 /* ---- answers ------------------------------------------------------------- */
 
+/*
+ * The workspace port's failures that are plain errnos (a missing file, a
+ * parent that is not a directory, a full volume) are SystemError with the
+ * errno: the caller tells "not there" from "not a directory" by the code,
+ * and a retry does not change either. They cross as the error shape with
+ * one more member, "errno", the symbolic name from this table (a number
+ * would differ between the two sides' architectures). Only these names
+ * are read; any other is not a code this port returns.
+ */
+static const struct {
+	const char *name;
+	int value;
+} wire_errnos[] = {
+	{ "ENOENT", ENOENT },   { "ENOTDIR", ENOTDIR }, { "EISDIR", EISDIR },
+	{ "EEXIST", EEXIST },   { "ENOTEMPTY", ENOTEMPTY }, { "ENOSPC", ENOSPC },
+	{ "EDQUOT", EDQUOT },   { "EFBIG", EFBIG },     { "ELOOP", ELOOP },
+	{ "ENAMETOOLONG", ENAMETOOLONG }, { "EACCES", EACCES }, { "EPERM", EPERM },
+	{ "EROFS", EROFS },     { "EINVAL", EINVAL },   { "EMLINK", EMLINK },
+	{ "ETXTBSY", ETXTBSY }, { "EBUSY", EBUSY },
+};
+
+/* A SystemError body with an "errno" member: the code and the message,
+ * without a second strerror. 0 when the body is not that. */
+static int errno_error(const remote_response *resp, airlock_error *err)
+{
+	if (resp->over_cap || resp->body.len == 0)
+		return 0;
+	json_t *o = json_loadb((const char *)resp->body.data, resp->body.len,
+	                       JSON_REJECT_DUPLICATES, NULL);
+	const char *name = json_string_value(json_object_get(o, "errno"));
+	int value = 0;
+	for (size_t i = 0; name && i < ARRAY_SIZE(wire_errnos); i++)
+		if (strcmp(name, wire_errnos[i].name) == 0)
+			value = wire_errnos[i].value;
+	if (!value) {
+		json_decref(o);
+		return 0;
+	}
+	json_object_del(o, "errno");
+	_cleanup_free_ char *rest = json_dumps(o, JSON_COMPACT);
+	json_decref(o);
+	airlock_error e = { 0 };
+	if (!rest || airlock_error_from_json(rest, strlen(rest), &e, NULL) < 0 ||
+	    e.cls != AIRLOCK_ERR_SYSTEM)
+		return 0;
+	if (err) {
+		*err = e;
+		err->errnum = value;
+	}
+	return -value;
+}
+
 int remote_http_status_error(remote_http *h, const char *what, const remote_response *resp,
                              airlock_error *err)
 {
+	int er = errno_error(resp, err);
+	if (er < 0)
+		return er;
 	if (resp->status == 401)
 		return airlock_error_set(err, AIRLOCK_ERR_CONFIG, 0,
 		                         "%s: the execution service at %s refused the service "

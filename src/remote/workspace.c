@@ -127,8 +127,8 @@ static int rws_write(void *ctx, const char *rel, const void *data, size_t len, a
  * path is handed to it inside the smallest FileChange there is. */
 static int entry_path(json_t *p, char **ret, airlock_error *err)
 {
-	json_t *fc = json_pack("{s:O,s:s,s:s,s:i}", "path", p, "change", "DELETED", "kind", "FILE",
-	                       "size_bytes", 0);
+	json_t *fc = json_pack("{s:O,s:s,s:s,s:i,s:n}", "path", p, "change", "DELETED", "kind",
+	                       "FILE", "size_bytes", 0, "sha256");
 	_cleanup_free_ char *text = fc ? json_dumps(fc, JSON_COMPACT) : NULL;
 	json_decref(fc);
 	if (!text)
