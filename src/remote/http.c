@@ -270,7 +270,8 @@ static int transport_error(remote_http *h, const remote_call *c, CURLcode rc, co
 		                         "%lld ms; retry later",
 		                         h->address, c->method, c->path, (long long)c->timeout_ms);
 	return airlock_error_set(err, AIRLOCK_ERR_EXECUTION_UNAVAILABLE, 0,
-	                         "the execution service at %s is unreachable (%s%s%s); retry later",
+	                         "the execution service at %s is unreachable or not answering as "
+	                         "the service (%s%s%s); retry later",
 	                         h->address, curl_easy_strerror(rc), detail && *detail ? ": " : "",
 	                         detail ? detail : "");
 }
