@@ -12,6 +12,7 @@
 #include <jansson.h>
 #include <stdio.h>
 #include <string.h>
+#include <strings.h>
 
 #include "airlock/json.h"
 #include "remote/remote_internal.h"
@@ -142,10 +143,13 @@ static int entry_path(json_t *p, char **ret, airlock_error *err)
 	return 0;
 }
 
+/* The wire spells the port's enums in capitals ("FILE", "TOOL_WRITTEN",
+ * docs/service-api.md), the library's names are lower case: either is
+ * read. */
 static airlock_entry_type entry_type_parse(const char *s)
 {
 	for (int t = AIRLOCK_ENTRY_INVALID + 1; t < AIRLOCK_ENTRY__MAX; t++)
-		if (s && strcmp(s, airlock_entry_type_name((airlock_entry_type)t)) == 0)
+		if (s && strcasecmp(s, airlock_entry_type_name((airlock_entry_type)t)) == 0)
 			return (airlock_entry_type)t;
 	return AIRLOCK_ENTRY_INVALID;
 }
@@ -229,8 +233,7 @@ static int rws_provenance(void *ctx, const char *rel, airlock_provenance *ret, a
 	if (r < 0)
 		return r;
 	const char *name = json_string_value(json_object_get(o, "provenance"));
-	/* The wire spells the values in capitals (docs/service-api.md);
-	 * types.h's names are lower case: either is read. */
+	/* Capitals or lower case, as entry_type_parse. */
 	airlock_provenance p = AIRLOCK_PROVENANCE_INVALID;
 	for (int v = AIRLOCK_PROVENANCE_INVALID + 1; name && v < AIRLOCK_PROVENANCE__MAX; v++)
 		if (strcasecmp(name, airlock_provenance_name((airlock_provenance)v)) == 0)
