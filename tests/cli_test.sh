@@ -249,7 +249,10 @@ if [ -z "$serve_why" ]; then
 	"$AIRLOCK" serve --config "$TMP/serve.yaml" --listen "unix:$TMP/api.sock" --credential-file "$TMP/cred" >"$TMP/serve.log" 2>&1 &
 	serve_pid=$!
 	i=0
-	while [ $i -lt 100 ] && [ ! -S "$TMP/api.sock" ]; do sleep 0.1; i=$((i + 1)); done
+	while [ $i -lt 300 ] && [ ! -S "$TMP/api.sock" ] && kill -0 "$serve_pid" 2>/dev/null; do
+		sleep 0.1; i=$((i + 1))
+	done
+	[ -S "$TMP/api.sock" ] || { echo "airlock serve did not start:"; sed 's/^/    /' "$TMP/serve.log"; }
 	SVC="--service unix:$TMP/api.sock --credential-file $TMP/cred"
 	# same NAME WANT_EXIT -- ARGS...: in process and through the service,
 	# the exit code (expect) and the command's stdout byte for byte.
