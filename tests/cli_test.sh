@@ -221,7 +221,8 @@ umask 077
 printf 'cli-test-service-credential-0123456789abcdef' >"$TMP/cred"
 umask "$umask_was"
 expect run-service-needs-credential 64 '--service needs --credential-file' -- "$AIRLOCK" run --service "unix:$TMP/api.sock" -- true
-expect run-credential-needs-service 64 '--credential-file and --tls-ca are for --service' -- "$AIRLOCK" run --credential-file "$TMP/cred" -- true
+expect run-credential-needs-service 64 '--credential-file and --tls-\* are for --service' -- "$AIRLOCK" run --credential-file "$TMP/cred" -- true
+expect run-service-cert-needs-key 64 '--tls-cert and --tls-key go together' -- "$AIRLOCK" run --service 127.0.0.1:1 --credential-file "$TMP/cred" --tls-cert "$TMP/cert.pem" -- true
 expect run-service-no-mechanism 64 '--mechanism is the service' -- "$AIRLOCK" run --service "unix:$TMP/api.sock" --credential-file "$TMP/cred" --mechanism fake -- true
 expect run-service-no-local-proxy 64 'the service holds the proxy' -- "$AIRLOCK" run --service "unix:$TMP/api.sock" --credential-file "$TMP/cred" --network --policy "$TMP/allow.yaml" --dns 198.51.100.53 -- true
 expect run-service-bad-address 78 'neither unix:PATH nor HOST:PORT' -- "$AIRLOCK" run --service nowhere --credential-file "$TMP/cred" -- true

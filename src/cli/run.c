@@ -68,6 +68,8 @@ static void run_usage(FILE *out)
 	        "                        policy and the proxy (--network sends the allowlist)\n"
 	        "  --credential-file F   the service credential (0600, one token); with --service\n"
 	        "  --tls-ca FILE         PEM the service's certificate must chain to (HOST:PORT)\n"
+	        "  --tls-cert FILE       client certificate (PEM), when the service asks for one\n"
+	        "  --tls-key FILE        its key (PEM)\n"
 	        "Without --json: the command's stdout and stderr as they arrive, then one\n"
 	        "summary line on stderr. Exit status: the command's own, 137 when it was killed, or one of the\n"
 	        "codes in the README.\n");
@@ -77,6 +79,7 @@ enum {
 	OPT_MECHANISM = 256, OPT_CONFIG, OPT_JSON, OPT_CPU, OPT_MEMORY, OPT_PIDS, OPT_WSBYTES,
 	OPT_INODES, OPT_TIMEOUT, OPT_OUTPUT, OPT_STDIN, OPT_CWD, OPT_ENV, OPT_TENANT, OPT_HELP,
 	OPT_POLICY, OPT_NETWORK, OPT_DNS, OPT_PROXY_LOG, OPT_SERVICE, OPT_CREDENTIAL_FILE, OPT_TLS_CA,
+	OPT_TLS_CERT, OPT_TLS_KEY,
 };
 
 static const struct option run_options[] = {
@@ -102,13 +105,15 @@ static const struct option run_options[] = {
 	{ "service", required_argument, NULL, OPT_SERVICE },
 	{ "credential-file", required_argument, NULL, OPT_CREDENTIAL_FILE },
 	{ "tls-ca", required_argument, NULL, OPT_TLS_CA },
+	{ "tls-cert", required_argument, NULL, OPT_TLS_CERT },
+	{ "tls-key", required_argument, NULL, OPT_TLS_KEY },
 	{ 0 },
 };
 
 typedef struct run_flags {
 	const char *mechanism, *config, *stdin_file, *cwd, *tenant;
 	const char *policy, *dns, *proxy_log;
-	const char *service, *credential_file, *tls_ca;
+	const char *service, *credential_file, *tls_ca, *tls_cert, *tls_key;
 	bool json, network;
 	/* limit overrides, -1 when not given */
 	int64_t cpu, memory, pids, wsbytes, inodes, timeout, output;
@@ -368,6 +373,7 @@ static int open_service(const run_flags *f, airlock_settings *s, airlock_exec **
 	                                                      : s->defaults.start_budget_seconds;
 	airlock_remote_config rc = { .address = f->service, .credential = cred,
 		                     .credential_len = cred_len, .tls_ca_file = f->tls_ca,
+		                     .tls_cert_file = f->tls_cert, .tls_key_file = f->tls_key,
 		                     .start_budget_seconds = budget };
 	airlock_remote *rm = NULL;
 	r = airlock_remote_new(&rc, &rm, err);
@@ -449,6 +455,8 @@ static int run_parse(int argc, char **argv, run_flags *f, int *ret_first_arg)
 		case OPT_SERVICE: f->service = optarg; break;
 		case OPT_CREDENTIAL_FILE: f->credential_file = optarg; break;
 		case OPT_TLS_CA: f->tls_ca = optarg; break;
+		case OPT_TLS_CERT: f->tls_cert = optarg; break;
+		case OPT_TLS_KEY: f->tls_key = optarg; break;
 		case OPT_ENV:
 			if (f->n_env == AIRLOCK_RUN_ENV_FLAGS_MAX) {
 				fprintf(stderr, "airlock run: more than %d --env flags\n", AIRLOCK_RUN_ENV_FLAGS_MAX);
@@ -507,11 +515,15 @@ static int run_parse(int argc, char **argv, run_flags *f, int *ret_first_arg)
 		                "the service carries its credential\n");
 		return CLI_EXIT_USAGE;
 	}
-	if (!f->service && (f->credential_file || f->tls_ca)) {
-		fprintf(stderr, "airlock run: --credential-file and --tls-ca are for --service\n");
+	if (!f->service && (f->credential_file || f->tls_ca || f->tls_cert || f->tls_key)) {
+		fprintf(stderr, "airlock run: --credential-file and --tls-* are for --service\n");
 		return CLI_EXIT_USAGE;
 	}
 	/* The service runs its own mechanism and its own proxy. */
+	if (!f->tls_cert != !f->tls_key) {
+		fprintf(stderr, "airlock run: --tls-cert and --tls-key go together\n");
+		return CLI_EXIT_USAGE;
+	}
 	if (f->service && f->mechanism) {
 		fprintf(stderr, "airlock run: --mechanism is the service's with --service\n");
 		return CLI_EXIT_USAGE;
