@@ -115,15 +115,19 @@ static remote_env *env_find(airlock_remote *rm, const char *id)
  * destroy on another thread must not free it under the call). */
 static int env_handle(airlock_remote *rm, const char *id, char **ret, airlock_error *err)
 {
+	char *b = NULL;
 	pthread_mutex_lock(&rm->lock);
 	remote_env *e = env_find(rm, id);
-	char *b = e ? strdup(e->handle_b64) : NULL;
+	if (e)
+		b = strdup(e->handle_b64);
 	pthread_mutex_unlock(&rm->lock);
-	if (!e)
+	if (!e) {
+		free(b); /* NULL: for the analyzer, which cannot tell */
 		return airlock_error_set(err, AIRLOCK_ERR_EXECUTION_REJECTED, 0,
 		                         "environment %s is not live: destroyed, expired or never "
 		                         "provisioned",
 		                         id);
+	}
 	if (!b)
 		return airlock_error_set(err, AIRLOCK_ERR_SYSTEM, ENOMEM, "remote adapter");
 	*ret = b;
