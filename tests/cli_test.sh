@@ -236,6 +236,26 @@ else
 	echo "ok   run-service-credential-not-shown"; pass=$((pass + 1))
 fi
 
+# A service over fake needs no root: the client learns the mechanism from
+# the service's health and says what the fake says.
+if "$AIRLOCK" serve --help 2>&1 | grep -q -- '--listen'; then
+	printf 'sandbox:\n  mechanism: fake\n' >"$TMP/serve-fake.yaml"
+	"$AIRLOCK" serve --config "$TMP/serve-fake.yaml" --listen "unix:$TMP/fake.sock" --credential-file "$TMP/cred" >"$TMP/serve-fake.log" 2>&1 &
+	fake_pid=$!
+	i=0
+	while [ $i -lt 300 ] && [ ! -S "$TMP/fake.sock" ] && kill -0 "$fake_pid" 2>/dev/null; do
+		sleep 0.1; i=$((i + 1))
+	done
+	expect run-service-fake 0 'fake mechanism: nothing was executed' -- "$AIRLOCK" run --service "unix:$TMP/fake.sock" --credential-file "$TMP/cred" -- echo hi
+	printf 'cli-test-service-credential-refused-000000' >"$TMP/wrong-cred"
+	chmod 0600 "$TMP/wrong-cred"
+	expect run-service-wrong-credential 78 'refused the service credential' -- "$AIRLOCK" run --service "unix:$TMP/fake.sock" --credential-file "$TMP/wrong-cred" -- true
+	kill "$fake_pid"
+	wait "$fake_pid"
+else
+	skipped "airlock serve is not built yet (no --listen)" run-service-fake run-service-wrong-credential
+fi
+
 SERVICE_CHECKS="run-service-exit run-service-exit-same run-service-timeout run-service-timeout-same
 run-service-output-limit run-service-output-limit-same run-service-json-same"
 serve_why=
