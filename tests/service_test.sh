@@ -270,6 +270,9 @@ if [ -z "$native_why" ]; then
 		wait "$SPID" 2>/dev/null
 		SPID=
 		wait "$CURL" 2>/dev/null
+		# What the dead service left, for the log: the restart is what
+		# must remove it.
+		echo "info kill9: left before the restart: $(env_cgroups "$ENV_ID" | wc -l) cgroups, socket $([ -S "$S" ] && echo present || echo absent)"
 		# The restart takes the dead service's socket and sweeps what it left.
 		if start_serve "$S" $NENV -- --listen "unix:$S"; then
 			ok kill9-restart
