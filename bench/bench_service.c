@@ -154,6 +154,7 @@ typedef struct worker {
 	bool live;
 	int64_t provision_ns;
 	int64_t exec_ns[EXECS_EACH];
+	int n_exec; /* executes made (none when the provision failed) */
 	int errors;
 	char first_error[256];
 } worker;
@@ -195,7 +196,7 @@ static void *worker_execute(void *arg)
 		airlock_error err = { 0 };
 		int64_t t0 = bench_now_ns();
 		int r = airlock_exec_execute(w->c->remote, &call, &w->h, &cmd, &res, &err);
-		w->exec_ns[i] = bench_now_ns() - t0;
+		w->exec_ns[w->n_exec++] = bench_now_ns() - t0;
 		if (r < 0)
 			worker_error(w, "execute", &err);
 		else if (!res.has_exit_code || res.exit_code != 0 || res.stdout_len < 2) {
@@ -273,7 +274,7 @@ static int concurrent(bench_ctx *c, size_t n)
 	size_t k = 0;
 	for (size_t i = 0; i < n; i++) {
 		prov[i] = w[i].provision_ns;
-		for (int j = 0; j < EXECS_EACH; j++)
+		for (int j = 0; j < w[i].n_exec; j++)
 			ex[k++] = w[i].exec_ns[j];
 		if (w[i].live) {
 			airlock_error err = { 0 };
@@ -285,7 +286,7 @@ static int concurrent(bench_ctx *c, size_t n)
 			fprintf(stderr, "bench_service: sandbox %zu: %s\n", i, w[i].first_error);
 		errors += w[i].errors;
 	}
-	bench_stat sp = bench_stats(prov, n), se = bench_stats(ex, k);
+	bench_stat sp = bench_stats(prov, n), se = k ? bench_stats(ex, k) : (bench_stat){ 0, 0 };
 	printf("concurrent: %zu sandboxes through the API at once, %d executes of sh -c 'echo $$' each:\n",
 	       n, EXECS_EACH);
 	printf("  errors                             %d%s\n", errors, errors ? " (must be 0)" : "");
