@@ -11,6 +11,13 @@
  * Errors cross with their class; an unreachable, overloaded or stopping
  * service is ExecutionUnavailable (retriable). Client timeouts come from
  * the start budget (provision) and the effective timeout (execute).
+ *
+ * Execute always streams: the call's on_output sees the bytes as the
+ * service sends them. Its cancel token sends the service's cancel verb.
+ * The adapter's shutdown (airlock_exec_shutdown or airlock_exec_free on the
+ * core over it: this client is stopping) cancels every execute in flight
+ * the same way and reports each as SERVICE_SHUTDOWN; the service goes on.
+ * docs/remote.md describes the rest.
  */
 
 #include <stdbool.h>
