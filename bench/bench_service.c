@@ -15,6 +15,10 @@
  *              this is the service's memory per idle sandbox, the client's
  *              few records included).
  *
+ * Then the same two pairs over the fake mechanism (which runs nothing, so
+ * its in-process side costs microseconds): what the API itself costs, the
+ * mechanism's time and its scheduling taken out.
+ *
  * The aim (the issue): the API adds at most 0.5 ms at p50. It prints p50 and
  * p99 of both sides, the difference and the ratio at p50, and asserts no
  * time; it exits non-zero when any call failed. Without the native
@@ -33,6 +37,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "airlock/fake.h"
 #include "airlock/native.h"
 #include "airlock/remote.h"
 #include "airlock/service.h"
@@ -54,12 +59,14 @@ typedef struct bench_ctx {
 	char sock[96];
 } bench_ctx;
 
+static const char *local_label = "in process (native)";
+
 static void print_pair(const char *what, size_t n, int64_t *api, int64_t *local)
 {
 	bench_stat a = bench_stats(api, n), l = bench_stats(local, n);
 	printf("%s, %zu runs each, %d interleaved rounds:\n", what, n, BENCH_ROUNDS);
 	printf("  %-34s p50 %8.3f ms   p99 %8.3f ms\n", "through the API (remote)", a.p50_ms, a.p99_ms);
-	printf("  %-34s p50 %8.3f ms   p99 %8.3f ms\n", "in process (native)", l.p50_ms, l.p99_ms);
+	printf("  %-34s p50 %8.3f ms   p99 %8.3f ms\n", local_label, l.p50_ms, l.p99_ms);
 	printf("  %-34s p50 %+8.3f ms   ratio %.3fx\n", "the API adds", a.p50_ms - l.p50_ms,
 	       a.p50_ms / l.p50_ms);
 	printf("  aim: the API adds at most 0.5 ms at p50: %s (%+.3f ms)\n",
@@ -306,16 +313,10 @@ static int concurrent(bench_ctx *c, size_t n)
 
 /* ---- setup ----------------------------------------------------------------- */
 
-static int open_service(bench_ctx *c, const char *store_dir)
+/* The API in front of c->local (already open). */
+static int open_service(bench_ctx *c)
 {
 	airlock_error err = { 0 };
-	airlock_native_config nc = { .image_store = store_dir, .start_budget_seconds = 30 };
-	airlock_native *n = NULL;
-	if (airlock_native_new(&nc, &n, &err) < 0 ||
-	    airlock_exec_new(airlock_native_ops(), n, NULL, &c->local, &err) < 0) {
-		fprintf(stderr, "bench_service: %s\n", err.message);
-		return -1;
-	}
 	snprintf(c->dir, sizeof(c->dir), "/tmp/airlock-bench-XXXXXX");
 	if (!mkdtemp(c->dir)) {
 		perror("bench_service: mkdtemp");
@@ -345,6 +346,20 @@ static int open_service(bench_ctx *c, const char *store_dir)
 	return 0;
 }
 
+static void close_service(bench_ctx *c)
+{
+	airlock_exec_free(c->remote);
+	airlock_service_free(c->svc);
+	airlock_exec_free(c->local);
+	c->remote = c->local = NULL;
+	c->svc = NULL;
+	if (c->sock[0])
+		unlink(c->sock);
+	if (c->dir[0])
+		rmdir(c->dir);
+	c->sock[0] = c->dir[0] = 0;
+}
+
 int main(int argc, char **argv)
 {
 	bench_prog = "bench_service";
@@ -370,7 +385,15 @@ int main(int argc, char **argv)
 
 	bench_ctx c = { 0 };
 	int rc = 1;
-	if (bench_spec(&c.spec, digest) < 0 || open_service(&c, store_dir) < 0)
+	airlock_error err = { 0 };
+	airlock_native_config nc = { .image_store = store_dir, .start_budget_seconds = 30 };
+	airlock_native *n = NULL;
+	if (airlock_native_new(&nc, &n, &err) < 0 ||
+	    airlock_exec_new(airlock_native_ops(), n, NULL, &c.local, &err) < 0) {
+		fprintf(stderr, "bench_service: %s\n", err.message);
+		goto out;
+	}
+	if (bench_spec(&c.spec, digest) < 0 || open_service(&c) < 0)
 		goto out;
 	double load[3] = { 0, 0, 0 };
 	if (getloadavg(load, 3) != 3)
@@ -393,19 +416,26 @@ int main(int argc, char **argv)
 	fflush(stdout);
 	if (concurrent(&c, (size_t)conc) < 0)
 		goto out;
+	fflush(stdout);
+	/* The API's own cost: the same pairs over fake. */
+	close_service(&c);
+	airlock_fake *fake = NULL;
+	if (airlock_fake_new(&fake, &err) < 0 ||
+	    airlock_exec_new(airlock_fake_ops(), fake, NULL, &c.local, &err) < 0 || open_service(&c) < 0) {
+		fprintf(stderr, "bench_service: fake: %s\n", err.message);
+		goto out;
+	}
+	local_label = "in process (fake)";
+	printf("the API's own cost, over the fake mechanism (runs nothing):\n");
+	if (provision_pair(&c, (size_t)execs) < 0 || execute_pair(&c, (size_t)execs) < 0)
+		goto out;
 	if (getloadavg(load, 3) == 3)
 		printf("bench_service: load average at the end %.2f %.2f %.2f\n", load[0], load[1],
 		       load[2]);
 	rc = 0;
 out:
-	airlock_exec_free(c.remote);
-	airlock_service_free(c.svc);
-	airlock_exec_free(c.local);
+	close_service(&c);
 	airlock_environment_spec_clear(&c.spec);
-	if (c.sock[0])
-		unlink(c.sock);
-	if (c.dir[0])
-		rmdir(c.dir);
 	if (rc != 0)
 		fprintf(stderr, "bench_service: no figures: the run did not complete\n");
 	return rc;
