@@ -240,7 +240,9 @@ fi
 # the service's health and says what the fake says.
 if "$AIRLOCK" serve --help 2>&1 | grep -q -- '--listen'; then
 	printf 'sandbox:\n  mechanism: fake\n' >"$TMP/serve-fake.yaml"
-	"$AIRLOCK" serve --config "$TMP/serve-fake.yaml" --listen "unix:$TMP/fake.sock" --credential-file "$TMP/cred" >"$TMP/serve-fake.log" 2>&1 &
+	# The service refuses an environment that holds a credential-like name
+	# (the test runner's own variables): it starts with only what it needs.
+	env -i PATH="$PATH" "$AIRLOCK" serve --config "$TMP/serve-fake.yaml" --listen "unix:$TMP/fake.sock" --credential-file "$TMP/cred" >"$TMP/serve-fake.log" 2>&1 &
 	fake_pid=$!
 	i=0
 	while [ $i -lt 300 ] && [ ! -S "$TMP/fake.sock" ] && kill -0 "$fake_pid" 2>/dev/null; do
@@ -267,7 +269,7 @@ fi
 if [ -z "$serve_why" ]; then
 	export AIRLOCK_IMAGE_STORE=$STORE
 	printf 'sandbox:\n  mechanism: native\n' >"$TMP/serve.yaml"
-	"$AIRLOCK" serve --config "$TMP/serve.yaml" --listen "unix:$TMP/api.sock" --credential-file "$TMP/cred" >"$TMP/serve.log" 2>&1 &
+	env -i PATH="$PATH" AIRLOCK_IMAGE_STORE="$STORE" "$AIRLOCK" serve --config "$TMP/serve.yaml" --listen "unix:$TMP/api.sock" --credential-file "$TMP/cred" >"$TMP/serve.log" 2>&1 &
 	serve_pid=$!
 	i=0
 	while [ $i -lt 300 ] && [ ! -S "$TMP/api.sock" ] && kill -0 "$serve_pid" 2>/dev/null; do
