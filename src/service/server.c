@@ -924,6 +924,48 @@ static const char *wire_name(const char *lower, char out[64])
 	return out;
 }
 
+/* The workspace port's failures that are plain errnos (a missing file, a
+ * parent that is not a directory, a full volume) keep their code across
+ * the API: the in-process port returns -ENOENT, and so must the remote
+ * one. They cross as SystemError with one more member, "errno", the
+ * symbolic name (a number could differ between the two sides'
+ * architectures), status 422; the names are the ones the workspace port
+ * returns (docs/service-api.md). Any other errno is the service failing:
+ * ExecutionUnavailable. */
+static const struct {
+	const char *name;
+	int value;
+} wire_errnos[] = {
+	{ "ENOENT", ENOENT },   { "ENOTDIR", ENOTDIR }, { "EISDIR", EISDIR },
+	{ "EEXIST", EEXIST },   { "ENOTEMPTY", ENOTEMPTY }, { "ENOSPC", ENOSPC },
+	{ "EDQUOT", EDQUOT },   { "EFBIG", EFBIG },     { "ELOOP", ELOOP },
+	{ "ENAMETOOLONG", ENAMETOOLONG }, { "EACCES", EACCES }, { "EPERM", EPERM },
+	{ "EROFS", EROFS },     { "EINVAL", EINVAL },   { "EMLINK", EMLINK },
+	{ "ETXTBSY", ETXTBSY }, { "EBUSY", EBUSY },
+};
+
+static enum MHD_Result respond_ws_error(svc_req *q, struct MHD_Connection *c, const airlock_error *e)
+{
+	const char *name = NULL;
+	for (size_t i = 0; e->cls == AIRLOCK_ERR_SYSTEM && i < ARRAY_SIZE(wire_errnos); i++)
+		if (wire_errnos[i].value == e->errnum)
+			name = wire_errnos[i].name;
+	if (!name)
+		return respond_error(q, c, e);
+	airlock_error jerr = { 0 };
+	_cleanup_free_ char *ej = airlock_error_to_json(e, &jerr);
+	json_t *o = ej ? json_loads(ej, 0, NULL) : NULL;
+	if (!o || json_object_set_new(o, "errno", json_string(name)) < 0) {
+		json_decref(o);
+		return MHD_NO;
+	}
+	char *body = jdump(o);
+	if (!body)
+		return MHD_NO;
+	return respond(q, c, MHD_HTTP_UNPROCESSABLE_CONTENT, body, strlen(body), "application/json",
+	               false);
+}
+
 static enum MHD_Result do_workspace(svc_req *q, struct MHD_Connection *c)
 {
 	airlock_service *s = q->s;
@@ -957,14 +999,14 @@ static enum MHD_Result do_workspace(svc_req *q, struct MHD_Connection *c)
 		r = airlock_workspace_check_string(path, plen, &rel, &err);
 	enum MHD_Result mr = MHD_NO;
 	if (r < 0) {
-		mr = respond_error(q, c, &err);
+		mr = respond_ws_error(q, c, &err);
 		goto out;
 	}
 	switch (q->verb) {
 	case SVC_CONTAIN: {
 		_cleanup_free_ char *resolved = NULL;
 		if (!root && airlock_workspace_resolve(ws, path, plen, &resolved, &err) < 0)
-			mr = respond_error(q, c, &err);
+			mr = respond_ws_error(q, c, &err);
 		else
 			mr = respond(q, c, MHD_HTTP_NO_CONTENT, NULL, 0, NULL, false);
 		break;
@@ -973,7 +1015,7 @@ static enum MHD_Result do_workspace(svc_req *q, struct MHD_Connection *c)
 		unsigned char *data = NULL;
 		size_t len = 0;
 		if (airlock_workspace_read(ws, rel, limit, &data, &len, &err) < 0)
-			mr = respond_error(q, c, &err);
+			mr = respond_ws_error(q, c, &err);
 		else
 			mr = respond(q, c, MHD_HTTP_OK, (char *)(data ? data : (unsigned char *)strdup("")),
 			             len, "application/octet-stream", false);
@@ -982,14 +1024,14 @@ static enum MHD_Result do_workspace(svc_req *q, struct MHD_Connection *c)
 	case SVC_WRITE:
 		if (airlock_workspace_write(ws, rel, q->body.data ? (const void *)q->body.data : "", q->body.len,
 		                            &err) < 0)
-			mr = respond_error(q, c, &err);
+			mr = respond_ws_error(q, c, &err);
 		else
 			mr = respond(q, c, MHD_HTTP_NO_CONTENT, NULL, 0, NULL, false);
 		break;
 	case SVC_LISTDIR: {
 		airlock_dir_listing l = { 0 };
 		if (airlock_workspace_listdir(ws, root ? "." : rel, limit, &l, &err) < 0) {
-			mr = respond_error(q, c, &err);
+			mr = respond_ws_error(q, c, &err);
 			break;
 		}
 		json_t *arr = json_array();
@@ -1023,7 +1065,7 @@ static enum MHD_Result do_workspace(svc_req *q, struct MHD_Connection *c)
 	case SVC_PROVENANCE: {
 		airlock_provenance p = AIRLOCK_PROVENANCE_INVALID;
 		if (airlock_workspace_provenance(ws, rel, &p, &err) < 0) {
-			mr = respond_error(q, c, &err);
+			mr = respond_ws_error(q, c, &err);
 			break;
 		}
 		char name[64];
