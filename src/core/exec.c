@@ -185,6 +185,8 @@ const char *airlock_exec_event_kind_name(airlock_exec_event_kind k)
 	return NULL;
 }
 
+static exec_record *record_find(airlock_exec *e, const char *id);
+
 /* Tell the observer, never under the lock (it may log, or take its own
  * locks). The record's strings, the handle's or the spec's name the
  * sandbox. */
@@ -220,8 +222,23 @@ static void emit_destroyed(airlock_exec *e, const exec_record *r, const char *re
 
 static void emit_destroy_failed(airlock_exec *e, const char *id, const airlock_error *derr)
 {
+	if (!e->cfg.observer)
+		return;
+	/* The record stays (a later destroy retries it): its names are copied
+	 * under the lock so the line says whose sandbox it is. */
+	char tenant[AIRLOCK_ID_MAX + 1] = { 0 }, run[AIRLOCK_ID_MAX + 1] = { 0 };
+	int64_t epoch = 0;
+	pthread_mutex_lock(&e->lock);
+	const exec_record *r = record_find(e, id);
+	if (r) {
+		snprintf(tenant, sizeof(tenant), "%s", r->tenant_id);
+		snprintf(run, sizeof(run), "%s", r->run_id);
+		epoch = r->lease_epoch;
+	}
+	pthread_mutex_unlock(&e->lock);
 	airlock_exec_event ev = { .kind = AIRLOCK_EXEC_EVENT_DESTROY_FAILED, .environment_id = id,
-		                  .error = derr };
+		                  .tenant_id = r ? tenant : NULL, .run_id = r ? run : NULL,
+		                  .lease_epoch = epoch, .error = derr };
 	emit(e, &ev);
 }
 
@@ -870,7 +887,9 @@ int airlock_exec_workspace(airlock_exec *e, const airlock_exec_call *call,
 
 void airlock_exec_list_free(airlock_exec_entry *v, size_t n)
 {
-	for (size_t i = 0; v && i < n; i++) {
+	if (!v)
+		return;
+	for (size_t i = 0; i < n; i++) {
 		free(v[i].tenant_id);
 		free(v[i].run_id);
 	}
@@ -891,7 +910,11 @@ int airlock_exec_list(airlock_exec *e, airlock_exec_entry **ret, size_t *ret_n,
 	pthread_mutex_lock(&e->lock);
 	size_t n = e->n_records;
 	airlock_exec_entry *v = calloc(n ? n : 1, sizeof(*v));
-	bool oom = !v;
+	if (!v) {
+		pthread_mutex_unlock(&e->lock);
+		return airlock_error_set(err, AIRLOCK_ERR_SYSTEM, ENOMEM, "list");
+	}
+	bool oom = false;
 	int64_t now = util_monotonic_ms();
 	for (size_t i = 0; !oom && i < n; i++) {
 		const exec_record *r = &e->records[i];

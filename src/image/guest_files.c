@@ -116,7 +116,7 @@ int image_install_guest(int rootfd, airlock_error *err)
 	int r = host_tree_id_of(rootfd, "", AT_EMPTY_PATH, &id, NULL);
 	if (r < 0)
 		return airlock_error_set(err, AIRLOCK_ERR_SYSTEM, -r, "image build: guest files");
-	r = make_dirs_beneath(rootfd, AIRLOCK_GUEST_DIR + 1, &id);
+	r = make_dirs_beneath(rootfd, &AIRLOCK_GUEST_DIR[1], &id);
 	if (r < 0)
 		return airlock_error_set(err, AIRLOCK_ERR_SYSTEM, -r, "image build: making %s",
 		                         AIRLOCK_GUEST_DIR);
