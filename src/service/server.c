@@ -1605,6 +1605,13 @@ int airlock_service_new(const airlock_service_config *cfg, airlock_exec *exec,
 		                      s->tls ? " (is the TLS certificate or key unreadable as PEM?)" : "");
 		goto fail;
 	}
+	/* The daemon loaded the key into its TLS credentials at start; the
+	 * PEM text is not needed again and does not stay in memory. */
+	if (s->pem_key) {
+		OPENSSL_cleanse(s->pem_key, strlen(s->pem_key));
+		free(s->pem_key);
+		s->pem_key = NULL;
+	}
 	int e = pthread_create(&s->watchdog_thread, NULL, watchdog_main, s);
 	if (e == 0) {
 		s->watchdog_started = true;
