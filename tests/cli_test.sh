@@ -210,6 +210,117 @@ else
 	skipped "native mechanism unavailable: $native_why" $NATIVE_CHECKS
 fi
 
+# airlock run --service: the CLI as a client of a running `airlock serve`
+# (the remote adapter). Flags first, then a service that is not there (the
+# ExecutionUnavailable exit code and a message naming the address), then,
+# with a service started here over native, the same stdout, exit code and
+# --json result shape as in process for an exit 3, a timeout and an output
+# limit.
+umask_was=$(umask)
+umask 077
+printf 'cli-test-service-credential-0123456789abcdef' >"$TMP/cred"
+umask "$umask_was"
+expect run-service-needs-credential 64 '--service needs --credential-file' -- "$AIRLOCK" run --service "unix:$TMP/api.sock" -- true
+expect run-credential-needs-service 64 '--credential-file and --tls-\* are for --service' -- "$AIRLOCK" run --credential-file "$TMP/cred" -- true
+expect run-service-cert-needs-key 64 '--tls-cert and --tls-key go together' -- "$AIRLOCK" run --service 127.0.0.1:1 --credential-file "$TMP/cred" --tls-cert "$TMP/cert.pem" -- true
+expect run-service-no-mechanism 64 '--mechanism is the service' -- "$AIRLOCK" run --service "unix:$TMP/api.sock" --credential-file "$TMP/cred" --mechanism fake -- true
+expect run-service-no-local-proxy 64 'the service holds the proxy' -- "$AIRLOCK" run --service "unix:$TMP/api.sock" --credential-file "$TMP/cred" --network --policy "$TMP/allow.yaml" --dns 198.51.100.53 -- true
+expect run-service-bad-address 78 'neither unix:PATH nor HOST:PORT' -- "$AIRLOCK" run --service nowhere --credential-file "$TMP/cred" -- true
+expect run-service-unreachable 69 "ExecutionUnavailable: .*unix:$TMP/nobody.sock is unreachable" -- "$AIRLOCK" run --service "unix:$TMP/nobody.sock" --credential-file "$TMP/cred" -- true
+chmod 0644 "$TMP/cred"
+expect run-service-open-credential 78 'cred' -- "$AIRLOCK" run --service "unix:$TMP/api.sock" --credential-file "$TMP/cred" -- true
+chmod 0600 "$TMP/cred"
+if grep -q 'cli-test-service-credential' "$TMP/out"; then
+	echo "FAIL run-service-credential-not-shown"; fail=$((fail + 1))
+else
+	echo "ok   run-service-credential-not-shown"; pass=$((pass + 1))
+fi
+
+# A service over fake needs no root: the client learns the mechanism from
+# the service's health and says what the fake says.
+if "$AIRLOCK" serve --help 2>&1 | grep -q -- '--listen'; then
+	printf 'sandbox:\n  mechanism: fake\n' >"$TMP/serve-fake.yaml"
+	# The service refuses an environment that holds a credential-like name
+	# (the test runner's own variables): it starts with only what it needs.
+	env -i PATH="$PATH" "$AIRLOCK" serve --config "$TMP/serve-fake.yaml" --listen "unix:$TMP/fake.sock" --credential-file "$TMP/cred" >"$TMP/serve-fake.log" 2>&1 &
+	fake_pid=$!
+	i=0
+	while [ $i -lt 300 ] && [ ! -S "$TMP/fake.sock" ] && kill -0 "$fake_pid" 2>/dev/null; do
+		sleep 0.1; i=$((i + 1))
+	done
+	expect run-service-fake 0 'fake mechanism: nothing was executed' -- "$AIRLOCK" run --service "unix:$TMP/fake.sock" --credential-file "$TMP/cred" -- echo hi
+	printf 'cli-test-service-credential-refused-000000' >"$TMP/wrong-cred"
+	chmod 0600 "$TMP/wrong-cred"
+	expect run-service-wrong-credential 78 'refused the service credential' -- "$AIRLOCK" run --service "unix:$TMP/fake.sock" --credential-file "$TMP/wrong-cred" -- true
+	kill "$fake_pid"
+	wait "$fake_pid"
+else
+	skipped "airlock serve is not built yet (no --listen)" run-service-fake run-service-wrong-credential
+fi
+
+SERVICE_CHECKS="run-service-exit run-service-exit-same run-service-timeout run-service-timeout-same
+run-service-output-limit run-service-output-limit-same run-service-json-same"
+serve_why=
+if ! "$AIRLOCK" serve --help 2>&1 | grep -q -- '--listen'; then
+	serve_why="airlock serve is not built yet (no --listen)"
+elif [ -n "$native_why" ]; then
+	serve_why="native mechanism unavailable: $native_why"
+fi
+if [ -z "$serve_why" ]; then
+	export AIRLOCK_IMAGE_STORE=$STORE
+	printf 'sandbox:\n  mechanism: native\n' >"$TMP/serve.yaml"
+	env -i PATH="$PATH" AIRLOCK_IMAGE_STORE="$STORE" "$AIRLOCK" serve --config "$TMP/serve.yaml" --listen "unix:$TMP/api.sock" --credential-file "$TMP/cred" >"$TMP/serve.log" 2>&1 &
+	serve_pid=$!
+	i=0
+	while [ $i -lt 300 ] && [ ! -S "$TMP/api.sock" ] && kill -0 "$serve_pid" 2>/dev/null; do
+		sleep 0.1; i=$((i + 1))
+	done
+	[ -S "$TMP/api.sock" ] || { echo "airlock serve did not start:"; sed 's/^/    /' "$TMP/serve.log"; }
+	SVC="--service unix:$TMP/api.sock --credential-file $TMP/cred"
+	# same NAME WANT_EXIT -- ARGS...: in process and through the service,
+	# the exit code (expect) and the command's stdout byte for byte.
+	same() {
+		name=$1 want=$2
+		shift 3
+		"$AIRLOCK" run "$@" >"$TMP/local.out" 2>/dev/null
+		local_rc=$?
+		# shellcheck disable=SC2086 # SVC is split on purpose
+		"$AIRLOCK" run $SVC "$@" >"$TMP/remote.out" 2>"$TMP/remote.err"
+		remote_rc=$?
+		if [ "$remote_rc" = "$want" ] && [ "$local_rc" = "$want" ]; then
+			echo "ok   $name"; pass=$((pass + 1))
+		else
+			echo "FAIL $name: exit $remote_rc through the service, $local_rc in process, want $want"
+			sed 's/^/    /' "$TMP/remote.err"; fail=$((fail + 1))
+		fi
+		if cmp -s "$TMP/local.out" "$TMP/remote.out"; then
+			echo "ok   $name-same"; pass=$((pass + 1))
+		else
+			echo "FAIL $name-same: stdout differs"; fail=$((fail + 1))
+		fi
+	}
+	same run-service-exit 3 -- -- sh -c 'printf out; printf err >&2; exit 3'
+	same run-service-timeout 137 -- --timeout 1 -- sh -c 'printf started; exec sleep 30'
+	same run-service-output-limit 137 -- --output-limit 1000 -- sh -c "head -c 5000 /dev/zero | tr '\\0' a"
+	"$AIRLOCK" run --json -- sh -c 'printf out; exit 3' >"$TMP/local.json" 2>/dev/null
+	# shellcheck disable=SC2086
+	"$AIRLOCK" run $SVC --json -- sh -c 'printf out; exit 3' >"$TMP/remote.json" 2>/dev/null
+	if python3 -c '
+import json, sys
+a, b = (json.load(open(p)) for p in sys.argv[1:3])
+for r in (a, b):
+    r.pop("duration_ms")
+assert a == b, (a, b)
+assert a["exit_code"] == 3 and a["stdout"] == "out", a
+' "$TMP/local.json" "$TMP/remote.json"; then echo "ok   run-service-json-same"; pass=$((pass + 1)); else echo "FAIL run-service-json-same"; cat "$TMP/local.json" "$TMP/remote.json"; fail=$((fail + 1)); fi
+	kill "$serve_pid"
+	wait "$serve_pid"
+	unset AIRLOCK_IMAGE_STORE
+else
+	# shellcheck disable=SC2086 # the list is split on purpose
+	skipped "$serve_why" $SERVICE_CHECKS
+fi
+
 # The gvisor mechanism through the CLI, and in production: with
 # deployment_mode production it is accepted, and it runs the image the
 # settings pin (production never takes the store's newest).

@@ -22,6 +22,8 @@
 #include "airlock/fake.h"
 #include "airlock/ids.h"
 #include "airlock/port/exec.h"
+#include "airlock/remote.h"
+#include "airlock/service.h"
 #include "sandbox_testlib.h"
 #include "testlib.h"
 #include "util/util.h"
@@ -133,8 +135,114 @@ static size_t gvisor_live(void *state)
 static const contract_fixture gvisor_fixture = { "gvisor", gvisor_open, executing_prepare,
 	                                         gvisor_adjust_spec, gvisor_live };
 
+/* remote(fake), remote(native): the remote adapter (the worker's side of
+ * the service API) against an in-process airlock_service on a Unix socket
+ * in a mkdtemp directory, serving the fake or native adapter. The test
+ * talks to the client's core; prepare scripts, live counts and adjust_spec
+ * adjusts the served adapter, so every assertion is about what happened
+ * on the far side of the API. Both cores get the test's config. The
+ * service, its core and the directory go at exit (the suite has no close
+ * hook; each test is its own process). */
+typedef struct remote_state {
+	const contract_fixture *inner; /* what the service serves */
+	void *inner_state;
+	airlock_exec *served;
+	airlock_service *svc;
+	char dir[64];
+	char sock[96];
+} remote_state;
+
+static remote_state *remote_states[8];
+static size_t n_remote_states;
+
+static void remote_cleanup(void)
+{
+	for (size_t i = 0; i < n_remote_states; i++) {
+		remote_state *rs = remote_states[i];
+		airlock_service_free(rs->svc);
+		airlock_exec_free(rs->served);
+		unlink(rs->sock);
+		rmdir(rs->dir);
+		free(rs);
+	}
+	n_remote_states = 0;
+}
+
+#define REMOTE_CREDENTIAL "contract-suite-credential-7f3a9c1e5b2d8046"
+
+static void remote_open_over(const contract_fixture *inner, const airlock_exec_config *cfg,
+                             airlock_exec **ret, void **state)
+{
+	cr_assert(n_remote_states < ARRAY_SIZE(remote_states));
+	remote_state *rs = calloc(1, sizeof(*rs));
+	cr_assert_not_null(rs);
+	rs->inner = inner;
+	/* The served adapter first: native's require() skips before anything
+	 * else exists. */
+	inner->open(cfg, &rs->served, &rs->inner_state);
+	if (n_remote_states == 0)
+		atexit(remote_cleanup);
+	remote_states[n_remote_states++] = rs;
+	snprintf(rs->dir, sizeof(rs->dir), "/tmp/airlock-remote-XXXXXX");
+	cr_assert_not_null(mkdtemp(rs->dir));
+	snprintf(rs->sock, sizeof(rs->sock), "%s/api.sock", rs->dir);
+	char listen[128];
+	snprintf(listen, sizeof(listen), "unix:%s", rs->sock);
+	airlock_service_config sc;
+	airlock_service_config_default(&sc);
+	sc.listen = listen;
+	sc.credential = REMOTE_CREDENTIAL;
+	sc.credential_len = strlen(REMOTE_CREDENTIAL);
+	airlock_error err = { 0 };
+	cr_assert_eq(airlock_service_new(&sc, rs->served, &rs->svc, &err), 0, "%s", err.message);
+	airlock_remote_config rc = { .address = listen, .credential = REMOTE_CREDENTIAL,
+		                     .credential_len = strlen(REMOTE_CREDENTIAL) };
+	airlock_remote *rm = NULL;
+	cr_assert_eq(airlock_remote_new(&rc, &rm, &err), 0, "%s", err.message);
+	cr_assert_eq(airlock_exec_new(airlock_remote_ops(), rm, cfg, ret, &err), 0, "%s",
+	             err.message);
+	*state = rs;
+}
+
+static void remote_fake_open(const airlock_exec_config *cfg, airlock_exec **ret, void **state)
+{
+	remote_open_over(&fake_fixture, cfg, ret, state);
+}
+
+static void remote_native_open(const airlock_exec_config *cfg, airlock_exec **ret, void **state)
+{
+	remote_open_over(&native_fixture, cfg, ret, state);
+}
+
+static void remote_prepare(void *state, const char *const *argv, const airlock_fake_behaviour *b)
+{
+	remote_state *rs = state;
+	rs->inner->prepare(rs->inner_state, argv, b);
+}
+
+static void remote_adjust_spec(void *state, airlock_environment_spec *spec)
+{
+	remote_state *rs = state;
+	rs->inner->adjust_spec(rs->inner_state, spec);
+}
+
+static size_t remote_live(void *state)
+{
+	remote_state *rs = state;
+	return rs->inner->live(rs->inner_state);
+}
+
+static const contract_fixture remote_fake_fixture = { "remote_fake", remote_fake_open,
+	                                              remote_prepare, remote_adjust_spec,
+	                                              remote_live };
+static const contract_fixture remote_native_fixture = { "remote_native", remote_native_open,
+	                                                remote_prepare, remote_adjust_spec,
+	                                                remote_live };
+
 /* Every adapter the suite runs against. */
-#define ADAPTERS(X) X(fake, fake_fixture) X(native, native_fixture) X(gvisor, gvisor_fixture)
+#define ADAPTERS(X)                                                                                \
+	X(fake, fake_fixture) X(native, native_fixture) X(gvisor, gvisor_fixture)                 \
+	X(remote_fake, remote_fake_fixture) X(remote_native, remote_native_fixture)
 
 #define CONTRACT_INSTANCE(test, adapter, fixture)                                                  \
 	Test(contract_##adapter, test, .timeout = 120) { test##_body(&fixture); }

@@ -22,8 +22,8 @@
  * made of waiting (timeouts, cancel, shutdown) add no port call a shorter
  * scenario lacks and are left out to keep each N cheap.
  *
- * The exec scenarios run over fake and native (the contract suite's
- * adapters); the workspace scenarios over the local and memory workspaces
+ * The exec scenarios run over fake, native and remote (the remote adapter
+ * over a served fake; the contract suite's adapters); the workspace scenarios over the local and memory workspaces
  * directly, and over native's volume and fake's memory workspace through
  * the exec wrapper's workspace calls.
  */
@@ -40,6 +40,8 @@
 
 #include "airlock/fake.h"
 #include "airlock/port/exec.h"
+#include "airlock/remote.h"
+#include "airlock/service.h"
 #include "fault_adapter.h"
 #include "sandbox_testlib.h"
 #include "testlib.h"
@@ -159,7 +161,100 @@ static void native_adjust_spec(airlock_environment_spec *spec)
 
 static size_t native_live(void *state) { return airlock_native_live_count(state); }
 
+/* remote: the remote adapter over an airlock_service in this process on a
+ * Unix socket, serving a fake. The wrapper sits in front of the remote
+ * adapter (the worker's side), so each of its calls really crosses the
+ * API before the fault is injected. Its free also stops the service and
+ * frees the served core, so that run_one's descriptor count covers the
+ * whole of both sides. */
+#define REMOTE_CREDENTIAL "fault-suite-credential-2b8e6d0c4f1a9357"
+
+typedef struct remote_pair {
+	void *client; /* the remote adapter's ctx */
+	airlock_fake *fake;
+	airlock_exec *served;
+	airlock_service *svc;
+	char dir[64];
+	char sock[96];
+} remote_pair;
+
+static int pair_provision(void *ctx, const airlock_environment_spec *spec,
+                          const airlock_environment_handle *h, airlock_error *err)
+{
+	return airlock_remote_ops()->provision(((remote_pair *)ctx)->client, spec, h, err);
+}
+
+static int pair_execute(void *ctx, const airlock_environment_handle *h,
+                        const airlock_exec_request *req, airlock_execution_result *ret,
+                        airlock_error *err)
+{
+	return airlock_remote_ops()->execute(((remote_pair *)ctx)->client, h, req, ret, err);
+}
+
+static int pair_destroy(void *ctx, const char *id, airlock_error *err)
+{
+	return airlock_remote_ops()->destroy(((remote_pair *)ctx)->client, id, err);
+}
+
+static int pair_workspace(void *ctx, const char *id, airlock_workspace **ret, airlock_error *err)
+{
+	return airlock_remote_ops()->workspace(((remote_pair *)ctx)->client, id, ret, err);
+}
+
+static void pair_shutdown(void *ctx)
+{
+	airlock_remote_ops()->shutdown(((remote_pair *)ctx)->client);
+}
+
+static void pair_free(void *ctx)
+{
+	remote_pair *p = ctx;
+	airlock_remote_ops()->free(p->client);
+	airlock_service_free(p->svc);
+	airlock_exec_free(p->served);
+	unlink(p->sock);
+	rmdir(p->dir);
+	free(p);
+}
+
+static const airlock_exec_ops pair_ops = {
+	.version = AIRLOCK_EXEC_OPS_VERSION, .name = "remote", .provision = pair_provision,
+	.execute = pair_execute, .destroy = pair_destroy, .workspace = pair_workspace,
+	.free = pair_free, .shutdown = pair_shutdown,
+};
+
+static void remote_open(fault_plan *plan, airlock_exec **ret, void **state)
+{
+	remote_pair *p = calloc(1, sizeof(*p));
+	cr_assert_not_null(p);
+	airlock_error err = { 0 };
+	cr_assert_eq(airlock_fake_new(&p->fake, &err), 0, "%s", err.message);
+	cr_assert_eq(airlock_exec_new(airlock_fake_ops(), p->fake, NULL, &p->served, &err), 0, "%s",
+	             err.message);
+	snprintf(p->dir, sizeof(p->dir), "/tmp/airlock-fault-XXXXXX");
+	cr_assert_not_null(mkdtemp(p->dir));
+	snprintf(p->sock, sizeof(p->sock), "%s/api.sock", p->dir);
+	char listen[128];
+	snprintf(listen, sizeof(listen), "unix:%s", p->sock);
+	airlock_service_config sc;
+	airlock_service_config_default(&sc);
+	sc.listen = listen;
+	sc.credential = REMOTE_CREDENTIAL;
+	sc.credential_len = strlen(REMOTE_CREDENTIAL);
+	cr_assert_eq(airlock_service_new(&sc, p->served, &p->svc, &err), 0, "%s", err.message);
+	airlock_remote_config rc = { .address = listen, .credential = REMOTE_CREDENTIAL,
+		                     .credential_len = strlen(REMOTE_CREDENTIAL) };
+	airlock_remote *rm = NULL;
+	cr_assert_eq(airlock_remote_new(&rc, &rm, &err), 0, "%s", err.message);
+	p->client = rm;
+	*state = p->fake;
+	wrap(&pair_ops, p, plan, ret);
+}
+
 static const target fake_target = { "fake", fake_open, fake_prepare, fake_adjust_spec, fake_live };
+/* The served fake is scripted and counted as the fake is. */
+static const target remote_target = { "remote", remote_open, fake_prepare, fake_adjust_spec,
+	                              fake_live };
 static const target native_target = { "native", native_open, native_prepare, native_adjust_spec,
 	                              native_live };
 
@@ -565,6 +660,11 @@ static void every_n(const target *t)
 Test(fault_exec, fake, .timeout = 120)
 {
 	every_n(&fake_target);
+}
+
+Test(fault_exec, remote, .timeout = 300)
+{
+	every_n(&remote_target);
 }
 
 Test(fault_exec, native, .timeout = 300)

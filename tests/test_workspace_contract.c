@@ -30,8 +30,13 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "airlock/fake.h"
+#include "airlock/port/exec.h"
 #include "airlock/port/workspace.h"
+#include "airlock/remote.h"
+#include "airlock/service.h"
 #include "host/volume.h"
+#include "testlib.h"
 #include "util/util.h"
 #include "workspace/memory/memws.h"
 
@@ -55,6 +60,17 @@ typedef struct fx {
 	/* volume: on a detached tmpfs, so nothing has a path */
 	int backing;
 	host_volume *vol;
+	/* remote: the workspace of a sandbox of the fake mechanism, served by
+	 * an in-process service on a Unix socket; served_mem is that sandbox's
+	 * memory workspace on the far side, where foreign writes go. */
+	bool remote;
+	airlock_memws *served_mem;
+	airlock_workspace *served_ws;
+	airlock_exec *served, *client;
+	airlock_service *svc;
+	airlock_environment_spec spec;
+	airlock_environment_handle handle;
+	char sock[128]; /* a sun_path holds 108 bytes */
 } fx;
 
 static fx g_fx;
@@ -136,9 +152,90 @@ static void volume_init(void)
 	f->foreign = AIRLOCK_PROVENANCE_SANDBOX_WRITTEN;
 }
 
+#define REMOTE_CREDENTIAL "workspace-contract-credential-5e1c0a97b3d2"
+
+static void remote_init(void)
+{
+	fx *f = &g_fx;
+	memset(f, 0, sizeof(*f));
+	f->adapter = "remote";
+	f->remote = true;
+	f->dfd = -1;
+	f->backing = -1;
+	airlock_error e = { 0 };
+	airlock_fake *fake = NULL;
+	cr_assert_eq(airlock_fake_new(&fake, &e), 0, "%s", e.message);
+	cr_assert_eq(airlock_exec_new(airlock_fake_ops(), fake, NULL, &f->served, &e), 0, "%s",
+	             e.message);
+	snprintf(f->dir, sizeof(f->dir), "/tmp/airlock-contract-remote-XXXXXX");
+	cr_assert(mkdtemp(f->dir));
+	char listen[sizeof(f->sock) + 8];
+	snprintf(f->sock, sizeof(f->sock), "%.64s/api.sock", f->dir);
+	snprintf(listen, sizeof(listen), "unix:%s", f->sock);
+	airlock_service_config sc;
+	airlock_service_config_default(&sc);
+	sc.listen = listen;
+	sc.credential = REMOTE_CREDENTIAL;
+	sc.credential_len = strlen(REMOTE_CREDENTIAL);
+	cr_assert_eq(airlock_service_new(&sc, f->served, &f->svc, &e), 0, "%s", e.message);
+	airlock_remote_config rc = { .address = listen, .credential = REMOTE_CREDENTIAL,
+		                     .credential_len = strlen(REMOTE_CREDENTIAL) };
+	airlock_remote *rm = NULL;
+	cr_assert_eq(airlock_remote_new(&rc, &rm, &e), 0, "%s", e.message);
+	cr_assert_eq(airlock_exec_new(airlock_remote_ops(), rm, NULL, &f->client, &e), 0, "%s",
+	             e.message);
+	test_spec(&f->spec, "tenant-ws", "run-ws");
+	cr_assert_eq(airlock_exec_provision(f->client, &f->spec, &f->handle, &e), 0, "%s",
+	             e.message);
+	airlock_exec_call call = { .tenant_id = "tenant-ws",
+		                   .remaining_budget_ms = AIRLOCK_BUDGET_NONE };
+	cr_assert_eq(airlock_exec_workspace(f->client, &call, &f->handle, &f->ws, &e), 0, "%s",
+	             e.message);
+	/* The served sandbox's own handle (its clock's timestamps), from the
+	 * service's list, for its memory workspace. */
+	airlock_exec_entry *v = NULL;
+	size_t n = 0;
+	cr_assert_eq(airlock_exec_list(f->served, &v, &n, &e), 0, "%s", e.message);
+	cr_assert_eq(n, 1);
+	airlock_environment_handle sh = { .tenant_id = v[0].tenant_id, .run_id = v[0].run_id,
+		                          .lease_epoch = v[0].lease_epoch,
+		                          .created_at_ms = v[0].created_at_ms,
+		                          .expires_at_ms = v[0].expires_at_ms };
+	memcpy(sh.environment_id, v[0].environment_id, sizeof(sh.environment_id));
+	cr_assert_eq(airlock_exec_workspace(f->served, &call, &sh, &f->served_ws, &e), 0, "%s",
+	             e.message);
+	airlock_exec_list_free(v, n);
+	f->served_mem = airlock_workspace_memory_state(f->served_ws);
+	cr_assert(f->served_mem);
+	f->foreign = AIRLOCK_PROVENANCE_SANDBOX_WRITTEN;
+}
+
+static void remote_fini(fx *f)
+{
+	airlock_workspace_release(f->ws);
+	f->ws = NULL;
+	airlock_workspace_release(f->served_ws);
+	airlock_error e = { 0 };
+	cr_assert_eq(airlock_exec_destroy(f->client, &f->handle, &e), 0, "%s", e.message);
+	cr_assert_eq(airlock_exec_live(f->served), 0, "the destroy did not reach the service");
+	airlock_exec_free(f->client);
+	airlock_service_free(f->svc);
+	airlock_exec_free(f->served);
+	airlock_environment_handle_clear(&f->handle);
+	airlock_environment_spec_clear(&f->spec);
+	unlink(f->sock);
+	rmdir(f->dir);
+	f->dir[0] = 0;
+	f->remote = false;
+}
+
 static void fx_fini(void)
 {
 	fx *f = &g_fx;
+	/* The remote workspace is a reference the client's core gave; its
+	 * owner is the remote adapter, which ends it at the destroy. */
+	if (f->remote)
+		remote_fini(f);
 	airlock_workspace_free(f->ws);
 	f->ws = NULL;
 	if (f->dfd >= 0)
@@ -158,8 +255,9 @@ static void fx_fini(void)
  * would. Local: written in place (same inode when it exists). */
 static void foreign_write(fx *f, const char *rel, const void *data, size_t len)
 {
-	if (f->mem) {
-		cr_assert_eq(memws_sandbox_write(f->mem, rel, data, len), 0, "%s", rel);
+	if (f->mem || f->served_mem) {
+		cr_assert_eq(memws_sandbox_write(f->mem ? f->mem : f->served_mem, rel, data, len), 0,
+		             "%s", rel);
 		return;
 	}
 	char part[PATH_MAX];
@@ -196,6 +294,7 @@ static airlock_provenance prov(fx *f, const char *rel)
 	Test(contract_local, name, .init = local_init, .fini = fx_fini) { name##_body(&g_fx); }   \
 	Test(contract_memory, name, .init = memory_init, .fini = fx_fini) { name##_body(&g_fx); } \
 	Test(contract_volume, name, .init = volume_init, .fini = fx_fini) { name##_body(&g_fx); } \
+	Test(contract_remote, name, .init = remote_init, .fini = fx_fini) { name##_body(&g_fx); } \
 	static void name##_body(fx *f)
 
 /* Resolve bytes; 0 or the code, *ret set only on success. */

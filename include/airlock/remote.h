@@ -11,8 +11,16 @@
  * Errors cross with their class; an unreachable, overloaded or stopping
  * service is ExecutionUnavailable (retriable). Client timeouts come from
  * the start budget (provision) and the effective timeout (execute).
+ *
+ * Execute always streams: the call's on_output sees the bytes as the
+ * service sends them. Its cancel token sends the service's cancel verb.
+ * The adapter's shutdown (airlock_exec_shutdown or airlock_exec_free on the
+ * core over it: this client is stopping) cancels every execute in flight
+ * the same way and reports each as SERVICE_SHUTDOWN; the service goes on.
+ * docs/remote.md describes the rest.
  */
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -39,6 +47,19 @@ typedef struct airlock_remote airlock_remote;
 int airlock_remote_new(const airlock_remote_config *cfg, airlock_remote **ret,
                        airlock_error *err);
 const airlock_exec_ops *airlock_remote_ops(void);
+
+/* The service's health (GET /v1/health): reachable, which mechanism it
+ * runs, how full it is. For a client that must know the mechanism before
+ * it builds a spec (the image), and for operators. Call it before the
+ * adapter is handed to airlock_exec_new (which takes it). Unreachable,
+ * overloaded: ExecutionUnavailable naming the address. */
+typedef struct airlock_remote_status {
+	char mechanism[32]; /* "native", "fake", ... */
+	int64_t live;
+	int64_t max_sandboxes; /* 0: no cap */
+	bool shutting_down;
+} airlock_remote_status;
+int airlock_remote_health(airlock_remote *rm, airlock_remote_status *ret, airlock_error *err);
 
 /* Read a credential file: regular, owned by this user, mode 0600 or
  * stricter, at most 4 KiB, one token (a final newline is dropped).

@@ -25,6 +25,7 @@
 #include "airlock/json.h"
 #include "airlock/mechanisms.h"
 #include "airlock/native.h"
+#include "airlock/remote.h"
 #include "airlock/run_command.h"
 #include "cli/common.h"
 #include "util/util.h"
@@ -61,15 +62,24 @@ static void run_usage(FILE *out)
 	        "                        proxy (HTTP_PROXY/HTTPS_PROXY); nothing else is reachable\n"
 	        "  --dns ADDR[:PORT],..  the proxy's resolver (default: /etc/resolv.conf)\n"
 	        "  --proxy-log FILE      append the proxy's JSON decision lines here (default: stderr)\n"
-	        "Without --json: the command's stdout and stderr, then one summary line on\n"
-	        "stderr. Exit status: the command's own, 137 when it was killed, or one of the\n"
+	        "  --service ADDRESS     run in an execution service (airlock serve) at unix:PATH\n"
+	        "                        or HOST:PORT (TLS) instead of in this process; the\n"
+	        "                        service holds the mechanism, the operator's egress\n"
+	        "                        policy and the proxy (--network sends the allowlist)\n"
+	        "  --credential-file F   the service credential (0600, one token); with --service\n"
+	        "  --tls-ca FILE         PEM the service's certificate must chain to (HOST:PORT)\n"
+	        "  --tls-cert FILE       client certificate (PEM), when the service asks for one\n"
+	        "  --tls-key FILE        its key (PEM)\n"
+	        "Without --json: the command's stdout and stderr as they arrive, then one\n"
+	        "summary line on stderr. Exit status: the command's own, 137 when it was killed, or one of the\n"
 	        "codes in the README.\n");
 }
 
 enum {
 	OPT_MECHANISM = 256, OPT_CONFIG, OPT_JSON, OPT_CPU, OPT_MEMORY, OPT_PIDS, OPT_WSBYTES,
 	OPT_INODES, OPT_TIMEOUT, OPT_OUTPUT, OPT_STDIN, OPT_CWD, OPT_ENV, OPT_TENANT, OPT_HELP,
-	OPT_POLICY, OPT_NETWORK, OPT_DNS, OPT_PROXY_LOG,
+	OPT_POLICY, OPT_NETWORK, OPT_DNS, OPT_PROXY_LOG, OPT_SERVICE, OPT_CREDENTIAL_FILE, OPT_TLS_CA,
+	OPT_TLS_CERT, OPT_TLS_KEY,
 };
 
 static const struct option run_options[] = {
@@ -92,12 +102,18 @@ static const struct option run_options[] = {
 	{ "network", no_argument, NULL, OPT_NETWORK },
 	{ "dns", required_argument, NULL, OPT_DNS },
 	{ "proxy-log", required_argument, NULL, OPT_PROXY_LOG },
+	{ "service", required_argument, NULL, OPT_SERVICE },
+	{ "credential-file", required_argument, NULL, OPT_CREDENTIAL_FILE },
+	{ "tls-ca", required_argument, NULL, OPT_TLS_CA },
+	{ "tls-cert", required_argument, NULL, OPT_TLS_CERT },
+	{ "tls-key", required_argument, NULL, OPT_TLS_KEY },
 	{ 0 },
 };
 
 typedef struct run_flags {
 	const char *mechanism, *config, *stdin_file, *cwd, *tenant;
 	const char *policy, *dns, *proxy_log;
+	const char *service, *credential_file, *tls_ca, *tls_cert, *tls_key;
 	bool json, network;
 	/* limit overrides, -1 when not given */
 	int64_t cpu, memory, pids, wsbytes, inodes, timeout, output;
@@ -339,6 +355,76 @@ static void signals_stop(run_signals *rs)
 	pthread_mutex_destroy(&rs->lock);
 }
 
+/* ---- the service ------------------------------------------------------------
+ * With --service the adapter is the remote one: every step below (the
+ * validation, the spec, the result, the exit codes, the signals) is the
+ * same; only who runs the sandbox differs. The service's mechanism is
+ * asked first (its health): the image a spec names depends on it, and an
+ * unreachable service is reported before anything else is built. */
+static int open_service(const run_flags *f, airlock_settings *s, airlock_exec **ret,
+                        airlock_error *err)
+{
+	unsigned char *cred = NULL;
+	size_t cred_len = 0;
+	int r = airlock_credential_file_read(f->credential_file, &cred, &cred_len, err);
+	if (r < 0)
+		return r;
+	int64_t budget = s->ceilings.start_budget_seconds > 0 ? s->ceilings.start_budget_seconds
+	                                                      : s->defaults.start_budget_seconds;
+	airlock_remote_config rc = { .address = f->service, .credential = cred,
+		                     .credential_len = cred_len, .tls_ca_file = f->tls_ca,
+		                     .tls_cert_file = f->tls_cert, .tls_key_file = f->tls_key,
+		                     .start_budget_seconds = budget };
+	airlock_remote *rm = NULL;
+	r = airlock_remote_new(&rc, &rm, err);
+	/* The adapter holds its own copy; this one goes now. */
+	explicit_bzero(cred, cred_len);
+	free(cred);
+	if (r < 0)
+		return r;
+	airlock_remote_status st;
+	r = airlock_remote_health(rm, &st, err);
+	if (r == 0 && st.shutting_down)
+		r = airlock_error_set(err, AIRLOCK_ERR_EXECUTION_UNAVAILABLE, 0,
+		                      "the execution service at %s is shutting down; retry later",
+		                      f->service);
+	airlock_mechanism m = r == 0 ? airlock_mechanism_parse(st.mechanism) : AIRLOCK_MECHANISM_INVALID;
+	if (r == 0 && m == AIRLOCK_MECHANISM_INVALID)
+		r = airlock_error_set(err, AIRLOCK_ERR_EXECUTION_UNAVAILABLE, 0,
+		                      "the execution service at %s runs a mechanism this client does "
+		                      "not know (%.32s)",
+		                      f->service, st.mechanism);
+	if (r < 0) {
+		airlock_remote_ops()->free(rm);
+		return r;
+	}
+	s->mechanism = m;
+	/* This side's core checks every handle and applies the same numbers
+	 * as the service's (registry.c's exec_config_from_settings). */
+	airlock_exec_config cfg;
+	airlock_exec_config_default(&cfg);
+	cfg.hard_cap_seconds = s->hard_cap_seconds;
+	cfg.files_changed_max = s->defaults.files_changed_max;
+	cfg.ceilings = s->ceilings.limits;
+	return airlock_exec_new(airlock_remote_ops(), rm, &cfg, ret, err);
+}
+
+/* Output as it arrives: without --json the command's bytes are written as
+ * the observer receives them, the same bytes the result holds. A stream
+ * whose reader went away is not written again (its error is kept). */
+typedef struct run_output {
+	int out_r, err_r;
+} run_output;
+
+static void run_on_output(void *arg, airlock_output_stream stream, const void *data, size_t len)
+{
+	run_output *o = arg;
+	bool out = stream == AIRLOCK_OUTPUT_STDOUT;
+	int *r = out ? &o->out_r : &o->err_r;
+	if (*r == 0)
+		*r = util_write_all(out ? STDOUT_FILENO : STDERR_FILENO, data, len);
+}
+
 static int run_parse(int argc, char **argv, run_flags *f, int *ret_first_arg)
 {
 	*f = (run_flags){ .cpu = -1, .memory = -1, .pids = -1, .wsbytes = -1, .inodes = -1,
@@ -366,6 +452,11 @@ static int run_parse(int argc, char **argv, run_flags *f, int *ret_first_arg)
 		case OPT_NETWORK: f->network = true; break;
 		case OPT_DNS: f->dns = optarg; break;
 		case OPT_PROXY_LOG: f->proxy_log = optarg; break;
+		case OPT_SERVICE: f->service = optarg; break;
+		case OPT_CREDENTIAL_FILE: f->credential_file = optarg; break;
+		case OPT_TLS_CA: f->tls_ca = optarg; break;
+		case OPT_TLS_CERT: f->tls_cert = optarg; break;
+		case OPT_TLS_KEY: f->tls_key = optarg; break;
 		case OPT_ENV:
 			if (f->n_env == AIRLOCK_RUN_ENV_FLAGS_MAX) {
 				fprintf(stderr, "airlock run: more than %d --env flags\n", AIRLOCK_RUN_ENV_FLAGS_MAX);
@@ -417,6 +508,29 @@ static int run_parse(int argc, char **argv, run_flags *f, int *ret_first_arg)
 	if ((f->dns || f->proxy_log) && !f->network) {
 		fprintf(stderr, "airlock run: --dns and --proxy-log configure the egress proxy, which "
 		                "runs only with --network\n");
+		return CLI_EXIT_USAGE;
+	}
+	if (f->service && !f->credential_file) {
+		fprintf(stderr, "airlock run: --service needs --credential-file FILE: every call to "
+		                "the service carries its credential\n");
+		return CLI_EXIT_USAGE;
+	}
+	if (!f->service && (f->credential_file || f->tls_ca || f->tls_cert || f->tls_key)) {
+		fprintf(stderr, "airlock run: --credential-file and --tls-* are for --service\n");
+		return CLI_EXIT_USAGE;
+	}
+	/* The service runs its own mechanism and its own proxy. */
+	if (!f->tls_cert != !f->tls_key) {
+		fprintf(stderr, "airlock run: --tls-cert and --tls-key go together\n");
+		return CLI_EXIT_USAGE;
+	}
+	if (f->service && f->mechanism) {
+		fprintf(stderr, "airlock run: --mechanism is the service's with --service\n");
+		return CLI_EXIT_USAGE;
+	}
+	if (f->service && (f->dns || f->proxy_log)) {
+		fprintf(stderr, "airlock run: --dns and --proxy-log configure a local egress proxy; "
+		                "with --service the service holds the proxy\n");
 		return CLI_EXIT_USAGE;
 	}
 	*ret_first_arg = optind;
@@ -478,7 +592,7 @@ int cli_run(int argc, char **argv)
 	else if (f.policy && !f.network && policy.mode == AIRLOCK_EGRESS_ALLOWLIST)
 		fprintf(stderr, "airlock: without --network the sandbox has no network "
 		                "(the policy's destinations need both yeses)\n");
-	if (egress) {
+	if (egress && !f.service) {
 		airlock_proxy_config pc;
 		airlock_proxy_config_default(&pc);
 		pc.dns_servers = f.dns;
@@ -511,7 +625,10 @@ int cli_run(int argc, char **argv)
 	/* The mechanism first: one this build cannot run says so before anything
 	 * else is asked of the user. */
 	airlock_exec_egress ee = { .policy = &policy, .proxy = proxy };
-	r = airlock_exec_open_egress(&s, egress ? &ee : NULL, &exec, &err);
+	if (f.service)
+		r = open_service(&f, &s, &exec, &err);
+	else
+		r = airlock_exec_open_egress(&s, egress ? &ee : NULL, &exec, &err);
 	if (r < 0)
 		goto fail;
 	signals_set_exec(&sig, exec);
@@ -634,8 +751,11 @@ int cli_run(int argc, char **argv)
 	    f.timeout > AIRLOCK_RUN_COMMAND_TIMEOUT_SECONDS)
 		fprintf(stderr, "airlock: --timeout %lld is clamped to sandbox.run_command's %d s\n",
 		        (long long)f.timeout, AIRLOCK_RUN_COMMAND_TIMEOUT_SECONDS);
+	run_output shown = { 0 };
 	airlock_exec_call call = { .tenant_id = spec.tenant_id,
-		                   .remaining_budget_ms = AIRLOCK_BUDGET_NONE };
+		                   .remaining_budget_ms = AIRLOCK_BUDGET_NONE,
+		                   .on_output = f.json ? NULL : run_on_output, .output_arg = &shown };
+	fflush(stdout);
 	r = airlock_exec_execute(exec, &call, &handle, &cmd, &res, &err);
 	if (r < 0)
 		goto fail;
@@ -656,10 +776,14 @@ int cli_run(int argc, char **argv)
 		out_r = util_write_all(STDOUT_FILENO, json, jl + 1);
 		json[jl] = 0;
 	} else {
-		fflush(stdout);
-		out_r = util_write_all(STDOUT_FILENO, res.stdout_data, res.stdout_len);
-		err_r = util_write_all(STDERR_FILENO, res.stderr_data, res.stderr_len);
-		print_summary(&res, airlock_exec_name(exec));
+		/* The bytes went out as they arrived (run_on_output); the
+		 * summary stays last. */
+		out_r = shown.out_r;
+		err_r = shown.err_r;
+		/* With --service the mechanism is the service's (its health
+		 * named it); airlock_exec_name would say "remote". */
+		print_summary(&res, f.service ? airlock_mechanism_name(s.mechanism)
+		                              : airlock_exec_name(exec));
 	}
 	exit_code = res.has_exit_code ? (res.exit_code & 0xff) : CLI_EXIT_KILLED;
 	/* stderr is unbuffered: a failed fprintf shows only in its error flag. */

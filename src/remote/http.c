@@ -1,0 +1,644 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * The remote adapter's transport: one HTTP/1.1 call to the execution
+ * service over libcurl, on a Unix socket or HTTPS (docs/service-api.md).
+ *
+ * Every call runs on its own easy handle inside its own multi handle, so
+ * any number of threads call at once (the core runs executes from several
+ * threads) with nothing shared but the connection cache, which lives in a
+ * share object behind a lock: a call reuses an idle connection another call
+ * left, the way one long-lived client would, instead of paying a connect
+ * (and on TCP a TLS handshake) per call. The multi handle is what lets a
+ * call watch descriptors of its own while the transfer runs (the cancel
+ * token, the adapter's shutdown): curl_multi_poll waits on both.
+ *
+ * The credential is the Authorization header's bytes, built once, held
+ * only here and wiped when the adapter is freed. Nothing this file writes
+ * into an error message contains it: messages name the address.
+ */
+#include "remote/remote_internal.h"
+
+#include <errno.h>
+#include <jansson.h>
+#include <poll.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "airlock/json.h"
+
+struct remote_http {
+	char *address;   /* as configured, for messages */
+	char *unix_path; /* "unix:" addresses */
+	char *base_url;  /* "http://localhost" or "https://HOST:PORT" */
+	char *auth;      /* "Authorization: Bearer <credential>"; wiped on free */
+	size_t auth_len;
+	char *tls_ca, *tls_cert, *tls_key;
+	int64_t connect_timeout_ms;
+	CURLSH *share;
+	pthread_mutex_t share_lock[CURL_LOCK_DATA_LAST];
+};
+
+static pthread_once_t curl_once = PTHREAD_ONCE_INIT;
+static CURLcode curl_global_rc = CURLE_FAILED_INIT;
+
+/* curl_global_init is not safe to run twice at once; once per process. */
+static void curl_global(void)
+{
+	curl_global_rc = curl_global_init(CURL_GLOBAL_DEFAULT);
+}
+
+static void share_lock(CURL *handle, curl_lock_data data, curl_lock_access access, void *arg)
+{
+	(void)handle;
+	(void)access;
+	remote_http *h = arg;
+	pthread_mutex_lock(&h->share_lock[data]);
+}
+
+static void share_unlock(CURL *handle, curl_lock_data data, void *arg)
+{
+	(void)handle;
+	remote_http *h = arg;
+	pthread_mutex_unlock(&h->share_lock[data]);
+}
+
+const char *remote_http_address(const remote_http *h)
+{
+	return h->address;
+}
+
+/* HOST:PORT, HOST a name, an IPv4 literal or a bracketed IPv6 literal; the
+ * characters a URL authority could misread (a path, a user, a query) are
+ * refused rather than passed to curl. */
+static bool host_port_valid(const char *a)
+{
+	const char *colon = strrchr(a, ':');
+	if (!colon || colon == a || !colon[1])
+		return false;
+	int64_t port;
+	if (!util_parse_i64(colon + 1, &port) || port < 1 || port > 65535)
+		return false;
+	for (const char *p = a; p < colon; p++)
+		if (!(*p == '.' || *p == '-' || *p == '[' || *p == ']' || *p == ':' ||
+		      (*p >= '0' && *p <= '9') || (*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z')))
+			return false;
+	return true;
+}
+
+int remote_http_new(const airlock_remote_config *cfg, remote_http **ret, airlock_error *err)
+{
+	if (!cfg || !cfg->address || !*cfg->address)
+		return airlock_error_set(err, AIRLOCK_ERR_CONFIG, 0,
+		                         "remote adapter: no service address (unix:PATH or HOST:PORT)");
+	/* The token goes into a header line: a byte that is not visible ASCII
+	 * (a newline above all) would end the header and start another. */
+	if (!cfg->credential || cfg->credential_len == 0 || cfg->credential_len > 4096)
+		return airlock_error_set(err, AIRLOCK_ERR_CONFIG, 0,
+		                         "remote adapter: the service credential must be 1 to 4096 bytes");
+	const unsigned char *cred = cfg->credential;
+	for (size_t i = 0; i < cfg->credential_len; i++)
+		if (cred[i] < 0x21 || cred[i] > 0x7e)
+			return airlock_error_set(err, AIRLOCK_ERR_CONFIG, 0,
+			                         "remote adapter: the service credential holds a byte "
+			                         "that is not visible ASCII (at offset %zu)",
+			                         i);
+	pthread_once(&curl_once, curl_global);
+	if (curl_global_rc != CURLE_OK)
+		return airlock_error_set(err, AIRLOCK_ERR_SYSTEM, ENOMEM, "remote adapter: libcurl");
+
+	remote_http *h = calloc(1, sizeof(*h));
+	if (!h)
+		return airlock_error_set(err, AIRLOCK_ERR_SYSTEM, ENOMEM, "remote adapter");
+	for (size_t i = 0; i < ARRAY_SIZE(h->share_lock); i++)
+		pthread_mutex_init(&h->share_lock[i], NULL);
+	h->connect_timeout_ms = cfg->connect_timeout_ms > 0 ? cfg->connect_timeout_ms : 5000;
+	int r = 0;
+	h->address = strdup(cfg->address);
+	if (!h->address)
+		goto nomem;
+	if (strncmp(cfg->address, "unix:", 5) == 0) {
+		if (cfg->address[5] != '/') {
+			r = airlock_error_set(err, AIRLOCK_ERR_CONFIG, 0,
+			                      "remote adapter: %s: a unix: address takes an absolute path",
+			                      cfg->address);
+			goto fail;
+		}
+		h->unix_path = strdup(cfg->address + 5);
+		/* The host name is not looked up on a Unix socket; it is only
+		 * the Host header. */
+		h->base_url = strdup("http://localhost");
+		if (!h->unix_path || !h->base_url)
+			goto nomem;
+	} else {
+		if (!host_port_valid(cfg->address)) {
+			r = airlock_error_set(err, AIRLOCK_ERR_CONFIG, 0,
+			                      "remote adapter: %s is neither unix:PATH nor HOST:PORT",
+			                      cfg->address);
+			goto fail;
+		}
+		/* TCP is always TLS: the credential never crosses a network in
+		 * the clear. */
+		if (asprintf(&h->base_url, "https://%s", cfg->address) < 0) {
+			h->base_url = NULL;
+			goto nomem;
+		}
+		if ((cfg->tls_ca_file && !(h->tls_ca = strdup(cfg->tls_ca_file))) ||
+		    (cfg->tls_cert_file && !(h->tls_cert = strdup(cfg->tls_cert_file))) ||
+		    (cfg->tls_key_file && !(h->tls_key = strdup(cfg->tls_key_file))))
+			goto nomem;
+	}
+	static const char prefix[] = "Authorization: Bearer ";
+	h->auth_len = sizeof(prefix) - 1 + cfg->credential_len;
+	h->auth = malloc(h->auth_len + 1);
+	if (!h->auth)
+		goto nomem;
+	memcpy(h->auth, prefix, sizeof(prefix) - 1);
+	memcpy(h->auth + sizeof(prefix) - 1, cfg->credential, cfg->credential_len);
+	h->auth[h->auth_len] = 0;
+
+	h->share = curl_share_init();
+	if (!h->share)
+		goto nomem;
+	if (curl_share_setopt(h->share, CURLSHOPT_LOCKFUNC, share_lock) != CURLSHE_OK ||
+	    curl_share_setopt(h->share, CURLSHOPT_UNLOCKFUNC, share_unlock) != CURLSHE_OK ||
+	    curl_share_setopt(h->share, CURLSHOPT_USERDATA, h) != CURLSHE_OK ||
+	    curl_share_setopt(h->share, CURLSHOPT_SHARE, CURL_LOCK_DATA_CONNECT) != CURLSHE_OK ||
+	    curl_share_setopt(h->share, CURLSHOPT_SHARE, CURL_LOCK_DATA_SSL_SESSION) != CURLSHE_OK) {
+		r = airlock_error_set(err, AIRLOCK_ERR_SYSTEM, ENOMEM,
+		                      "remote adapter: libcurl connection sharing");
+		goto fail;
+	}
+	*ret = h;
+	return 0;
+nomem:
+	r = airlock_error_set(err, AIRLOCK_ERR_SYSTEM, ENOMEM, "remote adapter");
+fail:
+	remote_http_free(h);
+	return r;
+}
+
+void remote_http_free(remote_http *h)
+{
+	if (!h)
+		return;
+	if (h->share)
+		curl_share_cleanup(h->share);
+	if (h->auth) {
+		explicit_bzero(h->auth, h->auth_len);
+		free(h->auth);
+	}
+	free(h->address);
+	free(h->unix_path);
+	free(h->base_url);
+	free(h->tls_ca);
+	free(h->tls_cert);
+	free(h->tls_key);
+	for (size_t i = 0; i < ARRAY_SIZE(h->share_lock); i++)
+		pthread_mutex_destroy(&h->share_lock[i]);
+	free(h);
+}
+
+void remote_response_clear(remote_response *r)
+{
+	util_buf_clear(&r->body);
+	memset(r, 0, sizeof(*r));
+}
+
+/* ---- one call ------------------------------------------------------------ */
+
+typedef struct transfer {
+	const remote_call *c;
+	remote_response *resp;
+	CURL *easy;
+	bool started;    /* the status is known */
+	bool to_sink;    /* a 2xx with a sink */
+	int sink_rc;     /* a sink's abort */
+	airlock_error *err;
+	size_t upload_off;
+} transfer;
+
+static size_t on_body(char *data, size_t size, size_t n, void *arg)
+{
+	transfer *t = arg;
+	size_t len = size * n;
+	if (!t->started) {
+		long status = 0;
+		curl_easy_getinfo(t->easy, CURLINFO_RESPONSE_CODE, &status);
+		t->resp->status = status;
+		bool ok = status >= 200 && status < 300;
+		t->to_sink = ok && t->c->sink;
+		/* Every body has a cap set before its first byte: the caller's
+		 * for a success, the error shape's for anything else. */
+		util_buf_init(&t->resp->body, ok ? t->c->max_body : REMOTE_ERROR_BODY_MAX);
+		t->started = true;
+	}
+	if (t->to_sink) {
+		int r = t->c->sink(t->c->sink_arg, data, len, t->err);
+		if (r < 0) {
+			t->sink_rc = r;
+			return 0;
+		}
+		return len;
+	}
+	int r = util_buf_append(&t->resp->body, data, len);
+	if (r != 0) {
+		/* Past the cap (or out of memory): stop reading rather than
+		 * keep a body this size. */
+		t->resp->over_cap = true;
+		return 0;
+	}
+	return len;
+}
+
+static size_t on_upload(char *buf, size_t size, size_t n, void *arg)
+{
+	transfer *t = arg;
+	size_t room = size * n, left = t->c->body_len - t->upload_off;
+	size_t k = left < room ? left : room;
+	if (k)
+		memcpy(buf, (const char *)t->c->body + t->upload_off, k);
+	t->upload_off += k;
+	return k;
+}
+
+static int transport_error(remote_http *h, const remote_call *c, CURLcode rc, const char *detail,
+                           airlock_error *err)
+{
+	if (rc == CURLE_OPERATION_TIMEDOUT)
+		return airlock_error_set(err, AIRLOCK_ERR_EXECUTION_UNAVAILABLE, 0,
+		                         "the execution service at %s did not answer %s %.64s within "
+		                         "%lld ms; retry later",
+		                         h->address, c->method, c->path, (long long)c->timeout_ms);
+	return airlock_error_set(err, AIRLOCK_ERR_EXECUTION_UNAVAILABLE, 0,
+	                         "the execution service at %s is unreachable or not answering as "
+	                         "the service (%s%s%s); retry later",
+	                         h->address, curl_easy_strerror(rc), detail && *detail ? ": " : "",
+	                         detail ? detail : "");
+}
+
+static int setup(remote_http *h, const remote_call *c, transfer *t, struct curl_slist **hdrs,
+                 char *errbuf, airlock_error *err)
+{
+	CURL *e = t->easy;
+	_cleanup_free_ char *url = NULL;
+	if (asprintf(&url, "%s%s", h->base_url, c->path) < 0) {
+		url = NULL;
+		return airlock_error_set(err, AIRLOCK_ERR_SYSTEM, ENOMEM, "remote call");
+	}
+	struct curl_slist *l = NULL, *n;
+	/* No Expect: 100-continue: the service reads or refuses a body at
+	 * once, and waiting for a 100 that a server may not send is a second
+	 * of every large write. */
+	const char *fixed[] = { h->auth, "Expect:", "Accept: application/json, application/x-ndjson" };
+	for (size_t i = 0; i < ARRAY_SIZE(fixed); i++) {
+		if (!(n = curl_slist_append(l, fixed[i])))
+			goto nomem;
+		l = n;
+	}
+	char line[4096];
+	if (c->handle_b64) {
+		if ((size_t)snprintf(line, sizeof(line), "Airlock-Handle: %s", c->handle_b64) >=
+		    sizeof(line)) {
+			curl_slist_free_all(l);
+			return airlock_error_set(err, AIRLOCK_ERR_EXECUTION_REJECTED, 0,
+			                         "remote call: the environment handle is over 4 KiB");
+		}
+		if (!(n = curl_slist_append(l, line)))
+			goto nomem;
+		l = n;
+	}
+	if (c->has_body) {
+		snprintf(line, sizeof(line), "Content-Type: %s",
+		         c->content_type ? c->content_type : "application/json");
+		if (!(n = curl_slist_append(l, line)))
+			goto nomem;
+		l = n;
+	}
+	*hdrs = l;
+
+	bool ok = curl_easy_setopt(e, CURLOPT_URL, url) == CURLE_OK &&
+	          curl_easy_setopt(e, CURLOPT_HTTPHEADER, l) == CURLE_OK &&
+	          curl_easy_setopt(e, CURLOPT_SHARE, h->share) == CURLE_OK &&
+	          /* Threads: no SIGALRM for timeouts. */
+	          curl_easy_setopt(e, CURLOPT_NOSIGNAL, 1L) == CURLE_OK &&
+	          curl_easy_setopt(e, CURLOPT_ERRORBUFFER, errbuf) == CURLE_OK &&
+	          curl_easy_setopt(e, CURLOPT_CONNECTTIMEOUT_MS, (long)h->connect_timeout_ms) == CURLE_OK &&
+	          curl_easy_setopt(e, CURLOPT_TIMEOUT_MS, (long)c->timeout_ms) == CURLE_OK &&
+	          curl_easy_setopt(e, CURLOPT_WRITEFUNCTION, on_body) == CURLE_OK &&
+	          curl_easy_setopt(e, CURLOPT_WRITEDATA, t) == CURLE_OK &&
+	          /* The service answers; it never redirects: a Location is
+	           * not followed, so the credential goes nowhere else. */
+	          curl_easy_setopt(e, CURLOPT_FOLLOWLOCATION, 0L) == CURLE_OK &&
+	          curl_easy_setopt(e, CURLOPT_PROTOCOLS_STR, h->unix_path ? "http" : "https") == CURLE_OK;
+	if (ok && h->unix_path)
+		ok = curl_easy_setopt(e, CURLOPT_UNIX_SOCKET_PATH, h->unix_path) == CURLE_OK;
+	if (ok && !h->unix_path) {
+		ok = curl_easy_setopt(e, CURLOPT_SSL_VERIFYPEER, 1L) == CURLE_OK &&
+		     curl_easy_setopt(e, CURLOPT_SSL_VERIFYHOST, 2L) == CURLE_OK &&
+		     (!h->tls_ca || curl_easy_setopt(e, CURLOPT_CAINFO, h->tls_ca) == CURLE_OK) &&
+		     (!h->tls_cert || curl_easy_setopt(e, CURLOPT_SSLCERT, h->tls_cert) == CURLE_OK) &&
+		     (!h->tls_key || curl_easy_setopt(e, CURLOPT_SSLKEY, h->tls_key) == CURLE_OK);
+	}
+	if (ok) {
+		if (strcmp(c->method, "POST") == 0)
+			ok = curl_easy_setopt(e, CURLOPT_POST, 1L) == CURLE_OK &&
+			     curl_easy_setopt(e, CURLOPT_POSTFIELDSIZE_LARGE,
+			                      (curl_off_t)(c->has_body ? c->body_len : 0)) == CURLE_OK &&
+			     curl_easy_setopt(e, CURLOPT_POSTFIELDS,
+			                      c->has_body && c->body ? c->body : "") == CURLE_OK;
+		else if (strcmp(c->method, "PUT") == 0)
+			/* Streamed from the caller's buffer, never copied whole. */
+			ok = curl_easy_setopt(e, CURLOPT_UPLOAD, 1L) == CURLE_OK &&
+			     curl_easy_setopt(e, CURLOPT_READFUNCTION, on_upload) == CURLE_OK &&
+			     curl_easy_setopt(e, CURLOPT_READDATA, t) == CURLE_OK &&
+			     curl_easy_setopt(e, CURLOPT_INFILESIZE_LARGE, (curl_off_t)c->body_len) == CURLE_OK;
+		else if (strcmp(c->method, "DELETE") == 0)
+			ok = curl_easy_setopt(e, CURLOPT_CUSTOMREQUEST, "DELETE") == CURLE_OK;
+		else
+			ok = curl_easy_setopt(e, CURLOPT_HTTPGET, 1L) == CURLE_OK;
+	}
+	if (!ok)
+		return airlock_error_set(err, AIRLOCK_ERR_SYSTEM, ENOMEM, "remote call: libcurl options");
+	return 0;
+nomem:
+	curl_slist_free_all(l);
+	return airlock_error_set(err, AIRLOCK_ERR_SYSTEM, ENOMEM, "remote call");
+}
+
+int remote_http_perform(remote_http *h, const remote_call *c, remote_response *resp,
+                        airlock_error *err)
+{
+	memset(resp, 0, sizeof(*resp));
+	util_buf_init(&resp->body, REMOTE_ERROR_BODY_MAX);
+	transfer t = { .c = c, .resp = resp, .err = err };
+	t.easy = curl_easy_init();
+	CURLM *m = curl_multi_init();
+	if (!t.easy || !m) {
+		curl_easy_cleanup(t.easy);
+		curl_multi_cleanup(m);
+		return airlock_error_set(err, AIRLOCK_ERR_SYSTEM, ENOMEM, "remote call: libcurl");
+	}
+	char errbuf[CURL_ERROR_SIZE] = { 0 };
+	struct curl_slist *hdrs = NULL;
+	int r = setup(h, c, &t, &hdrs, errbuf, err);
+	if (r == 0 && curl_multi_add_handle(m, t.easy) != CURLM_OK)
+		r = airlock_error_set(err, AIRLOCK_ERR_SYSTEM, ENOMEM, "remote call: libcurl");
+	bool added = r == 0;
+	bool fired[2] = { false, false };
+	int64_t next_tick = c->tick_ms > 0 ? util_monotonic_ms() + c->tick_ms : 0;
+	CURLcode rc = CURLE_OK;
+	while (r == 0) {
+		int running = 0;
+		CURLMcode mc = curl_multi_perform(m, &running);
+		if (mc != CURLM_OK) {
+			r = airlock_error_set(err, AIRLOCK_ERR_EXECUTION_UNAVAILABLE, 0,
+			                      "the execution service at %s: %s", h->address,
+			                      curl_multi_strerror(mc));
+			break;
+		}
+		if (!running) {
+			int left = 0;
+			CURLMsg *msg;
+			while ((msg = curl_multi_info_read(m, &left)))
+				if (msg->msg == CURLMSG_DONE)
+					rc = msg->data.result;
+			break;
+		}
+		struct curl_waitfd w[2];
+		int idx[2];
+		unsigned nw = 0;
+		for (int i = 0; i < 2; i++)
+			if (c->watch_fds[i] >= 0 && !fired[i]) {
+				w[nw] = (struct curl_waitfd){ .fd = c->watch_fds[i], .events = CURL_WAIT_POLLIN };
+				idx[nw++] = i;
+			}
+		int wait_ms = 1000;
+		if (next_tick) {
+			int64_t d = next_tick - util_monotonic_ms();
+			wait_ms = d < 0 ? 0 : d < wait_ms ? (int)d : wait_ms;
+		}
+		mc = curl_multi_poll(m, nw ? w : NULL, nw, wait_ms, NULL);
+		if (mc != CURLM_OK) {
+			r = airlock_error_set(err, AIRLOCK_ERR_EXECUTION_UNAVAILABLE, 0,
+			                      "the execution service at %s: %s", h->address,
+			                      curl_multi_strerror(mc));
+			break;
+		}
+		for (unsigned i = 0; i < nw; i++)
+			if (w[i].revents & (CURL_WAIT_POLLIN | POLLERR | POLLHUP)) {
+				/* An eventfd stays readable once fired: watch it
+				 * once, or the loop would spin. */
+				fired[idx[i]] = true;
+				c->on_watch(c->watch_arg, w[i].fd);
+			}
+		if (next_tick && util_monotonic_ms() >= next_tick) {
+			c->on_watch(c->watch_arg, -1);
+			next_tick = util_monotonic_ms() + c->tick_ms;
+		}
+	}
+	if (r == 0 && t.started == false)
+		curl_easy_getinfo(t.easy, CURLINFO_RESPONSE_CODE, &resp->status);
+	if (r == 0) {
+		if (t.sink_rc < 0)
+			r = t.sink_rc; /* the sink set err */
+		else if (rc == CURLE_WRITE_ERROR && resp->over_cap)
+			r = 0; /* answered; the caller sees over_cap */
+		else if (rc != CURLE_OK)
+			r = transport_error(h, c, rc, errbuf, err);
+		else if (resp->status == 0)
+			r = transport_error(h, c, CURLE_GOT_NOTHING, errbuf, err);
+	}
+	if (added)
+		curl_multi_remove_handle(m, t.easy);
+	curl_easy_cleanup(t.easy);
+	curl_multi_cleanup(m);
+	curl_slist_free_all(hdrs);
+	return r;
+}
+
+/* ---- answers ------------------------------------------------------------- */
+
+/*
+ * The workspace port's failures that are plain errnos (a missing file, a
+ * parent that is not a directory, a full volume) are SystemError with the
+ * errno: the caller tells "not there" from "not a directory" by the code,
+ * and a retry does not change either. They cross as the error shape with
+ * one more member, "errno", the symbolic name from this table (a number
+ * would differ between the two sides' architectures). Only these names
+ * are read; any other is not a code this port returns.
+ */
+static const struct {
+	const char *name;
+	int value;
+} wire_errnos[] = {
+	{ "ENOENT", ENOENT },   { "ENOTDIR", ENOTDIR }, { "EISDIR", EISDIR },
+	{ "EEXIST", EEXIST },   { "ENOTEMPTY", ENOTEMPTY }, { "ENOSPC", ENOSPC },
+	{ "EDQUOT", EDQUOT },   { "EFBIG", EFBIG },     { "ELOOP", ELOOP },
+	{ "ENAMETOOLONG", ENAMETOOLONG }, { "EACCES", EACCES }, { "EPERM", EPERM },
+	{ "EROFS", EROFS },     { "EINVAL", EINVAL },   { "EMLINK", EMLINK },
+	{ "ETXTBSY", ETXTBSY }, { "EBUSY", EBUSY },
+};
+
+/* A SystemError body with an "errno" member: the code and the message,
+ * without a second strerror. 0 when the body is not that. */
+static int errno_error(const remote_response *resp, airlock_error *err)
+{
+	if (resp->over_cap || resp->body.len == 0)
+		return 0;
+	json_t *o = json_loadb((const char *)resp->body.data, resp->body.len,
+	                       JSON_REJECT_DUPLICATES, NULL);
+	const char *name = json_string_value(json_object_get(o, "errno"));
+	int value = 0;
+	for (size_t i = 0; name && i < ARRAY_SIZE(wire_errnos); i++)
+		if (strcmp(name, wire_errnos[i].name) == 0)
+			value = wire_errnos[i].value;
+	if (!value) {
+		json_decref(o);
+		return 0;
+	}
+	json_object_del(o, "errno");
+	_cleanup_free_ char *rest = json_dumps(o, JSON_COMPACT);
+	json_decref(o);
+	airlock_error e = { 0 };
+	if (!rest || airlock_error_from_json(rest, strlen(rest), &e, NULL) < 0 ||
+	    e.cls != AIRLOCK_ERR_SYSTEM)
+		return 0;
+	if (err) {
+		*err = e;
+		err->errnum = value;
+	}
+	return -value;
+}
+
+int remote_http_status_error(remote_http *h, const char *what, const remote_response *resp,
+                             airlock_error *err)
+{
+	int er = errno_error(resp, err);
+	if (er < 0)
+		return er;
+	if (resp->status == 401)
+		return airlock_error_set(err, AIRLOCK_ERR_CONFIG, 0,
+		                         "%s: the execution service at %s refused the service "
+		                         "credential (401)",
+		                         what, h->address);
+	airlock_error e = { 0 };
+	bool decoded = !resp->over_cap && resp->body.len > 0 &&
+	               airlock_error_from_json((const char *)resp->body.data, resp->body.len, &e,
+	                                       NULL) == 0;
+	if (resp->status == 503 || resp->status == 502 || resp->status == 504) {
+		/* Capacity, shutting down, a mechanism failure: retriable,
+		 * whatever class the body names. */
+		if (decoded)
+			return airlock_error_set(err, AIRLOCK_ERR_EXECUTION_UNAVAILABLE, 0, "%s", e.message);
+		return airlock_error_set(err, AIRLOCK_ERR_EXECUTION_UNAVAILABLE, 0,
+		                         "%s: the execution service at %s is unavailable (HTTP %ld); "
+		                         "retry later",
+		                         what, h->address, resp->status);
+	}
+	if (!decoded || e.cls == AIRLOCK_ERR_INVALID)
+		return airlock_error_set(err, AIRLOCK_ERR_EXECUTION_UNAVAILABLE, 0,
+		                         "%s: the execution service at %s answered HTTP %ld with a body "
+		                         "that is not the error shape; retry later",
+		                         what, h->address, resp->status);
+	/* The class crosses as it is; the message is the service's, which
+	 * names the field or rule and no host path. */
+	return airlock_error_set(err, e.cls, 0, "%s", e.message);
+}
+
+int remote_http_protocol_error(remote_http *h, const char *what, const airlock_error *why,
+                               airlock_error *err)
+{
+	return airlock_error_set(err, AIRLOCK_ERR_EXECUTION_UNAVAILABLE, 0,
+	                         "%s: the execution service at %s answered with a body that does "
+	                         "not decode (%s)",
+	                         what, h->address, why ? why->message : "not a JSON object");
+}
+
+int remote_http_json(remote_http *h, const char *what, const remote_call *c, long want,
+                     void **ret_json, airlock_error *err)
+{
+	remote_response resp;
+	int r = remote_http_perform(h, c, &resp, err);
+	if (r < 0) {
+		remote_response_clear(&resp);
+		return r;
+	}
+	if (resp.status != want) {
+		r = resp.status >= 200 && resp.status < 300
+		            ? airlock_error_set(err, AIRLOCK_ERR_EXECUTION_UNAVAILABLE, 0,
+		                                "%s: the execution service at %s answered HTTP %ld "
+		                                "where %ld was expected",
+		                                what, h->address, resp.status, want)
+		            : remote_http_status_error(h, what, &resp, err);
+		remote_response_clear(&resp);
+		return r;
+	}
+	if (resp.over_cap) {
+		remote_response_clear(&resp);
+		return airlock_error_set(err, AIRLOCK_ERR_EXECUTION_UNAVAILABLE, 0,
+		                         "%s: the execution service at %s answered with a body over "
+		                         "the %zu-byte cap",
+		                         what, h->address, c->max_body);
+	}
+	if (!ret_json) {
+		remote_response_clear(&resp);
+		return 0;
+	}
+	json_error_t je;
+	json_t *o = json_loadb((const char *)resp.body.data, resp.body.len, JSON_REJECT_DUPLICATES,
+	                       &je);
+	remote_response_clear(&resp);
+	if (!o || !json_is_object(o)) {
+		json_decref(o);
+		airlock_error why = { 0 };
+		airlock_error_set(&why, AIRLOCK_ERR_DECODE, 0, "%s", o ? "not a JSON object" : je.text);
+		return remote_http_protocol_error(h, what, &why, err);
+	}
+	*ret_json = o;
+	return 0;
+}
+
+/* ---- encodings ----------------------------------------------------------- */
+
+char *remote_query_escape(const char *s)
+{
+	static const char hex[] = "0123456789ABCDEF";
+	size_t n = strlen(s);
+	char *out = malloc(3 * n + 1), *p = out;
+	if (!out)
+		return NULL;
+	for (const unsigned char *q = (const unsigned char *)s; *q; q++) {
+		unsigned char c = *q;
+		if ((c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') ||
+		    c == '-' || c == '.' || c == '_' || c == '~') {
+			*p++ = (char)c;
+		} else {
+			*p++ = '%';
+			*p++ = hex[c >> 4];
+			*p++ = hex[c & 15];
+		}
+	}
+	*p = 0;
+	return out;
+}
+
+char *remote_handle_header(const airlock_environment_handle *hd, airlock_error *err)
+{
+	_cleanup_free_ char *json = airlock_environment_handle_to_json(hd, err);
+	if (!json)
+		return NULL;
+	char *b = util_base64_encode(json, strlen(json));
+	if (!b) {
+		airlock_error_set(err, AIRLOCK_ERR_SYSTEM, ENOMEM, "environment handle");
+		return NULL;
+	}
+	/* RFC 4648 section 5: the URL- and header-safe alphabet, no padding. */
+	char *w = b;
+	for (char *p = b; *p; p++) {
+		if (*p == '=')
+			continue;
+		*w++ = *p == '+' ? '-' : *p == '/' ? '_' : *p;
+	}
+	*w = 0;
+	return b;
+}

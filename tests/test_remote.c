@@ -1,0 +1,715 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * The remote adapter beyond the contract suites (which run against it
+ * unchanged in test_exec_contract.c and test_workspace_contract.c): what
+ * only an adapter over a network has. An unreachable service, a refused
+ * credential, a full or stopping service and an answer that does not
+ * decode each become the documented class, with a message naming the
+ * address and never the credential; output reaches the observer while the
+ * command still runs, and after a dropped stretch exactly the result's
+ * bytes; a stream that breaks the protocol is refused; a cancel that fires
+ * before the service has started the command still ends it; TLS over TCP
+ * verifies the service's certificate.
+ */
+#include <criterion/criterion.h>
+#include <errno.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "airlock/fake.h"
+#include "airlock/json.h"
+#include "airlock/port/exec.h"
+#include "airlock/remote.h"
+#include "airlock/service.h"
+#include "testlib.h"
+
+#define CRED "remote-suite-credential-41c9e07d2a6b58f3"
+#define UNAVAILABLE airlock_errcode(AIRLOCK_ERR_EXECUTION_UNAVAILABLE)
+#define ARRAY_SIZE(a) (sizeof(a) / sizeof((a)[0]))
+
+static int64_t mono_ms(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+typedef struct served {
+	char dir[64];
+	char sock[96];
+	char address[112];
+	airlock_fake *fake;
+	airlock_exec *core;
+	airlock_service *svc;
+} served;
+
+static void serve(served *s, size_t max_sandboxes)
+{
+	memset(s, 0, sizeof(*s));
+	snprintf(s->dir, sizeof(s->dir), "/tmp/airlock-remote-XXXXXX");
+	cr_assert_not_null(mkdtemp(s->dir));
+	snprintf(s->sock, sizeof(s->sock), "%s/api.sock", s->dir);
+	snprintf(s->address, sizeof(s->address), "unix:%s", s->sock);
+	airlock_error err = { 0 };
+	cr_assert_eq(airlock_fake_new(&s->fake, &err), 0, "%s", err.message);
+	airlock_exec_config cfg;
+	airlock_exec_config_default(&cfg);
+	cfg.max_sandboxes = max_sandboxes;
+	cr_assert_eq(airlock_exec_new(airlock_fake_ops(), s->fake, &cfg, &s->core, &err), 0, "%s",
+	             err.message);
+	airlock_service_config sc;
+	airlock_service_config_default(&sc);
+	sc.listen = s->address;
+	sc.credential = CRED;
+	sc.credential_len = strlen(CRED);
+	sc.max_sandboxes = max_sandboxes;
+	cr_assert_eq(airlock_service_new(&sc, s->core, &s->svc, &err), 0, "%s", err.message);
+}
+
+static void unserve(served *s)
+{
+	airlock_service_free(s->svc);
+	airlock_exec_free(s->core);
+	unlink(s->sock);
+	rmdir(s->dir);
+}
+
+static airlock_exec *client(const char *address, const char *cred)
+{
+	airlock_remote_config rc = { .address = address, .credential = cred,
+		                     .credential_len = strlen(cred), .connect_timeout_ms = 2000 };
+	airlock_remote *rm = NULL;
+	airlock_exec *e = NULL;
+	airlock_error err = { 0 };
+	cr_assert_eq(airlock_remote_new(&rc, &rm, &err), 0, "%s", err.message);
+	cr_assert_eq(airlock_exec_new(airlock_remote_ops(), rm, NULL, &e, &err), 0, "%s",
+	             err.message);
+	return e;
+}
+
+static void assert_no_credential(const airlock_error *err)
+{
+	cr_assert_null(strstr(err->message, CRED), "the credential is in a message: %s",
+	               err->message);
+	cr_assert_null(strstr(err->message, "Bearer"), "%s", err->message);
+}
+
+Test(remote, unreachable_service_is_execution_unavailable)
+{
+	char dir[] = "/tmp/airlock-remote-XXXXXX";
+	cr_assert_not_null(mkdtemp(dir));
+	char address[128];
+	snprintf(address, sizeof(address), "unix:%s/nobody.sock", dir);
+	airlock_exec *e = client(address, CRED);
+	airlock_environment_spec spec;
+	test_spec(&spec, "tenant-a", "run-1");
+	airlock_environment_handle h = { 0 };
+	airlock_error err = { 0 };
+	cr_assert_eq(airlock_exec_provision(e, &spec, &h, &err), UNAVAILABLE, "%s", err.message);
+	cr_assert_eq(err.cls, AIRLOCK_ERR_EXECUTION_UNAVAILABLE);
+	cr_assert(strstr(err.message, address), "the message names the address: %s", err.message);
+	cr_assert(strstr(err.message, "retry"), "%s", err.message);
+	assert_no_credential(&err);
+	airlock_exec_free(e);
+	airlock_environment_spec_clear(&spec);
+	rmdir(dir);
+}
+
+Test(remote, health_names_the_mechanism)
+{
+	served s;
+	serve(&s, 3);
+	airlock_remote_config rc = { .address = s.address, .credential = CRED,
+		                     .credential_len = strlen(CRED) };
+	airlock_remote *rm = NULL;
+	airlock_error err = { 0 };
+	cr_assert_eq(airlock_remote_new(&rc, &rm, &err), 0, "%s", err.message);
+	airlock_remote_status st;
+	cr_assert_eq(airlock_remote_health(rm, &st, &err), 0, "%s", err.message);
+	cr_assert_str_eq(st.mechanism, "fake");
+	cr_assert_eq(st.live, 0);
+	cr_assert_eq(st.max_sandboxes, 3);
+	cr_assert_not(st.shutting_down);
+	airlock_remote_ops()->free(rm);
+	unserve(&s);
+}
+
+Test(remote, a_refused_credential_is_a_configuration_error)
+{
+	served s;
+	serve(&s, 0);
+	static const char wrong[] = "remote-suite-credential-00000000000000000";
+	airlock_exec *e = client(s.address, wrong);
+	airlock_environment_spec spec;
+	test_spec(&spec, "tenant-a", "run-1");
+	airlock_environment_handle h = { 0 };
+	airlock_error err = { 0 };
+	cr_assert_eq(airlock_exec_provision(e, &spec, &h, &err), airlock_errcode(AIRLOCK_ERR_CONFIG),
+	             "%s", err.message);
+	cr_assert(strstr(err.message, "refused the service credential"), "%s", err.message);
+	cr_assert_null(strstr(err.message, wrong), "%s", err.message);
+	cr_assert_eq(airlock_fake_live_count(s.fake), 0);
+	airlock_exec_free(e);
+	airlock_environment_spec_clear(&spec);
+	unserve(&s);
+}
+
+Test(remote, bad_configuration_is_refused)
+{
+	airlock_remote *rm = NULL;
+	airlock_error err = { 0 };
+	airlock_remote_config rc = { .address = "unix:relative.sock", .credential = CRED,
+		                     .credential_len = strlen(CRED) };
+	cr_assert_eq(airlock_remote_new(&rc, &rm, &err), airlock_errcode(AIRLOCK_ERR_CONFIG));
+	rc.address = "example.org";
+	cr_assert_eq(airlock_remote_new(&rc, &rm, &err), airlock_errcode(AIRLOCK_ERR_CONFIG));
+	rc.address = "example.org:443/path";
+	cr_assert_eq(airlock_remote_new(&rc, &rm, &err), airlock_errcode(AIRLOCK_ERR_CONFIG));
+	/* A newline would end the Authorization header and start another. */
+	static const char split[] = "token-with-a\nnewline-inside-0123456";
+	rc.address = "unix:/nonexistent.sock";
+	rc.credential = split;
+	rc.credential_len = strlen(split);
+	cr_assert_eq(airlock_remote_new(&rc, &rm, &err), airlock_errcode(AIRLOCK_ERR_CONFIG));
+	assert_no_credential(&err);
+	cr_assert_null(strstr(err.message, "token-with"), "%s", err.message);
+}
+
+Test(remote, capacity_is_execution_unavailable_at_once)
+{
+	served s;
+	serve(&s, 1);
+	airlock_exec *e = client(s.address, CRED);
+	airlock_environment_spec a, b;
+	test_spec(&a, "tenant-a", "run-1");
+	test_spec(&b, "tenant-a", "run-2");
+	airlock_environment_handle ha = { 0 }, hb = { 0 };
+	airlock_error err = { 0 };
+	cr_assert_eq(airlock_exec_provision(e, &a, &ha, &err), 0, "%s", err.message);
+	int64_t t0 = mono_ms();
+	cr_assert_eq(airlock_exec_provision(e, &b, &hb, &err), UNAVAILABLE, "%s", err.message);
+	cr_assert(mono_ms() - t0 < 2000, "capacity waited");
+	cr_assert(strstr(err.message, "capacity"), "%s", err.message);
+	cr_assert_eq(airlock_fake_live_count(s.fake), 1);
+	cr_assert_eq(airlock_exec_destroy(e, &ha, &err), 0, "%s", err.message);
+	cr_assert_eq(airlock_exec_provision(e, &b, &hb, &err), 0, "after a destroy: %s", err.message);
+	cr_assert_eq(airlock_exec_destroy(e, &hb, &err), 0, "%s", err.message);
+	cr_assert_eq(airlock_fake_live_count(s.fake), 0);
+	airlock_exec_free(e);
+	airlock_environment_handle_clear(&ha);
+	airlock_environment_handle_clear(&hb);
+	airlock_environment_spec_clear(&a);
+	airlock_environment_spec_clear(&b);
+	unserve(&s);
+}
+
+typedef struct first_bytes {
+	int64_t t0, at;
+	size_t n;
+} first_bytes;
+
+static void note_output(void *arg, airlock_output_stream st, const void *data, size_t len)
+{
+	(void)st;
+	(void)data;
+	first_bytes *f = arg;
+	if (f->n == 0)
+		f->at = mono_ms() - f->t0;
+	f->n += len;
+}
+
+Test(remote, output_reaches_the_observer_while_the_command_runs)
+{
+	served s;
+	serve(&s, 0);
+	airlock_exec *e = client(s.address, CRED);
+	airlock_environment_spec spec;
+	test_spec(&spec, "tenant-a", "run-1");
+	airlock_environment_handle h = { 0 };
+	airlock_error err = { 0 };
+	cr_assert_eq(airlock_exec_provision(e, &spec, &h, &err), 0, "%s", err.message);
+	char *argv[] = { "sh", "-c", "printf early; sleep 2", NULL };
+	cr_assert_eq(airlock_fake_script(s.fake, (const char *const *)argv,
+	                                 &(airlock_fake_behaviour){ .stdout_data = "early",
+	                                                            .stdout_len = 5,
+	                                                            .runs_for_ms = 2000 },
+	                                 &err),
+	             0);
+	first_bytes fb = { .t0 = mono_ms() };
+	airlock_exec_call call = { .tenant_id = "tenant-a", .remaining_budget_ms = AIRLOCK_BUDGET_NONE,
+		                   .on_output = note_output, .output_arg = &fb };
+	airlock_execution_command cmd = test_command(argv);
+	airlock_execution_result r = { 0 };
+	cr_assert_eq(airlock_exec_execute(e, &call, &h, &cmd, &r, &err), 0, "%s", err.message);
+	int64_t total = mono_ms() - fb.t0;
+	cr_assert(total >= 2000, "the command ran %lld ms", (long long)total);
+	cr_assert_eq(fb.n, 5);
+	cr_assert(fb.at < 1000, "the first bytes came after %lld ms of %lld", (long long)fb.at,
+	          (long long)total);
+	cr_assert_eq(r.stdout_len, 5);
+	airlock_execution_result_clear(&r);
+	cr_assert_eq(airlock_exec_destroy(e, &h, &err), 0, "%s", err.message);
+	airlock_exec_free(e);
+	airlock_environment_handle_clear(&h);
+	airlock_environment_spec_clear(&spec);
+	unserve(&s);
+}
+
+Test(remote, a_cancel_fired_before_the_call_still_ends_the_command)
+{
+	served s;
+	serve(&s, 0);
+	airlock_exec *e = client(s.address, CRED);
+	airlock_environment_spec spec;
+	test_spec(&spec, "tenant-a", "run-1");
+	airlock_environment_handle h = { 0 };
+	airlock_error err = { 0 };
+	cr_assert_eq(airlock_exec_provision(e, &spec, &h, &err), 0, "%s", err.message);
+	char *argv[] = { "sleep", "30", NULL };
+	cr_assert_eq(airlock_fake_script(s.fake, (const char *const *)argv,
+	                                 &(airlock_fake_behaviour){ .runs_for_ms = 30000 }, &err),
+	             0);
+	airlock_cancel *k = NULL;
+	cr_assert_eq(airlock_cancel_new(&k, &err), 0);
+	/* Fired before the service has the command: its first cancel finds
+	 * nothing running, and the adapter must try again. */
+	airlock_cancel_fire(k);
+	airlock_exec_call call = { .tenant_id = "tenant-a", .remaining_budget_ms = AIRLOCK_BUDGET_NONE,
+		                   .cancel = k };
+	airlock_execution_command cmd = test_command(argv);
+	airlock_execution_result r = { 0 };
+	int64_t t0 = mono_ms();
+	cr_assert_eq(airlock_exec_execute(e, &call, &h, &cmd, &r, &err), 0, "%s", err.message);
+	cr_assert(mono_ms() - t0 < 10000, "the cancel did not end the command");
+	cr_assert_eq(r.killed_by, AIRLOCK_KILL_CANCELLED);
+	airlock_execution_result_clear(&r);
+	airlock_cancel_free(k);
+	cr_assert_eq(airlock_exec_destroy(e, &h, &err), 0, "%s", err.message);
+	airlock_exec_free(e);
+	airlock_environment_handle_clear(&h);
+	airlock_environment_spec_clear(&spec);
+	unserve(&s);
+}
+
+typedef struct stopping {
+	airlock_exec *e;
+	airlock_environment_handle *h;
+	airlock_execution_result r;
+	int rc;
+	airlock_error err;
+} stopping;
+
+static void *execute_sleep(void *arg)
+{
+	stopping *st = arg;
+	char *argv[] = { "sleep", "30", NULL };
+	airlock_exec_call call = { .tenant_id = "tenant-a", .remaining_budget_ms = AIRLOCK_BUDGET_NONE };
+	airlock_execution_command cmd = test_command(argv);
+	st->rc = airlock_exec_execute(st->e, &call, st->h, &cmd, &st->r, &st->err);
+	return NULL;
+}
+
+Test(remote, a_stopping_service_ends_the_command_and_refuses_new_work)
+{
+	served s;
+	serve(&s, 0);
+	airlock_exec *e = client(s.address, CRED);
+	airlock_environment_spec spec;
+	test_spec(&spec, "tenant-a", "run-1");
+	airlock_environment_handle h = { 0 };
+	airlock_error err = { 0 };
+	cr_assert_eq(airlock_exec_provision(e, &spec, &h, &err), 0, "%s", err.message);
+	char *argv[] = { "sleep", "30", NULL };
+	cr_assert_eq(airlock_fake_script(s.fake, (const char *const *)argv,
+	                                 &(airlock_fake_behaviour){ .runs_for_ms = 30000 }, &err),
+	             0);
+	stopping st = { .e = e, .h = &h };
+	pthread_t t;
+	cr_assert_eq(pthread_create(&t, NULL, execute_sleep, &st), 0);
+	struct timespec ts = { .tv_sec = 0, .tv_nsec = 400 * 1000000L };
+	nanosleep(&ts, NULL);
+	/* The service's SIGTERM: the command ends SERVICE_SHUTDOWN there and
+	 * the result crosses to this side as it is. */
+	airlock_service_shutdown(s.svc);
+	pthread_join(t, NULL);
+	cr_assert_eq(st.rc, 0, "%s", st.err.message);
+	cr_assert_eq(st.r.killed_by, AIRLOCK_KILL_SERVICE_SHUTDOWN);
+	airlock_execution_result_clear(&st.r);
+	airlock_environment_spec spec2;
+	test_spec(&spec2, "tenant-a", "run-2");
+	airlock_environment_handle h2 = { 0 };
+	cr_assert_eq(airlock_exec_provision(e, &spec2, &h2, &err), UNAVAILABLE, "%s", err.message);
+	cr_assert_eq(airlock_exec_destroy(e, &h, &err), 0, "%s", err.message);
+	airlock_exec_free(e);
+	airlock_environment_handle_clear(&h);
+	airlock_environment_spec_clear(&spec);
+	airlock_environment_spec_clear(&spec2);
+	unserve(&s);
+}
+
+/* ---- a server that is not the service ------------------------------------ */
+
+typedef struct impostor {
+	int lfd;
+	const char *answer;
+	pthread_t thread;
+} impostor;
+
+/* Answers every connection with the same bytes, whatever was asked. */
+static void *impostor_run(void *arg)
+{
+	impostor *im = arg;
+	for (;;) {
+		int c = accept(im->lfd, NULL, NULL);
+		if (c < 0)
+			return NULL;
+		char buf[65536];
+		ssize_t n = read(c, buf, sizeof(buf));
+		(void)n;
+		ssize_t w = write(c, im->answer, strlen(im->answer));
+		(void)w;
+		close(c);
+	}
+}
+
+static void provision_against(const char *answer, const char *want_in_message)
+{
+	char dir[] = "/tmp/airlock-remote-XXXXXX";
+	cr_assert_not_null(mkdtemp(dir));
+	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+	snprintf(sa.sun_path, sizeof(sa.sun_path), "%s/fake.sock", dir);
+	impostor im = { .answer = answer };
+	im.lfd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	cr_assert(im.lfd >= 0);
+	cr_assert_eq(bind(im.lfd, (struct sockaddr *)&sa, sizeof(sa)), 0);
+	cr_assert_eq(listen(im.lfd, 8), 0);
+	cr_assert_eq(pthread_create(&im.thread, NULL, impostor_run, &im), 0);
+	char address[128];
+	snprintf(address, sizeof(address), "unix:%s", sa.sun_path);
+	airlock_exec *e = client(address, CRED);
+	airlock_environment_spec spec;
+	test_spec(&spec, "tenant-a", "run-1");
+	airlock_environment_handle h = { 0 };
+	airlock_error err = { 0 };
+	cr_assert_eq(airlock_exec_provision(e, &spec, &h, &err), UNAVAILABLE, "%s", err.message);
+	cr_assert(strstr(err.message, want_in_message), "%s", err.message);
+	cr_assert(strstr(err.message, address), "%s", err.message);
+	assert_no_credential(&err);
+	airlock_exec_free(e);
+	airlock_environment_spec_clear(&spec);
+	shutdown(im.lfd, SHUT_RDWR);
+	close(im.lfd);
+	pthread_join(im.thread, NULL);
+	unlink(sa.sun_path);
+	rmdir(dir);
+}
+
+Test(remote, an_answer_that_does_not_decode_is_execution_unavailable)
+{
+	provision_against("HTTP/1.1 201 Created\r\nContent-Length: 8\r\nConnection: close\r\n\r\n"
+	                  "not json",
+	                  "does not decode");
+	provision_against("HTTP/1.1 500 Internal Server Error\r\nContent-Length: 5\r\n"
+	                  "Connection: close\r\n\r\noops!",
+	                  "not the error shape");
+	provision_against("HTTP/1.1 503 Service Unavailable\r\nContent-Length: 0\r\n"
+	                  "Connection: close\r\n\r\n",
+	                  "unavailable");
+	provision_against("garbage that is not HTTP at all\r\n\r\n", "unreachable");
+}
+
+/* ---- TCP with TLS ---------------------------------------------------------- */
+
+Test(remote, tls_over_tcp_verifies_the_service)
+{
+	char dir[] = "/tmp/airlock-remote-tls-XXXXXX";
+	cr_assert_not_null(mkdtemp(dir));
+	char cmd[1024], cert[128], key[128];
+	snprintf(cert, sizeof(cert), "%s/cert.pem", dir);
+	snprintf(key, sizeof(key), "%s/key.pem", dir);
+	snprintf(cmd, sizeof(cmd),
+	         "openssl req -x509 -newkey rsa:2048 -nodes -keyout %s -out %s -days 1 "
+	         "-subj /CN=localhost -addext subjectAltName=IP:127.0.0.1 >/dev/null 2>&1",
+	         key, cert);
+	if (system(cmd) != 0)
+		cr_skip_test("openssl cannot make a test certificate here");
+	airlock_error err = { 0 };
+	airlock_fake *fake = NULL;
+	airlock_exec *core = NULL;
+	cr_assert_eq(airlock_fake_new(&fake, &err), 0);
+	cr_assert_eq(airlock_exec_new(airlock_fake_ops(), fake, NULL, &core, &err), 0);
+	airlock_service_config sc;
+	airlock_service_config_default(&sc);
+	sc.listen = "127.0.0.1:0";
+	sc.credential = CRED;
+	sc.credential_len = strlen(CRED);
+	sc.tls_cert_file = cert;
+	sc.tls_key_file = key;
+	airlock_service *svc = NULL;
+	cr_assert_eq(airlock_service_new(&sc, core, &svc, &err), 0, "%s", err.message);
+	const char *address = airlock_service_address(svc);
+
+	/* Chained to the test's certificate: the whole port works. */
+	airlock_remote_config rc = { .address = address, .credential = CRED,
+		                     .credential_len = strlen(CRED), .tls_ca_file = cert };
+	airlock_remote *rm = NULL;
+	airlock_exec *e = NULL;
+	cr_assert_eq(airlock_remote_new(&rc, &rm, &err), 0, "%s", err.message);
+	cr_assert_eq(airlock_exec_new(airlock_remote_ops(), rm, NULL, &e, &err), 0, "%s", err.message);
+	airlock_environment_spec spec;
+	test_spec(&spec, "tenant-a", "run-1");
+	airlock_environment_handle h = { 0 };
+	cr_assert_eq(airlock_exec_provision(e, &spec, &h, &err), 0, "%s", err.message);
+	char *argv[] = { "true", NULL };
+	airlock_execution_command c = test_command(argv);
+	airlock_exec_call call = { .tenant_id = "tenant-a", .remaining_budget_ms = AIRLOCK_BUDGET_NONE };
+	airlock_execution_result r = { 0 };
+	cr_assert_eq(airlock_exec_execute(e, &call, &h, &c, &r, &err), 0, "%s", err.message);
+	cr_assert(r.has_exit_code);
+	airlock_execution_result_clear(&r);
+	cr_assert_eq(airlock_exec_destroy(e, &h, &err), 0, "%s", err.message);
+	airlock_exec_free(e);
+	airlock_environment_handle_clear(&h);
+
+	/* Without that CA the certificate is not trusted: nothing is sent. */
+	airlock_remote_config untrusted = { .address = address, .credential = CRED,
+		                            .credential_len = strlen(CRED) };
+	cr_assert_eq(airlock_remote_new(&untrusted, &rm, &err), 0, "%s", err.message);
+	cr_assert_eq(airlock_exec_new(airlock_remote_ops(), rm, NULL, &e, &err), 0, "%s", err.message);
+	cr_assert_eq(airlock_exec_provision(e, &spec, &h, &err), UNAVAILABLE, "%s", err.message);
+	cr_assert(strstr(err.message, address), "%s", err.message);
+	assert_no_credential(&err);
+	cr_assert_eq(airlock_fake_live_count(fake), 0);
+	airlock_exec_free(e);
+
+	airlock_environment_spec_clear(&spec);
+	airlock_service_free(svc);
+	airlock_exec_free(core);
+	unlink(cert);
+	unlink(key);
+	rmdir(dir);
+}
+
+/* ---- the stream, line by line ------------------------------------------------ */
+
+/* A scripted service: provision answers the handle of the id asked for;
+ * execute answers the NDJSON given; destroy 204. Every answer closes its
+ * connection. */
+typedef struct scripted {
+	int lfd;
+	const char *stream; /* the execute's body, NDJSON */
+	pthread_t thread;
+} scripted;
+
+static ssize_t read_request(int c, char *buf, size_t size)
+{
+	size_t n = 0;
+	char *end = NULL;
+	while (n + 1 < size && !(end = strstr(buf, "\r\n\r\n"))) {
+		ssize_t k = read(c, buf + n, size - 1 - n);
+		if (k <= 0)
+			return -1;
+		n += (size_t)k;
+		buf[n] = 0;
+	}
+	if (!end)
+		return -1;
+	const char *cl = strcasestr(buf, "Content-Length:");
+	size_t want = (size_t)(end + 4 - buf) + (cl ? strtoul(cl + 15, NULL, 10) : 0);
+	while (n < want && n + 1 < size) {
+		ssize_t k = read(c, buf + n, size - 1 - n);
+		if (k <= 0)
+			return -1;
+		n += (size_t)k;
+		buf[n] = 0;
+	}
+	return (ssize_t)n;
+}
+
+static void reply(int c, const char *status, const char *type, const char *body)
+{
+	char head[256];
+	snprintf(head, sizeof(head),
+	         "HTTP/1.1 %s\r\nContent-Type: %s\r\nContent-Length: %zu\r\nConnection: close\r\n\r\n",
+	         status, type, strlen(body));
+	cr_assert_eq(write(c, head, strlen(head)), (ssize_t)strlen(head));
+	if (*body)
+		cr_assert_eq(write(c, body, strlen(body)), (ssize_t)strlen(body));
+}
+
+static void *scripted_run(void *arg)
+{
+	scripted *sc = arg;
+	static char buf[1 << 16];
+	for (;;) {
+		int c = accept(sc->lfd, NULL, NULL);
+		if (c < 0)
+			return NULL;
+		memset(buf, 0, sizeof(buf));
+		if (read_request(c, buf, sizeof(buf)) < 0) {
+			close(c);
+			continue;
+		}
+		if (strncmp(buf, "POST /v1/sandboxes ", 19) == 0) {
+			const char *id = strstr(buf, "\"environment_id\":\"");
+			airlock_environment_handle h = { .tenant_id = (char *)"tenant-a",
+				                         .run_id = (char *)"run-1", .lease_epoch = 1,
+				                         .created_at_ms = 1000, .expires_at_ms = 2000000000000 };
+			cr_assert_not_null(id);
+			memcpy(h.environment_id, id + 18, 36);
+			h.environment_id[36] = 0;
+			char *hj = airlock_environment_handle_to_json(&h, NULL);
+			char *body = NULL;
+			cr_assert(asprintf(&body, "{\"handle\":%s}", hj) > 0);
+			reply(c, "201 Created", "application/json", body);
+			free(body);
+			free(hj);
+		} else if (strncmp(buf, "POST ", 5) == 0 && strstr(buf, "/execute ")) {
+			reply(c, "200 OK", "application/x-ndjson", sc->stream);
+		} else if (strncmp(buf, "DELETE ", 7) == 0) {
+			reply(c, "204 No Content", "application/json", "");
+		} else {
+			reply(c, "404 Not Found", "application/json",
+			      "{\"error\":\"ExecutionRejected\",\"message\":\"no such verb here\"}");
+		}
+		close(c);
+	}
+}
+
+typedef struct seen {
+	char out[64];
+	size_t n;
+	int calls;
+} seen;
+
+static void collect(void *arg, airlock_output_stream st, const void *data, size_t len)
+{
+	seen *s = arg;
+	if (st == AIRLOCK_OUTPUT_STDOUT && s->n + len < sizeof(s->out)) {
+		memcpy(s->out + s->n, data, len);
+		s->n += len;
+	}
+	s->calls++;
+}
+
+/* Run one execute against a service whose stream is `stream`; returns the
+ * execute's code, the observer's bytes in *s. */
+static int execute_against(const char *stream, seen *s, airlock_execution_result *r,
+                           airlock_error *err)
+{
+	char dir[] = "/tmp/airlock-remote-XXXXXX";
+	cr_assert_not_null(mkdtemp(dir));
+	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+	snprintf(sa.sun_path, sizeof(sa.sun_path), "%s/s.sock", dir);
+	scripted sc = { .stream = stream };
+	sc.lfd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	cr_assert_eq(bind(sc.lfd, (struct sockaddr *)&sa, sizeof(sa)), 0);
+	cr_assert_eq(listen(sc.lfd, 8), 0);
+	cr_assert_eq(pthread_create(&sc.thread, NULL, scripted_run, &sc), 0);
+	char address[128];
+	snprintf(address, sizeof(address), "unix:%s", sa.sun_path);
+	airlock_exec *e = client(address, CRED);
+	airlock_environment_spec spec;
+	test_spec(&spec, "tenant-a", "run-1");
+	airlock_environment_handle h = { 0 };
+	cr_assert_eq(airlock_exec_provision(e, &spec, &h, err), 0, "%s", err->message);
+	char *argv[] = { "true", NULL };
+	airlock_execution_command cmd = test_command(argv);
+	airlock_exec_call call = { .tenant_id = "tenant-a", .remaining_budget_ms = AIRLOCK_BUDGET_NONE,
+		                   .on_output = collect, .output_arg = s };
+	memset(r, 0, sizeof(*r));
+	int rc = airlock_exec_execute(e, &call, &h, &cmd, r, err);
+	airlock_error derr = { 0 };
+	cr_assert_eq(airlock_exec_destroy(e, &h, &derr), 0, "%s", derr.message);
+	airlock_exec_free(e);
+	airlock_environment_handle_clear(&h);
+	airlock_environment_spec_clear(&spec);
+	shutdown(sc.lfd, SHUT_RDWR);
+	close(sc.lfd);
+	pthread_join(sc.thread, NULL);
+	unlink(sa.sun_path);
+	rmdir(dir);
+	return rc;
+}
+
+static char *result_line(const char *out)
+{
+	airlock_execution_result r = { .has_exit_code = true, .stdout_data = (unsigned char *)out,
+		                       .stdout_len = strlen(out), .stderr_data = (unsigned char *)"",
+		                       .duration_ms = 1 };
+	char *rj = airlock_execution_result_to_json(&r, NULL);
+	char *line = NULL;
+	cr_assert(asprintf(&line, "{\"event\":\"result\",\"result\":%s}\n", rj) > 0);
+	free(rj);
+	return line;
+}
+
+Test(remote, after_a_dropped_stretch_the_observer_gets_the_rest_from_the_result)
+{
+	/* "YWI=" is "ab", "enp6" is "zzz": after the drop, later events are
+	 * not given (their place in the stream is unknown); the result's
+	 * bytes from where the observer stopped are. */
+	char *res = result_line("abcdefg");
+	char *stream = NULL;
+	cr_assert(asprintf(&stream,
+	                   "{\"event\":\"output\",\"stream\":\"stdout\",\"data\":\"YWI=\"}\n"
+	                   "{\"event\":\"dropped\",\"stream\":\"stdout\",\"bytes\":2}\n"
+	                   "{\"event\":\"output\",\"stream\":\"stdout\",\"data\":\"enp6\"}\n%s",
+	                   res) > 0);
+	seen s = { 0 };
+	airlock_execution_result r;
+	airlock_error err = { 0 };
+	cr_assert_eq(execute_against(stream, &s, &r, &err), 0, "%s", err.message);
+	cr_assert_eq(s.n, 7);
+	cr_assert_eq(memcmp(s.out, "abcdefg", 7), 0, "observed %.*s", (int)s.n, s.out);
+	cr_assert_eq(r.stdout_len, 7);
+	airlock_execution_result_clear(&r);
+	free(stream);
+	free(res);
+}
+
+Test(remote, a_stream_that_breaks_the_protocol_is_execution_unavailable)
+{
+	char *res = result_line("x");
+	const char *bad[] = {
+		"{\"event\":\"started\",\"environment_id\":\"env_00000000000000000000000000000000\"}\n",
+		"{\"event\":\"output\",\"stream\":\"stdin\",\"data\":\"eA==\"}\n",
+		"{\"event\":\"output\",\"stream\":\"stdout\",\"data\":\"not base64!\"}\n",
+		"{\"event\":\"surprise\"}\n",
+		"not json\n",
+		"", /* the stream ends before a result */
+	};
+	for (size_t i = 0; i < ARRAY_SIZE(bad); i++) {
+		char *stream = NULL;
+		cr_assert(asprintf(&stream, "%s%s", bad[i], i + 1 < ARRAY_SIZE(bad) ? res : "") >= 0);
+		seen s = { 0 };
+		airlock_execution_result r;
+		airlock_error err = { 0 };
+		cr_assert_eq(execute_against(stream, &s, &r, &err), UNAVAILABLE, "case %zu: %s", i,
+		             err.message);
+		assert_no_credential(&err);
+		free(stream);
+	}
+	/* A line after the result. */
+	char *stream = NULL;
+	cr_assert(asprintf(&stream, "%s%s", res, res) > 0);
+	seen s = { 0 };
+	airlock_execution_result r;
+	airlock_error err = { 0 };
+	cr_assert_eq(execute_against(stream, &s, &r, &err), UNAVAILABLE, "%s", err.message);
+	cr_assert(strstr(err.message, "after the final event"), "%s", err.message);
+	free(stream);
+	/* An error line crosses as its class. */
+	seen s2 = { 0 };
+	cr_assert_eq(execute_against("{\"event\":\"error\",\"error\":{\"error\":\"ExecutionRejected\","
+	                             "\"message\":\"gone\"}}\n",
+	                             &s2, &r, &err),
+	             airlock_errcode(AIRLOCK_ERR_EXECUTION_REJECTED), "%s", err.message);
+	free(res);
+}
