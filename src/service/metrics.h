@@ -24,9 +24,21 @@
 
 typedef struct service_metrics service_metrics;
 
-/* log_fd: where the lifecycle lines go (duplicated; -1: none). */
+/* log_fd: where the lifecycle lines go (duplicated; -1: none). A pipe,
+ * FIFO or terminal is opened anew non-blocking (the caller's descriptor
+ * keeps its flags); a socket is written with MSG_DONTWAIT. A line that
+ * would block or fails is dropped and counted
+ * (airlock_lifecycle_log_dropped_total), never waited for. A line is at
+ * most PIPE_BUF bytes (untrusted strings in it are cut to fit), so a pipe
+ * takes it whole or not at all. */
 int service_metrics_new(int log_fd, service_metrics **ret, airlock_error *err);
 void service_metrics_free(service_metrics *m);
+
+/* Name a mechanism before its first event, so that its histograms are
+ * exposed (at 0) from the first scrape. At most 7 mechanisms are told
+ * apart; later ones, and names that are not one printable-ASCII word of
+ * under 32 bytes, are counted as mechanism="other". */
+void service_metrics_mechanism(service_metrics *m, const char *name);
 
 /* The observer to put in airlock_exec_config (observer_arg = m). */
 const airlock_exec_observer *service_metrics_observer(void);
