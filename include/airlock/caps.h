@@ -84,6 +84,32 @@
 #define AIRLOCK_IMAGE_EXTRA_PACKAGES_MAX 256
 #define AIRLOCK_IMAGE_PACKAGE_NAME_MAX 128
 
+/* ---- the execution service's API (docs/service-api.md) ---------------------- */
+/* libmicrohttpd's connection memory limit: the request line and the header
+ * block live in it (with the read buffer), so a client cannot make one
+ * connection hold more. A handle header is a few hundred bytes. */
+#define AIRLOCK_SERVICE_HEADER_MAX (32u * 1024u)
+/* A workspace write's body when the service is configured with none: the
+ * body is held whole, since nothing is written unless all of it arrived. */
+#define AIRLOCK_SERVICE_WRITE_MAX_DEFAULT ((size_t)64 << 20)
+/* A workspace read's max_bytes: the file is held whole to set
+ * Content-Length, so this bounds what one read can make the service hold. */
+#define AIRLOCK_SERVICE_READ_MAX ((size_t)64 << 20)
+/* A listdir's max_entries. */
+#define AIRLOCK_SERVICE_LISTDIR_MAX 100000
+/* The output events a streamed execute holds for a client that is not
+ * reading (base64 lines): past it, output is counted in a "dropped" event
+ * instead (the result still holds every byte). */
+#define AIRLOCK_SERVICE_STREAM_BUFFER_MAX ((size_t)1 << 20)
+/* One output event's data before base64: a large chunk is split so no line
+ * is much bigger than a pipe's worth. */
+#define AIRLOCK_SERVICE_EVENT_CHUNK (48u * 1024u)
+/* A request that carries no body (GET, DELETE, cancel) may still send a
+ * small one ("{}"); it is read and ignored up to this. */
+#define AIRLOCK_SERVICE_EMPTY_BODY_MAX 4096u
+/* A PEM file given to the TLS listener (certificate chain, key, client CA). */
+#define AIRLOCK_SERVICE_PEM_MAX (1u << 20)
+
 /* ---- internal: egress ------------------------------------------------------- */
 /* One DNS label: RFC 1035. */
 #define AIRLOCK_DNS_LABEL_MAX 63

@@ -39,6 +39,16 @@ typedef struct airlock_service_config {
 	int64_t connection_timeout_ms; /* a connection idle this long is closed; 0: 30000 */
 	size_t max_write_bytes;        /* a workspace write's body; 0: 64 MiB */
 	int64_t expire_interval_ms;    /* the expires_at timer's period; 0: 1000 */
+	/* The whole header block must arrive within this (a client that sends
+	 * it a byte at a time is closed); also the keep-alive wait between
+	 * requests. 0: 10000. */
+	int64_t header_timeout_ms;
+	/* A request body must arrive, and a response (once ready) be taken,
+	 * within this; an execute's own run is bounded by its timeouts. 0: 300000. */
+	int64_t request_timeout_ms;
+	unsigned max_connections_per_ip; /* TCP only; 0: 64 */
+	size_t max_sandboxes;          /* reported by health (the port enforces it); 0: none */
+	int64_t drain_timeout_ms;      /* airlock_service_free waits this for responses; 0: 10000 */
 } airlock_service_config;
 
 void airlock_service_config_default(airlock_service_config *c);
@@ -59,6 +69,10 @@ void airlock_service_shutdown(airlock_service *s);
 /* Stop listening, wait (bounded) for responses in flight, release. The
  * caller then frees its airlock_exec, which destroys every sandbox. */
 void airlock_service_free(airlock_service *s);
+
+/* The address it listens on, as given ("unix:/path") or, for TCP, with the
+ * port the kernel chose for port 0 ("127.0.0.1:41234"). */
+const char *airlock_service_address(const airlock_service *s);
 
 #ifdef __cplusplus
 }

@@ -1,0 +1,1618 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * The execution service's internal API (docs/service-api.md) over
+ * libmicrohttpd, on a Unix socket or TCP with TLS.
+ *
+ * Threading. A command can run for minutes, a client can be slow or
+ * hostile, and one tenant's slowness must not delay another's request. The
+ * daemon runs one thread per connection (MHD_USE_THREAD_PER_CONNECTION),
+ * and every phase of a connection is bounded, so a thread is never held
+ * without bound either:
+ *   - at most max_connections connections (and, on TCP, per client
+ *     address) exist; the next one is refused at accept;
+ *   - the header block must arrive within header_timeout_ms in total and
+ *     fit in AIRLOCK_SERVICE_HEADER_MAX (the connection's memory): a
+ *     client sending it a byte at a time is cut by the watchdog below,
+ *     which libmicrohttpd's idle timeout alone would not do;
+ *   - a body must arrive within request_timeout_ms and fit its cap;
+ *   - the execute itself runs on a thread of its own, bounded by the
+ *     command's timeout, expires_at and the service's shutdown; the
+ *     connection's thread waits for it in slices and looks at the socket
+ *     each time: a client that went away cancels its command (CANCELLED);
+ *   - a response must be taken within request_timeout_ms, and a client
+ *     that reads nothing for connection_timeout_ms is closed
+ *     (libmicrohttpd's idle timeout). A streamed execute's events wait in
+ *     a capped buffer, so a client that stops reading costs its command
+ *     nothing and the service at most that buffer.
+ * The watchdog cuts a connection with shutdown(2) on its socket, which
+ * libmicrohttpd's thread then sees as the peer's end: the descriptor stays
+ * libmicrohttpd's, so there is no race with its close (the record is
+ * dropped at the close notification, which comes before the close).
+ *
+ * Errors: every one leaves as airlock_error_to_json with the status of
+ * docs/service-api.md; a body that does not decode is ToolValidationError
+ * naming the field; 401 carries nothing but its class.
+ */
+#include "airlock/service.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <gnutls/gnutls.h>
+#include <jansson.h>
+#include <limits.h>
+#include <microhttpd.h>
+#include <netdb.h>
+#include <openssl/crypto.h>
+#include <poll.h>
+#include <stdarg.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include "airlock/caps.h"
+#include "airlock/ids.h"
+#include "airlock/json.h"
+#include "service/server_internal.h"
+#include "util/util.h"
+
+/* How often a waiting thread looks at its client's socket, and the
+ * watchdog at the deadlines: the delay before a disconnect cancels a
+ * command, and the slack on every deadline. */
+#define SVC_POLL_MS 100
+
+typedef struct svc_conn {
+	struct svc_conn *prev, *next;
+	int fd;
+	int64_t deadline_ms; /* monotonic; 0: none */
+	bool cut;
+} svc_conn;
+
+typedef struct svc_job svc_job;
+
+struct airlock_service {
+	airlock_service_config cfg; /* strings not kept: see the fields below */
+	airlock_exec *exec;
+	unsigned char *credential;
+	size_t credential_len;
+	char *address;
+	/* The Unix socket we bound (removed at free if still ours). */
+	char *socket_path;
+	dev_t socket_dev;
+	ino_t socket_ino;
+	int listen_fd;
+	bool tls, client_ca;
+	char *pem_cert, *pem_key, *pem_ca;
+	struct MHD_Daemon *daemon;
+
+	pthread_mutex_t lock;
+	pthread_cond_t cond;
+	svc_conn *conns;
+	svc_job *jobs;      /* executes running, for cancel */
+	size_t in_flight;   /* requests between their start and completion */
+	bool shutting_down;
+	int stop_efd;
+	pthread_t expire_thread, watchdog_thread;
+	bool expire_started, watchdog_started;
+};
+
+typedef struct svc_req {
+	airlock_service *s;
+	svc_conn *conn;
+	char *target; /* the raw request target, never unescaped */
+	size_t target_len;
+	bool started;
+	svc_verb verb;
+	char id[AIRLOCK_ENVIRONMENT_ID_MAX];
+	const char *query;
+	size_t query_len;
+	airlock_environment_handle handle;
+	bool has_handle;
+	unsigned char *body;
+	size_t body_len, body_alloc, body_cap;
+} svc_req;
+
+/* ---- time and small helpers ---------------------------------------------- */
+
+static int64_t cfg_or(int64_t v, int64_t dflt)
+{
+	return v > 0 ? v : dflt;
+}
+
+void airlock_service_config_default(airlock_service_config *c)
+{
+	*c = (airlock_service_config){ .socket_gid = -1 };
+}
+
+static void conn_deadline(airlock_service *s, svc_conn *c, int64_t in_ms)
+{
+	if (!c)
+		return;
+	pthread_mutex_lock(&s->lock);
+	c->deadline_ms = in_ms > 0 ? util_monotonic_ms() + in_ms : 0;
+	pthread_mutex_unlock(&s->lock);
+}
+
+/* The client closed its end, or the watchdog or the daemon cut the
+ * connection: the command it waits for has nobody to go to. */
+static bool peer_gone(int fd)
+{
+	if (fd < 0)
+		return false;
+	struct pollfd p = { .fd = fd, .events = POLLRDHUP };
+	int r = poll(&p, 1, 0);
+	return r > 0 && (p.revents & (POLLRDHUP | POLLHUP | POLLERR | POLLNVAL));
+}
+
+static void timed_wait(pthread_cond_t *cond, pthread_mutex_t *lock, int64_t ms)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	ts.tv_sec += ms / 1000;
+	ts.tv_nsec += (ms % 1000) * 1000000L;
+	if (ts.tv_nsec >= 1000000000L) {
+		ts.tv_sec++;
+		ts.tv_nsec -= 1000000000L;
+	}
+	pthread_cond_timedwait(cond, lock, &ts);
+}
+
+static void cond_init_monotonic(pthread_cond_t *c)
+{
+	pthread_condattr_t a;
+	pthread_condattr_init(&a);
+	pthread_condattr_setclock(&a, CLOCK_MONOTONIC);
+	pthread_cond_init(c, &a);
+	pthread_condattr_destroy(&a);
+}
+
+/* ---- responses ------------------------------------------------------------- */
+
+static enum MHD_Result respond(svc_req *q, struct MHD_Connection *c, unsigned status, char *data,
+                               size_t len, const char *type, bool retry_after)
+{
+	static char empty[1];
+	struct MHD_Response *resp = MHD_create_response_from_buffer(len, data ? data : empty,
+	                                                            data ? MHD_RESPMEM_MUST_FREE
+	                                                                 : MHD_RESPMEM_PERSISTENT);
+	if (!resp) {
+		free(data);
+		return MHD_NO;
+	}
+	if (type)
+		MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, type);
+	if (retry_after)
+		MHD_add_response_header(resp, MHD_HTTP_HEADER_RETRY_AFTER, "1");
+	enum MHD_Result r = MHD_queue_response(c, status, resp);
+	MHD_destroy_response(resp);
+	conn_deadline(q->s, q->conn, cfg_or(q->s->cfg.request_timeout_ms, 300000));
+	return r;
+}
+
+static enum MHD_Result respond_str(svc_req *q, struct MHD_Connection *c, unsigned status, char *json)
+{
+	if (!json)
+		return MHD_NO;
+	return respond(q, c, status, json, strlen(json), "application/json", false);
+}
+
+/* The wire's classes are the specification's five; everything else a
+ * layer below can say (a system error, a configuration problem found at
+ * call time, a mechanism that is not built) is the service failing to
+ * execute, which the caller may retry. A decoder's class is the
+ * caller's bad input. */
+static void wire_class(airlock_error *e)
+{
+	switch (e->cls) {
+	case AIRLOCK_ERR_TOOL_VALIDATION:
+	case AIRLOCK_ERR_WORKSPACE_ESCAPE:
+	case AIRLOCK_ERR_EXECUTION_REJECTED:
+	case AIRLOCK_ERR_SANDBOX_ESCAPE_SUSPECTED:
+	case AIRLOCK_ERR_EXECUTION_UNAVAILABLE:
+		return;
+	case AIRLOCK_ERR_DECODE:
+		e->cls = AIRLOCK_ERR_TOOL_VALIDATION;
+		return;
+	case AIRLOCK_ERR_INVALID:
+	case AIRLOCK_ERR_CREDENTIAL_UNAVAILABLE:
+	case AIRLOCK_ERR_ARTIFACT_INTEGRITY:
+	case AIRLOCK_ERR_CONFIG:
+	case AIRLOCK_ERR_NOT_IMPLEMENTED:
+	case AIRLOCK_ERR_SYSTEM:
+	case AIRLOCK_ERR__MAX:
+	default:
+		e->cls = AIRLOCK_ERR_EXECUTION_UNAVAILABLE;
+		return;
+	}
+}
+
+static unsigned error_status(airlock_service *s, const char *id, const airlock_error *e)
+{
+	switch (e->cls) {
+	case AIRLOCK_ERR_TOOL_VALIDATION:
+	case AIRLOCK_ERR_WORKSPACE_ESCAPE:
+	case AIRLOCK_ERR_DECODE:
+		return MHD_HTTP_BAD_REQUEST;
+	case AIRLOCK_ERR_SANDBOX_ESCAPE_SUSPECTED:
+		return MHD_HTTP_FORBIDDEN;
+	case AIRLOCK_ERR_EXECUTION_REJECTED: {
+		/* 404 for an id that is not live, asked of the table rather than
+		 * read from the message. */
+		char t[AIRLOCK_ID_MAX + 1];
+		if (id && id[0] && airlock_exec_tenant_of(s->exec, id, t, sizeof(t), NULL) < 0)
+			return MHD_HTTP_NOT_FOUND;
+		return MHD_HTTP_CONFLICT;
+	}
+	case AIRLOCK_ERR_INVALID:
+	case AIRLOCK_ERR_EXECUTION_UNAVAILABLE:
+	case AIRLOCK_ERR_CREDENTIAL_UNAVAILABLE:
+	case AIRLOCK_ERR_ARTIFACT_INTEGRITY:
+	case AIRLOCK_ERR_CONFIG:
+	case AIRLOCK_ERR_NOT_IMPLEMENTED:
+	case AIRLOCK_ERR_SYSTEM:
+	case AIRLOCK_ERR__MAX:
+	default:
+		return MHD_HTTP_SERVICE_UNAVAILABLE;
+	}
+}
+
+/* The error's JSON with its wire class; NULL only when memory ran out. */
+static char *error_json(const airlock_error *e)
+{
+	airlock_error w = *e;
+	wire_class(&w);
+	airlock_error jerr = { 0 };
+	return airlock_error_to_json(&w, &jerr);
+}
+
+static enum MHD_Result respond_error_status(svc_req *q, struct MHD_Connection *c, unsigned status,
+                                            const airlock_error *e)
+{
+	char *json = error_json(e);
+	if (!json)
+		return MHD_NO;
+	return respond(q, c, status, json, strlen(json), "application/json",
+	               status == MHD_HTTP_SERVICE_UNAVAILABLE);
+}
+
+static enum MHD_Result respond_error(svc_req *q, struct MHD_Connection *c, const airlock_error *e)
+{
+	airlock_error w = *e;
+	wire_class(&w);
+	return respond_error_status(q, c, error_status(q->s, q->id, &w), &w);
+}
+
+static enum MHD_Result respond_fail(svc_req *q, struct MHD_Connection *c, unsigned status,
+                                    airlock_errclass cls, const char *fmt, ...)
+	__attribute__((format(printf, 5, 6)));
+static enum MHD_Result respond_fail(svc_req *q, struct MHD_Connection *c, unsigned status,
+                                    airlock_errclass cls, const char *fmt, ...)
+{
+	airlock_error e = { .cls = cls };
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(e.message, sizeof(e.message), fmt, ap);
+	va_end(ap);
+	return respond_error_status(q, c, status, &e);
+}
+
+static enum MHD_Result respond_unauthorized(svc_req *q, struct MHD_Connection *c)
+{
+	static const char body[] = "{\"error\": \"Unauthorized\", \"message\": \"\"}";
+	char *copy = strdup(body);
+	if (!copy)
+		return MHD_NO;
+	return respond(q, c, MHD_HTTP_UNAUTHORIZED, copy, sizeof(body) - 1, "application/json", false);
+}
+
+static char *jdump(json_t *o)
+{
+	char *s = o ? json_dumps(o, JSON_COMPACT) : NULL;
+	json_decref(o);
+	return s;
+}
+
+/* ---- the request envelopes -------------------------------------------------
+ * The envelope ({"spec": ..., "environment_id": ...}) is checked here, field
+ * by field, unknown ones refused; each member that is a type of the
+ * specification is handed, as its own document, to that type's strict
+ * decoder (json.h), the one every door uses. */
+
+static int envelope_load(const svc_req *q, const char *what, const char *const *fields,
+                         size_t n_fields, json_t **ret, airlock_error *err)
+{
+	if (q->body_len > AIRLOCK_JSON_INPUT_MAX)
+		return airlock_error_set(err, AIRLOCK_ERR_TOOL_VALIDATION, 0, "%s: body larger than %u bytes",
+		                         what, AIRLOCK_JSON_INPUT_MAX);
+	json_error_t je;
+	json_t *o = json_loadb(q->body ? (const char *)q->body : "", q->body_len,
+	                       JSON_REJECT_DUPLICATES, &je);
+	if (!o)
+		return airlock_error_set(err, AIRLOCK_ERR_TOOL_VALIDATION, 0,
+		                         "%s: the body is not JSON (line %d: %.120s)", what, je.line, je.text);
+	if (!json_is_object(o)) {
+		json_decref(o);
+		return airlock_error_set(err, AIRLOCK_ERR_TOOL_VALIDATION, 0, "%s: must be a JSON object",
+		                         what);
+	}
+	const char *key;
+	json_t *v;
+	json_object_foreach(o, key, v) {
+		bool known = false;
+		for (size_t i = 0; i < n_fields && !known; i++)
+			known = strcmp(key, fields[i]) == 0;
+		if (!known) {
+			char q2[100];
+			util_escape(q2, sizeof(q2), key, strlen(key));
+			json_decref(o);
+			return airlock_error_set(err, AIRLOCK_ERR_TOOL_VALIDATION, 0, "%s.%s: unknown field",
+			                         what, q2);
+		}
+	}
+	*ret = o;
+	return 0;
+}
+
+/* A member as its own document, for a type's decoder. */
+static char *member_text(json_t *v, size_t *ret_len)
+{
+	char *s = json_dumps(v, JSON_COMPACT | JSON_ENCODE_ANY);
+	if (s)
+		*ret_len = strlen(s);
+	return s;
+}
+
+/* ---- verbs without a sandbox --------------------------------------------- */
+
+static enum MHD_Result do_health(svc_req *q, struct MHD_Connection *c)
+{
+	airlock_service *s = q->s;
+	pthread_mutex_lock(&s->lock);
+	bool down = s->shutting_down;
+	pthread_mutex_unlock(&s->lock);
+	json_t *o = json_pack("{s:s, s:s, s:I, s:I, s:b}", "status", down ? "shutting_down" : "ok",
+	                      "mechanism", airlock_exec_name(s->exec), "live",
+	                      (json_int_t)airlock_exec_live(s->exec), "max_sandboxes",
+	                      (json_int_t)s->cfg.max_sandboxes, "shutting_down", down);
+	return respond_str(q, c, MHD_HTTP_OK, jdump(o));
+}
+
+static enum MHD_Result do_list(svc_req *q, struct MHD_Connection *c)
+{
+	airlock_exec_entry *v = NULL;
+	size_t n = 0;
+	airlock_error err = { 0 };
+	if (airlock_exec_list(q->s->exec, &v, &n, &err) < 0)
+		return respond_error(q, c, &err);
+	json_t *arr = json_array();
+	for (size_t i = 0; arr && i < n; i++) {
+		char created[32], expires[32];
+		util_time_format(v[i].created_at_ms, created);
+		util_time_format(v[i].expires_at_ms, expires);
+		json_t *e = json_pack("{s:s, s:s?, s:s?, s:I, s:s, s:s, s:b}", "environment_id",
+		                      v[i].environment_id, "tenant_id", v[i].tenant_id, "run_id",
+		                      v[i].run_id, "lease_epoch", (json_int_t)v[i].lease_epoch,
+		                      "created_at", created, "expires_at", expires, "busy", v[i].busy);
+		if (!e || json_array_append_new(arr, e) < 0) {
+			json_decref(arr);
+			arr = NULL;
+		}
+	}
+	airlock_exec_list_free(v, n);
+	if (!arr)
+		return MHD_NO;
+	return respond_str(q, c, MHD_HTTP_OK, jdump(json_pack("{s:o}", "sandboxes", arr)));
+}
+
+static enum MHD_Result do_provision(svc_req *q, struct MHD_Connection *c)
+{
+	static const char *const fields[] = { "spec", "environment_id" };
+	airlock_error err = { 0 };
+	json_t *o = NULL;
+	if (envelope_load(q, "provision", fields, ARRAY_SIZE(fields), &o, &err) < 0)
+		return respond_error(q, c, &err);
+	json_t *js = json_object_get(o, "spec"), *jid = json_object_get(o, "environment_id");
+	const char *want_id = NULL;
+	enum MHD_Result mr;
+	if (!js) {
+		json_decref(o);
+		return respond_fail(q, c, MHD_HTTP_BAD_REQUEST, AIRLOCK_ERR_TOOL_VALIDATION,
+		                    "provision.spec: missing");
+	}
+	if (jid && !json_is_null(jid)) {
+		if (!json_is_string(jid) || !airlock_environment_id_valid(json_string_value(jid))) {
+			json_decref(o);
+			return respond_fail(q, c, MHD_HTTP_BAD_REQUEST, AIRLOCK_ERR_TOOL_VALIDATION,
+			                    "provision.environment_id: must be null or an environment id (env_...)");
+		}
+		want_id = json_string_value(jid);
+	}
+	size_t len = 0;
+	_cleanup_free_ char *text = member_text(js, &len);
+	airlock_environment_spec spec = { 0 };
+	airlock_environment_handle h = { 0 };
+	if (!text) {
+		json_decref(o);
+		return MHD_NO;
+	}
+	if (airlock_environment_spec_from_json(text, len, &spec, &err) < 0) {
+		json_decref(o);
+		airlock_error_prefix(&err, "provision.spec: ");
+		return respond_error(q, c, &err);
+	}
+	int r = want_id ? airlock_exec_provision_as(q->s->exec, &spec, want_id, &h, &err)
+	                : airlock_exec_provision(q->s->exec, &spec, &h, &err);
+	json_decref(o);
+	airlock_environment_spec_clear(&spec);
+	if (r < 0) {
+		/* A provision names no live sandbox: a refusal is 409 (or 503). */
+		q->id[0] = 0;
+		return respond_error(q, c, &err);
+	}
+	char *hj = airlock_environment_handle_to_json(&h, &err);
+	char *body = NULL;
+	if (hj && asprintf(&body, "{\"handle\":%s}", hj) < 0)
+		body = NULL;
+	free(hj);
+	if (!body) {
+		/* The sandbox exists and its caller cannot be told: it goes. */
+		airlock_exec_destroy(q->s->exec, &h, NULL);
+		mr = MHD_NO;
+	} else {
+		mr = respond_str(q, c, MHD_HTTP_CREATED, body);
+	}
+	airlock_environment_handle_clear(&h);
+	return mr;
+}
+
+/* ---- execute ------------------------------------------------------------------ */
+
+struct svc_job {
+	airlock_service *s;
+	svc_job *next; /* in s->jobs while the execute runs */
+	airlock_environment_handle handle;
+	airlock_execution_command command;
+	int64_t budget_ms;
+	airlock_cancel *cancel;
+	bool stream;
+	int fd; /* the client's socket, looked at, never used */
+	pthread_t thread;
+	bool thread_started;
+
+	pthread_mutex_t lock;
+	pthread_cond_t cond;
+	bool done;
+	int rc;
+	airlock_error err;
+	airlock_execution_result res;
+	/* The streamed events not yet taken by the client. */
+	char *q;
+	size_t q_off, q_len, q_alloc;
+	size_t dropped[2];
+	bool broken; /* an event could not be queued (memory) */
+};
+
+static int job_queue(svc_job *j, const char *line, size_t len)
+{
+	if (j->q_off > 0 && j->q_off == j->q_len)
+		j->q_off = j->q_len = 0;
+	if (j->q_len + len > j->q_alloc) {
+		if (j->q_off > 0) {
+			memmove(j->q, j->q + j->q_off, j->q_len - j->q_off);
+			j->q_len -= j->q_off;
+			j->q_off = 0;
+		}
+		if (j->q_len + len > j->q_alloc) {
+			size_t na = j->q_alloc ? j->q_alloc : 64 * 1024;
+			while (na < j->q_len + len)
+				na *= 2;
+			char *nq = realloc(j->q, na);
+			if (!nq)
+				return -ENOMEM;
+			j->q = nq;
+			j->q_alloc = na;
+		}
+	}
+	memcpy(j->q + j->q_len, line, len);
+	j->q_len += len;
+	return 0;
+}
+
+static void job_output(void *arg, airlock_output_stream stream, const void *data, size_t len)
+{
+	svc_job *j = arg;
+	size_t k = stream == AIRLOCK_OUTPUT_STDERR ? 1 : 0;
+	const char *name = airlock_output_stream_name(stream);
+	pthread_mutex_lock(&j->lock);
+	const unsigned char *p = data;
+	while (len > 0) {
+		/* Once a stream has dropped, the rest of it is counted, not sent:
+		 * the events a client has are then always a prefix of the bytes
+		 * the result holds. */
+		if (j->dropped[k]) {
+			j->dropped[k] += len;
+			break;
+		}
+		size_t n = len < AIRLOCK_SERVICE_EVENT_CHUNK ? len : AIRLOCK_SERVICE_EVENT_CHUNK;
+		_cleanup_free_ char *b64 = util_base64_encode(p, n);
+		char *line = NULL;
+		int w = b64 ? asprintf(&line, "{\"event\":\"output\",\"stream\":\"%s\",\"data\":\"%s\"}\n",
+		                       name ? name : "stdout", b64)
+		            : -1;
+		if (w < 0 || (j->q_len - j->q_off) + (size_t)w > AIRLOCK_SERVICE_STREAM_BUFFER_MAX ||
+		    job_queue(j, line, (size_t)w) < 0) {
+			if (w >= 0)
+				free(line);
+			j->dropped[k] += len;
+			break;
+		}
+		free(line);
+		p += n;
+		len -= n;
+	}
+	pthread_cond_broadcast(&j->cond);
+	pthread_mutex_unlock(&j->lock);
+}
+
+/* The last lines of a streamed execute: what was dropped, then the result
+ * or the error. Past the buffer's cap: they are bounded by the output cap
+ * the result already holds. */
+static void job_finish_stream(svc_job *j)
+{
+	for (size_t k = 0; k < 2; k++) {
+		if (!j->dropped[k])
+			continue;
+		char line[128];
+		int w = snprintf(line, sizeof(line), "{\"event\":\"dropped\",\"stream\":\"%s\",\"bytes\":%zu}\n",
+		                 k ? "stderr" : "stdout", j->dropped[k]);
+		if (job_queue(j, line, (size_t)w) < 0)
+			j->broken = true;
+	}
+	char *inner = NULL, *line = NULL;
+	airlock_error jerr = { 0 };
+	if (j->rc == 0)
+		inner = airlock_execution_result_to_json(&j->res, &jerr);
+	else
+		inner = error_json(&j->err);
+	int w = -1;
+	if (inner)
+		w = j->rc == 0 ? asprintf(&line, "{\"event\":\"result\",\"result\":%s}\n", inner)
+		               : asprintf(&line, "{\"event\":\"error\",\"error\":%s}\n", inner);
+	free(inner);
+	if (w < 0 || job_queue(j, line, (size_t)w) < 0)
+		j->broken = true;
+	if (w >= 0)
+		free(line);
+}
+
+static void *job_main(void *arg)
+{
+	svc_job *j = arg;
+	airlock_service *s = j->s;
+	airlock_exec_call call = {
+		.tenant_id = j->handle.tenant_id,
+		.remaining_budget_ms = j->budget_ms,
+		.cancel = j->cancel,
+		.on_output = j->stream ? job_output : NULL,
+		.output_arg = j,
+	};
+	airlock_execution_result res = { 0 };
+	airlock_error err = { 0 };
+	int rc = airlock_exec_execute(s->exec, &call, &j->handle, &j->command, &res, &err);
+
+	pthread_mutex_lock(&s->lock);
+	for (svc_job **p = &s->jobs; *p; p = &(*p)->next)
+		if (*p == j) {
+			*p = j->next;
+			break;
+		}
+	pthread_mutex_unlock(&s->lock);
+
+	pthread_mutex_lock(&j->lock);
+	j->rc = rc;
+	j->err = err;
+	j->res = res;
+	if (j->stream)
+		job_finish_stream(j);
+	j->done = true;
+	pthread_cond_broadcast(&j->cond);
+	pthread_mutex_unlock(&j->lock);
+	return NULL;
+}
+
+static void job_free(svc_job *j)
+{
+	if (!j)
+		return;
+	if (j->thread_started) {
+		airlock_cancel_fire(j->cancel);
+		pthread_join(j->thread, NULL);
+	}
+	airlock_cancel_free(j->cancel);
+	airlock_environment_handle_clear(&j->handle);
+	airlock_execution_command_clear(&j->command);
+	airlock_execution_result_clear(&j->res);
+	free(j->q);
+	pthread_mutex_destroy(&j->lock);
+	pthread_cond_destroy(&j->cond);
+	free(j);
+}
+
+/* The streamed response's reader: runs on the connection's thread, which
+ * may block here (one thread per connection), in slices, looking at the
+ * client each time. */
+static ssize_t job_read(void *cls, uint64_t pos, char *buf, size_t max)
+{
+	svc_job *j = cls;
+	(void)pos;
+	pthread_mutex_lock(&j->lock);
+	for (;;) {
+		size_t avail = j->q_len - j->q_off;
+		if (avail > 0) {
+			size_t n = avail < max ? avail : max;
+			memcpy(buf, j->q + j->q_off, n);
+			j->q_off += n;
+			pthread_mutex_unlock(&j->lock);
+			return (ssize_t)n;
+		}
+		if (j->done) {
+			bool broken = j->broken;
+			pthread_mutex_unlock(&j->lock);
+			return broken ? MHD_CONTENT_READER_END_WITH_ERROR : MHD_CONTENT_READER_END_OF_STREAM;
+		}
+		timed_wait(&j->cond, &j->lock, SVC_POLL_MS);
+		if (!j->done && j->q_len == j->q_off && peer_gone(j->fd)) {
+			/* The client went away: its command is cancelled (the free
+			 * callback joins the execute). */
+			airlock_cancel_fire(j->cancel);
+			pthread_mutex_unlock(&j->lock);
+			return MHD_CONTENT_READER_END_WITH_ERROR;
+		}
+	}
+}
+
+static void job_read_free(void *cls)
+{
+	job_free(cls);
+}
+
+static int conn_fd(struct MHD_Connection *c)
+{
+	const union MHD_ConnectionInfo *ci = MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
+	return ci ? ci->connect_fd : -1;
+}
+
+static enum MHD_Result do_execute(svc_req *q, struct MHD_Connection *c)
+{
+	static const char *const fields[] = { "command", "remaining_budget_ms", "stream" };
+	airlock_service *s = q->s;
+	airlock_error err = { 0 };
+	json_t *o = NULL;
+	if (envelope_load(q, "execute", fields, ARRAY_SIZE(fields), &o, &err) < 0)
+		return respond_error(q, c, &err);
+	json_t *jc = json_object_get(o, "command"), *jb = json_object_get(o, "remaining_budget_ms");
+	json_t *jst = json_object_get(o, "stream");
+	const char *bad = !jc                                       ? "execute.command: missing"
+	                  : jb && !json_is_null(jb) && !json_is_integer(jb) ? "execute.remaining_budget_ms: must be an integer or null"
+	                  : jst && !json_is_boolean(jst)                 ? "execute.stream: must be true or false"
+	                                                                 : NULL;
+	if (bad) {
+		json_decref(o);
+		return respond_fail(q, c, MHD_HTTP_BAD_REQUEST, AIRLOCK_ERR_TOOL_VALIDATION, "%s", bad);
+	}
+	svc_job *j = calloc(1, sizeof(*j));
+	if (!j) {
+		json_decref(o);
+		return MHD_NO;
+	}
+	j->s = s;
+	j->fd = conn_fd(c);
+	j->stream = jst && json_is_true(jst);
+	j->budget_ms = jb && json_is_integer(jb) ? (int64_t)json_integer_value(jb) : AIRLOCK_BUDGET_NONE;
+	pthread_mutex_init(&j->lock, NULL);
+	cond_init_monotonic(&j->cond);
+	size_t len = 0;
+	_cleanup_free_ char *text = member_text(jc, &len);
+	json_decref(o);
+	if (!text) {
+		job_free(j);
+		return MHD_NO;
+	}
+	if (airlock_execution_command_from_json(text, len, &j->command, &err) < 0) {
+		job_free(j);
+		airlock_error_prefix(&err, "execute.command: ");
+		return respond_error(q, c, &err);
+	}
+	if (airlock_cancel_new(&j->cancel, &err) < 0) {
+		job_free(j);
+		return respond_error(q, c, &err);
+	}
+	j->handle = q->handle;
+	q->handle = (airlock_environment_handle){ 0 };
+	q->has_handle = false;
+	if (j->stream) {
+		/* The status is sent before the command runs: the one refusal
+		 * the table can answer now (an id that is not live) still gets
+		 * its own; the rest come as the stream's last line. */
+		char t[AIRLOCK_ID_MAX + 1];
+		if (airlock_exec_tenant_of(s->exec, j->handle.environment_id, t, sizeof(t), &err) < 0) {
+			job_free(j);
+			return respond_error(q, c, &err);
+		}
+		char line[160];
+		int w = snprintf(line, sizeof(line), "{\"event\":\"started\",\"environment_id\":\"%s\"}\n",
+		                 j->handle.environment_id);
+		if (job_queue(j, line, (size_t)w) < 0) {
+			job_free(j);
+			return MHD_NO;
+		}
+	}
+
+	pthread_mutex_lock(&s->lock);
+	j->next = s->jobs;
+	s->jobs = j;
+	pthread_mutex_unlock(&s->lock);
+	int e = pthread_create(&j->thread, NULL, job_main, j);
+	if (e != 0) {
+		pthread_mutex_lock(&s->lock);
+		for (svc_job **p = &s->jobs; *p; p = &(*p)->next)
+			if (*p == j) {
+				*p = j->next;
+				break;
+			}
+		pthread_mutex_unlock(&s->lock);
+		job_free(j);
+		return respond_fail(q, c, MHD_HTTP_SERVICE_UNAVAILABLE, AIRLOCK_ERR_EXECUTION_UNAVAILABLE,
+		                    "execute: cannot start a thread: %s", strerror(e));
+	}
+	j->thread_started = true;
+
+	if (j->stream) {
+		struct MHD_Response *resp = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 64 * 1024,
+		                                                              job_read, j, job_read_free);
+		if (!resp) {
+			job_free(j);
+			return MHD_NO;
+		}
+		MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, "application/x-ndjson");
+		enum MHD_Result r = MHD_queue_response(c, MHD_HTTP_OK, resp);
+		MHD_destroy_response(resp);
+		/* No total deadline while the command runs: its own timeouts bound
+		 * it, and a client that reads nothing meets the idle timeout. */
+		conn_deadline(s, q->conn, 0);
+		return r;
+	}
+
+	/* Blocking: wait for the result in slices, looking at the client. */
+	bool gone = false;
+	pthread_mutex_lock(&j->lock);
+	while (!j->done) {
+		timed_wait(&j->cond, &j->lock, SVC_POLL_MS);
+		if (!j->done && !gone && peer_gone(j->fd)) {
+			gone = true;
+			airlock_cancel_fire(j->cancel);
+		}
+	}
+	pthread_mutex_unlock(&j->lock);
+	pthread_join(j->thread, NULL);
+	j->thread_started = false;
+	enum MHD_Result r;
+	if (gone) {
+		r = MHD_NO;
+	} else if (j->rc < 0) {
+		r = respond_error(q, c, &j->err);
+	} else {
+		char *inner = airlock_execution_result_to_json(&j->res, &err);
+		char *body = NULL;
+		if (inner && asprintf(&body, "{\"result\":%s}", inner) < 0)
+			body = NULL;
+		free(inner);
+		r = body ? respond_str(q, c, MHD_HTTP_OK, body) : respond_error(q, c, &err);
+	}
+	job_free(j);
+	return r;
+}
+
+static bool handles_equal(const airlock_environment_handle *a, const airlock_environment_handle *b)
+{
+	return strcmp(a->environment_id, b->environment_id) == 0 &&
+	       util_streq0(a->tenant_id, b->tenant_id) && util_streq0(a->run_id, b->run_id) &&
+	       a->lease_epoch == b->lease_epoch && a->created_at_ms == b->created_at_ms &&
+	       a->expires_at_ms == b->expires_at_ms;
+}
+
+static enum MHD_Result do_cancel(svc_req *q, struct MHD_Connection *c)
+{
+	airlock_service *s = q->s;
+	airlock_error err = { 0 };
+	char tenant[AIRLOCK_ID_MAX + 1];
+	if (airlock_exec_tenant_of(s->exec, q->id, tenant, sizeof(tenant), &err) < 0)
+		return respond_error(q, c, &err);
+	bool mismatch = !util_streq0(tenant, q->handle.tenant_id);
+	bool cancelled = false;
+	pthread_mutex_lock(&s->lock);
+	for (svc_job *j = s->jobs; j && !mismatch; j = j->next) {
+		if (strcmp(j->handle.environment_id, q->id) != 0)
+			continue;
+		/* The running execute's handle passed the port's whole check: the
+		 * cancel's must be the same one. */
+		if (!handles_equal(&j->handle, &q->handle)) {
+			mismatch = true;
+			break;
+		}
+		airlock_cancel_fire(j->cancel);
+		cancelled = true;
+	}
+	pthread_mutex_unlock(&s->lock);
+	if (mismatch) {
+		/* The port's own rule for a handle that is not the sandbox's:
+		 * destroy it, and say why. Destroy with the wrong tenant does that;
+		 * a right tenant with other fields goes through the workspace
+		 * check, which compares every field. */
+		airlock_error derr = { 0 };
+		airlock_exec_call call = { .tenant_id = q->handle.tenant_id,
+			                   .remaining_budget_ms = AIRLOCK_BUDGET_NONE };
+		airlock_workspace *ws = NULL;
+		int r = util_streq0(tenant, q->handle.tenant_id)
+		                ? airlock_exec_workspace(s->exec, &call, &q->handle, &ws, &derr)
+		                : airlock_exec_destroy(s->exec, &q->handle, &derr);
+		airlock_workspace_release(ws);
+		if (r == 0)
+			airlock_error_set(&derr, AIRLOCK_ERR_SANDBOX_ESCAPE_SUSPECTED, 0,
+			                  "environment %s: the cancel's handle is not the running command's",
+			                  q->id);
+		return respond_error(q, c, &derr);
+	}
+	return respond_str(q, c, MHD_HTTP_OK,
+	                   strdup(cancelled ? "{\"cancelled\":true}" : "{\"cancelled\":false}"));
+}
+
+static enum MHD_Result do_destroy(svc_req *q, struct MHD_Connection *c)
+{
+	airlock_error err = { 0 };
+	if (airlock_exec_destroy(q->s->exec, &q->handle, &err) < 0)
+		return respond_error(q, c, &err);
+	return respond(q, c, MHD_HTTP_NO_CONTENT, NULL, 0, NULL, false);
+}
+
+/* ---- the workspace ------------------------------------------------------------ */
+
+static int query_size(const svc_req *q, const char *key, size_t dflt, size_t max, size_t *ret,
+                      airlock_error *err)
+{
+	_cleanup_free_ char *v = NULL;
+	size_t len = 0;
+	int r = svc_query_value(q->query, q->query_len, key, &v, &len, err);
+	if (r < 0)
+		return r;
+	if (r == 0) {
+		if (dflt == 0)
+			return airlock_error_set(err, AIRLOCK_ERR_TOOL_VALIDATION, 0, "%s: missing", key);
+		*ret = dflt;
+		return 0;
+	}
+	int64_t n = 0;
+	if (strlen(v) != len || !util_parse_i64(v, &n) || n < 0 || (uint64_t)n > max)
+		return airlock_error_set(err, AIRLOCK_ERR_TOOL_VALIDATION, 0,
+		                         "%s: must be an integer from 0 to %zu", key, max);
+	*ret = (size_t)n;
+	return 0;
+}
+
+static enum MHD_Result do_workspace(svc_req *q, struct MHD_Connection *c)
+{
+	airlock_service *s = q->s;
+	airlock_error err = { 0 };
+	_cleanup_free_ char *path = NULL, *rel = NULL;
+	size_t plen = 0;
+	int r = svc_query_value(q->query, q->query_len, "path", &path, &plen, &err);
+	if (r == 0)
+		r = airlock_error_set(&err, AIRLOCK_ERR_TOOL_VALIDATION, 0, "path: missing");
+	if (r < 0)
+		return respond_error(q, c, &err);
+	bool root = plen == 0 || (plen == 1 && path[0] == '.');
+	size_t limit = 0;
+	if (q->verb == SVC_READ)
+		r = query_size(q, "max_bytes", 0, AIRLOCK_SERVICE_READ_MAX, &limit, &err);
+	else if (q->verb == SVC_LISTDIR)
+		r = query_size(q, "max_entries", 1000, AIRLOCK_SERVICE_LISTDIR_MAX, &limit, &err);
+	if (r < 0)
+		return respond_error(q, c, &err);
+
+	airlock_exec_call call = { .tenant_id = q->handle.tenant_id,
+		                   .remaining_budget_ms = AIRLOCK_BUDGET_NONE };
+	airlock_workspace *ws = NULL;
+	if (airlock_exec_workspace(s->exec, &call, &q->handle, &ws, &err) < 0)
+		return respond_error(q, c, &err);
+
+	/* The raw bytes with their length go through the string rules first
+	 * (an encoded NUL is refused there, as WorkspaceEscape, never cut);
+	 * only a checked relative path reaches the calls that take a C string. */
+	if (!(root && (q->verb == SVC_LISTDIR || q->verb == SVC_CONTAIN)))
+		r = airlock_workspace_check_string(path, plen, &rel, &err);
+	enum MHD_Result mr = MHD_NO;
+	if (r < 0) {
+		mr = respond_error(q, c, &err);
+		goto out;
+	}
+	switch (q->verb) {
+	case SVC_CONTAIN: {
+		_cleanup_free_ char *resolved = NULL;
+		if (!root && airlock_workspace_resolve(ws, path, plen, &resolved, &err) < 0)
+			mr = respond_error(q, c, &err);
+		else
+			mr = respond(q, c, MHD_HTTP_NO_CONTENT, NULL, 0, NULL, false);
+		break;
+	}
+	case SVC_READ: {
+		unsigned char *data = NULL;
+		size_t len = 0;
+		if (airlock_workspace_read(ws, rel, limit, &data, &len, &err) < 0)
+			mr = respond_error(q, c, &err);
+		else
+			mr = respond(q, c, MHD_HTTP_OK, (char *)(data ? data : (unsigned char *)strdup("")),
+			             len, "application/octet-stream", false);
+		break;
+	}
+	case SVC_WRITE:
+		if (airlock_workspace_write(ws, rel, q->body ? (const void *)q->body : "", q->body_len,
+		                            &err) < 0)
+			mr = respond_error(q, c, &err);
+		else
+			mr = respond(q, c, MHD_HTTP_NO_CONTENT, NULL, 0, NULL, false);
+		break;
+	case SVC_LISTDIR: {
+		airlock_dir_listing l = { 0 };
+		if (airlock_workspace_listdir(ws, root ? "." : rel, limit, &l, &err) < 0) {
+			mr = respond_error(q, c, &err);
+			break;
+		}
+		json_t *arr = json_array();
+		for (size_t i = 0; arr && i < l.n; i++) {
+			/* The path in FileChange.path's lossless text form, made by
+			 * the one encoder that has it. */
+			airlock_file_change fc = { .path = l.entries[i].path,
+				                   .change = AIRLOCK_CHANGE_DELETED,
+				                   .kind = AIRLOCK_FILE_REGULAR };
+			airlock_error jerr = { 0 };
+			_cleanup_free_ char *fj = airlock_file_change_to_json(&fc, &jerr);
+			json_t *fo = fj ? json_loads(fj, 0, NULL) : NULL;
+			json_t *e = fo ? json_pack("{s:O, s:s, s:I}", "path", json_object_get(fo, "path"),
+			                           "type", airlock_entry_type_name(l.entries[i].type),
+			                           "size_bytes", (json_int_t)l.entries[i].size_bytes)
+			               : NULL;
+			json_decref(fo);
+			if (!e || json_array_append_new(arr, e) < 0) {
+				json_decref(arr);
+				arr = NULL;
+			}
+		}
+		bool trunc = l.truncated;
+		airlock_dir_listing_clear(&l);
+		mr = arr ? respond_str(q, c, MHD_HTTP_OK,
+		                       jdump(json_pack("{s:o, s:b}", "entries", arr, "truncated", trunc)))
+		         : MHD_NO;
+		break;
+	}
+	case SVC_PROVENANCE: {
+		airlock_provenance p = AIRLOCK_PROVENANCE_INVALID;
+		if (airlock_workspace_provenance(ws, rel, &p, &err) < 0)
+			mr = respond_error(q, c, &err);
+		else
+			mr = respond_str(q, c, MHD_HTTP_OK,
+			                 jdump(json_pack("{s:s}", "provenance", airlock_provenance_name(p))));
+		break;
+	}
+	case SVC_NONE:
+	case SVC_HEALTH:
+	case SVC_LIST:
+	case SVC_PROVISION:
+	case SVC_EXECUTE:
+	case SVC_CANCEL:
+	case SVC_DESTROY:
+	default:
+		break;
+	}
+out:
+	airlock_workspace_release(ws);
+	return mr;
+}
+
+/* ---- the request's phases ---------------------------------------------------------- */
+
+static bool verb_has_id(svc_verb v)
+{
+	return v != SVC_HEALTH && v != SVC_LIST && v != SVC_PROVISION && v != SVC_NONE;
+}
+
+/* With a client CA configured, the TLS handshake asked for a certificate
+ * (libmicrohttpd requests, it does not require): one that chains to the
+ * CA is required here, before anything else is looked at. */
+static bool client_cert_ok(struct MHD_Connection *c)
+{
+	const union MHD_ConnectionInfo *ci = MHD_get_connection_info(c, MHD_CONNECTION_INFO_GNUTLS_SESSION);
+	if (!ci || !ci->tls_session)
+		return false;
+	gnutls_session_t sess = (gnutls_session_t)ci->tls_session;
+	unsigned int n = 0;
+	if (!gnutls_certificate_get_peers(sess, &n) || n == 0)
+		return false;
+	unsigned int status = 0;
+	return gnutls_certificate_verify_peers2(sess, &status) == 0 && status == 0;
+}
+
+static enum MHD_Result request_start(svc_req *q, struct MHD_Connection *c, const char *method)
+{
+	airlock_service *s = q->s;
+	/* Authentication first: nothing about the API (which paths exist)
+	 * is told to a caller without the credential. */
+	if (s->client_ca && !client_cert_ok(c))
+		return respond_unauthorized(q, c);
+	const char *auth = NULL;
+	size_t auth_len = 0;
+	if (MHD_lookup_connection_value_n(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_AUTHORIZATION,
+	                                  strlen(MHD_HTTP_HEADER_AUTHORIZATION), &auth,
+	                                  &auth_len) != MHD_YES ||
+	    !svc_bearer_ok(auth, auth_len, s->credential, s->credential_len))
+		return respond_unauthorized(q, c);
+
+	int st = svc_route(q->target, q->target_len, method, &q->verb, q->id, &q->query, &q->query_len);
+	if (st == 404)
+		return respond_fail(q, c, MHD_HTTP_NOT_FOUND, AIRLOCK_ERR_TOOL_VALIDATION,
+		                    "no such path (see docs/service-api.md)");
+	if (st == 405)
+		return respond_fail(q, c, MHD_HTTP_METHOD_NOT_ALLOWED, AIRLOCK_ERR_TOOL_VALIDATION,
+		                    "method %.16s is not allowed on this path", method);
+	airlock_error err = { 0 };
+	if (verb_has_id(q->verb)) {
+		const char *hv = NULL;
+		size_t hlen = 0;
+		if (MHD_lookup_connection_value_n(c, MHD_HEADER_KIND, "Airlock-Handle",
+		                                  strlen("Airlock-Handle"), &hv, &hlen) != MHD_YES)
+			hv = NULL;
+		if (svc_handle_decode(hv, hlen, &q->handle, &err) < 0)
+			return respond_error_status(q, c, MHD_HTTP_BAD_REQUEST, &err);
+		q->has_handle = true;
+		if (strcmp(q->handle.environment_id, q->id) != 0)
+			return respond_fail(q, c, MHD_HTTP_BAD_REQUEST, AIRLOCK_ERR_TOOL_VALIDATION,
+			                    "Airlock-Handle: its environment_id is not the path's");
+	}
+	q->body_cap = q->verb == SVC_WRITE                                  ? s->cfg.max_write_bytes
+	              : q->verb == SVC_PROVISION || q->verb == SVC_EXECUTE ? AIRLOCK_JSON_INPUT_MAX
+	                                                                   : AIRLOCK_SERVICE_EMPTY_BODY_MAX;
+	const char *cl = MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
+	int64_t n = 0;
+	if (cl && util_parse_i64(cl, &n) && n >= 0 && (uint64_t)n > q->body_cap)
+		return respond_fail(q, c, MHD_HTTP_CONTENT_TOO_LARGE, AIRLOCK_ERR_TOOL_VALIDATION,
+		                    "the body (%lld bytes) is larger than this request's cap of %zu bytes",
+		                    (long long)n, q->body_cap);
+	conn_deadline(s, q->conn, cfg_or(s->cfg.request_timeout_ms, 300000));
+	return MHD_YES;
+}
+
+static int body_append(svc_req *q, const char *data, size_t len)
+{
+	if (len > q->body_cap - q->body_len)
+		return -EFBIG;
+	if (q->body_len + len > q->body_alloc) {
+		size_t na = q->body_alloc ? q->body_alloc : 16 * 1024;
+		while (na < q->body_len + len)
+			na = na > SIZE_MAX / 2 ? q->body_len + len : na * 2;
+		unsigned char *nb = realloc(q->body, na + 1);
+		if (!nb)
+			return -ENOMEM;
+		q->body = nb;
+		q->body_alloc = na;
+	}
+	memcpy(q->body + q->body_len, data, len);
+	q->body_len += len;
+	q->body[q->body_len] = 0;
+	return 0;
+}
+
+static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const char *url,
+                                  const char *method, const char *version, const char *upload,
+                                  size_t *upload_size, void **req_cls)
+{
+	(void)cls;
+	(void)url; /* the unescaped form is not used: the raw target is (uri_log) */
+	(void)version;
+	svc_req *q = *req_cls;
+	if (!q)
+		return MHD_NO;
+	if (!q->started) {
+		q->started = true;
+		const union MHD_ConnectionInfo *ci =
+		        MHD_get_connection_info(c, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
+		q->conn = ci ? ci->socket_context : NULL;
+		return request_start(q, c, method);
+	}
+	if (*upload_size) {
+		/* A body without Content-Length that outgrows its cap: the
+		 * response cannot be queued while a body is being read
+		 * (libmicrohttpd), so the connection is closed instead; a body
+		 * with Content-Length was refused with 413 before it was read. */
+		if (body_append(q, upload, *upload_size) < 0)
+			return MHD_NO;
+		*upload_size = 0;
+		return MHD_YES;
+	}
+	conn_deadline(q->s, q->conn, 0);
+	switch (q->verb) {
+	case SVC_HEALTH: return do_health(q, c);
+	case SVC_LIST: return do_list(q, c);
+	case SVC_PROVISION: return do_provision(q, c);
+	case SVC_EXECUTE: return do_execute(q, c);
+	case SVC_CANCEL: return do_cancel(q, c);
+	case SVC_DESTROY: return do_destroy(q, c);
+	case SVC_CONTAIN:
+	case SVC_READ:
+	case SVC_WRITE:
+	case SVC_LISTDIR:
+	case SVC_PROVENANCE: return do_workspace(q, c);
+	case SVC_NONE:
+	default: return MHD_NO;
+	}
+}
+
+/* The raw request target, before libmicrohttpd unescapes anything: the
+ * request's state starts here. */
+static void *on_uri(void *cls, const char *uri, struct MHD_Connection *c)
+{
+	airlock_service *s = cls;
+	(void)c;
+	svc_req *q = calloc(1, sizeof(*q));
+	if (!q)
+		return NULL;
+	q->s = s;
+	q->target_len = uri ? strlen(uri) : 0;
+	q->target = strndup(uri ? uri : "", q->target_len);
+	if (!q->target) {
+		free(q);
+		return NULL;
+	}
+	pthread_mutex_lock(&s->lock);
+	s->in_flight++;
+	pthread_mutex_unlock(&s->lock);
+	return q;
+}
+
+static void on_completed(void *cls, struct MHD_Connection *c, void **req_cls,
+                         enum MHD_RequestTerminationCode toe)
+{
+	airlock_service *s = cls;
+	(void)toe;
+	svc_req *q = *req_cls;
+	*req_cls = NULL;
+	const union MHD_ConnectionInfo *ci = MHD_get_connection_info(c, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
+	/* Between requests a keep-alive connection waits for the next header
+	 * block, within the header timeout. */
+	conn_deadline(s, ci ? ci->socket_context : NULL, cfg_or(s->cfg.header_timeout_ms, 10000));
+	if (!q)
+		return;
+	pthread_mutex_lock(&s->lock);
+	s->in_flight--;
+	pthread_cond_broadcast(&s->cond);
+	pthread_mutex_unlock(&s->lock);
+	airlock_environment_handle_clear(&q->handle);
+	free(q->body);
+	free(q->target);
+	free(q);
+}
+
+static void on_connection(void *cls, struct MHD_Connection *c, void **socket_context,
+                          enum MHD_ConnectionNotificationCode toe)
+{
+	airlock_service *s = cls;
+	if (toe == MHD_CONNECTION_NOTIFY_STARTED) {
+		svc_conn *k = calloc(1, sizeof(*k));
+		if (!k)
+			return; /* no deadline for it: the idle timeout still applies */
+		k->fd = conn_fd(c);
+		k->deadline_ms = util_monotonic_ms() + cfg_or(s->cfg.header_timeout_ms, 10000);
+		pthread_mutex_lock(&s->lock);
+		k->next = s->conns;
+		if (s->conns)
+			s->conns->prev = k;
+		s->conns = k;
+		pthread_mutex_unlock(&s->lock);
+		*socket_context = k;
+		return;
+	}
+	svc_conn *k = *socket_context;
+	*socket_context = NULL;
+	if (!k)
+		return;
+	pthread_mutex_lock(&s->lock);
+	if (k->prev)
+		k->prev->next = k->next;
+	else
+		s->conns = k->next;
+	if (k->next)
+		k->next->prev = k->prev;
+	pthread_mutex_unlock(&s->lock);
+	free(k);
+}
+
+/* ---- the timers ---------------------------------------------------------------- */
+
+static bool stop_wait(airlock_service *s, int64_t ms)
+{
+	struct pollfd p = { .fd = s->stop_efd, .events = POLLIN };
+	int r = poll(&p, 1, (int)ms);
+	return r > 0;
+}
+
+static void *watchdog_main(void *arg)
+{
+	airlock_service *s = arg;
+	while (!stop_wait(s, SVC_POLL_MS)) {
+		int64_t now = util_monotonic_ms();
+		pthread_mutex_lock(&s->lock);
+		for (svc_conn *k = s->conns; k; k = k->next)
+			if (!k->cut && k->deadline_ms && now > k->deadline_ms && k->fd >= 0) {
+				shutdown(k->fd, SHUT_RDWR);
+				k->cut = true;
+			}
+		pthread_mutex_unlock(&s->lock);
+	}
+	return NULL;
+}
+
+static void *expire_main(void *arg)
+{
+	airlock_service *s = arg;
+	int64_t every = cfg_or(s->cfg.expire_interval_ms, 1000);
+	while (!stop_wait(s, every))
+		airlock_exec_expire(s->exec, util_now_ms());
+	return NULL;
+}
+
+/* ---- listening ------------------------------------------------------------------- */
+
+static int read_pem(const char *what, const char *path, char **ret, airlock_error *err)
+{
+	_cleanup_close_ int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
+	if (fd < 0)
+		return airlock_error_set(err, AIRLOCK_ERR_CONFIG, errno, "%s: cannot open it: %s", what,
+		                         strerror(errno));
+	struct stat st;
+	if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode))
+		return airlock_error_set(err, AIRLOCK_ERR_CONFIG, 0, "%s: not a regular file", what);
+	size_t len = 0;
+	int r = util_read_capped(fd, AIRLOCK_SERVICE_PEM_MAX, ret, &len);
+	if (r < 0)
+		return airlock_error_set(err, AIRLOCK_ERR_CONFIG, -r, "%s: %s", what,
+		                         r == -EFBIG ? "larger than 1 MiB" : strerror(-r));
+	return 0;
+}
+
+/* An existing socket file at path: refuse anything that is not a socket,
+ * refuse a socket a live service answers on, remove a dead service's. */
+static int unix_prepare(const char *path, airlock_error *err)
+{
+	struct stat st;
+	if (lstat(path, &st) < 0)
+		return errno == ENOENT ? 0
+		                       : airlock_error_set(err, AIRLOCK_ERR_CONFIG, errno,
+		                                           "listen %s: %s", path, strerror(errno));
+	if (!S_ISSOCK(st.st_mode))
+		return airlock_error_set(err, AIRLOCK_ERR_CONFIG, 0,
+		                         "listen %s: exists and is not a socket; not replacing it", path);
+	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+	memcpy(sa.sun_path, path, strlen(path));
+	_cleanup_close_ int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (fd < 0)
+		return airlock_error_set(err, AIRLOCK_ERR_EXECUTION_UNAVAILABLE, errno, "listen: socket");
+	if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) == 0)
+		return airlock_error_set(err, AIRLOCK_ERR_EXECUTION_UNAVAILABLE, 0,
+		                         "listen %s: another service answers on it", path);
+	if (errno != ECONNREFUSED)
+		return airlock_error_set(err, AIRLOCK_ERR_CONFIG, errno, "listen %s: %s", path,
+		                         strerror(errno));
+	/* Nobody listens: the socket of a service that died. */
+	if (unlink(path) < 0 && errno != ENOENT)
+		return airlock_error_set(err, AIRLOCK_ERR_CONFIG, errno, "listen %s: removing the stale socket: %s",
+		                         path, strerror(errno));
+	return 0;
+}
+
+static int listen_unix(airlock_service *s, const char *path, airlock_error *err)
+{
+	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+	if (path[0] != '/' || strlen(path) >= sizeof(sa.sun_path))
+		return airlock_error_set(err, AIRLOCK_ERR_CONFIG, 0,
+		                         "listen unix:%s: must be an absolute path under %zu bytes", path,
+		                         sizeof(sa.sun_path));
+	int r = unix_prepare(path, err);
+	if (r < 0)
+		return r;
+	memcpy(sa.sun_path, path, strlen(path));
+	int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (fd < 0)
+		return airlock_error_set(err, AIRLOCK_ERR_EXECUTION_UNAVAILABLE, errno, "listen: socket");
+	/* Bound with only the owner's bits, so nobody can connect before the
+	 * mode and group below are set; umask is process-wide, and this runs
+	 * at start, before the service has threads that create files. */
+	mode_t old = umask(0177);
+	int b = bind(fd, (struct sockaddr *)&sa, sizeof(sa));
+	int be = errno;
+	umask(old);
+	if (b < 0) {
+		close(fd);
+		return airlock_error_set(err, AIRLOCK_ERR_CONFIG, be, "listen unix:%s: %s", path,
+		                         strerror(be));
+	}
+	struct stat st;
+	unsigned mode = s->cfg.socket_mode ? s->cfg.socket_mode : 0660;
+	if ((s->cfg.socket_gid >= 0 && lchown(path, (uid_t)-1, (gid_t)s->cfg.socket_gid) < 0) ||
+	    chmod(path, (mode_t)(mode & 07777)) < 0 || lstat(path, &st) < 0 || listen(fd, 128) < 0) {
+		int e = errno;
+		unlink(path);
+		close(fd);
+		return airlock_error_set(err, AIRLOCK_ERR_CONFIG, e, "listen unix:%s: %s", path,
+		                         strerror(e));
+	}
+	s->socket_path = strdup(path);
+	s->socket_dev = st.st_dev;
+	s->socket_ino = st.st_ino;
+	s->listen_fd = fd;
+	s->address = NULL;
+	if (!s->socket_path || asprintf(&s->address, "unix:%s", path) < 0)
+		return airlock_error_set(err, AIRLOCK_ERR_SYSTEM, ENOMEM, "listen");
+	return 0;
+}
+
+static int listen_tcp(airlock_service *s, const char *spec, airlock_error *err)
+{
+	/* HOST:PORT, HOST a name or an address, [v6]:PORT. */
+	_cleanup_free_ char *host = NULL;
+	const char *port = NULL;
+	if (spec[0] == '[') {
+		const char *close_b = strchr(spec, ']');
+		if (!close_b || close_b[1] != ':')
+			goto bad;
+		host = strndup(spec + 1, (size_t)(close_b - spec - 1));
+		port = close_b + 2;
+	} else {
+		const char *colon = strrchr(spec, ':');
+		if (!colon || strchr(spec, ':') != colon)
+			goto bad;
+		host = strndup(spec, (size_t)(colon - spec));
+		port = colon + 1;
+	}
+	if (!host || !host[0] || !port[0])
+		goto bad;
+	struct addrinfo hints = { .ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM,
+		                  .ai_flags = AI_PASSIVE | AI_NUMERICSERV };
+	struct addrinfo *ai = NULL;
+	int g = getaddrinfo(host, port, &hints, &ai);
+	if (g != 0)
+		return airlock_error_set(err, AIRLOCK_ERR_CONFIG, 0, "listen %s: %s", spec, gai_strerror(g));
+	int fd = socket(ai->ai_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	int one = 1;
+	if (fd < 0 || setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one)) < 0 ||
+	    bind(fd, ai->ai_addr, ai->ai_addrlen) < 0 || listen(fd, 128) < 0) {
+		int e = errno;
+		if (fd >= 0)
+			close(fd);
+		freeaddrinfo(ai);
+		return airlock_error_set(err, AIRLOCK_ERR_CONFIG, e, "listen %s: %s", spec, strerror(e));
+	}
+	freeaddrinfo(ai);
+	s->listen_fd = fd;
+	struct sockaddr_storage ss;
+	socklen_t sl = sizeof(ss);
+	char h[NI_MAXHOST], p[NI_MAXSERV];
+	if (getsockname(fd, (struct sockaddr *)&ss, &sl) < 0 ||
+	    getnameinfo((struct sockaddr *)&ss, sl, h, sizeof(h), p, sizeof(p),
+	                NI_NUMERICHOST | NI_NUMERICSERV) != 0)
+		return airlock_error_set(err, AIRLOCK_ERR_CONFIG, errno, "listen %s: getsockname", spec);
+	if (asprintf(&s->address, ss.ss_family == AF_INET6 ? "[%s]:%s" : "%s:%s", h, p) < 0) {
+		s->address = NULL;
+		return airlock_error_set(err, AIRLOCK_ERR_SYSTEM, ENOMEM, "listen");
+	}
+	return 0;
+bad:
+	return airlock_error_set(err, AIRLOCK_ERR_CONFIG, 0,
+	                         "listen %s: expected unix:PATH or HOST:PORT", spec);
+}
+
+static void service_release(airlock_service *s)
+{
+	if (s->listen_fd >= 0)
+		close(s->listen_fd);
+	if (s->socket_path) {
+		/* Only the socket this service made: a later service may have
+		 * replaced it already. */
+		struct stat st;
+		if (lstat(s->socket_path, &st) == 0 && st.st_dev == s->socket_dev &&
+		    st.st_ino == s->socket_ino)
+			unlink(s->socket_path);
+	}
+	if (s->stop_efd >= 0)
+		close(s->stop_efd);
+	if (s->credential) {
+		OPENSSL_cleanse(s->credential, s->credential_len);
+		free(s->credential);
+	}
+	if (s->pem_key) {
+		OPENSSL_cleanse(s->pem_key, strlen(s->pem_key));
+		free(s->pem_key);
+	}
+	free(s->pem_cert);
+	free(s->pem_ca);
+	free(s->socket_path);
+	free(s->address);
+	pthread_mutex_destroy(&s->lock);
+	pthread_cond_destroy(&s->cond);
+	free(s);
+}
+
+static void stop_threads(airlock_service *s)
+{
+	uint64_t one = 1;
+	if (s->stop_efd >= 0 && write(s->stop_efd, &one, sizeof(one)) < 0) {
+		/* an eventfd write fails only on overflow, which one write cannot cause */
+	}
+	if (s->watchdog_started)
+		pthread_join(s->watchdog_thread, NULL);
+	if (s->expire_started)
+		pthread_join(s->expire_thread, NULL);
+	s->watchdog_started = s->expire_started = false;
+}
+
+int airlock_service_new(const airlock_service_config *cfg, airlock_exec *exec,
+                        airlock_service **ret, airlock_error *err)
+{
+	if (!cfg || !exec || !ret)
+		return airlock_error_set(err, AIRLOCK_ERR_CONFIG, 0, "service: missing argument");
+	if (!cfg->listen || !cfg->listen[0])
+		return airlock_error_set(err, AIRLOCK_ERR_CONFIG, 0, "service: no listen address");
+	if (!cfg->credential || cfg->credential_len == 0)
+		return airlock_error_set(err, AIRLOCK_ERR_CONFIG, 0,
+		                         "service: no credential (every request must carry one)");
+	airlock_service *s = calloc(1, sizeof(*s));
+	if (!s)
+		return airlock_error_set(err, AIRLOCK_ERR_SYSTEM, ENOMEM, "service");
+	s->cfg = *cfg;
+	s->cfg.listen = s->cfg.tls_cert_file = s->cfg.tls_key_file = s->cfg.tls_client_ca_file = NULL;
+	s->cfg.credential = NULL;
+	if (!s->cfg.max_write_bytes)
+		s->cfg.max_write_bytes = AIRLOCK_SERVICE_WRITE_MAX_DEFAULT;
+	s->exec = exec;
+	s->listen_fd = -1;
+	pthread_mutex_init(&s->lock, NULL);
+	cond_init_monotonic(&s->cond);
+	s->stop_efd = eventfd(0, EFD_CLOEXEC);
+	s->credential = malloc(cfg->credential_len);
+	int r;
+	if (s->stop_efd < 0 || !s->credential) {
+		r = airlock_error_set(err, AIRLOCK_ERR_SYSTEM, errno ? errno : ENOMEM, "service");
+		goto fail;
+	}
+	memcpy(s->credential, cfg->credential, cfg->credential_len);
+	s->credential_len = cfg->credential_len;
+
+	bool is_unix = strncmp(cfg->listen, "unix:", 5) == 0;
+	if (is_unix) {
+		r = listen_unix(s, cfg->listen + 5, err);
+	} else {
+		/* TCP carries the credential: never in the clear. */
+		if (!cfg->tls_cert_file || !cfg->tls_key_file) {
+			r = airlock_error_set(err, AIRLOCK_ERR_CONFIG, 0,
+			                      "listen %s: TCP needs TLS: set the certificate and key files",
+			                      cfg->listen);
+			goto fail;
+		}
+		s->tls = true;
+		if ((r = read_pem("TLS certificate", cfg->tls_cert_file, &s->pem_cert, err)) < 0 ||
+		    (r = read_pem("TLS key", cfg->tls_key_file, &s->pem_key, err)) < 0 ||
+		    (cfg->tls_client_ca_file &&
+		     (r = read_pem("TLS client CA", cfg->tls_client_ca_file, &s->pem_ca, err)) < 0))
+			goto fail;
+		s->client_ca = s->pem_ca != NULL;
+		r = listen_tcp(s, cfg->listen, err);
+	}
+	if (r < 0)
+		goto fail;
+
+	unsigned flags = MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD |
+	                 MHD_USE_POLL | MHD_USE_ITC;
+	if (s->tls)
+		flags |= MHD_USE_TLS;
+	int64_t idle_ms = cfg_or(cfg->connection_timeout_ms, 30000);
+	unsigned idle_s = (unsigned)((idle_ms + 999) / 1000);
+	struct MHD_OptionItem opts[16];
+	size_t n = 0;
+	opts[n++] = (struct MHD_OptionItem){ MHD_OPTION_LISTEN_SOCKET, s->listen_fd, NULL };
+	opts[n++] = (struct MHD_OptionItem){ MHD_OPTION_CONNECTION_LIMIT,
+		                             cfg->max_connections ? cfg->max_connections : 256, NULL };
+	opts[n++] = (struct MHD_OptionItem){ MHD_OPTION_CONNECTION_TIMEOUT, idle_s, NULL };
+	opts[n++] = (struct MHD_OptionItem){ MHD_OPTION_CONNECTION_MEMORY_LIMIT,
+		                             AIRLOCK_SERVICE_HEADER_MAX, NULL };
+	opts[n++] = (struct MHD_OptionItem){ MHD_OPTION_URI_LOG_CALLBACK, (intptr_t)on_uri, s };
+	opts[n++] = (struct MHD_OptionItem){ MHD_OPTION_NOTIFY_COMPLETED, (intptr_t)on_completed, s };
+	opts[n++] = (struct MHD_OptionItem){ MHD_OPTION_NOTIFY_CONNECTION, (intptr_t)on_connection, s };
+	if (s->tls) {
+		unsigned per_ip = cfg->max_connections_per_ip ? cfg->max_connections_per_ip : 64;
+		opts[n++] = (struct MHD_OptionItem){ MHD_OPTION_PER_IP_CONNECTION_LIMIT, per_ip, NULL };
+		opts[n++] = (struct MHD_OptionItem){ MHD_OPTION_HTTPS_MEM_CERT, 0, s->pem_cert };
+		opts[n++] = (struct MHD_OptionItem){ MHD_OPTION_HTTPS_MEM_KEY, 0, s->pem_key };
+		if (s->pem_ca)
+			opts[n++] = (struct MHD_OptionItem){ MHD_OPTION_HTTPS_MEM_TRUST, 0, s->pem_ca };
+	}
+	opts[n++] = (struct MHD_OptionItem){ MHD_OPTION_END, 0, NULL };
+	/* The option callbacks are passed through MHD's varargs as pointers;
+	 * the array form carries them as intptr_t. */
+	s->daemon = MHD_start_daemon(flags, 0, NULL, NULL, on_request, s, MHD_OPTION_ARRAY, opts,
+	                             MHD_OPTION_END);
+	if (!s->daemon) {
+		r = airlock_error_set(err, s->tls ? AIRLOCK_ERR_CONFIG : AIRLOCK_ERR_EXECUTION_UNAVAILABLE, 0,
+		                      "listen %s: the HTTP server did not start%s", s->address,
+		                      s->tls ? " (is the TLS certificate or key unreadable as PEM?)" : "");
+		goto fail;
+	}
+	int e = pthread_create(&s->watchdog_thread, NULL, watchdog_main, s);
+	if (e == 0) {
+		s->watchdog_started = true;
+		e = pthread_create(&s->expire_thread, NULL, expire_main, s);
+		s->expire_started = e == 0;
+	}
+	if (e != 0) {
+		r = airlock_error_set(err, AIRLOCK_ERR_SYSTEM, e, "service: threads");
+		goto fail;
+	}
+	*ret = s;
+	return 0;
+fail:
+	stop_threads(s);
+	if (s->daemon) {
+		MHD_stop_daemon(s->daemon);
+		s->listen_fd = -1; /* the daemon closed it */
+	}
+	service_release(s);
+	return r;
+}
+
+void airlock_service_shutdown(airlock_service *s)
+{
+	if (!s)
+		return;
+	pthread_mutex_lock(&s->lock);
+	s->shutting_down = true;
+	pthread_mutex_unlock(&s->lock);
+	airlock_exec_shutdown(s->exec);
+}
+
+const char *airlock_service_address(const airlock_service *s)
+{
+	return s ? s->address : NULL;
+}
+
+void airlock_service_free(airlock_service *s)
+{
+	if (!s)
+		return;
+	/* Whatever still runs ends now (SERVICE_SHUTDOWN), so the wait below
+	 * is for responses being written, not for commands. */
+	airlock_service_shutdown(s);
+	MHD_socket lfd = MHD_quiesce_daemon(s->daemon);
+	if (lfd != MHD_INVALID_SOCKET)
+		s->listen_fd = lfd; /* ours again: closed at release */
+	else
+		s->listen_fd = -1;
+	int64_t until = util_monotonic_ms() + cfg_or(s->cfg.drain_timeout_ms, 10000);
+	pthread_mutex_lock(&s->lock);
+	while (s->in_flight > 0 && util_monotonic_ms() < until)
+		timed_wait(&s->cond, &s->lock, SVC_POLL_MS);
+	pthread_mutex_unlock(&s->lock);
+	MHD_stop_daemon(s->daemon);
+	stop_threads(s);
+	service_release(s);
+}
