@@ -22,7 +22,9 @@
 #include <unistd.h>
 
 #include "airlock/egress.h"
+#include "airlock/fake.h"
 #include "service/metrics.h"
+#include "testlib.h"
 #include "util/util.h"
 
 /* ---- a parser of the exposition ----------------------------------------- */
@@ -1112,4 +1114,76 @@ Test(metrics, no_log_fd_counts_nothing_written)
 	airlock_error err = { 0 };
 	cr_assert_lt(service_metrics_new(987654, &m, &err), 0, "a descriptor that is not open");
 	cr_assert_eq(err.cls, AIRLOCK_ERR_SYSTEM);
+}
+
+/* ---- wired to the core ------------------------------------------------------ */
+
+/* The observer in a real airlock_exec over the fake mechanism: what the
+ * core reports is what the exposition and the log show. */
+Test(metrics, fed_by_the_core_over_fake)
+{
+	logfile l = log_open_tmp();
+	service_metrics *m = metrics(l.fd);
+	service_metrics_mechanism(m, "fake");
+	airlock_error err = { 0 };
+	airlock_fake *f = NULL;
+	cr_assert_eq(airlock_fake_new(&f, &err), 0, "%s", err.message);
+	const char *const oom[] = { "oom", NULL };
+	airlock_fake_behaviour b = { .killed_by = AIRLOCK_KILL_MEMORY };
+	cr_assert_eq(airlock_fake_script(f, oom, &b, &err), 0, "%s", err.message);
+	airlock_exec_config cfg;
+	airlock_exec_config_default(&cfg);
+	cfg.ceilings.memory_bytes = 512ll << 20;
+	cfg.observer = service_metrics_observer();
+	cfg.observer_arg = m;
+	airlock_exec *e = NULL;
+	cr_assert_eq(airlock_exec_new(airlock_fake_ops(), f, &cfg, &e, &err), 0, "%s", err.message);
+
+	airlock_environment_spec s;
+	test_spec(&s, "tenant-m", "run-1");
+	airlock_environment_handle h = { 0 };
+	cr_assert_eq(airlock_exec_provision(e, &s, &h, &err), 0, "%s", err.message);
+	airlock_exec_call call = { .tenant_id = "tenant-m", .remaining_budget_ms = AIRLOCK_BUDGET_NONE };
+	char *argv_true[] = { "true", NULL }, *argv_oom[] = { "oom", NULL };
+	airlock_execution_command c1 = test_command(argv_true), c2 = test_command(argv_oom);
+	airlock_execution_result r = { 0 };
+	cr_assert_eq(airlock_exec_execute(e, &call, &h, &c1, &r, &err), 0, "%s", err.message);
+	airlock_execution_result_clear(&r);
+	cr_assert_eq(airlock_exec_execute(e, &call, &h, &c2, &r, &err), 0, "%s", err.message);
+	cr_assert_eq(r.killed_by, AIRLOCK_KILL_MEMORY);
+	airlock_execution_result_clear(&r);
+	airlock_environment_spec over = s;
+	over.limits.memory_bytes = 1ll << 30;
+	airlock_environment_handle h2 = { 0 };
+	cr_assert_lt(airlock_exec_provision(e, &over, &h2, &err), 0);
+	cr_assert_eq(airlock_exec_destroy(e, &h, &err), 0, "%s", err.message);
+	airlock_exec_free(e);
+
+	expo *x = scrape(m, 0, NULL);
+	expect(x, "airlock_sandbox_provision_duration_seconds_count", "mechanism=fake", "1");
+	expect(x, "airlock_sandbox_utilization_ratio_count", "mechanism=fake", "1");
+	expect(x, "airlock_sandbox_executions_total", "killed_by=none", "1");
+	expect(x, "airlock_sandbox_executions_total", "killed_by=MEMORY", "1");
+	expect(x, "airlock_sandbox_provision_failures_total", "class=ExecutionRejected", "1");
+	expect(x, "airlock_sandbox_destroyed_total", "reason=request", "1");
+	expect(x, "airlock_lifecycle_log_lines_total", "", "5");
+	free(x);
+
+	static const char *const events[] = { "provisioned", "executed", "executed",
+		                              "provision_failed", "destroyed" };
+	for (size_t i = 0; i < ARRAY_SIZE(events); i++) {
+		json_t *o = next_line(&l);
+		field_str(o, "event", events[i]);
+		field_str(o, "mechanism", "fake");
+		field_str(o, "tenant", "tenant-m");
+		field_str(o, "run", "run-1");
+		field_int(o, "epoch", 1);
+		if (strcmp(events[i], "provision_failed") != 0)
+			field_str(o, "environment", h.environment_id);
+		json_decref(o);
+	}
+	logfile_done(&l);
+	airlock_environment_handle_clear(&h);
+	airlock_environment_spec_clear(&s);
+	service_metrics_free(m);
 }
