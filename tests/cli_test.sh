@@ -44,7 +44,7 @@ expect unknown-verb 64 "unknown verb 'frobnicate'" -- "$AIRLOCK" frobnicate
 for v in run config doctor serve worker egress proxy image artifact; do
 	expect "help-$v" 0 "usage: airlock $v" -- "$AIRLOCK" "$v" --help
 done
-expect not-implemented-verb 69 'NotImplemented' -- "$AIRLOCK" serve
+expect not-implemented-verb 69 'NotImplemented' -- "$AIRLOCK" worker
 
 # run on the fake mechanism: nothing executes, and it says so.
 expect run-fake 0 'fake mechanism: nothing was executed' -- "$AIRLOCK" run --mechanism fake -- echo hi

@@ -47,6 +47,12 @@
  * so this bounds what one input can make the service allocate. */
 #define AIRLOCK_JSON_INPUT_MAX (64u * 1024u * 1024u)
 
+/* ---- the service credential (airlock_credential_file_read) ------------------ */
+/* The file is one bearer token; anything larger is not one. */
+#define AIRLOCK_CREDENTIAL_FILE_MAX 4096
+/* A shorter token is guessable whatever the comparison costs. */
+#define AIRLOCK_CREDENTIAL_MIN_BYTES 16
+
 /* ---- files_changed: the walk of a tree the command shaped ------------------- */
 /* Directory nesting the walk enters; deeper sets truncated. */
 #define AIRLOCK_SNAPSHOT_DEPTH_MAX 256

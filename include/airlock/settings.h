@@ -28,10 +28,26 @@
  *   environment:
  *     passthrough: [LANG_EXTRA, HTTP_PROXY]   # tier-1 names
  *     passthrough_file: /etc/airlock/tier1    # or: one name per line
+ *   service:                          # airlock serve (docs/service.md)
+ *     listen: unix:/run/airlock/airlock.sock  # or HOST:PORT (TLS required)
+ *     socket_group: airlock           # the Unix socket's group (a name or a gid)
+ *     credential_file: /etc/airlock/service.token   # the bearer token, 0600
+ *     metrics_listen: 127.0.0.1:9464  # the operator's metrics listener
+ *     max_sandboxes: 64               # past it, provision is ExecutionUnavailable
+ *     max_connections: 256
+ *     tls_cert_file: /etc/airlock/tls/server.pem    # TCP: both required
+ *     tls_key_file: /etc/airlock/tls/server.key
+ *     tls_client_ca_file: /etc/airlock/tls/clients.pem  # client certificates
+ *     policy_file: /etc/airlock/egress.yaml          # the operator's egress policy
  *
  * Environment overrides (applied after the file, same validation):
  *   AIRLOCK_DEPLOYMENT_MODE, AIRLOCK_AUTH_MODE, AIRLOCK_SANDBOX_MECHANISM,
- *   AIRLOCK_SANDBOX_IMAGE, AIRLOCK_HARD_CAP_SECONDS, AIRLOCK_IMAGE_STORE.
+ *   AIRLOCK_SANDBOX_IMAGE, AIRLOCK_HARD_CAP_SECONDS, AIRLOCK_IMAGE_STORE,
+ *   AIRLOCK_SERVICE_LISTEN, AIRLOCK_SERVICE_SOCKET_GROUP,
+ *   AIRLOCK_SERVICE_CREDENTIAL_FILE, AIRLOCK_SERVICE_METRICS_LISTEN,
+ *   AIRLOCK_SERVICE_MAX_SANDBOXES, AIRLOCK_SERVICE_MAX_CONNECTIONS,
+ *   AIRLOCK_SERVICE_TLS_CERT_FILE, AIRLOCK_SERVICE_TLS_KEY_FILE,
+ *   AIRLOCK_SERVICE_TLS_CLIENT_CA_FILE, AIRLOCK_SERVICE_POLICY_FILE.
  *
  * Byte values accept an integer or an integer with a K, M or G suffix
  * (powers of 1024).
@@ -93,6 +109,24 @@ typedef struct airlock_limit_table {
 
 #define AIRLOCK_TIER1_MAX 256
 
+/* The service: section (airlock serve). Strings are NULL when unset. */
+typedef struct airlock_service_settings {
+	char *listen;             /* "unix:/abs/path" or "HOST:PORT" */
+	char *socket_group;
+	char *credential_file;
+	char *metrics_listen;
+	int64_t max_sandboxes;    /* > 0 */
+	int64_t max_connections;  /* > 0, at most AIRLOCK_SERVICE_CONNECTIONS_MAX */
+	char *tls_cert_file;
+	char *tls_key_file;
+	char *tls_client_ca_file;
+	char *policy_file;
+} airlock_service_settings;
+
+/* The most connections a service may be configured for: each is a thread
+ * while it lasts. */
+#define AIRLOCK_SERVICE_CONNECTIONS_MAX 4096
+
 typedef struct airlock_settings {
 	airlock_deployment_mode deployment_mode;
 	char *auth_mode;
@@ -110,6 +144,7 @@ typedef struct airlock_settings {
 	/* Set when the tier-1 list could not be read or parsed: the environment
 	 * is then tier 2 alone (fail closed) and this message is logged. */
 	char *tier1_error;
+	airlock_service_settings service;
 } airlock_settings;
 
 /* The embedded defaults (development, dev, native, the table's numbers). */
@@ -123,6 +158,10 @@ int airlock_settings_load(const char *path, airlock_settings *ret, airlock_error
 
 /* Apply AIRLOCK_* overrides from envp (a NULL-terminated "NAME=value" list). */
 int airlock_settings_apply_env(airlock_settings *s, char *const *envp, airlock_error *err);
+/* True for a name airlock_settings_apply_env reads (AIRLOCK_SERVICE_LISTEN,
+ * ...): a setting, not a credential, in the service's own environment
+ * (airlock serve refuses every other tier-0 name there). */
+bool airlock_settings_env_name(const char *name);
 
 /* Read passthrough_file into the tier-1 list. Failure does not fail: it sets
  * tier1_error and empties the list (fail closed). */
@@ -135,7 +174,10 @@ void airlock_settings_load_tier1(airlock_settings *s);
  *   - auth_mode != dev requires a mechanism in {microvm, gvisor};
  *   - the image, when set, is a sha256 digest (a tag is refused, and why);
  *   - every default is positive and under its ceiling where one is set;
- *   - no tier-1 name is a tier-0 name.
+ *   - no tier-1 name is a tier-0 name;
+ *   - service: the listen address is unix:/absolute or HOST:PORT, TCP has
+ *     both TLS files, a client CA or one TLS file alone is refused without
+ *     the other, max_sandboxes and max_connections are in range.
  * A warning is never enough: the caller must not start.
  */
 int airlock_settings_check(const airlock_settings *s, airlock_error *err);

@@ -59,5 +59,6 @@ int cli_doctor(int argc, char **argv);
 int cli_image(int argc, char **argv);
 int cli_egress(int argc, char **argv);
 int cli_proxy(int argc, char **argv);
+int cli_serve(int argc, char **argv);
 
 #endif

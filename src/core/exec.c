@@ -195,6 +195,15 @@ static void emit(airlock_exec *e, airlock_exec_event *ev)
 	ev->mechanism = e->ops->name;
 	if (!ev->environment_id)
 		ev->environment_id = "";
+	/* A caller that passed no airlock_error still has its failure counted:
+	 * the observer always gets an error for the *_FAILED kinds. */
+	static const airlock_error no_detail = { .cls = AIRLOCK_ERR_INVALID,
+		                                 .message = "(the caller asked for no detail)" };
+	bool failed = ev->kind == AIRLOCK_EXEC_EVENT_PROVISION_FAILED ||
+	              ev->kind == AIRLOCK_EXEC_EVENT_EXECUTE_FAILED ||
+	              ev->kind == AIRLOCK_EXEC_EVENT_DESTROY_FAILED;
+	if (failed && !ev->error)
+		ev->error = &no_detail;
 	e->cfg.observer->event(e->cfg.observer_arg, ev);
 }
 

@@ -18,6 +18,7 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -145,7 +146,11 @@ static const char settings_defaults_yaml[] =
 	"    files_changed_max: 10000\n"
 	"    start_budget_seconds: 60\n"
 	"environment:\n"
-	"  passthrough: []\n";
+	"  passthrough: []\n"
+	"service:\n"
+	"  listen: unix:/run/airlock/airlock.sock\n"
+	"  max_sandboxes: 64\n"
+	"  max_connections: 256\n";
 
 /* ---- small helpers -------------------------------------------------------- */
 
@@ -378,12 +383,28 @@ static const field environment_fields[] = {
 static const schema environment_schema = { "environment.", environment_fields,
 	                                   ARRAY_SIZE(environment_fields), 0, 1 };
 
+static const field service_fields[] = {
+	{ "listen", F_STRING, ST(service.listen), 0, NULL },
+	{ "socket_group", F_STRING, ST(service.socket_group), 0, NULL },
+	{ "credential_file", F_STRING, ST(service.credential_file), 0, NULL },
+	{ "metrics_listen", F_STRING, ST(service.metrics_listen), 0, NULL },
+	{ "max_sandboxes", F_INT, ST(service.max_sandboxes), 0, NULL },
+	{ "max_connections", F_INT, ST(service.max_connections), 0, NULL },
+	{ "tls_cert_file", F_STRING, ST(service.tls_cert_file), 0, NULL },
+	{ "tls_key_file", F_STRING, ST(service.tls_key_file), 0, NULL },
+	{ "tls_client_ca_file", F_STRING, ST(service.tls_client_ca_file), 0, NULL },
+	{ "policy_file", F_STRING, ST(service.policy_file), 0, NULL },
+};
+static const schema service_schema = { "service.", service_fields, ARRAY_SIZE(service_fields), -1,
+	                               -1 };
+
 static const field root_fields[] = {
 	{ "deployment_mode", F_DEPLOYMENT, ST(deployment_mode), 0, NULL },
 	{ "auth_mode", F_AUTH, ST(auth_mode), 0, NULL },
 	{ "sandbox", F_MAP, 0, 0, &sandbox_schema },
 	{ "limits", F_MAP, 0, 0, &limits_schema },
 	{ "environment", F_MAP, 0, 0, &environment_schema },
+	{ "service", F_MAP, 0, 0, &service_schema },
 };
 static const schema root_schema = { "", root_fields, ARRAY_SIZE(root_fields), -1, -1 };
 #undef ST
@@ -394,6 +415,7 @@ _Static_assert(ARRAY_SIZE(sandbox_fields) <= MAX_FIELDS, "sandbox schema too lar
 _Static_assert(ARRAY_SIZE(limits_fields) <= MAX_FIELDS, "limits schema too large");
 _Static_assert(ARRAY_SIZE(limit_fields) <= MAX_FIELDS, "limit table schema too large");
 _Static_assert(ARRAY_SIZE(environment_fields) <= MAX_FIELDS, "environment schema too large");
+_Static_assert(ARRAY_SIZE(service_fields) <= MAX_FIELDS, "service schema too large");
 
 /*
  * Convert one scalar for a field and store it at base. `where` names the
@@ -789,8 +811,26 @@ static const struct env_override {
 	{ "AIRLOCK_HARD_CAP_SECONDS", "sandbox.hard_cap_seconds", { "hard_cap_seconds", F_INT, ST(hard_cap_seconds), 0, NULL } },
 	{ "AIRLOCK_IMAGE_STORE", "sandbox.image_store", { "image_store", F_STRING, ST(image_store), 0, NULL } },
 	{ "AIRLOCK_GVISOR_PLATFORM", "sandbox.gvisor_platform", { "gvisor_platform", F_PLATFORM, ST(gvisor_platform), 0, NULL } },
+	{ "AIRLOCK_SERVICE_LISTEN", "service.listen", { "listen", F_STRING, ST(service.listen), 0, NULL } },
+	{ "AIRLOCK_SERVICE_SOCKET_GROUP", "service.socket_group", { "socket_group", F_STRING, ST(service.socket_group), 0, NULL } },
+	{ "AIRLOCK_SERVICE_CREDENTIAL_FILE", "service.credential_file", { "credential_file", F_STRING, ST(service.credential_file), 0, NULL } },
+	{ "AIRLOCK_SERVICE_METRICS_LISTEN", "service.metrics_listen", { "metrics_listen", F_STRING, ST(service.metrics_listen), 0, NULL } },
+	{ "AIRLOCK_SERVICE_MAX_SANDBOXES", "service.max_sandboxes", { "max_sandboxes", F_INT, ST(service.max_sandboxes), 0, NULL } },
+	{ "AIRLOCK_SERVICE_MAX_CONNECTIONS", "service.max_connections", { "max_connections", F_INT, ST(service.max_connections), 0, NULL } },
+	{ "AIRLOCK_SERVICE_TLS_CERT_FILE", "service.tls_cert_file", { "tls_cert_file", F_STRING, ST(service.tls_cert_file), 0, NULL } },
+	{ "AIRLOCK_SERVICE_TLS_KEY_FILE", "service.tls_key_file", { "tls_key_file", F_STRING, ST(service.tls_key_file), 0, NULL } },
+	{ "AIRLOCK_SERVICE_TLS_CLIENT_CA_FILE", "service.tls_client_ca_file", { "tls_client_ca_file", F_STRING, ST(service.tls_client_ca_file), 0, NULL } },
+	{ "AIRLOCK_SERVICE_POLICY_FILE", "service.policy_file", { "policy_file", F_STRING, ST(service.policy_file), 0, NULL } },
 };
 #undef ST
+
+bool airlock_settings_env_name(const char *name)
+{
+	for (size_t k = 0; name && k < ARRAY_SIZE(env_overrides); k++)
+		if (strcmp(env_overrides[k].var, name) == 0)
+			return true;
+	return false;
+}
 
 int airlock_settings_apply_env(airlock_settings *s, char *const *envp, airlock_error *err)
 {
@@ -1052,6 +1092,50 @@ static int check_limits(const airlock_settings *s, airlock_error *err)
 	return 0;
 }
 
+/* service.listen: the shapes airlock serve can listen on. The address is
+ * resolved when the service starts; here only its form is checked. */
+static bool listen_form_ok(const char *v, bool *ret_unix)
+{
+	*ret_unix = strncmp(v, "unix:", 5) == 0;
+	if (*ret_unix)
+		return v[5] == '/' && strlen(v + 5) < 108;
+	const char *colon = strrchr(v, ':');
+	if (!colon || colon == v || !colon[1])
+		return false;
+	for (const char *p = colon + 1; *p; p++)
+		if (*p < '0' || *p > '9')
+			return false;
+	return strlen(colon + 1) <= 5 && atoi(colon + 1) <= 65535;
+}
+
+static int check_service(const airlock_service_settings *v, airlock_error *err)
+{
+	char q[QUOTE_MAX];
+	bool is_unix = false;
+	if (!v->listen || !listen_form_ok(v->listen, &is_unix))
+		return airlock_error_set(err, AIRLOCK_ERR_CONFIG, 0,
+		                         "service.listen=%s: expected unix:/absolute/path or HOST:PORT",
+		                         v->listen ? Q(q, v->listen) : "(unset)");
+	if (!is_unix && (!v->tls_cert_file || !v->tls_key_file))
+		return airlock_error_set(err, AIRLOCK_ERR_CONFIG, 0,
+		                         "service.listen=%s is TCP: service.tls_cert_file and service.tls_key_file are required (the credential never crosses a network in the clear)",
+		                         Q(q, v->listen));
+	if (!v->tls_cert_file != !v->tls_key_file)
+		return airlock_error_set(err, AIRLOCK_ERR_CONFIG, 0,
+		                         "service.tls_cert_file and service.tls_key_file go together: set both or neither");
+	if (v->tls_client_ca_file && !v->tls_cert_file)
+		return airlock_error_set(err, AIRLOCK_ERR_CONFIG, 0,
+		                         "service.tls_client_ca_file needs TLS: set service.tls_cert_file and service.tls_key_file");
+	if (v->max_sandboxes <= 0)
+		return airlock_error_set(err, AIRLOCK_ERR_CONFIG, 0,
+		                         "service.max_sandboxes=%lld: must be > 0", (long long)v->max_sandboxes);
+	if (v->max_connections <= 0 || v->max_connections > AIRLOCK_SERVICE_CONNECTIONS_MAX)
+		return airlock_error_set(err, AIRLOCK_ERR_CONFIG, 0,
+		                         "service.max_connections=%lld: must be from 1 to %d",
+		                         (long long)v->max_connections, AIRLOCK_SERVICE_CONNECTIONS_MAX);
+	return 0;
+}
+
 int airlock_settings_check(const airlock_settings *s, airlock_error *err)
 {
 	char q[QUOTE_MAX];
@@ -1093,7 +1177,7 @@ int airlock_settings_check(const airlock_settings *s, airlock_error *err)
 		airlock_error_prefix(err, "startup refused: environment.passthrough: ");
 		return r;
 	}
-	return 0;
+	return check_service(&s->service, err);
 }
 
 /* ---- printing ------------------------------------------------------------------------ */
@@ -1188,6 +1272,28 @@ void airlock_settings_print(const airlock_settings *s, FILE *out)
 		fprintf(out, "  # tier-1 list error: %s\n",
 		        quote(q, sizeof(q), s->tier1_error, strlen(s->tier1_error)));
 	}
+	fputs("service:\n", out);
+	const struct {
+		const char *key, *value;
+	} strs[] = {
+		{ "listen", s->service.listen },
+		{ "socket_group", s->service.socket_group },
+		{ "credential_file", s->service.credential_file },
+		{ "metrics_listen", s->service.metrics_listen },
+		{ "tls_cert_file", s->service.tls_cert_file },
+		{ "tls_key_file", s->service.tls_key_file },
+		{ "tls_client_ca_file", s->service.tls_client_ca_file },
+		{ "policy_file", s->service.policy_file },
+	};
+	for (size_t i = 0; i < ARRAY_SIZE(strs); i++) {
+		if (!strs[i].value)
+			continue;
+		fprintf(out, "  %s: ", strs[i].key);
+		print_string(out, strs[i].value);
+		fputc('\n', out);
+	}
+	fprintf(out, "  max_sandboxes: %lld\n", (long long)s->service.max_sandboxes);
+	fprintf(out, "  max_connections: %lld\n", (long long)s->service.max_connections);
 }
 
 void airlock_settings_clear(airlock_settings *s)
@@ -1200,5 +1306,13 @@ void airlock_settings_clear(airlock_settings *s)
 	names_free(s->passthrough, s->n_passthrough);
 	free(s->passthrough_file);
 	free(s->tier1_error);
+	free(s->service.listen);
+	free(s->service.socket_group);
+	free(s->service.credential_file);
+	free(s->service.metrics_listen);
+	free(s->service.tls_cert_file);
+	free(s->service.tls_key_file);
+	free(s->service.tls_client_ca_file);
+	free(s->service.policy_file);
 	*s = (airlock_settings){ 0 };
 }

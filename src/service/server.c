@@ -904,6 +904,17 @@ static int query_size(const svc_req *q, const char *key, size_t dflt, size_t max
 	return 0;
 }
 
+/* The wire spells the port's enums as the specification spells its own
+ * (TOOL_WRITTEN, FILE), like killed_by; the library's names are lowercase. */
+static const char *wire_name(const char *lower, char out[64])
+{
+	size_t i = 0;
+	for (; lower && lower[i] && i + 1 < 64; i++)
+		out[i] = (char)(lower[i] >= 'a' && lower[i] <= 'z' ? lower[i] - 'a' + 'A' : lower[i]);
+	out[i] = 0;
+	return out;
+}
+
 static enum MHD_Result do_workspace(svc_req *q, struct MHD_Connection *c)
 {
 	airlock_service *s = q->s;
@@ -982,8 +993,9 @@ static enum MHD_Result do_workspace(svc_req *q, struct MHD_Connection *c)
 			airlock_error jerr = { 0 };
 			_cleanup_free_ char *fj = airlock_file_change_to_json(&fc, &jerr);
 			json_t *fo = fj ? json_loads(fj, 0, NULL) : NULL;
+			char tn[64];
 			json_t *e = fo ? json_pack("{s:O, s:s, s:I}", "path", json_object_get(fo, "path"),
-			                           "type", airlock_entry_type_name(l.entries[i].type),
+			                           "type", wire_name(airlock_entry_type_name(l.entries[i].type), tn),
 			                           "size_bytes", (json_int_t)l.entries[i].size_bytes)
 			               : NULL;
 			json_decref(fo);
@@ -1001,11 +1013,14 @@ static enum MHD_Result do_workspace(svc_req *q, struct MHD_Connection *c)
 	}
 	case SVC_PROVENANCE: {
 		airlock_provenance p = AIRLOCK_PROVENANCE_INVALID;
-		if (airlock_workspace_provenance(ws, rel, &p, &err) < 0)
+		if (airlock_workspace_provenance(ws, rel, &p, &err) < 0) {
 			mr = respond_error(q, c, &err);
-		else
-			mr = respond_str(q, c, MHD_HTTP_OK,
-			                 jdump(json_pack("{s:s}", "provenance", airlock_provenance_name(p))));
+			break;
+		}
+		char name[64];
+		mr = respond_str(q, c, MHD_HTTP_OK,
+		                 jdump(json_pack("{s:s}", "provenance",
+		                                 wire_name(airlock_provenance_name(p), name))));
 		break;
 	}
 	case SVC_NONE:

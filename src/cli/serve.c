@@ -1,0 +1,379 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * airlock serve: the execution service in the foreground (what a systemd
+ * unit or a container entrypoint runs). It holds the mechanism adapter, the
+ * image store, the workspaces, the egress proxy and the limits, and no
+ * secret but its own credential: it refuses to start with a credential of
+ * anyone else's in its environment.
+ *
+ * Order at start, each step before the next can need it:
+ *   1. signals blocked (before any thread or child exists, so each
+ *      inherits the mask and none dies of a signal meant for the service);
+ *   2. the environment refused if it holds a tier-0 name or a value shaped
+ *      like a credential (naming the variable, never its value);
+ *   3. settings: the file, AIRLOCK_* overrides, the flags; the startup
+ *      checks (production and auth refuse a development mechanism);
+ *   4. the credential file (airlock_credential_file_read's rules);
+ *   5. the operator's egress policy and, for an allowlist, the proxy (a
+ *      fork: before the service has threads);
+ *   6. the adapter (its open sweeps what a crashed previous incarnation
+ *      left: sandboxes, cgroups, volumes, loop devices), then the server.
+ * Then the main thread waits on the signalfd: SIGTERM or SIGINT ends the
+ * commands in flight with SERVICE_SHUTDOWN (their callers get the partial
+ * output), the responses drain, every sandbox is destroyed, exit 0.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <getopt.h>
+#include <grp.h>
+#include <poll.h>
+#include <regex.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/signalfd.h>
+#include <unistd.h>
+
+#include "airlock/egress.h"
+#include "airlock/envbuild.h"
+#include "airlock/mechanisms.h"
+#include "airlock/proxy.h"
+#include "airlock/remote.h"
+#include "airlock/service.h"
+#include "cli/common.h"
+#include "util/util.h"
+
+extern char **environ;
+
+static void serve_usage(FILE *out)
+{
+	fprintf(out,
+	        "usage: airlock serve [OPTIONS]\n\n"
+	        "Run the execution service (docs/service.md) in the foreground: the internal API\n"
+	        "of docs/service-api.md on a Unix socket or TCP with TLS, every request\n"
+	        "authenticated with the service credential. SIGTERM or SIGINT stops it: commands\n"
+	        "in flight end SERVICE_SHUTDOWN and their callers get the partial output, then\n"
+	        "every sandbox is destroyed.\n\n"
+	        "options (each overrides the settings file's service: section):\n"
+	        "  --config FILE           settings file (default: the embedded defaults)\n"
+	        "  --listen ADDRESS        unix:PATH or HOST:PORT (TCP needs the TLS files)\n"
+	        "  --credential-file FILE  the bearer token every request carries (0600)\n"
+	        "  --metrics-listen ADDR   the operator's metrics listener\n"
+	        "  --policy FILE           the operator's egress policy (YAML)\n"
+	        "  --dns ADDR[:PORT],..    the egress proxy's resolver (default: /etc/resolv.conf)\n");
+}
+
+enum { OPT_CONFIG = 256, OPT_LISTEN, OPT_CRED, OPT_METRICS, OPT_POLICY, OPT_DNS, OPT_HELP };
+
+static const struct option serve_options[] = {
+	{ "config", required_argument, NULL, OPT_CONFIG },
+	{ "listen", required_argument, NULL, OPT_LISTEN },
+	{ "credential-file", required_argument, NULL, OPT_CRED },
+	{ "metrics-listen", required_argument, NULL, OPT_METRICS },
+	{ "policy", required_argument, NULL, OPT_POLICY },
+	{ "dns", required_argument, NULL, OPT_DNS },
+	{ "help", no_argument, NULL, OPT_HELP },
+	{ 0 },
+};
+
+typedef struct serve_flags {
+	const char *config, *listen, *credential_file, *metrics_listen, *policy, *dns;
+} serve_flags;
+
+/* ---- the environment ----------------------------------------------------------
+ * The service holds no secret of anyone's; a credential in its environment
+ * would be one, readable by anything that reads this process. The shapes
+ * are the secret scanner's, the ones the isolation gate looks for in a
+ * sandbox (tests/test_native_gates.c): credentials' real shapes, not bare
+ * prefixes. */
+static const char *const secret_shapes[] = {
+	"AKIA[0-9A-Z]{16}",                               /* AWS access key id */
+	"sk-(ant|proj)-[A-Za-z0-9_-]{20,}",               /* provider API keys */
+	"ghp_[A-Za-z0-9]{36}",                            /* GitHub token */
+	"postgres(ql)?://[^:/@ ]+:[^@/ ]+@",              /* URL with a password */
+	"-----BEGIN ([A-Z]+ )?PRIVATE KEY-----",          /* a private key */
+	"eyJ[A-Za-z0-9_-]{8,}\\.eyJ[A-Za-z0-9_-]{8,}\\.", /* a JWT */
+};
+
+static int refuse_environment(char *const *envp, airlock_error *err)
+{
+	regex_t re[ARRAY_SIZE(secret_shapes)];
+	size_t n_re = 0;
+	int r = 0;
+	for (; n_re < ARRAY_SIZE(secret_shapes); n_re++)
+		if (regcomp(&re[n_re], secret_shapes[n_re], REG_EXTENDED | REG_NOSUB) != 0) {
+			r = airlock_error_set(err, AIRLOCK_ERR_SYSTEM, ENOMEM, "environment check");
+			goto out;
+		}
+	for (char *const *e = envp; e && *e && r == 0; e++) {
+		const char *eq = strchr(*e, '=');
+		size_t nl = eq ? (size_t)(eq - *e) : strlen(*e);
+		char name[AIRLOCK_ENV_NAME_MAX + 1];
+		/* A name too long to copy is shown cut: it is still named, and its
+		 * value is never shown. */
+		size_t cl = nl < sizeof(name) - 1 ? nl : sizeof(name) - 1;
+		memcpy(name, *e, cl);
+		name[cl] = 0;
+		char shown[AIRLOCK_ENV_NAME_MAX * 4 + 1];
+		util_escape(shown, sizeof(shown), name, cl);
+		/* AIRLOCK_ is a tier-0 namespace for sandboxes because it holds
+		 * the service's settings; those settings' own overrides are what
+		 * the service reads, not a credential it holds. Their values are
+		 * still scanned below. */
+		if (airlock_tier0_name(name) && !(cl == nl && airlock_settings_env_name(name))) {
+			r = airlock_error_set(err, AIRLOCK_ERR_CONFIG, 0,
+			                      "startup refused: the environment holds %s, a tier-0 (credential) "
+			                      "name; the execution service holds no secret: start it without it",
+			                      shown);
+			break;
+		}
+		for (size_t i = 0; eq && i < n_re; i++)
+			if (regexec(&re[i], eq + 1, 0, NULL, 0) == 0) {
+				r = airlock_error_set(err, AIRLOCK_ERR_CONFIG, 0,
+				                      "startup refused: the value of %s looks like a credential "
+				                      "(the secret scanner's pattern %zu); the execution service "
+				                      "holds no secret: start it without it",
+				                      shown, i + 1);
+				break;
+			}
+	}
+out:
+	for (size_t i = 0; i < n_re; i++)
+		regfree(&re[i]);
+	return r;
+}
+
+/* ---- settings ------------------------------------------------------------------ */
+
+static int set_flag(char **slot, const char *v)
+{
+	if (!v)
+		return 0;
+	char *copy = strdup(v);
+	if (!copy)
+		return -ENOMEM;
+	free(*slot);
+	*slot = copy;
+	return 0;
+}
+
+static int socket_gid(const char *group, long *ret, airlock_error *err)
+{
+	*ret = -1;
+	if (!group)
+		return 0;
+	int64_t n = 0;
+	if (util_parse_i64(group, &n) && n >= 0 && n < 0xffffffffLL) {
+		*ret = (long)n;
+		return 0;
+	}
+	struct group gr, *res = NULL;
+	char buf[16384];
+	int e = getgrnam_r(group, &gr, buf, sizeof(buf), &res);
+	if (e != 0 || !res)
+		return airlock_error_set(err, AIRLOCK_ERR_CONFIG, e,
+		                         "service.socket_group=%s: no such group", group);
+	*ret = (long)res->gr_gid;
+	return 0;
+}
+
+/* ---- the run ------------------------------------------------------------------- */
+
+static int serve_parse(int argc, char **argv, serve_flags *f)
+{
+	*f = (serve_flags){ 0 };
+	optind = 1;
+	opterr = 1;
+	int c;
+	while ((c = getopt_long(argc, argv, "+h", serve_options, NULL)) != -1) {
+		switch (c) {
+		case OPT_CONFIG: f->config = optarg; break;
+		case OPT_LISTEN: f->listen = optarg; break;
+		case OPT_CRED: f->credential_file = optarg; break;
+		case OPT_METRICS: f->metrics_listen = optarg; break;
+		case OPT_POLICY: f->policy = optarg; break;
+		case OPT_DNS: f->dns = optarg; break;
+		case OPT_HELP:
+		case 'h':
+			serve_usage(stdout);
+			return CLI_EXIT_OK;
+		default:
+			serve_usage(stderr);
+			return CLI_EXIT_USAGE;
+		}
+	}
+	if (optind < argc) {
+		fprintf(stderr, "airlock serve: unexpected argument '%s'\n", argv[optind]);
+		return CLI_EXIT_USAGE;
+	}
+	return -1;
+}
+
+int cli_serve(int argc, char **argv)
+{
+	serve_flags f;
+	int pr = serve_parse(argc, argv, &f);
+	if (pr >= 0)
+		return pr;
+
+	airlock_error err = { 0 };
+	airlock_settings s = { 0 };
+	airlock_egress_policy policy = { .mode = AIRLOCK_EGRESS_DENY };
+	airlock_proxy *proxy = NULL;
+	airlock_exec *exec = NULL;
+	airlock_service *svc = NULL;
+	unsigned char *cred = NULL;
+	size_t cred_len = 0;
+	int sfd = -1, exit_code = CLI_EXIT_SOFTWARE, r;
+
+	/* 1. Signals: SIGTERM and SIGINT stop the service; SIGHUP and SIGQUIT
+	 * are read and do the same rather than kill it between two steps. The
+	 * main thread reads them (it has nothing else to do once the server
+	 * runs); every process the service starts resets the mask. */
+	sigset_t set;
+	sigemptyset(&set);
+	sigaddset(&set, SIGINT);
+	sigaddset(&set, SIGTERM);
+	sigaddset(&set, SIGHUP);
+	sigaddset(&set, SIGQUIT);
+	int e = pthread_sigmask(SIG_BLOCK, &set, NULL);
+	if (e == 0)
+		sfd = signalfd(-1, &set, SFD_CLOEXEC);
+	if (e != 0 || sfd < 0) {
+		fprintf(stderr, "airlock serve: cannot watch for signals: %s\n", strerror(e ? e : errno));
+		return CLI_EXIT_SOFTWARE;
+	}
+
+	/* 2. Nothing of anyone's secrets in this process. */
+	r = refuse_environment(environ, &err);
+	if (r < 0)
+		goto fail;
+
+	/* 3. Settings, then the flags over them, then the checks again over
+	 * the result. */
+	r = cli_load_settings(f.config, NULL, &s, &err);
+	if (r < 0)
+		goto fail;
+	if (set_flag(&s.service.listen, f.listen) < 0 ||
+	    set_flag(&s.service.credential_file, f.credential_file) < 0 ||
+	    set_flag(&s.service.metrics_listen, f.metrics_listen) < 0 ||
+	    set_flag(&s.service.policy_file, f.policy) < 0) {
+		r = airlock_error_set(&err, AIRLOCK_ERR_SYSTEM, ENOMEM, "serve");
+		goto fail;
+	}
+	r = airlock_settings_check(&s, &err);
+	if (r < 0)
+		goto fail;
+	if (s.service.metrics_listen) {
+		r = airlock_error_set(&err, AIRLOCK_ERR_NOT_IMPLEMENTED, 0,
+		                      "service.metrics_listen: the metrics listener is not part of this "
+		                      "build yet; leave it unset");
+		goto fail;
+	}
+	long gid = -1;
+	r = socket_gid(s.service.socket_group, &gid, &err);
+	if (r < 0)
+		goto fail;
+
+	/* 4. The credential. */
+	r = airlock_credential_file_read(s.service.credential_file, &cred, &cred_len, &err);
+	if (r < 0)
+		goto fail;
+
+	/* 5. The operator's egress policy; an allowlist is served by the proxy,
+	 * which each sandbox reaches only when its spec carries the allowlist
+	 * (the worker's yes for the call). */
+	if (s.service.policy_file) {
+		r = airlock_egress_policy_load(s.service.policy_file, &policy, &err);
+		if (r < 0)
+			goto fail;
+	}
+	bool egress = policy.mode == AIRLOCK_EGRESS_ALLOWLIST;
+	if (f.dns && !egress) {
+		r = airlock_error_set(&err, AIRLOCK_ERR_CONFIG, 0,
+		                      "--dns configures the egress proxy, which runs only with an "
+		                      "allowlist policy (--policy)");
+		goto fail;
+	}
+	if (egress) {
+		airlock_egress_resolver *check = NULL;
+		r = airlock_egress_resolver_new(f.dns, &check, &err);
+		airlock_egress_resolver_free(check);
+		if (r < 0) {
+			airlock_error_prefix(&err, "--dns: ");
+			goto fail;
+		}
+		airlock_proxy_config pc;
+		airlock_proxy_config_default(&pc);
+		pc.dns_servers = f.dns;
+		r = airlock_proxy_spawn(&pc, &proxy, &err);
+		if (r < 0)
+			goto fail;
+	}
+
+	/* 6. The adapter (its open sweeps a crashed incarnation's leftovers),
+	 * then the server. */
+	airlock_exec_egress ee = { .policy = &policy, .proxy = proxy };
+	r = airlock_exec_open_egress(&s, egress ? &ee : NULL, &exec, &err);
+	if (r < 0)
+		goto fail;
+	airlock_service_config sc;
+	airlock_service_config_default(&sc);
+	sc.listen = s.service.listen;
+	sc.socket_gid = gid;
+	sc.credential = cred;
+	sc.credential_len = cred_len;
+	sc.tls_cert_file = s.service.tls_cert_file;
+	sc.tls_key_file = s.service.tls_key_file;
+	sc.tls_client_ca_file = s.service.tls_client_ca_file;
+	sc.max_connections = (unsigned)s.service.max_connections;
+	sc.max_sandboxes = (size_t)s.service.max_sandboxes;
+	r = airlock_service_new(&sc, exec, &svc, &err);
+	/* The server has its copy; this one goes now. */
+	explicit_bzero(cred, cred_len);
+	free(cred);
+	cred = NULL;
+	if (r < 0)
+		goto fail;
+	fprintf(stderr, "airlock serve: listening on %s (mechanism %s, max_sandboxes %lld%s)\n",
+	        airlock_service_address(svc), airlock_exec_name(exec),
+	        (long long)s.service.max_sandboxes, egress ? ", egress proxy running" : "");
+
+	for (;;) {
+		struct signalfd_siginfo si;
+		ssize_t n = read(sfd, &si, sizeof(si));
+		if (n == (ssize_t)sizeof(si)) {
+			fprintf(stderr, "airlock serve: %s: stopping (commands in flight end "
+			                "SERVICE_SHUTDOWN), then destroying every sandbox\n",
+			        strsignal((int)si.ssi_signo));
+			break;
+		}
+		if (n < 0 && errno != EINTR) {
+			fprintf(stderr, "airlock serve: reading signals: %s; stopping\n", strerror(errno));
+			break;
+		}
+	}
+	airlock_service_shutdown(svc);
+	exit_code = CLI_EXIT_OK;
+	goto out;
+fail:
+	cli_error("serve", &err);
+	exit_code = cli_exit_for(&err);
+out:
+	airlock_service_free(svc);
+	airlock_exec_free(exec);
+	/* After the sandboxes: each detached from the proxy as it went. */
+	airlock_proxy_free(proxy);
+	airlock_egress_policy_clear(&policy);
+	if (cred) {
+		explicit_bzero(cred, cred_len);
+		free(cred);
+	}
+	airlock_settings_clear(&s);
+	if (sfd >= 0)
+		close(sfd);
+	if (exit_code == CLI_EXIT_OK)
+		fprintf(stderr, "airlock serve: stopped; every sandbox is destroyed\n");
+	return exit_code;
+}

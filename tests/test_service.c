@@ -1,0 +1,1196 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * The execution service's API server (docs/service-api.md), in process,
+ * on a Unix socket in a fresh directory, over the fake adapter (and native
+ * where a real command is needed). The client is libcurl, or a raw socket
+ * where the test is about what a client does to the connection itself.
+ */
+#include <criterion/criterion.h>
+#include <curl/curl.h>
+#include <errno.h>
+#include <jansson.h>
+#include <poll.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "airlock/fake.h"
+#include "airlock/ids.h"
+#include "airlock/json.h"
+#include "airlock/port/exec.h"
+#include "airlock/service.h"
+#include "sandbox_testlib.h"
+#include "testlib.h"
+#include "util/util.h"
+
+#define TOKEN "svc-test-token-0123456789abcdef"
+
+typedef struct svc {
+	char dir[64];
+	char sock[128];
+	airlock_fake *fake;
+	airlock_exec *exec;
+	airlock_service *service;
+} svc;
+
+static void svc_open_with(svc *t, airlock_exec *exec, const airlock_service_config *over)
+{
+	memset(t, 0, sizeof(*t));
+	strcpy(t->dir, "/tmp/airlock-svc-XXXXXX");
+	cr_assert_not_null(mkdtemp(t->dir));
+	snprintf(t->sock, sizeof(t->sock), "%s/airlock.sock", t->dir);
+	airlock_error err = { 0 };
+	if (exec) {
+		t->exec = exec;
+	} else {
+		airlock_exec_config cfg;
+		airlock_exec_config_default(&cfg);
+		cr_assert_eq(airlock_fake_new(&t->fake, &err), 0);
+		cr_assert_eq(airlock_exec_new(airlock_fake_ops(), t->fake, &cfg, &t->exec, &err), 0, "%s",
+		             err.message);
+	}
+	airlock_service_config sc;
+	airlock_service_config_default(&sc);
+	if (over)
+		sc = *over;
+	char listen[160];
+	snprintf(listen, sizeof(listen), "unix:%s", t->sock);
+	sc.listen = listen;
+	sc.credential = TOKEN;
+	sc.credential_len = strlen(TOKEN);
+	cr_assert_eq(airlock_service_new(&sc, t->exec, &t->service, &err), 0, "%s", err.message);
+}
+
+static void svc_open_cfg(svc *t, const airlock_exec_config *cfg, const airlock_service_config *over)
+{
+	airlock_error err = { 0 };
+	airlock_fake *f = NULL;
+	airlock_exec *e = NULL;
+	cr_assert_eq(airlock_fake_new(&f, &err), 0);
+	cr_assert_eq(airlock_exec_new(airlock_fake_ops(), f, cfg, &e, &err), 0, "%s", err.message);
+	svc_open_with(t, e, over);
+	t->fake = f;
+}
+
+static void svc_open(svc *t)
+{
+	svc_open_with(t, NULL, NULL);
+}
+
+static void svc_close(svc *t)
+{
+	airlock_service_free(t->service);
+	airlock_exec_free(t->exec);
+	struct stat st;
+	cr_expect_neq(lstat(t->sock, &st), 0, "the socket is removed at free");
+	rmdir(t->dir);
+}
+
+/* ---- the client -------------------------------------------------------------- */
+
+typedef struct resp {
+	long status;
+	char *body;
+	size_t len;
+	json_t *json;
+} resp;
+
+static size_t collect(char *p, size_t sz, size_t n, void *arg)
+{
+	resp *r = arg;
+	char *nb = realloc(r->body, r->len + sz * n + 1);
+	cr_assert_not_null(nb);
+	memcpy(nb + r->len, p, sz * n);
+	r->body = nb;
+	r->len += sz * n;
+	r->body[r->len] = 0;
+	return sz * n;
+}
+
+static void resp_clear(resp *r)
+{
+	free(r->body);
+	json_decref(r->json);
+	memset(r, 0, sizeof(*r));
+}
+
+/* The handle header: base64url of the handle's JSON, no padding. */
+static char *handle_header(const airlock_environment_handle *h)
+{
+	airlock_error err = { 0 };
+	char *j = airlock_environment_handle_to_json(h, &err);
+	cr_assert_not_null(j, "%s", err.message);
+	char *b = util_base64_encode(j, strlen(j));
+	free(j);
+	size_t n = strlen(b);
+	while (n && b[n - 1] == '=')
+		b[--n] = 0;
+	for (size_t i = 0; i < n; i++)
+		b[i] = b[i] == '+' ? '-' : b[i] == '/' ? '_' : b[i];
+	char *out = NULL;
+	cr_assert(asprintf(&out, "Airlock-Handle: %s", b) > 0);
+	free(b);
+	return out;
+}
+
+static void http(svc *t, const char *method, const char *target, const char *token,
+                 const airlock_environment_handle *h, const void *body, size_t blen, resp *r)
+{
+	memset(r, 0, sizeof(*r));
+	CURL *c = curl_easy_init();
+	cr_assert_not_null(c);
+	char url[8192];
+	snprintf(url, sizeof(url), "http://localhost%s", target);
+	struct curl_slist *hd = NULL;
+	char auth[256];
+	if (token) {
+		snprintf(auth, sizeof(auth), "Authorization: Bearer %s", token);
+		hd = curl_slist_append(hd, auth);
+	}
+	_cleanup_free_ char *hh = h ? handle_header(h) : NULL;
+	if (hh)
+		hd = curl_slist_append(hd, hh);
+	hd = curl_slist_append(hd, "Expect:");
+	curl_easy_setopt(c, CURLOPT_UNIX_SOCKET_PATH, t->sock);
+	curl_easy_setopt(c, CURLOPT_URL, url);
+	curl_easy_setopt(c, CURLOPT_CUSTOMREQUEST, method);
+	curl_easy_setopt(c, CURLOPT_HTTPHEADER, hd);
+	curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, collect);
+	curl_easy_setopt(c, CURLOPT_WRITEDATA, r);
+	curl_easy_setopt(c, CURLOPT_TIMEOUT, 60L);
+	if (body) {
+		curl_easy_setopt(c, CURLOPT_POSTFIELDS, body);
+		curl_easy_setopt(c, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)blen);
+	}
+	CURLcode cc = curl_easy_perform(c);
+	cr_assert_eq(cc, CURLE_OK, "%s %s: %s", method, target, curl_easy_strerror(cc));
+	curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &r->status);
+	curl_slist_free_all(hd);
+	curl_easy_cleanup(c);
+	if (r->body && r->len && r->body[0] == '{')
+		r->json = json_loadb(r->body, r->len, 0, NULL);
+}
+
+static const char *jstr(json_t *o, const char *key)
+{
+	json_t *v = o ? json_object_get(o, key) : NULL;
+	return v && json_is_string(v) ? json_string_value(v) : "";
+}
+
+static void expect_error(const resp *r, long status, const char *cls, const char *needle)
+{
+	cr_assert_eq(r->status, status, "status %ld, want %ld: %s", r->status, status,
+	             r->body ? r->body : "");
+	cr_assert_not_null(r->json, "not JSON: %s", r->body ? r->body : "");
+	cr_assert_str_eq(jstr(r->json, "error"), cls, "%s", r->body);
+	if (needle)
+		cr_assert(strstr(jstr(r->json, "message"), needle), "message lacks \"%s\": %s", needle,
+		          r->body);
+}
+
+static char *spec_json(const char *tenant)
+{
+	airlock_environment_spec s;
+	test_spec(&s, tenant, "r1");
+	airlock_error err = { 0 };
+	char *j = airlock_environment_spec_to_json(&s, &err);
+	airlock_environment_spec_clear(&s);
+	cr_assert_not_null(j, "%s", err.message);
+	return j;
+}
+
+/* POST /v1/sandboxes; the handle decoded into *h. */
+static void provision(svc *t, const char *tenant, const char *want_id, airlock_environment_handle *h)
+{
+	_cleanup_free_ char *sj = spec_json(tenant);
+	_cleanup_free_ char *body = NULL;
+	if (want_id)
+		cr_assert(asprintf(&body, "{\"spec\":%s,\"environment_id\":\"%s\"}", sj, want_id) > 0);
+	else
+		cr_assert(asprintf(&body, "{\"spec\":%s}", sj) > 0);
+	resp r;
+	http(t, "POST", "/v1/sandboxes", TOKEN, NULL, body, strlen(body), &r);
+	cr_assert_eq(r.status, 201, "provision: %ld %s", r.status, r.body);
+	json_t *hj = json_object_get(r.json, "handle");
+	cr_assert_not_null(hj);
+	char *text = json_dumps(hj, JSON_COMPACT);
+	airlock_error err = { 0 };
+	memset(h, 0, sizeof(*h));
+	cr_assert_eq(airlock_environment_handle_from_json(text, strlen(text), h, &err), 0, "%s",
+	             err.message);
+	free(text);
+	resp_clear(&r);
+}
+
+static size_t live(svc *t)
+{
+	resp r;
+	http(t, "GET", "/v1/health", TOKEN, NULL, NULL, 0, &r);
+	cr_assert_eq(r.status, 200);
+	json_t *v = json_object_get(r.json, "live");
+	size_t n = (size_t)json_integer_value(v);
+	resp_clear(&r);
+	return n;
+}
+
+static char *execute_body(char **argv, bool stream)
+{
+	airlock_execution_command cmd = test_command(argv);
+	airlock_error err = { 0 };
+	_cleanup_free_ char *cj = airlock_execution_command_to_json(&cmd, &err);
+	cr_assert_not_null(cj, "%s", err.message);
+	char *body = NULL;
+	cr_assert(asprintf(&body, "{\"command\":%s,\"remaining_budget_ms\":null,\"stream\":%s}", cj,
+	                   stream ? "true" : "false") > 0);
+	return body;
+}
+
+static int raw_connect(svc *t)
+{
+	int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	cr_assert_geq(fd, 0);
+	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+	strcpy(sa.sun_path, t->sock);
+	cr_assert_eq(connect(fd, (struct sockaddr *)&sa, sizeof(sa)), 0, "%s", strerror(errno));
+	return fd;
+}
+
+/* ---- authentication ---------------------------------------------------------- */
+
+Test(service, unauthorized_before_anything)
+{
+	svc t;
+	svc_open(&t);
+	const char *bad[] = { NULL, "wrong-token-0123456789abcdef00", "svc-test-token", TOKEN "x", "" };
+	for (size_t i = 0; i < ARRAY_SIZE(bad); i++) {
+		resp r;
+		http(&t, "GET", "/v1/health", bad[i], NULL, NULL, 0, &r);
+		cr_assert_eq(r.status, 401, "token %zu: %ld", i, r.status);
+		cr_assert_str_eq(r.body, "{\"error\": \"Unauthorized\", \"message\": \"\"}");
+		resp_clear(&r);
+		/* Nothing about the API is told without the credential: an
+		 * unknown path is 401 too, and a body is not read. */
+		_cleanup_free_ char *sj = spec_json("t1");
+		http(&t, "POST", "/v1/sandboxes", bad[i], NULL, sj, strlen(sj), &r);
+		cr_assert_eq(r.status, 401);
+		resp_clear(&r);
+		http(&t, "GET", "/v1/nope", bad[i], NULL, NULL, 0, &r);
+		cr_assert_eq(r.status, 401);
+		resp_clear(&r);
+	}
+	/* A scheme that is not Bearer. */
+	CURL *c = curl_easy_init();
+	char url[300];
+	snprintf(url, sizeof(url), "http://localhost/v1/health");
+	struct curl_slist *hd = curl_slist_append(NULL, "Authorization: Basic " TOKEN);
+	curl_easy_setopt(c, CURLOPT_UNIX_SOCKET_PATH, t.sock);
+	curl_easy_setopt(c, CURLOPT_URL, url);
+	curl_easy_setopt(c, CURLOPT_HTTPHEADER, hd);
+	resp r = { 0 };
+	curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, collect);
+	curl_easy_setopt(c, CURLOPT_WRITEDATA, &r);
+	cr_assert_eq(curl_easy_perform(c), CURLE_OK);
+	curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &r.status);
+	cr_assert_eq(r.status, 401);
+	resp_clear(&r);
+	curl_slist_free_all(hd);
+	curl_easy_cleanup(c);
+	cr_assert_eq(live(&t), 0, "nothing was provisioned");
+	svc_close(&t);
+}
+
+Test(service, not_found_and_method)
+{
+	svc t;
+	svc_open(&t);
+	resp r;
+	const char *missing[] = { "/v1/nope", "/v2/health", "/v1/health/", "/v1//health",
+		                  "/v1/sandboxes/env_x/nope", "/v1/sandboxes/a%2Fb/execute", "/" };
+	for (size_t i = 0; i < ARRAY_SIZE(missing); i++) {
+		http(&t, "GET", missing[i], TOKEN, NULL, NULL, 0, &r);
+		expect_error(&r, 404, "ToolValidationError", NULL);
+		resp_clear(&r);
+	}
+	http(&t, "DELETE", "/v1/health", TOKEN, NULL, NULL, 0, &r);
+	expect_error(&r, 405, "ToolValidationError", "DELETE");
+	resp_clear(&r);
+	http(&t, "GET", "/v1/sandboxes/env_x/execute", TOKEN, NULL, NULL, 0, &r);
+	expect_error(&r, 405, "ToolValidationError", NULL);
+	resp_clear(&r);
+	svc_close(&t);
+}
+
+/* ---- health, list, provision ------------------------------------------------------- */
+
+Test(service, health_list_provision_as)
+{
+	svc t;
+	svc_open(&t);
+	resp r;
+	http(&t, "GET", "/v1/health", TOKEN, NULL, NULL, 0, &r);
+	cr_assert_eq(r.status, 200);
+	cr_assert_str_eq(jstr(r.json, "status"), "ok");
+	cr_assert_str_eq(jstr(r.json, "mechanism"), "fake");
+	cr_assert(json_is_false(json_object_get(r.json, "shutting_down")));
+	resp_clear(&r);
+
+	airlock_environment_handle a, b;
+	provision(&t, "t1", NULL, &a);
+	char want[AIRLOCK_ENVIRONMENT_ID_MAX];
+	airlock_error err = { 0 };
+	cr_assert_eq(airlock_environment_id_new(want, &err), 0);
+	provision(&t, "t2", want, &b);
+	cr_assert_str_eq(b.environment_id, want, "provision_as keeps the caller's id");
+	cr_assert_str_eq(b.tenant_id, "t2");
+
+	http(&t, "GET", "/v1/sandboxes", TOKEN, NULL, NULL, 0, &r);
+	cr_assert_eq(r.status, 200, "%s", r.body);
+	json_t *arr = json_object_get(r.json, "sandboxes");
+	cr_assert_eq(json_array_size(arr), 2, "%s", r.body);
+	json_t *e0 = json_array_get(arr, 0);
+	cr_assert_str_eq(jstr(e0, "environment_id"), a.environment_id);
+	cr_assert_str_eq(jstr(e0, "tenant_id"), "t1");
+	cr_assert_str_eq(jstr(e0, "run_id"), "r1");
+	cr_assert(json_is_false(json_object_get(e0, "busy")));
+	int64_t ms = 0;
+	cr_assert(util_time_parse(jstr(e0, "expires_at"), &ms));
+	cr_assert_eq(ms, a.expires_at_ms);
+	resp_clear(&r);
+
+	/* The same id twice: refused, 409. */
+	_cleanup_free_ char *sj = spec_json("t2");
+	_cleanup_free_ char *body = NULL;
+	cr_assert(asprintf(&body, "{\"spec\":%s,\"environment_id\":\"%s\"}", sj, want) > 0);
+	http(&t, "POST", "/v1/sandboxes", TOKEN, NULL, body, strlen(body), &r);
+	expect_error(&r, 409, "ExecutionRejected", NULL);
+	resp_clear(&r);
+
+	char path[128];
+	snprintf(path, sizeof(path), "/v1/sandboxes/%s", a.environment_id);
+	http(&t, "DELETE", path, TOKEN, &a, NULL, 0, &r);
+	cr_assert_eq(r.status, 204);
+	resp_clear(&r);
+	http(&t, "DELETE", path, TOKEN, &a, NULL, 0, &r);
+	cr_assert_eq(r.status, 204, "destroy is idempotent");
+	resp_clear(&r);
+	snprintf(path, sizeof(path), "/v1/sandboxes/%s", b.environment_id);
+	http(&t, "DELETE", path, TOKEN, &b, NULL, 0, &r);
+	cr_assert_eq(r.status, 204);
+	resp_clear(&r);
+	cr_assert_eq(live(&t), 0);
+	airlock_environment_handle_clear(&a);
+	airlock_environment_handle_clear(&b);
+	svc_close(&t);
+}
+
+Test(service, bad_bodies_name_the_field)
+{
+	airlock_exec_config cfg;
+	airlock_exec_config_default(&cfg);
+	cfg.ceilings.pids_max = 4096;
+	svc t;
+	svc_open_cfg(&t, &cfg, NULL);
+	resp r;
+	const struct {
+		const char *body, *needle;
+	} rows[] = {
+		{ "{\"spec\": ", "not JSON" },
+		{ "[1]", "JSON object" },
+		{ "{}", "provision.spec: missing" },
+		{ "{\"spec\": {}, \"extra\": 1}", "provision.extra: unknown field" },
+		{ "{\"spec\": {}, \"spec\": {}}", "not JSON" },
+		{ "{\"spec\": {}, \"environment_id\": \"../x\"}", "provision.environment_id" },
+		{ "{\"spec\": 1}", "provision.spec" },
+	};
+	for (size_t i = 0; i < ARRAY_SIZE(rows); i++) {
+		http(&t, "POST", "/v1/sandboxes", TOKEN, NULL, rows[i].body, strlen(rows[i].body), &r);
+		expect_error(&r, 400, "ToolValidationError", rows[i].needle);
+		resp_clear(&r);
+	}
+	/* A spec that fails validation: the message names the field. */
+	_cleanup_free_ char *sj = spec_json("t1");
+	json_t *o = json_loads(sj, 0, NULL);
+	json_object_del(json_object_get(o, "limits"), "pids_max");
+	char *bad = json_dumps(o, JSON_COMPACT);
+	json_decref(o);
+	_cleanup_free_ char *body = NULL;
+	cr_assert(asprintf(&body, "{\"spec\":%s}", bad) > 0);
+	free(bad);
+	http(&t, "POST", "/v1/sandboxes", TOKEN, NULL, body, strlen(body), &r);
+	expect_error(&r, 400, "ToolValidationError", "pids_max");
+	resp_clear(&r);
+	/* A limit above the ceiling: the port's refusal, 409. */
+	o = json_loads(sj, 0, NULL);
+	json_object_set_new(json_object_get(o, "limits"), "pids_max", json_integer(1 << 30));
+	bad = json_dumps(o, JSON_COMPACT);
+	json_decref(o);
+	free(body);
+	body = NULL;
+	cr_assert(asprintf(&body, "{\"spec\":%s}", bad) > 0);
+	free(bad);
+	http(&t, "POST", "/v1/sandboxes", TOKEN, NULL, body, strlen(body), &r);
+	expect_error(&r, 409, "ExecutionRejected", "pids_max");
+	resp_clear(&r);
+	cr_assert_eq(live(&t), 0, "nothing provisioned");
+
+	/* Execute bodies and handles. */
+	airlock_environment_handle h;
+	provision(&t, "t1", NULL, &h);
+	char path[128];
+	snprintf(path, sizeof(path), "/v1/sandboxes/%s/execute", h.environment_id);
+	http(&t, "POST", path, TOKEN, NULL, "{}", 2, &r);
+	expect_error(&r, 400, "ToolValidationError", "Airlock-Handle: missing");
+	resp_clear(&r);
+	http(&t, "POST", path, TOKEN, &h, "{\"command\": {}}", 15, &r);
+	expect_error(&r, 400, "ToolValidationError", "execute.command");
+	resp_clear(&r);
+	http(&t, "POST", path, TOKEN, &h, "{\"stream\": 1}", 13, &r);
+	expect_error(&r, 400, "ToolValidationError", "execute.");
+	resp_clear(&r);
+	/* The path's id must be the handle's. */
+	airlock_environment_handle other;
+	provision(&t, "t1", NULL, &other);
+	snprintf(path, sizeof(path), "/v1/sandboxes/%s/execute", other.environment_id);
+	http(&t, "POST", path, TOKEN, &h, "{}", 2, &r);
+	expect_error(&r, 400, "ToolValidationError", "path");
+	resp_clear(&r);
+	cr_assert_eq(live(&t), 2);
+	airlock_environment_handle_clear(&h);
+	airlock_environment_handle_clear(&other);
+	svc_close(&t);
+}
+
+Test(service, other_tenant_handle_destroys)
+{
+	svc t;
+	svc_open(&t);
+	airlock_environment_handle h;
+	provision(&t, "t1", NULL, &h);
+	cr_assert_eq(live(&t), 1);
+	airlock_environment_handle forged = h;
+	forged.tenant_id = (char *)"t2";
+	char path[160];
+	snprintf(path, sizeof(path), "/v1/sandboxes/%s/workspace/dir?path=", h.environment_id);
+	resp r;
+	http(&t, "GET", path, TOKEN, &forged, NULL, 0, &r);
+	expect_error(&r, 403, "SandboxEscapeSuspected", h.environment_id);
+	resp_clear(&r);
+	cr_assert_eq(live(&t), 0, "the sandbox is destroyed");
+	/* The real handle now finds nothing live: 404. */
+	snprintf(path, sizeof(path), "/v1/sandboxes/%s/execute", h.environment_id);
+	char *argv[] = { "true", NULL };
+	_cleanup_free_ char *body = execute_body(argv, false);
+	http(&t, "POST", path, TOKEN, &h, body, strlen(body), &r);
+	expect_error(&r, 404, "ExecutionRejected", "not live");
+	resp_clear(&r);
+
+	/* Cancel with another tenant's handle: the same rule. */
+	provision(&t, "t1", NULL, &h);
+	forged = h;
+	forged.tenant_id = (char *)"t2";
+	snprintf(path, sizeof(path), "/v1/sandboxes/%s/cancel", h.environment_id);
+	http(&t, "POST", path, TOKEN, &forged, NULL, 0, &r);
+	expect_error(&r, 403, "SandboxEscapeSuspected", NULL);
+	resp_clear(&r);
+	cr_assert_eq(live(&t), 0);
+	airlock_environment_handle_clear(&h);
+	svc_close(&t);
+}
+
+/* ---- the workspace ---------------------------------------------------------------- */
+
+Test(service, workspace_verbs)
+{
+	airlock_service_config sc;
+	airlock_service_config_default(&sc);
+	sc.max_write_bytes = 1000;
+	svc t;
+	svc_open_with(&t, NULL, &sc);
+	airlock_environment_handle h;
+	provision(&t, "t1", NULL, &h);
+	char path[256];
+	resp r;
+	const char data[] = "hello\0world";
+	snprintf(path, sizeof(path), "/v1/sandboxes/%s/workspace/file?path=a%%20b.txt", h.environment_id);
+	http(&t, "PUT", path, TOKEN, &h, data, sizeof(data) - 1, &r);
+	cr_assert_eq(r.status, 204, "%ld %s", r.status, r.body);
+	resp_clear(&r);
+	snprintf(path, sizeof(path), "/v1/sandboxes/%s/workspace/file?path=a%%20b.txt&max_bytes=100",
+	         h.environment_id);
+	http(&t, "GET", path, TOKEN, &h, NULL, 0, &r);
+	cr_assert_eq(r.status, 200);
+	cr_assert_eq(r.len, sizeof(data) - 1);
+	cr_assert_eq(memcmp(r.body, data, r.len), 0);
+	resp_clear(&r);
+	snprintf(path, sizeof(path), "/v1/sandboxes/%s/workspace/file?path=a%%20b.txt&max_bytes=3",
+	         h.environment_id);
+	http(&t, "GET", path, TOKEN, &h, NULL, 0, &r);
+	expect_error(&r, 400, "ToolValidationError", NULL);
+	resp_clear(&r);
+	snprintf(path, sizeof(path), "/v1/sandboxes/%s/workspace/provenance?path=a%%20b.txt",
+	         h.environment_id);
+	http(&t, "GET", path, TOKEN, &h, NULL, 0, &r);
+	cr_assert_eq(r.status, 200, "%s", r.body);
+	cr_assert_str_eq(jstr(r.json, "provenance"), "TOOL_WRITTEN");
+	resp_clear(&r);
+	snprintf(path, sizeof(path), "/v1/sandboxes/%s/workspace/dir?path=.", h.environment_id);
+	http(&t, "GET", path, TOKEN, &h, NULL, 0, &r);
+	cr_assert_eq(r.status, 200, "%s", r.body);
+	json_t *e0 = json_array_get(json_object_get(r.json, "entries"), 0);
+	cr_assert_str_eq(jstr(e0, "path"), "a b.txt", "%s", r.body);
+	cr_assert_str_eq(jstr(e0, "type"), "FILE", "%s", r.body);
+	cr_assert_eq(json_integer_value(json_object_get(e0, "size_bytes")), 11);
+	resp_clear(&r);
+	snprintf(path, sizeof(path), "/v1/sandboxes/%s/workspace/contain?path=a/../../etc",
+	         h.environment_id);
+	http(&t, "GET", path, TOKEN, &h, NULL, 0, &r);
+	expect_error(&r, 400, "WorkspaceEscape", NULL);
+	resp_clear(&r);
+	snprintf(path, sizeof(path), "/v1/sandboxes/%s/workspace/contain?path=sub/new", h.environment_id);
+	http(&t, "GET", path, TOKEN, &h, NULL, 0, &r);
+	cr_assert_eq(r.status, 204, "%s", r.body);
+	resp_clear(&r);
+
+	/* An encoded NUL reaches the containment rules: WorkspaceEscape, not a
+	 * truncated "x". */
+	const char *verbs[][2] = { { "GET", "contain?path=x%00y" },
+		                   { "GET", "file?path=x%00y&max_bytes=10" },
+		                   { "PUT", "file?path=x%00y" },
+		                   { "GET", "provenance?path=x%00y" },
+		                   { "GET", "dir?path=x%00" } };
+	for (size_t i = 0; i < ARRAY_SIZE(verbs); i++) {
+		snprintf(path, sizeof(path), "/v1/sandboxes/%s/workspace/%s", h.environment_id, verbs[i][1]);
+		http(&t, verbs[i][0], path, TOKEN, &h, strcmp(verbs[i][0], "PUT") ? NULL : "z",
+		     strcmp(verbs[i][0], "PUT") ? 0 : 1, &r);
+		expect_error(&r, 400, "WorkspaceEscape", NULL);
+		resp_clear(&r);
+	}
+	snprintf(path, sizeof(path), "/v1/sandboxes/%s/workspace/file?path=x%%0", h.environment_id);
+	http(&t, "GET", path, TOKEN, &h, NULL, 0, &r);
+	expect_error(&r, 400, "ToolValidationError", "percent");
+	resp_clear(&r);
+
+	/* An oversize write: 413, nothing written. */
+	char big[1001];
+	memset(big, 'x', sizeof(big));
+	snprintf(path, sizeof(path), "/v1/sandboxes/%s/workspace/file?path=big", h.environment_id);
+	http(&t, "PUT", path, TOKEN, &h, big, sizeof(big), &r);
+	expect_error(&r, 413, "ToolValidationError", NULL);
+	resp_clear(&r);
+	snprintf(path, sizeof(path), "/v1/sandboxes/%s/workspace/file?path=big&max_bytes=5000",
+	         h.environment_id);
+	http(&t, "GET", path, TOKEN, &h, NULL, 0, &r);
+	cr_assert_neq(r.status, 200, "nothing was written");
+	resp_clear(&r);
+	snprintf(path, sizeof(path), "/v1/sandboxes/%s/workspace/file?path=big", h.environment_id);
+	http(&t, "PUT", path, TOKEN, &h, big, 1000, &r);
+	cr_assert_eq(r.status, 204, "at the cap is accepted");
+	resp_clear(&r);
+	airlock_environment_handle_clear(&h);
+	svc_close(&t);
+}
+
+/* A body sent without Content-Length (chunked) that outgrows the cap: the
+ * connection is closed, and nothing is written. */
+Test(service, chunked_oversize_write_closes)
+{
+	airlock_service_config sc;
+	airlock_service_config_default(&sc);
+	sc.max_write_bytes = 100;
+	svc t;
+	svc_open_with(&t, NULL, &sc);
+	airlock_environment_handle h;
+	provision(&t, "t1", NULL, &h);
+	_cleanup_free_ char *hh = handle_header(&h);
+	int fd = raw_connect(&t);
+	char req[4096];
+	int n = snprintf(req, sizeof(req),
+	                 "PUT /v1/sandboxes/%s/workspace/file?path=c HTTP/1.1\r\nHost: x\r\n"
+	                 "Authorization: Bearer " TOKEN "\r\n%s\r\nTransfer-Encoding: chunked\r\n\r\n"
+	                 "c8\r\n",
+	                 h.environment_id, hh);
+	cr_assert_eq(write(fd, req, (size_t)n), n);
+	char chunk[200];
+	memset(chunk, 'y', sizeof(chunk));
+	ssize_t w = write(fd, chunk, sizeof(chunk));
+	(void)w;
+	struct pollfd p = { .fd = fd, .events = POLLIN };
+	cr_assert_eq(poll(&p, 1, 5000), 1);
+	char buf[512];
+	ssize_t got = read(fd, buf, sizeof(buf));
+	cr_assert(got <= 0 || strncmp(buf, "HTTP/1.1 2", 10) != 0, "not accepted");
+	close(fd);
+	char path[200];
+	resp r;
+	snprintf(path, sizeof(path), "/v1/sandboxes/%s/workspace/file?path=c&max_bytes=1000",
+	         h.environment_id);
+	http(&t, "GET", path, TOKEN, &h, NULL, 0, &r);
+	cr_assert_neq(r.status, 200, "nothing was written");
+	resp_clear(&r);
+	airlock_environment_handle_clear(&h);
+	svc_close(&t);
+}
+
+/* ---- execute ------------------------------------------------------------------------ */
+
+typedef struct stream_rec {
+	char *buf;
+	size_t len;
+	int64_t first_output_ms, result_ms;
+	util_buf out, err;
+	json_t *result;
+	size_t dropped;
+	bool started;
+} stream_rec;
+
+static void stream_lines(stream_rec *s)
+{
+	char *nl;
+	while ((nl = memchr(s->buf, '\n', s->len))) {
+		size_t l = (size_t)(nl - s->buf);
+		json_t *o = json_loadb(s->buf, l, 0, NULL);
+		cr_assert_not_null(o, "not a JSON line: %.*s", (int)l, s->buf);
+		const char *ev = jstr(o, "event");
+		if (strcmp(ev, "started") == 0) {
+			s->started = true;
+		} else if (strcmp(ev, "output") == 0) {
+			if (!s->first_output_ms)
+				s->first_output_ms = util_monotonic_ms();
+			const char *d = jstr(o, "data");
+			unsigned char *bytes = NULL;
+			size_t n = 0;
+			cr_assert_eq(util_base64_decode(d, strlen(d), &bytes, &n), 0);
+			util_buf_append(strcmp(jstr(o, "stream"), "stderr") ? &s->out : &s->err, bytes, n);
+			free(bytes);
+		} else if (strcmp(ev, "dropped") == 0) {
+			s->dropped += (size_t)json_integer_value(json_object_get(o, "bytes"));
+		} else if (strcmp(ev, "result") == 0) {
+			s->result_ms = util_monotonic_ms();
+			s->result = json_incref(json_object_get(o, "result"));
+		} else {
+			cr_assert_fail("unexpected event: %.*s", (int)l, s->buf);
+		}
+		json_decref(o);
+		memmove(s->buf, nl + 1, s->len - l - 1);
+		s->len -= l + 1;
+	}
+}
+
+static size_t stream_collect(char *p, size_t sz, size_t n, void *arg)
+{
+	stream_rec *s = arg;
+	char *nb = realloc(s->buf, s->len + sz * n + 1);
+	cr_assert_not_null(nb);
+	memcpy(nb + s->len, p, sz * n);
+	s->buf = nb;
+	s->len += sz * n;
+	stream_lines(s);
+	return sz * n;
+}
+
+static void stream_execute(svc *t, const airlock_environment_handle *h, char **argv, stream_rec *s)
+{
+	memset(s, 0, sizeof(*s));
+	util_buf_init(&s->out, 64 << 20);
+	util_buf_init(&s->err, 64 << 20);
+	_cleanup_free_ char *body = execute_body(argv, true);
+	char url[256];
+	snprintf(url, sizeof(url), "http://localhost/v1/sandboxes/%s/execute", h->environment_id);
+	_cleanup_free_ char *hh = handle_header(h);
+	struct curl_slist *hd = curl_slist_append(NULL, "Authorization: Bearer " TOKEN);
+	hd = curl_slist_append(hd, hh);
+	hd = curl_slist_append(hd, "Expect:");
+	CURL *c = curl_easy_init();
+	curl_easy_setopt(c, CURLOPT_UNIX_SOCKET_PATH, t->sock);
+	curl_easy_setopt(c, CURLOPT_URL, url);
+	curl_easy_setopt(c, CURLOPT_HTTPHEADER, hd);
+	curl_easy_setopt(c, CURLOPT_POSTFIELDS, body);
+	curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, stream_collect);
+	curl_easy_setopt(c, CURLOPT_WRITEDATA, s);
+	cr_assert_eq(curl_easy_perform(c), CURLE_OK);
+	long status = 0;
+	curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &status);
+	cr_assert_eq(status, 200);
+	char *ct = NULL;
+	curl_easy_getinfo(c, CURLINFO_CONTENT_TYPE, &ct);
+	cr_assert_str_eq(ct, "application/x-ndjson");
+	curl_slist_free_all(hd);
+	curl_easy_cleanup(c);
+	cr_assert_eq(s->len, 0, "the stream ends with a whole line");
+	cr_assert(s->started);
+	cr_assert_not_null(s->result, "a result event");
+}
+
+static void stream_rec_clear(stream_rec *s)
+{
+	free(s->buf);
+	util_buf_clear(&s->out);
+	util_buf_clear(&s->err);
+	json_decref(s->result);
+}
+
+static void expect_bytes(json_t *result, const char *key, const util_buf *b)
+{
+	const char *d = jstr(result, key);
+	unsigned char *bytes = NULL;
+	size_t n = 0;
+	cr_assert_eq(util_base64_decode(d, strlen(d), &bytes, &n), 0);
+	cr_assert_eq(n, b->len, "%s: %zu bytes in the result, %zu in the events", key, n, b->len);
+	cr_assert_eq(memcmp(bytes, b->data, n), 0, "%s: the events' bytes are the result's", key);
+	free(bytes);
+}
+
+Test(service, streamed_output_arrives_before_the_end)
+{
+	svc t;
+	svc_open(&t);
+	char *argv[] = { "produce", NULL };
+	static char out[200000];
+	for (size_t i = 0; i < sizeof(out); i++)
+		out[i] = (char)('a' + i % 26);
+	airlock_fake_behaviour b = { .exit_code = 3, .stdout_data = out, .stdout_len = sizeof(out),
+		                     .stderr_data = "warn\n", .stderr_len = 5, .runs_for_ms = 1500 };
+	airlock_error err = { 0 };
+	cr_assert_eq(airlock_fake_script(t.fake, (const char *const *)argv, &b, &err), 0);
+	airlock_environment_handle h;
+	provision(&t, "t1", NULL, &h);
+	stream_rec s;
+	stream_execute(&t, &h, argv, &s);
+	cr_assert(s.first_output_ms > 0);
+	cr_assert_geq(s.result_ms - s.first_output_ms, 1000,
+	              "output arrived %lld ms before the result, the command ran 1500",
+	              (long long)(s.result_ms - s.first_output_ms));
+	cr_assert_eq(json_integer_value(json_object_get(s.result, "exit_code")), 3);
+	cr_assert_eq(s.dropped, 0);
+	expect_bytes(s.result, "stdout", &s.out);
+	expect_bytes(s.result, "stderr", &s.err);
+	stream_rec_clear(&s);
+
+	/* The same command, blocking: the same result. */
+	_cleanup_free_ char *body = execute_body(argv, false);
+	char path[160];
+	snprintf(path, sizeof(path), "/v1/sandboxes/%s/execute", h.environment_id);
+	resp r;
+	http(&t, "POST", path, TOKEN, &h, body, strlen(body), &r);
+	cr_assert_eq(r.status, 200, "%s", r.body);
+	json_t *res = json_object_get(r.json, "result");
+	cr_assert_eq(json_integer_value(json_object_get(res, "exit_code")), 3);
+	util_buf ob;
+	util_buf_init(&ob, 1 << 20);
+	util_buf_append(&ob, out, sizeof(out));
+	expect_bytes(res, "stdout", &ob);
+	util_buf_clear(&ob);
+	resp_clear(&r);
+	airlock_environment_handle_clear(&h);
+	svc_close(&t);
+}
+
+typedef struct bg_exec {
+	svc *t;
+	airlock_environment_handle *h;
+	char **argv;
+	resp r;
+	pthread_t th;
+} bg_exec;
+
+static void *bg_main(void *arg)
+{
+	bg_exec *b = arg;
+	_cleanup_free_ char *body = execute_body(b->argv, false);
+	char path[160];
+	snprintf(path, sizeof(path), "/v1/sandboxes/%s/execute", b->h->environment_id);
+	http(b->t, "POST", path, TOKEN, b->h, body, strlen(body), &b->r);
+	return NULL;
+}
+
+static const char *kill_reason(const resp *r)
+{
+	return jstr(json_object_get(r->json, "result"), "killed_by");
+}
+
+Test(service, cancel_a_running_execute)
+{
+	svc t;
+	svc_open(&t);
+	char *argv[] = { "sleepy", NULL };
+	airlock_fake_behaviour b = { .stdout_data = "partial", .stdout_len = 7, .runs_for_ms = 20000 };
+	airlock_error err = { 0 };
+	cr_assert_eq(airlock_fake_script(t.fake, (const char *const *)argv, &b, &err), 0);
+	airlock_environment_handle h;
+	provision(&t, "t1", NULL, &h);
+	char path[160];
+	snprintf(path, sizeof(path), "/v1/sandboxes/%s/cancel", h.environment_id);
+	resp r;
+	http(&t, "POST", path, TOKEN, &h, NULL, 0, &r);
+	cr_assert_eq(r.status, 200);
+	cr_assert(json_is_false(json_object_get(r.json, "cancelled")), "%s", r.body);
+	resp_clear(&r);
+
+	bg_exec bg = { .t = &t, .h = &h, .argv = argv };
+	int64_t t0 = util_monotonic_ms();
+	pthread_create(&bg.th, NULL, bg_main, &bg);
+	bool cancelled = false;
+	for (int i = 0; i < 100 && !cancelled; i++) {
+		usleep(50 * 1000);
+		http(&t, "POST", path, TOKEN, &h, NULL, 0, &r);
+		cr_assert_eq(r.status, 200);
+		cancelled = json_is_true(json_object_get(r.json, "cancelled"));
+		resp_clear(&r);
+	}
+	cr_assert(cancelled);
+	pthread_join(bg.th, NULL);
+	cr_assert_lt(util_monotonic_ms() - t0, 10000);
+	cr_assert_eq(bg.r.status, 200, "%s", bg.r.body);
+	cr_assert_str_eq(kill_reason(&bg.r), "CANCELLED", "%s", bg.r.body);
+	cr_assert_str_eq(jstr(json_object_get(bg.r.json, "result"), "stdout"), "cGFydGlhbA==");
+	resp_clear(&bg.r);
+	airlock_environment_handle_clear(&h);
+	svc_close(&t);
+}
+
+/* A client that disconnects mid-execute cancels its command. */
+Test(service, disconnect_cancels)
+{
+	svc t;
+	svc_open(&t);
+	char *argv[] = { "sleepy", NULL };
+	airlock_fake_behaviour b = { .runs_for_ms = 30000 };
+	airlock_error err = { 0 };
+	cr_assert_eq(airlock_fake_script(t.fake, (const char *const *)argv, &b, &err), 0);
+	airlock_environment_handle h;
+	provision(&t, "t1", NULL, &h);
+	for (int stream = 0; stream < 2; stream++) {
+		_cleanup_free_ char *hh = handle_header(&h);
+		_cleanup_free_ char *body = execute_body(argv, stream);
+		int fd = raw_connect(&t);
+		char head[2048];
+		int n = snprintf(head, sizeof(head),
+		                 "POST /v1/sandboxes/%s/execute HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer " TOKEN
+		                 "\r\n%s\r\nContent-Length: %zu\r\n\r\n",
+		                 h.environment_id, hh, strlen(body));
+		cr_assert_eq(write(fd, head, (size_t)n), n);
+		cr_assert_eq(write(fd, body, strlen(body)), (ssize_t)strlen(body));
+		usleep(500 * 1000);
+		close(fd);
+		/* The sandbox is idle again within a second or so. */
+		bool idle = false;
+		for (int i = 0; i < 50 && !idle; i++) {
+			usleep(100 * 1000);
+			resp r;
+			http(&t, "GET", "/v1/sandboxes", TOKEN, NULL, NULL, 0, &r);
+			idle = json_is_false(json_object_get(json_array_get(json_object_get(r.json, "sandboxes"), 0),
+			                                     "busy"));
+			resp_clear(&r);
+		}
+		cr_assert(idle, "stream=%d: the command was cancelled", stream);
+	}
+	airlock_environment_handle_clear(&h);
+	svc_close(&t);
+}
+
+Test(service, max_sandboxes_is_unavailable_at_once)
+{
+	airlock_exec_config cfg;
+	airlock_exec_config_default(&cfg);
+	cfg.max_sandboxes = 1;
+	airlock_service_config sc;
+	airlock_service_config_default(&sc);
+	sc.max_sandboxes = 1;
+	svc t;
+	svc_open_cfg(&t, &cfg, &sc);
+	airlock_environment_handle h;
+	provision(&t, "t1", NULL, &h);
+	_cleanup_free_ char *sj = spec_json("t1");
+	_cleanup_free_ char *body = NULL;
+	cr_assert(asprintf(&body, "{\"spec\":%s}", sj) > 0);
+	int64_t t0 = util_monotonic_ms();
+	resp r;
+	http(&t, "POST", "/v1/sandboxes", TOKEN, NULL, body, strlen(body), &r);
+	cr_assert_lt(util_monotonic_ms() - t0, 1000, "at once, not a wait");
+	expect_error(&r, 503, "ExecutionUnavailable", "max_sandboxes");
+	resp_clear(&r);
+	http(&t, "GET", "/v1/health", TOKEN, NULL, NULL, 0, &r);
+	cr_assert_eq(json_integer_value(json_object_get(r.json, "max_sandboxes")), 1);
+	resp_clear(&r);
+	airlock_environment_handle_clear(&h);
+	svc_close(&t);
+}
+
+Test(service, expires_at_timer_destroys_idle)
+{
+	airlock_exec_config cfg;
+	airlock_exec_config_default(&cfg);
+	cfg.hard_cap_seconds = 1;
+	svc t;
+	svc_open_cfg(&t, &cfg, NULL);
+	airlock_environment_handle h;
+	_cleanup_free_ char *sj = spec_json("t1");
+	json_t *o = json_loads(sj, 0, NULL);
+	json_object_set_new(json_object_get(o, "limits"), "wall_clock_seconds", json_integer(1));
+	char *spec = json_dumps(o, JSON_COMPACT);
+	json_decref(o);
+	_cleanup_free_ char *body = NULL;
+	cr_assert(asprintf(&body, "{\"spec\":%s}", spec) > 0);
+	free(spec);
+	resp r;
+	http(&t, "POST", "/v1/sandboxes", TOKEN, NULL, body, strlen(body), &r);
+	cr_assert_eq(r.status, 201, "%s", r.body);
+	resp_clear(&r);
+	(void)h;
+	int64_t t0 = util_monotonic_ms();
+	while (live(&t) > 0 && util_monotonic_ms() - t0 < 6000)
+		usleep(100 * 1000);
+	cr_assert_eq(live(&t), 0, "destroyed by the timer, with no call on it");
+	cr_assert_lt(util_monotonic_ms() - t0, 4000);
+	svc_close(&t);
+}
+
+/* ---- hostile clients ---------------------------------------------------------------- */
+
+Test(service, slowloris_does_not_delay_others_and_is_closed)
+{
+	airlock_service_config sc;
+	airlock_service_config_default(&sc);
+	sc.header_timeout_ms = 1000;
+	svc t;
+	svc_open_with(&t, NULL, &sc);
+	int fd = raw_connect(&t);
+	const char head[] = "GET /v1/health HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer " TOKEN "\r\n";
+	int64_t t0 = util_monotonic_ms();
+	bool closed = false;
+	for (size_t i = 0; i < sizeof(head) - 1 && !closed; i++) {
+		if (send(fd, head + i, 1, MSG_NOSIGNAL) != 1) {
+			closed = true;
+			break;
+		}
+		if (i == 3) {
+			/* Another client, meanwhile: answered at once. */
+			int64_t h0 = util_monotonic_ms();
+			resp r;
+			http(&t, "GET", "/v1/health", TOKEN, NULL, NULL, 0, &r);
+			cr_assert_eq(r.status, 200);
+			resp_clear(&r);
+			cr_assert_lt(util_monotonic_ms() - h0, 500);
+		}
+		struct pollfd p = { .fd = fd, .events = POLLIN };
+		if (poll(&p, 1, 100) == 1) {
+			char c;
+			if (read(fd, &c, 1) <= 0)
+				closed = true;
+		}
+	}
+	cr_assert(closed, "the slow client was closed");
+	int64_t took = util_monotonic_ms() - t0;
+	cr_assert_lt(took, 3000, "closed by the header timeout (%lld ms)", (long long)took);
+	close(fd);
+	svc_close(&t);
+}
+
+Test(service, client_that_stops_reading_does_not_stop_the_service)
+{
+	airlock_service_config sc;
+	airlock_service_config_default(&sc);
+	sc.connection_timeout_ms = 1000;
+	svc t;
+	svc_open_with(&t, NULL, &sc);
+	char *argv[] = { "flood", NULL };
+	size_t big = 8u << 20;
+	char *out = malloc(big);
+	memset(out, 'z', big);
+	airlock_fake_behaviour b = { .stdout_data = out, .stdout_len = big, .runs_for_ms = 1500 };
+	airlock_error err = { 0 };
+	cr_assert_eq(airlock_fake_script(t.fake, (const char *const *)argv, &b, &err), 0);
+	free(out);
+	airlock_environment_handle h;
+	provision(&t, "t1", NULL, &h);
+	_cleanup_free_ char *hh = handle_header(&h);
+	airlock_execution_command cmd = test_command(argv);
+	cmd.maximum_output_bytes = 16 << 20;
+	_cleanup_free_ char *cj = airlock_execution_command_to_json(&cmd, &err);
+	_cleanup_free_ char *body = NULL;
+	cr_assert(asprintf(&body, "{\"command\":%s,\"stream\":true}", cj) > 0);
+	int fd = raw_connect(&t);
+	int one = 4096;
+	setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &one, sizeof(one));
+	char head[2048];
+	int n = snprintf(head, sizeof(head),
+	                 "POST /v1/sandboxes/%s/execute HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer " TOKEN
+	                 "\r\n%s\r\nContent-Length: %zu\r\n\r\n",
+	                 h.environment_id, hh, strlen(body));
+	cr_assert_eq(write(fd, head, (size_t)n), n);
+	cr_assert_eq(write(fd, body, strlen(body)), (ssize_t)strlen(body));
+	/* Never read. The service answers others meanwhile. */
+	for (int i = 0; i < 10; i++) {
+		int64_t h0 = util_monotonic_ms();
+		resp r;
+		http(&t, "GET", "/v1/health", TOKEN, NULL, NULL, 0, &r);
+		cr_assert_eq(r.status, 200);
+		resp_clear(&r);
+		cr_assert_lt(util_monotonic_ms() - h0, 500);
+		usleep(300 * 1000);
+	}
+	/* The stalled connection was closed and the command is over: the
+	 * sandbox is idle and takes another command. */
+	bool idle = false;
+	for (int i = 0; i < 50 && !idle; i++) {
+		resp r;
+		http(&t, "GET", "/v1/sandboxes", TOKEN, NULL, NULL, 0, &r);
+		idle = json_is_false(json_object_get(json_array_get(json_object_get(r.json, "sandboxes"), 0),
+		                                     "busy"));
+		resp_clear(&r);
+		usleep(100 * 1000);
+	}
+	cr_assert(idle);
+	char *argv2[] = { "true", NULL };
+	stream_rec s;
+	stream_execute(&t, &h, argv2, &s);
+	stream_rec_clear(&s);
+	close(fd);
+	airlock_environment_handle_clear(&h);
+	svc_close(&t);
+}
+
+/* The socket: its mode, a non-socket is never replaced, a dead service's
+ * socket is. */
+Test(service, socket_file_rules)
+{
+	svc t;
+	svc_open(&t);
+	struct stat st;
+	cr_assert_eq(lstat(t.sock, &st), 0);
+	cr_assert(S_ISSOCK(st.st_mode));
+	cr_assert_eq(st.st_mode & 07777, 0660);
+	/* A second service on the same path: refused, the first untouched. */
+	airlock_service_config sc;
+	airlock_service_config_default(&sc);
+	char listen[160];
+	snprintf(listen, sizeof(listen), "unix:%s", t.sock);
+	sc.listen = listen;
+	sc.credential = TOKEN;
+	sc.credential_len = strlen(TOKEN);
+	airlock_service *second = NULL;
+	airlock_error err = { 0 };
+	cr_assert_lt(airlock_service_new(&sc, t.exec, &second, &err), 0);
+	cr_assert_eq(live(&t), 0, "the first still answers");
+	svc_close(&t);
+
+	char dir[] = "/tmp/airlock-svc2-XXXXXX";
+	cr_assert_not_null(mkdtemp(dir));
+	char path[128];
+	snprintf(path, sizeof(path), "%s/plain", dir);
+	FILE *f = fopen(path, "w");
+	fputs("keep me", f);
+	fclose(f);
+	snprintf(listen, sizeof(listen), "unix:%s", path);
+	airlock_exec *e = NULL;
+	airlock_fake *fk = NULL;
+	airlock_exec_config cfg;
+	airlock_exec_config_default(&cfg);
+	cr_assert_eq(airlock_fake_new(&fk, &err), 0);
+	cr_assert_eq(airlock_exec_new(airlock_fake_ops(), fk, &cfg, &e, &err), 0);
+	cr_assert_lt(airlock_service_new(&sc, e, &second, &err), 0);
+	cr_assert(strstr(err.message, "not a socket"), "%s", err.message);
+	cr_assert_eq(lstat(path, &st), 0);
+	cr_assert(S_ISREG(st.st_mode), "the file is kept");
+	unlink(path);
+	/* A stale socket (bound, nobody listening) is replaced. */
+	int fd = socket(AF_UNIX, SOCK_STREAM, 0);
+	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+	strcpy(sa.sun_path, path);
+	cr_assert_eq(bind(fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
+	close(fd);
+	sc.socket_mode = 0600;
+	cr_assert_eq(airlock_service_new(&sc, e, &second, &err), 0, "%s", err.message);
+	cr_assert_eq(lstat(path, &st), 0);
+	cr_assert_eq(st.st_mode & 07777, 0600);
+	airlock_service_free(second);
+	airlock_exec_free(e);
+	rmdir(dir);
+}
+
+/* ---- shutdown ------------------------------------------------------------------------ */
+
+Test(service, shutdown_returns_partial_output)
+{
+	svc t;
+	svc_open(&t);
+	char *argv[] = { "sleepy", NULL };
+	airlock_fake_behaviour b = { .stdout_data = "so far", .stdout_len = 6, .runs_for_ms = 30000 };
+	airlock_error err = { 0 };
+	cr_assert_eq(airlock_fake_script(t.fake, (const char *const *)argv, &b, &err), 0);
+	airlock_environment_handle h;
+	provision(&t, "t1", NULL, &h);
+	bg_exec bg = { .t = &t, .h = &h, .argv = argv };
+	pthread_create(&bg.th, NULL, bg_main, &bg);
+	usleep(500 * 1000);
+	airlock_service_shutdown(t.service);
+	pthread_join(bg.th, NULL);
+	cr_assert_eq(bg.r.status, 200, "%s", bg.r.body);
+	cr_assert_str_eq(kill_reason(&bg.r), "SERVICE_SHUTDOWN");
+	cr_assert_str_eq(jstr(json_object_get(bg.r.json, "result"), "stdout"), "c28gZmFy");
+	resp_clear(&bg.r);
+	resp r;
+	http(&t, "GET", "/v1/health", TOKEN, NULL, NULL, 0, &r);
+	cr_assert(json_is_true(json_object_get(r.json, "shutting_down")));
+	resp_clear(&r);
+	_cleanup_free_ char *body = execute_body(argv, false);
+	char path[160];
+	snprintf(path, sizeof(path), "/v1/sandboxes/%s/execute", h.environment_id);
+	http(&t, "POST", path, TOKEN, &h, body, strlen(body), &r);
+	expect_error(&r, 503, "ExecutionUnavailable", NULL);
+	resp_clear(&r);
+	airlock_environment_handle_clear(&h);
+	svc_close(&t);
+}
+
+/* ---- native: a real command's output, streamed ------------------------------------- */
+
+Test(service_native, streamed_real_command)
+{
+	char digest[AIRLOCK_IMAGE_DIGEST_SIZE];
+	native_test_require(digest);
+	airlock_exec_config cfg;
+	airlock_exec_config_default(&cfg);
+	airlock_exec *e = native_test_open(&cfg);
+	svc t;
+	svc_open_with(&t, e, NULL);
+	airlock_environment_spec spec;
+	sandbox_test_spec(&spec, "t1", digest, NULL);
+	airlock_error err = { 0 };
+	char *sj = airlock_environment_spec_to_json(&spec, &err);
+	airlock_environment_spec_clear(&spec);
+	cr_assert_not_null(sj, "%s", err.message);
+	_cleanup_free_ char *body = NULL;
+	cr_assert(asprintf(&body, "{\"spec\":%s}", sj) > 0);
+	free(sj);
+	resp r;
+	http(&t, "POST", "/v1/sandboxes", TOKEN, NULL, body, strlen(body), &r);
+	cr_assert_eq(r.status, 201, "%s", r.body);
+	char *text = json_dumps(json_object_get(r.json, "handle"), JSON_COMPACT);
+	airlock_environment_handle h = { 0 };
+	cr_assert_eq(airlock_environment_handle_from_json(text, strlen(text), &h, &err), 0);
+	free(text);
+	resp_clear(&r);
+	char *argv[] = { "sh", "-c", "echo first; sleep 2; echo second >&2", NULL };
+	stream_rec s;
+	stream_execute(&t, &h, argv, &s);
+	cr_assert_geq(s.result_ms - s.first_output_ms, 1000, "the first line came as it was written");
+	cr_assert_eq(json_integer_value(json_object_get(s.result, "exit_code")), 0);
+	expect_bytes(s.result, "stdout", &s.out);
+	expect_bytes(s.result, "stderr", &s.err);
+	cr_assert_eq(s.out.len, 6);
+	stream_rec_clear(&s);
+	char path[160];
+	snprintf(path, sizeof(path), "/v1/sandboxes/%s", h.environment_id);
+	http(&t, "DELETE", path, TOKEN, &h, NULL, 0, &r);
+	cr_assert_eq(r.status, 204);
+	resp_clear(&r);
+	airlock_environment_handle_clear(&h);
+	svc_close(&t);
+}
