@@ -19,6 +19,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/un.h>
 #include <unistd.h>
 
 #include "airlock/egress.h"
@@ -1185,5 +1186,144 @@ Test(metrics, fed_by_the_core_over_fake)
 	logfile_done(&l);
 	airlock_environment_handle_clear(&h);
 	airlock_environment_spec_clear(&s);
+	service_metrics_free(m);
+}
+
+/* ---- the proxy's log, followed ------------------------------------------------ */
+
+Test(metrics, egress_log_followed, .timeout = 30)
+{
+	logfile l = log_open_tmp();
+	service_metrics *m = metrics(l.fd);
+	int p[2];
+	cr_assert_eq(pipe2(p, O_CLOEXEC), 0);
+	airlock_error err = { 0 };
+	cr_assert_eq(service_metrics_egress_follow(m, p[0], &err), 0, "%s", err.message);
+	/* Lines split across writes, a line past the 64 KiB cap, and a last
+	 * line without its newline. */
+	const char *a = "{\"outcome\":\"allowed\",\"reason\":\"ALLOWED\"}\n{\"outcome\":\"ref";
+	const char *b = "used\",\"reason\":\"IP_LITERAL\"}\n";
+	cr_assert_eq(util_write_all(p[1], a, strlen(a)), 0);
+	usleep(50000);
+	cr_assert_eq(util_write_all(p[1], b, strlen(b)), 0);
+	size_t big = 70000;
+	char *junk = malloc(big + 1);
+	memset(junk, '{', big);
+	junk[big] = '\n';
+	cr_assert_eq(util_write_all(p[1], junk, big + 1), 0);
+	free(junk);
+	const char *c = "{\"outcome\":\"failed\",\"reason\":\"DIAL_FAILED\"}\n"
+	                "{\"outcome\":\"refused\",\"reason\":\"NOT_ALLOWLISTED\"}";
+	cr_assert_eq(util_write_all(p[1], c, strlen(c)), 0);
+	close(p[1]);
+
+	expo *e = NULL;
+	for (int i = 0; i < 500; i++) {
+		free(e);
+		e = scrape(m, 0, NULL);
+		const char *v = get(e, "airlock_egress_decisions_total",
+		                    "outcome=refused,reason=NOT_ALLOWLISTED");
+		if (v && strcmp(v, "1") == 0)
+			break;
+		usleep(10000);
+	}
+	expect(e, "airlock_egress_decisions_total", "outcome=allowed,reason=ALLOWED", "1");
+	expect(e, "airlock_egress_decisions_total", "outcome=refused,reason=IP_LITERAL", "1");
+	expect(e, "airlock_egress_decisions_total", "outcome=failed,reason=DIAL_FAILED", "1");
+	expect(e, "airlock_egress_decisions_total", "outcome=refused,reason=NOT_ALLOWLISTED", "1");
+	expect(e, "airlock_egress_lines_malformed_total", "", "1");
+	expect(e, "airlock_lifecycle_log_lines_total", "", "4");
+	free(e);
+	static const char *const reasons[] = { "ALLOWED", "IP_LITERAL", "DIAL_FAILED",
+		                               "NOT_ALLOWLISTED" };
+	for (size_t i = 0; i < ARRAY_SIZE(reasons); i++) {
+		json_t *o = next_line(&l);
+		field_str(o, "reason", reasons[i]);
+		json_decref(o);
+	}
+	logfile_done(&l);
+	service_metrics_free(m);
+}
+
+Test(metrics, follower_stops_at_free, .timeout = 30)
+{
+	service_metrics *m = metrics(-1);
+	int p[2];
+	cr_assert_eq(pipe2(p, O_CLOEXEC), 0);
+	airlock_error err = { 0 };
+	cr_assert_eq(service_metrics_egress_follow(m, p[0], &err), 0, "%s", err.message);
+	int q[2];
+	cr_assert_eq(pipe2(q, O_CLOEXEC), 0);
+	cr_assert_lt(service_metrics_egress_follow(m, q[0], &err), 0, "one follower");
+	/* The writer is still open: free must not wait for its end. */
+	service_metrics_free(m);
+	close(p[1]);
+	close(q[1]);
+}
+
+/* ---- the operator listener ------------------------------------------------------- */
+
+static size_t live_three(void *arg)
+{
+	(void)arg;
+	return 3;
+}
+
+static char *http(const char *sock, const char *req, size_t *ret_len)
+{
+	int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+	snprintf(sa.sun_path, sizeof(sa.sun_path), "%s", sock);
+	cr_assert_eq(connect(fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
+	cr_assert_eq(util_write_all(fd, req, strlen(req)), 0);
+	char *all = NULL;
+	cr_assert_eq(util_read_capped(fd, 1 << 20, &all, ret_len), 0);
+	close(fd);
+	return all;
+}
+
+Test(metrics, operator_listener_serves_the_exposition, .timeout = 30)
+{
+	service_metrics *m = metrics(-1);
+	service_metrics_mechanism(m, "native");
+	char dir[] = "/tmp/airlock-metrics-XXXXXX";
+	cr_assert(mkdtemp(dir));
+	char sock[64];
+	snprintf(sock, sizeof(sock), "%s/metrics.sock", dir);
+	int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+	snprintf(sa.sun_path, sizeof(sa.sun_path), "%s", sock);
+	cr_assert_eq(bind(fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
+	cr_assert_eq(listen(fd, 16), 0);
+	service_metrics_listener *l = NULL;
+	airlock_error err = { 0 };
+	cr_assert_eq(service_metrics_listener_new(m, fd, live_three, NULL, &l, &err), 0, "%s",
+	             err.message);
+
+	size_t len = 0;
+	char *r = http(sock, "GET /metrics HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n", &len);
+	cr_assert(strncmp(r, "HTTP/1.1 200", 12) == 0, "%.200s", r);
+	cr_assert(strcasestr(r, "\r\nContent-Type: text/plain; version=0.0.4; charset=utf-8\r\n"),
+	          "%.400s", r);
+	char *body = strstr(r, "\r\n\r\n");
+	cr_assert(body);
+	body += 4;
+	expo *e = malloc(sizeof(*e));
+	expo_parse(e, body, len - (size_t)(body - r));
+	expect(e, "airlock_sandboxes_live", "", "3");
+	expect(e, "airlock_sandbox_provision_duration_seconds_count", "mechanism=native", "0");
+	free(e);
+	free(r);
+	r = http(sock, "GET /other HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n", &len);
+	cr_assert(strncmp(r, "HTTP/1.1 404", 12) == 0, "%.200s", r);
+	free(r);
+	r = http(sock, "POST /metrics HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\nConnection: close\r\n\r\n",
+	         &len);
+	cr_assert(strncmp(r, "HTTP/1.1 405", 12) == 0, "%.200s", r);
+	free(r);
+	service_metrics_listener_free(l);
+	cr_assert_eq(fcntl(fd, F_GETFD), -1, "the listener closed its socket");
+	unlink(sock);
+	rmdir(dir);
 	service_metrics_free(m);
 }

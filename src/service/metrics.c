@@ -8,10 +8,13 @@
 #include <pthread.h>
 #include <stdio.h>
 #include <string.h>
+#include <poll.h>
+#include <sys/eventfd.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 
 #include <jansson.h>
+#include <microhttpd.h>
 
 #include "airlock/egress.h"
 #include "util/util.h"
@@ -174,6 +177,10 @@ struct service_metrics {
 	counters c;
 	int log_fd;
 	bool log_send; /* a socket: send(MSG_DONTWAIT) */
+	/* The egress log follower (service_metrics_egress_follow). */
+	int follow_fd, stop_efd;
+	pthread_t follow_thread;
+	bool following;
 };
 
 /* A mechanism name as it may stand in a label: an identifier of the
@@ -367,7 +374,7 @@ static char *build_service(const void *arg, size_t cap)
 /* One write(2) that never waits: the descriptor is non-blocking (or a
  * socket written with MSG_DONTWAIT), so a log reader that stopped reading
  * costs the service a dropped line, counted, and nothing else. */
-static void log_write(service_metrics *m, char *line, size_t len)
+static void log_write(service_metrics *m, const char *line, size_t len)
 {
 	if (m->log_fd < 0)
 		return;
@@ -438,6 +445,8 @@ int service_metrics_new(int log_fd, service_metrics **ret, airlock_error *err)
 	if (!m)
 		return airlock_error_set(err, AIRLOCK_ERR_SYSTEM, ENOMEM, "metrics");
 	m->log_fd = -1;
+	m->follow_fd = -1;
+	m->stop_efd = -1;
 	if (log_fd >= 0) {
 		int fd = log_open(log_fd, &m->log_send);
 		if (fd < 0) {
@@ -462,6 +471,15 @@ void service_metrics_free(service_metrics *m)
 {
 	if (!m)
 		return;
+	if (m->following) {
+		uint64_t one = 1;
+		(void)!write(m->stop_efd, &one, sizeof(one));
+		pthread_join(m->follow_thread, NULL);
+	}
+	if (m->follow_fd >= 0)
+		close(m->follow_fd);
+	if (m->stop_efd >= 0)
+		close(m->stop_efd);
 	if (m->log_fd >= 0)
 		close(m->log_fd);
 	pthread_mutex_destroy(&m->lock);
@@ -577,6 +595,95 @@ void service_metrics_egress_line(service_metrics *m, const char *line, size_t le
 	case MALFORMED: m->c.egress_malformed++; break;
 	}
 	pthread_mutex_unlock(&m->lock);
+}
+
+/* ---- following the proxy's log ----------------------------------------------- */
+
+/* Each complete line in buf[0..*len): counted, and copied to the lifecycle
+ * log when it fits one atomic write; what is left (a partial line) is moved
+ * to the front. *skipping: the current line already overflowed (counted
+ * once as malformed) and is discarded up to its end. */
+static void follow_lines(service_metrics *m, char *buf, size_t *len, bool *skipping)
+{
+	size_t start = 0;
+	for (;;) {
+		char *nl = memchr(buf + start, '\n', *len - start);
+		if (!nl)
+			break;
+		size_t n = (size_t)(nl - (buf + start));
+		if (*skipping) {
+			*skipping = false;
+		} else {
+			service_metrics_egress_line(m, buf + start, n);
+			if (n + 1 <= LINE_MAX_BYTES)
+				log_write(m, buf + start, n + 1);
+			else
+				log_write(m, NULL, 0);
+		}
+		start += n + 1;
+	}
+	memmove(buf, buf + start, *len - start);
+	*len -= start;
+	if (*len == EGRESS_LINE_MAX) {
+		/* Full and no line end: not a decision line of the proxy's. */
+		if (!*skipping)
+			service_metrics_egress_line(m, NULL, 0);
+		*skipping = true;
+		*len = 0;
+	}
+}
+
+static void *follow_main(void *arg)
+{
+	service_metrics *m = arg;
+	char *buf = malloc(EGRESS_LINE_MAX);
+	size_t len = 0;
+	bool skipping = false;
+	while (buf) {
+		struct pollfd p[2] = { { .fd = m->follow_fd, .events = POLLIN },
+			               { .fd = m->stop_efd, .events = POLLIN } };
+		if (poll(p, 2, -1) < 0) {
+			if (errno == EINTR)
+				continue;
+			break;
+		}
+		if (p[1].revents)
+			break;
+		ssize_t n = read(m->follow_fd, buf + len, EGRESS_LINE_MAX - len);
+		if (n < 0 && (errno == EINTR || errno == EAGAIN))
+			continue;
+		if (n <= 0) {
+			/* The proxy is gone: a last line without its newline is
+			 * still a line. */
+			if (len > 0 && !skipping) {
+				buf[len] = '\n'; /* len < EGRESS_LINE_MAX: follow_lines emptied a full one */
+				follow_lines(m, buf, &(size_t){ len + 1 }, &skipping);
+			}
+			break;
+		}
+		len += (size_t)n;
+		follow_lines(m, buf, &len, &skipping);
+	}
+	free(buf);
+	return NULL;
+}
+
+int service_metrics_egress_follow(service_metrics *m, int fd, airlock_error *err)
+{
+	if (m->following) {
+		close(fd);
+		return airlock_error_set(err, AIRLOCK_ERR_CONFIG, 0,
+		                         "the egress log is already followed");
+	}
+	m->follow_fd = fd;
+	m->stop_efd = eventfd(0, EFD_CLOEXEC);
+	if (m->stop_efd < 0)
+		return airlock_error_set(err, AIRLOCK_ERR_SYSTEM, errno, "egress log follower");
+	int r = pthread_create(&m->follow_thread, NULL, follow_main, m);
+	if (r != 0)
+		return airlock_error_set(err, AIRLOCK_ERR_SYSTEM, r, "egress log follower");
+	m->following = true;
+	return 0;
 }
 
 void service_metrics_orphan_reaped(service_metrics *m)
@@ -788,4 +895,87 @@ char *service_metrics_render(service_metrics *m, size_t live, size_t *ret_len)
 	if (ret_len)
 		*ret_len = len;
 	return buf;
+}
+
+/* ---- the operator listener ------------------------------------------------------- */
+
+struct service_metrics_listener {
+	service_metrics *m;
+	size_t (*live_fn)(void *);
+	void *live_arg;
+	struct MHD_Daemon *daemon;
+};
+
+static enum MHD_Result metrics_answer(struct MHD_Connection *c, unsigned status, char *body,
+                                      size_t len, const char *type)
+{
+	struct MHD_Response *r = MHD_create_response_from_buffer(len, body, MHD_RESPMEM_MUST_FREE);
+	if (!r) {
+		free(body);
+		return MHD_NO;
+	}
+	if (type)
+		MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, type);
+	enum MHD_Result q = MHD_queue_response(c, status, r);
+	MHD_destroy_response(r);
+	return q;
+}
+
+/* Answered on the first call, before any body: a scrape has none, and
+ * whatever a client sends with it is not read. */
+static enum MHD_Result metrics_request(void *cls, struct MHD_Connection *c, const char *url,
+                                       const char *method, const char *version,
+                                       const char *upload, size_t *upload_size, void **req_cls)
+{
+	service_metrics_listener *l = cls;
+	(void)version;
+	(void)upload;
+	(void)upload_size;
+	(void)req_cls;
+	if (strcmp(url, "/metrics") != 0)
+		return metrics_answer(c, MHD_HTTP_NOT_FOUND, strdup("not found\n"), 10, "text/plain");
+	if (strcmp(method, "GET") != 0 && strcmp(method, "HEAD") != 0)
+		return metrics_answer(c, MHD_HTTP_METHOD_NOT_ALLOWED, strdup("GET only\n"), 9,
+		                      "text/plain");
+	size_t len = 0;
+	char *text = service_metrics_render(l->m, l->live_fn ? l->live_fn(l->live_arg) : 0, &len);
+	if (!text)
+		return MHD_NO;
+	return metrics_answer(c, MHD_HTTP_OK, text, len, "text/plain; version=0.0.4; charset=utf-8");
+}
+
+int service_metrics_listener_new(service_metrics *m, int listen_fd, size_t (*live_fn)(void *),
+                                 void *live_arg, service_metrics_listener **ret,
+                                 airlock_error *err)
+{
+	service_metrics_listener *l = calloc(1, sizeof(*l));
+	if (!l) {
+		close(listen_fd);
+		return airlock_error_set(err, AIRLOCK_ERR_SYSTEM, ENOMEM, "metrics listener");
+	}
+	*l = (service_metrics_listener){ .m = m, .live_fn = live_fn, .live_arg = live_arg };
+	/* One polling thread: a scrape is a copy and a format, and a slow
+	 * client costs a connection slot (16), never a thread. */
+	l->daemon = MHD_start_daemon(
+	        MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_POLL, 0, NULL, NULL, metrics_request, l,
+	        MHD_OPTION_LISTEN_SOCKET, listen_fd, MHD_OPTION_CONNECTION_LIMIT, (unsigned)16,
+	        MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)10, MHD_OPTION_CONNECTION_MEMORY_LIMIT,
+	        (size_t)16384, MHD_OPTION_END);
+	if (!l->daemon) {
+		close(listen_fd);
+		free(l);
+		return airlock_error_set(err, AIRLOCK_ERR_EXECUTION_UNAVAILABLE, 0,
+		                         "the metrics listener did not start");
+	}
+	*ret = l;
+	return 0;
+}
+
+void service_metrics_listener_free(service_metrics_listener *l)
+{
+	if (!l)
+		return;
+	/* Closes the listening socket too. */
+	MHD_stop_daemon(l->daemon);
+	free(l);
 }
