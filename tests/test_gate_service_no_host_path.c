@@ -434,6 +434,7 @@ typedef struct gate_opts {
 	size_t max_sandboxes;
 	const char *op_egress;  /* the operator's policy; NULL: none, no proxy */
 	size_t max_write_bytes;
+	int64_t hard_cap_seconds; /* 0: the default */
 } gate_opts;
 
 static void gate_up(const gate_opts *o)
@@ -491,6 +492,8 @@ static void gate_up(const gate_opts *o)
 	ec.ceilings.memory_bytes = 512ll << 20;
 	ec.ceilings.workspace_bytes = 64ll << 20;
 	ec.max_sandboxes = o && o->max_sandboxes ? o->max_sandboxes : 8;
+	if (o && o->hard_cap_seconds)
+		ec.hard_cap_seconds = o->hard_cap_seconds;
 	cr_assert_eq(airlock_exec_new(airlock_native_ops(), n, &ec, &G.e, &err), 0, "%s",
 	             err.message);
 
@@ -906,8 +909,12 @@ Test(gate_service_no_host_path, capacity, .timeout = 300)
 	sandbox a, b;
 	provision("tenant-gate", NULL, &a);
 	provision("tenant-gate", NULL, &b);
+	resp r = request("list, two live", "GET", "/v1/sandboxes", NULL, NULL);
+	cr_assert_eq(r.status, 200, "%s", r.body);
+	cr_assert_eq(json_array_size(json_object_get(r.json, "sandboxes")), 2, "%s", r.body);
+	resp_free(&r);
 	char *body = spec_json("tenant-gate", G.digest, NULL, NULL);
-	resp r = request("past max_sandboxes", "POST", "/v1/sandboxes", NULL, body);
+	r = request("past max_sandboxes", "POST", "/v1/sandboxes", NULL, body);
 	expect_error("past max_sandboxes", &r, 503, "ExecutionUnavailable");
 	destroy(&a);
 	r = request("room again", "POST", "/v1/sandboxes", NULL, body);
@@ -959,6 +966,59 @@ Test(gate_service_no_host_path, dead_proxy, .timeout = 300)
 	destroy(&sb);
 	sandbox_forget(&sb);
 	free(body);
+	gate_down();
+}
+
+/* What a stopping service says: new provisions and executes are refused
+ * (retriable), a command in flight ends SERVICE_SHUTDOWN with its output. */
+Test(gate_service_no_host_path, shutting_down, .timeout = 300)
+{
+	gate_up(NULL);
+	sandbox sb;
+	provision("tenant-gate", NULL, &sb);
+	airlock_service_shutdown(G.svc);
+	resp r = request("health, stopping", "GET", "/v1/health", NULL, NULL);
+	cr_assert_eq(r.status, 200, "%s", r.body);
+	cr_assert(json_is_true(json_object_get(r.json, "shutting_down")), "%s", r.body);
+	resp_free(&r);
+	char *body = spec_json("tenant-gate", G.digest, NULL, NULL);
+	fails("provision while stopping", "POST", "/v1/sandboxes", NULL, body, 503,
+	      "ExecutionUnavailable");
+	free(body);
+	char *argv[] = { "true", NULL };
+	r = execute(&sb, argv, 10);
+	expect_error("execute while stopping", &r, 503, "ExecutionUnavailable");
+	destroy(&sb);
+	sandbox_forget(&sb);
+	gate_down();
+}
+
+/* A sandbox past expires_at is destroyed by the service's timer; its id
+ * is then refused like any other that is not live. */
+Test(gate_service_no_host_path, expired, .timeout = 300)
+{
+	gate_opts o = { .hard_cap_seconds = 2 };
+	gate_up(&o);
+	airlock_resource_limits l = small_limits;
+	l.wall_clock_seconds = 2;
+	sandbox sb;
+	provision("tenant-gate", &l, &sb);
+	char *argv[] = { "sleep", "30", NULL };
+	resp r = execute(&sb, argv, 30);
+	cr_assert_eq(r.status, 200, "%s", r.body);
+	cr_assert_str_eq(json_str(json_object_get(r.json, "result"), "killed_by"), "EXPIRED", "%s",
+	                 r.body);
+	resp_free(&r);
+	char *again[] = { "true", NULL };
+	r = execute(&sb, again, 10);
+	expect_error("execute after expiry", &r, 404, "ExecutionRejected");
+	sandbox sb2;
+	provision("tenant-gate", &l, &sb2);
+	sleep(4);
+	ws_fails("read after the timer's destroy", &sb2, "GET", "dir", "path=.", NULL, 404,
+	         "ExecutionRejected");
+	sandbox_forget(&sb);
+	sandbox_forget(&sb2);
 	gate_down();
 }
 
