@@ -692,6 +692,13 @@ Test(gate_service_no_host_path, workspace_and_execute_errors, .timeout = 600)
 	sandbox sb;
 	provision("tenant-gate", NULL, &sb);
 
+	/* What the sandbox sees of its own mounts names none of the host's
+	 * (the image's and the volume's sources are names, not loop devices
+	 * or the store's files). */
+	json_t *mounts = sh(&sb, "cat /proc/self/mountinfo && df", 30);
+	cr_assert_eq(json_integer_value(json_object_get(mounts, "exit_code")), 0);
+	json_decref(mounts);
+
 	/* Escapes: "..", absolute, an encoded NUL, a symlink out (to a host
 	 * path as the sandbox sees it, and to the sandbox's /proc). */
 	json_t *res = sh(&sb, "ln -s /etc etc_link && ln -s /proc/self/root root_link && "
