@@ -25,6 +25,7 @@
 #include "airlock/json.h"
 #include "airlock/port/exec.h"
 #include "airlock/service.h"
+#include "airlock/settings.h"
 #include "sandbox_testlib.h"
 #include "testlib.h"
 #include "util/util.h"
@@ -491,6 +492,7 @@ Test(service, other_tenant_handle_destroys)
 	resp_clear(&r);
 
 	/* Cancel with another tenant's handle: the same rule. */
+	airlock_environment_handle_clear(&h);
 	provision(&t, "t1", NULL, &h);
 	forged = h;
 	forged.tenant_id = (char *)"t2";
@@ -1193,4 +1195,60 @@ Test(service_native, streamed_real_command)
 	resp_clear(&r);
 	airlock_environment_handle_clear(&h);
 	svc_close(&t);
+}
+
+/* ---- the service: section of the settings ------------------------------------------ */
+
+Test(service_settings, defaults_file_env_and_checks)
+{
+	airlock_settings s = { 0 };
+	airlock_error err = { 0 };
+	cr_assert_eq(airlock_settings_default(&s, &err), 0, "%s", err.message);
+	cr_assert_str_eq(s.service.listen, "unix:/run/airlock/airlock.sock");
+	cr_assert_eq(s.service.max_sandboxes, 64);
+	cr_assert_eq(s.service.max_connections, 256);
+	cr_assert_null(s.service.credential_file);
+	cr_assert_eq(airlock_settings_check(&s, &err), 0, "%s", err.message);
+	airlock_settings_clear(&s);
+
+	static const char doc[] = "service:\n  listen: 127.0.0.1:8443\n  tls_cert_file: /c.pem\n"
+	                          "  tls_key_file: /k.pem\n  credential_file: /etc/airlock/tok\n"
+	                          "  max_sandboxes: 8\n  socket_group: airlock\n";
+	cr_assert_eq(airlock_settings_parse("t.yaml", doc, sizeof(doc) - 1, &s, &err), 0, "%s",
+	             err.message);
+	cr_assert_str_eq(s.service.listen, "127.0.0.1:8443");
+	cr_assert_eq(s.service.max_sandboxes, 8);
+	cr_assert_eq(airlock_settings_check(&s, &err), 0, "%s", err.message);
+	char *envp[] = { "AIRLOCK_SERVICE_MAX_SANDBOXES=3", "AIRLOCK_SERVICE_LISTEN=unix:/tmp/x.sock", NULL };
+	cr_assert_eq(airlock_settings_apply_env(&s, envp, &err), 0, "%s", err.message);
+	cr_assert_eq(s.service.max_sandboxes, 3);
+	cr_assert_str_eq(s.service.listen, "unix:/tmp/x.sock");
+	char *bad_env[] = { "AIRLOCK_SERVICE_MAX_SANDBOXES=many", NULL };
+	cr_assert_lt(airlock_settings_apply_env(&s, bad_env, &err), 0);
+	cr_assert(strstr(err.message, "AIRLOCK_SERVICE_MAX_SANDBOXES"), "%s", err.message);
+	cr_assert(airlock_settings_env_name("AIRLOCK_SERVICE_LISTEN"));
+	cr_assert_not(airlock_settings_env_name("AIRLOCK_SERVICE_TOKEN"));
+	airlock_settings_clear(&s);
+
+	const struct {
+		const char *doc, *needle;
+	} rows[] = {
+		{ "service:\n  listen: 127.0.0.1:8443\n", "tls_cert_file" },
+		{ "service:\n  listen: relative.sock\n", "service.listen" },
+		{ "service:\n  listen: unix:relative\n", "service.listen" },
+		{ "service:\n  tls_cert_file: /c.pem\n", "go together" },
+		{ "service:\n  tls_client_ca_file: /ca.pem\n", "needs TLS" },
+		{ "service:\n  max_sandboxes: 0\n", "max_sandboxes" },
+		{ "service:\n  max_connections: 100000\n", "max_connections" },
+	};
+	for (size_t i = 0; i < ARRAY_SIZE(rows); i++) {
+		cr_assert_eq(airlock_settings_parse("t.yaml", rows[i].doc, strlen(rows[i].doc), &s, &err), 0,
+		             "%s", err.message);
+		cr_assert_lt(airlock_settings_check(&s, &err), 0, "row %zu accepted", i);
+		cr_assert(strstr(err.message, rows[i].needle), "row %zu: %s", i, err.message);
+		airlock_settings_clear(&s);
+	}
+	static const char unknown[] = "service:\n  listn: unix:/x\n";
+	cr_assert_lt(airlock_settings_parse("t.yaml", unknown, sizeof(unknown) - 1, &s, &err), 0);
+	cr_assert(strstr(err.message, "service.listn"), "%s", err.message);
 }

@@ -96,6 +96,14 @@ static const char *const secret_shapes[] = {
 	"eyJ[A-Za-z0-9_-]{8,}\\.eyJ[A-Za-z0-9_-]{8,}\\.", /* a JWT */
 };
 
+/* systemd's own variables whose names have a tier-0 shape: the
+ * credentials directory is a path (LoadCredential puts the token in a
+ * file there, which is the point), not a credential. */
+static bool env_name_systemd(const char *name)
+{
+	return strcmp(name, "CREDENTIALS_DIRECTORY") == 0;
+}
+
 static int refuse_environment(char *const *envp, airlock_error *err)
 {
 	regex_t re[ARRAY_SIZE(secret_shapes)];
@@ -121,7 +129,8 @@ static int refuse_environment(char *const *envp, airlock_error *err)
 		 * the service's settings; those settings' own overrides are what
 		 * the service reads, not a credential it holds. Their values are
 		 * still scanned below. */
-		if (airlock_tier0_name(name) && !(cl == nl && airlock_settings_env_name(name))) {
+		if (airlock_tier0_name(name) && !(cl == nl && airlock_settings_env_name(name)) &&
+		    !(cl == nl && env_name_systemd(name))) {
 			r = airlock_error_set(err, AIRLOCK_ERR_CONFIG, 0,
 			                      "startup refused: the environment holds %s, a tier-0 (credential) "
 			                      "name; the execution service holds no secret: start it without it",
