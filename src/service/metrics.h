@@ -80,7 +80,8 @@ typedef struct service_metrics_listener service_metrics_listener;
 int service_metrics_listener_new(service_metrics *m, int listen_fd, size_t (*live_fn)(void *),
                                  void *live_arg, service_metrics_listener **ret,
                                  airlock_error *err);
-/* Stops serving and waits for the requests in flight. NULL is a no-op. */
+/* Stops serving and waits for the requests in flight. NULL is a no-op.
+ * Free the listener before its service_metrics. */
 void service_metrics_listener_free(service_metrics_listener *l);
 
 #endif
