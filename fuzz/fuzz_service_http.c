@@ -18,7 +18,8 @@
  *
  * Checked for every answer: the server is still there (the next input
  * connects), an answer is an HTTP/1.1 status line, a JSON error is the one
- * error shape, and no answer names the socket or its directory.
+ * error shape, and no answer names the socket or its directory (unless
+ * the request itself did: a message may quote the caller's bytes).
  */
 #include <errno.h>
 #include <jansson.h>
@@ -168,13 +169,15 @@ static char *substitute(const uint8_t *data, size_t size, size_t *ret_len)
 	return (char *)out;
 }
 
-static void check_answer(const char *a, size_t n)
+/* echo: the request itself held the directory's name (an error message
+ * may quote the caller's bytes back, which tells the caller nothing). */
+static void check_answer(const char *a, size_t n, bool echo)
 {
 	if (n == 0)
 		return; /* closed without an answer: bytes that are not HTTP */
 	if (n < 12 || memcmp(a, "HTTP/1.", 7) != 0)
 		die("an answer that is not an HTTP status line");
-	if (memmem(a, n, dir, strlen(dir)))
+	if (!echo && memmem(a, n, dir, strlen(dir)))
 		die("an answer names the service's socket directory");
 	/* Each JSON error body in the answer (pipelined requests answer in
 	 * turn): the one shape. */
@@ -204,6 +207,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	/* The server may answer (and close) before it has read everything. */
 	(void)!util_write_all(fd, req, len);
 	shutdown(fd, SHUT_WR);
+	bool echo = memmem(req, len, dir, strlen(dir)) != NULL;
 	free(req);
 	util_buf b;
 	util_buf_init(&b, 8u << 20);
@@ -223,7 +227,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	close(fd);
 	size_t alen = 0;
 	char *a = (char *)util_buf_steal(&b, &alen);
-	check_answer(a ? a : "", a ? alen : 0);
+	check_answer(a ? a : "", a ? alen : 0, echo);
 	free(a);
 	return 0;
 }
