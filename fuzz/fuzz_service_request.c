@@ -3,7 +3,8 @@
  * The execution service's request decoding (src/service/server_internal.h),
  * what runs on a client's bytes before any sandbox is touched. The first
  * byte picks the decoder (mod 4); each is checked against what it must
- * mean, not only for surviving:
+ * mean, not only for surviving (this harness merges the first one on
+ * h/service, whose properties it keeps, with the stronger ones below):
  *   0 svc_route: the second byte picks the method, the rest is the request
  *     target. A route found is exactly the documented path of that verb and
  *     id (no other spelling reaches a verb); the query is what follows the
@@ -104,6 +105,10 @@ static void fuzz_route(const uint8_t *data, size_t size)
 		die("route: a status other than 0, 404, 405");
 	if (!memchr(id, 0, sizeof(id)))
 		die("route: the id is not terminated");
+	for (const char *c = id; *c; c++)
+		if (!((*c >= 'a' && *c <= 'z') || (*c >= 'A' && *c <= 'Z') || (*c >= '0' && *c <= '9') ||
+		      *c == '_' || *c == '-'))
+			die("route: an id byte outside [A-Za-z0-9_-]");
 	const char *qm = memchr(target, '?', len);
 	if (qm ? query != qm + 1 || qlen != len - (size_t)(qm - target) - 1 : query || qlen)
 		die("route: the query is not what follows the first '?'");

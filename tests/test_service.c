@@ -229,6 +229,16 @@ static void provision(svc *t, const char *tenant, const char *want_id, airlock_e
 	resp_clear(&r);
 }
 
+/* Script argv on the fake, then provision a sandbox for tenant t1. */
+static void scripted(svc *t, char **argv, const airlock_fake_behaviour *b,
+                     airlock_environment_handle *h)
+{
+	airlock_error err = { 0 };
+	cr_assert_eq(airlock_fake_script(t->fake, (const char *const *)argv, b, &err), 0, "%s",
+	             err.message);
+	provision(t, "t1", NULL, h);
+}
+
 static size_t live(svc *t)
 {
 	resp r;
@@ -238,6 +248,17 @@ static size_t live(svc *t)
 	size_t n = (size_t)json_integer_value(v);
 	resp_clear(&r);
 	return n;
+}
+
+/* Whether the first live sandbox is busy (running a command). */
+static bool first_busy(svc *t)
+{
+	resp r;
+	http(t, "GET", "/v1/sandboxes", TOKEN, NULL, NULL, 0, &r);
+	bool busy = json_is_true(json_object_get(json_array_get(json_object_get(r.json, "sandboxes"), 0),
+	                                         "busy"));
+	resp_clear(&r);
+	return busy;
 }
 
 static char *execute_body(char **argv, bool stream)
@@ -354,7 +375,11 @@ Test(service, health_list_provision_as)
 	cr_assert_eq(r.status, 200, "%s", r.body);
 	json_t *arr = json_object_get(r.json, "sandboxes");
 	cr_assert_eq(json_array_size(arr), 2, "%s", r.body);
+	/* Sorted by created_at: the two may share a millisecond, so a's
+	 * entry is found by its id. */
 	json_t *e0 = json_array_get(arr, 0);
+	if (strcmp(jstr(e0, "environment_id"), a.environment_id) != 0)
+		e0 = json_array_get(arr, 1);
 	cr_assert_str_eq(jstr(e0, "environment_id"), a.environment_id);
 	cr_assert_str_eq(jstr(e0, "tenant_id"), "t1");
 	cr_assert_str_eq(jstr(e0, "run_id"), "r1");
@@ -758,10 +783,8 @@ Test(service, streamed_output_arrives_before_the_end)
 		out[i] = (char)('a' + i % 26);
 	airlock_fake_behaviour b = { .exit_code = 3, .stdout_data = out, .stdout_len = sizeof(out),
 		                     .stderr_data = "warn\n", .stderr_len = 5, .runs_for_ms = 1500 };
-	airlock_error err = { 0 };
-	cr_assert_eq(airlock_fake_script(t.fake, (const char *const *)argv, &b, &err), 0);
 	airlock_environment_handle h;
-	provision(&t, "t1", NULL, &h);
+	scripted(&t, argv, &b, &h);
 	stream_rec s;
 	stream_execute(&t, &h, argv, &s);
 	cr_assert(s.first_output_ms > 0);
@@ -822,10 +845,8 @@ Test(service, cancel_a_running_execute)
 	svc_open(&t);
 	char *argv[] = { "sleepy", NULL };
 	airlock_fake_behaviour b = { .stdout_data = "partial", .stdout_len = 7, .runs_for_ms = 20000 };
-	airlock_error err = { 0 };
-	cr_assert_eq(airlock_fake_script(t.fake, (const char *const *)argv, &b, &err), 0);
 	airlock_environment_handle h;
-	provision(&t, "t1", NULL, &h);
+	scripted(&t, argv, &b, &h);
 	char path[160];
 	snprintf(path, sizeof(path), "/v1/sandboxes/%s/cancel", h.environment_id);
 	resp r;
@@ -863,10 +884,8 @@ Test(service, disconnect_cancels)
 	svc_open(&t);
 	char *argv[] = { "sleepy", NULL };
 	airlock_fake_behaviour b = { .runs_for_ms = 30000 };
-	airlock_error err = { 0 };
-	cr_assert_eq(airlock_fake_script(t.fake, (const char *const *)argv, &b, &err), 0);
 	airlock_environment_handle h;
-	provision(&t, "t1", NULL, &h);
+	scripted(&t, argv, &b, &h);
 	for (int stream = 0; stream < 2; stream++) {
 		_cleanup_free_ char *hh = handle_header(&h);
 		_cleanup_free_ char *body = execute_body(argv, stream);
@@ -884,11 +903,7 @@ Test(service, disconnect_cancels)
 		bool idle = false;
 		for (int i = 0; i < 50 && !idle; i++) {
 			usleep(100 * 1000);
-			resp r;
-			http(&t, "GET", "/v1/sandboxes", TOKEN, NULL, NULL, 0, &r);
-			idle = json_is_false(json_object_get(json_array_get(json_object_get(r.json, "sandboxes"), 0),
-			                                     "busy"));
-			resp_clear(&r);
+			idle = !first_busy(&t);
 		}
 		cr_assert(idle, "stream=%d: the command was cancelled", stream);
 	}
@@ -1041,11 +1056,7 @@ Test(service, client_that_stops_reading_does_not_stop_the_service)
 	 * sandbox is idle and takes another command. */
 	bool idle = false;
 	for (int i = 0; i < 50 && !idle; i++) {
-		resp r;
-		http(&t, "GET", "/v1/sandboxes", TOKEN, NULL, NULL, 0, &r);
-		idle = json_is_false(json_object_get(json_array_get(json_object_get(r.json, "sandboxes"), 0),
-		                                     "busy"));
-		resp_clear(&r);
+		idle = !first_busy(&t);
 		usleep(100 * 1000);
 	}
 	cr_assert(idle);
@@ -1124,10 +1135,8 @@ Test(service, shutdown_returns_partial_output)
 	svc_open(&t);
 	char *argv[] = { "sleepy", NULL };
 	airlock_fake_behaviour b = { .stdout_data = "so far", .stdout_len = 6, .runs_for_ms = 30000 };
-	airlock_error err = { 0 };
-	cr_assert_eq(airlock_fake_script(t.fake, (const char *const *)argv, &b, &err), 0);
 	airlock_environment_handle h;
-	provision(&t, "t1", NULL, &h);
+	scripted(&t, argv, &b, &h);
 	bg_exec bg = { .t = &t, .h = &h, .argv = argv };
 	pthread_create(&bg.th, NULL, bg_main, &bg);
 	usleep(500 * 1000);
@@ -1251,4 +1260,30 @@ Test(service_settings, defaults_file_env_and_checks)
 	static const char unknown[] = "service:\n  listn: unix:/x\n";
 	cr_assert_lt(airlock_settings_parse("t.yaml", unknown, sizeof(unknown) - 1, &s, &err), 0);
 	cr_assert(strstr(err.message, "service.listn"), "%s", err.message);
+}
+
+Test(service_settings, environment_check)
+{
+	airlock_error err = { 0 };
+	char *ok_env[] = { "PATH=/usr/bin", "AIRLOCK_SERVICE_LISTEN=unix:/x", "CREDENTIALS_DIRECTORY=/run/c",
+		           "LANG=C.UTF-8", NULL };
+	cr_assert_eq(airlock_service_environment_check(ok_env, &err), 0, "%s", err.message);
+	const struct {
+		const char *entry, *name, *value;
+	} rows[] = {
+		{ "GITHUB_TOKEN=x", "GITHUB_TOKEN", NULL },
+		{ "AIRLOCK_SERVICE_TOKEN=abc", "AIRLOCK_SERVICE_TOKEN", NULL },
+		{ "NOTE=AKIAIOSFODNN7EXAMPLE", "NOTE", "AKIAIOSFODNN7EXAMPLE" },
+		{ "DB=postgres://u:hunter2@db/x", "DB", "hunter2" },
+		{ "AIRLOCK_SERVICE_LISTEN=ghp_abcdefghijklmnopqrstuvwxyz0123456789", "AIRLOCK_SERVICE_LISTEN",
+		  "ghp_abcdef" },
+	};
+	for (size_t i = 0; i < ARRAY_SIZE(rows); i++) {
+		char *envp[] = { "PATH=/bin", (char *)rows[i].entry, NULL };
+		cr_assert_lt(airlock_service_environment_check(envp, &err), 0, "%s accepted", rows[i].entry);
+		cr_assert(strstr(err.message, rows[i].name), "%s", err.message);
+		if (rows[i].value)
+			cr_assert_null(strstr(err.message, rows[i].value), "the value is shown: %s", err.message);
+	}
+	cr_assert_not_null(airlock_service_secret_patterns()[0]);
 }

@@ -55,6 +55,17 @@ void airlock_service_config_default(airlock_service_config *c);
 
 typedef struct airlock_service airlock_service;
 
+/* The service holds no secret of anyone's: AIRLOCK_ERR_CONFIG naming the
+ * first variable of envp ("NAME=value", NULL-terminated) whose name is tier
+ * 0 (airlock_tier0_name; the settings' own AIRLOCK_* overrides and
+ * systemd's CREDENTIALS_DIRECTORY excepted: settings and a path) or whose
+ * value matches a secret-scanner pattern. The message never holds a value. */
+int airlock_service_environment_check(char *const *envp, airlock_error *err);
+/* The secret scanner's patterns (POSIX extended regular expressions,
+ * NULL-terminated): the shapes of real credentials, which the isolation
+ * gate also looks for in a sandbox. */
+const char *const *airlock_service_secret_patterns(void);
+
 /* Listening when it returns; serves from its own threads. ExecutionUnavailable
  * (or Config for a bad address, credential or TLS file) otherwise, nothing
  * left behind. */

@@ -3,7 +3,9 @@
 
 #include <string.h>
 
+#include "airlock/egress.h"
 #include "airlock/image.h"
+#include "airlock/proxy.h"
 #include "util/util.h"
 
 extern char **environ;
@@ -132,4 +134,21 @@ int cli_default_image(const airlock_settings *s, char ret[72], airlock_error *er
 	}
 	airlock_image_store_free(store);
 	return r < 0 ? r : 0;
+}
+
+int cli_proxy_start(const char *dns, int log_fd, airlock_proxy **ret, airlock_error *err)
+{
+	airlock_egress_resolver *check = NULL;
+	int r = airlock_egress_resolver_new(dns, &check, err);
+	airlock_egress_resolver_free(check);
+	if (r < 0) {
+		airlock_error_prefix(err, "--dns: ");
+		return r;
+	}
+	airlock_proxy_config pc;
+	airlock_proxy_config_default(&pc);
+	pc.dns_servers = dns;
+	if (log_fd >= 0)
+		pc.log_fd = log_fd;
+	return airlock_proxy_spawn(&pc, ret, err);
 }

@@ -23,11 +23,8 @@
  * output), the responses drain, every sandbox is destroyed, exit 0.
  */
 #include <errno.h>
-#include <fcntl.h>
 #include <getopt.h>
 #include <grp.h>
-#include <poll.h>
-#include <regex.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -36,7 +33,6 @@
 #include <unistd.h>
 
 #include "airlock/egress.h"
-#include "airlock/envbuild.h"
 #include "airlock/mechanisms.h"
 #include "airlock/proxy.h"
 #include "airlock/remote.h"
@@ -80,78 +76,6 @@ static const struct option serve_options[] = {
 typedef struct serve_flags {
 	const char *config, *listen, *credential_file, *metrics_listen, *policy, *dns;
 } serve_flags;
-
-/* ---- the environment ----------------------------------------------------------
- * The service holds no secret of anyone's; a credential in its environment
- * would be one, readable by anything that reads this process. The shapes
- * are the secret scanner's, the ones the isolation gate looks for in a
- * sandbox (tests/test_native_gates.c): credentials' real shapes, not bare
- * prefixes. */
-static const char *const secret_shapes[] = {
-	"AKIA[0-9A-Z]{16}",                               /* AWS access key id */
-	"sk-(ant|proj)-[A-Za-z0-9_-]{20,}",               /* provider API keys */
-	"ghp_[A-Za-z0-9]{36}",                            /* GitHub token */
-	"postgres(ql)?://[^:/@ ]+:[^@/ ]+@",              /* URL with a password */
-	"-----BEGIN ([A-Z]+ )?PRIVATE KEY-----",          /* a private key */
-	"eyJ[A-Za-z0-9_-]{8,}\\.eyJ[A-Za-z0-9_-]{8,}\\.", /* a JWT */
-};
-
-/* systemd's own variables whose names have a tier-0 shape: the
- * credentials directory is a path (LoadCredential puts the token in a
- * file there, which is the point), not a credential. */
-static bool env_name_systemd(const char *name)
-{
-	return strcmp(name, "CREDENTIALS_DIRECTORY") == 0;
-}
-
-static int refuse_environment(char *const *envp, airlock_error *err)
-{
-	regex_t re[ARRAY_SIZE(secret_shapes)];
-	size_t n_re = 0;
-	int r = 0;
-	for (; n_re < ARRAY_SIZE(secret_shapes); n_re++)
-		if (regcomp(&re[n_re], secret_shapes[n_re], REG_EXTENDED | REG_NOSUB) != 0) {
-			r = airlock_error_set(err, AIRLOCK_ERR_SYSTEM, ENOMEM, "environment check");
-			goto out;
-		}
-	for (char *const *e = envp; e && *e && r == 0; e++) {
-		const char *eq = strchr(*e, '=');
-		size_t nl = eq ? (size_t)(eq - *e) : strlen(*e);
-		char name[AIRLOCK_ENV_NAME_MAX + 1];
-		/* A name too long to copy is shown cut: it is still named, and its
-		 * value is never shown. */
-		size_t cl = nl < sizeof(name) - 1 ? nl : sizeof(name) - 1;
-		memcpy(name, *e, cl);
-		name[cl] = 0;
-		char shown[AIRLOCK_ENV_NAME_MAX * 4 + 1];
-		util_escape(shown, sizeof(shown), name, cl);
-		/* AIRLOCK_ is a tier-0 namespace for sandboxes because it holds
-		 * the service's settings; those settings' own overrides are what
-		 * the service reads, not a credential it holds. Their values are
-		 * still scanned below. */
-		if (airlock_tier0_name(name) && !(cl == nl && airlock_settings_env_name(name)) &&
-		    !(cl == nl && env_name_systemd(name))) {
-			r = airlock_error_set(err, AIRLOCK_ERR_CONFIG, 0,
-			                      "startup refused: the environment holds %s, a tier-0 (credential) "
-			                      "name; the execution service holds no secret: start it without it",
-			                      shown);
-			break;
-		}
-		for (size_t i = 0; eq && i < n_re; i++)
-			if (regexec(&re[i], eq + 1, 0, NULL, 0) == 0) {
-				r = airlock_error_set(err, AIRLOCK_ERR_CONFIG, 0,
-				                      "startup refused: the value of %s looks like a credential "
-				                      "(the secret scanner's pattern %zu); the execution service "
-				                      "holds no secret: start it without it",
-				                      shown, i + 1);
-				break;
-			}
-	}
-out:
-	for (size_t i = 0; i < n_re; i++)
-		regfree(&re[i]);
-	return r;
-}
 
 /* ---- settings ------------------------------------------------------------------ */
 
@@ -255,7 +179,7 @@ int cli_serve(int argc, char **argv)
 	}
 
 	/* 2. Nothing of anyone's secrets in this process. */
-	r = refuse_environment(environ, &err);
+	r = airlock_service_environment_check(environ, &err);
 	if (r < 0)
 		goto fail;
 
@@ -306,17 +230,7 @@ int cli_serve(int argc, char **argv)
 		goto fail;
 	}
 	if (egress) {
-		airlock_egress_resolver *check = NULL;
-		r = airlock_egress_resolver_new(f.dns, &check, &err);
-		airlock_egress_resolver_free(check);
-		if (r < 0) {
-			airlock_error_prefix(&err, "--dns: ");
-			goto fail;
-		}
-		airlock_proxy_config pc;
-		airlock_proxy_config_default(&pc);
-		pc.dns_servers = f.dns;
-		r = airlock_proxy_spawn(&pc, &proxy, &err);
+		r = cli_proxy_start(f.dns, -1, &proxy, &err);
 		if (r < 0)
 			goto fail;
 	}

@@ -113,8 +113,7 @@ typedef struct svc_req {
 	size_t query_len;
 	airlock_environment_handle handle;
 	bool has_handle;
-	unsigned char *body;
-	size_t body_len, body_alloc, body_cap;
+	util_buf body; /* capped at the verb's cap (request_start) */
 } svc_req;
 
 /* ---- time and small helpers ---------------------------------------------- */
@@ -326,11 +325,11 @@ static char *jdump(json_t *o)
 static int envelope_load(const svc_req *q, const char *what, const char *const *fields,
                          size_t n_fields, json_t **ret, airlock_error *err)
 {
-	if (q->body_len > AIRLOCK_JSON_INPUT_MAX)
+	if (q->body.len > AIRLOCK_JSON_INPUT_MAX)
 		return airlock_error_set(err, AIRLOCK_ERR_TOOL_VALIDATION, 0, "%s: body larger than %u bytes",
 		                         what, AIRLOCK_JSON_INPUT_MAX);
 	json_error_t je;
-	json_t *o = json_loadb(q->body ? (const char *)q->body : "", q->body_len,
+	json_t *o = json_loadb(q->body.data ? (const char *)q->body.data : "", q->body.len,
 	                       JSON_REJECT_DUPLICATES, &je);
 	if (!o)
 		return airlock_error_set(err, AIRLOCK_ERR_TOOL_VALIDATION, 0,
@@ -481,6 +480,8 @@ struct svc_job {
 	airlock_cancel *cancel;
 	bool stream;
 	int fd; /* the client's socket, looked at, never used */
+	svc_conn *conn; /* its deadline record, used on its own thread only */
+	bool response_deadline;
 	pthread_t thread;
 	bool thread_started;
 
@@ -590,6 +591,18 @@ static void job_finish_stream(svc_job *j)
 		free(line);
 }
 
+/* Out of the cancel table: from here cancel no longer finds it. */
+static void job_unlink(airlock_service *s, svc_job *j)
+{
+	pthread_mutex_lock(&s->lock);
+	for (svc_job **p = &s->jobs; *p; p = &(*p)->next)
+		if (*p == j) {
+			*p = j->next;
+			break;
+		}
+	pthread_mutex_unlock(&s->lock);
+}
+
 static void *job_main(void *arg)
 {
 	svc_job *j = arg;
@@ -605,13 +618,7 @@ static void *job_main(void *arg)
 	airlock_error err = { 0 };
 	int rc = airlock_exec_execute(s->exec, &call, &j->handle, &j->command, &res, &err);
 
-	pthread_mutex_lock(&s->lock);
-	for (svc_job **p = &s->jobs; *p; p = &(*p)->next)
-		if (*p == j) {
-			*p = j->next;
-			break;
-		}
-	pthread_mutex_unlock(&s->lock);
+	job_unlink(s, j);
 
 	pthread_mutex_lock(&j->lock);
 	j->rc = rc;
@@ -652,6 +659,13 @@ static ssize_t job_read(void *cls, uint64_t pos, char *buf, size_t max)
 	(void)pos;
 	pthread_mutex_lock(&j->lock);
 	for (;;) {
+		if (j->done && !j->response_deadline) {
+			/* The rest is the result, ready: it must be taken within the
+			 * response timeout like any other response. (j->lock, then
+			 * the service's: nothing takes them the other way round.) */
+			j->response_deadline = true;
+			conn_deadline(j->s, j->conn, cfg_or(j->s->cfg.request_timeout_ms, 300000));
+		}
 		size_t avail = j->q_len - j->q_off;
 		if (avail > 0) {
 			size_t n = avail < max ? avail : max;
@@ -712,6 +726,7 @@ static enum MHD_Result do_execute(svc_req *q, struct MHD_Connection *c)
 	}
 	j->s = s;
 	j->fd = conn_fd(c);
+	j->conn = q->conn;
 	j->stream = jst && json_is_true(jst);
 	j->budget_ms = jb && json_is_integer(jb) ? (int64_t)json_integer_value(jb) : AIRLOCK_BUDGET_NONE;
 	pthread_mutex_init(&j->lock, NULL);
@@ -759,13 +774,7 @@ static enum MHD_Result do_execute(svc_req *q, struct MHD_Connection *c)
 	pthread_mutex_unlock(&s->lock);
 	int e = pthread_create(&j->thread, NULL, job_main, j);
 	if (e != 0) {
-		pthread_mutex_lock(&s->lock);
-		for (svc_job **p = &s->jobs; *p; p = &(*p)->next)
-			if (*p == j) {
-				*p = j->next;
-				break;
-			}
-		pthread_mutex_unlock(&s->lock);
+		job_unlink(s, j);
 		job_free(j);
 		return respond_fail(q, c, MHD_HTTP_SERVICE_UNAVAILABLE, AIRLOCK_ERR_EXECUTION_UNAVAILABLE,
 		                    "execute: cannot start a thread: %s", strerror(e));
@@ -971,7 +980,7 @@ static enum MHD_Result do_workspace(svc_req *q, struct MHD_Connection *c)
 		break;
 	}
 	case SVC_WRITE:
-		if (airlock_workspace_write(ws, rel, q->body ? (const void *)q->body : "", q->body_len,
+		if (airlock_workspace_write(ws, rel, q->body.data ? (const void *)q->body.data : "", q->body.len,
 		                            &err) < 0)
 			mr = respond_error(q, c, &err);
 		else
@@ -1097,37 +1106,18 @@ static enum MHD_Result request_start(svc_req *q, struct MHD_Connection *c, const
 			return respond_fail(q, c, MHD_HTTP_BAD_REQUEST, AIRLOCK_ERR_TOOL_VALIDATION,
 			                    "Airlock-Handle: its environment_id is not the path's");
 	}
-	q->body_cap = q->verb == SVC_WRITE                                  ? s->cfg.max_write_bytes
-	              : q->verb == SVC_PROVISION || q->verb == SVC_EXECUTE ? AIRLOCK_JSON_INPUT_MAX
-	                                                                   : AIRLOCK_SERVICE_EMPTY_BODY_MAX;
+	size_t cap = q->verb == SVC_WRITE                                  ? s->cfg.max_write_bytes
+	             : q->verb == SVC_PROVISION || q->verb == SVC_EXECUTE ? AIRLOCK_JSON_INPUT_MAX
+	                                                                  : AIRLOCK_SERVICE_EMPTY_BODY_MAX;
+	util_buf_init(&q->body, cap);
 	const char *cl = MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
 	int64_t n = 0;
-	if (cl && util_parse_i64(cl, &n) && n >= 0 && (uint64_t)n > q->body_cap)
+	if (cl && util_parse_i64(cl, &n) && n >= 0 && (uint64_t)n > cap)
 		return respond_fail(q, c, MHD_HTTP_CONTENT_TOO_LARGE, AIRLOCK_ERR_TOOL_VALIDATION,
 		                    "the body (%lld bytes) is larger than this request's cap of %zu bytes",
-		                    (long long)n, q->body_cap);
+		                    (long long)n, cap);
 	conn_deadline(s, q->conn, cfg_or(s->cfg.request_timeout_ms, 300000));
 	return MHD_YES;
-}
-
-static int body_append(svc_req *q, const char *data, size_t len)
-{
-	if (len > q->body_cap - q->body_len)
-		return -EFBIG;
-	if (q->body_len + len > q->body_alloc) {
-		size_t na = q->body_alloc ? q->body_alloc : 16 * 1024;
-		while (na < q->body_len + len)
-			na = na > SIZE_MAX / 2 ? q->body_len + len : na * 2;
-		unsigned char *nb = realloc(q->body, na + 1);
-		if (!nb)
-			return -ENOMEM;
-		q->body = nb;
-		q->body_alloc = na;
-	}
-	memcpy(q->body + q->body_len, data, len);
-	q->body_len += len;
-	q->body[q->body_len] = 0;
-	return 0;
 }
 
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const char *url,
@@ -1152,7 +1142,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
 		 * response cannot be queued while a body is being read
 		 * (libmicrohttpd), so the connection is closed instead; a body
 		 * with Content-Length was refused with 413 before it was read. */
-		if (body_append(q, upload, *upload_size) < 0)
+		if (util_buf_append(&q->body, upload, *upload_size) != 0)
 			return MHD_NO;
 		*upload_size = 0;
 		return MHD_YES;
@@ -1215,7 +1205,7 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **req_cls,
 	pthread_cond_broadcast(&s->cond);
 	pthread_mutex_unlock(&s->lock);
 	airlock_environment_handle_clear(&q->handle);
-	free(q->body);
+	util_buf_clear(&q->body);
 	free(q->target);
 	free(q);
 }
