@@ -509,6 +509,26 @@ static void gate_up(const gate_opts *o)
 	cr_assert_eq(airlock_service_new(&sc, G.e, &G.svc, &err), 0, "%s", err.message);
 }
 
+/* Removes the temporary directories even when an assertion ended the
+ * test early (criterion runs a test's fini after a failure too): a failed
+ * run leaves no socket and no 170 MB store copy behind. */
+static char store_copy[64];
+
+static void rm_dir(const char *d)
+{
+	if (!d[0])
+		return;
+	char cmd[128];
+	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", d);
+	(void)!system(cmd);
+}
+
+static void gate_fini(void)
+{
+	rm_dir(G.dir);
+	rm_dir(store_copy);
+}
+
 static void gate_down(void)
 {
 	airlock_service_free(G.svc);
@@ -517,9 +537,8 @@ static void gate_down(void)
 	if (G.log_fd >= 0)
 		close(G.log_fd);
 	airlock_egress_policy_clear(&G.op);
-	char cmd[128];
-	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", G.dir);
-	cr_assert_eq(system(cmd), 0);
+	rm_dir(G.dir);
+	G.dir[0] = 0;
 	cr_assert_gt(G.checked, 0);
 	cr_log_info("%zu response bodies searched", G.checked);
 }
@@ -560,7 +579,7 @@ static void oversize(const char *what, const char *method, const char *target,
 
 /* ---- the gate -------------------------------------------------------------- */
 
-Test(gate_service_no_host_path, requests_without_a_sandbox, .timeout = 300)
+Test(gate_service_no_host_path, requests_without_a_sandbox, .timeout = 300, .fini = gate_fini)
 {
 	gate_up(NULL);
 	resp r = request("health", "GET", "/v1/health", NULL, NULL);
@@ -686,7 +705,7 @@ Test(gate_service_no_host_path, requests_without_a_sandbox, .timeout = 300)
 	gate_down();
 }
 
-Test(gate_service_no_host_path, workspace_and_execute_errors, .timeout = 600)
+Test(gate_service_no_host_path, workspace_and_execute_errors, .timeout = 600, .fini = gate_fini)
 {
 	gate_opts o = { .max_write_bytes = 32u << 20 };
 	gate_up(&o);
@@ -892,7 +911,7 @@ Test(gate_service_no_host_path, workspace_and_execute_errors, .timeout = 600)
 }
 
 /* The write cap: a body past max_write_bytes is 413 before it is read. */
-Test(gate_service_no_host_path, write_past_the_cap, .timeout = 300)
+Test(gate_service_no_host_path, write_past_the_cap, .timeout = 300, .fini = gate_fini)
 {
 	gate_opts o = { .max_write_bytes = 1u << 20 };
 	gate_up(&o);
@@ -910,7 +929,7 @@ Test(gate_service_no_host_path, write_past_the_cap, .timeout = 300)
 	gate_down();
 }
 
-Test(gate_service_no_host_path, capacity, .timeout = 300)
+Test(gate_service_no_host_path, capacity, .timeout = 300, .fini = gate_fini)
 {
 	gate_opts o = { .max_sandboxes = 2 };
 	gate_up(&o);
@@ -937,7 +956,7 @@ Test(gate_service_no_host_path, capacity, .timeout = 300)
 	gate_down();
 }
 
-Test(gate_service_no_host_path, dead_proxy, .timeout = 300)
+Test(gate_service_no_host_path, dead_proxy, .timeout = 300, .fini = gate_fini)
 {
 	static const char op[] = "egress:\n"
 	                         "  mode: allowlist\n"
@@ -979,7 +998,7 @@ Test(gate_service_no_host_path, dead_proxy, .timeout = 300)
 
 /* What a stopping service says: new provisions and executes are refused
  * (retriable), a command in flight ends SERVICE_SHUTDOWN with its output. */
-Test(gate_service_no_host_path, shutting_down, .timeout = 300)
+Test(gate_service_no_host_path, shutting_down, .timeout = 300, .fini = gate_fini)
 {
 	gate_up(NULL);
 	sandbox sb;
@@ -1003,7 +1022,7 @@ Test(gate_service_no_host_path, shutting_down, .timeout = 300)
 
 /* A sandbox past expires_at is destroyed by the service's timer; its id
  * is then refused like any other that is not live. */
-Test(gate_service_no_host_path, expired, .timeout = 300)
+Test(gate_service_no_host_path, expired, .timeout = 300, .fini = gate_fini)
 {
 	gate_opts o = { .hard_cap_seconds = 2 };
 	gate_up(&o);
@@ -1032,13 +1051,13 @@ Test(gate_service_no_host_path, expired, .timeout = 300)
 
 /* An image whose bytes no longer hash to its name: a copy of the store's
  * default image in a store of the test's own, one byte changed. */
-Test(gate_service_no_host_path, altered_image, .timeout = 600)
+Test(gate_service_no_host_path, altered_image, .timeout = 600, .fini = gate_fini)
 {
 	char digest[AIRLOCK_IMAGE_DIGEST_SIZE];
 	sandbox_test_require(digest);
-	char dir[64];
-	snprintf(dir, sizeof(dir), "/tmp/airlock-gate-store-XXXXXX");
-	cr_assert(mkdtemp(dir));
+	char *dir = store_copy;
+	snprintf(store_copy, sizeof(store_copy), "/tmp/airlock-gate-store-XXXXXX");
+	cr_assert(mkdtemp(store_copy));
 	airlock_error err = { 0 };
 	airlock_image_store *src = NULL, *dst = NULL;
 	cr_assert_eq(airlock_image_store_open(sandbox_test_store(), &src, &err), 0, "%s",
@@ -1074,9 +1093,6 @@ Test(gate_service_no_host_path, altered_image, .timeout = 600)
 	expect_error("provision an altered image", &r, 409, "ExecutionRejected");
 	free(body);
 	gate_down();
-	char cmd[128];
-	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
-	cr_assert_eq(system(cmd), 0);
 }
 
 /* The search itself finds a path however the body carries it. */
