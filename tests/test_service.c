@@ -20,6 +20,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "airlock/caps.h"
 #include "airlock/fake.h"
 #include "airlock/ids.h"
 #include "airlock/json.h"
@@ -816,6 +817,64 @@ Test(service, streamed_output_arrives_before_the_end)
 	svc_close(&t);
 }
 
+/* A burst larger than the event buffer: what does not fit is counted in a
+ * dropped event, the events are a prefix of the result's bytes, and the
+ * result holds every byte. */
+Test(service, burst_past_the_buffer_is_counted_as_dropped)
+{
+	svc t;
+	svc_open(&t);
+	char *argv[] = { "burst", NULL };
+	size_t big = 4u << 20;
+	char *out = malloc(big);
+	for (size_t i = 0; i < big; i++)
+		out[i] = (char)('A' + i % 23);
+	airlock_fake_behaviour b = { .stdout_data = out, .stdout_len = big, .runs_for_ms = 200 };
+	airlock_environment_handle h;
+	scripted(&t, argv, &b, &h);
+	airlock_execution_command cmd = test_command(argv);
+	cmd.maximum_output_bytes = 16 << 20;
+	airlock_error err = { 0 };
+	_cleanup_free_ char *cj = airlock_execution_command_to_json(&cmd, &err);
+	_cleanup_free_ char *body = NULL;
+	cr_assert(asprintf(&body, "{\"command\":%s,\"stream\":true}", cj) > 0);
+	stream_rec s;
+	memset(&s, 0, sizeof(s));
+	util_buf_init(&s.out, 64 << 20);
+	util_buf_init(&s.err, 64 << 20);
+	char url[256];
+	snprintf(url, sizeof(url), "http://localhost/v1/sandboxes/%s/execute", h.environment_id);
+	_cleanup_free_ char *hh = handle_header(&h);
+	struct curl_slist *hd = curl_slist_append(NULL, "Authorization: Bearer " TOKEN);
+	hd = curl_slist_append(hd, hh);
+	CURL *c = curl_easy_init();
+	curl_easy_setopt(c, CURLOPT_UNIX_SOCKET_PATH, t.sock);
+	curl_easy_setopt(c, CURLOPT_URL, url);
+	curl_easy_setopt(c, CURLOPT_HTTPHEADER, hd);
+	curl_easy_setopt(c, CURLOPT_POSTFIELDS, body);
+	curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, stream_collect);
+	curl_easy_setopt(c, CURLOPT_WRITEDATA, &s);
+	cr_assert_eq(curl_easy_perform(c), CURLE_OK);
+	curl_slist_free_all(hd);
+	curl_easy_cleanup(c);
+	cr_assert_not_null(s.result);
+	cr_assert_gt(s.dropped, 0, "a 4 MiB burst does not fit 1 MiB of events");
+	cr_assert_lt(s.out.len, (size_t)AIRLOCK_SERVICE_STREAM_BUFFER_MAX);
+	cr_assert_eq(s.out.len + s.dropped, big, "every byte is sent or counted");
+	cr_assert_eq(memcmp(s.out.data, out, s.out.len), 0, "the events are a prefix");
+	const char *d = jstr(s.result, "stdout");
+	unsigned char *bytes = NULL;
+	size_t n = 0;
+	cr_assert_eq(util_base64_decode(d, strlen(d), &bytes, &n), 0);
+	cr_assert_eq(n, big, "the result holds every byte");
+	cr_assert_eq(memcmp(bytes, out, n), 0);
+	free(bytes);
+	free(out);
+	stream_rec_clear(&s);
+	airlock_environment_handle_clear(&h);
+	svc_close(&t);
+}
+
 typedef struct bg_exec {
 	svc *t;
 	airlock_environment_handle *h;
@@ -1066,6 +1125,49 @@ Test(service, client_that_stops_reading_does_not_stop_the_service)
 	stream_rec_clear(&s);
 	close(fd);
 	airlock_environment_handle_clear(&h);
+	svc_close(&t);
+}
+
+/* The connection limit: past it a connection is closed at once, and a
+ * closed one frees its place. A header block past its cap is refused, and
+ * the service goes on. */
+Test(service, connection_limit_and_header_cap)
+{
+	airlock_service_config sc;
+	airlock_service_config_default(&sc);
+	sc.max_connections = 2;
+	svc t;
+	svc_open_with(&t, NULL, &sc);
+	int a = raw_connect(&t), b = raw_connect(&t);
+	usleep(200 * 1000);
+	int c = raw_connect(&t);
+	struct pollfd p = { .fd = c, .events = POLLIN };
+	cr_assert_eq(poll(&p, 1, 3000), 1, "the third connection is closed");
+	char ch;
+	cr_assert_leq(read(c, &ch, 1), 0);
+	close(c);
+	close(a);
+	close(b);
+	usleep(300 * 1000);
+	cr_assert_eq(live(&t), 0, "a place is free again");
+
+	size_t n = 64 * 1024;
+	char *big = malloc(n + 256);
+	int w = snprintf(big, 256, "GET /v1/health HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer " TOKEN
+	                 "\r\nX-Pad: ");
+	memset(big + w, 'p', n);
+	memcpy(big + w + n, "\r\n\r\n", 4);
+	int fd = raw_connect(&t);
+	ssize_t sent = send(fd, big, (size_t)w + n + 4, MSG_NOSIGNAL);
+	(void)sent;
+	char resp_buf[64] = { 0 };
+	p = (struct pollfd){ .fd = fd, .events = POLLIN };
+	cr_assert_eq(poll(&p, 1, 5000), 1);
+	ssize_t got = read(fd, resp_buf, sizeof(resp_buf) - 1);
+	cr_assert(got <= 0 || strncmp(resp_buf, "HTTP/1.1 4", 10) == 0, "refused: %s", resp_buf);
+	close(fd);
+	free(big);
+	cr_assert_eq(live(&t), 0, "the service goes on");
 	svc_close(&t);
 }
 
