@@ -24,9 +24,21 @@
 
 typedef struct service_metrics service_metrics;
 
-/* log_fd: where the lifecycle lines go (duplicated; -1: none). */
+/* log_fd: where the lifecycle lines go (duplicated; -1: none). A pipe,
+ * FIFO or terminal is opened anew non-blocking (the caller's descriptor
+ * keeps its flags); a socket is written with MSG_DONTWAIT. A line that
+ * would block or fails is dropped and counted
+ * (airlock_lifecycle_log_dropped_total), never waited for. A line is at
+ * most PIPE_BUF bytes (untrusted strings in it are cut to fit), so a pipe
+ * takes it whole or not at all. */
 int service_metrics_new(int log_fd, service_metrics **ret, airlock_error *err);
 void service_metrics_free(service_metrics *m);
+
+/* Name a mechanism before its first event, so that its histograms are
+ * exposed (at 0) from the first scrape. At most 7 mechanisms are told
+ * apart; later ones, and names that are not one printable-ASCII word of
+ * under 32 bytes, are counted as mechanism="other". */
+void service_metrics_mechanism(service_metrics *m, const char *name);
 
 /* The observer to put in airlock_exec_config (observer_arg = m). */
 const airlock_exec_observer *service_metrics_observer(void);
@@ -46,5 +58,30 @@ void service_metrics_log(service_metrics *m, const char *event, const char *mess
 /* The whole exposition; live is the current number of live sandboxes.
  * malloc'd, NUL-terminated; NULL on allocation failure. */
 char *service_metrics_render(service_metrics *m, size_t live, size_t *ret_len);
+
+/* Follow the egress proxy's log: a thread reads lines from fd (the read
+ * end of the pipe given to the proxy as its log_fd; owned from now on, also
+ * on failure), counts each (service_metrics_egress_line) and copies it to
+ * the lifecycle log (one write each, as the lifecycle lines; a line past
+ * PIPE_BUF is counted as a dropped log line rather than split). A line
+ * longer than 64 KiB is counted as malformed and skipped to its end. The thread ends at end of file or at
+ * service_metrics_free. At most one follower per service_metrics. */
+int service_metrics_egress_follow(service_metrics *m, int fd, airlock_error *err);
+
+/* The operator listener: GET /metrics answers the exposition (text format
+ * 0.0.4) with live from live_fn(live_arg) (airlock_exec_live, say); any
+ * other path is 404, any other method 405. listen_fd is a bound, listening
+ * socket (Unix or TCP), owned from now on, also on failure. No credential:
+ * a scrape holds no tenant data and no secret (labels are closed
+ * vocabularies), so the listener belongs on an operator network or a Unix
+ * socket of the operator's group, never the worker network. Bounded: at
+ * most 16 connections, 16 KiB of request memory each, 10 s idle. */
+typedef struct service_metrics_listener service_metrics_listener;
+int service_metrics_listener_new(service_metrics *m, int listen_fd, size_t (*live_fn)(void *),
+                                 void *live_arg, service_metrics_listener **ret,
+                                 airlock_error *err);
+/* Stops serving and waits for the requests in flight. NULL is a no-op.
+ * Free the listener before its service_metrics. */
+void service_metrics_listener_free(service_metrics_listener *l);
 
 #endif
