@@ -86,7 +86,8 @@ start_serve() {
 	# once it runs, and the wait below must not read the last service's
 	# "listening on" line before that.
 	: >"$TMP/serve.err"
-	$CLEAN $envs "$AIRLOCK" serve --credential-file "$TMP/tok" "$@" 2>>"$TMP/serve.err" &
+	: >"$TMP/serve.out"
+	$CLEAN $envs "$AIRLOCK" serve --credential-file "$TMP/tok" "$@" >>"$TMP/serve.out" 2>>"$TMP/serve.err" &
 	SPID=$!
 	i=0
 	while [ $i -lt 100 ]; do
@@ -123,6 +124,32 @@ if start_serve "$S" AIRLOCK_SANDBOX_MECHANISM=fake -- --listen "unix:$S"; then
 	[ -e "$S" ] && bad socket-removed "still there" || ok socket-removed
 else
 	bad fake-start "$(cat "$TMP/serve.err")"
+fi
+
+# ---- metrics and the lifecycle log, fake mechanism ----------------------------------
+S=$TMP/s.sock
+M=$TMP/m.sock
+if start_serve "$S" AIRLOCK_SANDBOX_MECHANISM=fake -- --listen "unix:$S" --metrics-listen "unix:$M"; then
+	"$AIRLOCK" run --service "unix:$S" --credential-file "$TMP/tok" -- sh -c 'exit 3' >/dev/null 2>&1
+	m=$(curl -sS --unix-socket "$M" http://x/metrics 2>&1)
+	echo "$m" | grep -q '^airlock_sandbox_executions_total{killed_by="none"} 1$' &&
+		ok metrics-execution-counted || bad metrics-execution-counted "$m"
+	echo "$m" | grep -q '^airlock_sandboxes_live 0$' && ok metrics-live-gauge || bad metrics-live-gauge "$m"
+	echo "$m" | grep -q '^airlock_sandbox_destroyed_total{reason="request"} 1$' &&
+		ok metrics-destroy-counted || bad metrics-destroy-counted "$m"
+	code=$(curl -s -o /dev/null -w '%{http_code}' --unix-socket "$M" -H "$AUTH" http://x/v1/health)
+	[ "$code" = 404 ] && ok metrics-listener-is-not-the-api || bad metrics-listener-is-not-the-api "status $code"
+	stop_serve
+	[ -e "$M" ] && bad metrics-socket-removed "still there" || ok metrics-socket-removed
+	# One JSON object per line on stdout, for every lifecycle event.
+	out=$(python3 -c '
+import json, sys
+kinds = [json.loads(l)["event"] for l in open(sys.argv[1]) if l.strip()]
+need = ["service_started", "provisioned", "executed", "destroyed", "service_stopping"]
+print("ok" if all(k in kinds for k in need) else "missing from %s" % kinds)' "$TMP/serve.out" 2>&1)
+	[ "$out" = ok ] && ok lifecycle-log-lines || bad lifecycle-log-lines "$out" "$(cat "$TMP/serve.out")"
+else
+	bad metrics-start "$(cat "$TMP/serve.err")"
 fi
 
 # ---- TLS on 127.0.0.1, and client certificates -----------------------------------

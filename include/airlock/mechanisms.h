@@ -33,6 +33,17 @@ typedef struct airlock_exec_egress {
 int airlock_exec_open_egress(const airlock_settings *s, const airlock_exec_egress *egress,
                              airlock_exec **ret, airlock_error *err);
 
+/* The same, with an observer of every lifecycle event (the service's
+ * metrics and log: airlock_exec_config.observer); NULL for none. */
+int airlock_exec_open_observed(const airlock_settings *s, const airlock_exec_egress *egress,
+                               const airlock_exec_observer *observer, void *observer_arg,
+                               airlock_exec **ret, airlock_error *err);
+
+/* The core's numbers from the settings: the hard cap, the listing cap, the
+ * operator's ceilings and service.max_sandboxes. For an adapter opened
+ * outside the table (the remote one), so both sides apply the same. */
+void airlock_exec_config_from_settings(const airlock_settings *s, airlock_exec_config *cfg);
+
 /* Why a mechanism cannot run here, or NULL when it can. */
 const char *airlock_mechanism_unavailable_reason(airlock_mechanism m);
 

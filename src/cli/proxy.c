@@ -100,23 +100,12 @@ int cli_proxy(int argc, char **argv)
 	int r = airlock_egress_policy_load(policy_path, &policy, &err);
 	if (r < 0)
 		goto fail;
-	airlock_egress_resolver *check = NULL;
-	r = airlock_egress_resolver_new(dns, &check, &err);
-	airlock_egress_resolver_free(check);
-	if (r < 0) {
-		airlock_error_prefix(&err, "--dns: ");
-		goto fail;
-	}
-	airlock_proxy_config pc;
-	airlock_proxy_config_default(&pc);
-	pc.dns_servers = dns;
 	if (log) {
 		logfd = open(log, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
 		if (logfd < 0) {
 			r = airlock_error_set(&err, AIRLOCK_ERR_CONFIG, errno, "--log %s", log);
 			goto fail;
 		}
-		pc.log_fd = logfd;
 	}
 	/* The listening socket is made here, where the privilege to bind is;
 	 * the process that parses requests only ever accepts on it. */
@@ -134,7 +123,9 @@ int cli_proxy(int argc, char **argv)
 	sigaddset(&stop, SIGINT);
 	sigaddset(&stop, SIGTERM);
 	sigprocmask(SIG_BLOCK, &stop, NULL);
-	r = airlock_proxy_spawn(&pc, &proxy, &err);
+	/* The resolver is checked (a bad --dns is a clear error) and the proxy
+	 * started in one place for every verb that runs one. */
+	r = cli_proxy_start(dns, logfd, &proxy, &err);
 	if (r < 0)
 		goto fail;
 	char env_id[64];

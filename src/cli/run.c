@@ -400,12 +400,9 @@ static int open_service(const run_flags *f, airlock_settings *s, airlock_exec **
 	}
 	s->mechanism = m;
 	/* This side's core checks every handle and applies the same numbers
-	 * as the service's (registry.c's exec_config_from_settings). */
+	 * as the service's. */
 	airlock_exec_config cfg;
-	airlock_exec_config_default(&cfg);
-	cfg.hard_cap_seconds = s->hard_cap_seconds;
-	cfg.files_changed_max = s->defaults.files_changed_max;
-	cfg.ceilings = s->ceilings.limits;
+	airlock_exec_config_from_settings(s, &cfg);
 	return airlock_exec_new(airlock_remote_ops(), rm, &cfg, ret, err);
 }
 
@@ -593,9 +590,6 @@ int cli_run(int argc, char **argv)
 		fprintf(stderr, "airlock: without --network the sandbox has no network "
 		                "(the policy's destinations need both yeses)\n");
 	if (egress && !f.service) {
-		airlock_proxy_config pc;
-		airlock_proxy_config_default(&pc);
-		pc.dns_servers = f.dns;
 		if (f.proxy_log) {
 			proxy_log = open(f.proxy_log, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
 			if (proxy_log < 0) {
@@ -603,17 +597,9 @@ int cli_run(int argc, char **argv)
 				                      f.proxy_log);
 				goto fail;
 			}
-			pc.log_fd = proxy_log;
 		}
 		/* A bad --dns is found here, before any sandbox exists. */
-		airlock_egress_resolver *check = NULL;
-		r = airlock_egress_resolver_new(f.dns, &check, &err);
-		airlock_egress_resolver_free(check);
-		if (r < 0) {
-			airlock_error_prefix(&err, "--dns: ");
-			goto fail;
-		}
-		r = airlock_proxy_spawn(&pc, &proxy, &err);
+		r = cli_proxy_start(f.dns, proxy_log, &proxy, &err);
 		if (r < 0)
 			goto fail;
 	}

@@ -23,6 +23,7 @@
  * output), the responses drain, every sandbox is destroyed, exit 0.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <getopt.h>
 #include <grp.h>
 #include <signal.h>
@@ -38,6 +39,8 @@
 #include "airlock/remote.h"
 #include "airlock/service.h"
 #include "cli/common.h"
+#include "service/metrics.h"
+#include "service/server_internal.h"
 #include "util/util.h"
 
 extern char **environ;
@@ -89,6 +92,11 @@ static int set_flag(char **slot, const char *v)
 	free(*slot);
 	*slot = copy;
 	return 0;
+}
+
+static size_t live_sandboxes(void *exec)
+{
+	return airlock_exec_live(exec);
 }
 
 static int socket_gid(const char *group, long *ret, airlock_error *err)
@@ -156,6 +164,10 @@ int cli_serve(int argc, char **argv)
 	airlock_proxy *proxy = NULL;
 	airlock_exec *exec = NULL;
 	airlock_service *svc = NULL;
+	service_metrics *metrics = NULL;
+	service_metrics_listener *mlis = NULL;
+	svc_listener metrics_socket = { .fd = -1 };
+	_cleanup_close_pair_ int egress_log[2] = { -1, -1 };
 	unsigned char *cred = NULL;
 	size_t cred_len = 0;
 	int sfd = -1, exit_code = CLI_EXIT_SOFTWARE, r;
@@ -198,16 +210,24 @@ int cli_serve(int argc, char **argv)
 	r = airlock_settings_check(&s, &err);
 	if (r < 0)
 		goto fail;
-	if (s.service.metrics_listen) {
-		r = airlock_error_set(&err, AIRLOCK_ERR_NOT_IMPLEMENTED, 0,
-		                      "service.metrics_listen: the metrics listener is not part of this "
-		                      "build yet; leave it unset");
-		goto fail;
-	}
 	long gid = -1;
 	r = socket_gid(s.service.socket_group, &gid, &err);
 	if (r < 0)
 		goto fail;
+	if (s.service.metrics_listen && strcmp(s.service.metrics_listen, s.service.listen) == 0) {
+		r = airlock_error_set(&err, AIRLOCK_ERR_CONFIG, 0,
+		                      "service.metrics_listen %s is the API's address; the metrics "
+		                      "listener needs its own",
+		                      s.service.metrics_listen);
+		goto fail;
+	}
+
+	/* The tracked metrics and the lifecycle log: one JSON line per event
+	 * on stdout (the service's own messages stay on stderr). */
+	r = service_metrics_new(STDOUT_FILENO, &metrics, &err);
+	if (r < 0)
+		goto fail;
+	service_metrics_mechanism(metrics, airlock_mechanism_name(s.mechanism));
 
 	/* 4. The credential. */
 	r = airlock_credential_file_read(s.service.credential_file, &cred, &cred_len, &err);
@@ -230,7 +250,18 @@ int cli_serve(int argc, char **argv)
 		goto fail;
 	}
 	if (egress) {
-		r = cli_proxy_start(f.dns, -1, &proxy, &err);
+		/* The proxy's decision lines come to a pipe the metrics follow:
+		 * counted by outcome and reason, then copied to the log. */
+		if (pipe2(egress_log, O_CLOEXEC) < 0) {
+			r = airlock_error_set(&err, AIRLOCK_ERR_SYSTEM, errno, "serve: egress log pipe");
+			goto fail;
+		}
+		r = cli_proxy_start(f.dns, egress_log[1], &proxy, &err);
+		if (r < 0)
+			goto fail;
+		/* The proxy holds its own copy: end of file once it is gone. */
+		close(TAKE_FD(egress_log[1]));
+		r = service_metrics_egress_follow(metrics, TAKE_FD(egress_log[0]), &err);
 		if (r < 0)
 			goto fail;
 	}
@@ -238,7 +269,8 @@ int cli_serve(int argc, char **argv)
 	/* 6. The adapter (its open sweeps a crashed incarnation's leftovers),
 	 * then the server. */
 	airlock_exec_egress ee = { .policy = &policy, .proxy = proxy };
-	r = airlock_exec_open_egress(&s, egress ? &ee : NULL, &exec, &err);
+	r = airlock_exec_open_observed(&s, egress ? &ee : NULL, service_metrics_observer(), metrics,
+	                               &exec, &err);
 	if (r < 0)
 		goto fail;
 	airlock_service_config sc;
@@ -259,10 +291,27 @@ int cli_serve(int argc, char **argv)
 	cred = NULL;
 	if (r < 0)
 		goto fail;
+	if (s.service.metrics_listen) {
+		svc_listener ml;
+		r = svc_listen(s.service.metrics_listen, 0, gid, &ml, &err);
+		if (r == 0) {
+			/* The descriptor goes to the listener; the socket file stays
+			 * ours, removed at exit. */
+			int fd = TAKE_FD(ml.fd);
+			metrics_socket = ml;
+			r = service_metrics_listener_new(metrics, fd, live_sandboxes, exec, &mlis, &err);
+		}
+		if (r < 0) {
+			airlock_error_prefix(&err, "service.metrics_listen: ");
+			goto fail;
+		}
+		fprintf(stderr, "airlock serve: metrics on %s\n", metrics_socket.address);
+	}
 	fprintf(stderr, "airlock serve: listening on %s (mechanism %s, max_sandboxes %lld%s)\n",
 	        airlock_service_address(svc), airlock_exec_name(exec),
 	        (long long)s.service.max_sandboxes, egress ? ", egress proxy running" : "");
 
+	service_metrics_log(metrics, "service_started", airlock_service_address(svc));
 	for (;;) {
 		struct signalfd_siginfo si;
 		ssize_t n = read(sfd, &si, sizeof(si));
@@ -277,6 +326,8 @@ int cli_serve(int argc, char **argv)
 			break;
 		}
 	}
+	service_metrics_log(metrics, "service_stopping",
+	                    "commands in flight end SERVICE_SHUTDOWN; every sandbox is destroyed");
 	airlock_service_shutdown(svc);
 	exit_code = CLI_EXIT_OK;
 	goto out;
@@ -284,10 +335,15 @@ fail:
 	cli_error("serve", &err);
 	exit_code = cli_exit_for(&err);
 out:
+	/* The listener before its metrics; the exec after the server and
+	 * before the metrics (freeing it still reports each sandbox's end). */
+	service_metrics_listener_free(mlis);
+	svc_listener_close(&metrics_socket);
 	airlock_service_free(svc);
 	airlock_exec_free(exec);
 	/* After the sandboxes: each detached from the proxy as it went. */
 	airlock_proxy_free(proxy);
+	service_metrics_free(metrics);
 	airlock_egress_policy_clear(&policy);
 	if (cred) {
 		explicit_bzero(cred, cred_len);

@@ -14,8 +14,8 @@
 typedef struct mechanism_row {
 	/* NULL when the adapter is not part of this build: then `missing` says
 	 * why and which work owns it, and opening it fails loudly. */
-	int (*open)(const airlock_settings *s, const airlock_exec_egress *egress, airlock_exec **ret,
-	            airlock_error *err);
+	int (*open)(const airlock_settings *s, const airlock_exec_egress *egress,
+	            const airlock_exec_config *cfg, airlock_exec **ret, airlock_error *err);
 	/* Whether this host can run it (0) or why not; NULL: always can. */
 	int (*probe)(char *why, size_t size);
 	/* What it would run with here, when it can (for `airlock doctor`);
@@ -24,16 +24,17 @@ typedef struct mechanism_row {
 	const char *missing;
 } mechanism_row;
 
-static void exec_config_from_settings(const airlock_settings *s, airlock_exec_config *cfg)
+void airlock_exec_config_from_settings(const airlock_settings *s, airlock_exec_config *cfg)
 {
 	airlock_exec_config_default(cfg);
 	cfg->hard_cap_seconds = s->hard_cap_seconds;
 	cfg->files_changed_max = s->defaults.files_changed_max;
 	cfg->ceilings = s->ceilings.limits;
+	cfg->max_sandboxes = s->service.max_sandboxes > 0 ? (size_t)s->service.max_sandboxes : 0;
 }
 
 static int open_fake(const airlock_settings *s, const airlock_exec_egress *egress,
-                     airlock_exec **ret, airlock_error *err)
+                     const airlock_exec_config *cfg, airlock_exec **ret, airlock_error *err)
 {
 	if (egress)
 		return airlock_error_set(err, AIRLOCK_ERR_NOT_IMPLEMENTED, 0,
@@ -42,13 +43,11 @@ static int open_fake(const airlock_settings *s, const airlock_exec_egress *egres
 	int r = airlock_fake_new(&f, err);
 	if (r < 0)
 		return r;
-	airlock_exec_config cfg;
-	exec_config_from_settings(s, &cfg);
-	return airlock_exec_new(airlock_fake_ops(), f, &cfg, ret, err);
+	return airlock_exec_new(airlock_fake_ops(), f, cfg, ret, err);
 }
 
 static int open_native(const airlock_settings *s, const airlock_exec_egress *egress,
-                       airlock_exec **ret, airlock_error *err)
+                       const airlock_exec_config *cfg, airlock_exec **ret, airlock_error *err)
 {
 	airlock_native_config nc = {
 		.image_store = s->image_store,
@@ -60,13 +59,11 @@ static int open_native(const airlock_settings *s, const airlock_exec_egress *egr
 	int r = airlock_native_new(&nc, &n, err);
 	if (r < 0)
 		return r;
-	airlock_exec_config cfg;
-	exec_config_from_settings(s, &cfg);
-	return airlock_exec_new(airlock_native_ops(), n, &cfg, ret, err);
+	return airlock_exec_new(airlock_native_ops(), n, cfg, ret, err);
 }
 
 static int open_gvisor(const airlock_settings *s, const airlock_exec_egress *egress,
-                       airlock_exec **ret, airlock_error *err)
+                       const airlock_exec_config *cfg, airlock_exec **ret, airlock_error *err)
 {
 	airlock_gvisor_config gc = {
 		.image_store = s->image_store,
@@ -79,9 +76,7 @@ static int open_gvisor(const airlock_settings *s, const airlock_exec_egress *egr
 	int r = airlock_gvisor_new(&gc, &g, err);
 	if (r < 0)
 		return r;
-	airlock_exec_config cfg;
-	exec_config_from_settings(s, &cfg);
-	return airlock_exec_new(airlock_gvisor_ops(), g, &cfg, ret, err);
+	return airlock_exec_new(airlock_gvisor_ops(), g, cfg, ret, err);
 }
 
 static int probe_gvisor(char *why, size_t size)
@@ -145,6 +140,13 @@ int airlock_exec_open(const airlock_settings *s, airlock_exec **ret, airlock_err
 int airlock_exec_open_egress(const airlock_settings *s, const airlock_exec_egress *egress,
                              airlock_exec **ret, airlock_error *err)
 {
+	return airlock_exec_open_observed(s, egress, NULL, NULL, ret, err);
+}
+
+int airlock_exec_open_observed(const airlock_settings *s, const airlock_exec_egress *egress,
+                               const airlock_exec_observer *observer, void *observer_arg,
+                               airlock_exec **ret, airlock_error *err)
+{
 	const char *why = airlock_mechanism_unavailable_reason(s->mechanism);
 	if (why)
 		return airlock_error_set(err, AIRLOCK_ERR_NOT_IMPLEMENTED, 0, "sandbox.mechanism=%s: %s",
@@ -153,5 +155,9 @@ int airlock_exec_open_egress(const airlock_settings *s, const airlock_exec_egres
 		                                 ? airlock_mechanism_name(s->mechanism)
 		                                 : "(invalid)",
 		                         why);
-	return mechanisms[s->mechanism].open(s, egress, ret, err);
+	airlock_exec_config cfg;
+	airlock_exec_config_from_settings(s, &cfg);
+	cfg.observer = observer;
+	cfg.observer_arg = observer_arg;
+	return mechanisms[s->mechanism].open(s, egress, &cfg, ret, err);
 }

@@ -80,12 +80,9 @@ struct airlock_service {
 	airlock_exec *exec;
 	unsigned char *credential;
 	size_t credential_len;
-	char *address;
-	/* The Unix socket we bound (removed at free if still ours). */
-	char *socket_path;
-	dev_t socket_dev;
-	ino_t socket_ino;
-	int listen_fd;
+	/* The socket we listen on (a Unix socket file is removed at free if
+	 * still ours); listen_fd is -1 while the daemon owns the descriptor. */
+	svc_listener lis;
 	bool tls, client_ca;
 	char *pem_cert, *pem_key, *pem_ca;
 	struct MHD_Daemon *daemon;
@@ -1339,149 +1336,9 @@ static int read_pem(const char *what, const char *path, char **ret, airlock_erro
 	return 0;
 }
 
-/* An existing socket file at path: refuse anything that is not a socket,
- * refuse a socket a live service answers on, remove a dead service's. */
-static int unix_prepare(const char *path, airlock_error *err)
-{
-	struct stat st;
-	if (lstat(path, &st) < 0)
-		return errno == ENOENT ? 0
-		                       : airlock_error_set(err, AIRLOCK_ERR_CONFIG, errno,
-		                                           "listen %s: %s", path, strerror(errno));
-	if (!S_ISSOCK(st.st_mode))
-		return airlock_error_set(err, AIRLOCK_ERR_CONFIG, 0,
-		                         "listen %s: exists and is not a socket; not replacing it", path);
-	struct sockaddr_un sa = { .sun_family = AF_UNIX };
-	memcpy(sa.sun_path, path, strlen(path));
-	_cleanup_close_ int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-	if (fd < 0)
-		return airlock_error_set(err, AIRLOCK_ERR_EXECUTION_UNAVAILABLE, errno, "listen: socket");
-	if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) == 0)
-		return airlock_error_set(err, AIRLOCK_ERR_EXECUTION_UNAVAILABLE, 0,
-		                         "listen %s: another service answers on it", path);
-	if (errno != ECONNREFUSED)
-		return airlock_error_set(err, AIRLOCK_ERR_CONFIG, errno, "listen %s: %s", path,
-		                         strerror(errno));
-	/* Nobody listens: the socket of a service that died. */
-	if (unlink(path) < 0 && errno != ENOENT)
-		return airlock_error_set(err, AIRLOCK_ERR_CONFIG, errno, "listen %s: removing the stale socket: %s",
-		                         path, strerror(errno));
-	return 0;
-}
-
-static int listen_unix(airlock_service *s, const char *path, airlock_error *err)
-{
-	struct sockaddr_un sa = { .sun_family = AF_UNIX };
-	if (path[0] != '/' || strlen(path) >= sizeof(sa.sun_path))
-		return airlock_error_set(err, AIRLOCK_ERR_CONFIG, 0,
-		                         "listen unix:%s: must be an absolute path under %zu bytes", path,
-		                         sizeof(sa.sun_path));
-	int r = unix_prepare(path, err);
-	if (r < 0)
-		return r;
-	memcpy(sa.sun_path, path, strlen(path));
-	int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-	if (fd < 0)
-		return airlock_error_set(err, AIRLOCK_ERR_EXECUTION_UNAVAILABLE, errno, "listen: socket");
-	/* Bound with only the owner's bits, so nobody can connect before the
-	 * mode and group below are set; umask is process-wide, and this runs
-	 * at start, before the service has threads that create files. */
-	mode_t old = umask(0177);
-	int b = bind(fd, (struct sockaddr *)&sa, sizeof(sa));
-	int be = errno;
-	umask(old);
-	if (b < 0) {
-		close(fd);
-		return airlock_error_set(err, AIRLOCK_ERR_CONFIG, be, "listen unix:%s: %s", path,
-		                         strerror(be));
-	}
-	struct stat st;
-	unsigned mode = s->cfg.socket_mode ? s->cfg.socket_mode : 0660;
-	if ((s->cfg.socket_gid >= 0 && lchown(path, (uid_t)-1, (gid_t)s->cfg.socket_gid) < 0) ||
-	    chmod(path, (mode_t)(mode & 07777)) < 0 || lstat(path, &st) < 0 || listen(fd, 128) < 0) {
-		int e = errno;
-		unlink(path);
-		close(fd);
-		return airlock_error_set(err, AIRLOCK_ERR_CONFIG, e, "listen unix:%s: %s", path,
-		                         strerror(e));
-	}
-	s->socket_path = strdup(path);
-	s->socket_dev = st.st_dev;
-	s->socket_ino = st.st_ino;
-	s->listen_fd = fd;
-	s->address = NULL;
-	if (!s->socket_path || asprintf(&s->address, "unix:%s", path) < 0)
-		return airlock_error_set(err, AIRLOCK_ERR_SYSTEM, ENOMEM, "listen");
-	return 0;
-}
-
-static int listen_tcp(airlock_service *s, const char *spec, airlock_error *err)
-{
-	/* HOST:PORT, HOST a name or an address, [v6]:PORT. */
-	_cleanup_free_ char *host = NULL;
-	const char *port = NULL;
-	if (spec[0] == '[') {
-		const char *close_b = strchr(spec, ']');
-		if (!close_b || close_b[1] != ':')
-			goto bad;
-		host = strndup(spec + 1, (size_t)(close_b - spec - 1));
-		port = close_b + 2;
-	} else {
-		const char *colon = strrchr(spec, ':');
-		if (!colon || strchr(spec, ':') != colon)
-			goto bad;
-		host = strndup(spec, (size_t)(colon - spec));
-		port = colon + 1;
-	}
-	if (!host || !host[0] || !port[0])
-		goto bad;
-	struct addrinfo hints = { .ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM,
-		                  .ai_flags = AI_PASSIVE | AI_NUMERICSERV };
-	struct addrinfo *ai = NULL;
-	int g = getaddrinfo(host, port, &hints, &ai);
-	if (g != 0)
-		return airlock_error_set(err, AIRLOCK_ERR_CONFIG, 0, "listen %s: %s", spec, gai_strerror(g));
-	int fd = socket(ai->ai_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
-	int one = 1;
-	if (fd < 0 || setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one)) < 0 ||
-	    bind(fd, ai->ai_addr, ai->ai_addrlen) < 0 || listen(fd, 128) < 0) {
-		int e = errno;
-		if (fd >= 0)
-			close(fd);
-		freeaddrinfo(ai);
-		return airlock_error_set(err, AIRLOCK_ERR_CONFIG, e, "listen %s: %s", spec, strerror(e));
-	}
-	freeaddrinfo(ai);
-	s->listen_fd = fd;
-	struct sockaddr_storage ss;
-	socklen_t sl = sizeof(ss);
-	char h[NI_MAXHOST], p[NI_MAXSERV];
-	if (getsockname(fd, (struct sockaddr *)&ss, &sl) < 0 ||
-	    getnameinfo((struct sockaddr *)&ss, sl, h, sizeof(h), p, sizeof(p),
-	                NI_NUMERICHOST | NI_NUMERICSERV) != 0)
-		return airlock_error_set(err, AIRLOCK_ERR_CONFIG, errno, "listen %s: getsockname", spec);
-	if (asprintf(&s->address, ss.ss_family == AF_INET6 ? "[%s]:%s" : "%s:%s", h, p) < 0) {
-		s->address = NULL;
-		return airlock_error_set(err, AIRLOCK_ERR_SYSTEM, ENOMEM, "listen");
-	}
-	return 0;
-bad:
-	return airlock_error_set(err, AIRLOCK_ERR_CONFIG, 0,
-	                         "listen %s: expected unix:PATH or HOST:PORT", spec);
-}
-
 static void service_release(airlock_service *s)
 {
-	if (s->listen_fd >= 0)
-		close(s->listen_fd);
-	if (s->socket_path) {
-		/* Only the socket this service made: a later service may have
-		 * replaced it already. */
-		struct stat st;
-		if (lstat(s->socket_path, &st) == 0 && st.st_dev == s->socket_dev &&
-		    st.st_ino == s->socket_ino)
-			unlink(s->socket_path);
-	}
+	svc_listener_close(&s->lis);
 	if (s->stop_efd >= 0)
 		close(s->stop_efd);
 	if (s->credential) {
@@ -1494,8 +1351,6 @@ static void service_release(airlock_service *s)
 	}
 	free(s->pem_cert);
 	free(s->pem_ca);
-	free(s->socket_path);
-	free(s->address);
 	pthread_mutex_destroy(&s->lock);
 	pthread_cond_destroy(&s->cond);
 	free(s);
@@ -1533,7 +1388,7 @@ int airlock_service_new(const airlock_service_config *cfg, airlock_exec *exec,
 	if (!s->cfg.max_write_bytes)
 		s->cfg.max_write_bytes = AIRLOCK_SERVICE_WRITE_MAX_DEFAULT;
 	s->exec = exec;
-	s->listen_fd = -1;
+	s->lis.fd = -1;
 	pthread_mutex_init(&s->lock, NULL);
 	cond_init_monotonic(&s->cond);
 	s->stop_efd = eventfd(0, EFD_CLOEXEC);
@@ -1548,7 +1403,7 @@ int airlock_service_new(const airlock_service_config *cfg, airlock_exec *exec,
 
 	bool is_unix = strncmp(cfg->listen, "unix:", 5) == 0;
 	if (is_unix) {
-		r = listen_unix(s, cfg->listen + 5, err);
+		r = svc_listen(cfg->listen, cfg->socket_mode, cfg->socket_gid, &s->lis, err);
 	} else {
 		/* TCP carries the credential: never in the clear. */
 		if (!cfg->tls_cert_file || !cfg->tls_key_file) {
@@ -1564,7 +1419,7 @@ int airlock_service_new(const airlock_service_config *cfg, airlock_exec *exec,
 		     (r = read_pem("TLS client CA", cfg->tls_client_ca_file, &s->pem_ca, err)) < 0))
 			goto fail;
 		s->client_ca = s->pem_ca != NULL;
-		r = listen_tcp(s, cfg->listen, err);
+		r = svc_listen(cfg->listen, 0, -1, &s->lis, err);
 	}
 	if (r < 0)
 		goto fail;
@@ -1577,7 +1432,7 @@ int airlock_service_new(const airlock_service_config *cfg, airlock_exec *exec,
 	unsigned idle_s = (unsigned)((idle_ms + 999) / 1000);
 	struct MHD_OptionItem opts[16];
 	size_t n = 0;
-	opts[n++] = (struct MHD_OptionItem){ MHD_OPTION_LISTEN_SOCKET, s->listen_fd, NULL };
+	opts[n++] = (struct MHD_OptionItem){ MHD_OPTION_LISTEN_SOCKET, s->lis.fd, NULL };
 	opts[n++] = (struct MHD_OptionItem){ MHD_OPTION_CONNECTION_LIMIT,
 		                             cfg->max_connections ? cfg->max_connections : 256, NULL };
 	opts[n++] = (struct MHD_OptionItem){ MHD_OPTION_CONNECTION_TIMEOUT, idle_s, NULL };
@@ -1601,7 +1456,7 @@ int airlock_service_new(const airlock_service_config *cfg, airlock_exec *exec,
 	                             MHD_OPTION_END);
 	if (!s->daemon) {
 		r = airlock_error_set(err, s->tls ? AIRLOCK_ERR_CONFIG : AIRLOCK_ERR_EXECUTION_UNAVAILABLE, 0,
-		                      "listen %s: the HTTP server did not start%s", s->address,
+		                      "listen %s: the HTTP server did not start%s", s->lis.address,
 		                      s->tls ? " (is the TLS certificate or key unreadable as PEM?)" : "");
 		goto fail;
 	}
@@ -1628,7 +1483,7 @@ fail:
 	stop_threads(s);
 	if (s->daemon) {
 		MHD_stop_daemon(s->daemon);
-		s->listen_fd = -1; /* the daemon closed it */
+		s->lis.fd = -1; /* the daemon closed it */
 	}
 	service_release(s);
 	return r;
@@ -1646,7 +1501,7 @@ void airlock_service_shutdown(airlock_service *s)
 
 const char *airlock_service_address(const airlock_service *s)
 {
-	return s ? s->address : NULL;
+	return s ? s->lis.address : NULL;
 }
 
 void airlock_service_free(airlock_service *s)
@@ -1658,9 +1513,9 @@ void airlock_service_free(airlock_service *s)
 	airlock_service_shutdown(s);
 	MHD_socket lfd = MHD_quiesce_daemon(s->daemon);
 	if (lfd != MHD_INVALID_SOCKET)
-		s->listen_fd = lfd; /* ours again: closed at release */
+		s->lis.fd = lfd; /* ours again: closed at release */
 	else
-		s->listen_fd = -1;
+		s->lis.fd = -1;
 	int64_t until = util_monotonic_ms() + cfg_or(s->cfg.drain_timeout_ms, 10000);
 	pthread_mutex_lock(&s->lock);
 	while (s->in_flight > 0 && util_monotonic_ms() < until)
