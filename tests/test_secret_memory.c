@@ -32,6 +32,8 @@
 #include "sandbox_testlib.h"
 
 #define CREDENTIAL_LEN 48
+/* Mappings larger than this are skipped (see credential_hits). */
+#define SHADOW_MIN (64ull << 30)
 
 /* The "service credential": the same random bytes in the data segment and
  * on the heap. volatile pointers in static storage keep both live and keep
@@ -103,6 +105,16 @@ static long credential_hits(pid_t pid, unsigned long long *ret_bytes)
 		const char *name = line + name_at;
 		if (strncmp(name, "[vvar", 5) == 0 || strncmp(name, "[vsyscall]", 10) == 0)
 			continue;
+		/* A sanitizer's shadow (the ASan build's test and proxy): one
+		 * reservation of terabytes, holding state about memory, never a
+		 * copy of it; reading it page by page would take hours. Nothing
+		 * else here maps anything near this size (gVisor's sentry, the
+		 * largest, has a few hundred MiB readable). */
+		if (end - start > SHADOW_MIN) {
+			cr_log_info("pid %d: skipped a %llu GiB mapping (a sanitizer's shadow)", (int)pid,
+			            (end - start) >> 30);
+			continue;
+		}
 		size_t kept = 0;
 		for (unsigned long long at = start; at < end;) {
 			size_t want = end - at < chunk ? (size_t)(end - at) : chunk;
