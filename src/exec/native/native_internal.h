@@ -4,9 +4,10 @@
 
 /*
  * What the service prepares for the two kinds of child it starts. Both run
- * between fork and exec (or forever, for init) in a copy of a possibly
- * multi-threaded process: they make system calls only, allocate nothing, and
- * report a failure as (step, errno) over their sync socket before exiting.
+ * between fork and exec (init: until it executes its own program, starter.h)
+ * in a copy of a possibly multi-threaded process: they make system calls
+ * only, allocate nothing, and report a failure as (step, errno) over their
+ * sync socket before exiting.
  */
 
 #include <stdbool.h>
