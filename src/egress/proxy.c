@@ -999,7 +999,7 @@ static void listener_detach(listener *l)
 
 /* ---- the control channel ----------------------------------------------------------------- */
 
-static int reply(proxy *px, const char *error)
+static int reply_on(int ctl, const char *error)
 {
 	json_t *o = error ? json_pack("{s:b, s:s}", "ok", 0, "error", error) :
 	                    json_pack("{s:b}", "ok", 1);
@@ -1007,9 +1007,14 @@ static int reply(proxy *px, const char *error)
 	json_decref(o);
 	if (!s)
 		return -ENOMEM;
-	int r = proxy_frame_send(px->ctl, s, strlen(s), -1);
+	int r = proxy_frame_send(ctl, s, strlen(s), -1);
 	free(s);
 	return r;
+}
+
+static int reply(proxy *px, const char *error)
+{
+	return reply_on(px->ctl, error);
 }
 
 static listener *listener_find(proxy *px, const char *env)
@@ -1232,7 +1237,7 @@ static const char *install_filter(void)
 	return r == 0 ? NULL : "seccomp";
 }
 
-_Noreturn void proxy_process_main(int ctl, const airlock_proxy_config *cfg_in)
+_Noreturn static void proxy_process_main(int ctl, const airlock_proxy_config *cfg_in)
 {
 	proxy px = { .cfg = *cfg_in, .ctl = -1, .log_fd = -1, .done_r = -1, .done_w = -1 };
 	const char *why = NULL;
@@ -1258,8 +1263,9 @@ _Noreturn void proxy_process_main(int ctl, const airlock_proxy_config *cfg_in)
 			_exit(70);
 	if (null > 2)
 		close(null);
-	/* And none of the service's environment: the strings are wiped in this
-	 * process's copy of memory (clearenv alone only drops the pointers). */
+	/* And none of the service's environment: the service executes this
+	 * program with an empty one; should any be there all the same, the
+	 * strings are wiped (clearenv alone only drops the pointers). */
 	for (char **e = environ; e && *e; e++)
 		explicit_bzero(*e, strlen(*e));
 	clearenv();
@@ -1377,4 +1383,29 @@ _Noreturn void proxy_process_main(int ctl, const airlock_proxy_config *cfg_in)
 	pthread_mutex_unlock(&px.log.lock);
 	pthread_join(px.log.writer, NULL);
 	_exit(0);
+}
+
+_Noreturn void proxy_exec_main(void)
+{
+	/* The configuration is the channel's first frame: nothing of it is
+	 * inherited (this is its own program, started by exec), so nothing the
+	 * service holds reaches this process unless it is written here. A
+	 * configuration that does not decode is answered like any failure to
+	 * start, in place of the hello, and the process ends. */
+	char *text = NULL;
+	size_t len = 0;
+	int r = proxy_frame_recv(PROXY_EXEC_CTL_FD, PROXY_CONFIG_TIMEOUT_MS, &text, &len, NULL);
+	if (r < 0)
+		_exit(70);
+	airlock_proxy_config cfg;
+	json_t *keep = NULL;
+	const char *why = proxy_config_decode(text, len, &cfg, &keep);
+	free(text);
+	if (why) {
+		reply_on(PROXY_EXEC_CTL_FD, why);
+		_exit(70);
+	}
+	cfg.log_fd = PROXY_EXEC_LOG_FD;
+	/* keep holds cfg.dns_servers for the process's life. */
+	proxy_process_main(PROXY_EXEC_CTL_FD, &cfg);
 }

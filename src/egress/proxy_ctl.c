@@ -1,11 +1,13 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * The service's side of the egress proxy: starting the process and handing
- * it listeners over the control channel (src/egress/proxy_internal.h).
+ * The service's side of the egress proxy: starting the process (a fork that
+ * executes the embedded proxy program at once) and handing it listeners
+ * over the control channel (src/egress/proxy_internal.h).
  */
 #include "airlock/proxy.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <jansson.h>
 #include <poll.h>
 #include <pthread.h>
@@ -19,8 +21,13 @@
 
 #include "airlock/json.h"
 #include "egress/proxy_internal.h"
+#include "util/sealed.h"
 #include "util/syscalls.h"
 #include "util/util.h"
+
+/* The proxy's program, generated at build time (meson.build). */
+extern const unsigned char egress_proxy_blob[];
+extern const size_t egress_proxy_blob_len;
 
 /* How long the service waits for the proxy to answer a request: it answers
  * from its event loop, which never blocks, so this is only reached when the
@@ -61,151 +68,6 @@ void airlock_proxy_config_default(airlock_proxy_config *cfg)
 	};
 }
 
-/* ---- frames --------------------------------------------------------------- */
-
-int proxy_frame_send(int sock, const char *body, size_t len, int fd)
-{
-	if (len > AIRLOCK_PROXY_FRAME_MAX)
-		return -EMSGSIZE;
-	uint32_t hdr = (uint32_t)len;
-	struct iovec iov[2] = {
-		{ .iov_base = &hdr, .iov_len = sizeof(hdr) },
-		{ .iov_base = (void *)(uintptr_t)body, .iov_len = len },
-	};
-	union {
-		char buf[CMSG_SPACE(sizeof(int))];
-		struct cmsghdr align;
-	} u;
-	struct msghdr msg = { .msg_iov = iov, .msg_iovlen = 2 };
-	if (fd >= 0) {
-		memset(&u, 0, sizeof(u));
-		msg.msg_control = u.buf;
-		msg.msg_controllen = sizeof(u.buf);
-		struct cmsghdr *c = CMSG_FIRSTHDR(&msg);
-		c->cmsg_level = SOL_SOCKET;
-		c->cmsg_type = SCM_RIGHTS;
-		c->cmsg_len = CMSG_LEN(sizeof(int));
-		memcpy(CMSG_DATA(c), &fd, sizeof(int));
-	}
-	size_t total = sizeof(hdr) + len, sent = 0;
-	while (sent < total) {
-		ssize_t n = sendmsg(sock, &msg, MSG_NOSIGNAL);
-		if (n < 0) {
-			if (errno == EINTR)
-				continue;
-			return -errno;
-		}
-		sent += (size_t)n;
-		/* The descriptor went with the first byte; the rest is plain. */
-		msg.msg_control = NULL;
-		msg.msg_controllen = 0;
-		size_t skip = (size_t)n;
-		while (msg.msg_iovlen > 0 && skip >= msg.msg_iov[0].iov_len) {
-			skip -= msg.msg_iov[0].iov_len;
-			msg.msg_iov++;
-			msg.msg_iovlen--;
-		}
-		if (msg.msg_iovlen > 0) {
-			msg.msg_iov[0].iov_base = (char *)msg.msg_iov[0].iov_base + skip;
-			msg.msg_iov[0].iov_len -= skip;
-		}
-	}
-	return 0;
-}
-
-static int wait_readable(int sock, int64_t deadline)
-{
-	for (;;) {
-		int t = -1;
-		if (deadline >= 0) {
-			int64_t left = deadline - util_monotonic_ms();
-			if (left <= 0)
-				return -ETIMEDOUT;
-			t = left > 60000 ? 60000 : (int)left;
-		}
-		struct pollfd p = { .fd = sock, .events = POLLIN };
-		int r = poll(&p, 1, t);
-		if (r > 0)
-			return 0;
-		if (r < 0 && errno != EINTR)
-			return -errno;
-	}
-}
-
-/* Read exactly len bytes; the first read may carry a descriptor. */
-static int read_full(int sock, void *buf, size_t len, int64_t deadline, int *ret_fd)
-{
-	size_t got = 0;
-	while (got < len) {
-		int r = wait_readable(sock, deadline);
-		if (r < 0)
-			return r;
-		struct iovec iov = { .iov_base = (char *)buf + got, .iov_len = len - got };
-		union {
-			char b[CMSG_SPACE(sizeof(int))];
-			struct cmsghdr align;
-		} u;
-		struct msghdr msg = { .msg_iov = &iov, .msg_iovlen = 1 };
-		if (ret_fd) {
-			msg.msg_control = u.b;
-			msg.msg_controllen = sizeof(u.b);
-		}
-		ssize_t n = recvmsg(sock, &msg, MSG_CMSG_CLOEXEC);
-		if (n < 0) {
-			if (errno == EINTR || errno == EAGAIN)
-				continue;
-			return -errno;
-		}
-		if (n == 0)
-			return -EPIPE;
-		if (ret_fd) {
-			for (struct cmsghdr *c = CMSG_FIRSTHDR(&msg); c; c = CMSG_NXTHDR(&msg, c))
-				if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS &&
-				    c->cmsg_len == CMSG_LEN(sizeof(int))) {
-					int fd;
-					memcpy(&fd, CMSG_DATA(c), sizeof(int));
-					if (*ret_fd >= 0)
-						close(fd); /* one descriptor per frame */
-					else
-						*ret_fd = fd;
-				}
-			if (msg.msg_flags & MSG_CTRUNC)
-				return -EPROTO;
-		}
-		got += (size_t)n;
-	}
-	return 0;
-}
-
-int proxy_frame_recv(int sock, int64_t timeout_ms, char **ret, size_t *ret_len, int *ret_fd)
-{
-	int64_t deadline = timeout_ms < 0 ? -1 : util_monotonic_ms() + timeout_ms;
-	int fd = -1;
-	uint32_t hdr;
-	int r = read_full(sock, &hdr, sizeof(hdr), deadline, &fd);
-	if (r == 0 && hdr > AIRLOCK_PROXY_FRAME_MAX)
-		r = -EMSGSIZE;
-	if (r == 0 && fd >= 0 && !ret_fd)
-		r = -EPROTO;
-	char *body = NULL;
-	if (r == 0 && !(body = malloc((size_t)hdr + 1)))
-		r = -ENOMEM;
-	if (r == 0)
-		r = read_full(sock, body, hdr, deadline, NULL);
-	if (r < 0) {
-		free(body);
-		if (fd >= 0)
-			close(fd);
-		return r;
-	}
-	body[hdr] = '\0';
-	*ret = body;
-	*ret_len = hdr;
-	if (ret_fd)
-		*ret_fd = fd;
-	return 0;
-}
-
 /* ---- the handle ------------------------------------------------------------ */
 
 int airlock_proxy_spawn(const airlock_proxy_config *cfg, airlock_proxy **ret, airlock_error *err)
@@ -231,12 +93,38 @@ int airlock_proxy_spawn(const airlock_proxy_config *cfg, airlock_proxy **ret, ai
 	airlock_proxy *p = calloc(1, sizeof(*p));
 	if (!p)
 		return airlock_error_set(err, AIRLOCK_ERR_SYSTEM, ENOMEM, "proxy spawn");
+	/* Everything the child needs is made before the fork: between fork and
+	 * exec a copy of a multithreaded service may only make system calls.
+	 * The program from its sealed memfd, so no installed file has to be
+	 * trusted to be the proxy (and the library's users, test programs
+	 * among them, have no path to one). */
+	_cleanup_close_ int prog = util_sealed_exec_memfd("airlock-proxy", egress_proxy_blob,
+	                                                  egress_proxy_blob_len);
+	if (prog < 0) {
+		free(p);
+		return airlock_error_set(err, AIRLOCK_ERR_EXECUTION_UNAVAILABLE, -prog,
+		                         "egress proxy: its program needs an executable memfd%s",
+		                         prog == -EACCES || prog == -EPERM ?
+		                                 ", and vm.memfd_noexec forbids it (set it to 0 or 1)" :
+		                                 "");
+	}
+	_cleanup_free_ char *config = proxy_config_encode(cfg);
+	if (!config) {
+		free(p);
+		return airlock_error_set(err, AIRLOCK_ERR_SYSTEM, ENOMEM, "proxy spawn");
+	}
 	_cleanup_close_pair_ int sv[2] = { -1, -1 };
 	if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) < 0) {
 		int e = errno;
 		free(p);
 		return airlock_error_set(err, AIRLOCK_ERR_SYSTEM, e, "proxy spawn: socketpair");
 	}
+	static char argv0[] = PROXY_EXEC_ARGV0;
+	char *const argv[] = { argv0, NULL };
+	/* An empty environment: the service's may hold what the proxy must
+	 * not (the service refuses secrets in its own, but the proxy needs
+	 * none of it either way). */
+	char *const envp[] = { NULL };
 	pid_t pid = fork();
 	if (pid < 0) {
 		int e = errno;
@@ -244,8 +132,20 @@ int airlock_proxy_spawn(const airlock_proxy_config *cfg, airlock_proxy **ret, ai
 		return airlock_error_set(err, AIRLOCK_ERR_SYSTEM, e, "proxy spawn: fork");
 	}
 	if (pid == 0) {
-		close(TAKE_FD(sv[0]));
-		proxy_process_main(sv[1], cfg);
+		/* The control socket on 3, the log on 4, the program on 5 (close-
+		 * on-exec: an ELF file's descriptor is needed only until the
+		 * exec), nothing else above the stdio the proxy replaces itself.
+		 * Each source is first copied above 5 so that none is overwritten
+		 * by another's move. */
+		int c = fcntl(sv[1], F_DUPFD_CLOEXEC, 6);
+		int l = fcntl(cfg->log_fd, F_DUPFD_CLOEXEC, 6);
+		int x = fcntl(prog, F_DUPFD_CLOEXEC, 6);
+		if (c < 0 || l < 0 || x < 0 || dup2(c, PROXY_EXEC_CTL_FD) < 0 ||
+		    dup2(l, PROXY_EXEC_LOG_FD) < 0 || dup3(x, 5, O_CLOEXEC) < 0 ||
+		    sys_close_range(6, ~0U, 0) < 0)
+			_exit(70);
+		sys_execveat(5, "", argv, envp, AT_EMPTY_PATH);
+		_exit(127);
 	}
 	close(TAKE_FD(sv[1]));
 	p->pid = pid;
@@ -260,12 +160,15 @@ int airlock_proxy_spawn(const airlock_proxy_config *cfg, airlock_proxy **ret, ai
 	struct timeval tv = { .tv_sec = PROXY_ANSWER_TIMEOUT_MS / 1000 };
 	setsockopt(p->ctl, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
 
-	/* The proxy says hello once it has dropped its privileges and set up
+	/* Its configuration, the channel's first frame (proxy_internal.h).
+	 * The proxy says hello once it has dropped its privileges and set up
 	 * its loop, so a proxy that cannot start fails here, not at the first
 	 * sandbox. */
 	char *hello = NULL;
 	size_t len;
-	int r = proxy_frame_recv(p->ctl, PROXY_ANSWER_TIMEOUT_MS, &hello, &len, NULL);
+	int r = proxy_frame_send(p->ctl, config, strlen(config), -1);
+	if (r == 0)
+		r = proxy_frame_recv(p->ctl, PROXY_ANSWER_TIMEOUT_MS, &hello, &len, NULL);
 	json_t *o = r == 0 ? json_loadb(hello, len, JSON_REJECT_DUPLICATES, NULL) : NULL;
 	bool ok = o && json_is_true(json_object_get(o, "ok"));
 	if (!ok) {

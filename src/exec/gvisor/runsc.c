@@ -2,7 +2,8 @@
 /*
  * Running runsc: its argv with the global flags, a clean environment, the
  * child started inside the sandbox's cgroup (and network namespace), the
- * keeper that reaps what the runtime orphans, bounded waits.
+ * keeper that reaps what the runtime orphans (the sealed program's keeper
+ * mode, exec/native/starter.h), bounded waits.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -17,6 +18,7 @@
 #include <unistd.h>
 
 #include "exec/gvisor/gvisor_internal.h"
+#include "exec/native/starter.h"
 #include "host/netns.h"
 #include "util/syscalls.h"
 #include "util/util.h"
@@ -90,43 +92,15 @@ static int child_stdio(int fds[3])
 	return 0;
 }
 
-/* The keeper's life: run argv as a child, reap every process that comes to
- * it (runsc run leaves the sentry's and gofer's ends to whoever adopts
- * them), and exit with argv's status once nothing is left. */
-static _Noreturn void keeper_main(char *const *argv, int devnull)
-{
-	if (prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) < 0)
-		_exit(126);
-	pid_t c = fork();
-	if (c < 0)
-		_exit(126);
-	if (c == 0) {
-		execve(argv[0], argv, gv_runsc_env);
-		_exit(127);
-	}
-	/* The keeper holds none of the pipes: they end with the runtime. */
-	for (int i = 0; i < 3; i++)
-		dup2(devnull, i);
-	int main_status = 0;
-	bool main_done = false;
-	for (;;) {
-		int st;
-		pid_t w = waitpid(-1, &st, 0);
-		if (w < 0 && errno == EINTR)
-			continue;
-		if (w < 0)
-			break; /* ECHILD: everything is reaped */
-		if (w == c) {
-			main_status = st;
-			main_done = true;
-		}
-	}
-	if (!main_done)
-		_exit(126);
-	_exit(WIFEXITED(main_status) ? WEXITSTATUS(main_status) : 128 + WTERMSIG(main_status));
-}
+/* The keeper's program (exec/native/starter.h, keeper mode): the sealed
+ * program's descriptor and its argv, both made before the fork. */
+typedef struct gv_keeper_exec {
+	int prog_fd;
+	char **argv; /* NATIVE_KEEPER_ARGV0, then the runtime's argv */
+} gv_keeper_exec;
 
-static _Noreturn void child_main(const gv_spawn_opts *o, int sync_r, int devnull)
+static _Noreturn void child_main(const gv_spawn_opts *o, const gv_keeper_exec *k, int sync_r,
+                                 int devnull)
 {
 	char c;
 	/* Wait until the service has moved us into the sandbox's cgroups: the
@@ -143,17 +117,55 @@ static _Noreturn void child_main(const gv_spawn_opts *o, int sync_r, int devnull
 		       o->err_fd >= 0 ? o->err_fd : devnull };
 	if (child_stdio(fds) < 0)
 		_exit(126);
-	int dn = fcntl(devnull, F_DUPFD_CLOEXEC, 3);
+	/* The keeper lives as long as the sandbox, in its cgroup, so what
+	 * stays is not this copy of the service (whose memory holds its
+	 * credential and TLS keys) but the sealed program in keeper mode:
+	 * /dev/null on 3 (its own stdio once the runtime runs), the program
+	 * on 4 (close-on-exec: needed only until the exec of an ELF file).
+	 * Each is first copied above 4 so that neither is overwritten by the
+	 * other's move. */
+	if (o->keeper) {
+		int dn = fcntl(devnull, F_DUPFD_CLOEXEC, 5);
+		int prog = fcntl(k->prog_fd, F_DUPFD_CLOEXEC, 5);
+		if (dn < 0 || prog < 0 || dup2(dn, 3) < 0 || dup3(prog, 4, O_CLOEXEC) < 0 ||
+		    sys_close_range(5, ~0u, 0) < 0)
+			_exit(126);
+		sys_execveat(4, "", k->argv, gv_runsc_env, AT_EMPTY_PATH);
+		_exit(126);
+	}
 	/* Nothing of the service's but stdio: its cgroup locks (a held flock
 	 * would make a crashed sandbox's group look live to the sweep), the
 	 * image store, other sandboxes' pipes. */
-	sys_close_range(3, dn > 3 ? (unsigned)dn - 1 : 2, 0);
-	if (dn > 3)
-		sys_close_range((unsigned)dn + 1, ~0u, 0);
-	if (o->keeper)
-		keeper_main(o->argv, dn);
+	sys_close_range(3, ~0u, 0);
 	execve(o->argv[0], o->argv, gv_runsc_env);
 	_exit(127);
+}
+
+static void keeper_exec_clear(gv_keeper_exec *k)
+{
+	if (k->prog_fd >= 0)
+		close(k->prog_fd);
+	free(k->argv);
+}
+
+static int keeper_exec_make(const gv_spawn_opts *o, gv_keeper_exec *k, airlock_error *err)
+{
+	int r = native_starter_open(&k->prog_fd, err);
+	if (r < 0) {
+		airlock_error_prefix(err, "gvisor: the keeper: ");
+		return r;
+	}
+	size_t n = 0;
+	while (o->argv[n])
+		n++;
+	if (!(k->argv = calloc(n + 2, sizeof(*k->argv))))
+		return airlock_error_set(err, AIRLOCK_ERR_EXECUTION_UNAVAILABLE, ENOMEM,
+		                         "gvisor: starting the runtime");
+	static char keeper_argv0[] = NATIVE_KEEPER_ARGV0;
+	k->argv[0] = keeper_argv0;
+	for (size_t i = 0; i < n; i++)
+		k->argv[i + 1] = o->argv[i];
+	return 0;
 }
 
 int gv_spawn(const gv_spawn_opts *o, pid_t *ret_pid, int *ret_pidfd, airlock_error *err)
@@ -163,9 +175,18 @@ int gv_spawn(const gv_spawn_opts *o, pid_t *ret_pid, int *ret_pidfd, airlock_err
 	if (devnull < 0 || pipe2(sync, O_CLOEXEC) < 0)
 		return airlock_error_set(err, AIRLOCK_ERR_EXECUTION_UNAVAILABLE, errno,
 		                         "gvisor: starting the runtime");
+	gv_keeper_exec k = { .prog_fd = -1 };
+	int made = o->keeper ? keeper_exec_make(o, &k, err) : 0;
+	if (made < 0) {
+		keeper_exec_clear(&k);
+		close(sync[0]);
+		close(sync[1]);
+		return made;
+	}
 	pid_t pid = fork();
 	if (pid < 0) {
 		int e = errno;
+		keeper_exec_clear(&k);
 		close(sync[0]);
 		close(sync[1]);
 		return airlock_error_set(err, AIRLOCK_ERR_EXECUTION_UNAVAILABLE, e,
@@ -173,8 +194,9 @@ int gv_spawn(const gv_spawn_opts *o, pid_t *ret_pid, int *ret_pidfd, airlock_err
 	}
 	if (pid == 0) {
 		close(sync[1]);
-		child_main(o, sync[0], devnull);
+		child_main(o, &k, sync[0], devnull);
 	}
+	keeper_exec_clear(&k);
 	close(sync[0]);
 	int pidfd = sys_pidfd_open(pid, 0);
 	int r = 0;

@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * The code that runs in the service's children before they become the
- * sandbox: the init process that builds the sandbox, and the launcher of
- * each command. Each runs the child halves of the facilities (mounts.c,
+ * sandbox: the init process that builds the sandbox (and then executes the
+ * sealed program's init mode, starter.h), and the launcher of each command. Each runs the child halves of the facilities (mounts.c,
  * net.c, user.c) in order. Both are copies of a possibly multi-threaded
  * service, so they make system calls only: no allocation, no stdio, no
  * locks. A failure is reported as (step, errno) on the sync socket and the
@@ -10,7 +10,6 @@
  */
 #include <errno.h>
 #include <fcntl.h>
-#include <poll.h>
 #include <sched.h>
 #include <signal.h>
 #include <stdbool.h>
@@ -18,10 +17,10 @@
 #include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include "exec/native/native_internal.h"
+#include "exec/native/starter.h"
 #include "util/syscalls.h"
 #include "util/util.h"
 
@@ -47,6 +46,7 @@ static const char *const step_names[NATIVE_STEP__MAX] = {
 	[NATIVE_STEP_STDIO] = "standard streams",
 	[NATIVE_STEP_CWD] = "working directory",
 	[NATIVE_STEP_EXEC] = "execute",
+	[NATIVE_STEP_INIT] = "start the sandbox's init program",
 };
 
 const char *native_step_name(int step)
@@ -83,11 +83,6 @@ _Noreturn static void fail(int fd, int step)
 
 /* ---- init ---------------------------------------------------------------- */
 
-static void on_sigchld(int sig)
-{
-	(void)sig;
-}
-
 _Noreturn void native_init_main(const native_init_args *a)
 {
 	int fd = a->sync_fd;
@@ -123,31 +118,39 @@ _Noreturn void native_init_main(const native_init_args *a)
 	if ((step = native_become_sandbox_user(a->seccomp, a->last_cap)))
 		fail(fd, step);
 
-	struct sigaction sa;
-	memset(&sa, 0, sizeof(sa));
-	sa.sa_handler = on_sigchld;
-	sigaction(SIGCHLD, &sa, NULL);
-
-	native_child_send(fd, NATIVE_MSG_READY, 0, 0);
-	/* Every descriptor goes, the sync socket and stdio included, except the
-	 * lifeline: init keeps nothing of the service's. */
-	int life = a->lifeline_fd;
-	if (life > 0)
-		sys_close_range(0, (unsigned)life - 1, 0);
-	sys_close_range((unsigned)life + 1, ~0U, 0);
-	/* Reap orphans; when the service goes away without destroying the
-	 * sandbox, its end of the lifeline closes and init exits, which ends
-	 * every process of the pid namespace: a sandbox never outlives the
-	 * service that started it. (PR_SET_PDEATHSIG would follow the thread
-	 * that cloned us, not the service.) */
-	for (;;) {
-		while (waitpid(-1, NULL, __WALL | WNOHANG) > 0)
-			;
-		struct pollfd p = { .fd = life, .events = POLLIN };
-		int r = poll(&p, 1, -1);
-		if (r > 0 && (p.revents & (POLLHUP | POLLERR | POLLIN)))
-			_exit(0);
-	}
+	/* Until here init is a copy of the service (a clone3 of it), and the
+	 * service's memory holds its credential and TLS keys; init lives as
+	 * long as the sandbox, in its pid namespace, charged to its cgroup. So
+	 * what stays is not this copy: the sealed program in init mode
+	 * (starter.h), with only what it needs, the lifeline on 3 and the sync
+	 * socket on 4 (it says READY there itself, so a sandbox is never handed
+	 * out before its init is that program). exec keeps what the steps
+	 * above made: the namespaces, the root, the cgroup, the uid, the empty
+	 * capability sets, no_new_privs and the filter (which allows execveat:
+	 * every command is started the same way), and the pid, so the
+	 * service's pidfd and the kill and settle logic of execute.c see the
+	 * same process. Every descriptor goes but those two, the service's
+	 * stdio included: init keeps nothing of the service's. Each source is
+	 * first copied above 5 so that none is overwritten by another's move. */
+	int life = fcntl(a->lifeline_fd, F_DUPFD_CLOEXEC, 6);
+	int sync = fcntl(fd, F_DUPFD_CLOEXEC, 6);
+	int prog = fcntl(a->starter_fd, F_DUPFD_CLOEXEC, 6);
+	if (life < 0 || sync < 0 || prog < 0)
+		fail(fd, NATIVE_STEP_INIT);
+	/* dup2 clears close-on-exec on 3 and 4; the program's own descriptor
+	 * needs to live only until the execveat of an ELF file. */
+	if (dup2(sync, 4) < 0)
+		fail(fd, NATIVE_STEP_INIT);
+	fd = 4;
+	if (dup2(life, 3) < 0 || dup3(prog, 5, O_CLOEXEC) < 0)
+		fail(fd, NATIVE_STEP_INIT);
+	if (sys_close_range(0, 2, 0) < 0 || sys_close_range(6, ~0U, 0) < 0)
+		fail(fd, NATIVE_STEP_INIT);
+	static char init_argv0[] = NATIVE_INIT_ARGV0;
+	char *const argv[] = { init_argv0, NULL };
+	char *const envp[] = { NULL };
+	sys_execveat(5, "", argv, envp, AT_EMPTY_PATH);
+	fail(fd, NATIVE_STEP_INIT);
 }
 
 /* ---- a command ----------------------------------------------------------- */

@@ -4,9 +4,10 @@
 
 /*
  * What the service prepares for the two kinds of child it starts. Both run
- * between fork and exec (or forever, for init) in a copy of a possibly
- * multi-threaded process: they make system calls only, allocate nothing, and
- * report a failure as (step, errno) over their sync socket before exiting.
+ * between fork and exec (init: until it executes its own program, starter.h)
+ * in a copy of a possibly multi-threaded process: they make system calls
+ * only, allocate nothing, and report a failure as (step, errno) over their
+ * sync socket before exiting.
  */
 
 #include <stdbool.h>
@@ -60,6 +61,7 @@ enum {
 	NATIVE_STEP_STDIO,
 	NATIVE_STEP_CWD,
 	NATIVE_STEP_EXEC,
+	NATIVE_STEP_INIT, /* init's own program (starter.h) */
 	NATIVE_STEP__MAX,
 };
 const char *native_step_name(int step);
@@ -73,13 +75,15 @@ typedef struct native_init_args {
 	int last_cap;
 	uid_t host_id;   /* the sandbox's own host id (uid and gid) */
 	int lifeline_fd; /* read end: hang-up means the service is gone */
+	int starter_fd;  /* the sealed program (starter.h) init executes in init mode */
 } native_init_args;
 
 /* Descriptors per sandbox process: airlock/caps.h says why. */
 #define NATIVE_NOFILE AIRLOCK_SANDBOX_NOFILE
 
-/* The sandbox's init: builds the root, becomes the sandbox user, then reaps
- * orphans until it is killed. Never returns. */
+/* The sandbox's init: builds the root, becomes the sandbox user, then
+ * executes the sealed program in init mode (starter.h), which reaps orphans
+ * until it is killed or the lifeline hangs up. Never returns. */
 _Noreturn void native_init_main(const native_init_args *a);
 
 typedef struct native_cmd_args {

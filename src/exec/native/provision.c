@@ -147,6 +147,9 @@ static int step_init(provision *p, airlock_error *err)
 		.last_cap = n->last_cap,
 		.host_id = b->host_id,
 		.lifeline_fd = p->lifeline_r,
+		/* What init executes once the sandbox is built, so that what
+		 * stays as its pid 1 is no copy of this process (starter.h). */
+		.starter_fd = n->starter_fd,
 	};
 	/* clone3 rather than fork: the namespaces are created with the child,
 	 * and a pidfd comes back with it, so no pid is ever reused under us. */
