@@ -158,11 +158,11 @@ Test(hostfacts, proc_self_exe_is_the_sealed_starter, .timeout = 180)
 	sandbox_test_run(b.e, &b.h, script, 30, NULL, &r);
 	expect_refused(&r, "#!/proc/self/exe");
 	airlock_execution_result_clear(&r);
-	/* init is still a copy of the service (issue item 12 gives it its own
-	 * program); its exe link is closed to the sandbox: init is not
-	 * dumpable after its uid change and its memory belongs to the host's
-	 * user namespace, so no sandbox process may read its links, and
-	 * hidepid=invisible hides it from /proc altogether. */
+	/* init is the sealed program in init mode (starter.h); its links are
+	 * closed to the sandbox all the same: it makes itself not dumpable
+	 * before the sandbox is up, no sandbox process has CAP_SYS_PTRACE in
+	 * the sandbox's user namespace, and hidepid=invisible hides it from
+	 * /proc altogether. */
 	sh(&b, "exec /proc/1/exe --version", &r);
 	cr_expect(r.has_exit_code && (r.exit_code == 126 || r.exit_code == 127) &&
 	                  (strstr(ERR(&r), "not found") || strstr(ERR(&r), "ermission denied")),

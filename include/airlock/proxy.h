@@ -97,7 +97,10 @@ typedef struct airlock_proxy_owner {
 /* The service's handle on a running proxy process. Thread-safe. */
 typedef struct airlock_proxy airlock_proxy;
 
-/* Start the proxy process (fork, no exec): it drops to cfg->uid/gid when
+/* Start the proxy process (a fork that at once executes the proxy's
+ * embedded program from a sealed memfd, its configuration sent as the
+ * control channel's first frame: src/egress/proxy_internal.h, so it holds
+ * no copy of this process's memory): it drops to cfg->uid/gid when
  * root (no capabilities, no_new_privs, not dumpable), keeps only its
  * control socket and the log, and runs until the handle is freed or this
  * process dies (its control socket closes). */
