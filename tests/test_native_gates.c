@@ -27,6 +27,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "airlock/service.h"
 #include "sandbox_testlib.h"
 
 /* Under gvisor each process costs the runtime 4-6 MiB of the sandbox's
@@ -439,16 +440,10 @@ Test(gate_sandbox_no_credential_reaches, environment_and_every_reachable_file, .
 		}
 		/* The secret-scanner patterns, independent of the values planted: the
 		 * shapes of real credentials, not bare prefixes (the image's Basque
-		 * message catalogues contain the letters AKIA). */
-		static const char *const patterns[] = {
-			"AKIA[0-9A-Z]{16}",                             /* AWS access key id */
-			"sk-(ant|proj)-[A-Za-z0-9_-]{20,}",             /* provider API keys */
-			"ghp_[A-Za-z0-9]{36}",                          /* GitHub token */
-			"postgres(ql)?://[^:/@ ]+:[^@/ ]+@",            /* URL with a password */
-			"-----BEGIN ([A-Z]+ )?PRIVATE KEY-----",        /* a private key */
-			"eyJ[A-Za-z0-9_-]{8,}\\.eyJ[A-Za-z0-9_-]{8,}\\.", /* a JWT */
-		};
-		for (size_t i = 0; i < sizeof(patterns) / sizeof(patterns[0]); i++) {
+		 * message catalogues contain the letters AKIA). The same list the
+		 * service refuses to start with in its environment. */
+		const char *const *patterns = airlock_service_secret_patterns();
+		for (size_t i = 0; patterns[i]; i++) {
 			const char *where = scan(&r, patterns[i]);
 			cr_assert_null(where, "secret pattern /%s/ found in the sandbox: %.80s", patterns[i], where);
 		}

@@ -85,6 +85,15 @@ void airlock_error_prefix(airlock_error *err, const char *fmt, ...);
 /* Reset to the empty state. */
 void airlock_error_clear(airlock_error *err);
 
+/* The errno values a workspace call returns as its code (a missing file, a
+ * parent that is not a directory, a full volume, ...) by their symbolic
+ * names, for the service API where they cross as SystemError with an
+ * "errno" member (a number could differ between the two sides'
+ * architectures). NULL / 0 for a value or name outside the set: that is
+ * the service failing, not a code the port returns. */
+const char *airlock_errno_wire_name(int errnum);
+int airlock_errno_wire_value(const char *name);
+
 #ifdef __cplusplus
 }
 #endif

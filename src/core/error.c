@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 #include "airlock/error.h"
 
+#include <errno.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -80,4 +81,33 @@ void airlock_error_clear(airlock_error *err)
 {
 	if (err)
 		memset(err, 0, sizeof(*err));
+}
+
+/* The workspace port's own codes; one table for both sides of the API. */
+static const struct {
+	const char *name;
+	int value;
+} wire_errnos[] = {
+	{ "ENOENT", ENOENT },   { "ENOTDIR", ENOTDIR }, { "EISDIR", EISDIR },
+	{ "EEXIST", EEXIST },   { "ENOTEMPTY", ENOTEMPTY }, { "ENOSPC", ENOSPC },
+	{ "EDQUOT", EDQUOT },   { "EFBIG", EFBIG },     { "ELOOP", ELOOP },
+	{ "ENAMETOOLONG", ENAMETOOLONG }, { "EACCES", EACCES }, { "EPERM", EPERM },
+	{ "EROFS", EROFS },     { "EINVAL", EINVAL },   { "EMLINK", EMLINK },
+	{ "ETXTBSY", ETXTBSY }, { "EBUSY", EBUSY },
+};
+
+const char *airlock_errno_wire_name(int errnum)
+{
+	for (size_t i = 0; i < sizeof(wire_errnos) / sizeof(wire_errnos[0]); i++)
+		if (wire_errnos[i].value == errnum)
+			return wire_errnos[i].name;
+	return NULL;
+}
+
+int airlock_errno_wire_value(const char *name)
+{
+	for (size_t i = 0; name && i < sizeof(wire_errnos) / sizeof(wire_errnos[0]); i++)
+		if (strcmp(wire_errnos[i].name, name) == 0)
+			return wire_errnos[i].value;
+	return 0;
 }

@@ -956,7 +956,8 @@ int airlock_exec_tenant_of(airlock_exec *e, const char *environment_id, char *bu
 	pthread_mutex_unlock(&e->lock);
 	if (n < 0 || (size_t)n >= size)
 		return airlock_error_set(err, AIRLOCK_ERR_EXECUTION_REJECTED, 0,
-		                         "environment %s is not live", r ? environment_id : "(unknown)");
+		                         "environment %s is not live",
+		                         environment_id ? environment_id : "(none given)");
 	return 0;
 }
 

@@ -467,17 +467,6 @@ int remote_http_perform(remote_http *h, const remote_call *c, remote_response *r
  * would differ between the two sides' architectures). Only these names
  * are read; any other is not a code this port returns.
  */
-static const struct {
-	const char *name;
-	int value;
-} wire_errnos[] = {
-	{ "ENOENT", ENOENT },   { "ENOTDIR", ENOTDIR }, { "EISDIR", EISDIR },
-	{ "EEXIST", EEXIST },   { "ENOTEMPTY", ENOTEMPTY }, { "ENOSPC", ENOSPC },
-	{ "EDQUOT", EDQUOT },   { "EFBIG", EFBIG },     { "ELOOP", ELOOP },
-	{ "ENAMETOOLONG", ENAMETOOLONG }, { "EACCES", EACCES }, { "EPERM", EPERM },
-	{ "EROFS", EROFS },     { "EINVAL", EINVAL },   { "EMLINK", EMLINK },
-	{ "ETXTBSY", ETXTBSY }, { "EBUSY", EBUSY },
-};
 
 /* A SystemError body with an "errno" member: the code and the message,
  * without a second strerror. 0 when the body is not that. */
@@ -488,10 +477,7 @@ static int errno_error(const remote_response *resp, airlock_error *err)
 	json_t *o = json_loadb((const char *)resp->body.data, resp->body.len,
 	                       JSON_REJECT_DUPLICATES, NULL);
 	const char *name = json_string_value(json_object_get(o, "errno"));
-	int value = 0;
-	for (size_t i = 0; name && i < ARRAY_SIZE(wire_errnos); i++)
-		if (strcmp(name, wire_errnos[i].name) == 0)
-			value = wire_errnos[i].value;
+	int value = airlock_errno_wire_value(name);
 	if (!value) {
 		json_decref(o);
 		return 0;

@@ -929,24 +929,10 @@ static const char *wire_name(const char *lower, char out[64])
  * architectures), status 422; the names are the ones the workspace port
  * returns (docs/service-api.md). Any other errno is the service failing:
  * ExecutionUnavailable. */
-static const struct {
-	const char *name;
-	int value;
-} wire_errnos[] = {
-	{ "ENOENT", ENOENT },   { "ENOTDIR", ENOTDIR }, { "EISDIR", EISDIR },
-	{ "EEXIST", EEXIST },   { "ENOTEMPTY", ENOTEMPTY }, { "ENOSPC", ENOSPC },
-	{ "EDQUOT", EDQUOT },   { "EFBIG", EFBIG },     { "ELOOP", ELOOP },
-	{ "ENAMETOOLONG", ENAMETOOLONG }, { "EACCES", EACCES }, { "EPERM", EPERM },
-	{ "EROFS", EROFS },     { "EINVAL", EINVAL },   { "EMLINK", EMLINK },
-	{ "ETXTBSY", ETXTBSY }, { "EBUSY", EBUSY },
-};
 
 static enum MHD_Result respond_ws_error(svc_req *q, struct MHD_Connection *c, const airlock_error *e)
 {
-	const char *name = NULL;
-	for (size_t i = 0; e->cls == AIRLOCK_ERR_SYSTEM && i < ARRAY_SIZE(wire_errnos); i++)
-		if (wire_errnos[i].value == e->errnum)
-			name = wire_errnos[i].name;
+	const char *name = e->cls == AIRLOCK_ERR_SYSTEM ? airlock_errno_wire_name(e->errnum) : NULL;
 	if (!name)
 		return respond_error(q, c, e);
 	airlock_error jerr = { 0 };
