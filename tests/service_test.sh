@@ -111,6 +111,34 @@ stop_serve() {
 	return $rc
 }
 
+# The client's pieces: a spec, the handle header, an execute body.
+cat >"$TMP/client.py" <<'PY'
+import base64, json, sys
+what = sys.argv[1]
+if what == "spec":
+    print(json.dumps({"spec": {"tenant_id": "t1", "run_id": "r1", "lease_epoch": 1,
+        "image_digest": sys.argv[2],
+        "limits": {"cpu_millicores": 1000, "memory_bytes": 268435456, "pids_max": 64,
+                   "workspace_bytes": 67108864, "inodes_max": 10000, "wall_clock_seconds": 120},
+        "egress": {"mode": "deny", "destinations": []},
+        "environment": {"HOME": "/workspace", "PATH": "/usr/bin:/bin"}, "bridge": None}}))
+elif what == "handle":
+    h = json.load(open(sys.argv[2]))["handle"]
+    print(base64.urlsafe_b64encode(json.dumps(h).encode()).decode().rstrip("="))
+elif what == "id":
+    print(json.load(open(sys.argv[2]))["handle"]["environment_id"])
+elif what == "execute":
+    print(json.dumps({"command": {"argv": ["sh", "-c", "echo partial; sleep 60"],
+        "working_directory": ".", "timeout_seconds": 120, "stdin": None,
+        "maximum_output_bytes": 1048576}, "remaining_budget_ms": None, "stream": False}))
+elif what == "result":
+    r = json.load(open(sys.argv[2]))["result"]
+    print(r["killed_by"], base64.b64decode(r["stdout"]).decode().strip())
+elif what == "busy":
+    s = json.load(sys.stdin)["sandboxes"]
+    print("busy" if s and s[0]["busy"] else "idle")
+PY
+
 # ---- the socket, fake mechanism ------------------------------------------------
 S=$TMP/s.sock
 if start_serve "$S" AIRLOCK_SANDBOX_MECHANISM=fake -- --listen "unix:$S"; then
@@ -150,6 +178,23 @@ print("ok" if all(k in kinds for k in need) else "missing from %s" % kinds)' "$T
 	[ "$out" = ok ] && ok lifecycle-log-lines || bad lifecycle-log-lines "$out" "$(cat "$TMP/serve.out")"
 else
 	bad metrics-start "$(cat "$TMP/serve.err")"
+fi
+
+# ---- max_sandboxes through airlock serve, fake mechanism ------------------------------
+S=$TMP/s.sock
+printf 'service:\n  max_sandboxes: 1\n' >"$TMP/cap.yaml"
+if start_serve "$S" AIRLOCK_SANDBOX_MECHANISM=fake -- --config "$TMP/cap.yaml" --listen "unix:$S"; then
+	spec=$(python3 "$TMP/client.py" spec "sha256:$(printf '%064d' 0)")
+	c1=$(curl -s -o /dev/null -w '%{http_code}' --unix-socket "$S" -H "$AUTH" -d "$spec" http://x/v1/sandboxes)
+	out=$(curl -s -w ' %{http_code}' --unix-socket "$S" -H "$AUTH" -d "$spec" http://x/v1/sandboxes)
+	if [ "$c1" = 201 ] && echo "$out" | grep -q 'ExecutionUnavailable.*max_sandboxes 1.* 503$'; then
+		ok max-sandboxes-refuses-at-once
+	else
+		bad max-sandboxes-refuses-at-once "first: $c1" "second: $out"
+	fi
+	stop_serve
+else
+	bad max-sandboxes-start "$(cat "$TMP/serve.err")"
 fi
 
 # ---- TLS on 127.0.0.1, and client certificates -----------------------------------
@@ -198,33 +243,6 @@ native_why=$("$AIRLOCK" doctor | sed -n 's/^native  *unavailable: //p')
 DIGEST=$(env AIRLOCK_IMAGE_STORE="$STORE" "$AIRLOCK" image ls 2>/dev/null | sed -n 's/^\(sha256:[0-9a-f]*\) .* default$/\1/p' | head -1)
 [ -z "$native_why" ] && [ -z "$DIGEST" ] && native_why="no default image in $STORE"
 
-# The client's pieces: a spec, the handle header, an execute body.
-cat >"$TMP/client.py" <<'PY'
-import base64, json, sys
-what = sys.argv[1]
-if what == "spec":
-    print(json.dumps({"spec": {"tenant_id": "t1", "run_id": "r1", "lease_epoch": 1,
-        "image_digest": sys.argv[2],
-        "limits": {"cpu_millicores": 1000, "memory_bytes": 268435456, "pids_max": 64,
-                   "workspace_bytes": 67108864, "inodes_max": 10000, "wall_clock_seconds": 120},
-        "egress": {"mode": "deny", "destinations": []},
-        "environment": {"HOME": "/workspace", "PATH": "/usr/bin:/bin"}, "bridge": None}}))
-elif what == "handle":
-    h = json.load(open(sys.argv[2]))["handle"]
-    print(base64.urlsafe_b64encode(json.dumps(h).encode()).decode().rstrip("="))
-elif what == "id":
-    print(json.load(open(sys.argv[2]))["handle"]["environment_id"])
-elif what == "execute":
-    print(json.dumps({"command": {"argv": ["sh", "-c", "echo partial; sleep 60"],
-        "working_directory": ".", "timeout_seconds": 120, "stdin": None,
-        "maximum_output_bytes": 1048576}, "remaining_budget_ms": None, "stream": False}))
-elif what == "result":
-    r = json.load(open(sys.argv[2]))["result"]
-    print(r["killed_by"], base64.b64decode(r["stdout"]).decode().strip())
-elif what == "busy":
-    s = json.load(sys.stdin)["sandboxes"]
-    print("busy" if s and s[0]["busy"] else "idle")
-PY
 
 # What a service leaves on this host for one sandbox: its cgroups (named
 # after the environment id), processes in them, and the volume loop devices
