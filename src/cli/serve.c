@@ -30,6 +30,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/signalfd.h>
 #include <unistd.h>
 
@@ -188,6 +189,16 @@ int cli_serve(int argc, char **argv)
 	if (e != 0 || sfd < 0) {
 		fprintf(stderr, "airlock serve: cannot watch for signals: %s\n", strerror(e ? e : errno));
 		return CLI_EXIT_SOFTWARE;
+	}
+
+	/* 1b. The descriptor limit: the service holds several descriptors per
+	 * sandbox and two per connection, so 64 sandboxes and 256 connections
+	 * pass the usual soft limit of 1024; the hard limit is the operator's
+	 * bound. Every sandbox sets its own (AIRLOCK_SANDBOX_NOFILE). */
+	struct rlimit nofile;
+	if (getrlimit(RLIMIT_NOFILE, &nofile) == 0 && nofile.rlim_cur < nofile.rlim_max) {
+		nofile.rlim_cur = nofile.rlim_max;
+		setrlimit(RLIMIT_NOFILE, &nofile);
 	}
 
 	/* 2. Nothing of anyone's secrets in this process. */

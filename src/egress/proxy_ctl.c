@@ -137,6 +137,8 @@ int airlock_proxy_spawn(const airlock_proxy_config *cfg, airlock_proxy **ret, ai
 		 * exec), nothing else above the stdio the proxy replaces itself.
 		 * Each source is first copied above 5 so that none is overwritten
 		 * by another's move. */
+		if (util_close_all_but((const int[]){ sv[1], cfg->log_fd, prog }, 3) < 0)
+			_exit(70);
 		int c = fcntl(sv[1], F_DUPFD_CLOEXEC, 6);
 		int l = fcntl(cfg->log_fd, F_DUPFD_CLOEXEC, 6);
 		int x = fcntl(prog, F_DUPFD_CLOEXEC, 6);

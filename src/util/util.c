@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 #include "util/util.h"
+#include "util/syscalls.h"
 
 #include <errno.h>
 #include <limits.h>
@@ -442,4 +443,30 @@ void util_signals_reset(void)
 	sigset_t none;
 	sigemptyset(&none);
 	sigprocmask(SIG_SETMASK, &none, NULL);
+}
+
+/* ---- descriptors in a forked child ------------------------------------------ */
+int util_close_all_but(const int *keep, size_t n)
+{
+	int k[UTIL_KEEP_MAX];
+	if (n > UTIL_KEEP_MAX)
+		return -EINVAL;
+	for (size_t i = 0; i < n; i++) {
+		int v = keep[i];
+		size_t j = i;
+		for (; j > 0 && k[j - 1] > v; j--)
+			k[j] = k[j - 1];
+		k[j] = v;
+	}
+	unsigned lo = 3;
+	for (size_t i = 0; i < n; i++) {
+		if (k[i] < 0)
+			continue;
+		unsigned v = (unsigned)k[i];
+		if (v > lo && sys_close_range(lo, v - 1, 0) < 0)
+			return -errno;
+		if (v + 1 > lo)
+			lo = v + 1;
+	}
+	return sys_close_range(lo, ~0U, 0) < 0 ? -errno : 0;
 }

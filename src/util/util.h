@@ -86,6 +86,15 @@ int util_pread_small(int fd, char *buf, size_t size);
  * threaded process may call it). */
 void util_signals_reset(void);
 
+/* In a forked child of the (multithreaded, descriptor-rich) service, before
+ * it moves the descriptors it needs into place: close every descriptor from
+ * 3 up except the n in keep (negative ones are ignored; n at most
+ * UTIL_KEEP_MAX). The child is a copy of a table that can be near
+ * RLIMIT_NOFILE, so its own copies need the room this makes. System calls
+ * only (safe between fork and exec). 0 or -errno. */
+#define UTIL_KEEP_MAX 8
+int util_close_all_but(const int *keep, size_t n);
+
 /* ---- SHA-256 (libcrypto EVP: uses the SHA-NI path where the CPU has it) -- */
 typedef struct util_sha256 util_sha256;
 util_sha256 *util_sha256_new(void);

@@ -115,7 +115,10 @@ static _Noreturn void child_main(const gv_spawn_opts *o, const gv_keeper_exec *k
 	util_signals_reset();
 	int fds[3] = { o->in_fd >= 0 ? o->in_fd : devnull, o->out_fd >= 0 ? o->out_fd : devnull,
 		       o->err_fd >= 0 ? o->err_fd : devnull };
-	if (child_stdio(fds) < 0)
+	/* Room for the copies below in a table that can be near the limit. */
+	if (util_close_all_but((const int[]){ fds[0], fds[1], fds[2], devnull,
+	                                      o->keeper ? k->prog_fd : -1 }, 5) < 0 ||
+	    child_stdio(fds) < 0)
 		_exit(126);
 	/* The keeper lives as long as the sandbox, in its cgroup, so what
 	 * stays is not this copy of the service (whose memory holds its

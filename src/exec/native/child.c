@@ -132,6 +132,11 @@ _Noreturn void native_init_main(const native_init_args *a)
 	 * same process. Every descriptor goes but those two, the service's
 	 * stdio included: init keeps nothing of the service's. Each source is
 	 * first copied above 5 so that none is overwritten by another's move. */
+	/* First every other descriptor goes: init is a copy of the service's
+	 * table, which can be near RLIMIT_NOFILE (64 sandboxes and their API
+	 * connections), and the copies below need room. */
+	if (util_close_all_but((const int[]){ fd, a->lifeline_fd, a->starter_fd }, 3) < 0)
+		fail(fd, NATIVE_STEP_INIT);
 	int life = fcntl(a->lifeline_fd, F_DUPFD_CLOEXEC, 6);
 	int sync = fcntl(fd, F_DUPFD_CLOEXEC, 6);
 	int prog = fcntl(a->starter_fd, F_DUPFD_CLOEXEC, 6);
