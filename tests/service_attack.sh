@@ -1,0 +1,191 @@
+#!/bin/sh
+# airlock serve (fake mechanism) attacked as a hostile client would: each
+# check is a finding of the red-team pass on issue 12 or a property that
+# held under attack. Usage: service_attack.sh AIRLOCK
+set -u
+AIRLOCK=$1
+TMP=$(mktemp -d)
+SPID=
+cleanup() {
+	# Only the service this script started, by pid.
+	[ -n "$SPID" ] && kill -TERM "$SPID" 2>/dev/null && wait "$SPID" 2>/dev/null
+	rm -rf "$TMP"
+}
+trap cleanup EXIT INT TERM
+fail=0
+head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n' >"$TMP/tok"
+chmod 600 "$TMP/tok"
+S="$TMP/s.sock"
+env -i PATH=/usr/bin:/bin AIRLOCK_SANDBOX_MECHANISM=fake "$AIRLOCK" serve --listen "unix:$S" \
+	--credential-file "$TMP/tok" >"$TMP/serve.out" 2>"$TMP/serve.err" &
+SPID=$!
+i=0
+while [ $i -lt 100 ] && ! [ -S "$S" ]; do sleep 0.1; i=$((i + 1)); done
+
+cat >"$TMP/attack.py" <<'PY'
+import base64, json, os, socket, sys, time
+S, TOK, PID = sys.argv[1], open(sys.argv[2]).read().strip(), int(sys.argv[3])
+fails = 0
+def ok(name): print("ok  ", name)
+def bad(name, why):
+    global fails
+    fails += 1
+    print("FAIL", name, "\n    ", why)
+def conn():
+    s = socket.socket(socket.AF_UNIX)
+    s.connect(S)
+    return s
+def exchange(raw, timeout=5, want=1):
+    """Send raw, read until want responses arrived, EOF or timeout."""
+    s = conn()
+    s.settimeout(timeout)
+    out = b""
+    try:
+        s.sendall(raw)
+        while out.count(b"HTTP/1.1 ") < want or not complete(out, want):
+            d = s.recv(65536)
+            if not d:
+                break
+            out += d
+    except (socket.timeout, OSError):
+        pass
+    s.close()
+    return out
+def complete(out, want):
+    # every response here carries Content-Length
+    parts = out.split(b"HTTP/1.1 ")[1:]
+    if len(parts) < want:
+        return False
+    last = parts[want - 1]
+    if b"\r\n\r\n" not in last:
+        return False
+    head, body = last.split(b"\r\n\r\n", 1)
+    for l in head.split(b"\r\n"):
+        if l.lower().startswith(b"content-length:"):
+            return len(body) >= int(l.split(b":")[1])
+    return True
+def request(method, path, body=b"", hdrs=None):
+    h = "%s %s HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer %s\r\nConnection: close\r\nContent-Length: %d\r\n" % (
+        method, path, TOK, len(body))
+    for k, v in (hdrs or {}).items():
+        h += "%s: %s\r\n" % (k, v)
+    r = exchange(h.encode() + b"\r\n" + body)
+    st = int(r.split(b" ", 2)[1]) if r.startswith(b"HTTP/1.1 ") else 0
+    return st, r.split(b"\r\n\r\n", 1)[1] if b"\r\n\r\n" in r else b""
+def handle_b64(h):
+    return base64.urlsafe_b64encode(json.dumps(h).encode()).decode().rstrip("=")
+spec = {"spec": {"tenant_id": "t1", "run_id": "r1", "lease_epoch": 1,
+        "image_digest": "sha256:" + "a" * 64,
+        "limits": {"cpu_millicores": 1000, "memory_bytes": 268435456, "pids_max": 64,
+                   "workspace_bytes": 67108864, "inodes_max": 10000, "wall_clock_seconds": 120},
+        "egress": {"mode": "deny", "destinations": []},
+        "environment": {"HOME": "/workspace", "PATH": "/usr/bin:/bin"}, "bridge": None}}
+st, b = request("POST", "/v1/sandboxes", json.dumps(spec).encode())
+if st != 201:
+    bad("provision", "%d %r" % (st, b))
+    sys.exit(1)
+h = json.loads(b)["handle"]
+E = h["environment_id"]
+
+# Finding: HTTP/1.1 pipelining. Two requests sent back to back on one
+# connection are two answers (RFC 9112 9.3.2); the service answers the
+# first and leaves the second unanswered until the keep-alive wait cuts
+# the connection (header_timeout_ms, 10 s).
+one = "GET /v1/health HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer %s\r\n\r\n" % TOK
+# Seen on some attempts only (whether both requests reach the server in
+# one read): five attempts, each must get both answers within 3 s.
+got = []
+for attempt in range(5):
+    s = conn()
+    s.settimeout(3)
+    s.sendall((one * 2).encode())
+    r = b""
+    t0 = time.monotonic()
+    try:
+        while r.count(b"HTTP/1.1 200") < 2 or not complete(r, 2):
+            d = s.recv(65536)
+            if not d:
+                break
+            r += d
+    except (socket.timeout, OSError):
+        pass
+    s.close()
+    got.append("%d in %.1f s" % (r.count(b"HTTP/1.1 200"), time.monotonic() - t0))
+if all(g.startswith("2 ") for g in got):
+    ok("pipelined-requests-answered")
+else:
+    bad("pipelined-requests-answered", "answers of 2 pipelined requests per attempt: " + ", ".join(got))
+
+# Finding: a cancel whose handle names the right tenant but not the
+# sandbox's timestamps is SandboxEscapeSuspected (docs/service-api.md: the
+# handle is compared as the in-process port does) whether or not a command
+# runs; while the sandbox was idle it was answered {"cancelled": false}.
+forged = dict(h, created_at="2026-01-01T00:00:00.000Z")
+st, b = request("POST", "/v1/sandboxes/%s/cancel" % E, hdrs={"Airlock-Handle": handle_b64(forged)})
+if st == 403 and b"SandboxEscapeSuspected" in b:
+    ok("cancel-forged-handle-idle-refused")
+else:
+    bad("cancel-forged-handle-idle-refused", "%d %r" % (st, b))
+
+# Held: query strings with %00, %2F, repeated keys, overlong values and
+# max_bytes extremes are refused by the rules, never cut or crashed on.
+st, b = request("POST", "/v1/sandboxes", json.dumps(spec).encode())
+h2 = json.loads(b)["handle"]
+H = {"Airlock-Handle": handle_b64(h2)}
+base = "/v1/sandboxes/%s/workspace/" % h2["environment_id"]
+for q, want_st, want in [
+        ("file?path=a%00b&max_bytes=1", 400, b"NUL"),
+        ("file?path=..%2Fx&max_bytes=1", 400, b"WorkspaceEscape"),
+        ("file?path=a&path=b&max_bytes=1", 400, b"more than once"),
+        ("file?path=" + "a" * 5000 + "&max_bytes=1", 400, b"WorkspaceEscape"),
+        ("file?path=a&max_bytes=99999999999999999999999", 400, b"max_bytes"),
+        ("file?path=a&max_bytes=%2B5", 400, b"max_bytes"),
+        ("dir?path=&max_entries=100001", 400, b"max_entries"),
+        ("file?path=%4&max_bytes=1", 400, b"percent"),
+]:
+    st, b = request("GET", base + q, hdrs=H)
+    if st == want_st and want in b:
+        ok("query " + q[:40])
+    else:
+        bad("query " + q[:40], "%d %r" % (st, b[:200]))
+
+# Held: a connection flood past max_connections is refused at accept, and
+# every descriptor and thread comes back once the flood ends.
+def counts():
+    th = [l for l in open("/proc/%d/status" % PID) if l.startswith("Threads")][0].split()[1]
+    return int(th), len(os.listdir("/proc/%d/fd" % PID))
+time.sleep(0.5)
+before = counts()
+cs = []
+for i in range(300):
+    try:
+        cs.append(conn())
+    except OSError:
+        break
+time.sleep(0.5)
+for c in cs:
+    c.close()
+after = before
+for i in range(50):
+    time.sleep(0.1)
+    after = counts()
+    if after == before:
+        break
+if after == before:
+    ok("flood-nothing-leaked")
+else:
+    bad("flood-nothing-leaked", "threads, fds before %r after %r" % (before, after))
+st, b = request("GET", "/v1/health")
+(ok if st == 200 else lambda n: bad(n, "%d" % st))("health-after-flood")
+sys.exit(1 if fails else 0)
+PY
+python3 "$TMP/attack.py" "$S" "$TMP/tok" "$SPID" || fail=1
+
+# Held: the credential is in no log line.
+TOKEN=$(cat "$TMP/tok")
+if grep -q "$TOKEN" "$TMP/serve.out" "$TMP/serve.err"; then
+	echo "FAIL credential-not-logged"; fail=1
+else
+	echo "ok   credential-not-logged"
+fi
+exit $fail
