@@ -181,6 +181,97 @@ sys.exit(1 if fails else 0)
 PY
 python3 "$TMP/attack.py" "$S" "$TMP/tok" "$SPID" || fail=1
 
+kill -TERM "$SPID" && wait "$SPID"
+SPID=
+
+# ---- native: what a running command meets --------------------------------
+STORE=${AIRLOCK_TEST_IMAGE_STORE:-/var/lib/airlock/images}
+DIGEST=$(env AIRLOCK_IMAGE_STORE="$STORE" "$AIRLOCK" image ls 2>/dev/null | sed -n 's/^\(sha256:[0-9a-f]*\) .* default$/\1/p' | head -1)
+if ! "$AIRLOCK" doctor 2>/dev/null | grep -q '^native  *available' || [ -z "$DIGEST" ]; then
+	echo "SKIP native checks: native unavailable or no default image in $STORE"
+else
+	rm -f "$S"
+	env -i PATH=/usr/bin:/bin AIRLOCK_SANDBOX_MECHANISM=native AIRLOCK_IMAGE_STORE="$STORE" \
+		"$AIRLOCK" serve --listen "unix:$S" --credential-file "$TMP/tok" \
+		>>"$TMP/serve.out" 2>>"$TMP/serve.err" &
+	SPID=$!
+	i=0
+	while [ $i -lt 100 ] && ! [ -S "$S" ]; do sleep 0.1; i=$((i + 1)); done
+	cat >"$TMP/native.py" <<'PY2'
+import json, sys, threading, time
+exec(open(sys.argv[4]).read().split("# Finding: HTTP/1.1 pipelining")[0].split("st, b = request(\"POST\"")[0])
+spec["spec"]["image_digest"] = sys.argv[5]
+def provision():
+    st, b = request("POST", "/v1/sandboxes", json.dumps(spec).encode())
+    assert st == 201, (st, b)
+    return json.loads(b)["handle"]
+def execute_body(argv):
+    return json.dumps({"command": {"argv": argv, "working_directory": ".", "timeout_seconds": 60,
+        "stdin": None, "maximum_output_bytes": 1048576}, "remaining_budget_ms": None,
+        "stream": False}).encode()
+def listed(e):
+    st, b = request("GET", "/v1/sandboxes")
+    return [x for x in json.loads(b)["sandboxes"] if x["environment_id"] == e]
+
+# Finding: a destroy while a command runs kills it, and the execute's
+# result then says exit_code 137 with killed_by null: "exit_code is None
+# exactly when the process did not exit on its own, which is when
+# killed_by is set" (the specification's ExecutionResult). The process
+# was killed by the service, so the result must say so (or the execute
+# must be refused), never look like the command's own exit.
+h = provision()
+E = h["environment_id"]
+H = {"Airlock-Handle": handle_b64(h)}
+got = {}
+t = threading.Thread(target=lambda: got.update(r=request("POST", "/v1/sandboxes/%s/execute" % E,
+        execute_body(["sh", "-c", "sleep 30"]), hdrs=H)))
+t.start()
+for i in range(50):
+    if listed(E) and listed(E)[0]["busy"]:
+        break
+    time.sleep(0.1)
+st, b = request("DELETE", "/v1/sandboxes/" + E, hdrs=H)
+t.join(30)
+st2, b2 = got.get("r", (0, b""))
+res = json.loads(b2).get("result") if st2 == 200 else None
+if st != 204:
+    bad("destroy-during-execute", "destroy answered %d %r" % (st, b))
+elif res is not None and (res["exit_code"] is None) != (res["killed_by"] is None):
+    bad("destroy-during-execute-result", "exit_code %r with killed_by %r" % (res["exit_code"], res["killed_by"]))
+elif res is None and st2 == 0:
+    bad("destroy-during-execute-result", "no answer to the execute")
+else:
+    ok("destroy-during-execute-result")
+(ok if not listed(E) else lambda n: bad(n, "still listed"))("destroy-during-execute-gone")
+
+# Held: a client that goes away mid-execute cancels it; the sandbox is
+# idle again within a second.
+h = provision()
+E = h["environment_id"]
+b = execute_body(["sh", "-c", "sleep 30"])
+raw = ("POST /v1/sandboxes/%s/execute HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer %s\r\n"
+       "Airlock-Handle: %s\r\nContent-Length: %d\r\n\r\n" % (E, TOK, handle_b64(h), len(b))).encode() + b
+s = conn()
+s.sendall(raw)
+for i in range(50):
+    if listed(E)[0]["busy"]:
+        break
+    time.sleep(0.1)
+s.close()
+idle = False
+for i in range(20):
+    time.sleep(0.1)
+    if not listed(E)[0]["busy"]:
+        idle = True
+        break
+(ok if idle else lambda n: bad(n, "still busy 2 s after the client left"))("disconnect-cancels-execute")
+sys.exit(1 if fails else 0)
+PY2
+	python3 "$TMP/native.py" "$S" "$TMP/tok" "$SPID" "$TMP/attack.py" "$DIGEST" || fail=1
+	kill -TERM "$SPID" && wait "$SPID"
+	SPID=
+fi
+
 # Held: the credential is in no log line.
 TOKEN=$(cat "$TMP/tok")
 if grep -q "$TOKEN" "$TMP/serve.out" "$TMP/serve.err"; then
