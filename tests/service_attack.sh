@@ -272,6 +272,38 @@ PY2
 	SPID=
 fi
 
+# ---- the remote adapter as the victim of a hostile service -----------------
+# service_attack_hostile.py answers health, provision and destroy, and an
+# execute with a crafted stream; `airlock run --service` prints what the
+# observer is given on stdout. Findings: output events past the command's
+# cap (--output-limit 10) reached the observer; output events that are not
+# the result's bytes reached it; a result whose stdout is over the cap was
+# accepted. Each must be refused (ExecutionUnavailable: a protocol error),
+# and nothing past the cap shown.
+HOSTILE="$(dirname "$0")/service_attack_hostile.py"
+for mode in events-past-cap events-not-result result-past-cap; do
+	rm -f "$TMP/h.sock" "$TMP/h.sock.eid"
+	python3 "$HOSTILE" "$TMP/h.sock" "$mode" &
+	HPID=$!
+	i=0
+	while [ $i -lt 50 ] && ! [ -S "$TMP/h.sock" ]; do sleep 0.1; i=$((i + 1)); done
+	timeout 30 env -i PATH=/usr/bin:/bin "$AIRLOCK" run --service "unix:$TMP/h.sock" \
+		--credential-file "$TMP/tok" --output-limit 10 -- true >"$TMP/h.out" 2>"$TMP/h.err"
+	rc=$?
+	kill "$HPID"
+	wait "$HPID" 2>/dev/null
+	# (events-not-result: the events were shown as they came, before the
+	# result could contradict them; the refusal is what the caller gets.)
+	if [ $rc = 0 ] || { [ "$mode" != events-not-result ] && [ "$(wc -c <"$TMP/h.out")" -gt 10 ]; }; then
+		echo "FAIL remote-refuses-$mode"
+		echo "    exit $rc, $(wc -c <"$TMP/h.out") bytes on stdout: $(head -c 40 "$TMP/h.out")"
+		sed 's/^/    /' "$TMP/h.err" | head -3
+		fail=1
+	else
+		echo "ok   remote-refuses-$mode"
+	fi
+done
+
 # Held: the credential is in no log line.
 TOKEN=$(cat "$TMP/tok")
 if grep -q "$TOKEN" "$TMP/serve.out" "$TMP/serve.err"; then
