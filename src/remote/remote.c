@@ -308,6 +308,10 @@ typedef struct exec_stream {
 	bool done;         /* a result or an error line arrived */
 	size_t delivered[2]; /* stdout, stderr bytes given to on_output */
 	bool gap[2];       /* a "dropped" event: the rest comes from the result */
+	/* What the output events gave on_output, hashed: the result must
+	 * hold exactly those bytes first (docs/service-api.md), or the
+	 * caller was shown output the command did not produce. */
+	util_sha256 *seen[2];
 	airlock_execution_result result;
 	bool has_result;
 	airlock_error remote_err;
@@ -342,6 +346,29 @@ static int stream_index(json_t *o)
 	return -1;
 }
 
+/* The result against the command's cap and against the bytes the output
+ * events already gave the observer, which must be its first bytes. */
+static int result_matches_events(exec_stream *s, airlock_error *err)
+{
+	const unsigned char *data[2] = { s->result.stdout_data, s->result.stderr_data };
+	size_t len[2] = { s->result.stdout_len, s->result.stderr_len };
+	for (int k = 0; k < 2; k++) {
+		if (len[k] > (uint64_t)s->req->command->maximum_output_bytes)
+			return stream_bad(s, "a result over the command's output cap", err);
+		if (!s->seen[k])
+			continue;
+		char want[65], got[65];
+		int r = util_sha256_final_hex(s->seen[k], want);
+		s->seen[k] = NULL;
+		if (r < 0 || (s->delivered[k] <= len[k] &&
+		              util_sha256_hex(data[k], s->delivered[k], got) < 0))
+			return airlock_error_set(err, AIRLOCK_ERR_SYSTEM, ENOMEM, "execute");
+		if (s->delivered[k] > len[k] || strcmp(want, got) != 0)
+			return stream_bad(s, "output events that are not the result's bytes", err);
+	}
+	return 0;
+}
+
 static int stream_event(exec_stream *s, const char *text, size_t len, airlock_error *err)
 {
 	if (s->done)
@@ -366,10 +393,19 @@ static int stream_event(exec_stream *s, const char *text, size_t len, airlock_er
 		unsigned char *bytes = NULL;
 		size_t n = 0;
 		if (!only_members(o, m, 3) || idx < 0 || !json_is_string(d) ||
-		    util_base64_decode(json_string_value(d), json_string_length(d), &bytes, &n) < 0)
+		    util_base64_decode(json_string_value(d), json_string_length(d), &bytes, &n) < 0) {
 			r = stream_bad(s, "an output event that does not decode", err);
-		else if (!s->gap[idx])
+		} else if (s->gap[idx]) {
+			/* after a drop: these bytes come from the result */
+		} else if (s->delivered[idx] + n > (uint64_t)s->req->command->maximum_output_bytes) {
+			/* Never a byte past the cap reaches the observer. */
+			r = stream_bad(s, "output events past the command's output cap", err);
+		} else if ((!s->seen[idx] && !(s->seen[idx] = util_sha256_new())) ||
+		           util_sha256_update(s->seen[idx], bytes, n) < 0) {
+			r = airlock_error_set(err, AIRLOCK_ERR_SYSTEM, ENOMEM, "execute");
+		} else {
 			deliver(s, idx, bytes, n);
+		}
 		free(bytes);
 	} else if (strcmp(ev, "dropped") == 0) {
 		static const char *const m[] = { "event", "stream", "bytes" };
@@ -387,7 +423,7 @@ static int stream_event(exec_stream *s, const char *text, size_t len, airlock_er
 		airlock_error why = { 0 };
 		if (!t || airlock_execution_result_from_json(t, strlen(t), &s->result, &why) < 0)
 			r = remote_http_protocol_error(s->rm->http, "execute", t ? &why : NULL, err);
-		else
+		else if ((r = result_matches_events(s, err)) == 0)
 			s->has_result = s->done = true;
 	} else if (strcmp(ev, "error") == 0) {
 		static const char *const m[] = { "event", "error" };
@@ -539,6 +575,8 @@ static int remote_execute(void *ctx, const airlock_environment_handle *handle,
 		                      remote_http_address(rm->http));
 	remote_response_clear(&resp);
 	util_buf_clear(&s.line);
+	util_sha256_free(s.seen[0]);
+	util_sha256_free(s.seen[1]);
 	if (r < 0) {
 		airlock_execution_result_clear(&s.result);
 		return r;

@@ -855,6 +855,21 @@ static enum MHD_Result do_cancel(svc_req *q, struct MHD_Connection *c)
 		cancelled = true;
 	}
 	pthread_mutex_unlock(&s->lock);
+	if (!mismatch && !cancelled) {
+		/* No command ran to compare with: the handle is still compared
+		 * with the sandbox's, every field, as every other verb does (the
+		 * workspace check destroys on a mismatch). Only that answer
+		 * counts here; any other refusal (a command that started since)
+		 * leaves the answer "nothing was running". */
+		airlock_error werr = { 0 };
+		airlock_exec_call call = { .tenant_id = q->handle.tenant_id,
+			                   .remaining_budget_ms = AIRLOCK_BUDGET_NONE };
+		airlock_workspace *ws = NULL;
+		int r = airlock_exec_workspace(s->exec, &call, &q->handle, &ws, &werr);
+		airlock_workspace_release(ws);
+		if (r < 0 && werr.cls == AIRLOCK_ERR_SANDBOX_ESCAPE_SUSPECTED)
+			return respond_error(q, c, &werr);
+	}
 	if (mismatch) {
 		/* The port's own rule for a handle that is not the sandbox's:
 		 * destroy it, and say why. Destroy with the wrong tenant does that;

@@ -1,0 +1,314 @@
+#!/bin/sh
+# airlock serve (fake mechanism) attacked as a hostile client would: each
+# check is a finding of the red-team pass on issue 12 or a property that
+# held under attack. Usage: service_attack.sh AIRLOCK
+set -u
+AIRLOCK=$1
+TMP=$(mktemp -d)
+SPID=
+cleanup() {
+	# Only the service this script started, by pid.
+	[ -n "$SPID" ] && kill -TERM "$SPID" 2>/dev/null && wait "$SPID" 2>/dev/null
+	rm -rf "$TMP"
+}
+trap cleanup EXIT INT TERM
+fail=0
+head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n' >"$TMP/tok"
+chmod 600 "$TMP/tok"
+S="$TMP/s.sock"
+env -i PATH=/usr/bin:/bin AIRLOCK_SANDBOX_MECHANISM=fake "$AIRLOCK" serve --listen "unix:$S" \
+	--credential-file "$TMP/tok" >"$TMP/serve.out" 2>"$TMP/serve.err" &
+SPID=$!
+i=0
+while [ $i -lt 100 ] && ! [ -S "$S" ]; do sleep 0.1; i=$((i + 1)); done
+
+cat >"$TMP/attack.py" <<'PY'
+import base64, json, os, socket, sys, time
+S, TOK, PID = sys.argv[1], open(sys.argv[2]).read().strip(), int(sys.argv[3])
+fails = 0
+def ok(name): print("ok  ", name)
+def bad(name, why):
+    global fails
+    fails += 1
+    print("FAIL", name, "\n    ", why)
+def conn():
+    s = socket.socket(socket.AF_UNIX)
+    s.connect(S)
+    return s
+def exchange(raw, timeout=5, want=1):
+    """Send raw, read until want responses arrived, EOF or timeout."""
+    s = conn()
+    s.settimeout(timeout)
+    out = b""
+    try:
+        s.sendall(raw)
+        while out.count(b"HTTP/1.1 ") < want or not complete(out, want):
+            d = s.recv(65536)
+            if not d:
+                break
+            out += d
+    except (socket.timeout, OSError):
+        pass
+    s.close()
+    return out
+def complete(out, want):
+    # every response here carries Content-Length
+    parts = out.split(b"HTTP/1.1 ")[1:]
+    if len(parts) < want:
+        return False
+    last = parts[want - 1]
+    if b"\r\n\r\n" not in last:
+        return False
+    head, body = last.split(b"\r\n\r\n", 1)
+    for l in head.split(b"\r\n"):
+        if l.lower().startswith(b"content-length:"):
+            return len(body) >= int(l.split(b":")[1])
+    return True
+def request(method, path, body=b"", hdrs=None):
+    h = "%s %s HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer %s\r\nConnection: close\r\nContent-Length: %d\r\n" % (
+        method, path, TOK, len(body))
+    for k, v in (hdrs or {}).items():
+        h += "%s: %s\r\n" % (k, v)
+    r = exchange(h.encode() + b"\r\n" + body)
+    st = int(r.split(b" ", 2)[1]) if r.startswith(b"HTTP/1.1 ") else 0
+    return st, r.split(b"\r\n\r\n", 1)[1] if b"\r\n\r\n" in r else b""
+def handle_b64(h):
+    return base64.urlsafe_b64encode(json.dumps(h).encode()).decode().rstrip("=")
+spec = {"spec": {"tenant_id": "t1", "run_id": "r1", "lease_epoch": 1,
+        "image_digest": "sha256:" + "a" * 64,
+        "limits": {"cpu_millicores": 1000, "memory_bytes": 268435456, "pids_max": 64,
+                   "workspace_bytes": 67108864, "inodes_max": 10000, "wall_clock_seconds": 120},
+        "egress": {"mode": "deny", "destinations": []},
+        "environment": {"HOME": "/workspace", "PATH": "/usr/bin:/bin"}, "bridge": None}}
+st, b = request("POST", "/v1/sandboxes", json.dumps(spec).encode())
+if st != 201:
+    bad("provision", "%d %r" % (st, b))
+    sys.exit(1)
+h = json.loads(b)["handle"]
+E = h["environment_id"]
+
+# Finding: HTTP/1.1 pipelining. Two requests sent back to back on one
+# connection are two answers (RFC 9112 9.3.2); the service answers the
+# first and leaves the second unanswered until the keep-alive wait cuts
+# the connection (header_timeout_ms, 10 s).
+one = "GET /v1/health HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer %s\r\n\r\n" % TOK
+# Seen on some attempts only (whether both requests reach the server in
+# one read): five attempts, each must get both answers within 3 s.
+got = []
+for attempt in range(5):
+    s = conn()
+    s.settimeout(3)
+    s.sendall((one * 2).encode())
+    r = b""
+    t0 = time.monotonic()
+    try:
+        while r.count(b"HTTP/1.1 200") < 2 or not complete(r, 2):
+            d = s.recv(65536)
+            if not d:
+                break
+            r += d
+    except (socket.timeout, OSError):
+        pass
+    s.close()
+    got.append("%d in %.1f s" % (r.count(b"HTTP/1.1 200"), time.monotonic() - t0))
+if all(g.startswith("2 ") for g in got):
+    ok("pipelined-requests-answered")
+else:
+    bad("pipelined-requests-answered", "answers of 2 pipelined requests per attempt: " + ", ".join(got))
+
+# Finding: a cancel whose handle names the right tenant but not the
+# sandbox's timestamps is SandboxEscapeSuspected (docs/service-api.md: the
+# handle is compared as the in-process port does) whether or not a command
+# runs; while the sandbox was idle it was answered {"cancelled": false}.
+forged = dict(h, created_at="2026-01-01T00:00:00.000Z")
+st, b = request("POST", "/v1/sandboxes/%s/cancel" % E, hdrs={"Airlock-Handle": handle_b64(forged)})
+if st == 403 and b"SandboxEscapeSuspected" in b:
+    ok("cancel-forged-handle-idle-refused")
+else:
+    bad("cancel-forged-handle-idle-refused", "%d %r" % (st, b))
+
+# Held: query strings with %00, %2F, repeated keys, overlong values and
+# max_bytes extremes are refused by the rules, never cut or crashed on.
+st, b = request("POST", "/v1/sandboxes", json.dumps(spec).encode())
+h2 = json.loads(b)["handle"]
+H = {"Airlock-Handle": handle_b64(h2)}
+base = "/v1/sandboxes/%s/workspace/" % h2["environment_id"]
+for q, want_st, want in [
+        ("file?path=a%00b&max_bytes=1", 400, b"NUL"),
+        ("file?path=..%2Fx&max_bytes=1", 400, b"WorkspaceEscape"),
+        ("file?path=a&path=b&max_bytes=1", 400, b"more than once"),
+        ("file?path=" + "a" * 5000 + "&max_bytes=1", 400, b"WorkspaceEscape"),
+        ("file?path=a&max_bytes=99999999999999999999999", 400, b"max_bytes"),
+        ("file?path=a&max_bytes=%2B5", 400, b"max_bytes"),
+        ("dir?path=&max_entries=100001", 400, b"max_entries"),
+        ("file?path=%4&max_bytes=1", 400, b"percent"),
+]:
+    st, b = request("GET", base + q, hdrs=H)
+    if st == want_st and want in b:
+        ok("query " + q[:40])
+    else:
+        bad("query " + q[:40], "%d %r" % (st, b[:200]))
+
+# Held: a connection flood past max_connections is refused at accept, and
+# every descriptor and thread comes back once the flood ends.
+def counts():
+    th = [l for l in open("/proc/%d/status" % PID) if l.startswith("Threads")][0].split()[1]
+    return int(th), len(os.listdir("/proc/%d/fd" % PID))
+time.sleep(0.5)
+before = counts()
+cs = []
+for i in range(300):
+    try:
+        cs.append(conn())
+    except OSError:
+        break
+time.sleep(0.5)
+for c in cs:
+    c.close()
+after = before
+for i in range(50):
+    time.sleep(0.1)
+    after = counts()
+    if after == before:
+        break
+if after == before:
+    ok("flood-nothing-leaked")
+else:
+    bad("flood-nothing-leaked", "threads, fds before %r after %r" % (before, after))
+st, b = request("GET", "/v1/health")
+(ok if st == 200 else lambda n: bad(n, "%d" % st))("health-after-flood")
+sys.exit(1 if fails else 0)
+PY
+python3 "$TMP/attack.py" "$S" "$TMP/tok" "$SPID" || fail=1
+
+kill -TERM "$SPID" && wait "$SPID"
+SPID=
+
+# ---- native: what a running command meets --------------------------------
+STORE=${AIRLOCK_TEST_IMAGE_STORE:-/var/lib/airlock/images}
+DIGEST=$(env AIRLOCK_IMAGE_STORE="$STORE" "$AIRLOCK" image ls 2>/dev/null | sed -n 's/^\(sha256:[0-9a-f]*\) .* default$/\1/p' | head -1)
+if ! "$AIRLOCK" doctor 2>/dev/null | grep -q '^native  *available' || [ -z "$DIGEST" ]; then
+	echo "SKIP native checks: native unavailable or no default image in $STORE"
+else
+	rm -f "$S"
+	env -i PATH=/usr/bin:/bin AIRLOCK_SANDBOX_MECHANISM=native AIRLOCK_IMAGE_STORE="$STORE" \
+		"$AIRLOCK" serve --listen "unix:$S" --credential-file "$TMP/tok" \
+		>>"$TMP/serve.out" 2>>"$TMP/serve.err" &
+	SPID=$!
+	i=0
+	while [ $i -lt 100 ] && ! [ -S "$S" ]; do sleep 0.1; i=$((i + 1)); done
+	cat >"$TMP/native.py" <<'PY2'
+import json, sys, threading, time
+exec(open(sys.argv[4]).read().split("# Finding: HTTP/1.1 pipelining")[0].split("st, b = request(\"POST\"")[0])
+spec["spec"]["image_digest"] = sys.argv[5]
+def provision():
+    st, b = request("POST", "/v1/sandboxes", json.dumps(spec).encode())
+    assert st == 201, (st, b)
+    return json.loads(b)["handle"]
+def execute_body(argv):
+    return json.dumps({"command": {"argv": argv, "working_directory": ".", "timeout_seconds": 60,
+        "stdin": None, "maximum_output_bytes": 1048576}, "remaining_budget_ms": None,
+        "stream": False}).encode()
+def listed(e):
+    st, b = request("GET", "/v1/sandboxes")
+    return [x for x in json.loads(b)["sandboxes"] if x["environment_id"] == e]
+
+# Finding: a destroy while a command runs kills it, and the execute's
+# result then says exit_code 137 with killed_by null: "exit_code is None
+# exactly when the process did not exit on its own, which is when
+# killed_by is set" (the specification's ExecutionResult). The process
+# was killed by the service, so the result must say so (or the execute
+# must be refused), never look like the command's own exit.
+h = provision()
+E = h["environment_id"]
+H = {"Airlock-Handle": handle_b64(h)}
+got = {}
+t = threading.Thread(target=lambda: got.update(r=request("POST", "/v1/sandboxes/%s/execute" % E,
+        execute_body(["sh", "-c", "sleep 30"]), hdrs=H)))
+t.start()
+for i in range(50):
+    if listed(E) and listed(E)[0]["busy"]:
+        break
+    time.sleep(0.1)
+st, b = request("DELETE", "/v1/sandboxes/" + E, hdrs=H)
+t.join(30)
+st2, b2 = got.get("r", (0, b""))
+res = json.loads(b2).get("result") if st2 == 200 else None
+if st != 204:
+    bad("destroy-during-execute", "destroy answered %d %r" % (st, b))
+elif res is not None and (res["exit_code"] is None) != (res["killed_by"] is None):
+    bad("destroy-during-execute-result", "exit_code %r with killed_by %r" % (res["exit_code"], res["killed_by"]))
+elif res is None and st2 == 0:
+    bad("destroy-during-execute-result", "no answer to the execute")
+else:
+    ok("destroy-during-execute-result")
+(ok if not listed(E) else lambda n: bad(n, "still listed"))("destroy-during-execute-gone")
+
+# Held: a client that goes away mid-execute cancels it; the sandbox is
+# idle again within a second.
+h = provision()
+E = h["environment_id"]
+b = execute_body(["sh", "-c", "sleep 30"])
+raw = ("POST /v1/sandboxes/%s/execute HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer %s\r\n"
+       "Airlock-Handle: %s\r\nContent-Length: %d\r\n\r\n" % (E, TOK, handle_b64(h), len(b))).encode() + b
+s = conn()
+s.sendall(raw)
+for i in range(50):
+    if listed(E)[0]["busy"]:
+        break
+    time.sleep(0.1)
+s.close()
+idle = False
+for i in range(20):
+    time.sleep(0.1)
+    if not listed(E)[0]["busy"]:
+        idle = True
+        break
+(ok if idle else lambda n: bad(n, "still busy 2 s after the client left"))("disconnect-cancels-execute")
+sys.exit(1 if fails else 0)
+PY2
+	python3 "$TMP/native.py" "$S" "$TMP/tok" "$SPID" "$TMP/attack.py" "$DIGEST" || fail=1
+	kill -TERM "$SPID" && wait "$SPID"
+	SPID=
+fi
+
+# ---- the remote adapter as the victim of a hostile service -----------------
+# service_attack_hostile.py answers health, provision and destroy, and an
+# execute with a crafted stream; `airlock run --service` prints what the
+# observer is given on stdout. Findings: output events past the command's
+# cap (--output-limit 10) reached the observer; output events that are not
+# the result's bytes reached it; a result whose stdout is over the cap was
+# accepted. Each must be refused (ExecutionUnavailable: a protocol error),
+# and nothing past the cap shown.
+HOSTILE="$(dirname "$0")/service_attack_hostile.py"
+for mode in events-past-cap events-not-result result-past-cap; do
+	rm -f "$TMP/h.sock" "$TMP/h.sock.eid"
+	python3 "$HOSTILE" "$TMP/h.sock" "$mode" &
+	HPID=$!
+	i=0
+	while [ $i -lt 50 ] && ! [ -S "$TMP/h.sock" ]; do sleep 0.1; i=$((i + 1)); done
+	timeout 30 env -i PATH=/usr/bin:/bin "$AIRLOCK" run --service "unix:$TMP/h.sock" \
+		--credential-file "$TMP/tok" --output-limit 10 -- true >"$TMP/h.out" 2>"$TMP/h.err"
+	rc=$?
+	kill "$HPID"
+	wait "$HPID" 2>/dev/null
+	# (events-not-result: the events were shown as they came, before the
+	# result could contradict them; the refusal is what the caller gets.)
+	if [ $rc = 0 ] || { [ "$mode" != events-not-result ] && [ "$(wc -c <"$TMP/h.out")" -gt 10 ]; }; then
+		echo "FAIL remote-refuses-$mode"
+		echo "    exit $rc, $(wc -c <"$TMP/h.out") bytes on stdout: $(head -c 40 "$TMP/h.out")"
+		sed 's/^/    /' "$TMP/h.err" | head -3
+		fail=1
+	else
+		echo "ok   remote-refuses-$mode"
+	fi
+done
+
+# Held: the credential is in no log line.
+TOKEN=$(cat "$TMP/tok")
+if grep -q "$TOKEN" "$TMP/serve.out" "$TMP/serve.err"; then
+	echo "FAIL credential-not-logged"; fail=1
+else
+	echo "ok   credential-not-logged"
+fi
+exit $fail
