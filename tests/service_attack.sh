@@ -236,10 +236,12 @@ st2, b2 = got.get("r", (0, b""))
 res = json.loads(b2).get("result") if st2 == 200 else None
 if st != 204:
     bad("destroy-during-execute", "destroy answered %d %r" % (st, b))
-elif res is not None and (res["exit_code"] is None) != (res["killed_by"] is None):
+elif res is not None and (res["exit_code"] is None) == (res["killed_by"] is None):
     bad("destroy-during-execute-result", "exit_code %r with killed_by %r" % (res["exit_code"], res["killed_by"]))
 elif res is None and st2 == 0:
     bad("destroy-during-execute-result", "no answer to the execute")
+elif res is not None and res["killed_by"] != "CANCELLED":
+    bad("destroy-during-execute-result", "killed_by %r, want CANCELLED" % res["killed_by"])
 else:
     ok("destroy-during-execute-result")
 (ok if not listed(E) else lambda n: bad(n, "still listed"))("destroy-during-execute-gone")

@@ -705,3 +705,36 @@ Test(service_calls, output_observer_sees_exactly_the_results_bytes)
 	airlock_execution_result_clear(&r);
 	wclose(&c);
 }
+
+/* An adapter (a remote service, say) that returns more output than the
+ * command allowed is refused by the wrapper for every mechanism. */
+static int oversize_execute(void *ctx, const airlock_environment_handle *h,
+                            const airlock_exec_request *req, airlock_execution_result *ret,
+                            airlock_error *err)
+{
+	int r = real_execute(ctx, h, req, ret, err);
+	free(ret->stdout_data);
+	ret->stdout_len = (size_t)req->command->maximum_output_bytes + 1;
+	ret->stdout_data = calloc(1, ret->stdout_len + 1);
+	return r;
+}
+
+Test(invariants, output_over_the_cap_is_refused)
+{
+	static airlock_exec_ops broken;
+	broken = *airlock_fake_ops();
+	broken.name = "broken";
+	real_execute = broken.execute;
+	broken.execute = oversize_execute;
+	wctx c;
+	wopen(&c, &broken, NULL);
+	char *argv[] = { "true", NULL };
+	airlock_execution_command cmd = test_command(argv);
+	cmd.maximum_output_bytes = 10;
+	airlock_execution_result r;
+	airlock_error err = { 0 };
+	cr_assert_eq(wexec(&c, &cmd, &r, &err), airlock_errcode(AIRLOCK_ERR_EXECUTION_UNAVAILABLE));
+	cr_assert(strstr(err.message, "maximum_output_bytes"), "%s", err.message);
+	cr_assert_null(r.stdout_data, "nothing of the bad result is handed out");
+	wclose(&c);
+}

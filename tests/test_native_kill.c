@@ -175,3 +175,19 @@ Test(native_kill, the_rule_at_exit_looks_at_nothing_the_loop_saw)
 	o.finished = true;
 	cr_assert_eq(native_kill_decide(&o), AIRLOCK_KILL_NONE);
 }
+
+/* A destroy under a running command kills it: CANCELLED, also when the
+ * command is seen exited in the same round (it exited of that kill), and
+ * after every reason the command met first. */
+Test(native_kill, a_destroy_under_the_command_is_cancelled_even_once_exited)
+{
+	native_observed o = calm();
+	o.destroyed = true;
+	cr_assert_eq(native_kill_decide(&o), AIRLOCK_KILL_CANCELLED);
+	o.exited = true;
+	cr_assert_eq(native_kill_decide(&o), AIRLOCK_KILL_CANCELLED);
+	o.oom_killed = true;
+	cr_assert_eq(native_kill_decide(&o), AIRLOCK_KILL_MEMORY, "a reason met first wins");
+	native_observed f = { .finished = true, .destroyed = true };
+	cr_assert_eq(native_kill_decide(&f), AIRLOCK_KILL_NONE, "the rule at exit looks at its own");
+}

@@ -608,8 +608,11 @@ int airlock_execution_command_validate(const airlock_execution_command *c, size_
 
 /* The result invariants of the specification, checked for every adapter.
  * A violation is an adapter bug, reported as such rather than passed on. */
-static const char *result_violation(const airlock_execution_result *r, int64_t max_listing)
+static const char *result_violation(const airlock_execution_result *r, int64_t max_listing,
+                                    int64_t max_output)
 {
+	if ((int64_t)r->stdout_len > max_output || (int64_t)r->stderr_len > max_output)
+		return "stdout or stderr is over the command's maximum_output_bytes";
 	if ((r->killed_by != AIRLOCK_KILL_NONE) == r->has_exit_code)
 		return "exit_code must be absent exactly when killed_by is set";
 	if ((unsigned)r->killed_by >= AIRLOCK_KILL__MAX)
@@ -694,7 +697,8 @@ static int exec_execute_inner(airlock_exec *e, const airlock_exec_call *call,
 		emit(e, &ev);
 		return r;
 	}
-	const char *bad = result_violation(&res, e->cfg.files_changed_max);
+	const char *bad = result_violation(&res, e->cfg.files_changed_max,
+	                                   command->maximum_output_bytes);
 	if (bad) {
 		airlock_execution_result_clear(&res);
 		r = airlock_error_set(err, AIRLOCK_ERR_EXECUTION_UNAVAILABLE, 0,

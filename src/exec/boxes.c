@@ -75,6 +75,14 @@ static exec_box *find_live(exec_boxes *l, const char *id)
 	return NULL;
 }
 
+bool exec_box_destroyed(exec_boxes *l, const exec_box *b)
+{
+	pthread_mutex_lock(&l->lock);
+	bool dead = b->dead;
+	pthread_mutex_unlock(&l->lock);
+	return dead;
+}
+
 exec_box *exec_boxes_remove(exec_boxes *l, const char *id)
 {
 	exec_box *b = NULL;

@@ -54,6 +54,10 @@ size_t exec_boxes_count(exec_boxes *l);
 /* destroy: take id out of the list, marked dead; NULL when already gone.
  * The caller kills, then drops the list's reference (exec_boxes_unref). */
 exec_box *exec_boxes_remove(exec_boxes *l, const char *id);
+/* Whether b was destroyed (it stays referenced by an execute in flight):
+ * a command that dies because its sandbox was destroyed under it ends with
+ * CANCELLED, never as if it had exited by itself. */
+bool exec_box_destroyed(exec_boxes *l, const exec_box *b);
 /* Drop a reference; true when it was the last: the caller tears down. */
 bool exec_boxes_unref(exec_boxes *l, exec_box *b);
 

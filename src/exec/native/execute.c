@@ -262,6 +262,11 @@ static native_observed exec_observe(execution *x, bool cap_hit, bool exited)
 		.disk_moved = x->disk.moved,
 		.disk_full_since = x->disk.full_since,
 		.cancelled = airlock_cancel_fired(x->req->cancel),
+		/* A destroy while the command runs (the caller's DELETE, or the
+		 * core after a forged handle) kills it: that is the caller's
+		 * cancellation, never an exit of its own (exit 137 with
+		 * killed_by null, found by the red team). */
+		.destroyed = exec_box_destroyed(&x->n->boxes, &x->b->box),
 	};
 	o.oom_killed = host_cgroup_oom_kills(b->cg, &v, NULL) == 0 && v > x->oom0;
 	o.pids_hit = host_cgroup_pids_max_events(b->cg, &v, NULL) == 0 && v > x->pids0;

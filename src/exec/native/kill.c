@@ -35,7 +35,7 @@ airlock_kill_reason native_kill_decide(const native_observed *o)
 	if (!o->exited && o->disk_full && o->disk_moved &&
 	    o->now - o->disk_full_since >= NATIVE_DISK_HOLD_MS)
 		return AIRLOCK_KILL_DISK;
-	if (!o->exited && o->cancelled)
+	if ((!o->exited && o->cancelled) || o->destroyed)
 		return AIRLOCK_KILL_CANCELLED;
 	if (!o->exited && o->shutdown)
 		return AIRLOCK_KILL_SERVICE_SHUTDOWN;

@@ -35,6 +35,10 @@ typedef struct native_observed {
 	bool disk_moved;     /* it was not full, or its counts moved, at some sample */
 	int64_t disk_full_since; /* first of the full samples now running (monotonic ms) */
 	bool cancelled;      /* the caller cancelled */
+	/* The sandbox was destroyed under the command (a destroy's kill):
+	 * CANCELLED even when the command has exited by then, since it
+	 * exited of that kill. */
+	bool destroyed;
 	bool shutdown;       /* the service is stopping */
 	/* After every process is gone (the rule at exit). */
 	bool finished;       /* set: this is the decision at exit, not in the loop */
