@@ -215,7 +215,9 @@ static int image_build(int argc, char **argv)
 		return pr;
 	}
 	if (first < argc) {
-		fprintf(stderr, "airlock image build: unexpected argument '%s'\n", argv[first]);
+		fputs("airlock image build: unexpected argument '", stderr);
+		cli_fputs_escaped(stderr, argv[first]);
+		fputs("'\n", stderr);
 		build_usage(stderr);
 		image_flags_clear(&f);
 		return CLI_EXIT_USAGE;
@@ -261,7 +263,9 @@ static int image_ls(int argc, char **argv)
 	if (pr >= 0)
 		return pr;
 	if (first < argc) {
-		fprintf(stderr, "airlock image ls: unexpected argument '%s'\n", argv[first]);
+		fputs("airlock image ls: unexpected argument '", stderr);
+		cli_fputs_escaped(stderr, argv[first]);
+		fputs("'\n", stderr);
 		ls_usage(stderr);
 		return CLI_EXIT_USAGE;
 	}

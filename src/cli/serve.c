@@ -146,7 +146,9 @@ static int serve_parse(int argc, char **argv, serve_flags *f)
 		}
 	}
 	if (optind < argc) {
-		fprintf(stderr, "airlock serve: unexpected argument '%s'\n", argv[optind]);
+		fputs("airlock serve: unexpected argument '", stderr);
+		cli_fputs_escaped(stderr, argv[optind]);
+		fputs("'\n", stderr);
 		return CLI_EXIT_USAGE;
 	}
 	return -1;
