@@ -32,6 +32,8 @@ TARGETS = ('libairlock-internal.a.p/', 'libairlock_host.a.p/', 'libairlock_image
 # Flags of the build that do not belong in an analysis compile.
 DROP = {'-Werror', '-MD', '-c'}
 DROP_WITH_ARG = {'-o', '-MF', '-MQ'}
+# Compiler launchers a build may put before the compiler in its commands.
+LAUNCHERS = {'ccache', 'sccache', 'distcc'}
 
 
 def units(path):
@@ -47,7 +49,12 @@ def units(path):
             continue
         seen.add(src)
         argv, skip = [], False
-        for a in shlex.split(e['command'])[1:]:
+        words = shlex.split(e['command'])
+        # A compiler launcher meson found (ccache) comes before the compiler:
+        # both go, the analysis compile names its own compiler.
+        while words and os.path.basename(words[0]) in LAUNCHERS:
+            words = words[1:]
+        for a in words[1:]:
             if skip:
                 skip = False
             elif a in DROP_WITH_ARG:
