@@ -11,6 +11,7 @@
 #include <jansson.h>
 #include <poll.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -141,12 +142,16 @@ static char *handle_header(const airlock_environment_handle *h)
 	return out;
 }
 
-static void http(svc *t, const char *method, const char *target, const char *token,
-                 const airlock_environment_handle *h, const void *body, size_t blen, resp *r)
+/* One request; CURLE_OK or curl's failure, without asserting on the
+ * transfer (so a thread other than the test's may call it). */
+static CURLcode http_try(svc *t, const char *method, const char *target, const char *token,
+                         const airlock_environment_handle *h, const void *body, size_t blen,
+                         resp *r)
 {
 	memset(r, 0, sizeof(*r));
 	CURL *c = curl_easy_init();
-	cr_assert_not_null(c);
+	if (!c)
+		return CURLE_FAILED_INIT;
 	char url[8192];
 	snprintf(url, sizeof(url), "http://localhost%s", target);
 	struct curl_slist *hd = NULL;
@@ -171,12 +176,19 @@ static void http(svc *t, const char *method, const char *target, const char *tok
 		curl_easy_setopt(c, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)blen);
 	}
 	CURLcode cc = curl_easy_perform(c);
-	cr_assert_eq(cc, CURLE_OK, "%s %s: %s", method, target, curl_easy_strerror(cc));
 	curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &r->status);
 	curl_slist_free_all(hd);
 	curl_easy_cleanup(c);
 	if (r->body && r->len && r->body[0] == '{')
 		r->json = json_loadb(r->body, r->len, 0, NULL);
+	return cc;
+}
+
+static void http(svc *t, const char *method, const char *target, const char *token,
+                 const airlock_environment_handle *h, const void *body, size_t blen, resp *r)
+{
+	CURLcode cc = http_try(t, method, target, token, h, body, blen, r);
+	cr_assert_eq(cc, CURLE_OK, "%s %s: %s", method, target, curl_easy_strerror(cc));
 }
 
 static const char *jstr(json_t *o, const char *key)
@@ -984,14 +996,20 @@ Test(service, disconnect_cancels)
 	svc_close(&t);
 }
 
+/* Defaults with max_sandboxes at cap, in the core and in the service. */
+static void capped_config(airlock_exec_config *cfg, airlock_service_config *sc, size_t cap)
+{
+	airlock_exec_config_default(cfg);
+	cfg->max_sandboxes = cap;
+	airlock_service_config_default(sc);
+	sc->max_sandboxes = cap;
+}
+
 Test(service, max_sandboxes_is_unavailable_at_once)
 {
 	airlock_exec_config cfg;
-	airlock_exec_config_default(&cfg);
-	cfg.max_sandboxes = 1;
 	airlock_service_config sc;
-	airlock_service_config_default(&sc);
-	sc.max_sandboxes = 1;
+	capped_config(&cfg, &sc, 1);
 	svc t;
 	svc_open_cfg(&t, &cfg, &sc);
 	airlock_environment_handle h;
@@ -1008,6 +1026,96 @@ Test(service, max_sandboxes_is_unavailable_at_once)
 	http(&t, "GET", "/v1/health", TOKEN, NULL, NULL, 0, &r);
 	cr_assert_eq(json_integer_value(json_object_get(r.json, "max_sandboxes")), 1);
 	resp_clear(&r);
+	airlock_environment_handle_clear(&h);
+	svc_close(&t);
+}
+
+/* ---- a destroy's handle ---------------------------------------------------------- */
+
+static void delete_expect(svc *t, const airlock_environment_handle *h, long status, const char *why)
+{
+	char path[160];
+	snprintf(path, sizeof(path), "/v1/sandboxes/%s", h->environment_id);
+	resp r;
+	http(t, "DELETE", path, TOKEN, h, NULL, 0, &r);
+	cr_assert_eq(r.status, status, "%s: DELETE answered %ld, want %ld: %s", why, r.status, status,
+	             r.body ? r.body : "");
+	resp_clear(&r);
+}
+
+/* What each destroy was logged as (the observer's reason). */
+typedef struct destroy_log {
+	pthread_mutex_t lock;
+	char reasons[8][16];
+	size_t n;
+} destroy_log;
+
+static void destroy_log_event(void *arg, const airlock_exec_event *ev)
+{
+	destroy_log *l = arg;
+	if (ev->kind != AIRLOCK_EXEC_EVENT_DESTROYED)
+		return;
+	pthread_mutex_lock(&l->lock);
+	if (l->n < ARRAY_SIZE(l->reasons))
+		snprintf(l->reasons[l->n++], sizeof(l->reasons[0]), "%s", ev->reason ? ev->reason : "");
+	pthread_mutex_unlock(&l->lock);
+}
+
+/*
+ * DELETE compares the whole handle, as every other verb does: another
+ * run's, a stale epoch or made-up timestamps are SandboxEscapeSuspected
+ * (403), the sandbox is destroyed all the same and logged as a suspicion,
+ * not an ordinary destroy. The genuine handle then finds it gone: 204, a
+ * destroy is idempotent.
+ */
+Test(service, destroy_compares_every_field)
+{
+	static const airlock_exec_observer obs = { .event = destroy_log_event };
+	destroy_log dl = { .lock = PTHREAD_MUTEX_INITIALIZER };
+	airlock_exec_config cfg;
+	airlock_exec_config_default(&cfg);
+	cfg.observer = &obs;
+	cfg.observer_arg = &dl;
+	svc t;
+	svc_open_cfg(&t, &cfg, NULL);
+	static const char *const fields[] = { "tenant_id", "run_id", "lease_epoch", "created_at",
+		                              "expires_at" };
+	/* What the message names for each. */
+	static const char *const named[] = { "tenant_id", "run_id", "lease_epoch", "timestamps",
+		                             "timestamps" };
+	for (size_t i = 0; i < ARRAY_SIZE(fields); i++) {
+		airlock_environment_handle h;
+		provision(&t, "t1", NULL, &h);
+		airlock_environment_handle forged = h;
+		switch (i) {
+		case 0: forged.tenant_id = (char *)"t2"; break;
+		case 1: forged.run_id = (char *)"another-run"; break;
+		case 2: forged.lease_epoch--; break; /* a stale lease */
+		case 3: forged.created_at_ms -= 1000; break;
+		default: forged.expires_at_ms += 3600 * 1000; break;
+		}
+		char path[160];
+		snprintf(path, sizeof(path), "/v1/sandboxes/%s", h.environment_id);
+		resp r;
+		http(&t, "DELETE", path, TOKEN, &forged, NULL, 0, &r);
+		expect_error(&r, 403, "SandboxEscapeSuspected", named[i]);
+		resp_clear(&r);
+		cr_assert_eq(live(&t), 0, "forged %s: the sandbox is destroyed", fields[i]);
+		cr_assert_eq(airlock_fake_live_count(t.fake), 0, "forged %s: the adapter holds it",
+		             fields[i]);
+		pthread_mutex_lock(&dl.lock);
+		cr_assert_eq(dl.n, i + 1);
+		cr_assert_str_eq(dl.reasons[i], "suspicion", "forged %s: logged as \"%s\"", fields[i],
+		                 dl.reasons[i]);
+		pthread_mutex_unlock(&dl.lock);
+		delete_expect(&t, &h, 204, "the genuine handle of a destroyed sandbox");
+		airlock_environment_handle_clear(&h);
+	}
+	/* The genuine handle is an ordinary destroy. */
+	airlock_environment_handle h;
+	provision(&t, "t1", NULL, &h);
+	delete_expect(&t, &h, 204, "the genuine handle");
+	cr_assert_str_eq(dl.reasons[ARRAY_SIZE(fields)], "request");
 	airlock_environment_handle_clear(&h);
 	svc_close(&t);
 }
@@ -1278,6 +1386,18 @@ Test(service, shutdown_returns_partial_output)
 
 /* ---- native: a real command's output, streamed ------------------------------------- */
 
+/* The spec of the default image, as the provision body's member. */
+static char *mechanism_spec_json(const char *digest)
+{
+	airlock_environment_spec spec;
+	sandbox_test_spec(&spec, "t1", digest, NULL);
+	airlock_error err = { 0 };
+	char *sj = airlock_environment_spec_to_json(&spec, &err);
+	airlock_environment_spec_clear(&spec);
+	cr_assert_not_null(sj, "%s", err.message);
+	return sj;
+}
+
 Test(service_native, streamed_real_command)
 {
 	char digest[AIRLOCK_IMAGE_DIGEST_SIZE];
@@ -1287,12 +1407,8 @@ Test(service_native, streamed_real_command)
 	airlock_exec *e = native_test_open(&cfg);
 	svc t;
 	svc_open_with(&t, e, NULL);
-	airlock_environment_spec spec;
-	sandbox_test_spec(&spec, "t1", digest, NULL);
 	airlock_error err = { 0 };
-	char *sj = airlock_environment_spec_to_json(&spec, &err);
-	airlock_environment_spec_clear(&spec);
-	cr_assert_not_null(sj, "%s", err.message);
+	char *sj = mechanism_spec_json(digest);
 	_cleanup_free_ char *body = NULL;
 	cr_assert(asprintf(&body, "{\"spec\":%s}", sj) > 0);
 	free(sj);

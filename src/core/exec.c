@@ -507,6 +507,35 @@ static void destroy_now(airlock_exec *e, const char *id, const char *when, const
 	record_destroyed(e, id, reason);
 }
 
+/* Why the handle (and the call's tenant, when given) is not the record's,
+ * every field compared; NULL when it is. Caller holds the lock. */
+static const char *handle_mismatch(const exec_record *r, const char *call_tenant,
+                                   const airlock_environment_handle *h)
+{
+	if (!util_streq0(r->tenant_id, h->tenant_id))
+		return "the handle's tenant_id is not the tenant the sandbox was provisioned for";
+	if (call_tenant && !util_streq0(call_tenant, h->tenant_id))
+		return "the handle belongs to a different tenant than the call";
+	if (!util_streq0(r->run_id, h->run_id))
+		return "the handle's run_id is not the run the sandbox was provisioned for";
+	if (r->lease_epoch != h->lease_epoch)
+		return "the handle's lease_epoch is not the one the sandbox was provisioned under";
+	if (r->created_at_ms != h->created_at_ms || r->expires_at_ms != h->expires_at_ms)
+		return "the handle's timestamps differ from the provisioned sandbox's";
+	return NULL;
+}
+
+/* The specification's rule for a handle that is not the sandbox's
+ * (SandboxEscapeSuspected: "not retriable, the sandbox is destroyed"), the
+ * same on every verb: destroy it and say why. */
+static int suspected(airlock_exec *e, const char *id, const char *why, airlock_error *err)
+{
+	int code = airlock_error_set(err, AIRLOCK_ERR_SANDBOX_ESCAPE_SUSPECTED, 0,
+	                             "environment %s: %s; the sandbox is destroyed", id, why);
+	destroy_now(e, id, "after suspicion", "suspicion", err);
+	return code;
+}
+
 /*
  * Look the handle up and compare it with the record and with the call.
  * On success *ret_rec is a copy of the record's numbers (the strings are not
@@ -527,26 +556,11 @@ static int check_handle(airlock_exec *e, const char *call_tenant,
 		                         "environment %s is not live: destroyed, expired or never provisioned",
 		                         h->environment_id);
 	}
-	const char *why = NULL;
-	if (!util_streq0(r->tenant_id, h->tenant_id))
-		why = "the handle's tenant_id is not the tenant the sandbox was provisioned for";
-	else if (call_tenant && !util_streq0(call_tenant, h->tenant_id))
-		why = "the handle belongs to a different tenant than the call";
-	else if (!util_streq0(r->run_id, h->run_id))
-		why = "the handle's run_id is not the run the sandbox was provisioned for";
-	else if (r->lease_epoch != h->lease_epoch)
-		why = "the handle's lease_epoch is not the one the sandbox was provisioned under";
-	else if (r->created_at_ms != h->created_at_ms || r->expires_at_ms != h->expires_at_ms)
-		why = "the handle's timestamps differ from the provisioned sandbox's";
+	const char *why = handle_mismatch(r, call_tenant, h);
 	exec_record copy = *r;
 	pthread_mutex_unlock(&e->lock);
-	if (why) {
-		int code = airlock_error_set(err, AIRLOCK_ERR_SANDBOX_ESCAPE_SUSPECTED, 0,
-		                             "environment %s: %s; the sandbox is destroyed",
-		                             h->environment_id, why);
-		destroy_now(e, h->environment_id, "after suspicion", "suspicion", err);
-		return code;
-	}
+	if (why)
+		return suspected(e, h->environment_id, why, err);
 	copy.tenant_id = copy.run_id = NULL;
 	*ret_rec = copy;
 	return 0;
@@ -732,10 +746,15 @@ static int exec_destroy_inner(airlock_exec *e, const airlock_environment_handle 
 	pthread_mutex_lock(&e->lock);
 	exec_record *r = record_find(e, handle->environment_id);
 	bool known = r != NULL;
-	bool mismatch = r && !util_streq0(r->tenant_id, handle->tenant_id);
+	const char *why = r ? handle_mismatch(r, NULL, handle) : NULL;
 	pthread_mutex_unlock(&e->lock);
 	if (!known)
 		return 0; /* idempotent: destroy never fails for a handle already gone */
+	/* Every field, as execute and the workspace compare them: a destroy
+	 * with another run's, a stale epoch's or made-up timestamps is the
+	 * same suspicion, answered the same way (the sandbox still goes). */
+	if (why)
+		return suspected(e, handle->environment_id, why, err);
 
 	int r2 = e->ops->destroy(e->ctx, handle->environment_id, err);
 	if (r2 < 0) {
@@ -743,11 +762,7 @@ static int exec_destroy_inner(airlock_exec *e, const airlock_environment_handle 
 		airlock_error_prefix(err, "destroy (%s): ", e->ops->name);
 		return r2;
 	}
-	record_destroyed(e, handle->environment_id, mismatch ? "suspicion" : "request");
-	if (mismatch)
-		return airlock_error_set(err, AIRLOCK_ERR_SANDBOX_ESCAPE_SUSPECTED, 0,
-		                         "destroy of environment %s was asked with a handle of another tenant; the sandbox is destroyed",
-		                         handle->environment_id);
+	record_destroyed(e, handle->environment_id, "request");
 	return 0;
 }
 

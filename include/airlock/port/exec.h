@@ -235,6 +235,9 @@ int airlock_exec_execute(airlock_exec *e, const airlock_exec_call *call,
                          const airlock_environment_handle *handle,
                          const airlock_execution_command *command,
                          airlock_execution_result *ret, airlock_error *err);
+/* Every field of the handle is compared with the sandbox's record, as for
+ * execute: a mismatch destroys the sandbox and is SandboxEscapeSuspected.
+ * A handle naming no live sandbox is already gone: 0. */
 int airlock_exec_destroy(airlock_exec *e, const airlock_environment_handle *handle,
                          airlock_error *err);
 /* The workspace of a live sandbox; same tenant check as execute. *ret is a
