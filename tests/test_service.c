@@ -1030,7 +1030,52 @@ Test(service, max_sandboxes_is_unavailable_at_once)
 	svc_close(&t);
 }
 
-/* ---- a destroy's handle ---------------------------------------------------------- */
+/* ---- a destroy racing a provision, and a destroy's handle --------------------------- */
+
+/* The entries list shows. */
+static size_t listed(svc *t)
+{
+	resp r;
+	http(t, "GET", "/v1/sandboxes", TOKEN, NULL, NULL, 0, &r);
+	cr_assert_eq(r.status, 200);
+	size_t n = json_array_size(json_object_get(r.json, "sandboxes"));
+	resp_clear(&r);
+	return n;
+}
+
+/* id's entry in list as a handle (list shows every field of one), and
+ * whether it is still being provisioned; false when list does not show
+ * id. */
+static bool listed_handle(svc *t, const char *id, airlock_environment_handle *h,
+                          bool *provisioning)
+{
+	resp r;
+	http(t, "GET", "/v1/sandboxes", TOKEN, NULL, NULL, 0, &r);
+	cr_assert_eq(r.status, 200, "%s", r.body);
+	bool found = false;
+	size_t i;
+	json_t *e;
+	json_array_foreach(json_object_get(r.json, "sandboxes"), i, e) {
+		if (strcmp(jstr(e, "environment_id"), id) != 0)
+			continue;
+		json_t *hj = json_pack("{s:s, s:s, s:s, s:O, s:s, s:s}", "environment_id", id,
+		                       "tenant_id", jstr(e, "tenant_id"), "run_id", jstr(e, "run_id"),
+		                       "lease_epoch", json_object_get(e, "lease_epoch"), "created_at",
+		                       jstr(e, "created_at"), "expires_at", jstr(e, "expires_at"));
+		cr_assert_not_null(hj, "list entry: %s", r.body);
+		char *text = json_dumps(hj, JSON_COMPACT);
+		json_decref(hj);
+		airlock_error err = { 0 };
+		memset(h, 0, sizeof(*h));
+		cr_assert_eq(airlock_environment_handle_from_json(text, strlen(text), h, &err), 0,
+		             "%s: %s", err.message, text);
+		free(text);
+		*provisioning = json_is_true(json_object_get(e, "provisioning"));
+		found = true;
+	}
+	resp_clear(&r);
+	return found;
+}
 
 static void delete_expect(svc *t, const airlock_environment_handle *h, long status, const char *why)
 {
@@ -1041,6 +1086,167 @@ static void delete_expect(svc *t, const airlock_environment_handle *h, long stat
 	cr_assert_eq(r.status, status, "%s: DELETE answered %ld, want %ld: %s", why, r.status, status,
 	             r.body ? r.body : "");
 	resp_clear(&r);
+}
+
+typedef struct race_prov {
+	svc *t;
+	const char *body;
+	atomic_bool done; /* the provision has its answer */
+	long status;
+	CURLcode cc;
+} race_prov;
+
+static void *race_provision(void *arg)
+{
+	race_prov *p = arg;
+	resp r;
+	p->cc = http_try(p->t, "POST", "/v1/sandboxes", TOKEN, NULL, p->body, strlen(p->body), &r);
+	p->status = r.status;
+	resp_clear(&r);
+	atomic_store(&p->done, true);
+	return NULL;
+}
+
+typedef size_t (*adapter_live_fn)(void *adapter);
+
+/*
+ * A destroy racing a provision, for real: a provision runs in a thread
+ * while the test polls list, and the moment list shows the sandbox it is
+ * destroyed with the handle list gave (every field), as a reaper or a
+ * worker that lost its provision's answer does. Whatever the interleaving,
+ * nothing outlives the destroy: the adapter itself holds nothing, health
+ * and list count nothing, the same id provisions again, and max_sandboxes
+ * (cap, when not 0) still admits exactly cap sandboxes.
+ */
+static void destroy_races_provision(svc *t, const char *spec, int attempts, void *adapter,
+                                    adapter_live_fn adapter_live, size_t cap)
+{
+	int raced = 0, seen_provisioning = 0;
+	char id[AIRLOCK_ENVIRONMENT_ID_MAX] = "";
+	for (int a = 0; a < attempts; a++) {
+		airlock_error err = { 0 };
+		cr_assert_eq(airlock_environment_id_new(id, &err), 0, "%s", err.message);
+		_cleanup_free_ char *body = NULL;
+		cr_assert(asprintf(&body, "{\"spec\":%s,\"environment_id\":\"%s\"}", spec, id) > 0);
+		race_prov p = { .t = t, .body = body };
+		atomic_init(&p.done, false);
+		pthread_t th;
+		cr_assert_eq(pthread_create(&th, NULL, race_provision, &p), 0);
+		bool hit = false;
+		/* Bounded: the provision's own answer ends the polling. */
+		while (!atomic_load(&p.done)) {
+			airlock_environment_handle h;
+			bool prov = false;
+			if (!listed_handle(t, id, &h, &prov))
+				continue;
+			hit = !atomic_load(&p.done);
+			seen_provisioning += prov;
+			delete_expect(t, &h, 204, "a destroy racing its provision");
+			airlock_environment_handle_clear(&h);
+			break;
+		}
+		pthread_join(th, NULL);
+		cr_assert_eq(p.cc, CURLE_OK, "attempt %d: provision: %s", a, curl_easy_strerror(p.cc));
+		cr_assert_eq(p.status, 201, "attempt %d: provision answered %ld", a, p.status);
+		if (!hit) {
+			/* The provision answered before list showed it: an
+			 * ordinary destroy, so the attempt still ends clean. */
+			airlock_environment_handle h;
+			bool prov = false;
+			if (listed_handle(t, id, &h, &prov)) {
+				delete_expect(t, &h, 204, "a destroy after its provision");
+				airlock_environment_handle_clear(&h);
+			}
+		}
+		raced += hit;
+		cr_assert_eq(adapter_live(adapter), 0,
+		             "attempt %d (%s): the adapter still holds a sandbox after its destroy "
+		             "answered 204",
+		             a, hit ? "raced" : "not raced");
+		cr_assert_eq(live(t), 0, "attempt %d: health counts a destroyed sandbox", a);
+		cr_assert_eq(listed(t), 0, "attempt %d: list shows a destroyed sandbox", a);
+	}
+	cr_log_info("destroy racing provision (%s): %d of %d attempts raced, %d saw it provisioning",
+	            airlock_exec_name(t->exec), raced, attempts, seen_provisioning);
+	cr_assert_gt(raced, 0, "no destroy reached a provision in flight in %d attempts", attempts);
+
+	/* The last id raced is free again: it provisions, once. */
+	_cleanup_free_ char *again = NULL;
+	cr_assert(asprintf(&again, "{\"spec\":%s,\"environment_id\":\"%s\"}", spec, id) > 0);
+	airlock_environment_handle hs[8] = { 0 };
+	size_t n = 0;
+	for (;;) {
+		resp r;
+		http(t, "POST", "/v1/sandboxes", TOKEN, NULL, again, strlen(again), &r);
+		if (n == 0) {
+			cr_assert_eq(r.status, 201, "the raced id %s does not provision again: %ld %s", id,
+			             r.status, r.body);
+		} else if (r.status != 201) {
+			/* Past the cap: 503 at once, and never below it. */
+			expect_error(&r, 503, "ExecutionUnavailable", "max_sandboxes");
+			resp_clear(&r);
+			break;
+		}
+		char *text = json_dumps(json_object_get(r.json, "handle"), JSON_COMPACT);
+		airlock_error err = { 0 };
+		cr_assert_eq(airlock_environment_handle_from_json(text, strlen(text), &hs[n], &err), 0,
+		             "%s", err.message);
+		free(text);
+		resp_clear(&r);
+		n++;
+		if (cap == 0 || n > cap || n == ARRAY_SIZE(hs))
+			break;
+		/* The next ones under fresh ids, to fill the cap. */
+		cr_assert_eq(airlock_environment_id_new(id, NULL), 0);
+		free(again);
+		cr_assert(asprintf(&again, "{\"spec\":%s,\"environment_id\":\"%s\"}", spec, id) > 0);
+	}
+	if (cap)
+		cr_assert_eq(n, cap, "max_sandboxes %zu admitted %zu sandboxes", cap, n);
+	cr_assert_eq(adapter_live(adapter), n);
+	for (size_t i = 0; i < n; i++) {
+		delete_expect(t, &hs[i], 204, "cleanup");
+		airlock_environment_handle_clear(&hs[i]);
+	}
+	cr_assert_eq(adapter_live(adapter), 0);
+}
+
+/* The fake with a provision that takes a while, as a real mechanism's does
+ * (tens of milliseconds to seconds): the window in which a sandbox is in
+ * the service's record and not yet the adapter's is then wide enough to
+ * be hit by a client on every attempt. */
+static int slow_fake_provision(void *ctx, const airlock_environment_spec *spec,
+                               const airlock_environment_handle *h, airlock_error *err)
+{
+	struct timespec ts = { .tv_nsec = 30 * 1000 * 1000 };
+	nanosleep(&ts, NULL);
+	return airlock_fake_ops()->provision(ctx, spec, h, err);
+}
+
+static size_t fake_live(void *a)
+{
+	return airlock_fake_live_count(a);
+}
+
+Test(service, destroy_racing_provision_leaves_nothing)
+{
+	static airlock_exec_ops slow;
+	slow = *airlock_fake_ops();
+	slow.provision = slow_fake_provision;
+	airlock_exec_config cfg;
+	airlock_service_config sc;
+	capped_config(&cfg, &sc, 2);
+	airlock_error err = { 0 };
+	airlock_fake *f = NULL;
+	airlock_exec *e = NULL;
+	cr_assert_eq(airlock_fake_new(&f, &err), 0);
+	cr_assert_eq(airlock_exec_new(&slow, f, &cfg, &e, &err), 0, "%s", err.message);
+	svc t;
+	svc_open_with(&t, e, &sc);
+	t.fake = f;
+	_cleanup_free_ char *sj = spec_json("t1");
+	destroy_races_provision(&t, sj, 20, f, fake_live, 2);
+	svc_close(&t);
 }
 
 /* What each destroy was logged as (the observer's reason). */
@@ -1435,6 +1641,50 @@ Test(service_native, streamed_real_command)
 	cr_assert_eq(r.status, 204);
 	resp_clear(&r);
 	airlock_environment_handle_clear(&h);
+	svc_close(&t);
+}
+
+static size_t native_live(void *a)
+{
+	return airlock_native_live_count(a);
+}
+
+static size_t gvisor_live(void *a)
+{
+	return airlock_gvisor_live_count(a);
+}
+
+/* The race on a real mechanism: the init, cgroups, loop device and the
+ * service's descriptors of a sandbox the adapter registered after its
+ * destroy answered would all stay. */
+Test(service_native, destroy_racing_provision_leaves_nothing)
+{
+	char digest[AIRLOCK_IMAGE_DIGEST_SIZE];
+	native_test_require(digest);
+	airlock_exec_config cfg;
+	airlock_service_config sc;
+	capped_config(&cfg, &sc, 2);
+	airlock_native *n = NULL;
+	airlock_exec *e = native_test_open_with(&cfg, &n);
+	svc t;
+	svc_open_with(&t, e, &sc);
+	_cleanup_free_ char *sj = mechanism_spec_json(digest);
+	destroy_races_provision(&t, sj, 6, n, native_live, 2);
+	svc_close(&t);
+}
+
+Test(service_gvisor, destroy_racing_provision_leaves_nothing, .timeout = 600)
+{
+	char digest[AIRLOCK_IMAGE_DIGEST_SIZE];
+	gvisor_test_require(digest);
+	airlock_exec_config cfg;
+	airlock_exec_config_default(&cfg);
+	airlock_gvisor *g = NULL;
+	airlock_exec *e = gvisor_test_open_with(&cfg, &g);
+	svc t;
+	svc_open_with(&t, e, NULL);
+	_cleanup_free_ char *sj = mechanism_spec_json(digest);
+	destroy_races_provision(&t, sj, 3, g, gvisor_live, 0);
 	svc_close(&t);
 }
 
