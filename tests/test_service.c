@@ -1249,6 +1249,69 @@ Test(service, destroy_racing_provision_leaves_nothing)
 	svc_close(&t);
 }
 
+/* The other verbs on a sandbox being provisioned wait for it too: an
+ * execute with the handle list shows while the provision is in flight
+ * runs its command once the sandbox is built (it is not refused as a
+ * sandbox that does not exist, nor run against an adapter that does not
+ * hold it yet). */
+Test(service, execute_on_a_provisioning_sandbox_waits)
+{
+	static airlock_exec_ops slow;
+	slow = *airlock_fake_ops();
+	slow.provision = slow_fake_provision;
+	airlock_error err = { 0 };
+	airlock_fake *f = NULL;
+	airlock_exec *e = NULL;
+	cr_assert_eq(airlock_fake_new(&f, &err), 0);
+	cr_assert_eq(airlock_exec_new(&slow, f, NULL, &e, &err), 0, "%s", err.message);
+	svc t;
+	svc_open_with(&t, e, NULL);
+	t.fake = f;
+	char *argv[] = { "echo", "built", NULL };
+	airlock_fake_behaviour b = { .stdout_data = "built\n", .stdout_len = 6 };
+	cr_assert_eq(airlock_fake_script(f, (const char *const *)argv, &b, &err), 0, "%s",
+	             err.message);
+	_cleanup_free_ char *sj = spec_json("t1");
+	_cleanup_free_ char *exec_body = execute_body(argv, false);
+	int raced = 0;
+	for (int a = 0; a < 10; a++) {
+		char id[AIRLOCK_ENVIRONMENT_ID_MAX];
+		cr_assert_eq(airlock_environment_id_new(id, &err), 0, "%s", err.message);
+		_cleanup_free_ char *body = NULL;
+		cr_assert(asprintf(&body, "{\"spec\":%s,\"environment_id\":\"%s\"}", sj, id) > 0);
+		race_prov p = { .t = &t, .body = body };
+		atomic_init(&p.done, false);
+		pthread_t th;
+		cr_assert_eq(pthread_create(&th, NULL, race_provision, &p), 0);
+		airlock_environment_handle h = { 0 };
+		bool prov = false, seen = false;
+		while (!seen && !atomic_load(&p.done))
+			seen = listed_handle(&t, id, &h, &prov);
+		if (seen) {
+			raced += prov;
+			char path[160];
+			snprintf(path, sizeof(path), "/v1/sandboxes/%s/execute", id);
+			resp r;
+			http(&t, "POST", path, TOKEN, &h, exec_body, strlen(exec_body), &r);
+			cr_assert_eq(r.status, 200, "attempt %d: execute while provisioning: %ld %s", a,
+			             r.status, r.body);
+			json_t *res = json_object_get(r.json, "result");
+			cr_assert_eq(json_integer_value(json_object_get(res, "exit_code")), 0, "%s",
+			             r.body);
+			resp_clear(&r);
+		}
+		pthread_join(th, NULL);
+		cr_assert_eq(p.status, 201, "attempt %d: provision answered %ld", a, p.status);
+		if (!seen)
+			cr_assert(listed_handle(&t, id, &h, &prov));
+		delete_expect(&t, &h, 204, "cleanup");
+		airlock_environment_handle_clear(&h);
+		cr_assert_eq(airlock_fake_live_count(f), 0);
+	}
+	cr_assert_gt(raced, 0, "no execute reached a provision in flight in 10 attempts");
+	svc_close(&t);
+}
+
 /* What each destroy was logged as (the observer's reason). */
 typedef struct destroy_log {
 	pthread_mutex_t lock;
