@@ -683,6 +683,49 @@ CONTRACT_TEST(forged_handle_expires_at_raises)
 	forged_field_raises_and_destroys(fx, FORGE_EXPIRES_AT);
 }
 
+/* destroy compares the whole handle too: each field forged on its own is
+ * SandboxEscapeSuspected, and the sandbox goes all the same (the adapter
+ * holds nothing); the genuine handle then finds it gone, which a destroy
+ * answers with success. */
+#define CONTRACT_INSTANCE_forged_handle_destroy_raises(a, f) CONTRACT_INSTANCE(forged_handle_destroy_raises, a, f)
+CONTRACT_TEST(forged_handle_destroy_raises)
+{
+	for (forged_field field = FORGE_TENANT; field <= FORGE_EXPIRES_AT; field++) {
+		ctx c;
+		ctx_open(&c, fx);
+		const char *name = forged_field_names[field];
+		airlock_environment_handle forged = { 0 };
+		cr_assert_eq(airlock_environment_handle_copy(&forged, &c.h), 0);
+		switch (field) {
+		case FORGE_TENANT:
+			free(forged.tenant_id);
+			forged.tenant_id = strdup("tenant-b");
+			break;
+		case FORGE_RUN:
+			free(forged.run_id);
+			forged.run_id = strdup("run-2");
+			break;
+		case FORGE_EPOCH: /* a stale lease */
+			forged.lease_epoch--;
+			break;
+		case FORGE_CREATED_AT:
+			forged.created_at_ms--;
+			break;
+		case FORGE_EXPIRES_AT:
+			forged.expires_at_ms += 3600 * 1000;
+			break;
+		}
+		airlock_error err = { 0 };
+		int rc = airlock_exec_destroy(c.exec, &forged, &err);
+		airlock_environment_handle_clear(&forged);
+		cr_assert_eq(rc, airlock_errcode(AIRLOCK_ERR_SANDBOX_ESCAPE_SUSPECTED),
+		             "destroy with a forged %s: rc %d: %s", name, rc, err.message);
+		cr_assert_eq(fx->live(c.state), 0, "forged %s: the adapter still holds the sandbox",
+		             name);
+		ctx_close(&c); /* the genuine handle's destroy: already gone, 0 */
+	}
+}
+
 /* environment_id rewritten to another live sandbox's (same tenant, another
  * run): the sandbox it names is the one destroyed, and the sandbox the
  * handle came from is untouched. An id that names nothing is

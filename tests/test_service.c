@@ -11,6 +11,7 @@
 #include <jansson.h>
 #include <poll.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -141,12 +142,16 @@ static char *handle_header(const airlock_environment_handle *h)
 	return out;
 }
 
-static void http(svc *t, const char *method, const char *target, const char *token,
-                 const airlock_environment_handle *h, const void *body, size_t blen, resp *r)
+/* One request; CURLE_OK or curl's failure, without asserting on the
+ * transfer (so a thread other than the test's may call it). */
+static CURLcode http_try(svc *t, const char *method, const char *target, const char *token,
+                         const airlock_environment_handle *h, const void *body, size_t blen,
+                         resp *r)
 {
 	memset(r, 0, sizeof(*r));
 	CURL *c = curl_easy_init();
-	cr_assert_not_null(c);
+	if (!c)
+		return CURLE_FAILED_INIT;
 	char url[8192];
 	snprintf(url, sizeof(url), "http://localhost%s", target);
 	struct curl_slist *hd = NULL;
@@ -171,12 +176,19 @@ static void http(svc *t, const char *method, const char *target, const char *tok
 		curl_easy_setopt(c, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)blen);
 	}
 	CURLcode cc = curl_easy_perform(c);
-	cr_assert_eq(cc, CURLE_OK, "%s %s: %s", method, target, curl_easy_strerror(cc));
 	curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &r->status);
 	curl_slist_free_all(hd);
 	curl_easy_cleanup(c);
 	if (r->body && r->len && r->body[0] == '{')
 		r->json = json_loadb(r->body, r->len, 0, NULL);
+	return cc;
+}
+
+static void http(svc *t, const char *method, const char *target, const char *token,
+                 const airlock_environment_handle *h, const void *body, size_t blen, resp *r)
+{
+	CURLcode cc = http_try(t, method, target, token, h, body, blen, r);
+	cr_assert_eq(cc, CURLE_OK, "%s %s: %s", method, target, curl_easy_strerror(cc));
 }
 
 static const char *jstr(json_t *o, const char *key)
@@ -984,14 +996,20 @@ Test(service, disconnect_cancels)
 	svc_close(&t);
 }
 
+/* Defaults with max_sandboxes at cap, in the core and in the service. */
+static void capped_config(airlock_exec_config *cfg, airlock_service_config *sc, size_t cap)
+{
+	airlock_exec_config_default(cfg);
+	cfg->max_sandboxes = cap;
+	airlock_service_config_default(sc);
+	sc->max_sandboxes = cap;
+}
+
 Test(service, max_sandboxes_is_unavailable_at_once)
 {
 	airlock_exec_config cfg;
-	airlock_exec_config_default(&cfg);
-	cfg.max_sandboxes = 1;
 	airlock_service_config sc;
-	airlock_service_config_default(&sc);
-	sc.max_sandboxes = 1;
+	capped_config(&cfg, &sc, 1);
 	svc t;
 	svc_open_cfg(&t, &cfg, &sc);
 	airlock_environment_handle h;
@@ -1008,6 +1026,365 @@ Test(service, max_sandboxes_is_unavailable_at_once)
 	http(&t, "GET", "/v1/health", TOKEN, NULL, NULL, 0, &r);
 	cr_assert_eq(json_integer_value(json_object_get(r.json, "max_sandboxes")), 1);
 	resp_clear(&r);
+	airlock_environment_handle_clear(&h);
+	svc_close(&t);
+}
+
+/* ---- a destroy racing a provision, and a destroy's handle --------------------------- */
+
+/* The entries list shows. */
+static size_t listed(svc *t)
+{
+	resp r;
+	http(t, "GET", "/v1/sandboxes", TOKEN, NULL, NULL, 0, &r);
+	cr_assert_eq(r.status, 200);
+	size_t n = json_array_size(json_object_get(r.json, "sandboxes"));
+	resp_clear(&r);
+	return n;
+}
+
+/* id's entry in list as a handle (list shows every field of one), and
+ * whether it is still being provisioned; false when list does not show
+ * id. */
+static bool listed_handle(svc *t, const char *id, airlock_environment_handle *h,
+                          bool *provisioning)
+{
+	resp r;
+	http(t, "GET", "/v1/sandboxes", TOKEN, NULL, NULL, 0, &r);
+	cr_assert_eq(r.status, 200, "%s", r.body);
+	bool found = false;
+	size_t i;
+	json_t *e;
+	json_array_foreach(json_object_get(r.json, "sandboxes"), i, e) {
+		if (strcmp(jstr(e, "environment_id"), id) != 0)
+			continue;
+		json_t *hj = json_pack("{s:s, s:s, s:s, s:O, s:s, s:s}", "environment_id", id,
+		                       "tenant_id", jstr(e, "tenant_id"), "run_id", jstr(e, "run_id"),
+		                       "lease_epoch", json_object_get(e, "lease_epoch"), "created_at",
+		                       jstr(e, "created_at"), "expires_at", jstr(e, "expires_at"));
+		cr_assert_not_null(hj, "list entry: %s", r.body);
+		char *text = json_dumps(hj, JSON_COMPACT);
+		json_decref(hj);
+		airlock_error err = { 0 };
+		memset(h, 0, sizeof(*h));
+		cr_assert_eq(airlock_environment_handle_from_json(text, strlen(text), h, &err), 0,
+		             "%s: %s", err.message, text);
+		free(text);
+		*provisioning = json_is_true(json_object_get(e, "provisioning"));
+		found = true;
+	}
+	resp_clear(&r);
+	return found;
+}
+
+static void delete_expect(svc *t, const airlock_environment_handle *h, long status, const char *why)
+{
+	char path[160];
+	snprintf(path, sizeof(path), "/v1/sandboxes/%s", h->environment_id);
+	resp r;
+	http(t, "DELETE", path, TOKEN, h, NULL, 0, &r);
+	cr_assert_eq(r.status, status, "%s: DELETE answered %ld, want %ld: %s", why, r.status, status,
+	             r.body ? r.body : "");
+	resp_clear(&r);
+}
+
+typedef struct race_prov {
+	svc *t;
+	const char *body;
+	atomic_bool done; /* the provision has its answer */
+	long status;
+	CURLcode cc;
+} race_prov;
+
+static void *race_provision(void *arg)
+{
+	race_prov *p = arg;
+	resp r;
+	p->cc = http_try(p->t, "POST", "/v1/sandboxes", TOKEN, NULL, p->body, strlen(p->body), &r);
+	p->status = r.status;
+	resp_clear(&r);
+	atomic_store(&p->done, true);
+	return NULL;
+}
+
+typedef size_t (*adapter_live_fn)(void *adapter);
+
+/*
+ * A destroy racing a provision, for real: a provision runs in a thread
+ * while the test polls list, and the moment list shows the sandbox it is
+ * destroyed with the handle list gave (every field), as a reaper or a
+ * worker that lost its provision's answer does. Whatever the interleaving,
+ * nothing outlives the destroy: the adapter itself holds nothing, health
+ * and list count nothing, the same id provisions again, and max_sandboxes
+ * (cap, when not 0) still admits exactly cap sandboxes.
+ */
+static void destroy_races_provision(svc *t, const char *spec, int attempts, void *adapter,
+                                    adapter_live_fn adapter_live, size_t cap)
+{
+	int raced = 0, seen_provisioning = 0;
+	char id[AIRLOCK_ENVIRONMENT_ID_MAX] = "";
+	for (int a = 0; a < attempts; a++) {
+		airlock_error err = { 0 };
+		cr_assert_eq(airlock_environment_id_new(id, &err), 0, "%s", err.message);
+		_cleanup_free_ char *body = NULL;
+		cr_assert(asprintf(&body, "{\"spec\":%s,\"environment_id\":\"%s\"}", spec, id) > 0);
+		race_prov p = { .t = t, .body = body };
+		atomic_init(&p.done, false);
+		pthread_t th;
+		cr_assert_eq(pthread_create(&th, NULL, race_provision, &p), 0);
+		bool hit = false;
+		/* Bounded: the provision's own answer ends the polling. */
+		while (!atomic_load(&p.done)) {
+			airlock_environment_handle h;
+			bool prov = false;
+			if (!listed_handle(t, id, &h, &prov))
+				continue;
+			hit = !atomic_load(&p.done);
+			seen_provisioning += prov;
+			delete_expect(t, &h, 204, "a destroy racing its provision");
+			airlock_environment_handle_clear(&h);
+			break;
+		}
+		pthread_join(th, NULL);
+		cr_assert_eq(p.cc, CURLE_OK, "attempt %d: provision: %s", a, curl_easy_strerror(p.cc));
+		cr_assert_eq(p.status, 201, "attempt %d: provision answered %ld", a, p.status);
+		if (!hit) {
+			/* The provision answered before list showed it: an
+			 * ordinary destroy, so the attempt still ends clean. */
+			airlock_environment_handle h;
+			bool prov = false;
+			if (listed_handle(t, id, &h, &prov)) {
+				delete_expect(t, &h, 204, "a destroy after its provision");
+				airlock_environment_handle_clear(&h);
+			}
+		}
+		raced += hit;
+		cr_assert_eq(adapter_live(adapter), 0,
+		             "attempt %d (%s): the adapter still holds a sandbox after its destroy "
+		             "answered 204",
+		             a, hit ? "raced" : "not raced");
+		cr_assert_eq(live(t), 0, "attempt %d: health counts a destroyed sandbox", a);
+		cr_assert_eq(listed(t), 0, "attempt %d: list shows a destroyed sandbox", a);
+	}
+	cr_log_info("destroy racing provision (%s): %d of %d attempts raced, %d saw it provisioning",
+	            airlock_exec_name(t->exec), raced, attempts, seen_provisioning);
+	cr_assert_gt(raced, 0, "no destroy reached a provision in flight in %d attempts", attempts);
+
+	/* The last id raced is free again: it provisions, once. */
+	_cleanup_free_ char *again = NULL;
+	cr_assert(asprintf(&again, "{\"spec\":%s,\"environment_id\":\"%s\"}", spec, id) > 0);
+	airlock_environment_handle hs[8] = { 0 };
+	size_t n = 0;
+	for (;;) {
+		resp r;
+		http(t, "POST", "/v1/sandboxes", TOKEN, NULL, again, strlen(again), &r);
+		if (n == 0) {
+			cr_assert_eq(r.status, 201, "the raced id %s does not provision again: %ld %s", id,
+			             r.status, r.body);
+		} else if (r.status != 201) {
+			/* Past the cap: 503 at once, and never below it. */
+			expect_error(&r, 503, "ExecutionUnavailable", "max_sandboxes");
+			resp_clear(&r);
+			break;
+		}
+		char *text = json_dumps(json_object_get(r.json, "handle"), JSON_COMPACT);
+		airlock_error err = { 0 };
+		cr_assert_eq(airlock_environment_handle_from_json(text, strlen(text), &hs[n], &err), 0,
+		             "%s", err.message);
+		free(text);
+		resp_clear(&r);
+		n++;
+		if (cap == 0 || n > cap || n == ARRAY_SIZE(hs))
+			break;
+		/* The next ones under fresh ids, to fill the cap. */
+		cr_assert_eq(airlock_environment_id_new(id, NULL), 0);
+		free(again);
+		cr_assert(asprintf(&again, "{\"spec\":%s,\"environment_id\":\"%s\"}", spec, id) > 0);
+	}
+	if (cap)
+		cr_assert_eq(n, cap, "max_sandboxes %zu admitted %zu sandboxes", cap, n);
+	cr_assert_eq(adapter_live(adapter), n);
+	for (size_t i = 0; i < n; i++) {
+		delete_expect(t, &hs[i], 204, "cleanup");
+		airlock_environment_handle_clear(&hs[i]);
+	}
+	cr_assert_eq(adapter_live(adapter), 0);
+}
+
+/* The fake with a provision that takes a while, as a real mechanism's does
+ * (tens of milliseconds to seconds): the window in which a sandbox is in
+ * the service's record and not yet the adapter's is then wide enough to
+ * be hit by a client on every attempt. */
+static int slow_fake_provision(void *ctx, const airlock_environment_spec *spec,
+                               const airlock_environment_handle *h, airlock_error *err)
+{
+	struct timespec ts = { .tv_nsec = 30 * 1000 * 1000 };
+	nanosleep(&ts, NULL);
+	return airlock_fake_ops()->provision(ctx, spec, h, err);
+}
+
+static size_t fake_live(void *a)
+{
+	return airlock_fake_live_count(a);
+}
+
+Test(service, destroy_racing_provision_leaves_nothing)
+{
+	static airlock_exec_ops slow;
+	slow = *airlock_fake_ops();
+	slow.provision = slow_fake_provision;
+	airlock_exec_config cfg;
+	airlock_service_config sc;
+	capped_config(&cfg, &sc, 2);
+	airlock_error err = { 0 };
+	airlock_fake *f = NULL;
+	airlock_exec *e = NULL;
+	cr_assert_eq(airlock_fake_new(&f, &err), 0);
+	cr_assert_eq(airlock_exec_new(&slow, f, &cfg, &e, &err), 0, "%s", err.message);
+	svc t;
+	svc_open_with(&t, e, &sc);
+	t.fake = f;
+	_cleanup_free_ char *sj = spec_json("t1");
+	destroy_races_provision(&t, sj, 20, f, fake_live, 2);
+	svc_close(&t);
+}
+
+/* The other verbs on a sandbox being provisioned wait for it too: an
+ * execute with the handle list shows while the provision is in flight
+ * runs its command once the sandbox is built (it is not refused as a
+ * sandbox that does not exist, nor run against an adapter that does not
+ * hold it yet). */
+Test(service, execute_on_a_provisioning_sandbox_waits)
+{
+	static airlock_exec_ops slow;
+	slow = *airlock_fake_ops();
+	slow.provision = slow_fake_provision;
+	airlock_error err = { 0 };
+	airlock_fake *f = NULL;
+	airlock_exec *e = NULL;
+	cr_assert_eq(airlock_fake_new(&f, &err), 0);
+	cr_assert_eq(airlock_exec_new(&slow, f, NULL, &e, &err), 0, "%s", err.message);
+	svc t;
+	svc_open_with(&t, e, NULL);
+	t.fake = f;
+	char *argv[] = { "echo", "built", NULL };
+	airlock_fake_behaviour b = { .stdout_data = "built\n", .stdout_len = 6 };
+	cr_assert_eq(airlock_fake_script(f, (const char *const *)argv, &b, &err), 0, "%s",
+	             err.message);
+	_cleanup_free_ char *sj = spec_json("t1");
+	_cleanup_free_ char *exec_body = execute_body(argv, false);
+	int raced = 0;
+	for (int a = 0; a < 10; a++) {
+		char id[AIRLOCK_ENVIRONMENT_ID_MAX];
+		cr_assert_eq(airlock_environment_id_new(id, &err), 0, "%s", err.message);
+		_cleanup_free_ char *body = NULL;
+		cr_assert(asprintf(&body, "{\"spec\":%s,\"environment_id\":\"%s\"}", sj, id) > 0);
+		race_prov p = { .t = &t, .body = body };
+		atomic_init(&p.done, false);
+		pthread_t th;
+		cr_assert_eq(pthread_create(&th, NULL, race_provision, &p), 0);
+		airlock_environment_handle h = { 0 };
+		bool prov = false, seen = false;
+		while (!seen && !atomic_load(&p.done))
+			seen = listed_handle(&t, id, &h, &prov);
+		if (seen) {
+			raced += prov;
+			char path[160];
+			snprintf(path, sizeof(path), "/v1/sandboxes/%s/execute", id);
+			resp r;
+			http(&t, "POST", path, TOKEN, &h, exec_body, strlen(exec_body), &r);
+			cr_assert_eq(r.status, 200, "attempt %d: execute while provisioning: %ld %s", a,
+			             r.status, r.body);
+			json_t *res = json_object_get(r.json, "result");
+			cr_assert_eq(json_integer_value(json_object_get(res, "exit_code")), 0, "%s",
+			             r.body);
+			resp_clear(&r);
+		}
+		pthread_join(th, NULL);
+		cr_assert_eq(p.status, 201, "attempt %d: provision answered %ld", a, p.status);
+		if (!seen)
+			cr_assert(listed_handle(&t, id, &h, &prov));
+		delete_expect(&t, &h, 204, "cleanup");
+		airlock_environment_handle_clear(&h);
+		cr_assert_eq(airlock_fake_live_count(f), 0);
+	}
+	cr_assert_gt(raced, 0, "no execute reached a provision in flight in 10 attempts");
+	svc_close(&t);
+}
+
+/* What each destroy was logged as (the observer's reason). */
+typedef struct destroy_log {
+	pthread_mutex_t lock;
+	char reasons[8][16];
+	size_t n;
+} destroy_log;
+
+static void destroy_log_event(void *arg, const airlock_exec_event *ev)
+{
+	destroy_log *l = arg;
+	if (ev->kind != AIRLOCK_EXEC_EVENT_DESTROYED)
+		return;
+	pthread_mutex_lock(&l->lock);
+	if (l->n < ARRAY_SIZE(l->reasons))
+		snprintf(l->reasons[l->n++], sizeof(l->reasons[0]), "%s", ev->reason ? ev->reason : "");
+	pthread_mutex_unlock(&l->lock);
+}
+
+/*
+ * DELETE compares the whole handle, as every other verb does: another
+ * run's, a stale epoch or made-up timestamps are SandboxEscapeSuspected
+ * (403), the sandbox is destroyed all the same and logged as a suspicion,
+ * not an ordinary destroy. The genuine handle then finds it gone: 204, a
+ * destroy is idempotent.
+ */
+Test(service, destroy_compares_every_field)
+{
+	static const airlock_exec_observer obs = { .event = destroy_log_event };
+	destroy_log dl = { .lock = PTHREAD_MUTEX_INITIALIZER };
+	airlock_exec_config cfg;
+	airlock_exec_config_default(&cfg);
+	cfg.observer = &obs;
+	cfg.observer_arg = &dl;
+	svc t;
+	svc_open_cfg(&t, &cfg, NULL);
+	static const char *const fields[] = { "tenant_id", "run_id", "lease_epoch", "created_at",
+		                              "expires_at" };
+	/* What the message names for each. */
+	static const char *const named[] = { "tenant_id", "run_id", "lease_epoch", "timestamps",
+		                             "timestamps" };
+	for (size_t i = 0; i < ARRAY_SIZE(fields); i++) {
+		airlock_environment_handle h;
+		provision(&t, "t1", NULL, &h);
+		airlock_environment_handle forged = h;
+		switch (i) {
+		case 0: forged.tenant_id = (char *)"t2"; break;
+		case 1: forged.run_id = (char *)"another-run"; break;
+		case 2: forged.lease_epoch--; break; /* a stale lease */
+		case 3: forged.created_at_ms -= 1000; break;
+		default: forged.expires_at_ms += 3600 * 1000; break;
+		}
+		char path[160];
+		snprintf(path, sizeof(path), "/v1/sandboxes/%s", h.environment_id);
+		resp r;
+		http(&t, "DELETE", path, TOKEN, &forged, NULL, 0, &r);
+		expect_error(&r, 403, "SandboxEscapeSuspected", named[i]);
+		resp_clear(&r);
+		cr_assert_eq(live(&t), 0, "forged %s: the sandbox is destroyed", fields[i]);
+		cr_assert_eq(airlock_fake_live_count(t.fake), 0, "forged %s: the adapter holds it",
+		             fields[i]);
+		pthread_mutex_lock(&dl.lock);
+		cr_assert_eq(dl.n, i + 1);
+		cr_assert_str_eq(dl.reasons[i], "suspicion", "forged %s: logged as \"%s\"", fields[i],
+		                 dl.reasons[i]);
+		pthread_mutex_unlock(&dl.lock);
+		delete_expect(&t, &h, 204, "the genuine handle of a destroyed sandbox");
+		airlock_environment_handle_clear(&h);
+	}
+	/* The genuine handle is an ordinary destroy. */
+	airlock_environment_handle h;
+	provision(&t, "t1", NULL, &h);
+	delete_expect(&t, &h, 204, "the genuine handle");
+	cr_assert_str_eq(dl.reasons[ARRAY_SIZE(fields)], "request");
 	airlock_environment_handle_clear(&h);
 	svc_close(&t);
 }
@@ -1278,6 +1655,18 @@ Test(service, shutdown_returns_partial_output)
 
 /* ---- native: a real command's output, streamed ------------------------------------- */
 
+/* The spec of the default image, as the provision body's member. */
+static char *mechanism_spec_json(const char *digest)
+{
+	airlock_environment_spec spec;
+	sandbox_test_spec(&spec, "t1", digest, NULL);
+	airlock_error err = { 0 };
+	char *sj = airlock_environment_spec_to_json(&spec, &err);
+	airlock_environment_spec_clear(&spec);
+	cr_assert_not_null(sj, "%s", err.message);
+	return sj;
+}
+
 Test(service_native, streamed_real_command)
 {
 	char digest[AIRLOCK_IMAGE_DIGEST_SIZE];
@@ -1287,12 +1676,8 @@ Test(service_native, streamed_real_command)
 	airlock_exec *e = native_test_open(&cfg);
 	svc t;
 	svc_open_with(&t, e, NULL);
-	airlock_environment_spec spec;
-	sandbox_test_spec(&spec, "t1", digest, NULL);
 	airlock_error err = { 0 };
-	char *sj = airlock_environment_spec_to_json(&spec, &err);
-	airlock_environment_spec_clear(&spec);
-	cr_assert_not_null(sj, "%s", err.message);
+	char *sj = mechanism_spec_json(digest);
 	_cleanup_free_ char *body = NULL;
 	cr_assert(asprintf(&body, "{\"spec\":%s}", sj) > 0);
 	free(sj);
@@ -1319,6 +1704,50 @@ Test(service_native, streamed_real_command)
 	cr_assert_eq(r.status, 204);
 	resp_clear(&r);
 	airlock_environment_handle_clear(&h);
+	svc_close(&t);
+}
+
+static size_t native_live(void *a)
+{
+	return airlock_native_live_count(a);
+}
+
+static size_t gvisor_live(void *a)
+{
+	return airlock_gvisor_live_count(a);
+}
+
+/* The race on a real mechanism: the init, cgroups, loop device and the
+ * service's descriptors of a sandbox the adapter registered after its
+ * destroy answered would all stay. */
+Test(service_native, destroy_racing_provision_leaves_nothing)
+{
+	char digest[AIRLOCK_IMAGE_DIGEST_SIZE];
+	native_test_require(digest);
+	airlock_exec_config cfg;
+	airlock_service_config sc;
+	capped_config(&cfg, &sc, 2);
+	airlock_native *n = NULL;
+	airlock_exec *e = native_test_open_with(&cfg, &n);
+	svc t;
+	svc_open_with(&t, e, &sc);
+	_cleanup_free_ char *sj = mechanism_spec_json(digest);
+	destroy_races_provision(&t, sj, 6, n, native_live, 2);
+	svc_close(&t);
+}
+
+Test(service_gvisor, destroy_racing_provision_leaves_nothing, .timeout = 600)
+{
+	char digest[AIRLOCK_IMAGE_DIGEST_SIZE];
+	gvisor_test_require(digest);
+	airlock_exec_config cfg;
+	airlock_exec_config_default(&cfg);
+	airlock_gvisor *g = NULL;
+	airlock_exec *e = gvisor_test_open_with(&cfg, &g);
+	svc t;
+	svc_open_with(&t, e, NULL);
+	_cleanup_free_ char *sj = mechanism_spec_json(digest);
+	destroy_races_provision(&t, sj, 3, g, gvisor_live, 0);
 	svc_close(&t);
 }
 

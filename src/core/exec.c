@@ -9,6 +9,13 @@
  * was provisioned. Comparing the two (and the call's tenant) is what turns a
  * forged or mixed-up handle into SandboxEscapeSuspected instead of a
  * cross-tenant read.
+ *
+ * The record is the single account of what this service started: a
+ * sandbox enters it (marked provisioning) before the adapter is asked to
+ * build it and leaves it only once the adapter has destroyed it or the
+ * provision failed. So max_sandboxes, health, list and expiry all see a
+ * sandbox while it is being built, and nothing the adapter holds is ever
+ * outside the record.
  */
 #include "airlock/port/exec.h"
 
@@ -103,6 +110,11 @@ typedef struct exec_record {
 	int64_t busy_since_ms; /* monotonic, while busy */
 	int64_t busy_ms;       /* time inside execute, finished commands */
 	int64_t born_ms;       /* monotonic at provision: the lifetime's start */
+	/* The adapter's provision has not returned: the adapter may not hold
+	 * the sandbox yet, so a destroy now would find nothing to destroy and
+	 * the provision would then leave a sandbox nobody records. Every verb
+	 * waits for this to clear (record_find_ready). */
+	bool provisioning;
 } exec_record;
 
 struct airlock_exec {
@@ -111,6 +123,7 @@ struct airlock_exec {
 	airlock_exec_config cfg;
 	pthread_mutex_t lock;
 	pthread_cond_t idle;
+	pthread_cond_t provisioned; /* a record left the provisioning state */
 	unsigned inflight; /* calls into the adapter that have not returned */
 	bool closing;      /* free has begun: no new call starts */
 	bool stopping;     /* shutdown: no new provision or execute starts */
@@ -151,6 +164,7 @@ int airlock_exec_new(const airlock_exec_ops *ops, void *ctx, const airlock_exec_
 	e->cfg = c;
 	pthread_mutex_init(&e->lock, NULL);
 	pthread_cond_init(&e->idle, NULL);
+	pthread_cond_init(&e->provisioned, NULL);
 	*ret = e;
 	return 0;
 }
@@ -317,6 +331,7 @@ void airlock_exec_free(airlock_exec *e)
 	free(e->records);
 	pthread_mutex_destroy(&e->lock);
 	pthread_cond_destroy(&e->idle);
+	pthread_cond_destroy(&e->provisioned);
 	free(e);
 }
 
@@ -327,6 +342,29 @@ static exec_record *record_find(airlock_exec *e, const char *id)
 		if (strcmp(e->records[i].environment_id, id) == 0)
 			return &e->records[i];
 	return NULL;
+}
+
+/*
+ * The record of id once no provision of it is in flight; NULL when there is
+ * none. Caller holds the lock, which the wait releases (so the pointer is
+ * looked up again after it).
+ *
+ * A verb on a sandbox being provisioned waits rather than failing or
+ * marking it for the provision to undo: a destroy that answers only once
+ * the adapter has really torn the sandbox down keeps "destroyed" meaning
+ * that its init, cgroups and loop device are gone (a worker may provision
+ * the next one under max_sandboxes at once), the provision's answer stays
+ * the plain truth (it did provision), and no new answer is needed in the
+ * contract. The wait is bounded by the provision itself, which ends within
+ * its adapter's start budget; a provision never waits on any other verb,
+ * so the wait cannot close a cycle.
+ */
+static exec_record *record_find_ready(airlock_exec *e, const char *id)
+{
+	exec_record *r;
+	while ((r = record_find(e, id)) && r->provisioning)
+		pthread_cond_wait(&e->provisioned, &e->lock);
+	return r;
 }
 
 /* Take the record out of the table into *out (the caller clears it);
@@ -464,14 +502,21 @@ static int exec_provision_inner(airlock_exec *e, const airlock_environment_spec 
 		e->records = p;
 		e->alloc_records = n;
 	}
+	/* In the record before the adapter starts: counted against
+	 * max_sandboxes and listed from now on, and no verb acts on it until
+	 * the provision has ended one way or the other. */
+	rec.provisioning = true;
 	e->records[e->n_records++] = rec;
 	pthread_mutex_unlock(&e->lock);
 
 	r = e->ops->provision(e->ctx, spec, &h, err);
 	if (r < 0) {
+		/* The port's provision leaves nothing behind on failure: the
+		 * record goes, and whoever waited on it finds the id gone. */
 		exec_record gone;
 		pthread_mutex_lock(&e->lock);
 		bool had = record_take(e, out.environment_id, &gone);
+		pthread_cond_broadcast(&e->provisioned);
 		pthread_mutex_unlock(&e->lock);
 		if (had)
 			record_clear(&gone);
@@ -484,8 +529,18 @@ static int exec_provision_inner(airlock_exec *e, const airlock_environment_spec 
 		.tenant_id = out.tenant_id, .run_id = out.run_id, .lease_epoch = out.lease_epoch,
 		.duration_ms = util_monotonic_ms() - rec.born_ms,
 	};
-	*ret = out;
+	/* Told before the record is released, so a destroy that waited for it
+	 * is heard after it. */
 	emit(e, &ev);
+	pthread_mutex_lock(&e->lock);
+	exec_record *mine = record_find(e, out.environment_id);
+	/* Nothing takes a provisioning record out of the table (every remover
+	 * waits or skips it), so it is still here. */
+	if (mine)
+		mine->provisioning = false;
+	pthread_cond_broadcast(&e->provisioned);
+	pthread_mutex_unlock(&e->lock);
+	*ret = out;
 	return 0;
 }
 
@@ -507,6 +562,35 @@ static void destroy_now(airlock_exec *e, const char *id, const char *when, const
 	record_destroyed(e, id, reason);
 }
 
+/* Why the handle (and the call's tenant, when given) is not the record's,
+ * every field compared; NULL when it is. Caller holds the lock. */
+static const char *handle_mismatch(const exec_record *r, const char *call_tenant,
+                                   const airlock_environment_handle *h)
+{
+	if (!util_streq0(r->tenant_id, h->tenant_id))
+		return "the handle's tenant_id is not the tenant the sandbox was provisioned for";
+	if (call_tenant && !util_streq0(call_tenant, h->tenant_id))
+		return "the handle belongs to a different tenant than the call";
+	if (!util_streq0(r->run_id, h->run_id))
+		return "the handle's run_id is not the run the sandbox was provisioned for";
+	if (r->lease_epoch != h->lease_epoch)
+		return "the handle's lease_epoch is not the one the sandbox was provisioned under";
+	if (r->created_at_ms != h->created_at_ms || r->expires_at_ms != h->expires_at_ms)
+		return "the handle's timestamps differ from the provisioned sandbox's";
+	return NULL;
+}
+
+/* The specification's rule for a handle that is not the sandbox's
+ * (SandboxEscapeSuspected: "not retriable, the sandbox is destroyed"), the
+ * same on every verb: destroy it and say why. */
+static int suspected(airlock_exec *e, const char *id, const char *why, airlock_error *err)
+{
+	int code = airlock_error_set(err, AIRLOCK_ERR_SANDBOX_ESCAPE_SUSPECTED, 0,
+	                             "environment %s: %s; the sandbox is destroyed", id, why);
+	destroy_now(e, id, "after suspicion", "suspicion", err);
+	return code;
+}
+
 /*
  * Look the handle up and compare it with the record and with the call.
  * On success *ret_rec is a copy of the record's numbers (the strings are not
@@ -520,33 +604,18 @@ static int check_handle(airlock_exec *e, const char *call_tenant,
 		return airlock_error_set(err, AIRLOCK_ERR_EXECUTION_REJECTED, 0,
 		                         "environment handle has no valid environment_id");
 	pthread_mutex_lock(&e->lock);
-	exec_record *r = record_find(e, h->environment_id);
+	exec_record *r = record_find_ready(e, h->environment_id);
 	if (!r) {
 		pthread_mutex_unlock(&e->lock);
 		return airlock_error_set(err, AIRLOCK_ERR_EXECUTION_REJECTED, 0,
 		                         "environment %s is not live: destroyed, expired or never provisioned",
 		                         h->environment_id);
 	}
-	const char *why = NULL;
-	if (!util_streq0(r->tenant_id, h->tenant_id))
-		why = "the handle's tenant_id is not the tenant the sandbox was provisioned for";
-	else if (call_tenant && !util_streq0(call_tenant, h->tenant_id))
-		why = "the handle belongs to a different tenant than the call";
-	else if (!util_streq0(r->run_id, h->run_id))
-		why = "the handle's run_id is not the run the sandbox was provisioned for";
-	else if (r->lease_epoch != h->lease_epoch)
-		why = "the handle's lease_epoch is not the one the sandbox was provisioned under";
-	else if (r->created_at_ms != h->created_at_ms || r->expires_at_ms != h->expires_at_ms)
-		why = "the handle's timestamps differ from the provisioned sandbox's";
+	const char *why = handle_mismatch(r, call_tenant, h);
 	exec_record copy = *r;
 	pthread_mutex_unlock(&e->lock);
-	if (why) {
-		int code = airlock_error_set(err, AIRLOCK_ERR_SANDBOX_ESCAPE_SUSPECTED, 0,
-		                             "environment %s: %s; the sandbox is destroyed",
-		                             h->environment_id, why);
-		destroy_now(e, h->environment_id, "after suspicion", "suspicion", err);
-		return code;
-	}
+	if (why)
+		return suspected(e, h->environment_id, why, err);
 	copy.tenant_id = copy.run_id = NULL;
 	*ret_rec = copy;
 	return 0;
@@ -729,13 +798,20 @@ static int exec_destroy_inner(airlock_exec *e, const airlock_environment_handle 
 {
 	if (!handle || !airlock_environment_id_valid(handle->environment_id))
 		return 0; /* nothing that could name a live sandbox: already gone */
+	/* A sandbox being provisioned is waited for (record_find_ready says
+	 * why), then compared and destroyed like any other. */
 	pthread_mutex_lock(&e->lock);
-	exec_record *r = record_find(e, handle->environment_id);
+	exec_record *r = record_find_ready(e, handle->environment_id);
 	bool known = r != NULL;
-	bool mismatch = r && !util_streq0(r->tenant_id, handle->tenant_id);
+	const char *why = r ? handle_mismatch(r, NULL, handle) : NULL;
 	pthread_mutex_unlock(&e->lock);
 	if (!known)
 		return 0; /* idempotent: destroy never fails for a handle already gone */
+	/* Every field, as execute and the workspace compare them: a destroy
+	 * with another run's, a stale epoch's or made-up timestamps is the
+	 * same suspicion, answered the same way (the sandbox still goes). */
+	if (why)
+		return suspected(e, handle->environment_id, why, err);
 
 	int r2 = e->ops->destroy(e->ctx, handle->environment_id, err);
 	if (r2 < 0) {
@@ -743,11 +819,7 @@ static int exec_destroy_inner(airlock_exec *e, const airlock_environment_handle 
 		airlock_error_prefix(err, "destroy (%s): ", e->ops->name);
 		return r2;
 	}
-	record_destroyed(e, handle->environment_id, mismatch ? "suspicion" : "request");
-	if (mismatch)
-		return airlock_error_set(err, AIRLOCK_ERR_SANDBOX_ESCAPE_SUSPECTED, 0,
-		                         "destroy of environment %s was asked with a handle of another tenant; the sandbox is destroyed",
-		                         handle->environment_id);
+	record_destroyed(e, handle->environment_id, "request");
 	return 0;
 }
 
@@ -819,7 +891,7 @@ static int record_claim(airlock_exec *e, const airlock_environment_handle *h, ai
 	if (!h || !airlock_environment_id_valid(h->environment_id))
 		return 0; /* check_handle reports it */
 	pthread_mutex_lock(&e->lock);
-	exec_record *r = record_find(e, h->environment_id);
+	exec_record *r = record_find_ready(e, h->environment_id);
 	bool busy = r && r->busy;
 	if (r && !busy) {
 		r->busy = true;
@@ -930,6 +1002,7 @@ int airlock_exec_list(airlock_exec *e, airlock_exec_entry **ret, size_t *ret_n,
 		v[i].expires_at_ms = r->expires_at_ms;
 		v[i].busy = r->busy;
 		v[i].busy_ms = r->busy_ms + (r->busy ? now - r->busy_since_ms : 0);
+		v[i].provisioning = r->provisioning;
 		oom = !v[i].tenant_id || !v[i].run_id;
 	}
 	pthread_mutex_unlock(&e->lock);
@@ -984,7 +1057,10 @@ size_t airlock_exec_expire(airlock_exec *e, int64_t now_ms)
 		pthread_mutex_lock(&e->lock);
 		for (size_t i = 0; i < e->n_records && !id[0]; i++) {
 			const exec_record *r = &e->records[i];
-			bool skip = r->busy || r->expires_at_ms > now_ms;
+			/* A provisioning record is not the adapter's yet: its
+			 * destroy would find nothing. It is taken at the next
+			 * pass, once provisioned. */
+			bool skip = r->busy || r->provisioning || r->expires_at_ms > now_ms;
 			for (size_t k = 0; !skip && k < n_failed; k++)
 				skip = strcmp(failed[k], r->environment_id) == 0;
 			if (!skip)

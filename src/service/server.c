@@ -390,10 +390,11 @@ static enum MHD_Result do_list(svc_req *q, struct MHD_Connection *c)
 		char created[32], expires[32];
 		util_time_format(v[i].created_at_ms, created);
 		util_time_format(v[i].expires_at_ms, expires);
-		json_t *e = json_pack("{s:s, s:s?, s:s?, s:I, s:s, s:s, s:b}", "environment_id",
+		json_t *e = json_pack("{s:s, s:s?, s:s?, s:I, s:s, s:s, s:b, s:b}", "environment_id",
 		                      v[i].environment_id, "tenant_id", v[i].tenant_id, "run_id",
 		                      v[i].run_id, "lease_epoch", (json_int_t)v[i].lease_epoch,
-		                      "created_at", created, "expires_at", expires, "busy", v[i].busy);
+		                      "created_at", created, "expires_at", expires, "busy", v[i].busy,
+		                      "provisioning", v[i].provisioning);
 		if (!e || json_array_append_new(arr, e) < 0) {
 			json_decref(arr);
 			arr = NULL;

@@ -235,6 +235,11 @@ int airlock_exec_execute(airlock_exec *e, const airlock_exec_call *call,
                          const airlock_environment_handle *handle,
                          const airlock_execution_command *command,
                          airlock_execution_result *ret, airlock_error *err);
+/* Every field of the handle is compared with the sandbox's record, as for
+ * execute: a mismatch destroys the sandbox and is SandboxEscapeSuspected.
+ * A handle naming no live sandbox is already gone: 0. A sandbox still being
+ * provisioned is waited for (at most the provision's own start budget) and
+ * then destroyed, so 0 always means the sandbox no longer exists. */
 int airlock_exec_destroy(airlock_exec *e, const airlock_environment_handle *handle,
                          airlock_error *err);
 /* The workspace of a live sandbox; same tenant check as execute. *ret is a
@@ -245,8 +250,9 @@ int airlock_exec_workspace(airlock_exec *e, const airlock_exec_call *call,
                            airlock_workspace **ret, airlock_error *err);
 
 /* The live sandboxes, for the reaper and operators: a snapshot taken
- * under the lock, sorted by created_at. *ret is owned by the caller
- * (airlock_exec_list_free). */
+ * under the lock, sorted by created_at, including those still being
+ * provisioned (every verb on one of those waits for its provision).
+ * *ret is owned by the caller (airlock_exec_list_free). */
 typedef struct airlock_exec_entry {
 	char environment_id[AIRLOCK_ENVIRONMENT_ID_MAX];
 	char *tenant_id;
@@ -256,6 +262,7 @@ typedef struct airlock_exec_entry {
 	int64_t expires_at_ms;
 	bool busy;        /* a command is running */
 	int64_t busy_ms;  /* time spent inside execute so far */
+	bool provisioning; /* the adapter has not finished provisioning it */
 } airlock_exec_entry;
 int airlock_exec_list(airlock_exec *e, airlock_exec_entry **ret, size_t *ret_n,
                       airlock_error *err);
