@@ -267,6 +267,34 @@ for i in range(20):
         idle = True
         break
 (ok if idle else lambda n: bad(n, "still busy 2 s after the client left"))("disconnect-cancels-execute")
+
+# Finding (issue 18, item 11): a listdir's answer was bounded by its count
+# only: 100,000 entries under a long directory made a 405 MB answer. A
+# command makes 700 entries of ~4,000-byte paths (2.8 MB of path); the
+# answer holds at most 2 MiB of path (AIRLOCK_WORKSPACE_LISTDIR_BYTES_MAX),
+# the first entries by path, and says truncated.
+h = provision()
+E = h["environment_id"]
+H = {"Airlock-Handle": handle_b64(h)}
+D = "/".join(chr(ord("a") + i) * 250 for i in range(15))
+mk = ("import os\nd=%r\nos.makedirs(d)\nfor i in range(700):\n"
+      "    open(d+'/n%%04d'%%i+'x'*245,'w').close()\n" % D)
+st, b = request("POST", "/v1/sandboxes/%s/execute" % E, execute_body(["python3", "-c", mk]), hdrs=H)
+res = json.loads(b).get("result", {}) if st == 200 else {}
+if res.get("exit_code") != 0:
+    bad("listdir-answer-bounded", "making the entries: %d %r" % (st, b[:300]))
+else:
+    st, b = request("GET", "/v1/sandboxes/%s/workspace/dir?path=%s&max_entries=100000" % (E, D), hdrs=H)
+    l = json.loads(b) if st == 200 else {}
+    paths = [e["path"] for e in l.get("entries", [])]
+    size = sum(len(p.encode()) + 1 for p in paths)
+    if st == 200 and l["truncated"] and 0 < size <= 2 << 20 and paths == sorted(paths) \
+            and paths[0].endswith("/n0000" + "x" * 245) and len(paths) == (2 << 20) // (len(D) + 252):
+        ok("listdir-answer-bounded")
+    else:
+        bad("listdir-answer-bounded", "%d: %d entries, %d bytes of path, truncated %r, answer %d bytes"
+            % (st, len(paths), size, l.get("truncated"), len(b)))
+request("DELETE", "/v1/sandboxes/" + E, hdrs=H)
 sys.exit(1 if fails else 0)
 PY2
 	python3 "$TMP/native.py" "$S" "$TMP/tok" "$SPID" "$TMP/attack.py" "$DIGEST" || fail=1

@@ -28,6 +28,19 @@
 #define AIRLOCK_PATH_MAX 4096
 /* FileChange.path: a workspace path's whole length (the same bound). */
 #define AIRLOCK_FC_PATH_MAX AIRLOCK_PATH_MAX
+/* A listing's path text (airlock_workspace_listdir, every adapter): the sum
+ * over its entries of strlen(path) + 1. The entries are the sorted prefix
+ * that fits both this and max_entries, and "truncated" says there was more.
+ * A count alone does not bound it: 100,000 entries under a 4,000-byte
+ * directory are 400 MB of paths (the service's answer of them was 405 MB,
+ * built at +1.6 GiB). With this, the service's JSON answer is at most
+ * 5 * 2 MiB of path text (the lossless text form spends at most 5 bytes on
+ * a byte) plus 64 bytes of framing on each of at most
+ * AIRLOCK_SERVICE_LISTDIR_MAX entries (6.1 MiB): 16.1 MiB, inside the
+ * 64 MiB a client decodes (AIRLOCK_JSON_INPUT_MAX). 2 MiB still lists
+ * 100,000 names of 20 bytes at the root whole, or 500 of the longest
+ * paths. */
+#define AIRLOCK_WORKSPACE_LISTDIR_BYTES_MAX ((size_t)2 << 20)
 
 /* ---- identifiers ------------------------------------------------------------- */
 /* tenant_id and run_id: they end up in storage keys and log lines. */
@@ -159,9 +172,18 @@
 #define AIRLOCK_SECRET_MAX (1u << 20)
 
 /* ---- internal: workspaces ------------------------------------------------------- */
-/* The local workspace's provenance map: past this a write is refused rather
- * than the map growing without limit. */
+/* The local workspace's provenance map (one per sandbox on native and
+ * gvisor, held by the service): past either bound a write is refused rather
+ * than the map growing without limit. A record costs its path, a NUL and
+ * about 96 bytes (the record, the search tree's node, two allocations'
+ * headers); the count alone let 100,000 records of 4-7 KB each hold
+ * ~0.65 GiB per sandbox. 8 MiB holds ~1,900 records of the longest path
+ * or ~54,000 of 60 bytes, and a service at max_sandboxes 64 holds at most
+ * 512 MiB of them. A record whose file was deleted or replaced never
+ * matches again: it is dropped when provenance() sees that, and a full map
+ * is swept of every such record before a write is refused. */
 #define AIRLOCK_LOCAL_RECORDS_MAX 100000
+#define AIRLOCK_LOCAL_RECORDS_BYTES_MAX ((size_t)8 << 20)
 /* The memory workspace (the fake's): ceilings that hold even when the fake
  * sets no limits: the workspace is host memory, and a runaway must not take
  * the host with it. */

@@ -358,7 +358,13 @@ static int memws_listdir_locked(airlock_memws *m, const char *rel, size_t max_en
 	if (nk > 1)
 		qsort(kids, nk, sizeof(*kids), memws_child_cmp);
 
-	size_t take = nk < max_entries ? nk : max_entries;
+	/* The sorted prefix within both bounds (the port's listdir). */
+	size_t take = 0, bytes = 0;
+	while (take < nk && take < max_entries &&
+	       plen + kids[take].nlen + 1 <= AIRLOCK_WORKSPACE_LISTDIR_BYTES_MAX - bytes) {
+		bytes += plen + kids[take].nlen + 1;
+		take++;
+	}
 	airlock_dir_listing out = { .truncated = nk > take };
 	if (take) {
 		out.entries = calloc(take, sizeof(*out.entries));
