@@ -123,6 +123,40 @@
 /* One output event's data before base64: a large chunk is split so no line
  * is much bigger than a pipe's worth. */
 #define AIRLOCK_SERVICE_EVENT_CHUNK (48u * 1024u)
+/* Output is coalesced into events, not sent one per pipe read: a read of
+ * one byte is ~51 bytes of event, so 2.7 M one-byte writes made a 134 MiB
+ * stream, over the remote adapter's cap, and the command's result was lost.
+ * An event is made when a stream's pending bytes fill a chunk, when the
+ * oldest pending byte has waited AIRLOCK_SERVICE_STREAM_FLUSH_MS (the
+ * latency a watcher sees), and at the command's end. Events made before
+ * their chunk was full are budgeted: past AIRLOCK_SERVICE_STREAM_SMALL_
+ * EVENTS_MAX, output waits for a full chunk or the end (at a flush every
+ * 20 ms on both streams the budget lasts 2,621 s, longer than the
+ * 1,800 s wall-clock ceiling of the strictest profile). */
+#define AIRLOCK_SERVICE_STREAM_FLUSH_MS 20
+#define AIRLOCK_SERVICE_STREAM_SMALL_EVENTS_MAX ((size_t)262144)
+/* The largest a streamed execute can be when its result is within its caps,
+ * which the remote adapter's cap on a whole stream (REMOTE_STREAM_BODY_MAX,
+ * 128 MiB, checked against this where it is defined) must hold:
+ *   - output events: at most 51 bytes of framing and padding each
+ *     ({"event":"output","stream":"stdout","data":""} and a newline, 47,
+ *     and base64's rounding, at most 4) around 4/3 of their bytes; the
+ *     bytes are at most maximum_output_bytes per stream (the mechanism's
+ *     capped buffer is what is delivered), so 2 * 16 MiB * 4/3 = 42.7 MiB;
+ *     the events are the small ones (the budget), the full chunks
+ *     (32 MiB / 48 KiB = 683) and one of the other stream's before each
+ *     full chunk, and the two at the end: 262,144 + 1,368 events * 51 B =
+ *     12.8 MiB;
+ *   - started, dropped (two) and the last line's framing: under 512 bytes;
+ *   - the result line: at most the decoders' cap, AIRLOCK_JSON_INPUT_MAX
+ *     (64 MiB), or no client could take it whatever the stream around it.
+ * In all 119.5 MiB. */
+#define AIRLOCK_SERVICE_EVENT_OVERHEAD_MAX 51u
+#define AIRLOCK_SERVICE_STREAM_WORST_BYTES                                                         \
+	((AIRLOCK_SERVICE_STREAM_SMALL_EVENTS_MAX +                                                \
+	  2 * (2 * (size_t)AIRLOCK_OUTPUT_BYTES_MAX / AIRLOCK_SERVICE_EVENT_CHUNK + 1) + 2) *      \
+	         AIRLOCK_SERVICE_EVENT_OVERHEAD_MAX +                                              \
+	 2 * ((size_t)AIRLOCK_OUTPUT_BYTES_MAX / 3 + 1) * 4 + 512 + (size_t)AIRLOCK_JSON_INPUT_MAX)
 /* A request that carries no body (GET, DELETE, cancel) may still send a
  * small one ("{}"); it is read and ignored up to this. */
 #define AIRLOCK_SERVICE_EMPTY_BODY_MAX 4096u
