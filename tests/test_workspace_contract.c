@@ -688,7 +688,7 @@ CONTRACT(listdir_caps_with_truncated_flag)
 
 /* Long paths for the byte bounds: a directory 15 components of 250 bytes
  * deep (3,764 bytes), and entry i in it, a 250-byte name that sorts by i
- * ("n0000xxx..."): 4,015 bytes each, within the 4,096 of rule 4. */
+ * ("n00000xxx...", i < 100,000): 4,015 bytes each, within the 4,096 of rule 4. */
 #define LONG_DEPTH 15
 #define LONG_COMPONENT 250
 static char long_dir[LONG_DEPTH * (LONG_COMPONENT + 1)];
@@ -714,8 +714,8 @@ static const char *long_dir_make(int dfd)
 static const char *long_path(int i)
 {
 	char name[LONG_COMPONENT + 1];
-	snprintf(name, sizeof(name), "n%04d", i);
-	memset(name + 5, 'x', LONG_COMPONENT - 5);
+	snprintf(name, sizeof(name), "n%05d", i);
+	memset(name + 6, 'x', LONG_COMPONENT - 6);
 	name[LONG_COMPONENT] = 0;
 	snprintf(long_rel, sizeof(long_rel), "%s/%s", long_dir, name);
 	return long_rel;
@@ -1221,6 +1221,27 @@ Test(memory_only, limits_are_enforced, .init = memory_init, .fini = fx_fini)
 	cr_assert_eq(prov(f, "a"), AIRLOCK_PROVENANCE_SANDBOX_WRITTEN);
 	memws_set_limits(f->mem, 0, 0);
 	cr_assert_eq(memws_sandbox_write(f->mem, "c", "", 0), 0);
+}
+
+/* The table of paths has a byte bound of its own (issue 18, item 11: every
+ * per-sandbox table is bounded in bytes): without it a million files of
+ * long paths were 4 GB of the service, whatever the workspace's limits. */
+Test(memory_only, path_table_is_bounded_in_bytes, .init = memory_init, .fini = fx_fini)
+{
+	fx *f = &g_fx;
+	long_dir_make(-1);
+	size_t each = strlen(long_path(0)) + 1, fit = AIRLOCK_MEMWS_PATH_BYTES_HARD / each;
+	int i = 0, r = 0;
+	for (; i < (int)fit + 100; i++)
+		if ((r = memws_sandbox_write(f->mem, long_path(i), "", 0)) < 0)
+			break;
+	cr_assert_eq(r, -ENOSPC, "%d paths of %zu bytes, none refused", i, each);
+	cr_assert_eq((size_t)i, fit);
+	/* Replacing a file costs no more path; a deleted one gives its back. */
+	cr_assert_eq(memws_sandbox_write(f->mem, long_path(0), "x", 1), 0);
+	cr_assert_eq(memws_sandbox_delete(f->mem, long_path(1)), 0);
+	cr_assert_eq(memws_sandbox_write(f->mem, long_path(i), "", 0), 0);
+	cr_assert_eq(memws_sandbox_write(f->mem, long_path(i + 1), "", 0), -ENOSPC);
 }
 
 Test(memory_only, snapshot_and_hash, .init = memory_init, .fini = fx_fini)

@@ -223,6 +223,10 @@
  * the host with it. */
 #define AIRLOCK_MEMWS_FILES_HARD ((size_t)1000000)
 #define AIRLOCK_MEMWS_BYTES_HARD ((size_t)1 << 30)
+/* Its table of paths (each with its NUL), which the bytes above do not
+ * count: a million files of 4,000-byte paths would be 4 GB. 64 MiB is
+ * ~16,700 of the longest paths, or the million files at 66 bytes each. */
+#define AIRLOCK_MEMWS_PATH_BYTES_HARD ((size_t)64 << 20)
 
 /* ---- internal: the command line ------------------------------------------------- */
 /* airlock run's standard input, held whole to hand the command. */
