@@ -150,6 +150,11 @@
  *   - started, dropped (two) and the last line's framing: under 512 bytes;
  *   - the result line: at most the decoders' cap, AIRLOCK_JSON_INPUT_MAX
  *     (64 MiB), or no client could take it whatever the stream around it.
+ *     At files_changed_max 1000 (the default) the largest result is
+ *     62.3 MiB: both streams as base64 (42.7 MiB) and 1000 changes of
+ *     ~160 bytes around a path's text of at most 5 * 4,085 bytes
+ *     (19.6 MiB). A files_changed_max above ~1,090 lets a command with
+ *     such names make a result no client takes, streamed or not.
  * In all 119.5 MiB. */
 #define AIRLOCK_SERVICE_EVENT_OVERHEAD_MAX 51u
 #define AIRLOCK_SERVICE_STREAM_WORST_BYTES                                                         \
