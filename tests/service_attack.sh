@@ -267,9 +267,113 @@ for i in range(20):
         idle = True
         break
 (ok if idle else lambda n: bad(n, "still busy 2 s after the client left"))("disconnect-cancels-execute")
+
+# Finding (issue 18, item 11): a listdir's answer was bounded by its count
+# only: 100,000 entries under a long directory made a 405 MB answer. A
+# command makes 700 entries of ~4,000-byte paths (2.8 MB of path); the
+# answer holds at most 2 MiB of path (AIRLOCK_WORKSPACE_LISTDIR_BYTES_MAX),
+# the first entries by path, and says truncated.
+h = provision()
+E = h["environment_id"]
+H = {"Airlock-Handle": handle_b64(h)}
+D = "/".join(chr(ord("a") + i) * 250 for i in range(15))
+mk = ("import os\nd=%r\nos.makedirs(d)\nfor i in range(700):\n"
+      "    open(d+'/n%%04d'%%i+'x'*245,'w').close()\n" % D)
+st, b = request("POST", "/v1/sandboxes/%s/execute" % E, execute_body(["python3", "-c", mk]), hdrs=H)
+res = json.loads(b).get("result", {}) if st == 200 else {}
+if res.get("exit_code") != 0:
+    bad("listdir-answer-bounded", "making the entries: %d %r" % (st, b[:300]))
+else:
+    st, b = request("GET", "/v1/sandboxes/%s/workspace/dir?path=%s&max_entries=100000" % (E, D), hdrs=H)
+    l = json.loads(b) if st == 200 else {}
+    paths = [e["path"] for e in l.get("entries", [])]
+    size = sum(len(p.encode()) + 1 for p in paths)
+    if st == 200 and l["truncated"] and 0 < size <= 2 << 20 and paths == sorted(paths) \
+            and paths[0].endswith("/n0000" + "x" * 245) and len(paths) == (2 << 20) // (len(D) + 252):
+        ok("listdir-answer-bounded")
+    else:
+        bad("listdir-answer-bounded", "%d: %d entries, %d bytes of path, truncated %r, answer %d bytes"
+            % (st, len(paths), size, l.get("truncated"), len(b)))
+request("DELETE", "/v1/sandboxes/" + E, hdrs=H)
+
+# Finding (issue 18, item 12): every pipe read was one NDJSON event (~51
+# bytes around a 1-byte read): 2.7 M one-byte writes made a 134 MiB stream,
+# over the remote adapter's 128 MiB cap, and the result was lost. Output is
+# coalesced: an event when a chunk fills, when the oldest pending byte has
+# waited 20 ms, and at the end, so the events are bounded by the time the
+# command wrote and its bytes, not by its writes (1 M one-byte writes were
+# 24,404 events in 17 s before: ~41 bytes a read; now ~180 in 6 s). The
+# events carry every byte, in order, and then the result.
+h = provision()
+E = h["environment_id"]
+H = {"Airlock-Handle": handle_b64(h)}
+N = 1000000
+body = json.loads(execute_body(["sh", "-c", "dd if=/dev/zero bs=1 count=%d status=none" % N]))
+body["stream"] = True
+body = json.dumps(body).encode()
+t0 = time.monotonic()
+c = conn()  # request() stops at a head without Content-Length: read to the end here
+c.settimeout(300)
+c.sendall(("POST /v1/sandboxes/%s/execute HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer %s\r\n"
+           "Airlock-Handle: %s\r\nConnection: close\r\nContent-Length: %d\r\n\r\n"
+           % (E, TOK, handle_b64(h), len(body))).encode() + body)
+r = b""
+while True:
+    d = c.recv(1 << 20)
+    if not d:
+        break
+    r += d
+c.close()
+span_ms = (time.monotonic() - t0) * 1000
+st = int(r.split(b" ", 2)[1]) if r.startswith(b"HTTP/1.1 ") else 0
+b = r.split(b"\r\n\r\n", 1)[1] if b"\r\n\r\n" in r else b""
+text = b""
+while b:  # the chunked transfer coding
+    i = b.index(b"\r\n")
+    n = int(b[:i], 16)
+    if n == 0:
+        break
+    text += b[i + 2:i + 2 + n]
+    b = b[i + 4 + n:]
+ev = [json.loads(l) for l in text.split(b"\n") if l]
+outs = [base64.b64decode(e["data"]) for e in ev if e["event"] == "output"]
+res = ev[-1].get("result", {}) if ev else {}
+# At most one timer flush per 20 ms on each stream, a full chunk's event
+# (and the other stream's before it) per 48 KiB, and the two at the end.
+most = 2 * (int(span_ms) // 20 + 1) + 2 * (N // 49152 + 1) + 2
+if st != 200 or res.get("exit_code") != 0 or b"".join(outs) != b"\0" * N or \
+        base64.b64decode(res.get("stdout", "")) != b"\0" * N:
+    bad("stream-coalesces-small-writes", "%d: %d events, result %r" % (st, len(ev), str(ev[-1:])[:300]))
+elif len(outs) > most:
+    bad("stream-coalesces-small-writes", "%d output events for %d one-byte writes in %d ms (at most %d), "
+        "%d bytes of stream" % (len(outs), N, span_ms, most, len(text)))
+else:
+    ok("stream-coalesces-small-writes")
+request("DELETE", "/v1/sandboxes/" + E, hdrs=H)
 sys.exit(1 if fails else 0)
 PY2
 	python3 "$TMP/native.py" "$S" "$TMP/tok" "$SPID" "$TMP/attack.py" "$DIGEST" || fail=1
+
+	# Finding (issue 18, item 12), through the remote adapter: 2 M one-byte
+	# writes on each stream (8 M of output cap), `airlock run --service`
+	# gets the exit status and every byte. (native.py's
+	# stream-coalesces-small-writes checks the events themselves.)
+	timeout 600 env -i PATH=/usr/bin:/bin "$AIRLOCK" run --service "unix:$S" \
+		--credential-file "$TMP/tok" --output-limit 8M -- \
+		sh -c 'dd if=/dev/zero bs=1 count=2000000 status=none &
+		       dd if=/dev/zero bs=1 count=2000000 status=none >&2; wait; exit 7' \
+		>"$TMP/small.out" 2>"$TMP/small.err"
+	rc=$?
+	# stderr: the command's zeros, then airlock's own closing line.
+	out=$(wc -c <"$TMP/small.out")
+	err0=$(tr -cd '\000' <"$TMP/small.err" | wc -c)
+	if [ $rc = 7 ] && [ "$out" = 2000000 ] && [ "$err0" = 2000000 ]; then
+		echo "ok   stream-of-one-byte-writes-reaches-the-client"
+	else
+		echo "FAIL stream-of-one-byte-writes-reaches-the-client"
+		echo "    exit $rc, $out bytes of stdout, $err0 zeros on stderr: $(tr -d '\000' <"$TMP/small.err" | head -c 300)"
+		fail=1
+	fi
 	kill -TERM "$SPID" && wait "$SPID"
 	SPID=
 fi

@@ -686,6 +686,76 @@ CONTRACT(listdir_caps_with_truncated_flag)
 	airlock_dir_listing_clear(&l);
 }
 
+/* Long paths for the byte bounds: a directory 15 components of 250 bytes
+ * deep (3,764 bytes), and entry i in it, a 250-byte name that sorts by i
+ * ("n00000xxx...", i < 100,000): 4,015 bytes each, within the 4,096 of rule 4. */
+#define LONG_DEPTH 15
+#define LONG_COMPONENT 250
+static char long_dir[LONG_DEPTH * (LONG_COMPONENT + 1)];
+static char long_rel[sizeof(long_dir) + LONG_COMPONENT + 2];
+
+/* Fills long_dir; with dfd >= 0, also makes its directories there. */
+static const char *long_dir_make(int dfd)
+{
+	size_t o = 0;
+	for (int d = 0; d < LONG_DEPTH; d++) {
+		if (d)
+			long_dir[o++] = '/';
+		memset(long_dir + o, 'a' + d, LONG_COMPONENT);
+		o += LONG_COMPONENT;
+		long_dir[o] = 0;
+		if (dfd >= 0)
+			cr_assert_eq(mkdirat(dfd, long_dir, 0755), 0);
+	}
+	return long_dir;
+}
+
+/* Entry i's path, in a buffer the next call reuses. */
+static const char *long_path(int i)
+{
+	char name[LONG_COMPONENT + 1];
+	snprintf(name, sizeof(name), "n%05d", i);
+	memset(name + 6, 'x', LONG_COMPONENT - 6);
+	name[LONG_COMPONENT] = 0;
+	snprintf(long_rel, sizeof(long_rel), "%s/%s", long_dir, name);
+	return long_rel;
+}
+
+/* The answer's bytes are bounded, not only its count (issue 18, item 11):
+ * entries under a deep directory are long, and 600 of them are more path
+ * than AIRLOCK_WORKSPACE_LISTDIR_BYTES_MAX. The listing is the sorted
+ * prefix that fits, marked truncated, on every adapter. */
+CONTRACT(listdir_bounds_its_path_bytes)
+{
+	enum { FILES = 600 };
+	const char *dir = long_dir_make(-1);
+	/* Written in reverse, so the bound must keep the smallest names. */
+	for (int i = FILES - 1; i >= 0; i--)
+		foreign_write(f, long_path(i), "x", 1);
+	size_t cost = strlen(long_path(0)) + 1;
+	size_t fit = AIRLOCK_WORKSPACE_LISTDIR_BYTES_MAX / cost;
+	cr_assert_lt(fit, FILES, "the test must pass the bound");
+
+	airlock_dir_listing l = { 0 };
+	airlock_error e = { 0 };
+	cr_assert_eq(airlock_workspace_listdir(f->ws, dir, 100000, &l, &e), 0, "%s", e.message);
+	cr_assert_eq(l.n, fit, "[%s] %zu entries, %zu fit", f->adapter, l.n, fit);
+	cr_assert(l.truncated, "[%s] a listing cut by its bytes says so", f->adapter);
+	size_t bytes = 0;
+	for (size_t i = 0; i < l.n; i++) {
+		cr_assert_str_eq(l.entries[i].path, long_path((int)i), "[%s] entry %zu", f->adapter, i);
+		bytes += strlen(l.entries[i].path) + 1;
+	}
+	cr_assert_leq(bytes, AIRLOCK_WORKSPACE_LISTDIR_BYTES_MAX);
+	airlock_dir_listing_clear(&l);
+
+	/* The count still bounds it too, whichever is smaller. */
+	cr_assert_eq(airlock_workspace_listdir(f->ws, dir, 7, &l, &e), 0, "%s", e.message);
+	cr_assert_eq(l.n, 7);
+	cr_assert(l.truncated);
+	airlock_dir_listing_clear(&l);
+}
+
 CONTRACT(listdir_errors)
 {
 	airlock_dir_listing l = { 0 };
@@ -1025,6 +1095,50 @@ static int count_fds(void)
 	return n;
 }
 
+/* The provenance table is bounded in bytes, not only in paths (issue 18,
+ * item 11: 100,000 records of 4-7 KB each under long paths, kept after
+ * their files were deleted). A write past the bound is refused; a record
+ * whose file is gone is dropped when provenance() sees it, and a full table
+ * is swept of such records before a write is refused. */
+Test(local_only, provenance_table_is_bounded_in_bytes, .init = local_init, .fini = fx_fini)
+{
+	fx *f = &g_fx;
+	enum { TRIES = 4000 };
+	long_dir_make(f->dfd);
+	airlock_error e = { 0 };
+	int written = 0, r = 0;
+	for (; written < TRIES; written++) {
+		r = airlock_workspace_write(f->ws, long_path(written), "x", 1, &e);
+		if (r < 0)
+			break;
+	}
+	cr_assert_eq(r, -ENOSPC, "%d writes of %zu-byte paths, none refused (%s)", written,
+	             strlen(long_path(0)), e.message);
+	cr_assert(strstr(e.message, "provenance record is full"), "%s", e.message);
+	/* Refused at the byte bound: the records held cost at most that. */
+	size_t each = strlen(long_path(0)) + 1 + 96;
+	cr_assert_leq((size_t)written * each, AIRLOCK_LOCAL_RECORDS_BYTES_MAX + each,
+	              "%d records of %zu bytes", written, each);
+	cr_assert_geq((size_t)(written + 1) * (each + 32), AIRLOCK_LOCAL_RECORDS_BYTES_MAX);
+	cr_assert_eq(prov(f, long_path(0)), AIRLOCK_PROVENANCE_TOOL_WRITTEN);
+
+	/* A deleted file's record goes when provenance() sees it gone: one
+	 * more path fits, and then the table is full again. */
+	cr_assert_eq(unlinkat(f->dfd, long_path(0), 0), 0);
+	cr_assert_eq(prov(f, long_path(0)), AIRLOCK_PROVENANCE_UNKNOWN);
+	tool_write(f, long_path(TRIES), "x", 1);
+	cr_assert_eq(airlock_workspace_write(f->ws, long_path(TRIES + 1), "x", 1, &e), -ENOSPC);
+
+	/* Files deleted behind its back (as a sandbox does) are swept once the
+	 * table is full (at most once a second). */
+	for (int i = 1; i < written; i++)
+		cr_assert_eq(unlinkat(f->dfd, long_path(i), 0), 0);
+	usleep(1100 * 1000);
+	for (int i = 0; i < written - 2; i++)
+		tool_write(f, long_path(TRIES + 1 + i), "x", 1);
+	cr_assert_eq(prov(f, long_path(TRIES + 1)), AIRLOCK_PROVENANCE_TOOL_WRITTEN);
+}
+
 Test(local_only, no_descriptor_leaks_on_any_path, .init = local_init, .fini = fx_fini)
 {
 	fx *f = &g_fx;
@@ -1107,6 +1221,27 @@ Test(memory_only, limits_are_enforced, .init = memory_init, .fini = fx_fini)
 	cr_assert_eq(prov(f, "a"), AIRLOCK_PROVENANCE_SANDBOX_WRITTEN);
 	memws_set_limits(f->mem, 0, 0);
 	cr_assert_eq(memws_sandbox_write(f->mem, "c", "", 0), 0);
+}
+
+/* The table of paths has a byte bound of its own (issue 18, item 11: every
+ * per-sandbox table is bounded in bytes): without it a million files of
+ * long paths were 4 GB of the service, whatever the workspace's limits. */
+Test(memory_only, path_table_is_bounded_in_bytes, .init = memory_init, .fini = fx_fini)
+{
+	fx *f = &g_fx;
+	long_dir_make(-1);
+	size_t each = strlen(long_path(0)) + 1, fit = AIRLOCK_MEMWS_PATH_BYTES_HARD / each;
+	int i = 0, r = 0;
+	for (; i < (int)fit + 100; i++)
+		if ((r = memws_sandbox_write(f->mem, long_path(i), "", 0)) < 0)
+			break;
+	cr_assert_eq(r, -ENOSPC, "%d paths of %zu bytes, none refused", i, each);
+	cr_assert_eq((size_t)i, fit);
+	/* Replacing a file costs no more path; a deleted one gives its back. */
+	cr_assert_eq(memws_sandbox_write(f->mem, long_path(0), "x", 1), 0);
+	cr_assert_eq(memws_sandbox_delete(f->mem, long_path(1)), 0);
+	cr_assert_eq(memws_sandbox_write(f->mem, long_path(i), "", 0), 0);
+	cr_assert_eq(memws_sandbox_write(f->mem, long_path(i + 1), "", 0), -ENOSPC);
 }
 
 Test(memory_only, snapshot_and_hash, .init = memory_init, .fini = fx_fini)

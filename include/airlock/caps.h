@@ -28,6 +28,19 @@
 #define AIRLOCK_PATH_MAX 4096
 /* FileChange.path: a workspace path's whole length (the same bound). */
 #define AIRLOCK_FC_PATH_MAX AIRLOCK_PATH_MAX
+/* A listing's path text (airlock_workspace_listdir, every adapter): the sum
+ * over its entries of strlen(path) + 1. The entries are the sorted prefix
+ * that fits both this and max_entries, and "truncated" says there was more.
+ * A count alone does not bound it: 100,000 entries under a 4,000-byte
+ * directory are 400 MB of paths (the service's answer of them was 405 MB,
+ * built at +1.6 GiB). With this, the service's JSON answer is at most
+ * 5 * 2 MiB of path text (the lossless text form spends at most 5 bytes on
+ * a byte) plus 64 bytes of framing on each of at most
+ * AIRLOCK_SERVICE_LISTDIR_MAX entries (6.1 MiB): 16.1 MiB, inside the
+ * 64 MiB a client decodes (AIRLOCK_JSON_INPUT_MAX). 2 MiB still lists
+ * 100,000 names of 20 bytes at the root whole, or 500 of the longest
+ * paths. */
+#define AIRLOCK_WORKSPACE_LISTDIR_BYTES_MAX ((size_t)2 << 20)
 
 /* ---- identifiers ------------------------------------------------------------- */
 /* tenant_id and run_id: they end up in storage keys and log lines. */
@@ -110,6 +123,45 @@
 /* One output event's data before base64: a large chunk is split so no line
  * is much bigger than a pipe's worth. */
 #define AIRLOCK_SERVICE_EVENT_CHUNK (48u * 1024u)
+/* Output is coalesced into events, not sent one per pipe read: a read of
+ * one byte is ~51 bytes of event, so 2.7 M one-byte writes made a 134 MiB
+ * stream, over the remote adapter's cap, and the command's result was lost.
+ * An event is made when a stream's pending bytes fill a chunk, when the
+ * oldest pending byte has waited AIRLOCK_SERVICE_STREAM_FLUSH_MS (the
+ * latency a watcher sees), and at the command's end. Events made before
+ * their chunk was full are budgeted: past AIRLOCK_SERVICE_STREAM_SMALL_
+ * EVENTS_MAX, output waits for a full chunk or the end (at a flush every
+ * 20 ms on both streams the budget lasts 2,621 s, longer than the
+ * 1,800 s wall-clock ceiling of the strictest profile). */
+#define AIRLOCK_SERVICE_STREAM_FLUSH_MS 20
+#define AIRLOCK_SERVICE_STREAM_SMALL_EVENTS_MAX ((size_t)262144)
+/* The largest a streamed execute can be when its result is within its caps,
+ * which the remote adapter's cap on a whole stream (REMOTE_STREAM_BODY_MAX,
+ * 128 MiB, checked against this where it is defined) must hold:
+ *   - output events: at most 51 bytes of framing and padding each
+ *     ({"event":"output","stream":"stdout","data":""} and a newline, 47,
+ *     and base64's rounding, at most 4) around 4/3 of their bytes; the
+ *     bytes are at most maximum_output_bytes per stream (the mechanism's
+ *     capped buffer is what is delivered), so 2 * 16 MiB * 4/3 = 42.7 MiB;
+ *     the events are the small ones (the budget), the full chunks
+ *     (32 MiB / 48 KiB = 683) and one of the other stream's before each
+ *     full chunk, and the two at the end: 262,144 + 1,368 events * 51 B =
+ *     12.8 MiB;
+ *   - started, dropped (two) and the last line's framing: under 512 bytes;
+ *   - the result line: at most the decoders' cap, AIRLOCK_JSON_INPUT_MAX
+ *     (64 MiB), or no client could take it whatever the stream around it.
+ *     At files_changed_max 1000 (the default) the largest result is
+ *     62.3 MiB: both streams as base64 (42.7 MiB) and 1000 changes of
+ *     ~160 bytes around a path's text of at most 5 * 4,085 bytes
+ *     (19.6 MiB). A files_changed_max above ~1,090 lets a command with
+ *     such names make a result no client takes, streamed or not.
+ * In all 119.5 MiB. */
+#define AIRLOCK_SERVICE_EVENT_OVERHEAD_MAX 51u
+#define AIRLOCK_SERVICE_STREAM_WORST_BYTES                                                         \
+	((AIRLOCK_SERVICE_STREAM_SMALL_EVENTS_MAX +                                                \
+	  2 * (2 * (size_t)AIRLOCK_OUTPUT_BYTES_MAX / AIRLOCK_SERVICE_EVENT_CHUNK + 1) + 2) *      \
+	         AIRLOCK_SERVICE_EVENT_OVERHEAD_MAX +                                              \
+	 2 * ((size_t)AIRLOCK_OUTPUT_BYTES_MAX / 3 + 1) * 4 + 512 + (size_t)AIRLOCK_JSON_INPUT_MAX)
 /* A request that carries no body (GET, DELETE, cancel) may still send a
  * small one ("{}"); it is read and ignored up to this. */
 #define AIRLOCK_SERVICE_EMPTY_BODY_MAX 4096u
@@ -159,14 +211,27 @@
 #define AIRLOCK_SECRET_MAX (1u << 20)
 
 /* ---- internal: workspaces ------------------------------------------------------- */
-/* The local workspace's provenance map: past this a write is refused rather
- * than the map growing without limit. */
+/* The local workspace's provenance map (one per sandbox on native and
+ * gvisor, held by the service): past either bound a write is refused rather
+ * than the map growing without limit. A record costs its path, a NUL and
+ * about 96 bytes (the record, the search tree's node, two allocations'
+ * headers); the count alone let 100,000 records of 4-7 KB each hold
+ * ~0.65 GiB per sandbox. 8 MiB holds ~1,900 records of the longest path
+ * or ~54,000 of 60 bytes, and a service at max_sandboxes 64 holds at most
+ * 512 MiB of them. A record whose file was deleted or replaced never
+ * matches again: it is dropped when provenance() sees that, and a full map
+ * is swept of every such record before a write is refused. */
 #define AIRLOCK_LOCAL_RECORDS_MAX 100000
+#define AIRLOCK_LOCAL_RECORDS_BYTES_MAX ((size_t)8 << 20)
 /* The memory workspace (the fake's): ceilings that hold even when the fake
  * sets no limits: the workspace is host memory, and a runaway must not take
  * the host with it. */
 #define AIRLOCK_MEMWS_FILES_HARD ((size_t)1000000)
 #define AIRLOCK_MEMWS_BYTES_HARD ((size_t)1 << 30)
+/* Its table of paths (each with its NUL), which the bytes above do not
+ * count: a million files of 4,000-byte paths would be 4 GB. 64 MiB is
+ * ~16,700 of the longest paths, or the million files at 66 bytes each. */
+#define AIRLOCK_MEMWS_PATH_BYTES_HARD ((size_t)64 << 20)
 
 /* ---- internal: the command line ------------------------------------------------- */
 /* airlock run's standard input, held whole to hand the command. */

@@ -337,7 +337,28 @@ static int workspace_listdir_inner(airlock_workspace *w, const char *path, size_
 		if (r < 0)
 			return r;
 	}
-	return w->ops->listdir(w->ctx, rel, max_entries, ret, err);
+	airlock_dir_listing l = { 0 };
+	int r = w->ops->listdir(w->ctx, rel, max_entries, &l, err);
+	if (r < 0)
+		return r;
+	/* The port's bounds, whatever the adapter did: the sorted prefix
+	 * that fits both, the rest cut and said to be. */
+	size_t keep = 0, bytes = 0;
+	while (keep < l.n && keep < max_entries) {
+		size_t cost = strlen(l.entries[keep].path) + 1;
+		if (cost > AIRLOCK_WORKSPACE_LISTDIR_BYTES_MAX - bytes)
+			break;
+		bytes += cost;
+		keep++;
+	}
+	if (keep < l.n) {
+		for (size_t i = keep; i < l.n; i++)
+			free(l.entries[i].path);
+		l.n = keep;
+		l.truncated = true;
+	}
+	*ret = l;
+	return 0;
 }
 
 static int workspace_provenance_inner(airlock_workspace *w, const char *path, airlock_provenance *ret,

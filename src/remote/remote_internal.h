@@ -39,6 +39,10 @@
 #define REMOTE_JSON_BODY_MAX ((size_t)AIRLOCK_JSON_INPUT_MAX)
 #define REMOTE_STREAM_LINE_MAX ((size_t)AIRLOCK_JSON_INPUT_MAX)
 #define REMOTE_STREAM_BODY_MAX (2 * (size_t)AIRLOCK_JSON_INPUT_MAX)
+/* A result within its caps always reaches the client: the service's worst
+ * stream for one (caps.h, AIRLOCK_SERVICE_STREAM_WORST_BYTES) fits. */
+_Static_assert(AIRLOCK_SERVICE_STREAM_WORST_BYTES <= REMOTE_STREAM_BODY_MAX,
+               "a streamed execute within its caps must fit the remote adapter's cap");
 
 typedef struct remote_http remote_http;
 

@@ -494,6 +494,13 @@ struct svc_job {
 	size_t q_off, q_len, q_alloc;
 	size_t dropped[2];
 	bool broken; /* an event could not be queued (memory) */
+	/* Output not yet made an event, per stream (coalescing: one pipe read
+	 * is not one event): at most AIRLOCK_SERVICE_EVENT_CHUNK each. */
+	unsigned char *pend[2];
+	size_t pend_len[2];
+	int64_t pend_since_ms; /* monotonic: when the oldest pending byte came; 0: none */
+	size_t pend_first;     /* the stream that has pended longest */
+	size_t small_events;   /* events made before their chunk was full */
 };
 
 static int job_queue(svc_job *j, const char *line, size_t len)
@@ -522,39 +529,106 @@ static int job_queue(svc_job *j, const char *line, size_t len)
 	return 0;
 }
 
+/* Stream k's pending output as one event. Past the buffer's cap (a client
+ * that is not reading) the bytes are counted as dropped instead; once a
+ * stream has dropped, the rest of it is counted, not sent: the events a
+ * client has are then always a prefix of the bytes the result holds. Under
+ * j->lock. */
+static void job_emit(svc_job *j, size_t k)
+{
+	size_t n = j->pend_len[k];
+	if (n == 0)
+		return;
+	j->pend_len[k] = 0;
+	if (n < AIRLOCK_SERVICE_EVENT_CHUNK)
+		j->small_events++;
+	if (j->pend_len[k ^ 1] == 0)
+		j->pend_since_ms = 0;
+	else
+		j->pend_first = k ^ 1;
+	if (j->dropped[k]) {
+		j->dropped[k] += n;
+		return;
+	}
+	_cleanup_free_ char *b64 = util_base64_encode(j->pend[k], n);
+	char *line = NULL;
+	int w = b64 ? asprintf(&line, "{\"event\":\"output\",\"stream\":\"%s\",\"data\":\"%s\"}\n",
+	                       k ? "stderr" : "stdout", b64)
+	            : -1;
+	if (w < 0 || (j->q_len - j->q_off) + (size_t)w > AIRLOCK_SERVICE_STREAM_BUFFER_MAX ||
+	    job_queue(j, line, (size_t)w) < 0)
+		j->dropped[k] += n;
+	if (w >= 0)
+		free(line);
+}
+
+/* Every pending byte as events, the longest-pending stream first. */
+static void job_emit_all(svc_job *j)
+{
+	size_t first = j->pend_first;
+	job_emit(j, first);
+	job_emit(j, first ^ 1);
+}
+
+/* Whether pending output is due now, and if not, in how many ms (never
+ * more than SVC_POLL_MS). Past the small-event budget, output waits for a
+ * full chunk or the command's end. Under j->lock. */
+static bool job_flush_due(const svc_job *j, int64_t *ret_wait_ms)
+{
+	*ret_wait_ms = SVC_POLL_MS;
+	if (!j->pend_since_ms || j->small_events >= AIRLOCK_SERVICE_STREAM_SMALL_EVENTS_MAX)
+		return false;
+	int64_t left = j->pend_since_ms + AIRLOCK_SERVICE_STREAM_FLUSH_MS - util_monotonic_ms();
+	if (left <= 0)
+		return true;
+	if (left < *ret_wait_ms)
+		*ret_wait_ms = left;
+	return false;
+}
+
+/* The command's output as it arrives: appended to its stream's pending
+ * bytes, an event made whenever they fill a chunk (the other stream's
+ * pending bytes first, so the order between the two is kept to a chunk).
+ * The reader makes events of the rest once it has waited
+ * AIRLOCK_SERVICE_STREAM_FLUSH_MS (job_read), so a command that writes a
+ * byte at a time costs an event per flush, not per write. */
 static void job_output(void *arg, airlock_output_stream stream, const void *data, size_t len)
 {
 	svc_job *j = arg;
 	size_t k = stream == AIRLOCK_OUTPUT_STDERR ? 1 : 0;
-	const char *name = airlock_output_stream_name(stream);
 	pthread_mutex_lock(&j->lock);
+	/* The reader is woken when there is an event to take or a flush to
+	 * time, not for every write. */
+	bool wake = !j->pend_since_ms;
+	size_t queued = j->q_len - j->q_off;
 	const unsigned char *p = data;
 	while (len > 0) {
-		/* Once a stream has dropped, the rest of it is counted, not sent:
-		 * the events a client has are then always a prefix of the bytes
-		 * the result holds. */
 		if (j->dropped[k]) {
 			j->dropped[k] += len;
 			break;
 		}
-		size_t n = len < AIRLOCK_SERVICE_EVENT_CHUNK ? len : AIRLOCK_SERVICE_EVENT_CHUNK;
-		_cleanup_free_ char *b64 = util_base64_encode(p, n);
-		char *line = NULL;
-		int w = b64 ? asprintf(&line, "{\"event\":\"output\",\"stream\":\"%s\",\"data\":\"%s\"}\n",
-		                       name ? name : "stdout", b64)
-		            : -1;
-		if (w < 0 || (j->q_len - j->q_off) + (size_t)w > AIRLOCK_SERVICE_STREAM_BUFFER_MAX ||
-		    job_queue(j, line, (size_t)w) < 0) {
-			if (w >= 0)
-				free(line);
+		if (!j->pend[k] && !(j->pend[k] = malloc(AIRLOCK_SERVICE_EVENT_CHUNK))) {
 			j->dropped[k] += len;
 			break;
 		}
-		free(line);
+		size_t n = AIRLOCK_SERVICE_EVENT_CHUNK - j->pend_len[k];
+		if (n > len)
+			n = len;
+		if (!j->pend_since_ms) {
+			j->pend_since_ms = util_monotonic_ms();
+			j->pend_first = k;
+		}
+		memcpy(j->pend[k] + j->pend_len[k], p, n);
+		j->pend_len[k] += n;
 		p += n;
 		len -= n;
+		if (j->pend_len[k] == AIRLOCK_SERVICE_EVENT_CHUNK) {
+			job_emit(j, k ^ 1);
+			job_emit(j, k);
+		}
 	}
-	pthread_cond_broadcast(&j->cond);
+	if (wake || j->q_len - j->q_off != queued)
+		pthread_cond_broadcast(&j->cond);
 	pthread_mutex_unlock(&j->lock);
 }
 
@@ -563,6 +637,7 @@ static void job_output(void *arg, airlock_output_stream stream, const void *data
  * the result already holds. */
 static void job_finish_stream(svc_job *j)
 {
+	job_emit_all(j);
 	for (size_t k = 0; k < 2; k++) {
 		if (!j->dropped[k])
 			continue;
@@ -643,6 +718,8 @@ static void job_free(svc_job *j)
 	airlock_execution_command_clear(&j->command);
 	airlock_execution_result_clear(&j->res);
 	free(j->q);
+	free(j->pend[0]);
+	free(j->pend[1]);
 	pthread_mutex_destroy(&j->lock);
 	pthread_cond_destroy(&j->cond);
 	free(j);
@@ -664,6 +741,9 @@ static ssize_t job_read(void *cls, uint64_t pos, char *buf, size_t max)
 			j->response_deadline = true;
 			conn_deadline(j->s, j->conn, cfg_or(j->s->cfg.request_timeout_ms, 300000));
 		}
+		int64_t wait_ms;
+		if (job_flush_due(j, &wait_ms))
+			job_emit_all(j);
 		size_t avail = j->q_len - j->q_off;
 		if (avail > 0) {
 			size_t n = avail < max ? avail : max;
@@ -677,7 +757,7 @@ static ssize_t job_read(void *cls, uint64_t pos, char *buf, size_t max)
 			pthread_mutex_unlock(&j->lock);
 			return broken ? MHD_CONTENT_READER_END_WITH_ERROR : MHD_CONTENT_READER_END_OF_STREAM;
 		}
-		timed_wait(&j->cond, &j->lock, SVC_POLL_MS);
+		timed_wait(&j->cond, &j->lock, wait_ms);
 		if (!j->done && j->q_len == j->q_off && peer_gone(j->fd)) {
 			/* The client went away: its command is cancelled (the free
 			 * callback joins the execute). */

@@ -87,7 +87,13 @@ typedef struct airlock_workspace_ops {
 	 * TOOL_WRITTEN for it in the same operation. Parents must exist. */
 	int (*write)(void *ctx, const char *rel, const void *data, size_t len, airlock_error *err);
 
-	/* List one directory ("" is the root); at most max_entries entries. */
+	/* List one directory ("" is the root): the entries sorted by path
+	 * that fit both max_entries and AIRLOCK_WORKSPACE_LISTDIR_BYTES_MAX
+	 * (the sum of strlen(path) + 1), truncated set when any entry was left
+	 * out. The byte bound holds while the listing is built: memory is
+	 * bounded by it, not by the directory's size. The core checks the
+	 * answer and cuts one over either bound (a remote adapter's comes from
+	 * elsewhere). */
 	int (*listdir)(void *ctx, const char *rel, size_t max_entries, airlock_dir_listing *ret,
 	               airlock_error *err);
 

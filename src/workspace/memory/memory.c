@@ -47,6 +47,7 @@ struct airlock_memws {
 	size_t n;
 	size_t alloc;
 	size_t total_bytes;
+	size_t path_bytes; /* the files' paths, each with its NUL */
 	int64_t max_bytes; /* 0 = no limit beyond the hard ceiling */
 	int64_t max_files;
 	uint64_t next_id;
@@ -169,6 +170,9 @@ static int memws_put(airlock_memws *m, const char *path, const void *data, size_
 	if (!f && (m->n >= AIRLOCK_MEMWS_FILES_HARD ||
 	           (m->max_files > 0 && (uint64_t)m->n >= (uint64_t)m->max_files)))
 		return -ENOSPC;
+	size_t plen = strlen(path) + 1;
+	if (!f && plen > AIRLOCK_MEMWS_PATH_BYTES_HARD - m->path_bytes)
+		return -ENOSPC;
 
 	/* Copy first, so a failed allocation leaves the old bytes in place. */
 	unsigned char *copy = malloc(len ? len : 1);
@@ -198,6 +202,7 @@ static int memws_put(airlock_memws *m, const char *path, const void *data, size_
 		memmove(&m->files[idx + 1], &m->files[idx], (m->n - idx) * sizeof(*m->files));
 		m->files[idx] = f;
 		m->n++;
+		m->path_bytes += plen;
 	}
 	free(f->data);
 	f->data = copy;
@@ -358,7 +363,13 @@ static int memws_listdir_locked(airlock_memws *m, const char *rel, size_t max_en
 	if (nk > 1)
 		qsort(kids, nk, sizeof(*kids), memws_child_cmp);
 
-	size_t take = nk < max_entries ? nk : max_entries;
+	/* The sorted prefix within both bounds (the port's listdir). */
+	size_t take = 0, bytes = 0;
+	while (take < nk && take < max_entries &&
+	       plen + kids[take].nlen + 1 <= AIRLOCK_WORKSPACE_LISTDIR_BYTES_MAX - bytes) {
+		bytes += plen + kids[take].nlen + 1;
+		take++;
+	}
 	airlock_dir_listing out = { .truncated = nk > take };
 	if (take) {
 		out.entries = calloc(take, sizeof(*out.entries));
@@ -483,6 +494,7 @@ int memws_sandbox_delete(airlock_memws *m, const char *rel)
 	memws_file *f = memws_find(m, rel, &idx);
 	if (f) {
 		m->total_bytes -= f->len;
+		m->path_bytes -= strlen(f->path) + 1;
 		memmove(&m->files[idx], &m->files[idx + 1], (m->n - idx - 1) * sizeof(*m->files));
 		m->n--;
 		memws_file_free(f);
