@@ -219,6 +219,67 @@ Test(gate_sandbox_limits_enforced, output_limit_kills_and_keeps_the_head)
 	box_close(&b);
 }
 
+/* A command whose process renames itself so that its /proc status shows a
+ * forged "Uid:" line (gVisor prints the name unescaped as the first line
+ * of /proc/PID/status; Linux escapes it), then outlives a TIMEOUT kill and
+ * writes into whatever process it can open the stdout of, and beats a
+ * heartbeat into the workspace. Found by the red team: the kill pass read
+ * the first "Uid:" line, skipped the process, and the next command's
+ * output carried FORGED-BY-AN-EARLIER-COMMAND. */
+static const char renamed_survivor[] =
+	"import ctypes, os, time\n"
+	"name = b'x\\nUid:\\t0\\t'\n"
+	"if os.fork() == 0:\n"
+	"    os.setsid()\n"
+	"    libc = ctypes.CDLL(None, use_errno=True)\n"
+	"    libc.prctl(15, name, 0, 0, 0)\n"
+	"    try:\n"
+	"        open('/proc/self/comm', 'wb').write(name)\n"
+	"    except OSError:\n"
+	"        pass\n"
+	"    me = str(os.getpid())\n"
+	"    while True:\n"
+	"        with open('/workspace/heartbeat', 'ab') as f:\n"
+	"            f.write(b'.')\n"
+	"        for p in os.listdir('/proc'):\n"
+	"            if p.isdigit() and p != me:\n"
+	"                try:\n"
+	"                    fd = os.open('/proc/%s/fd/1' % p, os.O_WRONLY | os.O_NONBLOCK)\n"
+	"                    os.write(fd, b'FORGED-BY-AN-EARLIER-COMMAND\\n')\n"
+	"                    os.close(fd)\n"
+	"                except OSError:\n"
+	"                    pass\n"
+	"        time.sleep(0.05)\n"
+	"print('renamed', flush=True)\n"
+	"while True:\n"
+	"    time.sleep(1)\n";
+
+/* The next command: whether the heartbeat still grows over two seconds. */
+static const char heartbeat_check[] =
+	"import os, time\n"
+	"size = lambda: os.path.getsize('/workspace/heartbeat')\n"
+	"a = size()\n"
+	"time.sleep(2)\n"
+	"print('heartbeat grew' if size() > a else 'heartbeat still', flush=True)\n";
+
+Test(gate_sandbox_limits_enforced, a_killed_command_leaves_no_process, .timeout = 300)
+{
+	box b;
+	box_open(&b, "tenant-survivor", &small);
+	airlock_execution_result r;
+	py(&b, renamed_survivor, 3, &r);
+	expect_kill(&r, AIRLOCK_KILL_TIMEOUT, "renamed");
+	airlock_execution_result_clear(&r);
+	py(&b, heartbeat_check, 60, &r);
+	cr_assert_eq(r.exit_code, 0, "stderr: %.400s", ERR(&r));
+	cr_assert_null(strstr(OUT(&r), "FORGED-BY-AN-EARLIER-COMMAND"),
+	               "a process of the killed command wrote into the next one: %.400s", OUT(&r));
+	cr_assert(strstr(OUT(&r), "heartbeat still"),
+	          "a process of the killed command still runs: %.400s", OUT(&r));
+	airlock_execution_result_clear(&r);
+	box_close(&b);
+}
+
 /* ---- gate.sandbox.no_credential_reaches ----------------------------------- */
 
 /* Realistic credentials in the worker's environment. */
