@@ -280,6 +280,46 @@ Test(gate_sandbox_limits_enforced, a_killed_command_leaves_no_process, .timeout 
 	box_close(&b);
 }
 
+/* pids_max - 2 children, every fork succeeding, the command waits for them
+ * and exits 0: no limit was reached, so no PIDS. gVisor's count was taken
+ * as reached at pids_max (found: 14 children under --pids 16 killed PIDS
+ * in 429 ms, native ran it to exit 0); the limit counts the command's
+ * processes, and with the command itself these are pids_max - 1. */
+static const char children_below_limit[] =
+	"import os, sys, time\n"
+	"n = int(sys.argv[1])\n"
+	"kids = []\n"
+	"for i in range(n):\n"
+	"    pid = os.fork()\n"
+	"    if pid == 0:\n"
+	"        time.sleep(3)\n"
+	"        os._exit(0)\n"
+	"    kids.append(pid)\n"
+	"print('forked', len(kids), flush=True)\n"
+	"for k in kids:\n"
+	"    os.waitpid(k, 0)\n"
+	"print('done', flush=True)\n";
+
+Test(gate_sandbox_limits_enforced, children_below_pids_max_are_not_pids, .timeout = 300)
+{
+	airlock_resource_limits l = small;
+	l.pids_max = 16;
+	box b;
+	box_open(&b, "tenant-below-pids", &l);
+	char n[32];
+	snprintf(n, sizeof(n), "%lld", (long long)l.pids_max - 2);
+	char *argv[] = { "python3", "-c", (char *)children_below_limit, n, NULL };
+	airlock_execution_result r;
+	sandbox_test_run(b.e, &b.h, argv, 60, NULL, &r);
+	cr_assert_eq(r.killed_by, 0, "killed %s with pids_max-2 children: stdout %.200s stderr %.400s",
+	             r.killed_by ? airlock_kill_reason_name(r.killed_by) : "null", OUT(&r), ERR(&r));
+	cr_assert(r.has_exit_code);
+	cr_assert_eq(r.exit_code, 0, "stdout %.200s stderr %.400s", OUT(&r), ERR(&r));
+	cr_assert(strstr(OUT(&r), "forked 14\n") && strstr(OUT(&r), "done\n"), "%.200s", OUT(&r));
+	airlock_execution_result_clear(&r);
+	box_close(&b);
+}
+
 /* ---- gate.sandbox.no_credential_reaches ----------------------------------- */
 
 /* Realistic credentials in the worker's environment. */

@@ -256,7 +256,13 @@ static int64_t guest_pids(execution *x)
 	return n;
 }
 
-/* pids_max reached: the guest's count, less init, at the limit. Asked of
+/* pids_max reached: the guest's count, less init, past the limit. The
+ * sandbox user's processes (the wrapper and the command's) may number
+ * pids_max, as init's cgroup and the command's may on native; one more is
+ * the fork native refuses, which gVisor allows (bundle.c: RLIMIT_NPROC is
+ * pids_max + 1) because a failed fork there leaves no trace the service can
+ * read. A count at the limit is a command that never met it (found: 14
+ * children under pids 16, every fork succeeded, killed PIDS). Asked of
  * the runtime only while the host's task count for the sandbox has grown
  * by at least pids_max since the command started (each guest process
  * costs the runtime a host task or more under ptrace), and at most every
@@ -278,7 +284,7 @@ static bool pids_reached(execution *x, int64_t now)
 		x->pids_next = now + GV_PIDS_ASK_KVM_MS;
 	}
 	int64_t n = guest_pids(x);
-	return n >= 0 && n - 1 >= x->b->limits.pids_max;
+	return n >= 0 && n - 1 > x->b->limits.pids_max;
 }
 
 /* The other way processes run out: the runtime's host tasks for them at
