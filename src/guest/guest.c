@@ -629,9 +629,9 @@ static _Noreturn void kill_as(unsigned long uid, int proc_fd, int64_t live_deadl
 /* Run by the service as guest root with CAP_SETUID, to end a command whose
  * wrapper could not (it was killed, or the command outlived it). It kills
  * nothing itself: each killer it forks becomes the uid (kill_as). A killer
- * is a process of the uid, so a command's process can SIGKILL it; this
- * parent, root, it cannot: a killer that died of a signal is replaced by a
- * new one until GUEST_KILL_MS. */
+ * is a process of the uid, so a command's process can SIGKILL or SIGSTOP
+ * it; this parent, root, it cannot: a killer that died of a signal or was
+ * stopped is replaced by a new one until GUEST_KILL_MS. */
 static int guest_kill(const char *uid_text)
 {
 	unsigned long uid;
@@ -656,17 +656,23 @@ static int guest_kill(const char *uid_text)
 		}
 		if (pid == 0)
 			kill_as(uid, proc_fd, live_deadline);
+		/* WUNTRACED: a process of the uid can stop a killer as well as
+		 * kill it; a stopped one is killed here and replaced. */
 		int status = 0;
-		while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
+		while (waitpid(pid, &status, WUNTRACED) < 0 && errno == EINTR)
 			;
-		if (WIFEXITED(status)) {
+		if (WIFSTOPPED(status)) {
+			kill(pid, SIGKILL);
+			while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
+				;
+		} else if (WIFEXITED(status)) {
 			close(proc_fd);
 			if (WEXITSTATUS(status) == 1)
 				say("kill: processes of the uid remain after every pass", 0);
 			return WEXITSTATUS(status) == 0 ? 0 : 1;
 		}
-		/* Killed by a process of the uid: another killer, unless the
-		 * time is up. */
+		/* Killed or stopped by a process of the uid: another killer,
+		 * unless the time is up. */
 		if (now_ms() >= live_deadline) {
 			close(proc_fd);
 			say("kill: every killer was killed", 0);
