@@ -150,6 +150,10 @@ rc=0
 rc=0
 "$guest" kill 12a 2>/dev/null || rc=$?
 [ "$rc" -eq 2 ] || fail "kill of a malformed uid gave $rc"
+# Not uid 0: its killers would keep root's capabilities and kill everything.
+rc=0
+"$guest" kill 0 2>"$tmp/err" || rc=$?
+[ "$rc" -eq 2 ] && grep -q "nonzero" "$tmp/err" || fail "kill of uid 0 gave $rc: $(cat "$tmp/err")"
 ok "exec refuses root; usage"
 
 # guest kill: a process of the uid (a shell with a child) ends by SIGKILL.

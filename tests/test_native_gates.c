@@ -219,6 +219,107 @@ Test(gate_sandbox_limits_enforced, output_limit_kills_and_keeps_the_head)
 	box_close(&b);
 }
 
+/* A command whose process renames itself so that its /proc status shows a
+ * forged "Uid:" line (gVisor prints the name unescaped as the first line
+ * of /proc/PID/status; Linux escapes it), then outlives a TIMEOUT kill and
+ * writes into whatever process it can open the stdout of, and beats a
+ * heartbeat into the workspace. Found by the red team: the kill pass read
+ * the first "Uid:" line, skipped the process, and the next command's
+ * output carried FORGED-BY-AN-EARLIER-COMMAND. */
+static const char renamed_survivor[] =
+	"import ctypes, os, time\n"
+	"name = b'x\\nUid:\\t0\\t'\n"
+	"if os.fork() == 0:\n"
+	"    os.setsid()\n"
+	"    libc = ctypes.CDLL(None, use_errno=True)\n"
+	"    libc.prctl(15, name, 0, 0, 0)\n"
+	"    try:\n"
+	"        open('/proc/self/comm', 'wb').write(name)\n"
+	"    except OSError:\n"
+	"        pass\n"
+	"    me = str(os.getpid())\n"
+	"    while True:\n"
+	"        with open('/workspace/heartbeat', 'ab') as f:\n"
+	"            f.write(b'.')\n"
+	"        for p in os.listdir('/proc'):\n"
+	"            if p.isdigit() and p != me:\n"
+	"                try:\n"
+	"                    fd = os.open('/proc/%s/fd/1' % p, os.O_WRONLY | os.O_NONBLOCK)\n"
+	"                    os.write(fd, b'FORGED-BY-AN-EARLIER-COMMAND\\n')\n"
+	"                    os.close(fd)\n"
+	"                except OSError:\n"
+	"                    pass\n"
+	"        time.sleep(0.05)\n"
+	"print('renamed', flush=True)\n"
+	"while True:\n"
+	"    time.sleep(1)\n";
+
+/* The next command: whether the heartbeat still grows over two seconds. */
+static const char heartbeat_check[] =
+	"import os, time\n"
+	"size = lambda: os.path.getsize('/workspace/heartbeat')\n"
+	"a = size()\n"
+	"time.sleep(2)\n"
+	"print('heartbeat grew' if size() > a else 'heartbeat still', flush=True)\n";
+
+Test(gate_sandbox_limits_enforced, a_killed_command_leaves_no_process, .timeout = 300)
+{
+	box b;
+	box_open(&b, "tenant-survivor", &small);
+	airlock_execution_result r;
+	py(&b, renamed_survivor, 3, &r);
+	expect_kill(&r, AIRLOCK_KILL_TIMEOUT, "renamed");
+	airlock_execution_result_clear(&r);
+	py(&b, heartbeat_check, 60, &r);
+	cr_assert_eq(r.exit_code, 0, "stderr: %.400s", ERR(&r));
+	cr_assert_null(strstr(OUT(&r), "FORGED-BY-AN-EARLIER-COMMAND"),
+	               "a process of the killed command wrote into the next one: %.400s", OUT(&r));
+	cr_assert(strstr(OUT(&r), "heartbeat still"),
+	          "a process of the killed command still runs: %.400s", OUT(&r));
+	airlock_execution_result_clear(&r);
+	box_close(&b);
+}
+
+/* pids_max - 2 children, every fork succeeding, the command waits for them
+ * and exits 0: no limit was reached, so no PIDS. gVisor's count was taken
+ * as reached at pids_max (found: 14 children under --pids 16 killed PIDS
+ * in 429 ms, native ran it to exit 0); the limit counts the command's
+ * processes, and with the command itself these are pids_max - 1. */
+static const char children_below_limit[] =
+	"import os, sys, time\n"
+	"n = int(sys.argv[1])\n"
+	"kids = []\n"
+	"for i in range(n):\n"
+	"    pid = os.fork()\n"
+	"    if pid == 0:\n"
+	"        time.sleep(3)\n"
+	"        os._exit(0)\n"
+	"    kids.append(pid)\n"
+	"print('forked', len(kids), flush=True)\n"
+	"for k in kids:\n"
+	"    os.waitpid(k, 0)\n"
+	"print('done', flush=True)\n";
+
+Test(gate_sandbox_limits_enforced, children_below_pids_max_are_not_pids, .timeout = 300)
+{
+	airlock_resource_limits l = small;
+	l.pids_max = 16;
+	box b;
+	box_open(&b, "tenant-below-pids", &l);
+	char n[32];
+	snprintf(n, sizeof(n), "%lld", (long long)l.pids_max - 2);
+	char *argv[] = { "python3", "-c", (char *)children_below_limit, n, NULL };
+	airlock_execution_result r;
+	sandbox_test_run(b.e, &b.h, argv, 60, NULL, &r);
+	cr_assert_eq(r.killed_by, 0, "killed %s with pids_max-2 children: stdout %.200s stderr %.400s",
+	             r.killed_by ? airlock_kill_reason_name(r.killed_by) : "null", OUT(&r), ERR(&r));
+	cr_assert(r.has_exit_code);
+	cr_assert_eq(r.exit_code, 0, "stdout %.200s stderr %.400s", OUT(&r), ERR(&r));
+	cr_assert(strstr(OUT(&r), "forked 14\n") && strstr(OUT(&r), "done\n"), "%.200s", OUT(&r));
+	airlock_execution_result_clear(&r);
+	box_close(&b);
+}
+
 /* ---- gate.sandbox.no_credential_reaches ----------------------------------- */
 
 /* Realistic credentials in the worker's environment. */

@@ -23,18 +23,24 @@
  *                         the orphans), starts ARGV (argv[0] resolved
  *                         against AIRLOCK_SANDBOX_PATH only, like the native
  *                         starter), waits for it, then kills (SIGKILL) every
- *                         process of its uid but itself until a pass over
- *                         /proc finds none (bounded) before it exits with
+ *                         process of its uid but itself until a pass finds
+ *                         none (bounded; the kernel's permission check, as
+ *                         the uid, picks them: never /proc's text, where
+ *                         gVisor prints a process's chosen name unescaped)
+ *                         before it exits with
  *                         the command's status: the exit code, or 128 + the
  *                         signal. When ARGV cannot be executed it writes
  *                         "airlock: cannot execute NAME: REASON" to stderr
  *                         (NAME with bytes outside printable ASCII as \xNN,
  *                         cut at 200 bytes; native quotes it instead) and
  *                         exits 127, like the native mechanism.
- *   guest kill UID        kills (SIGKILL) every process whose real uid is
- *                         UID, except pid 1 and itself, until none is left:
- *                         exit 0, or 1 when some survived its bound. Run
- *                         with CAP_KILL by the service to end a command.
+ *   guest kill UID        kills (SIGKILL) every process whose real or saved
+ *                         uid is UID (not 0), except pid 1, until none is
+ *                         left: exit 0, or 1 when some survived its bound.
+ *                         Run as root with CAP_SETUID by the service to end
+ *                         a command: it forks killers that become UID with
+ *                         no capability, and forks another when the command
+ *                         kills one.
  * AIRLOCK_GUEST_STATX_SHIM: a preloaded shared object (listed in
  *   AIRLOCK_GUEST_PRELOAD) that clears AT_NO_AUTOMOUNT in the flags of
  *   statx and fstatat before calling the kernel: gVisor 20221219 rejects

@@ -21,8 +21,9 @@
  *
  * Where gVisor's semantics differ from native's, and what airlock does:
  *   - pids_max is RLIMIT_NPROC inside the sandbox (gVisor counts the
- *     sandbox's own processes and threads per uid); the host's pids limit
- *     only bounds the runtime's host threads.
+ *     sandbox's own processes and threads per uid), set one higher because
+ *     a refused fork leaves no trace: PIDS is a count past pids_max; the
+ *     host's pids limit only bounds the runtime's host threads.
  *   - memory: gVisor ends the whole sandbox when its cgroup runs out. The
  *     result carries killed_by MEMORY and the partial output, the sandbox is
  *     dead, and the next execute on it is ExecutionUnavailable: provision

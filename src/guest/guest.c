@@ -56,11 +56,12 @@
 #define GUEST_REAP_PAUSE_NS 1000000L
 /* `guest kill`: passes over /proc and the pause between them. A process
  * that forks as fast as it can is outrun by a pass that kills every process
- * of the uid it sees, so a few passes end any tree; 1000 x 5 ms is five
- * seconds of trying before the service is told some survived. Then the
- * zombies, for at most 400 passes (2 s): see guest_kill. */
-#define GUEST_KILL_PASSES 1000
-#define GUEST_KILL_ZOMBIE_PASSES 400
+ * of the uid it sees, so a few passes end any tree; five seconds of trying
+ * before the service is told some survived. Then the zombies, for at most
+ * two seconds: see kill_as. Both within the service's 10 s bound on the
+ * call (GV_RUNSC_CALL_MS). */
+#define GUEST_KILL_MS 5000
+#define GUEST_KILL_ZOMBIE_MS 2000
 #define GUEST_KILL_PAUSE_NS 5000000L
 /* argv[0] in the exec failure message: at most this many bytes of it. */
 #define GUEST_NAME_SHOWN_MAX 200
@@ -222,7 +223,7 @@ static _Noreturn void guest_init(void)
 	}
 }
 
-/* ---- the processes of a uid, from /proc (guest exec and guest kill) ------------------ */
+/* ---- the processes of a uid (guest exec and guest kill) ---------------------------- */
 
 /* A decimal number of at most 10 digits and at most max, whole string. */
 static bool parse_uint(const char *s, unsigned long max, unsigned long *ret)
@@ -240,30 +241,31 @@ static bool parse_uint(const char *s, unsigned long max, unsigned long *ret)
 	return true;
 }
 
-/* The real uid of pid from the first field of the "Uid:" line of
- * /proc/PID/status: 1 and *ret set, 2 and *ret set for a zombie, 0 when the
- * process is gone or the line cannot be read (a process that exits during the scan
- * is not ours to kill any more). The real uid, because kill's permission
- * check for the command itself is against the real or saved uid, and a
- * process cannot change its real uid without privileges the sandbox does
- * not give. */
-static int real_uid_of(int proc_fd, const char *pid, unsigned long *ret)
+/* Whether pid is a zombie (or being torn down), from the state field of
+ * /proc/PID/stat. That file holds one text the process chooses, its name,
+ * between "(" and ")", and gVisor prints it unescaped (a name may hold a
+ * newline, a ")" or a forged field): the state is the field after the
+ * LAST ")", since every field after the name is a number the kernel
+ * writes. Anything that does not parse is "not a zombie", which only makes
+ * the caller keep killing it. */
+static bool is_zombie(int proc_fd, const char *pid)
 {
 	char path[32];
 	size_t plen = strlen(pid);
-	if (plen + sizeof("/status") > sizeof(path))
-		return 0;
+	if (plen + sizeof("/stat") > sizeof(path))
+		return false;
 	memcpy(path, pid, plen);
-	memcpy(path + plen, "/status", sizeof("/status"));
+	memcpy(path + plen, "/stat", sizeof("/stat"));
 	int fd = openat(proc_fd, path, O_RDONLY | O_CLOEXEC);
 	if (fd < 0)
-		return 0;
-	/* The Uid: line is within the first kilobyte of status on every kernel
-	 * (and gVisor); the buffer bounds what is read. */
-	char buf[2048];
+		return false;
+	/* Linux caps the name at 64 bytes and gVisor at 16: the state is
+	 * within the first kilobyte; a line cut there has no ")" after the
+	 * name's and reads as not a zombie. */
+	char buf[1024];
 	size_t len = 0;
 	ssize_t k;
-	while (len < sizeof(buf) - 1 && (k = read(fd, buf + len, sizeof(buf) - 1 - len)) != 0) {
+	while (len < sizeof(buf) && (k = read(fd, buf + len, sizeof(buf) - len)) != 0) {
 		if (k < 0) {
 			if (errno == EINTR)
 				continue;
@@ -272,45 +274,34 @@ static int real_uid_of(int proc_fd, const char *pid, unsigned long *ret)
 		len += (size_t)k;
 	}
 	close(fd);
-	buf[len] = 0;
-	/* A zombie (or a process being torn down) is dead already, and a kill
-	 * cannot hurry its parent's wait; but it still counts against the
-	 * uid's RLIMIT_NPROC until it is reaped (pid 1 reaps orphans), so the
-	 * next command could not fork: the caller waits for it. */
-	bool zombie = false;
-	char *st = strstr(buf, "\nState:");
-	if (st) {
-		st += 7;
-		while (*st == ' ' || *st == '\t')
-			st++;
-		zombie = *st == 'Z' || *st == 'X';
-	}
-	char *u = strstr(buf, "\nUid:");
-	if (!u)
-		return 0;
-	u += 5;
-	while (*u == ' ' || *u == '\t')
-		u++;
-	unsigned long v = 0;
-	size_t digits = 0;
-	for (; *u >= '0' && *u <= '9' && digits < 10; u++, digits++)
-		v = v * 10 + (unsigned long)(*u - '0');
-	if (digits == 0 || (*u != ' ' && *u != '\t'))
-		return 0;
-	*ret = v;
-	return zombie ? 2 : 1;
+	const char *close_paren = NULL;
+	for (size_t i = 0; i < len; i++)
+		if (buf[i] == ')')
+			close_paren = buf + i;
+	if (!close_paren || (size_t)(close_paren - buf) + 2 >= len || close_paren[1] != ' ')
+		return false;
+	return close_paren[2] == 'Z' || close_paren[2] == 'X';
 }
 
-/* One pass over /proc: SIGKILL to every process of uid but pid 1 and this
- * one. Returns how many live ones were found (and signalled), or -errno
- * when /proc cannot be read; *ret_zombies (NULL ok) counts the uid's
- * zombies not yet reaped. The directory is read with getdents64 into a stack
- * buffer from offset 0 each pass: no allocation, and the same descriptor
- * serves every pass. */
-static int kill_pass(int proc_fd, unsigned long uid, pid_t self, int *ret_zombies)
+/* One pass: SIGKILL to every process this process may signal but pid 1
+ * and itself. Run as the sandbox's uid without capabilities, so the
+ * kernel's own permission check is what says which processes are the
+ * uid's (a target whose real or saved uid is ours): nothing a process
+ * writes (its name, which gVisor prints unescaped into /proc/PID/status,
+ * forging lines there) decides it. kill(-1) first, which reaches all of
+ * them in one call; then each pid /proc lists, the directory's names being
+ * the kernel's: a kill that succeeds is a process of the uid, one that
+ * fails with EPERM is not ours, ESRCH is gone. Returns how many live ones
+ * were found (and signalled), or -errno when /proc cannot be read;
+ * *ret_zombies (NULL ok) counts the uid's zombies not yet reaped. The
+ * directory is read with getdents64 into a stack buffer from offset 0 each
+ * pass: no allocation, and the same descriptor serves every pass. */
+static int kill_pass(int proc_fd, pid_t self, int *ret_zombies)
 {
 	if (ret_zombies)
 		*ret_zombies = 0;
+	/* ESRCH (none left) is the answer we want; the pass below counts. */
+	kill(-1, SIGKILL);
 	if (lseek(proc_fd, 0, SEEK_SET) < 0)
 		return -errno;
 	int found = 0;
@@ -326,26 +317,27 @@ static int kill_pass(int proc_fd, unsigned long uid, pid_t self, int *ret_zombie
 		for (ssize_t off = 0; off < n;) {
 			const struct dirent64 *de = (const struct dirent64 *)(buf + off);
 			off += de->d_reclen;
-			unsigned long pid, owner;
+			unsigned long pid;
 			/* Numeric entries are processes; pid 1 is init, whose end
 			 * would end the sandbox; this process is the one doing the
 			 * killing. */
 			if (!parse_uint(de->d_name, (unsigned long)INT32_MAX, &pid) || pid == 1 ||
 			    (pid_t)pid == self)
 				continue;
-			int k = real_uid_of(proc_fd, de->d_name, &owner);
-			if (!k || owner != uid)
+			if (kill((pid_t)pid, SIGKILL) < 0)
 				continue;
-			if (k == 2) {
+			/* A zombie is dead already, and a kill cannot hurry its
+			 * parent's wait; but it still counts against the uid's
+			 * RLIMIT_NPROC until it is reaped (pid 1 reaps orphans), so
+			 * the next command could not fork: the caller waits for
+			 * it. A live one is counted so that the next pass looks
+			 * again (it may have forked meanwhile). */
+			if (is_zombie(proc_fd, de->d_name)) {
 				if (ret_zombies)
 					(*ret_zombies)++;
-				continue;
+			} else {
+				found++;
 			}
-			/* ESRCH: it exited since it was read, which is what we
-			 * want; it is still counted so that the next pass looks
-			 * again. */
-			kill((pid_t)pid, SIGKILL);
-			found++;
 		}
 	}
 }
@@ -449,17 +441,17 @@ static _Noreturn void exec_child(int report_fd, char *const *argv, char *const *
 }
 
 /* After the command: kill every process of this uid and reap every child
- * until none is left. kill(-1, SIGKILL) from an unprivileged process
- * reaches every process of its uid in the sandbox except pid 1 and the
- * caller, so a daemon the command started (`sleep 100 &`, a double fork)
- * ends with it. Where this is a child subreaper (Linux) the command's
- * orphans are reparented here and reaped here; where it cannot be (gVisor
- * 20221219 answers PR_SET_CHILD_SUBREAPER with EINVAL) they go to pid 1,
- * `guest init`, which reaps them. Either way the loop ends only when no
- * child is left to wait for and a pass over /proc finds no live process of
- * the uid but this one (proc_fd; -1 when /proc could not be opened, then
- * the children alone decide): a process forked between two rounds is
- * caught by the next. Bounded by GUEST_REAP_MS.
+ * until none is left. kill_pass, as this unprivileged uid, reaches every
+ * process of the uid in the sandbox except pid 1 and the caller, so a
+ * daemon the command started (`sleep 100 &`, a double fork, a process that
+ * renamed itself) ends with it. Where this is a child subreaper (Linux) the
+ * command's orphans are reparented here and reaped here; where it cannot be
+ * (gVisor 20221219 answers PR_SET_CHILD_SUBREAPER with EINVAL) they go to
+ * pid 1, `guest init`, which reaps them. Either way the loop ends only when
+ * no child is left to wait for and a pass finds no live process of the uid
+ * but this one (proc_fd; -1 when /proc could not be opened, then kill(-1)
+ * goes out and the children alone decide): a process forked between two
+ * rounds is caught by the next. Bounded by GUEST_REAP_MS.
  *
  * It reaches the uid's processes that are not the command's too (another
  * `guest exec` of the same uid, which guest.h's contract names: every
@@ -468,17 +460,19 @@ static _Noreturn void exec_child(int report_fd, char *const *argv, char *const *
 static void kill_and_reap(int proc_fd)
 {
 	int64_t deadline = now_ms() + GUEST_REAP_MS;
-	unsigned long uid = (unsigned long)getuid();
 	pid_t self = getpid();
 	for (;;) {
-		kill(-1, SIGKILL);
+		int left = 0;
+		if (proc_fd >= 0)
+			left = kill_pass(proc_fd, self, NULL);
+		else
+			kill(-1, SIGKILL);
 		pid_t w;
 		while ((w = waitpid(-1, NULL, WNOHANG)) > 0)
 			;
 		bool children = !(w < 0 && errno == ECHILD);
-		/* A /proc that cannot be read counts as "none seen": the kill
-		 * above went out regardless. */
-		int left = proc_fd >= 0 ? kill_pass(proc_fd, uid, self, NULL) : 0;
+		/* A /proc that cannot be read counts as "none seen": kill(-1)
+		 * went out regardless. */
 		if (!children && left <= 0)
 			return;
 		if (now_ms() >= deadline)
@@ -579,16 +573,72 @@ static int guest_exec(char **argv, char **envp)
 
 /* ---- guest kill ----------------------------------------------------------------- */
 
-/* Run by the service as guest root with CAP_KILL, to end a command whose
- * wrapper could not (it was killed, or the command outlived it): each pass
- * kills every process of the uid it sees; a process forked during a pass is
- * seen by the next. Done when a pass finds none. */
+/* The killer: a child of `guest kill` that has become uid (no capability
+ * left, non-dumpable), so that kill_pass's kernel permission check is what
+ * picks the uid's processes. Passes GUEST_KILL_PAUSE_NS apart until one
+ * finds none alive (each kills every process of the uid it sees; a
+ * process forked during a pass is seen by the next), then waits, bounded by
+ * GUEST_KILL_ZOMBIE_MS, for the uid's zombies to be reaped: they still
+ * count against its RLIMIT_NPROC (pid 1 reaps them at once in a sandbox),
+ * and the next command could not fork. Exit 0 when none is alive, 1 when
+ * some survived until live_deadline, 3 when it could not become uid. */
+static _Noreturn void kill_as(unsigned long uid, int proc_fd, int64_t live_deadline)
+{
+	/* Non-dumpable before the uid changes, so no process of the uid can
+	 * ptrace this one or write its memory at any moment (a change of uid
+	 * makes a process non-dumpable too). */
+	if (prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) < 0 ||
+	    setresuid((uid_t)uid, (uid_t)uid, (uid_t)uid) < 0) {
+		say("kill: becoming the uid", errno);
+		_exit(3);
+	}
+	/* From uid 0 to a nonzero uid in every slot drops every capability:
+	 * with CAP_KILL left, a kill would succeed on any process and kill_pass
+	 * would not be the uid's alone. */
+	if (has_cap_kill() || getuid() == 0 || geteuid() == 0) {
+		say("kill: CAP_KILL remained after becoming the uid", 0);
+		_exit(3);
+	}
+	pid_t self = getpid();
+	int64_t zombies_since = 0;
+	for (;;) {
+		int zombies = 0;
+		int found = kill_pass(proc_fd, self, &zombies);
+		if (found < 0) {
+			say("kill: reading /proc", -found);
+			_exit(1);
+		}
+		int64_t now = now_ms();
+		if (found == 0) {
+			/* None alive; the zombies are waited for a bounded while
+			 * (their parent may be one that never waits: then it is its
+			 * own limit it fills). */
+			if (zombies == 0)
+				_exit(0);
+			if (!zombies_since)
+				zombies_since = now;
+			if (now - zombies_since > GUEST_KILL_ZOMBIE_MS)
+				_exit(0);
+		} else if (now >= live_deadline) {
+			_exit(1);
+		}
+		pause_ns(GUEST_KILL_PAUSE_NS);
+	}
+}
+
+/* Run by the service as guest root with CAP_SETUID, to end a command whose
+ * wrapper could not (it was killed, or the command outlived it). It kills
+ * nothing itself: each killer it forks becomes the uid (kill_as). A killer
+ * is a process of the uid, so a command's process can SIGKILL or SIGSTOP
+ * it; this parent, root, it cannot: a killer that died of a signal or was
+ * stopped is replaced by a new one until GUEST_KILL_MS. */
 static int guest_kill(const char *uid_text)
 {
 	unsigned long uid;
-	/* (uid_t)-1 is no uid: the "unchanged" value of setresuid. */
-	if (!parse_uint(uid_text, 4294967294UL, &uid)) {
-		say("kill: UID must be a decimal uid", 0);
+	/* Not 0: root keeps its capabilities and would kill every process.
+	 * (uid_t)-1 is no uid: the "unchanged" value of setresuid. */
+	if (!parse_uint(uid_text, 4294967294UL, &uid) || uid == 0) {
+		say("kill: UID must be a nonzero decimal uid", 0);
 		return 2;
 	}
 	int proc_fd = open("/proc", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
@@ -596,30 +646,39 @@ static int guest_kill(const char *uid_text)
 		say("kill: /proc", errno);
 		return 1;
 	}
-	pid_t self = getpid();
-	int zombie_passes = 0;
-	for (int pass = 0; pass < GUEST_KILL_PASSES; pass++) {
-		int zombies = 0;
-		int found = kill_pass(proc_fd, uid, self, &zombies);
-		if (found < 0) {
-			say("kill: reading /proc", -found);
+	int64_t live_deadline = now_ms() + GUEST_KILL_MS;
+	for (;;) {
+		pid_t pid = fork();
+		if (pid < 0) {
+			say("kill: fork", errno);
 			close(proc_fd);
 			return 1;
 		}
-		/* None alive. Zombies still count against the uid's
-		 * RLIMIT_NPROC until they are reaped (in a sandbox pid 1 reaps
-		 * them at once), so the next command could not fork: they are
-		 * waited for, a bounded while (their parent may be one that
-		 * never waits: then it is its own limit it fills). */
-		if (found == 0 && (zombies == 0 || ++zombie_passes > GUEST_KILL_ZOMBIE_PASSES)) {
+		if (pid == 0)
+			kill_as(uid, proc_fd, live_deadline);
+		/* WUNTRACED: a process of the uid can stop a killer as well as
+		 * kill it; a stopped one is killed here and replaced. */
+		int status = 0;
+		while (waitpid(pid, &status, WUNTRACED) < 0 && errno == EINTR)
+			;
+		if (WIFSTOPPED(status)) {
+			kill(pid, SIGKILL);
+			while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
+				;
+		} else if (WIFEXITED(status)) {
 			close(proc_fd);
-			return 0;
+			if (WEXITSTATUS(status) == 1)
+				say("kill: processes of the uid remain after every pass", 0);
+			return WEXITSTATUS(status) == 0 ? 0 : 1;
 		}
-		pause_ns(GUEST_KILL_PAUSE_NS);
+		/* Killed or stopped by a process of the uid: another killer,
+		 * unless the time is up. */
+		if (now_ms() >= live_deadline) {
+			close(proc_fd);
+			say("kill: every killer was killed", 0);
+			return 1;
+		}
 	}
-	close(proc_fd);
-	say("kill: processes of the uid remain after every pass", 0);
-	return 1;
 }
 
 int main(int argc, char **argv, char **envp)

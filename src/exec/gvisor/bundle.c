@@ -67,10 +67,16 @@ int gv_bundle_write(const airlock_gvisor *g, gv_sandbox *b, const char *image_pa
 	/* pids_max: RLIMIT_NPROC, which gVisor counts per uid over the
 	 * sandbox's own processes and threads (measured: a fork loop as uid
 	 * 1000 stops at exactly the limit); init is root's and not counted.
+	 * One above pids_max: gVisor tells no one that a fork failed, so the
+	 * service sees the limit met only by a count past it (execute.c,
+	 * pids_reached). At pids_max the command holds what native allows it
+	 * (there init is in the cgroup's count, here the wrapper is in the
+	 * uid's) and runs on; the fork that native would refuse succeeds here
+	 * and is what kills the command with PIDS, within GV_PIDS_ASK_MS.
 	 * RLIMIT_FSIZE: no one file larger than the workspace, as on native.
 	 * RLIMIT_NOFILE: AIRLOCK_SANDBOX_NOFILE, as on native (airlock/caps.h
 	 * says why, and why it matters more with the allowlist's host sockets). */
-	json_t *rlimits = json_pack("[o, o, o, o]", rlimit("RLIMIT_NPROC", l->pids_max),
+	json_t *rlimits = json_pack("[o, o, o, o]", rlimit("RLIMIT_NPROC", l->pids_max + 1),
 	                            rlimit("RLIMIT_FSIZE", l->workspace_bytes),
 	                            rlimit("RLIMIT_NOFILE", AIRLOCK_SANDBOX_NOFILE),
 	                            rlimit("RLIMIT_CORE", 0));

@@ -343,13 +343,19 @@ bool gv_runtime_gone(const gv_sandbox *b)
 
 int gv_kill_commands(airlock_gvisor *g, gv_sandbox *b)
 {
-	/* As guest root with CAP_KILL only: a command at its RLIMIT_NPROC
-	 * could not be joined by another process of its uid, and the killer
-	 * must be able to signal every one of them. */
+	/* As guest root, which no process of the command can signal, with
+	 * CAP_SETUID: `guest kill` forks killers that become the sandbox user
+	 * (a command at its RLIMIT_NPROC could not be joined through runsc
+	 * exec by another process of its uid; a fork by root and a setresuid
+	 * can), so the kernel's own permission check picks the command's
+	 * processes, never text a process wrote (guest.c, kill_pass). CAP_KILL
+	 * as well for an image built by an earlier airlock, whose guest kills
+	 * as root; this guest's killers drop every capability. */
 	char uid[16];
 	snprintf(uid, sizeof(uid), "%d", GV_SANDBOX_UID);
-	const char *words[] = { "exec", "--user", "0:0", "--cap", "CAP_KILL", "--cwd", "/", b->box.id,
-		                AIRLOCK_GUEST_PROGRAM, "kill", uid };
+	const char *words[] = { "exec",      "--user", "0:0",  "--cap", "CAP_KILL", "--cap",
+		                "CAP_SETUID", "--cwd", "/",    b->box.id, AIRLOCK_GUEST_PROGRAM,
+		                "kill",      uid };
 	int st = 0;
 	int r = gv_runsc_call(g, b, words, ARRAY_SIZE(words), GV_RUNSC_CALL_MS, &st, NULL);
 	return r < 0 ? r : WIFEXITED(st) && WEXITSTATUS(st) == 0 ? 0 : -ESRCH;
