@@ -262,3 +262,30 @@ Test(gvisor_faults, each_execute_phase_fails_cleanly_and_the_sandbox_runs_on, .t
 	airlock_exec_free(e);
 	remove_state(state);
 }
+
+/* A full host file table (issue 18, item 3): ExecutionUnavailable naming
+ * fs.file-max, not "runsc run exited with status 128". The fault point
+ * stands for the table: filling the real one would starve every tenant. */
+Test(gvisor_faults, a_full_host_file_table_is_named, .timeout = 120)
+{
+	char state[128], digest[AIRLOCK_IMAGE_DIGEST_SIZE];
+	snprintf(state, sizeof(state), "/run/airlock/gvisor-test-faults-%d", (int)getpid());
+	airlock_exec *e = open_service(state, digest);
+	airlock_environment_spec spec;
+	spec_for(&spec, digest);
+	airlock_environment_handle h = { 0 };
+	airlock_error err = { 0 };
+	util_fault_arm(1);
+	int r = airlock_exec_provision(e, &spec, &h, &err);
+	const char *fired = util_fault_fired();
+	util_fault_arm(0);
+	cr_expect_eq(r, airlock_errcode(AIRLOCK_ERR_EXECUTION_UNAVAILABLE), "%d: %s", r, err.message);
+	cr_expect(fired && strcmp(fired, "provision.host_files") == 0, "fired %s",
+	          fired ? fired : "nothing");
+	cr_expect(strstr(err.message, "the host's file table is full (fs.file-max "), "%s",
+	          err.message);
+	airlock_environment_handle_clear(&h);
+	airlock_environment_spec_clear(&spec);
+	airlock_exec_free(e);
+	remove_state(state);
+}

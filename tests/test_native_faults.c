@@ -12,12 +12,14 @@
  * -Dfault_injection=true.
  */
 #include <criterion/criterion.h>
+#include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
 
 #include "airlock/proxy.h"
+#include "host/filetable.h"
 #include "sandbox_testlib.h"
 #include "util/fault.h"
 
@@ -66,10 +68,8 @@ static void assert_flat(const leak_counts *before, const char *lock, long slots_
 	cr_assert_eq(slots, slots_before, "%s: host-id slots %ld -> %ld", point, slots_before, slots);
 }
 
-/* Fail each check of provision in turn with spec on the service of
- * (policy, proxy); at least min_checks must be seen. */
-static void provision_walk(const airlock_egress_policy *policy, airlock_proxy *proxy,
-                           airlock_environment_spec *spec, unsigned min_checks)
+/* A native service of (policy, proxy) with this test's host-id lock. */
+static airlock_exec *open_service(const airlock_egress_policy *policy, airlock_proxy *proxy)
 {
 	airlock_native_config nc = { .image_store = sandbox_test_store(), .start_budget_seconds = 30,
 		                     .host_id_lock = FAULTS_ID_LOCK, .egress_policy = policy,
@@ -80,6 +80,16 @@ static void provision_walk(const airlock_egress_policy *policy, airlock_proxy *p
 	cr_assert_eq(airlock_native_new(&nc, &n, &err), 0, "%s", err.message);
 	airlock_exec *e = NULL;
 	cr_assert_eq(airlock_exec_new(airlock_native_ops(), n, NULL, &e, &err), 0, "%s", err.message);
+	return e;
+}
+
+/* Fail each check of provision in turn with spec on the service of
+ * (policy, proxy); at least min_checks must be seen. */
+static void provision_walk(const airlock_egress_policy *policy, airlock_proxy *proxy,
+                           airlock_environment_spec *spec, unsigned min_checks)
+{
+	airlock_exec *e = open_service(policy, proxy);
+	airlock_error err = { 0 };
 
 	/* One warm-up cycle, so the image's shared loop device (kept for the
 	 * service's life by design) is in the baseline. */
@@ -228,4 +238,47 @@ Test(native_faults, each_execute_phase_fails_cleanly_and_leaks_nothing, .timeout
 	}
 	cr_assert_geq(nth, 9, "only %u checks were seen", nth - 1);
 	box_close(&b);
+}
+
+/* A full host file table (issue 18, item 3): the provision is
+ * ExecutionUnavailable naming fs.file-max, before any step runs (the fault
+ * point stands for the table: filling the real one would starve every
+ * tenant on the machine), and a step that met ENFILE is explained the same
+ * way. Before, five sandboxes filled the table and every provision failed
+ * with a step's words ("Too many open files in system"). */
+Test(native_faults, a_full_host_file_table_is_named, .timeout = 120)
+{
+	char digest[AIRLOCK_IMAGE_DIGEST_SIZE];
+	native_test_require(digest);
+	airlock_environment_spec spec;
+	sandbox_test_spec(&spec, "tenant-faults", digest, NULL);
+	airlock_exec *e = open_service(NULL, NULL);
+	airlock_error err = { 0 };
+	airlock_environment_handle h = { 0 };
+	util_fault_arm(1);
+	int r = airlock_exec_provision(e, &spec, &h, &err);
+	const char *fired = util_fault_fired();
+	util_fault_arm(0);
+	cr_expect_eq(r, airlock_errcode(AIRLOCK_ERR_EXECUTION_UNAVAILABLE), "%d: %s", r, err.message);
+	cr_expect(fired && strcmp(fired, "provision.host_files") == 0, "fired %s",
+	          fired ? fired : "nothing");
+	cr_expect(strstr(err.message, "the host's file table is full (fs.file-max "), "%s",
+	          err.message);
+	airlock_environment_handle_clear(&h);
+
+	airlock_error step = { 0 };
+	r = airlock_error_set(&step, AIRLOCK_ERR_SYSTEM, ENFILE, "provision: clone3");
+	r = host_files_explain(r, &step);
+	cr_expect_eq(r, airlock_errcode(AIRLOCK_ERR_EXECUTION_UNAVAILABLE), "%s", step.message);
+	cr_expect(strstr(step.message, "the host's file table is full (fs.file-max ") &&
+	                  strstr(step.message, "provision: clone3: Too many open files in system"),
+	          "%s", step.message);
+	airlock_error other = { 0 };
+	r = airlock_error_set(&other, AIRLOCK_ERR_SYSTEM, EMFILE, "provision: clone3");
+	cr_expect_eq(host_files_explain(r, &other), -EMFILE, "%s", other.message);
+	cr_expect_null(strstr(other.message, "fs.file-max"), "%s", other.message);
+
+	airlock_exec_free(e);
+	airlock_environment_spec_clear(&spec);
+	unlink(FAULTS_ID_LOCK);
 }

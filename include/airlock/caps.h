@@ -296,20 +296,76 @@
  * only its first line, three numbers, is parsed. */
 #define AIRLOCK_IMAGE_UID_MAP_READ_MAX 256
 
-/* Open descriptors per sandbox process, soft and hard, on every mechanism (the hard limit
- * equal, so it cannot be raised back). Commands would otherwise inherit the
- * service's limit (20000 here): ten processes held 200k open files, and the
- * host's fs.file-max is shared by every tenant (past it, only host root
- * opens files). 1024 is the soft limit programs are written against
- * (select's FD_SETSIZE is 1024, and the usual distribution default), so
- * nothing ordinary meets it. It also caps what one sandbox user can have in
- * flight in SCM_RIGHTS messages (the kernel compares that count with
- * RLIMIT_NOFILE). A sandbox's total is this times pids_max; every open
- * file's kernel objects are charged to its memory cgroup besides. Under
- * gvisor (whose default hard limit is 20000) it also bounds the host
- * sockets an allowlisted sandbox holds, whose TCP buffers outrun the
- * cgroup's cap by a few pages each: 7000 connections held 521 MiB. */
+/* Open descriptors per sandbox process (RLIMIT_NOFILE, soft and hard, on
+ * every mechanism; the hard limit equal, so it cannot be raised back):
+ * memory_bytes / (pids_max * AIRLOCK_SANDBOX_FILE_COST), at most
+ * AIRLOCK_SANDBOX_NOFILE and at least AIRLOCK_SANDBOX_NOFILE_MIN
+ * (exec/kobjects.h computes it). The limit is per process, so a sandbox's
+ * total is this times pids_max: the quotient makes that total
+ * memory_bytes / AIRLOCK_SANDBOX_FILE_COST, whatever pids_max is.
+ *
+ * Why a total derived from the memory limit. Every open file's kernel
+ * objects are charged to the sandbox's memory cgroup, but two things a
+ * descriptor holds are not: its entry in the host's file table
+ * (fs.file-max, shared by every tenant: past it only host root opens
+ * files, and every provision fails), and, for a TCP socket, the buffers
+ * the kernel force-charges past the cgroup's TCP cap to the host-wide
+ * tcp_memory_allocated (a stream socket's send is forced when its queue is
+ * at its sndbuf; a receive is forced when the queue is empty), and the
+ * receive queue of a connection still in a listener's accept queue, which
+ * belongs to no cgroup until it is accepted. At a flat 1024 per process one
+ * sandbox at the default limits (512 pids, 2 GiB) held 520,809 host files,
+ * and with 18k connections 2.4 GiB of host TCP memory past tcp_mem[2].
+ *
+ * The cost per descriptor is bounded by the sandbox's network namespace
+ * (host/netns.h, host_netns_harden: lo's MTU and GSO size
+ * AIRLOCK_SANDBOX_LO_MTU, tcp_rmem's default AIRLOCK_SANDBOX_TCP_RMEM_DEFAULT)
+ * and by SO_RCVBUF being a no-op on native (seccomp.c): measured with 3,600
+ * sockets under a 64 MiB limit, both ends of each connection sending and
+ * never reading, 11 KiB of host TCP memory per socket past the cgroup's cap
+ * (73 KiB at lo's default 64 KiB MTU), and 12.5 KiB per connecting
+ * descriptor left unaccepted (with a listener's SO_RCVBUF raised, up to the
+ * 8 MiB it allows: 400 such connections held 1.5 GiB).
+ * AIRLOCK_SANDBOX_FILE_COST is 16 KiB of that per descriptor, so:
+ *
+ *   host TCP memory <= memory_bytes / 4          (the cgroup's TCP cap, v1)
+ *                    + memory_bytes / 16 KiB * 12.5 KiB  (~0.78 x the limit)
+ *   host files      <= memory_bytes / 16 KiB     (2 GiB: 131,072, 5% of
+ *                                                 fs.file-max here)
+ *
+ * What programs get: 2 GiB and 512 pids (the defaults): 256 per process;
+ * 2 GiB and 64 pids: 1024; 256 MiB and 64 pids: 256; 64 MiB and 64 pids:
+ * 64. Below AIRLOCK_SANDBOX_NOFILE_MIN the floor holds instead (a process
+ * needs its standard streams, libraries and a few sockets), and the total
+ * is then pids_max * AIRLOCK_SANDBOX_NOFILE_MIN: the bounds above hold
+ * whenever memory_bytes >= pids_max * 512 KiB.
+ *
+ * The per-process limit also caps what one sandbox user can have in flight
+ * in SCM_RIGHTS messages (the kernel compares that count with
+ * RLIMIT_NOFILE). */
 #define AIRLOCK_SANDBOX_NOFILE 1024
+#define AIRLOCK_SANDBOX_NOFILE_MIN 32
+#define AIRLOCK_SANDBOX_FILE_COST ((int64_t)16 << 10)
+
+/* The host's file table (fs.file-max) must have this many free entries for
+ * a provision to start (host/filetable.h): a sandbox's start opens a few
+ * dozen (gvisor's runtime a few hundred), and past the table's end every
+ * open on the host fails, so starting one more tenant there would only
+ * fail in some later step, or take the last entries host daemons need. */
+#define AIRLOCK_HOST_FILES_FREE_MIN 4096
+
+/* lo's MTU and GSO size in a sandbox's own network namespace: the largest
+ * packet, and so the largest buffer one forced charge holds (at the 64 KiB
+ * default each socket past the cap held 73 KiB, at 4 KiB 16 KiB, at 1500
+ * 11 KiB). 4 KiB keeps loopback transfers (the egress proxy's tunnel is
+ * one) at page-sized packets. */
+#define AIRLOCK_SANDBOX_LO_MTU 4096
+/* tcp_rmem's middle value (a new socket's receive buffer) in a sandbox's
+ * network namespace, instead of 128 KiB: what a connection waiting
+ * unaccepted in a listener's queue can take, since nothing reads it and so
+ * autotuning never grows it; a socket that is read grows as before, to
+ * tcp_rmem's maximum. */
+#define AIRLOCK_SANDBOX_TCP_RMEM_DEFAULT 16384
 
 /* ---- internal: the gvisor mechanism (src/exec/gvisor/) ----------------------- */
 /* What is kept of a runsc housekeeping call's output (the tail): runsc's

@@ -1,81 +1,227 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* A listener planted in another network namespace (netns.h). */
+/* A listener planted in another network namespace, and the limits set in
+ * it (netns.h). */
 #include "host/netns.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <linux/netlink.h>
+#include <linux/rtnetlink.h>
 #include <net/if.h>
 #include <pthread.h>
 #include <sched.h>
+#include <stdio.h>
 #include <string.h>
 #include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
-typedef struct plant {
-	int pidfd; /* a process whose network namespace is the target */
-	const char *addr;
-	in_port_t port;
-	int backlog;
-	int fd; /* the listener, or -1 */
-	int err;
-	const char *step;
-} plant;
+#include "airlock/caps.h"
 
-/* Runs on a thread of its own: setns(CLONE_NEWNET) changes only the calling
- * thread, so the service's other threads never see the sandbox's namespace,
- * and if returning to ours fails this thread ends without running anything
- * else there. */
-static void *plant_thread(void *arg)
+/* Work done inside another network namespace, on a thread of its own:
+ * setns(CLONE_NEWNET) changes only the calling thread, so the service's
+ * other threads never see the sandbox's namespace, and if returning to ours
+ * fails this thread ends without running anything else there. */
+typedef struct netns_job {
+	int pidfd; /* a process whose network namespace is the target */
+	int (*fn)(void *arg, const char **step); /* 0 or -errno, naming the step */
+	void *arg;
+	int err; /* positive errno, or 0 */
+	const char *step;
+} netns_job;
+
+static void *netns_thread(void *arg)
 {
-	plant *p = arg;
+	netns_job *j = arg;
 	int self = open("/proc/thread-self/ns/net", O_RDONLY | O_CLOEXEC);
 	if (self < 0) {
-		p->err = errno, p->step = "open our network namespace";
+		j->err = errno, j->step = "open our network namespace";
 		return NULL;
 	}
-	if (setns(p->pidfd, CLONE_NEWNET) < 0) {
-		p->err = errno, p->step = "setns into the sandbox";
+	if (setns(j->pidfd, CLONE_NEWNET) < 0) {
+		j->err = errno, j->step = "setns into the sandbox";
 		close(self);
 		return NULL;
 	}
-	int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
-	struct sockaddr_in sa = { .sin_family = AF_INET, .sin_port = htons(p->port) };
-	inet_pton(AF_INET, p->addr, &sa.sin_addr);
-	if (fd < 0)
-		p->err = errno, p->step = "socket";
-	else if (bind(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0)
-		p->err = errno, p->step = "bind";
-	else if (listen(fd, p->backlog) < 0)
-		p->err = errno, p->step = "listen";
-	if (setns(self, CLONE_NEWNET) < 0 && !p->err)
-		p->err = errno, p->step = "setns back";
+	int r = j->fn(j->arg, &j->step);
+	if (r < 0)
+		j->err = -r;
+	if (setns(self, CLONE_NEWNET) < 0 && !j->err)
+		j->err = errno, j->step = "setns back";
 	close(self);
-	if (p->err && fd >= 0)
-		close(fd);
-	else
-		p->fd = fd;
 	return NULL;
 }
 
-int host_netns_listen(int ns_pidfd, const char *addr, in_port_t port, int backlog,
-                      int *ret_fd, const char **ret_step)
+/* 0, or -errno with *ret_step naming what failed (NULL: the thread could
+ * not be started). */
+static int netns_run(int ns_pidfd, int (*fn)(void *, const char **), void *arg,
+                     const char **ret_step)
 {
-	plant p = { .pidfd = ns_pidfd, .addr = addr, .port = port, .backlog = backlog, .fd = -1 };
+	netns_job j = { .pidfd = ns_pidfd, .fn = fn, .arg = arg };
 	pthread_t t;
-	int e = pthread_create(&t, NULL, plant_thread, &p);
+	int e = pthread_create(&t, NULL, netns_thread, &j);
 	if (e != 0) {
 		*ret_step = NULL;
 		return -e;
 	}
 	pthread_join(t, NULL);
-	if (p.fd < 0) {
-		*ret_step = p.step;
-		return -p.err;
+	if (j.err) {
+		*ret_step = j.step ? j.step : "network namespace";
+		return -j.err;
+	}
+	return 0;
+}
+
+typedef struct plant {
+	const char *addr;
+	in_port_t port;
+	int backlog;
+	int fd; /* the listener, or -1 */
+} plant;
+
+static int plant_listener(void *arg, const char **step)
+{
+	plant *p = arg;
+	int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+	if (fd < 0) {
+		*step = "socket";
+		return -errno;
+	}
+	struct sockaddr_in sa = { .sin_family = AF_INET, .sin_port = htons(p->port) };
+	inet_pton(AF_INET, p->addr, &sa.sin_addr);
+	int r = 0;
+	if (bind(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0)
+		r = -errno, *step = "bind";
+	else if (listen(fd, p->backlog) < 0)
+		r = -errno, *step = "listen";
+	if (r < 0)
+		close(fd);
+	else
+		p->fd = fd;
+	return r;
+}
+
+int host_netns_listen(int ns_pidfd, const char *addr, in_port_t port, int backlog,
+                      int *ret_fd, const char **ret_step)
+{
+	plant p = { .addr = addr, .port = port, .backlog = backlog, .fd = -1 };
+	int r = netns_run(ns_pidfd, plant_listener, &p, ret_step);
+	if (r < 0) {
+		if (p.fd >= 0) /* made, but the thread could not return */
+			close(p.fd);
+		return r;
 	}
 	*ret_fd = p.fd;
 	return 0;
+}
+
+/* ---- the namespace's limits on what a socket holds outside its cgroup ---- */
+
+/* lo's MTU and GSO size, in one RTM_NEWLINK request: the MTU alone does not
+ * bound a TCP packet on lo (TCP builds GSO packets up to the device's GSO
+ * size, and lo passes them whole), so both are set. */
+static int harden_lo(const char **step)
+{
+	int s = socket(AF_NETLINK, SOCK_RAW | SOCK_CLOEXEC, NETLINK_ROUTE);
+	if (s < 0) {
+		*step = "netlink socket";
+		return -errno;
+	}
+	struct {
+		struct nlmsghdr nh;
+		struct ifinfomsg ifi;
+		struct rtattr mtu_a;
+		uint32_t mtu;
+		struct rtattr gso_a;
+		uint32_t gso;
+	} req;
+	memset(&req, 0, sizeof(req));
+	req.nh.nlmsg_len = sizeof(req);
+	req.nh.nlmsg_type = RTM_NEWLINK;
+	req.nh.nlmsg_flags = NLM_F_REQUEST | NLM_F_ACK;
+	req.nh.nlmsg_seq = 1;
+	req.ifi.ifi_family = AF_UNSPEC;
+	/* lo is always index 1 (LOOPBACK_IFINDEX) in every network namespace. */
+	req.ifi.ifi_index = 1;
+	req.mtu_a.rta_type = IFLA_MTU;
+	req.mtu_a.rta_len = RTA_LENGTH(sizeof(uint32_t));
+	req.mtu = AIRLOCK_SANDBOX_LO_MTU;
+	req.gso_a.rta_type = IFLA_GSO_MAX_SIZE;
+	req.gso_a.rta_len = RTA_LENGTH(sizeof(uint32_t));
+	req.gso = AIRLOCK_SANDBOX_LO_MTU;
+	_Static_assert(sizeof(req) == NLMSG_LENGTH(sizeof(struct ifinfomsg)) +
+	                                      2 * RTA_SPACE(sizeof(uint32_t)),
+	               "the request is packed as netlink lays it out");
+	struct sockaddr_nl kernel = { .nl_family = AF_NETLINK };
+	int r = 0;
+	if (sendto(s, &req, sizeof(req), 0, (struct sockaddr *)&kernel, sizeof(kernel)) < 0) {
+		r = -errno, *step = "netlink: set lo's MTU";
+	} else {
+		/* The acknowledgement: an NLMSG_ERROR whose error is 0 or -errno. */
+		union {
+			struct nlmsghdr nh;
+			char buf[1024];
+		} ack;
+		ssize_t n = recv(s, &ack, sizeof(ack), 0);
+		if (n < 0)
+			r = -errno, *step = "netlink: read the acknowledgement";
+		else if ((size_t)n < NLMSG_LENGTH(sizeof(struct nlmsgerr)) ||
+		         ack.nh.nlmsg_type != NLMSG_ERROR)
+			r = -EPROTO, *step = "netlink: the acknowledgement";
+		else {
+			const struct nlmsgerr *e = NLMSG_DATA(&ack.nh);
+			if (e->error < 0)
+				r = e->error, *step = "netlink: set lo's MTU and GSO size";
+		}
+	}
+	close(s);
+	return r;
+}
+
+/* tcp_rmem's middle value, in the calling thread's network namespace (the
+ * file under /proc/sys/net is the opener's namespace's); the minimum and
+ * maximum are kept. */
+static int harden_tcp_rmem(const char **step)
+{
+	*step = "net.ipv4.tcp_rmem";
+	int fd = open("/proc/sys/net/ipv4/tcp_rmem", O_RDWR | O_CLOEXEC);
+	if (fd < 0)
+		return -errno;
+	char buf[96];
+	ssize_t n = read(fd, buf, sizeof(buf) - 1);
+	unsigned long lo, def, hi;
+	int r = 0;
+	if (n < 0)
+		r = -errno;
+	else {
+		buf[n] = '\0';
+		if (sscanf(buf, "%lu %lu %lu", &lo, &def, &hi) != 3)
+			r = -EPROTO;
+	}
+	if (r == 0) {
+		if (def > AIRLOCK_SANDBOX_TCP_RMEM_DEFAULT)
+			def = AIRLOCK_SANDBOX_TCP_RMEM_DEFAULT;
+		if (lo > def)
+			lo = def;
+		int len = snprintf(buf, sizeof(buf), "%lu %lu %lu\n", lo, def, hi);
+		if (pwrite(fd, buf, (size_t)len, 0) != len)
+			r = -errno;
+	}
+	close(fd);
+	return r;
+}
+
+static int harden(void *arg, const char **step)
+{
+	(void)arg;
+	int r = harden_lo(step);
+	return r < 0 ? r : harden_tcp_rmem(step);
+}
+
+int host_netns_harden(int ns_pidfd, const char **ret_step)
+{
+	return netns_run(ns_pidfd, harden, NULL, ret_step);
 }
 
 int host_netns_loopback_up(void)

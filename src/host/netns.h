@@ -19,6 +19,16 @@
 int host_netns_listen(int ns_pidfd, const char *addr, in_port_t port, int backlog,
                       int *ret_fd, const char **ret_step);
 
+/* Bound what a socket in the network namespace of the process ns_pidfd
+ * names can hold of the host's TCP memory outside its memory cgroup
+ * (airlock/caps.h, at AIRLOCK_SANDBOX_NOFILE, has the measurements): lo's
+ * MTU and GSO size become AIRLOCK_SANDBOX_LO_MTU (a forced charge is one
+ * packet), and tcp_rmem's default AIRLOCK_SANDBOX_TCP_RMEM_DEFAULT (what
+ * an unaccepted connection holds). Done from the service's side, on a
+ * thread of its own, before anything runs in the namespace. 0, or -errno
+ * with *ret_step naming what failed (NULL: the thread could not start). */
+int host_netns_harden(int ns_pidfd, const char **ret_step);
+
 /* Bring up lo in the calling thread's network namespace: 0 or -errno.
  * System calls only, no allocation: safe between fork and exec. */
 int host_netns_loopback_up(void);

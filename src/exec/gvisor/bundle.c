@@ -18,6 +18,7 @@
 #include "airlock/json.h"
 #include "exec/gvisor/gvisor_internal.h"
 #include "exec/io.h"
+#include "exec/kobjects.h"
 #include "util/util.h"
 
 const char *const gv_bundle_files[3] = { "config.json", "sentry.pid", "exec.pid" };
@@ -74,11 +75,13 @@ int gv_bundle_write(const airlock_gvisor *g, gv_sandbox *b, const char *image_pa
 	 * uid's) and runs on; the fork that native would refuse succeeds here
 	 * and is what kills the command with PIDS, within GV_PIDS_ASK_MS.
 	 * RLIMIT_FSIZE: no one file larger than the workspace, as on native.
-	 * RLIMIT_NOFILE: AIRLOCK_SANDBOX_NOFILE, as on native (airlock/caps.h
-	 * says why, and why it matters more with the allowlist's host sockets). */
+	 * RLIMIT_NOFILE: the sandbox's share, as on native (exec_sandbox_nofile;
+	 * airlock/caps.h says why): with the allowlist each socket is a host
+	 * socket of the sentry's, whose count bounds the host TCP memory the
+	 * sandbox holds past its cgroup's cap. */
 	json_t *rlimits = json_pack("[o, o, o, o]", rlimit("RLIMIT_NPROC", l->pids_max + 1),
 	                            rlimit("RLIMIT_FSIZE", l->workspace_bytes),
-	                            rlimit("RLIMIT_NOFILE", AIRLOCK_SANDBOX_NOFILE),
+	                            rlimit("RLIMIT_NOFILE", (int64_t)exec_sandbox_nofile(l)),
 	                            rlimit("RLIMIT_CORE", 0));
 	json_t *process = json_pack(
 		"{s:b, s:{s:i, s:i}, s:[s, s], s:o, s:s, s:o, s:o, s:b}", "terminal", 0, "user", "uid", 0,

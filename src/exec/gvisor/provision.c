@@ -22,6 +22,7 @@
 #include "airlock/guest.h"
 #include "exec/gvisor/gvisor_internal.h"
 #include "exec/io.h"
+#include "host/filetable.h"
 #include "host/netns.h"
 #include "util/fault.h"
 #include "util/syscalls.h"
@@ -268,7 +269,10 @@ static int step_ready(provision *p, airlock_error *err)
 }
 
 /* Plant the proxy's listener in the keeper's network namespace (the
- * runtime's: it holds only lo) and hand it to the proxy. */
+ * runtime's: it holds only lo) and hand it to the proxy. With the
+ * allowlist the sentry's sockets are host sockets in that namespace, so it
+ * first gets the same bounds as a native sandbox's (host_netns_harden),
+ * before the guest runs any command. */
 static int step_proxy(provision *p, airlock_error *err)
 {
 	gv_sandbox *b = p->b;
@@ -276,7 +280,11 @@ static int step_proxy(provision *p, airlock_error *err)
 		return 0;
 	int fd = -1;
 	const char *step = NULL;
-	int e = host_netns_listen(b->keeper_pidfd, AIRLOCK_SANDBOX_PROXY_ADDR,
+	int e = host_netns_harden(b->keeper_pidfd, &step);
+	if (e < 0)
+		return airlock_error_set(err, AIRLOCK_ERR_EXECUTION_UNAVAILABLE, -e,
+		                         "network namespace: %s", step ? step : "thread");
+	e = host_netns_listen(b->keeper_pidfd, AIRLOCK_SANDBOX_PROXY_ADDR,
 	                          AIRLOCK_SANDBOX_PROXY_PORT, GV_PROXY_BACKLOG, &fd, &step);
 	if (e < 0)
 		return airlock_error_set(err, AIRLOCK_ERR_EXECUTION_UNAVAILABLE, -e,
@@ -342,9 +350,12 @@ int gv_provision(void *ctx, const airlock_environment_spec *spec,
 		.deadline = util_monotonic_ms() + g->cfg.start_budget_seconds * 1000,
 		.ready = { -1, -1 },
 	};
-	int r = 0;
+	/* The host's file table first (host/filetable.h): past it runsc only
+	 * says it exited with status 128. */
+	int r = host_files_check(err);
 	for (size_t i = 0; i < ARRAY_SIZE(provision_steps) && r == 0; i++)
 		r = provision_run(&p, &provision_steps[i], err);
+	r = host_files_explain(r, err);
 	for (int i = 0; i < 2; i++)
 		if (p.ready[i] >= 0)
 			close(p.ready[i]);

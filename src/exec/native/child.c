@@ -110,7 +110,7 @@ _Noreturn void native_init_main(const native_init_args *a)
 		fail(fd, step);
 	if (sethostname("sandbox", 7) < 0)
 		fail(fd, NATIVE_STEP_HOSTNAME);
-	if ((step = native_user_enter(fd, a->host_id)))
+	if ((step = native_user_enter(fd, a->host_id, a->nofile)))
 		fail(fd, step);
 
 	/* init itself runs as the sandbox user with the filter: it reaps
@@ -218,11 +218,11 @@ _Noreturn void native_cmd_main(const native_cmd_args *a)
 	}
 	/* No file larger than the workspace (a sparse file's apparent size is
 	 * what hashing it for files_changed costs), no core dumps left in the
-	 * workspace, and NATIVE_NOFILE descriptors (see there) instead of the
-	 * service's own limit. */
+	 * workspace, and the sandbox's share of descriptors (airlock/caps.h,
+	 * AIRLOCK_SANDBOX_NOFILE) instead of the service's own limit. */
 	struct rlimit fsize = { .rlim_cur = a->fsize_limit, .rlim_max = a->fsize_limit };
 	struct rlimit core = { 0, 0 };
-	struct rlimit nofile = { NATIVE_NOFILE, NATIVE_NOFILE };
+	struct rlimit nofile = { a->nofile, a->nofile };
 	if (setrlimit(RLIMIT_FSIZE, &fsize) < 0 || setrlimit(RLIMIT_CORE, &core) < 0 ||
 	    setrlimit(RLIMIT_NOFILE, &nofile) < 0) {
 		e = errno;

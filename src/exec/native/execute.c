@@ -22,6 +22,7 @@
 #include <unistd.h>
 
 #include "exec/io.h"
+#include "exec/kobjects.h"
 #include "exec/native/kill.h"
 #include "exec/native/service.h"
 #include "exec/native/starter.h"
@@ -58,6 +59,7 @@ static int start_command(airlock_native *n, sandbox *b, const airlock_execution_
 		.starter_fd = n->starter_fd,
 		.argv = sargv, .envp = envp, .cwd = cwd, .seccomp = &n->seccomp,
 		.fsize_limit = (uint64_t)b->limits.workspace_bytes,
+		.nofile = exec_sandbox_nofile(&b->limits),
 		.last_cap = n->last_cap,
 	};
 	pid_t h = fork();

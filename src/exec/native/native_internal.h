@@ -74,12 +74,10 @@ typedef struct native_init_args {
 	const native_seccomp *seccomp;
 	int last_cap;
 	uid_t host_id;   /* the sandbox's own host id (uid and gid) */
+	uint64_t nofile; /* RLIMIT_NOFILE: exec_sandbox_nofile (exec/kobjects.h) */
 	int lifeline_fd; /* read end: hang-up means the service is gone */
 	int starter_fd;  /* the sealed program (starter.h) init executes in init mode */
 } native_init_args;
-
-/* Descriptors per sandbox process: airlock/caps.h says why. */
-#define NATIVE_NOFILE AIRLOCK_SANDBOX_NOFILE
 
 /* The sandbox's init: builds the root, becomes the sandbox user, then
  * executes the sealed program in init mode (starter.h), which reaps orphans
@@ -97,6 +95,7 @@ typedef struct native_cmd_args {
 	const char *cwd; /* "/workspace" or "/workspace/<checked relative path>" */
 	const native_seccomp *seccomp;
 	uint64_t fsize_limit; /* RLIMIT_FSIZE: no file larger than the volume */
+	uint64_t nofile;      /* RLIMIT_NOFILE: exec_sandbox_nofile (exec/kobjects.h) */
 	int last_cap;
 } native_cmd_args;
 
@@ -123,9 +122,9 @@ int native_mounts_build_root(const native_init_args *a);
 /* net.c: bring lo up. */
 int native_net_loopback_up(void);
 
-/* user.c: become host_id with the namespace's ceilings, make the user
+/* user.c: become host_id with the namespace's ceilings (nofile among them), make the user
  * namespace, and wait on sync_fd for the service to write its id maps. */
-int native_user_enter(int sync_fd, uid_t host_id);
+int native_user_enter(int sync_fd, uid_t host_id, uint64_t nofile);
 
 /* user.c: drop to the sandbox user: no capabilities in any set, no_new_privs, the
  * seccomp filter. last_cap is the kernel's highest capability

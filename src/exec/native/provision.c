@@ -19,7 +19,10 @@
 #include "airlock/egress.h"
 #include "airlock/envbuild.h"
 #include "exec/io.h"
+#include "exec/kobjects.h"
 #include "exec/native/service.h"
+#include "host/filetable.h"
+#include "host/netns.h"
 #include "util/fault.h"
 #include "util/syscalls.h"
 #include "util/util.h"
@@ -146,6 +149,7 @@ static int step_init(provision *p, airlock_error *err)
 		.seccomp = &n->seccomp,
 		.last_cap = n->last_cap,
 		.host_id = b->host_id,
+		.nofile = exec_sandbox_nofile(&b->limits),
 		.lifeline_fd = p->lifeline_r,
 		/* What init executes once the sandbox is built, so that what
 		 * stays as its pid 1 is no copy of this process (starter.h). */
@@ -212,6 +216,18 @@ static int step_ready(provision *p, airlock_error *err)
 	return 0;
 }
 
+/* The sandbox's network namespace bounds what its sockets hold of the
+ * host's TCP memory (host_netns_harden), before any command runs. */
+static int step_network(provision *p, airlock_error *err)
+{
+	const char *step = NULL;
+	int e = host_netns_harden(p->b->init_pidfd, &step);
+	if (e < 0)
+		return airlock_error_set(err, AIRLOCK_ERR_EXECUTION_UNAVAILABLE, -e,
+		                         "network namespace: %s", step ? step : "thread");
+	return 0;
+}
+
 static bool proxied(const provision *p)
 {
 	return p->proxied;
@@ -248,6 +264,8 @@ static const provision_step provision_steps[] = {
 	{ "provision.user", AIRLOCK_ERR_EXECUTION_UNAVAILABLE, "user namespace", NULL, step_user },
 	{ "provision.ready", AIRLOCK_ERR_EXECUTION_UNAVAILABLE, "provision: sandbox init", NULL,
 	  step_ready },
+	{ "provision.network", AIRLOCK_ERR_EXECUTION_UNAVAILABLE, "network namespace", NULL,
+	  step_network },
 	{ "provision.egress", AIRLOCK_ERR_EXECUTION_UNAVAILABLE, "egress", proxied, step_egress },
 	{ "provision.register", AIRLOCK_ERR_SYSTEM, "provision", NULL, step_register },
 };
@@ -298,9 +316,12 @@ int native_provision(void *ctx, const airlock_environment_spec *spec,
 	p.b->lifeline_w = -1;
 	p.b->kept_fan = -1;
 	pthread_mutex_init(&p.b->start_lock, NULL);
-	int r = 0;
+	/* The host's file table first: a full one fails every step, and the
+	 * caller is told which table (and explained so after a step saw it). */
+	int r = host_files_check(err);
 	for (size_t i = 0; i < ARRAY_SIZE(provision_steps) && r == 0; i++)
 		r = provision_run(&p, &provision_steps[i], err);
+	r = host_files_explain(r, err);
 	provision_release(&p, r < 0);
 	return r;
 }

@@ -329,6 +329,29 @@ static int native_seccomp_rules(scmp_filter_ctx ctx, airlock_error *err)
 			return r;
 	}
 
+	/* setsockopt(SOL_SOCKET, SO_RCVBUF) succeeds and does nothing. The
+	 * size is the host's net.core.rmem_max (4 MiB here; read-only in a
+	 * network namespace of ours) times two, and a listener's receive buffer
+	 * is inherited by every connection waiting in its accept queue, which
+	 * belongs to no memory cgroup until accepted: 400 such connections
+	 * held 1.5 GiB of host TCP memory under a 128 MiB limit. Without it a
+	 * socket's buffer is the namespace's tcp_rmem (or rmem_default), grown
+	 * by autotuning as it is read, and charged to the cgroup once it is. A
+	 * program cannot rely on the size it asked for anyway (the kernel
+	 * clamps it silently), so success is what it already copes with; a
+	 * refusal would fail programs that set it. Both arguments are ints: the
+	 * low 32 bits are compared. */
+	{
+		struct scmp_arg_cmp c[2] = {
+			SCMP_A1_64(SCMP_CMP_MASKED_EQ, 0xffffffffu, SOL_SOCKET),
+			SCMP_A2_64(SCMP_CMP_MASKED_EQ, 0xffffffffu, SO_RCVBUF),
+		};
+		r = native_seccomp_rule(ctx, SCMP_ACT_ERRNO(0), SCMP_SYS(setsockopt), "setsockopt",
+		                        2, c, err);
+		if (r < 0)
+			return r;
+	}
+
 	/* personality: only PER_LINUX (0) and the 0xffffffff query. Other
 	 * values switch off ASLR (ADDR_NO_RANDOMIZE), make reads executable or
 	 * change the syscall ABI seen by later execs. The kernel reads an

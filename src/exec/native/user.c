@@ -92,21 +92,21 @@ int native_user_write_id_maps(pid_t pid, uid_t host_id, airlock_error *err)
 
 /* ---- the child's half -------------------------------------------------------- */
 
-int native_user_enter(int sync_fd, uid_t host_id)
+int native_user_enter(int sync_fd, uid_t host_id, uint64_t nofile)
 {
 	/* Become the sandbox's own host id before creating the user namespace:
 	 * the namespace's per-user counts (pending signals, message queues,
 	 * inotify and fanotify instances, processes) are then charged to this
 	 * sandbox's id, not to host root's, which every sandbox and every root
 	 * daemon share. The limits set first become the namespace's ceilings. */
-	static const struct {
+	const struct {
 		int resource;
 		rlim_t value;
 	} ceilings[] = {
 		{ RLIMIT_SIGPENDING, 4096 },
 		{ RLIMIT_MSGQUEUE, 819200 },
 		{ RLIMIT_MEMLOCK, 8u << 20 },
-		{ RLIMIT_NOFILE, NATIVE_NOFILE },
+		{ RLIMIT_NOFILE, nofile },
 	};
 	for (size_t i = 0; i < ARRAY_SIZE(ceilings); i++) {
 		struct rlimit rl = { ceilings[i].value, ceilings[i].value };

@@ -1,0 +1,121 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * Host-wide counters a test samples while a sandbox's command runs (the
+ * kernel objects suites): a thread reads one number every 20 ms and keeps
+ * its peak; the rise is the peak over the value at the start. The counters
+ * are the whole host's, so other processes' traffic is in them too.
+ */
+#ifndef AIRLOCK_TESTS_HOST_COUNTERS_H
+#define AIRLOCK_TESTS_HOST_COUNTERS_H
+
+#include <criterion/criterion.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+/* Reads one number from the host; < 0 when it cannot. */
+typedef long long (*host_reader)(void);
+
+typedef struct sampler {
+	host_reader read;
+	atomic_bool stop;
+	long long before, peak;
+	pthread_t thread;
+} sampler;
+
+static inline void *sampler_main(void *arg)
+{
+	sampler *s = arg;
+	struct timespec ts = { 0, 20 * 1000 * 1000 };
+	while (!atomic_load(&s->stop)) {
+		long long v = s->read();
+		if (v > s->peak)
+			s->peak = v;
+		nanosleep(&ts, NULL);
+	}
+	return NULL;
+}
+
+static inline void sampler_start(sampler *s, host_reader read)
+{
+	memset(s, 0, sizeof(*s));
+	s->read = read;
+	s->before = read();
+	cr_assert_geq(s->before, 0, "cannot read the host counter");
+	s->peak = s->before;
+	cr_assert_eq(pthread_create(&s->thread, NULL, sampler_main, s), 0);
+}
+
+/* The counter's rise over its value at the start. */
+static inline long long sampler_rise(sampler *s)
+{
+	atomic_store(&s->stop, true);
+	pthread_join(s->thread, NULL);
+	return s->peak - s->before;
+}
+
+/* The pages of a protocol's line in /proc/net/sockstat ("TCP: ... mem N"),
+ * a count the kernel keeps for the whole host, in bytes. */
+static inline long long sockstat_mem(const char *proto)
+{
+	FILE *f = fopen("/proc/net/sockstat", "re");
+	if (!f)
+		return -1;
+	char line[512];
+	long long v = -1;
+	size_t plen = strlen(proto);
+	while (fgets(line, sizeof(line), f)) {
+		if (strncmp(line, proto, plen) != 0 || line[plen] != ':')
+			continue;
+		const char *m = strstr(line, " mem ");
+		if (m)
+			v = atoll(m + 5) * sysconf(_SC_PAGESIZE);
+	}
+	fclose(f);
+	return v;
+}
+
+static inline long long tcp_mem(void) { return sockstat_mem("TCP"); }
+static inline long long udp_mem(void) { return sockstat_mem("UDP"); }
+
+/* Many connections, both ends sending and never reading: past the cgroup's
+ * TCP cap the kernel still force-charges each socket one packet on the
+ * sending side and one on the receiving side, to the host-wide count
+ * only. Prints the connections each process made. 8 processes of up to 250
+ * connections each: 4,000 sockets. */
+#define HOST_COUNTERS_TCP_MANY \
+	"import os, socket, time\n" \
+	"l = socket.socket(); l.bind(('127.0.0.1', 0)); l.listen(1024)\n" \
+	"rep_r, rep_w = os.pipe()\n" \
+	"kids = []\n" \
+	"for p in range(8):\n" \
+	"    pid = os.fork()\n" \
+	"    if pid == 0:\n" \
+	"        socks = []; n = 0; chunk = b'x' * 65536\n" \
+	"        for i in range(250):\n" \
+	"            try:\n" \
+	"                c = socket.create_connection(l.getsockname()); a, _ = l.accept()\n" \
+	"            except OSError:\n" \
+	"                break\n" \
+	"            socks += [c, a]; n += 1\n" \
+	"            for s in (c, a):\n" \
+	"                s.setblocking(False)\n" \
+	"                for k in range(64):\n" \
+	"                    try:\n" \
+	"                        s.send(chunk)\n" \
+	"                    except BlockingIOError:\n" \
+	"                        break\n" \
+	"        os.write(rep_w, b'%d ' % n)\n" \
+	"        time.sleep(1)\n" \
+	"        os._exit(0)\n" \
+	"    kids.append(pid)\n" \
+	"for k in kids: os.waitpid(k, 0)\n" \
+	"os.close(rep_w)\n" \
+	"print(sum(int(x) for x in os.read(rep_r, 4096).split()))\n"
+
+#endif
