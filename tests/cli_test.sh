@@ -67,9 +67,39 @@ expect run-memory-floor 64 '^airlock run: --memory 1024: below the minimum of 8M
 expect run-memory-floor-100k 64 '^airlock run: --memory 102400: below the minimum of 8M' -- "$AIRLOCK" run --mechanism fake --memory 100K -- true
 expect run-pids-floor 64 '^airlock run: --pids 1: below the minimum of 4' -- "$AIRLOCK" run --mechanism fake --pids 1 -- true
 expect run-output-ceiling 64 '^airlock run: --output-limit 209715200: above the ceiling of 16M' -- "$AIRLOCK" run --mechanism fake --output-limit 200M -- true
+# --stdin takes a pipe or a FIFO too (- is airlock run's own stdin), read
+# until its writer closes it: within the start budget (2 s here, so a
+# writer that never closes is an error naming the budget, not a hang) and
+# the 16 MiB cap, the same cap and the same refusal as for a file.
+printf 'limits:\n  defaults:\n    start_budget_seconds: 2\n' >"$TMP/budget2.yaml"
+expect run-stdin-dash-pipe 0 '^airlock: exit 0 ' -- sh -c "printf input | timeout 20 '$AIRLOCK' run --mechanism fake --stdin - -- cat"
+expect run-stdin-dash-empty-pipe 0 '^airlock: exit 0 ' -- sh -c "true | timeout 20 '$AIRLOCK' run --mechanism fake --stdin - -- cat"
+expect run-stdin-dash-file 0 '^airlock: exit 0 ' -- sh -c "timeout 20 '$AIRLOCK' run --mechanism fake --stdin - -- cat <'$TMP/stdin'"
+expect run-stdin-process-substitution 0 '^airlock: exit 0 ' -- bash -c "timeout 20 '$AIRLOCK' run --mechanism fake --stdin <(sleep 0.5; printf input) -- cat"
 mkfifo "$TMP/fifo"
-expect run-stdin-fifo 64 '^airlock run: --stdin .*/fifo: a FIFO, not a regular file' -- timeout 20 "$AIRLOCK" run --mechanism fake --stdin "$TMP/fifo" -- cat
-expect run-stdin-dir 64 'a directory, not a regular file' -- "$AIRLOCK" run --mechanism fake --stdin "$TMP" -- cat
+expect run-stdin-fifo 0 '^airlock: exit 0 ' -- sh -c "(sleep 0.5; timeout 20 sh -c 'printf input >$TMP/fifo') & timeout 20 '$AIRLOCK' run --mechanism fake --config '$TMP/budget2.yaml' --stdin '$TMP/fifo' -- cat; s=\$?; wait; exit \$s"
+expect run-stdin-fifo-no-writer 64 '^airlock run: --stdin .*/fifo: the pipe was not closed within the start budget of 2 s \(limits.defaults.start_budget_seconds\)' -- \
+	timeout 20 "$AIRLOCK" run --mechanism fake --config "$TMP/budget2.yaml" --stdin "$TMP/fifo" -- cat
+# A producer that keeps the pipe open and never writes: the subshell exits
+# at once (the pipeline does not wait for its sleep), the sleep holds the
+# write end until it is killed here.
+expect run-stdin-pipe-never-closes 64 '^airlock run: --stdin -: the pipe was not closed within the start budget of 2 s \(limits.defaults.start_budget_seconds\)' -- \
+	sh -c "(sleep 60 & echo \$! >'$TMP/sleeper') | timeout 20 '$AIRLOCK' run --mechanism fake --config '$TMP/budget2.yaml' --stdin - -- cat"
+[ -s "$TMP/sleeper" ] && kill "$(cat "$TMP/sleeper")" 2>/dev/null
+# A signal while the pipe is awaited ends airlock run at once, as one
+# mid-command does (128 + the signal), not at the end of the budget.
+printf '(sleep 60 & echo $! >"%s/sleeper2") | "%s" run --mechanism fake --stdin - -- cat &\np=$!; sleep 1; kill -TERM $p; wait $p; echo "status $?"\n' \
+	"$TMP" "$AIRLOCK" >"$TMP/stdin-term.sh"
+expect run-stdin-pipe-signal 0 '^status 143$' -- sh "$TMP/stdin-term.sh"
+[ -s "$TMP/sleeper2" ] && kill "$(cat "$TMP/sleeper2")" 2>/dev/null
+head -c 16M /dev/zero >"$TMP/at-cap"
+head -c 17M /dev/zero >"$TMP/over-cap"
+expect run-stdin-file-at-cap 0 '^airlock: exit 0 ' -- "$AIRLOCK" run --mechanism fake --stdin "$TMP/at-cap" -- cat
+expect run-stdin-file-over-cap 64 '^airlock run: --stdin .*/over-cap: larger than the 16 MiB cap' -- "$AIRLOCK" run --mechanism fake --stdin "$TMP/over-cap" -- cat
+expect run-stdin-pipe-at-cap 0 '^airlock: exit 0 ' -- sh -c "cat '$TMP/at-cap' | timeout 20 '$AIRLOCK' run --mechanism fake --stdin - -- cat"
+expect run-stdin-pipe-over-cap 64 '^airlock run: --stdin -: larger than the 16 MiB cap' -- sh -c "cat '$TMP/over-cap' | timeout 20 '$AIRLOCK' run --mechanism fake --stdin - -- cat"
+expect run-stdin-dir 64 'a directory, not a regular file or a pipe' -- "$AIRLOCK" run --mechanism fake --stdin "$TMP" -- cat
+expect run-stdin-device 64 '^airlock run: --stdin /dev/null: not a regular file or a pipe \(a device or a socket\)' -- "$AIRLOCK" run --mechanism fake --stdin /dev/null -- cat
 printf 'limits:\n  defaults:\n    memory_bytes: 1M\n' >"$TMP/lowmem.yaml"
 expect config-memory-floor 78 'limits.defaults: .*memory_bytes: 1048576 is below the 8388608 bytes' -- "$AIRLOCK" config check "$TMP/lowmem.yaml"
 expect run-over-ceiling 65 'ceiling of 4096' -- "$AIRLOCK" run --mechanism fake --pids 5000 -- true
@@ -86,7 +116,8 @@ expect run-stdin-name-escaped 64 '^airlock run: --stdin .*/\\x1b\[2Jno: No such 
 # the one the native suites use (tests/sandbox_testlib.h), so plain
 # `meson test` runs these too.
 NATIVE_CHECKS="run-native run-native-exit run-native-timeout run-native-memory run-native-files
-run-native-stdin run-native-cwd-missing run-native-no-network run-native-not-found run-native-json
+run-native-stdin run-native-stdin-dash run-native-stdin-process-substitution
+run-native-stdin-pipe-at-cap run-native-cwd-missing run-native-no-network run-native-not-found run-native-json
 run-native-network run-native-network-logged run-native-network-refused
 run-native-network-refused-logged run-native-policy-without-network
 run-native-escaped-name run-native-escaped-name-no-esc run-native-small-workspace run-native-long-argv0
@@ -112,6 +143,12 @@ if [ -z "$native_why" ]; then
 	expect run-native-memory 137 'killed: MEMORY' -- "$AIRLOCK" run --memory 64M -- python3 -c 'x = bytearray(1 << 30)'
 	expect run-native-files 0 'CREATED +out/r.csv \(3 bytes\)' -- "$AIRLOCK" run -- sh -c 'mkdir out && printf 1,2 > out/r.csv'
 	expect run-native-stdin 0 '^input piped' -- "$AIRLOCK" run --stdin "$TMP/stdin" -- sh -c 'cat; echo " piped"'
+	# Input on a pipe reaches the command whole: from airlock run's own
+	# stdin, from a process substitution, and 16 MiB (the cap) of it.
+	expect run-native-stdin-dash 0 '^piped in\.$' -- sh -c "printf 'piped in' | '$AIRLOCK' run --stdin - -- sh -c 'cat; echo .'"
+	expect run-native-stdin-process-substitution 0 '^from a process\.$' -- \
+		bash -c "'$AIRLOCK' run --stdin <(sleep 0.5; printf 'from a process') -- sh -c 'cat; echo .'"
+	expect run-native-stdin-pipe-at-cap 0 '^16777216$' -- sh -c "cat '$TMP/at-cap' | '$AIRLOCK' run --stdin - -- sh -c 'wc -c'"
 	expect run-native-cwd-missing 127 'working directory "/workspace/sub": No such file' -- "$AIRLOCK" run --cwd sub -- pwd
 	expect run-native-no-network 1 'ENETUNREACH|unreachable' -- "$AIRLOCK" run -- python3 -c 'import socket; socket.create_connection(("198.51.100.7", 80), 3)'
 	expect run-native-not-found 127 'cannot execute' -- "$AIRLOCK" run -- no-such-program

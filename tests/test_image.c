@@ -1173,6 +1173,8 @@ Test(image, image_build_default, .timeout = 900)
 	const char *must[] = { "usr/bin/python3", "bin/bash", "usr/bin/git", "usr/bin/find",
 		               "usr/bin/tar", "usr/bin/gzip", "usr/bin/sed", "usr/bin/grep",
 		               "usr/bin/pip3",
+		               /* python3-venv: `python3 -m venv` needs it */
+		               "usr/lib/python3.11/ensurepip/__init__.py",
 		               "etc/ssl/certs/ca-certificates.crt" };
 	for (size_t i = 0; i < ARRAY_SIZE(must); i++) {
 		fmt_path(p, "%s/%s", mnt, must[i]);

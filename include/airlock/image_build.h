@@ -36,12 +36,16 @@ extern "C" {
 
 /* The default image's packages, on top of debootstrap's minbase: what the
  * issue names as the minimum for running model-written code, plus curl (the
- * client the egress gate drives through the proxy) and python3-pip (the
- * gvisor mechanism's "real programs" list runs `pip --version`). Sorted, comma
- * separated: the form debootstrap's --include takes and the form recorded in
- * the .packages sidecar. */
+ * client the egress gate drives through the proxy), python3-pip (the
+ * gvisor mechanism's "real programs" list runs `pip --version`) and
+ * python3-venv (`python3 -m venv` needs ensurepip, which Debian ships there,
+ * with the pip and setuptools wheels it installs from
+ * /usr/share/python-wheels: a venv is made without the network). Sorted,
+ * comma separated: the form debootstrap's --include takes and the form
+ * recorded in the .packages sidecar. */
 #define AIRLOCK_IMAGE_DEFAULT_PACKAGES                                                             \
-	"bash,ca-certificates,coreutils,curl,findutils,git,grep,gzip,python3,python3-pip,sed,tar"
+	"bash,ca-certificates,coreutils,curl,findutils,git,grep,gzip,python3,python3-pip,"        \
+	"python3-venv,sed,tar"
 
 /* The keyring debootstrap checks the suite's Release signature with (Debian
  * package debian-archive-keyring). The build refuses to run unverified. */

@@ -16,6 +16,7 @@
 #include <sys/eventfd.h>
 #include <sys/signalfd.h>
 #include <sys/stat.h>
+#include <sys/uio.h>
 #include <unistd.h>
 
 #include "airlock/caps.h"
@@ -51,7 +52,9 @@ static void run_usage(FILE *out)
 	        "  --timeout SECONDS     wall clock for the sandbox and the command (clamped to\n"
 	        "                        sandbox.run_command's 300 s, like the model's value)\n"
 	        "  --output-limit BYTES  maximum_output_bytes per stream (default 1M)\n"
-	        "  --stdin FILE          bytes for the command's standard input\n"
+	        "  --stdin FILE|-        the command's standard input: a file, a pipe or FIFO\n"
+	        "                        (read until closed, within the start budget), or - for\n"
+	        "                        airlock run's own standard input\n"
 	        "  --cwd DIR             working directory, relative to /workspace\n"
 	        "  --env NAME            pass NAME from this environment (tier 1; repeatable;\n"
 	        "                        credentials are refused)\n"
@@ -148,37 +151,6 @@ static void stdin_error(const char *path, const char *why)
 	fputs("airlock run: --stdin ", stderr);
 	cli_fputs_escaped(stderr, path);
 	fprintf(stderr, ": %s\n", why);
-}
-
-static int read_stdin_file(const char *path, unsigned char **ret, size_t *ret_len)
-{
-	/* Non-blocking, so a FIFO with no writer (or a device) is refused
-	 * instead of hanging the open forever: only a regular file is input
-	 * whose end is known. */
-	_cleanup_close_ int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
-	if (fd < 0) {
-		stdin_error(path, strerror(errno));
-		return -1;
-	}
-	struct stat st;
-	if (fstat(fd, &st) < 0) {
-		stdin_error(path, strerror(errno));
-		return -1;
-	}
-	if (!S_ISREG(st.st_mode)) {
-		stdin_error(path, S_ISFIFO(st.st_mode) ? "a FIFO, not a regular file: write the input to a file"
-		                  : S_ISDIR(st.st_mode) ? "a directory, not a regular file"
-		                                        : "not a regular file (a device or a socket)");
-		return -1;
-	}
-	char *data = NULL;
-	int r = util_read_capped(fd, AIRLOCK_RUN_STDIN_MAX, &data, ret_len);
-	if (r < 0) {
-		stdin_error(path, r == -EFBIG ? "larger than the 16 MiB cap" : strerror(-r));
-		return -1;
-	}
-	*ret = (unsigned char *)data;
-	return 0;
 }
 
 /* Apply the flags over the settings' defaults. The operator's ceilings are
@@ -353,6 +325,166 @@ static void signals_stop(run_signals *rs)
 	if (rs->stop_efd >= 0)
 		close(rs->stop_efd);
 	pthread_mutex_destroy(&rs->lock);
+}
+
+/* ---- --stdin ---------------------------------------------------------------- */
+
+/* The outcome of reading --stdin. */
+typedef enum stdin_read {
+	STDIN_READ_OK,
+	STDIN_READ_REFUSED, /* said on stderr: the input cannot be used */
+	STDIN_READ_SIGNAL,  /* a watched signal came while waiting (rs->signo) */
+} stdin_read;
+
+/* Read a pipe or a FIFO until every writer has closed it, within
+ * deadline_ms (monotonic) and the stdin cap, or until one of the watched
+ * signals arrives on sfd. The writer is another program: it may never close
+ * (`sleep inf | airlock run ...`), so nothing here blocks without a bound.
+ * poll says when the pipe has bytes or has lost its writers; a FIFO opened
+ * before its writer does not report the hang-up of a writer it never had
+ * (the kernel suppresses it), so a FIFO nobody has opened yet is waited on,
+ * not taken as empty. Each read is non-blocking per call (RWF_NOWAIT), so a
+ * reader that shares our stdin and takes the bytes first cannot make it
+ * block, and the description we share with the shell is left as it is.
+ * Returns 0, -EFBIG past the cap, -ETIME past the deadline, -EINTR for a
+ * signal, or -errno. */
+static int read_pipe_capped(int fd, int sfd, int64_t deadline_ms, unsigned char **ret,
+                            size_t *ret_len)
+{
+	util_buf b;
+	util_buf_init(&b, AIRLOCK_RUN_STDIN_MAX);
+	char chunk[65536];
+	bool nowait = true;
+	int r = 0;
+	for (;;) {
+		int64_t left = deadline_ms - util_monotonic_ms();
+		if (left <= 0) {
+			r = -ETIME;
+			break;
+		}
+		struct pollfd p[2] = { { .fd = fd, .events = POLLIN }, { .fd = sfd, .events = POLLIN } };
+		int n = poll(p, sfd >= 0 ? 2 : 1, left > INT_MAX ? INT_MAX : (int)left);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0) {
+			r = -errno;
+			break;
+		}
+		if (n == 0)
+			continue; /* the deadline, checked above */
+		if (sfd >= 0 && (p[1].revents & POLLIN)) {
+			r = -EINTR;
+			break;
+		}
+		if (p[0].revents & POLLNVAL) {
+			r = -EBADF;
+			break;
+		}
+		if (!p[0].revents)
+			continue;
+		struct iovec iov = { .iov_base = chunk, .iov_len = sizeof(chunk) };
+		ssize_t got = nowait ? preadv2(fd, &iov, 1, -1, RWF_NOWAIT) : -1;
+		if (nowait && got < 0 && errno == EOPNOTSUPP)
+			nowait = false;
+		/* Without RWF_NOWAIT (a kernel whose pipes lack it) the read
+		 * follows a poll that saw bytes or the hang-up: it returns at
+		 * once unless another reader of the same pipe took them. */
+		if (!nowait)
+			got = read(fd, chunk, sizeof(chunk));
+		if (got < 0 && (errno == EAGAIN || errno == EINTR))
+			continue;
+		if (got < 0) {
+			r = -errno;
+			break;
+		}
+		if (got == 0)
+			break; /* poll saw the hang-up: no writer is left */
+		int a = util_buf_append(&b, chunk, (size_t)got);
+		if (a != 0) {
+			r = a > 0 ? -EFBIG : a;
+			break;
+		}
+	}
+	if (r < 0) {
+		util_buf_clear(&b);
+		return r;
+	}
+	size_t len = 0;
+	unsigned char *data = util_buf_steal(&b, &len);
+	if (!data)
+		return -ENOMEM;
+	*ret = data;
+	*ret_len = len;
+	return 0;
+}
+
+/* --stdin PATH, or - for airlock run's own standard input: a regular file
+ * (its end is known: read whole) or a pipe or FIFO (`producer | airlock run
+ * --stdin - ...`, `--stdin <(producer)`, a named FIFO), read until its
+ * writers close it. Either way the cap is AIRLOCK_RUN_STDIN_MAX, and more is
+ * refused, never cut: a command given part of its input would run on
+ * something nobody wrote. A pipe must close within the start budget
+ * (budget_s, limits.defaults.start_budget_seconds): the input is read
+ * before any sandbox exists, and a writer that never closes is an error
+ * naming the budget rather than an airlock run that waits forever. A
+ * directory, a device, a terminal or a socket is refused. The open is
+ * non-blocking, so a FIFO with no writer does not hang the open itself. */
+static stdin_read read_stdin(const char *path, int64_t budget_s, run_signals *rs,
+                             unsigned char **ret, size_t *ret_len)
+{
+	bool own_stdin = strcmp(path, "-") == 0;
+	_cleanup_close_ int opened = -1;
+	if (!own_stdin) {
+		opened = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
+		if (opened < 0) {
+			stdin_error(path, strerror(errno));
+			return STDIN_READ_REFUSED;
+		}
+	}
+	int fd = own_stdin ? STDIN_FILENO : opened;
+	struct stat st;
+	if (fstat(fd, &st) < 0) {
+		stdin_error(path, strerror(errno));
+		return STDIN_READ_REFUSED;
+	}
+	int r;
+	if (S_ISREG(st.st_mode)) {
+		char *data = NULL;
+		r = util_read_capped(fd, AIRLOCK_RUN_STDIN_MAX, &data, ret_len);
+		if (r == 0)
+			*ret = (unsigned char *)data;
+	} else if (S_ISFIFO(st.st_mode)) {
+		r = read_pipe_capped(fd, rs->sfd, util_monotonic_ms() + budget_s * 1000, ret, ret_len);
+	} else {
+		stdin_error(path, S_ISDIR(st.st_mode) ? "a directory, not a regular file or a pipe"
+		                  : isatty(fd)         ? "a terminal, not a regular file or a pipe"
+		                                       : "not a regular file or a pipe (a device or a socket)");
+		return STDIN_READ_REFUSED;
+	}
+	if (r == -EINTR) {
+		struct signalfd_siginfo si;
+		if (read(rs->sfd, &si, sizeof(si)) == sizeof(si)) {
+			pthread_mutex_lock(&rs->lock);
+			if (rs->signo == 0)
+				rs->signo = (int)si.ssi_signo;
+			pthread_mutex_unlock(&rs->lock);
+		}
+		return STDIN_READ_SIGNAL;
+	}
+	if (r == -ETIME) {
+		char why[192];
+		snprintf(why, sizeof(why),
+		         "the pipe was not closed within the start budget of %lld s "
+		         "(limits.defaults.start_budget_seconds): its writer must finish first",
+		         (long long)budget_s);
+		stdin_error(path, why);
+		return STDIN_READ_REFUSED;
+	}
+	if (r < 0) {
+		stdin_error(path, r == -EFBIG ? "larger than the 16 MiB cap" : strerror(-r));
+		return STDIN_READ_REFUSED;
+	}
+	return STDIN_READ_OK;
 }
 
 /* ---- the service ------------------------------------------------------------
@@ -565,13 +697,18 @@ int cli_run(int argc, char **argv)
 		signals_stop(&sig);
 		return CLI_EXIT_SOFTWARE;
 	}
-	if (f.stdin_file && read_stdin_file(f.stdin_file, &stdin_data, &stdin_len) < 0) {
-		exit_code = CLI_EXIT_USAGE;
-		goto out;
-	}
 	r = cli_load_settings(f.config, f.mechanism, &s, &err);
 	if (r < 0)
 		goto fail;
+	if (f.stdin_file) {
+		stdin_read sr = read_stdin(f.stdin_file, s.defaults.start_budget_seconds, &sig,
+		                           &stdin_data, &stdin_len);
+		if (sr != STDIN_READ_OK) {
+			/* A signal: 128 + it, below; before any sandbox. */
+			exit_code = sr == STDIN_READ_SIGNAL ? CLI_EXIT_OK : CLI_EXIT_USAGE;
+			goto out;
+		}
+	}
 
 	/* The operator's yes: the policy file. The call's yes: --network. Only
 	 * both together start a proxy and give the sandbox its allowlist. */

@@ -8,10 +8,22 @@
  * not yet marked autoclear (LOOP_SET_FD followed by LOOP_SET_STATUS64 has
  * one, and a crash in it leaks the device).
  *
- * The number LOOP_CTL_GET_FREE hands out is only a hint: another process
- * (losetup, another service thread) can bind the same device before we do.
- * LOOP_CONFIGURE on a bound device fails with EBUSY, and nothing of ours is
- * attached at that point, so asking for another number is always safe.
+ * The number LOOP_CTL_GET_FREE hands out is only a hint: it is the lowest
+ * unbound device, and it stays the answer for every caller until one of
+ * them has bound it, so callers that ask at the same time all race for one
+ * device; the losers' LOOP_CONFIGURE fails with EBUSY (the device is bound,
+ * or another LOOP_CONFIGURE holds its claim). Nothing of ours is attached
+ * at that point, so asking again is always safe, but a herd of callers
+ * that lose together and ask again together lose again together: 64
+ * provisions at once saw up to 14 losses in a row. So the threads of this
+ * process take turns (attach_lock): none of them races another, and a race
+ * is lost only to another process (losetup, another service). After a lost
+ * race the next try is on a device made for it (LOOP_CTL_ADD with -1: the
+ * kernel picks a number no device has), not on the lowest free one again:
+ * that one may be held by its claimer for a while (a LOOP_CONFIGURE in
+ * progress, or an exclusive open), and a device just made is known to no
+ * one else until GET_FREE hands it out. Retries are bounded by the devices
+ * in use when the attach began, not by a small fixed count.
  */
 #include "host/loop.h"
 
@@ -30,11 +42,14 @@
 #include "util/syscalls.h"
 #include "util/util.h"
 
-/* How many times a lost race for a free device is retried. Each loss means
- * someone else bound a device in the window between two syscalls; sixteen in
- * a row means something is binding devices as fast as we ask, and giving up
- * with EBUSY is better than spinning. */
-#define LOOP_ATTACH_RETRIES 16
+/* How many races for a device may be lost to other processes, beyond the
+ * devices in use when the attach began: each loss means another process
+ * bound a device in the window between two syscalls, so more losses than
+ * the devices in use plus this many mean something is binding devices as
+ * fast as we ask, and giving up with EBUSY is better than spinning.
+ * LOOP_CTL_GET_FREE answers the lowest unbound number, so its first answer
+ * is the count of devices in use below it. */
+#define LOOP_ATTACH_RETRIES_MIN 64
 /* The node of a device LOOP_CTL_GET_FREE just created is made by devtmpfs
  * before the ioctl returns on the kernels we run; on a /dev that is filled
  * by a user-space manager it can lag. Wait for it a little, boundedly. */
@@ -47,6 +62,14 @@ static void loop_nap(void)
 	while (nanosleep(&ts, &ts) < 0 && errno == EINTR)
 		;
 }
+
+/* The threads of this process attach one at a time (see the top). Held
+ * from LOOP_CTL_GET_FREE to the end of LOOP_CONFIGURE: a few milliseconds,
+ * the time the racing callers spent losing before. */
+static pthread_mutex_t attach_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static int loop_attach_locked(int ctl, const struct loop_config *cfg, bool read_only,
+                              host_loop *ret, airlock_error *err);
 
 /* Open /dev/loopN, waiting a bounded time for a node that is not there yet.
  * Returns the descriptor or -errno. */
@@ -87,16 +110,56 @@ int host_loop_attach(int backing_fd, bool read_only, host_loop *ret, airlock_err
 	cfg.fd = (__u32)backing_fd;
 	cfg.info.lo_flags = LO_FLAGS_AUTOCLEAR | (read_only ? LO_FLAGS_READ_ONLY : 0);
 
-	int last = 0;
+	pthread_mutex_lock(&attach_lock);
+	int r = loop_attach_locked(ctl, &cfg, read_only, ret, err);
+	pthread_mutex_unlock(&attach_lock);
+	return r;
+}
+
+/* A device number to try: the lowest free one, or after a lost race
+ * (fresh) a new device (*made). A kernel that cannot add one (the minor
+ * numbers are used up) still has the lowest free one. Returns n or -errno. */
+static int loop_pick(int ctl, bool fresh, bool *made)
+{
+	int n = -1;
+	*made = false;
+	if (fresh) {
+		n = ioctl(ctl, LOOP_CTL_ADD, -1);
+		*made = n >= 0;
+	}
+	if (n < 0)
+		n = ioctl(ctl, LOOP_CTL_GET_FREE);
+	return n < 0 ? -errno : n;
+}
+
+/* Remove device n if nothing holds it: the kernel refuses (EBUSY) a device
+ * that is bound or open, so this never takes one from anyone. */
+static void loop_remove(int n)
+{
+	int ctl = open("/dev/loop-control", O_RDWR | O_CLOEXEC | O_NOCTTY);
+	if (ctl >= 0) {
+		(void)ioctl(ctl, LOOP_CTL_REMOVE, n);
+		close(ctl);
+	}
+}
+
+/* The attach itself, under attach_lock: races are lost only to other
+ * processes. */
+static int loop_attach_locked(int ctl, const struct loop_config *cfg, bool read_only,
+                              host_loop *ret, airlock_error *err)
+{
+	int last = 0, attempts = 0, bound = -1;
+	bool fresh = false;
 	char path[sizeof(ret->path)];
-	for (int attempt = 0; attempt < LOOP_ATTACH_RETRIES; attempt++) {
-		int n = ioctl(ctl, LOOP_CTL_GET_FREE);
-		if (n < 0) {
-			if (errno == EINTR)
-				continue;
-			return airlock_error_set(err, AIRLOCK_ERR_SYSTEM, errno,
-			                         "loop: LOOP_CTL_GET_FREE");
-		}
+	for (; bound < 0 || attempts < bound; attempts++) {
+		bool made = false;
+		int n = loop_pick(ctl, fresh, &made);
+		if (n == -EINTR)
+			continue;
+		if (n < 0)
+			return airlock_error_set(err, AIRLOCK_ERR_SYSTEM, -n, "loop: LOOP_CTL_GET_FREE");
+		if (bound < 0)
+			bound = n + LOOP_ATTACH_RETRIES_MIN;
 		snprintf(path, sizeof(path), "/dev/loop%d", n);
 
 		_cleanup_close_ int fd = loop_open_node(path, read_only);
@@ -105,28 +168,36 @@ int host_loop_attach(int backing_fd, bool read_only, host_loop *ret, airlock_err
 			 * open is another lost race; anything else is final. */
 			if (fd == -ENXIO || fd == -ENOENT) {
 				last = -fd;
+				fresh = true;
 				continue;
 			}
 			return airlock_error_set(err, AIRLOCK_ERR_SYSTEM, -fd, "loop: open %s", path);
 		}
-		if (ioctl(fd, LOOP_CONFIGURE, &cfg) < 0) {
+		if (ioctl(fd, LOOP_CONFIGURE, cfg) < 0) {
 			int e = errno;
-			/* EBUSY: someone bound this number first. Our descriptor on
-			 * it holds nothing of ours, so dropping it and asking again
-			 * cannot disturb their device. */
+			/* EBUSY: someone bound this number first, or holds its claim.
+			 * Our descriptor on it holds nothing of ours, so dropping it
+			 * and asking again cannot disturb their device. */
 			if (e == EBUSY || e == EINTR) {
 				last = e;
+				fresh = fresh || e == EBUSY;
 				continue;
+			}
+			if (made) {
+				close(TAKE_FD(fd));
+				loop_remove(n);
 			}
 			return airlock_error_set(err, AIRLOCK_ERR_SYSTEM, e, "loop: LOOP_CONFIGURE %s",
 			                         path);
 		}
-		*ret = (host_loop){ .fd = TAKE_FD(fd), .number = n };
+		*ret = (host_loop){ .fd = TAKE_FD(fd), .number = n, .made = made };
 		memcpy(ret->path, path, sizeof(ret->path));
 		return 0;
 	}
 	return airlock_error_set(err, AIRLOCK_ERR_SYSTEM, last ? last : EBUSY,
-	                         "loop: no free device after %d attempts", LOOP_ATTACH_RETRIES);
+	                         "loop: no free device after %d attempts (other processes bound "
+	                         "devices as fast as they were asked for)",
+	                         attempts);
 }
 
 /* ---- the mount's source name ------------------------------------------------ */
@@ -219,7 +290,18 @@ void host_loop_release(host_loop *l)
 	/* Autoclear: the kernel detaches the device when its last opener goes.
 	 * If a mount still holds it, it is detached when that mount goes, which
 	 * is exactly when it stops being needed. */
-	if (l->fd >= 0)
+	if (l->fd >= 0 && l->made) {
+		/* Under attach_lock: no attach of ours is between GET_FREE naming
+		 * this number and opening it while it goes. Another process's
+		 * attach can be, and sees ENXIO or ENOENT, as after anyone's
+		 * LOOP_CTL_REMOVE. */
+		pthread_mutex_lock(&attach_lock);
 		close(l->fd);
+		loop_remove(l->number);
+		pthread_mutex_unlock(&attach_lock);
+	} else if (l->fd >= 0) {
+		close(l->fd);
+	}
 	l->fd = -1;
+	l->made = false;
 }

@@ -18,6 +18,7 @@ typedef struct host_loop {
 	int fd;        /* the loop device, O_CLOEXEC */
 	int number;    /* N of /dev/loopN */
 	char path[32]; /* "/dev/loopN": a device path, never a workspace path */
+	bool made;     /* added for this attach (LOOP_CTL_ADD): removed on release */
 } host_loop;
 
 /* Attach backing_fd (not taken). read_only sets LO_FLAGS_READ_ONLY.
@@ -36,7 +37,9 @@ int host_loop_attach(int backing_fd, bool read_only, host_loop *ret, airlock_err
 int host_loop_create_fs(const host_loop *l, int fsfd, int scratch_dir_fd, const char *name,
                         airlock_error *err);
 
-/* Close our reference (autoclear detaches once nothing else holds it). */
+/* Close our reference (autoclear detaches once nothing else holds it). A
+ * device this attach added is removed again when nothing holds it, so the
+ * host's count of devices does not grow with every lost race. */
 void host_loop_release(host_loop *l);
 
 #endif
