@@ -313,56 +313,6 @@ static char *jdump(json_t *o)
 	return s;
 }
 
-/* ---- the request envelopes -------------------------------------------------
- * The envelope ({"spec": ..., "environment_id": ...}) is checked here, field
- * by field, unknown ones refused; each member that is a type of the
- * specification is handed, as its own document, to that type's strict
- * decoder (json.h), the one every door uses. */
-
-static int envelope_load(const svc_req *q, const char *what, const char *const *fields,
-                         size_t n_fields, json_t **ret, airlock_error *err)
-{
-	if (q->body.len > AIRLOCK_JSON_INPUT_MAX)
-		return airlock_error_set(err, AIRLOCK_ERR_TOOL_VALIDATION, 0, "%s: body larger than %u bytes",
-		                         what, AIRLOCK_JSON_INPUT_MAX);
-	json_error_t je;
-	json_t *o = json_loadb(q->body.data ? (const char *)q->body.data : "", q->body.len,
-	                       JSON_REJECT_DUPLICATES, &je);
-	if (!o)
-		return airlock_error_set(err, AIRLOCK_ERR_TOOL_VALIDATION, 0,
-		                         "%s: the body is not JSON (line %d: %.120s)", what, je.line, je.text);
-	if (!json_is_object(o)) {
-		json_decref(o);
-		return airlock_error_set(err, AIRLOCK_ERR_TOOL_VALIDATION, 0, "%s: must be a JSON object",
-		                         what);
-	}
-	const char *key;
-	json_t *v;
-	json_object_foreach(o, key, v) {
-		bool known = false;
-		for (size_t i = 0; i < n_fields && !known; i++)
-			known = strcmp(key, fields[i]) == 0;
-		if (!known) {
-			char q2[100];
-			util_escape(q2, sizeof(q2), key, strlen(key));
-			json_decref(o);
-			return airlock_error_set(err, AIRLOCK_ERR_TOOL_VALIDATION, 0, "%s.%s: unknown field",
-			                         what, q2);
-		}
-	}
-	*ret = o;
-	return 0;
-}
-
-/* A member as its own document, for a type's decoder. */
-static char *member_text(json_t *v, size_t *ret_len)
-{
-	char *s = json_dumps(v, JSON_COMPACT | JSON_ENCODE_ANY);
-	if (s)
-		*ret_len = strlen(s);
-	return s;
-}
-
 /* ---- verbs without a sandbox --------------------------------------------- */
 
 static enum MHD_Result do_health(svc_req *q, struct MHD_Connection *c)
@@ -407,43 +357,16 @@ static enum MHD_Result do_list(svc_req *q, struct MHD_Connection *c)
 
 static enum MHD_Result do_provision(svc_req *q, struct MHD_Connection *c)
 {
-	static const char *const fields[] = { "spec", "environment_id" };
 	airlock_error err = { 0 };
-	json_t *o = NULL;
-	if (envelope_load(q, "provision", fields, ARRAY_SIZE(fields), &o, &err) < 0)
+	svc_provision p = { 0 };
+	if (svc_provision_decode(q->body.data, q->body.len, &p, &err) < 0)
 		return respond_error(q, c, &err);
-	json_t *js = json_object_get(o, "spec"), *jid = json_object_get(o, "environment_id");
-	const char *want_id = NULL;
-	enum MHD_Result mr;
-	if (!js) {
-		json_decref(o);
-		return respond_fail(q, c, MHD_HTTP_BAD_REQUEST, AIRLOCK_ERR_TOOL_VALIDATION,
-		                    "provision.spec: missing");
-	}
-	if (jid && !json_is_null(jid)) {
-		if (!json_is_string(jid) || !airlock_environment_id_valid(json_string_value(jid))) {
-			json_decref(o);
-			return respond_fail(q, c, MHD_HTTP_BAD_REQUEST, AIRLOCK_ERR_TOOL_VALIDATION,
-			                    "provision.environment_id: must be null or an environment id (env_...)");
-		}
-		want_id = json_string_value(jid);
-	}
-	size_t len = 0;
-	_cleanup_free_ char *text = member_text(js, &len);
-	airlock_environment_spec spec = { 0 };
+	airlock_environment_spec spec = p.spec;
+	const char *want_id = p.has_environment_id ? p.environment_id : NULL;
 	airlock_environment_handle h = { 0 };
-	if (!text) {
-		json_decref(o);
-		return MHD_NO;
-	}
-	if (airlock_environment_spec_from_json(text, len, &spec, &err) < 0) {
-		json_decref(o);
-		airlock_error_prefix(&err, "provision.spec: ");
-		return respond_error(q, c, &err);
-	}
+	enum MHD_Result mr;
 	int r = want_id ? airlock_exec_provision_as(q->s->exec, &spec, want_id, &h, &err)
 	                : airlock_exec_provision(q->s->exec, &spec, &h, &err);
-	json_decref(o);
 	airlock_environment_spec_clear(&spec);
 	if (r < 0) {
 		/* A provision names no live sandbox: a refusal is 409 (or 503). */
@@ -700,46 +623,24 @@ static int conn_fd(struct MHD_Connection *c)
 
 static enum MHD_Result do_execute(svc_req *q, struct MHD_Connection *c)
 {
-	static const char *const fields[] = { "command", "remaining_budget_ms", "stream" };
 	airlock_service *s = q->s;
 	airlock_error err = { 0 };
-	json_t *o = NULL;
-	if (envelope_load(q, "execute", fields, ARRAY_SIZE(fields), &o, &err) < 0)
+	svc_execute x = { 0 };
+	if (svc_execute_decode(q->body.data, q->body.len, &x, &err) < 0)
 		return respond_error(q, c, &err);
-	json_t *jc = json_object_get(o, "command"), *jb = json_object_get(o, "remaining_budget_ms");
-	json_t *jst = json_object_get(o, "stream");
-	const char *bad = !jc                                       ? "execute.command: missing"
-	                  : jb && !json_is_null(jb) && !json_is_integer(jb) ? "execute.remaining_budget_ms: must be an integer or null"
-	                  : jst && !json_is_boolean(jst)                 ? "execute.stream: must be true or false"
-	                                                                 : NULL;
-	if (bad) {
-		json_decref(o);
-		return respond_fail(q, c, MHD_HTTP_BAD_REQUEST, AIRLOCK_ERR_TOOL_VALIDATION, "%s", bad);
-	}
 	svc_job *j = calloc(1, sizeof(*j));
 	if (!j) {
-		json_decref(o);
+		airlock_execution_command_clear(&x.command);
 		return MHD_NO;
 	}
 	j->s = s;
 	j->fd = conn_fd(c);
 	j->conn = q->conn;
-	j->stream = jst && json_is_true(jst);
-	j->budget_ms = jb && json_is_integer(jb) ? (int64_t)json_integer_value(jb) : AIRLOCK_BUDGET_NONE;
+	j->stream = x.stream;
+	j->budget_ms = x.budget_ms;
+	j->command = x.command;
 	pthread_mutex_init(&j->lock, NULL);
 	cond_init_monotonic(&j->cond);
-	size_t len = 0;
-	_cleanup_free_ char *text = member_text(jc, &len);
-	json_decref(o);
-	if (!text) {
-		job_free(j);
-		return MHD_NO;
-	}
-	if (airlock_execution_command_from_json(text, len, &j->command, &err) < 0) {
-		job_free(j);
-		airlock_error_prefix(&err, "execute.command: ");
-		return respond_error(q, c, &err);
-	}
 	if (airlock_cancel_new(&j->cancel, &err) < 0) {
 		job_free(j);
 		return respond_error(q, c, &err);
@@ -1146,9 +1047,12 @@ static enum MHD_Result request_start(svc_req *q, struct MHD_Connection *c, const
 			return respond_fail(q, c, MHD_HTTP_BAD_REQUEST, AIRLOCK_ERR_TOOL_VALIDATION,
 			                    "Airlock-Handle: its environment_id is not the path's");
 	}
-	size_t cap = q->verb == SVC_WRITE                                  ? s->cfg.max_write_bytes
-	             : q->verb == SVC_PROVISION || q->verb == SVC_EXECUTE ? AIRLOCK_JSON_INPUT_MAX
-	                                                                  : AIRLOCK_SERVICE_EMPTY_BODY_MAX;
+	/* Each route's body cap is what the route can need (caps.h says
+	 * why each is that number). */
+	size_t cap = q->verb == SVC_WRITE       ? s->cfg.max_write_bytes
+	             : q->verb == SVC_PROVISION ? AIRLOCK_SERVICE_PROVISION_BODY_MAX
+	             : q->verb == SVC_EXECUTE   ? AIRLOCK_SERVICE_EXECUTE_BODY_MAX
+	                                        : AIRLOCK_SERVICE_EMPTY_BODY_MAX;
 	util_buf_init(&q->body, cap);
 	const char *cl = MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
 	int64_t n = 0;
