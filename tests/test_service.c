@@ -1345,14 +1345,120 @@ Test(service, client_that_stops_reading_does_not_stop_the_service)
 /* The connection limit: past it a connection is closed at once, and a
  * closed one frees its place. A header block past its cap is refused, and
  * the service goes on. */
+/* GET /v1/health with the credential on a raw connection, kept alive:
+ * whether it was answered 200 within 5 s. */
+static bool raw_health(int fd)
+{
+	static const char req[] = "GET /v1/health HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer " TOKEN
+	                          "\r\n\r\n";
+	if (send(fd, req, sizeof(req) - 1, MSG_NOSIGNAL) != (ssize_t)sizeof(req) - 1)
+		return false;
+	char buf[4096];
+	size_t got = 0;
+	for (int i = 0; i < 50 && got < sizeof(buf) - 1; i++) {
+		struct pollfd p = { .fd = fd, .events = POLLIN };
+		if (poll(&p, 1, 100) != 1)
+			continue;
+		ssize_t n = read(fd, buf + got, sizeof(buf) - 1 - got);
+		if (n <= 0)
+			break;
+		got += (size_t)n;
+		buf[got] = 0;
+		if (strstr(buf, "\r\n\r\n") && strstr(buf, "\"status\""))
+			break;
+	}
+	buf[got] = 0;
+	return strncmp(buf, "HTTP/1.1 200", 12) == 0;
+}
+
+/* Whether the service closed fd within ms (EOF or an error to read). */
+static bool closed_within(int fd, int ms)
+{
+	struct pollfd p = { .fd = fd, .events = POLLIN };
+	if (poll(&p, 1, ms) != 1)
+		return false;
+	char ch;
+	return read(fd, &ch, 1) <= 0;
+}
+
+/* Issue 18: connections without the credential filled every slot for the
+ * whole header timeout, and the worker was refused at accept (2 of 24
+ * probes served over TLS: tests/service_attack.sh, lockout). They now hold
+ * at most three quarters of the slots, the oldest of the address with the
+ * most goes first, and none lives past auth_timeout_ms. */
+Test(service, connections_without_the_credential_leave_room_and_go_first)
+{
+	airlock_service_config sc;
+	airlock_service_config_default(&sc);
+	sc.max_connections = 8; /* 6 may be unauthenticated */
+	sc.auth_timeout_ms = sc.header_timeout_ms = 20000;
+	svc t;
+	svc_open_with(&t, NULL, &sc);
+	int r[8];
+	for (size_t i = 0; i < ARRAY_SIZE(r); i++) {
+		r[i] = raw_connect(&t);
+		usleep(50 * 1000);
+	}
+	cr_assert(closed_within(r[0], 3000), "the oldest unauthenticated connection is evicted");
+	cr_assert(closed_within(r[1], 3000), "and the next oldest");
+	for (size_t i = 2; i < ARRAY_SIZE(r); i++)
+		cr_assert(!closed_within(r[i], 100), "connection %zu is kept", i);
+	/* Every slot is taken, six by connections without the credential:
+	 * one with it is served, and stays (authenticated, it is evicted by
+	 * nobody) while more without it arrive. */
+	int w = raw_connect(&t);
+	cr_assert(raw_health(w), "the client with the credential is served");
+	int more[4];
+	for (size_t i = 0; i < ARRAY_SIZE(more); i++)
+		more[i] = raw_connect(&t);
+	usleep(300 * 1000);
+	cr_assert(raw_health(w), "its connection is still its own");
+	for (size_t i = 0; i < ARRAY_SIZE(r); i++)
+		close(r[i]);
+	for (size_t i = 0; i < ARRAY_SIZE(more); i++)
+		close(more[i]);
+	close(w);
+	svc_close(&t);
+
+	/* No connection without the credential outlives the auth timeout,
+	 * far shorter than the header timeout; one with it does. */
+	sc.auth_timeout_ms = 300;
+	svc_open_with(&t, NULL, &sc);
+	int idle = raw_connect(&t), authed = raw_connect(&t), wrong = raw_connect(&t);
+	cr_assert(raw_health(authed));
+	static const char bad[] = "GET /v1/health HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer nope\r\n\r\n";
+	cr_assert_eq(send(wrong, bad, sizeof(bad) - 1, MSG_NOSIGNAL), (ssize_t)sizeof(bad) - 1);
+	cr_assert(closed_within(idle, 10000), "a silent connection outlived the auth timeout");
+	char buf[1024];
+	struct pollfd p = { .fd = wrong, .events = POLLIN };
+	cr_assert_eq(poll(&p, 1, 5000), 1);
+	ssize_t n = read(wrong, buf, sizeof(buf) - 1);
+	cr_assert_gt(n, 0);
+	buf[n] = 0;
+	cr_assert(strncmp(buf, "HTTP/1.1 401", 12) == 0, "the wrong credential is answered 401: %s", buf);
+	cr_assert(closed_within(wrong, 10000), "a connection after its 401 outlived the auth timeout");
+	usleep(500 * 1000);
+	cr_assert(raw_health(authed), "the authenticated connection was closed at the auth timeout");
+	close(idle);
+	close(authed);
+	close(wrong);
+	svc_close(&t);
+}
+
 Test(service, connection_limit_and_header_cap)
 {
 	airlock_service_config sc;
 	airlock_service_config_default(&sc);
 	sc.max_connections = 2;
+	/* Only the limit can close the third connection within the poll. */
+	sc.auth_timeout_ms = sc.header_timeout_ms = 20000;
 	svc t;
 	svc_open_with(&t, NULL, &sc);
-	int a = raw_connect(&t), b = raw_connect(&t);
+	/* Two authenticated connections, waiting for their next request. */
+	int a = raw_connect(&t);
+	cr_assert(raw_health(a));
+	int b = raw_connect(&t);
+	cr_assert(raw_health(b));
 	usleep(200 * 1000);
 	int c = raw_connect(&t);
 	struct pollfd p = { .fd = c, .events = POLLIN };

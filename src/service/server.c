@@ -10,6 +10,15 @@
  * without bound either:
  *   - at most max_connections connections (and, on TCP, per client
  *     address) exist; the next one is refused at accept;
+ *   - a connection that has not yet sent a request with the credential
+ *     (its TLS handshake and first header block) lives at most
+ *     auth_timeout_ms (2 s) from accept, whatever it sends; and such
+ *     connections hold at most three quarters of the slots: past that, a
+ *     new one evicts the oldest unauthenticated connection of the address
+ *     that holds the most of them. So clients without the credential,
+ *     from however many addresses, leave a quarter of the slots to
+ *     clients with it, cannot keep a slot long, and an address of one
+ *     pending connection is the last to lose it (conn_admit);
  *   - the header block must arrive within header_timeout_ms in total and
  *     fit in AIRLOCK_SERVICE_HEADER_MAX (the connection's memory): a
  *     client sending it a byte at a time is cut by the watchdog below,
@@ -71,6 +80,11 @@ typedef struct svc_conn {
 	int fd;
 	int64_t deadline_ms; /* monotonic; 0: none */
 	bool cut;
+	/* Until a request on it carried the credential: it counts in
+	 * s->pending, and no deadline of it is later than auth_deadline_ms. */
+	bool authed;
+	int64_t accepted_ms, auth_deadline_ms;
+	struct sockaddr_storage addr; /* the client's address (TCP); family 0 on a Unix socket */
 } svc_conn;
 
 typedef struct svc_job svc_job;
@@ -90,6 +104,8 @@ struct airlock_service {
 	pthread_mutex_t lock;
 	pthread_cond_t cond;
 	svc_conn *conns;
+	size_t pending;     /* connections not cut and not yet authenticated */
+	size_t pending_max; /* conn_admit */
 	svc_job *jobs;      /* executes running, for cancel */
 	size_t in_flight;   /* requests between their start and completion */
 	bool shutting_down;
@@ -131,6 +147,82 @@ static void conn_deadline(airlock_service *s, svc_conn *c, int64_t in_ms)
 		return;
 	pthread_mutex_lock(&s->lock);
 	c->deadline_ms = in_ms > 0 ? util_monotonic_ms() + in_ms : 0;
+	/* A connection without the credential goes at its auth deadline,
+	 * whatever phase it is in (a 401 being sent, a keep-alive wait). */
+	if (!c->authed && (c->deadline_ms == 0 || c->deadline_ms > c->auth_deadline_ms))
+		c->deadline_ms = c->auth_deadline_ms;
+	pthread_mutex_unlock(&s->lock);
+}
+
+/* End a connection (s->lock held): shutdown(2) on its socket, which its
+ * libmicrohttpd thread then reads as the peer's end. */
+static void conn_cut_locked(airlock_service *s, svc_conn *k)
+{
+	if (k->cut)
+		return;
+	if (k->fd >= 0)
+		shutdown(k->fd, SHUT_RDWR);
+	k->cut = true;
+	if (!k->authed)
+		s->pending--;
+}
+
+static bool same_client(const svc_conn *a, const svc_conn *b)
+{
+	const struct sockaddr_storage *x = &a->addr, *y = &b->addr;
+	if (x->ss_family != y->ss_family)
+		return false;
+	if (x->ss_family == AF_INET)
+		return memcmp(&((const struct sockaddr_in *)x)->sin_addr,
+		              &((const struct sockaddr_in *)y)->sin_addr, sizeof(struct in_addr)) == 0;
+	if (x->ss_family == AF_INET6)
+		return memcmp(&((const struct sockaddr_in6 *)x)->sin6_addr,
+		              &((const struct sockaddr_in6 *)y)->sin6_addr, sizeof(struct in6_addr)) == 0;
+	return true; /* a Unix socket's clients have no address to tell apart */
+}
+
+/* A new connection k is pending (s->lock held). Past pending_max pending
+ * connections, one is evicted: of the address holding the most pending
+ * connections, its oldest. The per-address share thus shrinks as the
+ * pending slots fill: an address with one pending connection (a worker
+ * opening one) loses it only after every address with more has been cut
+ * down to one, and then only its oldest, so a flood from any number of
+ * addresses cannot keep out a client that sends its credential within
+ * auth_timeout_ms. O(pending^2) comparisons under the lock, at most
+ * 192^2 at the default cap. */
+static void conn_admit(airlock_service *s)
+{
+	if (s->pending <= s->pending_max)
+		return;
+	svc_conn *victim = NULL;
+	size_t victim_share = 0;
+	for (svc_conn *a = s->conns; a; a = a->next) {
+		if (a->authed || a->cut)
+			continue;
+		size_t share = 0;
+		for (svc_conn *b = s->conns; b; b = b->next)
+			share += !b->authed && !b->cut && same_client(a, b);
+		if (!victim || share > victim_share ||
+		    (share == victim_share && a->accepted_ms < victim->accepted_ms)) {
+			victim = a;
+			victim_share = share;
+		}
+	}
+	if (victim)
+		conn_cut_locked(s, victim);
+}
+
+/* The connection's request carried the credential. */
+static void conn_authenticated(airlock_service *s, svc_conn *k)
+{
+	if (!k)
+		return;
+	pthread_mutex_lock(&s->lock);
+	if (!k->authed) {
+		k->authed = true;
+		if (!k->cut)
+			s->pending--;
+	}
 	pthread_mutex_unlock(&s->lock);
 }
 
@@ -1025,6 +1117,7 @@ static enum MHD_Result request_start(svc_req *q, struct MHD_Connection *c, const
 	                                  &auth_len) != MHD_YES ||
 	    !svc_bearer_ok(auth, auth_len, s->credential, s->credential_len))
 		return respond_unauthorized(q, c);
+	conn_authenticated(s, q->conn);
 
 	int st = svc_route(q->target, q->target_len, method, &q->verb, q->id, &q->query, &q->query_len);
 	if (st == 404)
@@ -1163,12 +1256,30 @@ static void on_connection(void *cls, struct MHD_Connection *c, void **socket_con
 		if (!k)
 			return; /* no deadline for it: the idle timeout still applies */
 		k->fd = conn_fd(c);
-		k->deadline_ms = util_monotonic_ms() + cfg_or(s->cfg.header_timeout_ms, 10000);
+		k->accepted_ms = util_monotonic_ms();
+		/* The TLS handshake and the first header block, with the
+		 * credential, within the auth timeout; the header timeout
+		 * only if that is shorter. */
+		int64_t auth_ms = cfg_or(s->cfg.auth_timeout_ms, 2000);
+		int64_t header_ms = cfg_or(s->cfg.header_timeout_ms, 10000);
+		k->auth_deadline_ms = k->accepted_ms + (auth_ms < header_ms ? auth_ms : header_ms);
+		k->deadline_ms = k->auth_deadline_ms;
+		const union MHD_ConnectionInfo *ai =
+		        MHD_get_connection_info(c, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
+		if (ai && ai->client_addr) {
+			sa_family_t f = ai->client_addr->sa_family;
+			if (f == AF_INET)
+				memcpy(&k->addr, ai->client_addr, sizeof(struct sockaddr_in));
+			else if (f == AF_INET6)
+				memcpy(&k->addr, ai->client_addr, sizeof(struct sockaddr_in6));
+		}
 		pthread_mutex_lock(&s->lock);
 		k->next = s->conns;
 		if (s->conns)
 			s->conns->prev = k;
 		s->conns = k;
+		s->pending++;
+		conn_admit(s);
 		pthread_mutex_unlock(&s->lock);
 		*socket_context = k;
 		return;
@@ -1178,6 +1289,8 @@ static void on_connection(void *cls, struct MHD_Connection *c, void **socket_con
 	if (!k)
 		return;
 	pthread_mutex_lock(&s->lock);
+	if (!k->authed && !k->cut)
+		s->pending--;
 	if (k->prev)
 		k->prev->next = k->next;
 	else
@@ -1204,10 +1317,8 @@ static void *watchdog_main(void *arg)
 		int64_t now = util_monotonic_ms();
 		pthread_mutex_lock(&s->lock);
 		for (svc_conn *k = s->conns; k; k = k->next)
-			if (!k->cut && k->deadline_ms && now > k->deadline_ms && k->fd >= 0) {
-				shutdown(k->fd, SHUT_RDWR);
-				k->cut = true;
-			}
+			if (!k->cut && k->deadline_ms && now > k->deadline_ms && k->fd >= 0)
+				conn_cut_locked(s, k);
 		pthread_mutex_unlock(&s->lock);
 	}
 	return NULL;
@@ -1338,8 +1449,11 @@ int airlock_service_new(const airlock_service_config *cfg, airlock_exec *exec,
 	struct MHD_OptionItem opts[16];
 	size_t n = 0;
 	opts[n++] = (struct MHD_OptionItem){ MHD_OPTION_LISTEN_SOCKET, s->lis.fd, NULL };
-	opts[n++] = (struct MHD_OptionItem){ MHD_OPTION_CONNECTION_LIMIT,
-		                             cfg->max_connections ? cfg->max_connections : 256, NULL };
+	unsigned max_conn = cfg->max_connections ? cfg->max_connections : 256;
+	/* A quarter of the slots, at least one, is never held by connections
+	 * that have not authenticated (conn_admit). */
+	s->pending_max = max_conn - (max_conn / 4 ? max_conn / 4 : 1);
+	opts[n++] = (struct MHD_OptionItem){ MHD_OPTION_CONNECTION_LIMIT, max_conn, NULL };
 	opts[n++] = (struct MHD_OptionItem){ MHD_OPTION_CONNECTION_TIMEOUT, idle_s, NULL };
 	opts[n++] = (struct MHD_OptionItem){ MHD_OPTION_CONNECTION_MEMORY_LIMIT,
 		                             AIRLOCK_SERVICE_HEADER_MAX, NULL };
