@@ -167,47 +167,71 @@ static void conn_cut_locked(airlock_service *s, svc_conn *k)
 		s->pending--;
 }
 
-static bool same_client(const svc_conn *a, const svc_conn *b)
+/* The client's address as bytes to order by: the family, then the
+ * address (no port); a Unix socket's clients all compare equal. */
+static int client_cmp(const svc_conn *a, const svc_conn *b)
 {
 	const struct sockaddr_storage *x = &a->addr, *y = &b->addr;
 	if (x->ss_family != y->ss_family)
-		return false;
+		return x->ss_family < y->ss_family ? -1 : 1;
 	if (x->ss_family == AF_INET)
 		return memcmp(&((const struct sockaddr_in *)x)->sin_addr,
-		              &((const struct sockaddr_in *)y)->sin_addr, sizeof(struct in_addr)) == 0;
+		              &((const struct sockaddr_in *)y)->sin_addr, sizeof(struct in_addr));
 	if (x->ss_family == AF_INET6)
 		return memcmp(&((const struct sockaddr_in6 *)x)->sin6_addr,
-		              &((const struct sockaddr_in6 *)y)->sin6_addr, sizeof(struct in6_addr)) == 0;
-	return true; /* a Unix socket's clients have no address to tell apart */
+		              &((const struct sockaddr_in6 *)y)->sin6_addr, sizeof(struct in6_addr));
+	return 0;
 }
 
-/* A new connection k is pending (s->lock held). Past pending_max pending
+/* By address, then oldest first. */
+static int pending_order(const void *pa, const void *pb)
+{
+	const svc_conn *a = *(const svc_conn *const *)pa, *b = *(const svc_conn *const *)pb;
+	int c = client_cmp(a, b);
+	if (c)
+		return c;
+	return a->accepted_ms < b->accepted_ms ? -1 : a->accepted_ms > b->accepted_ms;
+}
+
+/* A new connection is pending (s->lock held). Past pending_max pending
  * connections, one is evicted: of the address holding the most pending
- * connections, its oldest. The per-address share thus shrinks as the
- * pending slots fill: an address with one pending connection (a worker
- * opening one) loses it only after every address with more has been cut
- * down to one, and then only its oldest, so a flood from any number of
- * addresses cannot keep out a client that sends its credential within
- * auth_timeout_ms. O(pending^2) comparisons under the lock, at most
- * 192^2 at the default cap. */
+ * connections, its oldest (between addresses holding as many, the older).
+ * The per-address share thus shrinks as the pending slots fill: an
+ * address with one pending connection (a worker opening one) loses it
+ * only after every address with more has been cut down to one, so a
+ * flood from any number of addresses cannot keep out a client that sends
+ * its credential within auth_timeout_ms. The pending connections are
+ * sorted by address (O(p log p) under the lock, p at most three quarters
+ * of max_connections); without memory for that, the oldest goes. */
 static void conn_admit(airlock_service *s)
 {
 	if (s->pending <= s->pending_max)
 		return;
+	svc_conn **v = calloc(s->pending, sizeof(*v));
+	size_t n = 0;
 	svc_conn *victim = NULL;
-	size_t victim_share = 0;
-	for (svc_conn *a = s->conns; a; a = a->next) {
-		if (a->authed || a->cut)
+	for (svc_conn *k = s->conns; k; k = k->next) {
+		if (k->authed || k->cut)
 			continue;
-		size_t share = 0;
-		for (svc_conn *b = s->conns; b; b = b->next)
-			share += !b->authed && !b->cut && same_client(a, b);
-		if (!victim || share > victim_share ||
-		    (share == victim_share && a->accepted_ms < victim->accepted_ms)) {
-			victim = a;
-			victim_share = share;
+		if (v && n < s->pending)
+			v[n++] = k;
+		if (!victim || k->accepted_ms < victim->accepted_ms)
+			victim = k;
+	}
+	if (v && n > 0) {
+		qsort(v, n, sizeof(*v), pending_order);
+		size_t best_len = 0;
+		for (size_t i = 0, j; i < n; i = j) {
+			for (j = i + 1; j < n && client_cmp(v[i], v[j]) == 0; j++)
+				;
+			/* v[i] is the run's oldest. */
+			if (j - i > best_len || (j - i == best_len && v[i]->accepted_ms < victim->accepted_ms)) {
+				best_len = j - i;
+				victim = v[i];
+			}
 		}
 	}
+	free(v);
 	if (victim)
 		conn_cut_locked(s, victim);
 }
