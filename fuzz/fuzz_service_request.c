@@ -2,7 +2,7 @@
 /*
  * The execution service's request decoding (src/service/server_internal.h),
  * what runs on a client's bytes before any sandbox is touched. The first
- * byte picks the decoder (mod 4); each is checked against what it must
+ * byte picks the decoder (mod 6); each is checked against what it must
  * mean, not only for surviving (this harness merges the first one on
  * h/service, whose properties it keeps, with the stronger ones below):
  *   0 svc_route: the second byte picks the method, the rest is the request
@@ -17,6 +17,10 @@
  *     "Bearer " (any case) and the token, and always for that spelling.
  *   3 svc_handle_decode: the rest is the Airlock-Handle value. A handle
  *     decoded encodes to JSON and base64url that decode to the same handle.
+ *   4 svc_provision_decode, 5 svc_execute_decode: the rest is the body. A
+ *     refusal is ToolValidationError, DECODE or ENOMEM; a spec or command
+ *     decoded encodes, and that encoding in a fresh envelope decodes to the
+ *     same value; the decode never held more than its budget.
  */
 #include <stdint.h>
 #include <stdio.h>
@@ -25,6 +29,7 @@
 #include <strings.h>
 
 #include "airlock/json.h"
+#include "core/json_internal.h"
 #include "service/server_internal.h"
 #include "util/util.h"
 
@@ -276,15 +281,91 @@ static void fuzz_handle(const uint8_t *data, size_t size)
 	airlock_environment_handle_clear(&h2);
 }
 
+/* ---- 4, 5: the provision and execute bodies ---------------------------------- */
+
+static void refusal_ok(const airlock_error *err, const char *what)
+{
+	if (err->cls != AIRLOCK_ERR_TOOL_VALIDATION && err->cls != AIRLOCK_ERR_DECODE &&
+	    err->cls != AIRLOCK_ERR_SYSTEM)
+		die(what);
+}
+
+static void budget_kept(size_t size, const char *what)
+{
+	if (core_json_decode_last_peak() > core_json_decode_budget(size))
+		die(what);
+}
+
+static void fuzz_provision(const uint8_t *data, size_t size)
+{
+	svc_provision p = { 0 }, p2 = { 0 };
+	airlock_error err = { 0 };
+	int r = svc_provision_decode(data, size, &p, &err);
+	budget_kept(size, "provision: the decode held more than its budget");
+	if (r < 0) {
+		refusal_ok(&err, "provision: a refusal of another class");
+		return;
+	}
+	char *j1 = airlock_environment_spec_to_json(&p.spec, &err);
+	if (!j1)
+		die("provision: a decoded spec does not encode");
+	char *body = NULL;
+	if (p.has_environment_id ? asprintf(&body, "{\"spec\":%s,\"environment_id\":\"%s\"}", j1,
+	                                    p.environment_id) < 0
+	                         : asprintf(&body, "{\"spec\":%s}", j1) < 0)
+		die("memory");
+	if (svc_provision_decode(body, strlen(body), &p2, &err) < 0)
+		die("provision: its own encoding does not decode");
+	char *j2 = airlock_environment_spec_to_json(&p2.spec, &err);
+	if (!j2 || strcmp(j1, j2) != 0 || p.has_environment_id != p2.has_environment_id ||
+	    strcmp(p.environment_id, p2.environment_id) != 0)
+		die("provision: the round trip changed it");
+	free(j1);
+	free(j2);
+	free(body);
+	airlock_environment_spec_clear(&p.spec);
+	airlock_environment_spec_clear(&p2.spec);
+}
+
+static void fuzz_execute(const uint8_t *data, size_t size)
+{
+	svc_execute x = { 0 }, x2 = { 0 };
+	airlock_error err = { 0 };
+	int r = svc_execute_decode(data, size, &x, &err);
+	budget_kept(size, "execute: the decode held more than its budget");
+	if (r < 0) {
+		refusal_ok(&err, "execute: a refusal of another class");
+		return;
+	}
+	char *j1 = airlock_execution_command_to_json(&x.command, &err);
+	if (!j1)
+		die("execute: a decoded command does not encode");
+	char *body = NULL;
+	if (asprintf(&body, "{\"command\":%s,\"stream\":%s}", j1, x.stream ? "true" : "false") < 0)
+		die("memory");
+	if (svc_execute_decode(body, strlen(body), &x2, &err) < 0)
+		die("execute: its own encoding does not decode");
+	char *j2 = airlock_execution_command_to_json(&x2.command, &err);
+	if (!j2 || strcmp(j1, j2) != 0 || x.stream != x2.stream)
+		die("execute: the round trip changed it");
+	free(j1);
+	free(j2);
+	free(body);
+	airlock_execution_command_clear(&x.command);
+	airlock_execution_command_clear(&x2.command);
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	if (size < 1)
 		return 0;
-	switch (data[0] % 4) {
+	switch (data[0] % 6) {
 	case 0: fuzz_route(data + 1, size - 1); break;
 	case 1: fuzz_query(data + 1, size - 1); break;
 	case 2: fuzz_bearer(data + 1, size - 1); break;
-	default: fuzz_handle(data + 1, size - 1); break;
+	case 3: fuzz_handle(data + 1, size - 1); break;
+	case 4: fuzz_provision(data + 1, size - 1); break;
+	default: fuzz_execute(data + 1, size - 1); break;
 	}
 	return 0;
 }

@@ -40,6 +40,8 @@
 #include "airlock/port/workspace.h"
 #include "airlock/settings.h"
 #include "airlock/types.h"
+#include "core/json_internal.h"
+#include "service/server_internal.h"
 
 /* ---- the counting allocator ----------------------------------------------- */
 
@@ -389,20 +391,28 @@ static const char result_json[] =
 	"\"killed_by\":null,\"files_changed\":[" FC_JSON "," FC_DELETED_JSON "," FC_MODIFIED_JSON
 	"],\"files_changed_truncated\":true,\"duration_ms\":1840}";
 
-static const char spec_json[] =
-	"{\"tenant_id\":\"tenant-1\",\"run_id\":\"run-1\",\"lease_epoch\":3,"
-	"\"image_digest\":\"sha256:" HEX64 "\",\"limits\":" LIMITS_JSON ",\"egress\":" EGRESS_JSON
-	",\"environment\":{\"HOME\":\"/workspace\",\"LANG\":\"C.UTF-8\",\"PATH\":\"/usr/bin:/bin\"},"
-	"\"bridge\":" BRIDGE_JSON "}";
+#define SPEC_JSON                                                                                  \
+	"{\"tenant_id\":\"tenant-1\",\"run_id\":\"run-1\",\"lease_epoch\":3,"                   \
+	"\"image_digest\":\"sha256:" HEX64 "\",\"limits\":" LIMITS_JSON ",\"egress\":" EGRESS_JSON  \
+	",\"environment\":{\"HOME\":\"/workspace\",\"LANG\":\"C.UTF-8\",\"PATH\":\"/usr/bin:/bin\"}," \
+	"\"bridge\":" BRIDGE_JSON "}"
+static const char spec_json[] = SPEC_JSON;
 
 static const char handle_json[] =
 	"{\"environment_id\":\"env_0123456789abcdef0123456789abcdef\",\"tenant_id\":\"tenant-1\","
 	"\"run_id\":\"run-1\",\"lease_epoch\":3,\"created_at\":\"2026-11-29T23:34:04.123Z\","
 	"\"expires_at\":\"2026-11-30T00:04:04.123Z\"}";
 
-static const char command_json[] =
-	"{\"argv\":[\"python3\",\"-c\",\"print(1)\",\"--flag\"],\"working_directory\":\"src/pkg\","
-	"\"timeout_seconds\":30,\"stdin\":\"AP8KaGVsbG8=\",\"maximum_output_bytes\":1048576}";
+#define COMMAND_JSON                                                                               \
+	"{\"argv\":[\"python3\",\"-c\",\"print(1)\",\"--flag\"],\"working_directory\":\"src/pkg\"," \
+	"\"timeout_seconds\":30,\"stdin\":\"AP8KaGVsbG8=\",\"maximum_output_bytes\":1048576}"
+static const char command_json[] = COMMAND_JSON;
+
+/* The service's request bodies (src/service/decode.c). */
+static const char provision_body[] =
+	"{\"spec\":" SPEC_JSON ",\"environment_id\":\"env_0123456789abcdef0123456789abcdef\"}";
+static const char execute_body[] =
+	"{\"command\":" COMMAND_JSON ",\"remaining_budget_ms\":5000,\"stream\":true}";
 
 static const char metadata_json[] =
 	"{\"tenant_id\":\"tenant-1\",\"run_id\":\"run-1\",\"origin\":\"SANDBOX_EXPORT\","
@@ -461,6 +471,30 @@ JSON_DECODER(execution_result, airlock_execution_result, airlock_execution_resul
 JSON_DECODER(artifact_metadata, airlock_artifact_metadata, airlock_artifact_metadata_clear)
 JSON_DECODER(artifact_ref, airlock_artifact_ref, airlock_artifact_ref_clear)
 JSON_DECODER(error, airlock_error, no_clear)
+
+static int dec_svc_provision(const char *buf, size_t len, char **ret_text, airlock_error *err)
+{
+	svc_provision p;
+	memset(&p, 0, sizeof(p));
+	int r = svc_provision_decode(buf, len, &p, err);
+	if (r < 0)
+		return r;
+	RENDER(airlock_environment_spec_to_json(&p.spec, &rerr_));
+	airlock_environment_spec_clear(&p.spec);
+	return 0;
+}
+
+static int dec_svc_execute(const char *buf, size_t len, char **ret_text, airlock_error *err)
+{
+	svc_execute x;
+	memset(&x, 0, sizeof(x));
+	int r = svc_execute_decode(buf, len, &x, err);
+	if (r < 0)
+		return r;
+	RENDER(airlock_execution_command_to_json(&x.command, &rerr_));
+	airlock_execution_command_clear(&x.command);
+	return 0;
+}
 
 static char *settings_text(const airlock_settings *s)
 {
@@ -574,6 +608,39 @@ COUNTDOWN(json_artifact_metadata_nulls, "json ArtifactMetadata (nulls)", dec_art
           NULL, META_NULLS_JSON, true)
 COUNTDOWN(json_artifact_ref, "json ArtifactRef", dec_artifact_ref, NULL, ref_json, true)
 COUNTDOWN(json_error, "json Error", dec_error, NULL, error_json, true)
+/* The same decoders with the library's own jansson allocator:
+ * every block jansson takes then comes from the decode's arena, whose
+ * chunks are the library's mallocs, so the countdown fails each of them in
+ * turn, inside json_loadb. Each must be ENOMEM, with nothing left
+ * allocated and the process alive: out of memory inside jansson fails the
+ * decode, never the process (src/core/json.c). */
+static void use_the_library_allocator(void)
+{
+	/* In this executable the library's malloc is the wrapper, so its
+	 * load-time check did not recognise jansson's default as malloc. */
+	core_json_allocator_use();
+	void *warm[1];
+	backtrace(warm, 1);
+}
+
+#define COUNTDOWN_ARENA(tname, ...)                                                                \
+	Test(fault_alloc, tname, .init = use_the_library_allocator)                                \
+	{                                                                                          \
+		static const decoder d = { __VA_ARGS__ };                                          \
+		countdown(&d);                                                                     \
+	}
+
+COUNTDOWN_ARENA(arena_environment_spec, "json EnvironmentSpec (arena)", dec_environment_spec,
+                NULL, spec_json, false)
+COUNTDOWN_ARENA(arena_execution_command, "json ExecutionCommand (arena)", dec_execution_command,
+                NULL, command_json, false)
+COUNTDOWN_ARENA(arena_execution_result, "json ExecutionResult (arena)", dec_execution_result,
+                NULL, result_json, false)
+COUNTDOWN_ARENA(arena_service_provision, "service provision body (arena)", dec_svc_provision,
+                NULL, provision_body, false)
+COUNTDOWN_ARENA(arena_service_execute, "service execute body (arena)", dec_svc_execute, NULL,
+                execute_body, false)
+
 COUNTDOWN(settings_example, "settings etc/airlock.example.yaml", dec_settings,
           "etc/airlock.example.yaml", NULL, false)
 COUNTDOWN(settings_example_with_environment,

@@ -1517,14 +1517,15 @@ Test(tool, non_utf8_paths_stay_distinct)
 
 /* jansson never sees a failed allocation (src/core/json.c says why: it
  * corrupts or silently changes what it decodes). Loading the library
- * installs an allocator that aborts instead of returning NULL. */
+ * installs an allocator that aborts instead of returning NULL outside a
+ * decode, and draws on the decode's budgeted arena inside one. */
 Test(jansson_allocator, is_installed_when_the_library_loads)
 {
 	json_malloc_t m = NULL;
 	json_free_t f = NULL;
 	json_get_alloc_funcs(&m, &f);
 	cr_assert(m != NULL && m != malloc, "jansson still allocates with plain malloc");
-	cr_assert(f == free);
+	cr_assert(f != NULL && f != free, "jansson frees with plain free: no arena");
 }
 
 #if !defined(__SANITIZE_ADDRESS__)
@@ -1539,3 +1540,46 @@ Test(jansson_allocator, aborts_rather_than_return_null, .signal = 6)
 	f(p);
 }
 #endif
+
+/* A spec's JSON is capped both ways (caps.h, AIRLOCK_SPEC_JSON_MAX): the
+ * service's provision body is sized from it, so the encoder refuses to
+ * write a spec the service would refuse to read, naming the limit. */
+Test(json_spec, encoding_over_its_cap_is_refused_both_ways)
+{
+	airlock_environment_spec s;
+	memset(&s, 0, sizeof(s));
+	s.tenant_id = strdup("t1");
+	s.run_id = strdup("r1");
+	s.image_digest = strdup("sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef");
+	s.limits = (airlock_resource_limits){ 1000, 1 << 28, 64, 1 << 26, 1000, 60 };
+	s.egress.mode = AIRLOCK_EGRESS_DENY;
+	s.environment.vars = calloc(1, sizeof(*s.environment.vars));
+	s.environment.vars[0].name = strdup("BIG");
+	s.environment.vars[0].value = malloc(AIRLOCK_SPEC_JSON_MAX + 1);
+	memset(s.environment.vars[0].value, 'x', AIRLOCK_SPEC_JSON_MAX);
+	s.environment.vars[0].value[AIRLOCK_SPEC_JSON_MAX] = 0;
+	s.environment.n = 1;
+	airlock_error err = { 0 };
+	char *j = airlock_environment_spec_to_json(&s, &err);
+	cr_assert_null(j);
+	cr_assert(strstr(err.message, "byte limit"), "%s", err.message);
+	/* Within it, it encodes; the same text past the cap does not decode. */
+	s.environment.vars[0].value[1000] = 0;
+	j = airlock_environment_spec_to_json(&s, &err);
+	cr_assert_not_null(j, "%s", err.message);
+	size_t n = strlen(j);
+	char *padded = malloc(AIRLOCK_SPEC_JSON_MAX + 2);
+	memcpy(padded, j, n);
+	memset(padded + n, ' ', AIRLOCK_SPEC_JSON_MAX + 1 - n);
+	padded[AIRLOCK_SPEC_JSON_MAX + 1] = 0;
+	airlock_environment_spec back;
+	cr_assert_eq(airlock_environment_spec_from_json(padded, AIRLOCK_SPEC_JSON_MAX + 1, &back, &err),
+	             airlock_errcode(AIRLOCK_ERR_DECODE));
+	cr_assert(strstr(err.message, "byte limit"), "%s", err.message);
+	cr_assert_eq(airlock_environment_spec_from_json(padded, AIRLOCK_SPEC_JSON_MAX, &back, &err), 0,
+	             "%s", err.message);
+	airlock_environment_spec_clear(&back);
+	free(padded);
+	free(j);
+	airlock_environment_spec_clear(&s);
+}

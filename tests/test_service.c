@@ -15,6 +15,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
@@ -28,6 +29,7 @@
 #include "airlock/port/exec.h"
 #include "airlock/service.h"
 #include "airlock/settings.h"
+#include "core/json_internal.h"
 #include "sandbox_testlib.h"
 #include "testlib.h"
 #include "util/util.h"
@@ -439,11 +441,11 @@ Test(service, bad_bodies_name_the_field)
 	const struct {
 		const char *body, *needle;
 	} rows[] = {
-		{ "{\"spec\": ", "not JSON" },
+		{ "{\"spec\": ", "invalid JSON" },
 		{ "[1]", "JSON object" },
 		{ "{}", "provision.spec: missing" },
 		{ "{\"spec\": {}, \"extra\": 1}", "provision.extra: unknown field" },
-		{ "{\"spec\": {}, \"spec\": {}}", "not JSON" },
+		{ "{\"spec\": {}, \"spec\": {}}", "invalid JSON" },
 		{ "{\"spec\": {}, \"environment_id\": \"../x\"}", "provision.environment_id" },
 		{ "{\"spec\": 1}", "provision.spec" },
 	};
@@ -504,6 +506,204 @@ Test(service, bad_bodies_name_the_field)
 	airlock_environment_handle_clear(&other);
 	svc_close(&t);
 }
+
+/* ---- memory per request (issue 18) ------------------------------------------
+ * A body of empty objects costs jansson about 80 times its text; parsed
+ * whole, dumped back and parsed again it cost 157 times (2 MiB of body
+ * raised the service's peak by 313 MiB). Each body is now parsed once under
+ * a budget (caps.h, AIRLOCK_JSON_DECODE_*), and a provision body is capped
+ * at what a spec can hold. The service runs in this process: its peak is
+ * this process's VmHWM, reset before each request. */
+
+static size_t status_kib(const char *field)
+{
+	FILE *f = fopen("/proc/self/status", "r");
+	cr_assert_not_null(f);
+	char line[256];
+	size_t v = 0, n = strlen(field);
+	while (fgets(line, sizeof(line), f))
+		if (strncmp(line, field, n) == 0 && line[n] == ':')
+			v = strtoull(line + n + 1, NULL, 10);
+	fclose(f);
+	cr_assert_gt(v, 0, "%s not in /proc/self/status", field);
+	return v;
+}
+
+/* The peak resident size starts again from the current one. */
+static void hwm_reset(void)
+{
+	FILE *f = fopen("/proc/self/clear_refs", "w");
+	cr_assert_not_null(f, "clear_refs: %s", strerror(errno));
+	fputs("5", f);
+	fclose(f);
+}
+
+/* prefix, then "[{},{},...]" and "}" to exactly len bytes. */
+static char *dense_body(const char *prefix, size_t len)
+{
+	size_t pl = strlen(prefix);
+	cr_assert_gt(len, pl + 8);
+	char *b = malloc(len + 1);
+	cr_assert_not_null(b);
+	memcpy(b, prefix, pl);
+	size_t i = pl;
+	b[i++] = '[';
+	while (i + 5 <= len) {
+		memcpy(b + i, "{},", 3);
+		i += 3;
+	}
+	if (b[i - 1] == ',')
+		i--;
+	while (i < len - 2)
+		b[i++] = ' ';
+	b[i++] = ']';
+	b[i++] = '}';
+	b[i] = 0;
+	cr_assert_eq(i, len);
+	return b;
+}
+
+/* What a request may add to the peak besides its decode's budget: the
+ * body held by the client (curl) and by the service (its buffer doubles),
+ * and the allocator's own pages; under ASan, its shadow and redzones on
+ * top (a half more). */
+static size_t peak_bound(size_t len)
+{
+	size_t b = core_json_decode_budget(len) + 4 * len + ((size_t)8 << 20);
+#if defined(__SANITIZE_ADDRESS__)
+	b += b / 2;
+#endif
+	return b;
+}
+
+/* Send body to target and return the service's peak growth in bytes. */
+static size_t peak_of(svc *t, const char *target, const airlock_environment_handle *h,
+                      const char *body, size_t len, resp *r)
+{
+	size_t rss = status_kib("VmRSS");
+	hwm_reset();
+	http(t, "POST", target, TOKEN, h, body, len, r);
+	size_t hwm = status_kib("VmHWM");
+	return hwm > rss ? (hwm - rss) * 1024 : 0;
+}
+
+Test(service, dense_provision_body_at_its_cap_stays_in_its_budget)
+{
+	svc t;
+	svc_open(&t);
+	/* The cap is what a spec can hold, not the JSON input limit. */
+	cr_assert_lt(AIRLOCK_SERVICE_PROVISION_BODY_MAX, 1u << 20);
+	size_t len = AIRLOCK_SERVICE_PROVISION_BODY_MAX;
+	_cleanup_free_ char *body = dense_body("{\"spec\":", len);
+	resp r;
+	size_t grew = peak_of(&t, "/v1/sandboxes", NULL, body, len, &r);
+	size_t bound = peak_bound(len);
+	fprintf(stderr, "provision: %zu bytes of empty objects raised the peak by %zu KiB (bound %zu KiB)\n",
+	        len, grew >> 10, bound >> 10);
+	cr_assert_leq(grew, bound, "a %zu-byte body raised the peak by %zu KiB, over %zu KiB", len,
+	              grew >> 10, bound >> 10);
+	expect_error(&r, 400, "ToolValidationError", "memory budget");
+	resp_clear(&r);
+	/* One byte past the cap: refused before the body is read. */
+	_cleanup_free_ char *over = dense_body("{\"spec\":", len + 1);
+	http(&t, "POST", "/v1/sandboxes", TOKEN, NULL, over, len + 1, &r);
+	expect_error(&r, 413, "ToolValidationError", "cap");
+	resp_clear(&r);
+	/* The issue's 2 MiB body, likewise. */
+	_cleanup_free_ char *big = dense_body("{\"spec\":", (size_t)2 << 20);
+	http(&t, "POST", "/v1/sandboxes", TOKEN, NULL, big, (size_t)2 << 20, &r);
+	expect_error(&r, 413, "ToolValidationError", "cap");
+	resp_clear(&r);
+	/* A real spec still provisions. */
+	airlock_environment_handle h;
+	provision(&t, "t1", NULL, &h);
+	airlock_environment_handle_clear(&h);
+	svc_close(&t);
+}
+
+/* A service with one sandbox, and the path of its execute. */
+static void open_for_execute(svc *t, airlock_environment_handle *h, char *path, size_t size)
+{
+	svc_open(t);
+	provision(t, "t1", NULL, h);
+	snprintf(path, size, "/v1/sandboxes/%s/execute", h->environment_id);
+}
+
+Test(service, dense_execute_body_stays_in_its_budget)
+{
+	svc t;
+	airlock_environment_handle h;
+	char path[128];
+	open_for_execute(&t, &h, path, sizeof(path));
+	size_t len = (size_t)8 << 20;
+	_cleanup_free_ char *body = dense_body("{\"command\":", len);
+	resp r;
+	size_t grew = peak_of(&t, path, &h, body, len, &r);
+	size_t bound = peak_bound(len);
+	fprintf(stderr, "execute: %zu bytes of empty objects raised the peak by %zu KiB (bound %zu KiB)\n",
+	        len, grew >> 10, bound >> 10);
+	cr_assert_leq(grew, bound, "a %zu-byte body raised the peak by %zu KiB, over %zu KiB", len,
+	              grew >> 10, bound >> 10);
+	expect_error(&r, 400, "ToolValidationError", "memory budget");
+	resp_clear(&r);
+	/* Large stdin, the bulk an execute body legitimately carries, still
+	 * decodes: 8 MiB of it, in base64. */
+	airlock_execution_command c = { 0 };
+	char *argv[] = { "cat", NULL };
+	c.argv = argv;
+	c.argc = 1;
+	c.working_directory = ".";
+	c.timeout_seconds = 30;
+	c.maximum_output_bytes = 16;
+	c.has_stdin = true;
+	c.stdin_len = (size_t)8 << 20;
+	c.stdin_data = calloc(1, c.stdin_len);
+	airlock_error err = { 0 };
+	char *cj = airlock_execution_command_to_json(&c, &err);
+	free(c.stdin_data);
+	cr_assert_not_null(cj, "%s", err.message);
+	_cleanup_free_ char *ok = NULL;
+	cr_assert(asprintf(&ok, "{\"command\":%s}", cj) > 0);
+	free(cj);
+	grew = peak_of(&t, path, &h, ok, strlen(ok), &r);
+	cr_assert_eq(r.status, 200, "%ld %s", r.status, r.body ? r.body : "");
+	resp_clear(&r);
+	fprintf(stderr, "execute: %zu bytes with 8 MiB of stdin raised the peak by %zu KiB\n",
+	        strlen(ok), grew >> 10);
+	airlock_environment_handle_clear(&h);
+	svc_close(&t);
+}
+
+#if !defined(__SANITIZE_ADDRESS__)
+/* Under a limit on the address space, a body whose tree would not fit
+ * fails its request, and the service goes on serving; it aborted (out of
+ * memory inside the JSON library), taking every sandbox with it. (ASan
+ * reserves its shadow up front: no address-space limit there.) */
+Test(service, out_of_memory_in_a_decode_fails_the_request_not_the_service)
+{
+	svc t;
+	airlock_environment_handle h;
+	char path[128];
+	open_for_execute(&t, &h, path, sizeof(path));
+	size_t len = (size_t)24 << 20;
+	_cleanup_free_ char *body = dense_body("{\"command\":", len);
+	/* Room for the body's copies and the budget (about 220 MiB), not for
+	 * the 3.7 GiB the tree of a 24 MiB body of empty objects takes. */
+	struct rlimit old, lim;
+	cr_assert_eq(getrlimit(RLIMIT_AS, &old), 0);
+	lim = old;
+	lim.rlim_cur = (rlim_t)status_kib("VmSize") * 1024 + ((rlim_t)768 << 20);
+	cr_assert_eq(setrlimit(RLIMIT_AS, &lim), 0, "%s", strerror(errno));
+	resp r;
+	http(&t, "POST", path, TOKEN, &h, body, len, &r);
+	setrlimit(RLIMIT_AS, &old);
+	cr_assert(r.status == 400 || r.status == 503, "%ld %s", r.status, r.body ? r.body : "");
+	resp_clear(&r);
+	cr_assert_eq(live(&t), 1, "the service and its sandbox are still there");
+	airlock_environment_handle_clear(&h);
+	svc_close(&t);
+}
+#endif
 
 Test(service, other_tenant_handle_destroys)
 {
@@ -1522,14 +1722,120 @@ Test(service, client_that_stops_reading_does_not_stop_the_service)
 /* The connection limit: past it a connection is closed at once, and a
  * closed one frees its place. A header block past its cap is refused, and
  * the service goes on. */
+/* GET /v1/health with the credential on a raw connection, kept alive:
+ * whether it was answered 200 within 5 s. */
+static bool raw_health(int fd)
+{
+	static const char req[] = "GET /v1/health HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer " TOKEN
+	                          "\r\n\r\n";
+	if (send(fd, req, sizeof(req) - 1, MSG_NOSIGNAL) != (ssize_t)sizeof(req) - 1)
+		return false;
+	char buf[4096];
+	size_t got = 0;
+	for (int i = 0; i < 50 && got < sizeof(buf) - 1; i++) {
+		struct pollfd p = { .fd = fd, .events = POLLIN };
+		if (poll(&p, 1, 100) != 1)
+			continue;
+		ssize_t n = read(fd, buf + got, sizeof(buf) - 1 - got);
+		if (n <= 0)
+			break;
+		got += (size_t)n;
+		buf[got] = 0;
+		if (strstr(buf, "\r\n\r\n") && strstr(buf, "\"status\""))
+			break;
+	}
+	buf[got] = 0;
+	return strncmp(buf, "HTTP/1.1 200", 12) == 0;
+}
+
+/* Whether the service closed fd within ms (EOF or an error to read). */
+static bool closed_within(int fd, int ms)
+{
+	struct pollfd p = { .fd = fd, .events = POLLIN };
+	if (poll(&p, 1, ms) != 1)
+		return false;
+	char ch;
+	return read(fd, &ch, 1) <= 0;
+}
+
+/* Issue 18: connections without the credential filled every slot for the
+ * whole header timeout, and the worker was refused at accept (2 of 24
+ * probes served over TLS: tests/service_attack.sh, lockout). They now hold
+ * at most three quarters of the slots, the oldest of the address with the
+ * most goes first, and none lives past auth_timeout_ms. */
+Test(service, connections_without_the_credential_leave_room_and_go_first)
+{
+	airlock_service_config sc;
+	airlock_service_config_default(&sc);
+	sc.max_connections = 8; /* 6 may be unauthenticated */
+	sc.auth_timeout_ms = sc.header_timeout_ms = 20000;
+	svc t;
+	svc_open_with(&t, NULL, &sc);
+	int r[8];
+	for (size_t i = 0; i < ARRAY_SIZE(r); i++) {
+		r[i] = raw_connect(&t);
+		usleep(50 * 1000);
+	}
+	cr_assert(closed_within(r[0], 3000), "the oldest unauthenticated connection is evicted");
+	cr_assert(closed_within(r[1], 3000), "and the next oldest");
+	for (size_t i = 2; i < ARRAY_SIZE(r); i++)
+		cr_assert(!closed_within(r[i], 100), "connection %zu is kept", i);
+	/* Every slot is taken, six by connections without the credential:
+	 * one with it is served, and stays (authenticated, it is evicted by
+	 * nobody) while more without it arrive. */
+	int w = raw_connect(&t);
+	cr_assert(raw_health(w), "the client with the credential is served");
+	int more[4];
+	for (size_t i = 0; i < ARRAY_SIZE(more); i++)
+		more[i] = raw_connect(&t);
+	usleep(300 * 1000);
+	cr_assert(raw_health(w), "its connection is still its own");
+	for (size_t i = 0; i < ARRAY_SIZE(r); i++)
+		close(r[i]);
+	for (size_t i = 0; i < ARRAY_SIZE(more); i++)
+		close(more[i]);
+	close(w);
+	svc_close(&t);
+
+	/* No connection without the credential outlives the auth timeout,
+	 * far shorter than the header timeout; one with it does. */
+	sc.auth_timeout_ms = 300;
+	svc_open_with(&t, NULL, &sc);
+	int idle = raw_connect(&t), authed = raw_connect(&t), wrong = raw_connect(&t);
+	cr_assert(raw_health(authed));
+	static const char bad[] = "GET /v1/health HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer nope\r\n\r\n";
+	cr_assert_eq(send(wrong, bad, sizeof(bad) - 1, MSG_NOSIGNAL), (ssize_t)sizeof(bad) - 1);
+	cr_assert(closed_within(idle, 10000), "a silent connection outlived the auth timeout");
+	char buf[1024];
+	struct pollfd p = { .fd = wrong, .events = POLLIN };
+	cr_assert_eq(poll(&p, 1, 5000), 1);
+	ssize_t n = read(wrong, buf, sizeof(buf) - 1);
+	cr_assert_gt(n, 0);
+	buf[n] = 0;
+	cr_assert(strncmp(buf, "HTTP/1.1 401", 12) == 0, "the wrong credential is answered 401: %s", buf);
+	cr_assert(closed_within(wrong, 10000), "a connection after its 401 outlived the auth timeout");
+	usleep(500 * 1000);
+	cr_assert(raw_health(authed), "the authenticated connection was closed at the auth timeout");
+	close(idle);
+	close(authed);
+	close(wrong);
+	svc_close(&t);
+}
+
 Test(service, connection_limit_and_header_cap)
 {
 	airlock_service_config sc;
 	airlock_service_config_default(&sc);
 	sc.max_connections = 2;
+	/* Only the limit can close the third connection within the poll. */
+	sc.auth_timeout_ms = sc.header_timeout_ms = 20000;
 	svc t;
 	svc_open_with(&t, NULL, &sc);
-	int a = raw_connect(&t), b = raw_connect(&t);
+	/* Two authenticated connections, waiting for their next request. */
+	int a = raw_connect(&t);
+	cr_assert(raw_health(a));
+	int b = raw_connect(&t);
+	cr_assert(raw_health(b));
 	usleep(200 * 1000);
 	int c = raw_connect(&t);
 	struct pollfd p = { .fd = c, .events = POLLIN };

@@ -59,6 +59,36 @@
 /* One document given to a decoder: jansson builds the whole tree in memory,
  * so this bounds what one input can make the service allocate. */
 #define AIRLOCK_JSON_INPUT_MAX (64u * 1024u * 1024u)
+/* The memory one decode of n bytes may hold (src/core/json.c: jansson's
+ * tree is built in an arena charged against this; past it the decode is
+ * refused, never aborted):
+ *   BASE + DENSE_FACTOR * min(n, DENSE_BYTES) + FACTOR * (n - that).
+ * Why these: jansson's tree of empty objects ("[{},{},...]") costs about
+ * 80 times its text (a hashtable and its buckets each), while strings,
+ * the bulk of any large document we accept (stdin in base64), cost at
+ * most 3 times theirs (the token buffer doubling, then the copy). A small
+ * document may be dense (limits, a policy of short host names): the first
+ * MiB may cost 32 times, every byte after it 4. So a provision body at its
+ * cap (260 KiB) holds at most 9.1 MiB while it decodes, and an execute
+ * body at 64 MiB 285 MiB (4.5 times). Measured (tests/test_service.c,
+ * dense_*): 260 KiB of empty objects in a provision raised the service's
+ * peak by 9.8 MiB, refused (41.8 MiB before the budget, when the spec was
+ * parsed, dumped and parsed again); 8 MiB in an execute by 69 MiB (650
+ * MiB before); an execute with 8 MiB of stdin (11 MiB of body) by 44 MiB,
+ * the client's copies included. */
+#define AIRLOCK_JSON_DECODE_BASE ((size_t)1 << 20)
+#define AIRLOCK_JSON_DECODE_DENSE_BYTES ((size_t)1 << 20)
+#define AIRLOCK_JSON_DECODE_DENSE_FACTOR 32u
+#define AIRLOCK_JSON_DECODE_FACTOR 4u
+/* An EnvironmentSpec's JSON, both ways (the encoder refuses to write a
+ * longer one, the decoder to read it): what a spec legitimately holds is
+ * ids, a digest, six limits, an egress policy and an environment mapping.
+ * A policy of 1,024 destinations (AIRLOCK_EGRESS_DESTINATIONS_MAX) with
+ * 100-byte names and a few ports each is about 130 KiB; an environment of
+ * a few dozen variables a few KiB. 256 KiB holds both with room, and keeps
+ * a provision's decode at a few MiB. A larger environment is refused at
+ * the door that encodes it, naming this limit. */
+#define AIRLOCK_SPEC_JSON_MAX (256u * 1024u)
 
 /* ---- the service credential (airlock_credential_file_read) ------------------ */
 /* The file is one bearer token; anything larger is not one. */
@@ -162,6 +192,14 @@
 	  2 * (2 * (size_t)AIRLOCK_OUTPUT_BYTES_MAX / AIRLOCK_SERVICE_EVENT_CHUNK + 1) + 2) *      \
 	         AIRLOCK_SERVICE_EVENT_OVERHEAD_MAX +                                              \
 	 2 * ((size_t)AIRLOCK_OUTPUT_BYTES_MAX / 3 + 1) * 4 + 512 + (size_t)AIRLOCK_JSON_INPUT_MAX)
+/* A provision's body: {"spec": ..., "environment_id": ...}, the spec at
+ * most AIRLOCK_SPEC_JSON_MAX and the envelope (an id of 64 bytes, the
+ * names, whitespace) well under 4 KiB. Refused with 413 before it is read. */
+#define AIRLOCK_SERVICE_PROVISION_BODY_MAX (AIRLOCK_SPEC_JSON_MAX + 4096u)
+/* An execute's body: the command's stdin travels in it as base64, so it is
+ * the JSON input limit (48 MiB of stdin); its decode is budgeted at 4.5
+ * times its size (AIRLOCK_JSON_DECODE_*). */
+#define AIRLOCK_SERVICE_EXECUTE_BODY_MAX AIRLOCK_JSON_INPUT_MAX
 /* A request that carries no body (GET, DELETE, cancel) may still send a
  * small one ("{}"); it is read and ignored up to this. */
 #define AIRLOCK_SERVICE_EMPTY_BODY_MAX 4096u

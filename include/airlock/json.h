@@ -15,9 +15,13 @@
  *   - leaves *ret untouched on failure.
  *
  * Loading the library sets jansson's process-wide allocator (while it still
- * holds malloc and free) to one that aborts the process rather than return
- * NULL: jansson 2.14 corrupts memory, or decodes a string with a byte
- * missing, when an allocation fails (src/core/json.c).
+ * holds malloc and free) to one that never returns NULL: jansson 2.14
+ * corrupts memory, or decodes a string with a byte missing, when an
+ * allocation fails (src/core/json.c). A decode builds its tree under a
+ * memory budget (caps.h, AIRLOCK_JSON_DECODE_*) and fails, with DECODE
+ * naming the budget or SYSTEM/ENOMEM, when the tree would not fit or
+ * malloc fails; outside a decode a failed allocation aborts. An
+ * EnvironmentSpec's JSON is at most AIRLOCK_SPEC_JSON_MAX both ways.
  *
  * Byte fields (ExecutionCommand.stdin, ExecutionResult.stdout/stderr) are
  * base64 (RFC 4648, with padding) on the wire so the encoding is lossless;

@@ -49,6 +49,13 @@ typedef struct airlock_service_config {
 	unsigned max_connections_per_ip; /* TCP only; 0: 64 */
 	size_t max_sandboxes;          /* reported by health (the port enforces it); 0: none */
 	int64_t drain_timeout_ms;      /* airlock_service_free waits this for responses; 0: 10000 */
+	/* A connection must send a request carrying the credential (its TLS
+	 * handshake and header block included) within this of its accept, or
+	 * it is closed; a connection without it never lives longer, and such
+	 * connections hold at most three quarters of max_connections (the
+	 * oldest of the address holding the most goes first). 0: 2000 (or
+	 * header_timeout_ms if that is shorter). */
+	int64_t auth_timeout_ms;
 } airlock_service_config;
 
 void airlock_service_config_default(airlock_service_config *c);

@@ -5,12 +5,19 @@
 
 #include <errno.h>
 #include <limits.h>
+#include <setjmp.h>
 #include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <jansson.h>
 
+#include "airlock/caps.h"
+#include "core/json_internal.h"
 #include "util/util.h"
 
 /*
@@ -152,15 +159,32 @@ static char *utf8_sanitize(const void *data, size_t n, size_t *ret_len)
  * with a string missing a byte ("/run/airlock/bridge.sock" decoded as
  * "/run/airlock/bidge.sock"), which would pass validation as another value.
  * It also reports the failure as a syntax error, never as out of memory. So
- * jansson never sees a failed allocation: the process aborts instead, which
- * loses the request but never decodes a value into a different one.
+ * jansson is never handed NULL.
+ *
+ * Decoding, where the input is another trust domain's, runs under a
+ * budget (decode_budget, caps.h's AIRLOCK_JSON_DECODE_*): every block
+ * jansson asks for while json_loadb runs comes from an arena of this
+ * decode, charged against the budget. When the budget is spent, or malloc
+ * fails, the arena does not return: it longjmps out of jansson back to
+ * decode_parse, and the whole arena (the partial tree, jansson's token
+ * buffers) is released at once. No jansson frame is ever resumed, so
+ * none of its failure paths runs, and nothing jansson holds outlives the
+ * arena (it keeps no global state across a parse; the hashtable seed is
+ * set at load, below). The decode fails with a message naming the
+ * budget, or ENOMEM; the process goes on. Memory per decode is the
+ * budget, a stated multiple of the input's length.
+ *
+ * Outside a decode (encoding our own values, the callers that parse with
+ * jansson directly) a failed allocation still aborts: those inputs are
+ * bounded by the caps on what is encoded, not chosen by a client.
  *
  * jansson has one process-wide hook. It is set when the library is loaded
  * (a constructor, so no encode or decode anywhere in the library, the
  * proxy's frames included, runs before it), and only while it still holds
  * the defaults: an allocator another library installed first is kept, since
  * freeing its blocks with ours would corrupt the heap. A program that sets
- * its own later replaces ours. include/airlock/json.h says so. */
+ * its own later replaces ours; decoding then runs without the arena (and
+ * without its budget). include/airlock/json.h says so. */
 static void *json_malloc_or_abort(size_t n)
 {
 	void *p = malloc(n ? n : 1);
@@ -172,41 +196,292 @@ static void *json_malloc_or_abort(size_t n)
 	return p;
 }
 
+/* Every block the arena hands out follows a header: blocks too large for a
+ * chunk are malloc'd one by one and released when jansson frees them (a
+ * growing token buffer is freed as it doubles: held, the arena would cost
+ * twice the largest string); the rest are carved from chunks and released
+ * with the arena. */
+#define ARENA_BIG 4096u
+#define ARENA_CHUNK_MIN ((size_t)16 << 10)
+#define ARENA_CHUNK_MAX ((size_t)1 << 20)
+
+typedef struct arena_hdr {
+	uint64_t magic;
+	struct arena_big *big; /* NULL for a block carved from a chunk */
+} arena_hdr;
+
+typedef struct arena_big {
+	struct arena_big *prev, *next;
+	size_t size;
+	size_t pad_; /* keeps the header, and so the block, 16-aligned */
+	arena_hdr h;
+} arena_big;
+
+typedef struct arena_chunk {
+	struct arena_chunk *next;
+	size_t size, used;
+	size_t pad_;
+	unsigned char data[];
+} arena_chunk;
+
+typedef struct json_arena {
+	arena_chunk *chunks;
+	arena_big *bigs;
+	size_t next_chunk;
+	size_t spent, peak, budget;
+	uint64_t magic;
+	bool armed;   /* inside json_loadb: a failure jumps to jb */
+	int failed;   /* 0, or -ENOMEM, or -E2BIG (the budget) */
+	jmp_buf jb;
+} json_arena;
+
+static _Thread_local json_arena *tl_arena;
+/* Tells the arena's blocks from anything else freed during a decode (a
+ * bug check, not a defence: every input is parsed into the arena). */
+#define ARENA_MAGIC UINT64_C(0x61726c6b6a736f6e)
+static _Thread_local size_t tl_last_peak;
+
+_Static_assert(sizeof(arena_hdr) == 16 && sizeof(arena_big) % 16 == 0 &&
+               offsetof(arena_chunk, data) % 16 == 0, "arena alignment");
+
+static bool arena_charge(json_arena *a, size_t n)
+{
+	if (a->armed && (n > a->budget || a->spent > a->budget - n)) {
+		a->failed = -E2BIG;
+		return false;
+	}
+	a->spent += n;
+	if (a->spent > a->peak)
+		a->peak = a->spent;
+	return true;
+}
+
+static void *arena_alloc(json_arena *a, size_t n)
+{
+	if (n > SIZE_MAX / 2)
+		goto nomem;
+	size_t rounded = (n + 15) & ~(size_t)15;
+	if (rounded > ARENA_BIG) {
+		size_t total = sizeof(arena_big) + rounded;
+		if (!arena_charge(a, total))
+			return NULL;
+		arena_big *b = malloc(total);
+		if (!b) {
+			a->spent -= total;
+			goto nomem;
+		}
+		*b = (arena_big){ .next = a->bigs, .size = total, .h = { a->magic, b } };
+		if (a->bigs)
+			a->bigs->prev = b;
+		a->bigs = b;
+		return b + 1;
+	}
+	size_t need = sizeof(arena_hdr) + rounded;
+	arena_chunk *c = a->chunks;
+	if (!c || c->size - c->used < need) {
+		size_t size = a->next_chunk;
+		if (!arena_charge(a, sizeof(*c) + size))
+			return NULL;
+		c = malloc(sizeof(*c) + size);
+		if (!c) {
+			a->spent -= sizeof(*c) + size;
+			goto nomem;
+		}
+		c->next = a->chunks;
+		c->size = size;
+		c->used = 0;
+		a->chunks = c;
+		if (a->next_chunk < ARENA_CHUNK_MAX)
+			a->next_chunk *= 2;
+	}
+	arena_hdr *h = (arena_hdr *)(c->data + c->used);
+	c->used += need;
+	*h = (arena_hdr){ a->magic, NULL };
+	return h + 1;
+nomem:
+	a->failed = -ENOMEM;
+	return NULL;
+}
+
+static void arena_free(json_arena *a, void *p)
+{
+	arena_hdr *h = (arena_hdr *)p - 1;
+	if (h->magic != a->magic) {
+		/* Only the tree of this decode is freed while it runs (decode
+		 * hands the tree to its callback and nowhere else): anything
+		 * else is a bug here, not an input. */
+		static const char msg[] = "airlock: a block freed during a JSON decode is not the decode's; aborting\n";
+		(void)!write(STDERR_FILENO, msg, sizeof(msg) - 1);
+		abort();
+	}
+	arena_big *b = h->big;
+	if (!b)
+		return; /* carved from a chunk: released with the arena */
+	if (b->prev)
+		b->prev->next = b->next;
+	else
+		a->bigs = b->next;
+	if (b->next)
+		b->next->prev = b->prev;
+	a->spent -= b->size;
+	free(b);
+}
+
+static void arena_release(json_arena *a)
+{
+	for (arena_chunk *c = a->chunks, *next; c; c = next) {
+		next = c->next;
+		free(c);
+	}
+	for (arena_big *b = a->bigs, *next; b; b = next) {
+		next = b->next;
+		free(b);
+	}
+	a->chunks = NULL;
+	a->bigs = NULL;
+}
+
+static void *json_alloc(size_t n)
+{
+	json_arena *a = tl_arena;
+	if (!a)
+		return json_malloc_or_abort(n);
+	void *p = arena_alloc(a, n ? n : 1);
+	if (p)
+		return p;
+	if (a->armed)
+		longjmp(a->jb, 1);
+	/* Past json_loadb (the callback reads the tree; it allocates nothing
+	 * with jansson, and charges no budget if it did): only malloc can
+	 * fail here, and jansson is never handed NULL. */
+	static const char msg[] = "airlock: out of memory inside the JSON library; aborting\n";
+	(void)!write(STDERR_FILENO, msg, sizeof(msg) - 1);
+	abort();
+}
+
+static void json_release(void *p)
+{
+	if (!p)
+		return;
+	json_arena *a = tl_arena;
+	if (a)
+		arena_free(a, p);
+	else
+		free(p);
+}
+
+void core_json_allocator_use(void)
+{
+	json_set_alloc_funcs(json_alloc, json_release);
+}
+
 __attribute__((constructor)) static void json_allocator_install(void)
 {
 	json_malloc_t m = NULL;
 	json_free_t f = NULL;
 	json_get_alloc_funcs(&m, &f);
 	if (m == malloc && f == free)
-		json_set_alloc_funcs(json_malloc_or_abort, free);
+		core_json_allocator_use();
+	/* The seed is set once, here, rather than by the first json_object()
+	 * (which may be inside an arena's parse). */
+	json_object_seed(0);
 }
 
+size_t core_json_decode_budget(size_t n)
+{
+	size_t dense = n < AIRLOCK_JSON_DECODE_DENSE_BYTES ? n : AIRLOCK_JSON_DECODE_DENSE_BYTES;
+	return AIRLOCK_JSON_DECODE_BASE + AIRLOCK_JSON_DECODE_DENSE_FACTOR * dense +
+	       AIRLOCK_JSON_DECODE_FACTOR * (n - dense);
+}
 
-/* ---- decoding helpers ---------------------------------------------------- */
+size_t core_json_decode_last_peak(void)
+{
+	return tl_last_peak;
+}
 
-static int load(const char *buf, size_t len, const char *type, json_t **ret, airlock_error *err)
+/* json_loadb inside the arena; the only frame a failure jumps to. Nothing
+ * here is modified between setjmp and the jump that is read after it. */
+static json_t *arena_parse(json_arena *a, const char *buf, size_t len, json_error_t *je)
+{
+	tl_arena = a;
+	if (setjmp(a->jb) != 0) {
+		a->armed = false;
+		tl_arena = NULL;
+		return NULL;
+	}
+	a->armed = true;
+	/* No JSON_ALLOW_NUL: a C string with a NUL inside is a string that
+	 * means two different things to two readers. No JSON_DECODE_ANY:
+	 * every message is an object. */
+	json_t *root = json_loadb(buf, len, JSON_REJECT_DUPLICATES, je);
+	a->armed = false;
+	tl_arena = NULL;
+	return root;
+}
+
+int core_json_decode(const char *buf, size_t len, size_t max_len, const char *type,
+                        core_json_decode_fn fn, void *ctx, airlock_error *err)
 {
 	if (!buf && len > 0)
 		return airlock_error_set(err, AIRLOCK_ERR_DECODE, 0, "%s: no input", type);
-	if (len > AIRLOCK_JSON_INPUT_MAX)
+	if (len > max_len)
 		return airlock_error_set(err, AIRLOCK_ERR_DECODE, 0,
-		                         "%s: input of %zu bytes is over the %u byte limit", type, len,
-		                         AIRLOCK_JSON_INPUT_MAX);
+		                         "%s: input of %zu bytes is over the %zu byte limit", type, len,
+		                         max_len);
+	if (!buf)
+		buf = "";
 	json_error_t je;
-	/* No JSON_ALLOW_NUL: a C string with a NUL inside is a string that means
-	 * two different things to two readers. No JSON_DECODE_ANY: every message
-	 * is an object. */
-	json_t *root = json_loadb(buf ? buf : "", len, JSON_REJECT_DUPLICATES, &je);
-	if (!root)
+	json_malloc_t m = NULL;
+	json_free_t f = NULL;
+	json_get_alloc_funcs(&m, &f);
+	if (m != json_alloc || tl_arena) {
+		/* Another allocator is jansson's (or a decode inside a decode's
+		 * callback): no arena, no budget. */
+		json_t *root = json_loadb(buf, len, JSON_REJECT_DUPLICATES, &je);
+		if (!root)
+			return airlock_error_set(err, AIRLOCK_ERR_DECODE, 0,
+			                         "%s: invalid JSON at line %d column %d: %s", type, je.line,
+			                         je.column, je.text);
+		int r = fn(root, ctx, err);
+		json_decref(root);
+		return r;
+	}
+	json_arena a = {
+		.budget = core_json_decode_budget(len),
+		.next_chunk = ARENA_CHUNK_MIN,
+		.magic = ARENA_MAGIC ^ (uint64_t)(uintptr_t)&a,
+	};
+	json_t *root = arena_parse(&a, buf, len, &je);
+	int r;
+	if (!root) {
+		tl_last_peak = a.peak;
+		arena_release(&a);
+		if (a.failed == -E2BIG)
+			return airlock_error_set(err, AIRLOCK_ERR_DECODE, 0,
+			                         "%s: decoding these %zu bytes needs more than their memory budget of %zu bytes (caps.h, AIRLOCK_JSON_DECODE_*): too many values for their size",
+			                         type, len, a.budget);
+		if (a.failed)
+			return airlock_error_set(err, AIRLOCK_ERR_SYSTEM, ENOMEM,
+			                         "%s: out of memory decoding %zu bytes", type, len);
 		return airlock_error_set(err, AIRLOCK_ERR_DECODE, 0,
 		                         "%s: invalid JSON at line %d column %d: %s", type, je.line,
 		                         je.column, je.text);
-	*ret = root;
-	return 0;
+	}
+	/* The callback reads the tree while the arena is current (its frees
+	 * are the arena's); the tree is never decref'd after: the arena is
+	 * released whole. */
+	tl_arena = &a;
+	r = fn(root, ctx, err);
+	tl_arena = NULL;
+	tl_last_peak = a.peak;
+	arena_release(&a);
+	return r;
 }
 
-static int expect_object(json_t *o, const char *type, const char *const *fields, size_t n,
-                         airlock_error *err)
+/* ---- decoding helpers ---------------------------------------------------- */
+
+int core_json_expect_object(json_t *o, const char *type, const char *const *fields, size_t n,
+                            airlock_error *err)
 {
 	if (!json_is_object(o))
 		return airlock_error_set(err, AIRLOCK_ERR_DECODE, 0, "%s: must be a JSON object", type);
@@ -214,14 +489,16 @@ static int expect_object(json_t *o, const char *type, const char *const *fields,
 	json_t *v;
 	/* A field this version does not know is refused rather than skipped: a
 	 * sender that thinks it set a limit the receiver ignores has a limit
-	 * that is not enforced. */
+	 * that is not enforced. The name is the sender's bytes: escaped. */
 	json_object_foreach(o, key, v) {
 		bool known = false;
 		for (size_t i = 0; i < n && !known; i++)
 			known = strcmp(key, fields[i]) == 0;
-		if (!known)
-			return airlock_error_set(err, AIRLOCK_ERR_DECODE, 0, "%s.%.64s: unknown field",
-			                         type, key);
+		if (!known) {
+			char q[100];
+			return airlock_error_set(err, AIRLOCK_ERR_DECODE, 0, "%s.%s: unknown field", type,
+			                         util_escape(q, sizeof(q), key, strlen(key)));
+		}
 	}
 	return 0;
 }
@@ -441,7 +718,7 @@ static int put_bytes(json_t *o, const char *type, const char *key, const unsigne
 	return put(o, type, key, json_string_nocheck(b64), err);
 }
 
-static char *dump(json_t *o, const char *type, airlock_error *err)
+static char *dump(json_t *o, const char *type, size_t max, airlock_error *err)
 {
 	char *s = json_dumps(o, JSON_COMPACT);
 	if (!s) {
@@ -450,11 +727,10 @@ static char *dump(json_t *o, const char *type, airlock_error *err)
 	}
 	/* Refuse to write what the decoder would refuse to read. */
 	size_t n = strlen(s);
-	if (n > AIRLOCK_JSON_INPUT_MAX) {
+	if (n > max) {
 		free(s);
 		airlock_error_set(err, AIRLOCK_ERR_DECODE, 0,
-		                  "%s: encoding is %zu bytes, over the %u byte limit", type, n,
-		                  AIRLOCK_JSON_INPUT_MAX);
+		                  "%s: encoding is %zu bytes, over the %zu byte limit", type, n, max);
 		return NULL;
 	}
 	return s;
@@ -496,7 +772,7 @@ static int limits_to(const airlock_resource_limits *l, json_t **ret, airlock_err
 
 static int limits_from(json_t *o, airlock_resource_limits *ret, airlock_error *err)
 {
-	int r = expect_object(o, T_LIMITS, limits_fields, ARRAY_SIZE(limits_fields), err);
+	int r = core_json_expect_object(o, T_LIMITS, limits_fields, ARRAY_SIZE(limits_fields), err);
 	if (r < 0)
 		return r;
 	airlock_resource_limits l = { 0 };
@@ -558,7 +834,7 @@ static int egress_to(const airlock_egress_policy *p, json_t **ret, airlock_error
 
 static int dest_from(json_t *o, airlock_egress_destination *ret, airlock_error *err)
 {
-	int r = expect_object(o, T_DEST, dest_fields, ARRAY_SIZE(dest_fields), err);
+	int r = core_json_expect_object(o, T_DEST, dest_fields, ARRAY_SIZE(dest_fields), err);
 	if (r < 0)
 		return r;
 	json_t *ports;
@@ -593,7 +869,7 @@ static int dest_from(json_t *o, airlock_egress_destination *ret, airlock_error *
 
 static int egress_from(json_t *o, airlock_egress_policy *ret, airlock_error *err)
 {
-	int r = expect_object(o, T_EGRESS, egress_fields, ARRAY_SIZE(egress_fields), err);
+	int r = core_json_expect_object(o, T_EGRESS, egress_fields, ARRAY_SIZE(egress_fields), err);
 	if (r < 0)
 		return r;
 	const char *mode;
@@ -676,7 +952,7 @@ static int bridge_to(const airlock_bridge_endpoint *b, json_t **ret, airlock_err
 /* Allocates: *ret is a new endpoint for airlock_bridge_endpoint_free. */
 static int bridge_from(json_t *o, airlock_bridge_endpoint **ret, airlock_error *err)
 {
-	int r = expect_object(o, T_BRIDGE, bridge_fields, ARRAY_SIZE(bridge_fields), err);
+	int r = core_json_expect_object(o, T_BRIDGE, bridge_fields, ARRAY_SIZE(bridge_fields), err);
 	if (r < 0)
 		return r;
 	airlock_bridge_endpoint *b = calloc(1, sizeof(*b));
@@ -793,7 +1069,7 @@ fail:
 
 static int spec_from(json_t *o, airlock_environment_spec *ret, airlock_error *err)
 {
-	int r = expect_object(o, T_SPEC, spec_fields, ARRAY_SIZE(spec_fields), err);
+	int r = core_json_expect_object(o, T_SPEC, spec_fields, ARRAY_SIZE(spec_fields), err);
 	if (r < 0)
 		return r;
 	airlock_environment_spec s = { 0 };
@@ -886,7 +1162,7 @@ static int handle_to(const airlock_environment_handle *h, json_t **ret, airlock_
 
 static int handle_from(json_t *o, airlock_environment_handle *ret, airlock_error *err)
 {
-	int r = expect_object(o, T_HANDLE, handle_fields, ARRAY_SIZE(handle_fields), err);
+	int r = core_json_expect_object(o, T_HANDLE, handle_fields, ARRAY_SIZE(handle_fields), err);
 	if (r < 0)
 		return r;
 	airlock_environment_handle h = { 0 };
@@ -968,7 +1244,7 @@ static int cmd_to(const airlock_execution_command *c, json_t **ret, airlock_erro
 
 static int cmd_from(json_t *o, airlock_execution_command *ret, airlock_error *err)
 {
-	int r = expect_object(o, T_CMD, cmd_fields, ARRAY_SIZE(cmd_fields), err);
+	int r = core_json_expect_object(o, T_CMD, cmd_fields, ARRAY_SIZE(cmd_fields), err);
 	if (r < 0)
 		return r;
 	json_t *argv;
@@ -1177,7 +1453,7 @@ static int fc_to(const airlock_file_change *f, json_t **ret, airlock_error *err)
 
 static int fc_from(json_t *o, airlock_file_change *ret, airlock_error *err)
 {
-	int r = expect_object(o, T_FC, fc_fields, ARRAY_SIZE(fc_fields), err);
+	int r = core_json_expect_object(o, T_FC, fc_fields, ARRAY_SIZE(fc_fields), err);
 	if (r < 0)
 		return r;
 	airlock_file_change f = { 0 };
@@ -1295,7 +1571,7 @@ static int result_to(const airlock_execution_result *v, json_t **ret, airlock_er
 
 static int result_from(json_t *o, airlock_execution_result *ret, airlock_error *err)
 {
-	int r = expect_object(o, T_RESULT, result_fields, ARRAY_SIZE(result_fields), err);
+	int r = core_json_expect_object(o, T_RESULT, result_fields, ARRAY_SIZE(result_fields), err);
 	if (r < 0)
 		return r;
 	airlock_execution_result v = { 0 };
@@ -1412,7 +1688,7 @@ static int meta_to(const airlock_artifact_metadata *m, json_t **ret, airlock_err
 
 static int meta_from(json_t *o, airlock_artifact_metadata *ret, airlock_error *err)
 {
-	int r = expect_object(o, T_META, meta_fields, ARRAY_SIZE(meta_fields), err);
+	int r = core_json_expect_object(o, T_META, meta_fields, ARRAY_SIZE(meta_fields), err);
 	if (r < 0)
 		return r;
 	airlock_artifact_metadata m = { 0 };
@@ -1485,7 +1761,7 @@ static int ref_to(const airlock_artifact_ref *a, json_t **ret, airlock_error *er
 
 static int ref_from(json_t *o, airlock_artifact_ref *ret, airlock_error *err)
 {
-	int r = expect_object(o, T_REF, ref_fields, ARRAY_SIZE(ref_fields), err);
+	int r = core_json_expect_object(o, T_REF, ref_fields, ARRAY_SIZE(ref_fields), err);
 	if (r < 0)
 		return r;
 	airlock_artifact_ref a = { 0 };
@@ -1533,7 +1809,7 @@ static int error_to(const airlock_error *e, json_t **ret, airlock_error *err)
 
 static int error_from(json_t *o, airlock_error *ret, airlock_error *err)
 {
-	int r = expect_object(o, T_ERROR, error_fields, ARRAY_SIZE(error_fields), err);
+	int r = core_json_expect_object(o, T_ERROR, error_fields, ARRAY_SIZE(error_fields), err);
 	if (r < 0)
 		return r;
 	const char *cls, *msg;
@@ -1567,23 +1843,26 @@ static int error_from(json_t *o, airlock_error *ret, airlock_error *err)
 
 static void no_clear(void *p) { (void)p; }
 
-#define DEFINE_JSON_CODEC(prefix, ctype, tname, to_fn, from_fn, clear_fn)                          \
+/* Decoding goes through core_json_decode (the arena and its budget); the
+ * callback fills the type from the tree while it lives. maxlen is the
+ * type's input limit, and its encoder refuses to write past it. */
+#define DEFINE_JSON_CODEC(prefix, ctype, tname, maxlen, to_fn, from_fn, clear_fn)                  \
 	char *prefix##_to_json(const ctype *v, airlock_error *err)                                 \
 	{                                                                                          \
 		_cleanup_json_ json_t *o = NULL;                                                   \
 		if (to_fn(v, &o, err) < 0)                                                         \
 			return NULL;                                                               \
-		return dump(o, tname, err);                                                        \
+		return dump(o, tname, maxlen, err);                                                \
+	}                                                                                          \
+	static int prefix##_decoded(json_t *root, void *ctx, airlock_error *err)                   \
+	{                                                                                          \
+		return from_fn(root, ctx, err);                                                    \
 	}                                                                                          \
 	int prefix##_from_json(const char *buf, size_t len, ctype *ret, airlock_error *err)        \
 	{                                                                                          \
-		_cleanup_json_ json_t *root = NULL;                                                \
-		int r = load(buf, len, tname, &root, err);                                         \
-		if (r < 0)                                                                         \
-			return r;                                                                  \
 		ctype tmp;                                                                         \
 		memset(&tmp, 0, sizeof(tmp));                                                      \
-		r = from_fn(root, &tmp, err);                                                      \
+		int r = core_json_decode(buf, len, maxlen, tname, prefix##_decoded, &tmp, err);    \
 		if (r < 0)                                                                         \
 			return r;                                                                  \
 		if (!ret) {                                                                        \
@@ -1594,22 +1873,49 @@ static void no_clear(void *p) { (void)p; }
 		return 0;                                                                          \
 	}
 
-DEFINE_JSON_CODEC(airlock_resource_limits, airlock_resource_limits, T_LIMITS, limits_to, limits_from, no_clear)
-DEFINE_JSON_CODEC(airlock_egress_policy, airlock_egress_policy, T_EGRESS, egress_to, egress_from,
-                  airlock_egress_policy_clear)
-DEFINE_JSON_CODEC(airlock_environment_spec, airlock_environment_spec, T_SPEC, spec_to, spec_from,
-                  airlock_environment_spec_clear)
-DEFINE_JSON_CODEC(airlock_environment_handle, airlock_environment_handle, T_HANDLE, handle_to, handle_from,
-                  airlock_environment_handle_clear)
-DEFINE_JSON_CODEC(airlock_execution_command, airlock_execution_command, T_CMD, cmd_to, cmd_from,
-                  airlock_execution_command_clear)
-DEFINE_JSON_CODEC(airlock_file_change, airlock_file_change, T_FC, fc_to, fc_from, airlock_file_change_clear)
-DEFINE_JSON_CODEC(airlock_execution_result, airlock_execution_result, T_RESULT, result_to, result_from,
-                  airlock_execution_result_clear)
-DEFINE_JSON_CODEC(airlock_artifact_metadata, airlock_artifact_metadata, T_META, meta_to, meta_from,
-                  airlock_artifact_metadata_clear)
-DEFINE_JSON_CODEC(airlock_artifact_ref, airlock_artifact_ref, T_REF, ref_to, ref_from, airlock_artifact_ref_clear)
-DEFINE_JSON_CODEC(airlock_error, airlock_error, T_ERROR, error_to, error_from, no_clear)
+#define ANY_MAX ((size_t)AIRLOCK_JSON_INPUT_MAX)
+DEFINE_JSON_CODEC(airlock_resource_limits, airlock_resource_limits, T_LIMITS, ANY_MAX, limits_to,
+                  limits_from, no_clear)
+DEFINE_JSON_CODEC(airlock_egress_policy, airlock_egress_policy, T_EGRESS, ANY_MAX, egress_to,
+                  egress_from, airlock_egress_policy_clear)
+DEFINE_JSON_CODEC(airlock_environment_spec, airlock_environment_spec, T_SPEC,
+                  (size_t)AIRLOCK_SPEC_JSON_MAX, spec_to, spec_from, airlock_environment_spec_clear)
+DEFINE_JSON_CODEC(airlock_environment_handle, airlock_environment_handle, T_HANDLE, ANY_MAX,
+                  handle_to, handle_from, airlock_environment_handle_clear)
+DEFINE_JSON_CODEC(airlock_execution_command, airlock_execution_command, T_CMD, ANY_MAX, cmd_to,
+                  cmd_from, airlock_execution_command_clear)
+DEFINE_JSON_CODEC(airlock_file_change, airlock_file_change, T_FC, ANY_MAX, fc_to, fc_from,
+                  airlock_file_change_clear)
+DEFINE_JSON_CODEC(airlock_execution_result, airlock_execution_result, T_RESULT, ANY_MAX, result_to,
+                  result_from, airlock_execution_result_clear)
+DEFINE_JSON_CODEC(airlock_artifact_metadata, airlock_artifact_metadata, T_META, ANY_MAX, meta_to,
+                  meta_from, airlock_artifact_metadata_clear)
+DEFINE_JSON_CODEC(airlock_artifact_ref, airlock_artifact_ref, T_REF, ANY_MAX, ref_to, ref_from,
+                  airlock_artifact_ref_clear)
+DEFINE_JSON_CODEC(airlock_error, airlock_error, T_ERROR, ANY_MAX, error_to, error_from, no_clear)
+
+/* A spec or a command that is a member of a larger document (the service's
+ * request envelopes): decoded from the tree the envelope's decode holds,
+ * never dumped back to text and parsed again. */
+int core_json_spec_from_value(json_t *v, airlock_environment_spec *ret, airlock_error *err)
+{
+	airlock_environment_spec tmp = { 0 };
+	int r = spec_from(v, &tmp, err);
+	if (r < 0)
+		return r;
+	*ret = tmp;
+	return 0;
+}
+
+int core_json_command_from_value(json_t *v, airlock_execution_command *ret, airlock_error *err)
+{
+	airlock_execution_command tmp = { 0 };
+	int r = cmd_from(v, &tmp, err);
+	if (r < 0)
+		return r;
+	*ret = tmp;
+	return 0;
+}
 
 /* The bridge endpoint is held by pointer in a spec, so its wrappers differ
  * from the macro's: *ret receives the fields of a decoded endpoint. */
@@ -1618,18 +1924,20 @@ char *airlock_bridge_endpoint_to_json(const airlock_bridge_endpoint *v, airlock_
 	_cleanup_json_ json_t *o = NULL;
 	if (bridge_to(v, &o, err) < 0)
 		return NULL;
-	return dump(o, T_BRIDGE, err);
+	return dump(o, T_BRIDGE, ANY_MAX, err);
+}
+
+static int bridge_decoded(json_t *root, void *ctx, airlock_error *err)
+{
+	return bridge_from(root, ctx, err);
 }
 
 int airlock_bridge_endpoint_from_json(const char *buf, size_t len, airlock_bridge_endpoint *ret,
                                       airlock_error *err)
 {
-	_cleanup_json_ json_t *root = NULL;
-	int r = load(buf, len, T_BRIDGE, &root, err);
-	if (r < 0)
-		return r;
 	airlock_bridge_endpoint *b = NULL;
-	if ((r = bridge_from(root, &b, err)) < 0)
+	int r = core_json_decode(buf, len, ANY_MAX, T_BRIDGE, bridge_decoded, &b, err);
+	if (r < 0)
 		return r;
 	if (ret)
 		*ret = *b;

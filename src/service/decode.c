@@ -14,7 +14,10 @@
 #include <openssl/crypto.h>
 
 #include "airlock/caps.h"
+#include "airlock/ids.h"
 #include "airlock/json.h"
+#include "airlock/timeout.h"
+#include "core/json_internal.h"
 #include "util/util.h"
 
 /* ---- routes ------------------------------------------------------------- */
@@ -271,5 +274,94 @@ int svc_handle_decode(const char *value, size_t value_len, airlock_environment_h
 		return airlock_error_set(err, AIRLOCK_ERR_TOOL_VALIDATION, 0, "Airlock-Handle: %s",
 		                         derr.message);
 	*ret = h;
+	return 0;
+}
+
+/* ---- the request envelopes ------------------------------------------------
+ * {"spec": ..., "environment_id": ...} and {"command": ...,
+ * "remaining_budget_ms": ..., "stream": ...}: checked field by field,
+ * unknown ones refused, and each member that is a type of the
+ * specification read by that type's strict decoder from the same tree
+ * (json.h's rules): the body is parsed once, under the decode's memory
+ * budget, and never dumped back to text. */
+
+typedef struct provision_ctx {
+	svc_provision *out;
+} provision_ctx;
+
+static int provision_decoded(json_t *o, void *ctx, airlock_error *err)
+{
+	static const char *const fields[] = { "spec", "environment_id" };
+	svc_provision *p = ((provision_ctx *)ctx)->out;
+	int r = core_json_expect_object(o, "provision", fields, ARRAY_SIZE(fields), err);
+	if (r < 0)
+		return r;
+	json_t *js = json_object_get(o, "spec"), *jid = json_object_get(o, "environment_id");
+	if (!js)
+		return airlock_error_set(err, AIRLOCK_ERR_TOOL_VALIDATION, 0, "provision.spec: missing");
+	if (jid && !json_is_null(jid)) {
+		const char *id = json_is_string(jid) ? json_string_value(jid) : NULL;
+		if (!id || !airlock_environment_id_valid(id) || strlen(id) >= sizeof(p->environment_id))
+			return airlock_error_set(err, AIRLOCK_ERR_TOOL_VALIDATION, 0,
+			                         "provision.environment_id: must be null or an environment id (env_...)");
+		memcpy(p->environment_id, id, strlen(id) + 1);
+		p->has_environment_id = true;
+	}
+	if ((r = core_json_spec_from_value(js, &p->spec, err)) < 0) {
+		airlock_error_prefix(err, "provision.spec: ");
+		return r;
+	}
+	return 0;
+}
+
+int svc_provision_decode(const void *body, size_t len, svc_provision *ret, airlock_error *err)
+{
+	svc_provision p = { 0 };
+	provision_ctx ctx = { &p };
+	int r = core_json_decode(body, len, AIRLOCK_SERVICE_PROVISION_BODY_MAX, "provision",
+	                         provision_decoded, &ctx, err);
+	if (r < 0) {
+		airlock_environment_spec_clear(&p.spec);
+		return r;
+	}
+	*ret = p;
+	return 0;
+}
+
+static int execute_decoded(json_t *o, void *ctx, airlock_error *err)
+{
+	static const char *const fields[] = { "command", "remaining_budget_ms", "stream" };
+	svc_execute *x = ctx;
+	int r = core_json_expect_object(o, "execute", fields, ARRAY_SIZE(fields), err);
+	if (r < 0)
+		return r;
+	json_t *jc = json_object_get(o, "command"), *jb = json_object_get(o, "remaining_budget_ms");
+	json_t *jst = json_object_get(o, "stream");
+	const char *bad = !jc ? "execute.command: missing"
+	                  : jb && !json_is_null(jb) && !json_is_integer(jb)
+	                          ? "execute.remaining_budget_ms: must be an integer or null"
+	                  : jst && !json_is_boolean(jst) ? "execute.stream: must be true or false"
+	                                                 : NULL;
+	if (bad)
+		return airlock_error_set(err, AIRLOCK_ERR_TOOL_VALIDATION, 0, "%s", bad);
+	x->stream = jst && json_is_true(jst);
+	x->budget_ms = jb && json_is_integer(jb) ? (int64_t)json_integer_value(jb) : AIRLOCK_BUDGET_NONE;
+	if ((r = core_json_command_from_value(jc, &x->command, err)) < 0) {
+		airlock_error_prefix(err, "execute.command: ");
+		return r;
+	}
+	return 0;
+}
+
+int svc_execute_decode(const void *body, size_t len, svc_execute *ret, airlock_error *err)
+{
+	svc_execute x = { 0 };
+	int r = core_json_decode(body, len, AIRLOCK_SERVICE_EXECUTE_BODY_MAX, "execute",
+	                         execute_decoded, &x, err);
+	if (r < 0) {
+		airlock_execution_command_clear(&x.command);
+		return r;
+	}
+	*ret = x;
 	return 0;
 }

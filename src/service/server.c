@@ -10,6 +10,15 @@
  * without bound either:
  *   - at most max_connections connections (and, on TCP, per client
  *     address) exist; the next one is refused at accept;
+ *   - a connection that has not yet sent a request with the credential
+ *     (its TLS handshake and first header block) lives at most
+ *     auth_timeout_ms (2 s) from accept, whatever it sends; and such
+ *     connections hold at most three quarters of the slots: past that, a
+ *     new one evicts the oldest unauthenticated connection of the address
+ *     that holds the most of them. So clients without the credential,
+ *     from however many addresses, leave a quarter of the slots to
+ *     clients with it, cannot keep a slot long, and an address of one
+ *     pending connection is the last to lose it (conn_admit);
  *   - the header block must arrive within header_timeout_ms in total and
  *     fit in AIRLOCK_SERVICE_HEADER_MAX (the connection's memory): a
  *     client sending it a byte at a time is cut by the watchdog below,
@@ -71,6 +80,11 @@ typedef struct svc_conn {
 	int fd;
 	int64_t deadline_ms; /* monotonic; 0: none */
 	bool cut;
+	/* Until a request on it carried the credential: it counts in
+	 * s->pending, and no deadline of it is later than auth_deadline_ms. */
+	bool authed;
+	int64_t accepted_ms, auth_deadline_ms;
+	struct sockaddr_storage addr; /* the client's address (TCP); family 0 on a Unix socket */
 } svc_conn;
 
 typedef struct svc_job svc_job;
@@ -90,6 +104,8 @@ struct airlock_service {
 	pthread_mutex_t lock;
 	pthread_cond_t cond;
 	svc_conn *conns;
+	size_t pending;     /* connections not cut and not yet authenticated */
+	size_t pending_max; /* conn_admit */
 	svc_job *jobs;      /* executes running, for cancel */
 	size_t in_flight;   /* requests between their start and completion */
 	bool shutting_down;
@@ -131,6 +147,106 @@ static void conn_deadline(airlock_service *s, svc_conn *c, int64_t in_ms)
 		return;
 	pthread_mutex_lock(&s->lock);
 	c->deadline_ms = in_ms > 0 ? util_monotonic_ms() + in_ms : 0;
+	/* A connection without the credential goes at its auth deadline,
+	 * whatever phase it is in (a 401 being sent, a keep-alive wait). */
+	if (!c->authed && (c->deadline_ms == 0 || c->deadline_ms > c->auth_deadline_ms))
+		c->deadline_ms = c->auth_deadline_ms;
+	pthread_mutex_unlock(&s->lock);
+}
+
+/* End a connection (s->lock held): shutdown(2) on its socket, which its
+ * libmicrohttpd thread then reads as the peer's end. */
+static void conn_cut_locked(airlock_service *s, svc_conn *k)
+{
+	if (k->cut)
+		return;
+	if (k->fd >= 0)
+		shutdown(k->fd, SHUT_RDWR);
+	k->cut = true;
+	if (!k->authed)
+		s->pending--;
+}
+
+/* The client's address as bytes to order by: the family, then the
+ * address (no port); a Unix socket's clients all compare equal. */
+static int client_cmp(const svc_conn *a, const svc_conn *b)
+{
+	const struct sockaddr_storage *x = &a->addr, *y = &b->addr;
+	if (x->ss_family != y->ss_family)
+		return x->ss_family < y->ss_family ? -1 : 1;
+	if (x->ss_family == AF_INET)
+		return memcmp(&((const struct sockaddr_in *)x)->sin_addr,
+		              &((const struct sockaddr_in *)y)->sin_addr, sizeof(struct in_addr));
+	if (x->ss_family == AF_INET6)
+		return memcmp(&((const struct sockaddr_in6 *)x)->sin6_addr,
+		              &((const struct sockaddr_in6 *)y)->sin6_addr, sizeof(struct in6_addr));
+	return 0;
+}
+
+/* By address, then oldest first. */
+static int pending_order(const void *pa, const void *pb)
+{
+	const svc_conn *a = *(const svc_conn *const *)pa, *b = *(const svc_conn *const *)pb;
+	int c = client_cmp(a, b);
+	if (c)
+		return c;
+	return a->accepted_ms < b->accepted_ms ? -1 : a->accepted_ms > b->accepted_ms;
+}
+
+/* A new connection is pending (s->lock held). Past pending_max pending
+ * connections, one is evicted: of the address holding the most pending
+ * connections, its oldest (between addresses holding as many, the older).
+ * The per-address share thus shrinks as the pending slots fill: an
+ * address with one pending connection (a worker opening one) loses it
+ * only after every address with more has been cut down to one, so a
+ * flood from any number of addresses cannot keep out a client that sends
+ * its credential within auth_timeout_ms. The pending connections are
+ * sorted by address (O(p log p) under the lock, p at most three quarters
+ * of max_connections); without memory for that, the oldest goes. */
+static void conn_admit(airlock_service *s)
+{
+	if (s->pending <= s->pending_max)
+		return;
+	svc_conn **v = calloc(s->pending, sizeof(*v));
+	size_t n = 0;
+	svc_conn *victim = NULL;
+	for (svc_conn *k = s->conns; k; k = k->next) {
+		if (k->authed || k->cut)
+			continue;
+		if (v && n < s->pending)
+			v[n++] = k;
+		if (!victim || k->accepted_ms < victim->accepted_ms)
+			victim = k;
+	}
+	if (v && n > 0) {
+		qsort(v, n, sizeof(*v), pending_order);
+		size_t best_len = 0;
+		for (size_t i = 0, j; i < n; i = j) {
+			for (j = i + 1; j < n && client_cmp(v[i], v[j]) == 0; j++)
+				;
+			/* v[i] is the run's oldest. */
+			if (j - i > best_len || (j - i == best_len && v[i]->accepted_ms < victim->accepted_ms)) {
+				best_len = j - i;
+				victim = v[i];
+			}
+		}
+	}
+	free(v);
+	if (victim)
+		conn_cut_locked(s, victim);
+}
+
+/* The connection's request carried the credential. */
+static void conn_authenticated(airlock_service *s, svc_conn *k)
+{
+	if (!k)
+		return;
+	pthread_mutex_lock(&s->lock);
+	if (!k->authed) {
+		k->authed = true;
+		if (!k->cut)
+			s->pending--;
+	}
 	pthread_mutex_unlock(&s->lock);
 }
 
@@ -313,56 +429,6 @@ static char *jdump(json_t *o)
 	return s;
 }
 
-/* ---- the request envelopes -------------------------------------------------
- * The envelope ({"spec": ..., "environment_id": ...}) is checked here, field
- * by field, unknown ones refused; each member that is a type of the
- * specification is handed, as its own document, to that type's strict
- * decoder (json.h), the one every door uses. */
-
-static int envelope_load(const svc_req *q, const char *what, const char *const *fields,
-                         size_t n_fields, json_t **ret, airlock_error *err)
-{
-	if (q->body.len > AIRLOCK_JSON_INPUT_MAX)
-		return airlock_error_set(err, AIRLOCK_ERR_TOOL_VALIDATION, 0, "%s: body larger than %u bytes",
-		                         what, AIRLOCK_JSON_INPUT_MAX);
-	json_error_t je;
-	json_t *o = json_loadb(q->body.data ? (const char *)q->body.data : "", q->body.len,
-	                       JSON_REJECT_DUPLICATES, &je);
-	if (!o)
-		return airlock_error_set(err, AIRLOCK_ERR_TOOL_VALIDATION, 0,
-		                         "%s: the body is not JSON (line %d: %.120s)", what, je.line, je.text);
-	if (!json_is_object(o)) {
-		json_decref(o);
-		return airlock_error_set(err, AIRLOCK_ERR_TOOL_VALIDATION, 0, "%s: must be a JSON object",
-		                         what);
-	}
-	const char *key;
-	json_t *v;
-	json_object_foreach(o, key, v) {
-		bool known = false;
-		for (size_t i = 0; i < n_fields && !known; i++)
-			known = strcmp(key, fields[i]) == 0;
-		if (!known) {
-			char q2[100];
-			util_escape(q2, sizeof(q2), key, strlen(key));
-			json_decref(o);
-			return airlock_error_set(err, AIRLOCK_ERR_TOOL_VALIDATION, 0, "%s.%s: unknown field",
-			                         what, q2);
-		}
-	}
-	*ret = o;
-	return 0;
-}
-
-/* A member as its own document, for a type's decoder. */
-static char *member_text(json_t *v, size_t *ret_len)
-{
-	char *s = json_dumps(v, JSON_COMPACT | JSON_ENCODE_ANY);
-	if (s)
-		*ret_len = strlen(s);
-	return s;
-}
-
 /* ---- verbs without a sandbox --------------------------------------------- */
 
 static enum MHD_Result do_health(svc_req *q, struct MHD_Connection *c)
@@ -408,43 +474,16 @@ static enum MHD_Result do_list(svc_req *q, struct MHD_Connection *c)
 
 static enum MHD_Result do_provision(svc_req *q, struct MHD_Connection *c)
 {
-	static const char *const fields[] = { "spec", "environment_id" };
 	airlock_error err = { 0 };
-	json_t *o = NULL;
-	if (envelope_load(q, "provision", fields, ARRAY_SIZE(fields), &o, &err) < 0)
+	svc_provision p = { 0 };
+	if (svc_provision_decode(q->body.data, q->body.len, &p, &err) < 0)
 		return respond_error(q, c, &err);
-	json_t *js = json_object_get(o, "spec"), *jid = json_object_get(o, "environment_id");
-	const char *want_id = NULL;
-	enum MHD_Result mr;
-	if (!js) {
-		json_decref(o);
-		return respond_fail(q, c, MHD_HTTP_BAD_REQUEST, AIRLOCK_ERR_TOOL_VALIDATION,
-		                    "provision.spec: missing");
-	}
-	if (jid && !json_is_null(jid)) {
-		if (!json_is_string(jid) || !airlock_environment_id_valid(json_string_value(jid))) {
-			json_decref(o);
-			return respond_fail(q, c, MHD_HTTP_BAD_REQUEST, AIRLOCK_ERR_TOOL_VALIDATION,
-			                    "provision.environment_id: must be null or an environment id (env_...)");
-		}
-		want_id = json_string_value(jid);
-	}
-	size_t len = 0;
-	_cleanup_free_ char *text = member_text(js, &len);
-	airlock_environment_spec spec = { 0 };
+	airlock_environment_spec spec = p.spec;
+	const char *want_id = p.has_environment_id ? p.environment_id : NULL;
 	airlock_environment_handle h = { 0 };
-	if (!text) {
-		json_decref(o);
-		return MHD_NO;
-	}
-	if (airlock_environment_spec_from_json(text, len, &spec, &err) < 0) {
-		json_decref(o);
-		airlock_error_prefix(&err, "provision.spec: ");
-		return respond_error(q, c, &err);
-	}
+	enum MHD_Result mr;
 	int r = want_id ? airlock_exec_provision_as(q->s->exec, &spec, want_id, &h, &err)
 	                : airlock_exec_provision(q->s->exec, &spec, &h, &err);
-	json_decref(o);
 	airlock_environment_spec_clear(&spec);
 	if (r < 0) {
 		/* A provision names no live sandbox: a refusal is 409 (or 503). */
@@ -781,46 +820,24 @@ static int conn_fd(struct MHD_Connection *c)
 
 static enum MHD_Result do_execute(svc_req *q, struct MHD_Connection *c)
 {
-	static const char *const fields[] = { "command", "remaining_budget_ms", "stream" };
 	airlock_service *s = q->s;
 	airlock_error err = { 0 };
-	json_t *o = NULL;
-	if (envelope_load(q, "execute", fields, ARRAY_SIZE(fields), &o, &err) < 0)
+	svc_execute x = { 0 };
+	if (svc_execute_decode(q->body.data, q->body.len, &x, &err) < 0)
 		return respond_error(q, c, &err);
-	json_t *jc = json_object_get(o, "command"), *jb = json_object_get(o, "remaining_budget_ms");
-	json_t *jst = json_object_get(o, "stream");
-	const char *bad = !jc                                       ? "execute.command: missing"
-	                  : jb && !json_is_null(jb) && !json_is_integer(jb) ? "execute.remaining_budget_ms: must be an integer or null"
-	                  : jst && !json_is_boolean(jst)                 ? "execute.stream: must be true or false"
-	                                                                 : NULL;
-	if (bad) {
-		json_decref(o);
-		return respond_fail(q, c, MHD_HTTP_BAD_REQUEST, AIRLOCK_ERR_TOOL_VALIDATION, "%s", bad);
-	}
 	svc_job *j = calloc(1, sizeof(*j));
 	if (!j) {
-		json_decref(o);
+		airlock_execution_command_clear(&x.command);
 		return MHD_NO;
 	}
 	j->s = s;
 	j->fd = conn_fd(c);
 	j->conn = q->conn;
-	j->stream = jst && json_is_true(jst);
-	j->budget_ms = jb && json_is_integer(jb) ? (int64_t)json_integer_value(jb) : AIRLOCK_BUDGET_NONE;
+	j->stream = x.stream;
+	j->budget_ms = x.budget_ms;
+	j->command = x.command;
 	pthread_mutex_init(&j->lock, NULL);
 	cond_init_monotonic(&j->cond);
-	size_t len = 0;
-	_cleanup_free_ char *text = member_text(jc, &len);
-	json_decref(o);
-	if (!text) {
-		job_free(j);
-		return MHD_NO;
-	}
-	if (airlock_execution_command_from_json(text, len, &j->command, &err) < 0) {
-		job_free(j);
-		airlock_error_prefix(&err, "execute.command: ");
-		return respond_error(q, c, &err);
-	}
 	if (airlock_cancel_new(&j->cancel, &err) < 0) {
 		job_free(j);
 		return respond_error(q, c, &err);
@@ -1205,6 +1222,7 @@ static enum MHD_Result request_start(svc_req *q, struct MHD_Connection *c, const
 	                                  &auth_len) != MHD_YES ||
 	    !svc_bearer_ok(auth, auth_len, s->credential, s->credential_len))
 		return respond_unauthorized(q, c);
+	conn_authenticated(s, q->conn);
 
 	int st = svc_route(q->target, q->target_len, method, &q->verb, q->id, &q->query, &q->query_len);
 	if (st == 404)
@@ -1227,9 +1245,12 @@ static enum MHD_Result request_start(svc_req *q, struct MHD_Connection *c, const
 			return respond_fail(q, c, MHD_HTTP_BAD_REQUEST, AIRLOCK_ERR_TOOL_VALIDATION,
 			                    "Airlock-Handle: its environment_id is not the path's");
 	}
-	size_t cap = q->verb == SVC_WRITE                                  ? s->cfg.max_write_bytes
-	             : q->verb == SVC_PROVISION || q->verb == SVC_EXECUTE ? AIRLOCK_JSON_INPUT_MAX
-	                                                                  : AIRLOCK_SERVICE_EMPTY_BODY_MAX;
+	/* Each route's body cap is what the route can need (caps.h says
+	 * why each is that number). */
+	size_t cap = q->verb == SVC_WRITE       ? s->cfg.max_write_bytes
+	             : q->verb == SVC_PROVISION ? AIRLOCK_SERVICE_PROVISION_BODY_MAX
+	             : q->verb == SVC_EXECUTE   ? AIRLOCK_SERVICE_EXECUTE_BODY_MAX
+	                                        : AIRLOCK_SERVICE_EMPTY_BODY_MAX;
 	util_buf_init(&q->body, cap);
 	const char *cl = MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
 	int64_t n = 0;
@@ -1340,12 +1361,30 @@ static void on_connection(void *cls, struct MHD_Connection *c, void **socket_con
 		if (!k)
 			return; /* no deadline for it: the idle timeout still applies */
 		k->fd = conn_fd(c);
-		k->deadline_ms = util_monotonic_ms() + cfg_or(s->cfg.header_timeout_ms, 10000);
+		k->accepted_ms = util_monotonic_ms();
+		/* The TLS handshake and the first header block, with the
+		 * credential, within the auth timeout; the header timeout
+		 * only if that is shorter. */
+		int64_t auth_ms = cfg_or(s->cfg.auth_timeout_ms, 2000);
+		int64_t header_ms = cfg_or(s->cfg.header_timeout_ms, 10000);
+		k->auth_deadline_ms = k->accepted_ms + (auth_ms < header_ms ? auth_ms : header_ms);
+		k->deadline_ms = k->auth_deadline_ms;
+		const union MHD_ConnectionInfo *ai =
+		        MHD_get_connection_info(c, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
+		if (ai && ai->client_addr) {
+			sa_family_t f = ai->client_addr->sa_family;
+			if (f == AF_INET)
+				memcpy(&k->addr, ai->client_addr, sizeof(struct sockaddr_in));
+			else if (f == AF_INET6)
+				memcpy(&k->addr, ai->client_addr, sizeof(struct sockaddr_in6));
+		}
 		pthread_mutex_lock(&s->lock);
 		k->next = s->conns;
 		if (s->conns)
 			s->conns->prev = k;
 		s->conns = k;
+		s->pending++;
+		conn_admit(s);
 		pthread_mutex_unlock(&s->lock);
 		*socket_context = k;
 		return;
@@ -1355,6 +1394,8 @@ static void on_connection(void *cls, struct MHD_Connection *c, void **socket_con
 	if (!k)
 		return;
 	pthread_mutex_lock(&s->lock);
+	if (!k->authed && !k->cut)
+		s->pending--;
 	if (k->prev)
 		k->prev->next = k->next;
 	else
@@ -1381,10 +1422,8 @@ static void *watchdog_main(void *arg)
 		int64_t now = util_monotonic_ms();
 		pthread_mutex_lock(&s->lock);
 		for (svc_conn *k = s->conns; k; k = k->next)
-			if (!k->cut && k->deadline_ms && now > k->deadline_ms && k->fd >= 0) {
-				shutdown(k->fd, SHUT_RDWR);
-				k->cut = true;
-			}
+			if (!k->cut && k->deadline_ms && now > k->deadline_ms && k->fd >= 0)
+				conn_cut_locked(s, k);
 		pthread_mutex_unlock(&s->lock);
 	}
 	return NULL;
@@ -1515,8 +1554,11 @@ int airlock_service_new(const airlock_service_config *cfg, airlock_exec *exec,
 	struct MHD_OptionItem opts[16];
 	size_t n = 0;
 	opts[n++] = (struct MHD_OptionItem){ MHD_OPTION_LISTEN_SOCKET, s->lis.fd, NULL };
-	opts[n++] = (struct MHD_OptionItem){ MHD_OPTION_CONNECTION_LIMIT,
-		                             cfg->max_connections ? cfg->max_connections : 256, NULL };
+	unsigned max_conn = cfg->max_connections ? cfg->max_connections : 256;
+	/* A quarter of the slots, at least one, is never held by connections
+	 * that have not authenticated (conn_admit). */
+	s->pending_max = max_conn - (max_conn / 4 ? max_conn / 4 : 1);
+	opts[n++] = (struct MHD_OptionItem){ MHD_OPTION_CONNECTION_LIMIT, max_conn, NULL };
 	opts[n++] = (struct MHD_OptionItem){ MHD_OPTION_CONNECTION_TIMEOUT, idle_s, NULL };
 	opts[n++] = (struct MHD_OptionItem){ MHD_OPTION_CONNECTION_MEMORY_LIMIT,
 		                             AIRLOCK_SERVICE_HEADER_MAX, NULL };

@@ -11,6 +11,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 #include <sys/types.h>
 
 #include "airlock/error.h"
@@ -56,6 +57,25 @@ bool svc_bearer_ok(const char *value, size_t value_len, const void *want, size_t
  * decoded with the strict decoder. ToolValidationError naming the header. */
 int svc_handle_decode(const char *value, size_t value_len, airlock_environment_handle *ret,
                       airlock_error *err);
+
+/* The provision and execute bodies (docs/service-api.md), parsed once under
+ * the decode's memory budget (src/core/json_internal.h): the envelope's
+ * fields, then the spec or the command by its type's strict decoder.
+ * ToolValidationError naming the field, or SYSTEM/ENOMEM; *ret untouched on
+ * failure. */
+typedef struct svc_provision {
+	airlock_environment_spec spec;
+	char environment_id[AIRLOCK_ENVIRONMENT_ID_MAX];
+	bool has_environment_id;
+} svc_provision;
+int svc_provision_decode(const void *body, size_t len, svc_provision *ret, airlock_error *err);
+
+typedef struct svc_execute {
+	airlock_execution_command command;
+	int64_t budget_ms; /* AIRLOCK_BUDGET_NONE when null or absent */
+	bool stream;
+} svc_execute;
+int svc_execute_decode(const void *body, size_t len, svc_execute *ret, airlock_error *err);
 
 /* A listening socket: "unix:/path" (created with only the owner's bits,
  * then given mode (0660 when 0) and group gid (-1 keeps it); a non-socket
