@@ -81,6 +81,17 @@ uid_procs() {
 now_ms() {
 	awk '{ printf "%d\n", $1 * 1000 }' /proc/uptime
 }
+# Seccomp programs for guest exec --seccomp (struct sock_filter as
+# little-endian hex: code u16, jt, jf, k u32). allow: RET_ALLOW alone.
+# deny_unshare: unshare answers EPERM (RET_ERRNO | 1), everything else
+# RET_ALLOW; the number is the architecture's.
+allow=060000000000ff7f
+case $(uname -m) in
+x86_64) unshare_nr=10010000 ;;  # 272
+aarch64) unshare_nr=61000000 ;; # 97
+*) unshare_nr="" ;;
+esac
+deny_unshare=2000000000000000"15000001${unshare_nr}"0600000001000500$allow
 
 # The command's status, and nothing of it left: the background sleep would
 # outlive the shell by 30 s without the wrapper's kill.
@@ -88,7 +99,7 @@ mkdir "$tmp/w"
 chown "$uid:$uid" "$tmp/w"
 t0=$(now_ms)
 rc=0
-as_uid "$guest" exec -- /bin/sh -c 'sleep 30 & echo $! >"$1/bg.pid"; exit 5' sh "$tmp/w" \
+as_uid "$guest" exec --seccomp "$allow" -- /bin/sh -c 'sleep 30 & echo $! >"$1/bg.pid"; exit 5' sh "$tmp/w" \
 	2>"$tmp/err" || rc=$?
 t1=$(now_ms)
 [ "$rc" -eq 5 ] || fail "exec of 'sleep 30 & exit 5' returned $rc, not 5: $(cat "$tmp/err")"
@@ -104,14 +115,14 @@ fi
 [ "$rc" -ne 5 ] || ok "exec: status 5 in $((t1 - t0)) ms, the background sleep gone"
 
 # Output passes through; 128 + the signal that ended the command.
-out=$(as_uid "$guest" exec -- echo hello 2>&1) || fail "exec echo failed"
+out=$(as_uid "$guest" exec --seccomp "$allow" -- echo hello 2>&1) || fail "exec echo failed"
 [ "$out" = "hello" ] || fail "exec echo printed '$out'"
 rc=0
-as_uid "$guest" exec -- /bin/sh -c 'kill -KILL $$' 2>/dev/null || rc=$?
+as_uid "$guest" exec --seccomp "$allow" -- /bin/sh -c 'kill -KILL $$' 2>/dev/null || rc=$?
 [ "$rc" -eq 137 ] || fail "a command killed by SIGKILL gave $rc, not 137"
 # A bare name is found in the sandbox's fixed PATH, not the caller's.
 rc=0
-as_uid env PATH=/nonexistent "$guest" exec -- true 2>"$tmp/err" || rc=$?
+as_uid env PATH=/nonexistent "$guest" exec --seccomp "$allow" -- true 2>"$tmp/err" || rc=$?
 [ "$rc" -eq 0 ] || fail "'true' with PATH=/nonexistent gave $rc: $(cat "$tmp/err")"
 ok "exec: output, 128 + signal, the fixed PATH"
 
@@ -120,7 +131,7 @@ expect_failed() {
 	want=$1
 	shift
 	rc=0
-	as_uid "$guest" exec -- "$@" >"$tmp/out" 2>"$tmp/err" || rc=$?
+	as_uid "$guest" exec --seccomp "$allow" -- "$@" >"$tmp/out" 2>"$tmp/err" || rc=$?
 	[ "$rc" -eq 127 ] || fail "exec of a missing name gave $rc, not 127"
 	printf '%s\n' "$want" >"$tmp/want"
 	cmp -s "$tmp/want" "$tmp/err" || fail "exec's message: got '$(cat "$tmp/err")', want '$want'"
@@ -135,9 +146,36 @@ want_name="a\\x5cb\\x09c\\x1b$(printf '%194s' '' | tr ' ' x)...(250 bytes)"
 expect_failed "airlock: cannot execute $want_name: No such file or directory" "$name"
 ok "exec: 127 and the messages, escaped and cut"
 
+# The filter: the one given is what the command runs under. unshare -U,
+# which this host lets an unprivileged uid do, answers EPERM under a filter
+# that denies it; a program that is not whole instructions is refused
+# before anything runs; without --seccomp there is no command at all.
+if [ -n "$unshare_nr" ] && as_uid unshare -U true 2>/dev/null; then
+	rc=0
+	as_uid "$guest" exec --seccomp "$allow" -- unshare -U true 2>"$tmp/err" || rc=$?
+	[ "$rc" -eq 0 ] || fail "unshare -U under the allow-all filter gave $rc: $(cat "$tmp/err")"
+	rc=0
+	as_uid "$guest" exec --seccomp "$deny_unshare" -- unshare -U true 2>"$tmp/err" || rc=$?
+	[ "$rc" -ne 0 ] && grep -q "Operation not permitted" "$tmp/err" ||
+		fail "unshare -U under a filter denying it gave $rc: $(cat "$tmp/err")"
+	ok "exec: the command runs under the filter given"
+else
+	echo "guest_test: NOT-EXERCISED: this host refuses unshare -U to an unprivileged uid" >&2
+fi
+for bad in "" 06 "${allow}0" "060000000000FF7F" "06000000000gff7f"; do
+	rc=0
+	as_uid "$guest" exec --seccomp "$bad" -- /bin/sh -c 'echo ran' >"$tmp/out" 2>"$tmp/err" || rc=$?
+	[ "$rc" -eq 127 ] && [ ! -s "$tmp/out" ] && grep -q "takes a seccomp program" "$tmp/err" ||
+		fail "exec with the program '$bad' gave $rc: $(cat "$tmp/out" "$tmp/err")"
+done
+rc=0
+as_uid "$guest" exec -- /bin/sh -c 'echo ran' >"$tmp/out" 2>/dev/null || rc=$?
+[ "$rc" -eq 2 ] && [ ! -s "$tmp/out" ] || fail "exec without --seccomp gave $rc"
+ok "exec: a malformed program or none is refused, nothing runs"
+
 # Never as root: kill(-1) from root ends every process it can see.
 rc=0
-"$guest" exec -- /bin/true 2>"$tmp/err" || rc=$?
+"$guest" exec --seccomp "$allow" -- /bin/true 2>"$tmp/err" || rc=$?
 [ "$rc" -eq 127 ] && grep -q "refusing to run as root" "$tmp/err" ||
 	fail "exec as root gave $rc: $(cat "$tmp/err")"
 # Usage.

@@ -656,6 +656,31 @@ static inline int expect_pids_unseen(json_t *answers, const char *whose, char *f
 #define OUT(r) ((const char *)(r)->stdout_data)
 #define ERR(r) ((const char *)(r)->stderr_data)
 
+/* Python for a probe (needs json and os imported): forked(fn) runs fn in a
+ * child and returns what it returned (through a pipe, as JSON), so that a
+ * call that got through cannot change what the next one sees; "SIGn" when
+ * the child died of signal n, "PROBE-ERROR ..." when fn raised,
+ * "PROBE-DIED" when it left without an answer. */
+#define SANDBOX_TEST_PY_FORKED                                                  \
+	"def forked(fn):\n"                                                     \
+	"    r, w = os.pipe()\n"                                                \
+	"    pid = os.fork()\n"                                                 \
+	"    if pid == 0:\n"                                                    \
+	"        os.close(r)\n"                                                 \
+	"        try: out = fn()\n"                                             \
+	"        except BaseException as e: out = 'PROBE-ERROR ' + repr(e)\n"   \
+	"        os.write(w, json.dumps(out).encode()); os._exit(0)\n"         \
+	"    os.close(w)\n"                                                     \
+	"    data = b''\n"                                                      \
+	"    while True:\n"                                                     \
+	"        chunk = os.read(r, 65536)\n"                                   \
+	"        if not chunk: break\n"                                         \
+	"        data += chunk\n"                                               \
+	"    os.close(r)\n"                                                     \
+	"    _, st = os.waitpid(pid, 0)\n"                                      \
+	"    if os.WIFSIGNALED(st): return 'SIG%d' % os.WTERMSIG(st)\n"         \
+	"    return json.loads(data) if data else 'PROBE-DIED'\n"
+
 /* A probe's answer: Python code in the box that must exit 0 and print one
  * JSON value, parsed (the caller frees it and clears r). */
 static inline json_t *py_json(box *b, const char *code, int timeout_s, airlock_execution_result *r)

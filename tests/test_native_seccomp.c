@@ -692,3 +692,39 @@ Test(seccomp, build_and_clear)
 	native_seccomp_clear(&g_filter);
 	native_seccomp_clear(NULL);
 }
+
+/* What the gvisor mechanism hands `guest exec --seccomp` (airlock/guest.h):
+ * the very program the native mechanism installs, byte for byte, as
+ * lowercase hex, within the wrapper's bound. */
+Test(seccomp, hex_is_the_same_program)
+{
+	char *hex = native_seccomp_hex(&g_filter);
+	cr_assert_not_null(hex);
+	size_t bytes = (size_t)g_filter.len * sizeof(struct sock_filter);
+	cr_assert_eq(strlen(hex), 2 * bytes);
+	cr_assert_leq(g_filter.len, 4096);
+	const unsigned char *prog = g_filter.filter;
+	for (size_t i = 0; i < bytes; i++) {
+		unsigned v = 0;
+		cr_assert_eq(sscanf(hex + 2 * i, "%2x", &v), 1);
+		cr_assert_eq(v, prog[i], "byte %zu", i);
+		cr_assert(strchr("0123456789abcdef", hex[2 * i]) && strchr("0123456789abcdef", hex[2 * i + 1]));
+	}
+	free(hex);
+	native_seccomp none = { 0 };
+	cr_assert_null(native_seccomp_hex(&none));
+}
+
+/* The deny table the tests of every mechanism read (test_native_compat.c
+ * probes each entry inside a sandbox, under a TRACE backstop): every entry
+ * names a call and one of the two answers the filter gives. */
+Test(seccomp, the_deny_table_is_the_filters)
+{
+	const native_seccomp_denial *d = NULL;
+	size_t n = native_seccomp_denials(&d);
+	cr_assert_gt(n, 40);
+	for (size_t i = 0; i < n; i++) {
+		cr_assert(d[i].errno_ == EPERM || d[i].errno_ == ENOSYS, "%s", d[i].name);
+		cr_assert(d[i].name || d[i].nr > 0);
+	}
+}

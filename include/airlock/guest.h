@@ -14,7 +14,8 @@
  *                         to its stdout once (the service's sign that the
  *                         sandbox runs), then reaps every process that is
  *                         reparented to it, forever; never exits by itself.
- *   guest exec -- ARGV    one command, run as the sandbox user (it refuses
+ *   guest exec --seccomp HEX -- ARGV
+ *                         one command, run as the sandbox user (it refuses
  *                         root and CAP_KILL: its last act kills every
  *                         process it may signal): becomes non-dumpable (the
  *                         command, same uid, can neither trace it nor read
@@ -22,7 +23,17 @@
  *                         (gVisor 20221219 answers EINVAL: there pid 1 reaps
  *                         the orphans), starts ARGV (argv[0] resolved
  *                         against AIRLOCK_SANDBOX_PATH only, like the native
- *                         starter), waits for it, then kills (SIGKILL) every
+ *                         starter) under the seccomp program HEX (the
+ *                         sandbox's filter, exec/native/seccomp.h: the
+ *                         service's classic BPF program, struct sock_filter
+ *                         in the host's byte order, as lowercase hex),
+ *                         installed after no_new_privs as the child's last
+ *                         act before the exec; a HEX that is not whole
+ *                         instructions (1 to AIRLOCK_GUEST_SECCOMP_MAX_INSNS)
+ *                         is refused (127 and a message), and a filter the
+ *                         kernel refuses ends the command with 127 and a
+ *                         message: no command starts unconfined. It waits
+ *                         for the command, then kills (SIGKILL) every
  *                         process of its uid but itself until a pass finds
  *                         none (bounded; the kernel's permission check, as
  *                         the uid, picks them: never /proc's text, where
@@ -56,6 +67,11 @@
 
 /* What guest init writes to its stdout once it runs. */
 #define AIRLOCK_GUEST_READY "airlock-guest: ready\n"
+
+/* guest exec's option naming the seccomp program, and the most
+ * instructions it takes (the kernel's BPF_MAXINSNS). */
+#define AIRLOCK_GUEST_SECCOMP_OPTION "--seccomp"
+#define AIRLOCK_GUEST_SECCOMP_MAX_INSNS 4096
 
 /* The exit status guest exec uses when ARGV cannot be executed. */
 #define AIRLOCK_GUEST_EXEC_FAILED 127

@@ -29,6 +29,8 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <linux/capability.h>
+#include <linux/filter.h>
+#include <linux/seccomp.h>
 #include <signal.h>
 #include <stdbool.h>
 #include <stddef.h>
@@ -68,9 +70,13 @@
 /* A command name resolved against AIRLOCK_SANDBOX_PATH: longer names
  * cannot be executed (ENAMETOOLONG from the kernel past PATH_MAX anyway). */
 #define GUEST_EXEC_PATH_MAX 4096
+/* A number macro's value as a string literal. */
+#define GUEST_STR_(x) #x
+#define GUEST_STR(x) GUEST_STR_(x)
 
 static const char usage_text[] =
-        "usage: guest init | guest exec -- PROGRAM [ARG...] | guest kill UID\n";
+        "usage: guest init | guest exec " AIRLOCK_GUEST_SECCOMP_OPTION
+        " HEX -- PROGRAM [ARG...] | guest kill UID\n";
 
 /* ---- output without stdio --------------------------------------------------- */
 
@@ -402,9 +408,50 @@ static int exec_command(char *const *argv, char *const *envp)
 	return saved;
 }
 
+/* ---- the sandbox's seccomp filter ------------------------------------------- */
+
+/* The classic BPF program `guest exec` installs in the command (guest.h,
+ * AIRLOCK_GUEST_SECCOMP_OPTION): decoded from the service's hex onto the
+ * wrapper's stack before the fork, installed by the child. */
+typedef struct guest_filter {
+	struct sock_filter insns[AIRLOCK_GUEST_SECCOMP_MAX_INSNS];
+	unsigned short len;
+} guest_filter;
+
+static int hex_value(char c)
+{
+	if (c >= '0' && c <= '9')
+		return c - '0';
+	if (c >= 'a' && c <= 'f')
+		return c - 'a' + 10;
+	return -1;
+}
+
+/* hex: the program's bytes as the service holds them (struct sock_filter
+ * in this machine's byte order), two lowercase hex digits each. Whole
+ * instructions only, at least one and at most the kernel's BPF_MAXINSNS;
+ * anything else is refused, never installed in part. */
+static bool filter_parse(const char *hex, guest_filter *f)
+{
+	size_t n = strlen(hex);
+	size_t insn_hex = 2 * sizeof(struct sock_filter);
+	if (n == 0 || n % insn_hex != 0 || n / insn_hex > AIRLOCK_GUEST_SECCOMP_MAX_INSNS)
+		return false;
+	unsigned char *out = (unsigned char *)f->insns;
+	for (size_t i = 0; i < n; i += 2) {
+		int hi = hex_value(hex[i]), lo = hex_value(hex[i + 1]);
+		if (hi < 0 || lo < 0)
+			return false;
+		out[i / 2] = (unsigned char)(hi << 4 | lo);
+	}
+	f->len = (unsigned short)(n / insn_hex);
+	return true;
+}
+
 /* The child, between fork and exec: it dies on any failure (there is
  * nothing to return to), after telling the parent why through the pipe. */
-static _Noreturn void exec_child(int report_fd, char *const *argv, char *const *envp)
+static _Noreturn void exec_child(int report_fd, char *const *argv, char *const *envp,
+                                 const guest_filter *filter)
 {
 	/* Every disposition back to the default and the mask emptied: the
 	 * command starts as a program started by a plain shell would, not with
@@ -430,6 +477,20 @@ static _Noreturn void exec_child(int report_fd, char *const *argv, char *const *
 	 * in. */
 	if (!e && prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0)
 		e = errno;
+	/* The sandbox's seccomp filter, last before the exec (it needs
+	 * no_new_privs, and nothing above is a call it would refuse): the
+	 * command and everything it starts run under it, and the kernel (the
+	 * sentry, under gVisor) answers each call it denies with the errno the
+	 * service's policy names. A failure ends the child with a message of
+	 * its own and AIRLOCK_GUEST_EXEC_FAILED, never an unconfined exec. */
+	if (!e) {
+		struct sock_fprog prog = { .len = filter->len,
+			                   .filter = (struct sock_filter *)filter->insns };
+		if (syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, 0, &prog) < 0) {
+			say("exec: installing the sandbox's seccomp filter", errno);
+			_exit(AIRLOCK_GUEST_EXEC_FAILED);
+		}
+	}
 	if (!e)
 		e = exec_command(argv, envp);
 	int v = e ? e : EIO;
@@ -481,8 +542,17 @@ static void kill_and_reap(int proc_fd)
 	}
 }
 
-static int guest_exec(char **argv, char **envp)
+static int guest_exec(const char *filter_hex, char **argv, char **envp)
 {
+	/* The filter first: a command never starts without it. */
+	guest_filter filter;
+	if (!filter_parse(filter_hex, &filter)) {
+		say("exec: " AIRLOCK_GUEST_SECCOMP_OPTION
+		    " takes a seccomp program as lowercase hex, whole instructions, at most "
+		    GUEST_STR(AIRLOCK_GUEST_SECCOMP_MAX_INSNS),
+		    0);
+		return AIRLOCK_GUEST_EXEC_FAILED;
+	}
 	/* Never as root, in no uid namespace: kill(-1, SIGKILL) from a process
 	 * with CAP_KILL reaches every process it can see but pid 1, which in
 	 * the sandbox is the service's own (`guest kill`, an adapter's exec)
@@ -533,7 +603,7 @@ static int guest_exec(char **argv, char **envp)
 	}
 	if (pid == 0) {
 		close(p[0]);
-		exec_child(p[1], argv, envp);
+		exec_child(p[1], argv, envp, &filter);
 	}
 	close(p[1]);
 	int exec_errno = 0, v = 0;
@@ -685,8 +755,9 @@ int main(int argc, char **argv, char **envp)
 {
 	if (argc == 2 && strcmp(argv[1], "init") == 0)
 		guest_init();
-	if (argc >= 4 && strcmp(argv[1], "exec") == 0 && strcmp(argv[2], "--") == 0)
-		return guest_exec(argv + 3, envp);
+	if (argc >= 6 && strcmp(argv[1], "exec") == 0 &&
+	    strcmp(argv[2], AIRLOCK_GUEST_SECCOMP_OPTION) == 0 && strcmp(argv[4], "--") == 0)
+		return guest_exec(argv[3], argv + 5, envp);
 	if (argc == 3 && strcmp(argv[1], "kill") == 0)
 		return guest_kill(argv[2]);
 	/* Anything else, including a tenant running it by hand with arguments

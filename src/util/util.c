@@ -196,13 +196,19 @@ int util_sha256_final_hex(util_sha256 *h, char out[65])
 	util_sha256_free(h);
 	if (r < 0)
 		return r;
-	static const char hex[] = "0123456789abcdef";
-	for (unsigned i = 0; i < 32; i++) {
-		out[2 * i] = hex[md[i] >> 4];
-		out[2 * i + 1] = hex[md[i] & 15];
-	}
-	out[64] = 0;
+	util_hex(md, 32, out);
 	return 0;
+}
+
+void util_hex(const void *data, size_t len, char *out)
+{
+	static const char hex[] = "0123456789abcdef";
+	const unsigned char *in = data;
+	for (size_t i = 0; i < len; i++) {
+		out[2 * i] = hex[in[i] >> 4];
+		out[2 * i + 1] = hex[in[i] & 15];
+	}
+	out[2 * len] = 0;
 }
 
 void util_sha256_free(util_sha256 *h)

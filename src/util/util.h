@@ -99,6 +99,8 @@ int util_close_all_but(const int *keep, size_t n);
 typedef struct util_sha256 util_sha256;
 util_sha256 *util_sha256_new(void);
 int util_sha256_update(util_sha256 *h, const void *data, size_t len);
+/* Writes 2 * len lowercase hex characters of data and a NUL to out. */
+void util_hex(const void *data, size_t len, char *out);
 /* Writes 64 lowercase hex characters and a NUL. Frees h. */
 int util_sha256_final_hex(util_sha256 *h, char out[65]);
 void util_sha256_free(util_sha256 *h);

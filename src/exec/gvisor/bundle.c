@@ -6,6 +6,7 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <inttypes.h>
 #include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -87,13 +88,24 @@ int gv_bundle_write(const airlock_gvisor *g, gv_sandbox *b, const char *image_pa
 		"{s:b, s:{s:i, s:i}, s:[s, s], s:o, s:s, s:o, s:o, s:b}", "terminal", 0, "user", "uid", 0,
 		"gid", 0, "args", AIRLOCK_GUEST_PROGRAM, "init", "env", env, "cwd", "/", "capabilities",
 		caps, "rlimits", rlimits, "noNewPrivileges", 1);
-	/* /tmp is gVisor's own tmpfs, in the sentry's memory: charged to the
-	 * sandbox's memory cgroup. No /sys of the host's: gVisor mounts a
-	 * synthetic one of its own (its CPUs, lo, an empty cgroup directory).
-	 * The workspace is the volume, through the gofer. */
+	/* /tmp and /dev/shm are gVisor's own tmpfs, in the sentry's memory:
+	 * charged to the sandbox's memory cgroup. Each is bounded at
+	 * memory_bytes and is 1777, as on native (exec/native/mounts.c), so
+	 * that POSIX shared memory and semaphores (Python's multiprocessing
+	 * Lock, Pool and shared_memory, sem_open, shm_open) work for the
+	 * sandbox user: gVisor's own /dev/shm is a directory of its /dev,
+	 * root's and 0755. /dev/shm is noexec, as on native. No /sys of the
+	 * host's: gVisor mounts a synthetic one of its own (its CPUs, lo, an
+	 * empty cgroup directory). The workspace is the volume, through the
+	 * gofer. */
+	char tmpfs_size[48];
+	snprintf(tmpfs_size, sizeof(tmpfs_size), "size=%" PRId64, l->memory_bytes);
 	json_t *mounts = json_pack(
-		"[o, o, o]", mount_entry("/proc", "proc", "proc", json_pack("[s, s, s]", "nosuid", "noexec", "nodev")),
-		mount_entry("/tmp", "tmpfs", "tmpfs", json_pack("[s, s, s]", "nosuid", "nodev", "mode=1777")),
+		"[o, o, o, o]", mount_entry("/proc", "proc", "proc", json_pack("[s, s, s]", "nosuid", "noexec", "nodev")),
+		mount_entry("/tmp", "tmpfs", "tmpfs",
+		            json_pack("[s, s, s, s]", "nosuid", "nodev", "mode=1777", tmpfs_size)),
+		mount_entry("/dev/shm", "tmpfs", "tmpfs",
+		            json_pack("[s, s, s, s, s]", "nosuid", "nodev", "noexec", "mode=1777", tmpfs_size)),
 		mount_entry(AIRLOCK_WORKSPACE_ROOT, "bind", ws_path ? ws_path : "",
 		            json_pack("[s, s, s, s]", "rbind", "rw", "nosuid", "nodev")));
 	/* The network namespace entry only for deny: for the allowlist runsc

@@ -3,9 +3,10 @@
  * Execute: one command in a gVisor sandbox, as named phases over one struct
  * with one cleanup, like native's: the walk before, the working directory,
  * the pipes and the counters' baselines, the start (`runsc exec` of `guest
- * exec -- ARGV` as the sandbox user), the loop that pumps stdio and watches
- * the limits (the reason is chosen by native_kill_decide, the one order of
- * the reasons for every mechanism), the walk after, the result.
+ * exec --seccomp HEX -- ARGV` as the sandbox user), the loop that pumps
+ * stdio and watches the limits (the reason is chosen by native_kill_decide,
+ * the one order of the reasons for every mechanism), the walk after, the
+ * result.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -162,7 +163,7 @@ static int start_command(execution *x, airlock_error *err)
 	 * absence afterwards says runsc failed before the command started. */
 	const char *head[] = { "exec", "--user", user, "--cwd", x->cwd, "--env", pwd,
 		               "--internal-pid-file", pid_file, b->box.id, AIRLOCK_GUEST_PROGRAM, "exec",
-		               "--" };
+		               AIRLOCK_GUEST_SECCOMP_OPTION, x->g->seccomp_hex, "--" };
 	size_t nh = ARRAY_SIZE(head);
 	_cleanup_free_ const char **words = calloc(nh + cmd->argc, sizeof(*words));
 	if (!words)

@@ -25,6 +25,7 @@
 #include "airlock/guest.h"
 #include "airlock/native.h"
 #include "exec/gvisor/gvisor_internal.h"
+#include "exec/native/seccomp.h"
 #include "host/cgroup/cgroup.h"
 #include "host/crash_sweep.h"
 #include "util/run.h"
@@ -247,8 +248,24 @@ int airlock_gvisor_new(const airlock_gvisor_config *cfg, airlock_gvisor **ret, a
 		gv_free(g);
 		return airlock_error_set(err, AIRLOCK_ERR_SYSTEM, ENOMEM, "gvisor");
 	}
-	int r = airlock_image_store_open(cfg->image_store ? cfg->image_store : "/var/lib/airlock/images",
-	                                 &g->images, err);
+	/* The sandbox's seccomp filter: native's, the same program, which
+	 * `guest exec` installs in every command (airlock/guest.h). runsc
+	 * 20221219 cannot carry it: its --oci-seccomp applies linux.seccomp
+	 * to the container's first process only (never to a `runsc exec`,
+	 * which is how every command starts), and it drops each rule's
+	 * errnoRet (every denial answers EPERM), both measured here. */
+	native_seccomp filter = { 0 };
+	int r = native_seccomp_build(&filter, err);
+	if (r < 0)
+		goto fail;
+	g->seccomp_hex = native_seccomp_hex(&filter);
+	native_seccomp_clear(&filter);
+	if (!g->seccomp_hex) {
+		r = airlock_error_set(err, AIRLOCK_ERR_SYSTEM, ENOMEM, "gvisor: the seccomp filter");
+		goto fail;
+	}
+	r = airlock_image_store_open(cfg->image_store ? cfg->image_store : "/var/lib/airlock/images",
+	                             &g->images, err);
 	if (r < 0)
 		goto fail;
 	/* The state directory's parent (/run/airlock after a boot) is made if
@@ -510,6 +527,7 @@ static void gv_free(void *ctx)
 	}
 	host_image_cache_clear(&g->imgs);
 	airlock_image_store_free(g->images);
+	free(g->seccomp_hex);
 	if (g->volume_dir_fd >= 0)
 		close(g->volume_dir_fd);
 	if (g->shutdown_efd >= 0)

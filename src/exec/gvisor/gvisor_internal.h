@@ -89,6 +89,9 @@ struct airlock_gvisor {
 	int volume_dir_fd;
 	int shutdown_efd;  /* readable once the service is stopping */
 	int64_t host_tasks_cap; /* a quarter of kernel.pid_max (gvisor_internal.h) */
+	/* The sandbox's seccomp filter as `guest exec --seccomp` takes it:
+	 * native's program (exec/native/seccomp.h), built once. */
+	char *seccomp_hex;
 	airlock_image_store *images;
 	pthread_mutex_t lock;  /* the images */
 	host_image_cache imgs; /* under lock */

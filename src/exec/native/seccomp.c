@@ -79,11 +79,7 @@
 
 /* Denied outright with EPERM, or refused with the errno an entry names.
  * Each entry cites why. */
-static const struct {
-	const char *name;
-	int nr;    /* used when name is NULL: a number libseccomp cannot resolve */
-	int errno_; /* what the call returns */
-} native_denied[] = {
+static const native_seccomp_denial native_denied[] = {
 	/* Namespaces: a new user namespace gives back every capability inside
 	 * it and with it the mount API (docs/design-notes.md, "Seccomp is
 	 * mandatory"). clone's flags are checked separately below; clone3's flags live in memory that BPF cannot read,
@@ -443,6 +439,23 @@ int native_seccomp_build(native_seccomp *ret, airlock_error *err)
 	ret->filter = TAKE_PTR(prog);
 	ret->len = (unsigned short)n;
 	return 0;
+}
+
+size_t native_seccomp_denials(const native_seccomp_denial **ret)
+{
+	*ret = native_denied;
+	return ARRAY_SIZE(native_denied);
+}
+
+char *native_seccomp_hex(const native_seccomp *s)
+{
+	if (!s || !s->filter || s->len == 0)
+		return NULL;
+	size_t bytes = (size_t)s->len * sizeof(struct sock_filter);
+	char *hex = malloc(2 * bytes + 1);
+	if (hex)
+		util_hex(s->filter, bytes, hex);
+	return hex;
 }
 
 void native_seccomp_clear(native_seccomp *s)

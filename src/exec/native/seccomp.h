@@ -3,9 +3,13 @@
 #define AIRLOCK_NATIVE_SECCOMP_H
 
 /*
- * The sandbox's seccomp filter (libseccomp). Built once in the service,
- * exported as classic BPF, and installed by the child between fork and exec
- * with a single seccomp(2) call: nothing in the child allocates.
+ * The sandbox's seccomp filter (libseccomp), the one syscall policy of
+ * every mechanism. Built once in the service, exported as classic BPF, and
+ * installed by the child between fork and exec with a single seccomp(2)
+ * call: nothing in the child allocates. The gvisor mechanism builds the
+ * same program and hands it, as hex, to the guest's `guest exec`, which
+ * installs it in each command the same way (airlock/guest.h); gVisor's
+ * kernel runs it.
  *
  * Seccomp is mandatory (docs/design-notes.md, "Seccomp is mandatory"):
  * without it an unprivileged process can create a user namespace and reach the new mount API. The filter denies at
@@ -35,7 +39,26 @@ typedef struct native_seccomp {
 } native_seccomp;
 
 int native_seccomp_build(native_seccomp *ret, airlock_error *err);
+
+/* The syscalls the filter refuses whatever their arguments, and the errno
+ * each answers: the table the filter is built from, for the tests that
+ * check every mechanism answers each call the same (the rules on
+ * arguments, clone's namespace flags, socket families, ioctl requests and
+ * personality values, and the range of numbers newer than the review, are
+ * native_seccomp_build's alone). */
+typedef struct native_seccomp_denial {
+	const char *name;
+	int nr;     /* used when name is NULL: a number libseccomp cannot resolve */
+	int errno_; /* what the call returns */
+} native_seccomp_denial;
+size_t native_seccomp_denials(const native_seccomp_denial **ret);
 void native_seccomp_clear(native_seccomp *s);
+
+/* The filter as `guest exec --seccomp` takes it (airlock/guest.h): the
+ * program's bytes as lowercase hex, malloc'd; NULL on ENOMEM. The gvisor
+ * mechanism hands it to every command, so one filter, built here, is the
+ * policy of both mechanisms. */
+char *native_seccomp_hex(const native_seccomp *s);
 
 /* In the child, after PR_SET_NO_NEW_PRIVS: install the filter. Async-signal
  * safe: one syscall. Returns 0 or -errno. */
