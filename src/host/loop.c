@@ -81,8 +81,8 @@ int host_loop_attach(int backing_fd, bool read_only, host_loop *ret, airlock_err
 	 * empty, so the kernel's status record carries no path of ours.
 	 * LO_FLAGS_PARTSCAN stays off: the content is the sandbox's, and the
 	 * kernel must never parse a partition table a sandbox wrote.
-	 * LO_FLAGS_DIRECT_IO stays off: it needs an aligned backing file and
-	 * gains nothing for a sparse scratch volume. */
+	 * LO_FLAGS_DIRECT_IO is the caller's to set (the workspace volume
+	 * does, volume.c "direct I/O"). */
 	struct loop_config cfg = { 0 };
 	cfg.fd = (__u32)backing_fd;
 	cfg.info.lo_flags = LO_FLAGS_AUTOCLEAR | (read_only ? LO_FLAGS_READ_ONLY : 0);
