@@ -110,6 +110,14 @@ static int volume_mkfs(const host_loop *loop, int64_t inodes, airlock_error *err
 	 * ^has_journal: the workspace is a cache (the specification) that
 	 *   dies with the sandbox; a journal protects nothing and costs space.
 	 * ^resize_inode: the volume is never grown; no blocks kept for it.
+	 * verity: ext4 caches a file of a filesystem with this feature in
+	 *   single pages, never in large folios, so a buffered write is
+	 *   refused with ENOSPC only when not one block is free, which is
+	 *   what host_volume_full observes (DISK only when the volume refused
+	 *   a write). The feature enables nothing on a file until
+	 *   FS_IOC_ENABLE_VERITY, which makes a file of the sandbox's
+	 *   read-only and is refused where the kernel has no fs-verity
+	 *   (CONFIG_FS_VERITY, not set here).
 	 * lazy_itable_init=1: the inode tables are not written. Safe because
 	 *   the backing file is new and sparse and reads as zeros, which is
 	 *   what the writing would put there; measured at 4 GiB/100000 inodes
@@ -119,7 +127,7 @@ static int volume_mkfs(const host_loop *loop, int64_t inodes, airlock_error *err
 	 * the qualifiers honest without a cast. */
 	char a_prog[] = "mkfs.ext4", a_q[] = "-q", a_f[] = "-F", a_m[] = "-m", a_zero[] = "0";
 	char a_n[] = "-N", a_b[] = "-b", a_bs[] = "4096", a_i[] = "-I", a_is[] = "256";
-	char a_o[] = "-O", a_feat[] = "^has_journal,^resize_inode", a_e[] = "-E";
+	char a_o[] = "-O", a_feat[] = "^has_journal,^resize_inode,verity", a_e[] = "-E";
 	char a_ext[] = "nodiscard,lazy_itable_init=1";
 	char dev[sizeof(loop->path)];
 	memcpy(dev, loop->path, sizeof(dev));
@@ -699,23 +707,24 @@ int host_volume_backing_fd(const host_volume *v)
 	return v ? v->backing_fd : -1;
 }
 
-/* 1 MiB (README, "Kill reasons", the one place the rule is stated). */
-#define HOST_VOLUME_FULL_SLACK (1024u * 1024u)
-
 int host_volume_full(const host_volume *v, bool *ret, airlock_error *err)
 {
 	struct statfs s;
 	if (fstatfs(v->root_fd, &s) < 0)
 		return airlock_error_set(err, AIRLOCK_ERR_SYSTEM, errno, "workspace volume: fstatfs");
-	/* f_bavail is what an ordinary writer can still get (mkfs -m 0 leaves
-	 * no root reserve). It does not reach zero: ext4 refuses a buffered
-	 * write with ENOSPC while a few dozen blocks still show as available,
-	 * because delayed allocation holds back room for the metadata it will
-	 * need (measured here: 54 blocks left at 64 MiB, 46 at 4 GiB, the same
-	 * at ENOSPC and after the writer exits). Under HOST_VOLUME_FULL_SLACK
-	 * bytes (256 blocks, four times that) the volume is full in every
-	 * sense a writer can observe. */
-	*ret = (uint64_t)s.f_bavail * (uint64_t)s.f_bsize < HOST_VOLUME_FULL_SLACK || s.f_ffree == 0;
+	/* Full means a write is refused (README, "Kill reasons"): not one
+	 * block an ordinary writer can still get (mkfs -m 0 leaves no root
+	 * reserve, and f_bavail already excludes ext4's own reserve for
+	 * delayed allocation's metadata), or no inode. A write is refused
+	 * exactly then because the volume is formatted without large folios
+	 * ("verity" in volume_mkfs): ext4 reserves a buffered write's blocks
+	 * one page at a time and ends a write short at the last free block,
+	 * so ENOSPC means no block was left (measured: writes of 4 KiB to
+	 * 16 MiB all end at f_bavail 0). With large folios a 1 MiB write is
+	 * refused while up to a folio's worth (here 112 blocks at 64 MiB)
+	 * is free, and no count could tell a volume that refused a write
+	 * from one written to just short of that. */
+	*ret = s.f_bavail == 0 || s.f_ffree == 0;
 	return 0;
 }
 
