@@ -310,34 +310,50 @@ static int volume_image_capture(const host_volume *v, int64_t inodes, volume_ima
 			return -errno;
 		if (h > (off_t)v->bytes)
 			h = (off_t)v->bytes;
-		size_t ext = (size_t)(h - d);
-		if (n == AIRLOCK_VOLUME_IMAGE_EXTENTS_MAX || ext > AIRLOCK_VOLUME_IMAGE_MAX - len)
-			return 0;
-		if (len + ext > alloc) {
-			size_t want = alloc ? alloc : 256 << 10;
-			while (want < len + ext)
-				want *= 2;
-			if (want > AIRLOCK_VOLUME_IMAGE_MAX)
-				want = AIRLOCK_VOLUME_IMAGE_MAX;
-			volume_image *p = realloc(img, sizeof(*img) + want);
-			if (!p)
-				return -ENOMEM;
-			if (!img)
-				memset(p, 0, sizeof(*p));
-			img = p;
-			alloc = want;
-		}
-		for (size_t got = 0; got < ext;) {
-			ssize_t r = pread(v->backing_fd, img->data + len + got, ext - got,
-			                  d + (off_t)got);
-			if (r < 0 && errno == EINTR)
+		/* Block by block, keeping only blocks that are not all zeros:
+		 * the new file reads as zeros wherever nothing is written, so
+		 * leaving them out changes nothing, and ext4 makes a data range
+		 * of zeros when it converts part of a reserved (unwritten)
+		 * extent (mkfs's scattered writes through a direct-I/O loop
+		 * device come back as one 7 MiB range, mostly zeros). */
+		for (off_t at = d; at < h; at += VOLUME_BLOCK) {
+			unsigned char blk[VOLUME_BLOCK];
+			size_t want_n = (size_t)(h - at < VOLUME_BLOCK ? h - at : VOLUME_BLOCK);
+			size_t got = 0;
+			while (got < want_n) {
+				ssize_t r = pread(v->backing_fd, blk + got, want_n - got, at + (off_t)got);
+				if (r < 0 && errno == EINTR)
+					continue;
+				if (r <= 0)
+					return r < 0 ? -errno : -EIO;
+				got += (size_t)r;
+			}
+			bool zero = blk[0] == 0 && memcmp(blk, blk + 1, want_n - 1) == 0;
+			if (zero)
 				continue;
-			if (r <= 0)
-				return r < 0 ? -errno : -EIO;
-			got += (size_t)r;
+			bool extend = n > 0 && img->ext[n - 1].off + (off_t)img->ext[n - 1].len == at;
+			if ((!extend && n == AIRLOCK_VOLUME_IMAGE_EXTENTS_MAX) ||
+			    want_n > AIRLOCK_VOLUME_IMAGE_MAX - len)
+				return 0;
+			if (len + want_n > alloc) {
+				size_t grow = alloc ? alloc * 2 : 256 << 10;
+				if (grow > AIRLOCK_VOLUME_IMAGE_MAX)
+					grow = AIRLOCK_VOLUME_IMAGE_MAX;
+				volume_image *p = realloc(img, sizeof(*img) + grow);
+				if (!p)
+					return -ENOMEM;
+				if (!img)
+					memset(p, 0, sizeof(*p));
+				img = p;
+				alloc = grow;
+			}
+			memcpy(img->data + len, blk, want_n);
+			if (extend)
+				img->ext[n - 1].len += want_n;
+			else
+				img->ext[n++] = (volume_extent){ .off = at, .len = want_n, .at = len };
+			len += want_n;
 		}
-		img->ext[n++] = (volume_extent){ .off = d, .len = ext, .at = len };
-		len += ext;
 		off = h;
 	}
 	if (!img)
@@ -388,37 +404,25 @@ static int volume_image_write(const volume_image *img, int fd)
  * filesystem): the fallback would be the unbounded cache above.
  *
  * The formatted image (written with pwrite before the device exists, at
- * most AIRLOCK_VOLUME_IMAGE_MAX) and mkfs's own writes went through the
- * cache; they are flushed and dropped here so the device's direct reads
- * see them and no copy stays behind. */
+ * most AIRLOCK_VOLUME_IMAGE_MAX) went through the cache. A direct read of
+ * the loop device writes back any cached dirty range of the file before
+ * reading it (the kernel keeps direct and buffered I/O of one file
+ * coherent), so no flush is needed here; the advice drops what is clean
+ * and starts the rest on its way out. */
 static int volume_direct_io(host_volume *v, airlock_error *err)
 {
-	if (ioctl(v->loop.fd, LOOP_SET_BLOCK_SIZE, (unsigned long)VOLUME_BLOCK) < 0)
-		return airlock_error_set(err, AIRLOCK_ERR_SYSTEM, errno,
-		                         "workspace volume: loop block size %d", VOLUME_BLOCK);
-	if (ioctl(v->loop.fd, LOOP_SET_DIRECT_IO, 1ul) < 0) {
-		int e = errno;
-		if (e == EINVAL)
-			return airlock_error_set(err, AIRLOCK_ERR_CONFIG, 0,
-			                         "workspace volume: the backing directory's filesystem "
-			                         "does not support direct I/O, so the volume's data "
-			                         "would be cached outside the sandbox's memory limit");
-		return airlock_error_set(err, AIRLOCK_ERR_SYSTEM, e,
-		                         "workspace volume: loop direct I/O");
-	}
-	/* The kernel may accept the ioctl and still fall back to buffered I/O
-	 * (it re-checks the alignment); the status says what it does. */
+	/* LOOP_CONFIGURE takes LO_FLAGS_DIRECT_IO as a wish: where the
+	 * backing file cannot do it, the device is configured buffered. The
+	 * status says what it does. */
 	struct loop_info64 info;
 	if (ioctl(v->loop.fd, LOOP_GET_STATUS64, &info) < 0)
 		return airlock_error_set(err, AIRLOCK_ERR_SYSTEM, errno,
 		                         "workspace volume: loop status");
 	if (!(info.lo_flags & LO_FLAGS_DIRECT_IO))
 		return airlock_error_set(err, AIRLOCK_ERR_CONFIG, 0,
-		                         "workspace volume: the loop device does not use direct I/O "
-		                         "on the backing directory's filesystem");
-	if (fdatasync(v->backing_fd) < 0)
-		return airlock_error_set(err, AIRLOCK_ERR_SYSTEM, errno,
-		                         "workspace volume: flush backing file");
+		                         "workspace volume: the backing directory's filesystem "
+		                         "does not support direct I/O, so the volume's data "
+		                         "would be cached outside the sandbox's memory limit");
 	(void)posix_fadvise(v->backing_fd, 0, 0, POSIX_FADV_DONTNEED);
 	return 0;
 }
@@ -645,7 +649,7 @@ int host_volume_create(int backing_dir_fd, int64_t bytes, int64_t inodes, uid_t 
 			return airlock_error_set(err, AIRLOCK_ERR_SYSTEM, -r,
 			                         "workspace volume: write the formatted image");
 	}
-	r = host_loop_attach(v->backing_fd, false, &v->loop, err);
+	r = host_loop_attach_direct(v->backing_fd, VOLUME_BLOCK, &v->loop, err);
 	if (r < 0) {
 		airlock_error_prefix(err, "workspace volume: ");
 		return r;
