@@ -200,6 +200,47 @@ Test(gate_sandbox_limits_enforced, default_limits, .timeout = 900)
 	box_close(&b);
 }
 
+/* Issue 18, item 7: a 64 MiB workspace written down to 917,504 bytes free,
+ * no write refused, was killed DISK. Here the command writes in pages
+ * until under 1 MiB (but some) is free, with every write succeeding, then
+ * waits past the 500 ms hold and fails on its own: it never met ENOSPC, so
+ * it keeps its exit code and no reason. */
+static const char nearly_full[] =
+	"import os, sys, time\n"
+	"f = os.open('/workspace/nearly', os.O_WRONLY | os.O_CREAT | os.O_TRUNC)\n"
+	"page = b'x' * 4096\n"
+	"for i in range((64 << 20) // 4096):\n"
+	"    if os.statvfs('/workspace').f_bavail * 4096 < 917504: break\n"
+	"    os.write(f, page)\n"
+	"os.fsync(f)\n"
+	"free = os.statvfs('/workspace').f_bavail * 4096\n"
+	"print('free', free, flush=True)\n"
+	"time.sleep(1.5)\n"
+	"sys.exit(3)\n";
+
+Test(gate_sandbox_limits_enforced, a_volume_that_refused_no_write_is_not_disk, .timeout = 300)
+{
+	box b;
+	box_open(&b, "tenant-nearly-full", &small);
+	airlock_execution_result r;
+	py(&b, nearly_full, 60, &r);
+	const char *at = strstr(OUT(&r), "free ");
+	cr_assert_not_null(at, "%s %s", OUT(&r), ERR(&r));
+	long long free_bytes = atoll(at + 5);
+	printf("nearly full: %lld bytes free, killed_by %s, exit %d\n", free_bytes,
+	       r.killed_by ? airlock_kill_reason_name(r.killed_by) : "null", r.exit_code);
+	cr_assert(free_bytes > 0 && free_bytes < (1 << 20), "%lld bytes free", free_bytes);
+	cr_assert_eq(r.killed_by, AIRLOCK_KILL_NONE, "killed %s with %lld bytes free and no write refused",
+	             airlock_kill_reason_name(r.killed_by), free_bytes);
+	cr_assert_eq(r.exit_code, 3, "%s", ERR(&r));
+	airlock_execution_result_clear(&r);
+	/* The filler that goes on to ENOSPC is still DISK. */
+	py(&b, diskfill, 60, &r);
+	expect_kill(&r, AIRLOCK_KILL_DISK, "filling");
+	airlock_execution_result_clear(&r);
+	box_close(&b);
+}
+
 Test(gate_sandbox_limits_enforced, output_limit_kills_and_keeps_the_head)
 {
 	box b;

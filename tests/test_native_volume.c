@@ -28,6 +28,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/ioctl.h>
+#include <sys/mman.h>
 #include <sys/mount.h>
 #include <sys/stat.h>
 #include <sys/statfs.h>
@@ -1125,5 +1126,64 @@ Test(volume, timings, .init = timing_init, .fini = timing_fini, .timeout = 240)
 	}
 	time_volume(dfd, 64 * MiB, 1000, 9);
 	time_volume(dfd, 4 * GiB, 100000, 9);
+	close(dfd);
+}
+
+/* Pages of fd's first len bytes in the page cache (mincore over a mapping). */
+static int64_t cached_bytes(int fd, int64_t len)
+{
+	void *m = mmap(NULL, (size_t)len, PROT_READ, MAP_SHARED, fd, 0);
+	cr_assert(m != MAP_FAILED, "mmap: %s", strerror(errno));
+	long page = sysconf(_SC_PAGESIZE);
+	size_t pages = ((size_t)len + (size_t)page - 1) / (size_t)page;
+	unsigned char *vec = malloc(pages);
+	cr_assert(vec);
+	cr_assert_eq(mincore(m, (size_t)len, vec), 0, "mincore: %s", strerror(errno));
+	int64_t n = 0;
+	for (size_t i = 0; i < pages; i++)
+		n += vec[i] & 1;
+	free(vec);
+	munmap(m, (size_t)len);
+	return n * page;
+}
+
+/* Issue 18, item 4: the loop device's copy of what a sandbox writes was kept
+ * in the host's page cache (the backing file's pages, charged to the root
+ * cgroup), on top of the workspace file's own pages. With direct I/O the
+ * backing file holds no cache: 256 MiB written through the volume leave
+ * (almost) none of the backing file cached. On a disk filesystem (/tmp): a
+ * tmpfs backing file is all cache by nature. */
+Test(volume, writes_leave_no_backing_cache, .init = timing_init, .fini = timing_fini,
+     .timeout = 240)
+{
+	int dfd = open(g_timing_dir, O_PATH | O_DIRECTORY | O_CLOEXEC);
+	cr_assert(dfd >= 0);
+	struct statfs h;
+	cr_assert_eq(fstatfs(dfd, &h), 0);
+	if (h.f_type == TMPFS_MAGIC || (uint64_t)h.f_bavail * (uint64_t)h.f_bsize < (uint64_t)GiB) {
+		close(dfd);
+		cr_skip_test("needs /tmp on a disk filesystem with 1 GiB free");
+	}
+	const int64_t bytes = 512 * MiB, wrote = 256 * MiB;
+	host_volume *v = vol_new(dfd, bytes, 1000);
+	int64_t before = cached_bytes(host_volume_backing_fd(v), bytes);
+	int fd = openat(host_volume_root_fd(v), "data", O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
+	cr_assert(fd >= 0);
+	static char chunk[1 << 20];
+	memset(chunk, 0x5a, sizeof(chunk));
+	for (int64_t k = 0; k < wrote; k += (int64_t)sizeof(chunk))
+		cr_assert_eq(write(fd, chunk, sizeof(chunk)), (ssize_t)sizeof(chunk));
+	/* Written back through the loop device to the backing file. */
+	cr_assert_eq(fsync(fd), 0);
+	cr_assert_eq(syncfs(fd), 0);
+	close(fd);
+	int64_t after = cached_bytes(host_volume_backing_fd(v), bytes);
+	fprintf(stderr,
+	        "[volume] %" PRId64 " MiB written: backing file cached %" PRId64 " KiB at creation, "
+	        "%" PRId64 " KiB after\n",
+	        wrote / MiB, before / 1024, after / 1024);
+	cr_assert_lt(after, 4 * MiB, "the backing file keeps %" PRId64 " KiB in the page cache",
+	             after / 1024);
+	host_volume_destroy(v);
 	close(dfd);
 }

@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -829,4 +830,128 @@ Test(run, a_descriptor_of_the_parent_does_not_reach_the_child)
 	util_run_result_clear(&res);
 	close(high);
 	close(fd);
+}
+
+/* ---- hashing a real file (snapshot_hash_fd) -------------------------------- */
+
+static int hash_path(int root, const char *path, int64_t cpu_deadline_ns,
+                     airlock_snapshot_hashed *h)
+{
+	snapshot_hash_root hr = { .fd = root, .cpu_deadline_ns = cpu_deadline_ns };
+	airlock_error err = { 0 };
+	*h = (airlock_snapshot_hashed){ 0 };
+	int r = snapshot_hash_fd(&hr, path, 0, h, &err);
+	cr_assert(r == 0 || r == -ETIME, "hash %s: %d %s", path, r, err.message);
+	return r;
+}
+
+static int64_t cached_of(int fd, size_t len)
+{
+	void *m = mmap(NULL, len, PROT_READ, MAP_SHARED, fd, 0);
+	cr_assert(m != MAP_FAILED, "mmap: %s", strerror(errno));
+	size_t page = (size_t)sysconf(_SC_PAGESIZE), pages = (len + page - 1) / page;
+	unsigned char *vec = malloc(pages);
+	cr_assert_not_null(vec);
+	cr_assert_eq(mincore(m, len, vec), 0, "mincore: %s", strerror(errno));
+	int64_t n = 0;
+	for (size_t i = 0; i < pages; i++)
+		n += vec[i] & 1;
+	free(vec);
+	munmap(m, len);
+	return n * (int64_t)page;
+}
+
+/* Holes are hashed as the zeros they read as, without reading them: the
+ * digest is the true SHA-256 of every byte, for data, holes, a leading and
+ * a trailing hole and a file of nothing but hole. */
+Test(snapshot_hash, holes_hash_as_their_zeros)
+{
+	tmp_ws t;
+	ws_open(&t);
+	const size_t len = (size_t)9 << 20;
+	unsigned char *want = calloc(1, len);
+	cr_assert_not_null(want);
+	int fd = openat(t.fd, "sparse", O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+	cr_assert_geq(fd, 0);
+	cr_assert_eq(ftruncate(fd, (off_t)len), 0);
+	/* data at 1 MiB + 5 (unaligned), 4 MiB and 8 MiB - 3 (crossing a page) */
+	const off_t at[] = { (1 << 20) + 5, 4 << 20, (8 << 20) - 3 };
+	for (size_t i = 0; i < sizeof(at) / sizeof(at[0]); i++) {
+		char d[100000];
+		for (size_t k = 0; k < sizeof(d); k++)
+			d[k] = (char)(k * 7 + i);
+		cr_assert_eq(pwrite(fd, d, sizeof(d), at[i]), (ssize_t)sizeof(d));
+		memcpy(want + at[i], d, sizeof(d));
+	}
+	close(fd);
+	char hex[65];
+	cr_assert_eq(util_sha256_hex(want, len, hex), 0);
+	airlock_snapshot_hashed h;
+	cr_assert_eq(hash_path(t.fd, "sparse", 0, &h), 0);
+	cr_assert_eq(h.size, (int64_t)len);
+	cr_assert_str_eq(h.hex, hex);
+
+	fd = openat(t.fd, "holes", O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+	cr_assert_geq(fd, 0);
+	cr_assert_eq(ftruncate(fd, (off_t)len), 0);
+	close(fd);
+	memset(want, 0, len);
+	cr_assert_eq(util_sha256_hex(want, len, hex), 0);
+	cr_assert_eq(hash_path(t.fd, "holes", 0, &h), 0);
+	cr_assert_str_eq(h.hex, hex);
+	free(want);
+	ws_close(&t);
+}
+
+/* Issue 18, item 4: the service read every changed file back to hash it and
+ * left it in the page cache, charged to the service's cgroup: a sandbox could
+ * grow the host's cache by its whole workspace each command. Hashing drops
+ * what it read. */
+Test(snapshot_hash, hashing_drops_what_it_read)
+{
+	tmp_ws t;
+	ws_open(&t);
+	const size_t len = (size_t)64 << 20;
+	int fd = openat(t.fd, "dense", O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+	cr_assert_geq(fd, 0);
+	static char chunk[1 << 20];
+	memset(chunk, 0x5a, sizeof(chunk));
+	for (size_t k = 0; k < len; k += sizeof(chunk))
+		cr_assert_eq(write(fd, chunk, sizeof(chunk)), (ssize_t)sizeof(chunk));
+	cr_assert_eq(fsync(fd), 0);
+	cr_assert_eq(posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED), 0);
+	int64_t before = cached_of(fd, len);
+	airlock_snapshot_hashed h;
+	cr_assert_eq(hash_path(t.fd, "dense", 0, &h), 0);
+	cr_assert_eq(h.size, (int64_t)len);
+	int64_t after = cached_of(fd, len);
+	printf("hashing 64 MiB: cached %lld KiB before, %lld KiB after\n",
+	       (long long)(before >> 10), (long long)(after >> 10));
+	cr_assert_lt(after, 4 << 20, "hashing left %lld KiB of the file cached",
+	             (long long)(after >> 10));
+	close(fd);
+	ws_close(&t);
+}
+
+/* Issue 18, item 4: a 4 GiB hole costs seconds of SHA-256 however it is
+ * read. The hashing thread's CPU time is bounded (exec_result_common sets
+ * the bound to the command's own CPU share): past it, -ETIME, as at the
+ * deadline, with the CPU spent near the bound. */
+Test(snapshot_hash, the_cpu_bound_stops_hashing)
+{
+	tmp_ws t;
+	ws_open(&t);
+	int fd = openat(t.fd, "holes", O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+	cr_assert_geq(fd, 0);
+	cr_assert_eq(ftruncate(fd, (off_t)4 << 30), 0);
+	close(fd);
+	const int64_t bound = 50 * 1000000ll;
+	int64_t t0 = snapshot_thread_cpu_ns();
+	airlock_snapshot_hashed h;
+	cr_assert_eq(hash_path(t.fd, "holes", t0 + bound, &h), -ETIME);
+	int64_t spent = snapshot_thread_cpu_ns() - t0;
+	printf("4 GiB hole, CPU bound 50 ms: %lld ms of CPU\n", (long long)(spent / 1000000));
+	/* Checked every MiB: a MiB of SHA-256 is a few ms at most. */
+	cr_assert_lt(spent, bound * 4, "%lld ms of CPU", (long long)(spent / 1000000));
+	ws_close(&t);
 }

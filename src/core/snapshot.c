@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "airlock/port/workspace.h"
@@ -405,7 +406,46 @@ static int hash_symlink(int fd, airlock_snapshot_hashed *ret, airlock_error *err
 	return util_sha256_hex(target, (size_t)n, ret->hex);
 }
 
-static int hash_regular(int root, const char *path, const struct stat *want, int64_t deadline_ms,
+int64_t snapshot_thread_cpu_ns(void)
+{
+	struct timespec ts;
+	if (clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts) < 0)
+		return 0;
+	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+/* What a hole reads as. */
+static const unsigned char snapshot_zeros[SNAPSHOT_HASH_CHUNK];
+
+/* Whether hashing must stop now: the wall clock's deadline or the thread's
+ * CPU bound has passed. */
+static bool hash_out_of_time(const snapshot_hash_root *hr, int64_t deadline_ms)
+{
+	if (deadline_ms && util_monotonic_ms() >= deadline_ms)
+		return true;
+	return hr->cpu_deadline_ns && snapshot_thread_cpu_ns() >= hr->cpu_deadline_ns;
+}
+
+/*
+ * The digest of every byte of the file, read the cheapest way that keeps it
+ * the true SHA-256:
+ *   - a hole (SEEK_DATA/SEEK_HOLE) is fed from a static buffer of zeros
+ *     instead of being read: no system call copies zeros and no page of the
+ *     file's cache is made for it. SHA-256 still has to process those
+ *     bytes, which is what the CPU bound is for;
+ *   - data is read and its pages are dropped from the cache once hashed
+ *     (POSIX_FADV_DONTNEED): what the service reads back is charged to the
+ *     service's cgroup, not to the sandbox that wrote it, so keeping it
+ *     would let a sandbox grow the host's cache by its whole workspace.
+ *     Pages still dirty are only queued for writeback by the advice; those
+ *     are the sandbox's and charged to it;
+ *   - the clocks every 16 chunks (1 MiB): the wall deadline and the CPU
+ *     bound of this thread.
+ * SEEK_DATA may report data where there is a hole, never a hole where there
+ * is data, so reading what it calls data is always right.
+ */
+static int hash_regular(int root, const snapshot_hash_root *hr, const char *path,
+                        const struct stat *want, int64_t deadline_ms,
                         airlock_snapshot_hashed *ret, airlock_error *err)
 {
 	struct open_how how = {
@@ -430,35 +470,78 @@ static int hash_regular(int root, const char *path, const struct stat *want, int
 		util_sha256_free(h);
 		return airlock_error_set(err, AIRLOCK_ERR_SYSTEM, ENOMEM, "files_changed");
 	}
-	int64_t total = 0;
-	for (unsigned chunks = 0;; chunks++) {
-		/* The clock every 16 chunks (1 MiB): a few microseconds per
-		 * millisecond of hashing. */
-		if (deadline_ms && chunks % 16 == 0 && util_monotonic_ms() >= deadline_ms) {
-			util_sha256_free(h);
-			return -ETIME;
+	int r = 0;
+	off_t pos = 0, size = st.st_size;
+	off_t data_end = 0; /* the end of the data range pos is in (pos < data_end) */
+	off_t dropped = 0;  /* the cache before this offset is dropped */
+	for (unsigned chunks = 0; pos < size; chunks++) {
+		if (chunks % 16 == 0 && hash_out_of_time(hr, deadline_ms)) {
+			r = -ETIME;
+			break;
 		}
-		ssize_t n = read(fd, buf, SNAPSHOT_HASH_CHUNK);
+		if (pos >= data_end) {
+			/* Where the next data is, and where it ends. ENXIO: only
+			 * a hole from here to the end. */
+			off_t d = lseek(fd, pos, SEEK_DATA);
+			if (d < 0 && errno != ENXIO) {
+				r = airlock_error_set(err, AIRLOCK_ERR_SYSTEM, errno,
+				                      "files_changed: SEEK_DATA");
+				break;
+			}
+			if (d < 0 || d > size)
+				d = size;
+			if (d > pos) {
+				size_t n = (size_t)(d - pos < SNAPSHOT_HASH_CHUNK ? d - pos
+				                                                  : SNAPSHOT_HASH_CHUNK);
+				util_sha256_update(h, snapshot_zeros, n);
+				pos += (off_t)n;
+				continue;
+			}
+			off_t e = lseek(fd, pos, SEEK_HOLE);
+			if (e < 0) {
+				r = airlock_error_set(err, AIRLOCK_ERR_SYSTEM, errno,
+				                      "files_changed: SEEK_HOLE");
+				break;
+			}
+			data_end = e > size ? size : e;
+			if (data_end <= pos)
+				data_end = size; /* cannot be; read to the end then */
+		}
+		size_t want_n = (size_t)(data_end - pos < SNAPSHOT_HASH_CHUNK ? data_end - pos
+		                                                             : SNAPSHOT_HASH_CHUNK);
+		ssize_t n = pread(fd, buf, want_n, pos);
 		if (n < 0 && errno == EINTR)
 			continue;
 		if (n < 0) {
-			int e = errno;
-			util_sha256_free(h);
-			return airlock_error_set(err, AIRLOCK_ERR_SYSTEM, e, "files_changed: read");
+			r = airlock_error_set(err, AIRLOCK_ERR_SYSTEM, errno, "files_changed: read");
+			break;
 		}
 		if (n == 0)
-			break;
+			break; /* shorter than it was: what was there is hashed */
 		util_sha256_update(h, buf, (size_t)n);
-		total += n;
+		pos += n;
+		if (pos - dropped >= (off_t)SNAPSHOT_HASH_CHUNK * 16) {
+			(void)posix_fadvise(fd, dropped, pos - dropped, POSIX_FADV_DONTNEED);
+			dropped = pos;
+		}
 	}
-	ret->size = total;
+	/* The whole file at the end: a page read ahead was still being read
+	 * when its range was dropped above, and a locked page is skipped. */
+	if (pos > 0)
+		(void)posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED);
+	if (r < 0) {
+		util_sha256_free(h);
+		return r;
+	}
+	ret->size = pos;
 	return util_sha256_final_hex(h, ret->hex);
 }
 
 int snapshot_hash_fd(void *ctx, const char *path, int64_t deadline_ms,
                              airlock_snapshot_hashed *ret, airlock_error *err)
 {
-	int root = *(const int *)ctx;
+	const snapshot_hash_root *hr = ctx;
+	int root = hr->fd;
 	/* O_PATH | O_NOFOLLOW names the entry itself, whatever it is, without
 	 * opening it: a FIFO is not opened (no writer could be woken), a
 	 * device node never reaches its driver, and a symlink yields the
@@ -479,7 +562,7 @@ int snapshot_hash_fd(void *ctx, const char *path, int64_t deadline_ms,
 	*ret = (airlock_snapshot_hashed){ .kind = snapshot_kind(st.st_mode) };
 	switch (ret->kind) {
 	case AIRLOCK_FILE_REGULAR:
-		return hash_regular(root, path, &st, deadline_ms, ret, err);
+		return hash_regular(root, hr, path, &st, deadline_ms, ret, err);
 	case AIRLOCK_FILE_SYMLINK:
 		return hash_symlink(fd, ret, err);
 	case AIRLOCK_FILE_INVALID:

@@ -122,10 +122,22 @@ bool snapshot_differs(const airlock_snapshot *before, const airlock_snapshot *af
 int snapshot_walk(int root_fd, size_t max_entries, size_t max_path_bytes,
                           airlock_snapshot *ret, airlock_error *err);
 
-/* A snapshot_hash_fn for a workspace directory descriptor: ctx points to an
- * int holding the root fd. Opens the entry beneath the root without
- * following any symlink (O_PATH for what it only stats or reads the link
- * of), hashes a regular file streaming and stops at the deadline. */
+/* The context of snapshot_hash_fd: the workspace's root directory and the
+ * bound on the hashing thread's CPU time (snapshot_thread_cpu_ns time; 0:
+ * none), past which it gives up with -ETIME as at the deadline. */
+typedef struct snapshot_hash_root {
+	int fd;
+	int64_t cpu_deadline_ns;
+} snapshot_hash_root;
+
+/* CLOCK_THREAD_CPUTIME_ID of the calling thread, in ns. */
+int64_t snapshot_thread_cpu_ns(void);
+
+/* A snapshot_hash_fn for a workspace directory descriptor: ctx points to a
+ * snapshot_hash_root. Opens the entry beneath the root without following
+ * any symlink (O_PATH for what it only stats or reads the link of), hashes
+ * a regular file streaming (holes without reading them, its cache dropped
+ * once read) and stops at the deadline or the CPU bound. */
 int snapshot_hash_fd(void *ctx, const char *path, int64_t deadline_ms,
                              airlock_snapshot_hashed *ret, airlock_error *err);
 

@@ -204,8 +204,8 @@ void exec_stdin_feed(int *fd, const airlock_execution_command *cmd, size_t *off)
 
 int exec_result_common(airlock_execution_result *ret, exec_stream *out, exec_stream *errs,
                        const airlock_snapshot *before, const airlock_snapshot *after,
-                       int64_t files_changed_max, int64_t workspace_bytes, int *rootfd,
-                       int64_t duration_ms, airlock_error *err)
+                       int64_t files_changed_max, const airlock_resource_limits *limits,
+                       int rootfd, int64_t duration_ms, airlock_error *err)
 {
 	exec_stream_finish(out);
 	exec_stream_finish(errs);
@@ -215,10 +215,21 @@ int exec_result_common(airlock_execution_result *ret, exec_stream *out, exec_str
 	/* At most the volume's size is hashed: the real data it can hold.
 	 * RLIMIT_FSIZE already keeps any one file under it. And for at most
 	 * AIRLOCK_SNAPSHOT_HASH_MS: holes are free to make and cost their
-	 * apparent size to hash, so the byte budget alone is seconds. */
-	int r = snapshot_diff(before, after, (size_t)files_changed_max, (uint64_t)workspace_bytes,
-	                      util_monotonic_ms() + AIRLOCK_SNAPSHOT_HASH_MS, snapshot_hash_fd,
-	                      rootfd, ret, err);
+	 * apparent size to hash, so the byte budget alone is seconds. Within
+	 * that, the hashing thread's CPU time is bounded by the command's own
+	 * CPU share over the same time (cpu_millicores / 1000 of it): the
+	 * service spends on a command's files no more CPU than the command
+	 * could have spent itself in that time, so a command that makes holes
+	 * cannot buy the service's CPU outside its quota. */
+	int64_t cpu_ns = (int64_t)AIRLOCK_SNAPSHOT_HASH_MS * 1000000 / 1000 * limits->cpu_millicores;
+	snapshot_hash_root hr = {
+		.fd = rootfd,
+		.cpu_deadline_ns = snapshot_thread_cpu_ns() + (cpu_ns > 0 ? cpu_ns : 1),
+	};
+	int r = snapshot_diff(before, after, (size_t)files_changed_max,
+	                      (uint64_t)limits->workspace_bytes,
+	                      util_monotonic_ms() + AIRLOCK_SNAPSHOT_HASH_MS, snapshot_hash_fd, &hr,
+	                      ret, err);
 	if (r < 0)
 		return r;
 	ret->stdout_data = util_buf_steal(&out->buf, &ret->stdout_len);

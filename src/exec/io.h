@@ -97,11 +97,13 @@ void exec_stdin_feed(int *fd, const airlock_execution_command *cmd, size_t *off)
 
 /* The result's common part, once the reason or exit code is set: the
  * truncation flags, files_changed (before vs after under the volume's root
- * rootfd, at most workspace_bytes and AIRLOCK_SNAPSHOT_HASH_MS of
- * hashing), the output (taken from the streams) and duration_ms. */
+ * rootfd, at most limits->workspace_bytes bytes and AIRLOCK_SNAPSHOT_HASH_MS
+ * of hashing, and at most the command's CPU share of that time in the
+ * hashing thread's CPU), the output (taken from the streams) and
+ * duration_ms. */
 int exec_result_common(airlock_execution_result *ret, exec_stream *out, exec_stream *errs,
                        const airlock_snapshot *before, const airlock_snapshot *after,
-                       int64_t files_changed_max, int64_t workspace_bytes, int *rootfd,
-                       int64_t duration_ms, airlock_error *err);
+                       int64_t files_changed_max, const airlock_resource_limits *limits,
+                       int rootfd, int64_t duration_ms, airlock_error *err);
 
 #endif

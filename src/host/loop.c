@@ -91,7 +91,10 @@ static int loop_open_node(const char *path, bool read_only)
 	}
 }
 
-int host_loop_attach(int backing_fd, bool read_only, host_loop *ret, airlock_error *err)
+/* direct_block_size: 0, or the logical block size of a device that does
+ * direct I/O on its backing file (LO_FLAGS_DIRECT_IO). */
+static int loop_attach(int backing_fd, bool read_only, unsigned direct_block_size, host_loop *ret,
+                       airlock_error *err)
 {
 	if (backing_fd < 0)
 		return airlock_error_set(err, AIRLOCK_ERR_SYSTEM, EBADF, "loop: backing descriptor");
@@ -104,11 +107,15 @@ int host_loop_attach(int backing_fd, bool read_only, host_loop *ret, airlock_err
 	 * empty, so the kernel's status record carries no path of ours.
 	 * LO_FLAGS_PARTSCAN stays off: the content is the sandbox's, and the
 	 * kernel must never parse a partition table a sandbox wrote.
-	 * LO_FLAGS_DIRECT_IO stays off: it needs an aligned backing file and
-	 * gains nothing for a sparse scratch volume. */
+	 * LO_FLAGS_DIRECT_IO only when asked (host_loop_attach_direct): it
+	 * is set here, with the block size, in the one configuring step. */
 	struct loop_config cfg = { 0 };
 	cfg.fd = (__u32)backing_fd;
 	cfg.info.lo_flags = LO_FLAGS_AUTOCLEAR | (read_only ? LO_FLAGS_READ_ONLY : 0);
+	if (direct_block_size) {
+		cfg.info.lo_flags |= LO_FLAGS_DIRECT_IO;
+		cfg.block_size = direct_block_size;
+	}
 
 	pthread_mutex_lock(&attach_lock);
 	int r = loop_attach_locked(ctl, &cfg, read_only, ret, err);
@@ -198,6 +205,19 @@ static int loop_attach_locked(int ctl, const struct loop_config *cfg, bool read_
 	                         "loop: no free device after %d attempts (other processes bound "
 	                         "devices as fast as they were asked for)",
 	                         attempts);
+}
+
+int host_loop_attach(int backing_fd, bool read_only, host_loop *ret, airlock_error *err)
+{
+	return loop_attach(backing_fd, read_only, 0, ret, err);
+}
+
+int host_loop_attach_direct(int backing_fd, unsigned block_size, host_loop *ret,
+                            airlock_error *err)
+{
+	if (block_size == 0)
+		return airlock_error_set(err, AIRLOCK_ERR_SYSTEM, EINVAL, "loop: block size 0");
+	return loop_attach(backing_fd, false, block_size, ret, err);
 }
 
 /* ---- the mount's source name ------------------------------------------------ */

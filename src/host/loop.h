@@ -25,6 +25,13 @@ typedef struct host_loop {
  * Retries when another process takes the free device first. */
 int host_loop_attach(int backing_fd, bool read_only, host_loop *ret, airlock_error *err);
 
+/* The same, read-write, for a device that does direct I/O on its backing
+ * file with the given logical block size (LO_FLAGS_DIRECT_IO, set in the
+ * configuring step): the kernel keeps no page cache of the backing file.
+ * Whether it could is for the caller to check (LOOP_GET_STATUS64). */
+int host_loop_attach_direct(int backing_fd, unsigned block_size, host_loop *ret,
+                            airlock_error *err);
+
 /* Create the superblock of the filesystem context fsfd (fsopen) from the
  * device l, with `name` as the mount's source: what /proc/<pid>/mountinfo
  * shows in its source field, inside the sandbox too. The kernel records the

@@ -37,6 +37,7 @@
 #include <inttypes.h>
 #include <linux/falloc.h>
 #include <linux/fs.h>
+#include <linux/loop.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -109,6 +110,14 @@ static int volume_mkfs(const host_loop *loop, int64_t inodes, airlock_error *err
 	 * ^has_journal: the workspace is a cache (the specification) that
 	 *   dies with the sandbox; a journal protects nothing and costs space.
 	 * ^resize_inode: the volume is never grown; no blocks kept for it.
+	 * verity: ext4 caches a file of a filesystem with this feature in
+	 *   single pages, never in large folios, so a buffered write is
+	 *   refused with ENOSPC only when not one block is free, which is
+	 *   what host_volume_full observes (DISK only when the volume refused
+	 *   a write). The feature enables nothing on a file until
+	 *   FS_IOC_ENABLE_VERITY, which makes a file of the sandbox's
+	 *   read-only and is refused where the kernel has no fs-verity
+	 *   (CONFIG_FS_VERITY, not set here).
 	 * lazy_itable_init=1: the inode tables are not written. Safe because
 	 *   the backing file is new and sparse and reads as zeros, which is
 	 *   what the writing would put there; measured at 4 GiB/100000 inodes
@@ -118,7 +127,7 @@ static int volume_mkfs(const host_loop *loop, int64_t inodes, airlock_error *err
 	 * the qualifiers honest without a cast. */
 	char a_prog[] = "mkfs.ext4", a_q[] = "-q", a_f[] = "-F", a_m[] = "-m", a_zero[] = "0";
 	char a_n[] = "-N", a_b[] = "-b", a_bs[] = "4096", a_i[] = "-I", a_is[] = "256";
-	char a_o[] = "-O", a_feat[] = "^has_journal,^resize_inode", a_e[] = "-E";
+	char a_o[] = "-O", a_feat[] = "^has_journal,^resize_inode,verity", a_e[] = "-E";
 	char a_ext[] = "nodiscard,lazy_itable_init=1";
 	char dev[sizeof(loop->path)];
 	memcpy(dev, loop->path, sizeof(dev));
@@ -190,6 +199,11 @@ static int volume_mkfs(const host_loop *loop, int64_t inodes, airlock_error *err
  *     only affects lookups in the volume it belongs to.
  */
 #define VOLUME_IMAGE_SLOTS 8
+/* The most of the formatted file read to find what mkfs wrote: measured,
+ * 7 MiB of data ranges at 64 MiB and at 4 GiB (mostly zeros, 40 and
+ * 100 KiB of them not). A shape past it (5 GiB here) is formatted by
+ * mkfs each time, as one past the image bounds always was. */
+#define VOLUME_IMAGE_SCAN_MAX ((size_t)16 << 20)
 /* How big a formatted image is kept: AIRLOCK_VOLUME_IMAGE_MAX and
  * AIRLOCK_VOLUME_IMAGE_EXTENTS_MAX (airlock/caps.h). */
 
@@ -289,6 +303,9 @@ static int volume_image_capture(const host_volume *v, int64_t inodes, volume_ima
 	size_t alloc = 0;
 	size_t n = 0, len = 0;
 	off_t off = 0;
+	/* What is read to find the image is bounded too: a capture runs
+	 * inside a provision's start budget. */
+	size_t scan_left = VOLUME_IMAGE_SCAN_MAX;
 	while (off < (off_t)v->bytes) {
 		off_t d = lseek(v->backing_fd, off, SEEK_DATA);
 		if (d < 0) {
@@ -301,34 +318,53 @@ static int volume_image_capture(const host_volume *v, int64_t inodes, volume_ima
 			return -errno;
 		if (h > (off_t)v->bytes)
 			h = (off_t)v->bytes;
-		size_t ext = (size_t)(h - d);
-		if (n == AIRLOCK_VOLUME_IMAGE_EXTENTS_MAX || ext > AIRLOCK_VOLUME_IMAGE_MAX - len)
-			return 0;
-		if (len + ext > alloc) {
-			size_t want = alloc ? alloc : 256 << 10;
-			while (want < len + ext)
-				want *= 2;
-			if (want > AIRLOCK_VOLUME_IMAGE_MAX)
-				want = AIRLOCK_VOLUME_IMAGE_MAX;
-			volume_image *p = realloc(img, sizeof(*img) + want);
-			if (!p)
-				return -ENOMEM;
-			if (!img)
-				memset(p, 0, sizeof(*p));
-			img = p;
-			alloc = want;
-		}
-		for (size_t got = 0; got < ext;) {
-			ssize_t r = pread(v->backing_fd, img->data + len + got, ext - got,
-			                  d + (off_t)got);
-			if (r < 0 && errno == EINTR)
+		/* Block by block, keeping only blocks that are not all zeros:
+		 * the new file reads as zeros wherever nothing is written, so
+		 * leaving them out changes nothing, and ext4 makes a data range
+		 * of zeros when it converts part of a reserved (unwritten)
+		 * extent (mkfs's scattered writes through a direct-I/O loop
+		 * device come back as one 7 MiB range, mostly zeros). */
+		for (off_t at = d; at < h; at += VOLUME_BLOCK) {
+			unsigned char blk[VOLUME_BLOCK];
+			size_t want_n = (size_t)(h - at < VOLUME_BLOCK ? h - at : VOLUME_BLOCK);
+			if (want_n > scan_left)
+				return 0;
+			scan_left -= want_n;
+			size_t got = 0;
+			while (got < want_n) {
+				ssize_t r = pread(v->backing_fd, blk + got, want_n - got, at + (off_t)got);
+				if (r < 0 && errno == EINTR)
+					continue;
+				if (r <= 0)
+					return r < 0 ? -errno : -EIO;
+				got += (size_t)r;
+			}
+			bool zero = blk[0] == 0 && memcmp(blk, blk + 1, want_n - 1) == 0;
+			if (zero)
 				continue;
-			if (r <= 0)
-				return r < 0 ? -errno : -EIO;
-			got += (size_t)r;
+			bool extend = n > 0 && img->ext[n - 1].off + (off_t)img->ext[n - 1].len == at;
+			if ((!extend && n == AIRLOCK_VOLUME_IMAGE_EXTENTS_MAX) ||
+			    want_n > AIRLOCK_VOLUME_IMAGE_MAX - len)
+				return 0;
+			if (len + want_n > alloc) {
+				size_t grow = alloc ? alloc * 2 : 256 << 10;
+				if (grow > AIRLOCK_VOLUME_IMAGE_MAX)
+					grow = AIRLOCK_VOLUME_IMAGE_MAX;
+				volume_image *p = realloc(img, sizeof(*img) + grow);
+				if (!p)
+					return -ENOMEM;
+				if (!img)
+					memset(p, 0, sizeof(*p));
+				img = p;
+				alloc = grow;
+			}
+			memcpy(img->data + len, blk, want_n);
+			if (extend)
+				img->ext[n - 1].len += want_n;
+			else
+				img->ext[n++] = (volume_extent){ .off = at, .len = want_n, .at = len };
+			len += want_n;
 		}
-		img->ext[n++] = (volume_extent){ .off = d, .len = ext, .at = len };
-		len += ext;
 		off = h;
 	}
 	if (!img)
@@ -357,6 +393,48 @@ static int volume_image_write(const volume_image *img, int fd)
 			put += (size_t)r;
 		}
 	}
+	return 0;
+}
+
+/* ---- direct I/O ------------------------------------------------------------
+ * The loop driver reads and writes the backing file like any program: by
+ * default through the page cache, where those pages are charged to the
+ * loop's worker (the root memory cgroup), not to the sandbox. Everything a
+ * sandbox writes would then sit in the host's memory twice, once as the
+ * workspace file's pages (charged to the sandbox, bounded by its
+ * memory_bytes) and once as the backing file's (charged to nobody, bounded
+ * by nothing: measured, a --memory 64M sandbox writing 2,500 MiB grew the
+ * host's page cache by 3.4-4.0 GiB). With direct I/O the loop device goes
+ * to the backing file's blocks without caching them, so the workspace's
+ * data is cached once, in the sandbox's own cgroup.
+ *
+ * Direct I/O through the loop needs the device's logical block size to be
+ * at least the backing filesystem's direct-I/O alignment: 4096, the
+ * volume's ext4 block size, is both. A backing filesystem that cannot do
+ * direct I/O is refused (a configuration error naming the directory's
+ * filesystem): the fallback would be the unbounded cache above.
+ *
+ * The formatted image (written with pwrite before the device exists, at
+ * most AIRLOCK_VOLUME_IMAGE_MAX) went through the cache. A direct read of
+ * the loop device writes back any cached dirty range of the file before
+ * reading it (the kernel keeps direct and buffered I/O of one file
+ * coherent), so no flush is needed here; the advice drops what is clean
+ * and starts the rest on its way out. */
+static int volume_direct_io(host_volume *v, airlock_error *err)
+{
+	/* LOOP_CONFIGURE takes LO_FLAGS_DIRECT_IO as a wish: where the
+	 * backing file cannot do it, the device is configured buffered. The
+	 * status says what it does. */
+	struct loop_info64 info;
+	if (ioctl(v->loop.fd, LOOP_GET_STATUS64, &info) < 0)
+		return airlock_error_set(err, AIRLOCK_ERR_SYSTEM, errno,
+		                         "workspace volume: loop status");
+	if (!(info.lo_flags & LO_FLAGS_DIRECT_IO))
+		return airlock_error_set(err, AIRLOCK_ERR_CONFIG, 0,
+		                         "workspace volume: the backing directory's filesystem "
+		                         "does not support direct I/O, so the volume's data "
+		                         "would be cached outside the sandbox's memory limit");
+	(void)posix_fadvise(v->backing_fd, 0, 0, POSIX_FADV_DONTNEED);
 	return 0;
 }
 
@@ -582,11 +660,14 @@ int host_volume_create(int backing_dir_fd, int64_t bytes, int64_t inodes, uid_t 
 			return airlock_error_set(err, AIRLOCK_ERR_SYSTEM, -r,
 			                         "workspace volume: write the formatted image");
 	}
-	r = host_loop_attach(v->backing_fd, false, &v->loop, err);
+	r = host_loop_attach_direct(v->backing_fd, VOLUME_BLOCK, &v->loop, err);
 	if (r < 0) {
 		airlock_error_prefix(err, "workspace volume: ");
 		return r;
 	}
+	r = volume_direct_io(v, err);
+	if (r < 0)
+		return r;
 	if (!img) {
 		r = volume_mkfs(&v->loop, inodes, err);
 		if (r < 0)
@@ -596,6 +677,8 @@ int host_volume_create(int backing_dir_fd, int64_t bytes, int64_t inodes, uid_t 
 		volume_image *fresh = NULL;
 		if (volume_image_capture(v, inodes, &fresh) == 0 && fresh)
 			volume_image_put(fresh);
+		/* The capture read the backing file through the cache. */
+		(void)posix_fadvise(v->backing_fd, 0, 0, POSIX_FADV_DONTNEED);
 	}
 	r = volume_mount(&v->loop, backing_dir_fd, &v->mount_fd, err);
 	if (r < 0)
@@ -639,23 +722,24 @@ int host_volume_backing_fd(const host_volume *v)
 	return v ? v->backing_fd : -1;
 }
 
-/* 1 MiB (README, "Kill reasons", the one place the rule is stated). */
-#define HOST_VOLUME_FULL_SLACK (1024u * 1024u)
-
 int host_volume_full(const host_volume *v, bool *ret, airlock_error *err)
 {
 	struct statfs s;
 	if (fstatfs(v->root_fd, &s) < 0)
 		return airlock_error_set(err, AIRLOCK_ERR_SYSTEM, errno, "workspace volume: fstatfs");
-	/* f_bavail is what an ordinary writer can still get (mkfs -m 0 leaves
-	 * no root reserve). It does not reach zero: ext4 refuses a buffered
-	 * write with ENOSPC while a few dozen blocks still show as available,
-	 * because delayed allocation holds back room for the metadata it will
-	 * need (measured here: 54 blocks left at 64 MiB, 46 at 4 GiB, the same
-	 * at ENOSPC and after the writer exits). Under HOST_VOLUME_FULL_SLACK
-	 * bytes (256 blocks, four times that) the volume is full in every
-	 * sense a writer can observe. */
-	*ret = (uint64_t)s.f_bavail * (uint64_t)s.f_bsize < HOST_VOLUME_FULL_SLACK || s.f_ffree == 0;
+	/* Full means a write is refused (README, "Kill reasons"): not one
+	 * block an ordinary writer can still get (mkfs -m 0 leaves no root
+	 * reserve, and f_bavail already excludes ext4's own reserve for
+	 * delayed allocation's metadata), or no inode. A write is refused
+	 * exactly then because the volume is formatted without large folios
+	 * ("verity" in volume_mkfs): ext4 reserves a buffered write's blocks
+	 * one page at a time and ends a write short at the last free block,
+	 * so ENOSPC means no block was left (measured: writes of 4 KiB to
+	 * 16 MiB all end at f_bavail 0). With large folios a 1 MiB write is
+	 * refused while up to a folio's worth (here 112 blocks at 64 MiB)
+	 * is free, and no count could tell a volume that refused a write
+	 * from one written to just short of that. */
+	*ret = s.f_bavail == 0 || s.f_ffree == 0;
 	return 0;
 }
 

@@ -537,8 +537,8 @@ static int exec_result(execution *x, airlock_error *err)
 		ret->exit_code = WIFEXITED(x->status) ? WEXITSTATUS(x->status) : 128 + WTERMSIG(x->status);
 	}
 	return exec_result_common(ret, &x->out, &x->errs, &x->before, &x->after,
-	                          x->req->files_changed_max, x->b->limits.workspace_bytes,
-	                          &x->rootfd, x->cmd_end - x->cmd_start, err);
+	                          x->req->files_changed_max, &x->b->limits, x->rootfd,
+	                          x->cmd_end - x->cmd_start, err);
 }
 
 static void exec_cleanup(execution *x, int r)

@@ -429,8 +429,8 @@ static int exec_result(execution *x, airlock_error *err)
 		ret->exit_code = x->si.si_code == CLD_EXITED ? x->si.si_status : 128 + x->si.si_status;
 	}
 	int r = exec_result_common(ret, &x->out, &x->errs, &x->before, &x->after,
-	                           x->req->files_changed_max, x->b->limits.workspace_bytes,
-	                           &x->rootfd, x->cmd_end - x->cmd_start, err);
+	                           x->req->files_changed_max, &x->b->limits, x->rootfd,
+	                           x->cmd_end - x->cmd_start, err);
 	if (r < 0)
 		return r;
 	if (r == 0 && x->armed)
