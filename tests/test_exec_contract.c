@@ -537,6 +537,94 @@ CONTRACT_TEST(listing_default_cap_is_1000)
 	ctx_close(&c);
 }
 
+/* A result within its caps reaches the caller at any files_changed_max
+ * (caps.h, AIRLOCK_FILES_CHANGED_JSON_MAX): at the ceiling, 10,000, a
+ * command makes 3,584 files of 4,015-byte paths whose bytes are not text,
+ * 72 MB of listing as JSON, past the 64 MiB a client decodes (through the
+ * service the result was lost: ExecutionUnavailable). The listing is cut
+ * by bytes to the sorted prefix that fits, truncated, on every adapter.
+ * The names: 15 directories of 250 bytes, then 3 bytes of 16 values each
+ * and 247 more, every byte a control byte or 0xff. */
+#define CUT_DIRS 15
+#define CUT_NAME 250
+#define CUT_FILES (16 * 16 * 14)
+static const unsigned char cut_bytes[16] = { 1, 2, 3, 4, 5, 6, 7, 8, 9, 11, 12, 13, 14, 15, 16, 0xff };
+
+static void cut_fill(char *out, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		out[i] = (char)(i % 4 == 3 ? 0xff : 1 + (int)(i % 9));
+}
+
+#define CONTRACT_INSTANCE_listing_cut_by_bytes_reaches_the_caller(a, f) CONTRACT_INSTANCE(listing_cut_by_bytes_reaches_the_caller, a, f)
+CONTRACT_TEST(listing_cut_by_bytes_reaches_the_caller)
+{
+	airlock_exec_config cfg;
+	airlock_exec_config_default(&cfg);
+	cfg.files_changed_max = 10000;
+	ctx c;
+	ctx_open_cfg(&c, fx, &cfg);
+	/* The script: D and P by printf (octal), the 16 values as N1..N16,
+	 * and the files made by the shell's builtins in three loops. */
+	char comp[CUT_NAME];
+	cut_fill(comp, CUT_NAME);
+	static char script[16384];
+	size_t o = 0;
+#define PUT(...) (o += (size_t)snprintf(script + o, sizeof(script) - o, __VA_ARGS__))
+	PUT("set -e; C=$(printf '");
+	for (size_t i = 0; i < CUT_NAME; i++)
+		PUT("\\%03o", (unsigned char)comp[i]);
+	PUT("'); P=$(printf '");
+	for (size_t i = 0; i < CUT_NAME - 3; i++)
+		PUT("\\%03o", (unsigned char)comp[i]);
+	PUT("'); D=\"$C\"; for k in $(seq 2 %d); do D=\"$D/$C\"; done; mkdir -p \"$D\"; cd \"$D\"; ",
+	    CUT_DIRS);
+	for (int v = 0; v < 16; v++)
+		PUT("N%d=$(printf '\\%03o'); ", v + 1, cut_bytes[v]);
+	PUT("for a in $(seq 1 16); do eval \"x=\\$N$a\"; for b in $(seq 1 16); do "
+	    "eval \"y=\\$N$b\"; for c in $(seq 1 14); do eval \"z=\\$N$c\"; : > \"$x$y$z$P\"; "
+	    "done; done; done");
+#undef PUT
+	cr_assert_lt(o, sizeof(script) - 1);
+	char *argv[] = { "sh", "-c", script, NULL };
+
+	size_t dlen = CUT_DIRS * (CUT_NAME + 1), plen = dlen + CUT_NAME;
+	static airlock_fake_file_op ops[CUT_FILES];
+	static char paths[CUT_FILES][CUT_DIRS * (CUT_NAME + 1) + CUT_NAME + 1];
+	for (size_t i = 0; i < CUT_FILES; i++) {
+		char *q = paths[i];
+		for (size_t k = 0; k < CUT_DIRS; k++) {
+			memcpy(q + k * (CUT_NAME + 1), comp, CUT_NAME);
+			q[k * (CUT_NAME + 1) + CUT_NAME] = '/';
+		}
+		q[dlen] = (char)cut_bytes[i / (16 * 14)];
+		q[dlen + 1] = (char)cut_bytes[i / 14 % 16];
+		q[dlen + 2] = (char)cut_bytes[i % 14];
+		memcpy(q + dlen + 3, comp, CUT_NAME - 3);
+		q[plen] = 0;
+		ops[i] = (airlock_fake_file_op){ .path = q, .data = "", .len = 0 };
+	}
+	fx->prepare(c.state, (const char *const *)argv,
+	            &(airlock_fake_behaviour){ .file_ops = ops, .n_file_ops = CUT_FILES });
+	airlock_execution_command cmd = test_command(argv);
+	cmd.timeout_seconds = 120;
+	airlock_execution_result r;
+	run(&c, &cmd, &r);
+	cr_assert_eq(r.exit_code, 0, "the script failed: %.*s", (int)r.stderr_len,
+	             r.stderr_data ? (const char *)r.stderr_data : "");
+	cr_assert(r.files_changed_truncated, "a listing cut by bytes must say so");
+	size_t charge = AIRLOCK_FC_JSON_ENTRY_OVERHEAD + AIRLOCK_FC_JSON_PATH_FACTOR * plen;
+	cr_assert_eq(r.n_files_changed, AIRLOCK_FILES_CHANGED_JSON_MAX / charge,
+	             "%zu entries, %zu fit", r.n_files_changed, AIRLOCK_FILES_CHANGED_JSON_MAX / charge);
+	for (size_t i = 0; i < r.n_files_changed; i++) {
+		cr_assert_eq(r.files_changed[i].change, AIRLOCK_CHANGE_CREATED);
+		cr_assert_str_eq(r.files_changed[i].path, paths[i], "entry %zu is not the %zuth name", i,
+		                 i);
+	}
+	airlock_execution_result_clear(&r);
+	ctx_close(&c);
+}
+
 #define CONTRACT_INSTANCE_destroy_is_idempotent(a, f) CONTRACT_INSTANCE(destroy_is_idempotent, a, f)
 CONTRACT_TEST(destroy_is_idempotent)
 {

@@ -41,6 +41,8 @@
 #include "airlock/settings.h"
 #include "airlock/types.h"
 #include "core/json_internal.h"
+#include "egress/proxy_internal.h"
+#include "service/metrics.h"
 #include "service/server_internal.h"
 
 /* ---- the counting allocator ----------------------------------------------- */
@@ -496,6 +498,46 @@ static int dec_svc_execute(const char *buf, size_t len, char **ret_text, airlock
 	return 0;
 }
 
+/* The service's two other parses of another process's JSON: the egress
+ * proxy's answers (src/egress/proxy_ctl.c) and its decision lines
+ * (src/service/metrics.c). Rendered as what the caller acts on. */
+static char *proxy_answer_text(bool ok, const char *why)
+{
+	char *t = NULL;
+	return asprintf(&t, "ok=%d why=%s", ok, why) < 0 ? NULL : t;
+}
+
+static int dec_proxy_answer(const char *buf, size_t len, char **ret_text, airlock_error *err)
+{
+	bool ok = false;
+	char why[200];
+	int r = proxy_answer_decode(buf, len, &ok, why, sizeof(why), err);
+	if (r < 0)
+		return r;
+	RENDER(proxy_answer_text(ok, why));
+	return 0;
+}
+
+static char *egress_line_text(const service_egress_line *l)
+{
+	char *t = NULL;
+	return asprintf(&t, "kind=%d outcome=%d reason=%zu count=%llu", (int)l->kind, l->outcome,
+	                l->reason, (unsigned long long)l->count) < 0
+	               ? NULL
+	               : t;
+}
+
+static int dec_egress_line(const char *buf, size_t len, char **ret_text, airlock_error *err)
+{
+	service_egress_line l;
+	memset(&l, 0, sizeof(l));
+	int r = service_metrics_egress_line_decode(buf, len, &l, err);
+	if (r < 0)
+		return r;
+	RENDER(egress_line_text(&l));
+	return 0;
+}
+
 static char *settings_text(const airlock_settings *s)
 {
 	char *text = NULL;
@@ -640,6 +682,105 @@ COUNTDOWN_ARENA(arena_service_provision, "service provision body (arena)", dec_s
                 NULL, provision_body, false)
 COUNTDOWN_ARENA(arena_service_execute, "service execute body (arena)", dec_svc_execute, NULL,
                 execute_body, false)
+COUNTDOWN_ARENA(arena_proxy_answer_refused, "egress proxy answer (arena)", dec_proxy_answer, NULL,
+                "{\"ok\":false,\"error\":\"attach: environment already attached\"}", false)
+/* Past the arena's first chunk: a long reason (jansson's token buffer
+ * doubles into blocks of their own) and many members (more chunks). */
+static char long_answer[64 * 1024];
+static char long_line[60 * 1024];
+
+static void fill_long_inputs(void)
+{
+	size_t o = (size_t)snprintf(long_answer, sizeof(long_answer), "{\"ok\":false,\"error\":\"");
+	memset(long_answer + o, 'e', 40000);
+	o += 40000;
+	o += (size_t)snprintf(long_answer + o, sizeof(long_answer) - o, "\"");
+	for (int i = 0; i < 300; i++)
+		o += (size_t)snprintf(long_answer + o, sizeof(long_answer) - o, ",\"k%d\":[%d]", i, i);
+	snprintf(long_answer + o, sizeof(long_answer) - o, "}");
+	o = (size_t)snprintf(long_line, sizeof(long_line),
+	                     "{\"outcome\":\"refused\",\"reason\":\"PORT_NOT_ALLOWED\",\"detail\":\"");
+	memset(long_line + o, 'd', 30000);
+	o += 30000;
+	o += (size_t)snprintf(long_line + o, sizeof(long_line) - o, "\",\"addresses\":[");
+	for (int i = 0; i < 400; i++)
+		o += (size_t)snprintf(long_line + o, sizeof(long_line) - o, "%s\"198.51.100.%d\"",
+		                      i ? "," : "", i % 250);
+	snprintf(long_line + o, sizeof(long_line) - o, "]}");
+	use_the_library_allocator();
+}
+
+Test(fault_alloc, arena_proxy_answer_long, .init = fill_long_inputs)
+{
+	static const decoder d = { "egress proxy answer, 40 KB reason (arena)", dec_proxy_answer,
+		                   NULL, long_answer, false };
+	countdown(&d);
+}
+
+Test(fault_alloc, arena_egress_line_long, .init = fill_long_inputs)
+{
+	static const decoder d = { "egress decision line, 38 KB (arena)", dec_egress_line, NULL,
+		                   long_line, false };
+	countdown(&d);
+}
+
+/* The service's own entry for a decision line: whatever allocation fails
+ * while it decodes one (the metrics' own are made before), the service
+ * goes on and the line is counted as malformed; the run with no fault
+ * counts the decision. */
+static uint64_t scraped(service_metrics *m, const char *name)
+{
+	size_t n = 0;
+	char *text = service_metrics_render(m, 0, &n);
+	cr_assert_not_null(text);
+	char key[128];
+	snprintf(key, sizeof(key), "\n%s ", name);
+	const char *at = strstr(text, key);
+	cr_assert_not_null(at, "%s is not exposed", name);
+	uint64_t v = strtoull(at + strlen(key), NULL, 10);
+	free(text);
+	return v;
+}
+
+Test(fault_alloc, arena_egress_line_counted, .init = fill_long_inputs)
+{
+	service_metrics *m = NULL;
+	airlock_error err = { 0 };
+	cr_assert_eq(service_metrics_new(-1, &m, &err), 0, "%s", err.message);
+	size_t len = strlen(long_line);
+	unsigned n = 1;
+	for (;; n++) {
+		uint64_t before = scraped(m, "airlock_egress_lines_malformed_total");
+		run_begin(n);
+		service_metrics_egress_line(m, long_line, len);
+		unsigned seen = ac.seen;
+		size_t live = ac.live;
+		run_end();
+		cr_assert_eq(live, 0, "N=%u: %zu blocks left allocated", n, live);
+		uint64_t after = scraped(m, "airlock_egress_lines_malformed_total");
+		if (seen < n) {
+			cr_assert_eq(after, before, "N=%u: no fault and still malformed", n);
+			break;
+		}
+		cr_assert_eq(after, before + 1, "N=%u: a line whose decode failed is not counted", n);
+	}
+	cr_assert_gt(n, 2, "the countdown failed no allocation");
+	fprintf(stderr, "fault_alloc egress decision line counted: %u allocations, each failed in turn\n",
+	        n - 1);
+	service_metrics_free(m);
+}
+COUNTDOWN_ARENA(arena_proxy_answer_ok, "egress proxy answer ok (arena)", dec_proxy_answer, NULL,
+                "{\"ok\":true}", false)
+COUNTDOWN_ARENA(arena_egress_decision_line, "egress decision line (arena)", dec_egress_line,
+                NULL,
+                "{\"ts_ms\":1764640000000,\"event\":\"egress\",\"environment\":\"env-1\","
+                "\"tenant\":\"tenant-a\",\"run\":\"run-1\",\"host\":\"pypi.org\","
+                "\"port\":8080,\"addresses\":[\"198.51.100.7\"],\"dial\":null,"
+                "\"outcome\":\"refused\",\"reason\":\"PORT_NOT_ALLOWED\",\"detail\":null}",
+                false)
+COUNTDOWN_ARENA(arena_egress_delayed_line, "egress delayed line (arena)", dec_egress_line, NULL,
+                "{\"outcome\":\"delayed\",\"reason\":\"RATE_LIMITED\",\"count\":12}",
+                false)
 
 COUNTDOWN(settings_example, "settings etc/airlock.example.yaml", dec_settings,
           "etc/airlock.example.yaml", NULL, false)

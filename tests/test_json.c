@@ -752,6 +752,71 @@ Test(roundtrip, result_nullable_fields_encode_as_null)
 	airlock_execution_result_clear(&r);
 }
 
+/* The charges the core's byte bound on a listing makes (caps.h,
+ * AIRLOCK_FILES_CHANGED_JSON_MAX) hold for the encoder: an entry at its
+ * longest, whose path is all bytes that are not text or need escaping, is
+ * at most AIRLOCK_FC_JSON_ENTRY_OVERHEAD plus AIRLOCK_FC_JSON_PATH_FACTOR
+ * bytes a byte, and a result's fields besides its output and its listing,
+ * with the stream's framing, fit AIRLOCK_RESULT_JSON_REST_MAX. */
+static size_t result_json_len(const airlock_execution_result *r)
+{
+	airlock_error err = { 0 };
+	char *j = airlock_execution_result_to_json(r, &err);
+	cr_assert_not_null(j, "%s", err.message);
+	size_t n = strlen(j);
+	free(j);
+	return n;
+}
+
+Test(bounds, the_listing_charges_cover_the_encoding)
+{
+	static const unsigned char worst[] = { 0x01, 0x1f, 0x7f, 0xff, '"', '\\', 0xc2 };
+	airlock_file_change fc[2];
+	for (size_t k = 0; k < 2; k++) {
+		char *p = malloc(AIRLOCK_FC_PATH_MAX + 1);
+		cr_assert_not_null(p);
+		for (size_t i = 0; i < AIRLOCK_FC_PATH_MAX; i++)
+			p[i] = (char)worst[(i + k) % sizeof(worst)];
+		p[AIRLOCK_FC_PATH_MAX] = 0;
+		fc[k] = (airlock_file_change){ .path = p, .change = AIRLOCK_CHANGE_MODIFIED,
+		                               .kind = AIRLOCK_FILE_BLOCK_DEVICE,
+		                               .size_bytes = INT64_MAX, .has_sha256 = true };
+		strcpy(fc[k].sha256, HEX64);
+	}
+	airlock_execution_result r = { .has_exit_code = true, .exit_code = INT_MIN,
+		                       .duration_ms = INT64_MAX, .files_changed = fc };
+	size_t none = result_json_len(&r);
+	r.n_files_changed = 1;
+	size_t one = result_json_len(&r);
+	r.n_files_changed = 2;
+	size_t two = result_json_len(&r);
+	size_t charge = AIRLOCK_FC_JSON_ENTRY_OVERHEAD +
+	                AIRLOCK_FC_JSON_PATH_FACTOR * (size_t)AIRLOCK_FC_PATH_MAX;
+	cr_assert_leq(one - none, charge, "an entry is %zu bytes, charged %zu", one - none, charge);
+	cr_assert_leq(two - one, charge, "an entry is %zu bytes, charged %zu", two - one, charge);
+	/* The framing is what is left after the path's text (a quote or a
+	 * backslash is two bytes of it, every other byte here five). */
+	size_t text = 0;
+	for (const char *c = fc[1].path; *c; c++)
+		text += *c == '"' || *c == '\\' ? 2 : 5;
+	cr_assert_leq(two - one - text, 163, "an entry's framing is %zu bytes", two - one - text);
+	r.n_files_changed = 0;
+	r.has_exit_code = false;
+	r.exit_code = 0;
+	r.killed_by = AIRLOCK_KILL_OUTPUT_LIMIT;
+	for (int k = AIRLOCK_KILL_NONE + 1; k < AIRLOCK_KILL__MAX; k++) {
+		r.killed_by = (airlock_kill_reason)k;
+		r.timed_out = k == AIRLOCK_KILL_TIMEOUT;
+		r.stdout_truncated = r.stderr_truncated = r.files_changed_truncated = true;
+		size_t rest = result_json_len(&r) + strlen("{\"event\":\"result\",\"result\":}\n");
+		cr_assert_leq(rest, AIRLOCK_RESULT_JSON_REST_MAX);
+	}
+	cr_assert_leq(none + strlen("{\"event\":\"result\",\"result\":}\n"),
+	              AIRLOCK_RESULT_JSON_REST_MAX);
+	for (size_t k = 0; k < 2; k++)
+		free(fc[k].path);
+}
+
 static void eq_meta(const airlock_artifact_metadata *a, const airlock_artifact_metadata *b)
 {
 	cr_assert_str_eq(a->tenant_id, b->tenant_id);

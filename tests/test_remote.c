@@ -49,7 +49,7 @@ typedef struct served {
 	airlock_service *svc;
 } served;
 
-static void serve(served *s, size_t max_sandboxes)
+static void serve_listing(served *s, size_t max_sandboxes, int64_t files_changed_max)
 {
 	memset(s, 0, sizeof(*s));
 	snprintf(s->dir, sizeof(s->dir), "/tmp/airlock-remote-XXXXXX");
@@ -61,6 +61,8 @@ static void serve(served *s, size_t max_sandboxes)
 	airlock_exec_config cfg;
 	airlock_exec_config_default(&cfg);
 	cfg.max_sandboxes = max_sandboxes;
+	if (files_changed_max)
+		cfg.files_changed_max = files_changed_max;
 	cr_assert_eq(airlock_exec_new(airlock_fake_ops(), s->fake, &cfg, &s->core, &err), 0, "%s",
 	             err.message);
 	airlock_service_config sc;
@@ -72,6 +74,11 @@ static void serve(served *s, size_t max_sandboxes)
 	cr_assert_eq(airlock_service_new(&sc, s->core, &s->svc, &err), 0, "%s", err.message);
 }
 
+static void serve(served *s, size_t max_sandboxes)
+{
+	serve_listing(s, max_sandboxes, 0);
+}
+
 static void unserve(served *s)
 {
 	airlock_service_free(s->svc);
@@ -80,7 +87,8 @@ static void unserve(served *s)
 	rmdir(s->dir);
 }
 
-static airlock_exec *client(const char *address, const char *cred)
+static airlock_exec *client_listing(const char *address, const char *cred,
+                                    int64_t files_changed_max)
 {
 	airlock_remote_config rc = { .address = address, .credential = cred,
 		                     .credential_len = strlen(cred), .connect_timeout_ms = 2000 };
@@ -88,9 +96,19 @@ static airlock_exec *client(const char *address, const char *cred)
 	airlock_exec *e = NULL;
 	airlock_error err = { 0 };
 	cr_assert_eq(airlock_remote_new(&rc, &rm, &err), 0, "%s", err.message);
-	cr_assert_eq(airlock_exec_new(airlock_remote_ops(), rm, NULL, &e, &err), 0, "%s",
-	             err.message);
+	airlock_exec_config cfg;
+	airlock_exec_config_default(&cfg);
+	if (files_changed_max)
+		cfg.files_changed_max = files_changed_max;
+	cr_assert_eq(airlock_exec_new(airlock_remote_ops(), rm, files_changed_max ? &cfg : NULL, &e,
+	                              &err),
+	             0, "%s", err.message);
 	return e;
+}
+
+static airlock_exec *client(const char *address, const char *cred)
+{
+	return client_listing(address, cred, 0);
 }
 
 static void assert_no_credential(const airlock_error *err)
@@ -206,6 +224,89 @@ Test(remote, capacity_is_execution_unavailable_at_once)
 	airlock_environment_handle_clear(&hb);
 	airlock_environment_spec_clear(&a);
 	airlock_environment_spec_clear(&b);
+	unserve(&s);
+}
+
+/* A result within its caps reaches the client whatever files_changed_max
+ * allows (caps.h, AIRLOCK_FILES_CHANGED_JSON_MAX): at the spec's ceiling,
+ * 10,000, a command that makes 3,500 files of 4,015-byte paths of bytes
+ * that are not text would make 70 MB of listing, past the 64 MiB the
+ * client decodes; the listing is cut by bytes instead, to a sorted prefix,
+ * and files_changed_truncated says so. */
+#define DEEP_DIRS 15
+#define DEEP_NAME 250
+#define DEEP_FILES 3500
+
+static void deep_name(char *out, size_t idx)
+{
+	/* Bytes 0x01..0x1f and 0xff, each five bytes of the text form; the last
+	 * three say the index in base 31, so names sort by index. */
+	for (size_t i = 0; i < DEEP_NAME - 3; i++)
+		out[i] = (char)(i % 3 == 2 ? 0xff : 1 + (int)(i % 31));
+	out[DEEP_NAME - 3] = (char)(1 + idx / (31 * 31));
+	out[DEEP_NAME - 2] = (char)(1 + idx / 31 % 31);
+	out[DEEP_NAME - 1] = (char)(1 + idx % 31);
+	out[DEEP_NAME] = 0;
+}
+
+Test(remote, a_listing_past_the_decoders_cap_is_cut_by_bytes_and_still_arrives, .timeout = 300)
+{
+	served s;
+	serve_listing(&s, 0, 10000);
+	airlock_exec *e = client_listing(s.address, CRED, 10000);
+	airlock_environment_spec spec;
+	test_spec(&spec, "tenant-a", "run-1");
+	airlock_environment_handle h = { 0 };
+	airlock_error err = { 0 };
+	cr_assert_eq(airlock_exec_provision(e, &spec, &h, &err), 0, "%s", err.message);
+
+	/* DEEP_DIRS directories of DEEP_NAME bytes, then the files in the last. */
+	char dir[DEEP_DIRS * (DEEP_NAME + 1) + 1];
+	size_t d = 0;
+	for (size_t k = 0; k < DEEP_DIRS; k++) {
+		deep_name(dir + d, 30000 + k);
+		d += DEEP_NAME;
+		dir[d++] = '/';
+	}
+	dir[d] = 0;
+	airlock_fake_file_op *ops = calloc(DEEP_FILES, sizeof(*ops));
+	cr_assert_not_null(ops);
+	for (size_t i = 0; i < DEEP_FILES; i++) {
+		char *p = malloc(d + DEEP_NAME + 1);
+		cr_assert_not_null(p);
+		memcpy(p, dir, d);
+		deep_name(p + d, i);
+		ops[i] = (airlock_fake_file_op){ .path = p, .data = "x", .len = 1 };
+	}
+	char *argv[] = { "make-deep-files", NULL };
+	cr_assert_eq(airlock_fake_script(s.fake, (const char *const *)argv,
+	                                 &(airlock_fake_behaviour){ .file_ops = ops,
+	                                                            .n_file_ops = DEEP_FILES },
+	                                 &err),
+	             0, "%s", err.message);
+	airlock_exec_call call = { .tenant_id = "tenant-a", .remaining_budget_ms = AIRLOCK_BUDGET_NONE };
+	airlock_execution_command cmd = test_command(argv);
+	airlock_execution_result r = { 0 };
+	cr_assert_eq(airlock_exec_execute(e, &call, &h, &cmd, &r, &err), 0, "%s", err.message);
+	cr_assert_eq(r.exit_code, 0);
+	cr_assert(r.files_changed_truncated, "a listing cut by bytes must say so");
+	size_t charge = AIRLOCK_FC_JSON_ENTRY_OVERHEAD + AIRLOCK_FC_JSON_PATH_FACTOR * (d + DEEP_NAME);
+	cr_assert_eq(r.n_files_changed, AIRLOCK_FILES_CHANGED_JSON_MAX / charge,
+	             "%zu entries kept, %zu fit", r.n_files_changed,
+	             AIRLOCK_FILES_CHANGED_JSON_MAX / charge);
+	for (size_t i = 0; i < r.n_files_changed; i++) {
+		cr_assert_eq(r.files_changed[i].change, AIRLOCK_CHANGE_CREATED);
+		cr_assert_str_eq(r.files_changed[i].path, ops[i].path, "entry %zu is not the %zuth name",
+		                 i, i);
+	}
+	airlock_execution_result_clear(&r);
+	for (size_t i = 0; i < DEEP_FILES; i++)
+		free((void *)(uintptr_t)ops[i].path);
+	free(ops);
+	cr_assert_eq(airlock_exec_destroy(e, &h, &err), 0, "%s", err.message);
+	airlock_exec_free(e);
+	airlock_environment_handle_clear(&h);
+	airlock_environment_spec_clear(&spec);
 	unserve(&s);
 }
 

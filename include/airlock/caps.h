@@ -103,6 +103,38 @@
  * snapshot's strings (entries add ~48 bytes each, bounded by max_entries)
  * and is 4000 paths of the longest kind or 500k of 32 bytes. */
 #define AIRLOCK_SNAPSHOT_PATH_BYTES_MAX ((size_t)16 << 20)
+/* A result's listing, in bytes of its JSON. The core cuts every adapter's
+ * result to it where the result leaves the adapter (src/core/exec.c, the
+ * wrapper every mechanism's execute goes through, the remote adapter's
+ * too): the entries kept are the sorted prefix that fits both this and
+ * files_changed_max, and files_changed_truncated says there were more, as
+ * it does for the count. An entry is charged AIRLOCK_FC_JSON_ENTRY_OVERHEAD
+ * plus AIRLOCK_FC_JSON_PATH_FACTOR bytes per byte of its path: the path's
+ * lossless text form spends at most five bytes on a byte (a byte that is
+ * not text is U+FFFD and two hex digits; a '"' or a backslash is two), and
+ * the rest of an entry is at most 163 bytes ({"path":"","change":
+ * "MODIFIED","kind":"BLOCK_DEVICE","size_bytes":<19 digits>,"sha256":
+ * "<64 hex digits>"} and its comma; tests/test_json.c measures it).
+ * Why a byte bound: files_changed_max may be set up to 10,000 (the spec's
+ * ceiling), and 10,000 paths of 4,085 bytes that are not text are 196 MiB
+ * of JSON; past ~1,090 of them the result no longer fit the decoders' cap,
+ * the service could not answer it, and the command's result was lost
+ * (ExecutionUnavailable) though every cap held. With it, the whole result
+ * is at most AIRLOCK_RESULT_JSON_WORST:
+ *   both streams as base64, 2 * (16 MiB / 3 + 1) * 4     42.7 MiB
+ *   the listing                                          20   MiB
+ *   the rest (exit code, flags, killed_by, duration, and
+ *   the stream's {"event":"result","result":} around it)  < 4 KiB
+ * = 62.7 MiB, under AIRLOCK_JSON_INPUT_MAX (64 MiB), which src/core/exec.c
+ * asserts. 20 MiB keeps the default files_changed_max (1,000) whole at any
+ * names: 1,000 of the longest paths charged as above are 19.7 MiB. */
+#define AIRLOCK_FC_JSON_ENTRY_OVERHEAD 192u
+#define AIRLOCK_FC_JSON_PATH_FACTOR 5u
+#define AIRLOCK_FILES_CHANGED_JSON_MAX ((size_t)20 << 20)
+#define AIRLOCK_RESULT_JSON_REST_MAX 4096u
+#define AIRLOCK_RESULT_JSON_WORST                                                                  \
+	(2 * ((size_t)AIRLOCK_OUTPUT_BYTES_MAX / 3 + 1) * 4 + AIRLOCK_FILES_CHANGED_JSON_MAX +      \
+	 AIRLOCK_RESULT_JSON_REST_MAX)
 
 /* ---- egress policy and host names ------------------------------------------- */
 /* A policy file: bounds what libyaml is asked to tokenize. */
@@ -178,13 +210,10 @@
  *     full chunk, and the two at the end: 262,144 + 1,368 events * 51 B =
  *     12.8 MiB;
  *   - started, dropped (two) and the last line's framing: under 512 bytes;
- *   - the result line: at most the decoders' cap, AIRLOCK_JSON_INPUT_MAX
- *     (64 MiB), or no client could take it whatever the stream around it.
- *     At files_changed_max 1000 (the default) the largest result is
- *     62.3 MiB: both streams as base64 (42.7 MiB) and 1000 changes of
- *     ~160 bytes around a path's text of at most 5 * 4,085 bytes
- *     (19.6 MiB). A files_changed_max above ~1,090 lets a command with
- *     such names make a result no client takes, streamed or not.
+ *   - the result line: at most AIRLOCK_RESULT_JSON_WORST (62.7 MiB: both
+ *     streams as base64 and a listing cut to AIRLOCK_FILES_CHANGED_JSON_MAX
+ *     at any files_changed_max), under the decoders' cap,
+ *     AIRLOCK_JSON_INPUT_MAX (64 MiB), which is counted here.
  * In all 119.5 MiB. */
 #define AIRLOCK_SERVICE_EVENT_OVERHEAD_MAX 51u
 #define AIRLOCK_SERVICE_STREAM_WORST_BYTES                                                         \

@@ -704,6 +704,35 @@ static const char *result_violation(const airlock_execution_result *r, int64_t m
 	return NULL;
 }
 
+/* Every result leaves here within the byte bound on its listing (caps.h,
+ * AIRLOCK_FILES_CHANGED_JSON_MAX), so whatever files_changed_max allows,
+ * the whole result is one a client decodes: a listing over it is cut to
+ * the prefix that fits, as the count cap cuts it, and says so. */
+_Static_assert(AIRLOCK_RESULT_JSON_WORST <= AIRLOCK_JSON_INPUT_MAX,
+               "a result within its caps must fit the decoders' cap");
+_Static_assert(1000 * (AIRLOCK_FC_JSON_ENTRY_OVERHEAD +
+                       AIRLOCK_FC_JSON_PATH_FACTOR * (size_t)AIRLOCK_FC_PATH_MAX) <=
+                       AIRLOCK_FILES_CHANGED_JSON_MAX,
+               "the default files_changed_max (1000) is never cut by bytes");
+
+static void listing_cut_to_bytes(airlock_execution_result *r)
+{
+	size_t used = 0, keep = 0;
+	for (; keep < r->n_files_changed; keep++) {
+		size_t len = strnlen(r->files_changed[keep].path, AIRLOCK_FILES_CHANGED_JSON_MAX);
+		size_t cost = AIRLOCK_FC_JSON_ENTRY_OVERHEAD + AIRLOCK_FC_JSON_PATH_FACTOR * len;
+		if (cost > AIRLOCK_FILES_CHANGED_JSON_MAX - used)
+			break;
+		used += cost;
+	}
+	if (keep == r->n_files_changed)
+		return;
+	for (size_t i = keep; i < r->n_files_changed; i++)
+		airlock_file_change_clear(&r->files_changed[i]);
+	r->n_files_changed = keep;
+	r->files_changed_truncated = true;
+}
+
 static int exec_execute_inner(airlock_exec *e, const airlock_exec_call *call,
                          const airlock_environment_handle *handle,
                          const airlock_execution_command *command,
@@ -777,6 +806,7 @@ static int exec_execute_inner(airlock_exec *e, const airlock_exec_call *call,
 		emit(e, &ev);
 		return r;
 	}
+	listing_cut_to_bytes(&res);
 	ev = (airlock_exec_event){
 		.kind = AIRLOCK_EXEC_EVENT_EXECUTED, .environment_id = handle->environment_id,
 		.tenant_id = handle->tenant_id, .run_id = handle->run_id,

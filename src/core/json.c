@@ -1303,6 +1303,9 @@ static const char *const fc_fields[] = { "path", "change", "kind", "size_bytes",
  * name also has exactly one text form. */
 
 #define PATH_ESC_LEN 5 /* U+FFFD (3 bytes) + two hex digits */
+/* The core charges a listing's paths at this many bytes a byte (caps.h). */
+_Static_assert(PATH_ESC_LEN <= AIRLOCK_FC_JSON_PATH_FACTOR,
+               "a path's text form must fit what the listing's byte bound charges");
 
 static bool path_char_escaped(uint32_t c)
 {

@@ -5,7 +5,10 @@
 /*
  * Decoding under a memory budget (src/core/json.c says how), for the
  * decoders of a document that holds one of the specification's types as a
- * member: the service's request envelopes (src/service/decode.c).
+ * member: the service's request envelopes (src/service/decode.c); and for
+ * the service's other parses of another process's JSON: the egress proxy's
+ * answers (src/egress/proxy_ctl.c) and its decision lines
+ * (src/service/metrics.c).
  */
 
 #include <jansson.h>

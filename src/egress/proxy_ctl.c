@@ -20,6 +20,7 @@
 #include <unistd.h>
 
 #include "airlock/json.h"
+#include "core/json_internal.h"
 #include "egress/proxy_internal.h"
 #include "util/sealed.h"
 #include "util/syscalls.h"
@@ -171,21 +172,53 @@ int airlock_proxy_spawn(const airlock_proxy_config *cfg, airlock_proxy **ret, ai
 	int r = proxy_frame_send(p->ctl, config, strlen(config), -1);
 	if (r == 0)
 		r = proxy_frame_recv(p->ctl, PROXY_ANSWER_TIMEOUT_MS, &hello, &len, NULL);
-	json_t *o = r == 0 ? json_loadb(hello, len, JSON_REJECT_DUPLICATES, NULL) : NULL;
-	bool ok = o && json_is_true(json_object_get(o, "ok"));
-	if (!ok) {
-		const char *why = o ? json_string_value(json_object_get(o, "error")) : NULL;
-		r = airlock_error_set(err, AIRLOCK_ERR_EXECUTION_UNAVAILABLE, r < 0 ? -r : 0,
-		                      "egress proxy did not start: %s",
-		                      why ? why : r < 0 ? "no answer" : "bad answer");
-		json_decref(o);
-		free(hello);
+	bool ok = false;
+	char why[200] = "";
+	airlock_error derr = { 0 };
+	int dr = r == 0 ? proxy_answer_decode(hello, len, &ok, why, sizeof(why), &derr) : 0;
+	free(hello);
+	if (r < 0 || dr < 0 || !ok) {
+		r = dr < 0 ? airlock_error_set(err, AIRLOCK_ERR_EXECUTION_UNAVAILABLE, derr.errnum,
+		                               "egress proxy did not start: %s", derr.message)
+		           : airlock_error_set(err, AIRLOCK_ERR_EXECUTION_UNAVAILABLE, r < 0 ? -r : 0,
+		                               "egress proxy did not start: %s",
+		                               why[0] ? why : r < 0 ? "no answer" : "bad answer");
 		airlock_proxy_free(p);
 		return r;
 	}
-	json_decref(o);
-	free(hello);
 	*ret = p;
+	return 0;
+}
+
+typedef struct answer_read {
+	bool ok;
+	char *why;
+	size_t why_size;
+} answer_read;
+
+/* Reads the tree, allocates nothing with jansson, keeps no pointer into it. */
+static int answer_from(json_t *o, void *arg, airlock_error *err)
+{
+	(void)err;
+	answer_read *a = arg;
+	a->ok = json_is_true(json_object_get(o, "ok"));
+	json_t *w = json_object_get(o, "error");
+	if (json_is_string(w))
+		util_escape(a->why, a->why_size, json_string_value(w), json_string_length(w));
+	return 0;
+}
+
+int proxy_answer_decode(const char *answer, size_t len, bool *ret_ok, char *why, size_t why_size,
+                        airlock_error *err)
+{
+	*ret_ok = false;
+	why[0] = 0;
+	answer_read a = { .why = why, .why_size = why_size };
+	int r = core_json_decode(answer, len, AIRLOCK_PROXY_FRAME_MAX, "the egress proxy's answer",
+	                         answer_from, &a, err);
+	if (r < 0)
+		return r;
+	*ret_ok = a.ok;
 	return 0;
 }
 
@@ -208,9 +241,8 @@ static void mark_dead(airlock_proxy *p, const char *why)
 }
 
 /* One request and its answer. */
-static int ask(airlock_proxy *p, json_t *req, int fd, const char *what, airlock_error *err)
+static int ask(airlock_proxy *p, char *body, int fd, const char *what, airlock_error *err)
 {
-	char *body = json_dumps(req, JSON_COMPACT);
 	if (!body)
 		return airlock_error_set(err, AIRLOCK_ERR_SYSTEM, ENOMEM, "%s", what);
 	pthread_mutex_lock(&p->lock);
@@ -234,17 +266,20 @@ static int ask(airlock_proxy *p, json_t *req, int fd, const char *what, airlock_
 	if (r < 0)
 		return airlock_error_set(err, AIRLOCK_ERR_EXECUTION_UNAVAILABLE, 0, "%s: %s", what,
 		                         dead_why);
-	json_t *o = json_loadb(answer, len, JSON_REJECT_DUPLICATES, NULL);
+	/* An answer that does not decode (invalid, over its memory budget, or
+	 * out of memory) still was one frame: the channel stays in step. */
+	bool ok = false;
+	char why[200];
+	airlock_error derr = { 0 };
+	r = proxy_answer_decode(answer, len, &ok, why, sizeof(why), &derr);
 	free(answer);
-	if (o && json_is_true(json_object_get(o, "ok"))) {
-		json_decref(o);
+	if (r < 0)
+		return airlock_error_set(err, AIRLOCK_ERR_EXECUTION_UNAVAILABLE, derr.errnum, "%s: %s",
+		                         what, derr.message);
+	if (ok)
 		return 0;
-	}
-	const char *why = o ? json_string_value(json_object_get(o, "error")) : NULL;
-	r = airlock_error_set(err, AIRLOCK_ERR_EXECUTION_UNAVAILABLE, 0, "%s: %s", what,
-	                      why ? why : "bad answer from the egress proxy");
-	json_decref(o);
-	return r;
+	return airlock_error_set(err, AIRLOCK_ERR_EXECUTION_UNAVAILABLE, 0, "%s: %s", what,
+	                         why[0] ? why : "bad answer from the egress proxy");
 }
 
 static int attach(airlock_proxy *p, int listen_fd, const airlock_proxy_owner *owner,
@@ -254,31 +289,33 @@ static int attach(airlock_proxy *p, int listen_fd, const airlock_proxy_owner *ow
 	if (!p || listen_fd < 0 || !owner || !owner->environment_id || !owner->tenant_id ||
 	    !owner->run_id)
 		return airlock_error_set(err, AIRLOCK_ERR_SYSTEM, EINVAL, "proxy attach");
-	json_t *pol = NULL;
+	_cleanup_free_ char *pol = NULL;
 	if (policy) {
 		/* The policy travels in the codec every other spec type uses,
 		 * which validates it on both ends. */
-		char *s = airlock_egress_policy_to_json(policy, err);
-		if (!s) {
+		pol = airlock_egress_policy_to_json(policy, err);
+		if (!pol) {
 			airlock_error_prefix(err, "egress proxy attach: ");
 			return airlock_errcode(AIRLOCK_ERR_EXECUTION_REJECTED);
 		}
-		pol = json_loads(s, 0, NULL);
-		free(s);
-		if (!pol)
-			return airlock_error_set(err, AIRLOCK_ERR_SYSTEM, ENOMEM, "proxy attach");
 	}
 	json_t *req = json_pack("{s:s, s:s, s:s, s:s, s:s}", "op", "attach", "run",
 	                        owner->run_id, "tenant", owner->tenant_id, "environment",
 	                        owner->environment_id, "transport",
 	                        airlock_egress_transport_name(t));
-	if (!req || (pol && json_object_set_new(req, "policy", pol) < 0)) {
-		json_decref(req);
-		return airlock_error_set(err, AIRLOCK_ERR_SYSTEM, ENOMEM, "proxy attach");
-	}
-	int r = ask(p, req, listen_fd, "egress proxy attach", err);
+	_cleanup_free_ char *head = req ? json_dumps(req, JSON_COMPACT) : NULL;
 	json_decref(req);
-	return r;
+	/* The policy's encoding is spliced in as the last member rather than
+	 * parsed back into a tree: the request is {head's members,"policy":P}. */
+	char *body = NULL;
+	if (head && pol) {
+		size_t n = strlen(head);
+		if (asprintf(&body, "%.*s,\"policy\":%s}", (int)(n - 1), head, pol) < 0)
+			body = NULL;
+	} else if (head) {
+		body = TAKE_PTR(head);
+	}
+	return ask(p, body, listen_fd, "egress proxy attach", err);
 }
 
 int airlock_proxy_attach(airlock_proxy *p, int listen_fd, const airlock_proxy_owner *owner,
@@ -303,11 +340,9 @@ int airlock_proxy_detach(airlock_proxy *p, const char *environment_id, airlock_e
 	if (!p || !environment_id)
 		return airlock_error_set(err, AIRLOCK_ERR_SYSTEM, EINVAL, "proxy detach");
 	json_t *req = json_pack("{s:s, s:s}", "op", "detach", "environment", environment_id);
-	if (!req)
-		return airlock_error_set(err, AIRLOCK_ERR_SYSTEM, ENOMEM, "proxy detach");
-	int r = ask(p, req, -1, "egress proxy detach", err);
+	char *body = req ? json_dumps(req, JSON_COMPACT) : NULL;
 	json_decref(req);
-	return r;
+	return ask(p, body, -1, "egress proxy detach", err);
 }
 
 void airlock_proxy_free(airlock_proxy *p)

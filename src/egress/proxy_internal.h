@@ -12,10 +12,12 @@
  */
 
 #include <jansson.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
 #include "airlock/caps.h"
+#include "airlock/error.h"
 #include "airlock/proxy.h"
 
 /* A frame's cap, AIRLOCK_PROXY_FRAME_MAX, is in airlock/caps.h. */
@@ -28,6 +30,17 @@ int proxy_frame_send(int sock, const char *body, size_t len, int fd);
  * pass NULL to refuse any). 0, -EPIPE on a closed channel, -ETIMEDOUT,
  * -EMSGSIZE, -EPROTO (a descriptor where none was asked for), -errno. */
 int proxy_frame_recv(int sock, int64_t timeout_ms, char **ret, size_t *ret_len, int *ret_fd);
+
+/* The service's reading of an answer (or of the hello): {"ok": true}, or
+ * {"ok": false, "error": "..."}. The proxy parses sandbox bytes, so its
+ * frames (up to AIRLOCK_PROXY_FRAME_MAX) are decoded as untrusted, in the
+ * library's budgeted decode (core/json_internal.h): jansson running out of
+ * memory, or the budget spent, is this call's error, never an abort of the
+ * service. 0 with *ret_ok set, and the proxy's reason, escaped, in why (""
+ * when it gave none); or the decode's error (DECODE, or SYSTEM/ENOMEM),
+ * which the caller turns into ExecutionUnavailable naming the answer. */
+int proxy_answer_decode(const char *answer, size_t len, bool *ret_ok, char *why, size_t why_size,
+                        airlock_error *err);
 
 /* The proxy process is a program of its own (proxy_main.c, built by
  * meson.build and embedded in the library as egress_proxy_blob), which the

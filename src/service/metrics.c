@@ -17,6 +17,7 @@
 #include <microhttpd.h>
 
 #include "airlock/egress.h"
+#include "core/json_internal.h"
 #include "util/util.h"
 
 /*
@@ -559,40 +560,62 @@ const airlock_exec_observer *service_metrics_observer(void) { return &metrics_ob
  * not have the shape is counted, and nothing of it is kept. */
 #define EGRESS_LINE_MAX 65536
 
+/* Reads the tree, allocates nothing with jansson, keeps no pointer into it. */
+static int egress_line_from(json_t *o, void *arg, airlock_error *err)
+{
+	(void)err;
+	service_egress_line *l = arg;
+	const char *out = json_string_value(json_object_get(o, "outcome"));
+	const char *rsn = json_string_value(json_object_get(o, "reason"));
+	json_t *cnt = json_object_get(o, "count");
+	if (!out || !rsn)
+		return 0;
+	int outcome = -1;
+	for (int i = 0; i < OUT__MAX; i++)
+		if (strcmp(out, outcomes[i]) == 0)
+			outcome = i;
+	bool counted = json_is_integer(cnt) && json_integer_value(cnt) >= 0;
+	if (counted)
+		l->count = (uint64_t)json_integer_value(cnt);
+	if (strcmp(out, "delayed") == 0 && strcmp(rsn, "RATE_LIMITED") == 0 && counted) {
+		l->kind = SERVICE_EGRESS_DELAYED;
+	} else if (outcome == OUT_FAILED && strcmp(rsn, "LOG_DROPPED") == 0 && counted) {
+		l->kind = SERVICE_EGRESS_DROPPED;
+	} else if (outcome >= 0) {
+		l->kind = SERVICE_EGRESS_DECISION;
+		l->outcome = outcome;
+		l->reason = reason_index(rsn);
+	}
+	return 0;
+}
+
+int service_metrics_egress_line_decode(const char *line, size_t len, service_egress_line *ret,
+                                       airlock_error *err)
+{
+	service_egress_line l = { .kind = SERVICE_EGRESS_MALFORMED, .reason = REASON_OTHER };
+	if (!line || len == 0)
+		return airlock_error_set(err, AIRLOCK_ERR_DECODE, 0, "egress decision line: empty");
+	int r = core_json_decode(line, len, EGRESS_LINE_MAX, "egress decision line",
+	                         egress_line_from, &l, err);
+	if (r < 0)
+		return r;
+	*ret = l;
+	return 0;
+}
+
 void service_metrics_egress_line(service_metrics *m, const char *line, size_t len)
 {
-	int outcome = -1;
-	size_t reason = REASON_OTHER;
-	enum { DECISION, DELAYED, DROPPED, MALFORMED } kind = MALFORMED;
-	json_int_t count = 0;
-	_cleanup_json_ json_t *o = NULL;
-	if (line && len > 0 && len <= EGRESS_LINE_MAX)
-		o = json_loadb(line, len, JSON_REJECT_DUPLICATES, NULL);
-	const char *out = o ? json_string_value(json_object_get(o, "outcome")) : NULL;
-	const char *rsn = o ? json_string_value(json_object_get(o, "reason")) : NULL;
-	json_t *cnt = o ? json_object_get(o, "count") : NULL;
-	if (out && rsn) {
-		for (int i = 0; i < OUT__MAX; i++)
-			if (strcmp(out, outcomes[i]) == 0)
-				outcome = i;
-		bool counted = json_is_integer(cnt) && json_integer_value(cnt) >= 0;
-		if (counted)
-			count = json_integer_value(cnt);
-		if (strcmp(out, "delayed") == 0 && strcmp(rsn, "RATE_LIMITED") == 0 && counted) {
-			kind = DELAYED;
-		} else if (outcome == OUT_FAILED && strcmp(rsn, "LOG_DROPPED") == 0 && counted) {
-			kind = DROPPED;
-		} else if (outcome >= 0) {
-			kind = DECISION;
-			reason = reason_index(rsn);
-		}
-	}
+	/* A line that does not decode (not JSON, over its memory budget, or
+	 * out of memory) is counted as malformed like one of another shape. */
+	service_egress_line l = { .kind = SERVICE_EGRESS_MALFORMED };
+	if (service_metrics_egress_line_decode(line, len, &l, NULL) < 0)
+		l.kind = SERVICE_EGRESS_MALFORMED;
 	pthread_mutex_lock(&m->lock);
-	switch (kind) {
-	case DECISION: m->c.egress[outcome][reason]++; break;
-	case DELAYED: m->c.egress_delayed += (uint64_t)count; break;
-	case DROPPED: m->c.egress_log_dropped += (uint64_t)count; break;
-	case MALFORMED: m->c.egress_malformed++; break;
+	switch (l.kind) {
+	case SERVICE_EGRESS_DECISION: m->c.egress[l.outcome][l.reason]++; break;
+	case SERVICE_EGRESS_DELAYED: m->c.egress_delayed += l.count; break;
+	case SERVICE_EGRESS_DROPPED: m->c.egress_log_dropped += l.count; break;
+	case SERVICE_EGRESS_MALFORMED: m->c.egress_malformed++; break;
 	}
 	pthread_mutex_unlock(&m->lock);
 }
@@ -858,7 +881,7 @@ static void render(FILE *f, const counters *c, size_t live)
 	       "Decision lines the egress proxy dropped (its log queue was full).", c->egress_log_dropped);
 
 	scalar(f, "airlock_egress_lines_malformed_total", "counter",
-	       "Egress proxy log lines that were not a decision.", c->egress_malformed);
+	       "Egress proxy log lines that were not a decision or did not decode.", c->egress_malformed);
 
 	scalar(f, "airlock_lifecycle_log_lines_total", "counter",
 	       "Lifecycle log lines written.", c->log_lines);

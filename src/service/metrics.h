@@ -48,6 +48,25 @@ const airlock_exec_observer *service_metrics_observer(void);
  * counted as such, never trusted. */
 void service_metrics_egress_line(service_metrics *m, const char *line, size_t len);
 
+/* What one decision line says. Decoded in the library's budgeted decode
+ * (core/json_internal.h): jansson out of memory, or the line's budget
+ * spent, is an error here (counted by the caller as a malformed line),
+ * never an abort of the service. 0, or DECODE (not JSON, empty, over
+ * 64 KiB or over budget), or SYSTEM/ENOMEM. */
+typedef struct service_egress_line {
+	enum {
+		SERVICE_EGRESS_MALFORMED, /* JSON, but not a decision's shape */
+		SERVICE_EGRESS_DECISION,  /* outcome and reason (an index each) */
+		SERVICE_EGRESS_DELAYED,   /* count connections delayed */
+		SERVICE_EGRESS_DROPPED,   /* count lines the proxy dropped */
+	} kind;
+	int outcome;
+	size_t reason;
+	uint64_t count;
+} service_egress_line;
+int service_metrics_egress_line_decode(const char *line, size_t len, service_egress_line *ret,
+                                       airlock_error *err);
+
 /* Counted from the next issue on (the reaper); exposed now at 0. */
 void service_metrics_orphan_reaped(service_metrics *m);
 
