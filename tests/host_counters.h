@@ -51,6 +51,22 @@ static inline void sampler_start(sampler *s, host_reader read)
 	cr_assert_eq(pthread_create(&s->thread, NULL, sampler_main, s), 0);
 }
 
+/* Waits, at most 10 s, until the counter has stopped falling: what an
+ * earlier test's sockets held is freed after its sandbox is gone, and a
+ * start taken while it drains hides the rise that follows. */
+static inline void host_counter_settle(host_reader read)
+{
+	struct timespec ts = { 0, 250 * 1000 * 1000 };
+	long long last = read();
+	for (int i = 0; i < 40; i++) {
+		nanosleep(&ts, NULL);
+		long long v = read();
+		if (v >= last)
+			return;
+		last = v;
+	}
+}
+
 /* The counter's rise over its value at the start. */
 static inline long long sampler_rise(sampler *s)
 {
@@ -117,5 +133,39 @@ static inline long long udp_mem(void) { return sockstat_mem("UDP"); }
 	"for k in kids: os.waitpid(k, 0)\n" \
 	"os.close(rep_w)\n" \
 	"print(sum(int(x) for x in os.read(rep_r, 4096).split()))\n"
+
+/* Connections left in a listener's accept queue belong to no memory cgroup
+ * until they are accepted, and take the listener's receive buffer. The
+ * listener asks for 4 MiB with SO_RCVBUF and with SO_RCVBUFFORCE (33;
+ * refused without CAP_NET_ADMIN on native, taken by gvisor's sentry), each
+ * of 100 clients asks SO_SNDBUF 4 MiB and sends until the kernel stops
+ * taking more, nothing is accepted. Prints the connections made, the
+ * listener's SO_RCVBUF as read back, and what SO_RCVBUFFORCE answered
+ * ("taken" or "refused"). */
+#define HOST_COUNTERS_TCP_UNACCEPTED \
+	"import socket\n" \
+	"l = socket.socket()\n" \
+	"l.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4 << 20)\n" \
+	"try:\n" \
+	"    l.setsockopt(socket.SOL_SOCKET, 33, 4 << 20)\n" \
+	"    force = 'taken'\n" \
+	"except OSError:\n" \
+	"    force = 'refused'\n" \
+	"l.bind(('127.0.0.1', 0)); l.listen(1024)\n" \
+	"cs = []; chunk = b'x' * 65536\n" \
+	"for i in range(100):\n" \
+	"    try:\n" \
+	"        c = socket.socket()\n" \
+	"        c.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 4 << 20)\n" \
+	"        c.settimeout(5); c.connect(l.getsockname())\n" \
+	"    except OSError:\n" \
+	"        break\n" \
+	"    c.setblocking(False); cs.append(c)\n" \
+	"    for k in range(128):\n" \
+	"        try:\n" \
+	"            c.send(chunk)\n" \
+	"        except BlockingIOError:\n" \
+	"            break\n" \
+	"print(len(cs), l.getsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF), force)\n"
 
 #endif

@@ -232,30 +232,6 @@ Test(kobjects, many_tcp_connections_stay_within_the_memory_limit, .timeout = 180
 	box_close(&b);
 }
 
-/* Connections left in a listener's accept queue belong to no cgroup until
- * they are accepted, and inherit the listener's receive buffer: the
- * listener asks SO_RCVBUF for 4 MiB, 100 clients connect and send until
- * the kernel stops taking more, nothing is accepted. Prints the
- * connections made and the listener's SO_RCVBUF as read back. */
-static const char tcp_unaccepted[] =
-	"import socket\n"
-	"l = socket.socket()\n"
-	"l.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4 << 20)\n"
-	"l.bind(('127.0.0.1', 0)); l.listen(1024)\n"
-	"cs = []; chunk = b'x' * 65536\n"
-	"for i in range(100):\n"
-	"    try:\n"
-	"        c = socket.create_connection(l.getsockname(), timeout=5)\n"
-	"    except OSError:\n"
-	"        break\n"
-	"    c.setblocking(False); cs.append(c)\n"
-	"    for k in range(128):\n"
-	"        try:\n"
-	"            c.send(chunk)\n"
-	"        except BlockingIOError:\n"
-	"            break\n"
-	"print(len(cs), l.getsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF))\n";
-
 Test(kobjects, unaccepted_connections_stay_within_the_memory_limit, .timeout = 180)
 {
 	/* 128 MiB and 8 pids: 1024 descriptors, so all 100 clients connect.
@@ -272,7 +248,7 @@ Test(kobjects, unaccepted_connections_stay_within_the_memory_limit, .timeout = 1
 	airlock_execution_result r;
 	sampler s;
 	sampler_start(&s, tcp_mem);
-	py(&b, tcp_unaccepted, 90, &r);
+	py(&b, HOST_COUNTERS_TCP_UNACCEPTED, 90, &r);
 	long long rise = sampler_rise(&s);
 	cr_assert_eq(r.exit_code, 0, "exit %d: stdout=%.300s stderr=%.600s", r.exit_code, OUT(&r),
 	             ERR(&r));

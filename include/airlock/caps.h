@@ -400,6 +400,11 @@
  *   host files      <= memory_bytes / 16 KiB     (2 GiB: 131,072, 5% of
  *                                                 fs.file-max here)
  *
+ * The TCP bound counts a connecting descriptor for each unaccepted
+ * connection. A client that has closed leaves its unaccepted peer holding
+ * none: those (about 13 KiB each) are bounded only by the listeners times
+ * their backlog (net.core.somaxconn), not by this budget.
+ *
  * What programs get: 2 GiB and 512 pids (the defaults): 256 per process;
  * 2 GiB and 64 pids: 1024; 256 MiB and 64 pids: 256; 64 MiB and 64 pids:
  * 64. Below AIRLOCK_SANDBOX_NOFILE_MIN the floor holds instead (a process
