@@ -332,6 +332,12 @@ static int exec_pump(execution *x, airlock_error *err)
 			exited_at = util_monotonic_ms();
 		}
 
+		/* Reclaimable kernel memory is freed before the command can meet
+		 * the limit with it (host_cgroup_reclaim_kernel): MEMORY is for
+		 * memory reclaim could not free. A failure to read leaves it to
+		 * the kernel, as before. */
+		if (!exited && !x->kill_reason)
+			(void)host_cgroup_reclaim_kernel(x->b->cg, NULL);
 		/* The first reason found wins; later ones are consequences of
 		 * the kill. */
 		if (!x->kill_reason) {

@@ -73,6 +73,13 @@ int host_cgroup_pids_max_events(host_cgroup *cg, uint64_t *ret, airlock_error *e
  * threads, not the sandbox's processes. */
 int host_cgroup_pids_current(host_cgroup *cg, uint64_t *ret, airlock_error *err);
 
+/* Reclaim the sandbox's reclaimable kernel memory (dentries, inodes) from
+ * outside the group when it is near its memory limit (reclaim.c says why
+ * the kernel's own reclaim can miss it and kill). Called on every round of
+ * an execute; 1 when it reclaimed, 0 when there was no need, < 0 on error
+ * (nothing was done). Not thread-safe for one cg. */
+int host_cgroup_reclaim_kernel(host_cgroup *cg, airlock_error *err);
+
 /* Whether any process is left in the cmd group. */
 int host_cgroup_cmd_populated(host_cgroup *cg, bool *ret, airlock_error *err);
 

@@ -11,6 +11,7 @@
  *   group.c    a sandbox's groups: create, enter, destroy
  *   limits.c   writing a mode's limits table, reading the counters
  *   kill.c     killing what is in a group and waiting until it is empty
+ *   reclaim.c  reclaiming kernel memory before the kernel kills for it
  *   sweep.c    removing what a crashed run left
  *   v1.c       the hybrid mode: v1 controllers, the v2 mount for kill
  *   v2.c       the pure v2 mode
@@ -92,6 +93,8 @@ struct host_cgroup {
 	/* Kept open and read with pread: execute polls them on every event. */
 	int counter_fd[CG__COUNTER_MAX][CG__AT_MAX];
 	int cmd_events_fd; /* cmd's cgroup.events in the v2 hierarchy, or -1 */
+	int64_t memory_bytes; /* the limit, for reclaim.c */
+	uint64_t kmem_low;    /* reclaim.c: kernel memory's low since the last reclaim */
 };
 
 /* One limit file a mode writes (limits.c applies a mode's table in order). */
@@ -131,6 +134,13 @@ struct cg_driver {
 	/* Whether any process is in the subtree at dfd, for a hierarchy without
 	 * cgroup.events; NULL when every hierarchy of the mode has it. */
 	int (*walk_populated)(int dfd, int depth, bool *ret);
+	/* reclaim.c, in the sandbox group: the memory in use, the kernel
+	 * memory (a file holding one number, or the key in a keyed file), and
+	 * the file whose write reclaims from outside (given the bytes wanted). */
+	const char *usage_file;
+	const char *kmem_file;
+	const char *kmem_key;
+	const char *reclaim_file;
 };
 
 extern const cg_driver cg_driver_hybrid; /* v1.c */

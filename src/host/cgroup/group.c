@@ -125,6 +125,7 @@ int host_cgroup_create(const char *environment_id, const airlock_resource_limits
 	if (!cg)
 		return airlock_error_set(err, AIRLOCK_ERR_SYSTEM, ENOMEM, "cgroup");
 	cg->drv = l->drv;
+	cg->memory_bytes = limits->memory_bytes;
 	snprintf(cg->name, sizeof(cg->name), "%s%s", HOST_CGROUP_PREFIX, environment_id);
 
 	for (int k = 0; k < CG__KIND_MAX && r >= 0; k++) {

@@ -142,4 +142,11 @@ const cg_driver cg_driver_hybrid = {
 	 * concerned: the leaves are read too, and summed. */
 	.counters_in_leaves = true,
 	.walk_populated = cg_v1_populated,
+	/* v1 has no memory.reclaim: force_empty reclaims all it can from the
+	 * group, tasks or not, until a fatal signal (reclaim.c bounds it). Its
+	 * kmem counter holds every kernel charge, the reclaimable ones among
+	 * them (v1's memory.stat does not tell slab apart). */
+	.usage_file = "memory.usage_in_bytes",
+	.kmem_file = "memory.kmem.usage_in_bytes",
+	.reclaim_file = "memory.force_empty",
 };

@@ -150,4 +150,8 @@ const cg_driver cg_driver_v2 = {
 	 * own). */
 	.counters_in_leaves = false,
 	.walk_populated = NULL,
+	.usage_file = "memory.current",
+	.kmem_file = "memory.stat",
+	.kmem_key = "slab_reclaimable",
+	.reclaim_file = "memory.reclaim",
 };
