@@ -2138,3 +2138,104 @@ Test(service_settings, environment_check)
 	}
 	cr_assert_not_null(airlock_service_secret_patterns()[0]);
 }
+
+/* The fake with a destroy whose first call waits at a gate until the test
+ * opens it: a destroy that checked the handle and is slow to tear the
+ * sandbox down (a native destroy takes hundreds of milliseconds). */
+static atomic_int gate_destroys;
+static atomic_bool gate_entered, gate_open;
+
+static int gated_fake_destroy(void *ctx, const char *id, airlock_error *err)
+{
+	if (atomic_fetch_add(&gate_destroys, 1) == 0) {
+		atomic_store(&gate_entered, true);
+		for (int i = 0; i < 5000 && !atomic_load(&gate_open); i++) {
+			struct timespec ts = { .tv_nsec = 1000 * 1000 };
+			nanosleep(&ts, NULL);
+		}
+	}
+	return airlock_fake_ops()->destroy(ctx, id, err);
+}
+
+typedef struct destroy_arg {
+	airlock_exec *e;
+	const airlock_environment_handle *h;
+	atomic_bool done;
+	int r;
+} destroy_arg;
+
+static void *destroy_thread(void *p)
+{
+	destroy_arg *a = p;
+	airlock_error err = { 0 };
+	a->r = airlock_exec_destroy(a->e, a->h, &err);
+	atomic_store(&a->done, true);
+	return NULL;
+}
+
+/*
+ * Two destroys of one sandbox at once, and a provision of the same id
+ * between them (a worker provisions under ids it chooses: provision_as):
+ * the slower destroy checked the old sandbox's handle, and must not tear
+ * down the new sandbox nor take its record (the new one would be live in
+ * the adapter with no record: never expired, outside max_sandboxes, and no
+ * handle could reach it). Either the provision is refused while a destroy
+ * of the id is in flight, or the new sandbox stays live and listed.
+ */
+Test(service, a_slow_destroy_does_not_take_the_next_sandbox_of_its_id)
+{
+	static airlock_exec_ops gated;
+	gated = *airlock_fake_ops();
+	gated.destroy = gated_fake_destroy;
+	atomic_store(&gate_destroys, 0);
+	atomic_store(&gate_entered, false);
+	atomic_store(&gate_open, false);
+	airlock_error err = { 0 };
+	airlock_fake *f = NULL;
+	airlock_exec *e = NULL;
+	cr_assert_eq(airlock_fake_new(&f, &err), 0);
+	cr_assert_eq(airlock_exec_new(&gated, f, NULL, &e, &err), 0, "%s", err.message);
+	airlock_environment_spec spec;
+	test_spec(&spec, "t1", "r1");
+	char id[AIRLOCK_ENVIRONMENT_ID_MAX];
+	cr_assert_eq(airlock_environment_id_new(id, &err), 0);
+	airlock_environment_handle h1 = { 0 }, h2 = { 0 };
+	cr_assert_eq(airlock_exec_provision_as(e, &spec, id, &h1, &err), 0, "%s", err.message);
+
+	destroy_arg slow = { .e = e, .h = &h1 }, second = { .e = e, .h = &h1 };
+	pthread_t ts, t2;
+	cr_assert_eq(pthread_create(&ts, NULL, destroy_thread, &slow), 0);
+	for (int i = 0; i < 5000 && !atomic_load(&gate_entered); i++)
+		nanosleep(&(struct timespec){ .tv_nsec = 1000 * 1000 }, NULL);
+	cr_assert(atomic_load(&gate_entered), "the first destroy never reached the adapter");
+	cr_assert_eq(pthread_create(&t2, NULL, destroy_thread, &second), 0);
+	/* The second destroy either finishes (the old sandbox is gone) or
+	 * waits for the first: a bounded look. */
+	for (int i = 0; i < 500 && !atomic_load(&second.done); i++)
+		nanosleep(&(struct timespec){ .tv_nsec = 1000 * 1000 }, NULL);
+	airlock_error perr = { 0 };
+	int pr = airlock_exec_provision_as(e, &spec, id, &h2, &perr);
+	atomic_store(&gate_open, true);
+	pthread_join(ts, NULL);
+	pthread_join(t2, NULL);
+	cr_assert_eq(slow.r, 0);
+	cr_assert_eq(second.r, 0);
+	if (pr < 0) {
+		cr_assert_eq(perr.cls, AIRLOCK_ERR_EXECUTION_REJECTED, "%s", perr.message);
+		cr_assert_eq(airlock_fake_live_count(f), 0);
+	} else {
+		cr_assert_eq(airlock_fake_live_count(f), 1,
+		             "a destroy of the old sandbox tore down the new one of its id");
+		airlock_exec_entry *v = NULL;
+		size_t n = 0;
+		cr_assert_eq(airlock_exec_list(e, &v, &n, &err), 0);
+		cr_assert_eq(n, 1, "the new sandbox's record was taken by the old one's destroy");
+		airlock_exec_list_free(v, n);
+		cr_assert_eq(airlock_exec_destroy(e, &h2, &err), 0, "%s", err.message);
+		airlock_environment_handle_clear(&h2);
+	}
+	cr_assert_eq(airlock_fake_live_count(f), 0);
+	airlock_environment_handle_clear(&h1);
+	airlock_environment_spec_clear(&spec);
+	airlock_exec_free(e);
+}

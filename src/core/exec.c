@@ -115,6 +115,19 @@ typedef struct exec_record {
 	 * the provision would then leave a sandbox nobody records. Every verb
 	 * waits for this to clear (record_find_ready). */
 	bool provisioning;
+	/* A destroy has this record and is in the adapter's destroy: the
+	 * record stays (its id is not free to provision again, and a destroy
+	 * that fails leaves it for a retry) and no other verb acts on it until
+	 * that destroy ends (record_find_ready waits, the core's own destroys
+	 * and expiry leave it to the one in flight). Without it a second
+	 * destroy that checked the same handle could reach the adapter after a
+	 * provision of the id had begun, and tear down that new sandbox and
+	 * take its record with a handle that was never its own. */
+	bool destroying;
+	/* Which sandbox of its id this record is (ids can be provisioned
+	 * again once destroyed): a destroy decided on one record never
+	 * touches a later one of the same id. */
+	uint64_t serial;
 } exec_record;
 
 struct airlock_exec {
@@ -123,7 +136,8 @@ struct airlock_exec {
 	airlock_exec_config cfg;
 	pthread_mutex_t lock;
 	pthread_cond_t idle;
-	pthread_cond_t provisioned; /* a record left the provisioning state */
+	pthread_cond_t provisioned; /* a record left the provisioning or destroying state */
+	uint64_t next_serial;
 	unsigned inflight; /* calls into the adapter that have not returned */
 	bool closing;      /* free has begun: no new call starts */
 	bool stopping;     /* shutdown: no new provision or execute starts */
@@ -362,9 +376,35 @@ static exec_record *record_find(airlock_exec *e, const char *id)
 static exec_record *record_find_ready(airlock_exec *e, const char *id)
 {
 	exec_record *r;
-	while ((r = record_find(e, id)) && r->provisioning)
+	/* A record being destroyed is waited for the same way: the destroy in
+	 * flight never waits on another verb (destroy_begin does not), so
+	 * neither wait can close a cycle. */
+	while ((r = record_find(e, id)) && (r->provisioning || r->destroying))
 		pthread_cond_wait(&e->provisioned, &e->lock);
 	return r;
+}
+
+/* Mark record r (e->lock held) as the caller's to destroy; its serial is
+ * what destroy_end is given. */
+static uint64_t destroy_claim_locked(exec_record *r)
+{
+	r->destroying = true;
+	return r->serial;
+}
+
+/* The core's own destroy of the record that had serial (a suspicion, a
+ * reached expires_at): claims it, without waiting. False when that record
+ * is gone, is being provisioned or destroyed by another call (that call
+ * decides its end), or is a later sandbox of the same id. */
+static bool destroy_begin(airlock_exec *e, const char *id, uint64_t serial)
+{
+	pthread_mutex_lock(&e->lock);
+	exec_record *r = record_find(e, id);
+	bool mine = r && r->serial == serial && !r->provisioning && !r->destroying;
+	if (mine)
+		destroy_claim_locked(r);
+	pthread_mutex_unlock(&e->lock);
+	return mine;
 }
 
 /* Take the record out of the table into *out (the caller clears it);
@@ -381,13 +421,23 @@ static bool record_take(airlock_exec *e, const char *id, exec_record *out)
 	return true;
 }
 
-/* A sandbox the adapter has destroyed: its record goes, and the observer
- * hears why. Takes the lock. */
-static void record_destroyed(airlock_exec *e, const char *id, const char *reason)
+/* The end of a destroy that claimed the record of serial: when the
+ * adapter destroyed it (destroyed) the record goes and the observer hears
+ * why; otherwise it stays for a retry. Whoever waited on it looks again.
+ * Takes the lock. */
+static void destroy_end(airlock_exec *e, const char *id, uint64_t serial, bool destroyed,
+                        const char *reason)
 {
 	exec_record rec;
+	bool had = false;
 	pthread_mutex_lock(&e->lock);
-	bool had = record_take(e, id, &rec);
+	exec_record *r = record_find(e, id);
+	if (r && r->serial == serial) {
+		r->destroying = false;
+		if (destroyed)
+			had = record_take(e, id, &rec);
+	}
+	pthread_cond_broadcast(&e->provisioned);
 	pthread_mutex_unlock(&e->lock);
 	if (!had)
 		return;
@@ -506,6 +556,7 @@ static int exec_provision_inner(airlock_exec *e, const airlock_environment_spec 
 	 * max_sandboxes and listed from now on, and no verb acts on it until
 	 * the provision has ended one way or the other. */
 	rec.provisioning = true;
+	rec.serial = ++e->next_serial;
 	e->records[e->n_records++] = rec;
 	pthread_mutex_unlock(&e->lock);
 
@@ -549,17 +600,23 @@ static int exec_provision_inner(airlock_exec *e, const airlock_environment_spec 
  * destroy is added to that message rather than hidden, so "the sandbox is
  * destroyed" is never said of one that is not. The record stays when the
  * destroy failed: a later destroy retries it. */
-static void destroy_now(airlock_exec *e, const char *id, const char *when, const char *reason,
-                        airlock_error *err)
+static void destroy_now(airlock_exec *e, const char *id, uint64_t serial, const char *when,
+                        const char *reason, airlock_error *err)
 {
+	/* Only the sandbox the decision was made on: gone already, or being
+	 * destroyed by another call, it is not destroyed twice, and a later
+	 * sandbox of its id is not this one. */
+	if (!destroy_begin(e, id, serial))
+		return;
 	airlock_error derr = { 0 };
 	if (e->ops->destroy(e->ctx, id, &derr) < 0) {
 		emit_destroy_failed(e, id, &derr);
+		destroy_end(e, id, serial, false, reason);
 		if (err)
 			airlock_error_prefix(err, "(destroy %s also failed: %s) ", when, derr.message);
 		return;
 	}
-	record_destroyed(e, id, reason);
+	destroy_end(e, id, serial, true, reason);
 }
 
 /* Why the handle (and the call's tenant, when given) is not the record's,
@@ -583,11 +640,12 @@ static const char *handle_mismatch(const exec_record *r, const char *call_tenant
 /* The specification's rule for a handle that is not the sandbox's
  * (SandboxEscapeSuspected: "not retriable, the sandbox is destroyed"), the
  * same on every verb: destroy it and say why. */
-static int suspected(airlock_exec *e, const char *id, const char *why, airlock_error *err)
+static int suspected(airlock_exec *e, const char *id, uint64_t serial, const char *why,
+                     airlock_error *err)
 {
 	int code = airlock_error_set(err, AIRLOCK_ERR_SANDBOX_ESCAPE_SUSPECTED, 0,
 	                             "environment %s: %s; the sandbox is destroyed", id, why);
-	destroy_now(e, id, "after suspicion", "suspicion", err);
+	destroy_now(e, id, serial, "after suspicion", "suspicion", err);
 	return code;
 }
 
@@ -615,7 +673,7 @@ static int check_handle(airlock_exec *e, const char *call_tenant,
 	exec_record copy = *r;
 	pthread_mutex_unlock(&e->lock);
 	if (why)
-		return suspected(e, h->environment_id, why, err);
+		return suspected(e, h->environment_id, copy.serial, why, err);
 	copy.tenant_id = copy.run_id = NULL;
 	*ret_rec = copy;
 	return 0;
@@ -754,7 +812,7 @@ static int exec_execute_inner(airlock_exec *e, const airlock_exec_call *call,
 		int code = airlock_error_set(err, AIRLOCK_ERR_EXECUTION_REJECTED, 0,
 		                             "environment %s reached expires_at and is destroyed; provision a new one",
 		                             handle->environment_id);
-		destroy_now(e, handle->environment_id, "at expires_at", "expired", err);
+		destroy_now(e, handle->environment_id, rec.serial, "at expires_at", "expired", err);
 		return code;
 	}
 
@@ -818,7 +876,7 @@ static int exec_execute_inner(airlock_exec *e, const airlock_exec_call *call,
 	/* EXPIRED also ends the sandbox: the adapter killed the command, and the
 	 * sandbox itself is destroyed now, as the specification requires. */
 	if (res.killed_by == AIRLOCK_KILL_EXPIRED)
-		destroy_now(e, handle->environment_id, "at expires_at", "expired", NULL);
+		destroy_now(e, handle->environment_id, rec.serial, "at expires_at", "expired", NULL);
 	*ret = res;
 	return 0;
 }
@@ -834,6 +892,11 @@ static int exec_destroy_inner(airlock_exec *e, const airlock_environment_handle 
 	exec_record *r = record_find_ready(e, handle->environment_id);
 	bool known = r != NULL;
 	const char *why = r ? handle_mismatch(r, NULL, handle) : NULL;
+	uint64_t serial = r ? r->serial : 0;
+	/* Claimed under the same lock as the comparison: a second destroy
+	 * waits for this one and then finds the id gone (204). */
+	if (r && !why)
+		destroy_claim_locked(r);
 	pthread_mutex_unlock(&e->lock);
 	if (!known)
 		return 0; /* idempotent: destroy never fails for a handle already gone */
@@ -841,15 +904,16 @@ static int exec_destroy_inner(airlock_exec *e, const airlock_environment_handle 
 	 * with another run's, a stale epoch's or made-up timestamps is the
 	 * same suspicion, answered the same way (the sandbox still goes). */
 	if (why)
-		return suspected(e, handle->environment_id, why, err);
+		return suspected(e, handle->environment_id, serial, why, err);
 
 	int r2 = e->ops->destroy(e->ctx, handle->environment_id, err);
 	if (r2 < 0) {
 		emit_destroy_failed(e, handle->environment_id, err);
+		destroy_end(e, handle->environment_id, serial, false, "request");
 		airlock_error_prefix(err, "destroy (%s): ", e->ops->name);
 		return r2;
 	}
-	record_destroyed(e, handle->environment_id, "request");
+	destroy_end(e, handle->environment_id, serial, true, "request");
 	return 0;
 }
 
@@ -1084,17 +1148,21 @@ size_t airlock_exec_expire(airlock_exec *e, int64_t now_ms)
 	size_t n_failed = 0;
 	for (;;) {
 		char id[AIRLOCK_ENVIRONMENT_ID_MAX] = { 0 };
+		uint64_t serial = 0;
 		pthread_mutex_lock(&e->lock);
 		for (size_t i = 0; i < e->n_records && !id[0]; i++) {
 			const exec_record *r = &e->records[i];
 			/* A provisioning record is not the adapter's yet: its
 			 * destroy would find nothing. It is taken at the next
 			 * pass, once provisioned. */
-			bool skip = r->busy || r->provisioning || r->expires_at_ms > now_ms;
+			bool skip = r->busy || r->provisioning || r->destroying ||
+			            r->expires_at_ms > now_ms;
 			for (size_t k = 0; !skip && k < n_failed; k++)
 				skip = strcmp(failed[k], r->environment_id) == 0;
-			if (!skip)
+			if (!skip) {
 				memcpy(id, r->environment_id, sizeof(id));
+				serial = destroy_claim_locked(&e->records[i]);
+			}
 		}
 		pthread_mutex_unlock(&e->lock);
 		if (!id[0])
@@ -1102,12 +1170,13 @@ size_t airlock_exec_expire(airlock_exec *e, int64_t now_ms)
 		airlock_error derr = { 0 };
 		if (e->ops->destroy(e->ctx, id, &derr) < 0) {
 			emit_destroy_failed(e, id, &derr);
+			destroy_end(e, id, serial, false, "expired");
 			if (n_failed == ARRAY_SIZE(failed))
 				break; /* the rest waits for the next pass */
 			memcpy(failed[n_failed++], id, sizeof(id));
 			continue;
 		}
-		record_destroyed(e, id, "expired");
+		destroy_end(e, id, serial, true, "expired");
 		done++;
 	}
 	call_leave(e);

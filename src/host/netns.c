@@ -212,11 +212,35 @@ static int harden_tcp_rmem(const char **step)
 	return r;
 }
 
+/* MPTCP off (net.mptcp.enabled 0) in the calling thread's network
+ * namespace: an MPTCP connection is a socket and its subflows, each with
+ * its own queues, and on loopback it held about 4 times what a TCP
+ * connection holds of the host's TCP memory past the cgroup's cap (240
+ * connections, both ends written to and never read, under a 64 MiB limit:
+ * 82 MB against 21 MB), which the descriptor budget does not allow for
+ * (airlock/caps.h, AIRLOCK_SANDBOX_NOFILE). socket(IPPROTO_MPTCP) then
+ * fails with ENOPROTOOPT, as on a host with MPTCP disabled, and programs
+ * fall back to TCP. A kernel without MPTCP has no such file: nothing to
+ * turn off. */
+static int harden_mptcp(const char **step)
+{
+	*step = "net.mptcp.enabled";
+	int fd = open("/proc/sys/net/mptcp/enabled", O_WRONLY | O_CLOEXEC);
+	if (fd < 0)
+		return errno == ENOENT ? 0 : -errno;
+	ssize_t w = write(fd, "0\n", 2);
+	int r = w == 2 ? 0 : w < 0 ? -errno : -EIO;
+	close(fd);
+	return r;
+}
+
 static int harden(void *arg, const char **step)
 {
 	(void)arg;
 	int r = harden_lo(step);
-	return r < 0 ? r : harden_tcp_rmem(step);
+	if (r == 0)
+		r = harden_tcp_rmem(step);
+	return r < 0 ? r : harden_mptcp(step);
 }
 
 int host_netns_harden(int ns_pidfd, const char **ret_step)
