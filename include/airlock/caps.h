@@ -403,7 +403,16 @@
  * The TCP bound counts a connecting descriptor for each unaccepted
  * connection. A client that has closed leaves its unaccepted peer holding
  * none: those (about 13 KiB each) are bounded only by the listeners times
- * their backlog (net.core.somaxconn), not by this budget.
+ * their backlog (net.core.somaxconn), not by this budget. Nor does the
+ * budget count what a memory mapping holds after its descriptor is closed:
+ * a file mapped with mmap keeps its host file-table entry (about 400 bytes
+ * charged to the sandbox's memory cgroup each: 60,000 held with 4
+ * descriptors open under 64 MiB), and a TCP socket can be mapped too (3,000
+ * connections held with 5 descriptors, 85 MB of host TCP memory under
+ * 64 MiB). Those are bounded by the memory limit alone (and by
+ * vm.max_map_count per process), not by the arithmetic above: a host whose
+ * fs.file-max is below its memory / 400 bytes can have its file table
+ * filled by one sandbox's mappings.
  *
  * What programs get: 2 GiB and 512 pids (the defaults): 256 per process;
  * 2 GiB and 64 pids: 1024; 256 MiB and 64 pids: 256; 64 MiB and 64 pids:
