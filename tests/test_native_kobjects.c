@@ -619,7 +619,13 @@ Test(kobjects, the_hosts_network_counters_are_visible_as_listed, .timeout = 120)
 	fprintf(stderr, "host counters seen inside: TCP mem %lld bytes, %lld protocol lines, "
 	                "%lld CPUs\n",
 	        mem, protocols, cpus);
-	cr_expect_geq(mem, 2 * MiB, "the sandbox read TCP mem %lld: not the host's", mem);
+	/* The sandbox's own namespace holds no TCP socket, so its own share
+	 * would be near 0; the host's counter holds what this test queued.
+	 * Half of it, not all: the kernel adds socket memory to that counter
+	 * in per-CPU batches (up to a MiB each), so a reading can lag what is
+	 * queued (seen here: 1.2 MiB read while 2 MiB were queued). */
+	cr_expect_geq(mem, queued / 2, "the sandbox read TCP mem %lld with %lld queued on the host: "
+	              "not the host's", mem, queued);
 	cr_expect_gt(protocols, 1);
 	cr_expect_geq(cpus, 1);
 	airlock_execution_result_clear(&r);
