@@ -6,6 +6,7 @@
  * asked, which is how these tests see what the wrapper passed down.
  */
 #include <criterion/criterion.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <string.h>
 #include <time.h>
@@ -489,6 +490,54 @@ Test(fake, a_workspace_filler_ends_as_disk)
 	cr_assert_eq(r.killed_by, AIRLOCK_KILL_DISK);
 	cr_assert(r.n_files_changed > 0 && r.n_files_changed < 70, "partial writes are reported");
 	airlock_execution_result_clear(&r);
+	wclose(&c);
+}
+
+typedef struct racing_execute {
+	wctx *c;
+	airlock_execution_command cmd;
+	airlock_execution_result r;
+	airlock_error err;
+	int rc;
+} racing_execute;
+
+static void *racing_execute_main(void *arg)
+{
+	racing_execute *x = arg;
+	x->rc = wexec(x->c, &x->cmd, &x->r, &x->err);
+	return NULL;
+}
+
+/* A destroy while the fake's command "runs": the workspace it snapshots
+ * before and after the command is freed by the destroy, and the execute
+ * must not touch it afterwards (it did: execute and DELETE racing on one
+ * id crashed airlock serve, a use after free ASan names here). The command
+ * ends CANCELLED, as a destroy under a command does on every mechanism. */
+Test(fake, a_destroy_under_a_running_command_frees_nothing_it_uses)
+{
+	wctx c;
+	wopen(&c, NULL, NULL);
+	airlock_error err = { 0 };
+	char *argv[] = { "slow", NULL };
+	static const airlock_fake_file_op op = { .path = "made", .data = "x", .len = 1 };
+	cr_assert_eq(airlock_fake_script(c.fake, (const char *const *)argv,
+	                                 &(airlock_fake_behaviour){ .runs_for_ms = 1500,
+	                                                            .file_ops = &op,
+	                                                            .n_file_ops = 1 },
+	                                 &err), 0);
+	racing_execute x = { .c = &c, .cmd = test_command(argv) };
+	pthread_t t;
+	cr_assert_eq(pthread_create(&t, NULL, racing_execute_main, &x), 0);
+	struct timespec nap = { 0, 300 * 1000 * 1000 };
+	nanosleep(&nap, NULL);
+	cr_assert_eq(airlock_exec_destroy(c.exec, &c.h, &err), 0, "%s", err.message);
+	pthread_join(t, NULL);
+	if (x.rc == 0)
+		cr_expect_eq(x.r.killed_by, AIRLOCK_KILL_CANCELLED, "killed_by %d", x.r.killed_by);
+	else
+		cr_expect_eq(x.err.cls, AIRLOCK_ERR_EXECUTION_REJECTED, "%s", x.err.message);
+	airlock_execution_result_clear(&x.r);
+	cr_assert_eq(airlock_fake_live_count(c.fake), 0);
 	wclose(&c);
 }
 

@@ -10,6 +10,7 @@
  * or rejected, because normalizing is where traversal bugs come from.
  */
 #include "airlock/port/workspace.h"
+#include "core/workspace_internal.h"
 
 #include <assert.h>
 #include <errno.h>
@@ -213,8 +214,9 @@ void airlock_workspace_free(airlock_workspace *w)
 }
 
 /* Every call into the adapter is bracketed, so the owner's end can wait
- * for it and a call after the end fails instead of using a freed ctx. */
-static int call_enter(airlock_workspace *w, airlock_error *err)
+ * for it and a call after the end fails instead of using a freed ctx
+ * (core/workspace_internal.h). */
+int workspace_call_enter(airlock_workspace *w, airlock_error *err)
 {
 	pthread_mutex_lock(&w->life->lock);
 	bool dead = w->life->dead;
@@ -227,7 +229,7 @@ static int call_enter(airlock_workspace *w, airlock_error *err)
 	return 0;
 }
 
-static void call_leave(airlock_workspace *w)
+void workspace_call_leave(airlock_workspace *w)
 {
 	pthread_mutex_lock(&w->life->lock);
 	if (--w->life->inflight == 0 && w->life->dead)
@@ -376,11 +378,11 @@ int airlock_workspace_resolve(airlock_workspace *w, const char *input, size_t le
                               airlock_error *err)
 {
 	assert(w);
-	int r = call_enter(w, err);
+	int r = workspace_call_enter(w, err);
 	if (r < 0)
 		return r;
 	r = workspace_resolve_inner(w, input, len, ret, err);
-	call_leave(w);
+	workspace_call_leave(w);
 	return r;
 }
 
@@ -388,11 +390,11 @@ int airlock_workspace_read(airlock_workspace *w, const char *path, size_t max_by
                            unsigned char **ret_data, size_t *ret_len, airlock_error *err)
 {
 	assert(w);
-	int r = call_enter(w, err);
+	int r = workspace_call_enter(w, err);
 	if (r < 0)
 		return r;
 	r = workspace_read_inner(w, path, max_bytes, ret_data, ret_len, err);
-	call_leave(w);
+	workspace_call_leave(w);
 	return r;
 }
 
@@ -400,11 +402,11 @@ int airlock_workspace_write(airlock_workspace *w, const char *path, const void *
                             airlock_error *err)
 {
 	assert(w);
-	int r = call_enter(w, err);
+	int r = workspace_call_enter(w, err);
 	if (r < 0)
 		return r;
 	r = workspace_write_inner(w, path, data, len, err);
-	call_leave(w);
+	workspace_call_leave(w);
 	return r;
 }
 
@@ -412,11 +414,11 @@ int airlock_workspace_listdir(airlock_workspace *w, const char *path, size_t max
                               airlock_dir_listing *ret, airlock_error *err)
 {
 	assert(w);
-	int r = call_enter(w, err);
+	int r = workspace_call_enter(w, err);
 	if (r < 0)
 		return r;
 	r = workspace_listdir_inner(w, path, max_entries, ret, err);
-	call_leave(w);
+	workspace_call_leave(w);
 	return r;
 }
 
@@ -424,10 +426,10 @@ int airlock_workspace_provenance(airlock_workspace *w, const char *path, airlock
                                  airlock_error *err)
 {
 	assert(w);
-	int r = call_enter(w, err);
+	int r = workspace_call_enter(w, err);
 	if (r < 0)
 		return r;
 	r = workspace_provenance_inner(w, path, ret, err);
-	call_leave(w);
+	workspace_call_leave(w);
 	return r;
 }

@@ -15,6 +15,7 @@
 
 #include "airlock/ids.h"
 #include "core/snapshot.h"
+#include "core/workspace_internal.h"
 #include "util/util.h"
 #include "workspace/memory/memws.h"
 
@@ -325,7 +326,12 @@ static int fake_execute(void *ctx, const airlock_environment_handle *handle,
 		                         "environment %s belongs to another tenant",
 		                         handle->environment_id);
 	}
-	airlock_workspace *ws = env->ws;
+	/* A reference, taken under the lock destroy removes the env with; the
+	 * workspace's state is used below only inside workspace_call_enter's
+	 * bracket, so a destroy meanwhile waits for those moments and never
+	 * frees it under them (it did: execute and DELETE racing on one id
+	 * crashed airlock serve). The simulated run time is outside both. */
+	airlock_workspace *ws = airlock_workspace_ref(env->ws);
 
 	/* Record first: the record is what was asked, whatever happens next. */
 	airlock_fake_record rec = { .effective_timeout_ms = req->effective_timeout_ms };
@@ -353,18 +359,25 @@ static int fake_execute(void *ctx, const airlock_environment_handle *handle,
 	fake_script run;
 	int cr = script_copy(&run, NULL, s ? &s->b : dflt ? &dflt->b : &nothing);
 	pthread_mutex_unlock(&f->lock);
-	if (cr < 0)
+	if (cr < 0) {
+		airlock_workspace_release(ws);
 		return airlock_error_set(err, AIRLOCK_ERR_SYSTEM, ENOMEM, "fake execute");
+	}
 	const airlock_fake_behaviour b = run.b;
 
-	airlock_memws *m = airlock_workspace_memory_state(ws);
 	airlock_snapshot before = { 0 }, after = { 0 };
 	util_buf out, errb;
 	util_buf_init(&out, (size_t)cmd->maximum_output_bytes);
 	util_buf_init(&errb, (size_t)cmd->maximum_output_bytes);
 	airlock_kill_reason kill = AIRLOCK_KILL_NONE;
 
-	int r = memws_snapshot(m, &before);
+	bool held = false;
+	int r = workspace_call_enter(ws, err);
+	if (r < 0)
+		goto out;
+	held = true;
+	airlock_memws *m = airlock_workspace_memory_state(ws);
+	r = memws_snapshot(m, &before);
 	if (r < 0)
 		goto fail;
 
@@ -378,6 +391,8 @@ static int fake_execute(void *ctx, const airlock_environment_handle *handle,
 		else if (r < 0)
 			goto fail;
 	}
+	workspace_call_leave(ws);
+	held = false;
 	r = 0;
 	int t1 = util_buf_append(&out, b.stdout_data, b.stdout_len);
 	int t2 = b.echo_stdin && cmd->has_stdin ? util_buf_append(&out, cmd->stdin_data, cmd->stdin_len)
@@ -418,14 +433,23 @@ static int fake_execute(void *ctx, const airlock_environment_handle *handle,
 		kill = interrupted != AIRLOCK_KILL_NONE ? interrupted : on_deadline;
 	}
 
-	r = memws_snapshot(m, &after);
-	if (r < 0)
-		goto fail;
-	/* The in-memory workspace is bounded by its own limits: no budget. */
-	r = snapshot_diff(&before, &after, (size_t)req->files_changed_max, UINT64_MAX, 0,
-	                          memws_hash, m, ret, err);
-	if (r < 0)
-		goto out;
+	if (workspace_call_enter(ws, NULL) == 0) {
+		held = true;
+		r = memws_snapshot(m, &after);
+		if (r < 0)
+			goto fail;
+		/* The in-memory workspace is bounded by its own limits: no budget. */
+		r = snapshot_diff(&before, &after, (size_t)req->files_changed_max, UINT64_MAX, 0,
+		                  memws_hash, m, ret, err);
+		if (r < 0)
+			goto out;
+		workspace_call_leave(ws);
+		held = false;
+	} else {
+		/* Destroyed under the command: it ends CANCELLED, as on every
+		 * mechanism, and its workspace is gone with nothing to list. */
+		kill = AIRLOCK_KILL_CANCELLED;
+	}
 
 	ret->killed_by = kill;
 	ret->timed_out = kill == AIRLOCK_KILL_TIMEOUT;
@@ -442,6 +466,9 @@ static int fake_execute(void *ctx, const airlock_environment_handle *handle,
 fail:
 	r = airlock_error_set(err, AIRLOCK_ERR_SYSTEM, -r, "fake execute");
 out:
+	if (held)
+		workspace_call_leave(ws);
+	airlock_workspace_release(ws);
 	util_buf_clear(&out);
 	util_buf_clear(&errb);
 	snapshot_clear(&before);
