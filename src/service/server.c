@@ -8,8 +8,10 @@
  * daemon runs one thread per connection (MHD_USE_THREAD_PER_CONNECTION),
  * and every phase of a connection is bounded, so a thread is never held
  * without bound either:
- *   - at most max_connections connections (and, on TCP, per client
- *     address) exist; the next one is refused at accept;
+ *   - at most max_connections connections exist; the next one is refused
+ *     at accept; on TCP at most max_connections_per_ip from one address,
+ *     past which that address's oldest unauthenticated connection goes
+ *     (conn_admit_address: never an authenticated one);
  *   - a connection that has not yet sent a request with the credential
  *     (its TLS handshake and first header block) lives at most
  *     auth_timeout_ms (2 s) from accept, whatever it sends; and such
@@ -106,6 +108,7 @@ struct airlock_service {
 	svc_conn *conns;
 	size_t pending;     /* connections not cut and not yet authenticated */
 	size_t pending_max; /* conn_admit */
+	size_t per_address_max; /* conn_admit_address; 0 on a Unix socket */
 	svc_job *jobs;      /* executes running, for cancel */
 	size_t in_flight;   /* requests between their start and completion */
 	bool shutting_down;
@@ -191,6 +194,36 @@ static int pending_order(const void *pa, const void *pb)
 	if (c)
 		return c;
 	return a->accepted_ms < b->accepted_ms ? -1 : a->accepted_ms > b->accepted_ms;
+}
+
+/* A new connection k (s->lock held) from an address that already holds
+ * per_address_max connections: the oldest of that address's connections
+ * that has not authenticated goes, k itself when every other one has. So
+ * the cap keeps one address from taking every slot, and still cannot be
+ * filled by connections without the credential against a client with it
+ * at the same address (a worker behind the same NAT or host as a flood):
+ * an authenticated connection is never the one cut, and a new one always
+ * gets in past a pending one. libmicrohttpd's own per-address limit
+ * refused the new connection before anyone could tell whose it was.
+ * Returns whether k was cut. */
+static bool conn_admit_address(airlock_service *s, svc_conn *k)
+{
+	if (!s->per_address_max || k->addr.ss_family == AF_UNSPEC)
+		return false;
+	size_t held = 0;
+	svc_conn *victim = NULL;
+	for (svc_conn *o = s->conns; o; o = o->next) {
+		if (o->cut || client_cmp(o, k) != 0)
+			continue;
+		held++;
+		if (!o->authed && (!victim || o->accepted_ms < victim->accepted_ms ||
+		                   (o->accepted_ms == victim->accepted_ms && victim == k)))
+			victim = o;
+	}
+	if (held <= s->per_address_max || !victim)
+		return false;
+	conn_cut_locked(s, victim);
+	return victim == k;
 }
 
 /* A new connection is pending (s->lock held). Past pending_max pending
@@ -1384,7 +1417,8 @@ static void on_connection(void *cls, struct MHD_Connection *c, void **socket_con
 			s->conns->prev = k;
 		s->conns = k;
 		s->pending++;
-		conn_admit(s);
+		if (!conn_admit_address(s, k))
+			conn_admit(s);
 		pthread_mutex_unlock(&s->lock);
 		*socket_context = k;
 		return;
@@ -1566,8 +1600,9 @@ int airlock_service_new(const airlock_service_config *cfg, airlock_exec *exec,
 	opts[n++] = (struct MHD_OptionItem){ MHD_OPTION_NOTIFY_COMPLETED, (intptr_t)on_completed, s };
 	opts[n++] = (struct MHD_OptionItem){ MHD_OPTION_NOTIFY_CONNECTION, (intptr_t)on_connection, s };
 	if (s->tls) {
-		unsigned per_ip = cfg->max_connections_per_ip ? cfg->max_connections_per_ip : 64;
-		opts[n++] = (struct MHD_OptionItem){ MHD_OPTION_PER_IP_CONNECTION_LIMIT, per_ip, NULL };
+		/* The per-address cap is conn_admit_address's, not
+		 * libmicrohttpd's, which refuses at accept whoever comes. */
+		s->per_address_max = cfg->max_connections_per_ip ? cfg->max_connections_per_ip : 64;
 		opts[n++] = (struct MHD_OptionItem){ MHD_OPTION_HTTPS_MEM_CERT, 0, s->pem_cert };
 		opts[n++] = (struct MHD_OptionItem){ MHD_OPTION_HTTPS_MEM_KEY, 0, s->pem_key };
 		if (s->pem_ca)
