@@ -210,12 +210,14 @@ static inline long long udp_mem(void) { return sockstat_mem("UDP"); }
 /* Connections whose client has closed, left in their listeners' accept
  * queues: 8 listeners, up to 1,000 clients each, every client sending
  * what the kernel takes at once of 16 KiB (what the peer's receive buffer
- * holds) and closing, nothing accepted. The unaccepted ends keep no
+ * holds) and closing, every other one with a reset (SO_LINGER 0: the
+ * unaccepted end is then in TCP_CLOSE, still queued with what it
+ * received), nothing accepted. The unaccepted ends keep no
  * descriptor and belong to no memory cgroup. Prints the connections made
  * and why the last listener's run stopped ("done", or the exception and
  * errno of the connect). */
 #define HOST_COUNTERS_TCP_ABANDONED \
-	"import socket\n" \
+	"import socket, struct\n" \
 	"ls = []\n" \
 	"for i in range(8):\n" \
 	"    l = socket.socket(); l.bind(('127.0.0.1', 0)); l.listen(1024); ls.append(l)\n" \
@@ -224,7 +226,10 @@ static inline long long udp_mem(void) { return sockstat_mem("UDP"); }
 	"    for k in range(1000):\n" \
 	"        try:\n" \
 	"            c = socket.create_connection(l.getsockname(), timeout=1)\n" \
-	"            c.setblocking(False); c.send(chunk); c.close()\n" \
+	"            c.setblocking(False); c.send(chunk)\n" \
+	"            if k % 2:\n" \
+	"                c.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack('ii', 1, 0))\n" \
+	"            c.close()\n" \
 	"        except OSError as e:\n" \
 	"            why = '%s:%s' % (type(e).__name__, e.errno); break\n" \
 	"        n += 1\n" \

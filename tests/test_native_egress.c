@@ -559,7 +559,8 @@ Test(egress_proxy, mapped_sockets_stay_within_the_socket_budget, .timeout = 300)
 /* Connections whose client closed, left unaccepted in 8 listeners' queues
  * (HOST_COUNTERS_TCP_ABANDONED): no descriptor holds them and no memory
  * cgroup is charged. 8 x 1,000 held 139-146 MiB under 128 MiB; each now
- * counts in the budget (4,096 sockets) until its listener closes. */
+ * counts in the budget (4,096 sockets), the ones whose client reset them
+ * too. */
 Test(egress_proxy, abandoned_unaccepted_connections_stay_within_the_memory_limit,
      .timeout = 300)
 {

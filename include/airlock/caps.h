@@ -436,9 +436,11 @@
  * memory mapping of it (tcp_mmap), a message in flight or a listener's
  * accept queue holding it all keep it counted, and every connection a
  * listener of the sandbox completes counts as one more socket (until it is
- * accepted and closed, or reset, or its listener closes). Past the budget
- * socket() fails with EPERM and the sandbox's listeners drop handshakes
- * (the client retries, as when a backlog is full).
+ * accepted and released; one still unaccepted when its listener closes
+ * keeps its place until the sandbox ends, since the kernel frees it with
+ * no hook to see: host/sockbudget.c says why that is the safe side). Past
+ * the budget socket() fails with EPERM and the sandbox's listeners drop
+ * handshakes (the client retries, as when a backlog is full).
  *
  * Why 32 KiB, twice the descriptor cost: a socket that no descriptor
  * holds still holds its buffers, and what those take of the host's TCP
@@ -446,7 +448,7 @@
  * mapped connections whose two ends sent until the kernel stopped taking
  * more (1,023 connections, 2,046 sockets: 41 MB under 64 MiB), and 26 KiB
  * per connection left unaccepted after its client sent 16 KiB and closed
- * (4,087: 105 MB under 128 MiB; the closed client lingers as an orphan
+ * or reset it (4,087: 93-105 MB under 128 MiB; the closed client lingers as an orphan
  * with its unsent data, which the budget does not count: the kernel ends
  * orphans under memory pressure). At 16 KiB a 64 MiB sandbox could map
  * 2,047 connections, and 2,047 held 81-82 MB (measured under 128 MiB),
