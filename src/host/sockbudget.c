@@ -68,6 +68,8 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "airlock/caps.h"
+#include "host/cgroup/cgroup.h"
 #include "util/syscalls.h"
 #include "util/util.h"
 
@@ -277,15 +279,10 @@ static int sb_attach(int cgroup_fd, int prog_fd, unsigned type)
 	return sys_bpf(BPF_PROG_ATTACH, &a, sizeof(a));
 }
 
-int host_sock_budget_attach(int cgroup_fd, uint32_t budget, airlock_error *err)
+/* Make the maps and load the programs; attach each to cgroup_fd unless it
+ * is -1 (the probe: what the kernel accepts, without a group). */
+static int sb_setup(int cgroup_fd, uint32_t budget, airlock_error *err)
 {
-	if (cgroup_fd < 0)
-		return airlock_error_set(err, AIRLOCK_ERR_EXECUTION_UNAVAILABLE, 0,
-		                         "socket budget: no cgroup2 hierarchy to attach it to (mount "
-		                         "cgroup2, e.g. at /sys/fs/cgroup/unified)");
-	if (budget == 0 || budget > INT32_MAX)
-		return airlock_error_set(err, AIRLOCK_ERR_INVALID, EINVAL,
-		                         "socket budget: %u is out of range", budget);
 	/* No preallocation: an entry's memory is taken when a socket is made,
 	 * not the budget's worth up front for every sandbox. */
 	_cleanup_close_ int socks = sb_map_create(BPF_MAP_TYPE_HASH, sizeof(uint64_t),
@@ -327,11 +324,29 @@ int host_sock_budget_attach(int cgroup_fd, uint32_t budget, airlock_error *err)
 			                         "socket budget: the kernel refused its BPF program %s "
 			                         "(cgroup BPF, kernel 5.9 or later, is needed)",
 			                         progs[i].name);
-		if (sb_attach(cgroup_fd, fd, progs[i].attach) < 0)
+		if (cgroup_fd >= 0 && sb_attach(cgroup_fd, fd, progs[i].attach) < 0)
 			return airlock_error_set(err, AIRLOCK_ERR_EXECUTION_UNAVAILABLE, errno,
 			                         "socket budget: attaching %s to the sandbox's cgroup2 "
 			                         "group",
 			                         progs[i].name);
 	}
 	return 0;
+}
+
+int host_sock_budget_attach(int cgroup_fd, uint32_t budget, airlock_error *err)
+{
+	if (cgroup_fd < 0)
+		return airlock_error_set(err, AIRLOCK_ERR_EXECUTION_UNAVAILABLE, 0,
+		                         "socket budget: no cgroup2 hierarchy to attach it to (mount "
+		                         "cgroup2, e.g. at /sys/fs/cgroup/unified)");
+	if (budget == 0 || budget > INT32_MAX)
+		return airlock_error_set(err, AIRLOCK_ERR_INVALID, EINVAL,
+		                         "socket budget: %u is out of range", budget);
+	return sb_setup(cgroup_fd, budget, err);
+}
+
+int host_sock_budget_probe(airlock_error *err)
+{
+	int r = host_cgroup_v2_check(err);
+	return r < 0 ? r : sb_setup(-1, AIRLOCK_SANDBOX_SOCKETS_MIN, err);
 }

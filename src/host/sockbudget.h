@@ -26,4 +26,10 @@
  * naming what the host lacks (cgroup BPF, a program the kernel refused). */
 int host_sock_budget_attach(int cgroup_fd, uint32_t budget, airlock_error *err);
 
+/* Whether this host can keep the budget: a cgroup2 hierarchy for the
+ * service's groups, and a kernel that loads the programs (cgroup BPF).
+ * For a mechanism's probe (`airlock doctor`, a service's open):
+ * EXECUTION_UNAVAILABLE naming what is missing. */
+int host_sock_budget_probe(airlock_error *err);
+
 #endif
