@@ -223,7 +223,7 @@
 	 2 * ((size_t)AIRLOCK_OUTPUT_BYTES_MAX / 3 + 1) * 4 + 512 + (size_t)AIRLOCK_JSON_INPUT_MAX)
 /* A provision's body: {"spec": ..., "environment_id": ...}, the spec at
  * most AIRLOCK_SPEC_JSON_MAX and the envelope (an id of 64 bytes, the
- * names, whitespace) well under 4 KiB. Refused with 413 before it is read. */
+ * names, whitespace) well under 4 KiB. Past it: 413 (AIRLOCK_SERVICE_OVERSIZE_DRAIN_MAX says when). */
 #define AIRLOCK_SERVICE_PROVISION_BODY_MAX (AIRLOCK_SPEC_JSON_MAX + 4096u)
 /* An execute's body: the command's stdin travels in it as base64, so it is
  * the JSON input limit (48 MiB of stdin); its decode is budgeted at 4.5
@@ -232,6 +232,15 @@
 /* A request that carries no body (GET, DELETE, cancel) may still send a
  * small one ("{}"); it is read and ignored up to this. */
 #define AIRLOCK_SERVICE_EMPTY_BODY_MAX 4096u
+/* A body over its route's cap by at most this much is read and discarded
+ * (constant work per byte, nothing kept), then answered with 413: a server
+ * that answers and closes while the client still sends leaves unread bytes
+ * in its socket, the kernel resets the connection, and the client sees a
+ * send error instead of the 413. A body further over its cap is answered
+ * before it is read and the connection closed (its client may see the
+ * reset); a client that sends "Expect: 100-continue" reads the 413 either
+ * way. */
+#define AIRLOCK_SERVICE_OVERSIZE_DRAIN_MAX (16u << 20)
 /* A PEM file given to the TLS listener (certificate chain, key, client CA). */
 #define AIRLOCK_SERVICE_PEM_MAX (1u << 20)
 

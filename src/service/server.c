@@ -130,6 +130,11 @@ typedef struct svc_req {
 	airlock_environment_handle handle;
 	bool has_handle;
 	util_buf body; /* capped at the verb's cap (request_start) */
+	/* Past the cap: the body's bytes are discarded, counted, and the
+	 * request answered with 413 when it has been read (or closed past
+	 * AIRLOCK_SERVICE_OVERSIZE_DRAIN_MAX). */
+	bool oversize;
+	uint64_t drained;
 } svc_req;
 
 /* ---- time and small helpers ---------------------------------------------- */
@@ -1241,6 +1246,12 @@ static bool client_cert_ok(struct MHD_Connection *c)
 	return gnutls_certificate_verify_peers2(sess, &status) == 0 && status == 0;
 }
 
+static enum MHD_Result respond_oversize(svc_req *q, struct MHD_Connection *c, size_t cap)
+{
+	return respond_fail(q, c, MHD_HTTP_CONTENT_TOO_LARGE, AIRLOCK_ERR_TOOL_VALIDATION,
+	                    "the body is larger than this request's cap of %zu bytes", cap);
+}
+
 static enum MHD_Result request_start(svc_req *q, struct MHD_Connection *c, const char *method)
 {
 	airlock_service *s = q->s;
@@ -1287,10 +1298,11 @@ static enum MHD_Result request_start(svc_req *q, struct MHD_Connection *c, const
 	util_buf_init(&q->body, cap);
 	const char *cl = MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
 	int64_t n = 0;
-	if (cl && util_parse_i64(cl, &n) && n >= 0 && (uint64_t)n > cap)
-		return respond_fail(q, c, MHD_HTTP_CONTENT_TOO_LARGE, AIRLOCK_ERR_TOOL_VALIDATION,
-		                    "the body (%lld bytes) is larger than this request's cap of %zu bytes",
-		                    (long long)n, cap);
+	if (cl && util_parse_i64(cl, &n) && n >= 0 && (uint64_t)n > cap) {
+		if ((uint64_t)n - cap > AIRLOCK_SERVICE_OVERSIZE_DRAIN_MAX)
+			return respond_oversize(q, c, cap);
+		q->oversize = true;
+	}
 	conn_deadline(s, q->conn, cfg_or(s->cfg.request_timeout_ms, 300000));
 	return MHD_YES;
 }
@@ -1313,16 +1325,23 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
 		return request_start(q, c, method);
 	}
 	if (*upload_size) {
-		/* A body without Content-Length that outgrows its cap: the
-		 * response cannot be queued while a body is being read
-		 * (libmicrohttpd), so the connection is closed instead; a body
-		 * with Content-Length was refused with 413 before it was read. */
-		if (util_buf_append(&q->body, upload, *upload_size) != 0)
-			return MHD_NO;
+		/* libmicrohttpd cannot queue a response while a body is being
+		 * read: a body past its cap is discarded as it comes and
+		 * answered when it ends, up to the drain bound, past which
+		 * the connection is closed. */
+		if (!q->oversize && util_buf_append(&q->body, upload, *upload_size) != 0)
+			q->oversize = true;
+		if (q->oversize) {
+			q->drained += *upload_size;
+			if (q->drained > q->body.cap + (uint64_t)AIRLOCK_SERVICE_OVERSIZE_DRAIN_MAX)
+				return MHD_NO;
+		}
 		*upload_size = 0;
 		return MHD_YES;
 	}
 	conn_deadline(q->s, q->conn, 0);
+	if (q->oversize)
+		return respond_oversize(q, c, q->body.cap);
 	switch (q->verb) {
 	case SVC_HEALTH: return do_health(q, c);
 	case SVC_LIST: return do_list(q, c);
