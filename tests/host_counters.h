@@ -75,6 +75,20 @@ static inline long long sampler_rise(sampler *s)
 	return s->peak - s->before;
 }
 
+/* The first number in a file of /proc (fs.aio-nr; fs.file-nr, whose first
+ * is the file-table entries allocated); -1 when it cannot be read. */
+static inline long long proc_first_number(const char *path)
+{
+	FILE *f = fopen(path, "re");
+	if (!f)
+		return -1;
+	long long v = -1;
+	if (fscanf(f, "%lld", &v) != 1)
+		v = -1;
+	fclose(f);
+	return v;
+}
+
 /* The pages of a protocol's line in /proc/net/sockstat ("TCP: ... mem N"),
  * a count the kernel keeps for the whole host, in bytes. */
 static inline long long sockstat_mem(const char *proto)

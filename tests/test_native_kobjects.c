@@ -48,14 +48,7 @@ static long long ran_and_printed(const airlock_execution_result *r)
 
 static long long aio_nr(void)
 {
-	FILE *f = fopen("/proc/sys/fs/aio-nr", "re");
-	if (!f)
-		return -1;
-	long long v = -1;
-	if (fscanf(f, "%lld", &v) != 1)
-		v = -1;
-	fclose(f);
-	return v;
+	return proc_first_number("/proc/sys/fs/aio-nr");
 }
 
 /* ---- netlink ---------------------------------------------------------------------- */
