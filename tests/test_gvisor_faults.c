@@ -41,20 +41,6 @@ static long count_dir(const char *dir, const char *prefix)
 	return n;
 }
 
-static long count_lines(const char *path, const char *needle)
-{
-	FILE *f = fopen(path, "re");
-	if (!f)
-		return -1;
-	char line[8192];
-	long n = 0;
-	while (fgets(line, sizeof(line), f))
-		if (!needle || strstr(line, needle))
-			n++;
-	fclose(f);
-	return n;
-}
-
 /* The sandbox groups (airlock-*) under this process's memory cgroup. */
 static long count_cgroups(void)
 {
@@ -86,7 +72,7 @@ static counts measure(const char *state)
 	counts c = { 0 };
 	/* Mounts are the host's (other suites' come and go): this service's
 	 * are those under its state directory. */
-	c.mounts = count_lines("/proc/self/mountinfo", state);
+	c.mounts = leak_count_lines_matching("/proc/self/mountinfo", state);
 	c.cgroups = count_cgroups();
 	c.fds = count_dir("/proc/self/fd", NULL);
 	snprintf(kids, sizeof(kids), "/proc/%d/task/%d/children", (int)getpid(), (int)getpid());

@@ -191,14 +191,9 @@ static long long file_nr_allocated(void)
  * 1,000 (the guest's mappings are the sentry's). */
 Test(filetable, mapped_then_closed_files_stay_within_the_memory_limit, .timeout = 300)
 {
-	box b;
-	box_open(&b, "tenant-filetable-map", &small);
-	host_counter_settle(file_nr_allocated);
-	sampler s;
-	sampler_start(&s, file_nr_allocated);
 	airlock_execution_result r;
-	py(&b, map_and_close, 120, &r);
-	long long rise = sampler_rise(&s);
+	long long rise = sandbox_sampled_run("tenant-filetable-map", &small, map_and_close, 120,
+	                                     file_nr_allocated, &r);
 	long long bound = small.memory_bytes / AIRLOCK_HOST_FILE_CHARGE;
 	fprintf(stderr, "filetable (%s): killed by %s, the host's allocated files rose by %lld "
 	                "(bound %lld)\n",
@@ -215,5 +210,4 @@ Test(filetable, mapped_then_closed_files_stay_within_the_memory_limit, .timeout 
 	cr_expect_geq(rise, 64 * MiB / 1024, "the host's file table rose by only %lld", rise);
 #endif
 	airlock_execution_result_clear(&r);
-	box_close(&b);
 }
