@@ -419,9 +419,9 @@
  * descriptors open under 64 MiB), and a TCP socket can be mapped too (3,000
  * connections held with 5 descriptors, 85 MB of host TCP memory under
  * 64 MiB). Those are bounded by the memory limit alone (and by
- * vm.max_map_count per process), not by the arithmetic above: a host whose
- * fs.file-max is below its memory / 400 bytes can have its file table
- * filled by one sandbox's mappings.
+ * vm.max_map_count per process), not by the arithmetic above: a provision
+ * is admitted only when the host's file table has room for
+ * memory_bytes / AIRLOCK_HOST_FILE_CHARGE more entries (below).
  *
  * What programs get: 2 GiB and 512 pids (the defaults): 256 per process;
  * 2 GiB and 64 pids: 1024; 256 MiB and 64 pids: 256; 64 MiB and 64 pids:
@@ -438,11 +438,38 @@
 #define AIRLOCK_SANDBOX_FILE_COST ((int64_t)16 << 10)
 
 /* The host's file table (fs.file-max) must have this many free entries for
- * a provision to start (host/filetable.h): a sandbox's start opens a few
+ * a provision to start (host/filetable.h), besides the entries the sandbox
+ * itself can hold (AIRLOCK_HOST_FILE_CHARGE): a sandbox's start opens a few
  * dozen (gvisor's runtime a few hundred), and past the table's end every
  * open on the host fails, so starting one more tenant there would only
  * fail in some later step, or take the last entries host daemons need. */
 #define AIRLOCK_HOST_FILES_FREE_MIN 4096
+
+/* The least a sandbox's memory cgroup is charged for one host file-table
+ * entry it holds, whatever holds it: a provision needs
+ * memory_bytes / AIRLOCK_HOST_FILE_CHARGE free entries in the table
+ * (host/filetable.h), so one sandbox can never fill it.
+ *
+ * The cheapest holder is a mapping whose descriptor was closed: the same
+ * file opened, mapped (one page, never touched) and closed again and again
+ * leaves a struct file and a VMA, both from SLAB_ACCOUNT caches (filp and
+ * vm_area_struct, 192 bytes each on this 6.18 kernel), and no descriptor,
+ * so RLIMIT_NOFILE does not count it. Measured here (cgroup v1, kernel
+ * memory charged to memory.usage_in_bytes): 397.9 bytes per entry over
+ * 20,000 and 50,000 entries in a bare memory cgroup (the rest is maple-tree
+ * nodes); a native sandbox under a 64 MiB limit, four processes mapping
+ * until stopped, was killed MEMORY after the host's fs.file-nr had risen
+ * by about 148,500, below 64 MiB / 384 = 174,762. Under gvisor the guest's
+ * mappings are the sentry's, not host files (110,000 of them raised the
+ * host's count by under 1,000): the same bound holds with room to spare.
+ *
+ * 384, the two objects alone, is below every measurement, so the bound
+ * errs toward refusing. At the default 2 GiB it is 5,592,405 entries,
+ * above this host's fs.file-max of 2,466,170 (the kernel's default, about
+ * RAM / 10 KiB): such a host must raise fs.file-max (scripts/setup.sh sets
+ * LONG_MAX, as systemd does at boot) or every default provision is
+ * refused. */
+#define AIRLOCK_HOST_FILE_CHARGE ((int64_t)384)
 
 /* lo's MTU and GSO size in a sandbox's own network namespace: the largest
  * packet, and so the largest buffer one forced charge holds (at the 64 KiB

@@ -40,6 +40,7 @@
 #include "airlock/remote.h"
 #include "airlock/service.h"
 #include "cli/common.h"
+#include "host/filetable.h"
 #include "service/metrics.h"
 #include "service/server_internal.h"
 #include "util/util.h"
@@ -82,6 +83,33 @@ typedef struct serve_flags {
 } serve_flags;
 
 /* ---- settings ------------------------------------------------------------------ */
+
+/* Says on stderr when the host's file table cannot hold one sandbox at the
+ * largest memory limit the settings grant (limits.ceilings.memory_bytes, or
+ * with no ceiling the default): each such provision would be refused with
+ * ExecutionUnavailable (host/filetable.h). A warning, not a refusal to
+ * start: fs.file-max is a live setting the operator raises without a
+ * restart, each provision is checked against the table as it is then, and
+ * sandboxes with less memory still fit. Mechanisms whose sandboxes hold no
+ * host files (fake) are not asked. */
+static void serve_check_file_table(const airlock_settings *s)
+{
+	if (s->mechanism != AIRLOCK_MECHANISM_NATIVE && s->mechanism != AIRLOCK_MECHANISM_GVISOR)
+		return;
+	int64_t ceiling = s->ceilings.limits.memory_bytes;
+	int64_t memory = ceiling > 0 ? ceiling : s->defaults.limits.memory_bytes;
+	char msg[768];
+	int r = host_files_capacity(memory, msg, sizeof(msg));
+	if (r < 0)
+		fprintf(stderr, "airlock serve: warning: cannot read the host's file table "
+		                "(/proc/sys/fs/file-nr): %s\n",
+		        strerror(-r));
+	else if (r == 0)
+		fprintf(stderr, "airlock serve: warning: the host's file table cannot hold one sandbox "
+		                "at %s %lld%s: %s\n",
+		        ceiling > 0 ? "limits.ceilings.memory_bytes" : "limits.defaults.memory_bytes",
+		        (long long)memory, ceiling > 0 ? "" : " (no ceiling is set)", msg);
+}
 
 static int set_flag(char **slot, const char *v)
 {
@@ -320,6 +348,7 @@ int cli_serve(int argc, char **argv)
 		}
 		fprintf(stderr, "airlock serve: metrics on %s\n", metrics_socket.address);
 	}
+	serve_check_file_table(&s);
 	fprintf(stderr, "airlock serve: listening on %s (mechanism %s, max_sandboxes %lld%s)\n",
 	        airlock_service_address(svc), airlock_exec_name(exec),
 	        (long long)s.service.max_sandboxes, egress ? ", egress proxy running" : "");
