@@ -26,6 +26,7 @@
 #include "airlock/json.h"
 #include "airlock/mechanisms.h"
 #include "airlock/native.h"
+#include "airlock/credential_file.h"
 #include "airlock/remote.h"
 #include "airlock/run_command.h"
 #include "cli/common.h"

@@ -37,7 +37,7 @@
 #include "airlock/egress.h"
 #include "airlock/mechanisms.h"
 #include "airlock/proxy.h"
-#include "airlock/remote.h"
+#include "airlock/credential_file.h"
 #include "airlock/service.h"
 #include "cli/common.h"
 #include "host/filetable.h"
