@@ -25,7 +25,7 @@
 #include "airlock/ids.h"
 #include "airlock/json.h"
 #include "airlock/mechanisms.h"
-#include "airlock/native.h"
+#include "airlock/volume.h"
 #include "airlock/credential_file.h"
 #include "airlock/remote.h"
 #include "airlock/run_command.h"
@@ -817,7 +817,7 @@ int cli_run(int argc, char **argv)
 	 * default, and the volume is made with what fits. The spec then says
 	 * what is provisioned, and so does this line. */
 	if (airlock_mechanism_runs_store_images(s.mechanism)) {
-		int64_t fit = airlock_native_workspace_inodes(spec.limits.workspace_bytes,
+		int64_t fit = airlock_volume_workspace_inodes(spec.limits.workspace_bytes,
 		                                              spec.limits.inodes_max);
 		if (fit < spec.limits.inodes_max) {
 			fprintf(stderr, "airlock: a %lld-byte workspace holds %lld inodes: provisioning "

@@ -50,17 +50,15 @@
 #include <unistd.h>
 
 #include "airlock/caps.h"
-#include "airlock/native.h"
+#include "airlock/volume.h"
 #include "host/loop.h"
 #include "util/run.h"
 #include "util/syscalls.h"
 #include "util/util.h"
 
-#define VOLUME_BLOCK 4096
-#define VOLUME_INODE_SIZE 256
-/* ext4 reserves inodes 1..10 (the root directory is inode 2) and mkfs puts
- * lost+found at 11; we remove it, so the sandbox gets (count - 10). */
-#define VOLUME_RESERVED_INODES 10
+#define VOLUME_BLOCK AIRLOCK_VOLUME_BLOCK
+#define VOLUME_INODE_SIZE AIRLOCK_VOLUME_INODE_SIZE
+#define VOLUME_RESERVED_INODES AIRLOCK_VOLUME_RESERVED_INODES
 /* mkfs.ext4 refuses a filesystem of 64 KiB with these options and accepts
  * 256 KiB; a floor of 1 MiB leaves room for a root directory and a file. */
 #define VOLUME_MIN_BYTES ((int64_t)1 << 20)
@@ -555,18 +553,6 @@ static void volume_destroyp(host_volume **v)
 	host_volume_destroy(*v);
 }
 
-/* An inode table bigger than half the volume leaves a volume of inodes;
- * no one asking for it means it. inodes_max is a maximum, so the volume
- * gets what fits (at least 1 MiB holds 2038). */
-int64_t airlock_native_workspace_inodes(int64_t workspace_bytes, int64_t inodes_max)
-{
-	int64_t bytes = workspace_bytes - workspace_bytes % VOLUME_BLOCK;
-	int64_t fit = bytes / 2 / VOLUME_INODE_SIZE - VOLUME_RESERVED_INODES;
-	if (fit < 1)
-		fit = 1;
-	return inodes_max > fit ? fit : inodes_max;
-}
-
 int host_volume_create(int backing_dir_fd, int64_t bytes, int64_t inodes, uid_t uid, gid_t gid,
                        host_volume **ret, airlock_error *err)
 {
@@ -583,7 +569,7 @@ int host_volume_create(int backing_dir_fd, int64_t bytes, int64_t inodes, uid_t 
 		return airlock_error_set(err, AIRLOCK_ERR_EXECUTION_REJECTED, 0,
 		                         "inodes_max: %" PRId64 " is outside 1..%" PRId64, inodes,
 		                         VOLUME_MAX_INODES);
-	inodes = airlock_native_workspace_inodes(bytes, inodes);
+	inodes = airlock_volume_workspace_inodes(bytes, inodes);
 
 	__attribute__((cleanup(volume_destroyp))) host_volume *v = volume_new();
 	if (!v)
