@@ -13,7 +13,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "airlock/envbuild.h"
+#include "airlock/tiers.h"
 #include "airlock/settings.h"
 
 #define GiB (1024LL * 1024 * 1024)

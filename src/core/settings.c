@@ -24,7 +24,7 @@
 #include <unistd.h>
 #include <yaml.h>
 
-#include "airlock/envbuild.h"
+#include "airlock/tiers.h"
 #include "airlock/caps.h"
 #include "util/util.h"
 #include "core/yaml_reader.h"

@@ -43,7 +43,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "airlock/envbuild.h"
+#include "airlock/tiers.h"
 #include "airlock/guest.h"
 
 /* How long `guest exec` keeps killing and reaping the command's processes

@@ -28,7 +28,7 @@
 #include <sys/socket.h>
 
 #include "airlock/caps.h"
-#include "airlock/envbuild.h"
+#include "airlock/tiers.h"
 #include "exec/native/native_internal.h"
 #include "exec/native/starter.h"
 
