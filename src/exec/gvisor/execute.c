@@ -4,7 +4,7 @@
  * with one cleanup, like native's: the walk before, the working directory,
  * the pipes and the counters' baselines, the start (`runsc exec` of `guest
  * exec --seccomp HEX -- ARGV` as the sandbox user), the loop that pumps
- * stdio and watches the limits (the reason is chosen by native_kill_decide,
+ * stdio and watches the limits (the reason is chosen by exec_kill_decide,
  * the one order of the reasons for every mechanism), the walk after, the
  * result.
  */
@@ -26,7 +26,7 @@
 #include "core/snapshot.h"
 #include "exec/gvisor/gvisor_internal.h"
 #include "exec/io.h"
-#include "exec/native/kill.h"
+#include "exec/kill.h"
 #include "util/fault.h"
 #include "util/syscalls.h"
 #include "util/util.h"
@@ -298,14 +298,14 @@ static bool host_tasks_near_bound(execution *x)
 	return host_cgroup_pids_current(x->b->cg, &tasks, NULL) == 0 && tasks * 2 >= bound;
 }
 
-static native_observed exec_observe(execution *x, bool cap_hit, bool exited)
+static exec_observed exec_observe(execution *x, bool cap_hit, bool exited)
 {
 	gv_sandbox *b = x->b;
 	int64_t now = util_monotonic_ms();
 	uint64_t v = 0;
 	if (!exited && exec_disk_sample(b->vol, &x->disk, false, now, &x->full, NULL) < 0)
 		x->full = false;
-	native_observed o = {
+	exec_observed o = {
 		.output_cap_hit = cap_hit,
 		.exited = exited,
 		.now = now,
@@ -387,8 +387,8 @@ static int exec_pump(execution *x, airlock_error *err)
 			x->started = faccessat(x->b->dir_fd, "exec.pid", F_OK, AT_SYMLINK_NOFOLLOW) == 0;
 		}
 		if (!x->kill_reason) {
-			native_observed o = exec_observe(x, cap_hit, exited);
-			x->kill_reason = native_kill_decide(&o);
+			exec_observed o = exec_observe(x, cap_hit, exited);
+			x->kill_reason = exec_kill_decide(&o);
 		}
 		/* A runtime that died ends every process in it; the reason, if
 		 * any, was decided above (MEMORY from the oom_kill count). */
@@ -511,7 +511,7 @@ static int exec_after(execution *x, airlock_error *err)
 	if (r < 0)
 		return r;
 	if (!x->kill_reason) {
-		native_observed o = {
+		exec_observed o = {
 			.finished = true,
 			.exit_failed = !WIFEXITED(x->status) || WEXITSTATUS(x->status) != 0,
 		};
@@ -519,7 +519,7 @@ static int exec_after(execution *x, airlock_error *err)
 			o.full_after = host_volume_full(b->vol, &x->full, NULL) == 0 && x->full;
 			o.changed = o.full_after && snapshot_differs(&x->before, &x->after);
 		}
-		x->kill_reason = native_kill_decide(&o);
+		x->kill_reason = exec_kill_decide(&o);
 	}
 	return 0;
 }

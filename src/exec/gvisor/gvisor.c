@@ -25,7 +25,7 @@
 #include "airlock/guest.h"
 #include "airlock/native.h"
 #include "exec/gvisor/gvisor_internal.h"
-#include "exec/native/seccomp.h"
+#include "exec/seccomp.h"
 #include "host/cgroup/cgroup.h"
 #include "host/crash_sweep.h"
 #include "util/run.h"
@@ -255,11 +255,11 @@ int airlock_gvisor_new(const airlock_gvisor_config *cfg, airlock_gvisor **ret, a
 	 * which is how every command starts), and it drops each rule's
 	 * errnoRet (every denial answers EPERM), both measured here. */
 	native_seccomp filter = { 0 };
-	int r = native_seccomp_build(&filter, err);
+	int r = exec_seccomp_build(&filter, err);
 	if (r < 0)
 		goto fail;
-	g->seccomp_hex = native_seccomp_hex(&filter);
-	native_seccomp_clear(&filter);
+	g->seccomp_hex = exec_seccomp_hex(&filter);
+	exec_seccomp_clear(&filter);
 	if (!g->seccomp_hex) {
 		r = airlock_error_set(err, AIRLOCK_ERR_SYSTEM, ENOMEM, "gvisor: the seccomp filter");
 		goto fail;

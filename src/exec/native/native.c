@@ -181,7 +181,7 @@ int airlock_native_new(const airlock_native_config *cfg, airlock_native **ret, a
 	int r = airlock_image_store_open(n->image_store_path, &n->images, err);
 	if (r < 0)
 		goto fail;
-	r = native_seccomp_build(&n->seccomp, err);
+	r = exec_seccomp_build(&n->seccomp, err);
 	if (r < 0)
 		goto fail;
 	r = native_starter_open(&n->starter_fd, err);
@@ -366,7 +366,7 @@ static void native_free(void *ctx)
 		native_sandbox_release(n, (sandbox *)boxes[i]);
 	free(boxes);
 	host_image_cache_clear(&n->imgs);
-	native_seccomp_clear(&n->seccomp);
+	exec_seccomp_clear(&n->seccomp);
 	airlock_image_store_free(n->images);
 	if (n->volume_dir_fd >= 0)
 		close(n->volume_dir_fd);

@@ -16,7 +16,7 @@
 
 #include "airlock/caps.h"
 
-#include "exec/native/seccomp.h"
+#include "exec/seccomp.h"
 
 /* The sandbox user inside the user namespace. */
 #define NATIVE_SANDBOX_UID 1000

@@ -23,7 +23,7 @@
 #include "exec/boxes.h"
 #include "host/cgroup/cgroup.h"
 #include "exec/native/native_internal.h"
-#include "exec/native/seccomp.h"
+#include "exec/seccomp.h"
 #include "host/volume.h"
 #include "host/image_mount.h"
 

@@ -153,7 +153,7 @@ int native_become_sandbox_user(const native_seccomp *s, int last_cap)
 		return NATIVE_STEP_DROP;
 	if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0)
 		return NATIVE_STEP_DROP;
-	if (native_seccomp_install(s) < 0)
+	if (exec_seccomp_install(s) < 0)
 		return NATIVE_STEP_SECCOMP;
 	return 0;
 }
