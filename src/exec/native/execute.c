@@ -25,7 +25,7 @@
 #include "exec/kobjects.h"
 #include "exec/kill.h"
 #include "exec/native/service.h"
-#include "exec/native/starter.h"
+#include "exec/starter/starter.h"
 #include "util/fault.h"
 #include "util/syscalls.h"
 #include "util/util.h"

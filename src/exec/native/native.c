@@ -27,7 +27,7 @@
 
 #include "exec/native/service.h"
 #include "host/crash_sweep.h"
-#include "exec/native/starter.h"
+#include "exec/starter/starter.h"
 #include "util/syscalls.h"
 #include "util/util.h"
 
@@ -184,7 +184,7 @@ int airlock_native_new(const airlock_native_config *cfg, airlock_native **ret, a
 	r = exec_seccomp_build(&n->seccomp, err);
 	if (r < 0)
 		goto fail;
-	r = native_starter_open(&n->starter_fd, err);
+	r = exec_starter_open(&n->starter_fd, err);
 	if (r < 0)
 		goto fail;
 	r = id_lock_open(cfg->host_id_lock ? cfg->host_id_lock : AIRLOCK_NATIVE_HOST_ID_LOCK,
