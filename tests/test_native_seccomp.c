@@ -53,7 +53,7 @@ extern char **environ;
 
 #define NR_OPEN_TREE_ATTR 467
 
-static native_seccomp g_filter;
+static exec_seccomp g_filter;
 
 static void build(void)
 {
@@ -684,7 +684,7 @@ Test(seccomp, build_and_clear)
 {
 	cr_expect_not_null(g_filter.filter);
 	cr_expect_gt(g_filter.len, 0);
-	native_seccomp empty = { 0 };
+	exec_seccomp empty = { 0 };
 	cr_expect_eq(exec_seccomp_install(&empty), -EINVAL);
 	exec_seccomp_clear(&g_filter);
 	cr_expect_null(g_filter.filter);
@@ -711,7 +711,7 @@ Test(seccomp, hex_is_the_same_program)
 		cr_assert(strchr("0123456789abcdef", hex[2 * i]) && strchr("0123456789abcdef", hex[2 * i + 1]));
 	}
 	free(hex);
-	native_seccomp none = { 0 };
+	exec_seccomp none = { 0 };
 	cr_assert_null(exec_seccomp_hex(&none));
 }
 

@@ -54,8 +54,6 @@ typedef struct airlock_native_config {
 } airlock_native_config;
 
 
-
-#define AIRLOCK_NATIVE_VOLUME_DIR "/var/lib/airlock/volumes"
 #define AIRLOCK_NATIVE_HOST_ID_LOCK "/run/airlock/host-ids.lock"
 
 typedef struct airlock_native airlock_native;

@@ -15,6 +15,9 @@
 extern "C" {
 #endif
 
+/* Where a mechanism keeps its sandboxes' volume images by default. */
+#define AIRLOCK_VOLUME_DIR "/var/lib/airlock/volumes"
+
 /* The volume's block and inode sizes (mkfs.ext4 -b, -I). */
 #define AIRLOCK_VOLUME_BLOCK 4096
 #define AIRLOCK_VOLUME_INODE_SIZE 256

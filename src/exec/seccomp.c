@@ -374,7 +374,7 @@ static void exec_seccomp_releasep(scmp_filter_ctx *ctx)
 		seccomp_release(*ctx);
 }
 
-int exec_seccomp_build(native_seccomp *ret, airlock_error *err)
+int exec_seccomp_build(exec_seccomp *ret, airlock_error *err)
 {
 	__attribute__((cleanup(exec_seccomp_releasep))) scmp_filter_ctx ctx = NULL;
 	_cleanup_close_ int mfd = -1;
@@ -447,7 +447,7 @@ size_t exec_seccomp_denials(const exec_seccomp_denial **ret)
 	return ARRAY_SIZE(native_denied);
 }
 
-char *exec_seccomp_hex(const native_seccomp *s)
+char *exec_seccomp_hex(const exec_seccomp *s)
 {
 	if (!s || !s->filter || s->len == 0)
 		return NULL;
@@ -458,7 +458,7 @@ char *exec_seccomp_hex(const native_seccomp *s)
 	return hex;
 }
 
-void exec_seccomp_clear(native_seccomp *s)
+void exec_seccomp_clear(exec_seccomp *s)
 {
 	if (!s)
 		return;
@@ -467,7 +467,7 @@ void exec_seccomp_clear(native_seccomp *s)
 	s->len = 0;
 }
 
-int exec_seccomp_install(const native_seccomp *s)
+int exec_seccomp_install(const exec_seccomp *s)
 {
 	if (!s || !s->filter || s->len == 0)
 		return -EINVAL;

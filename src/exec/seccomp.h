@@ -33,12 +33,12 @@
 
 #include "airlock/error.h"
 
-typedef struct native_seccomp {
+typedef struct exec_seccomp {
 	void *filter; /* struct sock_filter[] */
 	unsigned short len;
-} native_seccomp;
+} exec_seccomp;
 
-int exec_seccomp_build(native_seccomp *ret, airlock_error *err);
+int exec_seccomp_build(exec_seccomp *ret, airlock_error *err);
 
 /* The syscalls the filter refuses whatever their arguments, and the errno
  * each answers: the table the filter is built from, for the tests that
@@ -52,16 +52,16 @@ typedef struct exec_seccomp_denial {
 	int errno_; /* what the call returns */
 } exec_seccomp_denial;
 size_t exec_seccomp_denials(const exec_seccomp_denial **ret);
-void exec_seccomp_clear(native_seccomp *s);
+void exec_seccomp_clear(exec_seccomp *s);
 
 /* The filter as `guest exec --seccomp` takes it (airlock/guest.h): the
  * program's bytes as lowercase hex, malloc'd; NULL on ENOMEM. The gvisor
  * mechanism hands it to every command, so one filter, built here, is the
  * policy of both mechanisms. */
-char *exec_seccomp_hex(const native_seccomp *s);
+char *exec_seccomp_hex(const exec_seccomp *s);
 
 /* In the child, after PR_SET_NO_NEW_PRIVS: install the filter. Async-signal
  * safe: one syscall. Returns 0 or -errno. */
-int exec_seccomp_install(const native_seccomp *s);
+int exec_seccomp_install(const exec_seccomp *s);
 
 #endif

@@ -23,7 +23,7 @@
 #include <unistd.h>
 
 #include "airlock/guest.h"
-#include "airlock/native.h"
+#include "airlock/volume.h"
 #include "exec/gvisor/gvisor_internal.h"
 #include "exec/seccomp.h"
 #include "host/cgroup/cgroup.h"
@@ -254,7 +254,7 @@ int airlock_gvisor_new(const airlock_gvisor_config *cfg, airlock_gvisor **ret, a
 	 * to the container's first process only (never to a `runsc exec`,
 	 * which is how every command starts), and it drops each rule's
 	 * errnoRet (every denial answers EPERM), both measured here. */
-	native_seccomp filter = { 0 };
+	exec_seccomp filter = { 0 };
 	int r = exec_seccomp_build(&filter, err);
 	if (r < 0)
 		goto fail;
@@ -309,7 +309,7 @@ int airlock_gvisor_new(const airlock_gvisor_config *cfg, airlock_gvisor **ret, a
 		                      "gvisor: the state directory's images");
 		goto fail;
 	}
-	const char *vdir = cfg->volume_dir ? cfg->volume_dir : AIRLOCK_NATIVE_VOLUME_DIR;
+	const char *vdir = cfg->volume_dir ? cfg->volume_dir : AIRLOCK_VOLUME_DIR;
 	if ((r = dir_private(vdir, err)) < 0)
 		goto fail;
 	g->volume_dir_fd = open(vdir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);

@@ -8,6 +8,7 @@
  * execute.c runs a command; this file is the instance and its sandboxes.
  */
 #include "airlock/native.h"
+#include "airlock/volume.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -203,7 +204,7 @@ int airlock_native_new(const airlock_native_config *cfg, airlock_native **ret, a
 	}
 	/* The volumes' backing files are unnamed (O_TMPFILE): this directory
 	 * only picks the filesystem they live on. */
-	const char *vdir = cfg->volume_dir ? cfg->volume_dir : AIRLOCK_NATIVE_VOLUME_DIR;
+	const char *vdir = cfg->volume_dir ? cfg->volume_dir : AIRLOCK_VOLUME_DIR;
 	if (mkdir(vdir, 0700) < 0 && errno != EEXIST) {
 		r = airlock_error_set(err, AIRLOCK_ERR_EXECUTION_UNAVAILABLE, errno,
 		                      "native: the volume directory");

@@ -71,7 +71,7 @@ typedef struct native_init_args {
 	int image_mount_fd;  /* a detached read-only mount of the image */
 	int volume_mount_fd; /* the detached workspace mount */
 	const char *tmp_options; /* "size=N,mode=1777" for /tmp and /dev/shm */
-	const native_seccomp *seccomp;
+	const exec_seccomp *seccomp;
 	int last_cap;
 	uid_t host_id;   /* the sandbox's own host id (uid and gid) */
 	uint64_t nofile; /* RLIMIT_NOFILE: exec_sandbox_nofile (exec/kobjects.h) */
@@ -93,7 +93,7 @@ typedef struct native_cmd_args {
 	char *const *argv; /* the starter's: NATIVE_STARTER_ARGV0, then the command's */
 	char *const *envp;
 	const char *cwd; /* "/workspace" or "/workspace/<checked relative path>" */
-	const native_seccomp *seccomp;
+	const exec_seccomp *seccomp;
 	uint64_t fsize_limit; /* RLIMIT_FSIZE: no file larger than the volume */
 	uint64_t nofile;      /* RLIMIT_NOFILE: exec_sandbox_nofile (exec/kobjects.h) */
 	int last_cap;
@@ -130,6 +130,6 @@ int native_user_enter(int sync_fd, uid_t host_id, uint64_t nofile);
  * seccomp filter. last_cap is the kernel's highest capability
  * (/proc/sys/kernel/cap_last_cap, read by the service). For init and for
  * every command. Returns the step that failed (0 on success), errno set. */
-int native_become_sandbox_user(const native_seccomp *s, int last_cap);
+int native_become_sandbox_user(const exec_seccomp *s, int last_cap);
 
 #endif

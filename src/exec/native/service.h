@@ -79,7 +79,7 @@ struct airlock_native {
 	int last_cap; /* the kernel's highest capability number */
 	char *image_store_path;
 	airlock_image_store *images;
-	native_seccomp seccomp;
+	exec_seccomp seccomp;
 	int volume_dir_fd;
 	int starter_fd;   /* the sealed memfd every command is started through (starter.h) */
 	int shutdown_efd; /* readable once the service is stopping */
