@@ -73,6 +73,18 @@ expect refuses-production-dev-mechanism 78 'startup refused' -- $CLEAN AIRLOCK_S
 expect refuses-non-socket 78 'not a socket' -- $CLEAN AIRLOCK_SANDBOX_MECHANISM=fake \
 	"$AIRLOCK" serve --listen "unix:$TMP/plain" --credential-file "$TMP/tok"
 [ -f "$TMP/plain" ] && ok refuses-non-socket-kept || bad refuses-non-socket-kept "the file was replaced"
+# A system error's reason is said once: "listen unix:...: No such file or
+# directory", not the reason twice.
+expect listen-reason-once 78 'No such file or directory' -- $CLEAN AIRLOCK_SANDBOX_MECHANISM=fake \
+	"$AIRLOCK" serve --listen "unix:$TMP/no-such-dir/s.sock" --credential-file "$TMP/tok"
+n=$(grep -o 'No such file or directory' "$TMP/out" | wc -l)
+[ "$n" = 1 ] && ok listen-reason-said-once || bad listen-reason-said-once "said $n times" "$(cat "$TMP/out")"
+printf 'service:\n  listen: 127.0.0.1:1\n  tls_cert_file: %s\n  tls_key_file: %s\n' \
+	"$TMP/no-such.pem" "$TMP/no-such.pem" >"$TMP/tls-missing.yaml"
+expect tls-reason-once 78 'No such file or directory' -- $CLEAN AIRLOCK_SANDBOX_MECHANISM=fake \
+	"$AIRLOCK" serve --config "$TMP/tls-missing.yaml" --credential-file "$TMP/tok"
+n=$(grep -o 'No such file or directory' "$TMP/out" | wc -l)
+[ "$n" = 1 ] && ok tls-reason-said-once || bad tls-reason-said-once "said $n times" "$(cat "$TMP/out")"
 
 # ---- warnings at start -------------------------------------------------------
 # A host file table too small for one sandbox at the largest memory limit

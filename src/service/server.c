@@ -1497,16 +1497,15 @@ static int read_pem(const char *what, const char *path, char **ret, airlock_erro
 {
 	_cleanup_close_ int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
 	if (fd < 0)
-		return airlock_error_set(err, AIRLOCK_ERR_CONFIG, errno, "%s: cannot open it: %s", what,
-		                         strerror(errno));
+		return airlock_error_set(err, AIRLOCK_ERR_CONFIG, errno, "%s: cannot open it", what);
 	struct stat st;
 	if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode))
 		return airlock_error_set(err, AIRLOCK_ERR_CONFIG, 0, "%s: not a regular file", what);
 	size_t len = 0;
 	int r = util_read_capped(fd, AIRLOCK_SERVICE_PEM_MAX, ret, &len);
 	if (r < 0)
-		return airlock_error_set(err, AIRLOCK_ERR_CONFIG, -r, "%s: %s", what,
-		                         r == -EFBIG ? "larger than 1 MiB" : strerror(-r));
+		return r == -EFBIG ? airlock_error_set(err, AIRLOCK_ERR_CONFIG, 0, "%s: larger than 1 MiB", what)
+		                   : airlock_error_set(err, AIRLOCK_ERR_CONFIG, -r, "%s", what);
 	return 0;
 }
 
