@@ -17,7 +17,7 @@
 #include <unistd.h>
 
 #include "airlock/egress.h"
-#include "airlock/envbuild.h"
+#include "airlock/tiers.h"
 #include "exec/io.h"
 #include "exec/kobjects.h"
 #include "exec/native/service.h"

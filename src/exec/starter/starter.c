@@ -29,8 +29,8 @@
 
 #include "airlock/caps.h"
 #include "airlock/tiers.h"
-#include "exec/native/native_internal.h" /* init mode speaks native's sync protocol */
 #include "exec/starter/starter.h"
+#include "exec/starter/sync.h"
 
 #if defined(__x86_64__)
 __asm__(".text\n"
