@@ -138,17 +138,9 @@ int cli_default_image(const airlock_settings *s, char ret[72], airlock_error *er
 
 int cli_proxy_start(const char *dns, int log_fd, airlock_proxy **ret, airlock_error *err)
 {
-	airlock_egress_resolver *check = NULL;
-	int r = airlock_egress_resolver_new(dns, &check, err);
-	airlock_egress_resolver_free(check);
-	if (r < 0) {
+	int r = airlock_proxy_start(dns, log_fd, ret, err);
+	/* A bad --dns is what stops the proxy before it starts. */
+	if (r < 0 && err && err->cls == AIRLOCK_ERR_CONFIG)
 		airlock_error_prefix(err, "--dns: ");
-		return r;
-	}
-	airlock_proxy_config pc;
-	airlock_proxy_config_default(&pc);
-	pc.dns_servers = dns;
-	if (log_fd >= 0)
-		pc.log_fd = log_fd;
-	return airlock_proxy_spawn(&pc, ret, err);
+	return r;
 }

@@ -371,3 +371,20 @@ void airlock_proxy_free(airlock_proxy *p)
 	pthread_mutex_destroy(&p->lock);
 	free(p);
 }
+
+int airlock_proxy_start(const char *dns_servers, int log_fd, airlock_proxy **ret, airlock_error *err)
+{
+	/* The resolver's servers are checked here, where the message can name
+	 * them, not by a proxy that would exit on them. */
+	airlock_egress_resolver *check = NULL;
+	int r = airlock_egress_resolver_new(dns_servers, &check, err);
+	airlock_egress_resolver_free(check);
+	if (r < 0)
+		return r;
+	airlock_proxy_config pc;
+	airlock_proxy_config_default(&pc);
+	pc.dns_servers = dns_servers;
+	if (log_fd >= 0)
+		pc.log_fd = log_fd;
+	return airlock_proxy_spawn(&pc, ret, err);
+}
