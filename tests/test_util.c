@@ -17,6 +17,7 @@
 #include "airlock/port/workspace.h"
 #include "core/snapshot.h"
 #include "util/run.h"
+#include "airlock/escape.h"
 #include "util/util.h"
 
 Test(buf, cap_is_fixed_at_creation)
@@ -954,4 +955,19 @@ Test(snapshot_hash, the_cpu_bound_stops_hashing)
 	/* Checked every MiB: a MiB of SHA-256 is a few ms at most. */
 	cr_assert_lt(spent, bound * 4, "%lld ms of CPU", (long long)(spent / 1000000));
 	ws_close(&t);
+}
+
+/* The public face of the escaper (airlock/escape.h), what every airlock
+ * program prints untrusted bytes with. */
+Test(util, fput_escaped_passes_text_and_escapes_controls)
+{
+	char out[256] = { 0 };
+	FILE *f = fmemopen(out, sizeof(out) - 1, "w");
+	cr_assert_not_null(f);
+	static const char in[] = "ok \xc3\xa9 \x1b[2J a\\b \xff";
+	airlock_fput_escaped(f, in, sizeof(in) - 1, true);
+	fclose(f);
+	cr_assert_str_eq(out, "ok \xc3\xa9 \\x1b[2J a\\\\b \\xff");
+	char buf[32];
+	cr_assert_str_eq(airlock_escape(buf, sizeof(buf), "a\nb", 3), "a\\x0ab");
 }

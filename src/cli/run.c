@@ -191,7 +191,7 @@ static void print_summary(const airlock_execution_result *res, const char *mecha
 		const char *path = res->files_changed[i].path;
 		fprintf(stderr, "airlock:   %-8s ",
 		        airlock_change_kind_name(res->files_changed[i].change));
-		cli_fput_escaped(stderr, path, strlen(path), true);
+		airlock_fput_escaped(stderr, path, strlen(path), true);
 		fprintf(stderr, " (%lld bytes)\n", (long long)res->files_changed[i].size_bytes);
 	}
 }
