@@ -980,8 +980,13 @@ int airlock_exec_provision_as(airlock_exec *e, const airlock_environment_spec *s
  * parallel-safe against a single handle"): two commands would share the
  * workspace snapshots, the limit counters and the group every command's
  * leftovers are killed in. A second one is refused, not queued. */
-static int record_claim(airlock_exec *e, const airlock_environment_handle *h, airlock_error *err)
+/* The claim is on the record of *serial (0: none was taken), not on the id:
+ * a destroy and a provision of the same id while the command runs make a
+ * new record, whose own claims this one's release must not end. */
+static int record_claim(airlock_exec *e, const airlock_environment_handle *h, uint64_t *serial,
+                        airlock_error *err)
 {
+	*serial = 0;
 	if (!h || !airlock_environment_id_valid(h->environment_id))
 		return 0; /* check_handle reports it */
 	pthread_mutex_lock(&e->lock);
@@ -990,6 +995,7 @@ static int record_claim(airlock_exec *e, const airlock_environment_handle *h, ai
 	if (r && !busy) {
 		r->busy = true;
 		r->busy_since_ms = util_monotonic_ms();
+		*serial = r->serial;
 	}
 	pthread_mutex_unlock(&e->lock);
 	if (busy)
@@ -1000,13 +1006,13 @@ static int record_claim(airlock_exec *e, const airlock_environment_handle *h, ai
 	return 0;
 }
 
-static void record_release(airlock_exec *e, const airlock_environment_handle *h)
+static void record_release(airlock_exec *e, const airlock_environment_handle *h, uint64_t serial)
 {
-	if (!h)
+	if (!h || !serial)
 		return;
 	pthread_mutex_lock(&e->lock);
 	exec_record *r = record_find(e, h->environment_id);
-	if (r && r->busy) {
+	if (r && r->serial == serial && r->busy) {
 		r->busy = false;
 		r->busy_ms += util_monotonic_ms() - r->busy_since_ms;
 	}
@@ -1021,10 +1027,11 @@ int airlock_exec_execute(airlock_exec *e, const airlock_exec_call *call,
 	int r = call_enter(e, err);
 	if (r < 0)
 		return r;
-	r = record_claim(e, handle, err);
+	uint64_t serial = 0;
+	r = record_claim(e, handle, &serial, err);
 	if (r == 0) {
 		r = exec_execute_inner(e, call, handle, command, ret, err);
-		record_release(e, handle);
+		record_release(e, handle, serial);
 	}
 	call_leave(e);
 	return r;
