@@ -73,6 +73,7 @@
 #include "airlock/caps.h"
 #include "airlock/ids.h"
 #include "airlock/json.h"
+#include "core/json_internal.h"
 #include "service/server_internal.h"
 #include "util/util.h"
 
@@ -1231,8 +1232,7 @@ static enum MHD_Result respond_ws_error(svc_req *q, struct MHD_Connection *c, co
 	if (!name)
 		return respond_error(q, c, e);
 	airlock_error jerr = { 0 };
-	_cleanup_free_ char *ej = airlock_error_to_json(e, &jerr);
-	json_t *o = ej ? json_loads(ej, 0, NULL) : NULL;
+	json_t *o = core_json_error_value(e, &jerr);
 	if (!o || json_object_set_new(o, "errno", json_string(name)) < 0) {
 		json_decref(o);
 		return MHD_NO;
@@ -1316,18 +1316,12 @@ static enum MHD_Result do_workspace(svc_req *q, struct MHD_Connection *c)
 		for (size_t i = 0; arr && i < l.n; i++) {
 			/* The path in FileChange.path's lossless text form, made by
 			 * the one encoder that has it. */
-			airlock_file_change fc = { .path = l.entries[i].path,
-				                   .change = AIRLOCK_CHANGE_DELETED,
-				                   .kind = AIRLOCK_FILE_REGULAR };
-			airlock_error jerr = { 0 };
-			_cleanup_free_ char *fj = airlock_file_change_to_json(&fc, &jerr);
-			json_t *fo = fj ? json_loads(fj, 0, NULL) : NULL;
+			json_t *pv = core_json_path_value(l.entries[i].path);
 			char tn[64];
-			json_t *e = fo ? json_pack("{s:O, s:s, s:I}", "path", json_object_get(fo, "path"),
-			                           "type", wire_name(airlock_entry_type_name(l.entries[i].type), tn),
+			json_t *e = pv ? json_pack("{s:o, s:s, s:I}", "path", pv, "type",
+			                           wire_name(airlock_entry_type_name(l.entries[i].type), tn),
 			                           "size_bytes", (json_int_t)l.entries[i].size_bytes)
 			               : NULL;
-			json_decref(fo);
 			if (!e || json_array_append_new(arr, e) < 0) {
 				json_decref(arr);
 				arr = NULL;
