@@ -227,6 +227,23 @@ Test(remote, capacity_is_execution_unavailable_at_once)
 	unserve(&s);
 }
 
+/* The end of a listing test: its file operations, its sandbox, its client
+ * and its service go. */
+static void listing_test_end(airlock_fake_file_op *ops, size_t n, airlock_exec *e,
+                             airlock_environment_handle *h, airlock_environment_spec *spec,
+                             served *s)
+{
+	for (size_t i = 0; i < n; i++)
+		free((void *)(uintptr_t)ops[i].path);
+	free(ops);
+	airlock_error err = { 0 };
+	cr_assert_eq(airlock_exec_destroy(e, h, &err), 0, "%s", err.message);
+	airlock_exec_free(e);
+	airlock_environment_handle_clear(h);
+	airlock_environment_spec_clear(spec);
+	unserve(s);
+}
+
 /* A result within its caps reaches the client whatever files_changed_max
  * allows (caps.h, AIRLOCK_FILES_CHANGED_JSON_MAX): at the spec's ceiling,
  * 10,000, a command that makes 3,500 files of 4,015-byte paths of bytes
@@ -300,14 +317,7 @@ Test(remote, a_listing_past_the_decoders_cap_is_cut_by_bytes_and_still_arrives, 
 		                 i, i);
 	}
 	airlock_execution_result_clear(&r);
-	for (size_t i = 0; i < DEEP_FILES; i++)
-		free((void *)(uintptr_t)ops[i].path);
-	free(ops);
-	cr_assert_eq(airlock_exec_destroy(e, &h, &err), 0, "%s", err.message);
-	airlock_exec_free(e);
-	airlock_environment_handle_clear(&h);
-	airlock_environment_spec_clear(&spec);
-	unserve(&s);
+	listing_test_end(ops, DEEP_FILES, e, &h, &spec, &s);
 }
 
 /* The service's listing cap is its own setting, and the client's core has
@@ -348,14 +358,7 @@ Test(remote, a_service_listing_past_the_clients_cap_arrives_cut_to_it, .timeout 
 	cr_expect(r.files_changed_truncated);
 	cr_expect_str_eq(r.files_changed[999].path, "f00999", "the sorted prefix");
 	airlock_execution_result_clear(&r);
-	for (size_t i = 0; i < N; i++)
-		free((void *)(uintptr_t)ops[i].path);
-	free(ops);
-	cr_assert_eq(airlock_exec_destroy(e, &h, &err), 0, "%s", err.message);
-	airlock_exec_free(e);
-	airlock_environment_handle_clear(&h);
-	airlock_environment_spec_clear(&spec);
-	unserve(&s);
+	listing_test_end(ops, N, e, &h, &spec, &s);
 }
 
 typedef struct first_bytes {
