@@ -128,6 +128,15 @@
  * = 62.7 MiB, under AIRLOCK_JSON_INPUT_MAX (64 MiB), which src/core/exec.c
  * asserts. 20 MiB keeps the default files_changed_max (1,000) whole at any
  * names: 1,000 of the longest paths charged as above are 19.7 MiB. */
+/* files_changed_max, a listing's count cap, is at most this on both sides
+ * of the service (the specification's ceiling): the settings refuse more
+ * (limits.defaults and limits.ceilings), and a core accepts a listing of up
+ * to this many from any adapter, then cuts it to its own files_changed_max
+ * and marks it truncated. The remote adapter's listing is cut by the
+ * service's own setting, which its client cannot see: a client whose cap
+ * was lower than the service's refused every longer listing as an adapter
+ * bug, and the command's result was lost. */
+#define AIRLOCK_FILES_CHANGED_MAX 10000
 #define AIRLOCK_FC_JSON_ENTRY_OVERHEAD 192u
 #define AIRLOCK_FC_JSON_PATH_FACTOR 5u
 #define AIRLOCK_FILES_CHANGED_JSON_MAX ((size_t)20 << 20)

@@ -16,6 +16,7 @@
 #include <sys/eventfd.h>
 #include <sys/signalfd.h>
 #include <sys/stat.h>
+#include <sys/sysmacros.h>
 #include <sys/uio.h>
 #include <unistd.h>
 
@@ -52,7 +53,7 @@ static void run_usage(FILE *out)
 	        "  --output-limit BYTES  maximum_output_bytes per stream (default 1M)\n"
 	        "  --stdin FILE|-        the command's standard input: a file, a pipe or FIFO\n"
 	        "                        (read until closed, within the start budget), or - for\n"
-	        "                        airlock run's own standard input\n"
+	        "                        airlock run's own standard input; /dev/null is empty\n"
 	        "  --cwd DIR             working directory, relative to /workspace\n"
 	        "  --env NAME            pass NAME from this environment (tier 1; repeatable;\n"
 	        "                        credentials are refused)\n"
@@ -424,9 +425,12 @@ static int read_pipe_capped(int fd, int sfd, int64_t deadline_ms, unsigned char 
  * something nobody wrote. A pipe must close within the start budget
  * (budget_s, limits.defaults.start_budget_seconds): the input is read
  * before any sandbox exists, and a writer that never closes is an error
- * naming the budget rather than an airlock run that waits forever. A
- * directory, a device, a terminal or a socket is refused. The open is
- * non-blocking, so a FIFO with no writer does not hang the open itself. */
+ * naming the budget rather than an airlock run that waits forever. The
+ * null device (`--stdin /dev/null`, `--stdin - </dev/null`) is an empty
+ * input: it is known by its device number (1:3 on Linux), not its name,
+ * so no other device passes for it. Any other device, a directory, a
+ * terminal or a socket is refused. The open is non-blocking, so a FIFO
+ * with no writer does not hang the open itself. */
 static stdin_read read_stdin(const char *path, int64_t budget_s, run_signals *rs,
                              unsigned char **ret, size_t *ret_len)
 {
@@ -453,6 +457,10 @@ static stdin_read read_stdin(const char *path, int64_t budget_s, run_signals *rs
 			*ret = (unsigned char *)data;
 	} else if (S_ISFIFO(st.st_mode)) {
 		r = read_pipe_capped(fd, rs->sfd, util_monotonic_ms() + budget_s * 1000, ret, ret_len);
+	} else if (S_ISCHR(st.st_mode) && st.st_rdev == makedev(1, 3)) {
+		*ret = calloc(1, 1);
+		*ret_len = 0;
+		r = *ret ? 0 : -ENOMEM;
 	} else {
 		stdin_error(path, S_ISDIR(st.st_mode) ? "a directory, not a regular file or a pipe"
 		                  : isatty(fd)         ? "a terminal, not a regular file or a pipe"

@@ -119,6 +119,8 @@ airlock_deployment_mode airlock_deployment_mode_parse(const char *s)
  * numbers scattered through initializers. The numbers are the
  * specification's table ("Resource limits, as numbers"); a ceiling of 0 is
  * the table's "operator": no ceiling until an operator sets one. */
+#define SETTINGS_STR_(x) #x
+#define SETTINGS_STR(x) SETTINGS_STR_(x)
 static const char settings_defaults_yaml[] =
 	"deployment_mode: development\n"
 	"auth_mode: dev\n"
@@ -143,7 +145,7 @@ static const char settings_defaults_yaml[] =
 	"    workspace_bytes: 0\n"
 	"    inodes_max: 1000000\n"
 	"    wall_clock_seconds: 1800\n"
-	"    files_changed_max: 10000\n"
+	"    files_changed_max: " SETTINGS_STR(AIRLOCK_FILES_CHANGED_MAX) "\n"
 	"    start_budget_seconds: 60\n"
 	"environment:\n"
 	"  passthrough: []\n"
@@ -1065,6 +1067,18 @@ static int64_t limit_value(const airlock_limit_table *t, const field *f)
 
 static int check_limits(const airlock_settings *s, airlock_error *err)
 {
+	/* The one listing cap both sides of the service agree on (caps.h);
+	 * a ceiling of 0 (none) still stops here. */
+	if (s->defaults.files_changed_max > AIRLOCK_FILES_CHANGED_MAX ||
+	    s->ceilings.files_changed_max > AIRLOCK_FILES_CHANGED_MAX)
+		return airlock_error_set(err, AIRLOCK_ERR_CONFIG, 0,
+		                         "limits.%s.files_changed_max=%lld: at most %d",
+		                         s->defaults.files_changed_max > AIRLOCK_FILES_CHANGED_MAX
+		                                 ? "defaults" : "ceilings",
+		                         (long long)(s->defaults.files_changed_max > AIRLOCK_FILES_CHANGED_MAX
+		                                             ? s->defaults.files_changed_max
+		                                             : s->ceilings.files_changed_max),
+		                         AIRLOCK_FILES_CHANGED_MAX);
 	for (size_t i = 0; i < ARRAY_SIZE(limit_fields); i++) {
 		const field *f = &limit_fields[i];
 		int64_t d = limit_value(&s->defaults, f), c = limit_value(&s->ceilings, f);

@@ -23,7 +23,10 @@
 
 #include "airlock/guest.h"
 #include "airlock/json.h"
+#include "airlock/caps.h"
+#include "core/json_internal.h"
 #include "core/snapshot.h"
+#include "exec/gvisor/events.h"
 #include "exec/gvisor/gvisor_internal.h"
 #include "exec/io.h"
 #include "exec/kill.h"
@@ -235,8 +238,30 @@ static int exec_start(execution *x, airlock_error *err)
 	return 0;
 }
 
+static int events_pids_read(json_t *root, void *ctx, airlock_error *err)
+{
+	json_t *cur = json_object_get(json_object_get(json_object_get(root, "data"), "pids"), "current");
+	if (!json_is_integer(cur) || json_integer_value(cur) < 0)
+		return airlock_error_set(err, AIRLOCK_ERR_DECODE, 0,
+		                         "runsc events --stats: no data.pids.current count");
+	*(int64_t *)ctx = (int64_t)json_integer_value(cur);
+	return 0;
+}
+
+int gv_events_pids(const char *out, size_t len, int64_t *ret, airlock_error *err)
+{
+	int64_t n = -1;
+	int r = core_json_decode(out, len, AIRLOCK_GVISOR_RUNSC_OUTPUT_MAX, "runsc events --stats",
+	                         events_pids_read, &n, err);
+	if (r < 0)
+		return r;
+	*ret = n;
+	return 0;
+}
+
 /* The sandbox's own process count, from the runtime: `runsc events
- * --stats` reports gVisor's count (init included). -1 when unknown. */
+ * --stats` reports gVisor's count (init included). -1 when unknown (the
+ * runtime did not answer, or its answer did not decode: gv_events_pids). */
 static int64_t guest_pids(execution *x)
 {
 	const char *words[] = { "events", "--stats", x->b->box.id };
@@ -246,11 +271,10 @@ static int64_t guest_pids(execution *x)
 	                  &out) < 0 ||
 	    !out)
 		return -1;
-	json_error_t je;
-	json_t *j = json_loads(out, 0, &je);
-	json_t *cur = json_object_get(json_object_get(json_object_get(j, "data"), "pids"), "current");
-	int64_t n = json_is_integer(cur) ? (int64_t)json_integer_value(cur) : -1;
-	json_decref(j);
+	int64_t n = -1;
+	airlock_error err = { 0 };
+	if (gv_events_pids(out, strlen(out), &n, &err) < 0)
+		return -1;
 	return n;
 }
 
