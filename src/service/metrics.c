@@ -100,8 +100,9 @@ static const char *const outcomes[OUT__MAX] = { "allowed", "refused", "failed" }
 
 /* Reasons: the evaluation's (airlock_egress_reason, by its own name table,
  * so a reason added there is known here at once) and then the proxy's own,
- * which src/egress/proxy.c writes as literals (tests/test_service_metrics.c
- * reads proxy.c and checks that each of those is known here). Each with the
+ * which the proxy process's files (src/egress/proxy_loop.h) write as
+ * literals (tests/test_service_metrics.c reads them and checks that each of
+ * those is known here). Each with the
  * outcome it is written under, so the series an operator alerts on exist
  * at 0 before the first decision. */
 typedef struct proxy_reason {
