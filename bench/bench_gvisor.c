@@ -39,7 +39,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "airlock/envbuild.h"
+#include "airlock/tiers.h"
 #include "airlock/gvisor.h"
 #include "airlock/guest.h"
 

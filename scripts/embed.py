@@ -2,7 +2,7 @@
 # SPDX-License-Identifier: Apache-2.0
 """Write a C file that defines `name` as the bytes of a file and `name_len`
 as their count. The build uses it to embed the sandbox's command starter
-(src/exec/native/starter.c) in the service, and the guest files
+(src/exec/starter/starter.c) in the service, and the guest files
 (src/guest/) in the image builder: embedded, no installed path on the host
 has to be trusted to be the starter or to be what goes into an image."""
 import sys

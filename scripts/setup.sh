@@ -28,6 +28,9 @@ packages=(
 	clang libclang-rt-14-dev           # libFuzzer targets (scripts/fuzz.sh)
 )
 
+sudo=""
+[ "$(id -u)" -eq 0 ] || sudo="sudo"
+
 missing=()
 for p in "${packages[@]}"; do
 	if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed'; then
@@ -36,10 +39,32 @@ for p in "${packages[@]}"; do
 done
 if [ ${#missing[@]} -gt 0 ]; then
 	echo "setup: installing ${missing[*]}"
-	sudo=""
-	[ "$(id -u)" -eq 0 ] || sudo="sudo"
 	$sudo apt-get update -q
 	DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -q --no-install-recommends "${missing[@]}"
+fi
+
+# The host's file table. A sandbox can hold one entry per 384 bytes of its
+# memory limit (a file mapped and then closed keeps its entry with no
+# descriptor; include/airlock/caps.h, AIRLOCK_HOST_FILE_CHARGE), and a
+# provision is refused unless the table has room for that much
+# (src/host/filetable.h): at the default 2 GiB, 5.6 million entries, more
+# than the kernel's default fs.file-max (about one per 10 KiB of RAM).
+# The entries are charged to the sandboxes' memory cgroups, so memory
+# bounds them; systemd (since v240) sets this same value at every boot for
+# that reason, and a host booted by another init keeps the small default.
+sysctl_file=/etc/sysctl.d/60-airlock.conf
+sysctl_text='# airlock (scripts/setup.sh): file-table entries are charged to memory
+# cgroups, so memory bounds them; a sandbox at the default 2 GiB can hold
+# 5.6 million (include/airlock/caps.h, AIRLOCK_HOST_FILE_CHARGE).
+fs.file-max = 9223372036854775807'
+if [ "$(cat "$sysctl_file" 2>/dev/null)" != "$sysctl_text" ]; then
+	echo "setup: writing $sysctl_file"
+	printf '%s\n' "$sysctl_text" | $sudo tee "$sysctl_file" >/dev/null
+fi
+if ! $sudo sysctl -q -p "$sysctl_file"; then
+	echo "setup: WARNING: could not apply $sysctl_file; fs.file-max is" \
+	     "$(cat /proc/sys/fs/file-max), and a native or gvisor provision whose memory" \
+	     "limit needs more file-table room than that is refused (ExecutionUnavailable)" >&2
 fi
 
 if [ ! -f build/build.ninja ]; then

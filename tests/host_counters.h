@@ -18,6 +18,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "sandbox_testlib.h"
+
 /* Reads one number from the host; < 0 when it cannot. */
 typedef long long (*host_reader)(void);
 
@@ -73,6 +75,38 @@ static inline long long sampler_rise(sampler *s)
 	atomic_store(&s->stop, true);
 	pthread_join(s->thread, NULL);
 	return s->peak - s->before;
+}
+
+/* Code (python3) in a new sandbox with limits l, the host counter read
+ * sampled while it runs (after it has settled): the counter's rise, and
+ * the command's result in *r. The sandbox is gone on return. */
+static inline long long sandbox_sampled_run(const char *tenant, const airlock_resource_limits *l,
+                                            const char *code, int timeout_s, host_reader read,
+                                            airlock_execution_result *r)
+{
+	box b;
+	box_open(&b, tenant, l);
+	host_counter_settle(read);
+	sampler s;
+	sampler_start(&s, read);
+	py(&b, code, timeout_s, r);
+	long long rise = sampler_rise(&s);
+	box_close(&b);
+	return rise;
+}
+
+/* The first number in a file of /proc (fs.aio-nr; fs.file-nr, whose first
+ * is the file-table entries allocated); -1 when it cannot be read. */
+static inline long long proc_first_number(const char *path)
+{
+	FILE *f = fopen(path, "re");
+	if (!f)
+		return -1;
+	long long v = -1;
+	if (fscanf(f, "%lld", &v) != 1)
+		v = -1;
+	fclose(f);
+	return v;
 }
 
 /* The pages of a protocol's line in /proc/net/sockstat ("TCP: ... mem N"),

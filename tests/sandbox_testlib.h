@@ -304,6 +304,26 @@ static inline void box_close(box *b)
 	airlock_environment_spec_clear(&b->spec);
 }
 
+/* A provision of spec that the host's file table refuses
+ * (src/host/filetable.h): ExecutionUnavailable, the message naming
+ * fs.file-max and holding want; no handle is kept. */
+static inline void sandbox_test_expect_file_table_refusal(airlock_exec *e,
+                                                          const airlock_environment_spec *spec,
+                                                          const char *want)
+{
+	airlock_environment_handle h = { 0 };
+	airlock_error err = { 0 };
+	int r = airlock_exec_provision(e, spec, &h, &err);
+	cr_expect_eq(r, airlock_errcode(AIRLOCK_ERR_EXECUTION_UNAVAILABLE), "%d: %s", r, err.message);
+	cr_expect(strstr(err.message, "the host's file table has no room for this sandbox: "
+	                              "fs.file-max is ") &&
+	                  strstr(err.message, want),
+	          "want \"%s\" in: %s", want, err.message);
+	if (r == 0) /* admitted after all: not left running */
+		airlock_exec_destroy(e, &h, &err);
+	airlock_environment_handle_clear(&h);
+}
+
 /* ---- leak counters ------------------------------------------------------------
  * What a sandbox can leave behind on the host, counted from outside the code
  * under test: mounts, cgroups, loop devices, descriptors and processes, and

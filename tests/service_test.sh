@@ -73,6 +73,61 @@ expect refuses-production-dev-mechanism 78 'startup refused' -- $CLEAN AIRLOCK_S
 expect refuses-non-socket 78 'not a socket' -- $CLEAN AIRLOCK_SANDBOX_MECHANISM=fake \
 	"$AIRLOCK" serve --listen "unix:$TMP/plain" --credential-file "$TMP/tok"
 [ -f "$TMP/plain" ] && ok refuses-non-socket-kept || bad refuses-non-socket-kept "the file was replaced"
+# A system error's reason is said once: "listen unix:...: No such file or
+# directory", not the reason twice.
+expect listen-reason-once 78 'No such file or directory' -- $CLEAN AIRLOCK_SANDBOX_MECHANISM=fake \
+	"$AIRLOCK" serve --listen "unix:$TMP/no-such-dir/s.sock" --credential-file "$TMP/tok"
+n=$(grep -o 'No such file or directory' "$TMP/out" | wc -l)
+[ "$n" = 1 ] && ok listen-reason-said-once || bad listen-reason-said-once "said $n times" "$(cat "$TMP/out")"
+printf 'service:\n  listen: 127.0.0.1:1\n  tls_cert_file: %s\n  tls_key_file: %s\n' \
+	"$TMP/no-such.pem" "$TMP/no-such.pem" >"$TMP/tls-missing.yaml"
+expect tls-reason-once 78 'No such file or directory' -- $CLEAN AIRLOCK_SANDBOX_MECHANISM=fake \
+	"$AIRLOCK" serve --config "$TMP/tls-missing.yaml" --credential-file "$TMP/tok"
+n=$(grep -o 'No such file or directory' "$TMP/out" | wc -l)
+[ "$n" = 1 ] && ok tls-reason-said-once || bad tls-reason-said-once "said $n times" "$(cat "$TMP/out")"
+
+# ---- warnings at start -------------------------------------------------------
+# A host file table too small for one sandbox at the largest memory limit
+# the settings grant (docs/host.md, "Host settings"): a warning naming
+# fs.file-max, its value and the value needed, and the service starts. The
+# table is a file bound over /proc/sys/fs/file-nr in a mount namespace of
+# the test's own: the real fs.file-max is the whole machine's.
+# serve_in_table ALLOCATED MAX MECHANISM: serve's stderr in $TMP/out.
+serve_in_table() {
+	printf '%s\t0\t%s\n' "$1" "$2" >"$TMP/file-nr"
+	cat >"$TMP/in-table.sh" <<SH
+mount --bind "$TMP/file-nr" /proc/sys/fs/file-nr || exit 1
+$CLEAN AIRLOCK_SANDBOX_MECHANISM=$3 "$AIRLOCK" serve --credential-file "$TMP/tok" \\
+	--listen "unix:$TMP/table.sock" >/dev/null 2>"$TMP/out" &
+pid=\$!
+i=0
+while [ \$i -lt 300 ] && ! grep -q 'listening on' "$TMP/out"; do
+	kill -0 \$pid 2>/dev/null || break
+	sleep 0.1; i=\$((i + 1))
+done
+kill -TERM \$pid; wait \$pid
+SH
+	unshare -m --propagation private sh "$TMP/in-table.sh"
+}
+if [ "$(id -u)" -eq 0 ] && command -v unshare >/dev/null; then
+	serve_in_table 1000 200000 native
+	if grep -q 'listening on' "$TMP/out" &&
+		grep -q "warning: the host's file table cannot hold one sandbox at limits.defaults.memory_bytes 2147483648 (no ceiling is set): fs.file-max is 200000 with 1000 entries allocated" "$TMP/out" &&
+		grep -q 'refused until fs.file-max is at least 5597501; set fs.file-max = 9223372036854775807' "$TMP/out"; then
+		ok warns-file-table-too-small
+	else
+		bad warns-file-table-too-small "$(cat "$TMP/out")"
+	fi
+	serve_in_table 1000 9223372036854775807 native
+	if grep -q 'listening on' "$TMP/out" && ! grep -q 'file table' "$TMP/out"; then
+		ok no-warning-file-table-at-max
+	else
+		bad no-warning-file-table-at-max "$(cat "$TMP/out")"
+	fi
+else
+	skipped "needs root and unshare (a mount namespace for the test's table)" \
+		warns-file-table-too-small no-warning-file-table-at-max
+fi
 
 # start_serve SOCKET_OR_EMPTY ENV... -- ARGS...: in the background, $SPID;
 # waits (10 s at most) until health answers.

@@ -11,7 +11,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "airlock/remote.h"
+#include "airlock/credential_file.h"
 
 static char dir[64];
 

@@ -787,3 +787,135 @@ Test(invariants, output_over_the_cap_is_refused)
 	cr_assert_null(r.stdout_data, "nothing of the bad result is handed out");
 	wclose(&c);
 }
+
+/* ---- the busy claim belongs to one record, not to its id ---------------- */
+
+/* Holds the first EXECUTED event's thread (the execute that has not yet
+ * released its claim) until released. */
+typedef struct claim_gate {
+	pthread_mutex_t lock;
+	pthread_cond_t cond;
+	bool held, released;
+} claim_gate;
+
+static void gate_on_event(void *arg, const airlock_exec_event *ev)
+{
+	claim_gate *g = arg;
+	if (ev->kind != AIRLOCK_EXEC_EVENT_EXECUTED)
+		return;
+	pthread_mutex_lock(&g->lock);
+	if (!g->held) {
+		g->held = true;
+		pthread_cond_broadcast(&g->cond);
+		while (!g->released)
+			pthread_cond_wait(&g->cond, &g->lock);
+	}
+	pthread_mutex_unlock(&g->lock);
+}
+
+static const airlock_exec_observer gate_observer = { gate_on_event };
+
+typedef struct claim_run {
+	airlock_exec *exec;
+	const airlock_exec_call *call;
+	const airlock_environment_handle *h;
+	char *argv[2];
+	airlock_execution_result r;
+	airlock_error err;
+	int rc;
+} claim_run;
+
+static void *claim_run_main(void *arg)
+{
+	claim_run *x = arg;
+	airlock_execution_command cmd = test_command(x->argv);
+	x->rc = airlock_exec_execute(x->exec, x->call, x->h, &cmd, &x->r, &x->err);
+	return NULL;
+}
+
+static bool listed_busy(airlock_exec *e, const char *id)
+{
+	airlock_exec_entry *v = NULL;
+	size_t n = 0;
+	airlock_error err = { 0 };
+	cr_assert_eq(airlock_exec_list(e, &v, &n, &err), 0, "%s", err.message);
+	bool busy = false;
+	for (size_t i = 0; i < n; i++)
+		if (strcmp(v[i].environment_id, id) == 0)
+			busy = v[i].busy;
+	airlock_exec_list_free(v, n);
+	return busy;
+}
+
+/* An execute still ending on a sandbox that was destroyed and provisioned
+ * again under the same id (its claim was taken on the old record) must not
+ * end the claim of a command running on the new one: a third execute would
+ * then run beside it (the release went by id). */
+Test(service_calls, a_claim_on_a_destroyed_sandbox_leaves_its_successor_busy)
+{
+	claim_gate g = { .lock = PTHREAD_MUTEX_INITIALIZER, .cond = PTHREAD_COND_INITIALIZER };
+	airlock_exec_config cfg;
+	airlock_exec_config_default(&cfg);
+	cfg.observer = &gate_observer;
+	cfg.observer_arg = &g;
+	wctx c;
+	wopen(&c, NULL, &cfg);
+	airlock_error err = { 0 };
+	static const char *quick[] = { "quick", NULL }, *slow[] = { "slow", NULL };
+	cr_assert_eq(airlock_fake_script(c.fake, quick, &(airlock_fake_behaviour){ 0 }, &err), 0);
+	cr_assert_eq(airlock_fake_script(c.fake, slow, &(airlock_fake_behaviour){ .runs_for_ms = 30000 },
+	                                 &err), 0);
+
+	/* A: its command is done; it waits in the event before its release. */
+	claim_run a = { .exec = c.exec, .call = &c.call, .h = &c.h, .argv = { "quick", NULL } };
+	pthread_t ta;
+	cr_assert_eq(pthread_create(&ta, NULL, claim_run_main, &a), 0);
+	pthread_mutex_lock(&g.lock);
+	while (!g.held)
+		pthread_cond_wait(&g.cond, &g.lock);
+	pthread_mutex_unlock(&g.lock);
+
+	/* The id destroyed and provisioned again; B runs on the new sandbox. */
+	cr_assert_eq(airlock_exec_destroy(c.exec, &c.h, &err), 0, "%s", err.message);
+	airlock_environment_handle h2 = { 0 };
+	cr_assert_eq(airlock_exec_provision_as(c.exec, &c.spec, c.h.environment_id, &h2, &err), 0,
+	             "%s", err.message);
+	airlock_exec_call call_b = c.call;
+	cr_assert_eq(airlock_cancel_new(&call_b.cancel, &err), 0);
+	claim_run b = { .exec = c.exec, .call = &call_b, .h = &h2, .argv = { "slow", NULL } };
+	pthread_t tb;
+	cr_assert_eq(pthread_create(&tb, NULL, claim_run_main, &b), 0);
+	for (int i = 0; i < 500 && !listed_busy(c.exec, h2.environment_id); i++) {
+		struct timespec nap = { 0, 10 * 1000 * 1000 };
+		nanosleep(&nap, NULL);
+	}
+	cr_assert(listed_busy(c.exec, h2.environment_id), "B's command did not start");
+
+	/* A ends now. */
+	pthread_mutex_lock(&g.lock);
+	g.released = true;
+	pthread_cond_broadcast(&g.cond);
+	pthread_mutex_unlock(&g.lock);
+	pthread_join(ta, NULL);
+	cr_assert_eq(a.rc, 0, "%s", a.err.message);
+	airlock_execution_result_clear(&a.r);
+
+	cr_expect(listed_busy(c.exec, h2.environment_id), "A's release ended B's claim");
+	char *other[] = { "quick", NULL };
+	airlock_execution_command cmd = test_command(other);
+	airlock_execution_result r = { 0 };
+	int rc = airlock_exec_execute(c.exec, &c.call, &h2, &cmd, &r, &err);
+	airlock_execution_result_clear(&r);
+	cr_expect_eq(rc, airlock_errcode(AIRLOCK_ERR_EXECUTION_REJECTED),
+	             "a third execute ran beside B: rc %d", rc);
+
+	airlock_cancel_fire(call_b.cancel);
+	pthread_join(tb, NULL);
+	cr_assert_eq(b.rc, 0, "%s", b.err.message);
+	cr_assert_eq(b.r.killed_by, AIRLOCK_KILL_CANCELLED);
+	airlock_execution_result_clear(&b.r);
+	airlock_cancel_free(call_b.cancel);
+	cr_assert_eq(airlock_exec_destroy(c.exec, &h2, &err), 0, "%s", err.message);
+	airlock_environment_handle_clear(&h2);
+	wclose(&c);
+}

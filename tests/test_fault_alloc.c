@@ -2,7 +2,7 @@
 /*
  * An allocation countdown over the pure decoders (curl's torture mode): the
  * JSON decoder of every type (src/core/json.c), the settings parser
- * (src/core/settings.c) and the egress policy parser (src/egress/policy.c),
+ * (src/core/settings_*.c) and the egress policy parser (src/egress/policy.c),
  * each on a realistic input, with its Nth allocation failing for N = 1, 2,
  * ... until a run makes fewer than N allocations. Every failing run must
  * return an error (the class the decoder's contract gives: below), leave
@@ -259,7 +259,7 @@ static void use_counter_for_jansson(void)
 typedef int (*decode_fn)(const char *buf, size_t len, char **ret_text, airlock_error *err);
 
 /* Every decoder answers an allocation failure with ENOMEM
- * (AIRLOCK_ERR_SYSTEM, errnum ENOMEM): json.c, settings.c and policy.c
+ * (AIRLOCK_ERR_SYSTEM, errnum ENOMEM): json.c, settings_*.c and policy.c
  * each report a failed allocation of their own so, and libyaml's memory
  * error becomes the same through util_yaml_next. (With jansson's
  * allocations failed too, FAULT_ALLOC_JANSSON=1, json.c's load() answers

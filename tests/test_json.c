@@ -18,6 +18,8 @@
 #include "airlock/ids.h"
 #include "airlock/json.h"
 #include "airlock/types.h"
+#include "airlock/caps.h"
+#include "exec/gvisor/events.h"
 
 #define NELEM(a) (sizeof(a) / sizeof((a)[0]))
 #define HEX64 "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"
@@ -1647,4 +1649,63 @@ Test(json_spec, encoding_over_its_cap_is_refused_both_ways)
 	free(padded);
 	free(j);
 	airlock_environment_spec_clear(&s);
+}
+
+/* `runsc events --stats` is another process's output: decoded under the
+ * core's budget and cap like a request body, never with jansson's own
+ * allocation, and a bad answer is an error naming it. */
+Test(json, runsc_events_stats_are_decoded_under_the_budget)
+{
+	airlock_error err = { 0 };
+	int64_t n = -1;
+	static const char good[] = "{\"type\":\"stats\",\"id\":\"x\",\"data\":{\"pids\":{\"current\":7,\"limit\":0}}}";
+	cr_assert_eq(gv_events_pids(good, sizeof(good) - 1, &n, &err), 0, "%s", err.message);
+	cr_expect_eq(n, 7);
+
+	/* Over the cap on runsc's output. */
+	size_t big = AIRLOCK_GVISOR_RUNSC_OUTPUT_MAX + 1;
+	char *o = malloc(big + 1);
+	cr_assert_not_null(o);
+	memset(o, ' ', big);
+	o[0] = '{';
+	o[big - 1] = '}';
+	o[big] = 0;
+	n = -1;
+	cr_expect_eq(gv_events_pids(o, big, &n, &err), airlock_errcode(AIRLOCK_ERR_DECODE));
+	cr_expect(strstr(err.message, "runsc events --stats") && strstr(err.message, "limit"), "%s",
+	          err.message);
+	cr_expect_eq(n, -1);
+
+	/* Deep: nesting past what the parser takes. */
+	size_t depth = 30000;
+	char *d = malloc(2 * depth + 1);
+	cr_assert_not_null(d);
+	memset(d, '[', depth);
+	memset(d + depth, ']', depth);
+	d[0] = '{';
+	d[2 * depth - 1] = '}';
+	d[2 * depth] = 0;
+	cr_expect_eq(gv_events_pids(d, 2 * depth, &n, &err), airlock_errcode(AIRLOCK_ERR_DECODE));
+	cr_expect(strstr(err.message, "runsc events --stats"), "%s", err.message);
+
+	/* Dense: more values than the budget of their size allows. */
+	size_t m = 20000;
+	char *v = malloc(4 * m + 64);
+	cr_assert_not_null(v);
+	size_t k = (size_t)sprintf(v, "{\"data\":[");
+	for (size_t i = 0; i < m; i++)
+		k += (size_t)sprintf(v + k, "%s{}", i ? "," : "");
+	k += (size_t)sprintf(v + k, "]}");
+	cr_assert_leq(k, AIRLOCK_GVISOR_RUNSC_OUTPUT_MAX);
+	cr_expect_eq(gv_events_pids(v, k, &n, &err), airlock_errcode(AIRLOCK_ERR_DECODE));
+	cr_expect(strstr(err.message, "runsc events --stats") && strstr(err.message, "budget"), "%s",
+	          err.message);
+
+	/* No count. */
+	static const char none[] = "{\"data\":{\"pids\":{\"current\":\"7\"}}}";
+	cr_expect_eq(gv_events_pids(none, sizeof(none) - 1, &n, &err), airlock_errcode(AIRLOCK_ERR_DECODE));
+	cr_expect(strstr(err.message, "data.pids.current"), "%s", err.message);
+	free(o);
+	free(d);
+	free(v);
 }

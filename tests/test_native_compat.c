@@ -19,7 +19,7 @@
 #include <signal.h>
 #include <string.h>
 
-#include "exec/native/seccomp.h"
+#include "exec/seccomp.h"
 #include "sandbox_testlib.h"
 
 /* gVisor's runtime takes memory of its own from the sandbox's limit
@@ -127,7 +127,7 @@ Test(sandbox_compat, python_multiprocessing_uses_dev_shm, .timeout = 300)
 /*
  * Every call the sandbox's filter refuses, tried from inside, on both
  * mechanisms, with the same expected answer: each entry of the filter's
- * deny table (native_seccomp_denials, so a rule added there is probed
+ * deny table (exec_seccomp_denials, so a rule added there is probed
  * here too) and the rules on arguments (clone's namespace flags, socket
  * families, terminal injection, personality, a number newer than the
  * review).
@@ -216,8 +216,8 @@ static long policy_nr(const char *name)
  * on arguments, each with arguments a call that ran would accept. */
 static size_t policy_calls(policy_call *calls)
 {
-	const native_seccomp_denial *d = NULL;
-	size_t nd = native_seccomp_denials(&d), n = 0;
+	const exec_seccomp_denial *d = NULL;
+	size_t nd = exec_seccomp_denials(&d), n = 0;
 	cr_assert_gt(nd, 40, "the filter's deny table has %zu entries", nd);
 	for (size_t i = 0; i < nd; i++) {
 		char label[64];

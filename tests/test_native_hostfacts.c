@@ -19,7 +19,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "exec/native/starter.h"
+#include "exec/starter/starter.h"
 #include "sandbox_testlib.h"
 #include "util/util.h"
 
@@ -179,7 +179,7 @@ Test(hostfacts, starter_memfd_is_sealed_and_read_only)
 {
 	int fd = -1;
 	airlock_error err = { 0 };
-	cr_assert_eq(native_starter_open(&fd, &err), 0, "%s", err.message);
+	cr_assert_eq(exec_starter_open(&fd, &err), 0, "%s", err.message);
 	int seals = fcntl(fd, F_GET_SEALS);
 	int want = F_SEAL_SEAL | F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_WRITE;
 	cr_expect_eq(seals & want, want, "seals %#x", seals);

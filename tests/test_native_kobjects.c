@@ -33,6 +33,15 @@ static const airlock_resource_limits small = {
 
 TestSuite(kobjects, .timeout = 180);
 
+/* small with another memory limit and pids_max. */
+static airlock_resource_limits limits_at(int64_t memory_bytes, int64_t pids_max)
+{
+	airlock_resource_limits l = small;
+	l.memory_bytes = memory_bytes;
+	l.pids_max = pids_max;
+	return l;
+}
+
 
 /* The command ran to the end and printed one integer. */
 static long long ran_and_printed(const airlock_execution_result *r)
@@ -48,14 +57,7 @@ static long long ran_and_printed(const airlock_execution_result *r)
 
 static long long aio_nr(void)
 {
-	FILE *f = fopen("/proc/sys/fs/aio-nr", "re");
-	if (!f)
-		return -1;
-	long long v = -1;
-	if (fscanf(f, "%lld", &v) != 1)
-		v = -1;
-	fclose(f);
-	return v;
+	return proc_first_number("/proc/sys/fs/aio-nr");
 }
 
 /* ---- netlink ---------------------------------------------------------------------- */
@@ -165,27 +167,32 @@ static const char tcp_pin[] =
 	"        q += struct.unpack('i', fcntl.ioctl(s, req, b'\\0' * 4))[0]\n"
 	"print(q)\n";
 
+/* A pin script (which prints the bytes it got queued) in a sandbox under
+ * small, proto's host-wide memory sampled: the bytes queued stay below
+ * queued_max and the host's count rises less than rise_max. */
+static void expect_pinned_below(const char *proto, const char *script, host_reader read,
+                                long long queued_max, long long rise_max)
+{
+	char tenant[32];
+	snprintf(tenant, sizeof(tenant), "tenant-%s", proto);
+	airlock_execution_result r;
+	long long rise = sandbox_sampled_run(tenant, &small, script, 60, read, &r);
+	long long queued = ran_and_printed(&r);
+	fprintf(stderr, "%s: %lld bytes queued, host %s memory rose by %lld bytes\n", proto, queued,
+	        proto, rise);
+	cr_expect_lt(queued, queued_max, "%lld bytes queued in %s sockets under a 64 MiB limit",
+	             queued, proto);
+	cr_expect_lt(rise, rise_max, "host %s memory rose by %lld bytes", proto, rise);
+	airlock_execution_result_clear(&r);
+}
+
 Test(kobjects, tcp_buffers_are_capped, .timeout = 180)
 {
-	box b;
-	box_open(&b, "tenant-tcp", &small);
-	airlock_execution_result r;
-	sampler s;
-	sampler_start(&s, tcp_mem);
-	py(&b, tcp_pin, 60, &r);
-	long long rise = sampler_rise(&s);
-	long long queued = ran_and_printed(&r);
-	fprintf(stderr, "tcp: %lld bytes queued, host TCP memory rose by %lld bytes\n", queued,
-	        rise);
 	/* The cap is a quarter of the limit (16 MiB), and the kernel lets
 	 * each socket go a few pages past it; 48 MiB is far below what an
 	 * uncapped sandbox queues and far above what a capped one can. The
 	 * host's count also carries other processes' traffic. */
-	cr_expect_lt(queued, 48 * MiB, "%lld bytes queued in TCP sockets under a 64 MiB limit",
-	             queued);
-	cr_expect_lt(rise, 96 * MiB, "host TCP memory rose by %lld bytes", rise);
-	airlock_execution_result_clear(&r);
-	box_close(&b);
+	expect_pinned_below("tcp", tcp_pin, tcp_mem, 48 * MiB, 96 * MiB);
 }
 
 /* 450 receivers (or as many as the descriptor limit allows), each sent five 60000-byte datagrams it
@@ -220,22 +227,8 @@ static const char udp_pin[] =
 
 Test(kobjects, udp_buffers_are_capped, .timeout = 180)
 {
-	box b;
-	box_open(&b, "tenant-udp", &small);
-	airlock_execution_result r;
-	sampler s;
-	sampler_start(&s, udp_mem);
-	py(&b, udp_pin, 60, &r);
-	long long rise = sampler_rise(&s);
-	long long queued = ran_and_printed(&r);
-	fprintf(stderr, "udp: %lld bytes queued, host UDP memory rose by %lld bytes\n", queued,
-	        rise);
 	/* 16 MiB of buffers hold about 15 MB of these datagrams. */
-	cr_expect_lt(queued, 24 * MiB, "%lld bytes queued in UDP sockets under a 64 MiB limit",
-	             queued);
-	cr_expect_lt(rise, 64 * MiB, "host UDP memory rose by %lld bytes", rise);
-	airlock_execution_result_clear(&r);
-	box_close(&b);
+	expect_pinned_below("udp", udp_pin, udp_mem, 24 * MiB, 64 * MiB);
 }
 
 /* ---- the host's TCP memory past the cgroup's cap (issue 18, item 1) --------------- */
@@ -246,16 +239,9 @@ Test(kobjects, many_tcp_connections_stay_within_the_memory_limit, .timeout = 180
 	 * processes' 500 each are all allowed, and what is measured is each
 	 * socket's forced charge. At lo's default 64 KiB packets 4,000
 	 * sockets held ~73 KiB each, 285 MiB; bounded, ~11 KiB each. */
-	airlock_resource_limits l = small;
-	l.memory_bytes = 128 * MiB;
-	l.pids_max = 16;
-	box b;
-	box_open(&b, "tenant-tcp-many", &l);
+	airlock_resource_limits l = limits_at(128 * MiB, 16);
 	airlock_execution_result r;
-	sampler s;
-	sampler_start(&s, tcp_mem);
-	py(&b, HOST_COUNTERS_TCP_MANY, 90, &r);
-	long long rise = sampler_rise(&s);
+	long long rise = sandbox_sampled_run("tenant-tcp-many", &l, HOST_COUNTERS_TCP_MANY, 90, tcp_mem, &r);
 	long long conns = ran_and_printed(&r);
 	fprintf(stderr, "tcp many: %lld connections, host TCP memory rose by %lld bytes\n", conns,
 	        rise);
@@ -263,7 +249,6 @@ Test(kobjects, many_tcp_connections_stay_within_the_memory_limit, .timeout = 180
 	cr_expect_lt(rise, l.memory_bytes, "host TCP memory rose by %lld bytes under a %lld limit",
 	             rise, (long long)l.memory_bytes);
 	airlock_execution_result_clear(&r);
-	box_close(&b);
 }
 
 Test(kobjects, unaccepted_connections_stay_within_the_memory_limit, .timeout = 180)
@@ -274,16 +259,9 @@ Test(kobjects, unaccepted_connections_stay_within_the_memory_limit, .timeout = 1
 	 * With the listener's SO_RCVBUF honoured (twice the host's rmem_max)
 	 * each unaccepted connection took up to its 8 MiB: 400 clients took
 	 * 1.5 GiB, so this asks 100. */
-	airlock_resource_limits l = small;
-	l.memory_bytes = 128 * MiB;
-	l.pids_max = 8;
-	box b;
-	box_open(&b, "tenant-tcp-unaccepted", &l);
+	airlock_resource_limits l = limits_at(128 * MiB, 8);
 	airlock_execution_result r;
-	sampler s;
-	sampler_start(&s, tcp_mem);
-	py(&b, HOST_COUNTERS_TCP_UNACCEPTED, 90, &r);
-	long long rise = sampler_rise(&s);
+	long long rise = sandbox_sampled_run("tenant-tcp-unaccepted", &l, HOST_COUNTERS_TCP_UNACCEPTED, 90, tcp_mem, &r);
 	cr_assert_eq(r.exit_code, 0, "exit %d: stdout=%.300s stderr=%.600s", r.exit_code, OUT(&r),
 	             ERR(&r));
 	long long conns = 0, rcvbuf = 0;
@@ -295,7 +273,6 @@ Test(kobjects, unaccepted_connections_stay_within_the_memory_limit, .timeout = 1
 	cr_expect_lt(rcvbuf, 1 * MiB, "the listener's SO_RCVBUF is %lld", rcvbuf);
 	cr_expect_lt(rise, l.memory_bytes * 3 / 4, "host TCP memory rose by %lld bytes", rise);
 	airlock_execution_result_clear(&r);
-	box_close(&b);
 }
 
 /* ---- sockets no descriptor holds (issue 18, items 1 and 3) ----------------------- */
@@ -454,16 +431,9 @@ static const char udp_many[] =
 
 Test(kobjects, udp_buffers_are_capped_at_scale, .timeout = 180)
 {
-	airlock_resource_limits l = small;
-	l.memory_bytes = 128 * MiB;
-	l.pids_max = 16;
-	box b;
-	box_open(&b, "tenant-udp-many", &l);
+	airlock_resource_limits l = limits_at(128 * MiB, 16);
 	airlock_execution_result r;
-	sampler s;
-	sampler_start(&s, udp_mem);
-	py(&b, udp_many, 90, &r);
-	long long rise = sampler_rise(&s);
+	long long rise = sandbox_sampled_run("tenant-udp-many", &l, udp_many, 90, udp_mem, &r);
 	long long queued = ran_and_printed(&r);
 	long long q2 = 0, socks = 0;
 	cr_assert_eq(sscanf(OUT(&r), "%lld %lld", &q2, &socks), 2, "stdout=%.300s", OUT(&r));
@@ -475,7 +445,6 @@ Test(kobjects, udp_buffers_are_capped_at_scale, .timeout = 180)
 	             queued);
 	cr_expect_lt(rise, 64 * MiB, "host UDP memory rose by %lld bytes", rise);
 	airlock_execution_result_clear(&r);
-	box_close(&b);
 }
 
 /* Unix socket buffers are charged to the memory cgroup by the kernel
@@ -574,18 +543,12 @@ static const char aio[] =
 
 Test(kobjects, kernel_aio_is_refused_and_the_hosts_table_untouched, .timeout = 120)
 {
-	box b;
-	box_open(&b, "tenant-aio", &small);
 	airlock_execution_result r;
-	sampler s;
-	sampler_start(&s, aio_nr);
-	py(&b, aio, 60, &r);
-	long long rise = sampler_rise(&s);
+	long long rise = sandbox_sampled_run("tenant-aio", &small, aio, 60, aio_nr, &r);
 	long long e = ran_and_printed(&r);
 	cr_expect_eq(e, 38, "io_setup in the sandbox: errno %lld, want ENOSYS (38)", e);
 	cr_expect_leq(rise, 0, "the host's fs.aio-nr rose by %lld", rise);
 	airlock_execution_result_clear(&r);
-	box_close(&b);
 }
 
 /* The descriptor limit (issue 18, item 3): the sandbox's memory limit
@@ -665,9 +628,7 @@ Test(kobjects, descriptors_at_the_default_limits, .timeout = 120)
 		long long want;
 	} cases[] = { { 2048 * MiB, 512, 256 }, { 2048 * MiB, 64, 1024 }, { 32 * MiB, 256, 32 } };
 	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
-		airlock_resource_limits l = small;
-		l.memory_bytes = cases[i].memory;
-		l.pids_max = cases[i].pids;
+		airlock_resource_limits l = limits_at(cases[i].memory, cases[i].pids);
 		box b;
 		box_open(&b, "tenant-nofile-default", &l);
 		airlock_execution_result r;

@@ -47,21 +47,21 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "exec/native/seccomp.h"
+#include "exec/seccomp.h"
 
 extern char **environ;
 
 #define NR_OPEN_TREE_ATTR 467
 
-static native_seccomp g_filter;
+static exec_seccomp g_filter;
 
 static void build(void)
 {
 	airlock_error err = { 0 };
-	cr_assert_eq(native_seccomp_build(&g_filter, &err), 0, "%s", err.message);
+	cr_assert_eq(exec_seccomp_build(&g_filter, &err), 0, "%s", err.message);
 }
 
-static void clear(void) { native_seccomp_clear(&g_filter); }
+static void clear(void) { exec_seccomp_clear(&g_filter); }
 
 TestSuite(seccomp, .init = build, .fini = clear, .timeout = 60);
 
@@ -389,7 +389,7 @@ static result run_probe(size_t i, bool filtered)
 		if (nul < 0 || dup2(nul, STDIN_FILENO) < 0)
 			_exit(3);
 		if (filtered && (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0 ||
-		                 native_seccomp_install(&g_filter) < 0))
+		                 exec_seccomp_install(&g_filter) < 0))
 			_exit(2);
 		result res;
 		errno = 0;
@@ -526,7 +526,7 @@ Test(seccomp, ordinary_calls_still_work)
 	pid_t pid = fork();
 	cr_assert_geq(pid, 0);
 	if (pid == 0) {
-		if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0 || native_seccomp_install(&g_filter) < 0)
+		if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0 || exec_seccomp_install(&g_filter) < 0)
 			_exit(2);
 		_exit(ordinary());
 	}
@@ -576,7 +576,7 @@ static void run_marked(bool control, int *errs)
 		close(p[0]);
 		if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0 || install_marker() < 0)
 			_exit(2);
-		if (!control && native_seccomp_install(&g_filter) < 0)
+		if (!control && exec_seccomp_install(&g_filter) < 0)
 			_exit(3);
 		int out[LAST_MARKED - FIRST_MARKED + 1];
 		for (size_t i = 0; i < n; i++) {
@@ -624,7 +624,7 @@ static int filtered_child(void (*fn)(void), bool control)
 	cr_assert_geq(pid, 0);
 	if (pid == 0) {
 		if (!control && (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0 ||
-		                 native_seccomp_install(&g_filter) < 0))
+		                 exec_seccomp_install(&g_filter) < 0))
 			_exit(2);
 		fn();
 		_exit(0);
@@ -674,7 +674,7 @@ Test(seccomp, install_requires_no_new_privs)
 	pid_t pid = fork();
 	cr_assert_geq(pid, 0);
 	if (pid == 0)
-		_exit(native_seccomp_install(&g_filter) == -EACCES ? 0 : 1);
+		_exit(exec_seccomp_install(&g_filter) == -EACCES ? 0 : 1);
 	int st;
 	cr_assert_eq(waitpid(pid, &st, 0), pid);
 	cr_expect(WIFEXITED(st) && WEXITSTATUS(st) == 0, "status 0x%x", st);
@@ -684,13 +684,13 @@ Test(seccomp, build_and_clear)
 {
 	cr_expect_not_null(g_filter.filter);
 	cr_expect_gt(g_filter.len, 0);
-	native_seccomp empty = { 0 };
-	cr_expect_eq(native_seccomp_install(&empty), -EINVAL);
-	native_seccomp_clear(&g_filter);
+	exec_seccomp empty = { 0 };
+	cr_expect_eq(exec_seccomp_install(&empty), -EINVAL);
+	exec_seccomp_clear(&g_filter);
 	cr_expect_null(g_filter.filter);
 	cr_expect_eq(g_filter.len, 0);
-	native_seccomp_clear(&g_filter);
-	native_seccomp_clear(NULL);
+	exec_seccomp_clear(&g_filter);
+	exec_seccomp_clear(NULL);
 }
 
 /* What the gvisor mechanism hands `guest exec --seccomp` (airlock/guest.h):
@@ -698,7 +698,7 @@ Test(seccomp, build_and_clear)
  * lowercase hex, within the wrapper's bound. */
 Test(seccomp, hex_is_the_same_program)
 {
-	char *hex = native_seccomp_hex(&g_filter);
+	char *hex = exec_seccomp_hex(&g_filter);
 	cr_assert_not_null(hex);
 	size_t bytes = (size_t)g_filter.len * sizeof(struct sock_filter);
 	cr_assert_eq(strlen(hex), 2 * bytes);
@@ -711,8 +711,8 @@ Test(seccomp, hex_is_the_same_program)
 		cr_assert(strchr("0123456789abcdef", hex[2 * i]) && strchr("0123456789abcdef", hex[2 * i + 1]));
 	}
 	free(hex);
-	native_seccomp none = { 0 };
-	cr_assert_null(native_seccomp_hex(&none));
+	exec_seccomp none = { 0 };
+	cr_assert_null(exec_seccomp_hex(&none));
 }
 
 /* The deny table the tests of every mechanism read (test_native_compat.c
@@ -720,8 +720,8 @@ Test(seccomp, hex_is_the_same_program)
  * names a call and one of the two answers the filter gives. */
 Test(seccomp, the_deny_table_is_the_filters)
 {
-	const native_seccomp_denial *d = NULL;
-	size_t n = native_seccomp_denials(&d);
+	const exec_seccomp_denial *d = NULL;
+	size_t n = exec_seccomp_denials(&d);
 	cr_assert_gt(n, 40);
 	for (size_t i = 0; i < n; i++) {
 		cr_assert(d[i].errno_ == EPERM || d[i].errno_ == ENOSYS, "%s", d[i].name);

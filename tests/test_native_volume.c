@@ -40,7 +40,7 @@
 
 #include "airlock/port/workspace.h"
 #include "host/loop.h"
-#include "airlock/native.h"
+#include "airlock/volume.h"
 #include "host/volume.h"
 #include "util/util.h"
 
@@ -900,12 +900,12 @@ Test(volume, refusals_name_no_path_and_leak_nothing, .init = need_root)
 	             airlock_errcode(AIRLOCK_ERR_EXECUTION_REJECTED));
 	/* inodes_max is a maximum: a small volume gets the inodes it holds
 	 * (half of it as inode table) instead of a refusal. */
-	cr_assert_eq(airlock_native_workspace_inodes(2 * MiB, 100000), 2 * MiB / 2 / 256 - 10);
-	cr_assert_eq(airlock_native_workspace_inodes(2 * MiB, 100), 100);
+	cr_assert_eq(airlock_volume_workspace_inodes(2 * MiB, 100000), 2 * MiB / 2 / 256 - 10);
+	cr_assert_eq(airlock_volume_workspace_inodes(2 * MiB, 100), 100);
 	cr_assert_eq(host_volume_create(b, 2 * MiB, 100000, 1, 1, &v, &e), 0, "%s", e.message);
 	struct statfs vs;
 	cr_assert_eq(fstatfs(host_volume_root_fd(v), &vs), 0);
-	cr_assert_geq((int64_t)vs.f_ffree, airlock_native_workspace_inodes(2 * MiB, 100000));
+	cr_assert_geq((int64_t)vs.f_ffree, airlock_volume_workspace_inodes(2 * MiB, 100000));
 	host_volume_destroy(v);
 	v = NULL;
 	cr_assert_eq(host_volume_create(-1, 64 * MiB, 100, 1, 1, &v, &e), -EBADF);

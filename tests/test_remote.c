@@ -227,6 +227,23 @@ Test(remote, capacity_is_execution_unavailable_at_once)
 	unserve(&s);
 }
 
+/* The end of a listing test: its file operations, its sandbox, its client
+ * and its service go. */
+static void listing_test_end(airlock_fake_file_op *ops, size_t n, airlock_exec *e,
+                             airlock_environment_handle *h, airlock_environment_spec *spec,
+                             served *s)
+{
+	for (size_t i = 0; i < n; i++)
+		free((void *)(uintptr_t)ops[i].path);
+	free(ops);
+	airlock_error err = { 0 };
+	cr_assert_eq(airlock_exec_destroy(e, h, &err), 0, "%s", err.message);
+	airlock_exec_free(e);
+	airlock_environment_handle_clear(h);
+	airlock_environment_spec_clear(spec);
+	unserve(s);
+}
+
 /* A result within its caps reaches the client whatever files_changed_max
  * allows (caps.h, AIRLOCK_FILES_CHANGED_JSON_MAX): at the spec's ceiling,
  * 10,000, a command that makes 3,500 files of 4,015-byte paths of bytes
@@ -300,14 +317,48 @@ Test(remote, a_listing_past_the_decoders_cap_is_cut_by_bytes_and_still_arrives, 
 		                 i, i);
 	}
 	airlock_execution_result_clear(&r);
-	for (size_t i = 0; i < DEEP_FILES; i++)
-		free((void *)(uintptr_t)ops[i].path);
-	free(ops);
-	cr_assert_eq(airlock_exec_destroy(e, &h, &err), 0, "%s", err.message);
-	airlock_exec_free(e);
-	airlock_environment_handle_clear(&h);
-	airlock_environment_spec_clear(&spec);
-	unserve(&s);
+	listing_test_end(ops, DEEP_FILES, e, &h, &spec, &s);
+}
+
+/* The service's listing cap is its own setting, and the client's core has
+ * another (both files_changed_max): a service allowed 2,000 entries and a
+ * client at the default 1,000 refused every longer listing as an adapter
+ * bug (ExecutionUnavailable), and the command's result was lost. The client
+ * gets its own cap's prefix, marked truncated; the bound both accept is
+ * AIRLOCK_FILES_CHANGED_MAX. */
+Test(remote, a_service_listing_past_the_clients_cap_arrives_cut_to_it, .timeout = 120)
+{
+	served s;
+	serve_listing(&s, 0, 2000);
+	airlock_exec *e = client(s.address, CRED);
+	airlock_environment_spec spec;
+	test_spec(&spec, "tenant-a", "run-1");
+	airlock_environment_handle h = { 0 };
+	airlock_error err = { 0 };
+	cr_assert_eq(airlock_exec_provision(e, &spec, &h, &err), 0, "%s", err.message);
+	enum { N = 1500 };
+	airlock_fake_file_op *ops = calloc(N, sizeof(*ops));
+	cr_assert_not_null(ops);
+	for (size_t i = 0; i < N; i++) {
+		char *p = malloc(16);
+		cr_assert_not_null(p);
+		snprintf(p, 16, "f%05zu", i);
+		ops[i] = (airlock_fake_file_op){ .path = p, .data = "x", .len = 1 };
+	}
+	char *argv[] = { "make-files", NULL };
+	cr_assert_eq(airlock_fake_script(s.fake, (const char *const *)argv,
+	                                 &(airlock_fake_behaviour){ .file_ops = ops, .n_file_ops = N },
+	                                 &err),
+	             0, "%s", err.message);
+	airlock_exec_call call = { .tenant_id = "tenant-a", .remaining_budget_ms = AIRLOCK_BUDGET_NONE };
+	airlock_execution_command cmd = test_command(argv);
+	airlock_execution_result r = { 0 };
+	cr_assert_eq(airlock_exec_execute(e, &call, &h, &cmd, &r, &err), 0, "%s", err.message);
+	cr_expect_eq(r.n_files_changed, 1000);
+	cr_expect(r.files_changed_truncated);
+	cr_expect_str_eq(r.files_changed[999].path, "f00999", "the sorted prefix");
+	airlock_execution_result_clear(&r);
+	listing_test_end(ops, N, e, &h, &spec, &s);
 }
 
 typedef struct first_bytes {

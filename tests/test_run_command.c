@@ -133,3 +133,61 @@ Test(run_command, the_image_for_each_mechanism)
 	cr_assert_str_eq(airlock_run_command_image(&s, NULL, &err), s.image);
 	airlock_settings_clear(&s);
 }
+
+/* The value of name in a built environment, or NULL. */
+static const char *env_value(const airlock_env *e, const char *name)
+{
+	for (size_t i = 0; i < e->n; i++)
+		if (strcmp(e->vars[i].name, name) == 0)
+			return e->vars[i].value;
+	return NULL;
+}
+
+Test(run_command, the_spec_is_built_from_the_settings_and_the_call)
+{
+	airlock_settings s = settings_for(AIRLOCK_MECHANISM_NATIVE);
+	char *parent[] = { "PATH=/host/bin", "LANG_EXTRA=kept", "HOME=/root", NULL };
+	const char *extra[] = { "LANG_EXTRA" };
+	airlock_resource_limits l = s.defaults.limits;
+	l.workspace_bytes = (int64_t)1 << 20; /* holds 2038 inodes */
+	l.inodes_max = 100000;
+	airlock_run_command_spec_input in = {
+		.settings = &s, .tenant_id = "t1", .store_default = "sha256:" AIRLOCK_SHA256_EMPTY_HEX,
+		.limits = &l, .extra_tier1 = extra, .n_extra_tier1 = 1, .parent = parent,
+		.working_directory = "src",
+	};
+	airlock_environment_spec spec;
+	int64_t asked = 0;
+	airlock_error err = { 0 };
+	cr_assert_eq(airlock_run_command_spec(&in, &spec, &asked, &err), 0, "%s", err.message);
+	cr_expect_str_eq(spec.tenant_id, "t1");
+	cr_expect_eq(strlen(spec.run_id), 36, "a new UUIDv7: %s", spec.run_id);
+	cr_expect_str_eq(spec.image_digest, "sha256:" AIRLOCK_SHA256_EMPTY_HEX);
+	cr_expect_eq(spec.egress.mode, AIRLOCK_EGRESS_DENY, "no policy given: deny");
+	cr_expect_eq(spec.limits.inodes_max, 2038, "what a 1 MiB workspace holds");
+	cr_expect_eq(asked, 100000);
+	cr_expect_str_eq(env_value(&spec.environment, "PWD"), "/workspace/src");
+	cr_expect_str_eq(env_value(&spec.environment, "LANG_EXTRA"), "kept", "an extra tier-1 name");
+	cr_expect_str_neq(env_value(&spec.environment, "PATH"), "/host/bin", "tier 2 wins");
+	cr_expect_str_eq(env_value(&spec.environment, "HOME"), "/workspace");
+	airlock_environment_spec_clear(&spec);
+	airlock_settings_clear(&s);
+}
+
+Test(run_command, a_tier0_extra_name_builds_no_spec)
+{
+	airlock_settings s = settings_for(AIRLOCK_MECHANISM_FAKE);
+	char *parent[] = { "AWS_SECRET_ACCESS_KEY=x", NULL };
+	const char *extra[] = { "AWS_SECRET_ACCESS_KEY" };
+	airlock_run_command_spec_input in = {
+		.settings = &s, .tenant_id = "t1", .extra_tier1 = extra, .n_extra_tier1 = 1,
+		.parent = parent,
+	};
+	airlock_environment_spec spec;
+	airlock_error err = { 0 };
+	cr_assert_eq(airlock_run_command_spec(&in, &spec, NULL, &err), airlock_errcode(AIRLOCK_ERR_CONFIG));
+	cr_expect(strstr(err.message, "AWS_SECRET_ACCESS_KEY") != NULL, "%s", err.message);
+	cr_expect_null(spec.tenant_id, "nothing half-built is left");
+	cr_expect_eq(spec.environment.n, 0);
+	airlock_settings_clear(&s);
+}

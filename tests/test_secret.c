@@ -118,8 +118,7 @@ Test(credentials, sandbox_refuses_everything)
 {
 	airlock_credentials *c = airlock_credentials_sandbox();
 	cr_assert_not_null(c);
-	cr_expect_str_eq(c->ops->name, "sandbox");
-	cr_expect_eq(c->ops->version, AIRLOCK_CREDENTIALS_OPS_VERSION);
+	cr_expect_str_eq(airlock_credentials_name(c), "sandbox");
 	for (size_t i = 0; i < sizeof(references) / sizeof(references[0]); i++) {
 		airlock_secret *s = NULL;
 		airlock_error err = { 0 };
@@ -183,12 +182,55 @@ Test(credentials, null_reference_is_validation)
 	cr_expect_null(s);
 }
 
+/* Like the other two ports, an adapter's ops are checked for their version
+ * and for a resolve, and the adapter's context is released on a refusal. */
+static int freed;
+static void count_free(void *ctx)
+{
+	(void)ctx;
+	freed++;
+}
+static int never_resolve(void *ctx, const char *reference, airlock_secret **ret, airlock_error *err)
+{
+	(void)ctx;
+	(void)reference;
+	(void)ret;
+	return airlock_error_set(err, AIRLOCK_ERR_CREDENTIAL_UNAVAILABLE, 0, "none");
+}
+
+Test(credentials, an_adapter_is_checked_for_its_version)
+{
+	airlock_credentials_ops ops = { .version = AIRLOCK_CREDENTIALS_OPS_VERSION + 1,
+		                        .name = "future",
+		                        .resolve = never_resolve,
+		                        .free = count_free };
+	airlock_credentials *c = NULL;
+	airlock_error err = { 0 };
+	freed = 0;
+	cr_expect_eq(airlock_credentials_new(&ops, &ops, &c, &err), airlock_errcode(AIRLOCK_ERR_CONFIG));
+	cr_expect_null(c);
+	cr_expect(strstr(err.message, "version") != NULL, "%s", err.message);
+	cr_expect_eq(freed, 1, "the context is the port's once given, released on a refusal");
+	ops.version = AIRLOCK_CREDENTIALS_OPS_VERSION;
+	ops.resolve = NULL;
+	cr_expect_eq(airlock_credentials_new(&ops, &ops, &c, &err), airlock_errcode(AIRLOCK_ERR_CONFIG));
+	cr_expect_eq(freed, 2);
+	ops.resolve = never_resolve;
+	cr_assert_eq(airlock_credentials_new(&ops, &ops, &c, &err), 0, "%s", err.message);
+	cr_expect_str_eq(airlock_credentials_name(c), "future");
+	airlock_secret *s = NULL;
+	cr_expect_eq(airlock_credentials_resolve(c, "database", &s, &err),
+	             airlock_errcode(AIRLOCK_ERR_CREDENTIAL_UNAVAILABLE));
+	airlock_credentials_free(c);
+	cr_expect_eq(freed, 3);
+}
+
 Test(credentials, static_broker)
 {
 	airlock_credentials *c = NULL;
 	airlock_error err = { 0 };
 	cr_assert_eq(airlock_credentials_static_new(&c, &err), 0);
-	cr_expect_str_eq(c->ops->name, "static");
+	cr_expect_str_eq(airlock_credentials_name(c), "static");
 
 	char value[] = "sk-proj-0123456789abcdefghijklmnop";
 	cr_assert_eq(airlock_credentials_static_add(c, "openai", value, strlen(value), &err), 0);

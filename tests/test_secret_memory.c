@@ -233,7 +233,7 @@ typedef struct mechanism {
 
 /* native's init, after its exec, keeps what the copy of the service had
  * set up: the filter, no_new_privs, no capabilities; and it is the sealed
- * program (exec/native/starter.h), not the service's binary. */
+ * program (exec/starter/starter.h), not the service's binary. */
 static void assert_sealed_init(pid_t pid)
 {
 	char path[64], line[256], exe[256] = { 0 };

@@ -604,20 +604,70 @@ Test(service, dense_provision_body_at_its_cap_stays_in_its_budget)
 	              grew >> 10, bound >> 10);
 	expect_error(&r, 400, "ToolValidationError", "memory budget");
 	resp_clear(&r);
-	/* One byte past the cap: refused before the body is read. */
+	/* One byte past the cap: read, discarded and answered 413 (a client
+	 * that sends the whole body reads the answer, not a reset). */
 	_cleanup_free_ char *over = dense_body("{\"spec\":", len + 1);
 	http(&t, "POST", "/v1/sandboxes", TOKEN, NULL, over, len + 1, &r);
 	expect_error(&r, 413, "ToolValidationError", "cap");
 	resp_clear(&r);
-	/* The 2 MiB body, likewise. */
+	/* A 2 MiB body, likewise, every time: answering before the body was
+	 * read left it unread in the service's socket, and the close reset
+	 * the connection under the client's send now and then. */
 	_cleanup_free_ char *big = dense_body("{\"spec\":", (size_t)2 << 20);
-	http(&t, "POST", "/v1/sandboxes", TOKEN, NULL, big, (size_t)2 << 20, &r);
-	expect_error(&r, 413, "ToolValidationError", "cap");
-	resp_clear(&r);
+	for (int i = 0; i < 16; i++) {
+		http(&t, "POST", "/v1/sandboxes", TOKEN, NULL, big, (size_t)2 << 20, &r);
+		expect_error(&r, 413, "ToolValidationError", "cap");
+		resp_clear(&r);
+	}
 	/* A real spec still provisions. */
 	airlock_environment_handle h;
 	provision(&t, "t1", NULL, &h);
 	airlock_environment_handle_clear(&h);
+	svc_close(&t);
+}
+
+/* A client that sends its headers, then its whole body, then reads: the
+ * service answers an over-cap body after reading it, so the client's send
+ * succeeds and it reads the 413. Answering at the headers and closing made
+ * that send fail (EPIPE) before the client read anything. */
+Test(service, an_over_cap_body_sent_whole_reads_its_413)
+{
+	svc t;
+	svc_open(&t);
+	size_t len = (size_t)AIRLOCK_SERVICE_PROVISION_BODY_MAX + 4096;
+	_cleanup_free_ char *body = dense_body("{\"spec\":", len);
+	int fd = raw_connect(&t);
+	char head[512];
+	int hn = snprintf(head, sizeof(head),
+	                  "POST /v1/sandboxes HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer %s\r\n"
+	                  "Content-Type: application/json\r\nContent-Length: %zu\r\n\r\n",
+	                  TOKEN, len);
+	cr_assert_eq(send(fd, head, (size_t)hn, MSG_NOSIGNAL), hn);
+	/* Time for an answer at the headers to arrive and the close to follow. */
+	struct pollfd p = { .fd = fd, .events = POLLIN };
+	(void)poll(&p, 1, 300);
+	size_t off = 0;
+	while (off < len) {
+		ssize_t w = send(fd, body + off, len - off, MSG_NOSIGNAL);
+		cr_assert_gt(w, 0, "the body's send failed at byte %zu of %zu: %s", off, len,
+		             strerror(errno));
+		off += (size_t)w;
+	}
+	char buf[4096];
+	size_t got = 0;
+	while (got < sizeof(buf) - 1) {
+		ssize_t n = recv(fd, buf + got, sizeof(buf) - 1 - got, 0);
+		if (n <= 0)
+			break;
+		got += (size_t)n;
+		buf[got] = 0;
+		if (strstr(buf, "\r\n\r\n") && strstr(buf, "}"))
+			break;
+	}
+	buf[got] = 0;
+	cr_assert(strncmp(buf, "HTTP/1.1 413", 12) == 0, "answer: %.200s", buf);
+	cr_assert(strstr(buf, "cap of"), "answer: %.400s", buf);
+	close(fd);
 	svc_close(&t);
 }
 
@@ -850,35 +900,85 @@ Test(service, workspace_verbs)
 	svc_close(&t);
 }
 
-/* A body sent without Content-Length (chunked) that outgrows the cap: the
- * connection is closed, and nothing is written. */
-Test(service, chunked_oversize_write_closes)
+/* A service whose write cap is 100 bytes, one sandbox, and a connection
+ * that has sent the headers of a chunked PUT of the workspace file `name`. */
+static int chunked_put_of_a_100_byte_cap(svc *t, airlock_environment_handle *h, const char *name)
 {
 	airlock_service_config sc;
 	airlock_service_config_default(&sc);
 	sc.max_write_bytes = 100;
-	svc t;
-	svc_open_with(&t, NULL, &sc);
-	airlock_environment_handle h;
-	provision(&t, "t1", NULL, &h);
-	_cleanup_free_ char *hh = handle_header(&h);
-	int fd = raw_connect(&t);
+	svc_open_with(t, NULL, &sc);
+	provision(t, "t1", NULL, h);
+	_cleanup_free_ char *hh = handle_header(h);
+	int fd = raw_connect(t);
 	char req[4096];
 	int n = snprintf(req, sizeof(req),
-	                 "PUT /v1/sandboxes/%s/workspace/file?path=c HTTP/1.1\r\nHost: x\r\n"
-	                 "Authorization: Bearer " TOKEN "\r\n%s\r\nTransfer-Encoding: chunked\r\n\r\n"
-	                 "c8\r\n",
-	                 h.environment_id, hh);
-	cr_assert_eq(write(fd, req, (size_t)n), n);
+	                 "PUT /v1/sandboxes/%s/workspace/file?path=%s HTTP/1.1\r\nHost: x\r\n"
+	                 "Authorization: Bearer " TOKEN "\r\n%s\r\nTransfer-Encoding: chunked\r\n\r\n",
+	                 h->environment_id, name, hh);
+	cr_assert_eq(send(fd, req, (size_t)n, MSG_NOSIGNAL), n);
+	return fd;
+}
+
+/* The discarding is bounded: a chunked body that goes on past its cap by
+ * more than AIRLOCK_SERVICE_OVERSIZE_DRAIN_MAX has its connection closed. */
+Test(service, chunked_body_past_the_drain_bound_is_closed)
+{
+	svc t;
+	airlock_environment_handle h;
+	int fd = chunked_put_of_a_100_byte_cap(&t, &h, "d");
+	static char chunk[1 << 20];
+	memset(chunk, 'z', sizeof(chunk));
+	size_t sent = 0;
+	bool closed = false;
+	for (int i = 0; i < 32 && !closed; i++) { /* 32 MiB, twice the bound */
+		static const char size_line[] = "100000\r\n";
+		if (send(fd, size_line, sizeof(size_line) - 1, MSG_NOSIGNAL) < 0) {
+			closed = true;
+			break;
+		}
+		size_t off = 0;
+		while (off < sizeof(chunk)) {
+			ssize_t w = send(fd, chunk + off, sizeof(chunk) - off, MSG_NOSIGNAL);
+			if (w <= 0) {
+				closed = true;
+				break;
+			}
+			off += (size_t)w;
+		}
+		sent += off;
+		if (!closed && send(fd, "\r\n", 2, MSG_NOSIGNAL) < 0)
+			closed = true;
+	}
+	cr_assert(closed, "the service read %zu bytes past a 100-byte cap", sent);
+	cr_assert_leq(sent, (size_t)AIRLOCK_SERVICE_OVERSIZE_DRAIN_MAX + (4u << 20),
+	              "%zu bytes were taken", sent);
+	close(fd);
+	airlock_environment_handle_clear(&h);
+	svc_close(&t);
+}
+
+/* A body sent without Content-Length (chunked) that outgrows the cap: the
+ * rest is discarded, the answer is 413 when it ends, and nothing is
+ * written. */
+Test(service, chunked_oversize_write_is_413)
+{
+	svc t;
+	airlock_environment_handle h;
+	int fd = chunked_put_of_a_100_byte_cap(&t, &h, "c");
+	cr_assert_eq(write(fd, "c8\r\n", 4), 4);
 	char chunk[200];
 	memset(chunk, 'y', sizeof(chunk));
-	ssize_t w = write(fd, chunk, sizeof(chunk));
-	(void)w;
+	cr_assert_eq(write(fd, chunk, sizeof(chunk)), (ssize_t)sizeof(chunk));
+	static const char end[] = "\r\n0\r\n\r\n";
+	cr_assert_eq(write(fd, end, sizeof(end) - 1), (ssize_t)sizeof(end) - 1);
 	struct pollfd p = { .fd = fd, .events = POLLIN };
 	cr_assert_eq(poll(&p, 1, 5000), 1);
 	char buf[512];
-	ssize_t got = read(fd, buf, sizeof(buf));
-	cr_assert(got <= 0 || strncmp(buf, "HTTP/1.1 2", 10) != 0, "not accepted");
+	ssize_t got = read(fd, buf, sizeof(buf) - 1);
+	cr_assert_gt(got, 0);
+	buf[got] = 0;
+	cr_assert(strncmp(buf, "HTTP/1.1 413", 12) == 0, "answer: %.200s", buf);
 	close(fd);
 	char path[200];
 	resp r;

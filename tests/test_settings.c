@@ -13,7 +13,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "airlock/envbuild.h"
+#include "airlock/tiers.h"
 #include "airlock/settings.h"
 
 #define GiB (1024LL * 1024 * 1024)
@@ -589,6 +589,14 @@ Test(settings, default_above_ceiling_refused)
 	cr_assert_eq(parse("limits:\n  defaults: { pids_max: 4096, memory_bytes: 64G, cpu_millicores: 64000 }\n", &s, &err), 0);
 	cr_expect_eq(airlock_settings_check(&s, &err), 0, "%s", err.message);
 	airlock_settings_clear(&s);
+
+	/* files_changed_max is at most the one cap both sides of the service
+	 * share (caps.h), even with no ceiling set. */
+	err = check_fails("limits:\n  defaults:\n    files_changed_max: 10001\n"
+	                  "  ceilings:\n    files_changed_max: 0\n");
+	HAS(err, "limits.defaults.files_changed_max=10001: at most 10000");
+	err = check_fails("limits:\n  ceilings:\n    files_changed_max: 20000\n");
+	HAS(err, "limits.ceilings.files_changed_max=20000");
 
 	/* A negative ceiling cannot come from YAML but can from code. */
 	cr_assert_eq(airlock_settings_default(&s, &err), 0);

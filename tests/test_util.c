@@ -17,6 +17,8 @@
 #include "airlock/port/workspace.h"
 #include "core/snapshot.h"
 #include "util/run.h"
+#include "airlock/escape.h"
+#include "util/spawn.h"
 #include "util/util.h"
 
 Test(buf, cap_is_fixed_at_creation)
@@ -710,9 +712,10 @@ Test(run, reports_the_exit_status_and_output)
 	char *envp[] = { NULL };
 	const util_run_options o = { .path = "/nonexistent/program", .argv = argv, .envp = envp,
 		                     .output_max = 16, .timeout_ms = 5000 };
-	cr_assert_eq(util_run(&o, &res), 0);
-	cr_assert(WIFEXITED(res.status));
-	cr_assert_eq(WEXITSTATUS(res.status), UTIL_RUN_EXIT_EXEC, "execve failed in the child");
+	/* A program that cannot be executed is an error naming the step and
+	 * the reason, not an exit status to decode. */
+	cr_assert_eq(util_run(&o, &res), -ENOENT);
+	cr_assert_str_eq(res.failed, "exec");
 	util_run_result_clear(&res);
 
 	const util_run_options rel = { .path = "sh", .argv = argv, .envp = envp, .output_max = 16,
@@ -954,4 +957,90 @@ Test(snapshot_hash, the_cpu_bound_stops_hashing)
 	/* Checked every MiB: a MiB of SHA-256 is a few ms at most. */
 	cr_assert_lt(spent, bound * 4, "%lld ms of CPU", (long long)(spent / 1000000));
 	ws_close(&t);
+}
+
+/* The public face of the escaper (airlock/escape.h), what every airlock
+ * program prints untrusted bytes with. */
+Test(util, fput_escaped_passes_text_and_escapes_controls)
+{
+	char out[256] = { 0 };
+	FILE *f = fmemopen(out, sizeof(out) - 1, "w");
+	cr_assert_not_null(f);
+	static const char in[] = "ok \xc3\xa9 \x1b[2J a\\b \xff";
+	airlock_fput_escaped(f, in, sizeof(in) - 1, true);
+	fclose(f);
+	cr_assert_str_eq(out, "ok \xc3\xa9 \\x1b[2J a\\\\b \\xff");
+	char buf[32];
+	cr_assert_str_eq(airlock_escape(buf, sizeof(buf), "a\nb", 3), "a\\x0ab");
+}
+
+/* ---- spawn: one way to start a child --------------------------------------- */
+
+static int hook_refuses(void *ctx)
+{
+	(void)ctx;
+	return -EPERM;
+}
+
+/* The child has exactly the descriptors placed for it (and /dev/null on
+ * 0-2 it was not given); a failure before exec names its step and errno. */
+Test(spawn, descriptors_are_placed_and_the_rest_closed)
+{
+	int p[2];
+	cr_assert_eq(pipe2(p, O_CLOEXEC), 0);
+	int stray = open("/dev/null", O_RDONLY); /* not close-on-exec: must not leak */
+	cr_assert_geq(stray, 0);
+	char script[256];
+	snprintf(script, sizeof(script),
+	         "[ -e /proc/self/fd/5 ] && ! [ -e /proc/self/fd/%d ] && ! [ -e /proc/self/fd/3 ] && "
+	         "read x || exit 0; exit 9",
+	         stray);
+	char *argv[] = { "sh", "-c", script, NULL };
+	char *envp[] = { NULL };
+	const spawn_fd fds[] = { { p[1], 5 } };
+	spawn_options o = { .exec_fd = -1, .path = "/bin/sh", .argv = argv, .envp = envp,
+		            .fds = fds, .n_fds = 1, .pdeathsig = SIGKILL };
+	spawn_child c;
+	spawn_failure f;
+	cr_assert_eq(spawn_start(&o, &c, &f), 0, "%s: %s", spawn_step_name(f.step), strerror(f.errnum));
+	cr_assert_gt(c.pid, 0);
+	cr_assert_geq(c.pidfd, 0);
+	int st = -1;
+	cr_assert_eq(waitpid(c.pid, &st, 0), c.pid);
+	/* fd 5 there, the stray and 3 not, stdin at EOF (/dev/null): 0. */
+	cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0, "status %d", st);
+	close(c.pidfd);
+	close(stray);
+	close(p[0]);
+	close(p[1]);
+
+	o = (spawn_options){ .exec_fd = -1, .path = "/nonexistent/x", .argv = argv, .envp = envp };
+	cr_assert_eq(spawn_start(&o, &c, &f), -ENOENT);
+	cr_assert_eq(f.step, SPAWN_STEP_EXEC);
+	cr_assert_str_eq(spawn_step_name(f.step), "exec");
+	cr_assert_eq(c.pid, -1, "a failed child is reaped, not returned");
+
+	o = (spawn_options){ .exec_fd = -1, .path = "/bin/sh", .argv = argv, .envp = envp,
+		             .hook = hook_refuses };
+	cr_assert_eq(spawn_start(&o, &c, &f), -EPERM);
+	cr_assert_eq(f.step, SPAWN_STEP_HOOK);
+	cr_assert_eq(f.errnum, EPERM);
+}
+
+/* A signal the parent ignores is not ignored by the child. */
+Test(spawn, signals_are_reset)
+{
+	struct sigaction ign = { .sa_handler = SIG_IGN }, old;
+	sigaction(SIGPIPE, &ign, &old);
+	char *argv[] = { "sh", "-c", "kill -PIPE $$; exit 3", NULL };
+	char *envp[] = { NULL };
+	spawn_options o = { .exec_fd = -1, .path = "/bin/sh", .argv = argv, .envp = envp };
+	spawn_child c;
+	spawn_failure f;
+	cr_assert_eq(spawn_start(&o, &c, &f), 0);
+	int st = -1;
+	cr_assert_eq(waitpid(c.pid, &st, 0), c.pid);
+	cr_assert(WIFSIGNALED(st) && WTERMSIG(st) == SIGPIPE, "status %d", st);
+	close(c.pidfd);
+	sigaction(SIGPIPE, &old, NULL);
 }

@@ -128,6 +128,15 @@
  * = 62.7 MiB, under AIRLOCK_JSON_INPUT_MAX (64 MiB), which src/core/exec.c
  * asserts. 20 MiB keeps the default files_changed_max (1,000) whole at any
  * names: 1,000 of the longest paths charged as above are 19.7 MiB. */
+/* files_changed_max, a listing's count cap, is at most this on both sides
+ * of the service (the specification's ceiling): the settings refuse more
+ * (limits.defaults and limits.ceilings), and a core accepts a listing of up
+ * to this many from any adapter, then cuts it to its own files_changed_max
+ * and marks it truncated. The remote adapter's listing is cut by the
+ * service's own setting, which its client cannot see: a client whose cap
+ * was lower than the service's refused every longer listing as an adapter
+ * bug, and the command's result was lost. */
+#define AIRLOCK_FILES_CHANGED_MAX 10000
 #define AIRLOCK_FC_JSON_ENTRY_OVERHEAD 192u
 #define AIRLOCK_FC_JSON_PATH_FACTOR 5u
 #define AIRLOCK_FILES_CHANGED_JSON_MAX ((size_t)20 << 20)
@@ -223,7 +232,7 @@
 	 2 * ((size_t)AIRLOCK_OUTPUT_BYTES_MAX / 3 + 1) * 4 + 512 + (size_t)AIRLOCK_JSON_INPUT_MAX)
 /* A provision's body: {"spec": ..., "environment_id": ...}, the spec at
  * most AIRLOCK_SPEC_JSON_MAX and the envelope (an id of 64 bytes, the
- * names, whitespace) well under 4 KiB. Refused with 413 before it is read. */
+ * names, whitespace) well under 4 KiB. Past it: 413 (AIRLOCK_SERVICE_OVERSIZE_DRAIN_MAX says when). */
 #define AIRLOCK_SERVICE_PROVISION_BODY_MAX (AIRLOCK_SPEC_JSON_MAX + 4096u)
 /* An execute's body: the command's stdin travels in it as base64, so it is
  * the JSON input limit (48 MiB of stdin); its decode is budgeted at 4.5
@@ -232,6 +241,15 @@
 /* A request that carries no body (GET, DELETE, cancel) may still send a
  * small one ("{}"); it is read and ignored up to this. */
 #define AIRLOCK_SERVICE_EMPTY_BODY_MAX 4096u
+/* A body over its route's cap by at most this much is read and discarded
+ * (constant work per byte, nothing kept), then answered with 413: a server
+ * that answers and closes while the client still sends leaves unread bytes
+ * in its socket, the kernel resets the connection, and the client sees a
+ * send error instead of the 413. A body further over its cap is answered
+ * before it is read and the connection closed (its client may see the
+ * reset); a client that sends "Expect: 100-continue" reads the 413 either
+ * way. */
+#define AIRLOCK_SERVICE_OVERSIZE_DRAIN_MAX (16u << 20)
 /* A PEM file given to the TLS listener (certificate chain, key, client CA). */
 #define AIRLOCK_SERVICE_PEM_MAX (1u << 20)
 
@@ -410,9 +428,9 @@
  * file-table entry too (about 400 bytes charged to the sandbox's memory
  * cgroup each: 60,000 held with 4 descriptors open under 64 MiB); that is
  * bounded by the memory limit alone (and by vm.max_map_count per process),
- * not by the arithmetic above: a host whose fs.file-max is below its
- * memory / 400 bytes can have its file table filled by one sandbox's
- * mappings.
+ * not by the arithmetic above: a provision is admitted only when the
+ * host's file table has room for memory_bytes / AIRLOCK_HOST_FILE_CHARGE
+ * more entries (below).
  *
  * What programs get: 2 GiB and 512 pids (the defaults): 256 per process;
  * 2 GiB and 64 pids: 1024; 256 MiB and 64 pids: 256; 64 MiB and 64 pids:
@@ -471,11 +489,38 @@
 #define AIRLOCK_SANDBOX_SOCKETS_MAX 262144
 
 /* The host's file table (fs.file-max) must have this many free entries for
- * a provision to start (host/filetable.h): a sandbox's start opens a few
+ * a provision to start (host/filetable.h), besides the entries the sandbox
+ * itself can hold (AIRLOCK_HOST_FILE_CHARGE): a sandbox's start opens a few
  * dozen (gvisor's runtime a few hundred), and past the table's end every
  * open on the host fails, so starting one more tenant there would only
  * fail in some later step, or take the last entries host daemons need. */
 #define AIRLOCK_HOST_FILES_FREE_MIN 4096
+
+/* The least a sandbox's memory cgroup is charged for one host file-table
+ * entry it holds, whatever holds it: a provision needs
+ * memory_bytes / AIRLOCK_HOST_FILE_CHARGE free entries in the table
+ * (host/filetable.h), so one sandbox can never fill it.
+ *
+ * The cheapest holder is a mapping whose descriptor was closed: the same
+ * file opened, mapped (one page, never touched) and closed again and again
+ * leaves a struct file and a VMA, both from SLAB_ACCOUNT caches (filp and
+ * vm_area_struct, 192 bytes each on this 6.18 kernel), and no descriptor,
+ * so RLIMIT_NOFILE does not count it. Measured here (cgroup v1, kernel
+ * memory charged to memory.usage_in_bytes): 397.9 bytes per entry over
+ * 20,000 and 50,000 entries in a bare memory cgroup (the rest is maple-tree
+ * nodes); a native sandbox under a 64 MiB limit, four processes mapping
+ * until stopped, was killed MEMORY after the host's fs.file-nr had risen
+ * by about 148,500, below 64 MiB / 384 = 174,762. Under gvisor the guest's
+ * mappings are the sentry's, not host files (110,000 of them raised the
+ * host's count by under 1,000): the same bound holds with room to spare.
+ *
+ * 384, the two objects alone, is below every measurement, so the bound
+ * errs toward refusing. At the default 2 GiB it is 5,592,405 entries,
+ * above this host's fs.file-max of 2,466,170 (the kernel's default, about
+ * RAM / 10 KiB): such a host must raise fs.file-max (scripts/setup.sh sets
+ * LONG_MAX, as systemd does at boot) or every default provision is
+ * refused. */
+#define AIRLOCK_HOST_FILE_CHARGE ((int64_t)384)
 
 /* lo's MTU and GSO size in a sandbox's own network namespace: the largest
  * packet, and so the largest buffer one forced charge holds (at the 64 KiB

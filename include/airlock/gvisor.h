@@ -45,7 +45,7 @@ extern "C" {
 typedef struct airlock_gvisor_config {
 	const char *image_store;      /* where images live (settings' sandbox.image_store) */
 	const char *volume_dir;       /* service-owned dir for the volumes' unnamed backing files
-	                               * (NULL: AIRLOCK_NATIVE_VOLUME_DIR) */
+	                               * (NULL: AIRLOCK_VOLUME_DIR) */
 	const char *state_dir;        /* service-owned: bundles, mounts, runsc's state
 	                               * (NULL: AIRLOCK_GVISOR_STATE_DIR) */
 	const char *runsc;            /* the runtime binary (NULL: AIRLOCK_GVISOR_RUNSC) */

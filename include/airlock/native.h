@@ -54,8 +54,6 @@ typedef struct airlock_native_config {
 } airlock_native_config;
 
 
-
-#define AIRLOCK_NATIVE_VOLUME_DIR "/var/lib/airlock/volumes"
 #define AIRLOCK_NATIVE_HOST_ID_LOCK "/run/airlock/host-ids.lock"
 
 typedef struct airlock_native airlock_native;
@@ -70,13 +68,6 @@ const airlock_exec_ops *airlock_native_ops(void);
 /* Why this host cannot run the native mechanism, or 0 when it can (for
  * `airlock doctor`). Writes the reason into why. */
 int airlock_native_probe(char *why, size_t size);
-
-/* The inodes a workspace volume of workspace_bytes is provisioned with for
- * inodes_max: inodes_max itself, or, when its inode table would take more
- * than half the volume, the most that fit. A limit is a maximum: a small
- * workspace with the default inodes gets the inodes it holds, and the
- * caller can say so. */
-int64_t airlock_native_workspace_inodes(int64_t workspace_bytes, int64_t inodes_max);
 
 /* Live sandboxes (for leak checks). */
 size_t airlock_native_live_count(airlock_native *n);

@@ -106,6 +106,12 @@ typedef struct airlock_proxy airlock_proxy;
  * process dies (its control socket closes). */
 int airlock_proxy_spawn(const airlock_proxy_config *cfg, airlock_proxy **ret, airlock_error *err);
 
+/* The proxy as the service and `airlock run` start it: the default
+ * configuration, dns_servers (NULL: /etc/resolv.conf) checked before the
+ * process starts (ConfigError naming what is wrong), the decision log to
+ * log_fd when >= 0. */
+int airlock_proxy_start(const char *dns_servers, int log_fd, airlock_proxy **ret, airlock_error *err);
+
 /* Hand a listening TCP socket to the proxy with the policy its connections
  * are checked against (copied now: later changes do not reach it). The fd
  * stays the caller's to close. The environment id must not be attached

@@ -61,13 +61,6 @@ typedef struct airlock_remote_status {
 } airlock_remote_status;
 int airlock_remote_health(airlock_remote *rm, airlock_remote_status *ret, airlock_error *err);
 
-/* Read a credential file: regular, owned by this user, mode 0600 or
- * stricter, at most 4 KiB, one token (a final newline is dropped).
- * Config error naming the file and what is wrong otherwise. *ret is
- * malloc'd; the caller wipes and frees it. Shared by both sides. */
-int airlock_credential_file_read(const char *path, unsigned char **ret, size_t *ret_len,
-                                 airlock_error *err);
-
 #ifdef __cplusplus
 }
 #endif

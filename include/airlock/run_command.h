@@ -6,7 +6,8 @@
  * The sandbox.run_command tool's side of a sandbox (the specification,
  * "sandbox.run_command"): the tool's declared numbers, and the one place a
  * request becomes the command the execution service runs and the image it
- * is provisioned from. `airlock run` uses it now; `serve` and `worker` will,
+ * is provisioned from, and the spec a sandbox for it is provisioned with.
+ * `airlock run` uses it now; `serve` and `worker` will,
  * so that the three cannot disagree about a default.
  */
 
@@ -66,6 +67,36 @@ bool airlock_mechanism_runs_store_images(airlock_mechanism m);
  * store_default or a constant. */
 const char *airlock_run_command_image(const airlock_settings *s, const char *store_default,
                                       airlock_error *err);
+
+/* What a spec for a sandbox.run_command is built from, beside the
+ * settings. */
+typedef struct airlock_run_command_spec_input {
+	const airlock_settings *settings;
+	const char *tenant_id;
+	const char *run_id;        /* NULL: a new UUIDv7 */
+	const char *store_default; /* the store's default image, or NULL (airlock_run_command_image) */
+	/* The sandbox's copy of the egress policy: sent only with the call's
+	 * yes and the operator's allowlist; NULL: deny. */
+	const airlock_egress_policy *egress;
+	const airlock_resource_limits *limits; /* NULL: the settings' defaults */
+	/* Tier-1 names beyond the operator's list (`airlock run --env`): the
+	 * same tier-0 check refuses them. */
+	const char *const *extra_tier1;
+	size_t n_extra_tier1;
+	char *const *parent;           /* the caller's environment: where tier-1 values come from */
+	const char *working_directory; /* the command's, under the workspace; NULL: "." */
+} airlock_run_command_spec_input;
+
+/* Build the spec a worker sends to provision a sandbox for a
+ * sandbox.run_command: identifiers, limits, the image, the egress policy and
+ * the built environment (tier 1 from in->parent, tier 2 with PWD), nothing
+ * else. A limit is a maximum: a workspace too small for inodes_max holds
+ * what fits (airlock_volume_workspace_inodes), and *inodes_asked (when not
+ * NULL) is then the number asked, else 0. *ret is zeroed first and cleared
+ * on failure. ConfigError for a tier-1 name that is tier 0 or invalid, or
+ * no image; SystemError ENOMEM. */
+int airlock_run_command_spec(const airlock_run_command_spec_input *in, airlock_environment_spec *ret,
+                             int64_t *inodes_asked, airlock_error *err);
 
 #ifdef __cplusplus
 }

@@ -16,11 +16,13 @@
  * tests and the remote adapter's contract fixtures run it in-process.
  */
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
 #include "airlock/error.h"
 #include "airlock/port/exec.h"
+#include "airlock/settings.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -91,6 +93,46 @@ void airlock_service_free(airlock_service *s);
 /* The address it listens on, as given ("unix:/path") or, for TCP, with the
  * port the kernel chose for port 0 ("127.0.0.1:41234"). */
 const char *airlock_service_address(const airlock_service *s);
+
+/* ---- the whole service, as `airlock serve` runs it ------------------------
+ * Opening it is one call: the refusal of a credential in the environment,
+ * the lifecycle log and the metrics, the credential, the operator's egress
+ * policy and (for an allowlist) the proxy, the mechanism's adapter (its
+ * open sweeps a crashed incarnation's leftovers), the API server, and the
+ * metrics listener, each from the settings. The caller owns the process:
+ * signals, the descriptor limit, reading the settings. */
+typedef struct airlock_service_host airlock_service_host;
+
+typedef struct airlock_service_host_options {
+	char *const *environ;    /* the process environment, checked (NULL: not checked) */
+	const char *dns_servers; /* the proxy's resolver (NULL: /etc/resolv.conf); needs an allowlist */
+	int log_fd;              /* the lifecycle log: one JSON line per event */
+	/* Called with a warning the operator should read (the host's file
+	 * table cannot hold a sandbox at the largest memory limit); may be
+	 * NULL. */
+	void (*warn)(void *ctx, const char *message);
+	void *warn_ctx;
+} airlock_service_host_options;
+
+/* s has passed airlock_settings_check. Serving from its own threads when it
+ * returns 0; otherwise nothing is left behind (no proxy, no sandbox, no
+ * socket file). */
+int airlock_service_host_open(const airlock_settings *s, const airlock_service_host_options *o,
+                              airlock_service_host **ret, airlock_error *err);
+/* The API's address (airlock_service_address), the metrics listener's
+ * (NULL without one), the mechanism's name, and whether the proxy runs. */
+const char *airlock_service_host_address(const airlock_service_host *h);
+const char *airlock_service_host_metrics_address(const airlock_service_host *h);
+const char *airlock_service_host_mechanism(const airlock_service_host *h);
+bool airlock_service_host_egress(const airlock_service_host *h);
+/* One line of the lifecycle log. */
+void airlock_service_host_log(airlock_service_host *h, const char *event, const char *message);
+/* SIGTERM's first half (airlock_service_shutdown). */
+void airlock_service_host_shutdown(airlock_service_host *h);
+/* The rest, in order: the metrics listener, the server (responses in
+ * flight drain), the adapter (every sandbox destroyed), the proxy, the
+ * metrics. */
+void airlock_service_host_free(airlock_service_host *h);
 
 #ifdef __cplusplus
 }

@@ -58,6 +58,7 @@
 #include <stdio.h>
 
 #include "airlock/error.h"
+#include "airlock/tiers.h"
 #include "airlock/types.h"
 
 #ifdef __cplusplus
@@ -106,8 +107,6 @@ typedef struct airlock_limit_table {
 	int64_t files_changed_max;
 	int64_t start_budget_seconds;
 } airlock_limit_table;
-
-#define AIRLOCK_TIER1_MAX 256
 
 /* The service: section (airlock serve). Strings are NULL when unset. */
 typedef struct airlock_service_settings {

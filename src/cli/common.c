@@ -2,11 +2,12 @@
 #include "cli/common.h"
 
 #include <string.h>
+#include <time.h>
 
 #include "airlock/egress.h"
 #include "airlock/image.h"
 #include "airlock/proxy.h"
-#include "util/util.h"
+#include "airlock/escape.h"
 
 extern char **environ;
 
@@ -35,32 +36,17 @@ int cli_exit_for(const airlock_error *err)
 	}
 }
 
-void cli_fput_escaped(FILE *out, const void *s, size_t len, bool escape_backslash)
-{
-	const unsigned char *p = s;
-	for (size_t i = 0; p && i < len;) {
-		if (p[i] == '\\' && escape_backslash) {
-			fputs("\\\\", out);
-			i++;
-			continue;
-		}
-		size_t u = util_printable_len(p + i, len - i, true);
-		if (u) {
-			fwrite(p + i, 1, u, out);
-			i += u;
-			continue;
-		}
-		char e[UTIL_ESCAPED_BYTE_LEN];
-		util_escape_byte(p[i], e);
-		fwrite(e, 1, sizeof(e), out);
-		i++;
-	}
-}
-
 void cli_fputs_escaped(FILE *out, const char *s)
 {
 	if (s)
-		cli_fput_escaped(out, s, strlen(s), false);
+		airlock_fput_escaped(out, s, strlen(s), false);
+}
+
+int64_t cli_monotonic_ms(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
 void cli_error(const char *verb, const airlock_error *err)
@@ -138,17 +124,9 @@ int cli_default_image(const airlock_settings *s, char ret[72], airlock_error *er
 
 int cli_proxy_start(const char *dns, int log_fd, airlock_proxy **ret, airlock_error *err)
 {
-	airlock_egress_resolver *check = NULL;
-	int r = airlock_egress_resolver_new(dns, &check, err);
-	airlock_egress_resolver_free(check);
-	if (r < 0) {
+	int r = airlock_proxy_start(dns, log_fd, ret, err);
+	/* A bad --dns is what stops the proxy before it starts. */
+	if (r < 0 && err && err->cls == AIRLOCK_ERR_CONFIG)
 		airlock_error_prefix(err, "--dns: ");
-		return r;
-	}
-	airlock_proxy_config pc;
-	airlock_proxy_config_default(&pc);
-	pc.dns_servers = dns;
-	if (log_fd >= 0)
-		pc.log_fd = log_fd;
-	return airlock_proxy_spawn(&pc, ret, err);
+	return r;
 }

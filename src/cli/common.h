@@ -3,9 +3,11 @@
 #define AIRLOCK_CLI_COMMON_H
 
 #include <stdbool.h>
+#include <stdint.h>
 #include <stdio.h>
 
 #include "airlock/error.h"
+#include "airlock/escape.h"
 #include "airlock/settings.h"
 
 /* Exit codes (README, "Exit codes"). A command that exited on its own passes
@@ -25,16 +27,14 @@ enum {
 /* The exit code for an error class. */
 int cli_exit_for(const airlock_error *err);
 
-/* Write len bytes of untrusted text (a file name from the sandbox, a
- * message) so that nothing in it acts on the terminal: printable ASCII and
- * printable UTF-8 pass; control bytes (C0, DEL, C1), invalid UTF-8 and the
- * bidirectional overrides become \xHH, one per byte; a backslash becomes
- * \\ when escape_backslash (file names, so the escaped form is
- * unambiguous). Everything airlock itself prints from such bytes goes
- * through here; --json output is JSON, escaped by the encoder instead. */
-void cli_fput_escaped(FILE *out, const void *s, size_t len, bool escape_backslash);
+/* Everything airlock itself prints from untrusted bytes goes through
+ * airlock_fput_escaped (airlock/escape.h); --json output is JSON, escaped by
+ * the encoder instead. */
 /* The same for a C string, backslashes kept (messages quote with them). */
 void cli_fputs_escaped(FILE *out, const char *s);
+
+/* The monotonic clock in ms (progress lines). */
+int64_t cli_monotonic_ms(void);
 
 /* Print "airlock: <verb>: <ClassName>: message" to stderr, escaped. */
 void cli_error(const char *verb, const airlock_error *err);

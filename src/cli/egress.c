@@ -14,7 +14,7 @@
 #include "airlock/caps.h"
 #include "airlock/egress.h"
 #include "cli/common.h"
-#include "util/util.h"
+#include "util/cleanup.h"
 
 /* A policy that does not parse. The issue fixes this code (not 78, which is
  * the settings startup refusal): "exit 2 and FILE:LINE: message". */
@@ -140,7 +140,7 @@ static bool check_add_answer(check_resolver *c, const char *spec)
 	char shown[96];
 	if (!eq || eq == spec || eq[1] == 0) {
 		fprintf(stderr, "airlock egress check: --resolve \"%s\": want HOST=ADDR[,ADDR...]\n",
-		        util_escape(shown, sizeof(shown), spec, strlen(spec)));
+		        airlock_escape(shown, sizeof(shown), spec, strlen(spec)));
 		return false;
 	}
 	if (c->n == AIRLOCK_CHECK_RESOLVE_MAX) {
@@ -152,7 +152,7 @@ static bool check_add_answer(check_resolver *c, const char *spec)
 	memset(a, 0, sizeof(*a));
 	if (!airlock_hostname_normalize(spec, (size_t)(eq - spec), false, a->name)) {
 		fprintf(stderr, "airlock egress check: --resolve: \"%s\" is not a host name\n",
-		        util_escape(shown, sizeof(shown), spec, (size_t)(eq - spec)));
+		        airlock_escape(shown, sizeof(shown), spec, (size_t)(eq - spec)));
 		return false;
 	}
 	for (size_t i = 0; i < c->n; i++) {
@@ -180,7 +180,7 @@ static bool check_add_answer(check_resolver *c, const char *spec)
 		text[len] = 0;
 		if (!airlock_addr_parse(text, &a->addrs[a->n])) {
 			fprintf(stderr, "airlock egress check: --resolve %s: \"%s\" is not an address\n",
-			        a->name, util_escape(shown, sizeof(shown), text, len));
+			        a->name, airlock_escape(shown, sizeof(shown), text, len));
 			return false;
 		}
 		a->n++;
@@ -275,7 +275,7 @@ static int egress_check(int argc, char **argv)
 		char shown[32];
 		fprintf(stderr,
 		        "airlock egress check: port \"%s\" is not 1..65535 (decimal digits, no sign, no leading zero)\n",
-		        util_escape(shown, sizeof(shown), pos[1], strlen(pos[1])));
+		        airlock_escape(shown, sizeof(shown), pos[1], strlen(pos[1])));
 		goto out;
 	}
 

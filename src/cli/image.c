@@ -18,7 +18,7 @@
 
 #include "airlock/image.h"
 #include "cli/common.h"
-#include "util/util.h"
+#include "util/cleanup.h"
 
 static void image_usage(FILE *out)
 {
@@ -199,7 +199,7 @@ typedef struct progress_state {
 static void on_progress(void *ctx, const char *line)
 {
 	const progress_state *p = ctx;
-	int64_t s = (util_monotonic_ms() - p->start_ms) / 1000;
+	int64_t s = (cli_monotonic_ms() - p->start_ms) / 1000;
 	fprintf(stderr, "airlock image build: [%3lld:%02lld] %s\n", (long long)(s / 60),
 	        (long long)(s % 60), line);
 	fflush(stderr);
@@ -233,7 +233,7 @@ static int image_build(int argc, char **argv)
 		.n_extra_packages = f.n_packages,
 		.mirror = f.mirror,
 	};
-	progress_state p = { .start_ms = util_monotonic_ms() };
+	progress_state p = { .start_ms = cli_monotonic_ms() };
 	airlock_error err = { 0 };
 	char digest[AIRLOCK_IMAGE_DIGEST_SIZE];
 	fprintf(stderr, "airlock image build: store %s\n", airlock_image_store_path(store));

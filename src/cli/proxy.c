@@ -10,6 +10,7 @@
 #include <getopt.h>
 #include <netinet/in.h>
 #include <signal.h>
+#include <sys/pidfd.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -20,8 +21,7 @@
 #include "airlock/egress.h"
 #include "airlock/proxy.h"
 #include "cli/common.h"
-#include "util/syscalls.h"
-#include "util/util.h"
+#include "util/cleanup.h"
 
 static void proxy_usage(FILE *out)
 {
@@ -45,9 +45,9 @@ static int parse_listen(const char *s, struct sockaddr_in *ret)
 {
 	const char *colon = strrchr(s, ':');
 	char addr[16];
-	int64_t port;
-	if (!colon || (size_t)(colon - s) >= sizeof(addr) || !util_parse_i64(colon + 1, &port) ||
-	    port < 1 || port > 65535)
+	uint16_t port;
+	if (!colon || (size_t)(colon - s) >= sizeof(addr) ||
+	    !airlock_port_parse(colon + 1, strlen(colon + 1), &port))
 		return -1;
 	memcpy(addr, s, (size_t)(colon - s));
 	addr[colon - s] = '\0';
@@ -137,7 +137,7 @@ int cli_proxy(int argc, char **argv)
 		goto fail;
 	fprintf(stderr, "airlock proxy: listening on %s (pid %d, policy %s)\n", listen_at,
 	        (int)airlock_proxy_pid(proxy), policy_path);
-	pidfd = sys_pidfd_open(airlock_proxy_pid(proxy), 0);
+	pidfd = pidfd_open(airlock_proxy_pid(proxy), 0);
 	for (;;) {
 		/* Wake on a stop signal or the proxy's own end. */
 		struct timespec tick = { .tv_sec = 0, .tv_nsec = 200000000 };

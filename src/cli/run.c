@@ -16,16 +16,15 @@
 #include <sys/eventfd.h>
 #include <sys/signalfd.h>
 #include <sys/stat.h>
+#include <sys/sysmacros.h>
 #include <sys/uio.h>
 #include <unistd.h>
 
 #include "airlock/caps.h"
 #include "airlock/egress.h"
-#include "airlock/envbuild.h"
-#include "airlock/ids.h"
 #include "airlock/json.h"
 #include "airlock/mechanisms.h"
-#include "airlock/native.h"
+#include "airlock/credential_file.h"
 #include "airlock/remote.h"
 #include "airlock/run_command.h"
 #include "cli/common.h"
@@ -54,7 +53,7 @@ static void run_usage(FILE *out)
 	        "  --output-limit BYTES  maximum_output_bytes per stream (default 1M)\n"
 	        "  --stdin FILE|-        the command's standard input: a file, a pipe or FIFO\n"
 	        "                        (read until closed, within the start budget), or - for\n"
-	        "                        airlock run's own standard input\n"
+	        "                        airlock run's own standard input; /dev/null is empty\n"
 	        "  --cwd DIR             working directory, relative to /workspace\n"
 	        "  --env NAME            pass NAME from this environment (tier 1; repeatable;\n"
 	        "                        credentials are refused)\n"
@@ -193,7 +192,7 @@ static void print_summary(const airlock_execution_result *res, const char *mecha
 		const char *path = res->files_changed[i].path;
 		fprintf(stderr, "airlock:   %-8s ",
 		        airlock_change_kind_name(res->files_changed[i].change));
-		cli_fput_escaped(stderr, path, strlen(path), true);
+		airlock_fput_escaped(stderr, path, strlen(path), true);
 		fprintf(stderr, " (%lld bytes)\n", (long long)res->files_changed[i].size_bytes);
 	}
 }
@@ -426,9 +425,12 @@ static int read_pipe_capped(int fd, int sfd, int64_t deadline_ms, unsigned char 
  * something nobody wrote. A pipe must close within the start budget
  * (budget_s, limits.defaults.start_budget_seconds): the input is read
  * before any sandbox exists, and a writer that never closes is an error
- * naming the budget rather than an airlock run that waits forever. A
- * directory, a device, a terminal or a socket is refused. The open is
- * non-blocking, so a FIFO with no writer does not hang the open itself. */
+ * naming the budget rather than an airlock run that waits forever. The
+ * null device (`--stdin /dev/null`, `--stdin - </dev/null`) is an empty
+ * input: it is known by its device number (1:3 on Linux), not its name,
+ * so no other device passes for it. Any other device, a directory, a
+ * terminal or a socket is refused. The open is non-blocking, so a FIFO
+ * with no writer does not hang the open itself. */
 static stdin_read read_stdin(const char *path, int64_t budget_s, run_signals *rs,
                              unsigned char **ret, size_t *ret_len)
 {
@@ -455,6 +457,10 @@ static stdin_read read_stdin(const char *path, int64_t budget_s, run_signals *rs
 			*ret = (unsigned char *)data;
 	} else if (S_ISFIFO(st.st_mode)) {
 		r = read_pipe_capped(fd, rs->sfd, util_monotonic_ms() + budget_s * 1000, ret, ret_len);
+	} else if (S_ISCHR(st.st_mode) && st.st_rdev == makedev(1, 3)) {
+		*ret = calloc(1, 1);
+		*ret_len = 0;
+		r = *ret ? 0 : -ENOMEM;
 	} else {
 		stdin_error(path, S_ISDIR(st.st_mode) ? "a directory, not a regular file or a pipe"
 		                  : isatty(fd)         ? "a terminal, not a regular file or a pipe"
@@ -682,8 +688,6 @@ int cli_run(int argc, char **argv)
 	airlock_execution_result res = { 0 };
 	unsigned char *stdin_data = NULL;
 	size_t stdin_len = 0;
-	char **tier1 = NULL;
-	_cleanup_free_ char *pwd = NULL;
 	bool provisioned = false, destroy_failed = false;
 	int exit_code = CLI_EXIT_SOFTWARE;
 	airlock_egress_policy policy = { .mode = AIRLOCK_EGRESS_DENY };
@@ -775,18 +779,10 @@ int cli_run(int argc, char **argv)
 	if (r < 0)
 		goto fail;
 
-	/* The spec the worker would send: identifiers, limits, an image digest,
-	 * an egress policy, and a built environment. Nothing else. */
-	spec.tenant_id = strdup(f.tenant);
-	char run_id[AIRLOCK_UUID_STR_LEN + 1];
-	r = airlock_uuidv7_new(run_id, &err);
-	if (r < 0)
-		goto fail;
-	spec.run_id = strdup(run_id);
-	/* Without a configured image, native and gvisor run the store's
-	 * default outside production, which only the CLI can look up (it opens
-	 * the store); the fake mechanism runs no image and is named the empty
-	 * one. */
+	/* The spec the worker would send (airlock_run_command_spec): the
+	 * store's default image, which only the CLI can look up (it opens the
+	 * store), the limits with the flags over the settings', the allowlist
+	 * only with --network, and the names --env adds to tier 1. */
 	char default_image[72] = { 0 };
 	if (!s.image && airlock_mechanism_runs_store_images(s.mechanism) &&
 	    s.deployment_mode != AIRLOCK_DEPLOYMENT_PRODUCTION) {
@@ -794,68 +790,33 @@ int cli_run(int argc, char **argv)
 		if (r < 0)
 			goto fail;
 	}
-	const char *image = airlock_run_command_image(&s, default_image, &err);
-	if (!image) {
-		r = airlock_errcode(err.cls);
-		goto fail;
-	}
-	spec.image_digest = strdup(image);
-	if (!spec.tenant_id || !spec.run_id || !spec.image_digest) {
-		r = airlock_error_set(&err, AIRLOCK_ERR_SYSTEM, ENOMEM, "run");
-		goto fail;
-	}
-	/* The sandbox's own copy of the policy (the proxy gets another at
-	 * provision): the worker sends the allowlist only with the call's yes. */
-	spec.egress.mode = AIRLOCK_EGRESS_DENY;
-	if (egress && airlock_egress_policy_copy(&spec.egress, &policy) < 0) {
-		r = airlock_error_set(&err, AIRLOCK_ERR_SYSTEM, ENOMEM, "run");
-		goto fail;
-	}
-	build_limits(&s, &f, &spec.limits);
-	/* A limit is a maximum: a small workspace holds fewer inodes than the
-	 * default, and the volume is made with what fits. The spec then says
-	 * what is provisioned, and so does this line. */
-	if (airlock_mechanism_runs_store_images(s.mechanism)) {
-		int64_t fit = airlock_native_workspace_inodes(spec.limits.workspace_bytes,
-		                                              spec.limits.inodes_max);
-		if (fit < spec.limits.inodes_max) {
-			fprintf(stderr, "airlock: a %lld-byte workspace holds %lld inodes: provisioning "
-			                "inodes_max=%lld (asked %lld)\n",
-			        (long long)spec.limits.workspace_bytes, (long long)fit, (long long)fit,
-			        (long long)spec.limits.inodes_max);
-			spec.limits.inodes_max = fit;
-		}
-	}
-
-	/* Tier 1 is the operator's list plus the names given with --env; both
-	 * pass the same tier-0 check. */
-	tier1 = calloc(s.n_passthrough + f.n_env + 1, sizeof(char *));
-	if (!tier1) {
-		r = airlock_error_set(&err, AIRLOCK_ERR_SYSTEM, ENOMEM, "run");
-		goto fail;
-	}
-	for (size_t i = 0; i < s.n_passthrough; i++)
-		tier1[i] = s.passthrough[i];
-	for (size_t i = 0; i < f.n_env; i++)
-		tier1[s.n_passthrough + i] = (char *)(uintptr_t)f.env[i];
-	r = airlock_tier1_check((const char *const *)tier1, s.n_passthrough + f.n_env, &err);
-	if (r < 0) {
-		airlock_error_prefix(&err, "--env: ");
-		goto fail;
-	}
-	if (asprintf(&pwd, "%s%s%s", AIRLOCK_WORKSPACE_ROOT, strcmp(cwd, ".") ? "/" : "",
-	             strcmp(cwd, ".") ? cwd : "") < 0) {
-		pwd = NULL;
-		r = airlock_error_set(&err, AIRLOCK_ERR_SYSTEM, ENOMEM, "run");
-		goto fail;
-	}
-	airlock_envbuild_input in = {
-		.tier1 = (const char *const *)tier1, .n_tier1 = s.n_passthrough + f.n_env,
-		.parent = environ, .working_directory = pwd,
+	airlock_resource_limits limits;
+	build_limits(&s, &f, &limits);
+	airlock_run_command_spec_input sin = {
+		.settings = &s,
+		.tenant_id = f.tenant,
+		.store_default = default_image[0] ? default_image : NULL,
+		.egress = egress ? &policy : NULL,
+		.limits = &limits,
+		.extra_tier1 = f.env,
+		.n_extra_tier1 = f.n_env,
+		.parent = environ,
+		.working_directory = cwd,
 	};
-	r = airlock_envbuild(&in, &spec.environment, &err);
-	if (r < 0)
+	int64_t inodes_asked = 0;
+	r = airlock_run_command_spec(&sin, &spec, &inodes_asked, &err);
+	if (r < 0) {
+		if (err.cls == AIRLOCK_ERR_CONFIG && strstr(err.message, "tier-1 name"))
+			airlock_error_prefix(&err, "--env: ");
 		goto fail;
+	}
+	/* A limit is a maximum: the spec says what is provisioned, and so does
+	 * this line. */
+	if (inodes_asked)
+		fprintf(stderr, "airlock: a %lld-byte workspace holds %lld inodes: provisioning "
+		                "inodes_max=%lld (asked %lld)\n",
+		        (long long)spec.limits.workspace_bytes, (long long)spec.limits.inodes_max,
+		        (long long)spec.limits.inodes_max, (long long)inodes_asked);
 
 	if (signals_received(&sig)) {
 		exit_code = CLI_EXIT_OK; /* replaced by 128 + signal below */
@@ -938,7 +899,6 @@ out:
 	airlock_environment_handle_clear(&handle);
 	airlock_environment_spec_clear(&spec);
 	airlock_settings_clear(&s);
-	free(tier1);
 	free(stdin_data);
 	int signo = signals_received(&sig);
 	signals_stop(&sig);

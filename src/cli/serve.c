@@ -13,19 +13,17 @@
  *      like a credential (naming the variable, never its value);
  *   3. settings: the file, AIRLOCK_* overrides, the flags; the startup
  *      checks (production and auth refuse a development mechanism);
- *   4. the credential file (airlock_credential_file_read's rules);
- *   5. the operator's egress policy and, for an allowlist, the proxy (a
- *      fork: before the service has threads);
- *   6. the adapter (its open sweeps what a crashed previous incarnation
- *      left: sandboxes, cgroups, volumes, loop devices), then the server.
+ *   4. the service itself, one library call (airlock_service_host_open,
+ *      src/service/host.c): the credential, the operator's egress policy
+ *      and its proxy (a fork: before the service has threads), the adapter
+ *      (its open sweeps what a crashed previous incarnation left), the
+ *      server and the metrics listener.
  * Then the main thread waits on the signalfd: SIGTERM or SIGINT ends the
  * commands in flight with SERVICE_SHUTDOWN (their callers get the partial
  * output), the responses drain, every sandbox is destroyed, exit 0.
  */
 #include <errno.h>
-#include <fcntl.h>
 #include <getopt.h>
-#include <grp.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -34,15 +32,8 @@
 #include <sys/signalfd.h>
 #include <unistd.h>
 
-#include "airlock/egress.h"
-#include "airlock/mechanisms.h"
-#include "airlock/proxy.h"
-#include "airlock/remote.h"
 #include "airlock/service.h"
 #include "cli/common.h"
-#include "service/metrics.h"
-#include "service/server_internal.h"
-#include "util/util.h"
 
 extern char **environ;
 
@@ -95,31 +86,6 @@ static int set_flag(char **slot, const char *v)
 	return 0;
 }
 
-static size_t live_sandboxes(void *exec)
-{
-	return airlock_exec_live(exec);
-}
-
-static int socket_gid(const char *group, long *ret, airlock_error *err)
-{
-	*ret = -1;
-	if (!group)
-		return 0;
-	int64_t n = 0;
-	if (util_parse_i64(group, &n) && n >= 0 && n < 0xffffffffLL) {
-		*ret = (long)n;
-		return 0;
-	}
-	struct group gr, *res = NULL;
-	char buf[16384];
-	int e = getgrnam_r(group, &gr, buf, sizeof(buf), &res);
-	if (e != 0 || !res)
-		return airlock_error_set(err, AIRLOCK_ERR_CONFIG, e,
-		                         "service.socket_group=%s: no such group", group);
-	*ret = (long)res->gr_gid;
-	return 0;
-}
-
 /* ---- the run ------------------------------------------------------------------- */
 
 static int serve_parse(int argc, char **argv, serve_flags *f)
@@ -154,6 +120,12 @@ static int serve_parse(int argc, char **argv, serve_flags *f)
 	return -1;
 }
 
+static void serve_warn(void *ctx, const char *message)
+{
+	(void)ctx;
+	fprintf(stderr, "airlock serve: warning: %s\n", message);
+}
+
 int cli_serve(int argc, char **argv)
 {
 	serve_flags f;
@@ -163,16 +135,7 @@ int cli_serve(int argc, char **argv)
 
 	airlock_error err = { 0 };
 	airlock_settings s = { 0 };
-	airlock_egress_policy policy = { .mode = AIRLOCK_EGRESS_DENY };
-	airlock_proxy *proxy = NULL;
-	airlock_exec *exec = NULL;
-	airlock_service *svc = NULL;
-	service_metrics *metrics = NULL;
-	service_metrics_listener *mlis = NULL;
-	svc_listener metrics_socket = { .fd = -1 };
-	_cleanup_close_pair_ int egress_log[2] = { -1, -1 };
-	unsigned char *cred = NULL;
-	size_t cred_len = 0;
+	airlock_service_host *host = NULL;
 	int sfd = -1, exit_code = CLI_EXIT_SOFTWARE, r;
 
 	/* 1. Signals: SIGTERM and SIGINT stop the service; SIGHUP and SIGQUIT
@@ -203,7 +166,8 @@ int cli_serve(int argc, char **argv)
 		setrlimit(RLIMIT_NOFILE, &nofile);
 	}
 
-	/* 2. Nothing of anyone's secrets in this process. */
+	/* 2. Nothing of anyone's secrets in this process, before the settings
+	 * are read (the service host checks again). */
 	r = airlock_service_environment_check(environ, &err);
 	if (r < 0)
 		goto fail;
@@ -223,108 +187,24 @@ int cli_serve(int argc, char **argv)
 	r = airlock_settings_check(&s, &err);
 	if (r < 0)
 		goto fail;
-	long gid = -1;
-	r = socket_gid(s.service.socket_group, &gid, &err);
-	if (r < 0)
-		goto fail;
-	if (s.service.metrics_listen && strcmp(s.service.metrics_listen, s.service.listen) == 0) {
-		r = airlock_error_set(&err, AIRLOCK_ERR_CONFIG, 0,
-		                      "service.metrics_listen %s is the API's address; the metrics "
-		                      "listener needs its own",
-		                      s.service.metrics_listen);
-		goto fail;
-	}
 
-	/* The tracked metrics and the lifecycle log: one JSON line per event
-	 * on stdout (the service's own messages stay on stderr). */
-	r = service_metrics_new(STDOUT_FILENO, &metrics, &err);
+	/* 4. The service: credential, policy and proxy, adapter, server,
+	 * metrics (airlock_service_host_open says the order). The lifecycle
+	 * log is one JSON line per event on stdout; the service's own messages
+	 * stay on stderr. */
+	airlock_service_host_options o = {
+		.environ = environ, .dns_servers = f.dns, .log_fd = STDOUT_FILENO, .warn = serve_warn,
+	};
+	r = airlock_service_host_open(&s, &o, &host, &err);
 	if (r < 0)
 		goto fail;
-	service_metrics_mechanism(metrics, airlock_mechanism_name(s.mechanism));
-
-	/* 4. The credential. */
-	r = airlock_credential_file_read(s.service.credential_file, &cred, &cred_len, &err);
-	if (r < 0)
-		goto fail;
-
-	/* 5. The operator's egress policy; an allowlist is served by the proxy,
-	 * which each sandbox reaches only when its spec carries the allowlist
-	 * (the worker's yes for the call). */
-	if (s.service.policy_file) {
-		r = airlock_egress_policy_load(s.service.policy_file, &policy, &err);
-		if (r < 0)
-			goto fail;
-	}
-	bool egress = policy.mode == AIRLOCK_EGRESS_ALLOWLIST;
-	if (f.dns && !egress) {
-		r = airlock_error_set(&err, AIRLOCK_ERR_CONFIG, 0,
-		                      "--dns configures the egress proxy, which runs only with an "
-		                      "allowlist policy (--policy)");
-		goto fail;
-	}
-	if (egress) {
-		/* The proxy's decision lines come to a pipe the metrics follow:
-		 * counted by outcome and reason, then copied to the log. */
-		if (pipe2(egress_log, O_CLOEXEC) < 0) {
-			r = airlock_error_set(&err, AIRLOCK_ERR_SYSTEM, errno, "serve: egress log pipe");
-			goto fail;
-		}
-		r = cli_proxy_start(f.dns, egress_log[1], &proxy, &err);
-		if (r < 0)
-			goto fail;
-		/* The proxy holds its own copy: end of file once it is gone. */
-		close(TAKE_FD(egress_log[1]));
-		r = service_metrics_egress_follow(metrics, TAKE_FD(egress_log[0]), &err);
-		if (r < 0)
-			goto fail;
-	}
-
-	/* 6. The adapter (its open sweeps a crashed incarnation's leftovers),
-	 * then the server. */
-	airlock_exec_egress ee = { .policy = &policy, .proxy = proxy };
-	r = airlock_exec_open_observed(&s, egress ? &ee : NULL, service_metrics_observer(), metrics,
-	                               &exec, &err);
-	if (r < 0)
-		goto fail;
-	airlock_service_config sc;
-	airlock_service_config_default(&sc);
-	sc.listen = s.service.listen;
-	sc.socket_gid = gid;
-	sc.credential = cred;
-	sc.credential_len = cred_len;
-	sc.tls_cert_file = s.service.tls_cert_file;
-	sc.tls_key_file = s.service.tls_key_file;
-	sc.tls_client_ca_file = s.service.tls_client_ca_file;
-	sc.max_connections = (unsigned)s.service.max_connections;
-	sc.max_sandboxes = (size_t)s.service.max_sandboxes;
-	r = airlock_service_new(&sc, exec, &svc, &err);
-	/* The server has its copy; this one goes now. */
-	explicit_bzero(cred, cred_len);
-	free(cred);
-	cred = NULL;
-	if (r < 0)
-		goto fail;
-	if (s.service.metrics_listen) {
-		svc_listener ml;
-		r = svc_listen(s.service.metrics_listen, 0, gid, &ml, &err);
-		if (r == 0) {
-			/* The descriptor goes to the listener; the socket file stays
-			 * ours, removed at exit. */
-			int fd = TAKE_FD(ml.fd);
-			metrics_socket = ml;
-			r = service_metrics_listener_new(metrics, fd, live_sandboxes, exec, &mlis, &err);
-		}
-		if (r < 0) {
-			airlock_error_prefix(&err, "service.metrics_listen: ");
-			goto fail;
-		}
-		fprintf(stderr, "airlock serve: metrics on %s\n", metrics_socket.address);
-	}
+	if (airlock_service_host_metrics_address(host))
+		fprintf(stderr, "airlock serve: metrics on %s\n", airlock_service_host_metrics_address(host));
 	fprintf(stderr, "airlock serve: listening on %s (mechanism %s, max_sandboxes %lld%s)\n",
-	        airlock_service_address(svc), airlock_exec_name(exec),
-	        (long long)s.service.max_sandboxes, egress ? ", egress proxy running" : "");
+	        airlock_service_host_address(host), airlock_service_host_mechanism(host),
+	        (long long)s.service.max_sandboxes,
+	        airlock_service_host_egress(host) ? ", egress proxy running" : "");
 
-	service_metrics_log(metrics, "service_started", airlock_service_address(svc));
 	for (;;) {
 		struct signalfd_siginfo si;
 		ssize_t n = read(sfd, &si, sizeof(si));
@@ -339,29 +219,16 @@ int cli_serve(int argc, char **argv)
 			break;
 		}
 	}
-	service_metrics_log(metrics, "service_stopping",
-	                    "commands in flight end SERVICE_SHUTDOWN; every sandbox is destroyed");
-	airlock_service_shutdown(svc);
+	airlock_service_host_log(host, "service_stopping",
+	                         "commands in flight end SERVICE_SHUTDOWN; every sandbox is destroyed");
+	airlock_service_host_shutdown(host);
 	exit_code = CLI_EXIT_OK;
 	goto out;
 fail:
 	cli_error("serve", &err);
 	exit_code = cli_exit_for(&err);
 out:
-	/* The listener before its metrics; the exec after the server and
-	 * before the metrics (freeing it still reports each sandbox's end). */
-	service_metrics_listener_free(mlis);
-	svc_listener_close(&metrics_socket);
-	airlock_service_free(svc);
-	airlock_exec_free(exec);
-	/* After the sandboxes: each detached from the proxy as it went. */
-	airlock_proxy_free(proxy);
-	service_metrics_free(metrics);
-	airlock_egress_policy_clear(&policy);
-	if (cred) {
-		explicit_bzero(cred, cred_len);
-		free(cred);
-	}
+	airlock_service_host_free(host);
 	airlock_settings_clear(&s);
 	if (sfd >= 0)
 		close(sfd);

@@ -25,7 +25,7 @@
 #include <unistd.h>
 
 #include "airlock/caps.h"
-#include "airlock/remote.h"
+#include "airlock/credential_file.h"
 #include "util/util.h"
 
 int airlock_credential_file_read(const char *path, unsigned char **ret, size_t *ret_len,

@@ -18,6 +18,35 @@
 
 /* Its caps (a reference, the static broker's entries) are in airlock/caps.h. */
 
+struct airlock_credentials {
+	const airlock_credentials_ops *ops;
+	void *ctx;
+};
+
+int airlock_credentials_new(const airlock_credentials_ops *ops, void *ctx,
+                            airlock_credentials **ret, airlock_error *err)
+{
+	/* An adapter built against another version of the ops has another
+	 * layout: calling through it would jump to whatever is there. */
+	if (!ops || ops->version != AIRLOCK_CREDENTIALS_OPS_VERSION || !ops->resolve || !ret) {
+		if (ops && ops->free)
+			ops->free(ctx);
+		return airlock_error_set(err, AIRLOCK_ERR_CONFIG, 0,
+		                         "credentials: the adapter's ops are not version %d with a resolve",
+		                         AIRLOCK_CREDENTIALS_OPS_VERSION);
+	}
+	airlock_credentials *c = calloc(1, sizeof(*c));
+	if (!c) {
+		if (ops->free)
+			ops->free(ctx);
+		return airlock_error_set(err, AIRLOCK_ERR_SYSTEM, ENOMEM, "credentials");
+	}
+	c->ops = ops;
+	c->ctx = ctx;
+	*ret = c;
+	return 0;
+}
+
 static const char *reference_for_message(char *buf, size_t size, const char *ref)
 {
 	return util_escape(buf, size, ref, strlen(ref));
@@ -68,10 +97,21 @@ int airlock_credentials_resolve(airlock_credentials *c, const char *reference,
 	return 0;
 }
 
+static airlock_credentials sandbox_resolver;
+
+const char *airlock_credentials_name(const airlock_credentials *c)
+{
+	return c && c->ops && c->ops->name ? c->ops->name : "";
+}
+
 void airlock_credentials_free(airlock_credentials *c)
 {
-	if (c && c->ops && c->ops->free)
+	/* The sandbox resolver is a static object: nothing to free. */
+	if (!c || c == &sandbox_resolver)
+		return;
+	if (c->ops && c->ops->free)
 		c->ops->free(c->ctx);
+	free(c);
 }
 
 /* ---- the sandbox resolver ------------------------------------------------------
@@ -96,12 +136,13 @@ static const airlock_credentials_ops sandbox_ops = {
 	.free = NULL,
 };
 
+/* Immutable in practice: the wrapper never writes through it, and
+ * airlock_credentials_free knows it. */
+static airlock_credentials sandbox_resolver = { .ops = &sandbox_ops, .ctx = NULL };
+
 airlock_credentials *airlock_credentials_sandbox(void)
 {
-	/* Immutable in practice: the wrapper never writes through it, and a
-	 * static object cannot be freed by mistake. */
-	static airlock_credentials sandbox = { .ops = &sandbox_ops, .ctx = NULL };
-	return &sandbox;
+	return &sandbox_resolver;
 }
 
 /* ---- the static broker ------------------------------------------------------------
@@ -114,7 +155,6 @@ typedef struct static_entry {
 } static_entry;
 
 typedef struct static_broker {
-	airlock_credentials pub; /* first: the ctx and the public object are one allocation */
 	static_entry *entries;
 	size_t n;
 } static_broker;
@@ -164,10 +204,7 @@ int airlock_credentials_static_new(airlock_credentials **ret, airlock_error *err
 	static_broker *b = calloc(1, sizeof(*b));
 	if (!b)
 		return airlock_error_set(err, AIRLOCK_ERR_SYSTEM, ENOMEM, "credentials");
-	b->pub.ops = &static_ops;
-	b->pub.ctx = b;
-	*ret = &b->pub;
-	return 0;
+	return airlock_credentials_new(&static_ops, b, ret, err);
 }
 
 int airlock_credentials_static_add(airlock_credentials *c, const char *reference,

@@ -168,6 +168,12 @@ int airlock_exec_new(const airlock_exec_ops *ops, void *ctx, const airlock_exec_
 		return airlock_error_set(err, AIRLOCK_ERR_CONFIG, 0,
 		                         "execution service configuration: hard cap, tool timeout and listing cap must be positive");
 	}
+	if (c.files_changed_max > AIRLOCK_FILES_CHANGED_MAX) {
+		ops->free(ctx);
+		return airlock_error_set(err, AIRLOCK_ERR_CONFIG, 0,
+		                         "execution service configuration: files_changed_max %lld is above %d",
+		                         (long long)c.files_changed_max, AIRLOCK_FILES_CHANGED_MAX);
+	}
 	airlock_exec *e = calloc(1, sizeof(*e));
 	if (!e) {
 		ops->free(ctx);
@@ -773,6 +779,20 @@ _Static_assert(1000 * (AIRLOCK_FC_JSON_ENTRY_OVERHEAD +
                        AIRLOCK_FILES_CHANGED_JSON_MAX,
                "the default files_changed_max (1000) is never cut by bytes");
 
+/* An adapter's listing may be longer than this core's files_changed_max
+ * (up to AIRLOCK_FILES_CHANGED_MAX, result_violation): the remote adapter's
+ * is cut by its service's setting. The caller gets its own cap's sorted
+ * prefix, marked truncated. */
+static void listing_cut_to_count(airlock_execution_result *r, int64_t max)
+{
+	if (r->n_files_changed <= (size_t)max)
+		return;
+	for (size_t i = (size_t)max; i < r->n_files_changed; i++)
+		airlock_file_change_clear(&r->files_changed[i]);
+	r->n_files_changed = (size_t)max;
+	r->files_changed_truncated = true;
+}
+
 static void listing_cut_to_bytes(airlock_execution_result *r)
 {
 	size_t used = 0, keep = 0;
@@ -853,7 +873,7 @@ static int exec_execute_inner(airlock_exec *e, const airlock_exec_call *call,
 		emit(e, &ev);
 		return r;
 	}
-	const char *bad = result_violation(&res, e->cfg.files_changed_max,
+	const char *bad = result_violation(&res, AIRLOCK_FILES_CHANGED_MAX,
 	                                   command->maximum_output_bytes);
 	if (bad) {
 		airlock_execution_result_clear(&res);
@@ -864,6 +884,7 @@ static int exec_execute_inner(airlock_exec *e, const airlock_exec_call *call,
 		emit(e, &ev);
 		return r;
 	}
+	listing_cut_to_count(&res, e->cfg.files_changed_max);
 	listing_cut_to_bytes(&res);
 	ev = (airlock_exec_event){
 		.kind = AIRLOCK_EXEC_EVENT_EXECUTED, .environment_id = handle->environment_id,
@@ -980,8 +1001,13 @@ int airlock_exec_provision_as(airlock_exec *e, const airlock_environment_spec *s
  * parallel-safe against a single handle"): two commands would share the
  * workspace snapshots, the limit counters and the group every command's
  * leftovers are killed in. A second one is refused, not queued. */
-static int record_claim(airlock_exec *e, const airlock_environment_handle *h, airlock_error *err)
+/* The claim is on the record of *serial (0: none was taken), not on the id:
+ * a destroy and a provision of the same id while the command runs make a
+ * new record, whose own claims this one's release must not end. */
+static int record_claim(airlock_exec *e, const airlock_environment_handle *h, uint64_t *serial,
+                        airlock_error *err)
 {
+	*serial = 0;
 	if (!h || !airlock_environment_id_valid(h->environment_id))
 		return 0; /* check_handle reports it */
 	pthread_mutex_lock(&e->lock);
@@ -990,6 +1016,7 @@ static int record_claim(airlock_exec *e, const airlock_environment_handle *h, ai
 	if (r && !busy) {
 		r->busy = true;
 		r->busy_since_ms = util_monotonic_ms();
+		*serial = r->serial;
 	}
 	pthread_mutex_unlock(&e->lock);
 	if (busy)
@@ -1000,13 +1027,13 @@ static int record_claim(airlock_exec *e, const airlock_environment_handle *h, ai
 	return 0;
 }
 
-static void record_release(airlock_exec *e, const airlock_environment_handle *h)
+static void record_release(airlock_exec *e, const airlock_environment_handle *h, uint64_t serial)
 {
-	if (!h)
+	if (!h || !serial)
 		return;
 	pthread_mutex_lock(&e->lock);
 	exec_record *r = record_find(e, h->environment_id);
-	if (r && r->busy) {
+	if (r && r->serial == serial && r->busy) {
 		r->busy = false;
 		r->busy_ms += util_monotonic_ms() - r->busy_since_ms;
 	}
@@ -1021,10 +1048,11 @@ int airlock_exec_execute(airlock_exec *e, const airlock_exec_call *call,
 	int r = call_enter(e, err);
 	if (r < 0)
 		return r;
-	r = record_claim(e, handle, err);
+	uint64_t serial = 0;
+	r = record_claim(e, handle, &serial, err);
 	if (r == 0) {
 		r = exec_execute_inner(e, call, handle, command, ret, err);
-		record_release(e, handle);
+		record_release(e, handle, serial);
 	}
 	call_leave(e);
 	return r;

@@ -1810,6 +1810,21 @@ static int error_to(const airlock_error *e, json_t **ret, airlock_error *err)
 	return 0;
 }
 
+json_t *core_json_error_value(const airlock_error *e, airlock_error *err)
+{
+	json_t *o = NULL;
+	return error_to(e, &o, err) < 0 ? NULL : o;
+}
+
+json_t *core_json_path_value(const char *path)
+{
+	if (!path)
+		return NULL;
+	size_t n = 0;
+	_cleanup_free_ char *text = path_to_text(path, strlen(path), &n);
+	return text ? json_stringn_nocheck(text, n) : NULL;
+}
+
 static int error_from(json_t *o, airlock_error *ret, airlock_error *err)
 {
 	int r = core_json_expect_object(o, T_ERROR, error_fields, ARRAY_SIZE(error_fields), err);

@@ -41,6 +41,14 @@ size_t core_json_decode_last_peak(void);
  * started with. */
 void core_json_allocator_use(void);
 
+/* Values the service puts into answers of its own making, built as the
+ * codecs build them, so it never parses its own output again: an error's
+ * object ({"error", "message"}, to which a member may be added) and a
+ * path's lossless text form (FileChange.path's). NULL on failure (err
+ * says why; the path's only on ENOMEM). */
+json_t *core_json_error_value(const airlock_error *e, airlock_error *err);
+json_t *core_json_path_value(const char *path);
+
 /* o is an object whose every key is one of fields; DECODE naming type and
  * the (escaped) unknown field otherwise. */
 int core_json_expect_object(json_t *o, const char *type, const char *const *fields, size_t n,

@@ -23,6 +23,7 @@
 #include "core/json_internal.h"
 #include "egress/proxy_internal.h"
 #include "util/sealed.h"
+#include "util/spawn.h"
 #include "util/syscalls.h"
 #include "util/util.h"
 
@@ -126,33 +127,26 @@ int airlock_proxy_spawn(const airlock_proxy_config *cfg, airlock_proxy **ret, ai
 	 * not (the service refuses secrets in its own, but the proxy needs
 	 * none of it either way). */
 	char *const envp[] = { NULL };
-	pid_t pid = fork();
-	if (pid < 0) {
-		int e = errno;
+	/* The control socket on 3, the log on 4, the service's stderr on 2
+	 * (a proxy that cannot run says why where the operator reads), stdin
+	 * and stdout /dev/null (stdout is the service's lifecycle log), nothing
+	 * else (util/spawn.h). */
+	const spawn_fd fds[] = { { sv[1], PROXY_EXEC_CTL_FD },
+		                 { cfg->log_fd, PROXY_EXEC_LOG_FD },
+		                 { STDERR_FILENO, STDERR_FILENO } };
+	const spawn_options so = { .exec_fd = prog, .argv = argv, .envp = envp,
+		                   .fds = fds, .n_fds = ARRAY_SIZE(fds) };
+	spawn_child child;
+	spawn_failure sf;
+	int sr = spawn_start(&so, &child, &sf);
+	if (sr < 0) {
 		free(p);
-		return airlock_error_set(err, AIRLOCK_ERR_SYSTEM, e, "proxy spawn: fork");
-	}
-	if (pid == 0) {
-		/* The control socket on 3, the log on 4, the program on 5 (close-
-		 * on-exec: an ELF file's descriptor is needed only until the
-		 * exec), nothing else above the stdio the proxy replaces itself.
-		 * Each source is first copied above 5 so that none is overwritten
-		 * by another's move. */
-		if (util_close_all_but((const int[]){ sv[1], cfg->log_fd, prog }, 3) < 0)
-			_exit(70);
-		int c = fcntl(sv[1], F_DUPFD_CLOEXEC, 6);
-		int l = fcntl(cfg->log_fd, F_DUPFD_CLOEXEC, 6);
-		int x = fcntl(prog, F_DUPFD_CLOEXEC, 6);
-		if (c < 0 || l < 0 || x < 0 || dup2(c, PROXY_EXEC_CTL_FD) < 0 ||
-		    dup2(l, PROXY_EXEC_LOG_FD) < 0 || dup3(x, 5, O_CLOEXEC) < 0 ||
-		    sys_close_range(6, ~0U, 0) < 0)
-			_exit(70);
-		sys_execveat(5, "", argv, envp, AT_EMPTY_PATH);
-		_exit(127);
+		return airlock_error_set(err, AIRLOCK_ERR_EXECUTION_UNAVAILABLE, -sr,
+		                         "egress proxy did not start: %s", spawn_step_name(sf.step));
 	}
 	close(TAKE_FD(sv[1]));
-	p->pid = pid;
-	p->pidfd = sys_pidfd_open(pid, 0);
+	p->pid = child.pid;
+	p->pidfd = child.pidfd;
 	p->ctl = TAKE_FD(sv[0]);
 	pthread_mutex_init(&p->lock, NULL);
 	/* Its own stop waits for checks in flight, each bounded by the
@@ -370,4 +364,21 @@ void airlock_proxy_free(airlock_proxy *p)
 		close(p->pidfd);
 	pthread_mutex_destroy(&p->lock);
 	free(p);
+}
+
+int airlock_proxy_start(const char *dns_servers, int log_fd, airlock_proxy **ret, airlock_error *err)
+{
+	/* The resolver's servers are checked here, where the message can name
+	 * them, not by a proxy that would exit on them. */
+	airlock_egress_resolver *check = NULL;
+	int r = airlock_egress_resolver_new(dns_servers, &check, err);
+	airlock_egress_resolver_free(check);
+	if (r < 0)
+		return r;
+	airlock_proxy_config pc;
+	airlock_proxy_config_default(&pc);
+	pc.dns_servers = dns_servers;
+	if (log_fd >= 0)
+		pc.log_fd = log_fd;
+	return airlock_proxy_spawn(&pc, ret, err);
 }

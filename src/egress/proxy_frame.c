@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * The control channel's frames (src/egress/proxy_internal.h), spoken by both
- * ends: the service's handle (proxy_ctl.c) and the proxy process (proxy.c,
- * proxy_main.c), which is its own executable and links this file, not the
+ * ends: the service's handle (proxy_ctl.c) and the proxy process
+ * (proxy_loop.h, proxy_main.c), which is its own executable and links this file, not the
  * library.
  */
 #include <errno.h>

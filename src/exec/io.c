@@ -15,7 +15,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "airlock/envbuild.h"
+#include "airlock/tiers.h"
 #include "airlock/port/workspace.h"
 
 void exec_streams_init(exec_stream *out, exec_stream *errs, const airlock_exec_request *req)

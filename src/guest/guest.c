@@ -43,7 +43,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "airlock/envbuild.h"
+#include "airlock/tiers.h"
 #include "airlock/guest.h"
 
 /* How long `guest exec` keeps killing and reaping the command's processes
@@ -371,7 +371,7 @@ static int exec_path(const char *path, char *const *argv, char *const *envp)
 }
 
 /* argv[0] resolved exactly as the native mechanism's starter does
- * (src/exec/native/starter.c): a name with a slash is used as it is;
+ * (src/exec/starter/starter.c): a name with a slash is used as it is;
  * otherwise each directory of AIRLOCK_SANDBOX_PATH in order, never the
  * environment's PATH, so a file dropped in the workspace cannot shadow a
  * tool and the command's own PATH decides nothing. An error other than

@@ -171,14 +171,8 @@ static int run_program(const char *const *argv, bool private_mounts, int64_t tim
 	if (WIFEXITED(status)) {
 		int code = WEXITSTATUS(status);
 		return airlock_error_set(err, AIRLOCK_ERR_EXECUTION_UNAVAILABLE, 0,
-		                         "%s exited with status %d%s; its output ended with: %s", argv[0],
-		                         code,
-		                         code == UTIL_RUN_EXIT_NO_MOUNT_NS ?
-		                                 " (no private mount namespace: needs CAP_SYS_ADMIN)" :
-		                         code == UTIL_RUN_EXIT_SETUP ? " (could not set up the child)" :
-		                         code == UTIL_RUN_EXIT_EXEC  ? " (could not execute it)" :
-		                                                       "",
-		                         summary);
+		                         "%s exited with status %d; its output ended with: %s", argv[0],
+		                         code, summary);
 	}
 	return airlock_error_set(err, AIRLOCK_ERR_EXECUTION_UNAVAILABLE, 0,
 	                         "%s was killed by signal %d; its output ended with: %s", argv[0],

@@ -11,7 +11,7 @@
 #include <string.h>
 
 #include "airlock/caps.h"
-#include "airlock/envbuild.h"
+#include "airlock/tiers.h"
 #include "airlock/settings.h"
 #include "util/util.h"
 

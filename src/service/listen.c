@@ -24,7 +24,7 @@ static int unix_prepare(const char *path, airlock_error *err)
 	if (lstat(path, &st) < 0)
 		return errno == ENOENT ? 0
 		                       : airlock_error_set(err, AIRLOCK_ERR_CONFIG, errno,
-		                                           "listen %s: %s", path, strerror(errno));
+		                                           "listen %s", path);
 	if (!S_ISSOCK(st.st_mode))
 		return airlock_error_set(err, AIRLOCK_ERR_CONFIG, 0,
 		                         "listen %s: exists and is not a socket; not replacing it", path);
@@ -37,12 +37,11 @@ static int unix_prepare(const char *path, airlock_error *err)
 		return airlock_error_set(err, AIRLOCK_ERR_EXECUTION_UNAVAILABLE, 0,
 		                         "listen %s: another service answers on it", path);
 	if (errno != ECONNREFUSED)
-		return airlock_error_set(err, AIRLOCK_ERR_CONFIG, errno, "listen %s: %s", path,
-		                         strerror(errno));
+		return airlock_error_set(err, AIRLOCK_ERR_CONFIG, errno, "listen %s", path);
 	/* Nobody listens: the socket of a service that died. */
 	if (unlink(path) < 0 && errno != ENOENT)
-		return airlock_error_set(err, AIRLOCK_ERR_CONFIG, errno, "listen %s: removing the stale socket: %s",
-		                         path, strerror(errno));
+		return airlock_error_set(err, AIRLOCK_ERR_CONFIG, errno,
+		                         "listen %s: removing the stale socket", path);
 	return 0;
 }
 
@@ -70,8 +69,7 @@ static int listen_unix(svc_listener *l, const char *path, unsigned mode_cfg, lon
 	umask(old);
 	if (b < 0) {
 		close(fd);
-		return airlock_error_set(err, AIRLOCK_ERR_CONFIG, be, "listen unix:%s: %s", path,
-		                         strerror(be));
+		return airlock_error_set(err, AIRLOCK_ERR_CONFIG, be, "listen unix:%s", path);
 	}
 	struct stat st;
 	unsigned mode = mode_cfg ? mode_cfg : 0660;
@@ -80,8 +78,7 @@ static int listen_unix(svc_listener *l, const char *path, unsigned mode_cfg, lon
 		int e = errno;
 		unlink(path);
 		close(fd);
-		return airlock_error_set(err, AIRLOCK_ERR_CONFIG, e, "listen unix:%s: %s", path,
-		                         strerror(e));
+		return airlock_error_set(err, AIRLOCK_ERR_CONFIG, e, "listen unix:%s", path);
 	}
 	l->socket_path = strdup(path);
 	l->socket_dev = st.st_dev;
@@ -127,7 +124,7 @@ static int listen_tcp(svc_listener *l, const char *spec, airlock_error *err)
 		if (fd >= 0)
 			close(fd);
 		freeaddrinfo(ai);
-		return airlock_error_set(err, AIRLOCK_ERR_CONFIG, e, "listen %s: %s", spec, strerror(e));
+		return airlock_error_set(err, AIRLOCK_ERR_CONFIG, e, "listen %s", spec);
 	}
 	freeaddrinfo(ai);
 	l->fd = fd;

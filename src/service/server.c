@@ -8,19 +8,21 @@
  * daemon runs one thread per connection (MHD_USE_THREAD_PER_CONNECTION),
  * and every phase of a connection is bounded, so a thread is never held
  * without bound either:
- *   - at most max_connections connections exist; the next one is refused
- *     at accept; on TCP at most max_connections_per_ip from one address,
- *     past which that address's oldest unauthenticated connection goes
+ *   - at most max_connections connections not cut exist (s->live); the
+ *     next one is closed at once; on TCP at most max_connections_per_ip
+ *     from one party (an address, an IPv6 /64: svc_client), past which
+ *     that party's oldest unauthenticated connection goes
  *     (conn_admit_address: never an authenticated one);
  *   - a connection that has not yet sent a request with the credential
  *     (its TLS handshake and first header block) lives at most
  *     auth_timeout_ms (2 s) from accept, whatever it sends; and such
  *     connections hold at most three quarters of the slots: past that, a
- *     new one evicts the oldest unauthenticated connection of the address
- *     that holds the most of them. So clients without the credential,
- *     from however many addresses, leave a quarter of the slots to
- *     clients with it, cannot keep a slot long, and an address of one
- *     pending connection is the last to lose it (conn_admit);
+ *     new one evicts the oldest unauthenticated connection of the party
+ *     that holds the most of them (between as many, party_first). So
+ *     clients without the credential, from however many addresses, leave
+ *     a quarter of the slots to clients with it, cannot keep a slot long,
+ *     and a party of one pending connection is the last to lose it
+ *     (conn_admit);
  *   - the header block must arrive within header_timeout_ms in total and
  *     fit in AIRLOCK_SERVICE_HEADER_MAX (the connection's memory): a
  *     client sending it a byte at a time is cut by the watchdog below,
@@ -53,9 +55,11 @@
 #include <limits.h>
 #include <microhttpd.h>
 #include <netdb.h>
+#include <netinet/in.h>
 #include <openssl/crypto.h>
 #include <poll.h>
 #include <stdarg.h>
+#include <stdint.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -69,6 +73,7 @@
 #include "airlock/caps.h"
 #include "airlock/ids.h"
 #include "airlock/json.h"
+#include "core/json_internal.h"
 #include "service/server_internal.h"
 #include "util/util.h"
 
@@ -76,6 +81,29 @@
  * watchdog at the deadlines: the delay before a disconnect cancels a
  * command, and the slack on every deadline. */
 #define SVC_POLL_MS 100
+
+/* The party a connection counts against: an IPv4 address, or an IPv6
+ * address's /64 (one host or one site is normally given a whole /64, so
+ * counting by the full address would let one attacker be 2^64 parties);
+ * an IPv4-mapped IPv6 address is its IPv4 address. Family 0: a Unix
+ * socket's client, of which there is one party. */
+typedef struct {
+	sa_family_t family;
+	unsigned char bytes[8];
+} svc_client;
+
+/* How many of a party's connections ended lately without the credential
+ * (cut at a deadline or evicted, or closed by the client before a request
+ * carried it; rate_note): a count that halves every SVC_RATE_HALF_MS, in
+ * 1/SVC_RATE_ONE units. A worker's connections authenticate and count
+ * nothing; a flood's all count, and the faster it reconnects the more. */
+#define SVC_RATE_HALF_MS 1000
+#define SVC_RATE_ONE 1024u
+typedef struct {
+	svc_client client;
+	uint32_t score;
+	int64_t at_ms; /* when score was last decayed */
+} svc_rate;
 
 typedef struct svc_conn {
 	struct svc_conn *prev, *next;
@@ -86,7 +114,7 @@ typedef struct svc_conn {
 	 * s->pending, and no deadline of it is later than auth_deadline_ms. */
 	bool authed;
 	int64_t accepted_ms, auth_deadline_ms;
-	struct sockaddr_storage addr; /* the client's address (TCP); family 0 on a Unix socket */
+	svc_client client; /* who it counts against (client_of); family 0 on a Unix socket */
 } svc_conn;
 
 typedef struct svc_job svc_job;
@@ -108,7 +136,16 @@ struct airlock_service {
 	svc_conn *conns;
 	size_t pending;     /* connections not cut and not yet authenticated */
 	size_t pending_max; /* conn_admit */
+	int64_t pending_grace_ms; /* conn_admit: a quarter of the auth timeout */
+	/* Connections not cut, and their cap (max_connections): a cut one
+	 * no longer counts, though its thread may still be ending. */
+	size_t live, live_max;
 	size_t per_address_max; /* conn_admit_address; 0 on a Unix socket */
+	/* The parties whose connections ended unauthenticated lately (TCP),
+	 * at most rates_cap of them: when full, the one with the lowest
+	 * count makes room (it is the one whose count matters least). */
+	svc_rate *rates;
+	size_t n_rates, rates_cap;
 	svc_job *jobs;      /* executes running, for cancel */
 	size_t in_flight;   /* requests between their start and completion */
 	bool shutting_down;
@@ -130,6 +167,11 @@ typedef struct svc_req {
 	airlock_environment_handle handle;
 	bool has_handle;
 	util_buf body; /* capped at the verb's cap (request_start) */
+	/* Past the cap: the body's bytes are discarded, counted, and the
+	 * request answered with 413 when it has been read (or closed past
+	 * AIRLOCK_SERVICE_OVERSIZE_DRAIN_MAX). */
+	bool oversize;
+	uint64_t drained;
 } svc_req;
 
 /* ---- time and small helpers ---------------------------------------------- */
@@ -157,6 +199,8 @@ static void conn_deadline(airlock_service *s, svc_conn *c, int64_t in_ms)
 	pthread_mutex_unlock(&s->lock);
 }
 
+static void rate_note(airlock_service *s, const svc_client *c, int64_t now);
+
 /* End a connection (s->lock held): shutdown(2) on its socket, which its
  * libmicrohttpd thread then reads as the peer's end. */
 static void conn_cut_locked(airlock_service *s, svc_conn *k)
@@ -166,40 +210,104 @@ static void conn_cut_locked(airlock_service *s, svc_conn *k)
 	if (k->fd >= 0)
 		shutdown(k->fd, SHUT_RDWR);
 	k->cut = true;
-	if (!k->authed)
+	s->live--;
+	if (!k->authed) {
 		s->pending--;
+		rate_note(s, &k->client, util_monotonic_ms());
+	}
 }
 
-/* The client's address as bytes to order by: the family, then the
- * address (no port); a Unix socket's clients all compare equal. */
-static int client_cmp(const svc_conn *a, const svc_conn *b)
+/* The party of a client address (svc_client). */
+static svc_client client_of(const struct sockaddr *sa)
 {
-	const struct sockaddr_storage *x = &a->addr, *y = &b->addr;
-	if (x->ss_family != y->ss_family)
-		return x->ss_family < y->ss_family ? -1 : 1;
-	if (x->ss_family == AF_INET)
-		return memcmp(&((const struct sockaddr_in *)x)->sin_addr,
-		              &((const struct sockaddr_in *)y)->sin_addr, sizeof(struct in_addr));
-	if (x->ss_family == AF_INET6)
-		return memcmp(&((const struct sockaddr_in6 *)x)->sin6_addr,
-		              &((const struct sockaddr_in6 *)y)->sin6_addr, sizeof(struct in6_addr));
-	return 0;
+	svc_client c = { 0 };
+	if (sa && sa->sa_family == AF_INET) {
+		c.family = AF_INET;
+		memcpy(c.bytes, &((const struct sockaddr_in *)sa)->sin_addr, 4);
+	} else if (sa && sa->sa_family == AF_INET6) {
+		const struct in6_addr *a6 = &((const struct sockaddr_in6 *)sa)->sin6_addr;
+		if (IN6_IS_ADDR_V4MAPPED(a6)) {
+			c.family = AF_INET;
+			memcpy(c.bytes, a6->s6_addr + 12, 4);
+		} else {
+			c.family = AF_INET6;
+			memcpy(c.bytes, a6->s6_addr, 8);
+		}
+	}
+	return c;
 }
 
-/* By address, then oldest first. */
-static int pending_order(const void *pa, const void *pb)
+static int client_cmp(const svc_client *x, const svc_client *y)
 {
-	const svc_conn *a = *(const svc_conn *const *)pa, *b = *(const svc_conn *const *)pb;
-	int c = client_cmp(a, b);
-	if (c)
-		return c;
-	return a->accepted_ms < b->accepted_ms ? -1 : a->accepted_ms > b->accepted_ms;
+	if (x->family != y->family)
+		return x->family < y->family ? -1 : 1;
+	return memcmp(x->bytes, y->bytes, sizeof(x->bytes));
 }
 
-/* A new connection k (s->lock held) from an address that already holds
- * per_address_max connections: the oldest of that address's connections
+/* Decay r's count to now (s->lock held): halve per whole half-life, then
+ * 1 - x/2 for the fraction x left (within 6% of 2^-x; no floating point). */
+static void rate_decay(svc_rate *r, int64_t now)
+{
+	int64_t dt = now - r->at_ms;
+	if (dt >= (int64_t)SVC_RATE_HALF_MS * 32) {
+		r->score = 0;
+	} else if (dt > 0) {
+		uint64_t v = r->score >> (dt / SVC_RATE_HALF_MS);
+		v -= v * (uint64_t)(dt % SVC_RATE_HALF_MS) / (2 * SVC_RATE_HALF_MS);
+		r->score = (uint32_t)v;
+	}
+	if (dt > 0)
+		r->at_ms = now;
+}
+
+/* The party's rate entry decayed to now (s->lock held), or NULL. */
+static svc_rate *rate_find(airlock_service *s, const svc_client *c, int64_t now)
+{
+	for (size_t i = 0; i < s->n_rates; i++) {
+		svc_rate *r = &s->rates[i];
+		if (client_cmp(&r->client, c) == 0) {
+			rate_decay(r, now);
+			return r;
+		}
+	}
+	return NULL;
+}
+
+/* The party's recent unauthenticated ends, in SVC_RATE_ONE units (s->lock held). */
+static uint32_t rate_of(airlock_service *s, const svc_client *c, int64_t now)
+{
+	svc_rate *r = rate_find(s, c, now);
+	return r ? r->score : 0;
+}
+
+/* A connection of c's ended without the credential (s->lock held). The table is bounded:
+ * a party not in it takes the place of the one with the lowest rate,
+ * which then counts as new (rate 0) if it comes back. */
+static void rate_note(airlock_service *s, const svc_client *c, int64_t now)
+{
+	if (!s->rates_cap || c->family == AF_UNSPEC)
+		return;
+	svc_rate *r = rate_find(s, c, now);
+	if (!r) {
+		if (s->n_rates < s->rates_cap) {
+			r = &s->rates[s->n_rates++];
+		} else {
+			r = &s->rates[0];
+			for (size_t i = 0; i < s->n_rates; i++) {
+				rate_decay(&s->rates[i], now);
+				if (s->rates[i].score < r->score)
+					r = &s->rates[i];
+			}
+		}
+		*r = (svc_rate){ .client = *c, .score = 0, .at_ms = now };
+	}
+	r->score = r->score > UINT32_MAX - SVC_RATE_ONE ? UINT32_MAX : r->score + SVC_RATE_ONE;
+}
+
+/* A new connection k (s->lock held) from a party that already holds
+ * per_address_max connections: the oldest of that party's connections
  * that has not authenticated goes, k itself when every other one has. So
- * the cap keeps one address from taking every slot, and still cannot be
+ * the cap keeps one party from taking every slot, and still cannot be
  * filled by connections without the credential against a client with it
  * at the same address (a worker behind the same NAT or host as a flood):
  * an authenticated connection is never the one cut, and a new one always
@@ -208,12 +316,12 @@ static int pending_order(const void *pa, const void *pb)
  * Returns whether k was cut. */
 static bool conn_admit_address(airlock_service *s, svc_conn *k)
 {
-	if (!s->per_address_max || k->addr.ss_family == AF_UNSPEC)
+	if (!s->per_address_max || k->client.family == AF_UNSPEC)
 		return false;
 	size_t held = 0;
 	svc_conn *victim = NULL;
 	for (svc_conn *o = s->conns; o; o = o->next) {
-		if (o->cut || client_cmp(o, k) != 0)
+		if (o->cut || client_cmp(&o->client, &k->client) != 0)
 			continue;
 		held++;
 		if (!o->authed && (!victim || o->accepted_ms < victim->accepted_ms ||
@@ -226,16 +334,56 @@ static bool conn_admit_address(airlock_service *s, svc_conn *k)
 	return victim == k;
 }
 
+/* One party's pending connections, for conn_admit. */
+typedef struct {
+	svc_conn *oldest;
+	size_t held;
+	uint32_t rate;
+	bool settled; /* its oldest is past the grace of conn_admit */
+} svc_party;
+
+/* Whether party a is evicted before party b: the one holding more
+ * pending connections; between as many, one whose oldest connection has
+ * had its grace (then the older); between parties whose oldest are all
+ * still in their grace, the one that lost more connections
+ * unauthenticated lately; then the one whose oldest is older. */
+static bool party_first(const svc_party *a, const svc_party *b)
+{
+	if (a->held != b->held)
+		return a->held > b->held;
+	if (a->settled != b->settled)
+		return a->settled;
+	if (!a->settled && a->rate != b->rate)
+		return a->rate > b->rate;
+	return a->oldest->accepted_ms < b->oldest->accepted_ms;
+}
+
+/* By party, then oldest first. */
+static int pending_order(const void *pa, const void *pb)
+{
+	const svc_conn *a = *(const svc_conn *const *)pa, *b = *(const svc_conn *const *)pb;
+	int c = client_cmp(&a->client, &b->client);
+	if (c)
+		return c;
+	return a->accepted_ms < b->accepted_ms ? -1 : a->accepted_ms > b->accepted_ms;
+}
+
 /* A new connection is pending (s->lock held). Past pending_max pending
- * connections, one is evicted: of the address holding the most pending
- * connections, its oldest (between addresses holding as many, the older).
- * The per-address share thus shrinks as the pending slots fill: an
- * address with one pending connection (a worker opening one) loses it
- * only after every address with more has been cut down to one, so a
- * flood from any number of addresses cannot keep out a client that sends
- * its credential within auth_timeout_ms. The pending connections are
- * sorted by address (O(p log p) under the lock, p at most three quarters
- * of max_connections); without memory for that, the oldest goes. */
+ * connections, one is evicted: of the party (svc_client) first in
+ * party_first, its oldest. So the per-party share shrinks as the pending
+ * slots fill: a party with one pending connection (a worker opening one)
+ * loses it only after every party with more has been cut down to one;
+ * and when every party holds one (a flood from more addresses than there
+ * are pending slots, each reconnecting at once when cut), the party whose
+ * connections ended unauthenticated most often lately loses first. A
+ * worker, whose connections authenticate, therefore keeps its connection
+ * through its TLS handshake while a flood evicts its own; only parties
+ * that have not yet lost a connection, more of them than there are
+ * pending slots, can still evict it (docs/service-api.md). The pending
+ * connections are sorted by party (O(p log p) under the lock, p at most
+ * three quarters of max_connections, plus p lookups in a rate table of
+ * at most max_connections entries); without memory for that, the oldest
+ * goes. */
 static void conn_admit(airlock_service *s)
 {
 	if (s->pending <= s->pending_max)
@@ -253,16 +401,18 @@ static void conn_admit(airlock_service *s)
 	}
 	if (v && n > 0) {
 		qsort(v, n, sizeof(*v), pending_order);
-		size_t best_len = 0;
+		int64_t now = util_monotonic_ms();
+		svc_party best = { 0 };
 		for (size_t i = 0, j; i < n; i = j) {
-			for (j = i + 1; j < n && client_cmp(v[i], v[j]) == 0; j++)
+			for (j = i + 1; j < n && client_cmp(&v[i]->client, &v[j]->client) == 0; j++)
 				;
-			/* v[i] is the run's oldest. */
-			if (j - i > best_len || (j - i == best_len && v[i]->accepted_ms < victim->accepted_ms)) {
-				best_len = j - i;
-				victim = v[i];
-			}
+			/* v[i] is the party's oldest. */
+			svc_party p = { .oldest = v[i], .held = j - i, .rate = rate_of(s, &v[i]->client, now),
+				        .settled = now - v[i]->accepted_ms >= s->pending_grace_ms };
+			if (!best.oldest || party_first(&p, &best))
+				best = p;
 		}
+		victim = best.oldest;
 	}
 	free(v);
 	if (victim)
@@ -1082,8 +1232,7 @@ static enum MHD_Result respond_ws_error(svc_req *q, struct MHD_Connection *c, co
 	if (!name)
 		return respond_error(q, c, e);
 	airlock_error jerr = { 0 };
-	_cleanup_free_ char *ej = airlock_error_to_json(e, &jerr);
-	json_t *o = ej ? json_loads(ej, 0, NULL) : NULL;
+	json_t *o = core_json_error_value(e, &jerr);
 	if (!o || json_object_set_new(o, "errno", json_string(name)) < 0) {
 		json_decref(o);
 		return MHD_NO;
@@ -1167,18 +1316,12 @@ static enum MHD_Result do_workspace(svc_req *q, struct MHD_Connection *c)
 		for (size_t i = 0; arr && i < l.n; i++) {
 			/* The path in FileChange.path's lossless text form, made by
 			 * the one encoder that has it. */
-			airlock_file_change fc = { .path = l.entries[i].path,
-				                   .change = AIRLOCK_CHANGE_DELETED,
-				                   .kind = AIRLOCK_FILE_REGULAR };
-			airlock_error jerr = { 0 };
-			_cleanup_free_ char *fj = airlock_file_change_to_json(&fc, &jerr);
-			json_t *fo = fj ? json_loads(fj, 0, NULL) : NULL;
+			json_t *pv = core_json_path_value(l.entries[i].path);
 			char tn[64];
-			json_t *e = fo ? json_pack("{s:O, s:s, s:I}", "path", json_object_get(fo, "path"),
-			                           "type", wire_name(airlock_entry_type_name(l.entries[i].type), tn),
+			json_t *e = pv ? json_pack("{s:o, s:s, s:I}", "path", pv, "type",
+			                           wire_name(airlock_entry_type_name(l.entries[i].type), tn),
 			                           "size_bytes", (json_int_t)l.entries[i].size_bytes)
 			               : NULL;
-			json_decref(fo);
 			if (!e || json_array_append_new(arr, e) < 0) {
 				json_decref(arr);
 				arr = NULL;
@@ -1241,6 +1384,12 @@ static bool client_cert_ok(struct MHD_Connection *c)
 	return gnutls_certificate_verify_peers2(sess, &status) == 0 && status == 0;
 }
 
+static enum MHD_Result respond_oversize(svc_req *q, struct MHD_Connection *c, size_t cap)
+{
+	return respond_fail(q, c, MHD_HTTP_CONTENT_TOO_LARGE, AIRLOCK_ERR_TOOL_VALIDATION,
+	                    "the body is larger than this request's cap of %zu bytes", cap);
+}
+
 static enum MHD_Result request_start(svc_req *q, struct MHD_Connection *c, const char *method)
 {
 	airlock_service *s = q->s;
@@ -1287,10 +1436,11 @@ static enum MHD_Result request_start(svc_req *q, struct MHD_Connection *c, const
 	util_buf_init(&q->body, cap);
 	const char *cl = MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
 	int64_t n = 0;
-	if (cl && util_parse_i64(cl, &n) && n >= 0 && (uint64_t)n > cap)
-		return respond_fail(q, c, MHD_HTTP_CONTENT_TOO_LARGE, AIRLOCK_ERR_TOOL_VALIDATION,
-		                    "the body (%lld bytes) is larger than this request's cap of %zu bytes",
-		                    (long long)n, cap);
+	if (cl && util_parse_i64(cl, &n) && n >= 0 && (uint64_t)n > cap) {
+		if ((uint64_t)n - cap > AIRLOCK_SERVICE_OVERSIZE_DRAIN_MAX)
+			return respond_oversize(q, c, cap);
+		q->oversize = true;
+	}
 	conn_deadline(s, q->conn, cfg_or(s->cfg.request_timeout_ms, 300000));
 	return MHD_YES;
 }
@@ -1313,16 +1463,23 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
 		return request_start(q, c, method);
 	}
 	if (*upload_size) {
-		/* A body without Content-Length that outgrows its cap: the
-		 * response cannot be queued while a body is being read
-		 * (libmicrohttpd), so the connection is closed instead; a body
-		 * with Content-Length was refused with 413 before it was read. */
-		if (util_buf_append(&q->body, upload, *upload_size) != 0)
-			return MHD_NO;
+		/* libmicrohttpd cannot queue a response while a body is being
+		 * read: a body past its cap is discarded as it comes and
+		 * answered when it ends, up to the drain bound, past which
+		 * the connection is closed. */
+		if (!q->oversize && util_buf_append(&q->body, upload, *upload_size) != 0)
+			q->oversize = true;
+		if (q->oversize) {
+			q->drained += *upload_size;
+			if (q->drained > q->body.cap + (uint64_t)AIRLOCK_SERVICE_OVERSIZE_DRAIN_MAX)
+				return MHD_NO;
+		}
 		*upload_size = 0;
 		return MHD_YES;
 	}
 	conn_deadline(q->s, q->conn, 0);
+	if (q->oversize)
+		return respond_oversize(q, c, q->body.cap);
 	switch (q->verb) {
 	case SVC_HEALTH: return do_health(q, c);
 	case SVC_LIST: return do_list(q, c);
@@ -1391,8 +1548,14 @@ static void on_connection(void *cls, struct MHD_Connection *c, void **socket_con
 	airlock_service *s = cls;
 	if (toe == MHD_CONNECTION_NOTIFY_STARTED) {
 		svc_conn *k = calloc(1, sizeof(*k));
-		if (!k)
-			return; /* no deadline for it: the idle timeout still applies */
+		if (!k) {
+			/* Without a record it would count against no cap and
+			 * have no deadline: it is refused. */
+			int fd = conn_fd(c);
+			if (fd >= 0)
+				shutdown(fd, SHUT_RDWR);
+			return;
+		}
 		k->fd = conn_fd(c);
 		k->accepted_ms = util_monotonic_ms();
 		/* The TLS handshake and the first header block, with the
@@ -1404,21 +1567,20 @@ static void on_connection(void *cls, struct MHD_Connection *c, void **socket_con
 		k->deadline_ms = k->auth_deadline_ms;
 		const union MHD_ConnectionInfo *ai =
 		        MHD_get_connection_info(c, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
-		if (ai && ai->client_addr) {
-			sa_family_t f = ai->client_addr->sa_family;
-			if (f == AF_INET)
-				memcpy(&k->addr, ai->client_addr, sizeof(struct sockaddr_in));
-			else if (f == AF_INET6)
-				memcpy(&k->addr, ai->client_addr, sizeof(struct sockaddr_in6));
-		}
+		k->client = client_of(ai ? ai->client_addr : NULL);
 		pthread_mutex_lock(&s->lock);
 		k->next = s->conns;
 		if (s->conns)
 			s->conns->prev = k;
 		s->conns = k;
 		s->pending++;
+		s->live++;
 		if (!conn_admit_address(s, k))
 			conn_admit(s);
+		/* Past max_connections (authenticated ones fill the rest):
+		 * the newcomer goes, as at libmicrohttpd's own limit. */
+		if (!k->cut && s->live > s->live_max)
+			conn_cut_locked(s, k);
 		pthread_mutex_unlock(&s->lock);
 		*socket_context = k;
 		return;
@@ -1428,8 +1590,13 @@ static void on_connection(void *cls, struct MHD_Connection *c, void **socket_con
 	if (!k)
 		return;
 	pthread_mutex_lock(&s->lock);
-	if (!k->authed && !k->cut)
-		s->pending--;
+	if (!k->cut) {
+		s->live--;
+		if (!k->authed) {
+			s->pending--;
+			rate_note(s, &k->client, util_monotonic_ms());
+		}
+	}
 	if (k->prev)
 		k->prev->next = k->next;
 	else
@@ -1478,16 +1645,15 @@ static int read_pem(const char *what, const char *path, char **ret, airlock_erro
 {
 	_cleanup_close_ int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
 	if (fd < 0)
-		return airlock_error_set(err, AIRLOCK_ERR_CONFIG, errno, "%s: cannot open it: %s", what,
-		                         strerror(errno));
+		return airlock_error_set(err, AIRLOCK_ERR_CONFIG, errno, "%s: cannot open it", what);
 	struct stat st;
 	if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode))
 		return airlock_error_set(err, AIRLOCK_ERR_CONFIG, 0, "%s: not a regular file", what);
 	size_t len = 0;
 	int r = util_read_capped(fd, AIRLOCK_SERVICE_PEM_MAX, ret, &len);
 	if (r < 0)
-		return airlock_error_set(err, AIRLOCK_ERR_CONFIG, -r, "%s: %s", what,
-		                         r == -EFBIG ? "larger than 1 MiB" : strerror(-r));
+		return r == -EFBIG ? airlock_error_set(err, AIRLOCK_ERR_CONFIG, 0, "%s: larger than 1 MiB", what)
+		                   : airlock_error_set(err, AIRLOCK_ERR_CONFIG, -r, "%s", what);
 	return 0;
 }
 
@@ -1506,6 +1672,7 @@ static void service_release(airlock_service *s)
 	}
 	free(s->pem_cert);
 	free(s->pem_ca);
+	free(s->rates);
 	pthread_mutex_destroy(&s->lock);
 	pthread_cond_destroy(&s->cond);
 	free(s);
@@ -1592,7 +1759,17 @@ int airlock_service_new(const airlock_service_config *cfg, airlock_exec *exec,
 	/* A quarter of the slots, at least one, is never held by connections
 	 * that have not authenticated (conn_admit). */
 	s->pending_max = max_conn - (max_conn / 4 ? max_conn / 4 : 1);
-	opts[n++] = (struct MHD_OptionItem){ MHD_OPTION_CONNECTION_LIMIT, max_conn, NULL };
+	s->pending_grace_ms = cfg_or(cfg->auth_timeout_ms, 2000) / 4;
+	/* max_connections is counted here (s->live, on_connection), where a
+	 * connection the service cut stops counting at once; libmicrohttpd
+	 * counts it until its thread has ended, which under a flood of
+	 * connections cut as they come kept every slot taken by the dying
+	 * and refused the worker at accept. Its limit is twice ours: the
+	 * second half holds only threads that are ending (a cut connection
+	 * reads its end at once), so threads stay bounded. */
+	s->live_max = max_conn;
+	opts[n++] = (struct MHD_OptionItem){ MHD_OPTION_CONNECTION_LIMIT,
+		                             max_conn > UINT_MAX / 2 ? UINT_MAX : 2 * max_conn, NULL };
 	opts[n++] = (struct MHD_OptionItem){ MHD_OPTION_CONNECTION_TIMEOUT, idle_s, NULL };
 	opts[n++] = (struct MHD_OptionItem){ MHD_OPTION_CONNECTION_MEMORY_LIMIT,
 		                             AIRLOCK_SERVICE_HEADER_MAX, NULL };
@@ -1603,6 +1780,14 @@ int airlock_service_new(const airlock_service_config *cfg, airlock_exec *exec,
 		/* The per-address cap is conn_admit_address's, not
 		 * libmicrohttpd's, which refuses at accept whoever comes. */
 		s->per_address_max = cfg->max_connections_per_ip ? cfg->max_connections_per_ip : 64;
+		/* At most one party per slot is worth a rate: a party with
+		 * no pending connection is never compared. */
+		s->rates = calloc(max_conn, sizeof(*s->rates));
+		if (!s->rates) {
+			r = airlock_error_set(err, AIRLOCK_ERR_SYSTEM, ENOMEM, "service: connection table");
+			goto fail;
+		}
+		s->rates_cap = max_conn;
 		opts[n++] = (struct MHD_OptionItem){ MHD_OPTION_HTTPS_MEM_CERT, 0, s->pem_cert };
 		opts[n++] = (struct MHD_OptionItem){ MHD_OPTION_HTTPS_MEM_KEY, 0, s->pem_key };
 		if (s->pem_ca)

@@ -54,6 +54,8 @@ static inline void util_kill_reapp(pid_t *pid)
 		;
 }
 
+#define ARRAY_SIZE(a) (sizeof(a) / sizeof((a)[0]))
+
 #define _cleanup_free_ __attribute__((cleanup(util_freep)))
 #define _cleanup_close_ __attribute__((cleanup(util_closep)))
 #define _cleanup_fclose_ __attribute__((cleanup(util_fclosep)))

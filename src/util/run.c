@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* Running an external program (run.h has the contract). */
 #include "util/run.h"
+#include "util/spawn.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -11,7 +12,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mount.h>
-#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -79,38 +79,15 @@ static int run_reap(pid_t pid, bool own_group, int *ret_status)
 	return r;
 }
 
-/* The child, between fork and exec: only async-signal-safe system calls
- * run here, because the parent may have other threads, one of them holding
- * malloc's lock. Any failure ends the child: failing closed is the right
- * answer here and the parent reports the exit status. */
-static _Noreturn void run_child(const util_run_options *o, pid_t parent, int null_fd, int out_w)
+/* In the child, before the descriptors are placed (spawn.h's hook): a
+ * mount namespace of its own whose mounts propagate nowhere, so whatever
+ * the program mounts disappears with it. */
+static int private_mounts(void *ctx)
 {
-	if (o->own_process_group && setpgid(0, 0) < 0)
-		_exit(UTIL_RUN_EXIT_SETUP);
-	/* Die with us: a crashed caller must not leave a program it started
-	 * as root running. The getppid check closes the race with our exit. */
-	if (prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0) < 0 || getppid() != parent)
-		_exit(UTIL_RUN_EXIT_SETUP);
-	if (o->private_mounts &&
-	    (unshare(CLONE_NEWNS) < 0 || mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0))
-		_exit(UTIL_RUN_EXIT_NO_MOUNT_NS);
-	/* dup2 clears FD_CLOEXEC on 0-2; every other descriptor is closed here
-	 * (and ours are O_CLOEXEC besides), so whatever the caller holds (a
-	 * loop device, a backing file, a store directory) never reaches the
-	 * program. */
-	if (dup2(null_fd, 0) < 0 || dup2(out_w, 1) < 0 || dup2(out_w, 2) < 0)
-		_exit(UTIL_RUN_EXIT_SETUP);
-	if (sys_close_range(3U, ~0U, 0U) < 0)
-		_exit(UTIL_RUN_EXIT_SETUP);
-	/* Default dispositions and an empty mask, last before execve: a
-	 * SIGPIPE a server ignores must not be inherited. Every signal is still
-	 * blocked here (the parent blocked them across fork), so no handler of
-	 * ours can run before this, and resetting the dispositions here rather
-	 * than first changes nothing a signal could observe. (The mask reset
-	 * used to be checked: SIG_SETMASK with a valid set cannot fail.) */
-	util_signals_reset();
-	execve(o->path, o->argv, o->envp);
-	_exit(UTIL_RUN_EXIT_EXEC);
+	(void)ctx;
+	if (unshare(CLONE_NEWNS) < 0 || mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0)
+		return -errno;
+	return 0;
 }
 
 static int run_fail(util_run_result *ret, const char *what, int errnum)
@@ -129,38 +106,32 @@ int util_run(const util_run_options *o, util_run_result *ret)
 	ret->output = calloc(1, cap + 1);
 	if (!ret->output)
 		return run_fail(ret, "output buffer", ENOMEM);
-	_cleanup_close_ int null_fd = open("/dev/null", O_RDONLY | O_CLOEXEC | O_NOCTTY);
-	if (null_fd < 0)
-		return run_fail(ret, "/dev/null", errno);
 	int pipefd[2];
 	if (pipe2(pipefd, O_CLOEXEC) < 0)
 		return run_fail(ret, "pipe", errno);
 	_cleanup_close_ int out_r = pipefd[0];
 	_cleanup_close_ int out_w = pipefd[1];
 	const bool group = o->own_process_group;
-	sigset_t all, old;
-	sigfillset(&all);
-	pid_t parent = getpid();
-
-	/* Signals are blocked across fork so that no handler of ours runs in
-	 * the child before it resets them. */
-	pthread_sigmask(SIG_SETMASK, &all, &old);
-	pid_t pid = fork();
-	if (pid == 0)
-		run_child(o, parent, null_fd, out_w);
-	int fork_errno = errno;
-	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	/* stdin is /dev/null (spawn's default), stdout and stderr the one
+	 * pipe; the program dies with us: a crashed caller must not leave a
+	 * program it started as root running. */
+	const spawn_fd fds[] = { { out_w, 1 }, { out_w, 2 } };
+	spawn_options so = {
+		.exec_fd = -1, .path = o->path, .argv = o->argv, .envp = o->envp,
+		.fds = fds, .n_fds = ARRAY_SIZE(fds),
+		.own_process_group = group, .pdeathsig = SIGKILL,
+		.hook = o->private_mounts ? private_mounts : NULL,
+	};
+	spawn_child child;
+	spawn_failure sf;
+	int sr = spawn_start(&so, &child, &sf);
 	close(TAKE_FD(out_w));
-	if (pid < 0)
-		return run_fail(ret, "fork", fork_errno);
-	/* Also from here, so the group exists before we may signal it (fails
-	 * harmlessly once the child has exec'd). */
-	if (group)
-		setpgid(pid, pid);
-
-	_cleanup_close_ int pidfd = sys_pidfd_open(pid, 0);
-	if (pidfd >= 0)
-		fcntl(pidfd, F_SETFD, FD_CLOEXEC);
+	if (sr < 0)
+		return run_fail(ret, sf.step == SPAWN_STEP_HOOK ? "private mount namespace (needs CAP_SYS_ADMIN)"
+		                                                : spawn_step_name(sf.step),
+		                -sr);
+	pid_t pid = child.pid;
+	_cleanup_close_ int pidfd = child.pidfd;
 	int64_t deadline = util_monotonic_ms() + o->timeout_ms;
 	int64_t drain_until = 0;
 	bool exited = false, eof = false;

@@ -13,11 +13,6 @@
 #include <stddef.h>
 #include <stdint.h>
 
-/* Exit statuses of a child that failed before exec. */
-#define UTIL_RUN_EXIT_NO_MOUNT_NS 125 /* private_mounts: unshare/mount failed */
-#define UTIL_RUN_EXIT_SETUP 126       /* could not set up the child */
-#define UTIL_RUN_EXIT_EXEC 127        /* execve failed */
-
 typedef struct util_run_options {
 	/* Absolute path of the program; argv and envp NULL-terminated. All of
 	 * it is prepared by the caller: between fork and exec nothing is
@@ -41,7 +36,7 @@ typedef struct util_run_options {
 	bool own_process_group;
 	/* The program runs in a new mount namespace whose mounts propagate
 	 * nowhere, so whatever it mounts disappears with it (needs
-	 * CAP_SYS_ADMIN; else it exits UTIL_RUN_EXIT_NO_MOUNT_NS). */
+	 * CAP_SYS_ADMIN; else the call fails naming it). */
 	bool private_mounts;
 } util_run_options;
 
@@ -60,8 +55,9 @@ typedef struct util_run_result {
  * other descriptor closed, signal handlers default and none blocked, and
  * PR_SET_PDEATHSIG SIGKILL (the program dies with us). 0 when the program
  * ran, whatever its status (see ret->status, ret->timed_out); -errno when it
- * could not be run or waited for (ret->failed names the step; a child
- * already started is then killed and reaped). ret is always initialised;
+ * could not be run or waited for (ret->failed names the step, "exec" when
+ * the program could not be executed; a child already started is then
+ * killed and reaped). The child is started by util/spawn.h. ret is always initialised;
  * release it with util_run_result_clear.
  */
 int util_run(const util_run_options *o, util_run_result *ret);

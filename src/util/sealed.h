@@ -5,7 +5,7 @@
 /*
  * An executable embedded in the library, held in a sealed memfd so that it
  * can be executed (execveat(fd, "", ..., AT_EMPTY_PATH)) without trusting
- * any installed file: the sandbox's small programs (exec/native/starter.h)
+ * any installed file: the sandbox's small programs (exec/starter/starter.h)
  * and the egress proxy (egress/proxy_internal.h). The memfd is written
  * once, made read-only and executable for everyone (a sandbox's uid may
  * execute it; host root owns it) and sealed (F_SEAL_SEAL, SHRINK, GROW,

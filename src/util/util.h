@@ -17,8 +17,6 @@
 
 #include "util/cleanup.h"
 
-#define ARRAY_SIZE(a) (sizeof(a) / sizeof((a)[0]))
-
 /* ---- a capped byte buffer ------------------------------------------------
  * The cap is set at creation; an append past it appends what fits and
  * reports that it did not all fit. Always NUL-terminated (the NUL is not

@@ -29,10 +29,18 @@ typedef struct airlock_credentials_ops {
 	void (*free)(void *ctx);
 } airlock_credentials_ops;
 
-typedef struct airlock_credentials {
-	const airlock_credentials_ops *ops;
-	void *ctx;
-} airlock_credentials;
+/* A resolver: opaque, made from an adapter's ops with
+ * airlock_credentials_new, like the other two ports. */
+typedef struct airlock_credentials airlock_credentials;
+
+/* Takes ownership of ctx (released with ops->free, when not NULL), also on
+ * failure. Config error when ops is of another version
+ * (AIRLOCK_CREDENTIALS_OPS_VERSION) or has no resolve. */
+int airlock_credentials_new(const airlock_credentials_ops *ops, void *ctx,
+                            airlock_credentials **ret, airlock_error *err);
+
+/* The adapter's name ("sandbox", "static", ...). */
+const char *airlock_credentials_name(const airlock_credentials *c);
 
 int airlock_credentials_resolve(airlock_credentials *c, const char *reference,
                                 airlock_secret **ret, airlock_error *err);

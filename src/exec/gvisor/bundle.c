@@ -14,7 +14,7 @@
 #include <unistd.h>
 
 #include "airlock/caps.h"
-#include "airlock/envbuild.h"
+#include "airlock/tiers.h"
 #include "airlock/guest.h"
 #include "airlock/json.h"
 #include "exec/gvisor/gvisor_internal.h"

@@ -4,7 +4,7 @@
  * with one cleanup, like native's: the walk before, the working directory,
  * the pipes and the counters' baselines, the start (`runsc exec` of `guest
  * exec --seccomp HEX -- ARGV` as the sandbox user), the loop that pumps
- * stdio and watches the limits (the reason is chosen by native_kill_decide,
+ * stdio and watches the limits (the reason is chosen by exec_kill_decide,
  * the one order of the reasons for every mechanism), the walk after, the
  * result.
  */
@@ -23,10 +23,13 @@
 
 #include "airlock/guest.h"
 #include "airlock/json.h"
+#include "airlock/caps.h"
+#include "core/json_internal.h"
 #include "core/snapshot.h"
+#include "exec/gvisor/events.h"
 #include "exec/gvisor/gvisor_internal.h"
 #include "exec/io.h"
-#include "exec/native/kill.h"
+#include "exec/kill.h"
 #include "util/fault.h"
 #include "util/syscalls.h"
 #include "util/util.h"
@@ -235,8 +238,30 @@ static int exec_start(execution *x, airlock_error *err)
 	return 0;
 }
 
+static int events_pids_read(json_t *root, void *ctx, airlock_error *err)
+{
+	json_t *cur = json_object_get(json_object_get(json_object_get(root, "data"), "pids"), "current");
+	if (!json_is_integer(cur) || json_integer_value(cur) < 0)
+		return airlock_error_set(err, AIRLOCK_ERR_DECODE, 0,
+		                         "runsc events --stats: no data.pids.current count");
+	*(int64_t *)ctx = (int64_t)json_integer_value(cur);
+	return 0;
+}
+
+int gv_events_pids(const char *out, size_t len, int64_t *ret, airlock_error *err)
+{
+	int64_t n = -1;
+	int r = core_json_decode(out, len, AIRLOCK_GVISOR_RUNSC_OUTPUT_MAX, "runsc events --stats",
+	                         events_pids_read, &n, err);
+	if (r < 0)
+		return r;
+	*ret = n;
+	return 0;
+}
+
 /* The sandbox's own process count, from the runtime: `runsc events
- * --stats` reports gVisor's count (init included). -1 when unknown. */
+ * --stats` reports gVisor's count (init included). -1 when unknown (the
+ * runtime did not answer, or its answer did not decode: gv_events_pids). */
 static int64_t guest_pids(execution *x)
 {
 	const char *words[] = { "events", "--stats", x->b->box.id };
@@ -246,11 +271,10 @@ static int64_t guest_pids(execution *x)
 	                  &out) < 0 ||
 	    !out)
 		return -1;
-	json_error_t je;
-	json_t *j = json_loads(out, 0, &je);
-	json_t *cur = json_object_get(json_object_get(json_object_get(j, "data"), "pids"), "current");
-	int64_t n = json_is_integer(cur) ? (int64_t)json_integer_value(cur) : -1;
-	json_decref(j);
+	int64_t n = -1;
+	airlock_error err = { 0 };
+	if (gv_events_pids(out, strlen(out), &n, &err) < 0)
+		return -1;
 	return n;
 }
 
@@ -298,14 +322,14 @@ static bool host_tasks_near_bound(execution *x)
 	return host_cgroup_pids_current(x->b->cg, &tasks, NULL) == 0 && tasks * 2 >= bound;
 }
 
-static native_observed exec_observe(execution *x, bool cap_hit, bool exited)
+static exec_observed exec_observe(execution *x, bool cap_hit, bool exited)
 {
 	gv_sandbox *b = x->b;
 	int64_t now = util_monotonic_ms();
 	uint64_t v = 0;
 	if (!exited && exec_disk_sample(b->vol, &x->disk, false, now, &x->full, NULL) < 0)
 		x->full = false;
-	native_observed o = {
+	exec_observed o = {
 		.output_cap_hit = cap_hit,
 		.exited = exited,
 		.now = now,
@@ -387,8 +411,8 @@ static int exec_pump(execution *x, airlock_error *err)
 			x->started = faccessat(x->b->dir_fd, "exec.pid", F_OK, AT_SYMLINK_NOFOLLOW) == 0;
 		}
 		if (!x->kill_reason) {
-			native_observed o = exec_observe(x, cap_hit, exited);
-			x->kill_reason = native_kill_decide(&o);
+			exec_observed o = exec_observe(x, cap_hit, exited);
+			x->kill_reason = exec_kill_decide(&o);
 		}
 		/* A runtime that died ends every process in it; the reason, if
 		 * any, was decided above (MEMORY from the oom_kill count). */
@@ -511,7 +535,7 @@ static int exec_after(execution *x, airlock_error *err)
 	if (r < 0)
 		return r;
 	if (!x->kill_reason) {
-		native_observed o = {
+		exec_observed o = {
 			.finished = true,
 			.exit_failed = !WIFEXITED(x->status) || WEXITSTATUS(x->status) != 0,
 		};
@@ -519,7 +543,7 @@ static int exec_after(execution *x, airlock_error *err)
 			o.full_after = host_volume_full(b->vol, &x->full, NULL) == 0 && x->full;
 			o.changed = o.full_after && snapshot_differs(&x->before, &x->after);
 		}
-		x->kill_reason = native_kill_decide(&o);
+		x->kill_reason = exec_kill_decide(&o);
 	}
 	return 0;
 }

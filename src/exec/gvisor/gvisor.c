@@ -23,9 +23,9 @@
 #include <unistd.h>
 
 #include "airlock/guest.h"
-#include "airlock/native.h"
+#include "airlock/volume.h"
 #include "exec/gvisor/gvisor_internal.h"
-#include "exec/native/seccomp.h"
+#include "exec/seccomp.h"
 #include "host/cgroup/cgroup.h"
 #include "host/crash_sweep.h"
 #include "host/sockbudget.h"
@@ -259,12 +259,12 @@ int airlock_gvisor_new(const airlock_gvisor_config *cfg, airlock_gvisor **ret, a
 	 * to the container's first process only (never to a `runsc exec`,
 	 * which is how every command starts), and it drops each rule's
 	 * errnoRet (every denial answers EPERM), both measured here. */
-	native_seccomp filter = { 0 };
-	int r = native_seccomp_build(&filter, err);
+	exec_seccomp filter = { 0 };
+	int r = exec_seccomp_build(&filter, err);
 	if (r < 0)
 		goto fail;
-	g->seccomp_hex = native_seccomp_hex(&filter);
-	native_seccomp_clear(&filter);
+	g->seccomp_hex = exec_seccomp_hex(&filter);
+	exec_seccomp_clear(&filter);
 	if (!g->seccomp_hex) {
 		r = airlock_error_set(err, AIRLOCK_ERR_SYSTEM, ENOMEM, "gvisor: the seccomp filter");
 		goto fail;
@@ -314,7 +314,7 @@ int airlock_gvisor_new(const airlock_gvisor_config *cfg, airlock_gvisor **ret, a
 		                      "gvisor: the state directory's images");
 		goto fail;
 	}
-	const char *vdir = cfg->volume_dir ? cfg->volume_dir : AIRLOCK_NATIVE_VOLUME_DIR;
+	const char *vdir = cfg->volume_dir ? cfg->volume_dir : AIRLOCK_VOLUME_DIR;
 	if ((r = dir_private(vdir, err)) < 0)
 		goto fail;
 	g->volume_dir_fd = open(vdir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);

@@ -18,7 +18,7 @@
 #include <unistd.h>
 
 #include "airlock/caps.h"
-#include "airlock/envbuild.h"
+#include "airlock/tiers.h"
 #include "airlock/guest.h"
 #include "exec/gvisor/gvisor_internal.h"
 #include "exec/io.h"
@@ -363,9 +363,10 @@ int gv_provision(void *ctx, const airlock_environment_spec *spec,
 		.deadline = util_monotonic_ms() + g->cfg.start_budget_seconds * 1000,
 		.ready = { -1, -1 },
 	};
-	/* The host's file table first (host/filetable.h): past it runsc only
-	 * says it exited with status 128. */
-	int r = host_files_check(err);
+	/* The host's file table first, with room for what this sandbox's
+	 * memory can hold (host/filetable.h): past it runsc only says it
+	 * exited with status 128. */
+	int r = host_files_check(spec->limits.memory_bytes, err);
 	for (size_t i = 0; i < ARRAY_SIZE(provision_steps) && r == 0; i++)
 		r = provision_run(&p, &provision_steps[i], err);
 	r = host_files_explain(r, err);

@@ -3,7 +3,7 @@
  * Running runsc: its argv with the global flags, a clean environment, the
  * child started inside the sandbox's cgroup (and network namespace), the
  * keeper that reaps what the runtime orphans (the sealed program's keeper
- * mode, exec/native/starter.h), bounded waits.
+ * mode, exec/starter/starter.h), bounded waits.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -18,7 +18,7 @@
 #include <unistd.h>
 
 #include "exec/gvisor/gvisor_internal.h"
-#include "exec/native/starter.h"
+#include "exec/starter/starter.h"
 #include "host/netns.h"
 #include "util/syscalls.h"
 #include "util/util.h"
@@ -92,7 +92,7 @@ static int child_stdio(int fds[3])
 	return 0;
 }
 
-/* The keeper's program (exec/native/starter.h, keeper mode): the sealed
+/* The keeper's program (exec/starter/starter.h, keeper mode): the sealed
  * program's descriptor and its argv, both made before the fork. */
 typedef struct gv_keeper_exec {
 	int prog_fd;
@@ -153,7 +153,7 @@ static void keeper_exec_clear(gv_keeper_exec *k)
 
 static int keeper_exec_make(const gv_spawn_opts *o, gv_keeper_exec *k, airlock_error *err)
 {
-	int r = native_starter_open(&k->prog_fd, err);
+	int r = exec_starter_open(&k->prog_fd, err);
 	if (r < 0) {
 		airlock_error_prefix(err, "gvisor: the keeper: ");
 		return r;

@@ -20,7 +20,7 @@
 #include <unistd.h>
 
 #include "exec/native/native_internal.h"
-#include "exec/native/starter.h"
+#include "exec/starter/starter.h"
 #include "util/syscalls.h"
 #include "util/util.h"
 

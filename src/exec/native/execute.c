@@ -4,7 +4,7 @@
  * struct (execution) with one cleanup: the walk before, the working
  * directory, the environment, the pipes and the counters' baselines, the
  * start, the loop that pumps stdio and watches the limits (the reason is
- * chosen by native_kill_decide, kill.h), the walk after and the rule at
+ * chosen by exec_kill_decide, kill.h), the walk after and the rule at
  * exit, the result (files_changed's kept snapshot is kept.c's).
  */
 #include <errno.h>
@@ -23,9 +23,9 @@
 
 #include "exec/io.h"
 #include "exec/kobjects.h"
-#include "exec/native/kill.h"
+#include "exec/kill.h"
 #include "exec/native/service.h"
-#include "exec/native/starter.h"
+#include "exec/starter/starter.h"
 #include "util/fault.h"
 #include "util/syscalls.h"
 #include "util/util.h"
@@ -246,15 +246,15 @@ static int exec_start(execution *x, airlock_error *err)
 	return 0;
 }
 
-/* What this round of the loop saw, for native_kill_decide. */
-static native_observed exec_observe(execution *x, bool cap_hit, bool exited)
+/* What this round of the loop saw, for exec_kill_decide. */
+static exec_observed exec_observe(execution *x, bool cap_hit, bool exited)
 {
 	sandbox *b = x->b;
 	int64_t now = util_monotonic_ms();
 	uint64_t v = 0;
 	if (!exited && exec_disk_sample(b->vol, &x->disk, false, now, &x->full, NULL) < 0)
 		x->full = false;
-	native_observed o = {
+	exec_observed o = {
 		.output_cap_hit = cap_hit,
 		.exited = exited,
 		.now = now,
@@ -341,8 +341,8 @@ static int exec_pump(execution *x, airlock_error *err)
 		/* The first reason found wins; later ones are consequences of
 		 * the kill. */
 		if (!x->kill_reason) {
-			native_observed o = exec_observe(x, cap_hit, exited);
-			x->kill_reason = native_kill_decide(&o);
+			exec_observed o = exec_observe(x, cap_hit, exited);
+			x->kill_reason = exec_kill_decide(&o);
 		}
 		/* Every process the command started dies with it or with the
 		 * kill: nothing runs unobserved between commands. */
@@ -383,7 +383,7 @@ static int exec_after(execution *x, airlock_error *err)
 		/* The rule at exit (kill.h): on the state after every process is
 		 * gone. Its costlier observations are made only when the cheaper
 		 * ones leave the question open. */
-		native_observed o = {
+		exec_observed o = {
 			.finished = true,
 			.never_ran = x->report[1] != 0,
 			.exit_failed = x->si.si_code != CLD_EXITED || x->si.si_status != 0,
@@ -392,7 +392,7 @@ static int exec_after(execution *x, airlock_error *err)
 			o.full_after = host_volume_full(x->b->vol, &x->full, NULL) == 0 && x->full;
 			o.changed = o.full_after && snapshot_differs(&x->before, &x->after);
 		}
-		x->kill_reason = native_kill_decide(&o);
+		x->kill_reason = exec_kill_decide(&o);
 	}
 	return 0;
 }

@@ -8,6 +8,7 @@
  * execute.c runs a command; this file is the instance and its sandboxes.
  */
 #include "airlock/native.h"
+#include "airlock/volume.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -27,8 +28,8 @@
 
 #include "exec/native/service.h"
 #include "host/crash_sweep.h"
+#include "exec/starter/starter.h"
 #include "host/sockbudget.h"
-#include "exec/native/starter.h"
 #include "util/syscalls.h"
 #include "util/util.h"
 
@@ -186,10 +187,10 @@ int airlock_native_new(const airlock_native_config *cfg, airlock_native **ret, a
 	int r = airlock_image_store_open(n->image_store_path, &n->images, err);
 	if (r < 0)
 		goto fail;
-	r = native_seccomp_build(&n->seccomp, err);
+	r = exec_seccomp_build(&n->seccomp, err);
 	if (r < 0)
 		goto fail;
-	r = native_starter_open(&n->starter_fd, err);
+	r = exec_starter_open(&n->starter_fd, err);
 	if (r < 0)
 		goto fail;
 	r = id_lock_open(cfg->host_id_lock ? cfg->host_id_lock : AIRLOCK_NATIVE_HOST_ID_LOCK,
@@ -208,7 +209,7 @@ int airlock_native_new(const airlock_native_config *cfg, airlock_native **ret, a
 	}
 	/* The volumes' backing files are unnamed (O_TMPFILE): this directory
 	 * only picks the filesystem they live on. */
-	const char *vdir = cfg->volume_dir ? cfg->volume_dir : AIRLOCK_NATIVE_VOLUME_DIR;
+	const char *vdir = cfg->volume_dir ? cfg->volume_dir : AIRLOCK_VOLUME_DIR;
 	if (mkdir(vdir, 0700) < 0 && errno != EEXIST) {
 		r = airlock_error_set(err, AIRLOCK_ERR_EXECUTION_UNAVAILABLE, errno,
 		                      "native: the volume directory");
@@ -371,7 +372,7 @@ static void native_free(void *ctx)
 		native_sandbox_release(n, (sandbox *)boxes[i]);
 	free(boxes);
 	host_image_cache_clear(&n->imgs);
-	native_seccomp_clear(&n->seccomp);
+	exec_seccomp_clear(&n->seccomp);
 	airlock_image_store_free(n->images);
 	if (n->volume_dir_fd >= 0)
 		close(n->volume_dir_fd);

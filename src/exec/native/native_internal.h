@@ -16,54 +16,13 @@
 
 #include "airlock/caps.h"
 
-#include "exec/native/seccomp.h"
+#include "exec/seccomp.h"
+#include "exec/starter/sync.h"
 
 /* The sandbox user inside the user namespace. */
 #define NATIVE_SANDBOX_UID 1000
 #define NATIVE_SANDBOX_GID 1000
 
-/* Sync messages between the service and a child (SOCK_SEQPACKET). */
-enum {
-	NATIVE_MSG_GO = 1,     /* service -> child: proceed */
-	NATIVE_MSG_MAP,        /* init -> service: my user namespace exists; map it */
-	NATIVE_MSG_MAPPED,     /* service -> init: uid_map and gid_map written */
-	NATIVE_MSG_READY,      /* init -> service: the sandbox is up */
-	NATIVE_MSG_PID,        /* cmd helper -> service: the command's pid is `value` */
-	NATIVE_MSG_FAILED,     /* child -> service: `step` failed with errno `value` */
-};
-
-typedef struct native_msg {
-	int32_t kind;
-	int32_t step;
-	int32_t value;
-} native_msg;
-
-/* Steps, for messages that name where setup failed. */
-enum {
-	NATIVE_STEP_SYNC = 1,
-	NATIVE_STEP_PRIVATE,
-	NATIVE_STEP_CGROUPNS,
-	NATIVE_STEP_STAGING,
-	NATIVE_STEP_ROOT,
-	NATIVE_STEP_PROC,
-	NATIVE_STEP_DEV,
-	NATIVE_STEP_SHM,
-	NATIVE_STEP_TMP,
-	NATIVE_STEP_WORKSPACE,
-	NATIVE_STEP_PIVOT,
-	NATIVE_STEP_LOOPBACK,
-	NATIVE_STEP_HOSTNAME,
-	NATIVE_STEP_USERNS,
-	NATIVE_STEP_DROP,
-	NATIVE_STEP_SECCOMP,
-	NATIVE_STEP_SETNS,
-	NATIVE_STEP_FORK,
-	NATIVE_STEP_STDIO,
-	NATIVE_STEP_CWD,
-	NATIVE_STEP_EXEC,
-	NATIVE_STEP_INIT, /* init's own program (starter.h) */
-	NATIVE_STEP__MAX,
-};
 const char *native_step_name(int step);
 
 typedef struct native_init_args {
@@ -71,7 +30,7 @@ typedef struct native_init_args {
 	int image_mount_fd;  /* a detached read-only mount of the image */
 	int volume_mount_fd; /* the detached workspace mount */
 	const char *tmp_options; /* "size=N,mode=1777" for /tmp and /dev/shm */
-	const native_seccomp *seccomp;
+	const exec_seccomp *seccomp;
 	int last_cap;
 	uid_t host_id;   /* the sandbox's own host id (uid and gid) */
 	uint64_t nofile; /* RLIMIT_NOFILE: exec_sandbox_nofile (exec/kobjects.h) */
@@ -93,7 +52,7 @@ typedef struct native_cmd_args {
 	char *const *argv; /* the starter's: NATIVE_STARTER_ARGV0, then the command's */
 	char *const *envp;
 	const char *cwd; /* "/workspace" or "/workspace/<checked relative path>" */
-	const native_seccomp *seccomp;
+	const exec_seccomp *seccomp;
 	uint64_t fsize_limit; /* RLIMIT_FSIZE: no file larger than the volume */
 	uint64_t nofile;      /* RLIMIT_NOFILE: exec_sandbox_nofile (exec/kobjects.h) */
 	int last_cap;
@@ -130,6 +89,6 @@ int native_user_enter(int sync_fd, uid_t host_id, uint64_t nofile);
  * seccomp filter. last_cap is the kernel's highest capability
  * (/proc/sys/kernel/cap_last_cap, read by the service). For init and for
  * every command. Returns the step that failed (0 on success), errno set. */
-int native_become_sandbox_user(const native_seccomp *s, int last_cap);
+int native_become_sandbox_user(const exec_seccomp *s, int last_cap);
 
 #endif

@@ -13,7 +13,7 @@
 #include <unistd.h>
 
 #include "airlock/egress.h"
-#include "airlock/envbuild.h"
+#include "airlock/tiers.h"
 #include "exec/native/native_internal.h"
 #include "exec/native/service.h"
 #include "host/netns.h"

@@ -17,7 +17,7 @@
 #include <unistd.h>
 
 #include "airlock/egress.h"
-#include "airlock/envbuild.h"
+#include "airlock/tiers.h"
 #include "exec/io.h"
 #include "exec/kobjects.h"
 #include "exec/native/service.h"
@@ -327,9 +327,11 @@ int native_provision(void *ctx, const airlock_environment_spec *spec,
 	p.b->lifeline_w = -1;
 	p.b->kept_fan = -1;
 	pthread_mutex_init(&p.b->start_lock, NULL);
-	/* The host's file table first: a full one fails every step, and the
-	 * caller is told which table (and explained so after a step saw it). */
-	int r = host_files_check(err);
+	/* The host's file table first: a full one fails every step, and one
+	 * without room for what this sandbox's memory can hold is refused
+	 * (host/filetable.h); the caller is told which table (and explained so
+	 * after a step saw it). */
+	int r = host_files_check(spec->limits.memory_bytes, err);
 	for (size_t i = 0; i < ARRAY_SIZE(provision_steps) && r == 0; i++)
 		r = provision_run(&p, &provision_steps[i], err);
 	r = host_files_explain(r, err);

@@ -23,7 +23,7 @@
 #include "exec/boxes.h"
 #include "host/cgroup/cgroup.h"
 #include "exec/native/native_internal.h"
-#include "exec/native/seccomp.h"
+#include "exec/seccomp.h"
 #include "host/volume.h"
 #include "host/image_mount.h"
 
@@ -79,7 +79,7 @@ struct airlock_native {
 	int last_cap; /* the kernel's highest capability number */
 	char *image_store_path;
 	airlock_image_store *images;
-	native_seccomp seccomp;
+	exec_seccomp seccomp;
 	int volume_dir_fd;
 	int starter_fd;   /* the sealed memfd every command is started through (starter.h) */
 	int shutdown_efd; /* readable once the service is stopping */

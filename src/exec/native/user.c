@@ -128,7 +128,7 @@ int native_user_enter(int sync_fd, uid_t host_id, uint64_t nofile)
 	return 0;
 }
 
-int native_become_sandbox_user(const native_seccomp *s, int last_cap)
+int native_become_sandbox_user(const exec_seccomp *s, int last_cap)
 {
 	/* The bounding set first, while CAP_SETPCAP is still held: after it no
 	 * execve can give a capability back. */
@@ -153,7 +153,7 @@ int native_become_sandbox_user(const native_seccomp *s, int last_cap)
 		return NATIVE_STEP_DROP;
 	if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0)
 		return NATIVE_STEP_DROP;
-	if (native_seccomp_install(s) < 0)
+	if (exec_seccomp_install(s) < 0)
 		return NATIVE_STEP_SECCOMP;
 	return 0;
 }

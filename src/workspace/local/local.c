@@ -26,6 +26,9 @@
  *
  * Thread safety: every method may be called concurrently; the map has its
  * own lock and the filesystem operations need none.
+ *
+ * The map is local_records.c, listdir's bounded heap of names
+ * local_names.c; the state they share is local_state.h.
  */
 #include "airlock/port/workspace.h"
 
@@ -44,68 +47,14 @@
 #include "airlock/caps.h"
 #include "util/syscalls.h"
 #include "util/util.h"
+#include "workspace/local/local_names.h"
+#include "workspace/local/local_state.h"
 
-/* Every lookup below the descriptor uses these; see the file comment. */
-#define LOCAL_RESOLVE (RESOLVE_BENEATH | RESOLVE_NO_MAGICLINKS | RESOLVE_NO_XDEV)
-/* openat2 returns EAGAIN when a rename raced a scoped ".." walk; a retry is
- * the documented answer, and a bounded one keeps a hostile renamer from
- * spinning us forever. */
-#define LOCAL_OPEN_RETRIES 16
 #define LOCAL_TMP_PREFIX ".airlock-write-"
 #define LOCAL_TMP_ATTEMPTS 8
 #define LOCAL_IO_CHUNK ((size_t)1 << 16)
 
-typedef struct local_record {
-	const char *path; /* points at name[] */
-	dev_t dev;
-	ino_t ino;
-	struct timespec ctime;
-	off_t size;
-	char name[];
-} local_record;
-
-/* What one record costs the service besides its path and NUL: the record's
- * fields, the search tree's node (three words) and the two allocations'
- * headers and rounding. AIRLOCK_LOCAL_RECORDS_BYTES_MAX is counted in it. */
-#define LOCAL_RECORD_OVERHEAD (sizeof(local_record) + 48)
-/* A table at its bound is swept for records that no longer match their file
- * (deleted, replaced or changed by someone else) at most this often: a
- * sweep stats every record, and a client writing into a full table must not
- * make the service do that on every write. */
-#define LOCAL_SWEEP_INTERVAL_MS 1000
-
-typedef struct local_ws {
-	int dirfd;
-	airlock_provenance foreign;
-	uid_t owner_uid; /* the root directory's owner: files write() creates are theirs */
-	gid_t owner_gid;
-	pthread_mutex_t lock; /* guards the record fields below */
-	void *records;        /* tsearch tree of local_record *, by path */
-	size_t n_records;
-	size_t record_bytes;  /* their cost: path, NUL and LOCAL_RECORD_OVERHEAD each */
-	int64_t last_sweep_ms; /* monotonic; 0: never */
-} local_ws;
-
 /* ---- helpers ------------------------------------------------------------- */
-
-/* openat2 beneath the workspace; "" is the directory itself. Returns a
- * descriptor (always O_CLOEXEC) or -errno. */
-static int local_open(int dirfd, const char *rel, int flags)
-{
-	struct open_how how = {
-		.flags = (uint64_t)(unsigned)(flags | O_CLOEXEC),
-		.resolve = LOCAL_RESOLVE,
-	};
-	for (int i = 0;; i++) {
-		int fd = sys_openat2(dirfd, *rel ? rel : ".", &how);
-		if (fd >= 0)
-			return fd;
-		int e = errno;
-		if ((e == EAGAIN || e == EINTR) && i < LOCAL_OPEN_RETRIES)
-			continue;
-		return -e;
-	}
-}
 
 /* An openat2 failure at use: a way out of the workspace is WorkspaceEscape
  * (the path passed contain() earlier, so something changed underneath), the
@@ -121,17 +70,6 @@ static int local_open_error(airlock_error *err, int e, const char *op, const cha
 		return airlock_error_set(err, AIRLOCK_ERR_WORKSPACE_ESCAPE, 0,
 		                         "%s %s: rule 3: symlink loop or magic link", op, q);
 	return airlock_error_set(err, AIRLOCK_ERR_SYSTEM, e, "%s %s", op, q);
-}
-
-static int local_record_cmp(const void *a, const void *b)
-{
-	return strcmp(((const local_record *)a)->path, ((const local_record *)b)->path);
-}
-
-static bool local_identity_equal(const local_record *r, const struct stat *st)
-{
-	return r->dev == st->st_dev && r->ino == st->st_ino && r->size == st->st_size &&
-	       r->ctime.tv_sec == st->st_ctim.tv_sec && r->ctime.tv_nsec == st->st_ctim.tv_nsec;
 }
 
 /* ---- contain ------------------------------------------------------------- */
@@ -275,147 +213,6 @@ static int local_read(void *ctx, const char *rel, size_t max_bytes, unsigned cha
 
 /* ---- write --------------------------------------------------------------- */
 
-static size_t local_record_cost(const char *rel)
-{
-	return strlen(rel) + 1 + LOCAL_RECORD_OVERHEAD;
-}
-
-/* Out of the table and freed. Under l->lock. */
-static void local_record_drop(local_ws *l, local_record *rec)
-{
-	tdelete(rec, &l->records, local_record_cmp);
-	l->record_bytes -= local_record_cost(rec->path);
-	l->n_records--;
-	free(rec);
-}
-
-/* Whether a new record of cost bytes fits both bounds. Under l->lock. */
-static bool local_record_fits(const local_ws *l, size_t cost)
-{
-	return l->n_records < AIRLOCK_LOCAL_RECORDS_MAX &&
-	       cost <= AIRLOCK_LOCAL_RECORDS_BYTES_MAX - l->record_bytes;
-}
-
-/* A sweep's list of records to drop: the walk cannot delete as it goes. */
-typedef struct local_sweep {
-	local_ws *l;
-	local_record **v;
-	size_t n;
-} local_sweep;
-
-/* The identity of the entry at rel itself (not followed), beneath the root:
- * 0, or -errno. */
-static int local_identity(local_ws *l, const char *rel, struct stat *st)
-{
-	_cleanup_close_ int fd = local_open(l->dirfd, rel, O_PATH | O_NOFOLLOW);
-	if (fd < 0)
-		return fd;
-	return fstat(fd, st) < 0 ? -errno : 0;
-}
-
-static void local_sweep_visit(const void *node, VISIT which, void *arg)
-{
-	local_sweep *sw = arg;
-	if (which != postorder && which != leaf)
-		return;
-	local_record *rec = *(local_record *const *)node;
-	struct stat st;
-	/* A record that does not match its file now never will again (its
-	 * ctime only moves forward), so it can only ever say "not the tool's":
-	 * dropping it gives the same answer. Any failure to look counts the
-	 * same way, which errs toward the foreign answer. */
-	if (local_identity(sw->l, rec->path, &st) < 0 || !local_identity_equal(rec, &st))
-		sw->v[sw->n++] = rec;
-}
-
-/* Drop every record whose file is gone or no longer the one write() made
- * (a sandbox deletes and replaces files without telling anyone). Under
- * l->lock; at most once per LOCAL_SWEEP_INTERVAL_MS. 0 or -ENOMEM. */
-static int local_records_sweep(local_ws *l)
-{
-	int64_t now = util_monotonic_ms();
-	if (l->last_sweep_ms && now - l->last_sweep_ms < LOCAL_SWEEP_INTERVAL_MS)
-		return 0;
-	l->last_sweep_ms = now;
-	local_sweep sw = { .l = l, .v = calloc(l->n_records ? l->n_records : 1, sizeof(*sw.v)) };
-	if (!sw.v)
-		return -ENOMEM;
-	twalk_r(l->records, local_sweep_visit, &sw);
-	for (size_t i = 0; i < sw.n; i++)
-		local_record_drop(l, sw.v[i]);
-	free(sw.v);
-	return 0;
-}
-
-/* Whether rel can be recorded: it has a record already, or a new one fits
- * (after a sweep when the table is at its bound). Under l->lock. */
-static bool local_record_room_locked(local_ws *l, const char *rel)
-{
-	local_record key = { .path = rel };
-	if (tfind(&key, &l->records, local_record_cmp))
-		return true;
-	size_t cost = local_record_cost(rel);
-	if (local_record_fits(l, cost))
-		return true;
-	return local_records_sweep(l) == 0 && local_record_fits(l, cost);
-}
-
-/* Refuse early, before the filesystem is touched, when recording this path
- * would pass the table's bounds. */
-static int local_record_room(local_ws *l, const char *rel, airlock_error *err)
-{
-	pthread_mutex_lock(&l->lock);
-	bool ok = local_record_room_locked(l, rel);
-	size_t n = l->n_records, bytes = l->record_bytes;
-	pthread_mutex_unlock(&l->lock);
-	if (ok)
-		return 0;
-	char q[AIRLOCK_WORKSPACE_QUOTE_MAX];
-	return airlock_error_set(err, AIRLOCK_ERR_SYSTEM, ENOSPC,
-	                         "write %s: the provenance record is full (%zu paths in %zu bytes; "
-	                         "at most %d paths and %zu bytes)",
-	                         airlock_workspace_quote(rel, strlen(rel), q), n, bytes,
-	                         AIRLOCK_LOCAL_RECORDS_MAX, (size_t)AIRLOCK_LOCAL_RECORDS_BYTES_MAX);
-}
-
-/* Set rel's record to st's identity, inserting it if needed. */
-static int local_record_set(local_ws *l, const char *rel, const struct stat *st)
-{
-	local_record key = { .path = rel };
-	int r = 0;
-	pthread_mutex_lock(&l->lock);
-	local_record **found = tfind(&key, &l->records, local_record_cmp);
-	local_record *rec = found ? *found : NULL;
-	if (!rec) {
-		size_t n = strlen(rel) + 1;
-		if (!local_record_room_locked(l, rel)) {
-			r = -ENOSPC;
-			goto out;
-		}
-		rec = malloc(sizeof(*rec) + n);
-		if (!rec) {
-			r = -ENOMEM;
-			goto out;
-		}
-		memcpy(rec->name, rel, n);
-		rec->path = rec->name;
-		if (!tsearch(rec, &l->records, local_record_cmp)) {
-			free(rec);
-			r = -ENOMEM;
-			goto out;
-		}
-		l->n_records++;
-		l->record_bytes += local_record_cost(rel);
-	}
-	rec->dev = st->st_dev;
-	rec->ino = st->st_ino;
-	rec->ctime = st->st_ctim;
-	rec->size = st->st_size;
-out:
-	pthread_mutex_unlock(&l->lock);
-	return r;
-}
-
 /* 1 when the file behind fd holds exactly data, 0 when not, -errno. */
 static int local_same_bytes(int fd, const void *data, size_t len)
 {
@@ -534,121 +331,6 @@ fail:
 }
 
 /* ---- listdir ------------------------------------------------------------- */
-
-/* A max-heap of names holding the smallest seen that can still be in the
- * listing: at most cap of them (max_entries), and of at most limit bytes of
- * path (AIRLOCK_WORKSPACE_LISTDIR_BYTES_MAX; a name costs the directory's
- * prefix, the name and a NUL). A directory of any size is listed in
- * O(n log k) time and memory within both bounds: past the byte bound the
- * largest name held cannot be in the listing (the listing is the sorted
- * prefix, and the names held are its first ones), so it goes, and the cap
- * shrinks to what is left, so no larger name comes back in. */
-typedef struct local_names {
-	char **v;
-	size_t n;
-	size_t alloc;
-	size_t cap;
-	size_t bytes;  /* the cost of the names held */
-	size_t limit;  /* of bytes */
-	size_t prefix; /* the cost of the directory's path before each name */
-} local_names;
-
-static size_t local_name_cost(const local_names *h, const char *name)
-{
-	return h->prefix + strlen(name) + 1;
-}
-
-static void local_names_clear(local_names *h)
-{
-	for (size_t i = 0; i < h->n; i++)
-		free(h->v[i]);
-	free(h->v);
-	*h = (local_names){ 0 };
-}
-
-static void local_names_sift_down(local_names *h, size_t i)
-{
-	for (;;) {
-		size_t big = i, a = 2 * i + 1, b = 2 * i + 2;
-		if (a < h->n && strcmp(h->v[a], h->v[big]) > 0)
-			big = a;
-		if (b < h->n && strcmp(h->v[b], h->v[big]) > 0)
-			big = b;
-		if (big == i)
-			return;
-		char *t = h->v[i];
-		h->v[i] = h->v[big];
-		h->v[big] = t;
-		i = big;
-	}
-}
-
-/* Drop the largest names while the ones held cost more than the limit. */
-static void local_names_fit(local_names *h)
-{
-	if (h->bytes <= h->limit)
-		return;
-	while (h->n > 0 && h->bytes > h->limit) {
-		h->bytes -= local_name_cost(h, h->v[0]);
-		free(h->v[0]);
-		h->v[0] = h->v[--h->n];
-		local_names_sift_down(h, 0);
-	}
-	h->cap = h->n;
-}
-
-/* 0, or -ENOMEM. */
-static int local_names_offer(local_names *h, const char *name)
-{
-	if (h->cap == 0)
-		return 0;
-	if (h->n == h->cap) {
-		if (strcmp(name, h->v[0]) >= 0)
-			return 0;
-		char *s = strdup(name);
-		if (!s)
-			return -ENOMEM;
-		h->bytes -= local_name_cost(h, h->v[0]);
-		free(h->v[0]);
-		h->v[0] = s;
-		h->bytes += local_name_cost(h, s);
-		local_names_sift_down(h, 0);
-		local_names_fit(h);
-		return 0;
-	}
-	if (h->n == h->alloc) {
-		size_t n = h->alloc ? h->alloc * 2 : 64;
-		if (n > h->cap)
-			n = h->cap;
-		char **p = reallocarray(h->v, n, sizeof(*p));
-		if (!p)
-			return -ENOMEM;
-		h->v = p;
-		h->alloc = n;
-	}
-	char *s = strdup(name);
-	if (!s)
-		return -ENOMEM;
-	size_t i = h->n++;
-	h->v[i] = s;
-	h->bytes += local_name_cost(h, s);
-	while (i > 0) {
-		size_t up = (i - 1) / 2;
-		if (strcmp(h->v[up], h->v[i]) >= 0)
-			break;
-		char *t = h->v[i];
-		h->v[i] = h->v[up];
-		h->v[up] = t;
-		i = up;
-	}
-	local_names_fit(h);
-	return 0;
-}
-
-static int local_names_cmp(const void *a, const void *b)
-{
-	return strcmp(*(char *const *)a, *(char *const *)b);
-}
 
 static int local_listdir(void *ctx, const char *rel, size_t max_entries, airlock_dir_listing *ret,
                          airlock_error *err)

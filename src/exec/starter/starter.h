@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-#ifndef AIRLOCK_NATIVE_STARTER_H
-#define AIRLOCK_NATIVE_STARTER_H
+#ifndef AIRLOCK_EXEC_STARTER_H
+#define AIRLOCK_EXEC_STARTER_H
 
 /*
  * The command's starter (starter.c): a tiny static program, embedded in the
@@ -57,6 +57,6 @@
 /* A sealed, read-only, executable memfd holding the program
  * (F_SEAL_SEAL|F_SEAL_SHRINK|F_SEAL_GROW|F_SEAL_WRITE, and F_SEAL_EXEC where
  * the kernel has it; mode 0555). O_CLOEXEC. Returns 0 or -errno. */
-int native_starter_open(int *ret_fd, airlock_error *err);
+int exec_starter_open(int *ret_fd, airlock_error *err);
 
 #endif

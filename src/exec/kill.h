@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-#ifndef AIRLOCK_NATIVE_KILL_H
-#define AIRLOCK_NATIVE_KILL_H
+#ifndef AIRLOCK_EXEC_KILL_H
+#define AIRLOCK_EXEC_KILL_H
 
 /*
  * Why a command was killed, decided from what execute observed and nothing
@@ -20,9 +20,9 @@
  * is killed with DISK (README, "Kill reasons"): a filler that keeps trying
  * is killed, one that stops at ENOSPC exits first and the rule at its exit
  * decides, whatever the 20 ms sampling caught. */
-#define NATIVE_DISK_HOLD_MS 500
+#define EXEC_DISK_HOLD_MS 500
 
-typedef struct native_observed {
+typedef struct exec_observed {
 	/* While it runs (one round of the poll loop). */
 	bool output_cap_hit; /* stdout or stderr reached maximum_output_bytes */
 	bool exited;         /* the command itself has exited */
@@ -46,9 +46,9 @@ typedef struct native_observed {
 	bool exit_failed;    /* it exited non-zero or by a signal */
 	bool full_after;     /* the volume is full after it */
 	bool changed;        /* the workspace differs from the walk before */
-} native_observed;
+} exec_observed;
 
 /* The reason, or AIRLOCK_KILL_NONE. */
-airlock_kill_reason native_kill_decide(const native_observed *o);
+airlock_kill_reason exec_kill_decide(const exec_observed *o);
 
 #endif

@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* The choice of kill reason (kill.h). */
-#include "exec/native/kill.h"
+#include "exec/kill.h"
 
-airlock_kill_reason native_kill_decide(const native_observed *o)
+airlock_kill_reason exec_kill_decide(const exec_observed *o)
 {
 	if (o->finished) {
 		/* The rule at exit (README, "Kill reasons"): a command that
@@ -33,7 +33,7 @@ airlock_kill_reason native_kill_decide(const native_observed *o)
 	 * (it was not full, or its counts moved): a filler that keeps trying.
 	 * A volume full from before and left alone kills nothing. */
 	if (!o->exited && o->disk_full && o->disk_moved &&
-	    o->now - o->disk_full_since >= NATIVE_DISK_HOLD_MS)
+	    o->now - o->disk_full_since >= EXEC_DISK_HOLD_MS)
 		return AIRLOCK_KILL_DISK;
 	if ((!o->exited && o->cancelled) || o->destroyed)
 		return AIRLOCK_KILL_CANCELLED;

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-#ifndef AIRLOCK_NATIVE_SECCOMP_H
-#define AIRLOCK_NATIVE_SECCOMP_H
+#ifndef AIRLOCK_EXEC_SECCOMP_H
+#define AIRLOCK_EXEC_SECCOMP_H
 
 /*
  * The sandbox's seccomp filter (libseccomp), the one syscall policy of
@@ -33,35 +33,35 @@
 
 #include "airlock/error.h"
 
-typedef struct native_seccomp {
+typedef struct exec_seccomp {
 	void *filter; /* struct sock_filter[] */
 	unsigned short len;
-} native_seccomp;
+} exec_seccomp;
 
-int native_seccomp_build(native_seccomp *ret, airlock_error *err);
+int exec_seccomp_build(exec_seccomp *ret, airlock_error *err);
 
 /* The syscalls the filter refuses whatever their arguments, and the errno
  * each answers: the table the filter is built from, for the tests that
  * check every mechanism answers each call the same (the rules on
  * arguments, clone's namespace flags, socket families, ioctl requests and
  * personality values, and the range of numbers newer than the review, are
- * native_seccomp_build's alone). */
-typedef struct native_seccomp_denial {
+ * exec_seccomp_build's alone). */
+typedef struct exec_seccomp_denial {
 	const char *name;
 	int nr;     /* used when name is NULL: a number libseccomp cannot resolve */
 	int errno_; /* what the call returns */
-} native_seccomp_denial;
-size_t native_seccomp_denials(const native_seccomp_denial **ret);
-void native_seccomp_clear(native_seccomp *s);
+} exec_seccomp_denial;
+size_t exec_seccomp_denials(const exec_seccomp_denial **ret);
+void exec_seccomp_clear(exec_seccomp *s);
 
 /* The filter as `guest exec --seccomp` takes it (airlock/guest.h): the
  * program's bytes as lowercase hex, malloc'd; NULL on ENOMEM. The gvisor
  * mechanism hands it to every command, so one filter, built here, is the
  * policy of both mechanisms. */
-char *native_seccomp_hex(const native_seccomp *s);
+char *exec_seccomp_hex(const exec_seccomp *s);
 
 /* In the child, after PR_SET_NO_NEW_PRIVS: install the filter. Async-signal
  * safe: one syscall. Returns 0 or -errno. */
-int native_seccomp_install(const native_seccomp *s);
+int exec_seccomp_install(const exec_seccomp *s);
 
 #endif

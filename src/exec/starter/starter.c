@@ -28,9 +28,9 @@
 #include <sys/socket.h>
 
 #include "airlock/caps.h"
-#include "airlock/envbuild.h"
-#include "exec/native/native_internal.h"
-#include "exec/native/starter.h"
+#include "airlock/tiers.h"
+#include "exec/starter/starter.h"
+#include "exec/starter/sync.h"
 
 #if defined(__x86_64__)
 __asm__(".text\n"

@@ -14,7 +14,7 @@
  * host shares (netlink queues, kernel AIO contexts). The namespaces, the
  * dropped capabilities and the unprivileged uid do the rest.
  */
-#include "exec/native/seccomp.h"
+#include "exec/seccomp.h"
 
 #include <errno.h>
 #include <linux/filter.h>
@@ -79,7 +79,7 @@
 
 /* Denied outright with EPERM, or refused with the errno an entry names.
  * Each entry cites why. */
-static const native_seccomp_denial native_denied[] = {
+static const exec_seccomp_denial native_denied[] = {
 	/* Namespaces: a new user namespace gives back every capability inside
 	 * it and with it the mount API (docs/design-notes.md, "Seccomp is
 	 * mandatory"). clone's flags are checked separately below; clone3's flags live in memory that BPF cannot read,
@@ -212,7 +212,7 @@ static const uint64_t native_clone_ns_flags[] = {
 	CLONE_NEWUSER, CLONE_NEWPID, CLONE_NEWNET,
 };
 
-static int native_seccomp_rule(scmp_filter_ctx ctx, uint32_t action, int nr, const char *what,
+static int exec_seccomp_rule(scmp_filter_ctx ctx, uint32_t action, int nr, const char *what,
                                unsigned n_cmp, const struct scmp_arg_cmp *cmp, airlock_error *err)
 {
 	int r = seccomp_rule_add_array(ctx, action, nr, n_cmp, cmp);
@@ -221,7 +221,7 @@ static int native_seccomp_rule(scmp_filter_ctx ctx, uint32_t action, int nr, con
 	return 0;
 }
 
-static int native_seccomp_rules(scmp_filter_ctx ctx, airlock_error *err)
+static int exec_seccomp_rules(scmp_filter_ctx ctx, airlock_error *err)
 {
 	int r;
 
@@ -234,7 +234,7 @@ static int native_seccomp_rules(scmp_filter_ctx ctx, airlock_error *err)
 				                         "seccomp: libseccomp does not know %s",
 				                         native_denied[i].name);
 		}
-		r = native_seccomp_rule(ctx, SCMP_ACT_ERRNO((uint32_t)native_denied[i].errno_), nr,
+		r = exec_seccomp_rule(ctx, SCMP_ACT_ERRNO((uint32_t)native_denied[i].errno_), nr,
 		                        native_denied[i].name ? native_denied[i].name : "a new syscall",
 		                        0, NULL, err);
 		if (r < 0)
@@ -265,7 +265,7 @@ static int native_seccomp_rules(scmp_filter_ctx ctx, airlock_error *err)
 				                         "seccomp: socket families out of order");
 			for (uint64_t v = lowest; v < family; v++) {
 				struct scmp_arg_cmp c = SCMP_A0_64(SCMP_CMP_EQ, v);
-				r = native_seccomp_rule(ctx, SCMP_ACT_ERRNO(EAFNOSUPPORT), nr,
+				r = exec_seccomp_rule(ctx, SCMP_ACT_ERRNO(EAFNOSUPPORT), nr,
 				                        socket_calls[k], 1, &c, err);
 				if (r < 0)
 					return r;
@@ -273,7 +273,7 @@ static int native_seccomp_rules(scmp_filter_ctx ctx, airlock_error *err)
 			lowest = family + 1;
 		}
 		struct scmp_arg_cmp c = SCMP_A0_64(SCMP_CMP_GT, lowest - 1);
-		r = native_seccomp_rule(ctx, SCMP_ACT_ERRNO(EAFNOSUPPORT), nr, socket_calls[k], 1,
+		r = exec_seccomp_rule(ctx, SCMP_ACT_ERRNO(EAFNOSUPPORT), nr, socket_calls[k], 1,
 		                        &c, err);
 		if (r < 0)
 			return r;
@@ -284,7 +284,7 @@ static int native_seccomp_rules(scmp_filter_ctx ctx, airlock_error *err)
 	 * raw numbers it cannot name for the native architecture, as for
 	 * open_tree_attr above. */
 	for (int nr = NATIVE_NR_REVIEWED_MAX + 1; nr <= NATIVE_NR_GUARD_MAX; nr++) {
-		r = native_seccomp_rule(ctx, SCMP_ACT_ERRNO(ENOSYS), nr, "an unreviewed syscall", 0,
+		r = exec_seccomp_rule(ctx, SCMP_ACT_ERRNO(ENOSYS), nr, "an unreviewed syscall", 0,
 		                        NULL, err);
 		if (r < 0)
 			return r;
@@ -297,7 +297,7 @@ static int native_seccomp_rules(scmp_filter_ctx ctx, airlock_error *err)
 	for (size_t i = 0; i < ARRAY_SIZE(native_clone_ns_flags); i++) {
 		struct scmp_arg_cmp c = SCMP_A0_64(SCMP_CMP_MASKED_EQ, native_clone_ns_flags[i],
 		                                   native_clone_ns_flags[i]);
-		r = native_seccomp_rule(ctx, SCMP_ACT_ERRNO(EPERM), SCMP_SYS(clone), "clone", 1, &c,
+		r = exec_seccomp_rule(ctx, SCMP_ACT_ERRNO(EPERM), SCMP_SYS(clone), "clone", 1, &c,
 		                        err);
 		if (r < 0)
 			return r;
@@ -306,7 +306,7 @@ static int native_seccomp_rules(scmp_filter_ctx ctx, airlock_error *err)
 	/* clone3 passes its flags in a struct the filter cannot read: say the
 	 * call does not exist, and glibc (pthread_create, posix_spawn, fork)
 	 * falls back to clone, whose flags the rules above inspect. */
-	r = native_seccomp_rule(ctx, SCMP_ACT_ERRNO(ENOSYS), SCMP_SYS(clone3), "clone3", 0, NULL,
+	r = exec_seccomp_rule(ctx, SCMP_ACT_ERRNO(ENOSYS), SCMP_SYS(clone3), "clone3", 0, NULL,
 	                        err);
 	if (r < 0)
 		return r;
@@ -319,7 +319,7 @@ static int native_seccomp_rules(scmp_filter_ctx ctx, airlock_error *err)
 	static const uint32_t tty_requests[] = { TIOCSTI, TIOCLINUX };
 	for (size_t i = 0; i < ARRAY_SIZE(tty_requests); i++) {
 		struct scmp_arg_cmp c = SCMP_A1_64(SCMP_CMP_MASKED_EQ, 0xffffffffu, tty_requests[i]);
-		r = native_seccomp_rule(ctx, SCMP_ACT_ERRNO(EPERM), SCMP_SYS(ioctl), "ioctl", 1, &c,
+		r = exec_seccomp_rule(ctx, SCMP_ACT_ERRNO(EPERM), SCMP_SYS(ioctl), "ioctl", 1, &c,
 		                        err);
 		if (r < 0)
 			return r;
@@ -342,7 +342,7 @@ static int native_seccomp_rules(scmp_filter_ctx ctx, airlock_error *err)
 			SCMP_A1_64(SCMP_CMP_MASKED_EQ, 0xffffffffu, SOL_SOCKET),
 			SCMP_A2_64(SCMP_CMP_MASKED_EQ, 0xffffffffu, SO_RCVBUF),
 		};
-		r = native_seccomp_rule(ctx, SCMP_ACT_ERRNO(0), SCMP_SYS(setsockopt), "setsockopt",
+		r = exec_seccomp_rule(ctx, SCMP_ACT_ERRNO(0), SCMP_SYS(setsockopt), "setsockopt",
 		                        2, c, err);
 		if (r < 0)
 			return r;
@@ -360,7 +360,7 @@ static int native_seccomp_rules(scmp_filter_ctx ctx, airlock_error *err)
 		uint64_t one = 1ull << i;
 		uint64_t next = 1ull << ((i + 1) % 32);
 		struct scmp_arg_cmp c = SCMP_A0_64(SCMP_CMP_MASKED_EQ, one | next, one);
-		r = native_seccomp_rule(ctx, SCMP_ACT_ERRNO(EPERM), SCMP_SYS(personality),
+		r = exec_seccomp_rule(ctx, SCMP_ACT_ERRNO(EPERM), SCMP_SYS(personality),
 		                        "personality", 1, &c, err);
 		if (r < 0)
 			return r;
@@ -368,15 +368,15 @@ static int native_seccomp_rules(scmp_filter_ctx ctx, airlock_error *err)
 	return 0;
 }
 
-static void native_seccomp_releasep(scmp_filter_ctx *ctx)
+static void exec_seccomp_releasep(scmp_filter_ctx *ctx)
 {
 	if (*ctx)
 		seccomp_release(*ctx);
 }
 
-int native_seccomp_build(native_seccomp *ret, airlock_error *err)
+int exec_seccomp_build(exec_seccomp *ret, airlock_error *err)
 {
-	__attribute__((cleanup(native_seccomp_releasep))) scmp_filter_ctx ctx = NULL;
+	__attribute__((cleanup(exec_seccomp_releasep))) scmp_filter_ctx ctx = NULL;
 	_cleanup_close_ int mfd = -1;
 	_cleanup_free_ struct sock_filter *prog = NULL;
 	int r;
@@ -399,7 +399,7 @@ int native_seccomp_build(native_seccomp *ret, airlock_error *err)
 	r = seccomp_attr_set(ctx, SCMP_FLTATR_CTL_OPTIMIZE, 2);
 	if (r < 0)
 		return airlock_error_set(err, AIRLOCK_ERR_SYSTEM, -r, "seccomp: optimize");
-	r = native_seccomp_rules(ctx, err);
+	r = exec_seccomp_rules(ctx, err);
 	if (r < 0)
 		return r;
 
@@ -441,13 +441,13 @@ int native_seccomp_build(native_seccomp *ret, airlock_error *err)
 	return 0;
 }
 
-size_t native_seccomp_denials(const native_seccomp_denial **ret)
+size_t exec_seccomp_denials(const exec_seccomp_denial **ret)
 {
 	*ret = native_denied;
 	return ARRAY_SIZE(native_denied);
 }
 
-char *native_seccomp_hex(const native_seccomp *s)
+char *exec_seccomp_hex(const exec_seccomp *s)
 {
 	if (!s || !s->filter || s->len == 0)
 		return NULL;
@@ -458,7 +458,7 @@ char *native_seccomp_hex(const native_seccomp *s)
 	return hex;
 }
 
-void native_seccomp_clear(native_seccomp *s)
+void exec_seccomp_clear(exec_seccomp *s)
 {
 	if (!s)
 		return;
@@ -467,7 +467,7 @@ void native_seccomp_clear(native_seccomp *s)
 	s->len = 0;
 }
 
-int native_seccomp_install(const native_seccomp *s)
+int exec_seccomp_install(const exec_seccomp *s)
 {
 	if (!s || !s->filter || s->len == 0)
 		return -EINVAL;

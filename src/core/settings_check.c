@@ -1,0 +1,199 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * The startup checks of the settings (airlock_settings_check): a
+ * development mechanism refused where production or real authentication
+ * is asked for, an image named by digest, limits within their ceilings,
+ * tier 1 free of tier-0 names, and the service's listener and TLS.
+ */
+#include "airlock/settings.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "airlock/caps.h"
+#include "airlock/tiers.h"
+#include "core/settings_schema.h"
+#include "util/util.h"
+
+static int check_isolation(const airlock_settings *s, airlock_error *err)
+{
+	const char *auth = s->auth_mode ? s->auth_mode : "(unset)";
+	bool production = s->deployment_mode == AIRLOCK_DEPLOYMENT_PRODUCTION;
+	/* "auth_mode != dev": anything that is not exactly dev, including an
+	 * unset one, is treated as real authentication. */
+	bool real_auth = !util_streq0(s->auth_mode, "dev");
+
+	if (!production && !real_auth)
+		return 0;
+	if (airlock_mechanism_production_allowed(s->mechanism))
+		return 0;
+
+	/* One check, two conditions (spec, "Both refusals are the same
+	 * refusal"). The message names both settings with their values whichever
+	 * condition fired, so the operator sees the whole picture at once. */
+	char allowed[128], q[QUOTE_MAX];
+	settings_list_production_allowed(allowed, sizeof(allowed));
+	const char *mech = mechanism_label(s->mechanism);
+	const char *mode = deployment_label(s->deployment_mode);
+	Q(q, auth);
+	if (production && real_auth)
+		return airlock_error_set(err, AIRLOCK_ERR_CONFIG, 0,
+		                         "startup refused: sandbox.mechanism=%s is a development sandbox; deployment_mode=%s and auth_mode=%s require one of %s",
+		                         mech, mode, q, allowed);
+	if (production)
+		return airlock_error_set(err, AIRLOCK_ERR_CONFIG, 0,
+		                         "startup refused: sandbox.mechanism=%s is a development sandbox; deployment_mode=%s requires one of %s (auth_mode=%s)",
+		                         mech, mode, allowed, q);
+	return airlock_error_set(err, AIRLOCK_ERR_CONFIG, 0,
+	                         "startup refused: sandbox.mechanism=%s is a development sandbox; auth_mode=%s requires one of %s even with deployment_mode=%s",
+	                         mech, q, allowed, mode);
+}
+
+static int check_image(const char *image, airlock_error *err)
+{
+	char q[QUOTE_MAX];
+	if (!image || airlock_image_digest_valid(image))
+		return 0;
+	Q(q, image);
+	if (strncmp(image, "sha256:", 7) == 0)
+		return airlock_error_set(err, AIRLOCK_ERR_CONFIG, 0,
+		                         "sandbox.image=%s is not a valid digest: expected sha256: followed by 64 lowercase hex digits",
+		                         q);
+	if (strstr(image, "@sha256:"))
+		return airlock_error_set(err, AIRLOCK_ERR_CONFIG, 0,
+		                         "sandbox.image=%s: name the image by its digest alone (sha256:<64 lowercase hex>); the name in front of it is a tag, and a tag is a mutable pointer",
+		                         q);
+	return airlock_error_set(err, AIRLOCK_ERR_CONFIG, 0,
+	                         "sandbox.image=%s is a tag: a tag is a mutable pointer, so the image must be named by digest (sha256:<64 lowercase hex>)",
+	                         q);
+}
+
+static int check_limits(const airlock_settings *s, airlock_error *err)
+{
+	/* The one listing cap both sides of the service agree on (caps.h);
+	 * a ceiling of 0 (none) still stops here. */
+	if (s->defaults.files_changed_max > AIRLOCK_FILES_CHANGED_MAX ||
+	    s->ceilings.files_changed_max > AIRLOCK_FILES_CHANGED_MAX)
+		return airlock_error_set(err, AIRLOCK_ERR_CONFIG, 0,
+		                         "limits.%s.files_changed_max=%lld: at most %d",
+		                         s->defaults.files_changed_max > AIRLOCK_FILES_CHANGED_MAX
+		                                 ? "defaults" : "ceilings",
+		                         (long long)(s->defaults.files_changed_max > AIRLOCK_FILES_CHANGED_MAX
+		                                             ? s->defaults.files_changed_max
+		                                             : s->ceilings.files_changed_max),
+		                         AIRLOCK_FILES_CHANGED_MAX);
+	for (size_t i = 0; i < ARRAY_SIZE(settings_limit_fields); i++) {
+		const field *f = &settings_limit_fields[i];
+		int64_t d = limit_value(&s->defaults, f), c = limit_value(&s->ceilings, f);
+		if (c < 0)
+			return airlock_error_set(err, AIRLOCK_ERR_CONFIG, 0,
+			                         "limits.ceilings.%s=%lld: must be >= 0 (0 means no ceiling)",
+			                         f->key, (long long)c);
+		/* Zero is what a forgotten limit looks like, and a forgotten limit
+		 * must not ship as unlimited (spec, "Resource limits, as numbers"). */
+		if (d <= 0)
+			return airlock_error_set(err, AIRLOCK_ERR_CONFIG, 0,
+			                         "limits.defaults.%s=%lld: must be > 0", f->key,
+			                         (long long)d);
+		if (c > 0 && d > c)
+			return airlock_error_set(err, AIRLOCK_ERR_CONFIG, 0,
+			                         "limits.defaults.%s=%lld is above limits.ceilings.%s=%lld",
+			                         f->key, (long long)d, f->key, (long long)c);
+	}
+	/* The floors every spec meets (types.h), so a default below one is
+	 * refused here rather than at every provision. */
+	airlock_error lerr = { 0 };
+	if (airlock_resource_limits_validate(&s->defaults.limits, &lerr) < 0)
+		return airlock_error_set(err, AIRLOCK_ERR_CONFIG, 0, "limits.defaults: %s",
+		                         lerr.message);
+	return 0;
+}
+
+/* service.listen: the shapes airlock serve can listen on. The address is
+ * resolved when the service starts; here only its form is checked. */
+static bool listen_form_ok(const char *v, bool *ret_unix)
+{
+	*ret_unix = strncmp(v, "unix:", 5) == 0;
+	if (*ret_unix)
+		return v[5] == '/' && strlen(v + 5) < 108;
+	const char *colon = strrchr(v, ':');
+	if (!colon || colon == v || !colon[1])
+		return false;
+	for (const char *p = colon + 1; *p; p++)
+		if (*p < '0' || *p > '9')
+			return false;
+	return strlen(colon + 1) <= 5 && atoi(colon + 1) <= 65535;
+}
+
+static int check_service(const airlock_service_settings *v, airlock_error *err)
+{
+	char q[QUOTE_MAX];
+	bool is_unix = false;
+	if (!v->listen || !listen_form_ok(v->listen, &is_unix))
+		return airlock_error_set(err, AIRLOCK_ERR_CONFIG, 0,
+		                         "service.listen=%s: expected unix:/absolute/path or HOST:PORT",
+		                         v->listen ? Q(q, v->listen) : "(unset)");
+	if (!is_unix && (!v->tls_cert_file || !v->tls_key_file))
+		return airlock_error_set(err, AIRLOCK_ERR_CONFIG, 0,
+		                         "service.listen=%s is TCP: service.tls_cert_file and service.tls_key_file are required (the credential never crosses a network in the clear)",
+		                         Q(q, v->listen));
+	if (!v->tls_cert_file != !v->tls_key_file)
+		return airlock_error_set(err, AIRLOCK_ERR_CONFIG, 0,
+		                         "service.tls_cert_file and service.tls_key_file go together: set both or neither");
+	if (v->tls_client_ca_file && !v->tls_cert_file)
+		return airlock_error_set(err, AIRLOCK_ERR_CONFIG, 0,
+		                         "service.tls_client_ca_file needs TLS: set service.tls_cert_file and service.tls_key_file");
+	if (v->max_sandboxes <= 0)
+		return airlock_error_set(err, AIRLOCK_ERR_CONFIG, 0,
+		                         "service.max_sandboxes=%lld: must be > 0", (long long)v->max_sandboxes);
+	if (v->max_connections <= 0 || v->max_connections > AIRLOCK_SERVICE_CONNECTIONS_MAX)
+		return airlock_error_set(err, AIRLOCK_ERR_CONFIG, 0,
+		                         "service.max_connections=%lld: must be from 1 to %d",
+		                         (long long)v->max_connections, AIRLOCK_SERVICE_CONNECTIONS_MAX);
+	return 0;
+}
+
+int airlock_settings_check(const airlock_settings *s, airlock_error *err)
+{
+	char q[QUOTE_MAX];
+	if (!s)
+		return airlock_error_set(err, AIRLOCK_ERR_CONFIG, 0, "settings: missing");
+	if (!airlock_deployment_mode_name(s->deployment_mode))
+		return airlock_error_set(err, AIRLOCK_ERR_CONFIG, 0, "deployment_mode is not set");
+	if (!airlock_mechanism_name(s->mechanism))
+		return airlock_error_set(err, AIRLOCK_ERR_CONFIG, 0, "sandbox.mechanism is not set");
+	if (!s->auth_mode || !auth_mode_valid(s->auth_mode, strlen(s->auth_mode)))
+		return airlock_error_set(err, AIRLOCK_ERR_CONFIG, 0, "auth_mode=%s is not a valid mode",
+		                         s->auth_mode ? Q(q, s->auth_mode) : "(unset)");
+
+	int r = check_isolation(s, err);
+	if (r < 0)
+		return r;
+	r = check_image(s->image, err);
+	if (r < 0)
+		return r;
+	if (s->hard_cap_seconds <= 0)
+		return airlock_error_set(err, AIRLOCK_ERR_CONFIG, 0,
+		                         "sandbox.hard_cap_seconds=%lld: must be > 0 (the hard cap always applies)",
+		                         (long long)s->hard_cap_seconds);
+	if (!s->image_store || s->image_store[0] != '/')
+		return airlock_error_set(err, AIRLOCK_ERR_CONFIG, 0,
+		                         "sandbox.image_store=%s: must be an absolute path",
+		                         s->image_store ? Q(q, s->image_store) : "(unset)");
+	r = check_limits(s, err);
+	if (r < 0)
+		return r;
+	if (s->n_passthrough > AIRLOCK_TIER1_MAX || (s->n_passthrough && !s->passthrough))
+		return airlock_error_set(err, AIRLOCK_ERR_CONFIG, 0,
+		                         "environment.passthrough: more than %d names", AIRLOCK_TIER1_MAX);
+	/* A tier-1 name that is tier 0 is a startup error, not a silent drop: a
+	 * silent drop is a deployment that thinks it passed something it did
+	 * not (spec, tier 1). */
+	r = airlock_tier1_check((const char *const *)s->passthrough, s->n_passthrough, err);
+	if (r < 0) {
+		airlock_error_prefix(err, "startup refused: environment.passthrough: ");
+		return r;
+	}
+	return check_service(&s->service, err);
+}

@@ -1,0 +1,117 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * The AIRLOCK_* environment overrides of settings: one variable per key
+ * they may override, each converted like the key in a file, applied all or
+ * none.
+ */
+#include "airlock/settings.h"
+
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/settings_schema.h"
+#include "util/util.h"
+
+#define ST(m) offsetof(airlock_settings, m)
+static const struct env_override {
+	const char *var;
+	const char *setting; /* the key it overrides, for messages */
+	field f;
+} env_overrides[] = {
+	{ "AIRLOCK_DEPLOYMENT_MODE", "deployment_mode", { "deployment_mode", F_DEPLOYMENT, ST(deployment_mode), 0, NULL } },
+	{ "AIRLOCK_AUTH_MODE", "auth_mode", { "auth_mode", F_AUTH, ST(auth_mode), 0, NULL } },
+	{ "AIRLOCK_SANDBOX_MECHANISM", "sandbox.mechanism", { "mechanism", F_MECHANISM, ST(mechanism), 0, NULL } },
+	{ "AIRLOCK_SANDBOX_IMAGE", "sandbox.image", { "image", F_STRING, ST(image), 0, NULL } },
+	{ "AIRLOCK_HARD_CAP_SECONDS", "sandbox.hard_cap_seconds", { "hard_cap_seconds", F_INT, ST(hard_cap_seconds), 0, NULL } },
+	{ "AIRLOCK_IMAGE_STORE", "sandbox.image_store", { "image_store", F_STRING, ST(image_store), 0, NULL } },
+	{ "AIRLOCK_GVISOR_PLATFORM", "sandbox.gvisor_platform", { "gvisor_platform", F_PLATFORM, ST(gvisor_platform), 0, NULL } },
+	{ "AIRLOCK_SERVICE_LISTEN", "service.listen", { "listen", F_STRING, ST(service.listen), 0, NULL } },
+	{ "AIRLOCK_SERVICE_SOCKET_GROUP", "service.socket_group", { "socket_group", F_STRING, ST(service.socket_group), 0, NULL } },
+	{ "AIRLOCK_SERVICE_CREDENTIAL_FILE", "service.credential_file", { "credential_file", F_STRING, ST(service.credential_file), 0, NULL } },
+	{ "AIRLOCK_SERVICE_METRICS_LISTEN", "service.metrics_listen", { "metrics_listen", F_STRING, ST(service.metrics_listen), 0, NULL } },
+	{ "AIRLOCK_SERVICE_MAX_SANDBOXES", "service.max_sandboxes", { "max_sandboxes", F_INT, ST(service.max_sandboxes), 0, NULL } },
+	{ "AIRLOCK_SERVICE_MAX_CONNECTIONS", "service.max_connections", { "max_connections", F_INT, ST(service.max_connections), 0, NULL } },
+	{ "AIRLOCK_SERVICE_TLS_CERT_FILE", "service.tls_cert_file", { "tls_cert_file", F_STRING, ST(service.tls_cert_file), 0, NULL } },
+	{ "AIRLOCK_SERVICE_TLS_KEY_FILE", "service.tls_key_file", { "tls_key_file", F_STRING, ST(service.tls_key_file), 0, NULL } },
+	{ "AIRLOCK_SERVICE_TLS_CLIENT_CA_FILE", "service.tls_client_ca_file", { "tls_client_ca_file", F_STRING, ST(service.tls_client_ca_file), 0, NULL } },
+	{ "AIRLOCK_SERVICE_POLICY_FILE", "service.policy_file", { "policy_file", F_STRING, ST(service.policy_file), 0, NULL } },
+};
+#undef ST
+
+bool airlock_settings_env_name(const char *name)
+{
+	for (size_t k = 0; name && k < ARRAY_SIZE(env_overrides); k++)
+		if (strcmp(env_overrides[k].var, name) == 0)
+			return true;
+	return false;
+}
+
+int airlock_settings_apply_env(airlock_settings *s, char *const *envp, airlock_error *err)
+{
+	if (!s)
+		return airlock_error_set(err, AIRLOCK_ERR_CONFIG, 0, "settings: missing");
+	if (!envp)
+		return 0;
+
+	/* Everything is converted into a scratch struct first and committed only
+	 * when every override is valid, so a bad override leaves s as it was. */
+	airlock_settings tmp = { 0 };
+	bool set[ARRAY_SIZE(env_overrides)] = { false };
+	int r = 0;
+
+	for (size_t k = 0; k < ARRAY_SIZE(env_overrides); k++) {
+		const struct env_override *o = &env_overrides[k];
+		size_t vlen = strlen(o->var);
+		/* First occurrence wins, as getenv(3) does. */
+		for (char *const *e = envp; *e; e++) {
+			if (strncmp(*e, o->var, vlen) != 0 || (*e)[vlen] != '=')
+				continue;
+			const char *v = *e + vlen + 1;
+			char where[128];
+			snprintf(where, sizeof(where), "%s (overrides %s)", o->var, o->setting);
+			r = settings_scalar_store(&o->f, &tmp, v, strlen(v), true, where, err);
+			if (r < 0)
+				goto out;
+			set[k] = true;
+			break;
+		}
+	}
+	for (size_t k = 0; k < ARRAY_SIZE(env_overrides); k++) {
+		if (!set[k])
+			continue;
+		const field *f = &env_overrides[k].f;
+		char *dst = (char *)s + f->off, *src = (char *)&tmp + f->off;
+		/* A switch naming every kind (-Wswitch-enum): an override of a
+		 * new kind cannot be validated and then silently not applied. */
+		switch (f->kind) {
+		case F_STRING:
+		case F_AUTH: {
+			char **d = (char **)(void *)dst, **sp = (char **)(void *)src;
+			free(*d);
+			*d = TAKE_PTR(*sp);
+			break;
+		}
+		case F_INT:
+		case F_BYTES:
+			memcpy(dst, src, sizeof(int64_t));
+			break;
+		case F_DEPLOYMENT:
+			memcpy(dst, src, sizeof(airlock_deployment_mode));
+			break;
+		case F_MECHANISM:
+			memcpy(dst, src, sizeof(airlock_mechanism));
+			break;
+		case F_PLATFORM:
+			memcpy(dst, src, sizeof(airlock_gvisor_platform));
+			break;
+		case F_MAP:
+		case F_NAMES:
+			break; /* no override has these kinds */
+		}
+	}
+out:
+	airlock_settings_clear(&tmp);
+	return r;
+}
