@@ -202,4 +202,71 @@ static inline long long udp_mem(void) { return sockstat_mem("UDP"); }
 	"            break\n" \
 	"print(len(cs), l.getsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF), force)\n"
 
+/* TCP sockets held by memory mappings alone: each connection's two ends
+ * send until the kernel stops taking more, are mapped (mmap of a TCP
+ * socket, PROT_READ, through libc so that no descriptor is kept: Python's
+ * mmap module keeps a duplicate) and closed. Up to 3,000 connections, with
+ * a handful of descriptors open at any time. Prints the connections held
+ * and why it stopped: "done", the exception and errno of the connect, or
+ * "mmap:<errno>" when the mapping was refused. */
+#define HOST_COUNTERS_TCP_MAPPED \
+	"import ctypes, socket\n" \
+	"libc = ctypes.CDLL(None, use_errno=True)\n" \
+	"libc.mmap.restype = ctypes.c_void_p\n" \
+	"libc.mmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int,\n" \
+	"                      ctypes.c_int, ctypes.c_long]\n" \
+	"l = socket.socket(); l.bind(('127.0.0.1', 0)); l.listen(64)\n" \
+	"n = 0; why = 'done'; chunk = b'x' * 65536\n" \
+	"for i in range(3000):\n" \
+	"    try:\n" \
+	"        c = socket.create_connection(l.getsockname(), timeout=2); a, _ = l.accept()\n" \
+	"    except OSError as e:\n" \
+	"        why = '%s:%s' % (type(e).__name__, e.errno); break\n" \
+	"    held = 0\n" \
+	"    for s in (c, a):\n" \
+	"        s.setblocking(False)\n" \
+	"        for k in range(64):\n" \
+	"            try:\n" \
+	"                s.send(chunk)\n" \
+	"            except OSError:\n" \
+	"                break\n" \
+	"        p = libc.mmap(None, 4096, 1, 1, s.fileno(), 0)\n" \
+	"        if p is None or p == 2**64 - 1:\n" \
+	"            why = 'mmap:%d' % ctypes.get_errno()\n" \
+	"        else:\n" \
+	"            held += 1\n" \
+	"        s.close()\n" \
+	"    if held < 2:\n" \
+	"        break\n" \
+	"    n += 1\n" \
+	"print(n, why)\n"
+
+/* Connections whose client has closed, left in their listeners' accept
+ * queues: 8 listeners, up to 1,000 clients each, every client sending
+ * what the kernel takes at once of 16 KiB (what the peer's receive buffer
+ * holds) and closing, every other one with a reset (SO_LINGER 0: the
+ * unaccepted end is then in TCP_CLOSE, still queued with what it
+ * received), nothing accepted. The unaccepted ends keep no
+ * descriptor and belong to no memory cgroup. Prints the connections made
+ * and why the last listener's run stopped ("done", or the exception and
+ * errno of the connect). */
+#define HOST_COUNTERS_TCP_ABANDONED \
+	"import socket, struct\n" \
+	"ls = []\n" \
+	"for i in range(8):\n" \
+	"    l = socket.socket(); l.bind(('127.0.0.1', 0)); l.listen(1024); ls.append(l)\n" \
+	"n = 0; why = 'done'; chunk = b'x' * 16384\n" \
+	"for l in ls:\n" \
+	"    for k in range(1000):\n" \
+	"        try:\n" \
+	"            c = socket.create_connection(l.getsockname(), timeout=1)\n" \
+	"            c.setblocking(False); c.send(chunk)\n" \
+	"            if k % 2:\n" \
+	"                c.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack('ii', 1, 0))\n" \
+	"            c.close()\n" \
+	"        except OSError as e:\n" \
+	"            why = '%s:%s' % (type(e).__name__, e.errno); break\n" \
+	"        n += 1\n" \
+	"print(n, why)\n"
+
 #endif

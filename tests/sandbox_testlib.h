@@ -26,7 +26,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/file.h>
+#include <linux/bpf.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include "airlock/envbuild.h"
@@ -583,8 +585,67 @@ static inline long leak_count_gvisor_mounts(void)
 	       leak_count_lines_matching("/proc/1/mountinfo", " " GVISOR_TEST_STATE_ROOT "/");
 }
 
+/* The BPF objects of every sandbox's socket budget alive on the host
+ * (src/host/sockbudget.c names them "airlock_*"): programs and maps, found
+ * by walking the kernel's ids. The kernel frees them after their cgroup is
+ * removed, from a work queue: leak_wait_bpf waits for that. */
+static inline long leak_count_bpf_kind(int next_cmd, int by_id_cmd, bool prog)
+{
+	long n = 0;
+	uint32_t id = 0;
+	for (int guard = 0; guard < 100000; guard++) {
+		union bpf_attr a;
+		memset(&a, 0, sizeof(a));
+		a.start_id = id;
+		if (syscall(SYS_bpf, next_cmd, &a, sizeof(a)) < 0)
+			break;
+		id = a.next_id;
+		memset(&a, 0, sizeof(a));
+		if (prog)
+			a.prog_id = id;
+		else
+			a.map_id = id;
+		int fd = (int)syscall(SYS_bpf, by_id_cmd, &a, sizeof(a));
+		if (fd < 0)
+			continue; /* freed meanwhile */
+		char name[BPF_OBJ_NAME_LEN] = "";
+		struct bpf_prog_info pi;
+		struct bpf_map_info mi;
+		memset(&pi, 0, sizeof(pi));
+		memset(&mi, 0, sizeof(mi));
+		memset(&a, 0, sizeof(a));
+		a.info.bpf_fd = (uint32_t)fd;
+		a.info.info_len = prog ? sizeof(pi) : sizeof(mi);
+		a.info.info = prog ? (uint64_t)(uintptr_t)&pi : (uint64_t)(uintptr_t)&mi;
+		if (syscall(SYS_bpf, BPF_OBJ_GET_INFO_BY_FD, &a, sizeof(a)) == 0)
+			memcpy(name, prog ? pi.name : mi.name, sizeof(name));
+		close(fd);
+		name[sizeof(name) - 1] = 0;
+		if (strncmp(name, "airlock_", 8) == 0)
+			n++;
+	}
+	return n;
+}
+
+static inline long leak_count_bpf(void)
+{
+	return leak_count_bpf_kind(BPF_PROG_GET_NEXT_ID, BPF_PROG_GET_FD_BY_ID, true) +
+	       leak_count_bpf_kind(BPF_MAP_GET_NEXT_ID, BPF_MAP_GET_FD_BY_ID, false);
+}
+
+/* The count once it is at most want, or after 10 s what it is then. */
+static inline long leak_wait_bpf(long want)
+{
+	long n = leak_count_bpf();
+	for (int i = 0; i < 100 && n > want; i++) {
+		usleep(100 * 1000);
+		n = leak_count_bpf();
+	}
+	return n;
+}
+
 typedef struct leak_counts {
-	long mounts, cgroups, loops, fds;
+	long mounts, cgroups, loops, fds, bpf;
 	long gvisor_state, gvisor_mounts;
 	leak_procs p;
 } leak_counts;
@@ -596,6 +657,7 @@ static inline leak_counts leak_measure(void)
 		.cgroups = leak_count_airlock_cgroups(),
 		.loops = leak_count_dir("/sys/block", leak_is_loop),
 		.fds = leak_count_dir("/proc/self/fd", NULL),
+		.bpf = leak_count_bpf(),
 		.gvisor_state = leak_count_gvisor_state(),
 		.gvisor_mounts = leak_count_gvisor_mounts(),
 		.p = leak_count_processes(),

@@ -28,11 +28,13 @@
 #include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "host/cgroup/cgroup.h"
+#include "host/sockbudget.h"
 #include "util/util.h"
 
 #define MiB ((int64_t)1 << 20)
@@ -747,3 +749,63 @@ Test(cgroup, a_live_id_cannot_be_created_twice)
 	char dir[1024];
 	cr_expect(group_dir("pids", id, dir, sizeof(dir)) || group_dir("unified", id, dir, sizeof(dir)));
 }
+
+/* ---- the socket budget (host/sockbudget.h) ---------------------------------- */
+
+#define BUDGET 8
+
+/* Opens inet sockets until refused (at most 3 x BUDGET), reports how many
+ * and whether the refusal was EPERM, closes them, and does it again: the
+ * second round proves each release gave its place back. A unix socket is
+ * no inet socket and is not counted. Reports "n1 eperm1 n2 eperm2 unix". */
+static int socket_filler(int report_fd)
+{
+	int n[2] = { 0, 0 }, eperm[2] = { 0, 0 };
+	for (int round = 0; round < 2; round++) {
+		int fds[3 * BUDGET];
+		for (int i = 0; i < 3 * BUDGET; i++) {
+			fds[i] = socket(i % 2 ? AF_INET6 : AF_INET, i % 3 ? SOCK_STREAM : SOCK_DGRAM, 0);
+			if (fds[i] < 0) {
+				eperm[round] = errno == EPERM;
+				break;
+			}
+			n[round]++;
+		}
+		for (int i = 0; i < n[round]; i++)
+			close(fds[i]);
+	}
+	int u = socket(AF_UNIX, SOCK_STREAM, 0);
+	char buf[64];
+	int len = snprintf(buf, sizeof(buf), "%d %d %d %d %d", n[0], eperm[0], n[1], eperm[1], u >= 0);
+	return write(report_fd, buf, (size_t)len) == len ? 0 : 3;
+}
+
+Test(cgroup, the_socket_budget_refuses_inet_sockets_past_it_until_one_is_released)
+{
+	need_root();
+	host_cgroup *cg = make(0, new_id(), limits(1000, 64 * MiB, 50));
+	int dir = host_cgroup_v2_dir(cg);
+	cr_assert_geq(dir, 0, "this host has no cgroup2 group for the budget");
+	airlock_error err = { 0 };
+	cr_assert_eq(host_sock_budget_attach(dir, BUDGET, &err), 0, "%s", err.message);
+	int go_fd, rep;
+	pid_t pid = spawn(socket_filler, &go_fd, &rep);
+	cr_assert_eq(host_cgroup_enter_cmd(cg, pid, &err), 0, "%s", err.message);
+	go(go_fd);
+	int st = reap(pid);
+	cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0, "status 0x%x", st);
+	char buf[64] = "";
+	cr_assert_gt(read(rep, buf, sizeof(buf) - 1), 0);
+	close(rep);
+	cr_expect_str_eq(buf, "8 1 8 1 1", "opened, EPERM, opened again, EPERM, unix socket: %s",
+	                 buf);
+}
+
+Test(cgroup, the_socket_budget_without_a_cgroup2_group_is_unavailable)
+{
+	airlock_error err = { 0 };
+	cr_expect_eq(host_sock_budget_attach(-1, BUDGET, &err),
+	             airlock_errcode(AIRLOCK_ERR_EXECUTION_UNAVAILABLE));
+	cr_expect(strstr(err.message, "cgroup2"), "%s", err.message);
+}
+

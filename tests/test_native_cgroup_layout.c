@@ -38,6 +38,8 @@ typedef struct outcome {
 	int rc;
 	host_cgroup_mode mode;
 	char message[512];
+	int v2_rc; /* host_cgroup_v2_check's, after a detection that succeeded */
+	char v2_message[512];
 } outcome;
 
 static void write_file(const char *path, const char *content)
@@ -91,6 +93,11 @@ static void child(const layout *l, const char *root, int fd)
 	airlock_error err = { 0 };
 	o.rc = host_cgroup_detect(&o.mode, &err);
 	snprintf(o.message, sizeof(o.message), "%s", err.message);
+	if (o.rc == 0) {
+		airlock_error v2err = { 0 };
+		o.v2_rc = host_cgroup_v2_check(&v2err);
+		snprintf(o.v2_message, sizeof(o.v2_message), "%s", v2err.message);
+	}
 	if (write(fd, &o, sizeof(o)) != (ssize_t)sizeof(o))
 		_exit(105);
 	_exit(0);
@@ -236,4 +243,26 @@ Test(cgroup_layout, hybrid_is_the_v1_driver)
 	outcome o = detect_on(&l);
 	cr_assert_eq(o.rc, 0, "%s", o.message);
 	cr_assert_eq(o.mode, HOST_CGROUP_HYBRID);
+	cr_assert_eq(o.v2_rc, 0, "%s", o.v2_message);
+}
+
+/* Without its cgroup2 mount a hybrid host still runs the v1 driver (kill
+ * falls back to cgroup.procs), but the socket budget has nowhere to attach:
+ * the mechanisms' probes and provisions say so (host/sockbudget.h). */
+Test(cgroup_layout, hybrid_without_cgroup2_has_no_socket_budget)
+{
+	layout l = {
+		.proc_cgroup = "8:pids:/svc\n4:memory:/svc\n1:cpu:/svc\n0::/svc\n",
+		.mountinfo = { "31 1 0:27 / @/memory rw - cgroup cgroup rw,memory",
+		               "32 1 0:28 / @/pids rw - cgroup cgroup rw,pids",
+		               "33 1 0:29 / @/cpu rw - cgroup cgroup rw,cpu" },
+		.dirs = { "memory", "memory/svc", "pids", "pids/svc", "cpu", "cpu/svc" },
+		.files = { NULL },
+	};
+	outcome o = detect_on(&l);
+	cr_assert_eq(o.rc, 0, "%s", o.message);
+	cr_assert_eq(o.mode, HOST_CGROUP_HYBRID);
+	cr_assert_eq(o.v2_rc, UNAVAILABLE, "%s", o.v2_message);
+	cr_assert(strstr(o.v2_message, "cgroup2") && strstr(o.v2_message, "socket budget"), "%s",
+	          o.v2_message);
 }

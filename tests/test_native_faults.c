@@ -33,7 +33,7 @@
 static bool flat(const leak_counts *a, const leak_counts *b, long slots_a, long slots_b)
 {
 	return a->mounts == b->mounts && b->cgroups <= a->cgroups && b->loops <= a->loops &&
-	       a->fds == b->fds && b->p.sandbox_tasks <= a->p.sandbox_tasks &&
+	       a->fds == b->fds && b->bpf <= a->bpf && b->p.sandbox_tasks <= a->p.sandbox_tasks &&
 	       a->p.children == b->p.children && slots_a == slots_b;
 }
 
@@ -60,6 +60,8 @@ static void assert_flat(const leak_counts *before, const char *lock, long slots_
 	              before->loops, after.loops);
 	cr_assert_eq(after.fds, before->fds, "%s: descriptors %ld -> %ld", point, before->fds,
 	             after.fds);
+	cr_assert_leq(after.bpf, before->bpf, "%s: socket budget BPF objects %ld -> %ld", point,
+	              before->bpf, after.bpf);
 	cr_assert_leq(after.p.sandbox_tasks, before->p.sandbox_tasks,
 	              "%s: sandbox processes %ld -> %ld", point, before->p.sandbox_tasks,
 	              after.p.sandbox_tasks);

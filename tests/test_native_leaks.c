@@ -65,6 +65,9 @@ Test(LEAKS, cycles_leave_nothing, .timeout = 1500)
 	cr_assert_eq(airlock_exec_destroy(e, &h, &err), 0, "%s", err.message);
 	airlock_environment_handle_clear(&h);
 
+	/* An earlier sandbox's BPF objects the kernel has yet to free are
+	 * not in the baseline (bounded wait). */
+	leak_wait_bpf(0);
 	leak_counts before = leak_measure();
 	for (int i = 0; i < CYCLES; i++) {
 		cr_assert_eq(airlock_exec_provision(e, &spec, &h, &err), 0, "cycle %d: %s", i, err.message);
@@ -81,6 +84,9 @@ Test(LEAKS, cycles_leave_nothing, .timeout = 1500)
 	cr_assert_eq(after.cgroups, before.cgroups, "cgroups %ld -> %ld", before.cgroups, after.cgroups);
 	cr_assert_eq(after.loops, before.loops, "loop devices %ld -> %ld", before.loops, after.loops);
 	cr_assert_eq(after.fds, before.fds, "descriptors %ld -> %ld", before.fds, after.fds);
+	/* The kernel frees a removed group's programs and maps a moment later. */
+	long bpf = leak_wait_bpf(before.bpf);
+	cr_assert_leq(bpf, before.bpf, "socket budget BPF objects %ld -> %ld", before.bpf, bpf);
 	cr_assert_eq(after.p.sandbox_tasks, 0, "sandbox processes left: %ld", after.p.sandbox_tasks);
 	cr_assert_eq(after.p.sandbox_mntns, 0, "sandbox mount namespaces left: %ld", after.p.sandbox_mntns);
 	cr_assert_eq(after.p.children, before.p.children, "children %ld -> %ld", before.p.children,
@@ -107,6 +113,9 @@ Test(LEAKS, a_crashed_service_is_cleaned_up_at_the_next_start, .timeout = 300)
 	 * there: the baseline is clean. */
 	airlock_exec_free(sandbox_test_open(NULL));
 #endif
+	/* An earlier sandbox's BPF objects the kernel has yet to free are
+	 * not in the baseline (bounded wait). */
+	leak_wait_bpf(0);
 	leak_counts before = leak_measure();
 	int pfd[2];
 	cr_assert_eq(pipe(pfd), 0);
@@ -156,6 +165,7 @@ Test(LEAKS, a_crashed_service_is_cleaned_up_at_the_next_start, .timeout = 300)
 	}
 	cr_assert_eq(orphaned.p.sandbox_tasks, 0, "the crashed service's sandbox is still running");
 	cr_assert_gt(orphaned.cgroups, before.cgroups, "its cgroups wait for the next start");
+	cr_assert_gt(orphaned.bpf, before.bpf, "its socket budget waits with its cgroups");
 #else
 	/* No lifeline is asserted: the crashed service's runtime may outlive
 	 * it (runsc and its sandbox under the keeper); its bundle, mounts and
@@ -183,6 +193,9 @@ Test(LEAKS, a_crashed_service_is_cleaned_up_at_the_next_start, .timeout = 300)
 #endif
 	cr_assert_eq(after.p.sandbox_tasks, 0, "sandbox processes left: %ld", after.p.sandbox_tasks);
 	cr_assert_eq(after.cgroups, before.cgroups, "cgroups %ld -> %ld", before.cgroups, after.cgroups);
+	/* The swept groups' programs and maps go with them. */
+	long bpf = leak_wait_bpf(before.bpf);
+	cr_assert_leq(bpf, before.bpf, "socket budget BPF objects %ld -> %ld", before.bpf, bpf);
 	airlock_exec_free(e);
 	/* The volume's loop device goes with the last holder of its mount. */
 	long loops = -1;

@@ -418,19 +418,19 @@
  *   host files      <= memory_bytes / 16 KiB     (2 GiB: 131,072, 5% of
  *                                                 fs.file-max here)
  *
- * The TCP bound counts a connecting descriptor for each unaccepted
- * connection. A client that has closed leaves its unaccepted peer holding
- * none: those (about 13 KiB each) are bounded only by the listeners times
- * their backlog (net.core.somaxconn), not by this budget. Nor does the
- * budget count what a memory mapping holds after its descriptor is closed:
- * a file mapped with mmap keeps its host file-table entry (about 400 bytes
- * charged to the sandbox's memory cgroup each: 60,000 held with 4
- * descriptors open under 64 MiB), and a TCP socket can be mapped too (3,000
- * connections held with 5 descriptors, 85 MB of host TCP memory under
- * 64 MiB). Those are bounded by the memory limit alone (and by
- * vm.max_map_count per process), not by the arithmetic above: a provision
- * is admitted only when the host's file table has room for
- * memory_bytes / AIRLOCK_HOST_FILE_CHARGE more entries (below).
+ * The TCP bound above counts descriptors, and two kinds of socket hold
+ * none: a connection in a listener's accept queue whose client has closed
+ * (about 13 KiB each), and a TCP socket mapped with mmap (tcp_mmap) whose
+ * descriptor was then closed (3,000 connections held with 5 descriptors,
+ * 85 MB of host TCP memory under 64 MiB). Sockets are therefore also
+ * counted by the kernel itself, per sandbox, whatever holds them: see
+ * AIRLOCK_SANDBOX_SOCKET_COST. A file mapped with mmap keeps its host
+ * file-table entry too (about 400 bytes charged to the sandbox's memory
+ * cgroup each: 60,000 held with 4 descriptors open under 64 MiB); that is
+ * bounded by the memory limit alone (and by vm.max_map_count per process),
+ * not by the arithmetic above: a provision is admitted only when the
+ * host's file table has room for memory_bytes / AIRLOCK_HOST_FILE_CHARGE
+ * more entries (below).
  *
  * What programs get: 2 GiB and 512 pids (the defaults): 256 per process;
  * 2 GiB and 64 pids: 1024; 256 MiB and 64 pids: 256; 64 MiB and 64 pids:
@@ -445,6 +445,48 @@
 #define AIRLOCK_SANDBOX_NOFILE 1024
 #define AIRLOCK_SANDBOX_NOFILE_MIN 32
 #define AIRLOCK_SANDBOX_FILE_COST ((int64_t)16 << 10)
+
+/* The inet sockets one sandbox can hold at once, all its processes
+ * together: memory_bytes / AIRLOCK_SANDBOX_SOCKET_COST, at least
+ * AIRLOCK_SANDBOX_SOCKETS_MIN and at most AIRLOCK_SANDBOX_SOCKETS_MAX
+ * (exec/kobjects.h computes it; host/sockbudget.c keeps it). A socket
+ * counts from its creation until the kernel releases it: a descriptor, a
+ * memory mapping of it (tcp_mmap), a message in flight or a listener's
+ * accept queue holding it all keep it counted, and every connection a
+ * listener of the sandbox completes counts as one more socket (until it is
+ * accepted and released; one still unaccepted when its listener closes
+ * keeps its place until the sandbox ends, since the kernel frees it with
+ * no hook to see: host/sockbudget.c says why that is the safe side). Past
+ * the budget socket() fails with EPERM and the sandbox's listeners drop
+ * handshakes (the client retries, as when a backlog is full).
+ *
+ * Why 32 KiB, twice the descriptor cost: a socket that no descriptor
+ * holds still holds its buffers, and what those take of the host's TCP
+ * memory past the cgroup's cap was measured at 20 KiB per socket for
+ * mapped connections whose two ends sent until the kernel stopped taking
+ * more (1,023 connections, 2,046 sockets: 41 MB under 64 MiB), and 26 KiB
+ * per connection left unaccepted after its client sent 16 KiB and closed
+ * or reset it (4,087: 93-105 MB under 128 MiB; the closed client lingers as an orphan
+ * with its unsent data, which the budget does not count: the kernel ends
+ * orphans under memory pressure). At 16 KiB a 64 MiB sandbox could map
+ * 2,047 connections, and 2,047 held 81-82 MB (measured under 128 MiB),
+ * past its limit; at 32 KiB what they hold measured 0.6-0.8 x
+ * memory_bytes. The same budget on every mechanism: on
+ * gvisor it counts the host sockets the runtime opens for the sandbox
+ * (egress mode, hostinet: the sentry refuses to map a socket, ENODEV, but
+ * its unaccepted connections count); without egress the sandbox's
+ * sockets are the sentry's own netstack, in its memory, and the budget
+ * counts the runtime's few host sockets only.
+ *
+ * 64 MiB: 2,048 sockets; 2 GiB (the default): 65,536. The floor keeps a
+ * tiny sandbox able to run a client and a server; the ceiling (8 GiB's
+ * worth) bounds the budget's own bookkeeping (the kernel's hash element
+ * for an 8-byte key and value, under 100 bytes, per live socket, charged
+ * to the service's memory cgroup, since the map is the service's): about
+ * 25 MiB at most per sandbox. */
+#define AIRLOCK_SANDBOX_SOCKET_COST ((int64_t)32 << 10)
+#define AIRLOCK_SANDBOX_SOCKETS_MIN 64
+#define AIRLOCK_SANDBOX_SOCKETS_MAX 262144
 
 /* The host's file table (fs.file-max) must have this many free entries for
  * a provision to start (host/filetable.h), besides the entries the sandbox

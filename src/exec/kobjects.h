@@ -28,4 +28,18 @@ static inline uint64_t exec_sandbox_nofile(const airlock_resource_limits *l)
 	return (uint64_t)n;
 }
 
+/* The sandbox's budget of inet sockets (host/sockbudget.h), all its
+ * processes together: memory_bytes / AIRLOCK_SANDBOX_SOCKET_COST, clamped
+ * to [AIRLOCK_SANDBOX_SOCKETS_MIN, AIRLOCK_SANDBOX_SOCKETS_MAX]. */
+static inline uint32_t exec_sandbox_sockets(const airlock_resource_limits *l)
+{
+	int64_t mem = l->memory_bytes > 0 ? l->memory_bytes : 0;
+	int64_t n = mem / AIRLOCK_SANDBOX_SOCKET_COST;
+	if (n > AIRLOCK_SANDBOX_SOCKETS_MAX)
+		n = AIRLOCK_SANDBOX_SOCKETS_MAX;
+	if (n < AIRLOCK_SANDBOX_SOCKETS_MIN)
+		n = AIRLOCK_SANDBOX_SOCKETS_MIN;
+	return (uint32_t)n;
+}
+
 #endif

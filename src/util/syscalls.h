@@ -63,6 +63,12 @@ static inline int sys_seccomp(unsigned int op, unsigned int flags, void *args)
 	return (int)syscall(SYS_seccomp, op, flags, args);
 }
 
+/* bpf(2): glibc has no wrapper; attr is a union bpf_attr of size bytes. */
+static inline int sys_bpf(int cmd, void *attr, unsigned int size)
+{
+	return (int)syscall(SYS_bpf, cmd, attr, size);
+}
+
 /* ---- credentials (see above for why raw) --------------------------------- */
 static inline int sys_setresuid(uid_t r, uid_t e, uid_t s)
 {

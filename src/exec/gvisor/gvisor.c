@@ -28,6 +28,7 @@
 #include "exec/seccomp.h"
 #include "host/cgroup/cgroup.h"
 #include "host/crash_sweep.h"
+#include "host/sockbudget.h"
 #include "util/run.h"
 #include "util/syscalls.h"
 #include "util/util.h"
@@ -66,6 +67,10 @@ int airlock_gvisor_probe(airlock_gvisor_platform want, const char *runsc,
 	airlock_error err = { 0 };
 	host_cgroup_mode mode;
 	if (host_cgroup_detect(&mode, &err) < 0) {
+		snprintf(why, size, "%s", err.message);
+		return -ENOTSUP;
+	}
+	if (host_sock_budget_probe(&err) < 0) {
 		snprintf(why, size, "%s", err.message);
 		return -ENOTSUP;
 	}

@@ -22,8 +22,10 @@
 #include "airlock/guest.h"
 #include "exec/gvisor/gvisor_internal.h"
 #include "exec/io.h"
+#include "exec/kobjects.h"
 #include "host/filetable.h"
 #include "host/netns.h"
+#include "host/sockbudget.h"
 #include "util/fault.h"
 #include "util/syscalls.h"
 #include "util/util.h"
@@ -143,6 +145,16 @@ static int step_cgroups(provision *p, airlock_error *err)
 	hl.pids_max = gv_host_tasks_bound(p->g, hl.pids_max);
 	/* (execute kills the command with PIDS at half of it.) */
 	return host_cgroup_create(p->b->box.id, &hl, &p->b->cg, err);
+}
+
+/* The sandbox's budget of inet sockets (host/sockbudget.h), on its group
+ * before the runtime enters it: the host sockets the runtime opens for the
+ * sandbox (egress mode) count. The budget is the sandbox's own limit's, as
+ * on native, not the runtime's share added above. */
+static int step_sockets(provision *p, airlock_error *err)
+{
+	return host_sock_budget_attach(host_cgroup_v2_dir(p->b->cg),
+	                               exec_sandbox_sockets(&p->spec->limits), err);
 }
 
 static int step_volume(provision *p, airlock_error *err)
@@ -315,6 +327,7 @@ static const provision_step provision_steps[] = {
 	{ "provision.egress_policy", AIRLOCK_ERR_EXECUTION_UNAVAILABLE, "egress", step_egress_policy },
 	{ "provision.image", AIRLOCK_ERR_EXECUTION_UNAVAILABLE, "image", step_image },
 	{ "provision.cgroups", AIRLOCK_ERR_EXECUTION_UNAVAILABLE, "cgroup", step_cgroups },
+	{ "provision.sockets", AIRLOCK_ERR_EXECUTION_UNAVAILABLE, "socket budget", step_sockets },
 	{ "provision.volume", AIRLOCK_ERR_EXECUTION_UNAVAILABLE, "workspace volume", step_volume },
 	{ "provision.bundle_dir", AIRLOCK_ERR_EXECUTION_UNAVAILABLE, "provision: the bundle directory",
 	  step_bundle_dir },

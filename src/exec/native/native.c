@@ -29,6 +29,7 @@
 #include "exec/native/service.h"
 #include "host/crash_sweep.h"
 #include "exec/starter/starter.h"
+#include "host/sockbudget.h"
 #include "util/syscalls.h"
 #include "util/util.h"
 
@@ -98,6 +99,10 @@ int airlock_native_probe(char *why, size_t size)
 		return -EPERM;
 	}
 	if (host_cgroup_detect(&mode, &err) < 0) {
+		snprintf(why, size, "%s", err.message);
+		return -ENOTSUP;
+	}
+	if (host_sock_budget_probe(&err) < 0) {
 		snprintf(why, size, "%s", err.message);
 		return -ENOTSUP;
 	}

@@ -23,6 +23,7 @@
 #include "exec/native/service.h"
 #include "host/filetable.h"
 #include "host/netns.h"
+#include "host/sockbudget.h"
 #include "util/fault.h"
 #include "util/syscalls.h"
 #include "util/util.h"
@@ -114,6 +115,14 @@ static int step_workspace(provision *p, airlock_error *err)
 static int step_cgroup(provision *p, airlock_error *err)
 {
 	return host_cgroup_create(p->b->box.id, &p->spec->limits, &p->b->cg, err);
+}
+
+/* The sandbox's budget of inet sockets (host/sockbudget.h), on its group
+ * before init enters it, so every socket of the sandbox counts. */
+static int step_sockets(provision *p, airlock_error *err)
+{
+	return host_sock_budget_attach(host_cgroup_v2_dir(p->b->cg),
+	                               exec_sandbox_sockets(&p->spec->limits), err);
 }
 
 static int step_sync(provision *p, airlock_error *err)
@@ -256,6 +265,8 @@ static const provision_step provision_steps[] = {
 	{ "provision.volume", AIRLOCK_ERR_SYSTEM, "workspace volume", NULL, step_volume },
 	{ "provision.workspace", AIRLOCK_ERR_SYSTEM, "workspace volume", NULL, step_workspace },
 	{ "provision.cgroup", AIRLOCK_ERR_EXECUTION_UNAVAILABLE, "cgroup", NULL, step_cgroup },
+	{ "provision.sockets", AIRLOCK_ERR_EXECUTION_UNAVAILABLE, "socket budget", NULL,
+	  step_sockets },
 	{ "provision.sync", AIRLOCK_ERR_SYSTEM, "provision", NULL, step_sync },
 	{ "provision.lifeline", AIRLOCK_ERR_SYSTEM, "provision: lifeline", NULL, step_lifeline },
 	{ "provision.init", AIRLOCK_ERR_EXECUTION_UNAVAILABLE, "provision: clone3", NULL, step_init },

@@ -63,6 +63,16 @@ int host_cgroup_create(const char *environment_id, const airlock_resource_limits
 int host_cgroup_enter_init(host_cgroup *cg, pid_t pid, airlock_error *err);
 int host_cgroup_enter_cmd(host_cgroup *cg, pid_t pid, airlock_error *err);
 
+/* The sandbox's group in the v2 hierarchy (a directory descriptor cg owns,
+ * for attaching cgroup BPF programs: they reach init and cmd below it), or
+ * -1 when the host has no v2 hierarchy (a hybrid host without one). */
+int host_cgroup_v2_dir(const host_cgroup *cg);
+
+/* 0 when the service's cgroups include a v2 hierarchy (so every sandbox
+ * group has its host_cgroup_v2_dir), else EXECUTION_UNAVAILABLE saying
+ * so. */
+int host_cgroup_v2_check(airlock_error *err);
+
 /* The group's counters, for kill reasons. oom_kills: the memory
  * controller's oom_kill counter for the sandbox (never failcnt). pids_max:
  * the number of forks refused by pids.max. Both only grow. */

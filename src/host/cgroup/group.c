@@ -197,6 +197,11 @@ int host_cgroup_enter_cmd(host_cgroup *cg, pid_t pid, airlock_error *err)
 	return cg_enter(cg, CG_CMD, pid, err);
 }
 
+int host_cgroup_v2_dir(const host_cgroup *cg)
+{
+	return cg && cg->h[CG_UNIFIED].used ? cg->h[CG_UNIFIED].sandbox_fd : -1;
+}
+
 int host_cgroup_destroy(host_cgroup *cg, int timeout_ms, airlock_error *err)
 {
 	if (!cg)

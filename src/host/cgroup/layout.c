@@ -317,3 +317,18 @@ int host_cgroup_detect(host_cgroup_mode *ret, airlock_error *err)
 	*ret = l->mode;
 	return 0;
 }
+
+int host_cgroup_v2_check(airlock_error *err)
+{
+	const cg_layout *l = NULL;
+	int r = cg_layout_get(&l, err);
+	if (r < 0)
+		return r;
+	if (!l->dir[CG_UNIFIED])
+		return airlock_error_set(err, AIRLOCK_ERR_EXECUTION_UNAVAILABLE, 0,
+		                         "cgroups: no cgroup2 hierarchy is mounted for the service, and "
+		                         "the sandbox's socket budget attaches its BPF programs there "
+		                         "(mount cgroup2, e.g. at /sys/fs/cgroup/unified)");
+	return 0;
+}
+

@@ -6,7 +6,9 @@
  * hierarchies, and the v2 hierarchy (usually /sys/fs/cgroup/unified) has no
  * controllers but gives cgroup.kill and cgroup.events; a sandbox gets the
  * same three-level layout (cgroup.h) in each of the four. The v2 hierarchy
- * is optional: without it, kill and emptiness fall back to cgroup.procs.
+ * is optional here: without it, kill and emptiness fall back to
+ * cgroup.procs (but a sandbox's socket budget, host/sockbudget.h, needs a
+ * v2 group, so provisions then fail).
  *
  * Everything that exists only because of v1 is in this file, so that
  * dropping v1 is deleting it and its entry in layout.c's cg_drivers.
