@@ -648,7 +648,7 @@ Test(kobjects, descriptors_at_the_default_limits, .timeout = 120)
 
 /* ---- what a sandbox can still learn (issue 18, item 5) ---------------------------- */
 
-/* The README lists the host's network counters under /proc/self/net as
+/* docs/native.md lists the host's network counters under /proc/self/net as
  * visible: sockstat's memory column is the host's, not the namespace's.
  * The test holds 2 MiB unread in a TCP connection of its own on the host
  * (so the host's count is at least that) while the sandbox, whose own

@@ -83,7 +83,7 @@ typedef int (*airlock_snapshot_hash_fn)(void *ctx, const char *path, int64_t dea
  * an incomplete walk may exist all the same, so an incomplete walk yields no
  * listing rather than a wrong one (invented deletions or creations).
  */
-/* The service's bound on hashing one listing (README, files_changed). */
+/* The service's bound on hashing one listing (docs/native.md, files_changed). */
 #define AIRLOCK_SNAPSHOT_HASH_MS 2000
 int snapshot_diff(const airlock_snapshot *before, const airlock_snapshot *after, size_t max,
                           uint64_t hash_budget, int64_t hash_deadline_ms,

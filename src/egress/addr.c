@@ -27,7 +27,7 @@
  * this machine's package mirror's), so the suites need one range that the
  * denylist treats as public. Nothing is deployed in a documentation range on
  * the Internet, so what that leaves open is an operator network that uses
- * 198.51.100.0/24 internally; README.md names it. The other documentation
+ * 198.51.100.0/24 internally; docs/egress.md names it. The other documentation
  * ranges (192.0.2.0/24, 203.0.113.0/24, 2001:db8::/32, 3fff::/20) are
  * refused.
  */

@@ -5,7 +5,7 @@
 airlock_kill_reason exec_kill_decide(const exec_observed *o)
 {
 	if (o->finished) {
-		/* The rule at exit (README, "Kill reasons"): a command that
+		/* The rule at exit (docs/native.md, "Kill reasons"): a command that
 		 * exited on its own with a failure, leaving the volume full,
 		 * having changed the workspace, met the limit: DISK. Decided on
 		 * the state after every process is gone, which the sampling

@@ -17,7 +17,7 @@
 #include "airlock/types.h"
 
 /* How long the workspace must stay full while the command runs before it
- * is killed with DISK (README, "Kill reasons"): a filler that keeps trying
+ * is killed with DISK (docs/native.md, "Kill reasons"): a filler that keeps trying
  * is killed, one that stops at ENOSPC exits first and the rule at its exit
  * decides, whatever the 20 ms sampling caught. */
 #define EXEC_DISK_HOLD_MS 500

@@ -388,7 +388,7 @@ int host_volume_full(const host_volume *v, bool *ret, airlock_error *err)
 	struct statfs s;
 	if (fstatfs(v->root_fd, &s) < 0)
 		return airlock_error_set(err, AIRLOCK_ERR_SYSTEM, errno, "workspace volume: fstatfs");
-	/* Full means a write is refused (README, "Kill reasons"): not one
+	/* Full means a write is refused (docs/native.md, "Kill reasons"): not one
 	 * block an ordinary writer can still get (mkfs -m 0 leaves no root
 	 * reserve, and f_bavail already excludes ext4's own reserve for
 	 * delayed allocation's metadata), or no inode. A write is refused
