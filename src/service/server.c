@@ -167,11 +167,14 @@ typedef struct svc_req {
 	airlock_environment_handle handle;
 	bool has_handle;
 	util_buf body; /* capped at the verb's cap (request_start) */
-	/* Past the cap: the body's bytes are discarded, counted, and the
-	 * request answered with 413 when it has been read (or closed past
+	/* A chunked body past the cap: its bytes are discarded, counted, and
+	 * the request answered with 413 when it has been read (or closed past
 	 * AIRLOCK_SERVICE_OVERSIZE_DRAIN_MAX). */
 	bool oversize;
 	uint64_t drained;
+	/* Answered 413 at its head (Content-Length past the cap): how much of
+	 * the body to read and drop after the answer (conn_drain). */
+	size_t drain;
 } svc_req;
 
 /* ---- time and small helpers ---------------------------------------------- */
@@ -1437,9 +1440,9 @@ static enum MHD_Result request_start(svc_req *q, struct MHD_Connection *c, const
 	const char *cl = MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
 	int64_t n = 0;
 	if (cl && util_parse_i64(cl, &n) && n >= 0 && (uint64_t)n > cap) {
-		if ((uint64_t)n - cap > AIRLOCK_SERVICE_OVERSIZE_DRAIN_MAX)
-			return respond_oversize(q, c, cap);
-		q->oversize = true;
+		q->drain = (uint64_t)n < AIRLOCK_SERVICE_OVERSIZE_DRAIN_MAX ? (size_t)n
+		                                                            : AIRLOCK_SERVICE_OVERSIZE_DRAIN_MAX;
+		return respond_oversize(q, c, cap);
 	}
 	conn_deadline(s, q->conn, cfg_or(s->cfg.request_timeout_ms, 300000));
 	return MHD_YES;
@@ -1519,6 +1522,41 @@ static void *on_uri(void *cls, const char *uri, struct MHD_Connection *c)
 	return q;
 }
 
+/* A 413 answered at its head: libmicrohttpd then closes the connection
+ * with the body unread (caps.h, AIRLOCK_SERVICE_OVERSIZE_DRAIN_MAX, says
+ * why that loses the answer). By now the answer is sent and our sending
+ * side shut; the body is read and dropped until the client's end, at most
+ * want bytes and AIRLOCK_SERVICE_OVERSIZE_DRAIN_MS, or the service's
+ * shutdown. This connection's own thread waits (one thread per
+ * connection), nobody else's. */
+static void conn_drain(airlock_service *s, struct MHD_Connection *c, size_t want)
+{
+	int fd = conn_fd(c);
+	if (fd < 0)
+		return;
+	int64_t end = util_monotonic_ms() + AIRLOCK_SERVICE_OVERSIZE_DRAIN_MS;
+	char buf[16384];
+	size_t got = 0;
+	while (got < want) {
+		int64_t left = end - util_monotonic_ms();
+		if (left <= 0)
+			return;
+		struct pollfd p[2] = { { .fd = fd, .events = POLLIN },
+			               { .fd = s->stop_efd, .events = POLLIN } };
+		int r = poll(p, 2, (int)left);
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r <= 0 || (p[1].revents & POLLIN))
+			return;
+		ssize_t k = recv(fd, buf, sizeof(buf), MSG_DONTWAIT);
+		if (k < 0 && (errno == EINTR || errno == EAGAIN || errno == EWOULDBLOCK))
+			continue;
+		if (k <= 0)
+			return;
+		got += (size_t)k;
+	}
+}
+
 static void on_completed(void *cls, struct MHD_Connection *c, void **req_cls,
                          enum MHD_RequestTerminationCode toe)
 {
@@ -1526,6 +1564,8 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **req_cls,
 	(void)toe;
 	svc_req *q = *req_cls;
 	*req_cls = NULL;
+	if (q && q->drain)
+		conn_drain(s, c, q->drain);
 	const union MHD_ConnectionInfo *ci = MHD_get_connection_info(c, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
 	/* Between requests a keep-alive connection waits for the next header
 	 * block, within the header timeout. */
