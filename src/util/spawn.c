@@ -40,8 +40,9 @@ typedef struct spawn_report {
 static _Noreturn void child_fail(int report_fd, spawn_step step, int errnum)
 {
 	spawn_report m = { .step = (int32_t)step, .errnum = errnum > 0 ? errnum : EIO };
-	/* One write of 8 bytes to a pipe is atomic; if it fails the parent
-	 * still sees no exec (EOF without a report) and says so. */
+	/* One write of 8 bytes to a pipe is atomic. Were it to fail, the
+	 * parent would read EOF as from an exec, and the caller would then see
+	 * the child exit with status 127. */
 	ssize_t w = write(report_fd, &m, sizeof(m));
 	(void)w;
 	_exit(127);
