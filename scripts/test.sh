@@ -85,7 +85,7 @@ python3 - "$(id -u)" "$ALLOWED_SKIPS" "$cgroup_v2" build/meson-logs/testlog.json
 import json, re, sys
 uid, allowed, cgroup_v2 = int(sys.argv[1]), re.compile(sys.argv[2]), sys.argv[3]
 passed = failed = skipped = 0
-skips, unexplained, not_exercised = [], [], set()
+skips, unexplained, not_exercised, failures = [], [], set(), []
 for path in sys.argv[4:]:
     label = "asan+ubsan" if "build-asan" in path else "normal"
     try:
@@ -109,13 +109,21 @@ for path in sys.argv[4:]:
                     unexplained.append(skips[-1])
             else:
                 failed += 1
+                # The closing lines are what a CI log keeps: name the suite
+                # and the Criterion tests in it that failed.
+                cases = [l.strip() for l in out.splitlines() if "[FAIL]" in l or "CRASH" in l]
+                failures.append(f"{label}: {r.get('name')} ({res})" +
+                                "".join(f"\n    {c[:300]}" for c in cases[:10]))
     except FileNotFoundError:
         failed += 1
+        failures.append(f"{label}: {path} is missing (the suite did not run)")
 for s in skips:
     print(f"skipped: {s}")
 for n in sorted(not_exercised):
     print(f"not exercised: {n[len('NOT-EXERCISED '):]}")
 print(f"cgroup v2 driver: {cgroup_v2}")
+for f in failures:
+    print(f"failed: {f}")
 status = 1 if failed else 0
 if uid == 0 and unexplained:
     print(f"test: {len(unexplained)} skipped without an allowed reason on a machine that can run them "
