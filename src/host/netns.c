@@ -11,6 +11,7 @@
 #include <net/if.h>
 #include <pthread.h>
 #include <sched.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/ioctl.h>
@@ -212,27 +213,50 @@ static int harden_tcp_rmem(const char **step)
 	return r;
 }
 
-/* MPTCP off (net.mptcp.enabled 0) in the calling thread's network
- * namespace: an MPTCP connection is a socket and its subflows, each with
- * its own queues, and on loopback it held about 4 times what a TCP
- * connection holds of the host's TCP memory past the cgroup's cap (240
- * connections, both ends written to and never read, under a 64 MiB limit:
- * 82 MB against 21 MB), which the descriptor budget does not allow for
- * (airlock/caps.h, AIRLOCK_SANDBOX_NOFILE). socket(IPPROTO_MPTCP) then
- * fails with ENOPROTOOPT, as on a host with MPTCP disabled, and programs
- * fall back to TCP. A kernel without MPTCP has no such file: nothing to
- * turn off. */
-static int harden_mptcp(const char **step)
+/* Write value to the sysctl file path (under /proc/sys/net: the calling
+ * thread's network namespace's). A file the kernel does not have (a
+ * feature not built) is nothing to set when absent_ok. */
+static int set_netns_sysctl(const char *path, const char *value, bool absent_ok)
 {
-	*step = "net.mptcp.enabled";
-	int fd = open("/proc/sys/net/mptcp/enabled", O_WRONLY | O_CLOEXEC);
+	int fd = open(path, O_WRONLY | O_CLOEXEC);
 	if (fd < 0)
-		return errno == ENOENT ? 0 : -errno;
-	ssize_t w = write(fd, "0\n", 2);
-	int r = w == 2 ? 0 : w < 0 ? -errno : -EIO;
+		return errno == ENOENT && absent_ok ? 0 : -errno;
+	size_t len = strlen(value);
+	ssize_t w = write(fd, value, len);
+	int r = w == (ssize_t)len ? 0 : w < 0 ? -errno : -EIO;
 	close(fd);
 	return r;
 }
+
+/* The namespace's settings, each with its reason:
+ *
+ * net.mptcp.enabled 0: an MPTCP connection is a socket and its subflows,
+ * each with its own queues, and on loopback it held about 4 times what a
+ * TCP connection holds of the host's TCP memory past the cgroup's cap (240
+ * connections, both ends written to and never read, under a 64 MiB limit:
+ * 82 MB against 21 MB), which the socket budget does not allow for.
+ * socket(IPPROTO_MPTCP) then fails with ENOPROTOOPT, as on a host with
+ * MPTCP disabled, and programs fall back to TCP. A kernel without MPTCP
+ * has no such file.
+ *
+ * net.ipv4.tcp_syncookies 0 and net.ipv4.tcp_fastopen 1 (client only):
+ * the socket budget (host/sockbudget.c) counts a listener's child with the
+ * place its handshake's last packet reserved on the CPU that took it in,
+ * which holds when the child is made there and then. A SYN cookie's child
+ * is made from the listener's own backlog when the listener is locked,
+ * later and on any CPU, and a Fast Open child when its SYN comes; either
+ * could find no place reserved and be made uncounted. Without cookies a
+ * SYN queue that is full drops further SYNs, which only the sandbox's own
+ * listeners see; the sandbox cannot change either (/proc/sys is not
+ * mounted in it). */
+static const struct {
+	const char *path, *value;
+	bool absent_ok;
+} netns_sysctls[] = {
+	{ "/proc/sys/net/mptcp/enabled", "0\n", true },
+	{ "/proc/sys/net/ipv4/tcp_syncookies", "0\n", false },
+	{ "/proc/sys/net/ipv4/tcp_fastopen", "1\n", false },
+};
 
 static int harden(void *arg, const char **step)
 {
@@ -240,7 +264,12 @@ static int harden(void *arg, const char **step)
 	int r = harden_lo(step);
 	if (r == 0)
 		r = harden_tcp_rmem(step);
-	return r < 0 ? r : harden_mptcp(step);
+	for (size_t i = 0; r == 0 && i < sizeof(netns_sysctls) / sizeof(netns_sysctls[0]); i++) {
+		*step = netns_sysctls[i].path + strlen("/proc/sys/");
+		r = set_netns_sysctl(netns_sysctls[i].path, netns_sysctls[i].value,
+		                     netns_sysctls[i].absent_ok);
+	}
+	return r;
 }
 
 int host_netns_harden(int ns_pidfd, const char **ret_step)

@@ -1,42 +1,66 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * A sandbox's budget of inet sockets (sockbudget.h), as four small cgroup
- * BPF programs sharing two maps:
+ * BPF programs sharing three maps:
  *
- *   socks  BPF_MAP_TYPE_HASH, key the socket's cookie, max_entries the
- *          budget: a socket counts while its cookie is in it, and the
- *          kernel refuses an insert into a full map, so no socket() of the
- *          group passes the budget whatever the order of events.
- *   count  BPF_MAP_TYPE_ARRAY of one u64: how many cookies socks holds
- *          (kept by the programs beside each successful insert and
- *          delete), for the one program that must know whether socks is
- *          full without inserting.
+ *   count  BPF_MAP_TYPE_ARRAY of one u64: the places taken, never more
+ *          than the budget. A place is taken by one atomic fetch-and-add
+ *          that reads what count was: at the budget already, the add is
+ *          undone and the place refused. The add is the check, so two
+ *          programs on two CPUs can never both take the last place.
+ *   socks  BPF_MAP_TYPE_HASH, key the socket's cookie: the sockets that
+ *          hold a place, so that each gives back exactly one.
+ *   held   BPF_MAP_TYPE_PERCPU_ARRAY of one u64 per CPU: 1 while a place
+ *          is reserved on that CPU for a handshake's child (below).
  *
  *   create   (BPF_CGROUP_INET_SOCK_CREATE) every socket(AF_INET*) of the
- *            group inserts its cookie; a full map refuses the socket
- *            (socket() fails with EPERM).
- *   release  (BPF_CGROUP_INET_SOCK_RELEASE) deletes it when the kernel
- *            releases the socket: the last reference to its file, so a
- *            socket held by a memory mapping (tcp_mmap) after its
- *            descriptor is closed counts until the mapping goes.
- *   sockops  (BPF_CGROUP_SOCK_OPS) counts a connection a listener of the
- *            group completes (BPF_SOCK_OPS_PASSIVE_ESTABLISHED_CB, the
- *            child socket, made by the kernel without socket() and so
- *            unseen by create). Once accepted, release deletes it like any
- *            other socket.
- *   ingress  (BPF_CGROUP_INET_INGRESS) drops a packet to a listener of the
- *            group while socks is full: a listener receives only
- *            handshakes (a SYN, the ACK that would make the child), and the
- *            peer retransmits as when a backlog is full. The check and the
- *            sockops insert are not one step: two handshakes that complete
- *            at once on two CPUs with one place left both pass, and the
- *            second child is made uncounted (sockops cannot refuse it).
- *            Measured from Python: about 3% of such races won, each an
- *            uncounted socket for as long as it lives; the bound on what
- *            each then holds is the namespace's receive buffer (16 KiB,
- *            SO_RCVBUF and SO_RCVLOWAT without effect). Closing it for good
- *            needs the reservation made in the ingress program itself
- *            (an atomic count taken before the ACK passes).
+ *            group takes a place and inserts its cookie; without a place
+ *            socket() fails with EPERM.
+ *   release  (BPF_CGROUP_INET_SOCK_RELEASE) deletes the cookie and gives
+ *            its place back when the kernel releases the socket: the last
+ *            reference to its file, so a socket held by a memory mapping
+ *            (tcp_mmap) after its descriptor is closed counts until the
+ *            mapping goes.
+ *   ingress  (BPF_CGROUP_INET_INGRESS) lets a packet reach a listener of
+ *            the group only with a place reserved: this CPU's held flag if
+ *            set, else a place taken now and the flag set. Without one the
+ *            packet is dropped and the peer retransmits, as when a backlog
+ *            is full. A listener receives only handshakes (a SYN, the ACK
+ *            that makes the child).
+ *   sockops  (BPF_CGROUP_SOCK_OPS) at BPF_SOCK_OPS_PASSIVE_ESTABLISHED_CB,
+ *            for the child a listener's handshake made (by the kernel,
+ *            without socket(), so unseen by create): swaps this CPU's held
+ *            flag to 0 and, if it was 1, the reserved place becomes the
+ *            child's; else the child takes a place of its own. Its cookie
+ *            goes in, and release gives the place back like any socket's.
+ *
+ * Why the reservation is per CPU: the ACK that completes a handshake
+ * passes the listener's ingress program and makes the child in one run of
+ * the receive path (tcp_v4_rcv and tcp_v6_rcv, for the request socket's
+ * listener; no lock, no wait), in softirq on one CPU, which nothing else on
+ * that CPU interleaves with but a hardware interrupt. So the flag the
+ * ingress program sets is the one the child's sockops program finds, with
+ * no other handshake's packet between them. A packet that passes and makes
+ * no child (a SYN, a stray ACK) leaves its place held for the next
+ * handshake on that CPU: at most one place per CPU is held so, out of the
+ * sandbox's own budget. The sockops program swaps the flag atomically, as
+ * it may also run in process context (below), where a softirq can
+ * interrupt it. The kernel is assumed not PREEMPT_RT (softirqs there can be
+ * preempted).
+ *
+ * A child made elsewhere may find no reservation, and with the budget full
+ * it is made uncounted (sockops cannot refuse it): a SYN cookie's child is
+ * made from the listener's backlog when the listener is locked (later, in
+ * process context, on any CPU), and a Fast Open child when its SYN comes.
+ * host/netns.c turns both off in every sandbox's network namespace
+ * (tcp_syncookies 0, tcp_fastopen 1), which the sandbox cannot change.
+ * Test: test_native_cgroup racing_handshakes_never_pass_the_socket_budget
+ * (two CPUs, one place left, 400 rounds; a check at the listener that was
+ * not one step with the count let about 3 rounds in 100 make two children).
+ *
+ * An insert into socks that fails (memory: the map is not preallocated)
+ * keeps its place taken with no cookie to give it back: that socket counts
+ * until the sandbox ends, the sandbox's loss and not the host's.
  *
  * A child still unaccepted when its listener closes is freed by the kernel
  * with no hook a cgroup program sees (no release: it never had a file),
@@ -54,9 +78,10 @@
  * refused) does nothing.
  *
  * Why hand-written instructions and not BPF C compiled by clang and loaded
- * with libbpf: the four programs are under 100 instructions together, with no
- * loops and no structures beyond a few context fields, and loading them
- * takes three bpf(2) commands; a clang build step, an embedded object and
+ * with libbpf: the four programs are under 50 instructions each, with no
+ * loops and no structures beyond a few context fields, their jumps resolved
+ * from named labels (sb_resolve), and loading them takes three bpf(2)
+ * commands; a clang build step, an embedded object and
  * a new library would be more code to trust than what they replace. The
  * verifier checks these exactly as it would compiled ones.
  *
@@ -91,10 +116,15 @@
 #define LDX(sz, d, s, o) I(BPF_LDX | (sz) | BPF_MEM, d, s, o, 0)
 #define STX(sz, d, s, o) I(BPF_STX | (sz) | BPF_MEM, d, s, o, 0)
 #define ST_IMM(sz, d, o, i) I(BPF_ST | (sz) | BPF_MEM, d, 0, o, i)
-#define XADD_DW(d, s, o) I(BPF_STX | BPF_DW | BPF_ATOMIC, d, s, o, BPF_ADD)
+/* *(u64 *)(d + o) += s, atomically. */
+#define ATOMIC_ADD(d, s, o) I(BPF_STX | BPF_DW | BPF_ATOMIC, d, s, o, BPF_ADD)
+/* The same, s = the value before. */
+#define ATOMIC_FETCH_ADD(d, s, o) I(BPF_STX | BPF_DW | BPF_ATOMIC, d, s, o, BPF_ADD | BPF_FETCH)
+/* s = *(u64 *)(d + o), *(u64 *)(d + o) = s before, atomically. */
+#define ATOMIC_XCHG(d, s, o) I(BPF_STX | BPF_DW | BPF_ATOMIC, d, s, o, BPF_XCHG)
 #define JEQ_IMM(d, i, o) I(BPF_JMP | BPF_JEQ | BPF_K, d, 0, o, i)
 #define JNE_IMM(d, i, o) I(BPF_JMP | BPF_JNE | BPF_K, d, 0, o, i)
-#define JGE_IMM(d, i, o) I(BPF_JMP | BPF_JGE | BPF_K, d, 0, o, i)
+#define JLT_IMM(d, i, o) I(BPF_JMP | BPF_JLT | BPF_K, d, 0, o, i)
 #define JA(o) I(BPF_JMP | BPF_JA, 0, 0, o, 0)
 #define CALL(f) I(BPF_JMP | BPF_CALL, 0, 0, 0, f)
 #define EXIT() I(BPF_JMP | BPF_EXIT, 0, 0, 0, 0)
@@ -104,27 +134,69 @@
 
 #define SB_INSNS_MAX 64
 
-/* A program under construction; labels are resolved by hand below, each
- * jump's offset counted in the comment beside it. */
+/* The places a program jumps to by name; sb_resolve turns each jump's
+ * label into its offset, so no offset is counted by hand. */
+enum sb_label { SB_ALLOW, SB_DENY, SB_INSERT, SB_NO_PLACE, SB_LABELS };
+
+/* A program under construction. */
 typedef struct sb_prog {
 	struct bpf_insn v[SB_INSNS_MAX];
 	unsigned n;
+	int at[SB_LABELS];         /* each label's instruction, -1 until placed */
+	signed char to[SB_INSNS_MAX]; /* each jump's label, -1 for other instructions */
 } sb_prog;
+
+static void sb_init(sb_prog *p)
+{
+	p->n = 0;
+	for (int i = 0; i < SB_LABELS; i++)
+		p->at[i] = -1;
+	memset(p->to, -1, sizeof(p->to));
+}
 
 static void sb_emit(sb_prog *p, struct bpf_insn insn)
 {
 	/* The programs are fixed; a bound past SB_INSNS_MAX is a bug here
-	 * that the load then reports (the program is cut short). */
+	 * that the load then reports (sb_prog_load refuses a full program). */
 	if (p->n < SB_INSNS_MAX)
 		p->v[p->n++] = insn;
+	else
+		p->n = SB_INSNS_MAX + 1;
+}
+
+/* A conditional or plain jump (its offset 0) to a label. */
+static void sb_jump(sb_prog *p, struct bpf_insn insn, enum sb_label to)
+{
+	if (p->n < SB_INSNS_MAX)
+		p->to[p->n] = (signed char)to;
+	sb_emit(p, insn);
+}
+
+static void sb_place(sb_prog *p, enum sb_label label)
+{
+	p->at[label] = (int)p->n;
+}
+
+/* Every jump's offset from its label; false (the program is not loaded)
+ * when a jump names a label never placed. */
+static bool sb_resolve(sb_prog *p)
+{
+	for (unsigned i = 0; i < p->n && i < SB_INSNS_MAX; i++) {
+		if (p->to[i] < 0)
+			continue;
+		if (p->at[p->to[i]] < 0)
+			return false;
+		p->v[i].off = (int16_t)(p->at[p->to[i]] - (int)i - 1);
+	}
+	return true;
 }
 
 /* Stack slots (r10 is the frame pointer). */
 #define SB_KEY_OFF (-8)    /* the cookie: the socks key */
 #define SB_VALUE_OFF (-16) /* socks' value: unused, zero */
-#define SB_INDEX_OFF (-20) /* count's key: 0 */
+#define SB_INDEX_OFF (-20) /* an array map's key: 0 */
 
-/* r0 = the cookie of the socket in ctx r6, stored at SB_KEY_OFF. */
+/* The cookie of the socket in ctx r6, stored at SB_KEY_OFF. */
 static void sb_cookie(sb_prog *p)
 {
 	sb_emit(p, MOV_REG(BPF_REG_1, BPF_REG_6));
@@ -132,29 +204,45 @@ static void sb_cookie(sb_prog *p)
 	sb_emit(p, STX(BPF_DW, BPF_REG_10, BPF_REG_0, SB_KEY_OFF));
 }
 
-/* r0 = count's element (or NULL). 6 instructions. */
-static void sb_count_lookup(sb_prog *p, int count_fd)
+/* r0 = element 0 of the array map fd (this CPU's, for a per-CPU one). Its
+ * absence cannot happen (an array has all its elements), and each caller
+ * takes the side that counts no socket unseen. */
+static void sb_lookup0(sb_prog *p, int fd)
 {
 	sb_emit(p, ST_IMM(BPF_W, BPF_REG_10, SB_INDEX_OFF, 0));
-	sb_emit(p, LD_MAP0(BPF_REG_1, count_fd));
+	sb_emit(p, LD_MAP0(BPF_REG_1, fd));
 	sb_emit(p, LD_MAP1());
 	sb_emit(p, MOV_REG(BPF_REG_2, BPF_REG_10));
 	sb_emit(p, ADD_IMM(BPF_REG_2, SB_INDEX_OFF));
 	sb_emit(p, CALL(BPF_FUNC_map_lookup_elem));
 }
 
-/* count += delta. 9 instructions. */
-static void sb_count_add(sb_prog *p, int count_fd, int delta)
+/* Take one of the budget's places: r7 = count's element, count += 1 in one
+ * atomic step that also reads what it was; if that was already the budget,
+ * give it back and go to full. Two programs on two CPUs can never both
+ * take the last place: the add is the check. */
+static void sb_take_place(sb_prog *p, int count_fd, uint32_t budget, enum sb_label full)
 {
-	sb_count_lookup(p, count_fd);
-	sb_emit(p, JEQ_IMM(BPF_REG_0, 0, 2)); /* no element: skip the add */
-	sb_emit(p, MOV_IMM(BPF_REG_1, delta));
-	sb_emit(p, XADD_DW(BPF_REG_0, BPF_REG_1, 0));
+	sb_lookup0(p, count_fd);
+	sb_jump(p, JEQ_IMM(BPF_REG_0, 0, 0), full);
+	sb_emit(p, MOV_REG(BPF_REG_7, BPF_REG_0));
+	sb_emit(p, MOV_IMM(BPF_REG_1, 1));
+	sb_emit(p, ATOMIC_FETCH_ADD(BPF_REG_7, BPF_REG_1, 0));
+	sb_emit(p, JLT_IMM(BPF_REG_1, (int32_t)budget, 3)); /* taken: past the give-back */
+	sb_emit(p, MOV_IMM(BPF_REG_1, -1));
+	sb_emit(p, ATOMIC_ADD(BPF_REG_7, BPF_REG_1, 0));
+	sb_jump(p, JA(0), full);
 }
-#define SB_COUNT_ADD_LEN 9
+
+/* Give back the place counted at r7. */
+static void sb_give_back(sb_prog *p)
+{
+	sb_emit(p, MOV_IMM(BPF_REG_1, -1));
+	sb_emit(p, ATOMIC_ADD(BPF_REG_7, BPF_REG_1, 0));
+}
 
 /* Insert the cookie at SB_KEY_OFF into socks (BPF_NOEXIST); r0 = 0 when
- * inserted. 9 instructions. */
+ * inserted. */
 static void sb_insert(sb_prog *p, int socks_fd)
 {
 	sb_emit(p, ST_IMM(BPF_DW, BPF_REG_10, SB_VALUE_OFF, 0));
@@ -168,80 +256,115 @@ static void sb_insert(sb_prog *p, int socks_fd)
 	sb_emit(p, CALL(BPF_FUNC_map_update_elem));
 }
 
-/* Delete the cookie at SB_KEY_OFF from socks; r0 = 0 when it was there.
- * 5 instructions. */
-static void sb_delete(sb_prog *p, int socks_fd)
+static bool sb_jumps_to(const sb_prog *p, enum sb_label label)
 {
+	for (unsigned i = 0; i < p->n && i < SB_INSNS_MAX; i++)
+		if (p->to[i] == (signed char)label)
+			return true;
+	return false;
+}
+
+/* The program's ends, each reached only by a jump: r0 = 0 at SB_DENY, r0
+ * = 1 at SB_ALLOW. An end no jump names is left out, as the verifier
+ * refuses an instruction it cannot reach. */
+static void sb_ends(sb_prog *p)
+{
+	if (sb_jumps_to(p, SB_DENY)) {
+		sb_place(p, SB_DENY);
+		sb_emit(p, MOV_IMM(BPF_REG_0, 0));
+		sb_emit(p, EXIT());
+	}
+	sb_place(p, SB_ALLOW);
+	sb_emit(p, MOV_IMM(BPF_REG_0, 1));
+	sb_emit(p, EXIT());
+}
+
+/* create: take a place, then insert the cookie; 1 (allow) when both
+ * happened, else 0 (socket() fails with EPERM) with the place given back. */
+static void sb_build_create(sb_prog *p, int socks_fd, int count_fd, int held_fd, uint32_t budget)
+{
+	(void)held_fd;
+	sb_emit(p, MOV_REG(BPF_REG_6, BPF_REG_1));
+	sb_take_place(p, count_fd, budget, SB_DENY);
+	sb_cookie(p);
+	sb_insert(p, socks_fd);
+	sb_jump(p, JEQ_IMM(BPF_REG_0, 0, 0), SB_ALLOW);
+	sb_give_back(p);
+	sb_jump(p, JA(0), SB_DENY);
+	sb_ends(p);
+}
+
+/* release: delete the cookie; a delete that took one gives its place
+ * back. Always 1. */
+static void sb_build_release(sb_prog *p, int socks_fd, int count_fd, int held_fd, uint32_t budget)
+{
+	(void)held_fd, (void)budget;
+	sb_emit(p, MOV_REG(BPF_REG_6, BPF_REG_1));
+	sb_cookie(p);
 	sb_emit(p, LD_MAP0(BPF_REG_1, socks_fd));
 	sb_emit(p, LD_MAP1());
 	sb_emit(p, MOV_REG(BPF_REG_2, BPF_REG_10));
 	sb_emit(p, ADD_IMM(BPF_REG_2, SB_KEY_OFF));
 	sb_emit(p, CALL(BPF_FUNC_map_delete_elem));
+	sb_jump(p, JNE_IMM(BPF_REG_0, 0, 0), SB_ALLOW); /* not there: nothing to give back */
+	sb_lookup0(p, count_fd);
+	sb_jump(p, JEQ_IMM(BPF_REG_0, 0, 0), SB_ALLOW);
+	sb_emit(p, MOV_REG(BPF_REG_7, BPF_REG_0));
+	sb_give_back(p);
+	sb_jump(p, JA(0), SB_ALLOW);
+	sb_ends(p);
 }
 
-/* create: 1 (allow) when the socket's cookie went in, else 0 (EPERM). */
-static void sb_build_create(sb_prog *p, int socks_fd, int count_fd)
+/* sockops: a passive child at PASSIVE_ESTABLISHED takes the place its
+ * handshake's packet reserved on this CPU (held, swapped to 0 in one
+ * step), else a place of its own; either way its cookie goes in. Without
+ * a place (no reservation, and the budget full) the child is made
+ * uncounted, as sockops cannot refuse it: the netns settings that keep
+ * every child on the reserved path are in host/netns.c. An insert that
+ * fails (memory) keeps its place taken: the socket counts until the
+ * sandbox ends. Always 1. */
+static void sb_build_sockops(sb_prog *p, int socks_fd, int count_fd, int held_fd, uint32_t budget)
 {
 	sb_emit(p, MOV_REG(BPF_REG_6, BPF_REG_1));
+	sb_emit(p, LDX(BPF_W, BPF_REG_1, BPF_REG_6, offsetof(struct bpf_sock_ops, op)));
+	sb_jump(p, JNE_IMM(BPF_REG_1, BPF_SOCK_OPS_PASSIVE_ESTABLISHED_CB, 0), SB_ALLOW);
+	sb_lookup0(p, held_fd);
+	sb_jump(p, JEQ_IMM(BPF_REG_0, 0, 0), SB_NO_PLACE);
+	sb_emit(p, MOV_IMM(BPF_REG_1, 0));
+	sb_emit(p, ATOMIC_XCHG(BPF_REG_0, BPF_REG_1, 0));
+	sb_jump(p, JNE_IMM(BPF_REG_1, 0, 0), SB_INSERT); /* the reserved place */
+	sb_place(p, SB_NO_PLACE);
+	sb_take_place(p, count_fd, budget, SB_ALLOW);
+	sb_place(p, SB_INSERT);
 	sb_cookie(p);
 	sb_insert(p, socks_fd);
-	sb_emit(p, JEQ_IMM(BPF_REG_0, 0, 2)); /* inserted: to the count */
-	sb_emit(p, MOV_IMM(BPF_REG_0, 0));
-	sb_emit(p, EXIT());
-	sb_count_add(p, count_fd, 1);
-	sb_emit(p, MOV_IMM(BPF_REG_0, 1));
-	sb_emit(p, EXIT());
+	sb_jump(p, JA(0), SB_ALLOW);
+	sb_ends(p);
 }
 
-/* release: delete the cookie; the count follows a delete that took one. */
-static void sb_build_release(sb_prog *p, int socks_fd, int count_fd)
+/* ingress: a packet to a listening socket of the group passes only with a
+ * place reserved for the child it may complete: this CPU's held flag when
+ * set (an earlier packet's place, not yet used), else a place taken now
+ * and held. 0 (drop) when there is none: the peer retransmits as when a
+ * backlog is full. Every other packet passes. */
+static void sb_build_ingress(sb_prog *p, int socks_fd, int count_fd, int held_fd, uint32_t budget)
 {
-	sb_emit(p, MOV_REG(BPF_REG_6, BPF_REG_1));
-	sb_cookie(p);
-	sb_delete(p, socks_fd);
-	sb_emit(p, JNE_IMM(BPF_REG_0, 0, SB_COUNT_ADD_LEN)); /* not there: past the count */
-	sb_count_add(p, count_fd, -1);
-	sb_emit(p, MOV_IMM(BPF_REG_0, 1));
-	sb_emit(p, EXIT());
-}
-
-/* sockops: insert a passive child at PASSIVE_ESTABLISHED. Always 1. */
-static void sb_build_sockops(sb_prog *p, int socks_fd, int count_fd)
-{
-	sb_emit(p, MOV_REG(BPF_REG_6, BPF_REG_1));
-	sb_emit(p, LDX(BPF_W, BPF_REG_7, BPF_REG_6, offsetof(struct bpf_sock_ops, op)));
-	sb_emit(p, JNE_IMM(BPF_REG_7, BPF_SOCK_OPS_PASSIVE_ESTABLISHED_CB,
-	                   3 + 9 + 1 + SB_COUNT_ADD_LEN)); /* to out */
-	sb_cookie(p);                                     /* 3 */
-	sb_insert(p, socks_fd);                           /* 9 */
-	sb_emit(p, JNE_IMM(BPF_REG_0, 0, SB_COUNT_ADD_LEN)); /* 1: not inserted, to out */
-	sb_count_add(p, count_fd, 1);
-	sb_emit(p, MOV_IMM(BPF_REG_0, 1)); /* out */
-	sb_emit(p, EXIT());
-}
-
-/* ingress: 0 (drop) for a packet to a listening socket while count is at
- * the budget; 1 for everything else. */
-static void sb_build_ingress(sb_prog *p, int count_fd, uint32_t budget)
-{
+	(void)socks_fd;
 	sb_emit(p, LDX(BPF_DW, BPF_REG_1, BPF_REG_1, offsetof(struct __sk_buff, sk)));
-	sb_emit(p, JEQ_IMM(BPF_REG_1, 0, 16)); /* no socket: to pass */
+	sb_jump(p, JEQ_IMM(BPF_REG_1, 0, 0), SB_ALLOW);
 	sb_emit(p, CALL(BPF_FUNC_sk_fullsock));
-	sb_emit(p, JEQ_IMM(BPF_REG_0, 0, 14)); /* to pass */
+	sb_jump(p, JEQ_IMM(BPF_REG_0, 0, 0), SB_ALLOW);
 	sb_emit(p, LDX(BPF_W, BPF_REG_1, BPF_REG_0, offsetof(struct bpf_sock, state)));
-	sb_emit(p, JNE_IMM(BPF_REG_1, TCP_LISTEN, 12)); /* to pass */
-	sb_count_lookup(p, count_fd);
-	sb_emit(p, JEQ_IMM(BPF_REG_0, 0, 5)); /* to pass */
-	sb_emit(p, LDX(BPF_DW, BPF_REG_1, BPF_REG_0, 0));
-	/* count can dip below zero only transiently (a delete's decrement
-	 * before the insert's increment); as unsigned it is then huge, and a
-	 * handshake dropped in that instant is retransmitted. */
-	sb_emit(p, JGE_IMM(BPF_REG_1, (int32_t)budget, 1)); /* to drop */
-	sb_emit(p, JA(2));                                  /* to pass */
-	sb_emit(p, MOV_IMM(BPF_REG_0, 0));
-	sb_emit(p, EXIT());
-	sb_emit(p, MOV_IMM(BPF_REG_0, 1)); /* pass */
-	sb_emit(p, EXIT());
+	sb_jump(p, JNE_IMM(BPF_REG_1, TCP_LISTEN, 0), SB_ALLOW);
+	sb_lookup0(p, held_fd);
+	sb_jump(p, JEQ_IMM(BPF_REG_0, 0, 0), SB_DENY);
+	sb_emit(p, MOV_REG(BPF_REG_8, BPF_REG_0));
+	sb_emit(p, LDX(BPF_DW, BPF_REG_1, BPF_REG_8, 0));
+	sb_jump(p, JNE_IMM(BPF_REG_1, 0, 0), SB_ALLOW); /* a place held already */
+	sb_take_place(p, count_fd, budget, SB_DENY);
+	sb_emit(p, ST_IMM(BPF_DW, BPF_REG_8, 0, 1));
+	sb_jump(p, JA(0), SB_ALLOW);
+	sb_ends(p);
 }
 
 /* ---- loading ------------------------------------------------------------------ */
@@ -260,10 +383,14 @@ static int sb_map_create(unsigned type, unsigned key_size, unsigned value_size,
 	return sys_bpf(BPF_MAP_CREATE, &a, sizeof(a));
 }
 
-static int sb_prog_load(unsigned type, unsigned expected, const sb_prog *p, const char *name)
+static int sb_prog_load(unsigned type, unsigned expected, sb_prog *p, const char *name)
 {
-	if (p->n >= SB_INSNS_MAX) {
+	if (p->n > SB_INSNS_MAX) {
 		errno = E2BIG;
+		return -1;
+	}
+	if (!sb_resolve(p)) {
+		errno = EINVAL;
 		return -1;
 	}
 	union bpf_attr a;
@@ -304,33 +431,38 @@ static int sb_setup(int cgroup_fd, uint32_t budget, airlock_error *err)
 	if (count < 0)
 		return airlock_error_set(err, AIRLOCK_ERR_EXECUTION_UNAVAILABLE, errno,
 		                         "socket budget: creating its BPF map");
+	_cleanup_close_ int held = sb_map_create(BPF_MAP_TYPE_PERCPU_ARRAY, sizeof(uint32_t),
+	                                         sizeof(uint64_t), 1, 0, "airlock_held");
+	if (held < 0)
+		return airlock_error_set(err, AIRLOCK_ERR_EXECUTION_UNAVAILABLE, errno,
+		                         "socket budget: creating its BPF map");
 
 	static const struct {
 		const char *name;
 		unsigned type, attach;
+		void (*build)(sb_prog *p, int socks, int count, int held, uint32_t budget);
 	} progs[] = {
-		{ "airlock_sk_new", BPF_PROG_TYPE_CGROUP_SOCK, BPF_CGROUP_INET_SOCK_CREATE },
-		{ "airlock_sk_rel", BPF_PROG_TYPE_CGROUP_SOCK, BPF_CGROUP_INET_SOCK_RELEASE },
-		{ "airlock_sk_ops", BPF_PROG_TYPE_SOCK_OPS, BPF_CGROUP_SOCK_OPS },
-		{ "airlock_sk_syn", BPF_PROG_TYPE_CGROUP_SKB, BPF_CGROUP_INET_INGRESS },
+		{ "airlock_sk_new", BPF_PROG_TYPE_CGROUP_SOCK, BPF_CGROUP_INET_SOCK_CREATE,
+		  sb_build_create },
+		{ "airlock_sk_rel", BPF_PROG_TYPE_CGROUP_SOCK, BPF_CGROUP_INET_SOCK_RELEASE,
+		  sb_build_release },
+		{ "airlock_sk_ops", BPF_PROG_TYPE_SOCK_OPS, BPF_CGROUP_SOCK_OPS, sb_build_sockops },
+		{ "airlock_sk_syn", BPF_PROG_TYPE_CGROUP_SKB, BPF_CGROUP_INET_INGRESS,
+		  sb_build_ingress },
 	};
 	/* The release, sockops and ingress programs first: from the moment
 	 * create is attached every insert has its delete. */
 	static const int order[] = { 1, 2, 3, 0 };
 	for (size_t k = 0; k < ARRAY_SIZE(order); k++) {
 		int i = order[k];
-		sb_prog p = { .n = 0 };
-		switch (i) {
-		case 0: sb_build_create(&p, socks, count); break;
-		case 1: sb_build_release(&p, socks, count); break;
-		case 2: sb_build_sockops(&p, socks, count); break;
-		default: sb_build_ingress(&p, count, budget); break;
-		}
+		sb_prog p;
+		sb_init(&p);
+		progs[i].build(&p, socks, count, held, budget);
 		_cleanup_close_ int fd = sb_prog_load(progs[i].type, progs[i].attach, &p, progs[i].name);
 		if (fd < 0)
 			return airlock_error_set(err, AIRLOCK_ERR_EXECUTION_UNAVAILABLE, errno,
 			                         "socket budget: the kernel refused its BPF program %s "
-			                         "(cgroup BPF, kernel 5.9 or later, is needed)",
+			                         "(cgroup BPF with atomic fetch, kernel 5.12 or later, is needed)",
 			                         progs[i].name);
 		if (cgroup_fd >= 0 && sb_attach(cgroup_fd, fd, progs[i].attach) < 0)
 			return airlock_error_set(err, AIRLOCK_ERR_EXECUTION_UNAVAILABLE, errno,
