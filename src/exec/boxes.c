@@ -7,7 +7,9 @@
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <stdint.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "util/util.h"
 
@@ -32,6 +34,7 @@ int exec_box_setup(exec_box *b, const char *environment_id, const char *tenant_i
 {
 	snprintf(b->id, sizeof(b->id), "%s", environment_id);
 	b->refs = 1;
+	pthread_mutex_init(&b->start_lock, NULL);
 	b->tenant_id = strdup(tenant_id);
 	if (!b->tenant_id)
 		return airlock_error_set(err, AIRLOCK_ERR_SYSTEM, ENOMEM, "provision");
@@ -40,6 +43,9 @@ int exec_box_setup(exec_box *b, const char *environment_id, const char *tenant_i
 
 void exec_box_clear(exec_box *b)
 {
+	/* A box exec_box_setup never saw holds a zeroed mutex, which is
+	 * PTHREAD_MUTEX_INITIALIZER's (sandboxes are allocated zeroed). */
+	pthread_mutex_destroy(&b->start_lock);
 	free(b->tenant_id);
 	b->tenant_id = NULL;
 }
@@ -165,4 +171,42 @@ exec_box **exec_boxes_drain(exec_boxes *l, size_t *ret_n)
 	l->n = 0;
 	pthread_mutex_unlock(&l->lock);
 	return v;
+}
+
+int exec_boxes_destroy(exec_boxes *l, const char *id, const exec_box_ops *ops, void *mech,
+                       airlock_error *err)
+{
+	exec_box *b = exec_boxes_remove(l, id);
+	if (!b)
+		return 0; /* already gone */
+	pthread_mutex_lock(&b->start_lock);
+	pthread_mutex_unlock(&b->start_lock);
+	int r = ops->kill(mech, b, err);
+	if (exec_boxes_unref(l, b)) {
+		airlock_error scratch;
+		int t = ops->release(mech, b, r == 0 ? err : &scratch);
+		if (r == 0)
+			r = t;
+	}
+	return r;
+}
+
+void exec_boxes_release_all(exec_boxes *l, const exec_box_ops *ops, void *mech)
+{
+	size_t n = 0;
+	exec_box **v = exec_boxes_drain(l, &n);
+	for (size_t i = 0; i < n; i++) {
+		airlock_error scratch;
+		ops->release(mech, v[i], &scratch);
+	}
+	free(v);
+}
+
+void exec_shutdown_signal(int shutdown_efd)
+{
+	if (shutdown_efd < 0)
+		return;
+	uint64_t one = 1;
+	ssize_t w = write(shutdown_efd, &one, sizeof(one));
+	(void)w;
 }

@@ -29,6 +29,11 @@ typedef struct exec_box {
 	airlock_workspace *ws; /* the sandbox's WorkspaceHandle */
 	unsigned refs;         /* the list's reference + one per execute in flight */
 	bool dead;             /* destroyed: no new execute may start */
+	/* Orders "is it destroyed?" with starting a command: destroy takes it
+	 * once after marking the box dead, so a start in progress has
+	 * finished (its command dies of destroy's kill) and any later one
+	 * sees the mark. exec_box_setup makes it, exec_box_clear frees it. */
+	pthread_mutex_t start_lock;
 } exec_box;
 
 typedef struct exec_boxes {
@@ -77,5 +82,30 @@ int exec_boxes_workspace(exec_boxes *l, const char *id, airlock_workspace **ret,
 /* free: wait until no execute runs, then hand over every box (the list is
  * emptied; the caller tears each down and frees the array). */
 exec_box **exec_boxes_drain(exec_boxes *l, size_t *ret_n);
+
+/* The part of a sandbox's end that is its mechanism's. */
+typedef struct exec_box_ops {
+	/* destroy's kill: end every process of b now, even with an execute
+	 * in flight (its loop sees its command die and returns). */
+	int (*kill)(void *mech, exec_box *b, airlock_error *err);
+	/* Tear b down and free it (its last reference is gone): 0 or the
+	 * teardown's error, b freed either way. */
+	int (*release)(void *mech, exec_box *b, airlock_error *err);
+} exec_box_ops;
+
+/* The port's destroy, for every mechanism: take id out of the list,
+ * marked dead, wait out a start in progress, kill, and release b if this
+ * was its last reference (else the last execute does). 0 when already
+ * gone; else the kill's error, or the teardown's. */
+int exec_boxes_destroy(exec_boxes *l, const char *id, const exec_box_ops *ops, void *mech,
+                       airlock_error *err);
+
+/* The port's free, its sandboxes' part: wait for the executes in flight,
+ * then release every sandbox left. */
+void exec_boxes_release_all(exec_boxes *l, const exec_box_ops *ops, void *mech);
+
+/* The port's shutdown: make the adapter's shutdown eventfd readable, for
+ * good (every execute's loop polls it: SERVICE_SHUTDOWN). */
+void exec_shutdown_signal(int shutdown_efd);
 
 #endif

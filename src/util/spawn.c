@@ -5,6 +5,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <linux/close_range.h>
+#include <poll.h>
 #include <signal.h>
 #include <stdint.h>
 #include <string.h>
@@ -235,4 +236,32 @@ void spawn_child_kill_reap(spawn_child *c)
 	if (c->pidfd >= 0)
 		close(c->pidfd);
 	*c = SPAWN_CHILD_NONE;
+}
+
+int spawn_wait(int pidfd, int64_t deadline, int *ret_status)
+{
+	int r = 0;
+	for (;;) {
+		int64_t left = deadline - util_monotonic_ms();
+		if (left <= 0)
+			break;
+		struct pollfd p = { .fd = pidfd, .events = POLLIN };
+		int n = poll(&p, 1, (int)(left > 1000 ? 1000 : left));
+		if (n > 0)
+			break;
+	}
+	siginfo_t si;
+	memset(&si, 0, sizeof(si));
+	if (waitid((idtype_t)P_PIDFD, (id_t)pidfd, &si, WEXITED | WNOHANG) < 0 || !si.si_pid) {
+		/* Past the deadline: killed, then waited for (bounded). */
+		r = -ETIMEDOUT;
+		sys_pidfd_send_signal(pidfd, SIGKILL, NULL, 0);
+		struct pollfd p = { .fd = pidfd, .events = POLLIN };
+		poll(&p, 1, SPAWN_KILL_WAIT_MS);
+		memset(&si, 0, sizeof(si));
+		waitid((idtype_t)P_PIDFD, (id_t)pidfd, &si, WEXITED | WNOHANG);
+	}
+	if (ret_status)
+		*ret_status = si.si_code == CLD_EXITED ? (si.si_status & 0xff) << 8 : si.si_status & 0x7f;
+	return r;
 }

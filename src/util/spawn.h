@@ -99,6 +99,16 @@ static inline void spawn_child_kill_reapp(spawn_child *c)
 {
 	spawn_child_kill_reap(c);
 }
+/* How long a killed child is waited for. */
+#define SPAWN_KILL_WAIT_MS 5000
+
+/* Wait for the child behind pidfd until deadline (monotonic ms; a past
+ * one: not at all), then reap it: if it has not exited by then it is
+ * killed and waited for SPAWN_KILL_WAIT_MS more. *ret_status (if not NULL)
+ * is its wait status (WIFEXITED and so on; 0 when it could not be
+ * reaped). 0, or -ETIMEDOUT when it had to be killed. */
+int spawn_wait(int pidfd, int64_t deadline, int *ret_status);
+
 #define _cleanup_spawn_child_ __attribute__((cleanup(spawn_child_kill_reapp)))
 
 #endif

@@ -387,7 +387,6 @@ void gv_sandbox_free(gv_sandbox *b)
 {
 	if (!b)
 		return;
-	pthread_mutex_destroy(&b->start_lock);
 	if (b->dir_fd >= 0)
 		close(b->dir_fd);
 	free(b->dir);
@@ -418,7 +417,7 @@ int gv_sandbox_teardown(airlock_gvisor *g, gv_sandbox *b, airlock_error *err)
 		b->cg = NULL;
 	}
 	if (b->keeper_pidfd >= 0) {
-		gv_wait(b->keeper_pidfd, util_monotonic_ms() + GV_KILL_WAIT_MS, NULL);
+		spawn_wait(b->keeper_pidfd, util_monotonic_ms() + GV_KILL_WAIT_MS, NULL);
 		close(b->keeper_pidfd);
 		b->keeper_pidfd = -1;
 	}
@@ -460,34 +459,42 @@ int gv_sandbox_teardown(airlock_gvisor *g, gv_sandbox *b, airlock_error *err)
 	return r;
 }
 
+static int gv_box_release(void *mech, exec_box *box, airlock_error *err)
+{
+	gv_sandbox *b = (gv_sandbox *)box;
+	int r = gv_sandbox_teardown(mech, b, err);
+	gv_sandbox_free(b);
+	return r;
+}
+
 void gv_sandbox_release(airlock_gvisor *g, gv_sandbox *b)
 {
 	airlock_error derr;
-	gv_sandbox_teardown(g, b, &derr);
-	gv_sandbox_free(b);
+	gv_box_release(g, &b->box, &derr);
 }
 
 /* ---- destroy, workspace, free --------------------------------------------------- */
 
-static int gv_destroy(void *ctx, const char *environment_id, airlock_error *err)
+/* destroy's kill: the sentry, whose death ends every process in the
+ * sandbox and the runsc exec of an execute in flight. */
+static int gv_box_kill(void *mech, exec_box *box, airlock_error *err)
 {
-	airlock_gvisor *g = ctx;
-	gv_sandbox *b = (gv_sandbox *)exec_boxes_remove(&g->boxes, environment_id);
-	if (!b)
-		return 0; /* already gone */
-	pthread_mutex_lock(&b->start_lock);
-	b->box.dead = true;
-	/* Kill first, even with an execute in flight: the sentry's death ends
-	 * its runsc exec, its loop returns, the last reference frees the rest. */
+	(void)mech, (void)err;
+	gv_sandbox *b = (gv_sandbox *)box;
 	if (b->sentry_pidfd >= 0)
 		sys_pidfd_send_signal(b->sentry_pidfd, SIGKILL, NULL, 0);
-	pthread_mutex_unlock(&b->start_lock);
-	int r = 0;
-	if (exec_boxes_unref(&g->boxes, &b->box)) {
-		r = gv_sandbox_teardown(g, b, err);
-		gv_sandbox_free(b);
-	}
-	return r;
+	return 0;
+}
+
+static const exec_box_ops gv_box_ops = {
+	.kill = gv_box_kill,
+	.release = gv_box_release,
+};
+
+static int gv_destroy(void *ctx, const char *environment_id, airlock_error *err)
+{
+	return exec_boxes_destroy(&((airlock_gvisor *)ctx)->boxes, environment_id, &gv_box_ops, ctx,
+	                          err);
 }
 
 static int gv_workspace(void *ctx, const char *environment_id, airlock_workspace **ret,
@@ -499,12 +506,8 @@ static int gv_workspace(void *ctx, const char *environment_id, airlock_workspace
 
 static void gv_shutdown(void *ctx)
 {
-	airlock_gvisor *g = ctx;
-	if (g && g->shutdown_efd >= 0) {
-		uint64_t one = 1;
-		ssize_t w = write(g->shutdown_efd, &one, sizeof(one));
-		(void)w;
-	}
+	if (ctx)
+		exec_shutdown_signal(((airlock_gvisor *)ctx)->shutdown_efd);
 }
 
 static void gv_free(void *ctx)
@@ -513,11 +516,7 @@ static void gv_free(void *ctx)
 	if (!g)
 		return;
 	gv_shutdown(g);
-	size_t nb = 0;
-	exec_box **boxes = exec_boxes_drain(&g->boxes, &nb);
-	for (size_t i = 0; i < nb; i++)
-		gv_sandbox_release(g, (gv_sandbox *)boxes[i]);
-	free(boxes);
+	exec_boxes_release_all(&g->boxes, &gv_box_ops, g);
 	for (size_t i = 0; i < g->n_mounted; i++) {
 		umount2(g->mounted[i].path, MNT_DETACH);
 		rmdir(g->mounted[i].path);

@@ -30,6 +30,7 @@
 #include "airlock/image_store.h"
 #include "airlock/port/exec.h"
 #include "exec/boxes.h"
+#include "util/spawn.h"
 #include "host/cgroup/cgroup.h"
 #include "host/image_mount.h"
 #include "host/volume.h"
@@ -73,7 +74,6 @@ typedef struct gv_sandbox {
 	int keeper_pidfd;
 	int sentry_pidfd; /* the sandbox process (sentry): readable once it died */
 	bool proxied;
-	pthread_mutex_t start_lock; /* orders "is it dead?" with starting a command */
 	/* The runtime ended by itself (gVisor ends the whole sandbox on a
 	 * memory breach): every later execute is ExecutionUnavailable. */
 	bool ended;
@@ -136,12 +136,6 @@ typedef struct gv_spawn_opts {
 /* Fork, move the child into the cgroup (and network namespace), exec.
  * *ret_pidfd: the child's pidfd; *ret_pid (NULL ok). */
 int gv_spawn(const gv_spawn_opts *o, pid_t *ret_pid, int *ret_pidfd, airlock_error *err);
-
-/* Wait for the child behind pidfd until deadline (monotonic ms); then
- * SIGKILL it and wait GV_KILL_WAIT_MS. *ret_status: its wait status
- * (si_code/si_status folded into the waitpid form). -ETIMEDOUT when it had
- * to be killed; the child is reaped either way. */
-int gv_wait(int pidfd, int64_t deadline, int *ret_status);
 
 /* One housekeeping call on sandbox b (NULL: none, the service's network
  * namespace): run runsc with words, stdout and stderr captured (the first

@@ -252,7 +252,7 @@ static int step_ready(provision *p, airlock_error *err)
 			/* runsc ended before the guest was ready. Its words carry
 			 * host paths: they are not the caller's to read. */
 			int st = 0;
-			gv_wait(b->keeper_pidfd, util_monotonic_ms() + GV_KILL_WAIT_MS, &st);
+			spawn_wait(b->keeper_pidfd, util_monotonic_ms() + GV_KILL_WAIT_MS, &st);
 			return airlock_error_set(err, AIRLOCK_ERR_EXECUTION_UNAVAILABLE, 0,
 			                         "the gvisor runtime failed to start the sandbox "
 			                         "(runsc run exited with status %d)",
@@ -357,7 +357,6 @@ int gv_provision(void *ctx, const airlock_environment_spec *spec,
 	if (!b)
 		return airlock_error_set(err, AIRLOCK_ERR_SYSTEM, ENOMEM, "provision");
 	b->dir_fd = b->keeper_pidfd = b->sentry_pidfd = -1;
-	pthread_mutex_init(&b->start_lock, NULL);
 	provision p = {
 		.g = g, .spec = spec, .handle = handle, .b = b,
 		.deadline = util_monotonic_ms() + g->cfg.start_budget_seconds * 1000,

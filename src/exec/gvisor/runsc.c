@@ -192,34 +192,6 @@ int gv_spawn(const gv_spawn_opts *o, pid_t *ret_pid, int *ret_pidfd, airlock_err
 	return 0;
 }
 
-int gv_wait(int pidfd, int64_t deadline, int *ret_status)
-{
-	int r = 0;
-	for (;;) {
-		int64_t left = deadline - util_monotonic_ms();
-		if (left <= 0)
-			break;
-		struct pollfd p = { .fd = pidfd, .events = POLLIN };
-		int n = poll(&p, 1, (int)(left > 1000 ? 1000 : left));
-		if (n > 0)
-			break;
-	}
-	siginfo_t si;
-	memset(&si, 0, sizeof(si));
-	if (waitid((idtype_t)P_PIDFD, (id_t)pidfd, &si, WEXITED | WNOHANG) < 0 || !si.si_pid) {
-		/* Past the deadline: killed, then waited for (bounded). */
-		r = -ETIMEDOUT;
-		sys_pidfd_send_signal(pidfd, SIGKILL, NULL, 0);
-		struct pollfd p = { .fd = pidfd, .events = POLLIN };
-		poll(&p, 1, GV_KILL_WAIT_MS);
-		memset(&si, 0, sizeof(si));
-		waitid((idtype_t)P_PIDFD, (id_t)pidfd, &si, WEXITED | WNOHANG);
-	}
-	if (ret_status)
-		*ret_status = si.si_code == CLD_EXITED ? (si.si_status & 0xff) << 8 : si.si_status & 0x7f;
-	return r;
-}
-
 int gv_runsc_call(const airlock_gvisor *g, const gv_sandbox *b, const char *const *words,
                   size_t n_words, int64_t timeout_ms, int *ret_status, char **ret_out)
 {
@@ -267,7 +239,7 @@ int gv_runsc_call(const airlock_gvisor *g, const gv_sandbox *b, const char *cons
 		n += keep;
 	}
 	int st = 0;
-	r = gv_wait(pidfd, deadline, &st);
+	r = spawn_wait(pidfd, deadline, &st);
 	close(pidfd);
 	if (r < 0)
 		return r;

@@ -253,7 +253,6 @@ void native_sandbox_free(sandbox *b)
 {
 	if (!b)
 		return;
-	pthread_mutex_destroy(&b->start_lock);
 	snapshot_clear(&b->kept);
 	if (b->kept_fan >= 0) {
 		close(b->kept_fan);
@@ -308,36 +307,39 @@ int native_sandbox_teardown(airlock_native *n, sandbox *b, airlock_error *err)
 	return r;
 }
 
+static int native_box_release(void *mech, exec_box *box, airlock_error *err)
+{
+	sandbox *b = (sandbox *)box;
+	int r = native_sandbox_teardown(mech, b, err);
+	native_sandbox_free(b);
+	return r;
+}
+
 void native_sandbox_release(airlock_native *n, sandbox *b)
 {
 	airlock_error derr;
-	native_sandbox_teardown(n, b, &derr);
-	native_sandbox_free(b);
+	native_box_release(n, &b->box, &derr);
 }
 
 /* ---- destroy, workspace, free --------------------------------------------- */
 
+/* destroy's kill: the command's cgroup (init stays until the teardown). */
+static int native_box_kill(void *mech, exec_box *box, airlock_error *err)
+{
+	(void)mech;
+	sandbox *b = (sandbox *)box;
+	return b->cg ? host_cgroup_kill_cmd(b->cg, NATIVE_KILL_WAIT_MS, err) : 0;
+}
+
+static const exec_box_ops native_box_ops = {
+	.kill = native_box_kill,
+	.release = native_box_release,
+};
+
 static int native_destroy(void *ctx, const char *environment_id, airlock_error *err)
 {
-	airlock_native *n = ctx;
-	sandbox *b = (sandbox *)exec_boxes_remove(&n->boxes, environment_id);
-	if (!b)
-		return 0; /* already gone */
-	pthread_mutex_lock(&b->start_lock);
-	b->box.dead = true;
-	pthread_mutex_unlock(&b->start_lock);
-	/* Kill first, even with an execute in flight: its loop sees the command
-	 * die and returns; the last reference frees the rest. */
-	int r = 0;
-	if (b->cg)
-		r = host_cgroup_kill_cmd(b->cg, NATIVE_KILL_WAIT_MS, err);
-	if (exec_boxes_unref(&n->boxes, &b->box)) {
-		int t = native_sandbox_teardown(n, b, err);
-		if (r == 0)
-			r = t;
-		native_sandbox_free(b);
-	}
-	return r;
+	return exec_boxes_destroy(&((airlock_native *)ctx)->boxes, environment_id, &native_box_ops,
+	                          ctx, err);
 }
 
 static int native_workspace(void *ctx, const char *environment_id, airlock_workspace **ret,
@@ -351,12 +353,8 @@ static int native_workspace(void *ctx, const char *environment_id, airlock_works
  * eventfd, which stays readable. */
 static void native_shutdown(void *ctx)
 {
-	airlock_native *n = ctx;
-	if (n && n->shutdown_efd >= 0) {
-		uint64_t one = 1;
-		ssize_t w = write(n->shutdown_efd, &one, sizeof(one));
-		(void)w;
-	}
+	if (ctx)
+		exec_shutdown_signal(((airlock_native *)ctx)->shutdown_efd);
 }
 
 static void native_free(void *ctx)
@@ -366,11 +364,7 @@ static void native_free(void *ctx)
 		return;
 	/* The core calls shutdown first; a direct free still ends what runs. */
 	native_shutdown(n);
-	size_t nb = 0;
-	exec_box **boxes = exec_boxes_drain(&n->boxes, &nb);
-	for (size_t i = 0; i < nb; i++)
-		native_sandbox_release(n, (sandbox *)boxes[i]);
-	free(boxes);
+	exec_boxes_release_all(&n->boxes, &native_box_ops, n);
 	host_image_cache_clear(&n->imgs);
 	exec_seccomp_clear(&n->seccomp);
 	airlock_image_store_free(n->images);

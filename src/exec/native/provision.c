@@ -326,7 +326,6 @@ int native_provision(void *ctx, const airlock_environment_spec *spec,
 	p.b->init_pidfd = -1;
 	p.b->lifeline_w = -1;
 	p.b->kept_fan = -1;
-	pthread_mutex_init(&p.b->start_lock, NULL);
 	/* The host's file table first: a full one fails every step, and one
 	 * without room for what this sandbox's memory can hold is refused
 	 * (host/filetable.h); the caller is told which table (and explained so

@@ -58,7 +58,6 @@ typedef struct sandbox {
 	pid_t init_pid;
 	int init_pidfd;
 	int lifeline_w;  /* our end of init's lifeline; closing it ends the sandbox */
-	pthread_mutex_t start_lock; /* orders "is it dead?" with starting a command */
 	host_cgroup *cg;
 	host_volume *vol;
 	char **envp; /* "NAME=value", NULL-terminated, from the spec; PWD replaced per command */

@@ -25,8 +25,8 @@
  *
  * The same program has two more modes, for the processes that live beside a
  * sandbox for its whole life and so must not be a copy of the service (whose
- * memory holds its credential and TLS keys: issue 12, "nothing of the
- * service's secrets reaches what a sandbox can touch"):
+ * memory holds its credential and TLS keys: nothing of the service's
+ * secrets reaches what a sandbox can touch):
  *
  * init (native): argv = { NATIVE_INIT_ARGV0 }, an empty envp, fd 3 the
  * lifeline's read end, fd 4 the sync socket, nothing else open. Executed by
