@@ -109,7 +109,7 @@ expect config-memory-floor 78 'limits.defaults: .*memory_bytes: 1048576 is below
 expect run-over-ceiling 65 'ceiling of 4096' -- "$AIRLOCK" run --mechanism fake --pids 5000 -- true
 expect run-escape-cwd 65 'WorkspaceEscape' -- "$AIRLOCK" run --mechanism fake --cwd ../etc -- true
 expect run-relative-argv0 65 'ToolValidationError' -- "$AIRLOCK" run --mechanism fake -- ./setup.sh
-expect run-tier0-env 78 'AWS_SECRET_ACCESS_KEY' -- "$AIRLOCK" run --mechanism fake --env AWS_SECRET_ACCESS_KEY -- true
+expect run-tier0-env 78 '^airlock run: ConfigurationError: --env: tier-1 name "AWS_SECRET_ACCESS_KEY" is a tier-0' -- "$AIRLOCK" run --mechanism fake --env AWS_SECRET_ACCESS_KEY -- true
 expect run-bad-mechanism 78 'not one of' -- "$AIRLOCK" run --mechanism podman -- true
 # Messages carry the bad input escaped: no control byte reaches the terminal.
 ESC=$(printf '\033')
@@ -400,6 +400,11 @@ expect run-network-fake 69 'fake has no network' -- "$AIRLOCK" run --mechanism f
 expect proxy-needs-policy 64 '--policy FILE is required' -- "$AIRLOCK" proxy
 expect proxy-bad-listen 64 '--listen localhost:3128: expected a numeric IPv4' -- "$AIRLOCK" proxy --policy "$TMP/allow.yaml" --listen localhost:3128
 expect proxy-bad-dns 78 '--dns: .*is not ADDR' -- "$AIRLOCK" proxy --policy "$TMP/allow.yaml" --dns dns.example
+# serve names its own flag: a bad --dns before anything starts, and --dns
+# with no allowlist to proxy for.
+printf 'sandbox:\n  mechanism: fake\n' >"$TMP/serve-dns.yaml"
+expect serve-bad-dns 78 '^airlock serve: ConfigurationError: --dns: .*is not ADDR' -- env -i PATH="$PATH" "$AIRLOCK" serve --config "$TMP/serve-dns.yaml" --listen "unix:$TMP/dns.sock" --credential-file "$TMP/cred" --dns dns.example
+expect serve-dns-needs-policy 78 'DNS servers \(--dns\) configure the egress proxy, which runs only with an allowlist policy' -- env -i PATH="$PATH" "$AIRLOCK" serve --config "$TMP/serve-dns.yaml" --listen "unix:$TMP/dns.sock" --credential-file "$TMP/cred" --dns 198.51.100.53
 # The proxy on its own, with a real client, in the test world.
 STANDALONE_CHECKS="proxy-standalone-allowed proxy-standalone-refused proxy-standalone-stops proxy-standalone-log"
 if [ "$(id -u)" != 0 ]; then

@@ -122,11 +122,20 @@ int cli_default_image(const airlock_settings *s, char ret[72], airlock_error *er
 	return r < 0 ? r : 0;
 }
 
-int cli_proxy_start(const char *dns, int log_fd, airlock_proxy **ret, airlock_error *err)
+int cli_dns_check(const char *dns, airlock_error *err)
 {
-	int r = airlock_proxy_start(dns, log_fd, ret, err);
-	/* A bad --dns is what stops the proxy before it starts. */
-	if (r < 0 && err && err->cls == AIRLOCK_ERR_CONFIG)
+	airlock_egress_resolver *check = NULL;
+	int r = airlock_egress_resolver_new(dns, &check, err);
+	airlock_egress_resolver_free(check);
+	if (r < 0 && err->cls == AIRLOCK_ERR_CONFIG)
 		airlock_error_prefix(err, "--dns: ");
 	return r;
+}
+
+int cli_proxy_start(const char *dns, int log_fd, airlock_proxy **ret, airlock_error *err)
+{
+	/* A bad --dns is what stops the proxy before it starts: said first,
+	 * naming the flag. */
+	int r = dns ? cli_dns_check(dns, err) : 0;
+	return r < 0 ? r : airlock_proxy_start(dns, log_fd, ret, err);
 }

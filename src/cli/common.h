@@ -50,6 +50,10 @@ int cli_load_settings(const char *file, const char *mechanism, airlock_settings 
  * store, built on first use with a progress line per step on stderr. */
 int cli_default_image(const airlock_settings *s, char ret[72], airlock_error *err);
 
+/* --dns checked as the egress proxy's resolver will take it: ConfigError
+ * naming the flag. */
+int cli_dns_check(const char *dns, airlock_error *err);
+
 /* The egress proxy for an allowlist: the resolver (dns, NULL for
  * /etc/resolv.conf) checked first, so a bad --dns is named before anything
  * starts; the proxy's decision lines go to log_fd (-1: its default). */

@@ -27,6 +27,7 @@
 #include "airlock/credential_file.h"
 #include "airlock/remote.h"
 #include "airlock/run_command.h"
+#include "airlock/tiers.h"
 #include "cli/common.h"
 #include "util/util.h"
 
@@ -790,6 +791,13 @@ int cli_run(int argc, char **argv)
 		if (r < 0)
 			goto fail;
 	}
+	/* The names --env gave, checked on their own first: a refusal names
+	 * the flag, not the settings' list it joins. */
+	r = airlock_tier1_check(f.env, f.n_env, &err);
+	if (r < 0) {
+		airlock_error_prefix(&err, "--env: ");
+		goto fail;
+	}
 	airlock_resource_limits limits;
 	build_limits(&s, &f, &limits);
 	airlock_run_command_spec_input sin = {
@@ -805,11 +813,8 @@ int cli_run(int argc, char **argv)
 	};
 	int64_t inodes_asked = 0;
 	r = airlock_run_command_spec(&sin, &spec, &inodes_asked, &err);
-	if (r < 0) {
-		if (err.cls == AIRLOCK_ERR_CONFIG && strstr(err.message, "tier-1 name"))
-			airlock_error_prefix(&err, "--env: ");
+	if (r < 0)
 		goto fail;
-	}
 	/* A limit is a maximum: the spec says what is provisioned, and so does
 	 * this line. */
 	if (inodes_asked)

@@ -167,7 +167,7 @@ int cli_serve(int argc, char **argv)
 	}
 
 	/* 2. Nothing of anyone's secrets in this process, before the settings
-	 * are read (the service host checks again). */
+	 * are read (the service host is told it was checked). */
 	r = airlock_service_environment_check(environ, &err);
 	if (r < 0)
 		goto fail;
@@ -187,13 +187,16 @@ int cli_serve(int argc, char **argv)
 	r = airlock_settings_check(&s, &err);
 	if (r < 0)
 		goto fail;
+	if (f.dns && (r = cli_dns_check(f.dns, &err)) < 0)
+		goto fail;
 
 	/* 4. The service: credential, policy and proxy, adapter, server,
 	 * metrics (airlock_service_host_open says the order). The lifecycle
 	 * log is one JSON line per event on stdout; the service's own messages
 	 * stay on stderr. */
 	airlock_service_host_options o = {
-		.environ = environ, .dns_servers = f.dns, .log_fd = STDOUT_FILENO, .warn = serve_warn,
+		/* Checked at step 2, before the settings were read. */
+		.environ = NULL, .dns_servers = f.dns, .log_fd = STDOUT_FILENO, .warn = serve_warn,
 	};
 	r = airlock_service_host_open(&s, &o, &host, &err);
 	if (r < 0)

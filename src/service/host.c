@@ -112,8 +112,8 @@ static int open_egress(airlock_service_host *h, const airlock_settings *s,
 	h->egress = h->policy.mode == AIRLOCK_EGRESS_ALLOWLIST;
 	if (o->dns_servers && !h->egress)
 		return airlock_error_set(err, AIRLOCK_ERR_CONFIG, 0,
-		                         "--dns configures the egress proxy, which runs only with an "
-		                         "allowlist policy (--policy)");
+		                         "DNS servers (--dns) configure the egress proxy, which runs "
+		                         "only with an allowlist policy (service.policy_file, --policy)");
 	if (!h->egress)
 		return 0;
 	/* The proxy's decision lines come to a pipe the metrics follow: counted
@@ -122,11 +122,8 @@ static int open_egress(airlock_service_host *h, const airlock_settings *s,
 	if (pipe2(log, O_CLOEXEC) < 0)
 		return airlock_error_set(err, AIRLOCK_ERR_SYSTEM, errno, "serve: egress log pipe");
 	r = airlock_proxy_start(o->dns_servers, log[1], &h->proxy, err);
-	if (r < 0) {
-		if (err && err->cls == AIRLOCK_ERR_CONFIG)
-			airlock_error_prefix(err, "--dns: ");
+	if (r < 0)
 		return r;
-	}
 	/* The proxy holds its own copy: end of file once it is gone. */
 	close(TAKE_FD(log[1]));
 	return service_metrics_egress_follow(h->metrics, TAKE_FD(log[0]), err);
