@@ -162,6 +162,27 @@ Test(error, codes_and_messages)
 	             airlock_errcode(AIRLOCK_ERR_CONFIG));
 }
 
+/* An error wrapped as it crosses a layer says the whole path once: the
+ * system reason the inner message holds is not appended again. */
+Test(error, wrap_says_the_reason_once)
+{
+	airlock_error inner = { 0 }, outer = { 0 };
+	airlock_error_set(&inner, AIRLOCK_ERR_SYSTEM, EACCES, "mkfs.ext4");
+	int rc = airlock_error_wrap(&outer, AIRLOCK_ERR_EXECUTION_UNAVAILABLE, &inner,
+	                            "provision: %s", "workspace volume");
+	cr_assert_eq(rc, airlock_errcode(AIRLOCK_ERR_EXECUTION_UNAVAILABLE));
+	cr_assert_eq(outer.errnum, EACCES);
+	cr_assert_str_eq(outer.message, "provision: workspace volume: mkfs.ext4: Permission denied");
+	/* In place, and to SYSTEM: the code is the errno's. */
+	rc = airlock_error_wrap(&inner, AIRLOCK_ERR_SYSTEM, &inner, "volume");
+	cr_assert_eq(rc, -EACCES);
+	cr_assert_str_eq(inner.message, "volume: mkfs.ext4: Permission denied");
+	/* An inner error without a message names its class. */
+	airlock_error bare = { .cls = AIRLOCK_ERR_DECODE };
+	airlock_error_wrap(&outer, AIRLOCK_ERR_CONFIG, &bare, "settings");
+	cr_assert_str_eq(outer.message, "settings: DecodeError");
+}
+
 /* ---- snapshot diff ------------------------------------------------------- */
 
 static int fake_hash(void *ctx, const char *path, int64_t deadline_ms,

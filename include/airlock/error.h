@@ -78,6 +78,15 @@ const char *airlock_errclass_name(airlock_errclass cls);
 __attribute__((format(printf, 4, 5)))
 int airlock_error_set(airlock_error *err, airlock_errclass cls, int errnum, const char *fmt, ...);
 
+/*
+ * An error that crossed a layer: err becomes class cls with inner's errnum,
+ * and its message the context fmt says, then ": ", then inner's message
+ * (which already holds its system reason: it is not appended twice).
+ * inner may be err. Returns the class's code as airlock_error_set does.
+ */
+__attribute__((format(printf, 4, 5)))
+int airlock_error_wrap(airlock_error *err, airlock_errclass cls, const airlock_error *inner,
+                       const char *fmt, ...);
 /* Prefix context onto an existing message ("provision: " + old). */
 __attribute__((format(printf, 2, 3)))
 void airlock_error_prefix(airlock_error *err, const char *fmt, ...);

@@ -77,6 +77,42 @@ void airlock_error_prefix(airlock_error *err, const char *fmt, ...)
 	err->message[plen + olen] = 0;
 }
 
+int airlock_error_wrap(airlock_error *err, airlock_errclass cls, const airlock_error *inner,
+                       const char *fmt, ...)
+{
+	if (!inner)
+		return airlock_errcode(cls);
+	/* inner may be err itself: copied before err is written. */
+	airlock_error in = *inner;
+	int errnum = in.errnum;
+	if (err) {
+		err->cls = cls;
+		err->errnum = errnum;
+		va_list ap;
+		va_start(ap, fmt);
+		int n = vsnprintf(err->message, sizeof(err->message), fmt, ap);
+		va_end(ap);
+		/* The inner message already says its system reason (if any):
+		 * it is joined, never said again. */
+		if (n >= 0 && (size_t)n < sizeof(err->message)) {
+			/* Cut where the message ends, as airlock_error_prefix does. */
+			const char *tail = in.message[0] ? in.message : airlock_errclass_name(in.cls);
+			size_t room = sizeof(err->message) - (size_t)n;
+			size_t len = strnlen(tail, sizeof(in.message));
+			if (room > 2) {
+				memcpy(err->message + n, ": ", 2);
+				if (len > room - 3)
+					len = room - 3;
+				memcpy(err->message + n + 2, tail, len);
+				err->message[(size_t)n + 2 + len] = 0;
+			}
+		}
+	}
+	if (cls == AIRLOCK_ERR_SYSTEM && errnum)
+		return -errnum;
+	return airlock_errcode(cls);
+}
+
 void airlock_error_clear(airlock_error *err)
 {
 	if (err)

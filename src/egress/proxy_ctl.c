@@ -268,8 +268,7 @@ static int ask(airlock_proxy *p, char *body, int fd, const char *what, airlock_e
 	r = proxy_answer_decode(answer, len, &ok, why, sizeof(why), &derr);
 	free(answer);
 	if (r < 0)
-		return airlock_error_set(err, AIRLOCK_ERR_EXECUTION_UNAVAILABLE, derr.errnum, "%s: %s",
-		                         what, derr.message);
+		return airlock_error_wrap(err, AIRLOCK_ERR_EXECUTION_UNAVAILABLE, &derr, "%s", what);
 	if (ok)
 		return 0;
 	return airlock_error_set(err, AIRLOCK_ERR_EXECUTION_UNAVAILABLE, 0, "%s: %s", what,
