@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * A sandbox's workspace volume (volume.h has the contract;
- * docs/design-notes.md, "The workspace"; issue 3, item 3).
+ * docs/design-notes.md, "The workspace").
  *
  * create:   unnamed sparse file -> loop device -> mkfs.ext4 (or, for a shape
  *           formatted before, mkfs's bytes written from memory) -> detached

@@ -163,7 +163,7 @@ int airlock_workspace_provenance(airlock_workspace *w, const char *path, airlock
 
 /* ---- adapters ------------------------------------------------------------ */
 
-/* A local directory held by descriptor (Milestone 4's adapter). dirfd is
+/* A local directory held by descriptor. dirfd is
  * taken (closed on failure too). foreign is the provenance of a file write()
  * did not produce: UNKNOWN for a plain directory, SANDBOX_WRITTEN for a
  * volume a sandbox writes. Files write() creates are owned by the owner of

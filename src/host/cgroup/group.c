@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * A sandbox's cgroups (issue 3, "Provision": cgroups nested under the
+ * A sandbox's cgroups (the specification's "Provision": cgroups nested under the
  * service's own cgroup, applying cpu_millicores, memory_bytes and pids_max,
  * on hybrid and pure v2 hosts; "Destroy": removes every cgroup it made).
  * Creating, entering and destroying a sandbox's groups; cgroup.h has the

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * The local-directory workspace adapter (Milestone 4; the specification,
+ * The local-directory workspace adapter (the specification,
  * "WorkspaceHandle").
  *
  * The adapter holds a directory descriptor and nothing else that names the
