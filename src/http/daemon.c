@@ -375,9 +375,14 @@ int http_server_new(const http_server_config *cfg, const http_routes *routes, vo
 	wipe_free(pem_key);
 	pem_key = NULL;
 	if (!h->daemon) {
-		r = airlock_error_set(err, h->tls ? AIRLOCK_ERR_CONFIG : AIRLOCK_ERR_EXECUTION_UNAVAILABLE, 0,
-		                      "listen %s: the HTTP server did not start%s", h->address,
-		                      h->tls ? " (is the TLS certificate or key unreadable as PEM?)" : "");
+		airlock_errclass cls = h->tls ? AIRLOCK_ERR_CONFIG : AIRLOCK_ERR_EXECUTION_UNAVAILABLE;
+		if (h->address[0])
+			r = airlock_error_set(err, cls, 0, "listen %s: the HTTP server did not start%s",
+			                      h->address,
+			                      h->tls ? " (is the TLS certificate or key unreadable as PEM?)"
+			                             : "");
+		else
+			r = airlock_error_set(err, cls, 0, "the %s did not start", h->name);
 		goto fail;
 	}
 	if (!h->simple) {

@@ -71,7 +71,7 @@ typedef struct http_routes {
 
 typedef struct http_server_config {
 	const char *name;    /* for errors: "service", "metrics listener" */
-	const char *address; /* the listener's canonical address, for errors */
+	const char *address; /* the listener's address, for errors; NULL: the name only */
 	int listen_fd;       /* the daemon's from a successful start until stop */
 	/* TLS: the PEM text of the certificate and key (both, or neither), and
 	 * of a client CA (optional). The key is wiped and freed by the server
