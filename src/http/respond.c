@@ -27,7 +27,7 @@ http_result http_respond(http_request *r, unsigned status, char *data, size_t le
 	}
 	if (type)
 		MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, type);
-	/* An answer that the service cannot serve now may be retried. */
+	/* A 503 is the server unable to answer now: it may be retried. */
 	if (status == MHD_HTTP_SERVICE_UNAVAILABLE)
 		MHD_add_response_header(resp, MHD_HTTP_HEADER_RETRY_AFTER, "1");
 	enum MHD_Result q = MHD_queue_response(r->c, status, resp);

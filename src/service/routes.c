@@ -46,9 +46,35 @@ char *svc_jdump(json_t *o)
 
 /* ---- the routes ---------------------------------------------------------------------- */
 
-static bool verb_has_id(svc_verb v)
+/* The route table, indexed by the verb svc_route decodes from the method
+ * and the path: each route's job, whether its path names a sandbox (then
+ * its Airlock-Handle header is decoded and must name the same one), and
+ * its body's cap, what the route can need (caps.h says why each is that
+ * number; 0 for the write route: the service's max_write_bytes). */
+typedef struct {
+	http_result (*job)(svc_req *q);
+	bool has_id;
+	size_t body_cap;
+} svc_route_entry;
+
+static const svc_route_entry route_table[] = {
+	[SVC_HEALTH] = { svc_do_health, false, AIRLOCK_SERVICE_EMPTY_BODY_MAX },
+	[SVC_LIST] = { svc_do_list, false, AIRLOCK_SERVICE_EMPTY_BODY_MAX },
+	[SVC_PROVISION] = { svc_do_provision, false, AIRLOCK_SERVICE_PROVISION_BODY_MAX },
+	[SVC_EXECUTE] = { svc_do_execute, true, AIRLOCK_SERVICE_EXECUTE_BODY_MAX },
+	[SVC_CANCEL] = { svc_do_cancel, true, AIRLOCK_SERVICE_EMPTY_BODY_MAX },
+	[SVC_DESTROY] = { svc_do_destroy, true, AIRLOCK_SERVICE_EMPTY_BODY_MAX },
+	[SVC_CONTAIN] = { svc_do_workspace, true, AIRLOCK_SERVICE_EMPTY_BODY_MAX },
+	[SVC_READ] = { svc_do_workspace, true, AIRLOCK_SERVICE_EMPTY_BODY_MAX },
+	[SVC_WRITE] = { svc_do_workspace, true, 0 },
+	[SVC_LISTDIR] = { svc_do_workspace, true, AIRLOCK_SERVICE_EMPTY_BODY_MAX },
+	[SVC_PROVENANCE] = { svc_do_workspace, true, AIRLOCK_SERVICE_EMPTY_BODY_MAX },
+};
+
+static const svc_route_entry *route_of(svc_verb v)
 {
-	return v != SVC_HEALTH && v != SVC_LIST && v != SVC_PROVISION && v != SVC_NONE;
+	static const svc_route_entry none = { NULL, false, AIRLOCK_SERVICE_EMPTY_BODY_MAX };
+	return (size_t)v < ARRAY_SIZE(route_table) && route_table[v].job ? &route_table[v] : &none;
 }
 
 static void route_free(void *state)
@@ -77,8 +103,9 @@ static http_result route_start(void *ctx, http_request *r, const char *method)
 	if (st == 405)
 		return http_respond_fail(r, HTTP_METHOD_NOT_ALLOWED, AIRLOCK_ERR_TOOL_VALIDATION,
 		                         "method %.16s is not allowed on this path", method);
+	const svc_route_entry *e = route_of(q->verb);
 	airlock_error err = { 0 };
-	if (verb_has_id(q->verb)) {
+	if (e->has_id) {
 		size_t hlen = 0;
 		const char *hv = http_request_header(r, "Airlock-Handle", &hlen);
 		if (svc_handle_decode(hv, hlen, &q->handle, &err) < 0)
@@ -88,13 +115,7 @@ static http_result route_start(void *ctx, http_request *r, const char *method)
 			return http_respond_fail(r, HTTP_BAD_REQUEST, AIRLOCK_ERR_TOOL_VALIDATION,
 			                         "Airlock-Handle: its environment_id is not the path's");
 	}
-	/* Each route's body cap is what the route can need (caps.h says
-	 * why each is that number). */
-	size_t cap = q->verb == SVC_WRITE       ? s->cfg.max_write_bytes
-	             : q->verb == SVC_PROVISION ? AIRLOCK_SERVICE_PROVISION_BODY_MAX
-	             : q->verb == SVC_EXECUTE   ? AIRLOCK_SERVICE_EXECUTE_BODY_MAX
-	                                        : AIRLOCK_SERVICE_EMPTY_BODY_MAX;
-	http_request_set_body_cap(r, cap);
+	http_request_set_body_cap(r, q->verb == SVC_WRITE ? s->cfg.max_write_bytes : e->body_cap);
 	return HTTP_NEXT;
 }
 
@@ -104,21 +125,8 @@ static http_result route_handle(void *ctx, http_request *r)
 	svc_req *q = http_request_state(r);
 	if (!q)
 		return HTTP_CLOSE;
-	switch (q->verb) {
-	case SVC_HEALTH: return svc_do_health(q);
-	case SVC_LIST: return svc_do_list(q);
-	case SVC_PROVISION: return svc_do_provision(q);
-	case SVC_EXECUTE: return svc_do_execute(q);
-	case SVC_CANCEL: return svc_do_cancel(q);
-	case SVC_DESTROY: return svc_do_destroy(q);
-	case SVC_CONTAIN:
-	case SVC_READ:
-	case SVC_WRITE:
-	case SVC_LISTDIR:
-	case SVC_PROVENANCE: return svc_do_workspace(q);
-	case SVC_NONE:
-	default: return HTTP_CLOSE;
-	}
+	const svc_route_entry *e = route_of(q->verb);
+	return e->job ? e->job(q) : HTTP_CLOSE;
 }
 
 const http_routes svc_routes = {
