@@ -137,6 +137,32 @@ Test(kobjects, mptcp_is_off, .timeout = 120)
 	box_close(&b);
 }
 
+/* SO_RCVLOWAT succeeds and does nothing, like SO_RCVBUF: on TCP it would
+ * raise a listener's receive buffer (8 MiB asked: 16 MiB), which every
+ * connection waiting unaccepted inherits. */
+static const char rcvlowat[] =
+	"import socket\n"
+	"l = socket.socket(); l.bind(('127.0.0.1', 0))\n"
+	"before = l.getsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF)\n"
+	"l.setsockopt(socket.SOL_SOCKET, socket.SO_RCVLOWAT, 8 << 20)\n"
+	"l.listen(16)\n"
+	"print('rcvbuf', before, l.getsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF))\n";
+
+Test(kobjects, so_rcvlowat_does_not_grow_a_receive_buffer, .timeout = 120)
+{
+	box b;
+	box_open(&b, "tenant-rcvlowat", &small);
+	airlock_execution_result r;
+	py(&b, rcvlowat, 60, &r);
+	cr_assert_eq(r.exit_code, 0, "stdout=%.300s stderr=%.600s", OUT(&r), ERR(&r));
+	long long before = 0, after = 0;
+	cr_assert_eq(sscanf(OUT(&r), "rcvbuf %lld %lld", &before, &after), 2, "stdout=%.300s", OUT(&r));
+	cr_expect_eq(after, before, "SO_RCVLOWAT grew the listener's buffer from %lld to %lld", before,
+	             after);
+	airlock_execution_result_clear(&r);
+	box_close(&b);
+}
+
 /* ---- socket buffers ---------------------------------------------------------------- */
 
 /* 200 loopback connections (or as many as the descriptor limit allows),

@@ -1044,3 +1044,48 @@ Test(spawn, signals_are_reset)
 	close(c.pidfd);
 	sigaction(SIGPIPE, &old, NULL);
 }
+
+/* The parent's hook runs after the fork and before the child does anything
+ * (the child has not executed yet); its failure kills the child. */
+static int parent_saw_unexecuted;
+static int check_not_yet_executed(pid_t pid, void *ctx)
+{
+	(void)ctx;
+	char path[64], comm[64] = { 0 };
+	snprintf(path, sizeof(path), "/proc/%d/comm", (int)pid);
+	FILE *f = fopen(path, "r");
+	if (!f)
+		return -errno;
+	if (!fgets(comm, sizeof(comm), f))
+		comm[0] = 0;
+	fclose(f);
+	/* Still a copy of this test, not the shell. */
+	parent_saw_unexecuted = strncmp(comm, "sh", 2) != 0;
+	return 0;
+}
+static int parent_refuses(pid_t pid, void *ctx)
+{
+	(void)pid;
+	(void)ctx;
+	return -EACCES;
+}
+
+Test(spawn, the_parent_hook_runs_before_the_child)
+{
+	char *argv[] = { "sh", "-c", "exit 4", NULL };
+	char *envp[] = { NULL };
+	spawn_options o = { .exec_fd = -1, .path = "/bin/sh", .argv = argv, .envp = envp,
+		            .parent_hook = check_not_yet_executed };
+	spawn_child c;
+	spawn_failure f;
+	cr_assert_eq(spawn_start(&o, &c, &f), 0, "%s: %s", spawn_step_name(f.step), strerror(f.errnum));
+	int st = -1;
+	cr_assert_eq(waitpid(c.pid, &st, 0), c.pid);
+	cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 4);
+	cr_assert(parent_saw_unexecuted, "the hook ran after the exec");
+	close(c.pidfd);
+	o.parent_hook = parent_refuses;
+	cr_assert_eq(spawn_start(&o, &c, &f), -EACCES);
+	cr_assert_eq(f.step, SPAWN_STEP_PARENT);
+	cr_assert_eq(c.pid, -1);
+}

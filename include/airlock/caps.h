@@ -241,15 +241,19 @@
 /* A request that carries no body (GET, DELETE, cancel) may still send a
  * small one ("{}"); it is read and ignored up to this. */
 #define AIRLOCK_SERVICE_EMPTY_BODY_MAX 4096u
-/* A body over its route's cap by at most this much is read and discarded
- * (constant work per byte, nothing kept), then answered with 413: a server
- * that answers and closes while the client still sends leaves unread bytes
- * in its socket, the kernel resets the connection, and the client sees a
- * send error instead of the 413. A body further over its cap is answered
- * before it is read and the connection closed (its client may see the
- * reset); a client that sends "Expect: 100-continue" reads the 413 either
- * way. */
+/* A body over its route's cap. With Content-Length it is answered 413 at
+ * once (a client that sent only its head reads the answer without
+ * sending the body), and then up to the declared length, at most this
+ * much, is read and dropped within AIRLOCK_SERVICE_OVERSIZE_DRAIN_MS
+ * before the connection closes: a close with unread bytes resets the
+ * connection (or fails the client's send on a Unix socket) while a client
+ * that sends its body whole is still sending, and it would never read the
+ * answer. A chunked body is discarded as it comes, up to this much past
+ * the cap, and answered 413 when it ends; past that its connection is
+ * closed. Constant work per byte, nothing kept; only a client with the
+ * credential gets here. */
 #define AIRLOCK_SERVICE_OVERSIZE_DRAIN_MAX (16u << 20)
+#define AIRLOCK_SERVICE_OVERSIZE_DRAIN_MS 3000
 /* A PEM file given to the TLS listener (certificate chain, key, client CA). */
 #define AIRLOCK_SERVICE_PEM_MAX (1u << 20)
 

@@ -5,8 +5,8 @@
  *
  *   socks  BPF_MAP_TYPE_HASH, key the socket's cookie, max_entries the
  *          budget: a socket counts while its cookie is in it, and the
- *          kernel refuses an insert into a full map, so the budget holds
- *          whatever the order of events.
+ *          kernel refuses an insert into a full map, so no socket() of the
+ *          group passes the budget whatever the order of events.
  *   count  BPF_MAP_TYPE_ARRAY of one u64: how many cookies socks holds
  *          (kept by the programs beside each successful insert and
  *          delete), for the one program that must know whether socks is
@@ -26,9 +26,17 @@
  *            other socket.
  *   ingress  (BPF_CGROUP_INET_INGRESS) drops a packet to a listener of the
  *            group while socks is full: a listener receives only
- *            handshakes (a SYN, the ACK that would make the child), so no
- *            child is made past the budget, and the peer retransmits as
- *            when a backlog is full.
+ *            handshakes (a SYN, the ACK that would make the child), and the
+ *            peer retransmits as when a backlog is full. The check and the
+ *            sockops insert are not one step: two handshakes that complete
+ *            at once on two CPUs with one place left both pass, and the
+ *            second child is made uncounted (sockops cannot refuse it).
+ *            Measured from Python: about 3% of such races won, each an
+ *            uncounted socket for as long as it lives; the bound on what
+ *            each then holds is the namespace's receive buffer (16 KiB,
+ *            SO_RCVBUF and SO_RCVLOWAT without effect). Closing it for good
+ *            needs the reservation made in the ingress program itself
+ *            (an atomic count taken before the ACK passes).
  *
  * A child still unaccepted when its listener closes is freed by the kernel
  * with no hook a cgroup program sees (no release: it never had a file),

@@ -111,9 +111,13 @@ static http_result request_start(http_request *r, const char *method)
 	                                             MHD_HTTP_HEADER_CONTENT_LENGTH);
 	int64_t n = 0;
 	if (cl && util_parse_i64(cl, &n) && n >= 0 && (uint64_t)n > r->body_cap) {
-		if ((uint64_t)n - r->body_cap > h->drain_max)
-			return respond_oversize(r);
-		r->oversize = true;
+		/* Answered at once: a client that sent only its head reads
+		 * the 413 without sending the body. The body sent anyway is
+		 * dropped after the answer (drain_body); not in the simple
+		 * mode, whose one thread serves every connection. */
+		if (!h->simple)
+			r->drain = (uint64_t)n < h->drain_max ? (size_t)n : (size_t)h->drain_max;
+		return respond_oversize(r);
 	}
 	http_conn_deadline(r->conn, h->request_ms);
 	return HTTP_NEXT;
@@ -141,8 +145,8 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
 	}
 	if (*upload_size) {
 		/* libmicrohttpd cannot queue a response while a body is being
-		 * read: a body past its cap is discarded as it comes and
-		 * answered when it ends, up to the drain bound, past which
+		 * read: a chunked body past its cap is discarded as it comes
+		 * and answered when it ends, up to the drain bound, past which
 		 * the connection is closed. */
 		if (!r->oversize && util_buf_append(&r->body, upload, *upload_size) != 0)
 			r->oversize = true;
@@ -182,6 +186,42 @@ static void *on_uri(void *cls, const char *uri, struct MHD_Connection *c)
 	return r;
 }
 
+/* A 413 answered at its head: libmicrohttpd then closes the connection
+ * with the body unread, and a close with unread bytes resets it (or fails
+ * the client's send on a Unix socket) while a client that sends its body
+ * whole is still sending: it would never read the answer. By now the
+ * answer is sent and our sending side shut; the body is read and dropped
+ * until the client's end, at most want bytes and h->drain_ms, or the
+ * server's stop. Constant work per byte, nothing kept. This connection's
+ * own thread waits (one thread per connection), nobody else's. */
+static void drain_body(http_server *h, struct MHD_Connection *c, size_t want)
+{
+	int fd = http_conn_fd(c);
+	if (fd < 0)
+		return;
+	int64_t end = util_monotonic_ms() + h->drain_ms;
+	char buf[16384];
+	size_t got = 0;
+	while (got < want) {
+		int64_t left = end - util_monotonic_ms();
+		if (left <= 0)
+			return;
+		struct pollfd p[2] = { { .fd = fd, .events = POLLIN },
+			               { .fd = h->stop_efd, .events = POLLIN } };
+		int n = poll(p, 2, left > INT_MAX ? INT_MAX : (int)left);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0 || (p[1].revents & POLLIN))
+			return;
+		ssize_t k = recv(fd, buf, sizeof(buf), MSG_DONTWAIT);
+		if (k < 0 && (errno == EINTR || errno == EAGAIN || errno == EWOULDBLOCK))
+			continue;
+		if (k <= 0)
+			return;
+		got += (size_t)k;
+	}
+}
+
 static void on_completed(void *cls, struct MHD_Connection *c, void **req_cls,
                          enum MHD_RequestTerminationCode toe)
 {
@@ -189,6 +229,8 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **req_cls,
 	(void)toe;
 	http_request *r = *req_cls;
 	*req_cls = NULL;
+	if (r && r->drain)
+		drain_body(h, c, r->drain);
 	if (!h->simple) {
 		const union MHD_ConnectionInfo *ci =
 		        MHD_get_connection_info(c, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
@@ -282,6 +324,7 @@ int http_server_new(const http_server_config *cfg, const http_routes *routes, vo
 	h->header_ms = or_default(cfg->header_timeout_ms, 10000);
 	h->request_ms = or_default(cfg->request_timeout_ms, 300000);
 	h->drain_max = cfg->oversize_drain_max;
+	h->drain_ms = or_default(cfg->oversize_drain_ms, 3000);
 	h->name = strdup(name);
 	h->address = strdup(cfg->address ? cfg->address : "");
 	int r;

@@ -34,10 +34,14 @@
  *     decodes the route, may keep state on the request
  *     (http_request_set_state, freed by routes->state_free), sets the
  *     body's cap (http_request_set_body_cap, 0 by default) and returns
- *     HTTP_NEXT, or answers at once (a refusal). A body past its cap is
- *     read and discarded up to oversize_drain_max more bytes and answered
- *     413, and the connection is closed past that. routes->handle runs
- *     when the body is in, and answers.
+ *     HTTP_NEXT, or answers at once (a refusal). A body whose
+ *     Content-Length is past its cap is answered 413 at its head; in the
+ *     guarded mode the body the client sends anyway is then read and
+ *     dropped (up to its declared length, at most oversize_drain_max
+ *     bytes, within oversize_drain_ms) before the connection closes. A
+ *     chunked body past its cap is discarded as it comes and answered 413
+ *     when it ends; the connection is closed oversize_drain_max bytes
+ *     past the cap. routes->handle runs when the body is in, and answers.
  *   - Answers. Every handler returns the result of one http_respond_*
  *     call, or HTTP_CLOSE to close the connection without an answer.
  *     Errors leave as airlock_error_to_json with their wire class (the
@@ -89,7 +93,11 @@ typedef struct http_server_config {
 	int64_t request_timeout_ms;    /* (300000) */
 	int64_t connection_timeout_ms; /* (30000) libmicrohttpd's idle timeout */
 	size_t header_max;         /* the connection's memory (header block) */
-	uint64_t oversize_drain_max; /* bytes read past a body's cap before closing */
+	/* A body past its cap (see Requests above): the most bytes read and
+	 * dropped (0: none), and the time allowed for it after an early 413
+	 * (0: 3000 ms). */
+	uint64_t oversize_drain_max;
+	int64_t oversize_drain_ms;
 	/* One polling thread and libmicrohttpd's own limits only (see above). */
 	bool simple;
 } http_server_config;

@@ -68,6 +68,7 @@ struct http_server {
 	bool tls, client_ca, simple;
 	int64_t auth_ms, header_ms, request_ms;
 	uint64_t drain_max;
+	int64_t drain_ms;
 	struct MHD_Daemon *daemon;
 
 	pthread_mutex_t lock;
@@ -102,11 +103,14 @@ struct http_request {
 	void *state;
 	size_t body_cap;
 	util_buf body; /* capped at the route's cap */
-	/* Past the cap: the body's bytes are discarded, counted, and the
-	 * request answered with 413 when it has been read (or closed past
+	/* A chunked body past the cap: its bytes are discarded, counted, and
+	 * the request answered with 413 when it has been read (or closed past
 	 * drain_max). */
 	bool oversize;
 	uint64_t drained;
+	/* Answered 413 at its head (Content-Length past the cap): how much of
+	 * the body to read and drop after the answer (drain_body). */
+	size_t drain;
 };
 
 /* conn.c: the records (h->lock held where it says so). */

@@ -165,6 +165,7 @@ int airlock_service_new(const airlock_service_config *cfg, airlock_exec *exec,
 		.connection_timeout_ms = cfg->connection_timeout_ms,
 		.header_max = AIRLOCK_SERVICE_HEADER_MAX,
 		.oversize_drain_max = AIRLOCK_SERVICE_OVERSIZE_DRAIN_MAX,
+		.oversize_drain_ms = AIRLOCK_SERVICE_OVERSIZE_DRAIN_MS,
 	};
 	pem_key = NULL; /* the core's now, on success and failure alike */
 	r = http_server_new(&hc, &svc_routes, s, &s->http, err);

@@ -18,6 +18,7 @@
 
 static const char *const step_names[SPAWN_STEP__MAX] = {
 	[SPAWN_STEP_NONE] = "start",
+	[SPAWN_STEP_PARENT] = "placement",
 	[SPAWN_STEP_PGRP] = "process group",
 	[SPAWN_STEP_PDEATHSIG] = "death signal",
 	[SPAWN_STEP_HOOK] = "setup",
@@ -39,8 +40,9 @@ typedef struct spawn_report {
 static _Noreturn void child_fail(int report_fd, spawn_step step, int errnum)
 {
 	spawn_report m = { .step = (int32_t)step, .errnum = errnum > 0 ? errnum : EIO };
-	/* One write of 8 bytes to a pipe is atomic; if it fails the parent
-	 * still sees no exec (EOF without a report) and says so. */
+	/* One write of 8 bytes to a pipe is atomic. Were it to fail, the
+	 * parent would read EOF as from an exec, and the caller would then see
+	 * the child exit with status 127. */
 	ssize_t w = write(report_fd, &m, sizeof(m));
 	(void)w;
 	_exit(127);
@@ -96,9 +98,19 @@ static int child_fds(const spawn_options *o, int null_fd, int above, int *report
 	return 0;
 }
 
-static _Noreturn void child_main(const spawn_options *o, pid_t parent, int null_fd, int report_fd)
+static _Noreturn void child_main(const spawn_options *o, pid_t parent, int null_fd, int report_fd,
+                                 int go_fd, int go_w)
 {
 	int exec_fd = o->exec_fd;
+	char go;
+	/* Our copy of the write end would keep the pipe from ending if the
+	 * parent died. */
+	if (go_w >= 0)
+		close(go_w);
+	/* The parent's hook first: EOF without the byte is the parent giving
+	 * up, which reports nothing (it kills us). */
+	if (go_fd >= 0 && read(go_fd, &go, 1) != 1)
+		_exit(127);
 	if (o->own_process_group && setpgid(0, 0) < 0)
 		child_fail(report_fd, SPAWN_STEP_PGRP, errno);
 	/* The getppid check closes the race with the parent's exit. */
@@ -154,6 +166,9 @@ int spawn_start(const spawn_options *o, spawn_child *ret, spawn_failure *fail)
 		return fail_at(fail, SPAWN_STEP_NONE, errno);
 	_cleanup_close_ int report_r = report[0];
 	_cleanup_close_ int report_w = report[1];
+	_cleanup_close_pair_ int go[2] = { -1, -1 };
+	if (o->parent_hook && pipe2(go, O_CLOEXEC) < 0)
+		return fail_at(fail, SPAWN_STEP_NONE, errno);
 	sigset_t all, old;
 	sigfillset(&all);
 	pid_t parent = getpid();
@@ -162,7 +177,7 @@ int spawn_start(const spawn_options *o, spawn_child *ret, spawn_failure *fail)
 	pthread_sigmask(SIG_SETMASK, &all, &old);
 	pid_t pid = fork();
 	if (pid == 0)
-		child_main(o, parent, null_fd, report_w);
+		child_main(o, parent, null_fd, report_w, go[0], go[1]);
 	int fork_errno = errno;
 	pthread_sigmask(SIG_SETMASK, &old, NULL);
 	if (pid < 0)
@@ -175,6 +190,15 @@ int spawn_start(const spawn_options *o, spawn_child *ret, spawn_failure *fail)
 	spawn_child c = { .pid = pid, .pidfd = sys_pidfd_open(pid, 0) };
 	if (c.pidfd >= 0)
 		fcntl(c.pidfd, F_SETFD, FD_CLOEXEC);
+	if (o->parent_hook) {
+		int hr = o->parent_hook(pid, o->parent_hook_ctx);
+		if (hr >= 0 && write(go[1], "g", 1) != 1)
+			hr = -errno;
+		if (hr < 0) {
+			spawn_child_kill_reap(&c);
+			return fail_at(fail, SPAWN_STEP_PARENT, -hr);
+		}
+	}
 	/* EOF: the pipe closed on exec. A report: the child failed and exits. */
 	spawn_report m;
 	ssize_t n;

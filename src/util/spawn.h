@@ -25,6 +25,7 @@
 /* The steps of the child, for the failure report. */
 typedef enum spawn_step {
 	SPAWN_STEP_NONE = 0,
+	SPAWN_STEP_PARENT,    /* the caller's parent_hook, in the parent */
 	SPAWN_STEP_PGRP,      /* setpgid */
 	SPAWN_STEP_PDEATHSIG, /* prctl(PR_SET_PDEATHSIG) or the parent already gone */
 	SPAWN_STEP_HOOK,      /* the caller's hook */
@@ -64,6 +65,13 @@ typedef struct spawn_options {
 	 * negative errno that fails the start at SPAWN_STEP_HOOK. */
 	int (*hook)(void *ctx);
 	void *hook_ctx;
+	/* Run in the parent after the fork, before the child does anything
+	 * (it waits for this first): what must be true of the child before
+	 * it runs, such as being in the sandbox's cgroups so that everything
+	 * it makes is charged there. 0, or a negative errno that kills the
+	 * child and fails the start at SPAWN_STEP_PARENT. */
+	int (*parent_hook)(pid_t pid, void *ctx);
+	void *parent_hook_ctx;
 } spawn_options;
 
 /* A started child. pidfd is close-on-exec. */

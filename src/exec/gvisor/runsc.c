@@ -13,13 +13,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include "exec/gvisor/gvisor_internal.h"
 #include "exec/starter/starter.h"
 #include "host/netns.h"
+#include "util/spawn.h"
 #include "util/syscalls.h"
 #include "util/util.h"
 
@@ -74,24 +74,6 @@ void gv_argv_free(char **argv)
 	free(argv);
 }
 
-/* ---- the child ---------------------------------------------------------------
- * Between fork and exec: system calls only, no allocation (the service is
- * multithreaded). */
-
-/* Put fd on target (0, 1, 2) without clobbering another one still needed:
- * every source was first copied above the stdio range. */
-static int child_stdio(int fds[3])
-{
-	int high[3];
-	for (int i = 0; i < 3; i++)
-		if ((high[i] = fcntl(fds[i], F_DUPFD_CLOEXEC, 10)) < 0)
-			return -1;
-	for (int i = 0; i < 3; i++)
-		if (dup2(high[i], i) < 0)
-			return -1;
-	return 0;
-}
-
 /* The keeper's program (exec/starter/starter.h, keeper mode): the sealed
  * program's descriptor and its argv, both made before the fork. */
 typedef struct gv_keeper_exec {
@@ -99,49 +81,38 @@ typedef struct gv_keeper_exec {
 	char **argv; /* NATIVE_KEEPER_ARGV0, then the runtime's argv */
 } gv_keeper_exec;
 
-static _Noreturn void child_main(const gv_spawn_opts *o, const gv_keeper_exec *k, int sync_r,
-                                 int devnull)
+/* ---- the child ---------------------------------------------------------------
+ * Started by util/spawn.h. In the child, before its descriptors are placed:
+ * the network namespace the runtime must be born in (system calls only:
+ * the service is multithreaded). */
+static int child_netns(void *ctx)
 {
-	char c;
-	/* Wait until the service has moved us into the sandbox's cgroups: the
-	 * runtime must be born there, so every page and thread it has is
-	 * charged to the sandbox. EOF without the byte: the service gave up. */
-	if (read(sync_r, &c, 1) != 1)
-		_exit(126);
-	if (o->new_netns && (unshare(CLONE_NEWNET) < 0 || host_netns_loopback_up() < 0))
-		_exit(126);
-	if (o->netns_pidfd >= 0 && setns(o->netns_pidfd, CLONE_NEWNET) < 0)
-		_exit(126);
-	util_signals_reset();
-	int fds[3] = { o->in_fd >= 0 ? o->in_fd : devnull, o->out_fd >= 0 ? o->out_fd : devnull,
-		       o->err_fd >= 0 ? o->err_fd : devnull };
-	/* Room for the copies below in a table that can be near the limit. */
-	if (util_close_all_but((const int[]){ fds[0], fds[1], fds[2], devnull,
-	                                      o->keeper ? k->prog_fd : -1 }, 5) < 0 ||
-	    child_stdio(fds) < 0)
-		_exit(126);
-	/* The keeper lives as long as the sandbox, in its cgroup, so what
-	 * stays is not this copy of the service (whose memory holds its
-	 * credential and TLS keys) but the sealed program in keeper mode:
-	 * /dev/null on 3 (its own stdio once the runtime runs), the program
-	 * on 4 (close-on-exec: needed only until the exec of an ELF file).
-	 * Each is first copied above 4 so that neither is overwritten by the
-	 * other's move. */
-	if (o->keeper) {
-		int dn = fcntl(devnull, F_DUPFD_CLOEXEC, 5);
-		int prog = fcntl(k->prog_fd, F_DUPFD_CLOEXEC, 5);
-		if (dn < 0 || prog < 0 || dup2(dn, 3) < 0 || dup3(prog, 4, O_CLOEXEC) < 0 ||
-		    sys_close_range(5, ~0u, 0) < 0)
-			_exit(126);
-		sys_execveat(4, "", k->argv, gv_runsc_env, AT_EMPTY_PATH);
-		_exit(126);
+	const gv_spawn_opts *o = ctx;
+	if (o->new_netns) {
+		if (unshare(CLONE_NEWNET) < 0)
+			return -errno;
+		int r = host_netns_loopback_up();
+		if (r < 0)
+			return r;
 	}
-	/* Nothing of the service's but stdio: its cgroup locks (a held flock
-	 * would make a crashed sandbox's group look live to the sweep), the
-	 * image store, other sandboxes' pipes. */
-	sys_close_range(3, ~0u, 0);
-	execve(o->argv[0], o->argv, gv_runsc_env);
-	_exit(127);
+	if (o->netns_pidfd >= 0 && setns(o->netns_pidfd, CLONE_NEWNET) < 0)
+		return -errno;
+	return 0;
+}
+
+/* In the parent, before the child goes on: into the sandbox's cgroups, so
+ * the runtime is born there and every page and thread it has is charged
+ * to the sandbox. */
+typedef struct gv_placement {
+	host_cgroup *cg;
+	airlock_error *err;
+} gv_placement;
+
+static int child_placement(pid_t pid, void *ctx)
+{
+	gv_placement *p = ctx;
+	int r = host_cgroup_enter_init(p->cg, pid, p->err);
+	return r < 0 ? (p->err && p->err->errnum ? -p->err->errnum : -EIO) : 0;
 }
 
 static void keeper_exec_clear(gv_keeper_exec *k)
@@ -173,56 +144,51 @@ static int keeper_exec_make(const gv_spawn_opts *o, gv_keeper_exec *k, airlock_e
 
 int gv_spawn(const gv_spawn_opts *o, pid_t *ret_pid, int *ret_pidfd, airlock_error *err)
 {
-	_cleanup_close_ int devnull = open("/dev/null", O_RDWR | O_CLOEXEC);
-	int sync[2];
-	if (devnull < 0 || pipe2(sync, O_CLOEXEC) < 0)
-		return airlock_error_set(err, AIRLOCK_ERR_EXECUTION_UNAVAILABLE, errno,
-		                         "gvisor: starting the runtime");
 	gv_keeper_exec k = { .prog_fd = -1 };
-	int made = o->keeper ? keeper_exec_make(o, &k, err) : 0;
-	if (made < 0) {
-		keeper_exec_clear(&k);
-		close(sync[0]);
-		close(sync[1]);
-		return made;
-	}
-	pid_t pid = fork();
-	if (pid < 0) {
-		int e = errno;
-		keeper_exec_clear(&k);
-		close(sync[0]);
-		close(sync[1]);
-		return airlock_error_set(err, AIRLOCK_ERR_EXECUTION_UNAVAILABLE, e,
-		                         "gvisor: starting the runtime: fork");
-	}
-	if (pid == 0) {
-		close(sync[1]);
-		child_main(o, &k, sync[0], devnull);
-	}
-	keeper_exec_clear(&k);
-	close(sync[0]);
-	int pidfd = sys_pidfd_open(pid, 0);
-	int r = 0;
-	if (pidfd < 0)
-		r = airlock_error_set(err, AIRLOCK_ERR_EXECUTION_UNAVAILABLE, errno,
-		                      "gvisor: starting the runtime: pidfd");
-	if (r == 0 && o->cg)
-		r = host_cgroup_enter_init(o->cg, pid, err);
-	if (r == 0 && write(sync[1], "g", 1) != 1)
-		r = airlock_error_set(err, AIRLOCK_ERR_EXECUTION_UNAVAILABLE, errno,
-		                      "gvisor: starting the runtime: sync");
-	close(sync[1]);
+	int r = o->keeper ? keeper_exec_make(o, &k, err) : 0;
 	if (r < 0) {
-		kill(pid, SIGKILL);
-		while (waitpid(pid, NULL, 0) < 0 && errno == EINTR)
-			;
-		if (pidfd >= 0)
-			close(pidfd);
+		keeper_exec_clear(&k);
 		return r;
 	}
+	/* stdio as given (-1: /dev/null). The keeper lives as long as the
+	 * sandbox, in its cgroup, so what stays is not this copy of the
+	 * service (whose memory holds its credential and TLS keys) but the
+	 * sealed program in keeper mode, with /dev/null on 3 (its own stdio
+	 * once the runtime runs). Nothing else of the service's reaches
+	 * runsc: its cgroup locks (a held flock would make a crashed
+	 * sandbox's group look live to the sweep), the image store, other
+	 * sandboxes' pipes. */
+	const spawn_fd fds[] = { { o->in_fd, 0 }, { o->out_fd, 1 }, { o->err_fd, 2 }, { -1, 3 } };
+	gv_placement place = { .cg = o->cg, .err = err };
+	const spawn_options so = {
+		.exec_fd = o->keeper ? k.prog_fd : -1,
+		.path = o->argv[0],
+		.argv = o->keeper ? k.argv : o->argv,
+		.envp = gv_runsc_env,
+		.fds = fds,
+		.n_fds = o->keeper ? 4 : 3,
+		.hook = child_netns,
+		.hook_ctx = (void *)(uintptr_t)o,
+		.parent_hook = o->cg ? child_placement : NULL,
+		.parent_hook_ctx = &place,
+	};
+	spawn_child child;
+	spawn_failure sf;
+	r = spawn_start(&so, &child, &sf);
+	keeper_exec_clear(&k);
+	if (r < 0) {
+		/* The placement's own message names the cgroup. */
+		if (sf.step == SPAWN_STEP_PARENT && err && err->message[0]) {
+			airlock_error_prefix(err, "gvisor: starting the runtime: ");
+			return r;
+		}
+		return airlock_error_set(err, AIRLOCK_ERR_EXECUTION_UNAVAILABLE, sf.errnum,
+		                         "gvisor: starting the runtime: %s%s", spawn_step_name(sf.step),
+		                         sf.step == SPAWN_STEP_HOOK ? " (its network namespace)" : "");
+	}
 	if (ret_pid)
-		*ret_pid = pid;
-	*ret_pidfd = pidfd;
+		*ret_pid = child.pid;
+	*ret_pidfd = child.pidfd;
 	return 0;
 }
 
