@@ -6,8 +6,10 @@
  * libmicrohttpd's parsing, the credential, the route, the handle header,
  * the query, the provision and execute envelopes and the port's decoders,
  * the workspace verbs, streaming), the write side is closed and the answer
- * read. This covers the envelope decoding in server.c that is not callable
- * on its own (fuzz_service_request.c fuzzes the decoders that are).
+ * read. This covers the request phases of the server core (src/http/) and
+ * the envelope decoding in the service's jobs (src/service/job_*.c) that
+ * is not callable on its own (fuzz_service_request.c fuzzes the decoders
+ * that are).
  *
  * So that inputs can reach past the credential and the handle check, three
  * placeholders are replaced before sending: @TOKEN@ by the credential,

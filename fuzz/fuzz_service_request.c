@@ -12,7 +12,7 @@
  *   1 svc_query_value: the second byte picks the key, the rest is the query
  *     string. Found, absent or refused exactly as a plain reading of the
  *     pairs says; a value found percent-encodes back to itself.
- *   2 svc_bearer_ok: the second byte is the token's length, then the
+ *   2 http_bearer_ok: the second byte is the token's length, then the
  *     token, then the Authorization value. True exactly when the value is
  *     "Bearer " (any case) and the token, and always for that spelling.
  *   3 svc_handle_decode: the rest is the Airlock-Handle value. A handle
@@ -30,6 +30,7 @@
 
 #include "airlock/json.h"
 #include "core/json_internal.h"
+#include "http/http.h"
 #include "service/server_internal.h"
 #include "util/util.h"
 
@@ -222,7 +223,7 @@ static void fuzz_bearer(const uint8_t *data, size_t size)
 	const char *tok = (const char *)data + 1;
 	const char *value = tok + tlen;
 	size_t vlen = size - 1 - tlen;
-	bool ok = svc_bearer_ok(value, vlen, tok, tlen);
+	bool ok = http_bearer_ok(value, vlen, tok, tlen);
 	bool want = tlen > 0 && vlen == 7 + tlen && strncasecmp(value, "Bearer ", 7) == 0 &&
 	            memcmp(value + 7, tok, tlen) == 0;
 	if (ok != want)
@@ -234,10 +235,10 @@ static void fuzz_bearer(const uint8_t *data, size_t size)
 		die("memory");
 	memcpy(spelled, "bEaReR ", 7);
 	memcpy(spelled + 7, tok, tlen);
-	if (!svc_bearer_ok(spelled, 7 + tlen, tok, tlen))
+	if (!http_bearer_ok(spelled, 7 + tlen, tok, tlen))
 		die("bearer: the token itself refused");
 	/* One byte more or less is another token. */
-	if (svc_bearer_ok(spelled, 6 + tlen, tok, tlen))
+	if (http_bearer_ok(spelled, 6 + tlen, tok, tlen))
 		die("bearer: a prefix of the token accepted");
 	free(spelled);
 }

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * The service's request decoding that needs no daemon: route, query, bearer
- * token, handle header (server_internal.h). Every input here is a
+ * The service's request decoding that needs no daemon: route, query,
+ * handle header (server_internal.h). Every input here is a
  * client's bytes: lengths are carried, never found with strlen, and nothing
  * is unescaped before it is checked.
  */
@@ -10,8 +10,6 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
-#include <strings.h>
-#include <openssl/crypto.h>
 
 #include "airlock/caps.h"
 #include "airlock/ids.h"
@@ -207,25 +205,6 @@ int svc_query_value(const char *query, size_t query_len, const char *key, char *
 		           : airlock_error_set(err, AIRLOCK_ERR_SYSTEM, ENOMEM, "%s", key);
 	*ret = v;
 	return 1;
-}
-
-/* ---- the bearer token ---------------------------------------------------- */
-
-bool svc_bearer_ok(const char *value, size_t value_len, const void *want, size_t want_len)
-{
-	static const char scheme[] = "Bearer ";
-	const size_t sl = sizeof(scheme) - 1;
-	if (!value || !want || want_len == 0 || value_len <= sl ||
-	    strncasecmp(value, scheme, sl) != 0)
-		return false;
-	const char *tok = value + sl;
-	size_t tlen = value_len - sl;
-	/* The length is not a secret worth hiding (the file's size is not
-	 * either); the bytes are: compared with CRYPTO_memcmp, whose time does
-	 * not depend on where they first differ. */
-	if (tlen != want_len)
-		return false;
-	return CRYPTO_memcmp(tok, want, want_len) == 0;
 }
 
 /* ---- the handle header --------------------------------------------------- */

@@ -1,15 +1,18 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * The metrics' operator listener: GET /metrics on its own socket, one
- * polling thread, a few connections.
+ * The metrics' operator listener: GET /metrics on its own socket, on the
+ * HTTP server core's simple mode (one polling thread, 16 connections, a
+ * 10 s idle timeout, 16 KiB of header). It carries no credential: the
+ * exposition holds counts, no secret and no tenant's data, and the
+ * listener is reachable only where its operator put it
+ * (service.metrics_listen, docs/service-metrics.md).
  */
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
-#include <microhttpd.h>
-
+#include "http/http.h"
 #include "service/metrics_state.h"
 #include "util/util.h"
 
@@ -17,46 +20,46 @@ struct service_metrics_listener {
 	service_metrics *m;
 	size_t (*live_fn)(void *);
 	void *live_arg;
-	struct MHD_Daemon *daemon;
+	http_server *http;
 };
 
-static enum MHD_Result metrics_answer(struct MHD_Connection *c, unsigned status, char *body,
-                                      size_t len, const char *type)
+static http_result metrics_text(http_request *r, unsigned status, const char *text)
 {
-	struct MHD_Response *r = MHD_create_response_from_buffer(len, body, MHD_RESPMEM_MUST_FREE);
-	if (!r) {
-		free(body);
-		return MHD_NO;
-	}
-	if (type)
-		MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, type);
-	enum MHD_Result q = MHD_queue_response(c, status, r);
-	MHD_destroy_response(r);
-	return q;
+	char *body = strdup(text);
+	if (!body)
+		return HTTP_CLOSE;
+	return http_respond(r, status, body, strlen(body), "text/plain");
 }
 
-/* Answered on the first call, before any body: a scrape has none, and
- * whatever a client sends with it is not read. */
-static enum MHD_Result metrics_request(void *cls, struct MHD_Connection *c, const char *url,
-                                       const char *method, const char *version,
-                                       const char *upload, size_t *upload_size, void **req_cls)
+/* Answered at the start, before any body: a scrape has none, and whatever
+ * a client sends with it is not read. */
+static http_result metrics_start(void *ctx, http_request *r, const char *method)
 {
-	service_metrics_listener *l = cls;
-	(void)version;
-	(void)upload;
-	(void)upload_size;
-	(void)req_cls;
-	if (strcmp(url, "/metrics") != 0)
-		return metrics_answer(c, MHD_HTTP_NOT_FOUND, strdup("not found\n"), 10, "text/plain");
+	service_metrics_listener *l = ctx;
+	const char *url = http_request_url(r);
+	if (!url || strcmp(url, "/metrics") != 0)
+		return metrics_text(r, HTTP_NOT_FOUND, "not found\n");
 	if (strcmp(method, "GET") != 0 && strcmp(method, "HEAD") != 0)
-		return metrics_answer(c, MHD_HTTP_METHOD_NOT_ALLOWED, strdup("GET only\n"), 9,
-		                      "text/plain");
+		return metrics_text(r, HTTP_METHOD_NOT_ALLOWED, "GET only\n");
 	size_t len = 0;
 	char *text = service_metrics_render(l->m, l->live_fn ? l->live_fn(l->live_arg) : 0, &len);
 	if (!text)
-		return MHD_NO;
-	return metrics_answer(c, MHD_HTTP_OK, text, len, "text/plain; version=0.0.4; charset=utf-8");
+		return HTTP_CLOSE;
+	return http_respond(r, HTTP_OK, text, len, "text/plain; version=0.0.4; charset=utf-8");
 }
+
+/* Never reached: every request is answered at its start. */
+static http_result metrics_handle(void *ctx, http_request *r)
+{
+	(void)ctx;
+	(void)r;
+	return HTTP_CLOSE;
+}
+
+static const http_routes metrics_routes = {
+	.start = metrics_start,
+	.handle = metrics_handle,
+};
 
 int service_metrics_listener_new(service_metrics *m, int listen_fd, size_t (*live_fn)(void *),
                                  void *live_arg, service_metrics_listener **ret,
@@ -69,17 +72,21 @@ int service_metrics_listener_new(service_metrics *m, int listen_fd, size_t (*liv
 	}
 	*l = (service_metrics_listener){ .m = m, .live_fn = live_fn, .live_arg = live_arg };
 	/* One polling thread: a scrape is a copy and a format, and a slow
-	 * client costs a connection slot (16), never a thread. */
-	l->daemon = MHD_start_daemon(
-	        MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_POLL, 0, NULL, NULL, metrics_request, l,
-	        MHD_OPTION_LISTEN_SOCKET, listen_fd, MHD_OPTION_CONNECTION_LIMIT, (unsigned)16,
-	        MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)10, MHD_OPTION_CONNECTION_MEMORY_LIMIT,
-	        (size_t)16384, MHD_OPTION_END);
-	if (!l->daemon) {
+	 * client costs a connection slot (16), never a thread. No credential:
+	 * see above. */
+	http_server_config hc = {
+		.name = "metrics listener",
+		.listen_fd = listen_fd,
+		.max_connections = 16,
+		.connection_timeout_ms = 10000,
+		.header_max = 16384,
+		.simple = true,
+	};
+	int r = http_server_new(&hc, &metrics_routes, l, &l->http, err);
+	if (r < 0) {
 		close(listen_fd);
 		free(l);
-		return airlock_error_set(err, AIRLOCK_ERR_EXECUTION_UNAVAILABLE, 0,
-		                         "the metrics listener did not start");
+		return r;
 	}
 	*ret = l;
 	return 0;
@@ -89,7 +96,7 @@ void service_metrics_listener_free(service_metrics_listener *l)
 {
 	if (!l)
 		return;
-	/* Closes the listening socket too. */
-	MHD_stop_daemon(l->daemon);
+	/* In the simple mode the daemon closes the listening socket. */
+	http_server_stop(l->http, 0);
 	free(l);
 }

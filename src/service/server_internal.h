@@ -5,7 +5,8 @@
 /*
  * The pieces of the service's server that are plain functions of their
  * input (no daemon, no socket): the request line's route, the query
- * string, the bearer token and the handle header. Kept apart so each
+ * string and the handle header (the bearer token is the server core's:
+ * http_bearer_ok in src/http/http.h). Kept apart so each
  * decoder is one function a fuzz harness or a unit test can call alone.
  */
 
@@ -47,11 +48,6 @@ int svc_route(const char *target, size_t target_len, const char *method, svc_ver
  * escape or a key given twice. '+' is a plus sign (RFC 3986), not a space. */
 int svc_query_value(const char *query, size_t query_len, const char *key, char **ret,
                     size_t *ret_len, airlock_error *err);
-
-/* The bearer token of an Authorization value: true when it is
- * "Bearer <token>" (the scheme case-insensitive) and the token equals want,
- * compared in constant time over equal lengths. */
-bool svc_bearer_ok(const char *value, size_t value_len, const void *want, size_t want_len);
 
 /* The Airlock-Handle header: base64url (no padding) of the handle's JSON,
  * decoded with the strict decoder. ToolValidationError naming the header. */

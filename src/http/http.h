@@ -1,0 +1,204 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+#ifndef AIRLOCK_HTTP_HTTP_H
+#define AIRLOCK_HTTP_HTTP_H
+
+/*
+ * One HTTP server core over libmicrohttpd, for every API airlock serves
+ * (the service's, its metrics listener, next the worker's). It knows
+ * nothing of sandboxes: a user gives it a listening socket, a
+ * configuration and two hooks, and answers through the helpers below.
+ *
+ * The contract.
+ *   - Connections. In the guarded mode (the default) the daemon runs one
+ *     thread per connection and every phase of a connection is bounded
+ *     (conn.c says how): at most max_connections live, at most
+ *     max_connections_per_ip from one party on TCP (an address, an IPv6
+ *     /64) with the oldest unauthenticated one of that party evicted, at
+ *     most three quarters of the slots held by connections that have not
+ *     yet authenticated, the TLS handshake and first header block within
+ *     auth_timeout_ms, a header block within header_timeout_ms and
+ *     header_max bytes, a body within request_timeout_ms and its route's
+ *     cap, a response taken within request_timeout_ms. A watchdog thread
+ *     cuts a connection past its deadline with shutdown(2). The simple
+ *     mode (config.simple) is one polling thread, max_connections
+ *     connections, libmicrohttpd's idle timeout and memory limit only,
+ *     for an operator's listener answering small requests at once.
+ *   - Authentication. With a credential, every request carries
+ *     "Authorization: Bearer <credential>" (compared in constant time) and,
+ *     with a client CA, a client certificate that chains to it; anything
+ *     else is 401 before a route is looked at. Without a credential (the
+ *     metrics listener, reachable only as its operator configured) no
+ *     request is authenticated and nothing counts as pending.
+ *   - Requests. routes->start runs once per request, after
+ *     authentication, with the raw request target (never unescaped): it
+ *     decodes the route, may keep state on the request
+ *     (http_request_set_state, freed by routes->state_free), sets the
+ *     body's cap (http_request_set_body_cap, 0 by default) and returns
+ *     HTTP_NEXT, or answers at once (a refusal). A body whose
+ *     Content-Length is past its cap is answered 413 at its head; in the
+ *     guarded mode the body the client sends anyway is then read and
+ *     dropped (up to its declared length, at most oversize_drain_max
+ *     bytes, within oversize_drain_ms) before the connection closes. A
+ *     chunked body past its cap is discarded as it comes and answered 413
+ *     when it ends; the connection is closed oversize_drain_max bytes
+ *     past the cap. routes->handle runs when the body is in, and answers.
+ *   - Answers. Every handler returns the result of one http_respond_*
+ *     call, or HTTP_CLOSE to close the connection without an answer.
+ *     Errors leave as airlock_error_to_json with their wire class (the
+ *     specification's five) and the status of http_error_status; a 503
+ *     carries Retry-After: 1.
+ */
+
+#include <pthread.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "airlock/error.h"
+
+typedef struct http_server http_server;
+typedef struct http_request http_request;
+typedef struct http_conn http_conn;
+
+/* What a hook or a handler returns: libmicrohttpd's MHD_NO and MHD_YES. */
+typedef enum http_result {
+	HTTP_CLOSE = 0, /* close the connection, answer nothing */
+	HTTP_NEXT = 1,  /* answered, or (from start) go on to the body */
+} http_result;
+
+typedef struct http_routes {
+	http_result (*start)(void *ctx, http_request *r, const char *method);
+	http_result (*handle)(void *ctx, http_request *r);
+	void (*state_free)(void *state); /* NULL: the state is not freed */
+} http_routes;
+
+typedef struct http_server_config {
+	const char *name;    /* for errors: "service", "metrics listener" */
+	const char *address; /* the listener's address, for errors; NULL: the name only */
+	int listen_fd;       /* the daemon's from a successful start until stop */
+	/* TLS: the PEM text of the certificate and key (both, or neither), and
+	 * of a client CA (optional). The key is wiped and freed by the server
+	 * once the daemon has loaded it: pass a malloc'd copy. */
+	const char *pem_cert, *pem_ca;
+	char *pem_key;
+	/* The bearer credential (copied); NULL: no authentication. */
+	const void *credential;
+	size_t credential_len;
+	unsigned max_connections;        /* 0: 256 */
+	unsigned max_connections_per_ip; /* TCP only; 0: 64 */
+	/* Deadlines, ms (0: the default in parentheses). */
+	int64_t auth_timeout_ms;       /* (2000) */
+	int64_t header_timeout_ms;     /* (10000) */
+	int64_t request_timeout_ms;    /* (300000) */
+	int64_t connection_timeout_ms; /* (30000) libmicrohttpd's idle timeout */
+	size_t header_max;         /* the connection's memory (header block) */
+	/* A body past its cap (see Requests above): the most bytes read and
+	 * dropped (0: none), and the time allowed for it after an early 413
+	 * (0: 3000 ms). */
+	uint64_t oversize_drain_max;
+	int64_t oversize_drain_ms;
+	/* One polling thread and libmicrohttpd's own limits only (see above). */
+	bool simple;
+} http_server_config;
+
+/* Start the daemon on cfg->listen_fd. On failure the descriptor is still
+ * the caller's; an error names cfg->address. The credential is copied;
+ * cfg->pem_key is taken (wiped and freed) on success and failure alike. */
+int http_server_new(const http_server_config *cfg, const http_routes *routes, void *ctx,
+                    http_server **ret, airlock_error *err);
+
+/* Stop: no new connection is accepted, requests under way get up to
+ * drain_ms to finish, then the daemon and the watchdog end and the server
+ * is freed. Returns the listening descriptor, the caller's again (-1 when
+ * libmicrohttpd could not give it back: it closed it). */
+int http_server_stop(http_server *h, int64_t drain_ms);
+
+/* ---- the request ---------------------------------------------------------- */
+
+const char *http_request_target(const http_request *r, size_t *ret_len);
+/* The path unescaped by libmicrohttpd, without the query: only for a user
+ * whose routes are fixed strings (the metrics listener). */
+const char *http_request_url(const http_request *r);
+void http_request_set_state(http_request *r, void *state);
+void *http_request_state(const http_request *r);
+void http_request_set_body_cap(http_request *r, size_t cap);
+/* The body read (never NULL when len > 0). */
+const unsigned char *http_request_body(const http_request *r, size_t *ret_len);
+/* A request header's value and length, or NULL. */
+const char *http_request_header(const http_request *r, const char *name, size_t *ret_len);
+/* The client's socket, to be looked at (http_peer_gone), never used. */
+int http_request_fd(const http_request *r);
+/* The connection's record (NULL in the simple mode), valid until the
+ * request completes. */
+http_conn *http_request_conn(const http_request *r);
+/* From now the connection's response must be taken within the request
+ * timeout (a streamed response whose end is ready). */
+void http_conn_respond_by(http_conn *k);
+
+/* Whether the client closed its end, or the connection was cut. */
+bool http_peer_gone(int fd);
+
+/* The waits a thread serving a client makes (the core's own, and a
+ * user's that waits for work while looking at its client): a condition
+ * on the monotonic clock, and a wait on it of at most ms. */
+void http_cond_init_monotonic(pthread_cond_t *c);
+void http_cond_wait_ms(pthread_cond_t *cond, pthread_mutex_t *lock, int64_t ms);
+
+/* ---- answers -------------------------------------------------------------- */
+
+/* data is malloc'd and taken (NULL with len 0: an empty body); type may be
+ * NULL. */
+http_result http_respond(http_request *r, unsigned status, char *data, size_t len,
+                         const char *type);
+/* A JSON text, taken; NULL (no memory) closes the connection. */
+http_result http_respond_json(http_request *r, unsigned status, char *json);
+/* An error with its wire class, with the given status or the class's
+ * (http_error_status). */
+http_result http_respond_error_status(http_request *r, unsigned status, const airlock_error *e);
+http_result http_respond_error(http_request *r, const airlock_error *e);
+http_result http_respond_fail(http_request *r, unsigned status, airlock_errclass cls,
+                              const char *fmt, ...) __attribute__((format(printf, 4, 5)));
+
+/* A streamed body of unknown length: read(cls, buf, max) runs on the
+ * connection's thread and may block; it returns the bytes written,
+ * HTTP_STREAM_END or HTTP_STREAM_ERROR. free_cb(cls) runs when the
+ * response is done with. No deadline holds while it streams (the idle
+ * timeout does) until http_conn_respond_by. On failure free_cb has run. */
+#define HTTP_STREAM_END ((ssize_t)-1)
+#define HTTP_STREAM_ERROR ((ssize_t)-2)
+http_result http_respond_stream(http_request *r, unsigned status, const char *type,
+                                ssize_t (*read)(void *cls, char *buf, size_t max), void *cls,
+                                void (*free_cb)(void *cls));
+
+/* The wire's classes are the specification's five: a decoder's class is
+ * ToolValidationError, everything else a layer below can say is
+ * ExecutionUnavailable. */
+void http_wire_class(airlock_error *e);
+/* The status of a wire class: 400, 403, 409 (ExecutionRejected; a user
+ * that can tell an unknown id answers 404 itself), 503. */
+unsigned http_error_status(const airlock_error *e);
+/* The error's JSON with its wire class; NULL only when memory ran out. */
+char *http_error_json(const airlock_error *e);
+
+/* "Bearer <token>" (the scheme case-insensitive) whose token equals want,
+ * compared in constant time over equal lengths. */
+bool http_bearer_ok(const char *value, size_t value_len, const void *want, size_t want_len);
+
+/* Statuses the users answer with. */
+enum {
+	HTTP_OK = 200,
+	HTTP_CREATED = 201,
+	HTTP_NO_CONTENT = 204,
+	HTTP_BAD_REQUEST = 400,
+	HTTP_UNAUTHORIZED = 401,
+	HTTP_FORBIDDEN = 403,
+	HTTP_NOT_FOUND = 404,
+	HTTP_METHOD_NOT_ALLOWED = 405,
+	HTTP_CONFLICT = 409,
+	HTTP_CONTENT_TOO_LARGE = 413,
+	HTTP_UNPROCESSABLE_CONTENT = 422,
+	HTTP_SERVICE_UNAVAILABLE = 503,
+};
+
+#endif

@@ -1,0 +1,185 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * The server core's answers: a buffer, a JSON text, an error with its wire
+ * class and status, a stream. Each answer starts the connection's
+ * response deadline (request_timeout_ms), except a stream's, which has
+ * none until its user says its end is ready (http_conn_respond_by).
+ */
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "airlock/json.h"
+#include "http/http_internal.h"
+
+http_result http_respond(http_request *r, unsigned status, char *data, size_t len,
+                         const char *type)
+{
+	static char empty[1];
+	r->responded = true;
+	struct MHD_Response *resp = MHD_create_response_from_buffer(len, data ? data : empty,
+	                                                            data ? MHD_RESPMEM_MUST_FREE
+	                                                                 : MHD_RESPMEM_PERSISTENT);
+	if (!resp) {
+		free(data);
+		return HTTP_CLOSE;
+	}
+	if (type)
+		MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, type);
+	/* A 503 is the server unable to answer now: it may be retried. */
+	if (status == MHD_HTTP_SERVICE_UNAVAILABLE)
+		MHD_add_response_header(resp, MHD_HTTP_HEADER_RETRY_AFTER, "1");
+	enum MHD_Result q = MHD_queue_response(r->c, status, resp);
+	MHD_destroy_response(resp);
+	http_conn_deadline(r->conn, r->h->request_ms);
+	return q == MHD_YES ? HTTP_NEXT : HTTP_CLOSE;
+}
+
+http_result http_respond_json(http_request *r, unsigned status, char *json)
+{
+	if (!json)
+		return HTTP_CLOSE;
+	return http_respond(r, status, json, strlen(json), "application/json");
+}
+
+void http_wire_class(airlock_error *e)
+{
+	switch (e->cls) {
+	case AIRLOCK_ERR_TOOL_VALIDATION:
+	case AIRLOCK_ERR_WORKSPACE_ESCAPE:
+	case AIRLOCK_ERR_EXECUTION_REJECTED:
+	case AIRLOCK_ERR_SANDBOX_ESCAPE_SUSPECTED:
+	case AIRLOCK_ERR_EXECUTION_UNAVAILABLE:
+		return;
+	case AIRLOCK_ERR_DECODE:
+		e->cls = AIRLOCK_ERR_TOOL_VALIDATION;
+		return;
+	case AIRLOCK_ERR_INVALID:
+	case AIRLOCK_ERR_CREDENTIAL_UNAVAILABLE:
+	case AIRLOCK_ERR_ARTIFACT_INTEGRITY:
+	case AIRLOCK_ERR_CONFIG:
+	case AIRLOCK_ERR_NOT_IMPLEMENTED:
+	case AIRLOCK_ERR_SYSTEM:
+	case AIRLOCK_ERR__MAX:
+	default:
+		e->cls = AIRLOCK_ERR_EXECUTION_UNAVAILABLE;
+		return;
+	}
+}
+
+unsigned http_error_status(const airlock_error *e)
+{
+	switch (e->cls) {
+	case AIRLOCK_ERR_TOOL_VALIDATION:
+	case AIRLOCK_ERR_WORKSPACE_ESCAPE:
+	case AIRLOCK_ERR_DECODE:
+		return MHD_HTTP_BAD_REQUEST;
+	case AIRLOCK_ERR_SANDBOX_ESCAPE_SUSPECTED:
+		return MHD_HTTP_FORBIDDEN;
+	case AIRLOCK_ERR_EXECUTION_REJECTED:
+		return MHD_HTTP_CONFLICT;
+	case AIRLOCK_ERR_INVALID:
+	case AIRLOCK_ERR_EXECUTION_UNAVAILABLE:
+	case AIRLOCK_ERR_CREDENTIAL_UNAVAILABLE:
+	case AIRLOCK_ERR_ARTIFACT_INTEGRITY:
+	case AIRLOCK_ERR_CONFIG:
+	case AIRLOCK_ERR_NOT_IMPLEMENTED:
+	case AIRLOCK_ERR_SYSTEM:
+	case AIRLOCK_ERR__MAX:
+	default:
+		return MHD_HTTP_SERVICE_UNAVAILABLE;
+	}
+}
+
+char *http_error_json(const airlock_error *e)
+{
+	airlock_error w = *e;
+	http_wire_class(&w);
+	airlock_error jerr = { 0 };
+	return airlock_error_to_json(&w, &jerr);
+}
+
+http_result http_respond_error_status(http_request *r, unsigned status, const airlock_error *e)
+{
+	return http_respond_json(r, status, http_error_json(e));
+}
+
+http_result http_respond_error(http_request *r, const airlock_error *e)
+{
+	airlock_error w = *e;
+	http_wire_class(&w);
+	return http_respond_error_status(r, http_error_status(&w), &w);
+}
+
+http_result http_respond_fail(http_request *r, unsigned status, airlock_errclass cls,
+                              const char *fmt, ...)
+{
+	airlock_error e = { .cls = cls };
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(e.message, sizeof(e.message), fmt, ap);
+	va_end(ap);
+	return http_respond_error_status(r, status, &e);
+}
+
+/* 401 carries nothing but its class. */
+http_result http_respond_unauthorized(http_request *r)
+{
+	static const char body[] = "{\"error\": \"Unauthorized\", \"message\": \"\"}";
+	char *copy = strdup(body);
+	if (!copy)
+		return HTTP_CLOSE;
+	return http_respond(r, MHD_HTTP_UNAUTHORIZED, copy, sizeof(body) - 1, "application/json");
+}
+
+typedef struct {
+	ssize_t (*read)(void *cls, char *buf, size_t max);
+	void (*free_cb)(void *cls);
+	void *cls;
+} http_stream;
+
+static ssize_t stream_read(void *cls, uint64_t pos, char *buf, size_t max)
+{
+	http_stream *st = cls;
+	(void)pos;
+	ssize_t n = st->read(st->cls, buf, max);
+	if (n == HTTP_STREAM_END)
+		return MHD_CONTENT_READER_END_OF_STREAM;
+	if (n < 0)
+		return MHD_CONTENT_READER_END_WITH_ERROR;
+	return n;
+}
+
+static void stream_free(void *cls)
+{
+	http_stream *st = cls;
+	st->free_cb(st->cls);
+	free(st);
+}
+
+http_result http_respond_stream(http_request *r, unsigned status, const char *type,
+                                ssize_t (*read)(void *cls, char *buf, size_t max), void *cls,
+                                void (*free_cb)(void *cls))
+{
+	r->responded = true;
+	http_stream *st = malloc(sizeof(*st));
+	if (!st) {
+		free_cb(cls);
+		return HTTP_CLOSE;
+	}
+	*st = (http_stream){ .read = read, .free_cb = free_cb, .cls = cls };
+	struct MHD_Response *resp = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 64 * 1024,
+	                                                              stream_read, st, stream_free);
+	if (!resp) {
+		stream_free(st);
+		return HTTP_CLOSE;
+	}
+	MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, type);
+	enum MHD_Result q = MHD_queue_response(r->c, status, resp);
+	MHD_destroy_response(resp);
+	/* No total deadline while it streams: what produces it bounds it, and
+	 * a client that reads nothing meets the idle timeout. */
+	http_conn_deadline(r->conn, 0);
+	return q == MHD_YES ? HTTP_NEXT : HTTP_CLOSE;
+}
