@@ -1,7 +1,7 @@
 #!/bin/sh
 # airlock serve (fake mechanism) attacked as a hostile client would: each
-# check is a finding of the red-team pass on issue 12 or a property that
-# held under attack. Usage: service_attack.sh AIRLOCK
+# check is an attack that once succeeded or a property that held under
+# attack. Usage: service_attack.sh AIRLOCK
 set -u
 AIRLOCK=$1
 TMP=$(mktemp -d)
@@ -268,7 +268,7 @@ for i in range(20):
         break
 (ok if idle else lambda n: bad(n, "still busy 2 s after the client left"))("disconnect-cancels-execute")
 
-# Finding (issue 18, item 11): a listdir's answer was bounded by its count
+# Finding: a listdir's answer was bounded by its count
 # only: 100,000 entries under a long directory made a 405 MB answer. A
 # command makes 700 entries of ~4,000-byte paths (2.8 MB of path); the
 # answer holds at most 2 MiB of path (AIRLOCK_WORKSPACE_LISTDIR_BYTES_MAX),
@@ -296,7 +296,7 @@ else:
             % (st, len(paths), size, l.get("truncated"), len(b)))
 request("DELETE", "/v1/sandboxes/" + E, hdrs=H)
 
-# Finding (issue 18, item 12): every pipe read was one NDJSON event (~51
+# Finding: every pipe read was one NDJSON event (~51
 # bytes around a 1-byte read): 2.7 M one-byte writes made a 134 MiB stream,
 # over the remote adapter's 128 MiB cap, and the result was lost. Output is
 # coalesced: an event when a chunk fills, when the oldest pending byte has
@@ -354,7 +354,7 @@ sys.exit(1 if fails else 0)
 PY2
 	python3 "$TMP/native.py" "$S" "$TMP/tok" "$SPID" "$TMP/attack.py" "$DIGEST" || fail=1
 
-	# Finding (issue 18, item 12), through the remote adapter: 2 M one-byte
+	# Finding, through the remote adapter: 2 M one-byte
 	# writes on each stream (8 M of output cap), `airlock run --service`
 	# gets the exit status and every byte. (native.py's
 	# stream-coalesces-small-writes checks the events themselves.)
@@ -411,7 +411,7 @@ for mode in events-past-cap events-not-result result-past-cap; do
 done
 
 # ---- TCP+TLS: clients without the credential cannot lock the worker out ----
-# Finding (issue 18): five source addresses (127.0.0.2-6) at 64 connections
+# Finding: five source addresses (127.0.0.2-6) at 64 connections
 # each, sending nothing, held every one of the 256 slots for the whole
 # header timeout (10 s, and they reconnect at once); the worker on
 # 127.0.0.1 was served in 2 of 24 probes. It must be served in every one.
@@ -532,7 +532,7 @@ PY3
 	fi
 	kill -TERM "$SPID" && wait "$SPID"
 	SPID=
-	# Finding (issue 18): more source addresses than pending slots, one
+	# Finding: more source addresses than pending slots, one
 	# connection each, each reconnecting as soon as it is cut: every new
 	# connection evicted the oldest pending one, which was the worker's
 	# in its TLS handshake, and connections cut but not yet ended held

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * gate.sandbox.spec_has_no_host_path, through the API (issue 12, item 8).
+ * gate.sandbox.spec_has_no_host_path, through the API.
  *
  * The structural half (tests/test_gate_sandbox_spec_has_no_host_path.c)
  * proves the types carry no host path. This half proves the service never

@@ -255,7 +255,7 @@ Test(gvisor_faults, each_execute_phase_fails_cleanly_and_the_sandbox_runs_on, .t
 	remove_state(state);
 }
 
-/* A full host file table (issue 18, item 3): ExecutionUnavailable naming
+/* A full host file table: ExecutionUnavailable naming
  * fs.file-max, not "runsc run exited with status 128". The fault point
  * stands for the table: filling the real one would starve every tenant. */
 Test(gvisor_faults, a_full_host_file_table_is_named, .timeout = 120)

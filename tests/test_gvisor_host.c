@@ -465,8 +465,8 @@ static void run_in(airlock_exec *e, const airlock_environment_handle *h, const c
 /* The command puts its stdout and stderr in a cycle of unix sockets that
  * hold each other in flight, which this gVisor never frees: the host pipes
  * stay open in the runtime after every process is gone. The execute still
- * ends (found by the red team: it hung past its timeout, cancel and
- * shutdown), with the command's own result, and the sandbox runs on. */
+ * ends (rather than hang past its timeout, cancel and shutdown), with the
+ * command's own result, and the sandbox runs on. */
 Test(gvisor_host, stdio_the_runtime_keeps_open_does_not_hang_the_execute, .timeout = 120)
 {
 	char digest[AIRLOCK_IMAGE_DIGEST_SIZE], state[128];
@@ -508,7 +508,7 @@ Test(gvisor_host, stdio_the_runtime_keeps_open_does_not_hang_the_execute, .timeo
  * is 20000), at the sandbox's share (airlock/caps.h): 256 MiB / (64 pids *
  * 16 KiB) = 256. With the allowlist's host networking each socket is a
  * host socket, and their count bounds the sandbox's share of the host's
- * TCP memory (the red team held 521 MiB with 7000 connections before). */
+ * TCP memory (7000 connections held 521 MiB without the cap). */
 Test(gvisor_host, descriptors_are_capped_as_on_native, .timeout = 120)
 {
 	char digest[AIRLOCK_IMAGE_DIGEST_SIZE], state[128];

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * The native mechanism's cgroups (issue 3, "Provision", "Execute" kill
+ * The native mechanism's cgroups (the specification's "Provision", "Execute" kill
  * reasons MEMORY and PIDS, "Destroy", crash recovery; src/exec/native/
  * cgroup.h).
  *

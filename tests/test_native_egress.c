@@ -451,7 +451,7 @@ Test(egress_proxy, the_listeners_queue_is_short, .timeout = 300)
 	env_down(&v);
 }
 
-/* ---- the host's TCP memory with the allowlist (issue 18, item 1) -------------- */
+/* ---- the host's TCP memory with the allowlist -------------- */
 
 /* Runs script (python3) in an allowlisted sandbox of 128 MiB and pids into
  * *r, the sandbox gone on return: the rise of the host's TCP memory while

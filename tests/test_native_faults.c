@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * Every step of provision failed in turn (issue 10, "Failure paths under
- * test"; SQLite's test_vfs.c, curl's torture mode): for N = 1, 2, ... the
+ * Every step of provision failed in turn (SQLite's test_vfs.c, curl's
+ * torture mode): for N = 1, 2, ... the
  * Nth fault-injection check fails, provision must fail with an error that
  * names the step, and the leak counters (sandbox_testlib.h) must stay where
  * they were: mounts, cgroups, loop devices, descriptors, processes, host-id
@@ -242,7 +242,7 @@ Test(native_faults, each_execute_phase_fails_cleanly_and_leaks_nothing, .timeout
 	box_close(&b);
 }
 
-/* A full host file table (issue 18, item 3): the provision is
+/* A full host file table: the provision is
  * ExecutionUnavailable naming fs.file-max, before any step runs (the fault
  * point stands for the table: filling the real one would starve every
  * tenant on the machine), and a step that met ENFILE is explained the same

@@ -200,7 +200,7 @@ static int64_t service_cpu_ms(void)
 	       (ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) / 1000;
 }
 
-/* Issue 18, item 4: a --cpu 100 command that makes a sparse 4 GiB file cost
+/* A --cpu 100 command that makes a sparse 4 GiB file cost
  * the service 1.6-2.0 s of CPU hashing it, outside the sandbox's quota,
  * every command. The hashing is bounded by the command's own CPU share
  * (0.1 of AIRLOCK_SNAPSHOT_HASH_MS: 200 ms); compared with a command that

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * The host's file table (issue 18, item 3): a file mapped and then closed
+ * The host's file table: a file mapped and then closed
  * keeps its host file-table entry with no descriptor, so what a sandbox can
  * hold there is bounded by its memory limit (AIRLOCK_HOST_FILE_CHARGE
  * bytes each, airlock/caps.h), not by RLIMIT_NOFILE; a provision is

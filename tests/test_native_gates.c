@@ -242,7 +242,7 @@ Test(gate_sandbox_limits_enforced, default_limits, .timeout = 900)
 	box_close(&b);
 }
 
-/* Issue 18, item 7: a 64 MiB workspace written down to 917,504 bytes free,
+/* A 64 MiB workspace written down to 917,504 bytes free,
  * no write refused, was killed DISK. Here the command writes in pages
  * until under 1 MiB (but some) is free, with every write succeeding, then
  * waits past the 500 ms hold and fails on its own: it never met ENOSPC, so
@@ -306,9 +306,9 @@ Test(gate_sandbox_limits_enforced, output_limit_kills_and_keeps_the_head)
  * forged "Uid:" line (gVisor prints the name unescaped as the first line
  * of /proc/PID/status; Linux escapes it), then outlives a TIMEOUT kill and
  * writes into whatever process it can open the stdout of, and beats a
- * heartbeat into the workspace. Found by the red team: the kill pass read
- * the first "Uid:" line, skipped the process, and the next command's
- * output carried FORGED-BY-AN-EARLIER-COMMAND. */
+ * heartbeat into the workspace. A kill pass that read the first "Uid:"
+ * line would skip the process, and the next command's output would carry
+ * FORGED-BY-AN-EARLIER-COMMAND. */
 static const char renamed_survivor[] =
 	"import ctypes, os, time\n"
 	"name = b'x\\nUid:\\t0\\t'\n"

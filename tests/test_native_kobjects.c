@@ -257,7 +257,7 @@ Test(kobjects, udp_buffers_are_capped, .timeout = 180)
 	expect_pinned_below("udp", udp_pin, udp_mem, 24 * MiB, 64 * MiB);
 }
 
-/* ---- the host's TCP memory past the cgroup's cap (issue 18, item 1) --------------- */
+/* ---- the host's TCP memory past the cgroup's cap --------------- */
 
 Test(kobjects, many_tcp_connections_stay_within_the_memory_limit, .timeout = 180)
 {
@@ -301,7 +301,7 @@ Test(kobjects, unaccepted_connections_stay_within_the_memory_limit, .timeout = 1
 	airlock_execution_result_clear(&r);
 }
 
-/* ---- sockets no descriptor holds (issue 18, items 1 and 3) ----------------------- */
+/* ---- sockets no descriptor holds ----------------------- */
 
 /* Runs script in the box and returns the rise of host TCP memory meanwhile,
  * from a settled start. */
@@ -417,12 +417,12 @@ Test(kobjects, a_server_with_a_backlog_and_many_short_connections_works, .timeou
 	box_close(&b);
 }
 
-/* ---- UDP at scale (issue 18, item 2) ---------------------------------------------- */
+/* ---- UDP at scale ---------------------------------------------- */
 
 /* 1,000 receivers over 4 processes, each asking SO_RCVBUF for 4 MiB and
  * sent 60000-byte datagrams until the kernel drops them; then every
  * receiver is drained and the payload counted. Uncharged, each would hold
- * its receive buffer: 480 MB in the red team's run. */
+ * its receive buffer: 480 MB measured without the charge. */
 static const char udp_many[] =
 	"import os, socket\n"
 	"rep_r, rep_w = os.pipe()\n"
@@ -577,7 +577,7 @@ Test(kobjects, kernel_aio_is_refused_and_the_hosts_table_untouched, .timeout = 1
 	airlock_execution_result_clear(&r);
 }
 
-/* The descriptor limit (issue 18, item 3): the sandbox's memory limit
+/* The descriptor limit: the sandbox's memory limit
  * divided among its pids (airlock/caps.h, AIRLOCK_SANDBOX_NOFILE), soft and
  * hard, not raisable; ten processes each stop at it, holding their
  * descriptors at the same time, and together hold at most the sandbox's
@@ -672,7 +672,7 @@ Test(kobjects, descriptors_at_the_default_limits, .timeout = 120)
 }
 
 
-/* ---- what a sandbox can still learn (issue 18, item 5) ---------------------------- */
+/* ---- what a sandbox can still learn ---------------------------- */
 
 /* docs/native.md lists the host's network counters under /proc/self/net as
  * visible: sockstat's memory column is the host's, not the namespace's.

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * The native sandbox's seccomp filter (issue 3, "Provision": a seccomp
+ * The native sandbox's seccomp filter (the specification's "Provision": a seccomp
  * filter that denies at least the calls listed in docs/design-notes.md,
  * "Seccomp is mandatory", and kills on foreign architectures; src/exec/native/seccomp.h).
  *

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * The native mechanism's workspace volume and loop devices (issue 3, item 3;
- * src/host/volume.h and loop.h).
+ * The native mechanism's workspace volume and loop devices
+ * (src/host/volume.h and loop.h).
  *
  * These run as root: they bind loop devices and mount ext4. Without root or
  * /dev/loop-control every test skips.
@@ -306,7 +306,7 @@ Test(loop, concurrent_attaches_get_distinct_devices, .init = need_root)
  * on a disk filesystem takes milliseconds (tens on a loaded host), so
  * callers that start together race for one device at a time; with a fixed
  * small number of immediate retries some of them failed while free devices
- * remained (issue 18, item 15: 5 of 64 provisions failed with "no free
+ * remained (5 of 64 provisions failed with "no free
  * device after 16 attempts"). The backing files are on a disk filesystem
  * (/var/tmp), as the service's volumes are: on tmpfs the window is 100
  * times shorter and the race is rarely lost. Devices are counted by their
@@ -1147,7 +1147,7 @@ static int64_t cached_bytes(int fd, int64_t len)
 	return n * page;
 }
 
-/* Issue 18, item 4: the loop device's copy of what a sandbox writes was kept
+/* The loop device's copy of what a sandbox writes was kept
  * in the host's page cache (the backing file's pages, charged to the root
  * cgroup), on top of the workspace file's own pages. With direct I/O the
  * backing file holds no cache: 256 MiB written through the volume leave

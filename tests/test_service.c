@@ -507,7 +507,7 @@ Test(service, bad_bodies_name_the_field)
 	svc_close(&t);
 }
 
-/* ---- memory per request (issue 18) ------------------------------------------
+/* ---- memory per request ------------------------------------------
  * A body of empty objects costs jansson about 80 times its text; parsed
  * whole, dumped back and parsed again it cost 157 times (2 MiB of body
  * raised the service's peak by 313 MiB). Each body is now parsed once under
@@ -1860,7 +1860,7 @@ static bool closed_within(int fd, int ms)
 	return read(fd, &ch, 1) <= 0;
 }
 
-/* Issue 18: connections without the credential filled every slot for the
+/* Connections without the credential filled every slot for the
  * whole header timeout, and the worker was refused at accept (2 of 24
  * probes served over TLS: tests/service_attack.sh, lockout). They now hold
  * at most three quarters of the slots, the oldest of the address with the

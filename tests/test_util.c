@@ -927,7 +927,7 @@ Test(snapshot_hash, holes_hash_as_their_zeros)
 	ws_close(&t);
 }
 
-/* Issue 18, item 4: the service read every changed file back to hash it and
+/* The service read every changed file back to hash it and
  * left it in the page cache, charged to the service's cgroup: a sandbox could
  * grow the host's cache by its whole workspace each command. Hashing drops
  * what it read. */
@@ -957,7 +957,7 @@ Test(snapshot_hash, hashing_drops_what_it_read)
 	ws_close(&t);
 }
 
-/* Issue 18, item 4: a 4 GiB hole costs seconds of SHA-256 however it is
+/* A 4 GiB hole costs seconds of SHA-256 however it is
  * read. The hashing thread's CPU time is bounded (exec_result_common sets
  * the bound to the command's own CPU share): past it, -ETIME, as at the
  * deadline, with the CPU spent near the bound. */

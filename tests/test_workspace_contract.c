@@ -721,7 +721,7 @@ static const char *long_path(int i)
 	return long_rel;
 }
 
-/* The answer's bytes are bounded, not only its count (issue 18, item 11):
+/* The answer's bytes are bounded, not only its count:
  * entries under a deep directory are long, and 600 of them are more path
  * than AIRLOCK_WORKSPACE_LISTDIR_BYTES_MAX. The listing is the sorted
  * prefix that fits, marked truncated, on every adapter. */
@@ -1095,8 +1095,8 @@ static int count_fds(void)
 	return n;
 }
 
-/* The provenance table is bounded in bytes, not only in paths (issue 18,
- * item 11: 100,000 records of 4-7 KB each under long paths, kept after
+/* The provenance table is bounded in bytes, not only in paths (100,000
+ * records of 4-7 KB each under long paths, kept after
  * their files were deleted). A write past the bound is refused; a record
  * whose file is gone is dropped when provenance() sees it, and a full table
  * is swept of such records before a write is refused. */
@@ -1223,7 +1223,7 @@ Test(memory_only, limits_are_enforced, .init = memory_init, .fini = fx_fini)
 	cr_assert_eq(memws_sandbox_write(f->mem, "c", "", 0), 0);
 }
 
-/* The table of paths has a byte bound of its own (issue 18, item 11: every
+/* The table of paths has a byte bound of its own (every
  * per-sandbox table is bounded in bytes): without it a million files of
  * long paths were 4 GB of the service, whatever the workspace's limits. */
 Test(memory_only, path_table_is_bounded_in_bytes, .init = memory_init, .fini = fx_fini)
