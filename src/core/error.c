@@ -1,6 +1,8 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 #include "airlock/error.h"
 
+#include "util/fault.h"
+
 #include <errno.h>
 #include <stdio.h>
 #include <string.h>
@@ -37,6 +39,22 @@ airlock_errclass airlock_errcode_class(int code)
 	return AIRLOCK_ERR_SYSTEM;
 }
 
+/* In a fault-injection build an error set after a fault fired names the
+ * point (util/fault.h), wherever the failure path that set it is: the
+ * fault suites check that every injected failure says where it was. */
+static void error_name_fault(airlock_error *err)
+{
+#ifdef AIRLOCK_FAULT_INJECTION
+	const char *point = util_fault_fired();
+	if (!err || !point || strstr(err->message, point))
+		return;
+	size_t n = strnlen(err->message, sizeof(err->message));
+	snprintf(err->message + n, sizeof(err->message) - n, " (fault injected at %s)", point);
+#else
+	(void)err;
+#endif
+}
+
 int airlock_error_set(airlock_error *err, airlock_errclass cls, int errnum, const char *fmt, ...)
 {
 	if (errnum < 0)
@@ -51,6 +69,7 @@ int airlock_error_set(airlock_error *err, airlock_errclass cls, int errnum, cons
 		if (errnum && n >= 0 && (size_t)n < sizeof(err->message))
 			snprintf(err->message + n, sizeof(err->message) - (size_t)n, ": %s",
 			         strerror(errnum));
+		error_name_fault(err);
 	}
 	if (cls == AIRLOCK_ERR_SYSTEM && errnum)
 		return -errnum;
@@ -107,6 +126,7 @@ int airlock_error_wrap(airlock_error *err, airlock_errclass cls, const airlock_e
 				err->message[(size_t)n + 2 + len] = 0;
 			}
 		}
+		error_name_fault(err);
 	}
 	if (cls == AIRLOCK_ERR_SYSTEM && errnum)
 		return -errnum;

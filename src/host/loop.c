@@ -41,6 +41,7 @@
 
 #include "util/syscalls.h"
 #include "util/util.h"
+#include "util/fault.h"
 
 /* How many races for a device may be lost to other processes, beyond the
  * devices in use when the attach began: each loss means another process
@@ -180,7 +181,7 @@ static int loop_attach_locked(int ctl, const struct loop_config *cfg, bool read_
 			}
 			return airlock_error_set(err, AIRLOCK_ERR_SYSTEM, -fd, "loop: open %s", path);
 		}
-		if (ioctl(fd, LOOP_CONFIGURE, cfg) < 0) {
+		if (UTIL_FAULT_CALL("loop.configure", ioctl(fd, LOOP_CONFIGURE, cfg)) < 0) {
 			int e = errno;
 			/* EBUSY: someone bound this number first, or holds its claim.
 			 * Our descriptor on it holds nothing of ours, so dropping it

@@ -19,6 +19,7 @@
 #include <unistd.h>
 
 #include "airlock/caps.h"
+#include "util/fault.h"
 
 /* Work done inside another network namespace, on a thread of its own:
  * setns(CLONE_NEWNET) changes only the calling thread, so the service's
@@ -40,7 +41,7 @@ static void *netns_thread(void *arg)
 		j->err = errno, j->step = "open our network namespace";
 		return NULL;
 	}
-	if (setns(j->pidfd, CLONE_NEWNET) < 0) {
+	if (UTIL_FAULT_CALL("netns.setns", setns(j->pidfd, CLONE_NEWNET)) < 0) {
 		j->err = errno, j->step = "setns into the sandbox";
 		close(self);
 		return NULL;
@@ -218,7 +219,7 @@ static int harden_tcp_rmem(const char **step)
  * feature not built) is nothing to set when absent_ok. */
 static int set_netns_sysctl(const char *path, const char *value, bool absent_ok)
 {
-	int fd = open(path, O_WRONLY | O_CLOEXEC);
+	int fd = UTIL_FAULT_CALL("netns.sysctl", open(path, O_WRONLY | O_CLOEXEC));
 	if (fd < 0)
 		return errno == ENOENT && absent_ok ? 0 : -errno;
 	size_t len = strlen(value);

@@ -105,6 +105,7 @@
 #include "host/cgroup/cgroup.h"
 #include "util/syscalls.h"
 #include "util/util.h"
+#include "util/fault.h"
 
 /* ---- instructions ----------------------------------------------------------- */
 
@@ -380,7 +381,7 @@ static int sb_map_create(unsigned type, unsigned key_size, unsigned value_size,
 	a.max_entries = max_entries;
 	a.map_flags = flags;
 	snprintf(a.map_name, sizeof(a.map_name), "%s", name);
-	return sys_bpf(BPF_MAP_CREATE, &a, sizeof(a));
+	return UTIL_FAULT_CALL("sockbudget.map", sys_bpf(BPF_MAP_CREATE, &a, sizeof(a)));
 }
 
 static int sb_prog_load(unsigned type, unsigned expected, sb_prog *p, const char *name)
@@ -411,7 +412,7 @@ static int sb_attach(int cgroup_fd, int prog_fd, unsigned type)
 	a.target_fd = (uint32_t)cgroup_fd;
 	a.attach_bpf_fd = (uint32_t)prog_fd;
 	a.attach_type = type;
-	return sys_bpf(BPF_PROG_ATTACH, &a, sizeof(a));
+	return UTIL_FAULT_CALL("sockbudget.attach", sys_bpf(BPF_PROG_ATTACH, &a, sizeof(a)));
 }
 
 /* Make the maps and load the programs; attach each to cgroup_fd unless it

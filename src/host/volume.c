@@ -58,6 +58,7 @@
 #include "util/run.h"
 #include "util/syscalls.h"
 #include "util/util.h"
+#include "util/fault.h"
 
 #define VOLUME_INODE_SIZE AIRLOCK_VOLUME_INODE_SIZE
 /* mkfs.ext4 refuses a filesystem of 64 KiB with these options and accepts
@@ -134,7 +135,7 @@ static int volume_fs_error(int fsfd, airlock_error *err, int e, const char *step
  * scratch_dir_fd: a root-only directory for naming the source (loop.c). */
 static int volume_mount(const host_loop *loop, int scratch_dir_fd, int *ret, airlock_error *err)
 {
-	_cleanup_close_ int fsfd = sys_fsopen("ext4", FSOPEN_CLOEXEC);
+	_cleanup_close_ int fsfd = UTIL_FAULT_CALL("volume.mount", sys_fsopen("ext4", FSOPEN_CLOEXEC));
 	if (fsfd < 0)
 		return airlock_error_set(err, AIRLOCK_ERR_SYSTEM, errno, "workspace volume: fsopen ext4");
 
@@ -176,8 +177,8 @@ static int volume_prepare_root(int mount_fd, uid_t uid, gid_t gid, int64_t inode
 {
 	/* The mount is detached and only we hold it, so nothing can have
 	 * replaced its root or planted an entry between mkfs and here. */
-	_cleanup_close_ int dfd =
-		openat(mount_fd, ".", O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	_cleanup_close_ int dfd = UTIL_FAULT_CALL(
+		"volume.root", openat(mount_fd, ".", O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
 	if (dfd < 0)
 		return airlock_error_set(err, AIRLOCK_ERR_SYSTEM, errno, "workspace volume: open root");
 	if (fchown(dfd, uid, gid) < 0)
@@ -265,7 +266,8 @@ int host_volume_create(int backing_dir_fd, int64_t bytes, int64_t inodes, uid_t 
 	/* O_TMPFILE: the file never has a name, so no path to it exists to
 	 * leak or to be reached, and it is freed when its last descriptor
 	 * closes, including when the service dies. 0600 and never linked. */
-	v->backing_fd = openat(backing_dir_fd, ".", O_TMPFILE | O_RDWR | O_CLOEXEC, 0600);
+	v->backing_fd = UTIL_FAULT_CALL("volume.backing_file",
+	                                openat(backing_dir_fd, ".", O_TMPFILE | O_RDWR | O_CLOEXEC, 0600));
 	if (v->backing_fd < 0) {
 		int e = errno;
 		if (e == EOPNOTSUPP || e == EISDIR)
@@ -296,7 +298,7 @@ int host_volume_create(int backing_dir_fd, int64_t bytes, int64_t inodes, uid_t 
 	 * writes lost to I/O errors (and take the host's disk with it) instead
 	 * of ENOSPC in its own workspace. Allocated extents read as zeros, so
 	 * the lazy formatting below stays correct. */
-	if (fallocate(v->backing_fd, 0, 0, (off_t)bytes) < 0) {
+	if (UTIL_FAULT_CALL("volume.reserve", fallocate(v->backing_fd, 0, 0, (off_t)bytes)) < 0) {
 		int e = errno;
 		if (e == ENOSPC)
 			return airlock_error_set(err, AIRLOCK_ERR_EXECUTION_UNAVAILABLE, 0,

@@ -18,6 +18,7 @@
  * child counts in the child's copy only: put checks on the caller's side.
  */
 
+#include <errno.h>
 #include <stdbool.h>
 
 #ifdef AIRLOCK_FAULT_INJECTION
@@ -28,7 +29,15 @@ void util_fault_arm(unsigned nth);
 unsigned util_fault_hits(void);
 /* The point that was failed since the last arm, or NULL. */
 const char *util_fault_fired(void);
+/* A system call's result, or -1 with errno EIO when this build fails the
+ * point here: the call's own failure path then runs as for a real
+ * failure. For the facilities' steps (volume, loop, cgroups, netns). */
+#define UTIL_FAULT_CALL(point, call) (util_fault(point) ? (errno = EIO, -1) : (call))
+/* The same for a call that returns 0 or -errno: -EIO. */
+#define UTIL_FAULT_RET(point, call) (util_fault(point) ? -EIO : (call))
 #else
+#define UTIL_FAULT_CALL(point, call) (call)
+#define UTIL_FAULT_RET(point, call) (call)
 static inline bool util_fault(const char *point)
 {
 	(void)point;

@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include "util/util.h"
+#include "util/fault.h"
 
 static host_cgroup *cg_new(void)
 {
@@ -69,7 +70,7 @@ static int cg_make_sandbox_dir(host_cgroup *cg, int k, airlock_error *err)
 	if (r < 0)
 		return airlock_error_set(err, AIRLOCK_ERR_SYSTEM, -r, "cgroup %s: locking the parent",
 		                         cg_kind_name[k]);
-	if (mkdirat(h->own_fd, cg->name, 0755) < 0) {
+	if (UTIL_FAULT_CALL("cgroup.mkdir", mkdirat(h->own_fd, cg->name, 0755)) < 0) {
 		int e = errno;
 		(void)cg_flock(h->own_fd, LOCK_UN);
 		if (e == EEXIST)
@@ -88,7 +89,7 @@ static int cg_make_sandbox_dir(host_cgroup *cg, int k, airlock_error *err)
 		return airlock_error_set(err, AIRLOCK_ERR_SYSTEM, -r, "cgroup %s/%s: open and lock",
 		                         cg_kind_name[k], cg->name);
 	for (int i = 0; i < CG__LEAF_MAX; i++) {
-		if (mkdirat(h->sandbox_fd, cg_leaf_name[i], 0755) < 0)
+		if (UTIL_FAULT_CALL("cgroup.leaf", mkdirat(h->sandbox_fd, cg_leaf_name[i], 0755)) < 0)
 			return airlock_error_set(err, AIRLOCK_ERR_SYSTEM, errno, "cgroup %s/%s/%s: mkdir",
 			                         cg_kind_name[k], cg->name, cg_leaf_name[i]);
 		h->leaf_fd[i] = cg_open_dir(h->sandbox_fd, cg_leaf_name[i]);
@@ -178,7 +179,7 @@ static int cg_enter(host_cgroup *cg, int leaf, pid_t pid, airlock_error *err)
 		cg_hier *h = &cg->h[k];
 		if (!h->used)
 			continue;
-		int r = cg_write(h->leaf_fd[leaf], "cgroup.procs", v);
+		int r = UTIL_FAULT_RET("cgroup.enter", cg_write(h->leaf_fd[leaf], "cgroup.procs", v));
 		if (r < 0)
 			return airlock_error_set(err, AIRLOCK_ERR_SYSTEM, -r,
 			                         "cgroup %s/%s/%s: moving pid %d", cg_kind_name[k],

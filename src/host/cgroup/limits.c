@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "util/util.h"
+#include "util/fault.h"
 
 /* ---- the values a table writes -------------------------------------------- */
 
@@ -66,7 +67,7 @@ static int cg_apply_one(host_cgroup *cg, const cg_limit *e, int dfd,
 {
 	char v[48];
 	e->value(lim, v, sizeof(v));
-	int r = cg_write(dfd, e->file, v);
+	int r = UTIL_FAULT_RET("cgroup.limits", cg_write(dfd, e->file, v));
 	if (r == -ENOENT && e->optional)
 		return 0;
 	if (r == -ENOENT && e->absent_file) {
