@@ -7,6 +7,7 @@
  * namespace.
  */
 #include <criterion/criterion.h>
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <jansson.h>
@@ -27,6 +28,7 @@
 #include "airlock/egress.h"
 #include "airlock/proxy.h"
 #include "egress_world.h"
+#include "util/fault.h"
 #include "util/util.h"
 
 static const char policy_text[] = "egress:\n"
@@ -1079,3 +1081,83 @@ Test(proxy, a_proxy_that_stops_answering_is_killed, .timeout = 60)
 	             0);
 	down(&f);
 }
+
+#ifdef AIRLOCK_FAULT_INJECTION
+/* ---- the proxy's start failed in turn (util/fault.h) ------------------------- */
+
+static long count_fds(void)
+{
+	long n = 0;
+	DIR *d = opendir("/proc/self/fd");
+	cr_assert_not_null(d);
+	for (struct dirent *e; (e = readdir(d));)
+		n += e->d_name[0] != '.';
+	closedir(d);
+	return n - 1; /* the directory's own */
+}
+
+/* This process's children, zombies included. */
+static long count_children(void)
+{
+	long n = 0;
+	DIR *d = opendir("/proc");
+	cr_assert_not_null(d);
+	for (struct dirent *e; (e = readdir(d));) {
+		if (e->d_name[0] < '1' || e->d_name[0] > '9')
+			continue;
+		char path[sizeof(e->d_name) + 16], buf[512];
+		snprintf(path, sizeof(path), "/proc/%s/stat", e->d_name);
+		FILE *f = fopen(path, "re");
+		if (!f)
+			continue;
+		size_t len = fread(buf, 1, sizeof(buf) - 1, f);
+		fclose(f);
+		buf[len] = 0;
+		const char *close_paren = strrchr(buf, ')');
+		int ppid = 0;
+		char state;
+		if (close_paren && sscanf(close_paren + 1, " %c %d", &state, &ppid) == 2 &&
+		    ppid == getpid())
+			n++;
+	}
+	closedir(d);
+	return n;
+}
+
+/* Each step of the proxy's start (its program, the channel, the spawn, the
+ * configuration frame, the hello) failed in turn: the start fails naming
+ * the step, and no descriptor and no process of it is left. */
+Test(proxy, each_start_step_fails_cleanly_and_leaves_nothing, .timeout = 120)
+{
+	airlock_proxy_config cfg;
+	airlock_proxy_config_default(&cfg);
+	cfg.log_fd = open("/dev/null", O_WRONLY | O_CLOEXEC);
+	cr_assert_geq(cfg.log_fd, 0);
+	long fds0 = count_fds(), kids0 = count_children();
+	unsigned nth;
+	for (nth = 1;; nth++) {
+		airlock_proxy *px = NULL;
+		airlock_error err = { 0 };
+		util_fault_arm(nth);
+		int r = airlock_proxy_spawn(&cfg, &px, &err);
+		unsigned hits = util_fault_hits();
+		const char *fired = util_fault_fired();
+		util_fault_arm(0);
+		if (hits < nth) {
+			cr_assert_eq(r, 0, "no fault at check %u, yet: %s", nth, err.message);
+			airlock_proxy_free(px);
+			break;
+		}
+		cr_assert_lt(r, 0, "check %u failed, yet the proxy started", nth);
+		cr_assert_null(px);
+		cr_assert(strstr(err.message, fired), "check %u: the error names %s: %s", nth, fired,
+		          err.message);
+		cr_assert_eq(count_fds(), fds0, "%s: descriptors left", fired);
+		cr_assert_eq(count_children(), kids0, "%s: a process left", fired);
+	}
+	cr_assert_geq(nth, 5 + 1, "only %u checks were seen", nth - 1);
+	cr_assert_eq(count_fds(), fds0);
+	cr_assert_eq(count_children(), kids0);
+	close(cfg.log_fd);
+}
+#endif

@@ -26,6 +26,7 @@
 #include "util/spawn.h"
 #include "util/syscalls.h"
 #include "util/util.h"
+#include "util/fault.h"
 
 /* The proxy's program, generated at build time (meson.build). */
 extern const unsigned char egress_proxy_blob[];
@@ -100,8 +101,9 @@ int airlock_proxy_spawn(const airlock_proxy_config *cfg, airlock_proxy **ret, ai
 	 * The program from its sealed memfd, so no installed file has to be
 	 * trusted to be the proxy (and the library's users, test programs
 	 * among them, have no path to one). */
-	_cleanup_close_ int prog = util_sealed_exec_memfd("airlock-proxy", egress_proxy_blob,
-	                                                  egress_proxy_blob_len);
+	_cleanup_close_ int prog = UTIL_FAULT_RET(
+		"proxy.program",
+		util_sealed_exec_memfd("airlock-proxy", egress_proxy_blob, egress_proxy_blob_len));
 	if (prog < 0) {
 		free(p);
 		return airlock_error_set(err, AIRLOCK_ERR_EXECUTION_UNAVAILABLE, -prog,
@@ -116,7 +118,8 @@ int airlock_proxy_spawn(const airlock_proxy_config *cfg, airlock_proxy **ret, ai
 		return airlock_error_set(err, AIRLOCK_ERR_SYSTEM, ENOMEM, "proxy spawn");
 	}
 	_cleanup_close_pair_ int sv[2] = { -1, -1 };
-	if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) < 0) {
+	if (UTIL_FAULT_CALL("proxy.channel", socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv)) <
+	    0) {
 		int e = errno;
 		free(p);
 		return airlock_error_set(err, AIRLOCK_ERR_SYSTEM, e, "proxy spawn: socketpair");
@@ -137,8 +140,8 @@ int airlock_proxy_spawn(const airlock_proxy_config *cfg, airlock_proxy **ret, ai
 	const spawn_options so = { .exec_fd = prog, .argv = argv, .envp = envp,
 		                   .fds = fds, .n_fds = ARRAY_SIZE(fds) };
 	spawn_child child;
-	spawn_failure sf;
-	int sr = spawn_start(&so, &child, &sf);
+	spawn_failure sf = { .step = SPAWN_STEP_NONE };
+	int sr = UTIL_FAULT_RET("proxy.spawn", spawn_start(&so, &child, &sf));
 	if (sr < 0) {
 		free(p);
 		return airlock_error_set(err, AIRLOCK_ERR_EXECUTION_UNAVAILABLE, -sr,
@@ -163,17 +166,18 @@ int airlock_proxy_spawn(const airlock_proxy_config *cfg, airlock_proxy **ret, ai
 	 * sandbox. */
 	char *hello = NULL;
 	size_t len;
-	int r = proxy_frame_send(p->ctl, config, strlen(config), -1);
+	int r = UTIL_FAULT_RET("proxy.config", proxy_frame_send(p->ctl, config, strlen(config), -1));
 	if (r == 0)
-		r = proxy_frame_recv(p->ctl, PROXY_ANSWER_TIMEOUT_MS, &hello, &len, NULL);
+		r = UTIL_FAULT_RET("proxy.hello", proxy_frame_recv(p->ctl, PROXY_ANSWER_TIMEOUT_MS,
+		                                                   &hello, &len, NULL));
 	bool ok = false;
 	char why[200] = "";
 	airlock_error derr = { 0 };
 	int dr = r == 0 ? proxy_answer_decode(hello, len, &ok, why, sizeof(why), &derr) : 0;
 	free(hello);
 	if (r < 0 || dr < 0 || !ok) {
-		r = dr < 0 ? airlock_error_set(err, AIRLOCK_ERR_EXECUTION_UNAVAILABLE, derr.errnum,
-		                               "egress proxy did not start: %s", derr.message)
+		r = dr < 0 ? airlock_error_wrap(err, AIRLOCK_ERR_EXECUTION_UNAVAILABLE, &derr,
+		                                "egress proxy did not start")
 		           : airlock_error_set(err, AIRLOCK_ERR_EXECUTION_UNAVAILABLE, r < 0 ? -r : 0,
 		                               "egress proxy did not start: %s",
 		                               why[0] ? why : r < 0 ? "no answer" : "bad answer");
