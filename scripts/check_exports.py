@@ -1,17 +1,27 @@
 #!/usr/bin/env python3
 # SPDX-License-Identifier: Apache-2.0
-"""The library's boundary, checked against the linker's own output.
+"""The libraries' boundary, checked against the linker's own output.
 
-usage: check_exports.py LIBRARY VERSION_SCRIPT INCLUDE_DIR NM CC [CC_ARGS...]
+usage: check_exports.py INCLUDE_DIR NM LIBRARY VERSION_SCRIPT [LIBRARY VERSION_SCRIPT ...]
+                        [--users PROGRAM ...] -- CC [CC_ARGS...]
 
 What include/airlock/ declares is the public interface; what the shared
-library's dynamic symbol table holds is what a program can link against.
-The two must be the same set of names. Fails (exit 1, naming each symbol)
-when the library exports a name no public header declares (an internal
-function escaped: give it a non-airlock name or make it static, and keep it
-out of the version script), when a declared function or object is not
-exported (the version script misses it, or nothing defines it), and when the
-version script lists a name no header declares (a stale entry).
+libraries' dynamic symbol tables hold is what a program can link against.
+Every declared name must be exported by exactly one library (the one whose
+sources define it, as its version script lists it), and nothing else may be
+exported but what one library lists for the others: a name its version
+script lists that no public header declares is internal, and it must be
+declared by a header under src/ and called by another of the libraries
+(or a program given after --users), which link it from there rather than
+hold a copy of their own. Fails (exit 1, naming each symbol) when a library
+exports a name no public header declares and its version script does not
+list (an internal function escaped: give it a non-airlock name or make it
+static), when an internal name it exports is called by no other library or
+program, or declared by no header under src/, when a declared function or object is exported by no library (no
+version script lists it, or nothing defines it) or by more than one, and
+when a version script lists a name no public header declares or that its
+own library does not export (a stale entry, or one in the wrong library's
+list).
 
 The declarations come from the compiler, not from reading the headers with
 patterns: every public header is compiled in one unit with -aux-info, which
@@ -74,21 +84,70 @@ def listed(version_script):
     return {n.strip() for n in m.group(1).split(';') if n.strip()}
 
 
+def referenced(path, nm):
+    out = subprocess.run([nm, '-D', '--undefined-only', path], check=True,
+                         capture_output=True, text=True).stdout
+    return {line.split()[-1].split('@')[0] for line in out.splitlines() if line.strip()}
+
+
+def internal_headers(include_dir):
+    """The text of every header under src/, comments dropped."""
+    src = os.path.join(os.path.dirname(os.path.realpath(include_dir)), 'src')
+    text = []
+    for d, _, fs in os.walk(src):
+        for f in fs:
+            if f.endswith('.h'):
+                text.append(re.sub(r'/\*.*?\*/|//[^\n]*', ' ', open(os.path.join(d, f)).read(),
+                                   flags=re.S))
+    return '\n'.join(text)
+
+
 def main():
-    library, version_script, include_dir, nm = sys.argv[1:5]
-    cc = sys.argv[5:]
-    decl, exp, lst = declared(include_dir, cc), exported(library, nm), listed(version_script)
-    problems = []
-    for n in sorted(exp - decl):
-        problems.append(f'exported but declared in no header under include/airlock/: {n}')
-    for n in sorted(decl - exp):
-        problems.append(f'declared under include/airlock/ but not exported: {n}'
-                        + ('' if n in lst else f' (add it to {os.path.basename(version_script)})'))
-    for n in sorted(lst - decl):
-        problems.append(f'{os.path.basename(version_script)} lists a name no public header declares: {n}')
+    args = sys.argv[1:]
+    sep = args.index('--')
+    cc = args[sep + 1:]
+    args = args[:sep]
+    users = []
+    if '--users' in args:
+        users = args[args.index('--users') + 1:]
+        args = args[:args.index('--users')]
+    include_dir, nm = args[0], args[1]
+    pairs = list(zip(args[2::2], args[3::2]))
+    decl = declared(include_dir, cc)
+    headers = internal_headers(include_dir)
+    problems, exporters, total = [], {}, 0
+    for library, version_script in pairs:
+        lib, script = os.path.basename(library), os.path.basename(version_script)
+        exp, lst = exported(library, nm), listed(version_script)
+        total += len(exp)
+        for n in exp:
+            exporters.setdefault(n, []).append(lib)
+        for n in sorted(exp - decl - lst):
+            problems.append(f'{lib} exports a name declared in no header under include/airlock/: {n}')
+        calls = set()
+        for other in [p[0] for p in pairs if p[0] != library] + users:
+            calls |= referenced(other, nm)
+        for n in sorted((exp & lst) - decl):
+            if n not in calls:
+                problems.append(f'{lib} exports the internal {n}, which no other library or '
+                                f'program calls (remove it from {script})')
+            if not re.search(r'\b' + re.escape(n) + r'\b', headers):
+                problems.append(f'{script} lists {n}, which neither a public header nor one '
+                                'under src/ declares')
+        for n in sorted((lst & decl) - exp):
+            problems.append(f'{script} lists {n}, which {lib} does not define'
+                            ' (it belongs in the list of the library whose sources define it)')
+    for n in sorted(decl):
+        libs = exporters.get(n, [])
+        if not libs:
+            problems.append(f'declared under include/airlock/ but exported by no library: {n}'
+                            ' (add it to the version script of the library that defines it)')
+        elif len(libs) > 1:
+            problems.append(f'{n} is exported by {len(libs)} libraries: {", ".join(sorted(libs))}')
     for p in problems:
         print(p)
-    print(f'{len(exp)} symbols exported, {len(decl)} declared, {len(problems)} problems')
+    print(f'{total} symbols exported by {len(pairs)} libraries, {len(decl)} declared, '
+          f'{len(problems)} problems')
     return 1 if problems else 0
 
 

@@ -1,0 +1,99 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
+"""Each shared library holds its own side and links its side's Debian
+libraries only (docs/layout.md, "The libraries").
+
+usage: check_library_sides.py NM READELF CORE_SO SERVICE_SO WORKER_SO
+                              -- SERVICE_ARCHIVE...
+
+The service side's names are the global symbols its archives' objects
+define (nm --defined-only on each archive given after --). Fails, naming
+the symbol or the library, when
+
+- libairlock-worker.so or libairlock-core.so defines one of them, in its
+  dynamic symbol table (nm -D --defined-only: a service-side name a program
+  could call) or in its full symbol table (a service-side object linked in
+  and hidden by the version script);
+- libairlock-worker.so needs (readelf -d, NEEDED) libseccomp, libmicrohttpd,
+  gnutls or libevent;
+- libairlock-service.so needs libcurl;
+- libairlock-core.so needs any of these five.
+
+So that a change in the tools' output cannot make it pass by reading
+nothing, it also fails when the service side's archives define no name,
+when the service library does not need libseccomp, when the worker
+library does not need libcurl, or when either does not need
+libairlock-core.so.
+"""
+import os
+import re
+import subprocess
+import sys
+
+SERVICE_ONLY = ('libseccomp', 'libmicrohttpd', 'libgnutls', 'libevent')
+WORKER_ONLY = ('libcurl',)
+
+
+def run(argv):
+    return subprocess.run(argv, check=True, capture_output=True, text=True).stdout
+
+
+def defined(nm, path, dynamic):
+    """Global names (upper-case type) path defines."""
+    out = run([nm] + (['-D'] if dynamic else []) + ['--defined-only', path])
+    names = set()
+    for line in out.splitlines():
+        parts = line.split()
+        if len(parts) == 3 and parts[1].isupper() and parts[1] != 'A':
+            names.add(parts[2].split('@')[0])
+    return names
+
+
+def all_defined(nm, path):
+    """Every name path's full symbol table defines, local ones included."""
+    out = run([nm, '--defined-only', path])
+    return {p[2].split('@')[0] for p in (l.split() for l in out.splitlines()) if len(p) == 3}
+
+
+def needed(readelf, path):
+    out = run([readelf, '-d', path])
+    return re.findall(r'\(NEEDED\)\s+Shared library: \[([^\]]+)\]', out)
+
+
+def main():
+    args = sys.argv[1:]
+    sep = args.index('--')
+    nm, readelf, core, service, worker = args[:sep]
+    service_names = set()
+    for archive in args[sep + 1:]:
+        service_names |= defined(nm, archive, False)
+    problems = []
+    if not service_names:
+        problems.append('the service side\'s archives define no symbol: nothing to compare')
+    for lib in (worker, core):
+        name = os.path.basename(lib)
+        for n in sorted(defined(nm, lib, True) & service_names):
+            problems.append(f'{name} exports {n}, which a service-side source defines')
+        for n in sorted((all_defined(nm, lib) & service_names) - defined(nm, lib, True)):
+            problems.append(f'{name} holds {n}, which a service-side source defines')
+    deps = {lib: needed(readelf, lib) for lib in (core, service, worker)}
+    forbidden = {core: SERVICE_ONLY + WORKER_ONLY, service: WORKER_ONLY, worker: SERVICE_ONLY}
+    for lib, prefixes in forbidden.items():
+        for d in deps[lib]:
+            if d.startswith(prefixes):
+                problems.append(f'{os.path.basename(lib)} needs {d}')
+    for lib, want in ((service, 'libseccomp'), (worker, 'libcurl'),
+                      (service, 'libairlock-core.so'), (worker, 'libairlock-core.so')):
+        if not any(d.startswith(want) for d in deps[lib]):
+            problems.append(f'{os.path.basename(lib)} does not need {want}: '
+                            'NEEDED read wrong, or the library lost its side')
+    for lib in (core, service, worker):
+        print(f'{os.path.basename(lib)} NEEDED: {" ".join(deps[lib])}')
+    for p in problems:
+        print(p)
+    print(f'{len(service_names)} service-side names checked, {len(problems)} problems')
+    return 1 if problems else 0
+
+
+if __name__ == '__main__':
+    sys.exit(main())
