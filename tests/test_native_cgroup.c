@@ -1044,6 +1044,79 @@ Test(cgroup, a_hardened_namespace_makes_no_syn_cookies_and_takes_no_fast_open)
 	cr_expect_str_eq(now_tfo, host_tfo);
 }
 
+/* Inet sockets opened until refused (at most BUDGET + 4), closed again. */
+static int open_until_refused(void)
+{
+	int fds[BUDGET + 4], n = 0;
+	while (n < BUDGET + 4 && (fds[n] = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0)) >= 0)
+		n++;
+	for (int i = 0; i < n; i++)
+		close(fds[i]);
+	return n;
+}
+
+/* In the group, in a network namespace of its own: a listener, a client
+ * and the connection it accepted; the client fills its send queue (the
+ * accepted end never reads, its buffer small) and closes, which leaves it
+ * an orphan in FIN_WAIT1 still holding what it queued. Reports how many
+ * sockets open beside them while it lives ("n1"), and after the accepted
+ * end closes and resets it ("n2"). */
+static int orphan_maker(int report_fd)
+{
+	if (unshare(CLONE_NEWNET) < 0 || host_netns_loopback_up() < 0)
+		return 2;
+	int l = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	int small = 4096;
+	struct sockaddr_in a = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+	socklen_t alen = sizeof(a);
+	if (l < 0 || setsockopt(l, SOL_SOCKET, SO_RCVBUF, &small, sizeof(small)) < 0 ||
+	    bind(l, (struct sockaddr *)&a, sizeof(a)) < 0 || listen(l, 4) < 0 ||
+	    getsockname(l, (struct sockaddr *)&a, &alen) < 0)
+		return 3;
+	int c = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (c < 0 || connect(c, (struct sockaddr *)&a, sizeof(a)) < 0)
+		return 4;
+	int acc = accept4(l, NULL, NULL, SOCK_CLOEXEC);
+	if (acc < 0)
+		return 5;
+	fcntl(c, F_SETFL, O_NONBLOCK);
+	static char chunk[16384];
+	for (int i = 0; i < 4096 && write(c, chunk, sizeof(chunk)) > 0; i++)
+		;
+	close(c); /* an orphan now: its queue cannot drain into acc's full buffer */
+	usleep(50 * 1000);
+	int n1 = open_until_refused();
+	close(acc); /* unread data: a reset, which ends the orphan */
+	usleep(200 * 1000);
+	int n2 = open_until_refused();
+	close(l);
+	char buf[32];
+	int len = snprintf(buf, sizeof(buf), "%d %d", n1, n2);
+	return write(report_fd, buf, (size_t)len) == len ? 0 : 6;
+}
+
+Test(cgroup, a_closed_connection_still_sending_keeps_its_place_until_it_ends, .timeout = 60)
+{
+	host_cgroup *cg = budgeted_group();
+	airlock_error err = { 0 };
+	int go_fd, rep;
+	pid_t pid = spawn(orphan_maker, &go_fd, &rep);
+	cr_assert_eq(host_cgroup_enter_cmd(cg, pid, &err), 0, "%s", err.message);
+	go(go_fd);
+	int st = reap(pid);
+	cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0, "status 0x%x", st);
+	char buf[32] = "";
+	cr_assert_gt(read(rep, buf, sizeof(buf) - 1), 0);
+	close(rep);
+	int n1 = -1, n2 = -1;
+	cr_assert_eq(sscanf(buf, "%d %d", &n1, &n2), 2, "%s", buf);
+	/* While the orphan lives: the listener, the accepted end and the
+	 * orphan hold three places. */
+	cr_expect_eq(n1, BUDGET - 3, "beside a listener, a connection and an orphan: %d opened", n1);
+	/* Once reset: only the listener. */
+	cr_expect_eq(n2, BUDGET - 1, "after the orphan ended: %d opened", n2);
+}
+
 Test(cgroup, the_socket_budget_without_a_cgroup2_group_is_unavailable)
 {
 	airlock_error err = { 0 };

@@ -454,9 +454,11 @@
  * together: memory_bytes / AIRLOCK_SANDBOX_SOCKET_COST, at least
  * AIRLOCK_SANDBOX_SOCKETS_MIN and at most AIRLOCK_SANDBOX_SOCKETS_MAX
  * (exec/kobjects.h computes it; host/sockbudget.c keeps it). A socket
- * counts from its creation until the kernel releases it: a descriptor, a
- * memory mapping of it (tcp_mmap), a message in flight or a listener's
- * accept queue holding it all keep it counted, and every connection a
+ * counts from its creation until the kernel releases it and, for a TCP
+ * connection or listener, until it also reached TCP_CLOSE: a descriptor, a
+ * memory mapping of it (tcp_mmap), a message in flight, a listener's
+ * accept queue holding it, or a closed connection still sending what it
+ * queued (an orphan) all keep it counted, and every connection a
  * listener of the sandbox completes counts as one more socket (until it is
  * accepted and released; one still unaccepted when its listener closes
  * keeps its place until the sandbox ends, since the kernel frees it with
@@ -470,9 +472,9 @@
  * mapped connections whose two ends sent until the kernel stopped taking
  * more (1,023 connections, 2,046 sockets: 41 MB under 64 MiB), and 26 KiB
  * per connection left unaccepted after its client sent 16 KiB and closed
- * or reset it (4,087: 93-105 MB under 128 MiB; the closed client lingers as an orphan
- * with its unsent data, which the budget does not count: the kernel ends
- * orphans under memory pressure). At 16 KiB a 64 MiB sandbox could map
+ * or reset it (4,087: 93-105 MB under 128 MiB, the closed clients
+ * lingering as orphans with their unsent data, counted since). At 16 KiB a
+ * 64 MiB sandbox could map
  * 2,047 connections, and 2,047 held 81-82 MB (measured under 128 MiB),
  * past its limit; at 32 KiB what they hold measured 0.6-0.8 x
  * memory_bytes. The same budget on every mechanism: on

@@ -248,8 +248,11 @@ static int set_netns_sysctl(const char *path, const char *value, bool absent_ok)
  * later and on any CPU, and a Fast Open child when its SYN comes; either
  * could find no place reserved and be made uncounted. Without cookies a
  * SYN queue that is full drops further SYNs, which only the sandbox's own
- * listeners see; the sandbox cannot change either (/proc/sys is not
- * mounted in it).
+ * listeners see: their clients retry after 1, 3, 7 s, so a burst of
+ * connections far past a listener's backlog completes in seconds rather
+ * than at once (150 at a backlog of 16, accepted from 2 s on: median 5 s,
+ * 136 done within 25 s, none refused). The sandbox cannot change either
+ * setting (/proc/sys is not mounted in it).
  *
  * net.core.tstamp_allow_data 0: a transmit timestamp asked per call (an
  * SCM_TIMESTAMPING control message, which no filter reads) then carries no

@@ -9,30 +9,44 @@
  *          undone and the place refused. The add is the check, so two
  *          programs on two CPUs can never both take the last place.
  *   socks  BPF_MAP_TYPE_HASH, key the socket's cookie: the sockets that
- *          hold a place, so that each gives back exactly one.
+ *          hold a place, so that each gives back exactly one; the value
+ *          marks which ends of a TCP socket's life have come (below).
  *   held   BPF_MAP_TYPE_PERCPU_ARRAY of one u64 per CPU: 1 while a place
  *          is reserved on that CPU for a handshake's child (below).
  *
  *   create   (BPF_CGROUP_INET_SOCK_CREATE) every socket(AF_INET*) of the
  *            group takes a place and inserts its cookie; without a place
  *            socket() fails with EPERM.
- *   release  (BPF_CGROUP_INET_SOCK_RELEASE) deletes the cookie and gives
- *            its place back when the kernel releases the socket: the last
- *            reference to its file, so a socket held by a memory mapping
- *            (tcp_mmap) after its descriptor is closed counts until the
- *            mapping goes.
+ *   release  (BPF_CGROUP_INET_SOCK_RELEASE) runs when the kernel releases
+ *            the socket's file: its last reference, so a socket held by a
+ *            memory mapping (tcp_mmap) after its descriptor is closed
+ *            counts until the mapping goes. A socket that is not TCP, or a
+ *            TCP socket already in TCP_CLOSE, gives its place back then.
+ *            A TCP connection or listener still open outlives its file:
+ *            an orphan goes on sending what was queued (FIN_WAIT1 for as
+ *            long as its peer does not read, holding its send queue), a
+ *            listener closes after. It keeps its place until it reaches
+ *            TCP_CLOSE: the entry is marked released, and whichever of the
+ *            two ends comes second (each marks it with one atomic
+ *            fetch-or, so exactly one sees the other's mark) gives the
+ *            place back. A TIME_WAIT connection is a small socket of its
+ *            own, bounded by the namespace's tw_buckets, not counted.
  *   ingress  (BPF_CGROUP_INET_INGRESS) lets a packet reach a listener of
  *            the group only with a place reserved: this CPU's held flag if
  *            set, else a place taken now and the flag set. Without one the
  *            packet is dropped and the peer retransmits, as when a backlog
  *            is full. A listener receives only handshakes (a SYN, the ACK
  *            that makes the child).
- *   sockops  (BPF_CGROUP_SOCK_OPS) at BPF_SOCK_OPS_PASSIVE_ESTABLISHED_CB,
- *            for the child a listener's handshake made (by the kernel,
- *            without socket(), so unseen by create): swaps this CPU's held
- *            flag to 0 and, if it was 1, the reserved place becomes the
- *            child's; else the child takes a place of its own. Its cookie
- *            goes in, and release gives the place back like any socket's.
+ *   sockops  (BPF_CGROUP_SOCK_OPS) asks for the state changes of every
+ *            socket that connects or listens (TCP_CONNECT_CB,
+ *            TCP_LISTEN_CB; a close it reached before, a failed connect,
+ *            is forgotten), marks the entry closed at TCP_CLOSE
+ *            (STATE_CB), and at BPF_SOCK_OPS_PASSIVE_ESTABLISHED_CB, for
+ *            the child a listener's handshake made (by the kernel, without
+ *            socket(), so unseen by create), swaps this CPU's held flag to
+ *            0: if it was 1 the reserved place becomes the child's, else
+ *            the child takes a place of its own. Its cookie goes in, and
+ *            it ends like any TCP socket.
  *
  * Why the reservation is per CPU: the ACK that completes a handshake
  * passes the listener's ingress program and makes the child in one run of
@@ -63,22 +77,21 @@
  * until the sandbox ends, the sandbox's loss and not the host's.
  *
  * A child still unaccepted when its listener closes is freed by the kernel
- * with no hook a cgroup program sees (no release: it never had a file),
- * so its entry stays, and the sandbox's budget is that much smaller until
- * the sandbox ends. Deleting it when it reaches TCP_CLOSE instead (a
- * BPF_SOCK_OPS_STATE_CB) was tried and is wrong: a child reset by its peer
- * reaches TCP_CLOSE too and stays in the accept queue with what it
- * received, or, accepted, stays held by its descriptor or a mapping, so
- * clients that reset their connections (SO_LINGER 0) left any number of
- * uncounted children (80 behind a budget of 16). Losing budget is the
- * sandbox's own loss; an uncounted socket is the host's.
+ * with no release (it never had a file), so its entry stays marked closed
+ * and not released, and the sandbox's budget is that much smaller until the
+ * sandbox ends. TCP_CLOSE alone cannot give a place back: a child reset by
+ * its peer reaches it too and stays in the accept queue with what it
+ * received, or, accepted, stays held by its descriptor or a mapping
+ * (clients that reset their connections, SO_LINGER 0, would leave any
+ * number of uncounted children). Losing budget is the sandbox's own loss;
+ * an uncounted socket is the host's.
  *
  * Cookies are never reused while the host runs, so a delete can never take
  * another socket's entry; a delete of a cookie never inserted (a socket
  * refused) does nothing.
  *
  * Why hand-written instructions and not BPF C compiled by clang and loaded
- * with libbpf: the four programs are under 50 instructions each, with no
+ * with libbpf: the four programs are under 90 instructions each, with no
  * loops and no structures beyond a few context fields, their jumps resolved
  * from named labels (sb_resolve), and loading them takes three bpf(2)
  * commands; a clang build step, an embedded object and
@@ -95,6 +108,7 @@
 
 #include <errno.h>
 #include <linux/bpf.h>
+#include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <stddef.h>
 #include <stdio.h>
@@ -123,6 +137,12 @@
 #define ATOMIC_FETCH_ADD(d, s, o) I(BPF_STX | BPF_DW | BPF_ATOMIC, d, s, o, BPF_ADD | BPF_FETCH)
 /* s = *(u64 *)(d + o), *(u64 *)(d + o) = s before, atomically. */
 #define ATOMIC_XCHG(d, s, o) I(BPF_STX | BPF_DW | BPF_ATOMIC, d, s, o, BPF_XCHG)
+/* s = *(u64 *)(d + o), then *(u64 *)(d + o) |= s before, atomically. */
+#define ATOMIC_FETCH_OR(d, s, o) I(BPF_STX | BPF_DW | BPF_ATOMIC, d, s, o, BPF_OR | BPF_FETCH)
+/* *(u64 *)(d + o) &= s, atomically. */
+#define ATOMIC_AND(d, s, o) I(BPF_STX | BPF_DW | BPF_ATOMIC, d, s, o, BPF_AND)
+#define AND_IMM(d, i) I(BPF_ALU64 | BPF_AND | BPF_K, d, 0, 0, i)
+#define OR_IMM(d, i) I(BPF_ALU64 | BPF_OR | BPF_K, d, 0, 0, i)
 #define JEQ_IMM(d, i, o) I(BPF_JMP | BPF_JEQ | BPF_K, d, 0, o, i)
 #define JNE_IMM(d, i, o) I(BPF_JMP | BPF_JNE | BPF_K, d, 0, o, i)
 #define JLT_IMM(d, i, o) I(BPF_JMP | BPF_JLT | BPF_K, d, 0, o, i)
@@ -133,11 +153,21 @@
 #define LD_MAP0(d, fd) I(BPF_LD | BPF_DW | BPF_IMM, d, BPF_PSEUDO_MAP_FD, 0, fd)
 #define LD_MAP1() I(0, 0, 0, 0, 0)
 
-#define SB_INSNS_MAX 64
+#define SB_INSNS_MAX 128
 
 /* The places a program jumps to by name; sb_resolve turns each jump's
  * label into its offset, so no offset is counted by hand. */
-enum sb_label { SB_ALLOW, SB_DENY, SB_INSERT, SB_NO_PLACE, SB_LABELS };
+enum sb_label {
+	SB_ALLOW,
+	SB_DENY,
+	SB_INSERT,
+	SB_NO_PLACE,
+	SB_FREE,
+	SB_WATCH,
+	SB_PASSIVE,
+	SB_STATE,
+	SB_LABELS
+};
 
 /* A program under construction. */
 typedef struct sb_prog {
@@ -295,13 +325,37 @@ static void sb_build_create(sb_prog *p, int socks_fd, int count_fd, int held_fd,
 	sb_ends(p);
 }
 
-/* release: delete the cookie; a delete that took one gives its place
- * back. Always 1. */
-static void sb_build_release(sb_prog *p, int socks_fd, int count_fd, int held_fd, uint32_t budget)
+/* An entry's value: which of the two ends of a TCP socket's life have
+ * come. Its place is given back at the second. */
+#define SB_RELEASED 1 /* its file is gone (release) */
+#define SB_CLOSED 2   /* it reached TCP_CLOSE (sockops, STATE_CB) */
+
+/* r0 = the socks entry of the cookie at SB_KEY_OFF, or NULL. */
+static void sb_entry(sb_prog *p, int socks_fd)
 {
-	(void)held_fd, (void)budget;
-	sb_emit(p, MOV_REG(BPF_REG_6, BPF_REG_1));
-	sb_cookie(p);
+	sb_emit(p, LD_MAP0(BPF_REG_1, socks_fd));
+	sb_emit(p, LD_MAP1());
+	sb_emit(p, MOV_REG(BPF_REG_2, BPF_REG_10));
+	sb_emit(p, ADD_IMM(BPF_REG_2, SB_KEY_OFF));
+	sb_emit(p, CALL(BPF_FUNC_map_lookup_elem));
+}
+
+/* Mark the entry at r0 (not NULL) with one end (bit), atomically; unless
+ * the other end (other) had come already, go to SB_ALLOW, else fall
+ * through to SB_FREE. Exactly one of the two ends sees the other's mark. */
+static void sb_mark(sb_prog *p, int bit, int other)
+{
+	sb_emit(p, MOV_IMM(BPF_REG_1, bit));
+	sb_emit(p, ATOMIC_FETCH_OR(BPF_REG_0, BPF_REG_1, 0));
+	sb_emit(p, AND_IMM(BPF_REG_1, other));
+	sb_jump(p, JEQ_IMM(BPF_REG_1, 0, 0), SB_ALLOW);
+}
+
+/* SB_FREE: delete the cookie's entry; the delete that took it gives its
+ * place back. Then SB_ALLOW. */
+static void sb_free(sb_prog *p, int socks_fd, int count_fd)
+{
+	sb_place(p, SB_FREE);
 	sb_emit(p, LD_MAP0(BPF_REG_1, socks_fd));
 	sb_emit(p, LD_MAP1());
 	sb_emit(p, MOV_REG(BPF_REG_2, BPF_REG_10));
@@ -313,22 +367,86 @@ static void sb_build_release(sb_prog *p, int socks_fd, int count_fd, int held_fd
 	sb_emit(p, MOV_REG(BPF_REG_7, BPF_REG_0));
 	sb_give_back(p);
 	sb_jump(p, JA(0), SB_ALLOW);
+}
+
+/* release: the socket's file is gone. A socket that is not TCP, or a TCP
+ * socket already closed (never connected, or its connection over), gives
+ * its place back now. A TCP connection or listener still open lives on
+ * without a file (an orphan sending what was queued, a listener's close),
+ * and keeps its place until it reaches TCP_CLOSE (sockops). Always 1. */
+static void sb_build_release(sb_prog *p, int socks_fd, int count_fd, int held_fd, uint32_t budget)
+{
+	(void)held_fd, (void)budget;
+	sb_emit(p, MOV_REG(BPF_REG_6, BPF_REG_1));
+	sb_cookie(p);
+	sb_emit(p, LDX(BPF_W, BPF_REG_1, BPF_REG_6, offsetof(struct bpf_sock, protocol)));
+	sb_jump(p, JNE_IMM(BPF_REG_1, IPPROTO_TCP, 0), SB_FREE);
+	sb_emit(p, LDX(BPF_W, BPF_REG_1, BPF_REG_6, offsetof(struct bpf_sock, state)));
+	sb_jump(p, JEQ_IMM(BPF_REG_1, TCP_CLOSE, 0), SB_FREE);
+	sb_entry(p, socks_fd);
+	sb_jump(p, JEQ_IMM(BPF_REG_0, 0, 0), SB_ALLOW);
+	sb_mark(p, SB_RELEASED, SB_CLOSED);
+	sb_free(p, socks_fd, count_fd);
 	sb_ends(p);
 }
 
-/* sockops: a passive child at PASSIVE_ESTABLISHED takes the place its
- * handshake's packet reserved on this CPU (held, swapped to 0 in one
- * step), else a place of its own; either way its cookie goes in. Without
- * a place (no reservation, and the budget full) the child is made
- * uncounted, as sockops cannot refuse it: the netns settings that keep
- * every child on the reserved path are in host/netns.c. An insert that
- * fails (memory) keeps its place taken: the socket counts until the
- * sandbox ends. Always 1. */
+/* Ask for the socket's state changes (BPF_SOCK_OPS_STATE_CB), keeping its
+ * other callbacks. */
+static void sb_watch_states(sb_prog *p)
+{
+	sb_emit(p, LDX(BPF_W, BPF_REG_2, BPF_REG_6,
+	               offsetof(struct bpf_sock_ops, bpf_sock_ops_cb_flags)));
+	sb_emit(p, OR_IMM(BPF_REG_2, BPF_SOCK_OPS_STATE_CB_FLAG));
+	sb_emit(p, MOV_REG(BPF_REG_1, BPF_REG_6));
+	sb_emit(p, CALL(BPF_FUNC_sock_ops_cb_flags_set));
+}
+
+/* sockops, for the group's TCP sockets:
+ *   TCP_CONNECT_CB, TCP_LISTEN_CB: a socket that may outlive its file;
+ *     its state changes are asked for, and a close it reached before (a
+ *     failed connect) is forgotten.
+ *   PASSIVE_ESTABLISHED_CB: a listener's child takes the place its
+ *     handshake's packet reserved on this CPU (held, swapped to 0 in one
+ *     step), else a place of its own; either way its cookie goes in and its
+ *     state changes are asked for. Without a place (no reservation, and
+ *     the budget full) the child is made uncounted, as sockops cannot
+ *     refuse it: the netns settings that keep every child on the reserved
+ *     path are in host/netns.c. An insert that fails (memory) keeps its
+ *     place taken: the socket counts until the sandbox ends.
+ *   STATE_CB to TCP_CLOSE: the connection is over; if its file is gone
+ *     too, its place is given back.
+ * Always 1. */
 static void sb_build_sockops(sb_prog *p, int socks_fd, int count_fd, int held_fd, uint32_t budget)
 {
 	sb_emit(p, MOV_REG(BPF_REG_6, BPF_REG_1));
 	sb_emit(p, LDX(BPF_W, BPF_REG_1, BPF_REG_6, offsetof(struct bpf_sock_ops, op)));
-	sb_jump(p, JNE_IMM(BPF_REG_1, BPF_SOCK_OPS_PASSIVE_ESTABLISHED_CB, 0), SB_ALLOW);
+	sb_jump(p, JEQ_IMM(BPF_REG_1, BPF_SOCK_OPS_PASSIVE_ESTABLISHED_CB, 0), SB_PASSIVE);
+	sb_jump(p, JEQ_IMM(BPF_REG_1, BPF_SOCK_OPS_STATE_CB, 0), SB_STATE);
+	sb_jump(p, JEQ_IMM(BPF_REG_1, BPF_SOCK_OPS_TCP_CONNECT_CB, 0), SB_WATCH);
+	sb_jump(p, JEQ_IMM(BPF_REG_1, BPF_SOCK_OPS_TCP_LISTEN_CB, 0), SB_WATCH);
+	sb_jump(p, JA(0), SB_ALLOW);
+
+	sb_place(p, SB_WATCH);
+	sb_watch_states(p);
+	sb_cookie(p);
+	sb_entry(p, socks_fd);
+	sb_jump(p, JEQ_IMM(BPF_REG_0, 0, 0), SB_ALLOW);
+	sb_emit(p, MOV_IMM(BPF_REG_1, ~SB_CLOSED));
+	sb_emit(p, ATOMIC_AND(BPF_REG_0, BPF_REG_1, 0));
+	sb_jump(p, JA(0), SB_ALLOW);
+
+	sb_place(p, SB_STATE);
+	sb_emit(p, LDX(BPF_W, BPF_REG_1, BPF_REG_6,
+	               offsetof(struct bpf_sock_ops, args) + sizeof(__u32))); /* the new state */
+	sb_jump(p, JNE_IMM(BPF_REG_1, TCP_CLOSE, 0), SB_ALLOW);
+	sb_cookie(p);
+	sb_entry(p, socks_fd);
+	sb_jump(p, JEQ_IMM(BPF_REG_0, 0, 0), SB_ALLOW);
+	sb_mark(p, SB_CLOSED, SB_RELEASED);
+	sb_free(p, socks_fd, count_fd);
+
+	sb_place(p, SB_PASSIVE);
+	sb_watch_states(p);
 	sb_lookup0(p, held_fd);
 	sb_jump(p, JEQ_IMM(BPF_REG_0, 0, 0), SB_NO_PLACE);
 	sb_emit(p, MOV_IMM(BPF_REG_1, 0));
