@@ -12,6 +12,7 @@
  * verifies the service's certificate.
  */
 #include <criterion/criterion.h>
+#include <dirent.h>
 #include <errno.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -28,6 +29,7 @@
 #include "airlock/remote.h"
 #include "airlock/service.h"
 #include "testlib.h"
+#include "util/fault.h"
 
 #define CRED "remote-suite-credential-41c9e07d2a6b58f3"
 #define UNAVAILABLE airlock_errcode(AIRLOCK_ERR_EXECUTION_UNAVAILABLE)
@@ -865,3 +867,110 @@ Test(remote, a_stream_that_breaks_the_protocol_is_execution_unavailable)
 	             airlock_errcode(AIRLOCK_ERR_EXECUTION_REJECTED), "%s", err.message);
 	free(res);
 }
+
+#ifdef AIRLOCK_FAULT_INJECTION
+/* ---- the remote adapter's calls failed in turn (util/fault.h) ------------------- */
+
+static long count_fds(void)
+{
+	long n = 0;
+	DIR *d = opendir("/proc/self/fd");
+	cr_assert_not_null(d);
+	for (struct dirent *ent; (ent = readdir(d));)
+		n += ent->d_name[0] != '.';
+	closedir(d);
+	return n - 1; /* the directory's own */
+}
+
+/* The descriptors back at want, given the in-process service a moment to
+ * close its end of a connection the client closed (bounded). */
+static long fds_settled(long want)
+{
+	long n = count_fds();
+	for (int i = 0; i < 40 && n != want; i++) {
+		usleep(50 * 1000);
+		n = count_fds();
+	}
+	return n;
+}
+
+/* Each check of a provision, then of an execute, through the remote
+ * adapter against an in-process service, failed in turn: the request
+ * (remote.request), the answer (remote.answer: the service did what was
+ * asked, its answer is lost), and the service's own steps. The call fails
+ * naming the point; no sandbox is left on the service (a provision whose
+ * answer was lost destroys what the service made), no descriptor in this
+ * process; after a failed execute the sandbox runs the next command. */
+Test(remote, each_check_of_a_call_fails_cleanly_and_leaves_nothing, .timeout = 120)
+{
+	served s;
+	serve(&s, 4);
+	airlock_exec *e = client(s.address, CRED);
+	airlock_environment_spec spec;
+	test_spec(&spec, "tenant-a", "run-1");
+	airlock_error err = { 0 };
+	airlock_environment_handle h = { 0 };
+	/* A warm-up cycle: what the service and the client open once is in the
+	 * baseline. */
+	cr_assert_eq(airlock_exec_provision(e, &spec, &h, &err), 0, "%s", err.message);
+	cr_assert_eq(airlock_exec_destroy(e, &h, &err), 0, "%s", err.message);
+	airlock_environment_handle_clear(&h);
+	long fds0 = fds_settled(-1);
+	unsigned nth;
+	for (nth = 1;; nth++) {
+		memset(&err, 0, sizeof(err));
+		util_fault_arm(nth);
+		int r = airlock_exec_provision(e, &spec, &h, &err);
+		unsigned hits = util_fault_hits();
+		const char *fired = util_fault_fired();
+		util_fault_arm(0);
+		if (hits < nth) {
+			cr_assert_eq(r, 0, "no fault at check %u, yet: %s", nth, err.message);
+			break;
+		}
+		cr_assert_lt(r, 0, "check %u failed, yet provision succeeded", nth);
+		cr_assert(strstr(err.message, fired), "check %u: the error names %s: %s", nth, fired,
+		          err.message);
+		airlock_environment_handle_clear(&h);
+		cr_assert_eq(airlock_fake_live_count(s.fake), 0, "%s: a sandbox left on the service",
+		             fired);
+		cr_assert_eq(fds_settled(fds0), fds0, "%s: descriptors left", fired);
+	}
+	cr_assert_geq(nth, 2 + 1, "only %u checks were seen", nth - 1);
+	cr_assert_eq(airlock_fake_live_count(s.fake), 1);
+
+	char *argv[] = { "echo", "hi", NULL };
+	for (nth = 1;; nth++) {
+		airlock_exec_call call = { .tenant_id = "tenant-a",
+			                   .remaining_budget_ms = AIRLOCK_BUDGET_NONE };
+		airlock_execution_command cmd = test_command(argv);
+		airlock_execution_result r = { 0 };
+		memset(&err, 0, sizeof(err));
+		util_fault_arm(nth);
+		int rc = airlock_exec_execute(e, &call, &h, &cmd, &r, &err);
+		unsigned hits = util_fault_hits();
+		const char *fired = util_fault_fired();
+		util_fault_arm(0);
+		airlock_execution_result_clear(&r);
+		if (hits < nth) {
+			cr_assert_eq(rc, 0, "no fault at check %u, yet: %s", nth, err.message);
+			break;
+		}
+		cr_assert_lt(rc, 0, "check %u failed, yet execute succeeded", nth);
+		cr_assert(strstr(err.message, fired), "check %u: the error names %s: %s", nth, fired,
+		          err.message);
+		/* The sandbox is intact: the next command runs. */
+		airlock_execution_command again = test_command(argv);
+		cr_assert_eq(airlock_exec_execute(e, &call, &h, &again, &r, &err), 0, "after %s: %s",
+		             fired, err.message);
+		airlock_execution_result_clear(&r);
+	}
+	cr_assert_geq(nth, 1 + 1, "only %u checks were seen", nth - 1);
+	cr_assert_eq(airlock_exec_destroy(e, &h, &err), 0, "%s", err.message);
+	cr_assert_eq(airlock_fake_live_count(s.fake), 0);
+	airlock_exec_free(e);
+	airlock_environment_handle_clear(&h);
+	airlock_environment_spec_clear(&spec);
+	unserve(&s);
+}
+#endif

@@ -25,6 +25,7 @@
 #include <string.h>
 
 #include "airlock/json.h"
+#include "util/fault.h"
 
 struct remote_http {
 	char *address;   /* as configured, for messages */
@@ -370,6 +371,9 @@ int remote_http_perform(remote_http *h, const remote_call *c, remote_response *r
 {
 	memset(resp, 0, sizeof(*resp));
 	util_buf_init(&resp->body, REMOTE_ERROR_BODY_MAX);
+	if (util_fault("remote.request"))
+		return airlock_error_set(err, AIRLOCK_ERR_EXECUTION_UNAVAILABLE, EIO,
+		                         "the execution service at %s", h->address);
 	transfer t = { .c = c, .resp = resp, .err = err };
 	t.easy = curl_easy_init();
 	CURLM *m = curl_multi_init();
@@ -571,8 +575,14 @@ int remote_http_json(remote_http *h, const char *what, const remote_call *c, lon
 		return 0;
 	}
 	json_error_t je;
-	json_t *o = json_loadb((const char *)resp.body.data, resp.body.len, JSON_REJECT_DUPLICATES,
-	                       &je);
+	/* A fault-injection build may lose the answer here: a body that does
+	 * not decode, after the service did what was asked. */
+	bool lost = util_fault("remote.answer");
+	json_t *o = lost ? NULL
+	                 : json_loadb((const char *)resp.body.data, resp.body.len,
+	                              JSON_REJECT_DUPLICATES, &je);
+	if (lost)
+		snprintf(je.text, sizeof(je.text), "%s", "the answer was lost");
 	remote_response_clear(&resp);
 	if (!o || !json_is_object(o)) {
 		json_decref(o);

@@ -216,6 +216,20 @@ static int remote_destroy(void *ctx, const char *environment_id, airlock_error *
 
 /* ---- provision ----------------------------------------------------------- */
 
+/* A provision that failed after its request went out: the service may
+ * have made the sandbox (its answer lost, cut or not decoding), so it is
+ * destroyed under the handle the client's core made, which is the one the
+ * service holds (the same id, tenant, run and epoch). A sandbox it never
+ * made answers 404, which is gone. Returns r. */
+static int provision_undo(airlock_remote *rm, const airlock_environment_handle *handle, int r)
+{
+	airlock_error derr = { 0 };
+	_cleanup_free_ char *own = remote_handle_header(handle, &derr);
+	if (own)
+		destroy_call(rm, handle->environment_id, own, &derr);
+	return r;
+}
+
 static int remote_provision(void *ctx, const airlock_environment_spec *spec,
                             const airlock_environment_handle *handle, airlock_error *err)
 {
@@ -240,17 +254,19 @@ static int remote_provision(void *ctx, const airlock_environment_spec *spec,
 	json_t *o = NULL;
 	int r = remote_http_json(rm->http, "provision", &c, 201, (void **)&o, err);
 	if (r < 0)
-		return r;
+		return provision_undo(rm, handle, r);
 	static const char *const members[] = { "handle" };
 	_cleanup_free_ char *text = only_members(o, members, 1) ? member_text(o, "handle") : NULL;
 	json_decref(o);
 	airlock_environment_handle got = { 0 };
 	if (!text || airlock_environment_handle_from_json(text, strlen(text), &got, &why) < 0)
-		return remote_http_protocol_error(rm->http, "provision", text ? &why : NULL, err);
+		return provision_undo(rm, handle,
+		                      remote_http_protocol_error(rm->http, "provision",
+		                                                 text ? &why : NULL, err));
 	_cleanup_free_ char *b64 = remote_handle_header(&got, err);
 	if (!b64) {
 		airlock_environment_handle_clear(&got);
-		return -ENOMEM;
+		return provision_undo(rm, handle, -ENOMEM);
 	}
 	/* The service's handle must name what was asked for: another id,
 	 * tenant, run or epoch is a service that mixed sandboxes up. That
