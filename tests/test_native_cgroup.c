@@ -1117,6 +1117,46 @@ Test(cgroup, a_closed_connection_still_sending_keeps_its_place_until_it_ends, .t
 	cr_expect_eq(n2, BUDGET - 1, "after the orphan ended: %d opened", n2);
 }
 
+/* A socket that connects to itself (a simultaneous open: its SYN meets its
+ * own SYN) is made established as a listener's child would be; it is
+ * counted once, and closing it gives its one place back. */
+static int self_connector(int report_fd)
+{
+	if (unshare(CLONE_NEWNET) < 0 || host_netns_loopback_up() < 0)
+		return 2;
+	for (int i = 0; i < 4; i++) {
+		int s = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+		struct sockaddr_in a = { .sin_family = AF_INET,
+			                 .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+		socklen_t alen = sizeof(a);
+		if (s < 0 || bind(s, (struct sockaddr *)&a, sizeof(a)) < 0 ||
+		    getsockname(s, (struct sockaddr *)&a, &alen) < 0 ||
+		    connect(s, (struct sockaddr *)&a, sizeof(a)) < 0)
+			return 3;
+		close(s);
+	}
+	usleep(100 * 1000);
+	char buf[16];
+	int len = snprintf(buf, sizeof(buf), "%d", open_until_refused());
+	return write(report_fd, buf, (size_t)len) == len ? 0 : 4;
+}
+
+Test(cgroup, a_socket_connected_to_itself_holds_one_place, .timeout = 60)
+{
+	host_cgroup *cg = budgeted_group();
+	airlock_error err = { 0 };
+	int go_fd, rep;
+	pid_t pid = spawn(self_connector, &go_fd, &rep);
+	cr_assert_eq(host_cgroup_enter_cmd(cg, pid, &err), 0, "%s", err.message);
+	go(go_fd);
+	int st = reap(pid);
+	cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0, "status 0x%x", st);
+	char buf[16] = "";
+	cr_assert_gt(read(rep, buf, sizeof(buf) - 1), 0);
+	close(rep);
+	cr_expect_eq(atoi(buf), BUDGET, "after 4 self-connected sockets closed: %s opened", buf);
+}
+
 Test(cgroup, the_socket_budget_without_a_cgroup2_group_is_unavailable)
 {
 	airlock_error err = { 0 };

@@ -19,6 +19,7 @@
 #include <errno.h>
 #include <linux/filter.h>
 #include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <linux/seccomp.h>
 #include <sched.h>
 #include <seccomp.h>
@@ -52,6 +53,9 @@
 #endif
 #ifndef SO_ZEROCOPY
 #define SO_ZEROCOPY 60
+#endif
+#ifndef TCP_FASTOPEN_CONNECT
+#define TCP_FASTOPEN_CONNECT 30
 #endif
 
 /* Syscalls the kernel here (6.18) has but libseccomp 2.5.4 cannot name.
@@ -385,7 +389,13 @@ static int exec_seccomp_rules(scmp_filter_ctx ctx, airlock_error *err)
 	 *     still queue small ones is this setsockopt's.
 	 *   SO_ZEROCOPY: a completion notice per MSG_ZEROCOPY send, and the
 	 *     sender's pages pinned until then. Refused with ENOPROTOOPT;
-	 *     without it MSG_ZEROCOPY is ignored and the send copies. */
+	 *     without it MSG_ZEROCOPY is ignored and the send copies.
+	 * And TCP_FASTOPEN_CONNECT, refused with ENOPROTOOPT (as a kernel
+	 * without it): its connect() returns at once and sends nothing, so
+	 * the socket-budget program that follows a connection's life
+	 * (host/sockbudget.c) never hears of it, and one closed unused would
+	 * keep its place until the sandbox ends. A program falls back to a
+	 * plain connect; Fast Open by sendto(MSG_FASTOPEN) still works. */
 	static const struct {
 		int level, opt, errnum;
 	} sockopts[] = {
@@ -398,6 +408,7 @@ static int exec_seccomp_rules(scmp_filter_ctx ctx, airlock_error *err)
 		{ SOL_SOCKET, SO_TIMESTAMPING_OLD, ENOPROTOOPT },
 		{ SOL_SOCKET, SO_TIMESTAMPING_NEW, ENOPROTOOPT },
 		{ SOL_SOCKET, SO_ZEROCOPY, ENOPROTOOPT },
+		{ IPPROTO_TCP, TCP_FASTOPEN_CONNECT, ENOPROTOOPT },
 	};
 	for (size_t i = 0; i < ARRAY_SIZE(sockopts); i++) {
 		struct scmp_arg_cmp c[2] = {

@@ -166,6 +166,7 @@ enum sb_label {
 	SB_WATCH,
 	SB_PASSIVE,
 	SB_STATE,
+	SB_REOPEN,
 	SB_LABELS
 };
 
@@ -405,7 +406,8 @@ static void sb_watch_states(sb_prog *p)
  *   TCP_CONNECT_CB, TCP_LISTEN_CB: a socket that may outlive its file;
  *     its state changes are asked for, and a close it reached before (a
  *     failed connect) is forgotten.
- *   PASSIVE_ESTABLISHED_CB: a listener's child takes the place its
+ *   PASSIVE_ESTABLISHED_CB: a socket counted already (a simultaneous
+ *     open) takes nothing more; a listener's child takes the place its
  *     handshake's packet reserved on this CPU (held, swapped to 0 in one
  *     step), else a place of its own; either way its cookie goes in and its
  *     state changes are asked for. Without a place (no reservation, and
@@ -431,6 +433,7 @@ static void sb_build_sockops(sb_prog *p, int socks_fd, int count_fd, int held_fd
 	sb_cookie(p);
 	sb_entry(p, socks_fd);
 	sb_jump(p, JEQ_IMM(BPF_REG_0, 0, 0), SB_ALLOW);
+	sb_place(p, SB_REOPEN); /* r0: the entry of a socket open again */
 	sb_emit(p, MOV_IMM(BPF_REG_1, ~SB_CLOSED));
 	sb_emit(p, ATOMIC_AND(BPF_REG_0, BPF_REG_1, 0));
 	sb_jump(p, JA(0), SB_ALLOW);
@@ -447,6 +450,12 @@ static void sb_build_sockops(sb_prog *p, int socks_fd, int count_fd, int held_fd
 
 	sb_place(p, SB_PASSIVE);
 	sb_watch_states(p);
+	/* A socket of the group that is counted already (a simultaneous open:
+	 * its own connect met a SYN, as a socket connecting to itself does)
+	 * takes no second place. */
+	sb_cookie(p);
+	sb_entry(p, socks_fd);
+	sb_jump(p, JNE_IMM(BPF_REG_0, 0, 0), SB_REOPEN);
 	sb_lookup0(p, held_fd);
 	sb_jump(p, JEQ_IMM(BPF_REG_0, 0, 0), SB_NO_PLACE);
 	sb_emit(p, MOV_IMM(BPF_REG_1, 0));
@@ -455,8 +464,7 @@ static void sb_build_sockops(sb_prog *p, int socks_fd, int count_fd, int held_fd
 	sb_place(p, SB_NO_PLACE);
 	sb_take_place(p, count_fd, budget, SB_ALLOW);
 	sb_place(p, SB_INSERT);
-	sb_cookie(p);
-	sb_insert(p, socks_fd);
+	sb_insert(p, socks_fd); /* the cookie is at SB_KEY_OFF */
 	sb_jump(p, JA(0), SB_ALLOW);
 	sb_ends(p);
 }
