@@ -55,6 +55,18 @@ static long long ran_and_printed(const airlock_execution_result *r)
 	return v;
 }
 
+/* script run by python3 in a new sandbox of the small limits, which is
+ * gone again when this returns: the command must have exited 0, and its
+ * result is *r for the caller to check and clear. */
+static void py_alone(const char *tenant, const char *script, airlock_execution_result *r)
+{
+	box b;
+	box_open(&b, tenant, &small);
+	py(&b, script, 60, r);
+	box_close(&b);
+	cr_assert_eq(r->exit_code, 0, "stdout=%.300s stderr=%.600s", OUT(r), ERR(r));
+}
+
 static long long aio_nr(void)
 {
 	return proc_first_number("/proc/sys/fs/aio-nr");
@@ -89,18 +101,14 @@ static const char netlink[] =
 
 Test(kobjects, netlink_is_refused_uevent_included, .timeout = 120)
 {
-	box b;
-	box_open(&b, "tenant-netlink", &small);
 	airlock_execution_result r;
-	py(&b, netlink, 60, &r);
-	cr_assert_eq(r.exit_code, 0, "stdout=%.300s stderr=%.600s", OUT(&r), ERR(&r));
+	py_alone("tenant-netlink", netlink, &r);
 	cr_expect(strstr(OUT(&r), "route:socket:97 usersock:socket:97 sock_diag:socket:97 "
 	                          "kobject_uevent:socket:97\n"),
 	          "want EAFNOSUPPORT (97) from every netlink socket; got %.300s", OUT(&r));
 	cr_expect(strstr(OUT(&r), "resolved True\n"), "getaddrinfo: %.300s %.300s", OUT(&r),
 	          ERR(&r));
 	airlock_execution_result_clear(&r);
-	box_close(&b);
 }
 
 /* ---- MPTCP ------------------------------------------------------------------------- */
@@ -125,16 +133,12 @@ static const char mptcp[] =
 
 Test(kobjects, mptcp_is_off, .timeout = 120)
 {
-	box b;
-	box_open(&b, "tenant-mptcp", &small);
 	airlock_execution_result r;
-	py(&b, mptcp, 60, &r);
-	cr_assert_eq(r.exit_code, 0, "stdout=%.300s stderr=%.600s", OUT(&r), ERR(&r));
+	py_alone("tenant-mptcp", mptcp, &r);
 	cr_expect(strstr(OUT(&r), "mptcp:92\n"), "want ENOPROTOOPT (92) from an MPTCP socket; got %.300s",
 	          OUT(&r));
 	cr_expect(strstr(OUT(&r), "tcp:ok\n"), "TCP on lo: %.300s %.300s", OUT(&r), ERR(&r));
 	airlock_execution_result_clear(&r);
-	box_close(&b);
 }
 
 /* SO_RCVLOWAT succeeds and does nothing, like SO_RCVBUF: on TCP it would
@@ -150,17 +154,13 @@ static const char rcvlowat[] =
 
 Test(kobjects, so_rcvlowat_does_not_grow_a_receive_buffer, .timeout = 120)
 {
-	box b;
-	box_open(&b, "tenant-rcvlowat", &small);
 	airlock_execution_result r;
-	py(&b, rcvlowat, 60, &r);
-	cr_assert_eq(r.exit_code, 0, "stdout=%.300s stderr=%.600s", OUT(&r), ERR(&r));
+	py_alone("tenant-rcvlowat", rcvlowat, &r);
 	long long before = 0, after = 0;
 	cr_assert_eq(sscanf(OUT(&r), "rcvbuf %lld %lld", &before, &after), 2, "stdout=%.300s", OUT(&r));
 	cr_expect_eq(after, before, "SO_RCVLOWAT grew the listener's buffer from %lld to %lld", before,
 	             after);
 	airlock_execution_result_clear(&r);
-	box_close(&b);
 }
 
 /* ---- the error queue ------------------------------------------------------------- */
@@ -224,16 +224,12 @@ static const char errqueue[] =
 
 Test(kobjects, nothing_is_queued_on_a_socket_error_queue, .timeout = 120)
 {
-	box b;
-	box_open(&b, "tenant-errqueue", &small);
 	airlock_execution_result r;
-	py(&b, errqueue, 60, &r);
-	cr_assert_eq(r.exit_code, 0, "stdout=%.300s stderr=%.600s", OUT(&r), ERR(&r));
+	py_alone("tenant-errqueue", errqueue, &r);
 	cr_expect(strstr(OUT(&r), "setsockopt:92 zerocopy:92 tstamp_queued:0 icmp_queued:0 "
 	                          "icmp6_queued:0\n"),
 	          "stdout=%.300s", OUT(&r));
 	airlock_execution_result_clear(&r);
-	box_close(&b);
 }
 
 /* TCP_FASTOPEN_CONNECT is refused (ENOPROTOOPT, 92), as on a kernel
@@ -254,14 +250,10 @@ static const char fastopen_connect[] =
 
 Test(kobjects, tcp_fastopen_connect_is_refused, .timeout = 120)
 {
-	box b;
-	box_open(&b, "tenant-tfo", &small);
 	airlock_execution_result r;
-	py(&b, fastopen_connect, 60, &r);
-	cr_assert_eq(r.exit_code, 0, "stdout=%.300s stderr=%.600s", OUT(&r), ERR(&r));
+	py_alone("tenant-tfo", fastopen_connect, &r);
 	cr_expect(strstr(OUT(&r), "fastopen_connect:92\ntcp:ok\n"), "stdout=%.300s", OUT(&r));
 	airlock_execution_result_clear(&r);
-	box_close(&b);
 }
 
 /* ---- socket buffers ---------------------------------------------------------------- */
@@ -639,11 +631,8 @@ static const char inflight[] =
 
 Test(kobjects, descriptors_in_flight_are_bounded, .timeout = 120)
 {
-	box b;
-	box_open(&b, "tenant-inflight", &small);
 	airlock_execution_result r;
-	py(&b, inflight, 60, &r);
-	cr_assert_eq(r.exit_code, 0, "stdout=%.300s stderr=%.600s", OUT(&r), ERR(&r));
+	py_alone("tenant-inflight", inflight, &r);
 	long long sent, e;
 	cr_assert_eq(sscanf(OUT(&r), "%lld %lld", &sent, &e), 2, "stdout=%.300s", OUT(&r));
 	fprintf(stderr, "inflight: %lld descriptors in flight, then errno %lld\n", sent, e);
@@ -652,7 +641,6 @@ Test(kobjects, descriptors_in_flight_are_bounded, .timeout = 120)
 	cr_expect_leq(sent, 1024 + 253, "%lld descriptors in flight", sent);
 	cr_expect_eq(e, 109, "stopped by errno %lld, want ETOOMANYREFS (109)", e);
 	airlock_execution_result_clear(&r);
-	box_close(&b);
 }
 
 /* ---- host-wide tables ------------------------------------------------------------- */
@@ -721,11 +709,8 @@ static const char nofile[] =
 
 Test(kobjects, descriptors_are_bounded_per_sandbox, .timeout = 120)
 {
-	box b;
-	box_open(&b, "tenant-nofile", &small);
 	airlock_execution_result r;
-	py(&b, nofile, 60, &r);
-	cr_assert_eq(r.exit_code, 0, "stdout=%.300s stderr=%.600s", OUT(&r), ERR(&r));
+	py_alone("tenant-nofile", nofile, &r);
 	long long soft, hard, raised, most, sum, n;
 	cr_assert_eq(sscanf(OUT(&r), "%lld %lld %lld %lld %lld %lld", &soft, &hard, &raised, &most,
 	                    &sum, &n),
@@ -743,7 +728,6 @@ Test(kobjects, descriptors_are_bounded_per_sandbox, .timeout = 120)
 	              "10 processes held %lld files: all %lld pids would pass the budget", sum,
 	              (long long)small.pids_max);
 	airlock_execution_result_clear(&r);
-	box_close(&b);
 }
 
 /* At the default limits (2 GiB, 512 pids) a process gets 256; with fewer
@@ -812,11 +796,8 @@ Test(kobjects, the_hosts_network_counters_are_visible_as_listed, .timeout = 120)
 		queued += n;
 	}
 	cr_assert_geq(queued, 2 * MiB, "queued only %lld bytes on the host", queued);
-	box b;
-	box_open(&b, "tenant-counters", &small);
 	airlock_execution_result r;
-	py(&b, host_counters, 60, &r);
-	cr_assert_eq(r.exit_code, 0, "stdout=%.300s stderr=%.600s", OUT(&r), ERR(&r));
+	py_alone("tenant-counters", host_counters, &r);
 	long long mem = -1, protocols = -1, cpus = -1;
 	cr_assert_eq(sscanf(OUT(&r), "%lld %lld %lld", &mem, &protocols, &cpus), 3, "stdout=%.300s",
 	             OUT(&r));
@@ -833,7 +814,6 @@ Test(kobjects, the_hosts_network_counters_are_visible_as_listed, .timeout = 120)
 	cr_expect_gt(protocols, 1);
 	cr_expect_geq(cpus, 1);
 	airlock_execution_result_clear(&r);
-	box_close(&b);
 	close(a);
 	close(c);
 	close(l);
