@@ -179,7 +179,11 @@ int exec_boxes_destroy(exec_boxes *l, const char *id, const exec_box_ops *ops, v
 	exec_box *b = exec_boxes_remove(l, id);
 	if (!b)
 		return 0; /* already gone */
+	/* Marked again under the start lock, where a start reads it: a start
+	 * in progress has finished (its command dies of the kill below) and
+	 * any later one sees the mark. */
 	pthread_mutex_lock(&b->start_lock);
+	b->dead = true;
 	pthread_mutex_unlock(&b->start_lock);
 	int r = ops->kill(mech, b, err);
 	if (exec_boxes_unref(l, b)) {
