@@ -18,6 +18,7 @@
 
 #include <criterion/criterion.h>
 #include <dirent.h>
+#include <errno.h>
 #include <fcntl.h>
 #include <jansson.h>
 #include <stdarg.h>
@@ -152,6 +153,45 @@ static inline airlock_exec *gvisor_test_open_with(const airlock_exec_config *cfg
 {
 	return sandbox_test_open_adapter(gvisor_test_adapter, airlock_gvisor_ops(), cfg, NULL, NULL,
 	                                 (void **)ret_g);
+}
+
+/* A provision failed at the fault point fired, said once on its whole path
+ * (docs/failure-paths.md, "Messages"): "provision (mech): " once and no
+ * other "provision:", the injected reason at most once, and a facility's
+ * point (any but "provision.*") under the step whose own point came before
+ * it in a walk over the checks in order. ctx keeps that step's head from
+ * one call to the next (empty at first). */
+static inline void sandbox_test_expect_said_once(const char *mech, const char *fired,
+                                                 const char *msg, char *ctx, size_t ctx_size)
+{
+	char head[64];
+	snprintf(head, sizeof(head), "provision (%s): ", mech);
+	cr_expect_eq(strncmp(msg, head, strlen(head)), 0, "%s: not under \"%s\": %s", fired, head,
+	             msg);
+	cr_expect_null(strstr(msg + 1, "provision ("), "%s: the verb twice: %s", fired, msg);
+	cr_expect_null(strstr(msg, "provision:"), "%s: the verb twice: %s", fired, msg);
+	const char *why = strerror(EIO);
+	const char *first = strstr(msg, why);
+	cr_expect(!first || !strstr(first + 1, why), "%s: the reason twice: %s", fired, msg);
+	if (strcmp(fired, "provision.host_files") == 0) {
+		ctx[0] = 0; /* before every step */
+		return;
+	}
+	if (strncmp(fired, "provision.", 10) == 0) {
+		/* The step's own point: its head is what stands before the
+		 * injected failure. */
+		char own[128];
+		snprintf(own, sizeof(own), ": fault injected at %s", fired);
+		const char *at = strstr(msg, own);
+		cr_assert_not_null(at, "%s: %s", fired, msg);
+		snprintf(ctx, ctx_size, "%.*s", (int)(at - msg), msg);
+		cr_expect_gt(strlen(ctx), strlen(head), "%s: the step has no name: %s", fired,
+		             msg);
+		return;
+	}
+	size_t n = strlen(ctx);
+	cr_expect(n && strncmp(msg, ctx, n) == 0 && (msg[n] == ':' || msg[n] == ' '),
+	          "%s: a facility's failure not under its step \"%s\": %s", fired, ctx, msg);
 }
 
 /* ---- the mechanism this suite was compiled for ------------------------------ */

@@ -174,6 +174,7 @@ Test(gvisor_faults, each_provision_step_fails_cleanly_and_leaks_nothing, .timeou
 	cr_assert_eq(airlock_exec_destroy(e, &h, &err), 0, "%s", err.message);
 	airlock_environment_handle_clear(&h);
 	counts before = measure(state);
+	char step[AIRLOCK_ERROR_MESSAGE_MAX] = "";
 	unsigned nth;
 	for (nth = 1;; nth++) {
 		util_fault_arm(nth);
@@ -193,6 +194,7 @@ Test(gvisor_faults, each_provision_step_fails_cleanly_and_leaks_nothing, .timeou
 		cr_assert(strstr(err.message, fired), "check %u: the error names the step %s: %s", nth,
 		          fired, err.message);
 		cr_assert(strstr(err.message, state) == NULL, "a host path in: %s", err.message);
+		sandbox_test_expect_said_once("gvisor", fired, err.message, step, sizeof(step));
 		airlock_environment_handle_clear(&h);
 		assert_same(&before, state, fired);
 	}

@@ -102,6 +102,7 @@ static void provision_walk(const airlock_egress_policy *policy, airlock_proxy *p
 
 	leak_counts before = leak_measure();
 	long slots_before = leak_count_id_slots(FAULTS_ID_LOCK);
+	char step[AIRLOCK_ERROR_MESSAGE_MAX] = "";
 	unsigned nth;
 	for (nth = 1;; nth++) {
 		util_fault_arm(nth);
@@ -122,6 +123,7 @@ static void provision_walk(const airlock_egress_policy *policy, airlock_proxy *p
 		cr_assert_not_null(fired, "check %u", nth);
 		cr_assert(strstr(err.message, fired), "check %u: the error names the step %s: %s", nth,
 		          fired, err.message);
+		sandbox_test_expect_said_once("native", fired, err.message, step, sizeof(step));
 		airlock_environment_handle_clear(&h);
 		assert_flat(&before, FAULTS_ID_LOCK, slots_before, fired);
 	}
@@ -263,14 +265,15 @@ Test(native_faults, a_full_host_file_table_is_named, .timeout = 120)
 	          fired ? fired : "nothing");
 
 	airlock_error step = { 0 };
-	int r = airlock_error_set(&step, AIRLOCK_ERR_SYSTEM, ENFILE, "provision: clone3");
+	int r = airlock_error_set(&step, AIRLOCK_ERR_SYSTEM, ENFILE, "clone3");
 	r = host_files_explain(r, &step);
 	cr_expect_eq(r, airlock_errcode(AIRLOCK_ERR_EXECUTION_UNAVAILABLE), "%s", step.message);
 	cr_expect(strstr(step.message, "the host's file table is full (fs.file-max ") &&
-	                  strstr(step.message, "provision: clone3: Too many open files in system"),
+	                  strstr(step.message, "): clone3: Too many open files in system"),
 	          "%s", step.message);
+	cr_expect_eq(step.errnum, ENFILE, "the step's errno stays");
 	airlock_error other = { 0 };
-	r = airlock_error_set(&other, AIRLOCK_ERR_SYSTEM, EMFILE, "provision: clone3");
+	r = airlock_error_set(&other, AIRLOCK_ERR_SYSTEM, EMFILE, "clone3");
 	cr_expect_eq(host_files_explain(r, &other), -EMFILE, "%s", other.message);
 	cr_expect_null(strstr(other.message, "fs.file-max"), "%s", other.message);
 

@@ -436,7 +436,7 @@ Test(hostfacts, host_ids_all_held_elsewhere_refuses, .timeout = 120)
 	airlock_error err = { 0 };
 	cr_expect_neq(airlock_exec_provision(e, &spec, &h, &err), 0);
 	cr_expect_eq(err.cls, AIRLOCK_ERR_EXECUTION_UNAVAILABLE, "%s", err.message);
-	cr_expect(strstr(err.message, "no free sandbox user ids") != NULL, "%s", err.message);
+	cr_expect(strstr(err.message, "sandbox user ids: none free") != NULL, "%s", err.message);
 	/* A crashed service's slots come free with its process: the locks go
 	 * with the last descriptor. */
 	close(held);

@@ -216,6 +216,28 @@ Test(remote, capacity_is_execution_unavailable_at_once)
 	cr_assert_eq(airlock_exec_provision(e, &b, &hb, &err), UNAVAILABLE, "%s", err.message);
 	cr_assert(mono_ms() - t0 < 2000, "capacity waited");
 	cr_assert(strstr(err.message, "capacity"), "%s", err.message);
+	/* The whole path, each layer once: the client's verb and adapter, the
+	 * service by its address, then the service's own words. */
+	char head[256];
+	snprintf(head, sizeof(head), "provision (remote): the execution service at %s: ",
+	         s.address);
+	cr_assert_eq(strncmp(err.message, head, strlen(head)), 0, "%s", err.message);
+	cr_assert_null(strstr(err.message + 1, "provision ("), "%s", err.message);
+	/* A system error crosses with its errno and its reason said once. */
+	airlock_exec_call call = { .tenant_id = ha.tenant_id,
+		                   .remaining_budget_ms = AIRLOCK_BUDGET_NONE };
+	airlock_workspace *ws = NULL;
+	cr_assert_eq(airlock_exec_workspace(e, &call, &ha, &ws, &err), 0, "%s", err.message);
+	unsigned char *data = NULL;
+	size_t len = 0;
+	cr_assert_eq(airlock_workspace_read(ws, "missing", 64, &data, &len, &err), -ENOENT, "%s",
+	             err.message);
+	airlock_workspace_release(ws);
+	cr_assert_eq(err.errnum, ENOENT);
+	snprintf(head, sizeof(head), "the execution service at %s: ", s.address);
+	cr_assert(strstr(err.message, head), "%s", err.message);
+	const char *why = strstr(err.message, strerror(ENOENT));
+	cr_assert(why && !strstr(why + 1, strerror(ENOENT)), "%s", err.message);
 	cr_assert_eq(airlock_fake_live_count(s.fake), 1);
 	cr_assert_eq(airlock_exec_destroy(e, &ha, &err), 0, "%s", err.message);
 	cr_assert_eq(airlock_exec_provision(e, &b, &hb, &err), 0, "after a destroy: %s", err.message);

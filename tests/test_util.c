@@ -16,6 +16,7 @@
 #include "airlock/error.h"
 #include "airlock/port/workspace.h"
 #include "core/snapshot.h"
+#include "exec/step.h"
 #include "util/run.h"
 #include "airlock/escape.h"
 #include "util/spawn.h"
@@ -181,6 +182,102 @@ Test(error, wrap_says_the_reason_once)
 	airlock_error bare = { .cls = AIRLOCK_ERR_DECODE };
 	airlock_error_wrap(&outer, AIRLOCK_ERR_CONFIG, &bare, "settings");
 	cr_assert_str_eq(outer.message, "settings: DecodeError");
+}
+
+/* How many times needle occurs in hay. */
+static int occurrences(const char *hay, const char *needle)
+{
+	int n = 0;
+	for (const char *p = strstr(hay, needle); p; p = strstr(p + 1, needle))
+		n++;
+	return n;
+}
+
+/* The system reason is said once however the message was made: set
+ * appends it, a head that already ends in it does not get it again, and
+ * wraps in a chain (in place or not) and prefixes only add their heads.
+ * errnum and the code go on through every layer. */
+Test(error, every_message_says_its_reason_once)
+{
+	const char *why = strerror(EACCES);
+	airlock_error e = { 0 };
+	cr_assert_eq(airlock_error_set(&e, AIRLOCK_ERR_SYSTEM, -EACCES, "open %s", "f"), -EACCES);
+	cr_assert_str_eq(e.message, "open f: Permission denied");
+	/* A caller that formatted the reason in (scripts/check_error_messages.py
+	 * refuses it in the sources) still says it once. */
+	airlock_error_set(&e, AIRLOCK_ERR_SYSTEM, EACCES, "listen: %s", why);
+	cr_assert_str_eq(e.message, "listen: Permission denied");
+	airlock_error_set(&e, AIRLOCK_ERR_SYSTEM, EACCES, "%s", why);
+	cr_assert_str_eq(e.message, "Permission denied");
+	/* Without an errno nothing is appended. */
+	airlock_error_set(&e, AIRLOCK_ERR_CONFIG, 0, "tls: key");
+	cr_assert_str_eq(e.message, "tls: key");
+	cr_assert_eq(e.errnum, 0);
+
+	/* Three layers, in place and into another error. */
+	airlock_error_set(&e, AIRLOCK_ERR_SYSTEM, EIO, "mkfs.ext4");
+	airlock_error_wrap(&e, e.cls, &e, "workspace volume");
+	airlock_error outer = { 0 };
+	int rc = airlock_error_wrap(&outer, e.cls, &e, "provision (%s)", "native");
+	cr_assert_eq(rc, -EIO);
+	cr_assert_eq(outer.errnum, EIO);
+	cr_assert_eq(outer.cls, AIRLOCK_ERR_SYSTEM);
+	cr_assert_str_eq(outer.message,
+	                 "provision (native): workspace volume: mkfs.ext4: Input/output error");
+	airlock_error_prefix(&outer, "service: ");
+	cr_assert_eq(occurrences(outer.message, strerror(EIO)), 1, "%s", outer.message);
+	/* A wrap whose head already holds the inner message adds nothing. */
+	airlock_error again = { 0 };
+	airlock_error_wrap(&again, outer.cls, &outer, "%s", outer.message);
+	cr_assert_str_eq(again.message, outer.message);
+	/* An empty head: the inner message alone. */
+	airlock_error_wrap(&again, outer.cls, &outer, "%s", "");
+	cr_assert_str_eq(again.message, outer.message);
+	/* A head that fills the message keeps the head and drops the tail:
+	 * no reason is said at all rather than half of one twice. */
+	char head[AIRLOCK_ERROR_MESSAGE_MAX + 8];
+	memset(head, 'h', sizeof(head) - 1);
+	head[sizeof(head) - 1] = 0;
+	airlock_error_set(&e, AIRLOCK_ERR_SYSTEM, EIO, "%s", head);
+	cr_assert_eq(strlen(e.message), sizeof(e.message) - 1);
+	cr_assert_eq(occurrences(e.message, strerror(EIO)), 0);
+}
+
+/* The step runner (exec/step.h) says a facility's failure under the
+ * step's name, once: a facility that names itself is not named again,
+ * the class, errnum and code stay the facility's, and a step that failed
+ * without a message is said by its name and code. */
+Test(error, a_step_says_its_name_once_over_the_facility)
+{
+	airlock_error e = { 0 };
+	int r = airlock_error_set(&e, AIRLOCK_ERR_SYSTEM, EIO, "loop: LOOP_CONFIGURE /dev/loop1");
+	cr_assert_eq(exec_step_said("image", r, &e), -EIO);
+	cr_assert_str_eq(e.message, "image: loop: LOOP_CONFIGURE /dev/loop1: Input/output error");
+	cr_assert_eq(e.cls, AIRLOCK_ERR_SYSTEM);
+	cr_assert_eq(e.errnum, EIO);
+
+	r = airlock_error_set(&e, AIRLOCK_ERR_SYSTEM, EIO, "cgroup memory/x: mkdir");
+	exec_step_said("cgroup", r, &e);
+	cr_assert_str_eq(e.message, "cgroup memory/x: mkdir: Input/output error");
+	r = airlock_error_set(&e, AIRLOCK_ERR_EXECUTION_UNAVAILABLE, ENOSPC,
+	                      "workspace volume: reserve");
+	cr_assert_eq(exec_step_said("workspace volume", r, &e),
+	             airlock_errcode(AIRLOCK_ERR_EXECUTION_UNAVAILABLE));
+	cr_assert_str_eq(e.message, "workspace volume: reserve: No space left on device");
+	cr_assert_eq(e.cls, AIRLOCK_ERR_EXECUTION_UNAVAILABLE);
+	cr_assert_eq(e.errnum, ENOSPC);
+	/* A name that is only the start of the facility's first word is not
+	 * the facility naming itself. */
+	r = airlock_error_set(&e, AIRLOCK_ERR_CONFIG, 0, "egressless");
+	exec_step_said("egress", r, &e);
+	cr_assert_str_eq(e.message, "egress: egressless");
+
+	airlock_error none = { 0 };
+	cr_assert_eq(exec_step_said("sync socket", -EMFILE, &none), -EMFILE);
+	cr_assert_str_eq(none.message, "sync socket: Too many open files");
+	cr_assert_eq(none.cls, AIRLOCK_ERR_SYSTEM);
+	cr_assert_eq(exec_step_said("x", 0, &none), 0);
+	cr_assert_eq(exec_step_said("x", -EIO, NULL), -EIO);
 }
 
 /* ---- snapshot diff ------------------------------------------------------- */

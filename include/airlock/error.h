@@ -71,9 +71,11 @@ airlock_errclass airlock_errcode_class(int code);
 const char *airlock_errclass_name(airlock_errclass cls);
 
 /*
- * Fill err (when not NULL) and return the class's negative code. For
- * AIRLOCK_ERR_SYSTEM pass the errno as errnum: the return value is then
- * -errnum and strerror(errnum) is appended to the message.
+ * Fill err (when not NULL) and return the class's negative code. Pass the
+ * errno as errnum (0 when there is none): it is kept in err->errnum and
+ * strerror(errnum) is appended to the message after ": ", so fmt never
+ * says the reason itself (the error_messages test refuses a strerror among
+ * the arguments). For AIRLOCK_ERR_SYSTEM the return value is -errnum.
  */
 __attribute__((format(printf, 4, 5)))
 int airlock_error_set(airlock_error *err, airlock_errclass cls, int errnum, const char *fmt, ...);
@@ -81,7 +83,10 @@ int airlock_error_set(airlock_error *err, airlock_errclass cls, int errnum, cons
 /*
  * An error that crossed a layer: err becomes class cls with inner's errnum,
  * and its message the context fmt says, then ": ", then inner's message
- * (which already holds its system reason: it is not appended twice).
+ * (which already holds its system reason: it is not appended twice), so a
+ * failure says its whole path, outer layer first ("provision (native):
+ * workspace volume: fsopen ext4: Input/output error"). Pass inner->cls as
+ * cls unless the layer has a reason to change the class (and say it).
  * inner may be err. Returns the class's code as airlock_error_set does.
  */
 __attribute__((format(printf, 4, 5)))

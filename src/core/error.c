@@ -4,6 +4,7 @@
 #include "util/fault.h"
 
 #include <errno.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -55,25 +56,61 @@ static void error_name_fault(airlock_error *err)
 #endif
 }
 
-int airlock_error_set(airlock_error *err, airlock_errclass cls, int errnum, const char *fmt, ...)
+/*
+ * The one place a message is made, for set and wrap alike: the head fmt
+ * says, then ": " and the tail. The tail is either the system reason
+ * (set: strerror of errnum) or the inner error's message (wrap), which
+ * already ends in its own reason: a reason is said once, by the layer that
+ * met it, and every layer above adds only its head. A head that already
+ * ends in the reason (a caller that formatted strerror in: the
+ * error_messages test refuses that in the sources) does not get it again.
+ * Truncation keeps the head and as much of the tail as fits.
+ */
+static int error_fill(airlock_error *err, airlock_errclass cls, int errnum, const char *tail,
+                      const char *fmt, va_list ap)
 {
-	if (errnum < 0)
-		errnum = -errnum;
 	if (err) {
 		err->cls = cls;
 		err->errnum = errnum;
-		va_list ap;
-		va_start(ap, fmt);
 		int n = vsnprintf(err->message, sizeof(err->message), fmt, ap);
-		va_end(ap);
-		if (errnum && n >= 0 && (size_t)n < sizeof(err->message))
-			snprintf(err->message + n, sizeof(err->message) - (size_t)n, ": %s",
-			         strerror(errnum));
+		if (n < 0) {
+			n = 0;
+			err->message[0] = 0;
+		}
+		size_t head = (size_t)n;
+		if (head >= sizeof(err->message))
+			head = sizeof(err->message) - 1;
+		size_t len = tail ? strlen(tail) : 0;
+		/* The head is the tail, or ends in ": " and the tail. */
+		const char *end = err->message + head;
+		bool said = len && head >= len && memcmp(end - len, tail, len) == 0 &&
+		            (head == len ||
+		             (head >= len + 2 && memcmp(end - len - 2, ": ", 2) == 0));
+		size_t sep = head ? 2 : 0; /* an empty head: the tail alone */
+		size_t room = sizeof(err->message) - head;
+		if (tail && !said && room > sep + 1) {
+			memcpy(err->message + head, ": ", sep);
+			if (len > room - sep - 1)
+				len = room - sep - 1;
+			memcpy(err->message + head + sep, tail, len);
+			err->message[head + sep + len] = 0;
+		}
 		error_name_fault(err);
 	}
 	if (cls == AIRLOCK_ERR_SYSTEM && errnum)
 		return -errnum;
 	return airlock_errcode(cls);
+}
+
+int airlock_error_set(airlock_error *err, airlock_errclass cls, int errnum, const char *fmt, ...)
+{
+	if (errnum < 0)
+		errnum = -errnum;
+	va_list ap;
+	va_start(ap, fmt);
+	int r = error_fill(err, cls, errnum, errnum ? strerror(errnum) : NULL, fmt, ap);
+	va_end(ap);
+	return r;
 }
 
 void airlock_error_prefix(airlock_error *err, const char *fmt, ...)
@@ -101,36 +138,17 @@ int airlock_error_wrap(airlock_error *err, airlock_errclass cls, const airlock_e
 {
 	if (!inner)
 		return airlock_errcode(cls);
-	/* inner may be err itself: copied before err is written. */
+	/* inner may be err itself: copied before err is written. The inner
+	 * message already says its system reason (if any): it is the tail,
+	 * and errnum goes on with it, never said again. */
 	airlock_error in = *inner;
-	int errnum = in.errnum;
-	if (err) {
-		err->cls = cls;
-		err->errnum = errnum;
-		va_list ap;
-		va_start(ap, fmt);
-		int n = vsnprintf(err->message, sizeof(err->message), fmt, ap);
-		va_end(ap);
-		/* The inner message already says its system reason (if any):
-		 * it is joined, never said again. */
-		if (n >= 0 && (size_t)n < sizeof(err->message)) {
-			/* Cut where the message ends, as airlock_error_prefix does. */
-			const char *tail = in.message[0] ? in.message : airlock_errclass_name(in.cls);
-			size_t room = sizeof(err->message) - (size_t)n;
-			size_t len = strnlen(tail, sizeof(in.message));
-			if (room > 2) {
-				memcpy(err->message + n, ": ", 2);
-				if (len > room - 3)
-					len = room - 3;
-				memcpy(err->message + n + 2, tail, len);
-				err->message[(size_t)n + 2 + len] = 0;
-			}
-		}
-		error_name_fault(err);
-	}
-	if (cls == AIRLOCK_ERR_SYSTEM && errnum)
-		return -errnum;
-	return airlock_errcode(cls);
+	in.message[sizeof(in.message) - 1] = 0;
+	va_list ap;
+	va_start(ap, fmt);
+	int r = error_fill(err, cls, in.errnum,
+	                   in.message[0] ? in.message : airlock_errclass_name(in.cls), fmt, ap);
+	va_end(ap);
+	return r;
 }
 
 void airlock_error_clear(airlock_error *err)

@@ -45,9 +45,9 @@ int airlock_egress_guard_connect(const airlock_egress_policy *p, airlock_egress_
 	if (e < 0) {
 		char addr[46];
 		airlock_addr_format(&d->dial, addr);
-		return airlock_error_set(err, AIRLOCK_ERR_EXECUTION_UNAVAILABLE, 0,
-		                         "egress guard: connect to %s port %u (%s): %s", d->host,
-		                         (unsigned)d->port, addr, strerror(-e));
+		return airlock_error_set(err, AIRLOCK_ERR_EXECUTION_UNAVAILABLE, -e,
+		                         "egress guard: connect to %s port %u (%s)", d->host,
+		                         (unsigned)d->port, addr);
 	}
 	*ret_fd = fd;
 	return 0;

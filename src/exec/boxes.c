@@ -37,7 +37,7 @@ int exec_box_setup(exec_box *b, const char *environment_id, const char *tenant_i
 	pthread_mutex_init(&b->start_lock, NULL);
 	b->tenant_id = strdup(tenant_id);
 	if (!b->tenant_id)
-		return airlock_error_set(err, AIRLOCK_ERR_SYSTEM, ENOMEM, "provision");
+		return airlock_error_set(err, AIRLOCK_ERR_SYSTEM, ENOMEM, "its tenant id");
 	return 0;
 }
 
@@ -60,7 +60,7 @@ int exec_boxes_add(exec_boxes *l, exec_box *b, airlock_error *err)
 	}
 	pthread_mutex_unlock(&l->lock);
 	if (!v)
-		return airlock_error_set(err, AIRLOCK_ERR_SYSTEM, ENOMEM, "provision");
+		return airlock_error_set(err, AIRLOCK_ERR_SYSTEM, ENOMEM, "growing it");
 	return 0;
 }
 

@@ -97,12 +97,12 @@ int host_files_explain(int r, airlock_error *err)
 	bool full = host_files_short(AIRLOCK_HOST_FILES_FREE_MIN, &open_, &max);
 	if (err->errnum != ENFILE && !full)
 		return r;
-	char was[sizeof(err->message)];
-	memcpy(was, err->message, sizeof(was));
-	was[sizeof(was) - 1] = '\0';
-	return airlock_error_set(err, AIRLOCK_ERR_EXECUTION_UNAVAILABLE, 0,
-	                         "the host's file table is full (fs.file-max %lld, %lld open): %s",
-	                         max, open_, was);
+	/* ExecutionUnavailable whatever the step's class: a full host table
+	 * is the host out of capacity, which a retry elsewhere or later can
+	 * meet, not the step's own fault; the step's words and errno stay. */
+	return airlock_error_wrap(err, AIRLOCK_ERR_EXECUTION_UNAVAILABLE, err,
+	                          "the host's file table is full (fs.file-max %lld, %lld open)",
+	                          max, open_);
 }
 
 int host_files_capacity(int64_t memory_bytes, char *msg, size_t size)

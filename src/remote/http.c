@@ -474,7 +474,7 @@ int remote_http_perform(remote_http *h, const remote_call *c, remote_response *r
 
 /* A SystemError body with an "errno" member: the code and the message,
  * without a second strerror. 0 when the body is not that. */
-static int errno_error(const remote_response *resp, airlock_error *err)
+static int errno_error(const remote_http *h, const remote_response *resp, airlock_error *err)
 {
 	if (resp->over_cap || resp->body.len == 0)
 		return 0;
@@ -493,17 +493,18 @@ static int errno_error(const remote_response *resp, airlock_error *err)
 	if (!rest || airlock_error_from_json(rest, strlen(rest), &e, NULL) < 0 ||
 	    e.cls != AIRLOCK_ERR_SYSTEM)
 		return 0;
-	if (err) {
-		*err = e;
-		err->errnum = value;
-	}
+	e.errnum = value;
+	/* The service's message already ends in its reason: the address is
+	 * added above it, and errnum goes on unsaid. */
+	airlock_error_wrap(err, AIRLOCK_ERR_SYSTEM, &e, "the execution service at %s",
+	                   remote_http_address(h));
 	return -value;
 }
 
 int remote_http_status_error(remote_http *h, const char *what, const remote_response *resp,
                              airlock_error *err)
 {
-	int er = errno_error(resp, err);
+	int er = errno_error(h, resp, err);
 	if (er < 0)
 		return er;
 	if (resp->status == 401)
@@ -519,7 +520,8 @@ int remote_http_status_error(remote_http *h, const char *what, const remote_resp
 		/* Capacity, shutting down, a mechanism failure: retriable,
 		 * whatever class the body names. */
 		if (decoded)
-			return airlock_error_set(err, AIRLOCK_ERR_EXECUTION_UNAVAILABLE, 0, "%s", e.message);
+			return airlock_error_wrap(err, AIRLOCK_ERR_EXECUTION_UNAVAILABLE, &e,
+			                          "the execution service at %s", h->address);
 		return airlock_error_set(err, AIRLOCK_ERR_EXECUTION_UNAVAILABLE, 0,
 		                         "%s: the execution service at %s is unavailable (HTTP %ld); "
 		                         "retry later",
@@ -531,8 +533,8 @@ int remote_http_status_error(remote_http *h, const char *what, const remote_resp
 		                         "that is not the error shape; retry later",
 		                         what, h->address, resp->status);
 	/* The class crosses as it is; the message is the service's, which
-	 * names the field or rule and no host path. */
-	return airlock_error_set(err, e.cls, 0, "%s", e.message);
+	 * names the field or rule and no host path, under the address. */
+	return airlock_error_wrap(err, e.cls, &e, "the execution service at %s", h->address);
 }
 
 int remote_http_protocol_error(remote_http *h, const char *what, const airlock_error *why,

@@ -237,7 +237,7 @@ static int remote_provision(void *ctx, const airlock_environment_spec *spec,
 	airlock_error why = { 0 };
 	_cleanup_free_ char *spec_json = airlock_environment_spec_to_json(spec, &why);
 	if (!spec_json)
-		return airlock_error_set(err, why.cls, 0, "provision: %s", why.message);
+		return airlock_error_wrap(err, why.cls, &why, "provision");
 	_cleanup_free_ char *body = NULL;
 	/* The id the client's core generated: the worker, the service and the
 	 * reaper name the sandbox alike (airlock_exec_provision_as there). It
@@ -545,7 +545,7 @@ static int remote_execute(void *ctx, const airlock_environment_handle *handle,
 	airlock_error why = { 0 };
 	_cleanup_free_ char *cmd = airlock_execution_command_to_json(req->command, &why);
 	if (!cmd)
-		return airlock_error_set(err, why.cls, 0, "execute: %s", why.message);
+		return airlock_error_wrap(err, why.cls, &why, "execute");
 	char budget[32];
 	if (req->remaining_budget_ms == AIRLOCK_BUDGET_NONE)
 		snprintf(budget, sizeof(budget), "null");

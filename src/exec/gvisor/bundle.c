@@ -50,7 +50,7 @@ int gv_bundle_write(const airlock_gvisor *g, gv_sandbox *b, const char *image_pa
 	for (size_t i = 0; r == 0 && env && i < n_env; i++)
 		if (json_array_append_new(env, json_string(envp[i])) < 0)
 			r = airlock_error_set(err, AIRLOCK_ERR_EXECUTION_REJECTED, 0,
-			                      "gvisor: an environment variable is not UTF-8 text");
+			                      "an environment variable is not UTF-8 text");
 	for (size_t i = 0; envp && i < n_env; i++)
 		free(envp[i]);
 	free(envp);
@@ -122,11 +122,11 @@ int gv_bundle_write(const airlock_gvisor *g, gv_sandbox *b, const char *image_pa
 	_cleanup_free_ char *text = cfg && ws_path ? json_dumps(cfg, JSON_COMPACT) : NULL;
 	json_decref(cfg);
 	if (!text)
-		return airlock_error_set(err, AIRLOCK_ERR_SYSTEM, ENOMEM, "gvisor: the bundle");
+		return airlock_error_set(err, AIRLOCK_ERR_SYSTEM, ENOMEM, "its text");
 	_cleanup_close_ int fd = openat(b->dir_fd, "config.json",
 	                                O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
 	if (fd < 0 || util_write_all(fd, text, strlen(text)) < 0)
 		return airlock_error_set(err, AIRLOCK_ERR_EXECUTION_UNAVAILABLE, errno,
-		                         "gvisor: writing the bundle");
+		                         "writing config.json");
 	return 0;
 }

@@ -23,6 +23,7 @@
 #include "exec/gvisor/gvisor_internal.h"
 #include "exec/io.h"
 #include "exec/kobjects.h"
+#include "exec/step.h"
 #include "host/filetable.h"
 #include "host/netns.h"
 #include "host/sockbudget.h"
@@ -50,7 +51,7 @@ typedef struct provision {
 typedef struct provision_step {
 	const char *point;    /* "provision.<step>": its name for util_fault */
 	airlock_errclass cls; /* the class its own failure has */
-	const char *what;     /* its own failure message's first words */
+	const char *what;     /* its name: the first words of its failure's message */
 	int (*run)(provision *p, airlock_error *err);
 } provision_step;
 
@@ -63,7 +64,7 @@ static int step_sandbox(provision *p, airlock_error *err)
 		return r;
 	if (asprintf(&b->dir, "%s/sandboxes/%s", p->g->state_dir, b->box.id) < 0) {
 		b->dir = NULL;
-		return airlock_error_set(err, AIRLOCK_ERR_SYSTEM, ENOMEM, "provision");
+		return airlock_error_set(err, AIRLOCK_ERR_SYSTEM, ENOMEM, "its directory's name");
 	}
 	return 0;
 }
@@ -88,14 +89,16 @@ static int image_attach(airlock_gvisor *g, const char *digest, const char **ret,
 {
 	gv_image *grown = realloc(g->mounted, (g->n_mounted + 1) * sizeof(*grown));
 	if (!grown)
-		return airlock_error_set(err, AIRLOCK_ERR_SYSTEM, ENOMEM, "provision");
+		return airlock_error_set(err, AIRLOCK_ERR_SYSTEM, ENOMEM,
+		                         "image: the list of mounted images");
 	g->mounted = grown;
 	const char *colon = strchr(digest, ':');
 	_cleanup_free_ char *path = NULL;
 	if (asprintf(&path, "%s/images/%s/%s", g->state_dir, g->instance, colon ? colon + 1 : digest) <
 	    0) {
 		path = NULL;
-		return airlock_error_set(err, AIRLOCK_ERR_SYSTEM, ENOMEM, "provision");
+		return airlock_error_set(err, AIRLOCK_ERR_SYSTEM, ENOMEM,
+		                         "image: its mount point's name");
 	}
 	_cleanup_close_ int fd = -1;
 	int r = host_image_mount(&g->imgs, g->images, digest, g->volume_dir_fd, GV_IMAGE_SOURCE_NAME,
@@ -177,20 +180,20 @@ static int step_bundle_dir(provision *p, airlock_error *err)
 	_cleanup_close_ int pfd = open(parent, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 	if (pfd < 0 || flock(pfd, LOCK_SH) < 0)
 		return airlock_error_set(err, AIRLOCK_ERR_EXECUTION_UNAVAILABLE, errno,
-		                         "provision: the bundle directory");
+		                         "making it");
 	if (mkdirat(pfd, b->box.id, 0700) < 0)
 		return airlock_error_set(err, AIRLOCK_ERR_EXECUTION_UNAVAILABLE, errno,
-		                         "provision: the bundle directory");
+		                         "making it");
 	b->made_dir = true;
 	b->dir_fd = openat(pfd, b->box.id, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 	if (b->dir_fd < 0 || flock(b->dir_fd, LOCK_EX | LOCK_NB) < 0 ||
 	    mkdirat(b->dir_fd, "workspace", 0700) < 0)
 		return airlock_error_set(err, AIRLOCK_ERR_EXECUTION_UNAVAILABLE, errno,
-		                         "provision: the bundle directory");
+		                         "making it");
 	if (sys_move_mount(host_volume_mount_fd(b->vol), "", b->dir_fd, "workspace",
 	                   MOVE_MOUNT_F_EMPTY_PATH) < 0)
 		return airlock_error_set(err, AIRLOCK_ERR_EXECUTION_UNAVAILABLE, errno,
-		                         "provision: mounting the workspace for the runtime");
+		                         "mounting the workspace in it");
 	b->ws_mounted = true;
 	return 0;
 }
@@ -206,13 +209,14 @@ static int step_start(provision *p, airlock_error *err)
 {
 	gv_sandbox *b = p->b;
 	if (pipe2(p->ready, O_CLOEXEC) < 0)
-		return airlock_error_set(err, AIRLOCK_ERR_EXECUTION_UNAVAILABLE, errno, "provision");
+		return airlock_error_set(err, AIRLOCK_ERR_EXECUTION_UNAVAILABLE, errno,
+		                         "the ready line's pipe");
 	char pid_file[4096 + 16];
 	snprintf(pid_file, sizeof(pid_file), "%s/sentry.pid", b->dir);
 	const char *words[] = { "run", "--bundle", b->dir, "--pid-file", pid_file, b->box.id };
 	char **argv = gv_argv(p->g, b->network_host, words, ARRAY_SIZE(words));
 	if (!argv)
-		return airlock_error_set(err, AIRLOCK_ERR_SYSTEM, ENOMEM, "provision");
+		return airlock_error_set(err, AIRLOCK_ERR_SYSTEM, ENOMEM, "runsc's arguments");
 	gv_spawn_opts o = {
 		.argv = argv, .in_fd = -1, .out_fd = p->ready[1], .err_fd = p->ready[1],
 		.cg = b->cg, .keeper = true, .new_netns = b->network_host, .netns_pidfd = -1,
@@ -276,7 +280,7 @@ static int step_ready(provision *p, airlock_error *err)
 	if (r < 0 || !util_parse_i64(buf, &pid) || pid <= 1 ||
 	    (b->sentry_pidfd = sys_pidfd_open((pid_t)pid, 0)) < 0)
 		return airlock_error_set(err, AIRLOCK_ERR_EXECUTION_UNAVAILABLE, r < 0 ? -r : errno,
-		                         "provision: the gvisor sandbox's process");
+		                         "the sentry's pid");
 	return 0;
 }
 
@@ -323,30 +327,30 @@ static int step_register(provision *p, airlock_error *err)
 }
 
 static const provision_step provision_steps[] = {
-	{ "provision.sandbox", AIRLOCK_ERR_SYSTEM, "provision", step_sandbox },
+	{ "provision.sandbox", AIRLOCK_ERR_SYSTEM, "sandbox record", step_sandbox },
 	{ "provision.egress_policy", AIRLOCK_ERR_EXECUTION_UNAVAILABLE, "egress", step_egress_policy },
 	{ "provision.image", AIRLOCK_ERR_EXECUTION_UNAVAILABLE, "image", step_image },
 	{ "provision.cgroups", AIRLOCK_ERR_EXECUTION_UNAVAILABLE, "cgroup", step_cgroups },
 	{ "provision.sockets", AIRLOCK_ERR_EXECUTION_UNAVAILABLE, "socket budget", step_sockets },
 	{ "provision.volume", AIRLOCK_ERR_EXECUTION_UNAVAILABLE, "workspace volume", step_volume },
-	{ "provision.bundle_dir", AIRLOCK_ERR_EXECUTION_UNAVAILABLE, "provision: the bundle directory",
+	{ "provision.bundle_dir", AIRLOCK_ERR_EXECUTION_UNAVAILABLE, "the bundle directory",
 	  step_bundle_dir },
-	{ "provision.bundle", AIRLOCK_ERR_EXECUTION_UNAVAILABLE, "gvisor: writing the bundle",
+	{ "provision.bundle", AIRLOCK_ERR_EXECUTION_UNAVAILABLE, "the bundle",
 	  step_bundle },
-	{ "provision.start", AIRLOCK_ERR_EXECUTION_UNAVAILABLE, "gvisor: starting the runtime",
+	{ "provision.start", AIRLOCK_ERR_EXECUTION_UNAVAILABLE, "starting the runtime",
 	  step_start },
 	{ "provision.ready", AIRLOCK_ERR_EXECUTION_UNAVAILABLE, "the gvisor sandbox", step_ready },
 	{ "provision.proxy", AIRLOCK_ERR_EXECUTION_UNAVAILABLE, "egress", step_proxy },
-	{ "provision.workspace", AIRLOCK_ERR_SYSTEM, "workspace", step_workspace },
-	{ "provision.register", AIRLOCK_ERR_SYSTEM, "provision", step_register },
+	{ "provision.workspace", AIRLOCK_ERR_SYSTEM, "workspace volume", step_workspace },
+	{ "provision.register", AIRLOCK_ERR_SYSTEM, "live sandbox list", step_register },
 };
 
 static int provision_run(provision *p, const provision_step *st, airlock_error *err)
 {
-	if (util_fault(st->point))
-		return airlock_error_set(err, st->cls, EIO, "%s (fault injected at %s)", st->what,
-		                         st->point);
-	return st->run(p, err);
+	int r = exec_step_fault(st->point, st->cls, err);
+	if (r == 0)
+		r = st->run(p, err);
+	return exec_step_said(st->what, r, err);
 }
 
 int gv_provision(void *ctx, const airlock_environment_spec *spec,
@@ -355,7 +359,7 @@ int gv_provision(void *ctx, const airlock_environment_spec *spec,
 	airlock_gvisor *g = ctx;
 	gv_sandbox *b = calloc(1, sizeof(*b));
 	if (!b)
-		return airlock_error_set(err, AIRLOCK_ERR_SYSTEM, ENOMEM, "provision");
+		return airlock_error_set(err, AIRLOCK_ERR_SYSTEM, ENOMEM, "the sandbox's state");
 	b->dir_fd = b->keeper_pidfd = b->sentry_pidfd = -1;
 	provision p = {
 		.g = g, .spec = spec, .handle = handle, .b = b,

@@ -126,7 +126,7 @@ static int keeper_exec_make(const gv_spawn_opts *o, gv_keeper_exec *k, airlock_e
 {
 	int r = exec_starter_open(&k->prog_fd, err);
 	if (r < 0) {
-		airlock_error_prefix(err, "gvisor: the keeper: ");
+		airlock_error_prefix(err, "starting the runtime: the keeper: ");
 		return r;
 	}
 	size_t n = 0;
@@ -134,7 +134,7 @@ static int keeper_exec_make(const gv_spawn_opts *o, gv_keeper_exec *k, airlock_e
 		n++;
 	if (!(k->argv = calloc(n + 2, sizeof(*k->argv))))
 		return airlock_error_set(err, AIRLOCK_ERR_EXECUTION_UNAVAILABLE, ENOMEM,
-		                         "gvisor: starting the runtime");
+		                         "starting the runtime");
 	static char keeper_argv0[] = NATIVE_KEEPER_ARGV0;
 	k->argv[0] = keeper_argv0;
 	for (size_t i = 0; i < n; i++)
@@ -179,11 +179,11 @@ int gv_spawn(const gv_spawn_opts *o, pid_t *ret_pid, int *ret_pidfd, airlock_err
 	if (r < 0) {
 		/* The placement's own message names the cgroup. */
 		if (sf.step == SPAWN_STEP_PARENT && err && err->message[0]) {
-			airlock_error_prefix(err, "gvisor: starting the runtime: ");
+			airlock_error_prefix(err, "starting the runtime: ");
 			return r;
 		}
 		return airlock_error_set(err, AIRLOCK_ERR_EXECUTION_UNAVAILABLE, sf.errnum,
-		                         "gvisor: starting the runtime: %s%s", spawn_step_name(sf.step),
+		                         "starting the runtime: %s%s", spawn_step_name(sf.step),
 		                         sf.step == SPAWN_STEP_HOOK ? " (its network namespace)" : "");
 	}
 	if (ret_pid)

@@ -21,6 +21,7 @@
 #include "exec/io.h"
 #include "exec/kobjects.h"
 #include "exec/native/service.h"
+#include "exec/step.h"
 #include "host/filetable.h"
 #include "host/netns.h"
 #include "host/sockbudget.h"
@@ -45,7 +46,7 @@ typedef struct provision {
 typedef struct provision_step {
 	const char *point;    /* "provision.<step>": its name for util_fault */
 	airlock_errclass cls; /* the class its own failure has */
-	const char *what;     /* its own failure message's first words */
+	const char *what;     /* its name: the first words of its failure's message */
 	bool (*applies)(const provision *p); /* NULL: always */
 	int (*run)(provision *p, airlock_error *err);
 } provision_step;
@@ -86,7 +87,8 @@ static int step_host_id(provision *p, airlock_error *err)
 	pthread_mutex_unlock(&n->lock);
 	if (r == -EAGAIN)
 		return airlock_error_set(err, AIRLOCK_ERR_EXECUTION_UNAVAILABLE, 0,
-		                         "no free sandbox user ids: %u sandboxes are live on this host",
+		                         "sandbox user ids: none free (%u sandboxes are live on "
+		                         "this host)",
 		                         NATIVE_HOST_ID_SLOTS);
 	if (r < 0)
 		return airlock_error_set(err, AIRLOCK_ERR_EXECUTION_UNAVAILABLE, -r,
@@ -129,7 +131,7 @@ static int step_sync(provision *p, airlock_error *err)
 {
 	native_mounts_tmp_options(&p->spec->limits, p->tmp_options, sizeof(p->tmp_options));
 	if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, p->sv) < 0)
-		return airlock_error_set(err, AIRLOCK_ERR_SYSTEM, errno, "provision");
+		return airlock_error_set(err, AIRLOCK_ERR_SYSTEM, errno, "socketpair");
 	return 0;
 }
 
@@ -140,7 +142,7 @@ static int step_lifeline(provision *p, airlock_error *err)
 	 * seeing the hang-up, ends the sandbox. */
 	int life[2];
 	if (pipe2(life, O_CLOEXEC) < 0)
-		return airlock_error_set(err, AIRLOCK_ERR_SYSTEM, errno, "provision: lifeline");
+		return airlock_error_set(err, AIRLOCK_ERR_SYSTEM, errno, "pipe2");
 	p->lifeline_r = life[0];
 	p->b->lifeline_w = life[1];
 	return 0;
@@ -174,8 +176,7 @@ static int step_init(provision *p, airlock_error *err)
 	};
 	pid_t pid = sys_clone3(&ca, sizeof(ca));
 	if (pid < 0)
-		return airlock_error_set(err, AIRLOCK_ERR_EXECUTION_UNAVAILABLE, errno,
-		                         "provision: clone3");
+		return airlock_error_set(err, AIRLOCK_ERR_EXECUTION_UNAVAILABLE, errno, "clone3");
 	if (pid == 0) {
 		close(p->sv[0]);
 		native_init_main(&ia);
@@ -201,16 +202,18 @@ static int step_init_cgroup(provision *p, airlock_error *err)
 static int step_user(provision *p, airlock_error *err)
 {
 	if (native_send_msg(p->sv[0], NATIVE_MSG_GO) < 0)
-		return airlock_error_set(err, AIRLOCK_ERR_EXECUTION_UNAVAILABLE, errno, "provision: sync");
+		return airlock_error_set(err, AIRLOCK_ERR_EXECUTION_UNAVAILABLE, errno,
+		                         "sync socket");
 	native_msg m = { 0 };
 	int r = native_recv_msg(p->sv[0], p->deadline, &m);
 	if (r < 0 || m.kind != NATIVE_MSG_MAP)
-		return native_child_error("provision: sandbox init", r, &m, err);
+		return native_child_error("sandbox init", r, &m, err);
 	r = native_user_write_id_maps(p->b->init_pid, p->b->host_id, err);
 	if (r < 0)
 		return r;
 	if (native_send_msg(p->sv[0], NATIVE_MSG_MAPPED) < 0)
-		return airlock_error_set(err, AIRLOCK_ERR_EXECUTION_UNAVAILABLE, errno, "provision: sync");
+		return airlock_error_set(err, AIRLOCK_ERR_EXECUTION_UNAVAILABLE, errno,
+		                         "sync socket");
 	return 0;
 }
 
@@ -219,7 +222,7 @@ static int step_ready(provision *p, airlock_error *err)
 	native_msg m = { 0 };
 	int r = native_recv_msg(p->sv[0], p->deadline, &m);
 	if (r < 0 || m.kind != NATIVE_MSG_READY)
-		return native_child_error("provision: sandbox init", r, &m, err);
+		return native_child_error("sandbox init", r, &m, err);
 	close(p->sv[0]);
 	p->sv[0] = -1;
 	return 0;
@@ -255,7 +258,7 @@ static int step_register(provision *p, airlock_error *err)
 /* ---- the list, and the one place that runs it ------------------------------ */
 
 static const provision_step provision_steps[] = {
-	{ "provision.sandbox", AIRLOCK_ERR_SYSTEM, "provision", NULL, step_sandbox },
+	{ "provision.sandbox", AIRLOCK_ERR_SYSTEM, "sandbox record", NULL, step_sandbox },
 	{ "provision.egress_policy", AIRLOCK_ERR_EXECUTION_UNAVAILABLE, "egress", egress_allowlist,
 	  step_egress_policy },
 	{ "provision.environment", AIRLOCK_ERR_SYSTEM, "environment", NULL, step_environment },
@@ -267,28 +270,28 @@ static const provision_step provision_steps[] = {
 	{ "provision.cgroup", AIRLOCK_ERR_EXECUTION_UNAVAILABLE, "cgroup", NULL, step_cgroup },
 	{ "provision.sockets", AIRLOCK_ERR_EXECUTION_UNAVAILABLE, "socket budget", NULL,
 	  step_sockets },
-	{ "provision.sync", AIRLOCK_ERR_SYSTEM, "provision", NULL, step_sync },
-	{ "provision.lifeline", AIRLOCK_ERR_SYSTEM, "provision: lifeline", NULL, step_lifeline },
-	{ "provision.init", AIRLOCK_ERR_EXECUTION_UNAVAILABLE, "provision: clone3", NULL, step_init },
+	{ "provision.sync", AIRLOCK_ERR_SYSTEM, "sync socket", NULL, step_sync },
+	{ "provision.lifeline", AIRLOCK_ERR_SYSTEM, "lifeline", NULL, step_lifeline },
+	{ "provision.init", AIRLOCK_ERR_EXECUTION_UNAVAILABLE, "sandbox init", NULL, step_init },
 	{ "provision.init_cgroup", AIRLOCK_ERR_EXECUTION_UNAVAILABLE, "cgroup", NULL,
 	  step_init_cgroup },
 	{ "provision.user", AIRLOCK_ERR_EXECUTION_UNAVAILABLE, "user namespace", NULL, step_user },
-	{ "provision.ready", AIRLOCK_ERR_EXECUTION_UNAVAILABLE, "provision: sandbox init", NULL,
+	{ "provision.ready", AIRLOCK_ERR_EXECUTION_UNAVAILABLE, "sandbox init", NULL,
 	  step_ready },
 	{ "provision.network", AIRLOCK_ERR_EXECUTION_UNAVAILABLE, "network namespace", NULL,
 	  step_network },
 	{ "provision.egress", AIRLOCK_ERR_EXECUTION_UNAVAILABLE, "egress", proxied, step_egress },
-	{ "provision.register", AIRLOCK_ERR_SYSTEM, "provision", NULL, step_register },
+	{ "provision.register", AIRLOCK_ERR_SYSTEM, "live sandbox list", NULL, step_register },
 };
 
 static int provision_run(provision *p, const provision_step *s, airlock_error *err)
 {
 	if (s->applies && !s->applies(p))
 		return 0;
-	if (util_fault(s->point))
-		return airlock_error_set(err, s->cls, EIO, "%s (fault injected at %s)", s->what,
-		                         s->point);
-	return s->run(p, err);
+	int r = exec_step_fault(s->point, s->cls, err);
+	if (r == 0)
+		r = s->run(p, err);
+	return exec_step_said(s->what, r, err);
 }
 
 /* The one cleanup: what the steps hold is closed; on failure the sandbox
@@ -322,7 +325,7 @@ int native_provision(void *ctx, const airlock_environment_spec *spec,
 	};
 	p.b = calloc(1, sizeof(*p.b));
 	if (!p.b)
-		return airlock_error_set(err, AIRLOCK_ERR_SYSTEM, ENOMEM, "provision");
+		return airlock_error_set(err, AIRLOCK_ERR_SYSTEM, ENOMEM, "the sandbox's state");
 	p.b->init_pidfd = -1;
 	p.b->lifeline_w = -1;
 	p.b->kept_fan = -1;
