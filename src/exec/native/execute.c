@@ -257,15 +257,15 @@ int native_execute(void *ctx, const airlock_environment_handle *handle,
 	airlock_native *n = ctx;
 	int64_t start = util_monotonic_ms();
 	exec_box *box = NULL;
-	int r = exec_boxes_enter(&n->boxes, handle, &box, err);
+	int r = exec_boxes_enter(&n->m.boxes, handle, &box, err);
 	if (r < 0)
 		return r;
 	sandbox *b = (sandbox *)box;
 	native_exec nx = { .n = n, .b = b, .report = { -1, -1 } };
 	exec_run x = {
 		.hooks = &native_exec_hooks, .mech = n, .state = &nx,
-		.boxes = &n->boxes, .box = box, .vol = b->vol, .cg = b->cg, .limits = &b->limits,
-		.shutdown_efd = n->shutdown_efd,
+		.boxes = &n->m.boxes, .box = box, .vol = b->vol, .cg = b->cg, .limits = &b->limits,
+		.shutdown_efd = n->m.shutdown_efd,
 		.handle = handle, .req = req, .ret = ret, .start = start,
 	};
 	return exec_run_command(&x, err);

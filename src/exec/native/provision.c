@@ -79,11 +79,11 @@ static int step_host_id(provision *p, airlock_error *err)
 {
 	airlock_native *n = p->n;
 	sandbox *b = p->b;
-	pthread_mutex_lock(&n->lock);
+	pthread_mutex_lock(&n->m.lock);
 	int r = native_user_slot_take(n, &b->slot);
 	if (r == 0)
 		b->host_id = NATIVE_HOST_ID_BASE + b->slot;
-	pthread_mutex_unlock(&n->lock);
+	pthread_mutex_unlock(&n->m.lock);
 	if (r == -EAGAIN)
 		return airlock_error_set(err, AIRLOCK_ERR_EXECUTION_UNAVAILABLE, 0,
 		                         "no free sandbox user ids: %u sandboxes are live on this host",
@@ -103,7 +103,7 @@ static int step_volume(provision *p, airlock_error *err)
 {
 	const airlock_resource_limits *l = &p->spec->limits;
 	sandbox *b = p->b;
-	return host_volume_create(p->n->volume_dir_fd, l->workspace_bytes, l->inodes_max,
+	return host_volume_create(p->n->m.volume_dir_fd, l->workspace_bytes, l->inodes_max,
 	                            b->host_id, b->host_id, &b->vol, err);
 }
 
@@ -249,7 +249,7 @@ static int step_egress(provision *p, airlock_error *err)
 
 static int step_register(provision *p, airlock_error *err)
 {
-	return exec_boxes_add(&p->n->boxes, &p->b->box, err);
+	return exec_boxes_add(&p->n->m.boxes, &p->b->box, err);
 }
 
 /* ---- the list, and the one place that runs it ------------------------------ */
