@@ -884,12 +884,17 @@ static long count_fds(void)
 
 /* The descriptors back at want, given the in-process service a moment to
  * close its end of a connection the client closed (bounded). */
+/* The count once it is want, or (want -1: the baseline) once it held
+ * still for 100 ms; at most 2 s either way. */
 static long fds_settled(long want)
 {
 	long n = count_fds();
-	for (int i = 0; i < 40 && n != want; i++) {
+	int still = 0;
+	for (int i = 0; i < 40 && n != want && (want >= 0 || still < 2); i++) {
 		usleep(50 * 1000);
-		n = count_fds();
+		long m = count_fds();
+		still = m == n ? still + 1 : 0;
+		n = m;
 	}
 	return n;
 }
