@@ -59,7 +59,7 @@
 /* One document given to a decoder: jansson builds the whole tree in memory,
  * so this bounds what one input can make the service allocate. */
 #define AIRLOCK_JSON_INPUT_MAX (64u * 1024u * 1024u)
-/* The memory one decode of n bytes may hold (src/core/json.c: jansson's
+/* The memory one decode of n bytes may hold (src/core/json_decode.c: jansson's
  * tree is built in an arena charged against this; past it the decode is
  * refused, never aborted):
  *   BASE + DENSE_FACTOR * min(n, DENSE_BYTES) + FACTOR * (n - that).

@@ -16,6 +16,14 @@
  * provision failed. So max_sandboxes, health, list and expiry all see a
  * sandbox while it is being built, and nothing the adapter holds is ever
  * outside the record.
+ *
+ * Over 800 lines and one concern: the record and the wrappers that keep
+ * it. Every entry point (provision, execute, destroy, the workspace, list,
+ * expiry, shutdown, free) reads and changes the same records under the
+ * same lock, with the same claim on a record that a destroy waits for;
+ * split by verb, each file would need the record's layout and its locking
+ * rules, which are this file's alone to know. The cancellation token and
+ * the command's validation at the top are the wrappers' own inputs.
  */
 #include "airlock/port/exec.h"
 
