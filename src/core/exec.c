@@ -37,6 +37,7 @@
 
 #include "airlock/ids.h"
 #include "airlock/run_command.h"
+#include "airlock/settings.h"
 #include "util/util.h"
 
 /* ---- cancellation -------------------------------------------------------- */
@@ -102,6 +103,15 @@ void airlock_exec_config_default(airlock_exec_config *cfg)
 		.files_changed_max = 1000,
 		.argv_max_bytes = AIRLOCK_RUN_COMMAND_ARGV_MAX_BYTES,
 	};
+}
+
+void airlock_exec_config_from_settings(const airlock_settings *s, airlock_exec_config *cfg)
+{
+	airlock_exec_config_default(cfg);
+	cfg->hard_cap_seconds = s->hard_cap_seconds;
+	cfg->files_changed_max = s->defaults.files_changed_max;
+	cfg->ceilings = s->ceilings.limits;
+	cfg->max_sandboxes = s->service.max_sandboxes > 0 ? (size_t)s->service.max_sandboxes : 0;
 }
 
 /* ---- the instance -------------------------------------------------------- */
