@@ -28,36 +28,6 @@
 #include "airlock/credential_file.h"
 #include "util/util.h"
 
-/* The whole file into one buffer of max + 1 bytes, read in place: a
- * secret is never copied through a buffer that grows (realloc leaves the
- * old block's bytes in freed memory) or through the stack, and the buffer
- * is wiped before it is freed on every failure. -EFBIG past max. */
-static int read_secret(int fd, size_t max, char **ret, size_t *ret_len)
-{
-	char *buf = malloc(max + 1);
-	if (!buf)
-		return -ENOMEM;
-	size_t len = 0;
-	for (;;) {
-		/* One byte more than max may arrive: that byte is the refusal. */
-		ssize_t n = read(fd, buf + len, max + 1 - len);
-		if (n < 0 && errno == EINTR)
-			continue;
-		int r = n < 0 ? -errno : len + (size_t)n > max ? -EFBIG : 0;
-		if (r < 0) {
-			explicit_bzero(buf, max + 1);
-			free(buf);
-			return r;
-		}
-		if (n == 0)
-			break;
-		len += (size_t)n;
-	}
-	*ret = buf;
-	*ret_len = len;
-	return 0;
-}
-
 int airlock_credential_file_read_text(const char *path, const char *what, size_t max,
                                       char **ret, size_t *ret_len, airlock_error *err)
 {
@@ -81,7 +51,7 @@ int airlock_credential_file_read_text(const char *path, const char *what, size_t
 		                         what, path, (unsigned)(st.st_mode & 07777));
 	char *buf = NULL;
 	size_t len = 0;
-	int r = read_secret(fd, max, &buf, &len);
+	int r = util_read_secret(fd, max, &buf, &len);
 	if (r == -EFBIG)
 		return airlock_error_set(err, AIRLOCK_ERR_CONFIG, 0, "%s %s is over %zu bytes", what,
 		                         path, max);
