@@ -64,14 +64,23 @@ int native_recv_msg(int fd, int64_t deadline, native_msg *m)
 	}
 }
 
-int native_child_error(const char *what, int r, const native_msg *m, airlock_error *err)
+int native_child_error(const char *what, int r, const native_msg *m, spawn_child *c,
+                       int64_t deadline, airlock_error *err)
 {
 	if (r == -ETIMEDOUT)
 		return airlock_error_set(err, AIRLOCK_ERR_EXECUTION_UNAVAILABLE, 0,
 		                         "%s did not finish within the start budget", what);
+	/* The sealed program's own report (it speaks on the sync socket once
+	 * init has executed it). */
 	if (r == 0 && m->kind == NATIVE_MSG_FAILED)
 		return airlock_error_set(err, AIRLOCK_ERR_EXECUTION_UNAVAILABLE, m->value,
 		                         "%s: %s", what, native_step_name(m->step));
+	/* The socket ended: the child exited (or executed), so its spawn
+	 * pipe has ended too, with a report when it failed at a step. */
+	spawn_failure sf;
+	if (r == -EPIPE && spawn_finish(c, deadline, &sf) < 0 && sf.step != SPAWN_STEP_NONE)
+		return airlock_error_set(err, AIRLOCK_ERR_EXECUTION_UNAVAILABLE, sf.errnum, "%s: %s",
+		                         what, spawn_failure_step(&sf, native_step_name));
 	return airlock_error_set(err, AIRLOCK_ERR_EXECUTION_UNAVAILABLE, r < 0 ? -r : EPROTO,
 	                         "%s: lost contact with the child", what);
 }

@@ -27,6 +27,7 @@
 #include "exec/seccomp.h"
 #include "host/volume.h"
 #include "host/image_mount.h"
+#include "util/spawn.h"
 
 /* Host ids for sandbox users: one per live sandbox, far above any account a
  * distribution creates, so a sandbox's files and processes belong to nobody
@@ -91,8 +92,13 @@ int native_send_msg(int fd, int kind);
 /* Receive one message within deadline (monotonic ms). -ETIMEDOUT, -EPIPE
  * (the child died), or 0. */
 int native_recv_msg(int fd, int64_t deadline, native_msg *m);
-/* A child's failure message, or the timeout, as an error. */
-int native_child_error(const char *what, int r, const native_msg *m, airlock_error *err);
+/* What went wrong with a child the sync socket could not finish with (r
+ * and m from native_recv_msg), as an error naming the step and the
+ * system's reason: the timeout; the sealed program's FAILED message; or,
+ * when the socket ended, the child's (step, errno) from its spawn pipe
+ * (c, read until deadline). */
+int native_child_error(const char *what, int r, const native_msg *m, spawn_child *c,
+                       int64_t deadline, airlock_error *err);
 
 /* ---- sandboxes (native.c) ------------------------------------------------- */
 void native_sandbox_free(sandbox *b);
