@@ -17,6 +17,8 @@ packages=(
 	libcurl4-openssl-dev               # egress: the worker's outbound guard; the remote adapter (the service's client)
 	libmicrohttpd-dev libgnutls28-dev  # the execution service's internal API (HTTP/1.1, Unix socket or TCP+TLS via GnuTLS)
 	libpsl-dev publicsuffix            # egress: refuse wildcard destinations over a public suffix (*.co.uk, *.github.io)
+	libsqlite3-dev libpq-dev           # the worker's database: SQLite embedded, PostgreSQL shared (libpq)
+	postgresql                         # tests: test_worker_db starts a real server (initdb, pg_ctl) of its own
 	iproute2 dnsmasq-base curl openssl # egress tests: test hosts in netns, their DNS, TLS certs, a client
 	tinyproxy                          # bench/bench_proxy compares the proxy with tinyproxy
 	python3                            # test helpers parse JSON output

@@ -16,14 +16,15 @@ the symbol or the library, when
   and hidden by the version script);
 - libairlock-worker.so needs (readelf -d, NEEDED) libseccomp, libmicrohttpd,
   gnutls or libevent;
-- libairlock-service.so needs libcurl;
-- libairlock-core.so needs any of these five.
+- libairlock-service.so needs libcurl, libpq or libsqlite3 (the service
+  holds no database: the worker's is the worker's);
+- libairlock-core.so needs any of these seven.
 
 So that a change in the tools' output cannot make it pass by reading
 nothing, it also fails when the service side's archives define no name,
 when the service library does not need libseccomp, when the worker
-library does not need libcurl, or when either does not need
-libairlock-core.so.
+library does not need libcurl, libpq and libsqlite3, or when either does
+not need libairlock-core.so.
 """
 import os
 import re
@@ -31,7 +32,7 @@ import subprocess
 import sys
 
 SERVICE_ONLY = ('libseccomp', 'libmicrohttpd', 'libgnutls', 'libevent')
-WORKER_ONLY = ('libcurl',)
+WORKER_ONLY = ('libcurl', 'libpq', 'libsqlite3')
 
 
 def run(argv):
@@ -82,7 +83,8 @@ def main():
         for d in deps[lib]:
             if d.startswith(prefixes):
                 problems.append(f'{os.path.basename(lib)} needs {d}')
-    for lib, want in ((service, 'libseccomp'), (worker, 'libcurl'),
+    for lib, want in ((service, 'libseccomp'), (worker, 'libcurl'), (worker, 'libpq'),
+                      (worker, 'libsqlite3'),
                       (service, 'libairlock-core.so'), (worker, 'libairlock-core.so')):
         if not any(d.startswith(want) for d in deps[lib]):
             problems.append(f'{os.path.basename(lib)} does not need {want}: '

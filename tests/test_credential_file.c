@@ -81,6 +81,17 @@ Test(credential_file, refusals_name_the_file_and_the_rule)
 	static char big[5000];
 	memset(big, 'a', sizeof(big));
 	refused(put("big", big, sizeof(big), 0600), "over 4096 bytes");
+	/* The cap is exact: 4096 bytes are read whole, one more is refused. */
+	refused(put("cap1", big, 4097, 0600), "over 4096 bytes");
+	airlock_error cerr = { 0 };
+	char *text = NULL;
+	size_t text_len = 0;
+	cr_assert_eq(airlock_credential_file_read_text(put("cap", big, 4096, 0600), "test file", 4096,
+	                                               &text, &text_len, &cerr),
+	             0, "%s", cerr.message);
+	cr_assert_eq(text_len, 4096);
+	cr_assert_eq(text[4096], 0);
+	free(text);
 	char missing[128];
 	snprintf(missing, sizeof(missing), "%s/none", dir);
 	refused(missing, "No such file");

@@ -655,7 +655,7 @@ COUNTDOWN(json_error, "json Error", dec_error, NULL, error_json, true)
  * chunks are the library's mallocs, so the countdown fails each of them in
  * turn, inside json_loadb. Each must be ENOMEM, with nothing left
  * allocated and the process alive: out of memory inside jansson fails the
- * decode, never the process (src/core/json.c). */
+ * decode, never the process (src/core/json_decode.c). */
 static void use_the_library_allocator(void)
 {
 	/* In this executable the library's malloc is the wrapper, so its

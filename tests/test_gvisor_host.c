@@ -669,3 +669,30 @@ Test(gvisor_host, concurrent_cancels_each_get_their_result_promptly, .timeout = 
 	expect_nothing_left(state);
 	remove_state(state);
 }
+
+/* The volume directory is where every sandbox's workspace space comes
+ * from: one another user could write to is refused, by name, as native
+ * refuses it (exec/mech.c). */
+Test(gvisor_host, a_volume_directory_others_can_reach_is_refused, .timeout = 60)
+{
+	char digest[AIRLOCK_IMAGE_DIGEST_SIZE];
+	require(digest);
+	char state[128], dir[64];
+	state_dir(state, sizeof(state), "voldir");
+	snprintf(dir, sizeof(dir), "/run/airlock-test-gvol-%d", (int)getpid());
+	cr_assert_eq(mkdir(dir, 0755), 0, "%s", strerror(errno));
+	airlock_gvisor_config gc = config(state, NULL, 30);
+	gc.volume_dir = dir;
+	airlock_gvisor *g = NULL;
+	airlock_error err = { 0 };
+	int r = airlock_gvisor_new(&gc, &g, &err);
+	if (r == 0)
+		airlock_gvisor_ops()->free(g);
+	rmdir(dir);
+	remove_state(state);
+	cr_assert_lt(r, 0, "a 0755 volume directory was taken");
+	cr_expect_eq(err.cls, AIRLOCK_ERR_EXECUTION_UNAVAILABLE);
+	cr_expect(strstr(err.message, "gvisor: the volume directory") && strstr(err.message, dir) &&
+	                  strstr(err.message, "mode 0700"),
+	          "%s", err.message);
+}

@@ -1582,7 +1582,7 @@ Test(tool, non_utf8_paths_stay_distinct)
 	airlock_execution_result_clear(&r);
 }
 
-/* jansson never sees a failed allocation (src/core/json.c says why: it
+/* jansson never sees a failed allocation (src/core/json_decode.c says why: it
  * corrupts or silently changes what it decodes). Loading the library
  * installs an allocator that aborts instead of returning NULL outside a
  * decode, and draws on the decode's budgeted arena inside one. */

@@ -8,7 +8,8 @@
  * slots. The run that sees fewer than N checks provisioned: it is destroyed
  * and the walk ends. The same walk with the egress proxy reaches the egress
  * steps, and one over execute's phases in one sandbox checks that the
- * sandbox still runs the next command. Built only with
+ * sandbox still runs the next command; a failure inside init or a
+ * command's launcher is named by its step and errno. Built only with
  * -Dfault_injection=true.
  */
 #include <criterion/criterion.h>
@@ -16,12 +17,16 @@
 #include <fcntl.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include "airlock/proxy.h"
+#include "exec/native/service.h"
 #include "host/filetable.h"
 #include "sandbox_testlib.h"
 #include "util/fault.h"
+#include "util/spawn.h"
+#include "util/util.h"
 
 /* A lock file of this test's own, so the slot count is this service's. */
 #define FAULTS_ID_LOCK "/run/airlock-test-faults-ids.lock"
@@ -280,4 +285,43 @@ Test(native_faults, a_full_host_file_table_is_named, .timeout = 120)
 	airlock_exec_free(e);
 	airlock_environment_spec_clear(&spec);
 	unlink(FAULTS_ID_LOCK);
+}
+
+/* A step of init (or of a launcher) that fails is reported on spawn's pipe
+ * as (step, errno); when the sync socket ends, the service's error names
+ * that step and the system's reason, in the same form as a failure the
+ * sealed program reports on the socket once executed. */
+static int fails_at_pivot(void *ctx, int report_fd)
+{
+	close(*(const int *)ctx); /* the service's end, as init does */
+	spawn_child_fail(report_fd, NATIVE_STEP_PIVOT, EACCES);
+}
+
+Test(native_faults, a_childs_failing_step_is_named)
+{
+	int sv[2];
+	cr_assert_eq(socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv), 0);
+	const spawn_options o = { .clone_flags = CLONE_NEWNS | CLONE_NEWPID,
+		                  .child_fn = fails_at_pivot, .child_fn_ctx = &sv[0],
+		                  .async = true };
+	_cleanup_spawn_child_ spawn_child c = SPAWN_CHILD_NONE;
+	cr_assert_eq(spawn_start(&o, &c, NULL), 0);
+	close(sv[1]);
+	int64_t deadline = util_monotonic_ms() + 5000;
+	native_msg m = { 0 };
+	int r = native_recv_msg(sv[0], deadline, &m);
+	cr_assert_eq(r, -EPIPE);
+	airlock_error err = { 0 };
+	native_child_error("provision: sandbox init", r, &m, &c, deadline, &err);
+	char want[256];
+	snprintf(want, sizeof(want), "provision: sandbox init: pivot_root: %s", strerror(EACCES));
+	cr_assert(strstr(err.message, want), "%s", err.message);
+	close(sv[0]);
+
+	m = (native_msg){ .kind = NATIVE_MSG_FAILED, .step = NATIVE_STEP_INIT, .value = ENOEXEC };
+	airlock_error started = { 0 };
+	native_child_error("provision: sandbox init", 0, &m, &c, deadline, &started);
+	snprintf(want, sizeof(want), "provision: sandbox init: start the sandbox's init program: %s",
+	         strerror(ENOEXEC));
+	cr_assert(strstr(started.message, want), "%s", started.message);
 }

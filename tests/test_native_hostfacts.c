@@ -448,3 +448,25 @@ Test(hostfacts, host_ids_all_held_elsewhere_refuses, .timeout = 120)
 	airlock_exec_free(e);
 	lock_path_cleanup();
 }
+
+/* The volume directory is where every sandbox's workspace space comes
+ * from: one another user could write to is refused, by name. */
+Test(hostfacts, a_volume_directory_others_can_reach_is_refused, .timeout = 60)
+{
+	char dir[64];
+	snprintf(dir, sizeof(dir), "/run/airlock-test-vol-%d", (int)getpid());
+	cr_assert_eq(mkdir(dir, 0755), 0, "%s", strerror(errno));
+	airlock_native_config nc = { .image_store = sandbox_test_store(), .start_budget_seconds = 30,
+		                     .volume_dir = dir };
+	airlock_native *n = NULL;
+	airlock_error err = { 0 };
+	int r = airlock_native_new(&nc, &n, &err);
+	if (r == 0)
+		airlock_native_ops()->free(n);
+	rmdir(dir);
+	cr_assert_lt(r, 0, "a 0755 volume directory was taken");
+	cr_expect_eq(err.cls, AIRLOCK_ERR_EXECUTION_UNAVAILABLE);
+	cr_expect(strstr(err.message, "native: the volume directory") && strstr(err.message, dir) &&
+	                  strstr(err.message, "mode 0700"),
+	          "%s", err.message);
+}

@@ -14,6 +14,7 @@
 #include <criterion/criterion.h>
 #include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -28,6 +29,7 @@
 #include "airlock/port/exec.h"
 #include "airlock/remote.h"
 #include "airlock/service.h"
+#include "airlock/settings.h"
 #include "testlib.h"
 #include "util/fault.h"
 
@@ -906,12 +908,17 @@ static long count_fds(void)
 
 /* The descriptors back at want, given the in-process service a moment to
  * close its end of a connection the client closed (bounded). */
+/* The count once it is want, or (want -1: the baseline) once it held
+ * still for 100 ms; at most 2 s either way. */
 static long fds_settled(long want)
 {
 	long n = count_fds();
-	for (int i = 0; i < 40 && n != want; i++) {
+	int still = 0;
+	for (int i = 0; i < 40 && n != want && (want >= 0 || still < 2); i++) {
 		usleep(50 * 1000);
-		n = count_fds();
+		long m = count_fds();
+		still = m == n ? still + 1 : 0;
+		n = m;
 	}
 	return n;
 }
@@ -996,3 +1003,58 @@ Test(remote, each_check_of_a_call_fails_cleanly_and_leaves_nothing, .timeout = 1
 	unserve(&s);
 }
 #endif
+
+/* airlock_remote_open, the one way a client opens the service: from a
+ * credential file and the settings, it asks the service's health first,
+ * takes its mechanism into the settings and applies the settings'
+ * numbers on this side too. */
+Test(remote, open_reads_the_credential_file_and_takes_the_services_mechanism)
+{
+	served s;
+	serve(&s, 2);
+	char cred_path[128];
+	snprintf(cred_path, sizeof(cred_path), "%s/credential", s.dir);
+	int fd = open(cred_path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+	cr_assert_geq(fd, 0);
+	cr_assert_eq(write(fd, CRED "\n", strlen(CRED) + 1), (ssize_t)strlen(CRED) + 1);
+	close(fd);
+	airlock_settings st;
+	airlock_error err = { 0 };
+	cr_assert_eq(airlock_settings_default(&st, &err), 0, "%s", err.message);
+	st.mechanism = AIRLOCK_MECHANISM_NATIVE;
+	st.service.max_sandboxes = 1;
+
+	/* A credential file that is not there: named, nothing opened. */
+	airlock_remote_open_config c = { .address = s.address, .credential_file = "/nonexistent/cred" };
+	airlock_exec *e = NULL;
+	cr_assert_lt(airlock_remote_open(&c, &st, &e, &err), 0);
+	cr_assert(strstr(err.message, "/nonexistent/cred"), "%s", err.message);
+	cr_assert_null(e);
+	/* An address nobody serves: ExecutionUnavailable naming it. */
+	c = (airlock_remote_open_config){ .address = "unix:/nonexistent/api.sock",
+		                          .credential_file = cred_path };
+	memset(&err, 0, sizeof(err));
+	cr_assert_lt(airlock_remote_open(&c, &st, &e, &err), 0);
+	cr_assert_eq(err.cls, AIRLOCK_ERR_EXECUTION_UNAVAILABLE, "%s", err.message);
+	cr_assert(strstr(err.message, "/nonexistent/api.sock"), "%s", err.message);
+	assert_no_credential(&err);
+
+	c.address = s.address;
+	memset(&err, 0, sizeof(err));
+	cr_assert_eq(airlock_remote_open(&c, &st, &e, &err), 0, "%s", err.message);
+	cr_assert_eq(st.mechanism, AIRLOCK_MECHANISM_FAKE, "the service's mechanism is taken");
+	/* The settings' max_sandboxes (1) holds on this side before the
+	 * service's (2) would. */
+	airlock_environment_spec spec;
+	test_spec(&spec, "tenant-a", "run-1");
+	airlock_environment_handle h1 = { 0 }, h2 = { 0 };
+	cr_assert_eq(airlock_exec_provision(e, &spec, &h1, &err), 0, "%s", err.message);
+	cr_assert_lt(airlock_exec_provision(e, &spec, &h2, &err), 0, "a second sandbox past the cap");
+	cr_assert_eq(airlock_exec_destroy(e, &h1, &err), 0, "%s", err.message);
+	airlock_environment_handle_clear(&h1);
+	airlock_environment_spec_clear(&spec);
+	airlock_exec_free(e);
+	airlock_settings_clear(&st);
+	unlink(cred_path);
+	unserve(&s);
+}

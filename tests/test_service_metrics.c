@@ -251,7 +251,6 @@ static const char *const families[][2] = {
 	{ "airlock_sandbox_destroyed_total", "counter" },
 	{ "airlock_sandbox_destroy_failures_total", "counter" },
 	{ "airlock_sandboxes_live", "gauge" },
-	{ "airlock_sandbox_orphan_reaps_total", "counter" },
 	{ "airlock_egress_decisions_total", "counter" },
 	{ "airlock_egress_delayed_connections_total", "counter" },
 	{ "airlock_egress_log_dropped_total", "counter" },
@@ -331,7 +330,6 @@ Test(metrics, empty_exposes_every_family_at_zero)
 	}
 	cr_assert_eq(ARRAY_SIZE(kill_labels), AIRLOCK_KILL__MAX);
 	expect(e, "airlock_sandboxes_live", "", "3");
-	expect(e, "airlock_sandbox_orphan_reaps_total", "", "0");
 	expect(e, "airlock_sandbox_destroy_failures_total", "", "0");
 	expect(e, "airlock_egress_decisions_total", "outcome=allowed,reason=ALLOWED", "0");
 	expect(e, "airlock_egress_decisions_total", "outcome=refused,reason=NOT_ALLOWLISTED", "0");
@@ -404,7 +402,6 @@ Test(metrics, lifecycle_events_counted)
 	                               .busy_ms = 0, .reason = "tenant-chosen\"} 1" });
 	event(m, (airlock_exec_event){ .kind = AIRLOCK_EXEC_EVENT_DESTROY_FAILED, .error = &una });
 	event(m, (airlock_exec_event){ .kind = AIRLOCK_EXEC_EVENT_DESTROY_FAILED, .error = &una });
-	service_metrics_orphan_reaped(m);
 
 	char *text = NULL;
 	expo *e = scrape(m, 7, &text);
@@ -437,7 +434,6 @@ Test(metrics, lifecycle_events_counted)
 	expect(e, "airlock_sandbox_destroyed_total", "reason=other", "1");
 	cr_assert_eq(series_of(e, "airlock_sandbox_destroyed_total"), 5);
 	expect(e, "airlock_sandbox_destroy_failures_total", "", "2");
-	expect(e, "airlock_sandbox_orphan_reaps_total", "", "1");
 	expect(e, "airlock_sandboxes_live", "", "7");
 	cr_assert_null(strstr(text, "tenant-chosen"), "a free-form reason never becomes a label");
 	free(text);
@@ -700,8 +696,6 @@ static void *hammer(void *arg)
 		                               .duration_ms = 100, .busy_ms = 50, .reason = "request" });
 		egress(m, "{\"outcome\":\"refused\",\"reason\":\"DENIED_ADDRESS\"}");
 		egress(m, "garbage");
-		if (i % 10 == 0)
-			service_metrics_orphan_reaped(m);
 	}
 	return NULL;
 }
@@ -749,8 +743,6 @@ Test(metrics, eight_threads_add_up_exactly)
 	expect(e, "airlock_egress_decisions_total", "outcome=refused,reason=DENIED_ADDRESS", v);
 	expect(e, "airlock_egress_lines_malformed_total", "", v);
 	expect(e, "airlock_sandbox_destroyed_total", "reason=request", v);
-	snprintf(v, sizeof(v), "%d", THREADS * ROUNDS / 10);
-	expect(e, "airlock_sandbox_orphan_reaps_total", "", v);
 	snprintf(v, sizeof(v), "%d", THREADS * ROUNDS * 3);
 	expect(e, "airlock_lifecycle_log_lines_total", "", v);
 	expect(e, "airlock_lifecycle_log_dropped_total", "", "0");

@@ -4,12 +4,15 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/utsname.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -1205,5 +1208,128 @@ Test(spawn, the_parent_hook_runs_before_the_child)
 	o.parent_hook = parent_refuses;
 	cr_assert_eq(spawn_start(&o, &c, &f), -EACCES);
 	cr_assert_eq(f.step, SPAWN_STEP_PARENT);
+	cr_assert_eq(c.pid, -1);
+}
+
+/* The asynchronous start of a function in new namespaces: spawn returns as
+ * soon as the child exists, the caller runs its own handshake with it, and
+ * the child's failure at a step of its own reaches the caller as (step,
+ * errno) through spawn_finish. */
+typedef struct ns_child {
+	int sock;
+	bool fail; /* fail at step 7 after the handshake, else exit 5 */
+	bool hang; /* after the handshake, wait for a message that never comes */
+} ns_child;
+
+static int ns_child_fn(void *ctx, int report_fd)
+{
+	const ns_child *a = ctx;
+	/* pid 1 of its own pid namespace, and a hostname of its own. */
+	char hello = getpid() == 1 && sethostname("spawned", 7) == 0 ? 'y' : 'n';
+	if (send(a->sock, &hello, 1, MSG_NOSIGNAL) != 1)
+		spawn_child_fail(report_fd, 6, errno);
+	char go;
+	if (recv(a->sock, &go, 1, 0) != 1)
+		spawn_child_fail(report_fd, 6, errno ? errno : EPIPE);
+	if (a->hang && recv(a->sock, &go, 1, 0) != 1)
+		spawn_child_fail(report_fd, 8, errno ? errno : EPIPE);
+	if (a->fail && open("/nonexistent/spawn", O_RDONLY | O_CLOEXEC) < 0)
+		spawn_child_fail(report_fd, 7, errno);
+	return 5;
+}
+
+static const char *ns_step_name(int step)
+{
+	return step == 7 ? "the seventh step" : "another step";
+}
+
+static void ns_start(ns_child *a, int sv[2], spawn_child *c)
+{
+	cr_assert_eq(socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv), 0);
+	a->sock = sv[1];
+	const spawn_options o = { .clone_flags = CLONE_NEWPID | CLONE_NEWUTS,
+		                  .child_fn = ns_child_fn, .child_fn_ctx = a, .async = true };
+	spawn_failure f;
+	cr_assert_eq(spawn_start(&o, c, &f), 0, "%s: %s", spawn_step_name(f.step), strerror(f.errnum));
+	close(sv[1]);
+	cr_assert_gt(c->pid, 0);
+	cr_assert_geq(c->pidfd, 0);
+	cr_assert_geq(c->report_fd, 0, "an async start keeps the report's pipe");
+	char hello = 0;
+	cr_assert_eq(recv(sv[0], &hello, 1, 0), 1);
+	cr_assert_eq(hello, 'y', "the child is not pid 1 of new pid and uts namespaces");
+	struct utsname u;
+	cr_assert_eq(uname(&u), 0);
+	cr_assert_str_neq(u.nodename, "spawned", "the child's hostname reached ours");
+	cr_assert_eq(send(sv[0], "g", 1, MSG_NOSIGNAL), 1);
+}
+
+Test(spawn, a_namespaced_function_runs_a_handshake_and_reports_its_step)
+{
+	int sv[2];
+	ns_child a = { .fail = true };
+	spawn_child c;
+	ns_start(&a, sv, &c);
+	spawn_failure f;
+	cr_assert_eq(spawn_finish(&c, util_monotonic_ms() + 5000, &f), -ENOENT);
+	cr_assert_eq(f.step, SPAWN_STEP_CHILD);
+	cr_assert_eq(f.detail, 7);
+	cr_assert_eq(f.errnum, ENOENT);
+	cr_assert_str_eq(spawn_failure_step(&f, ns_step_name), "the seventh step");
+	cr_assert_eq(c.report_fd, -1);
+	pid_t pid = c.pid;
+	spawn_child_kill_reap(&c);
+	cr_assert_eq(c.pid, -1);
+	cr_assert_eq(c.pidfd, -1);
+	cr_assert_eq(kill(pid, 0), -1, "the child is still there (a zombie answers too)");
+	cr_assert_eq(errno, ESRCH);
+	close(sv[0]);
+
+	/* Without a failure: the pipe ends with nothing, and what the function
+	 * returned is the child's exit status. */
+	a.fail = false;
+	ns_start(&a, sv, &c);
+	cr_assert_eq(spawn_finish(&c, util_monotonic_ms() + 5000, &f), 0);
+	int st = -1;
+	cr_assert_eq(spawn_wait(c.pidfd, util_monotonic_ms() + 5000, &st), 0);
+	cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 5, "status %d", st);
+	spawn_child_reap(&c);
+	close(sv[0]);
+}
+
+/* A started child left to the cleanup attribute is killed and reaped: no
+ * process, no zombie. */
+Test(spawn, the_cleanup_kills_and_reaps)
+{
+	int sv[2];
+	ns_child a = { .hang = true };
+	pid_t pid;
+	{
+		_cleanup_spawn_child_ spawn_child c = SPAWN_CHILD_NONE;
+		ns_start(&a, sv, &c);
+		pid = c.pid;
+		/* The child waits for a second message, which never comes. */
+		cr_assert_eq(spawn_finish(&c, util_monotonic_ms() + 200, NULL), -ETIMEDOUT);
+		cr_assert_eq(kill(pid, 0), 0);
+	}
+	cr_assert_eq(kill(pid, 0), -1, "the child outlived its cleanup");
+	cr_assert_eq(errno, ESRCH);
+	close(sv[0]);
+}
+
+/* Only namespace flags, and no death signal a new pid namespace could not
+ * check. */
+Test(spawn, clone_flags_are_namespaces_only)
+{
+	ns_child a = { .sock = -1 };
+	spawn_options o = { .clone_flags = CLONE_NEWUTS | CLONE_VM, .child_fn = ns_child_fn,
+		            .child_fn_ctx = &a, .async = true };
+	spawn_child c;
+	spawn_failure f;
+	cr_assert_eq(spawn_start(&o, &c, &f), -EINVAL);
+	cr_assert_eq(f.step, SPAWN_STEP_NONE);
+	o.clone_flags = CLONE_NEWPID;
+	o.pdeathsig = SIGKILL;
+	cr_assert_eq(spawn_start(&o, &c, &f), -EINVAL);
 	cr_assert_eq(c.pid, -1);
 }

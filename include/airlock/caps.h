@@ -59,7 +59,7 @@
 /* One document given to a decoder: jansson builds the whole tree in memory,
  * so this bounds what one input can make the service allocate. */
 #define AIRLOCK_JSON_INPUT_MAX (64u * 1024u * 1024u)
-/* The memory one decode of n bytes may hold (src/core/json.c: jansson's
+/* The memory one decode of n bytes may hold (src/core/json_decode.c: jansson's
  * tree is built in an arena charged against this; past it the decode is
  * refused, never aborted):
  *   BASE + DENSE_FACTOR * min(n, DENSE_BYTES) + FACTOR * (n - that).
@@ -384,6 +384,18 @@
 /* The start of /proc/self/uid_map read to tell the initial user namespace:
  * only its first line, three numbers, is parsed. */
 #define AIRLOCK_IMAGE_UID_MAP_READ_MAX 256
+
+/* ---- internal: the worker's database (src/worker/db.h) -------------------- */
+/* The reaper's question: sandboxes named in one call. The service asks about
+ * its live sandboxes, at most service.max_sandboxes; this bounds what one
+ * question can make the worker look up in one transaction. */
+#define AIRLOCK_WORKER_DB_STALE_MAX 65536
+/* Ended claims' sandboxes returned by one call (the caller destroys them and
+ * asks again): bounds the answer, not the table. */
+#define AIRLOCK_WORKER_DB_ENDED_MAX 1024
+/* The PostgreSQL connection string's file: one line of key=value pairs or a
+ * URI; libpq's own longest useful strings are far below this. */
+#define AIRLOCK_WORKER_DB_CONNINFO_MAX 4096
 
 /* Open descriptors per sandbox process (RLIMIT_NOFILE, soft and hard, on
  * every mechanism; the hard limit equal, so it cannot be raised back):

@@ -23,6 +23,15 @@ extern "C" {
 int airlock_credential_file_read(const char *path, unsigned char **ret, size_t *ret_len,
                                  airlock_error *err);
 
+/* The same file checks (regular, owned by this user, no group or other
+ * access, at most max bytes) for a credential of another shape, such as the
+ * worker's database connection string: *ret is the whole content,
+ * NUL-terminated, a final newline dropped; the caller checks its shape,
+ * wipes and frees it. Messages start with what ("worker database
+ * connection file") and name the path and the rule, never the content. */
+int airlock_credential_file_read_text(const char *path, const char *what, size_t max,
+                                      char **ret, size_t *ret_len, airlock_error *err);
+
 #ifdef __cplusplus
 }
 #endif

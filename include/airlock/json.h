@@ -17,7 +17,7 @@
  * Loading the library sets jansson's process-wide allocator (while it still
  * holds malloc and free) to one that never returns NULL: jansson 2.14
  * corrupts memory, or decodes a string with a byte missing, when an
- * allocation fails (src/core/json.c). A decode builds its tree under a
+ * allocation fails (src/core/json_decode.c). A decode builds its tree under a
  * memory budget (caps.h, AIRLOCK_JSON_DECODE_*) and fails, with DECODE
  * naming the budget or SYSTEM/ENOMEM, when the tree would not fit or
  * malloc fails; outside a decode a failed allocation aborts. An

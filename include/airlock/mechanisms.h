@@ -39,11 +39,6 @@ int airlock_exec_open_observed(const airlock_settings *s, const airlock_exec_egr
                                const airlock_exec_observer *observer, void *observer_arg,
                                airlock_exec **ret, airlock_error *err);
 
-/* The core's numbers from the settings: the hard cap, the listing cap, the
- * operator's ceilings and service.max_sandboxes. For an adapter opened
- * outside the table (the remote one), so both sides apply the same. */
-void airlock_exec_config_from_settings(const airlock_settings *s, airlock_exec_config *cfg);
-
 /* Why a mechanism cannot run here, or NULL when it can. */
 const char *airlock_mechanism_unavailable_reason(airlock_mechanism m);
 

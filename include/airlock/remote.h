@@ -61,6 +61,30 @@ typedef struct airlock_remote_status {
 } airlock_remote_status;
 int airlock_remote_health(airlock_remote *rm, airlock_remote_status *ret, airlock_error *err);
 
+/* What a client of the execution service names to reach it: the address,
+ * the file holding its credential (read here, checked as
+ * airlock_credential_file_read checks it, and wiped once the adapter has
+ * its copy) and the TLS files of a TCP address. */
+typedef struct airlock_remote_open_config {
+	const char *address;
+	const char *credential_file;
+	const char *tls_ca_file;
+	const char *tls_cert_file;
+	const char *tls_key_file;
+} airlock_remote_open_config;
+
+struct airlock_settings;
+/* Open the execution service as an ExecutionEnvironment, the way every
+ * client does (`airlock run --service`, the worker): read the credential,
+ * make the remote adapter with the settings' start budget, ask the
+ * service's health (an unreachable, stopping or unknown service fails
+ * here, before anything is built, naming the address), set
+ * s->mechanism to the service's (the image a spec names depends on it),
+ * and wrap the adapter in the core with the settings' numbers
+ * (airlock_exec_config_from_settings), so both sides check the same. */
+int airlock_remote_open(const airlock_remote_open_config *c, struct airlock_settings *s,
+                        airlock_exec **ret, airlock_error *err);
+
 #ifdef __cplusplus
 }
 #endif

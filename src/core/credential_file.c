@@ -28,6 +28,45 @@
 #include "airlock/credential_file.h"
 #include "util/util.h"
 
+int airlock_credential_file_read_text(const char *path, const char *what, size_t max,
+                                      char **ret, size_t *ret_len, airlock_error *err)
+{
+	_cleanup_close_ int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
+	if (fd < 0)
+		return airlock_error_set(err, AIRLOCK_ERR_CONFIG, errno, "%s %s", what, path);
+	struct stat st;
+	if (fstat(fd, &st) < 0)
+		return airlock_error_set(err, AIRLOCK_ERR_CONFIG, errno, "%s %s", what, path);
+	if (!S_ISREG(st.st_mode))
+		return airlock_error_set(err, AIRLOCK_ERR_CONFIG, 0, "%s %s is not a regular file",
+		                         what, path);
+	if (st.st_uid != geteuid())
+		return airlock_error_set(err, AIRLOCK_ERR_CONFIG, 0,
+		                         "%s %s is owned by uid %u, not by this process's uid %u", what,
+		                         path, (unsigned)st.st_uid, (unsigned)geteuid());
+	if (st.st_mode & 077)
+		return airlock_error_set(err, AIRLOCK_ERR_CONFIG, 0,
+		                         "%s %s has mode %04o: group and others must have no access "
+		                         "(chmod 600)",
+		                         what, path, (unsigned)(st.st_mode & 07777));
+	char *buf = NULL;
+	size_t len = 0;
+	int r = util_read_secret(fd, max, &buf, &len);
+	if (r == -EFBIG)
+		return airlock_error_set(err, AIRLOCK_ERR_CONFIG, 0, "%s %s is over %zu bytes", what,
+		                         path, max);
+	if (r < 0)
+		return airlock_error_set(err, AIRLOCK_ERR_CONFIG, -r, "%s %s", what, path);
+	if (len > 0 && buf[len - 1] == '\n')
+		len--;
+	if (len > 0 && buf[len - 1] == '\r')
+		len--;
+	buf[len] = 0;
+	*ret = buf;
+	*ret_len = len;
+	return 0;
+}
+
 int airlock_credential_file_read(const char *path, unsigned char **ret, size_t *ret_len,
                                  airlock_error *err)
 {
@@ -35,41 +74,12 @@ int airlock_credential_file_read(const char *path, unsigned char **ret, size_t *
 		return airlock_error_set(err, AIRLOCK_ERR_CONFIG, 0,
 		                         "service credential: no credential file is configured "
 		                         "(--credential-file or service.credential_file)");
-	_cleanup_close_ int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
-	if (fd < 0)
-		return airlock_error_set(err, AIRLOCK_ERR_CONFIG, errno, "service credential file %s",
-		                         path);
-	struct stat st;
-	if (fstat(fd, &st) < 0)
-		return airlock_error_set(err, AIRLOCK_ERR_CONFIG, errno, "service credential file %s",
-		                         path);
-	if (!S_ISREG(st.st_mode))
-		return airlock_error_set(err, AIRLOCK_ERR_CONFIG, 0,
-		                         "service credential file %s is not a regular file", path);
-	if (st.st_uid != geteuid())
-		return airlock_error_set(err, AIRLOCK_ERR_CONFIG, 0,
-		                         "service credential file %s is owned by uid %u, not by this "
-		                         "process's uid %u",
-		                         path, (unsigned)st.st_uid, (unsigned)geteuid());
-	if (st.st_mode & 077)
-		return airlock_error_set(err, AIRLOCK_ERR_CONFIG, 0,
-		                         "service credential file %s has mode %04o: group and others "
-		                         "must have no access (chmod 600)",
-		                         path, (unsigned)(st.st_mode & 07777));
 	char *buf = NULL;
 	size_t len = 0;
-	int r = util_read_capped(fd, AIRLOCK_CREDENTIAL_FILE_MAX, &buf, &len);
-	if (r == -EFBIG)
-		return airlock_error_set(err, AIRLOCK_ERR_CONFIG, 0,
-		                         "service credential file %s is over %d bytes", path,
-		                         AIRLOCK_CREDENTIAL_FILE_MAX);
+	int r = airlock_credential_file_read_text(path, "service credential file",
+	                                          AIRLOCK_CREDENTIAL_FILE_MAX, &buf, &len, err);
 	if (r < 0)
-		return airlock_error_set(err, AIRLOCK_ERR_CONFIG, -r, "service credential file %s",
-		                         path);
-	if (len > 0 && buf[len - 1] == '\n')
-		len--;
-	if (len > 0 && buf[len - 1] == '\r')
-		len--;
+		return r;
 	const char *bad = NULL;
 	for (size_t i = 0; i < len && !bad; i++)
 		if ((unsigned char)buf[i] <= 0x20 || (unsigned char)buf[i] >= 0x7f)

@@ -16,6 +16,14 @@
  * provision failed. So max_sandboxes, health, list and expiry all see a
  * sandbox while it is being built, and nothing the adapter holds is ever
  * outside the record.
+ *
+ * Over 800 lines and one concern: the record and the wrappers that keep
+ * it. Every entry point (provision, execute, destroy, the workspace, list,
+ * expiry, shutdown, free) reads and changes the same records under the
+ * same lock, with the same claim on a record that a destroy waits for;
+ * split by verb, each file would need the record's layout and its locking
+ * rules, which are this file's alone to know. The cancellation token and
+ * the command's validation at the top are the wrappers' own inputs.
  */
 #include "airlock/port/exec.h"
 
@@ -29,6 +37,7 @@
 
 #include "airlock/ids.h"
 #include "airlock/run_command.h"
+#include "airlock/settings.h"
 #include "util/util.h"
 
 /* ---- cancellation -------------------------------------------------------- */
@@ -94,6 +103,15 @@ void airlock_exec_config_default(airlock_exec_config *cfg)
 		.files_changed_max = 1000,
 		.argv_max_bytes = AIRLOCK_RUN_COMMAND_ARGV_MAX_BYTES,
 	};
+}
+
+void airlock_exec_config_from_settings(const airlock_settings *s, airlock_exec_config *cfg)
+{
+	airlock_exec_config_default(cfg);
+	cfg->hard_cap_seconds = s->hard_cap_seconds;
+	cfg->files_changed_max = s->defaults.files_changed_max;
+	cfg->ceilings = s->ceilings.limits;
+	cfg->max_sandboxes = s->service.max_sandboxes > 0 ? (size_t)s->service.max_sandboxes : 0;
 }
 
 /* ---- the instance -------------------------------------------------------- */

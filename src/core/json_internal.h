@@ -3,7 +3,7 @@
 #define AIRLOCK_CORE_JSON_INTERNAL_H
 
 /*
- * Decoding under a memory budget (src/core/json.c says how), for the
+ * Decoding under a memory budget (src/core/json_decode.c says how), for the
  * decoders of a document that holds one of the specification's types as a
  * member: the service's request envelopes (src/service/decode.c); and for
  * the service's other parses of another process's JSON: the egress proxy's

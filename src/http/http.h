@@ -156,7 +156,6 @@ http_result http_respond_json(http_request *r, unsigned status, char *json);
 /* An error with its wire class, with the given status or the class's
  * (http_error_status). */
 http_result http_respond_error_status(http_request *r, unsigned status, const airlock_error *e);
-http_result http_respond_error(http_request *r, const airlock_error *e);
 http_result http_respond_fail(http_request *r, unsigned status, airlock_errclass cls,
                               const char *fmt, ...) __attribute__((format(printf, 4, 5)));
 

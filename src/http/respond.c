@@ -105,13 +105,6 @@ http_result http_respond_error_status(http_request *r, unsigned status, const ai
 	return http_respond_json(r, status, http_error_json(e));
 }
 
-http_result http_respond_error(http_request *r, const airlock_error *e)
-{
-	airlock_error w = *e;
-	http_wire_class(&w);
-	return http_respond_error_status(r, http_error_status(&w), &w);
-}
-
 http_result http_respond_fail(http_request *r, unsigned status, airlock_errclass cls,
                               const char *fmt, ...)
 {

@@ -24,15 +24,6 @@ typedef struct mechanism_row {
 	const char *missing;
 } mechanism_row;
 
-void airlock_exec_config_from_settings(const airlock_settings *s, airlock_exec_config *cfg)
-{
-	airlock_exec_config_default(cfg);
-	cfg->hard_cap_seconds = s->hard_cap_seconds;
-	cfg->files_changed_max = s->defaults.files_changed_max;
-	cfg->ceilings = s->ceilings.limits;
-	cfg->max_sandboxes = s->service.max_sandboxes > 0 ? (size_t)s->service.max_sandboxes : 0;
-}
-
 static int open_fake(const airlock_settings *s, const airlock_exec_egress *egress,
                      const airlock_exec_config *cfg, airlock_exec **ret, airlock_error *err)
 {

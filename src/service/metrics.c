@@ -256,10 +256,3 @@ void service_metrics_egress_line(service_metrics *m, const char *line, size_t le
 	}
 	pthread_mutex_unlock(&m->lock);
 }
-
-void service_metrics_orphan_reaped(service_metrics *m)
-{
-	pthread_mutex_lock(&m->lock);
-	m->c.orphan_reaps++;
-	pthread_mutex_unlock(&m->lock);
-}

@@ -67,9 +67,6 @@ typedef struct service_egress_line {
 int service_metrics_egress_line_decode(const char *line, size_t len, service_egress_line *ret,
                                        airlock_error *err);
 
-/* Counted from the next issue on (the reaper); exposed now at 0. */
-void service_metrics_orphan_reaped(service_metrics *m);
-
 /* Write one service-level line (start, stop, refusal to start) in the same
  * JSON shape: {"ts_ms", "event", "message"}. */
 void service_metrics_log(service_metrics *m, const char *event, const char *message);

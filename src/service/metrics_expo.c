@@ -142,9 +142,6 @@ static void render(FILE *f, const counters *c, size_t live)
 	scalar(f, "airlock_sandboxes_live", "gauge", "Sandboxes provisioned and not destroyed.",
 	       (uint64_t)live);
 
-	scalar(f, "airlock_sandbox_orphan_reaps_total", "counter",
-	       "Sandboxes destroyed because their worker's lease was gone.", c->orphan_reaps);
-
 	family(f, "airlock_egress_decisions_total", "counter",
 	       "Egress proxy connections by outcome and reason.");
 	for (int o = 0; o < OUT__MAX; o++)

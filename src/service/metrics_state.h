@@ -147,7 +147,6 @@ typedef struct counters {
 	uint64_t egress_delayed;      /* connections held past the accept rate */
 	uint64_t egress_log_dropped;  /* lines the proxy could not queue */
 	uint64_t egress_malformed;    /* lines that are not a decision */
-	uint64_t orphan_reaps;
 	uint64_t log_lines;
 	uint64_t log_dropped;
 } counters;

@@ -59,7 +59,7 @@ static int read_pem(const char *what, const char *path, char **ret, airlock_erro
 	if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode))
 		return airlock_error_set(err, AIRLOCK_ERR_CONFIG, 0, "%s: not a regular file", what);
 	size_t len = 0;
-	int r = util_read_capped(fd, AIRLOCK_SERVICE_PEM_MAX, ret, &len);
+	int r = util_read_secret(fd, AIRLOCK_SERVICE_PEM_MAX, ret, &len);
 	if (r < 0)
 		return r == -EFBIG ? airlock_error_set(err, AIRLOCK_ERR_CONFIG, 0, "%s: larger than 1 MiB", what)
 		                   : airlock_error_set(err, AIRLOCK_ERR_CONFIG, -r, "%s", what);

@@ -5,6 +5,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <linux/close_range.h>
+#include <linux/sched.h>
 #include <poll.h>
 #include <signal.h>
 #include <stdint.h>
@@ -25,6 +26,7 @@ static const char *const step_names[SPAWN_STEP__MAX] = {
 	[SPAWN_STEP_HOOK] = "setup",
 	[SPAWN_STEP_FDS] = "descriptors",
 	[SPAWN_STEP_EXEC] = "exec",
+	[SPAWN_STEP_CHILD] = "child",
 };
 
 const char *spawn_step_name(spawn_step s)
@@ -32,21 +34,40 @@ const char *spawn_step_name(spawn_step s)
 	return (unsigned)s < SPAWN_STEP__MAX ? step_names[s] : "start";
 }
 
+const char *spawn_failure_step(const spawn_failure *f, const char *(*child_step_name)(int))
+{
+	if (f->step == SPAWN_STEP_CHILD && child_step_name)
+		return child_step_name(f->detail);
+	return spawn_step_name(f->step);
+}
+
 /* What the child reports on its failure pipe. */
 typedef struct spawn_report {
 	int32_t step;
+	int32_t detail;
 	int32_t errnum;
 } spawn_report;
 
-static _Noreturn void child_fail(int report_fd, spawn_step step, int errnum)
+static _Noreturn void child_report(int report_fd, spawn_step step, int detail, int errnum)
 {
-	spawn_report m = { .step = (int32_t)step, .errnum = errnum > 0 ? errnum : EIO };
-	/* One write of 8 bytes to a pipe is atomic. Were it to fail, the
+	spawn_report m = { .step = (int32_t)step, .detail = detail,
+	                   .errnum = errnum > 0 ? errnum : EIO };
+	/* One write of 12 bytes to a pipe is atomic. Were it to fail, the
 	 * parent would read EOF as from an exec, and the caller would then see
 	 * the child exit with status 127. */
 	ssize_t w = write(report_fd, &m, sizeof(m));
 	(void)w;
 	_exit(127);
+}
+
+static _Noreturn void child_fail(int report_fd, spawn_step step, int errnum)
+{
+	child_report(report_fd, step, 0, errnum);
+}
+
+void spawn_child_fail(int report_fd, int step, int errnum)
+{
+	child_report(report_fd, SPAWN_STEP_CHILD, step, errnum);
 }
 
 /* Every descriptor the child keeps, placed at its target: each source is
@@ -100,14 +121,16 @@ static int child_fds(const spawn_options *o, int null_fd, int above, int *report
 }
 
 static _Noreturn void child_main(const spawn_options *o, pid_t parent, int null_fd, int report_fd,
-                                 int go_fd, int go_w)
+                                 int report_r, int go_fd, int go_w)
 {
 	int exec_fd = o->exec_fd;
 	char go;
 	/* Our copy of the write end would keep the pipe from ending if the
-	 * parent died. */
+	 * parent died; the report's read end is the parent's alone (a child_fn
+	 * runs on without an exec to close it). */
 	if (go_w >= 0)
 		close(go_w);
+	close(report_r);
 	/* The parent's hook first: EOF without the byte is the parent giving
 	 * up, which reports nothing (it kills us). */
 	if (go_fd >= 0 && read(go_fd, &go, 1) != 1)
@@ -121,6 +144,11 @@ static _Noreturn void child_main(const spawn_options *o, pid_t parent, int null_
 	int r;
 	if (o->hook && (r = o->hook(o->hook_ctx)) < 0)
 		child_fail(report_fd, SPAWN_STEP_HOOK, -r);
+	/* The caller's function in place of the rest. The signals stay as
+	 * they are (every one blocked): what the function needs of them it
+	 * sets itself, before it lets anything untrusted run. */
+	if (o->child_fn)
+		_exit(o->child_fn(o->child_fn_ctx, report_fd));
 	int above = 3;
 	for (size_t i = 0; i < o->n_fds; i++)
 		if (o->fds[i].target + 1 > above)
@@ -147,20 +175,49 @@ static int fail_at(spawn_failure *fail, spawn_step step, int errnum)
 	return -(errnum > 0 ? errnum : EIO);
 }
 
+/* The failure pipe, read once (blocking): 0 at EOF, else the report. */
+static int report_read(int fd, spawn_failure *fail)
+{
+	spawn_report m;
+	ssize_t n;
+	do
+		n = read(fd, &m, sizeof(m));
+	while (n < 0 && errno == EINTR);
+	if (n == 0)
+		return 0;
+	if (n == (ssize_t)sizeof(m) && m.step > SPAWN_STEP_NONE && m.step < SPAWN_STEP__MAX) {
+		int e = fail_at(fail, (spawn_step)m.step, m.errnum);
+		if (fail)
+			fail->detail = m.detail;
+		return e;
+	}
+	return fail_at(fail, SPAWN_STEP_NONE, n < 0 ? errno : EPROTO);
+}
+
 int spawn_start(const spawn_options *o, spawn_child *ret, spawn_failure *fail)
 {
 	*ret = SPAWN_CHILD_NONE;
 	if (fail)
 		*fail = (spawn_failure){ 0 };
-	if (!o->argv || !o->argv[0] || !o->envp || o->n_fds > SPAWN_FDS_MAX ||
-	    (o->exec_fd < 0 && (!o->path || o->path[0] != '/')))
+	if (!o->child_fn && (!o->argv || !o->argv[0] || !o->envp || o->n_fds > SPAWN_FDS_MAX ||
+	                     (o->exec_fd < 0 && (!o->path || o->path[0] != '/'))))
+		return fail_at(fail, SPAWN_STEP_NONE, EINVAL);
+	/* Namespaces only: every other clone flag changes what a child is. */
+	const uint64_t ns = CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWNET | CLONE_NEWIPC | CLONE_NEWUTS |
+	                    CLONE_NEWUSER | CLONE_NEWCGROUP;
+	if (o->clone_flags & ~ns)
+		return fail_at(fail, SPAWN_STEP_NONE, EINVAL);
+	/* In a new pid namespace getppid() is 0: the death signal's check
+	 * against the parent's exit could never pass. */
+	if (o->pdeathsig && (o->clone_flags & CLONE_NEWPID))
 		return fail_at(fail, SPAWN_STEP_NONE, EINVAL);
 	for (size_t i = 0; i < o->n_fds; i++)
 		if (o->fds[i].target < 0 || o->fds[i].target > 64)
 			return fail_at(fail, SPAWN_STEP_NONE, EINVAL);
-	/* Everything the child needs is made before fork. */
-	_cleanup_close_ int null_fd = open("/dev/null", O_RDWR | O_CLOEXEC | O_NOCTTY);
-	if (null_fd < 0)
+	/* Everything the child needs is made before fork (/dev/null only for
+	 * the placement, which a child_fn does not get). */
+	_cleanup_close_ int null_fd = -1;
+	if (!o->child_fn && (null_fd = open("/dev/null", O_RDWR | O_CLOEXEC | O_NOCTTY)) < 0)
 		return fail_at(fail, SPAWN_STEP_NONE, errno);
 	int report[2];
 	if (pipe2(report, O_CLOEXEC) < 0)
@@ -176,9 +233,23 @@ int spawn_start(const spawn_options *o, spawn_child *ret, spawn_failure *fail)
 	/* Signals are blocked across fork so that no handler of ours runs in
 	 * the child before it resets them. */
 	pthread_sigmask(SIG_SETMASK, &all, &old);
-	pid_t pid = fork();
+	int pidfd = -1;
+	pid_t pid;
+	if (o->clone_flags) {
+		/* clone3 rather than fork: the namespaces are created with the
+		 * child, and its pidfd comes back with it (close-on-exec), so no
+		 * pid is ever reused under us. */
+		struct clone_args ca = {
+			.flags = o->clone_flags | CLONE_PIDFD,
+			.pidfd = (uint64_t)(uintptr_t)&pidfd,
+			.exit_signal = SIGCHLD,
+		};
+		pid = sys_clone3(&ca, sizeof(ca));
+	} else {
+		pid = fork();
+	}
 	if (pid == 0)
-		child_main(o, parent, null_fd, report_w, go[0], go[1]);
+		child_main(o, parent, null_fd, report_w, report_r, go[0], go[1]);
 	int fork_errno = errno;
 	pthread_sigmask(SIG_SETMASK, &old, NULL);
 	if (pid < 0)
@@ -188,8 +259,8 @@ int spawn_start(const spawn_options *o, spawn_child *ret, spawn_failure *fail)
 	 * it (fails harmlessly once the child has exec'd). */
 	if (o->own_process_group)
 		setpgid(pid, pid);
-	spawn_child c = { .pid = pid, .pidfd = sys_pidfd_open(pid, 0) };
-	if (c.pidfd >= 0)
+	spawn_child c = { .pid = pid, .pidfd = pidfd, .report_fd = -1 };
+	if (c.pidfd < 0 && (c.pidfd = sys_pidfd_open(pid, 0)) >= 0)
 		fcntl(c.pidfd, F_SETFD, FD_CLOEXEC);
 	if (o->parent_hook) {
 		int hr = o->parent_hook(pid, o->parent_hook_ctx);
@@ -200,29 +271,61 @@ int spawn_start(const spawn_options *o, spawn_child *ret, spawn_failure *fail)
 			return fail_at(fail, SPAWN_STEP_PARENT, -hr);
 		}
 	}
+	if (o->async) {
+		c.report_fd = TAKE_FD(report_r);
+		*ret = c;
+		return 0;
+	}
 	/* EOF: the pipe closed on exec. A report: the child failed and exits. */
-	spawn_report m;
-	ssize_t n;
-	do
-		n = read(report_r, &m, sizeof(m));
-	while (n < 0 && errno == EINTR);
-	if (n == 0) {
+	int r = report_read(report_r, fail);
+	if (r == 0) {
 		*ret = c;
 		return 0;
 	}
 	spawn_child_kill_reap(&c);
-	if (n == (ssize_t)sizeof(m) && m.step > SPAWN_STEP_NONE && m.step < SPAWN_STEP__MAX)
-		return fail_at(fail, (spawn_step)m.step, m.errnum);
-	return fail_at(fail, SPAWN_STEP_NONE, n < 0 ? errno : EPROTO);
+	return r;
+}
+
+int spawn_finish(spawn_child *c, int64_t deadline, spawn_failure *fail)
+{
+	if (fail)
+		*fail = (spawn_failure){ 0 };
+	if (c->report_fd < 0)
+		return 0;
+	_cleanup_close_ int fd = c->report_fd;
+	c->report_fd = -1;
+	for (;;) {
+		int64_t left = deadline - util_monotonic_ms();
+		if (left <= 0)
+			return fail_at(fail, SPAWN_STEP_NONE, ETIMEDOUT);
+		struct pollfd p = { .fd = fd, .events = POLLIN };
+		int n = poll(&p, 1, (int)(left > 1000 ? 1000 : left));
+		if (n < 0 && errno != EINTR)
+			return fail_at(fail, SPAWN_STEP_NONE, errno);
+		if (n > 0)
+			break;
+	}
+	return report_read(fd, fail);
+}
+
+void spawn_child_reap(spawn_child *c)
+{
+	if (c->pid > 0)
+		while (waitpid(c->pid, NULL, 0) < 0 && errno == EINTR)
+			;
+	if (c->pidfd >= 0)
+		close(c->pidfd);
+	if (c->report_fd >= 0)
+		close(c->report_fd);
+	*c = SPAWN_CHILD_NONE;
 }
 
 void spawn_child_kill_reap(spawn_child *c)
 {
-	if (!c || c->pid <= 0) {
-		if (c && c->pidfd >= 0)
-			close(c->pidfd);
-		if (c)
-			*c = SPAWN_CHILD_NONE;
+	if (!c)
+		return;
+	if (c->pid <= 0) {
+		spawn_child_reap(c);
 		return;
 	}
 	/* By pidfd when there is one: the pid cannot have been reused while
@@ -231,11 +334,7 @@ void spawn_child_kill_reap(spawn_child *c)
 		sys_pidfd_send_signal(c->pidfd, SIGKILL, NULL, 0);
 	else
 		kill(c->pid, SIGKILL);
-	while (waitpid(c->pid, NULL, 0) < 0 && errno == EINTR)
-		;
-	if (c->pidfd >= 0)
-		close(c->pidfd);
-	*c = SPAWN_CHILD_NONE;
+	spawn_child_reap(c);
 }
 
 int spawn_wait(int pidfd, int64_t deadline, int *ret_status)

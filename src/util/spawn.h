@@ -12,6 +12,14 @@
  * the error names the step and the system's reason, never a bare exit code.
  * Knows nothing about sandboxes.
  *
+ * A child may be made with new namespaces (clone_flags: clone3, which
+ * returns its pidfd with it), may run a function of the caller's in place
+ * of the placement and the exec (child_fn: the function reports its own
+ * failing step through the same pipe, spawn_child_fail), and may be started
+ * asynchronously (async): spawn_start returns once the child exists, the
+ * caller runs its own handshake with it, and spawn_finish then reads the
+ * report.
+ *
  * Between fork and exec the child runs in a copy of a possibly
  * multi-threaded process: it makes system calls only and allocates nothing.
  * Everything it needs is prepared by spawn_start before the fork.
@@ -31,6 +39,7 @@ typedef enum spawn_step {
 	SPAWN_STEP_HOOK,      /* the caller's hook */
 	SPAWN_STEP_FDS,       /* placing the descriptors */
 	SPAWN_STEP_EXEC,      /* execve / execveat */
+	SPAWN_STEP_CHILD,     /* the caller's child_fn, at its own step (detail) */
 	SPAWN_STEP__MAX,
 } spawn_step;
 const char *spawn_step_name(spawn_step s);
@@ -59,7 +68,8 @@ typedef struct spawn_options {
 	const spawn_fd *fds;
 	size_t n_fds;
 	bool own_process_group; /* setpgid(0, 0) */
-	int pdeathsig;          /* 0: none; else sent to it when the parent thread exits */
+	int pdeathsig;          /* 0: none; else sent to it when the parent thread exits
+	                         * (not with CLONE_NEWPID: EINVAL) */
 	/* Run in the child after the process group and the death signal and
 	 * before the descriptors are placed; async-signal-safe only. 0, or a
 	 * negative errno that fails the start at SPAWN_STEP_HOOK. */
@@ -72,28 +82,71 @@ typedef struct spawn_options {
 	 * child and fails the start at SPAWN_STEP_PARENT. */
 	int (*parent_hook)(pid_t pid, void *ctx);
 	void *parent_hook_ctx;
+	/* CLONE_NEW* flags: the child is made by clone3 with these and
+	 * CLONE_PIDFD, so its namespaces exist from its first instruction and
+	 * its pidfd comes back with it (no pid is ever looked up). 0: fork,
+	 * then pidfd_open. */
+	uint64_t clone_flags;
+	/* Run in the child in place of the placement and the exec (exec_fd,
+	 * path, argv, envp and fds are then unused), after the process group,
+	 * the death signal and the hook; async-signal-safe only. report_fd is
+	 * the failure pipe (close-on-exec): the function reports its own
+	 * failure with spawn_child_fail(report_fd, step, errno), and a
+	 * function that moves its descriptors keeps report_fd (or a copy of
+	 * it, close-on-exec) for that. What it returns is the child's exit
+	 * status, with nothing reported. */
+	int (*child_fn)(void *ctx, int report_fd);
+	void *child_fn_ctx;
+	/* Return once the child exists (after parent_hook), not once it has
+	 * executed: the caller runs its own handshake with it, then calls
+	 * spawn_finish for the report. The child is the caller's to reap. */
+	bool async;
 } spawn_options;
 
-/* A started child. pidfd is close-on-exec. */
+/* A started child. pidfd is close-on-exec; report_fd is the failure pipe's
+ * read end, held by an async start until spawn_finish (else -1). */
 typedef struct spawn_child {
 	pid_t pid;
 	int pidfd;
+	int report_fd;
 } spawn_child;
-#define SPAWN_CHILD_NONE ((spawn_child){ .pid = -1, .pidfd = -1 })
+#define SPAWN_CHILD_NONE ((spawn_child){ .pid = -1, .pidfd = -1, .report_fd = -1 })
 
-/* The failure, when spawn_start fails: the step and its errno. */
+/* The failure: the step and its errno; at SPAWN_STEP_CHILD, detail is the
+ * child_fn's own step. */
 typedef struct spawn_failure {
 	spawn_step step;
+	int detail;
 	int errnum;
 } spawn_failure;
 
+/* The failing step's name: spawn's own, or at SPAWN_STEP_CHILD the
+ * caller's (child_step_name(detail)). */
+const char *spawn_failure_step(const spawn_failure *f, const char *(*child_step_name)(int));
+
 /* 0 with *ret once the program is executing (the failure pipe closed on
- * exec), or a negative errno with *fail saying where (SPAWN_STEP_NONE: in
- * the parent, before the fork); a child that failed is reaped. */
+ * exec) or, async, once the child exists; or a negative errno with *fail
+ * saying where (SPAWN_STEP_NONE: in the parent, before the fork); a child
+ * that failed is reaped. */
 int spawn_start(const spawn_options *o, spawn_child *ret, spawn_failure *fail);
 
-/* SIGKILL it (when still there), reap it, close the pidfd; *c becomes
- * SPAWN_CHILD_NONE. For a cleanup attribute: spawn_child_kill_reapp. */
+/* The report of an async start, waited for until deadline (monotonic ms):
+ * 0 when the pipe ended without one (the child executed, or its function
+ * returned), a negative errno with *fail when the child reported a failure
+ * (it exits by itself after a report), -ETIMEDOUT when neither came in
+ * time. The report's pipe is closed; the child is left as it is. */
+int spawn_finish(spawn_child *c, int64_t deadline, spawn_failure *fail);
+
+/* In a child_fn: report (SPAWN_STEP_CHILD, step, errnum) and exit.
+ * Async-signal-safe. */
+_Noreturn void spawn_child_fail(int report_fd, int step, int errnum);
+
+/* Reap it (it has exited or is about to: no signal) and close its
+ * descriptors; *c becomes SPAWN_CHILD_NONE. */
+void spawn_child_reap(spawn_child *c);
+
+/* SIGKILL it (when still there), reap it, close its descriptors; *c
+ * becomes SPAWN_CHILD_NONE. For a cleanup attribute: spawn_child_kill_reapp. */
 void spawn_child_kill_reap(spawn_child *c);
 static inline void spawn_child_kill_reapp(spawn_child *c)
 {

@@ -419,6 +419,33 @@ int util_read_capped(int fd, size_t max, char **ret, size_t *ret_len)
 	return 0;
 }
 
+int util_read_secret(int fd, size_t max, char **ret, size_t *ret_len)
+{
+	char *buf = malloc(max + 1);
+	if (!buf)
+		return -ENOMEM;
+	size_t len = 0;
+	for (;;) {
+		/* One byte more than max may arrive: that byte is the refusal. */
+		ssize_t n = read(fd, buf + len, max + 1 - len);
+		if (n < 0 && errno == EINTR)
+			continue;
+		int r = n < 0 ? -errno : len + (size_t)n > max ? -EFBIG : 0;
+		if (r < 0) {
+			explicit_bzero(buf, max + 1);
+			free(buf);
+			return r;
+		}
+		if (n == 0)
+			break;
+		len += (size_t)n;
+	}
+	buf[len] = 0;
+	*ret = buf;
+	*ret_len = len;
+	return 0;
+}
+
 int util_pread_small(int fd, char *buf, size_t size)
 {
 	size_t off = 0;

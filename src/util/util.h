@@ -71,6 +71,12 @@ int util_write_all(int fd, const void *data, size_t len);
  * most max bytes (the NUL not counted): 0, -EFBIG past max, -ENOMEM, -errno.
  * For files whose size the caller does not trust. */
 int util_read_capped(int fd, size_t max, char **ret, size_t *ret_len);
+/* The same for a secret (a credential, a TLS key): read in place into one
+ * buffer of max + 1 bytes, so its bytes are never copied through a buffer
+ * that grows (realloc leaves the old block's bytes in freed memory) or
+ * through the stack; NUL-terminated, wiped before it is freed on every
+ * failure. The caller wipes it after use. -EFBIG past max. */
+int util_read_secret(int fd, size_t max, char **ret, size_t *ret_len);
 /* Read a small file from offset 0 with pread into buf, NUL-terminated: its
  * length, or -EFBIG when it does not fit in size - 1, -errno. No allocation
  * (kernel files of a known small shape: cgroup and /proc entries). */

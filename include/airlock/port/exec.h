@@ -193,6 +193,13 @@ typedef struct airlock_exec_observer {
 
 void airlock_exec_config_default(airlock_exec_config *cfg);
 
+/* The core's numbers from the settings (airlock/settings.h): the hard cap,
+ * the listing cap, the operator's ceilings and service.max_sandboxes, so
+ * that every adapter, the mechanisms' and the remote one, applies the
+ * same. */
+struct airlock_settings;
+void airlock_exec_config_from_settings(const struct airlock_settings *s, airlock_exec_config *cfg);
+
 /* The call an execute belongs to. */
 typedef struct airlock_exec_call {
 	const char *tenant_id;       /* the tenant the call is for */

@@ -407,15 +407,15 @@ int gv_execute(void *ctx, const airlock_environment_handle *handle,
 	airlock_gvisor *g = ctx;
 	int64_t start = util_monotonic_ms();
 	exec_box *box = NULL;
-	int r = exec_boxes_enter(&g->boxes, handle, &box, err);
+	int r = exec_boxes_enter(&g->m.boxes, handle, &box, err);
 	if (r < 0)
 		return r;
 	gv_sandbox *b = (gv_sandbox *)box;
 	gv_exec gx = { .g = g, .b = b };
 	exec_run x = {
 		.hooks = &gvisor_exec_hooks, .mech = g, .state = &gx,
-		.boxes = &g->boxes, .box = box, .vol = b->vol, .cg = b->cg, .limits = &b->limits,
-		.shutdown_efd = g->shutdown_efd,
+		.boxes = &g->m.boxes, .box = box, .vol = b->vol, .cg = b->cg, .limits = &b->limits,
+		.shutdown_efd = g->m.shutdown_efd,
 		.handle = handle, .req = req, .ret = ret, .start = start,
 		/* runsc's own last line may still be cut (strip_runtime_line). */
 		.errs_hold_prefix = GV_RUNSC_WAIT_FAILED,

@@ -197,7 +197,7 @@ static void sweep_images(airlock_gvisor *g)
 static int gv_sweep(airlock_gvisor *g, airlock_error *err)
 {
 	unsigned removed = 0;
-	int r = host_crash_sweep(g->images, &removed, err);
+	int r = host_crash_sweep(g->m.images, &removed, err);
 	if (r < 0)
 		return r;
 	char p[4096];
@@ -241,9 +241,8 @@ int airlock_gvisor_new(const airlock_gvisor_config *cfg, airlock_gvisor **ret, a
 	_cleanup_free_ char *parent = NULL;
 	g->cfg = *cfg;
 	g->platform = platform;
-	g->instance_fd = g->state_fd = g->volume_dir_fd = g->shutdown_efd = -1;
-	pthread_mutex_init(&g->lock, NULL);
-	exec_boxes_init(&g->boxes);
+	g->instance_fd = g->state_fd = -1;
+	exec_mech_init(&g->m);
 	if (g->cfg.start_budget_seconds <= 0)
 		g->cfg.start_budget_seconds = 30;
 	g->state_dir = strdup(cfg->state_dir ? cfg->state_dir : AIRLOCK_GVISOR_STATE_DIR);
@@ -269,8 +268,9 @@ int airlock_gvisor_new(const airlock_gvisor_config *cfg, airlock_gvisor **ret, a
 		r = airlock_error_set(err, AIRLOCK_ERR_SYSTEM, ENOMEM, "gvisor: the seccomp filter");
 		goto fail;
 	}
-	r = airlock_image_store_open(cfg->image_store ? cfg->image_store : "/var/lib/airlock/images",
-	                             &g->images, err);
+	r = exec_mech_open(&g->m, "gvisor",
+	                   cfg->image_store ? cfg->image_store : "/var/lib/airlock/images",
+	                   cfg->volume_dir ? cfg->volume_dir : AIRLOCK_VOLUME_DIR, err);
 	if (r < 0)
 		goto fail;
 	/* The state directory's parent (/run/airlock after a boot) is made if
@@ -314,15 +314,6 @@ int airlock_gvisor_new(const airlock_gvisor_config *cfg, airlock_gvisor **ret, a
 		                      "gvisor: the state directory's images");
 		goto fail;
 	}
-	const char *vdir = cfg->volume_dir ? cfg->volume_dir : AIRLOCK_VOLUME_DIR;
-	if ((r = dir_private(vdir, err)) < 0)
-		goto fail;
-	g->volume_dir_fd = open(vdir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-	g->shutdown_efd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
-	if (g->volume_dir_fd < 0 || g->shutdown_efd < 0) {
-		r = airlock_error_set(err, AIRLOCK_ERR_EXECUTION_UNAVAILABLE, errno, "gvisor: setup");
-		goto fail;
-	}
 	/* A quarter of the host's pids for one sandbox's runtime at most. */
 	g->host_tasks_cap = 32768 / 4;
 	char pm[32];
@@ -346,7 +337,7 @@ fail:
 
 size_t airlock_gvisor_live_count(airlock_gvisor *g)
 {
-	return exec_boxes_count(&g->boxes);
+	return exec_boxes_count(&g->m.boxes);
 }
 
 /* ---- sandboxes -------------------------------------------------------------------- */
@@ -493,7 +484,7 @@ static const exec_box_ops gv_box_ops = {
 
 static int gv_destroy(void *ctx, const char *environment_id, airlock_error *err)
 {
-	return exec_boxes_destroy(&((airlock_gvisor *)ctx)->boxes, environment_id, &gv_box_ops, ctx,
+	return exec_boxes_destroy(&((airlock_gvisor *)ctx)->m.boxes, environment_id, &gv_box_ops, ctx,
 	                          err);
 }
 
@@ -501,13 +492,13 @@ static int gv_workspace(void *ctx, const char *environment_id, airlock_workspace
                         airlock_error *err)
 {
 	airlock_gvisor *g = ctx;
-	return exec_boxes_workspace(&g->boxes, environment_id, ret, err);
+	return exec_boxes_workspace(&g->m.boxes, environment_id, ret, err);
 }
 
 static void gv_shutdown(void *ctx)
 {
 	if (ctx)
-		exec_shutdown_signal(((airlock_gvisor *)ctx)->shutdown_efd);
+		exec_shutdown_signal(((airlock_gvisor *)ctx)->m.shutdown_efd);
 }
 
 static void gv_free(void *ctx)
@@ -516,7 +507,7 @@ static void gv_free(void *ctx)
 	if (!g)
 		return;
 	gv_shutdown(g);
-	exec_boxes_release_all(&g->boxes, &gv_box_ops, g);
+	exec_boxes_release_all(&g->m.boxes, &gv_box_ops, g);
 	for (size_t i = 0; i < g->n_mounted; i++) {
 		umount2(g->mounted[i].path, MNT_DETACH);
 		rmdir(g->mounted[i].path);
@@ -529,20 +520,13 @@ static void gv_free(void *ctx)
 		rmdir(ipath);
 		close(g->instance_fd); /* after the rmdir: a sweep never sees it free and full */
 	}
-	host_image_cache_clear(&g->imgs);
-	airlock_image_store_free(g->images);
 	free(g->seccomp_hex);
-	if (g->volume_dir_fd >= 0)
-		close(g->volume_dir_fd);
-	if (g->shutdown_efd >= 0)
-		close(g->shutdown_efd);
 	if (g->state_fd >= 0)
 		close(g->state_fd);
 	free(g->state_dir);
 	free(g->runsc);
 	free(g->runsc_root);
-	pthread_mutex_destroy(&g->lock);
-	exec_boxes_fini(&g->boxes);
+	exec_mech_fini(&g->m);
 	free(g);
 }
 

@@ -30,6 +30,7 @@
 #include "airlock/image_store.h"
 #include "airlock/port/exec.h"
 #include "exec/boxes.h"
+#include "exec/mech.h"
 #include "util/spawn.h"
 #include "host/cgroup/cgroup.h"
 #include "host/image_mount.h"
@@ -86,18 +87,13 @@ struct airlock_gvisor {
 	char instance[32]; /* images/<instance>: this service's image mounts */
 	int instance_fd;   /* images/<instance>, flocked for the service's life */
 	int state_fd;      /* the state directory */
-	int volume_dir_fd;
-	int shutdown_efd;  /* readable once the service is stopping */
 	int64_t host_tasks_cap; /* a quarter of kernel.pid_max (gvisor_internal.h) */
 	/* The sandbox's seccomp filter as `guest exec --seccomp` takes it:
 	 * native's program (exec/native/seccomp.h), built once. */
 	char *seccomp_hex;
-	airlock_image_store *images;
-	pthread_mutex_t lock;  /* the images */
-	host_image_cache imgs; /* under lock */
-	gv_image *mounted;     /* under lock */
+	exec_mech m;       /* lock, boxes, image store and mounts, volume dir, shutdown (exec/mech.h) */
+	gv_image *mounted; /* under m.lock */
 	size_t n_mounted;
-	exec_boxes boxes;      /* the live sandboxes, with their own lock */
 };
 
 /* ---- runsc (runsc.c) ------------------------------------------------------ */

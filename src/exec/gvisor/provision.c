@@ -82,7 +82,7 @@ static int step_egress_policy(provision *p, airlock_error *err)
 	return r;
 }
 
-/* Caller holds g->lock. Mount the verified image at images/<hex> and
+/* Caller holds g->m.lock. Mount the verified image at images/<hex> and
  * record it. */
 static int image_attach(airlock_gvisor *g, const char *digest, const char **ret,
                         airlock_error *err)
@@ -101,7 +101,7 @@ static int image_attach(airlock_gvisor *g, const char *digest, const char **ret,
 		                         "image: its mount point's name");
 	}
 	_cleanup_close_ int fd = -1;
-	int r = host_image_mount(&g->imgs, g->images, digest, g->volume_dir_fd, GV_IMAGE_SOURCE_NAME,
+	int r = host_image_mount(&g->m.imgs, g->m.images, digest, g->m.volume_dir_fd, GV_IMAGE_SOURCE_NAME,
 	                         &fd, err);
 	if (r < 0)
 		return r;
@@ -128,13 +128,13 @@ static int step_image(provision *p, airlock_error *err)
 	airlock_gvisor *g = p->g;
 	const char *digest = p->spec->image_digest;
 	int r = 0;
-	pthread_mutex_lock(&g->lock);
+	pthread_mutex_lock(&g->m.lock);
 	for (size_t i = 0; i < g->n_mounted; i++)
 		if (strcmp(g->mounted[i].digest, digest) == 0)
 			p->image_path = g->mounted[i].path;
 	if (!p->image_path)
 		r = image_attach(g, digest, &p->image_path, err);
-	pthread_mutex_unlock(&g->lock);
+	pthread_mutex_unlock(&g->m.lock);
 	return r;
 }
 
@@ -163,7 +163,7 @@ static int step_sockets(provision *p, airlock_error *err)
 static int step_volume(provision *p, airlock_error *err)
 {
 	const airlock_resource_limits *l = &p->spec->limits;
-	return host_volume_create(p->g->volume_dir_fd, l->workspace_bytes, l->inodes_max,
+	return host_volume_create(p->g->m.volume_dir_fd, l->workspace_bytes, l->inodes_max,
 	                          GV_SANDBOX_UID, GV_SANDBOX_UID, &p->b->vol, err);
 }
 
@@ -323,7 +323,7 @@ static int step_workspace(provision *p, airlock_error *err)
 
 static int step_register(provision *p, airlock_error *err)
 {
-	return exec_boxes_add(&p->g->boxes, &p->b->box, err);
+	return exec_boxes_add(&p->g->m.boxes, &p->b->box, err);
 }
 
 static const provision_step provision_steps[] = {

@@ -5,8 +5,11 @@
  * sealed program's init mode, starter.h), and the launcher of each command. Each runs the child halves of the facilities (mounts.c,
  * net.c, user.c) in order. Both are copies of a possibly multi-threaded
  * service, so they make system calls only: no allocation, no stdio, no
- * locks. A failure is reported as (step, errno) on the sync socket and the
- * child exits; the service turns it into an error and cleans up.
+ * locks. Both are started by util/spawn (a child_fn each), and a failure
+ * is reported the way spawn reports its own: (step, errno) on spawn's
+ * failure pipe (spawn_child_fail), after which the child exits; the service
+ * reads it through spawn_finish, turns it into an error naming the step
+ * (native_step_name) and the system's reason, and cleans up.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -21,6 +24,7 @@
 
 #include "exec/native/native_internal.h"
 #include "exec/starter/starter.h"
+#include "util/spawn.h"
 #include "util/syscalls.h"
 #include "util/util.h"
 
@@ -75,15 +79,14 @@ bool native_child_recv(int fd, int want)
 	return n == (ssize_t)sizeof(m) && m.kind == want;
 }
 
-_Noreturn static void fail(int fd, int step)
+_Noreturn static void fail(int report_fd, int step)
 {
-	native_child_send(fd, NATIVE_MSG_FAILED, step, errno ? errno : EIO);
-	_exit(126);
+	spawn_child_fail(report_fd, step, errno ? errno : EIO);
 }
 
 /* ---- init ---------------------------------------------------------------- */
 
-_Noreturn void native_init_main(const native_init_args *a)
+_Noreturn void native_init_main(const native_init_args *a, int report_fd)
 {
 	int fd = a->sync_fd;
 	/* Every disposition back to the default and the mask emptied, first
@@ -94,29 +97,30 @@ _Noreturn void native_init_main(const native_init_args *a)
 	 * kill it) would hand both to the sandboxed command: a `yes | head`
 	 * printing "Broken pipe", a command deaf to its own signals. */
 	util_signals_reset();
+	close(a->service_sync_fd);
 	errno = 0;
 	if (!native_child_recv(fd, NATIVE_MSG_GO))
-		fail(fd, NATIVE_STEP_SYNC);
+		fail(report_fd, NATIVE_STEP_SYNC);
 	umask(0);
 
 	int step = native_mounts_private();
 	if (step)
-		fail(fd, step);
+		fail(report_fd, step);
 	/* The service placed us in the sandbox's init cgroup first, so the new
 	 * cgroup namespace is rooted there and hides the host's tree. */
 	if (unshare(CLONE_NEWCGROUP) < 0)
-		fail(fd, NATIVE_STEP_CGROUPNS);
+		fail(report_fd, NATIVE_STEP_CGROUPNS);
 	if ((step = native_mounts_build_root(a)) || (step = native_net_loopback_up()))
-		fail(fd, step);
+		fail(report_fd, step);
 	if (sethostname("sandbox", 7) < 0)
-		fail(fd, NATIVE_STEP_HOSTNAME);
+		fail(report_fd, NATIVE_STEP_HOSTNAME);
 	if ((step = native_user_enter(fd, a->host_id, a->nofile)))
-		fail(fd, step);
+		fail(report_fd, step);
 
 	/* init itself runs as the sandbox user with the filter: it reaps
 	 * orphans and does nothing else, and holds nothing worth attacking. */
 	if ((step = native_become_sandbox_user(a->seccomp, a->last_cap)))
-		fail(fd, step);
+		fail(report_fd, step);
 
 	/* Until here init is a copy of the service (a clone3 of it), and the
 	 * service's memory holds its credential and TLS keys; init lives as
@@ -124,7 +128,9 @@ _Noreturn void native_init_main(const native_init_args *a)
 	 * what stays is not this copy: the sealed program in init mode
 	 * (starter.h), with only what it needs, the lifeline on 3 and the sync
 	 * socket on 4 (it says READY there itself, so a sandbox is never handed
-	 * out before its init is that program). exec keeps what the steps
+	 * out before its init is that program), and spawn's failure pipe on 6,
+	 * close-on-exec, until the exec: its end is how the service tells an
+	 * executed init from a failed one. exec keeps what the steps
 	 * above made: the namespaces, the root, the cgroup, the uid, the empty
 	 * capability sets, no_new_privs and the filter (which allows execveat:
 	 * every command is started the same way), and the pid, so the
@@ -135,55 +141,64 @@ _Noreturn void native_init_main(const native_init_args *a)
 	/* First every other descriptor goes: init is a copy of the service's
 	 * table, which can be near RLIMIT_NOFILE (64 sandboxes and their API
 	 * connections), and the copies below need room. */
-	if (util_close_all_but((const int[]){ fd, a->lifeline_fd, a->starter_fd }, 3) < 0)
-		fail(fd, NATIVE_STEP_INIT);
-	int life = fcntl(a->lifeline_fd, F_DUPFD_CLOEXEC, 6);
-	int sync = fcntl(fd, F_DUPFD_CLOEXEC, 6);
-	int prog = fcntl(a->starter_fd, F_DUPFD_CLOEXEC, 6);
+	if (util_close_all_but((const int[]){ fd, a->lifeline_fd, a->starter_fd, report_fd }, 4) < 0)
+		fail(report_fd, NATIVE_STEP_INIT);
+	int rep = fcntl(report_fd, F_DUPFD_CLOEXEC, 7);
+	if (rep < 0)
+		fail(report_fd, NATIVE_STEP_INIT);
+	/* The copy reports from here: the original may be one of 3-6. */
+	report_fd = rep;
+	int life = fcntl(a->lifeline_fd, F_DUPFD_CLOEXEC, 7);
+	int sync = fcntl(fd, F_DUPFD_CLOEXEC, 7);
+	int prog = fcntl(a->starter_fd, F_DUPFD_CLOEXEC, 7);
 	if (life < 0 || sync < 0 || prog < 0)
-		fail(fd, NATIVE_STEP_INIT);
+		fail(report_fd, NATIVE_STEP_INIT);
 	/* dup2 clears close-on-exec on 3 and 4; the program's own descriptor
-	 * needs to live only until the execveat of an ELF file. */
-	if (dup2(sync, 4) < 0)
-		fail(fd, NATIVE_STEP_INIT);
-	fd = 4;
-	if (dup2(life, 3) < 0 || dup3(prog, 5, O_CLOEXEC) < 0)
-		fail(fd, NATIVE_STEP_INIT);
-	if (sys_close_range(0, 2, 0) < 0 || sys_close_range(6, ~0U, 0) < 0)
-		fail(fd, NATIVE_STEP_INIT);
+	 * and the failure pipe need to live only until the execveat of an ELF
+	 * file. */
+	if (dup2(sync, 4) < 0 || dup2(life, 3) < 0 || dup3(prog, 5, O_CLOEXEC) < 0 ||
+	    dup3(rep, 6, O_CLOEXEC) < 0)
+		fail(report_fd, NATIVE_STEP_INIT);
+	report_fd = 6;
+	if (sys_close_range(0, 2, 0) < 0 || sys_close_range(7, ~0U, 0) < 0)
+		fail(report_fd, NATIVE_STEP_INIT);
 	static char init_argv0[] = NATIVE_INIT_ARGV0;
 	char *const argv[] = { init_argv0, NULL };
 	char *const envp[] = { NULL };
 	sys_execveat(5, "", argv, envp, AT_EMPTY_PATH);
-	fail(fd, NATIVE_STEP_INIT);
+	fail(report_fd, NATIVE_STEP_INIT);
 }
 
 /* ---- a command ----------------------------------------------------------- */
 
-_Noreturn void native_cmd_main(const native_cmd_args *a)
+_Noreturn void native_cmd_main(const native_cmd_args *a, int report_fd)
 {
+	/* spawn runs this only once the service has moved the launcher into
+	 * the sandbox's command cgroup (its parent_hook), so the command and
+	 * everything it makes are charged there. */
 	int fd = a->sync_fd;
 	util_signals_reset(); /* see native_init_main */
 	errno = 0;
-	if (!native_child_recv(fd, NATIVE_MSG_GO))
-		fail(fd, NATIVE_STEP_SYNC);
 	/* Supplementary groups go while it is still allowed: the sandbox's user
 	 * namespace denies setgroups. */
 	if (sys_setgroups(0, NULL) < 0)
-		fail(fd, NATIVE_STEP_DROP);
+		fail(report_fd, NATIVE_STEP_DROP);
 	if (setns(a->init_pidfd, CLONE_NEWUSER | CLONE_NEWNS | CLONE_NEWNET | CLONE_NEWIPC |
 	                             CLONE_NEWUTS | CLONE_NEWPID | CLONE_NEWCGROUP) < 0)
-		fail(fd, NATIVE_STEP_SETNS);
+		fail(report_fd, NATIVE_STEP_SETNS);
 
 	/* A child, because only children enter the pid namespace; made the
 	 * service's child (CLONE_PARENT) so the service waits on it directly. */
 	pid_t pid = sys_clone(CLONE_PARENT);
 	if (pid < 0)
-		fail(fd, NATIVE_STEP_FORK);
+		fail(report_fd, NATIVE_STEP_FORK);
 	if (pid > 0) {
 		native_child_send(fd, NATIVE_MSG_PID, 0, pid);
 		_exit(0);
 	}
+	/* The launcher's failure pipe is not the command's: the command
+	 * reports on exec_err_fd. */
+	close(report_fd);
 
 	/* The command. Its failures go to exec_err_fd as (step, errno), and
 	 * the service reports them as the command's own. */

@@ -33,6 +33,28 @@
 
 /* ---- starting the command ---------------------------------------------------- */
 
+/* The launcher's placement, made by spawn before it runs anything: the
+ * sandbox's command cgroup, so the launcher and the command it starts are
+ * charged there and die with the group. */
+typedef struct cmd_place {
+	host_cgroup *cg;
+	airlock_error *err;
+	bool failed; /* err is set */
+} cmd_place;
+
+static int cmd_enter_cgroup(pid_t pid, void *ctx)
+{
+	cmd_place *pl = ctx;
+	int r = host_cgroup_enter_cmd(pl->cg, pid, pl->err);
+	pl->failed = r < 0;
+	return r;
+}
+
+static int cmd_child(void *ctx, int report_fd)
+{
+	native_cmd_main(ctx, report_fd);
+}
+
 /* Start the command in the sandbox; returns its pidfd via *ret_pidfd. */
 static int start_command(airlock_native *n, sandbox *b, const airlock_execution_command *cmd,
                          char *const *envp, const char *cwd, int in_r, int out_w, int err_w,
@@ -58,39 +80,40 @@ static int start_command(airlock_native *n, sandbox *b, const airlock_execution_
 		.nofile = exec_sandbox_nofile(&b->limits),
 		.last_cap = n->last_cap,
 	};
-	pid_t h = fork();
-	if (h < 0) {
-		int e = errno;
-		close(sv[0]);
-		close(sv[1]);
-		return airlock_error_set(err, AIRLOCK_ERR_EXECUTION_UNAVAILABLE, e, "execute: fork");
-	}
-	if (h == 0) {
-		close(sv[0]);
-		native_cmd_main(&ca);
-	}
+	/* A fork (the launcher enters the sandbox's namespaces by setns, not
+	 * by new ones), held by spawn until it is in the command cgroup;
+	 * asynchronous, since it reports the command's pid on the sync socket
+	 * and then exits. */
+	cmd_place pl = { .cg = b->cg, .err = err };
+	const spawn_options so = {
+		.child_fn = cmd_child, .child_fn_ctx = &ca,
+		.parent_hook = cmd_enter_cgroup, .parent_hook_ctx = &pl,
+		.async = true,
+	};
+	_cleanup_spawn_child_ spawn_child h = SPAWN_CHILD_NONE;
+	spawn_failure sf;
+	int r = spawn_start(&so, &h, &sf);
 	close(sv[1]);
-	int r = host_cgroup_enter_cmd(b->cg, h, err);
 	native_msg m = { 0 };
-	if (r == 0 && native_send_msg(sv[0], NATIVE_MSG_GO) < 0)
-		r = airlock_error_set(err, AIRLOCK_ERR_EXECUTION_UNAVAILABLE, errno, "execute: sync");
+	if (r < 0 && !pl.failed)
+		r = airlock_error_set(err, AIRLOCK_ERR_EXECUTION_UNAVAILABLE, -r, "execute: %s",
+		                      sf.step == SPAWN_STEP_NONE ? "fork" : spawn_step_name(sf.step));
 	if (r == 0) {
 		int rr = native_recv_msg(sv[0], deadline, &m);
 		if (rr < 0 || m.kind != NATIVE_MSG_PID)
-			r = native_child_error("execute: starting the command", rr, &m, err);
+			r = native_child_error("execute: starting the command", rr, &m, &h, deadline,
+			                       err);
 	}
 	close(sv[0]);
-	/* The starter exits right after reporting (or failing); reap it. A
+	/* The launcher exits right after reporting (or failing): reaped. A
 	 * command it may have started before we gave up must not run
 	 * unobserved: the cmd group is emptied. */
 	if (r < 0) {
-		kill(h, SIGKILL);
+		spawn_child_kill_reap(&h);
 		host_cgroup_kill_cmd(b->cg, NATIVE_KILL_WAIT_MS, NULL);
-	}
-	while (waitpid(h, NULL, 0) < 0 && errno == EINTR)
-		;
-	if (r < 0)
 		return r;
+	}
+	spawn_child_reap(&h);
 	int pfd = sys_pidfd_open((pid_t)m.value, 0);
 	if (pfd < 0) {
 		int e = errno;
@@ -257,15 +280,15 @@ int native_execute(void *ctx, const airlock_environment_handle *handle,
 	airlock_native *n = ctx;
 	int64_t start = util_monotonic_ms();
 	exec_box *box = NULL;
-	int r = exec_boxes_enter(&n->boxes, handle, &box, err);
+	int r = exec_boxes_enter(&n->m.boxes, handle, &box, err);
 	if (r < 0)
 		return r;
 	sandbox *b = (sandbox *)box;
 	native_exec nx = { .n = n, .b = b, .report = { -1, -1 } };
 	exec_run x = {
 		.hooks = &native_exec_hooks, .mech = n, .state = &nx,
-		.boxes = &n->boxes, .box = box, .vol = b->vol, .cg = b->cg, .limits = &b->limits,
-		.shutdown_efd = n->shutdown_efd,
+		.boxes = &n->m.boxes, .box = box, .vol = b->vol, .cg = b->cg, .limits = &b->limits,
+		.shutdown_efd = n->m.shutdown_efd,
 		.handle = handle, .req = req, .ret = ret, .start = start,
 	};
 	return exec_run_command(&x, err);

@@ -85,12 +85,12 @@ bool native_kept_arm(sandbox *b, int rootfd)
  * false (and nothing taken) otherwise. */
 bool native_kept_take(airlock_native *n, sandbox *b, airlock_snapshot *ret)
 {
-	pthread_mutex_lock(&n->lock);
+	pthread_mutex_lock(&n->m.lock);
 	airlock_snapshot s = b->kept;
 	bool valid = b->kept_valid;
 	b->kept = (airlock_snapshot){ 0 };
 	b->kept_valid = false;
-	pthread_mutex_unlock(&n->lock);
+	pthread_mutex_unlock(&n->m.lock);
 	if (!valid || b->kept_fan < 0) {
 		snapshot_clear(&s);
 		return false;
@@ -119,11 +119,11 @@ void native_kept_store(airlock_native *n, sandbox *b, airlock_snapshot *s)
 		bytes += strlen(s->entries[i].path) + 1;
 	if (bytes > AIRLOCK_NATIVE_KEPT_BYTES_MAX)
 		return; /* the caller clears s */
-	pthread_mutex_lock(&n->lock);
+	pthread_mutex_lock(&n->m.lock);
 	airlock_snapshot old = b->kept;
 	b->kept = *s;
 	b->kept_valid = true;
-	pthread_mutex_unlock(&n->lock);
+	pthread_mutex_unlock(&n->m.lock);
 	*s = (airlock_snapshot){ 0 };
 	snapshot_clear(&old);
 }

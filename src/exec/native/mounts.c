@@ -27,12 +27,12 @@
 
 int native_mounts_image(airlock_native *n, const char *digest, int *ret_fd, airlock_error *err)
 {
-	pthread_mutex_lock(&n->lock);
+	pthread_mutex_lock(&n->m.lock);
 	/* The source the sandbox sees in its mountinfo is this name, not
 	 * "/dev/loopN" (loop.c: the number tells of other tenants' devices). */
-	int r = host_image_mount(&n->imgs, n->images, digest, n->volume_dir_fd,
+	int r = host_image_mount(&n->m.imgs, n->m.images, digest, n->m.volume_dir_fd,
 	                         NATIVE_IMAGE_SOURCE_NAME, ret_fd, err);
-	pthread_mutex_unlock(&n->lock);
+	pthread_mutex_unlock(&n->m.lock);
 	return r;
 }
 

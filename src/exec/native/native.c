@@ -64,14 +64,23 @@ int native_recv_msg(int fd, int64_t deadline, native_msg *m)
 	}
 }
 
-int native_child_error(const char *what, int r, const native_msg *m, airlock_error *err)
+int native_child_error(const char *what, int r, const native_msg *m, spawn_child *c,
+                       int64_t deadline, airlock_error *err)
 {
 	if (r == -ETIMEDOUT)
 		return airlock_error_set(err, AIRLOCK_ERR_EXECUTION_UNAVAILABLE, 0,
 		                         "%s did not finish within the start budget", what);
+	/* The sealed program's own report (it speaks on the sync socket once
+	 * init has executed it). */
 	if (r == 0 && m->kind == NATIVE_MSG_FAILED)
 		return airlock_error_set(err, AIRLOCK_ERR_EXECUTION_UNAVAILABLE, m->value,
 		                         "%s: %s", what, native_step_name(m->step));
+	/* The socket ended: the child exited (or executed), so its spawn
+	 * pipe has ended too, with a report when it failed at a step. */
+	spawn_failure sf;
+	if (r == -EPIPE && spawn_finish(c, deadline, &sf) < 0 && sf.step != SPAWN_STEP_NONE)
+		return airlock_error_set(err, AIRLOCK_ERR_EXECUTION_UNAVAILABLE, sf.errnum, "%s: %s",
+		                         what, spawn_failure_step(&sf, native_step_name));
 	return airlock_error_set(err, AIRLOCK_ERR_EXECUTION_UNAVAILABLE, r < 0 ? -r : EPROTO,
 	                         "%s: lost contact with the child", what);
 }
@@ -170,12 +179,9 @@ int airlock_native_new(const airlock_native_config *cfg, airlock_native **ret, a
 	if (!n)
 		return airlock_error_set(err, AIRLOCK_ERR_SYSTEM, ENOMEM, "native");
 	n->cfg = *cfg;
-	n->volume_dir_fd = -1;
+	exec_mech_init(&n->m);
 	n->starter_fd = -1;
 	n->id_lock_fd = -1;
-	n->shutdown_efd = -1;
-	pthread_mutex_init(&n->lock, NULL);
-	exec_boxes_init(&n->boxes);
 	if (n->cfg.start_budget_seconds <= 0)
 		n->cfg.start_budget_seconds = 30;
 	n->slots = calloc(NATIVE_HOST_ID_SLOTS / 8, 1);
@@ -184,7 +190,8 @@ int airlock_native_new(const airlock_native_config *cfg, airlock_native **ret, a
 		native_free(n);
 		return airlock_error_set(err, AIRLOCK_ERR_SYSTEM, ENOMEM, "native");
 	}
-	int r = airlock_image_store_open(n->image_store_path, &n->images, err);
+	int r = exec_mech_open(&n->m, "native", n->image_store_path,
+	                       cfg->volume_dir ? cfg->volume_dir : AIRLOCK_VOLUME_DIR, err);
 	if (r < 0)
 		goto fail;
 	r = exec_seccomp_build(&n->seccomp, err);
@@ -207,32 +214,12 @@ int airlock_native_new(const airlock_native_config *cfg, airlock_native **ret, a
 			n->last_cap = v;
 		fclose(lc);
 	}
-	/* The volumes' backing files are unnamed (O_TMPFILE): this directory
-	 * only picks the filesystem they live on. */
-	const char *vdir = cfg->volume_dir ? cfg->volume_dir : AIRLOCK_VOLUME_DIR;
-	if (mkdir(vdir, 0700) < 0 && errno != EEXIST) {
-		r = airlock_error_set(err, AIRLOCK_ERR_EXECUTION_UNAVAILABLE, errno,
-		                      "native: the volume directory");
-		goto fail;
-	}
-	n->volume_dir_fd = open(vdir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-	n->shutdown_efd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
-	if (n->volume_dir_fd < 0 || n->shutdown_efd < 0) {
-		r = airlock_error_set(err, AIRLOCK_ERR_EXECUTION_UNAVAILABLE, errno, "native: setup");
-		goto fail;
-	}
-	struct stat st;
-	if (fstat(n->volume_dir_fd, &st) < 0 || st.st_uid != 0 || (st.st_mode & 077)) {
-		r = airlock_error_set(err, AIRLOCK_ERR_EXECUTION_UNAVAILABLE, 0,
-		                      "native: the volume directory must be owned by root with mode 0700");
-		goto fail;
-	}
 	/* Whatever a crashed earlier run left (host_crash_sweep): its cgroups,
 	 * killing what is in them, and the image store's stale scratch entries.
 	 * Its loop devices autoclear and its backing files were never named, so
 	 * they went with the processes. */
 	unsigned removed = 0;
-	r = host_crash_sweep(n->images, &removed, err);
+	r = host_crash_sweep(n->m.images, &removed, err);
 	if (r < 0)
 		goto fail;
 	*ret = n;
@@ -244,7 +231,7 @@ fail:
 
 size_t airlock_native_live_count(airlock_native *n)
 {
-	return exec_boxes_count(&n->boxes);
+	return exec_boxes_count(&n->m.boxes);
 }
 
 /* ---- sandboxes ------------------------------------------------------------ */
@@ -293,7 +280,7 @@ int native_sandbox_teardown(airlock_native *n, sandbox *b, airlock_error *err)
 	b->box.ws = NULL;
 	host_volume_destroy(b->vol);
 	b->vol = NULL;
-	pthread_mutex_lock(&n->lock);
+	pthread_mutex_lock(&n->m.lock);
 	if (b->host_id && r == 0) {
 		/* Every process that ran as this id is gone (init reaped, its
 		 * pid namespace with it): the id may be handed out again. When
@@ -302,7 +289,7 @@ int native_sandbox_teardown(airlock_native *n, sandbox *b, airlock_error *err)
 		 * as the id a live process of this one still holds. */
 		native_user_slot_release(n, b->slot);
 	}
-	pthread_mutex_unlock(&n->lock);
+	pthread_mutex_unlock(&n->m.lock);
 	b->host_id = 0;
 	return r;
 }
@@ -338,7 +325,7 @@ static const exec_box_ops native_box_ops = {
 
 static int native_destroy(void *ctx, const char *environment_id, airlock_error *err)
 {
-	return exec_boxes_destroy(&((airlock_native *)ctx)->boxes, environment_id, &native_box_ops,
+	return exec_boxes_destroy(&((airlock_native *)ctx)->m.boxes, environment_id, &native_box_ops,
 	                          ctx, err);
 }
 
@@ -346,7 +333,7 @@ static int native_workspace(void *ctx, const char *environment_id, airlock_works
                             airlock_error *err)
 {
 	airlock_native *n = ctx;
-	return exec_boxes_workspace(&n->boxes, environment_id, ret, err);
+	return exec_boxes_workspace(&n->m.boxes, environment_id, ret, err);
 }
 
 /* Commands in flight end with SERVICE_SHUTDOWN: their loops poll this
@@ -354,7 +341,7 @@ static int native_workspace(void *ctx, const char *environment_id, airlock_works
 static void native_shutdown(void *ctx)
 {
 	if (ctx)
-		exec_shutdown_signal(((airlock_native *)ctx)->shutdown_efd);
+		exec_shutdown_signal(((airlock_native *)ctx)->m.shutdown_efd);
 }
 
 static void native_free(void *ctx)
@@ -364,22 +351,15 @@ static void native_free(void *ctx)
 		return;
 	/* The core calls shutdown first; a direct free still ends what runs. */
 	native_shutdown(n);
-	exec_boxes_release_all(&n->boxes, &native_box_ops, n);
-	host_image_cache_clear(&n->imgs);
+	exec_boxes_release_all(&n->m.boxes, &native_box_ops, n);
 	exec_seccomp_clear(&n->seccomp);
-	airlock_image_store_free(n->images);
-	if (n->volume_dir_fd >= 0)
-		close(n->volume_dir_fd);
 	if (n->starter_fd >= 0)
 		close(n->starter_fd);
 	if (n->id_lock_fd >= 0)
 		close(n->id_lock_fd);
-	if (n->shutdown_efd >= 0)
-		close(n->shutdown_efd);
 	free(n->slots);
 	free(n->image_store_path);
-	pthread_mutex_destroy(&n->lock);
-	exec_boxes_fini(&n->boxes);
+	exec_mech_fini(&n->m);
 	free(n);
 }
 

@@ -6,8 +6,9 @@
  * What the service prepares for the two kinds of child it starts. Both run
  * between fork and exec (init: until it executes its own program, starter.h)
  * in a copy of a possibly multi-threaded process: they make system calls
- * only, allocate nothing, and report a failure as (step, errno) over their
- * sync socket before exiting.
+ * only, allocate nothing, and report a failure as (step, errno) on
+ * util/spawn's failure pipe (spawn_child_fail) before exiting: each is a
+ * spawn child_fn, report_fd its pipe.
  */
 
 #include <stdbool.h>
@@ -27,6 +28,7 @@ const char *native_step_name(int step);
 
 typedef struct native_init_args {
 	int sync_fd;
+	int service_sync_fd; /* the service's end: init closes its copy first */
 	int image_mount_fd;  /* a detached read-only mount of the image */
 	int volume_mount_fd; /* the detached workspace mount */
 	const char *tmp_options; /* "size=N,mode=1777" for /tmp and /dev/shm */
@@ -41,7 +43,7 @@ typedef struct native_init_args {
 /* The sandbox's init: builds the root, becomes the sandbox user, then
  * executes the sealed program in init mode (starter.h), which reaps orphans
  * until it is killed or the lifeline hangs up. Never returns. */
-_Noreturn void native_init_main(const native_init_args *a);
+_Noreturn void native_init_main(const native_init_args *a, int report_fd);
 
 typedef struct native_cmd_args {
 	int sync_fd;
@@ -58,11 +60,12 @@ typedef struct native_cmd_args {
 	int last_cap;
 } native_cmd_args;
 
-/* The command's launcher (a fork of the service): enters the sandbox and
- * starts the command as a child of the service (CLONE_PARENT), reports its
- * pid, exits. The child
- * executes the sealed starter program, which executes the command. */
-_Noreturn void native_cmd_main(const native_cmd_args *a);
+/* The command's launcher (a fork of the service, started by spawn once it
+ * is in the command cgroup): enters the sandbox and starts the command as a
+ * child of the service (CLONE_PARENT), reports its pid on the sync socket,
+ * exits. The child executes the sealed starter program, which executes the
+ * command. */
+_Noreturn void native_cmd_main(const native_cmd_args *a, int report_fd);
 
 /* ---- the child halves of the facilities --------------------------------------
  * Each returns the step that failed (0 on success) with errno set; the

@@ -26,7 +26,7 @@
 #include "host/netns.h"
 #include "host/sockbudget.h"
 #include "util/fault.h"
-#include "util/syscalls.h"
+#include "util/spawn.h"
 #include "util/util.h"
 
 /* What the steps share while one sandbox is made. */
@@ -40,6 +40,7 @@ typedef struct provision {
 	int image_fd;     /* the detached image mount, until init has it */
 	int sv[2];        /* the sync socket: ours, init's */
 	int lifeline_r;   /* init's end of the lifeline, until init has it */
+	spawn_child init; /* init's failure pipe (its pid and pidfd are b's) */
 	char tmp_options[64];
 } provision;
 
@@ -80,11 +81,11 @@ static int step_host_id(provision *p, airlock_error *err)
 {
 	airlock_native *n = p->n;
 	sandbox *b = p->b;
-	pthread_mutex_lock(&n->lock);
+	pthread_mutex_lock(&n->m.lock);
 	int r = native_user_slot_take(n, &b->slot);
 	if (r == 0)
 		b->host_id = NATIVE_HOST_ID_BASE + b->slot;
-	pthread_mutex_unlock(&n->lock);
+	pthread_mutex_unlock(&n->m.lock);
 	if (r == -EAGAIN)
 		return airlock_error_set(err, AIRLOCK_ERR_EXECUTION_UNAVAILABLE, 0,
 		                         "sandbox user ids: none free (%u sandboxes are live on "
@@ -105,7 +106,7 @@ static int step_volume(provision *p, airlock_error *err)
 {
 	const airlock_resource_limits *l = &p->spec->limits;
 	sandbox *b = p->b;
-	return host_volume_create(p->n->volume_dir_fd, l->workspace_bytes, l->inodes_max,
+	return host_volume_create(p->n->m.volume_dir_fd, l->workspace_bytes, l->inodes_max,
 	                            b->host_id, b->host_id, &b->vol, err);
 }
 
@@ -148,12 +149,18 @@ static int step_lifeline(provision *p, airlock_error *err)
 	return 0;
 }
 
+static int init_child(void *ctx, int report_fd)
+{
+	native_init_main(ctx, report_fd);
+}
+
 static int step_init(provision *p, airlock_error *err)
 {
 	airlock_native *n = p->n;
 	sandbox *b = p->b;
 	native_init_args ia = {
 		.sync_fd = p->sv[1],
+		.service_sync_fd = p->sv[0],
 		.image_mount_fd = p->image_fd,
 		.volume_mount_fd = host_volume_mount_fd(b->vol),
 		.tmp_options = p->tmp_options,
@@ -166,22 +173,26 @@ static int step_init(provision *p, airlock_error *err)
 		 * stays as its pid 1 is no copy of this process (starter.h). */
 		.starter_fd = n->starter_fd,
 	};
-	/* clone3 rather than fork: the namespaces are created with the child,
-	 * and a pidfd comes back with it, so no pid is ever reused under us. */
-	struct clone_args ca = {
-		.flags = CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWNET | CLONE_NEWIPC | CLONE_NEWUTS |
-		         CLONE_PIDFD,
-		.pidfd = (uint64_t)(uintptr_t)&b->init_pidfd,
-		.exit_signal = SIGCHLD,
+	/* By spawn with these namespaces: clone3 creates them with the child
+	 * and returns its pidfd, so no pid is ever reused under us. The user
+	 * namespace comes later, from init itself (native_user_enter), once it
+	 * has built the root as root of these. Asynchronous: init waits for GO
+	 * on the sync socket before it does anything, so the service moves it
+	 * into its cgroup first (step_init_cgroup); the steps after run the
+	 * handshake, and a failure init reports comes through spawn's pipe
+	 * (native_child_error). */
+	const spawn_options so = {
+		.clone_flags = CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWNET | CLONE_NEWIPC | CLONE_NEWUTS,
+		.child_fn = init_child, .child_fn_ctx = &ia, .async = true,
 	};
-	pid_t pid = sys_clone3(&ca, sizeof(ca));
-	if (pid < 0)
-		return airlock_error_set(err, AIRLOCK_ERR_EXECUTION_UNAVAILABLE, errno, "clone3");
-	if (pid == 0) {
-		close(p->sv[0]);
-		native_init_main(&ia);
-	}
-	b->init_pid = pid;
+	/* An async start without a parent_hook fails only in the service, at
+	 * the pipe or the clone3 itself. */
+	int r = spawn_start(&so, &p->init, NULL);
+	if (r < 0)
+		return airlock_error_set(err, AIRLOCK_ERR_EXECUTION_UNAVAILABLE, -r, "clone3");
+	/* The sandbox owns init: its teardown kills it by this pidfd. */
+	b->init_pid = TAKE_PID(p->init.pid);
+	b->init_pidfd = TAKE_FD(p->init.pidfd);
 	/* What init holds now is its own. */
 	close(p->sv[1]);
 	p->sv[1] = -1;
@@ -207,7 +218,7 @@ static int step_user(provision *p, airlock_error *err)
 	native_msg m = { 0 };
 	int r = native_recv_msg(p->sv[0], p->deadline, &m);
 	if (r < 0 || m.kind != NATIVE_MSG_MAP)
-		return native_child_error("sandbox init", r, &m, err);
+		return native_child_error("sandbox init", r, &m, &p->init, p->deadline, err);
 	r = native_user_write_id_maps(p->b->init_pid, p->b->host_id, err);
 	if (r < 0)
 		return r;
@@ -222,7 +233,10 @@ static int step_ready(provision *p, airlock_error *err)
 	native_msg m = { 0 };
 	int r = native_recv_msg(p->sv[0], p->deadline, &m);
 	if (r < 0 || m.kind != NATIVE_MSG_READY)
-		return native_child_error("sandbox init", r, &m, err);
+		return native_child_error("sandbox init", r, &m, &p->init, p->deadline, err);
+	/* READY comes from init's own program: init has executed it, and
+	 * its spawn pipe has nothing more to say (provision_release closes
+	 * it). */
 	close(p->sv[0]);
 	p->sv[0] = -1;
 	return 0;
@@ -252,7 +266,7 @@ static int step_egress(provision *p, airlock_error *err)
 
 static int step_register(provision *p, airlock_error *err)
 {
-	return exec_boxes_add(&p->n->boxes, &p->b->box, err);
+	return exec_boxes_add(&p->n->m.boxes, &p->b->box, err);
 }
 
 /* ---- the list, and the one place that runs it ------------------------------ */
@@ -307,6 +321,7 @@ static void provision_release(provision *p, bool failed)
 		close(p->sv[1]);
 	if (p->image_fd >= 0)
 		close(p->image_fd);
+	spawn_child_reap(&p->init); /* the pipe only: b owns init */
 	if (failed) {
 		airlock_error derr;
 		native_sandbox_teardown(p->n, p->b, &derr);
@@ -321,7 +336,7 @@ int native_provision(void *ctx, const airlock_environment_spec *spec,
 	provision p = {
 		.n = n, .spec = spec, .handle = handle,
 		.deadline = util_monotonic_ms() + n->cfg.start_budget_seconds * 1000,
-		.image_fd = -1, .sv = { -1, -1 }, .lifeline_r = -1,
+		.image_fd = -1, .sv = { -1, -1 }, .lifeline_r = -1, .init = SPAWN_CHILD_NONE,
 	};
 	p.b = calloc(1, sizeof(*p.b));
 	if (!p.b)

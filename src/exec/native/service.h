@@ -21,11 +21,13 @@
 #include "airlock/port/exec.h"
 #include "core/snapshot.h"
 #include "exec/boxes.h"
+#include "exec/mech.h"
 #include "host/cgroup/cgroup.h"
 #include "exec/native/native_internal.h"
 #include "exec/seccomp.h"
 #include "host/volume.h"
 #include "host/image_mount.h"
+#include "util/spawn.h"
 
 /* Host ids for sandbox users: one per live sandbox, far above any account a
  * distribution creates, so a sandbox's files and processes belong to nobody
@@ -65,7 +67,7 @@ typedef struct sandbox {
 	bool proxied;   /* attached to the egress proxy: detach at teardown */
 	/* files_changed: the last command's after-walk, and the fanotify group
 	 * that has watched the volume since just before that walk (see
-	 * native_kept_take). The snapshot is owned by n->lock while stored
+	 * native_kept_take). The snapshot is owned by n->m.lock while stored
 	 * here; the group lives as long as the sandbox and is used only by the
 	 * one execute in flight. */
 	airlock_snapshot kept;
@@ -76,15 +78,10 @@ typedef struct sandbox {
 struct airlock_native {
 	airlock_native_config cfg;
 	int last_cap; /* the kernel's highest capability number */
+	exec_mech m;  /* lock, boxes, image store and mounts, volume dir, shutdown (exec/mech.h) */
 	char *image_store_path;
-	airlock_image_store *images;
 	exec_seccomp seccomp;
-	int volume_dir_fd;
 	int starter_fd;   /* the sealed memfd every command is started through (starter.h) */
-	int shutdown_efd; /* readable once the service is stopping */
-	pthread_mutex_t lock;
-	exec_boxes boxes; /* the live sandboxes, with their own lock */
-	host_image_cache imgs; /* the images mounted so far; under lock */
 	unsigned char *slots; /* bitmap of host-id slots in use here (our locks do not
 	                       * conflict with each other: one description) */
 	int id_lock_fd;       /* the host-wide host-id lock file */
@@ -95,8 +92,13 @@ int native_send_msg(int fd, int kind);
 /* Receive one message within deadline (monotonic ms). -ETIMEDOUT, -EPIPE
  * (the child died), or 0. */
 int native_recv_msg(int fd, int64_t deadline, native_msg *m);
-/* A child's failure message, or the timeout, as an error. */
-int native_child_error(const char *what, int r, const native_msg *m, airlock_error *err);
+/* What went wrong with a child the sync socket could not finish with (r
+ * and m from native_recv_msg), as an error naming the step and the
+ * system's reason: the timeout; the sealed program's FAILED message; or,
+ * when the socket ended, the child's (step, errno) from its spawn pipe
+ * (c, read until deadline). */
+int native_child_error(const char *what, int r, const native_msg *m, spawn_child *c,
+                       int64_t deadline, airlock_error *err);
 
 /* ---- sandboxes (native.c) ------------------------------------------------- */
 void native_sandbox_free(sandbox *b);
@@ -109,16 +111,16 @@ int native_sandbox_teardown(airlock_native *n, sandbox *b, airlock_error *err);
 void native_sandbox_release(airlock_native *n, sandbox *b);
 
 /* ---- the user namespace's service half (user.c) --------------------------- */
-/* Caller holds n->lock. Take a free host-id slot: 0, -EAGAIN when every
+/* Caller holds n->m.lock. Take a free host-id slot: 0, -EAGAIN when every
  * slot is taken, or another -errno. */
 int native_user_slot_take(airlock_native *n, uint32_t *ret);
-/* Caller holds n->lock. Give slot back to the host. */
+/* Caller holds n->m.lock. Give slot back to the host. */
 void native_user_slot_release(airlock_native *n, uint32_t slot);
 /* Write the id maps of the user namespace init (pid) created. */
 int native_user_write_id_maps(pid_t pid, uid_t host_id, airlock_error *err);
 
 /* ---- the mounts' service half (mounts.c) ---------------------------------- */
-/* A fresh detached mount of the image digest for one sandbox. Takes n->lock. */
+/* A fresh detached mount of the image digest for one sandbox. Takes n->m.lock. */
 int native_mounts_image(airlock_native *n, const char *digest, int *ret_fd, airlock_error *err);
 /* The options of /tmp and /dev/shm for limits: "size=N,mode=1777". */
 void native_mounts_tmp_options(const airlock_resource_limits *limits, char *buf, size_t size);

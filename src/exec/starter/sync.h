@@ -6,7 +6,10 @@
  * The sync protocol between the service and the first processes of a
  * native sandbox (init, each command's launcher, and the sealed starter in
  * its init and command modes): fixed-size messages over a SOCK_SEQPACKET
- * pair, a failure reported as (step, errno). The starter speaks it too,
+ * pair. A failure is (step, errno): init and the launcher report theirs on
+ * util/spawn's failure pipe, as every child spawn starts does (the step a
+ * NATIVE_STEP_*); the sealed program, once executed, has no such pipe and
+ * sends NATIVE_MSG_FAILED here. The starter speaks this protocol too,
  * which is why it lives beside the starter and not inside the mechanism.
  */
 
@@ -19,7 +22,7 @@ enum {
 	NATIVE_MSG_MAPPED,     /* service -> init: uid_map and gid_map written */
 	NATIVE_MSG_READY,      /* init -> service: the sandbox is up */
 	NATIVE_MSG_PID,        /* cmd helper -> service: the command's pid is `value` */
-	NATIVE_MSG_FAILED,     /* child -> service: `step` failed with errno `value` */
+	NATIVE_MSG_FAILED,     /* starter -> service: `step` failed with errno `value` */
 };
 
 typedef struct native_msg {

@@ -19,23 +19,19 @@
  *
  * The reclaim write (v1 memory.force_empty, v2 memory.reclaim) can run as
  * long as the group keeps refilling what it frees, so it is made by a
- * forked child that is killed after CG_RECLAIM_WAIT_MS: the kernel stops
- * both writes at a pending fatal signal.
+ * child (util/spawn, a child_fn) that is killed after CG_RECLAIM_WAIT_MS:
+ * the kernel stops both writes at a pending fatal signal.
  */
 #include "host/cgroup/cgroup_internal.h"
 
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
-#include <poll.h>
-#include <pthread.h>
-#include <signal.h>
 #include <stdio.h>
 #include <string.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
-#include "util/syscalls.h"
+#include "util/spawn.h"
 #include "util/util.h"
 
 /* Reclaim starts when usage is within limit / CG_RECLAIM_HEADROOM_SHARE of
@@ -68,33 +64,38 @@ static int cg_read_u64(int dfd, const char *file, const char *key, uint64_t *ret
 	return 0;
 }
 
+typedef struct bounded_write {
+	int fd;
+	const char *value;
+	size_t len;
+} bounded_write;
+
+/* In the child (spawn's child_fn): the one write. Every signal stays
+ * blocked (spawn blocks them across the fork and a child_fn keeps them
+ * so): only the SIGKILL of cg_write_bounded ends it early. */
+static int bounded_write_child(void *ctx, int report_fd)
+{
+	const bounded_write *w = ctx;
+	ssize_t n = write(w->fd, w->value, w->len);
+	if (n != (ssize_t)w->len)
+		spawn_child_fail(report_fd, 1, n < 0 ? errno : EIO);
+	return 0;
+}
+
 /* Write value to fd from a child killed after CG_RECLAIM_WAIT_MS. */
 static int cg_write_bounded(int fd, const char *value)
 {
-	size_t len = strlen(value);
-	sigset_t all, old;
-	sigfillset(&all);
-	/* Every signal blocked in the child: only the SIGKILL below ends it. */
-	pthread_sigmask(SIG_SETMASK, &all, &old);
-	pid_t pid = fork();
-	if (pid == 0) {
-		/* A copy of a multi-threaded process: async-signal-safe calls
-		 * only. */
-		ssize_t n = write(fd, value, len);
-		_exit(n == (ssize_t)len ? 0 : 1);
-	}
-	int e = errno;
-	pthread_sigmask(SIG_SETMASK, &old, NULL);
-	if (pid < 0)
-		return -e;
-	_cleanup_close_ int pfd = sys_pidfd_open(pid, 0);
-	struct pollfd p = { .fd = pfd, .events = POLLIN };
-	if (pfd < 0 || poll(&p, 1, CG_RECLAIM_WAIT_MS) <= 0)
-		kill(pid, SIGKILL);
-	int st = 0;
-	while (waitpid(pid, &st, 0) < 0 && errno == EINTR)
-		;
-	return WIFEXITED(st) && WEXITSTATUS(st) == 0 ? 0 : -EAGAIN;
+	bounded_write w = { .fd = fd, .value = value, .len = strlen(value) };
+	const spawn_options so = { .child_fn = bounded_write_child, .child_fn_ctx = &w, .async = true };
+	_cleanup_spawn_child_ spawn_child c = SPAWN_CHILD_NONE;
+	int r = spawn_start(&so, &c, NULL);
+	if (r < 0)
+		return r;
+	/* Its pipe ends when it exits: 0 after the whole write, its errno
+	 * after a short one, -ETIMEDOUT while it still writes; then it is
+	 * killed (when still there) and reaped. */
+	r = spawn_finish(&c, util_monotonic_ms() + CG_RECLAIM_WAIT_MS, NULL);
+	return r == 0 ? 0 : -EAGAIN;
 }
 
 int host_cgroup_reclaim_kernel(host_cgroup *cg, airlock_error *err)

@@ -1,0 +1,353 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * The worker database's wrappers and the lease rules both
+ * adapters apply (db.h). The wrappers check every argument once, for every
+ * adapter, so an adapter's SQL never sees an id outside the core's rules or
+ * a time that could overflow; the lease rules live here once, so the two
+ * adapters differ only in how they lock and read a row.
+ */
+#include "worker/db.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "airlock/ids.h"
+
+/* ---- names ---------------------------------------------------------------- */
+
+const char *worker_db_lease_state_name(worker_db_lease_state s)
+{
+	switch (s) {
+	case WORKER_DB_LEASE_CURRENT: return "current";
+	case WORKER_DB_LEASE_NONE: return "none";
+	case WORKER_DB_LEASE_OTHER_TENANT: return "other_tenant";
+	case WORKER_DB_LEASE_OTHER_EPOCH: return "other_epoch";
+	case WORKER_DB_LEASE_EXPIRED: return "expired";
+	case WORKER_DB_LEASE_RELEASED: return "released";
+	case WORKER_DB_LEASE_INVALID:
+	case WORKER_DB_LEASE__MAX:
+		break;
+	}
+	return NULL;
+}
+
+const char *worker_db_claim_outcome_name(worker_db_claim_outcome o)
+{
+	switch (o) {
+	case WORKER_DB_CLAIM_NEW: return "new";
+	case WORKER_DB_CLAIM_RENEWED: return "renewed";
+	case WORKER_DB_CLAIM_FENCED: return "fenced";
+	case WORKER_DB_CLAIM_REFUSED: return "refused";
+	case WORKER_DB_CLAIM_INVALID:
+	case WORKER_DB_CLAIM__MAX:
+		break;
+	}
+	return NULL;
+}
+
+/* ---- the lease rules ------------------------------------------------------ */
+
+/* A lease has ended once released or at its expiry: a renewal must come
+ * before expires_at_ms, the same instant the reaper starts calling its
+ * sandbox stale, so a tool call and the reaper never disagree. */
+static bool row_ended(const worker_db_lease_row *row, int64_t now_ms)
+{
+	return row->released || now_ms >= row->expires_at_ms;
+}
+
+worker_db_lease_state worker_db_lease_state_of(const worker_db_lease_row *row,
+                                               const char *tenant_id, int64_t epoch,
+                                               int64_t now_ms)
+{
+	if (!row->exists)
+		return WORKER_DB_LEASE_NONE;
+	if (strcmp(row->tenant_id, tenant_id) != 0)
+		return WORKER_DB_LEASE_OTHER_TENANT;
+	if (epoch != row->epoch)
+		return WORKER_DB_LEASE_OTHER_EPOCH;
+	if (row->released)
+		return WORKER_DB_LEASE_RELEASED;
+	if (now_ms >= row->expires_at_ms)
+		return WORKER_DB_LEASE_EXPIRED;
+	return WORKER_DB_LEASE_CURRENT;
+}
+
+bool worker_db_sandbox_stale(const worker_db_lease_row *row, int64_t epoch, int64_t now_ms)
+{
+	/* An epoch other than the current one is stale in both directions: a
+	 * lower one was fenced, and a higher one names a claim this database
+	 * never granted (claims commit before any sandbox is made for them). */
+	return !row->exists || epoch != row->epoch || row_ended(row, now_ms);
+}
+
+void worker_db_claim_decide(const worker_db_lease_row *row, const worker_db_claim_request *req,
+                            worker_db_claim_result *ret, bool *ret_write)
+{
+	*ret_write = false;
+	ret->refusal = WORKER_DB_LEASE_CURRENT;
+	if (!row->exists) {
+		ret->outcome = WORKER_DB_CLAIM_NEW;
+		*ret_write = true;
+		return;
+	}
+	/* A run belongs to the tenant that first claimed it, whatever the
+	 * epoch: a higher epoch from another tenant is a platform bug or an
+	 * attack, never a fence. */
+	if (strcmp(row->tenant_id, req->tenant_id) != 0) {
+		ret->outcome = WORKER_DB_CLAIM_REFUSED;
+		ret->refusal = WORKER_DB_LEASE_OTHER_TENANT;
+		return;
+	}
+	if (req->epoch < row->epoch) {
+		ret->outcome = WORKER_DB_CLAIM_REFUSED;
+		ret->refusal = WORKER_DB_LEASE_OTHER_EPOCH;
+		return;
+	}
+	if (req->epoch == row->epoch) {
+		/* A lease lost (expired) or given back (released) is not renewed:
+		 * its sandbox is already stale to the reaper, so reviving the
+		 * claim would hand the caller a sandbox being destroyed. A new
+		 * claim takes a higher epoch. */
+		if (row_ended(row, req->now_ms)) {
+			ret->outcome = WORKER_DB_CLAIM_REFUSED;
+			ret->refusal = row->released ? WORKER_DB_LEASE_RELEASED : WORKER_DB_LEASE_EXPIRED;
+			return;
+		}
+		ret->outcome = WORKER_DB_CLAIM_RENEWED;
+		*ret_write = true;
+		return;
+	}
+	ret->outcome = row_ended(row, req->now_ms) ? WORKER_DB_CLAIM_NEW : WORKER_DB_CLAIM_FENCED;
+	*ret_write = true;
+}
+
+/* ---- the handle ------------------------------------------------------------ */
+
+struct worker_db {
+	const worker_db_ops *ops;
+	void *ctx;
+	/* One connection serves one call at a time: neither a SQLite
+	 * connection's transaction nor a PGconn may be shared by two calls. */
+	pthread_mutex_t lock;
+};
+
+int worker_db_new(const worker_db_ops *ops, void *ctx, worker_db **ret, airlock_error *err)
+{
+	if (!ops || ops->version != WORKER_DB_OPS_VERSION || !ops->claim || !ops->release ||
+	    !ops->check || !ops->set_environment || !ops->clear_environment || !ops->stale ||
+	    !ops->ended || !ops->schema_version || !ops->free) {
+		if (ops && ops->free && ctx)
+			ops->free(ctx);
+		return airlock_error_set(err, AIRLOCK_ERR_CONFIG, 0,
+		                         "worker database adapter %s: incomplete operations table or "
+		                         "version mismatch",
+		                         ops && ops->name ? ops->name : "(unnamed)");
+	}
+	worker_db *db = calloc(1, sizeof(*db));
+	if (!db) {
+		ops->free(ctx);
+		return airlock_error_set(err, AIRLOCK_ERR_SYSTEM, ENOMEM, "worker database");
+	}
+	db->ops = ops;
+	db->ctx = ctx;
+	pthread_mutex_init(&db->lock, NULL);
+	*ret = db;
+	return 0;
+}
+
+void worker_db_free(worker_db *db)
+{
+	if (!db)
+		return;
+	db->ops->free(db->ctx);
+	pthread_mutex_destroy(&db->lock);
+	free(db);
+}
+
+const char *worker_db_name(const worker_db *db)
+{
+	return db->ops->name;
+}
+
+/* ---- argument checks, once for every adapter ------------------------------ */
+
+static int bad_arg(airlock_error *err, const char *op, const char *what)
+{
+	return airlock_error_set(err, AIRLOCK_ERR_DECODE, 0, "worker database %s: %s", op, what);
+}
+
+#define ID_RULE "must be 1..128 of [A-Za-z0-9_-]"
+_Static_assert(AIRLOCK_ID_MAX == 128, "ID_RULE names the cap");
+
+static int check_run(const char *op, const char *run_id, int64_t epoch, airlock_error *err)
+{
+	if (!airlock_id_valid(run_id))
+		return bad_arg(err, op, "run_id " ID_RULE);
+	if (epoch < 0)
+		return bad_arg(err, op, "epoch must be >= 0");
+	return 0;
+}
+
+static int check_tenant_now(const char *op, const char *tenant_id, int64_t now_ms,
+                            airlock_error *err)
+{
+	if (tenant_id && !airlock_id_valid(tenant_id))
+		return bad_arg(err, op, "tenant_id " ID_RULE);
+	if (now_ms < 0 || now_ms > WORKER_DB_NOW_MAX)
+		return bad_arg(err, op, "now is outside 0..2^48-1 milliseconds");
+	return 0;
+}
+
+static int check_env(const char *op, const char *environment_id, airlock_error *err)
+{
+	if (!airlock_environment_id_valid(environment_id))
+		return bad_arg(err, op, "environment_id must be env_ and 32 lowercase hex digits");
+	return 0;
+}
+
+/* Each wrapper: checks, then the adapter's call under the handle's lock,
+ * on a zeroed result. */
+#define CALL(db, expr)                                                                             \
+	({                                                                                         \
+		pthread_mutex_lock(&(db)->lock);                                                   \
+		int _r = (expr);                                                                   \
+		pthread_mutex_unlock(&(db)->lock);                                                 \
+		_r;                                                                                \
+	})
+
+int worker_db_claim(worker_db *db, const worker_db_claim_request *req,
+                    worker_db_claim_result *ret, airlock_error *err)
+{
+	if (!db || !req || !ret)
+		return bad_arg(err, "claim", "missing argument");
+	int r = check_run("claim", req->run_id, req->epoch, err);
+	if (r == 0)
+		r = check_tenant_now("claim", req->tenant_id ? req->tenant_id : "", req->now_ms, err);
+	if (r < 0)
+		return r;
+	if (req->ttl_seconds < 1 || req->ttl_seconds > WORKER_DB_TTL_SECONDS_MAX)
+		return bad_arg(err, "claim", "ttl_seconds must be 1..86400");
+	_Static_assert(WORKER_DB_TTL_SECONDS_MAX == 86400, "the message names the cap");
+	memset(ret, 0, sizeof(*ret));
+	return CALL(db, db->ops->claim(db->ctx, req, ret, err));
+}
+
+int worker_db_release(worker_db *db, const char *run_id, const char *tenant_id, int64_t epoch,
+                      int64_t now_ms, worker_db_release_result *ret, airlock_error *err)
+{
+	if (!db || !ret)
+		return bad_arg(err, "release", "missing argument");
+	int r = check_run("release", run_id, epoch, err);
+	if (r == 0)
+		r = check_tenant_now("release", tenant_id ? tenant_id : "", now_ms, err);
+	if (r < 0)
+		return r;
+	memset(ret, 0, sizeof(*ret));
+	return CALL(db, db->ops->release(db->ctx, run_id, tenant_id, epoch, now_ms, ret, err));
+}
+
+int worker_db_check(worker_db *db, const char *run_id, const char *tenant_id, int64_t epoch,
+                    int64_t now_ms, worker_db_check_result *ret, airlock_error *err)
+{
+	if (!db || !ret)
+		return bad_arg(err, "check", "missing argument");
+	int r = check_run("check", run_id, epoch, err);
+	if (r == 0)
+		r = check_tenant_now("check", tenant_id ? tenant_id : "", now_ms, err);
+	if (r < 0)
+		return r;
+	memset(ret, 0, sizeof(*ret));
+	return CALL(db, db->ops->check(db->ctx, run_id, tenant_id, epoch, now_ms, ret, err));
+}
+
+int worker_db_set_environment(worker_db *db, const char *run_id, int64_t epoch,
+                              const char *environment_id, int64_t now_ms,
+                              worker_db_lease_state *ret, airlock_error *err)
+{
+	if (!db || !ret)
+		return bad_arg(err, "set_environment", "missing argument");
+	int r = check_run("set_environment", run_id, epoch, err);
+	if (r == 0)
+		r = check_env("set_environment", environment_id, err);
+	if (r == 0)
+		r = check_tenant_now("set_environment", NULL, now_ms, err);
+	if (r < 0)
+		return r;
+	*ret = WORKER_DB_LEASE_INVALID;
+	return CALL(db, db->ops->set_environment(db->ctx, run_id, epoch, environment_id, now_ms,
+	                                         ret, err));
+}
+
+int worker_db_clear_environment(worker_db *db, const char *run_id, int64_t epoch,
+                                const char *environment_id, bool *ret_cleared,
+                                airlock_error *err)
+{
+	if (!db || !ret_cleared)
+		return bad_arg(err, "clear_environment", "missing argument");
+	int r = check_run("clear_environment", run_id, epoch, err);
+	if (r == 0)
+		r = check_env("clear_environment", environment_id, err);
+	if (r < 0)
+		return r;
+	*ret_cleared = false;
+	return CALL(db, db->ops->clear_environment(db->ctx, run_id, epoch, environment_id,
+	                                           ret_cleared, err));
+}
+
+int worker_db_stale(worker_db *db, const worker_db_sandbox *list, size_t n, int64_t now_ms,
+                    bool *ret_stale, airlock_error *err)
+{
+	if (!db || (n > 0 && (!list || !ret_stale)))
+		return bad_arg(err, "stale", "missing argument");
+	if (n > AIRLOCK_WORKER_DB_STALE_MAX)
+		return airlock_error_set(err, AIRLOCK_ERR_DECODE, 0,
+		                         "worker database stale: %zu sandboxes in one question, over "
+		                         "%d",
+		                         n, AIRLOCK_WORKER_DB_STALE_MAX);
+	int r = check_tenant_now("stale", NULL, now_ms, err);
+	if (r < 0)
+		return r;
+	/* The entries come from the service's question: each is checked as
+	 * the strings the adapter would bind, and must be NUL-terminated
+	 * inside its field (the fields are sized to the rules). */
+	for (size_t i = 0; i < n; i++) {
+		const worker_db_sandbox *s = &list[i];
+		if (!memchr(s->environment_id, 0, sizeof(s->environment_id)) ||
+		    !memchr(s->run_id, 0, sizeof(s->run_id)))
+			return bad_arg(err, "stale", "an entry's id is not terminated");
+		r = check_run("stale", s->run_id, s->epoch, err);
+		if (r == 0)
+			r = check_env("stale", s->environment_id, err);
+		if (r < 0)
+			return r;
+	}
+	if (n == 0)
+		return 0;
+	memset(ret_stale, 0, n * sizeof(*ret_stale));
+	return CALL(db, db->ops->stale(db->ctx, list, n, now_ms, ret_stale, err));
+}
+
+int worker_db_ended(worker_db *db, int64_t now_ms, worker_db_sandbox *ret, size_t max,
+                    size_t *ret_n, airlock_error *err)
+{
+	if (!db || !ret || !ret_n)
+		return bad_arg(err, "ended", "missing argument");
+	if (max < 1 || max > AIRLOCK_WORKER_DB_ENDED_MAX)
+		return bad_arg(err, "ended", "max must be 1..1024");
+	_Static_assert(AIRLOCK_WORKER_DB_ENDED_MAX == 1024, "the message names the cap");
+	int r = check_tenant_now("ended", NULL, now_ms, err);
+	if (r < 0)
+		return r;
+	*ret_n = 0;
+	memset(ret, 0, max * sizeof(*ret));
+	return CALL(db, db->ops->ended(db->ctx, now_ms, ret, max, ret_n, err));
+}
+
+int worker_db_schema_version(worker_db *db, int64_t *ret, airlock_error *err)
+{
+	if (!db || !ret)
+		return bad_arg(err, "schema_version", "missing argument");
+	return CALL(db, db->ops->schema_version(db->ctx, ret, err));
+}

@@ -1,0 +1,252 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+#ifndef AIRLOCK_WORKER_DB_H
+#define AIRLOCK_WORKER_DB_H
+
+/*
+ * The worker's database: a port (a versioned table of operations, an
+ * opaque handle, wrappers that check every argument once for every
+ * adapter) with two adapters, SQLite (db_sqlite.c, the embedded default: a
+ * file under the worker's state directory) and PostgreSQL (db_pg.c, libpq:
+ * several workers may share one database). docs/worker-db.md has the
+ * schema, the migrations and why each operation is safe with two workers.
+ *
+ * What it holds: per run, its lease (tenant, epoch, expiry, released) and
+ * the sandbox each claim recorded (environment id). The rules are the
+ * specification's "Nothing outlives its lease":
+ *   - a claim with a higher epoch fences the older one (its sandbox is
+ *     returned to be destroyed), the same epoch renews, a lower epoch is
+ *     refused and changes nothing; a run belongs to the tenant that first
+ *     claimed it;
+ *   - a lease not renewed within its TTL is lost: a tool call under it is
+ *     refused, and its sandbox is stale to the reaper;
+ *   - a sandbox record stays until the caller says its destroy happened
+ *     (worker_db_clear_environment), so a worker that dies between the end
+ *     of a claim and the destroy leaves a row the next worker finds
+ *     (worker_db_ended).
+ *
+ * Every operation is one transaction, committed before it returns (a
+ * killed worker loses nothing it answered). Times are wall-clock
+ * milliseconds the caller passes (tests control the clock). Leases compare
+ * expires_at_ms with the caller's now: workers sharing a database must
+ * share a clock to within a small fraction of the TTL.
+ *
+ * Threads: one handle is one connection and its calls are serialized by
+ * the wrapper's lock; concurrency comes from several handles (two handles
+ * on one database are two workers as far as the database is concerned).
+ */
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "airlock/caps.h"
+#include "airlock/error.h"
+#include "airlock/types.h"
+
+/* ---- values ------------------------------------------------------------- */
+
+/* The TTL the wrapper accepts (an epoch is any value >= 0), and the
+ * clock's range (48-bit milliseconds: the year 10889), so expires_at = now
+ * + ttl never overflows a BIGINT. */
+#define WORKER_DB_TTL_SECONDS_MAX 86400
+#define WORKER_DB_NOW_MAX ((INT64_C(1) << 48) - 1)
+
+/* The state of a run's lease as seen by one call (check, a refused claim,
+ * a refused set_environment, a release that did nothing). */
+typedef enum worker_db_lease_state {
+	WORKER_DB_LEASE_INVALID = 0,
+	WORKER_DB_LEASE_CURRENT,      /* this tenant, this epoch, unexpired, not released */
+	WORKER_DB_LEASE_NONE,         /* no lease was ever claimed for the run */
+	WORKER_DB_LEASE_OTHER_TENANT, /* the run was claimed for another tenant */
+	WORKER_DB_LEASE_OTHER_EPOCH,  /* the run's current epoch is another one */
+	WORKER_DB_LEASE_EXPIRED,      /* this epoch, not renewed within its TTL */
+	WORKER_DB_LEASE_RELEASED,     /* this epoch, released */
+	WORKER_DB_LEASE__MAX
+} worker_db_lease_state;
+/* "current", "none", "other_tenant", "other_epoch", "expired", "released" */
+const char *worker_db_lease_state_name(worker_db_lease_state s);
+
+typedef enum worker_db_claim_outcome {
+	WORKER_DB_CLAIM_INVALID = 0,
+	WORKER_DB_CLAIM_NEW,     /* a new claim: no lease, or the older one had ended */
+	WORKER_DB_CLAIM_RENEWED, /* the same epoch, current: its expiry moved */
+	WORKER_DB_CLAIM_FENCED,  /* a higher epoch took a current lease from its holder */
+	WORKER_DB_CLAIM_REFUSED, /* nothing changed: see refusal */
+	WORKER_DB_CLAIM__MAX
+} worker_db_claim_outcome;
+const char *worker_db_claim_outcome_name(worker_db_claim_outcome o); /* "new", ... */
+
+/* One sandbox as the database knows it: the reaper's question names these,
+ * and ended() and a claim's fence answer with them. */
+typedef struct worker_db_sandbox {
+	char environment_id[AIRLOCK_ENVIRONMENT_ID_MAX];
+	char run_id[AIRLOCK_ID_MAX + 1];
+	int64_t epoch;
+} worker_db_sandbox;
+
+/* At most this many sandboxes of older claims come back from one claim
+ * (normally one: the claim it fenced); the rest, left by workers that
+ * died twice over, are found by worker_db_ended. */
+#define WORKER_DB_CLAIM_OLDER_MAX 8
+
+typedef struct worker_db_claim_result {
+	worker_db_claim_outcome outcome;
+	/* REFUSED: why (OTHER_TENANT; OTHER_EPOCH: the run's epoch is higher;
+	 * EXPIRED or RELEASED: this epoch ended, a new claim needs a higher
+	 * one). CURRENT otherwise. */
+	worker_db_lease_state refusal;
+	int64_t expires_at_ms; /* the lease's expiry after the call (not REFUSED) */
+	/* The sandboxes of older claims of the run still recorded (NEW or
+	 * FENCED): the caller destroys each and then clears it. */
+	worker_db_sandbox older[WORKER_DB_CLAIM_OLDER_MAX];
+	size_t older_count;
+} worker_db_claim_result;
+
+typedef struct worker_db_check_result {
+	worker_db_lease_state state;
+	int64_t expires_at_ms;   /* CURRENT */
+	bool has_environment;    /* CURRENT: the claim recorded a sandbox */
+	char environment_id[AIRLOCK_ENVIRONMENT_ID_MAX];
+} worker_db_check_result;
+
+typedef struct worker_db_release_result {
+	/* CURRENT when this call (or an earlier one) released this epoch, or
+	 * when it had expired: the claim is over either way. Otherwise what
+	 * the lease is (NONE, OTHER_TENANT, OTHER_EPOCH) and nothing changed. */
+	worker_db_lease_state state;
+	bool has_environment; /* the claim's sandbox, still recorded: destroy it, then clear it */
+	char environment_id[AIRLOCK_ENVIRONMENT_ID_MAX];
+} worker_db_release_result;
+
+/* ---- the operations table (what an adapter provides) ---------------------
+ * Every method gets arguments the wrapper validated (ids by the core's
+ * rules, epoch and now in range, ttl in 1..WORKER_DB_TTL_SECONDS_MAX) and
+ * a zeroed result. Each is ONE transaction, committed before it returns 0;
+ * on an error nothing of it is committed, *ret is unspecified and err
+ * says why (never with the connection string in it). Safe against another
+ * connection doing any of them at the same time on the same database
+ * (docs/worker-db.md, "Two workers"). Not thread-safe per ctx. */
+#define WORKER_DB_OPS_VERSION 1
+
+typedef struct worker_db_claim_request {
+	const char *run_id;
+	const char *tenant_id;
+	int64_t epoch;
+	int64_t ttl_seconds;
+	int64_t now_ms;
+} worker_db_claim_request;
+
+typedef struct worker_db_ops {
+	unsigned version; /* WORKER_DB_OPS_VERSION */
+	const char *name; /* "sqlite", "postgresql" */
+
+	/* Claim or renew (the rules above; worker_db_claim_decide is the one
+	 * decision both adapters apply to the row they locked). */
+	int (*claim)(void *ctx, const worker_db_claim_request *req, worker_db_claim_result *ret,
+	             airlock_error *err);
+	/* Release this tenant's claim at this epoch; the record of its
+	 * sandbox stays until cleared. */
+	int (*release)(void *ctx, const char *run_id, const char *tenant_id, int64_t epoch,
+	               int64_t now_ms, worker_db_release_result *ret, airlock_error *err);
+	/* Read-only: is (run, tenant, epoch) the current, unexpired claim. */
+	int (*check)(void *ctx, const char *run_id, const char *tenant_id, int64_t epoch,
+	             int64_t now_ms, worker_db_check_result *ret, airlock_error *err);
+	/* Record the claim's sandbox, only while (run, epoch) is current at
+	 * now: *ret is CURRENT when recorded (or already recorded with the same
+	 * id), else the lease's state and nothing was written (the caller
+	 * destroys the sandbox it made). A claim holding another sandbox
+	 * already is AIRLOCK_ERR_EXECUTION_REJECTED. */
+	int (*set_environment)(void *ctx, const char *run_id, int64_t epoch,
+	                       const char *environment_id, int64_t now_ms,
+	                       worker_db_lease_state *ret, airlock_error *err);
+	/* Forget a sandbox the caller destroyed; *ret_cleared says whether a
+	 * record matched (none is not an error: a clear is idempotent). */
+	int (*clear_environment)(void *ctx, const char *run_id, int64_t epoch,
+	                         const char *environment_id, bool *ret_cleared, airlock_error *err);
+	/* The reaper's question, read-only: ret_stale[i] for list[i], true
+	 * when its run is unknown, or the run's current epoch is another one,
+	 * or that lease has expired at now or been released. */
+	int (*stale)(void *ctx, const worker_db_sandbox *list, size_t n, int64_t now_ms,
+	             bool *ret_stale, airlock_error *err);
+	/* Read-only: up to max recorded sandboxes whose claim has ended at now
+	 * (the same rule as stale), oldest epoch first, into ret (max entries
+	 * long); *ret_n how many. */
+	int (*ended)(void *ctx, int64_t now_ms, worker_db_sandbox *ret, size_t max, size_t *ret_n,
+	             airlock_error *err);
+	/* The schema version the database holds. */
+	int (*schema_version)(void *ctx, int64_t *ret, airlock_error *err);
+	/* Close the connection and free ctx. */
+	void (*free)(void *ctx);
+} worker_db_ops;
+
+/* ---- decisions both adapters apply --------------------------------------- */
+
+/* A run's lease row as an adapter read it (under its lock). */
+typedef struct worker_db_lease_row {
+	bool exists;
+	char tenant_id[AIRLOCK_ID_MAX + 1];
+	int64_t epoch;
+	int64_t expires_at_ms;
+	bool released;
+} worker_db_lease_row;
+
+/* The state of (tenant, epoch) against row at now. */
+worker_db_lease_state worker_db_lease_state_of(const worker_db_lease_row *row,
+                                               const char *tenant_id, int64_t epoch,
+                                               int64_t now_ms);
+/* The reaper's rule: is a sandbox of (run, epoch) stale against its run's
+ * row (tenant left out: the question carries none). */
+bool worker_db_sandbox_stale(const worker_db_lease_row *row, int64_t epoch, int64_t now_ms);
+
+/* The claim's decision on the locked row: ret->outcome and ret->refusal,
+ * and *ret_write whether the adapter writes the new row (tenant, epoch,
+ * expires_at_ms = now + ttl, not released) and collects older sandboxes. */
+void worker_db_claim_decide(const worker_db_lease_row *row, const worker_db_claim_request *req,
+                            worker_db_claim_result *ret, bool *ret_write);
+
+/* ---- the handle and its wrappers ----------------------------------------- */
+
+typedef struct worker_db worker_db;
+
+/* Take ctx (released with ops->free, also on failure) behind a handle. */
+int worker_db_new(const worker_db_ops *ops, void *ctx, worker_db **ret, airlock_error *err);
+
+/* SQLite: the database file "worker.db" in state_dir, which must be a
+ * directory this user owns that group and others cannot write; created
+ * mode 0600 when missing. WAL journal, busy_timeout, foreign keys on;
+ * migrations applied. */
+int worker_db_open_sqlite(const char *state_dir, worker_db **ret, airlock_error *err);
+/* PostgreSQL from a connection string (key=value or URI) in memory. The
+ * string is a credential: no message names it (db_pg.c says how libpq's
+ * own messages are handled), and the caller wipes its copy. Migrations
+ * applied; a schema newer than this code is refused. */
+int worker_db_open_pg(const char *conninfo, worker_db **ret, airlock_error *err);
+/* The same from a file checked like a credential file (regular, owned by
+ * this user, mode 0600 or stricter, at most AIRLOCK_WORKER_DB_CONNINFO_MAX
+ * bytes, one line). */
+int worker_db_open_pg_file(const char *path, worker_db **ret, airlock_error *err);
+void worker_db_free(worker_db *db);
+const char *worker_db_name(const worker_db *db);
+
+int worker_db_claim(worker_db *db, const worker_db_claim_request *req,
+                    worker_db_claim_result *ret, airlock_error *err);
+int worker_db_release(worker_db *db, const char *run_id, const char *tenant_id, int64_t epoch,
+                      int64_t now_ms, worker_db_release_result *ret, airlock_error *err);
+int worker_db_check(worker_db *db, const char *run_id, const char *tenant_id, int64_t epoch,
+                    int64_t now_ms, worker_db_check_result *ret, airlock_error *err);
+int worker_db_set_environment(worker_db *db, const char *run_id, int64_t epoch,
+                              const char *environment_id, int64_t now_ms,
+                              worker_db_lease_state *ret, airlock_error *err);
+int worker_db_clear_environment(worker_db *db, const char *run_id, int64_t epoch,
+                                const char *environment_id, bool *ret_cleared,
+                                airlock_error *err);
+/* n at most AIRLOCK_WORKER_DB_STALE_MAX; ret_stale has n entries. */
+int worker_db_stale(worker_db *db, const worker_db_sandbox *list, size_t n, int64_t now_ms,
+                    bool *ret_stale, airlock_error *err);
+/* max in 1..AIRLOCK_WORKER_DB_ENDED_MAX: a restarted worker destroys each,
+ * clears it, and asks again until none is left. */
+int worker_db_ended(worker_db *db, int64_t now_ms, worker_db_sandbox *ret, size_t max,
+                    size_t *ret_n, airlock_error *err);
+int worker_db_schema_version(worker_db *db, int64_t *ret, airlock_error *err);
+
+#endif

@@ -1,0 +1,364 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * The worker database on PostgreSQL (libpq), for production: several
+ * workers may share one database. The statements are the shared ones
+ * (db_sql.c); this file connects, runs them, and decides what a message
+ * may say.
+ *
+ * Transactions: a write is READ COMMITTED and reads its run's lease row
+ * FOR UPDATE, which serializes every write to one run across workers and,
+ * when it had to wait, returns the row as the other worker committed it;
+ * the reaper's question is REPEATABLE READ READ ONLY, one snapshot for the
+ * whole answer; a migration holds a transaction-scoped advisory lock, so
+ * two workers starting at once migrate one after the other (CREATE TABLE
+ * IF NOT EXISTS alone races in PostgreSQL).
+ *
+ * The connection string is a credential. It comes from memory or from a
+ * file checked like the service credential's (worker_db_open_pg_file);
+ * this code never writes it anywhere, passes it to no program, and keeps
+ * no copy once connected (libpq keeps its parsed options inside the
+ * connection, as it must to reconnect). What a message may carry:
+ *   - libpq's parse errors can quote any fragment of the string (`missing
+ *     "=" after "..."`, an invalid URI's percent-encoded token), password
+ *     included: they are never passed on, our own message replaces them;
+ *   - libpq's connection and query messages name the socket or host, the
+ *     port, the user and the database, and the server's own text: those
+ *     are not the secret, and an operator needs them to fix a setting, so
+ *     they pass. libpq does not print a password, but the server or a
+ *     future libpq might quote one (a role named after it, an option
+ *     echoed), so every message is scrubbed first: each value of an option
+ *     libpq marks secret (dispchar "*": password, sslpassword, ...) is
+ *     replaced by "[redacted]" wherever it appears;
+ *   - no notice is printed: libpq's default notice processor writes to
+ *     stderr, and library code does not log.
+ */
+#include <errno.h>
+#include <libpq-fe.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "airlock/caps.h"
+#include "airlock/credential_file.h"
+#include "util/cleanup.h"
+#include "worker/db_sql.h"
+
+/* The option values scrubbed from messages: libpq marks a handful secret;
+ * more than this in one string is refused rather than half-scrubbed. */
+#define PG_SECRETS_MAX 8
+/* A start that cannot reach the server fails within this, when the string
+ * sets no connect_timeout of its own: an unreachable database fails the
+ * worker's start, never hangs it. */
+#define PG_CONNECT_TIMEOUT_DEFAULT "10"
+/* The migration lock's key: any constant every worker shares ("airlock"). */
+#define PG_MIGRATION_LOCK "7091155068528747"
+
+typedef struct pg_ctx {
+	worker_db_conn conn; /* first: db_sql.h */
+	PGconn *pg;
+	char *secrets[PG_SECRETS_MAX];
+	size_t nsecrets;
+	char where[512];
+} pg_ctx;
+
+static const char *pg_where(void *c)
+{
+	return ((pg_ctx *)c)->where;
+}
+
+/* msg with every secret value replaced, into out (cut to its size). */
+static void pg_scrub(const pg_ctx *c, const char *msg, char *out, size_t size)
+{
+	size_t o = 0;
+	for (const char *p = msg; *p && o + 1 < size;) {
+		size_t hit = 0;
+		for (size_t i = 0; i < c->nsecrets && !hit; i++) {
+			size_t n = strlen(c->secrets[i]);
+			if (n && strncmp(p, c->secrets[i], n) == 0)
+				hit = n;
+		}
+		if (hit) {
+			int w = snprintf(out + o, size - o, "[redacted]");
+			o = w < 0 || (size_t)w >= size - o ? size - 1 : o + (size_t)w;
+			p += hit;
+			continue;
+		}
+		/* libpq ends its messages with a newline and may hold several
+		 * lines: one line in ours. */
+		out[o++] = (*p == '\n' || *p == '\r') ? ' ' : *p;
+		p++;
+	}
+	while (o > 0 && out[o - 1] == ' ')
+		o--;
+	out[o] = 0;
+}
+
+static int pg_fail(pg_ctx *c, airlock_error *err, airlock_errclass cls, const char *what,
+                   const char *libpq_msg)
+{
+	char msg[AIRLOCK_ERROR_MESSAGE_MAX];
+	pg_scrub(c, libpq_msg ? libpq_msg : "", msg, sizeof(msg));
+	return airlock_error_set(err, cls, 0, "%s: %s: %s", c->where, what, msg);
+}
+
+static int pg_result_fail(pg_ctx *c, PGresult *res, airlock_error *err, const char *what)
+{
+	const char *m = res ? PQresultErrorMessage(res) : NULL;
+	int r = pg_fail(c, err, AIRLOCK_ERR_EXECUTION_UNAVAILABLE, what,
+	                m && *m ? m : PQerrorMessage(c->pg));
+	PQclear(res);
+	return r;
+}
+
+static int pg_script(void *ctx, const char *sql, airlock_error *err)
+{
+	pg_ctx *c = ctx;
+	PGresult *res = PQexec(c->pg, sql);
+	ExecStatusType s = res ? PQresultStatus(res) : PGRES_FATAL_ERROR;
+	if (s != PGRES_COMMAND_OK && s != PGRES_TUPLES_OK)
+		return pg_result_fail(c, res, err, "statement");
+	PQclear(res);
+	return 0;
+}
+
+static int pg_begin(void *ctx, worker_db_txn kind, airlock_error *err)
+{
+	pg_ctx *c = ctx;
+	/* A connection the server or the network dropped is made again
+	 * here, between transactions, where nothing of ours is lost. */
+	if (PQstatus(c->pg) == CONNECTION_BAD) {
+		PQreset(c->pg);
+		if (PQstatus(c->pg) != CONNECTION_OK)
+			return pg_fail(c, err, AIRLOCK_ERR_EXECUTION_UNAVAILABLE, "reconnect",
+			               PQerrorMessage(c->pg));
+	}
+	switch (kind) {
+	case WORKER_DB_TXN_READ:
+		return pg_script(ctx, "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY", err);
+	case WORKER_DB_TXN_WRITE:
+		return pg_script(ctx, "BEGIN", err);
+	case WORKER_DB_TXN_MIGRATE:
+		return pg_script(ctx, "BEGIN; SELECT pg_advisory_xact_lock(" PG_MIGRATION_LOCK ")",
+		                 err);
+	case WORKER_DB_TXN_INVALID:
+	case WORKER_DB_TXN__MAX:
+		break;
+	}
+	return airlock_error_set(err, AIRLOCK_ERR_INVALID, 0, "%s: unknown transaction kind",
+	                         c->where);
+}
+
+static int pg_commit(void *ctx, airlock_error *err)
+{
+	return pg_script(ctx, "COMMIT", err);
+}
+
+static void pg_rollback(void *ctx)
+{
+	pg_ctx *c = ctx;
+	if (PQtransactionStatus(c->pg) == PQTRANS_IDLE || PQstatus(c->pg) != CONNECTION_OK)
+		return;
+	PQclear(PQexec(c->pg, "ROLLBACK"));
+}
+
+#define PG_PARAMS_MAX 8
+
+static int pg_query(void *ctx, const char *sql, const worker_db_param *params, int nparams,
+                    worker_db_row_fn fn, void *arg, int64_t *ret_changes, airlock_error *err)
+{
+	pg_ctx *c = ctx;
+	if (nparams > PG_PARAMS_MAX)
+		return airlock_error_set(err, AIRLOCK_ERR_INVALID, 0, "%s: too many parameters",
+		                         c->where);
+	char nums[PG_PARAMS_MAX][24];
+	const char *values[PG_PARAMS_MAX];
+	for (int i = 0; i < nparams; i++) {
+		if (params[i].text) {
+			values[i] = params[i].text;
+		} else {
+			snprintf(nums[i], sizeof(nums[i]), "%lld", (long long)params[i].num);
+			values[i] = nums[i];
+		}
+	}
+	/* Types left to the server: each parameter meets a column or a
+	 * LIMIT, which types it (TEXT or BIGINT). */
+	PGresult *res = PQexecParams(c->pg, sql, nparams, NULL, values, NULL, NULL, 0);
+	ExecStatusType s = res ? PQresultStatus(res) : PGRES_FATAL_ERROR;
+	if (s != PGRES_COMMAND_OK && s != PGRES_TUPLES_OK)
+		return pg_result_fail(c, res, err, "query");
+	int r = 0;
+	int ncols = PQnfields(res);
+	const char *cols[8];
+	if (fn && ncols > (int)ARRAY_SIZE(cols))
+		r = -EBADMSG;
+	for (int row = 0; fn && r == 0 && row < PQntuples(res); row++) {
+		for (int i = 0; i < ncols; i++)
+			cols[i] = PQgetisnull(res, row, i) ? NULL : PQgetvalue(res, row, i);
+		r = fn(arg, cols, ncols);
+	}
+	if (r == 0 && ret_changes) {
+		const char *n = PQcmdTuples(res);
+		*ret_changes = n && *n ? strtoll(n, NULL, 10) : 0;
+	}
+	PQclear(res);
+	return r;
+}
+
+static const worker_db_driver pg_driver = {
+	.begin = pg_begin,
+	.commit = pg_commit,
+	.rollback = pg_rollback,
+	.query = pg_query,
+	.script = pg_script,
+	.lease_lock_sql = WORKER_DB_SQL_LEASE_READ " FOR UPDATE",
+	.where = pg_where,
+};
+
+static void pg_free(void *ctx)
+{
+	pg_ctx *c = ctx;
+	if (!c)
+		return;
+	if (c->pg)
+		PQfinish(c->pg);
+	for (size_t i = 0; i < c->nsecrets; i++) {
+		explicit_bzero(c->secrets[i], strlen(c->secrets[i]));
+		free(c->secrets[i]);
+	}
+	free(c);
+}
+
+static const worker_db_ops pg_ops = WORKER_DB_SQL_OPS("postgresql", pg_free);
+
+static void pg_quiet(void *arg, const char *message)
+{
+	/* Notices (CREATE TABLE IF NOT EXISTS's "already exists, skipping")
+	 * are the server talking to a person; nobody here reads them. */
+}
+
+static void wipe_options(PQconninfoOption *opts)
+{
+	for (PQconninfoOption *o = opts; o && o->keyword; o++)
+		if (o->val)
+			explicit_bzero(o->val, strlen(o->val));
+	PQconninfoFree(opts);
+}
+
+/* The parsed options as libpq's keyword and value arrays, the secret
+ * values kept for scrubbing, and connect_timeout set when the string sets
+ * none. */
+static int pg_options(pg_ctx *c, PQconninfoOption *opts, const char **keys, const char **vals,
+                      size_t max, airlock_error *err)
+{
+	size_t n = 0;
+	bool timeout = false;
+	for (PQconninfoOption *o = opts; o->keyword; o++) {
+		if (!o->val)
+			continue;
+		if (n + 3 > max)
+			return airlock_error_set(err, AIRLOCK_ERR_CONFIG, 0,
+			                         "worker database connection string: too many options");
+		if (o->dispchar && strchr(o->dispchar, '*') && *o->val) {
+			if (c->nsecrets == PG_SECRETS_MAX)
+				return airlock_error_set(err, AIRLOCK_ERR_CONFIG, 0,
+				                         "worker database connection string: too many "
+				                         "secret options");
+			c->secrets[c->nsecrets] = strdup(o->val);
+			if (!c->secrets[c->nsecrets])
+				return airlock_error_set(err, AIRLOCK_ERR_SYSTEM, ENOMEM,
+				                         "worker database");
+			c->nsecrets++;
+		}
+		timeout |= strcmp(o->keyword, "connect_timeout") == 0;
+		keys[n] = o->keyword;
+		vals[n] = o->val;
+		n++;
+	}
+	if (!timeout) {
+		keys[n] = "connect_timeout";
+		vals[n] = PG_CONNECT_TIMEOUT_DEFAULT;
+		n++;
+	}
+	keys[n] = NULL;
+	vals[n] = NULL;
+	return 0;
+}
+
+static int pg_connect(pg_ctx *c, const char *conninfo, airlock_error *err)
+{
+	char *perr = NULL;
+	PQconninfoOption *opts = PQconninfoParse(conninfo, &perr);
+	if (!opts) {
+		/* perr may quote the string: dropped unread (above). */
+		PQfreemem(perr);
+		return airlock_error_set(err, AIRLOCK_ERR_CONFIG, 0,
+		                         "worker database connection string does not parse as "
+		                         "key=value pairs or a postgresql:// URI (its text is not "
+		                         "shown: it holds the password)");
+	}
+	const char *keys[64], *vals[64];
+	int r = pg_options(c, opts, keys, vals, ARRAY_SIZE(keys), err);
+	if (r == 0) {
+		c->pg = PQconnectdbParams(keys, vals, 0);
+		if (!c->pg)
+			r = airlock_error_set(err, AIRLOCK_ERR_SYSTEM, ENOMEM, "worker database");
+	}
+	wipe_options(opts);
+	if (r < 0)
+		return r;
+	PQsetNoticeProcessor(c->pg, pg_quiet, NULL);
+	const char *db = PQdb(c->pg), *host = PQhost(c->pg), *port = PQport(c->pg);
+	snprintf(c->where, sizeof(c->where), "PostgreSQL database %s on %s port %s",
+	         db && *db ? db : "(default)", host && *host ? host : "(default)",
+	         port && *port ? port : "(default)");
+	if (PQstatus(c->pg) != CONNECTION_OK)
+		return pg_fail(c, err, AIRLOCK_ERR_CONFIG, "cannot connect", PQerrorMessage(c->pg));
+	return 0;
+}
+
+int worker_db_open_pg(const char *conninfo, worker_db **ret, airlock_error *err)
+{
+	if (!conninfo || !*conninfo || !ret)
+		return airlock_error_set(err, AIRLOCK_ERR_CONFIG, 0,
+		                         "worker database: no connection string is configured");
+	pg_ctx *c = calloc(1, sizeof(*c));
+	if (!c)
+		return airlock_error_set(err, AIRLOCK_ERR_SYSTEM, ENOMEM, "worker database");
+	c->conn.driver = &pg_driver;
+	snprintf(c->where, sizeof(c->where), "PostgreSQL database");
+	int r = pg_connect(c, conninfo, err);
+	if (r == 0)
+		r = worker_db_sql_migrate(c, err);
+	if (r < 0) {
+		pg_free(c);
+		return r;
+	}
+	return worker_db_new(&pg_ops, c, ret, err);
+}
+
+int worker_db_open_pg_file(const char *path, worker_db **ret, airlock_error *err)
+{
+	if (!path || !*path)
+		return airlock_error_set(err, AIRLOCK_ERR_CONFIG, 0,
+		                         "worker database: no connection file is configured");
+	char *text = NULL;
+	size_t len = 0;
+	int r = airlock_credential_file_read_text(path, "worker database connection file",
+	                                          AIRLOCK_WORKER_DB_CONNINFO_MAX, &text, &len, err);
+	if (r < 0)
+		return r;
+	for (size_t i = 0; i < len && r == 0; i++)
+		if ((unsigned char)text[i] < 0x20 || (unsigned char)text[i] == 0x7f)
+			r = airlock_error_set(err, AIRLOCK_ERR_CONFIG, 0,
+			                      "worker database connection file %s holds a control byte "
+			                      "or a second line: the connection string is one line",
+			                      path);
+	if (r == 0 && len == 0)
+		r = airlock_error_set(err, AIRLOCK_ERR_CONFIG, 0,
+		                      "worker database connection file %s is empty", path);
+	if (r == 0)
+		r = worker_db_open_pg(text, ret, err);
+	explicit_bzero(text, len);
+	free(text);
+	return r;
+}

@@ -1,0 +1,1050 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * The worker database's contract (src/worker/db.h): one suite of the lease
+ * operations run unchanged against both adapters, SQLite (a state
+ * directory per test) and PostgreSQL (a real server this suite starts once:
+ * initdb and pg_ctl from Debian's postgresql package, as the postgres user,
+ * into a temporary directory with its Unix socket and no TCP; stopped with
+ * pg_ctl stop -m fast and removed when the suite ends, whatever the tests
+ * did; each test gets a schema of its own on it). Then what only one
+ * adapter has: PostgreSQL's connection string never in a message, the
+ * SQLite file's and directory's modes.
+ */
+#include <criterion/criterion.h>
+#include <criterion/hooks.h>
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <libpq-fe.h>
+#include <pthread.h>
+#include <pwd.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sqlite3.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "airlock/ids.h"
+#include "util/fault.h"
+#include "worker/db.h"
+#include "worker/db_sql.h"
+
+extern char **environ;
+
+/* The superuser's password on the test server: a client must send it
+ * (scram-sha-256 on the socket), so a wrong one is a real refusal. */
+#define PG_PASSWORD "Pw-7f3a9c1e5b2d4f60"
+#define PG_USER "airlock"
+#define PG_ENV_DIR "AIRLOCK_TEST_PG_DIR"
+#define PG_ENV_WHY "AIRLOCK_TEST_PG_WHY"
+
+/* ---- the PostgreSQL server, once for the suite ---------------------------- */
+
+static char pg_dir[64]; /* the runner's own copy, for the stop */
+static char pg_bin[256];
+
+static int run(char *const argv[])
+{
+	pid_t pid;
+	posix_spawn_file_actions_t fa;
+	posix_spawn_file_actions_init(&fa);
+	/* initdb and pg_ctl talk to a person; their log stays in the
+	 * server's directory. */
+	posix_spawn_file_actions_addopen(&fa, 1, "/dev/null", O_WRONLY, 0);
+	int r = posix_spawnp(&pid, argv[0], &fa, NULL, argv, environ);
+	posix_spawn_file_actions_destroy(&fa);
+	if (r != 0)
+		return -1;
+	int st = 0;
+	while (waitpid(pid, &st, 0) < 0 && errno == EINTR)
+		;
+	return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+/* The newest /usr/lib/postgresql/N/bin holding initdb and pg_ctl. */
+static bool find_pg_bin(void)
+{
+	DIR *d = opendir("/usr/lib/postgresql");
+	if (!d)
+		return false;
+	long best = -1;
+	struct dirent *e;
+	while ((e = readdir(d))) {
+		char *end = NULL;
+		long v = strtol(e->d_name, &end, 10);
+		char p[300];
+		snprintf(p, sizeof(p), "/usr/lib/postgresql/%.32s/bin/initdb", e->d_name);
+		if (*end == 0 && end != e->d_name && v > best && access(p, X_OK) == 0) {
+			best = v;
+			snprintf(pg_bin, sizeof(pg_bin), "/usr/lib/postgresql/%ld/bin", v);
+		}
+	}
+	closedir(d);
+	return best >= 0;
+}
+
+static void pg_stop(void)
+{
+	if (!pg_dir[0])
+		return;
+	char ctl[300], data[128];
+	snprintf(ctl, sizeof(ctl), "%s/pg_ctl", pg_bin);
+	snprintf(data, sizeof(data), "%s/data", pg_dir);
+	char *stop[] = { "runuser", "-u", "postgres", "--", ctl, "stop", "-D", data, "-m", "fast",
+		         "-w", "-s", NULL };
+	run(stop);
+	char *rm[] = { "rm", "-rf", pg_dir, NULL };
+	run(rm);
+	pg_dir[0] = 0;
+}
+
+static void pg_stop_on_signal(int sig)
+{
+	pg_stop();
+	signal(sig, SIG_DFL);
+	raise(sig);
+}
+
+static const char *pg_start(void)
+{
+	if (!find_pg_bin())
+		return "no /usr/lib/postgresql/N/bin/initdb (the postgresql package is not installed)";
+	struct passwd *pw = getpwnam("postgres");
+	if (!pw)
+		return "no postgres user (the postgresql package is not installed)";
+	snprintf(pg_dir, sizeof(pg_dir), "/tmp/airlock-pg-XXXXXX");
+	if (!mkdtemp(pg_dir)) {
+		pg_dir[0] = 0;
+		return "mkdtemp failed";
+	}
+	/* initdb refuses root: the directory is the postgres user's, and the
+	 * server runs as it. */
+	if (chown(pg_dir, pw->pw_uid, pw->pw_gid) < 0 || chmod(pg_dir, 0700) < 0)
+		return "chown of the server's directory failed";
+	atexit(pg_stop);
+	signal(SIGTERM, pg_stop_on_signal);
+	signal(SIGINT, pg_stop_on_signal);
+	char pwfile[128], data[128], log[128], initdb[300], ctl[300], opts[256];
+	snprintf(pwfile, sizeof(pwfile), "%s/pw", pg_dir);
+	snprintf(data, sizeof(data), "%s/data", pg_dir);
+	snprintf(log, sizeof(log), "%s/log", pg_dir);
+	snprintf(initdb, sizeof(initdb), "%s/initdb", pg_bin);
+	snprintf(ctl, sizeof(ctl), "%s/pg_ctl", pg_bin);
+	int fd = open(pwfile, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+	if (fd < 0 || write(fd, PG_PASSWORD "\n", sizeof(PG_PASSWORD)) != sizeof(PG_PASSWORD) ||
+	    fchown(fd, pw->pw_uid, pw->pw_gid) < 0) {
+		if (fd >= 0)
+			close(fd);
+		return "writing the password file failed";
+	}
+	close(fd);
+	char *init[] = { "runuser", "-u", "postgres", "--", initdb, "-D", data, "-U", PG_USER,
+		         "--pwfile", pwfile, "--auth-local=scram-sha-256", "--auth-host=reject",
+		         "-E", "UTF8", "--no-sync", "--no-instructions", NULL };
+	if (run(init) != 0)
+		return "initdb failed";
+	/* No TCP at all (listen_addresses empty): the socket in the suite's
+	 * own directory is the only way in. fsync off: a test server's data
+	 * dies with it anyway. */
+	snprintf(opts, sizeof(opts),
+	         "-c listen_addresses= -c unix_socket_directories=%s -c fsync=off "
+	         "-c max_connections=40",
+	         pg_dir);
+	char *start[] = { "runuser", "-u", "postgres", "--", ctl, "start", "-D", data, "-l", log,
+		          "-o", opts, "-w", "-s", NULL };
+	if (run(start) != 0)
+		return "pg_ctl start failed (the log is in the server's directory)";
+	setenv(PG_ENV_DIR, pg_dir, 1);
+	return NULL;
+}
+
+ReportHook(PRE_ALL)(struct criterion_test_set *set)
+{
+	const char *why = pg_start();
+	if (why) {
+		/* Told to the tests, which fail with it: the package is part of
+		 * the set-up (scripts/setup.sh), so a missing server is a failure. */
+		setenv(PG_ENV_WHY, why, 1);
+		pg_stop();
+	}
+}
+
+ReportHook(POST_ALL)(struct criterion_global_stats *stats)
+{
+	pg_stop();
+}
+
+/* ---- a database per test ----------------------------------------------------- */
+
+typedef struct fixture {
+	bool pg;
+	char dir[64];      /* sqlite: the state directory */
+	char schema[32];   /* pg: this test's schema */
+	char conninfo[512];
+	worker_db *db;
+} fixture;
+
+static int64_t counter;
+
+static void quiet(void *arg, const char *message)
+{
+}
+
+static PGconn *pg_admin(void)
+{
+	char ci[256];
+	snprintf(ci, sizeof(ci), "host=%s user=" PG_USER " dbname=postgres password=" PG_PASSWORD,
+	         getenv(PG_ENV_DIR));
+	PGconn *c = PQconnectdb(ci);
+	cr_assert_eq(PQstatus(c), CONNECTION_OK, "admin connection: %s", PQerrorMessage(c));
+	PQsetNoticeProcessor(c, quiet, NULL);
+	return c;
+}
+
+static void pg_admin_exec(fixture *f, const char *sql)
+{
+	PGconn *c = pg_admin();
+	char full[1024];
+	snprintf(full, sizeof(full), "SET search_path TO %s; %s", f->schema, sql);
+	PGresult *r = PQexec(c, full);
+	cr_assert(PQresultStatus(r) == PGRES_COMMAND_OK || PQresultStatus(r) == PGRES_TUPLES_OK,
+	          "%s: %s", sql, PQresultErrorMessage(r));
+	PQclear(r);
+	PQfinish(c);
+}
+
+static void fx_init(fixture *f, bool pg)
+{
+	memset(f, 0, sizeof(*f));
+	f->pg = pg;
+	if (!pg) {
+		snprintf(f->dir, sizeof(f->dir), "/tmp/airlock-wdb-XXXXXX");
+		cr_assert(mkdtemp(f->dir));
+		return;
+	}
+	const char *why = getenv(PG_ENV_WHY);
+	cr_assert_null(why, "the PostgreSQL test server did not start: %s", why);
+	cr_assert(getenv(PG_ENV_DIR));
+	snprintf(f->schema, sizeof(f->schema), "t%d_%lld", (int)getpid(), (long long)counter++);
+	snprintf(f->conninfo, sizeof(f->conninfo),
+	         "host=%s user=" PG_USER " dbname=postgres password=" PG_PASSWORD
+	         " options='-c search_path=%s'",
+	         getenv(PG_ENV_DIR), f->schema);
+	PGconn *c = pg_admin();
+	char sql[128];
+	snprintf(sql, sizeof(sql), "CREATE SCHEMA %s", f->schema);
+	PGresult *r = PQexec(c, sql);
+	cr_assert_eq(PQresultStatus(r), PGRES_COMMAND_OK, "%s", PQresultErrorMessage(r));
+	PQclear(r);
+	PQfinish(c);
+}
+
+static int fx_try_open(fixture *f, worker_db **ret, airlock_error *err)
+{
+	return f->pg ? worker_db_open_pg(f->conninfo, ret, err)
+	             : worker_db_open_sqlite(f->dir, ret, err);
+}
+
+static worker_db *fx_open(fixture *f)
+{
+	airlock_error err = { 0 };
+	worker_db *db = NULL;
+	cr_assert_eq(fx_try_open(f, &db, &err), 0, "open: %s", err.message);
+	return db;
+}
+
+static void fx_raw(fixture *f, const char *sql)
+{
+	if (f->pg) {
+		pg_admin_exec(f, sql);
+		return;
+	}
+	char path[128];
+	snprintf(path, sizeof(path), "%s/worker.db", f->dir);
+	sqlite3 *s = NULL;
+	cr_assert_eq(sqlite3_open(path, &s), SQLITE_OK);
+	cr_assert_eq(sqlite3_exec(s, sql, NULL, NULL, NULL), SQLITE_OK, "%s: %s", sql,
+	             sqlite3_errmsg(s));
+	sqlite3_close(s);
+}
+
+static void fx_done(fixture *f)
+{
+	worker_db_free(f->db);
+	f->db = NULL;
+	if (!f->pg) {
+		char *rm[] = { "rm", "-rf", f->dir, NULL };
+		cr_assert_eq(run(rm), 0);
+		return;
+	}
+	PGconn *c = pg_admin();
+	char sql[128];
+	snprintf(sql, sizeof(sql), "DROP SCHEMA %s CASCADE", f->schema);
+	PQclear(PQexec(c, sql));
+	PQfinish(c);
+}
+
+/* One contract test, registered for each adapter. */
+#define CONTRACT(name)                                                                             \
+	static void name##_body(fixture *f);                                                       \
+	Test(worker_db_sqlite, name)                                                               \
+	{                                                                                          \
+		fixture f;                                                                         \
+		fx_init(&f, false);                                                                \
+		name##_body(&f);                                                                   \
+		fx_done(&f);                                                                       \
+	}                                                                                          \
+	Test(worker_db_pg, name)                                                                   \
+	{                                                                                          \
+		fixture f;                                                                         \
+		fx_init(&f, true);                                                                 \
+		name##_body(&f);                                                                   \
+		fx_done(&f);                                                                       \
+	}                                                                                          \
+	static void name##_body(fixture *f)
+
+/* ---- helpers ------------------------------------------------------------------ */
+
+#define T0 INT64_C(1700000000000) /* the tests' clock starts here */
+
+static worker_db_claim_result claim(worker_db *db, const char *run_id, const char *tenant,
+                                    int64_t epoch, int64_t ttl, int64_t now)
+{
+	worker_db_claim_request req = { .run_id = run_id, .tenant_id = tenant, .epoch = epoch,
+		                        .ttl_seconds = ttl, .now_ms = now };
+	worker_db_claim_result res;
+	airlock_error err = { 0 };
+	cr_assert_eq(worker_db_claim(db, &req, &res, &err), 0, "claim %s@%lld: %s", run_id,
+	             (long long)epoch, err.message);
+	return res;
+}
+
+static worker_db_check_result check(worker_db *db, const char *run_id, const char *tenant,
+                                    int64_t epoch, int64_t now)
+{
+	worker_db_check_result res;
+	airlock_error err = { 0 };
+	cr_assert_eq(worker_db_check(db, run_id, tenant, epoch, now, &res, &err), 0, "check: %s",
+	             err.message);
+	return res;
+}
+
+static worker_db_lease_state set_env(worker_db *db, const char *run_id, int64_t epoch,
+                                     const char *env, int64_t now)
+{
+	worker_db_lease_state st;
+	airlock_error err = { 0 };
+	cr_assert_eq(worker_db_set_environment(db, run_id, epoch, env, now, &st, &err), 0,
+	             "set_environment: %s", err.message);
+	return st;
+}
+
+static bool clear_env(worker_db *db, const char *run_id, int64_t epoch, const char *env)
+{
+	bool cleared = false;
+	airlock_error err = { 0 };
+	cr_assert_eq(worker_db_clear_environment(db, run_id, epoch, env, &cleared, &err), 0,
+	             "clear_environment: %s", err.message);
+	return cleared;
+}
+
+static worker_db_release_result release(worker_db *db, const char *run_id, const char *tenant,
+                                        int64_t epoch, int64_t now)
+{
+	worker_db_release_result res;
+	airlock_error err = { 0 };
+	cr_assert_eq(worker_db_release(db, run_id, tenant, epoch, now, &res, &err), 0,
+	             "release: %s", err.message);
+	return res;
+}
+
+static void new_env(char id[AIRLOCK_ENVIRONMENT_ID_MAX])
+{
+	cr_assert_eq(airlock_environment_id_new(id, NULL), 0);
+}
+
+static const char *state_name(worker_db_lease_state s)
+{
+	const char *n = worker_db_lease_state_name(s);
+	return n ? n : "(invalid)";
+}
+
+#define assert_state(got, want)                                                                    \
+	cr_assert_eq((got), (want), "state %s, want %s", state_name(got), state_name(want))
+#define assert_outcome(res, want)                                                                  \
+	cr_assert_eq((res).outcome, (want), "outcome %s (refusal %s), want %s",                    \
+	             worker_db_claim_outcome_name((res).outcome), state_name((res).refusal),       \
+	             worker_db_claim_outcome_name(want))
+
+/* ---- the contract ------------------------------------------------------------- */
+
+CONTRACT(a_fresh_database_gets_the_current_schema_version)
+{
+	f->db = fx_open(f);
+	int64_t v = -1;
+	cr_assert_eq(worker_db_schema_version(f->db, &v, NULL), 0);
+	cr_assert_eq(v, worker_db_schema_current());
+	cr_assert_geq(v, 1);
+	/* Opened again: nothing is applied twice (a second CREATE TABLE would
+	 * fail the open). */
+	worker_db_free(f->db);
+	f->db = fx_open(f);
+	cr_assert_eq(worker_db_schema_version(f->db, &v, NULL), 0);
+	cr_assert_eq(v, worker_db_schema_current());
+}
+
+CONTRACT(a_database_with_a_newer_schema_is_refused_naming_both_versions)
+{
+	f->db = fx_open(f);
+	worker_db_free(f->db);
+	f->db = NULL;
+	char sql[128];
+	long long newer = (long long)worker_db_schema_current() + 1;
+	snprintf(sql, sizeof(sql), "UPDATE airlock_schema SET version = %lld", newer);
+	fx_raw(f, sql);
+	airlock_error err = { 0 };
+	worker_db *db = NULL;
+	cr_assert_eq(fx_try_open(f, &db, &err), airlock_errcode(AIRLOCK_ERR_CONFIG));
+	cr_assert_null(db);
+	char want[96];
+	snprintf(want, sizeof(want), "has schema version %lld, newer than the %lld", newer,
+	         (long long)worker_db_schema_current());
+	cr_assert(strstr(err.message, want), "message: %s", err.message);
+	cr_assert(strstr(err.message, f->pg ? "PostgreSQL database" : "SQLite database"),
+	          "names the database: %s", err.message);
+	if (f->pg)
+		cr_assert_null(strstr(err.message, PG_PASSWORD), "%s", err.message);
+}
+
+CONTRACT(epochs_renew_fence_and_refuse_and_a_run_keeps_its_tenant)
+{
+	f->db = fx_open(f);
+	worker_db_claim_result r = claim(f->db, "run-1", "tenant-a", 5, 30, T0);
+	assert_outcome(r, WORKER_DB_CLAIM_NEW);
+	cr_assert_eq(r.expires_at_ms, T0 + 30000);
+
+	r = claim(f->db, "run-1", "tenant-a", 5, 30, T0 + 10000);
+	assert_outcome(r, WORKER_DB_CLAIM_RENEWED);
+	cr_assert_eq(r.expires_at_ms, T0 + 40000);
+	cr_assert_eq(check(f->db, "run-1", "tenant-a", 5, T0 + 35000).state,
+	             WORKER_DB_LEASE_CURRENT, "the renewal moved the expiry");
+
+	/* Lower: refused, nothing changed (the expiry is the renewal's). */
+	r = claim(f->db, "run-1", "tenant-a", 4, 300, T0 + 11000);
+	assert_outcome(r, WORKER_DB_CLAIM_REFUSED);
+	assert_state(r.refusal, WORKER_DB_LEASE_OTHER_EPOCH);
+	worker_db_check_result c = check(f->db, "run-1", "tenant-a", 5, T0 + 11000);
+	assert_state(c.state, WORKER_DB_LEASE_CURRENT);
+	cr_assert_eq(c.expires_at_ms, T0 + 40000);
+	assert_state(check(f->db, "run-1", "tenant-a", 4, T0 + 11000).state,
+	             WORKER_DB_LEASE_OTHER_EPOCH);
+
+	/* Another tenant, even with a higher epoch: refused, nothing changed. */
+	r = claim(f->db, "run-1", "tenant-b", 9, 30, T0 + 12000);
+	assert_outcome(r, WORKER_DB_CLAIM_REFUSED);
+	assert_state(r.refusal, WORKER_DB_LEASE_OTHER_TENANT);
+	assert_state(check(f->db, "run-1", "tenant-a", 5, T0 + 12000).state,
+	             WORKER_DB_LEASE_CURRENT);
+	assert_state(check(f->db, "run-1", "tenant-b", 5, T0 + 12000).state,
+	             WORKER_DB_LEASE_OTHER_TENANT);
+	assert_state(check(f->db, "run-1", "tenant-b", 9, T0 + 12000).state,
+	             WORKER_DB_LEASE_OTHER_TENANT);
+
+	/* Higher: fences the current holder. */
+	r = claim(f->db, "run-1", "tenant-a", 6, 30, T0 + 13000);
+	assert_outcome(r, WORKER_DB_CLAIM_FENCED);
+	cr_assert_eq(r.older_count, 0, "no sandbox was recorded");
+	assert_state(check(f->db, "run-1", "tenant-a", 5, T0 + 13000).state,
+	             WORKER_DB_LEASE_OTHER_EPOCH);
+	assert_state(check(f->db, "run-1", "tenant-a", 6, T0 + 13000).state,
+	             WORKER_DB_LEASE_CURRENT);
+	r = claim(f->db, "run-1", "tenant-a", 5, 30, T0 + 14000);
+	assert_outcome(r, WORKER_DB_CLAIM_REFUSED);
+
+	assert_state(check(f->db, "run-unknown", "tenant-a", 1, T0).state, WORKER_DB_LEASE_NONE);
+}
+
+CONTRACT(a_fence_hands_back_the_older_claims_sandbox_and_stops_it_being_recorded)
+{
+	f->db = fx_open(f);
+	char a[AIRLOCK_ENVIRONMENT_ID_MAX], b[AIRLOCK_ENVIRONMENT_ID_MAX];
+	new_env(a);
+	new_env(b);
+	claim(f->db, "run-2", "tenant-a", 1, 60, T0);
+	assert_state(set_env(f->db, "run-2", 1, a, T0 + 1), WORKER_DB_LEASE_CURRENT);
+	assert_state(set_env(f->db, "run-2", 1, a, T0 + 2), WORKER_DB_LEASE_CURRENT);
+	/* A claim has one sandbox. */
+	worker_db_lease_state st;
+	airlock_error err = { 0 };
+	cr_assert_eq(worker_db_set_environment(f->db, "run-2", 1, b, T0 + 3, &st, &err),
+	             airlock_errcode(AIRLOCK_ERR_EXECUTION_REJECTED));
+	worker_db_check_result c = check(f->db, "run-2", "tenant-a", 1, T0 + 4);
+	cr_assert(c.has_environment);
+	cr_assert_str_eq(c.environment_id, a);
+
+	worker_db_claim_result r = claim(f->db, "run-2", "tenant-a", 2, 60, T0 + 5);
+	assert_outcome(r, WORKER_DB_CLAIM_FENCED);
+	cr_assert_eq(r.older_count, 1);
+	cr_assert_str_eq(r.older[0].environment_id, a);
+	cr_assert_str_eq(r.older[0].run_id, "run-2");
+	cr_assert_eq(r.older[0].epoch, 1);
+	/* The fenced holder's lazy provision cannot record a sandbox now. */
+	assert_state(set_env(f->db, "run-2", 1, b, T0 + 6), WORKER_DB_LEASE_OTHER_EPOCH);
+	c = check(f->db, "run-2", "tenant-a", 2, T0 + 6);
+	assert_state(c.state, WORKER_DB_LEASE_CURRENT);
+	cr_assert_not(c.has_environment);
+
+	/* Until it is cleared, the next fence hands it back again. */
+	r = claim(f->db, "run-2", "tenant-a", 3, 60, T0 + 7);
+	cr_assert_eq(r.older_count, 1);
+	cr_assert(clear_env(f->db, "run-2", 1, a));
+	cr_assert_not(clear_env(f->db, "run-2", 1, a), "a clear is idempotent");
+	r = claim(f->db, "run-2", "tenant-a", 4, 60, T0 + 8);
+	cr_assert_eq(r.older_count, 0);
+}
+
+CONTRACT(a_lease_expires_by_the_callers_clock)
+{
+	f->db = fx_open(f);
+	char a[AIRLOCK_ENVIRONMENT_ID_MAX], b[AIRLOCK_ENVIRONMENT_ID_MAX];
+	new_env(a);
+	new_env(b);
+	claim(f->db, "run-3", "tenant-a", 7, 10, T0);
+	assert_state(set_env(f->db, "run-3", 7, a, T0 + 1000), WORKER_DB_LEASE_CURRENT);
+	assert_state(check(f->db, "run-3", "tenant-a", 7, T0 + 9999).state,
+	             WORKER_DB_LEASE_CURRENT);
+	assert_state(check(f->db, "run-3", "tenant-a", 7, T0 + 10000).state,
+	             WORKER_DB_LEASE_EXPIRED);
+	/* Lost: not renewed, and no sandbox recorded under it. */
+	worker_db_claim_result r = claim(f->db, "run-3", "tenant-a", 7, 10, T0 + 10000);
+	assert_outcome(r, WORKER_DB_CLAIM_REFUSED);
+	assert_state(r.refusal, WORKER_DB_LEASE_EXPIRED);
+	clear_env(f->db, "run-3", 7, a);
+	assert_state(set_env(f->db, "run-3", 7, b, T0 + 10001), WORKER_DB_LEASE_EXPIRED);
+	set_env(f->db, "run-3", 7, a, T0 + 9000); /* (the clock is the caller's) */
+	/* A higher epoch after the expiry is a new claim, not a fence, and
+	 * still hands back the lost claim's sandbox. */
+	r = claim(f->db, "run-3", "tenant-a", 8, 10, T0 + 20000);
+	assert_outcome(r, WORKER_DB_CLAIM_NEW);
+	cr_assert_eq(r.older_count, 1);
+	cr_assert_str_eq(r.older[0].environment_id, a);
+}
+
+CONTRACT(a_release_ends_the_claim_and_hands_back_its_sandbox)
+{
+	f->db = fx_open(f);
+	char a[AIRLOCK_ENVIRONMENT_ID_MAX];
+	new_env(a);
+	claim(f->db, "run-4", "tenant-a", 3, 60, T0);
+	set_env(f->db, "run-4", 3, a, T0);
+	worker_db_release_result r = release(f->db, "run-4", "tenant-a", 2, T0 + 1);
+	assert_state(r.state, WORKER_DB_LEASE_OTHER_EPOCH);
+	cr_assert_not(r.has_environment, "nothing for a wrong epoch");
+	r = release(f->db, "run-4", "tenant-b", 3, T0 + 1);
+	assert_state(r.state, WORKER_DB_LEASE_OTHER_TENANT);
+	cr_assert_not(r.has_environment);
+	assert_state(check(f->db, "run-4", "tenant-a", 3, T0 + 2).state, WORKER_DB_LEASE_CURRENT);
+
+	r = release(f->db, "run-4", "tenant-a", 3, T0 + 3);
+	assert_state(r.state, WORKER_DB_LEASE_CURRENT);
+	cr_assert(r.has_environment);
+	cr_assert_str_eq(r.environment_id, a);
+	assert_state(check(f->db, "run-4", "tenant-a", 3, T0 + 4).state, WORKER_DB_LEASE_RELEASED);
+	/* A retried release (the first answer lost) still names the sandbox
+	 * until its destroy is recorded. */
+	r = release(f->db, "run-4", "tenant-a", 3, T0 + 5);
+	cr_assert(r.has_environment);
+	cr_assert(clear_env(f->db, "run-4", 3, a));
+	r = release(f->db, "run-4", "tenant-a", 3, T0 + 6);
+	assert_state(r.state, WORKER_DB_LEASE_CURRENT);
+	cr_assert_not(r.has_environment);
+	worker_db_claim_result c = claim(f->db, "run-4", "tenant-a", 3, 60, T0 + 7);
+	assert_outcome(c, WORKER_DB_CLAIM_REFUSED);
+	assert_state(c.refusal, WORKER_DB_LEASE_RELEASED);
+	assert_state(release(f->db, "run-none", "tenant-a", 1, T0).state, WORKER_DB_LEASE_NONE);
+}
+
+CONTRACT(stale_answers_the_reaper_over_a_mix)
+{
+	f->db = fx_open(f);
+	worker_db_sandbox q[7];
+	memset(q, 0, sizeof(q));
+	for (size_t i = 0; i < 7; i++)
+		new_env(q[i].environment_id);
+	/* 0: the current claim's sandbox; 1: the same run, a fenced epoch. */
+	claim(f->db, "live", "t", 1, 60, T0);
+	claim(f->db, "live", "t", 2, 60, T0);
+	snprintf(q[0].run_id, sizeof(q[0].run_id), "live");
+	q[0].epoch = 2;
+	snprintf(q[1].run_id, sizeof(q[1].run_id), "live");
+	q[1].epoch = 1;
+	/* 2: expired; 3: released; 4: unknown run; 5: an epoch never granted;
+	 * 6: current, with a sandbox the database never recorded (being
+	 * provisioned right now): not stale. */
+	claim(f->db, "gone", "t", 1, 1, T0);
+	snprintf(q[2].run_id, sizeof(q[2].run_id), "gone");
+	q[2].epoch = 1;
+	claim(f->db, "given-back", "t", 4, 60, T0);
+	release(f->db, "given-back", "t", 4, T0);
+	snprintf(q[3].run_id, sizeof(q[3].run_id), "given-back");
+	q[3].epoch = 4;
+	snprintf(q[4].run_id, sizeof(q[4].run_id), "never");
+	q[4].epoch = 1;
+	snprintf(q[5].run_id, sizeof(q[5].run_id), "live");
+	q[5].epoch = 3;
+	snprintf(q[6].run_id, sizeof(q[6].run_id), "live");
+	q[6].epoch = 2;
+	bool st[7];
+	airlock_error err = { 0 };
+	cr_assert_eq(worker_db_stale(f->db, q, 7, T0 + 5000, st, &err), 0, "%s", err.message);
+	bool want[7] = { false, true, true, true, true, true, false };
+	for (size_t i = 0; i < 7; i++)
+		cr_assert_eq(st[i], want[i], "entry %zu: stale %d, want %d", i, st[i], want[i]);
+	/* Later, the live lease expired too. */
+	cr_assert_eq(worker_db_stale(f->db, q, 1, T0 + 60000, st, &err), 0);
+	cr_assert(st[0]);
+	cr_assert_eq(worker_db_stale(f->db, NULL, 0, T0, NULL, &err), 0, "an empty question");
+}
+
+CONTRACT(a_restarted_worker_finds_the_sandboxes_of_ended_claims)
+{
+	f->db = fx_open(f);
+	char a[AIRLOCK_ENVIRONMENT_ID_MAX], b[AIRLOCK_ENVIRONMENT_ID_MAX],
+		c[AIRLOCK_ENVIRONMENT_ID_MAX], d[AIRLOCK_ENVIRONMENT_ID_MAX];
+	new_env(a);
+	new_env(b);
+	new_env(c);
+	new_env(d);
+	claim(f->db, "r-exp", "t", 1, 10, T0); /* expires at T0 + 10 s */
+	set_env(f->db, "r-exp", 1, a, T0);
+	claim(f->db, "r-rel", "t", 2, 600, T0);
+	set_env(f->db, "r-rel", 2, b, T0);
+	release(f->db, "r-rel", "t", 2, T0 + 1);
+	claim(f->db, "r-live", "t", 3, 600, T0);
+	set_env(f->db, "r-live", 3, c, T0);
+	claim(f->db, "r-fenced", "t", 4, 600, T0);
+	set_env(f->db, "r-fenced", 4, d, T0);
+	claim(f->db, "r-fenced", "t", 5, 600, T0 + 2); /* the fence's answer lost */
+	/* The worker dies; another opens the same database. */
+	worker_db_free(f->db);
+	f->db = fx_open(f);
+	worker_db_sandbox got[16];
+	size_t n = 0;
+	airlock_error err = { 0 };
+	cr_assert_eq(worker_db_ended(f->db, T0 + 20000, got, 16, &n, &err), 0, "%s", err.message);
+	cr_assert_eq(n, 3);
+	bool seen_a = false, seen_b = false, seen_d = false;
+	for (size_t i = 0; i < n; i++) {
+		seen_a |= strcmp(got[i].environment_id, a) == 0 && got[i].epoch == 1;
+		seen_b |= strcmp(got[i].environment_id, b) == 0 && got[i].epoch == 2;
+		seen_d |= strcmp(got[i].environment_id, d) == 0 && got[i].epoch == 4;
+		cr_assert_str_neq(got[i].environment_id, c, "the live claim's sandbox is not ended");
+	}
+	cr_assert(seen_a && seen_b && seen_d);
+	/* Before the expiry only the released and fenced ones have ended. */
+	cr_assert_eq(worker_db_ended(f->db, T0 + 5000, got, 16, &n, &err), 0);
+	cr_assert_eq(n, 2);
+	cr_assert_eq(worker_db_ended(f->db, T0 + 20000, got, 1, &n, &err), 0);
+	cr_assert_eq(n, 1, "max bounds the answer");
+	/* Each destroyed and marked done: nothing is left to find. */
+	cr_assert_eq(worker_db_ended(f->db, T0 + 20000, got, 16, &n, &err), 0);
+	for (size_t i = 0; i < n; i++)
+		cr_assert(clear_env(f->db, got[i].run_id, got[i].epoch, got[i].environment_id));
+	cr_assert_eq(worker_db_ended(f->db, T0 + 20000, got, 16, &n, &err), 0);
+	cr_assert_eq(n, 0);
+	assert_state(check(f->db, "r-live", "t", 3, T0 + 20000).state, WORKER_DB_LEASE_CURRENT);
+}
+
+/* Two connections claim the same runs from two threads, epoch 1 and epoch
+ * 2, released together by a barrier for each run (held already at epoch
+ * 0, so both read the row before either writes): every claim is granted
+ * or refused (never an error), and epoch 2 holds every run at the end. A
+ * lower epoch that overwrote a higher one leaves a run at 1. Each grant
+ * records a sandbox, which the other claim either hands back (a fence) or
+ * refuses to record. */
+#define RACE_RUNS 100
+
+typedef struct racer {
+	worker_db *db;
+	int64_t epoch;
+	pthread_barrier_t *go;
+	int granted, refused, failed, older;
+	char failure[AIRLOCK_ERROR_MESSAGE_MAX];
+} racer;
+
+static void *race(void *arg)
+{
+	racer *r = arg;
+	for (int i = 0; i < RACE_RUNS; i++) {
+		char run_id[32];
+		snprintf(run_id, sizeof(run_id), "raced-%d", i);
+		worker_db_claim_request req = { .run_id = run_id, .tenant_id = "t", .epoch = r->epoch,
+			                        .ttl_seconds = 60, .now_ms = T0 };
+		worker_db_claim_result res;
+		airlock_error err = { 0 };
+		pthread_barrier_wait(r->go);
+		if (worker_db_claim(r->db, &req, &res, &err) < 0) {
+			r->failed++;
+			snprintf(r->failure, sizeof(r->failure), "%s", err.message);
+			continue;
+		}
+		if (res.outcome == WORKER_DB_CLAIM_REFUSED) {
+			r->refused++;
+			continue;
+		}
+		r->granted++;
+		r->older += (int)res.older_count;
+		char env[AIRLOCK_ENVIRONMENT_ID_MAX];
+		new_env(env);
+		worker_db_lease_state st;
+		if (worker_db_set_environment(r->db, run_id, r->epoch, env, T0, &st, &err) < 0) {
+			r->failed++;
+			snprintf(r->failure, sizeof(r->failure), "%s", err.message);
+		}
+	}
+	return NULL;
+}
+
+CONTRACT(two_connections_racing_claims_keep_the_highest_epoch)
+{
+	f->db = fx_open(f);
+	worker_db *other = fx_open(f);
+	worker_db *third = fx_open(f);
+	for (int i = 0; i < RACE_RUNS; i++) {
+		char run_id[32];
+		snprintf(run_id, sizeof(run_id), "raced-%d", i);
+		claim(third, run_id, "t", 0, 60, T0);
+	}
+	pthread_barrier_t go;
+	cr_assert_eq(pthread_barrier_init(&go, NULL, 2), 0);
+	racer a = { .db = f->db, .epoch = 1, .go = &go };
+	racer b = { .db = other, .epoch = 2, .go = &go };
+	pthread_t ta, tb;
+	cr_assert_eq(pthread_create(&ta, NULL, race, &a), 0);
+	cr_assert_eq(pthread_create(&tb, NULL, race, &b), 0);
+	pthread_join(ta, NULL);
+	pthread_join(tb, NULL);
+	pthread_barrier_destroy(&go);
+	worker_db_free(other);
+	cr_assert_eq(a.failed + b.failed, 0, "errors: %s %s", a.failure, b.failure);
+	cr_assert_eq(b.granted, RACE_RUNS, "epoch 2 is never refused");
+	cr_assert_eq(a.granted + a.refused, RACE_RUNS);
+	for (int i = 0; i < RACE_RUNS; i++) {
+		char run_id[32];
+		snprintf(run_id, sizeof(run_id), "raced-%d", i);
+		assert_state(check(third, run_id, "t", 2, T0 + 1).state, WORKER_DB_LEASE_CURRENT);
+	}
+	/* Each of epoch 1's grants recorded a sandbox or was fenced first;
+	 * whatever it recorded, epoch 2's fence handed back or it has ended. */
+	worker_db_sandbox got[AIRLOCK_WORKER_DB_ENDED_MAX];
+	size_t n = 0;
+	cr_assert_eq(worker_db_ended(third, T0 + 1, got, sizeof(got) / sizeof(got[0]), &n, NULL), 0);
+	for (size_t i = 0; i < n; i++)
+		cr_assert_eq(got[i].epoch, 1);
+	cr_assert_eq((int)n, b.older, "every ended sandbox was handed back by a fence");
+	worker_db_free(third);
+}
+
+CONTRACT(the_wrapper_refuses_arguments_outside_the_rules)
+{
+	f->db = fx_open(f);
+	airlock_error err = { 0 };
+	int bad = airlock_errcode(AIRLOCK_ERR_DECODE);
+	worker_db_claim_result res;
+	worker_db_claim_request ok = { .run_id = "r", .tenant_id = "t", .epoch = 1,
+		                       .ttl_seconds = 10, .now_ms = T0 };
+	worker_db_claim_request req = ok;
+	req.run_id = "r 1";
+	cr_assert_eq(worker_db_claim(f->db, &req, &res, &err), bad);
+	req = ok;
+	req.run_id = "r'; DROP TABLE airlock_leases; --";
+	cr_assert_eq(worker_db_claim(f->db, &req, &res, &err), bad);
+	req = ok;
+	req.tenant_id = "";
+	cr_assert_eq(worker_db_claim(f->db, &req, &res, &err), bad);
+	req = ok;
+	req.tenant_id = NULL;
+	cr_assert_eq(worker_db_claim(f->db, &req, &res, &err), bad);
+	req = ok;
+	req.epoch = -1;
+	cr_assert_eq(worker_db_claim(f->db, &req, &res, &err), bad);
+	req = ok;
+	req.ttl_seconds = 0;
+	cr_assert_eq(worker_db_claim(f->db, &req, &res, &err), bad);
+	req.ttl_seconds = WORKER_DB_TTL_SECONDS_MAX + 1;
+	cr_assert_eq(worker_db_claim(f->db, &req, &res, &err), bad);
+	req = ok;
+	req.now_ms = -1;
+	cr_assert_eq(worker_db_claim(f->db, &req, &res, &err), bad);
+	req.now_ms = WORKER_DB_NOW_MAX + 1;
+	cr_assert_eq(worker_db_claim(f->db, &req, &res, &err), bad);
+	char long_id[AIRLOCK_ID_MAX + 2];
+	memset(long_id, 'a', sizeof(long_id) - 1);
+	long_id[sizeof(long_id) - 1] = 0;
+	req = ok;
+	req.run_id = long_id;
+	cr_assert_eq(worker_db_claim(f->db, &req, &res, &err), bad);
+	worker_db_lease_state st;
+	cr_assert_eq(worker_db_set_environment(f->db, "r", 1, "env_XYZ", T0, &st, &err), bad);
+	worker_db_sandbox q = { .run_id = "r", .epoch = 1 };
+	snprintf(q.environment_id, sizeof(q.environment_id), "not-an-env");
+	bool stale;
+	cr_assert_eq(worker_db_stale(f->db, &q, 1, T0, &stale, &err), bad);
+	cr_assert_eq(worker_db_stale(f->db, &q, AIRLOCK_WORKER_DB_STALE_MAX + 1, T0, &stale, &err),
+	             bad);
+	size_t n;
+	cr_assert_eq(worker_db_ended(f->db, T0, &q, 0, &n, &err), bad);
+	/* Nothing reached the database. */
+	assert_state(check(f->db, "r", "t", 1, T0).state, WORKER_DB_LEASE_NONE);
+	assert_outcome(claim(f->db, "r", "t", 1, 10, T0), WORKER_DB_CLAIM_NEW);
+}
+
+#ifdef AIRLOCK_FAULT_INJECTION
+/* ---- each step failed in turn (util/fault.h: db.begin, db.query, db.script,
+ * db.commit) ----------------------------------------------------------------------
+ * A failure anywhere in an operation leaves nothing of it in the database
+ * (one transaction), the error names the point, and the same handle serves
+ * the next call (no transaction left open on the connection). */
+
+typedef int (*op_fn)(fixture *f, airlock_error *err);
+typedef void (*unchanged_fn)(fixture *f, const char *fired);
+
+static void walk(fixture *f, const char *what, op_fn op, unchanged_fn unchanged)
+{
+	unsigned nth;
+	for (nth = 1;; nth++) {
+		airlock_error err = { 0 };
+		util_fault_arm(nth);
+		int r = op(f, &err);
+		unsigned hits = util_fault_hits();
+		const char *fired = util_fault_fired();
+		util_fault_arm(0);
+		if (hits < nth) {
+			cr_assert_eq(r, 0, "%s: no fault at check %u, yet: %s", what, nth, err.message);
+			break;
+		}
+		cr_assert_lt(r, 0, "%s: check %u (%s) failed, yet the call succeeded", what, nth,
+		             fired);
+		cr_assert(strstr(err.message, fired), "%s: the error names %s: %s", what, fired,
+		          err.message);
+		unchanged(f, fired);
+	}
+	cr_assert_geq(nth, 3, "%s: only %u checks were seen", what, nth - 1);
+}
+
+static char fenv_a[AIRLOCK_ENVIRONMENT_ID_MAX], fenv_b[AIRLOCK_ENVIRONMENT_ID_MAX];
+
+static int op_fence(fixture *f, airlock_error *err)
+{
+	worker_db_claim_request req = { .run_id = "run-f", .tenant_id = "t", .epoch = 2,
+		                        .ttl_seconds = 60, .now_ms = T0 + 1 };
+	worker_db_claim_result res;
+	int r = worker_db_claim(f->db, &req, &res, err);
+	if (r == 0) {
+		assert_outcome(res, WORKER_DB_CLAIM_FENCED);
+		cr_assert_eq(res.older_count, 1);
+	}
+	return r;
+}
+
+static void fence_undone(fixture *f, const char *fired)
+{
+	worker_db_check_result c = check(f->db, "run-f", "t", 1, T0 + 2);
+	cr_assert_eq(c.state, WORKER_DB_LEASE_CURRENT, "after %s: %s", fired, state_name(c.state));
+	cr_assert(c.has_environment && strcmp(c.environment_id, fenv_a) == 0, "after %s", fired);
+}
+
+static int op_set_env(fixture *f, airlock_error *err)
+{
+	worker_db_lease_state st;
+	int r = worker_db_set_environment(f->db, "run-f", 2, fenv_b, T0 + 3, &st, err);
+	if (r == 0)
+		assert_state(st, WORKER_DB_LEASE_CURRENT);
+	return r;
+}
+
+static void set_env_undone(fixture *f, const char *fired)
+{
+	worker_db_check_result c = check(f->db, "run-f", "t", 2, T0 + 4);
+	cr_assert_eq(c.state, WORKER_DB_LEASE_CURRENT, "after %s", fired);
+	cr_assert_not(c.has_environment, "after %s: a sandbox was recorded", fired);
+}
+
+static int op_release(fixture *f, airlock_error *err)
+{
+	worker_db_release_result res;
+	int r = worker_db_release(f->db, "run-f", "t", 2, T0 + 5, &res, err);
+	if (r == 0)
+		cr_assert(res.has_environment && strcmp(res.environment_id, fenv_b) == 0);
+	return r;
+}
+
+static void release_undone(fixture *f, const char *fired)
+{
+	assert_state(check(f->db, "run-f", "t", 2, T0 + 6).state, WORKER_DB_LEASE_CURRENT);
+}
+
+static int op_open(fixture *f, airlock_error *err)
+{
+	worker_db *db = NULL;
+	int r = fx_try_open(f, &db, err);
+	worker_db_free(db);
+	return r;
+}
+
+static void open_undone(fixture *f, const char *fired)
+{
+	/* Whatever part of the migration ran is gone or whole: the next open
+	 * completes it and the schema works. */
+	worker_db *db = fx_open(f);
+	int64_t v = -1;
+	cr_assert_eq(worker_db_schema_version(db, &v, NULL), 0);
+	cr_assert_eq(v, worker_db_schema_current(), "after %s", fired);
+	assert_outcome(claim(db, "run-o", "t", 1, 60, T0), WORKER_DB_CLAIM_NEW);
+	worker_db_free(db);
+	/* A fresh database again for the next check. */
+	fx_done(f);
+	fx_init(f, f->pg);
+}
+
+CONTRACT(each_step_of_an_operation_fails_whole_and_leaves_the_handle_usable)
+{
+	walk(f, "open", op_open, open_undone);
+	f->db = fx_open(f);
+	new_env(fenv_a);
+	new_env(fenv_b);
+	claim(f->db, "run-f", "t", 1, 60, T0);
+	set_env(f->db, "run-f", 1, fenv_a, T0);
+	walk(f, "fence", op_fence, fence_undone);
+	walk(f, "set_environment", op_set_env, set_env_undone);
+	walk(f, "release", op_release, release_undone);
+	assert_state(check(f->db, "run-f", "t", 2, T0 + 7).state, WORKER_DB_LEASE_RELEASED);
+}
+#endif
+
+/* ---- PostgreSQL: the connection string is a credential --------------------------- */
+
+static void refused_without(const char *conninfo, const char *secret, const char *also)
+{
+	airlock_error err = { 0 };
+	worker_db *db = NULL;
+	int r = worker_db_open_pg(conninfo, &db, &err);
+	cr_assert_lt(r, 0, "opened with %s", conninfo);
+	cr_assert_null(db);
+	cr_assert(err.message[0]);
+	cr_assert_null(strstr(err.message, secret), "the secret is in: %s", err.message);
+	cr_assert_null(strstr(err.message, conninfo), "the string is in: %s", err.message);
+	if (also)
+		cr_assert_null(strstr(err.message, also), "%s is in: %s", also, err.message);
+}
+
+Test(worker_db_pg_only, the_connection_string_is_in_no_message)
+{
+	const char *why = getenv(PG_ENV_WHY);
+	cr_assert_null(why, "the PostgreSQL test server did not start: %s", why);
+	const char *dir = getenv(PG_ENV_DIR);
+	char ci[512];
+	/* A wrong password: the server refuses it, and libpq's message names
+	 * the socket and the user but not the password. */
+	snprintf(ci, sizeof(ci), "host=%s user=" PG_USER " dbname=postgres password=WrongSecret4711",
+	         dir);
+	airlock_error err = { 0 };
+	worker_db *db = NULL;
+	cr_assert_eq(worker_db_open_pg(ci, &db, &err), airlock_errcode(AIRLOCK_ERR_CONFIG));
+	cr_assert(strstr(err.message, "password authentication failed"), "%s", err.message);
+	refused_without(ci, "WrongSecret4711", NULL);
+	/* The right password to a socket nobody listens on. */
+	refused_without("host=/nonexistent-airlock user=" PG_USER " password=" PG_PASSWORD,
+	                PG_PASSWORD, NULL);
+	/* A URI with the password in it. */
+	refused_without("postgresql://" PG_USER ":UriSecret9911@/postgres?host=/nonexistent-airlock",
+	                "UriSecret9911", NULL);
+	/* Strings libpq cannot parse: its messages would quote them. */
+	refused_without("host=/x password=TopSecret123 garbage", "TopSecret123", "garbage");
+	refused_without("postgresql://u:PctSecret%zz@/db", "PctSecret", "%zz");
+	refused_without("host=/x password='Quoted Secret", "Quoted Secret", NULL);
+	refused_without("host=/x bogus_option=LeakMe password=OptSecret1", "OptSecret1", "LeakMe");
+	/* A server message that quotes the password (a role named after it)
+	 * is scrubbed too. */
+	snprintf(ci, sizeof(ci), "host=%s user=SameAsSecret77 dbname=postgres password=SameAsSecret77",
+	         dir);
+	refused_without(ci, "SameAsSecret77", NULL);
+}
+
+Test(worker_db_pg_only, the_connection_file_is_checked_like_a_credential)
+{
+	const char *why = getenv(PG_ENV_WHY);
+	cr_assert_null(why, "the PostgreSQL test server did not start: %s", why);
+	char dir[64];
+	snprintf(dir, sizeof(dir), "/tmp/airlock-wdbf-XXXXXX");
+	cr_assert(mkdtemp(dir));
+	char path[128], ci[512];
+	snprintf(path, sizeof(path), "%s/conninfo", dir);
+	snprintf(ci, sizeof(ci), "host=%s user=" PG_USER " dbname=postgres password=" PG_PASSWORD "\n",
+	         getenv(PG_ENV_DIR));
+	int fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+	cr_assert(fd >= 0);
+	cr_assert_eq(write(fd, ci, strlen(ci)), (ssize_t)strlen(ci));
+	close(fd);
+	cr_assert_eq(chmod(path, 0644), 0);
+	airlock_error err = { 0 };
+	worker_db *db = NULL;
+	cr_assert_eq(worker_db_open_pg_file(path, &db, &err), airlock_errcode(AIRLOCK_ERR_CONFIG));
+	cr_assert(strstr(err.message, "has mode 0644"), "%s", err.message);
+	cr_assert(strstr(err.message, path), "names the file: %s", err.message);
+	cr_assert_null(strstr(err.message, PG_PASSWORD), "%s", err.message);
+	cr_assert_eq(chmod(path, 0600), 0);
+	cr_assert_eq(worker_db_open_pg_file(path, &db, &err), 0, "%s", err.message);
+	cr_assert_str_eq(worker_db_name(db), "postgresql");
+	worker_db_free(db);
+	/* Two lines: refused without quoting either. */
+	fd = open(path, O_WRONLY | O_TRUNC | O_CLOEXEC);
+	cr_assert(fd >= 0);
+	const char *two = "host=/x password=LineSecret1\nuser=y\n";
+	cr_assert_eq(write(fd, two, strlen(two)), (ssize_t)strlen(two));
+	close(fd);
+	cr_assert_eq(worker_db_open_pg_file(path, &db, &err), airlock_errcode(AIRLOCK_ERR_CONFIG));
+	cr_assert(strstr(err.message, "second line"), "%s", err.message);
+	cr_assert_null(strstr(err.message, "LineSecret1"), "%s", err.message);
+	char *rm[] = { "rm", "-rf", dir, NULL };
+	cr_assert_eq(run(rm), 0);
+}
+
+/* ---- SQLite: where the file lives ---------------------------------------------------- */
+
+Test(worker_db_sqlite_only, the_file_is_private_and_in_wal_mode)
+{
+	fixture f;
+	fx_init(&f, false);
+	f.db = fx_open(&f);
+	cr_assert_str_eq(worker_db_name(f.db), "sqlite");
+	char path[128];
+	snprintf(path, sizeof(path), "%s/worker.db", f.dir);
+	struct stat st;
+	cr_assert_eq(stat(path, &st), 0);
+	cr_assert_eq(st.st_mode & 0777, 0600);
+	claim(f.db, "r", "t", 1, 10, T0);
+	snprintf(path, sizeof(path), "%s/worker.db-wal", f.dir);
+	cr_assert_eq(stat(path, &st), 0, "WAL mode keeps a -wal file");
+	cr_assert_eq(st.st_mode & 0777, 0600);
+	fx_done(&f);
+}
+
+Test(worker_db_sqlite_only, a_state_directory_others_can_write_is_refused)
+{
+	fixture f;
+	fx_init(&f, false);
+	cr_assert_eq(chmod(f.dir, 0777), 0);
+	airlock_error err = { 0 };
+	worker_db *db = NULL;
+	cr_assert_eq(worker_db_open_sqlite(f.dir, &db, &err), airlock_errcode(AIRLOCK_ERR_CONFIG));
+	cr_assert(strstr(err.message, "has mode 0777"), "%s", err.message);
+	cr_assert_eq(worker_db_open_sqlite("/nonexistent-airlock", &db, &err),
+	             airlock_errcode(AIRLOCK_ERR_CONFIG));
+	fx_done(&f);
+}
