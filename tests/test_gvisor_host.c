@@ -693,6 +693,6 @@ Test(gvisor_host, a_volume_directory_others_can_reach_is_refused, .timeout = 60)
 	cr_assert_lt(r, 0, "a 0755 volume directory was taken");
 	cr_expect_eq(err.cls, AIRLOCK_ERR_EXECUTION_UNAVAILABLE);
 	cr_expect(strstr(err.message, "gvisor: the volume directory") && strstr(err.message, dir) &&
-	                  strstr(err.message, "mode 0700"),
+	                  strstr(err.message, "mode 0755") && strstr(err.message, "mode 0700"),
 	          "%s", err.message);
 }

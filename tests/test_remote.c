@@ -137,6 +137,12 @@ Test(remote, unreachable_service_is_execution_unavailable)
 	cr_assert_eq(err.cls, AIRLOCK_ERR_EXECUTION_UNAVAILABLE);
 	cr_assert(strstr(err.message, address), "the message names the address: %s", err.message);
 	cr_assert(strstr(err.message, "retry"), "%s", err.message);
+	/* The socket's own reason, once; nothing of the Host header curl
+	 * was given. */
+	cr_assert(strstr(err.message, strerror(ENOENT)), "%s", err.message);
+	cr_assert_null(strstr(err.message, "port 80"), "%s", err.message);
+	cr_assert_null(strstr(strstr(err.message, strerror(ENOENT)) + 1, strerror(ENOENT)), "%s",
+	               err.message);
 	assert_no_credential(&err);
 	airlock_exec_free(e);
 	airlock_environment_spec_clear(&spec);
@@ -193,6 +199,11 @@ Test(remote, bad_configuration_is_refused)
 	cr_assert_eq(airlock_remote_new(&rc, &rm, &err), airlock_errcode(AIRLOCK_ERR_CONFIG));
 	rc.address = "example.org:443/path";
 	cr_assert_eq(airlock_remote_new(&rc, &rm, &err), airlock_errcode(AIRLOCK_ERR_CONFIG));
+	/* A token pasted into the address is refused and not echoed. */
+	rc.address = "secret-token-0123456789@example.org:443";
+	cr_assert_eq(airlock_remote_new(&rc, &rm, &err), airlock_errcode(AIRLOCK_ERR_CONFIG));
+	cr_assert_null(strstr(err.message, "secret-token"), "%s", err.message);
+	cr_assert(strstr(err.message, "'@'"), "%s", err.message);
 	/* A newline would end the Authorization header and start another. */
 	static const char split[] = "token-with-a\nnewline-inside-0123456";
 	rc.address = "unix:/nonexistent.sock";

@@ -33,11 +33,15 @@ int exec_mech_open(exec_mech *m, const char *who, const char *image_store,
 		return airlock_error_set(err, AIRLOCK_ERR_EXECUTION_UNAVAILABLE, errno,
 		                         "%s: the volume directory %s", who, volume_dir);
 	struct stat st;
-	if (fstat(m->volume_dir_fd, &st) < 0 || st.st_uid != 0 || (st.st_mode & 077))
+	if (fstat(m->volume_dir_fd, &st) < 0)
+		return airlock_error_set(err, AIRLOCK_ERR_EXECUTION_UNAVAILABLE, errno,
+		                         "%s: the volume directory %s", who, volume_dir);
+	if (st.st_uid != 0 || (st.st_mode & 077))
 		return airlock_error_set(err, AIRLOCK_ERR_EXECUTION_UNAVAILABLE, 0,
-		                         "%s: the volume directory %s must be owned by root with "
-		                         "mode 0700",
-		                         who, volume_dir);
+		                         "%s: the volume directory %s is owned by uid %u with mode "
+		                         "%04o: it must be owned by root with mode 0700",
+		                         who, volume_dir, (unsigned)st.st_uid,
+		                         (unsigned)(st.st_mode & 07777));
 	m->shutdown_efd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
 	if (m->shutdown_efd < 0)
 		return airlock_error_set(err, AIRLOCK_ERR_EXECUTION_UNAVAILABLE, errno,

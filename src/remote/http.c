@@ -131,6 +131,16 @@ int remote_http_new(const airlock_remote_config *cfg, remote_http **ret, airlock
 		if (!h->unix_path || !h->base_url)
 			goto nomem;
 	} else {
+		/* A HOST:PORT never holds '@': one that does carries user
+		 * information (a token pasted as tok@host:port), so it is not
+		 * echoed. */
+		if (strchr(cfg->address, '@')) {
+			r = airlock_error_set(err, AIRLOCK_ERR_CONFIG, 0,
+			                      "remote adapter: the service address holds '@': an address "
+			                      "is unix:PATH or HOST:PORT, and the credential goes in the "
+			                      "credential file, never in the address");
+			goto fail;
+		}
 		if (!host_port_valid(cfg->address)) {
 			r = airlock_error_set(err, AIRLOCK_ERR_CONFIG, 0,
 			                      "remote adapter: %s is neither unix:PATH nor HOST:PORT",
@@ -263,8 +273,15 @@ static size_t on_upload(char *buf, size_t size, size_t n, void *arg)
 }
 
 static int transport_error(remote_http *h, const remote_call *c, CURLcode rc, const char *detail,
-                           airlock_error *err)
+                           long os_errno, airlock_error *err)
 {
+	/* On a Unix socket curl's own detail names "localhost port 80" (the
+	 * Host header it was given) and repeats its reason: the socket's path
+	 * (the address) and the system's reason say it. */
+	if (h->unix_path && rc == CURLE_COULDNT_CONNECT)
+		return airlock_error_set(err, AIRLOCK_ERR_EXECUTION_UNAVAILABLE, (int)os_errno,
+		                         "the execution service at %s is unreachable; retry later",
+		                         h->address);
 	if (rc == CURLE_OPERATION_TIMEDOUT)
 		return airlock_error_set(err, AIRLOCK_ERR_EXECUTION_UNAVAILABLE, 0,
 		                         "the execution service at %s did not answer %s %.64s within "
@@ -447,10 +464,13 @@ int remote_http_perform(remote_http *h, const remote_call *c, remote_response *r
 			r = t.sink_rc; /* the sink set err */
 		else if (rc == CURLE_WRITE_ERROR && resp->over_cap)
 			r = 0; /* answered; the caller sees over_cap */
-		else if (rc != CURLE_OK)
-			r = transport_error(h, c, rc, errbuf, err);
-		else if (resp->status == 0)
-			r = transport_error(h, c, CURLE_GOT_NOTHING, errbuf, err);
+		else if (rc != CURLE_OK) {
+			long os_errno = 0;
+			curl_easy_getinfo(t.easy, CURLINFO_OS_ERRNO, &os_errno);
+			r = transport_error(h, c, rc, errbuf, os_errno, err);
+		} else if (resp->status == 0) {
+			r = transport_error(h, c, CURLE_GOT_NOTHING, errbuf, 0, err);
+		}
 	}
 	if (added)
 		curl_multi_remove_handle(m, t.easy);
