@@ -20,6 +20,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/un.h>
 #include <time.h>
 #include <unistd.h>
@@ -641,6 +642,11 @@ Test(remote, tls_over_tcp_verifies_the_service)
 	sc.tls_cert_file = cert;
 	sc.tls_key_file = key;
 	airlock_service *svc = NULL;
+	/* A private key others can read is refused, naming it. */
+	cr_assert_eq(chmod(key, 0644), 0);
+	cr_assert_lt(airlock_service_new(&sc, core, &svc, &err), 0);
+	cr_assert(strstr(err.message, "TLS key") && strstr(err.message, "0644"), "%s", err.message);
+	cr_assert_eq(chmod(key, 0600), 0);
 	cr_assert_eq(airlock_service_new(&sc, core, &svc, &err), 0, "%s", err.message);
 	const char *address = airlock_service_address(svc);
 

@@ -50,7 +50,12 @@ static void *expire_main(void *arg)
 
 /* ---- listening ------------------------------------------------------------------- */
 
-static int read_pem(const char *what, const char *path, char **ret, airlock_error *err)
+/* A PEM file. The private key (secret) must give others no access: a key
+ * any local user can read lets them impersonate the service to its
+ * clients. Group access stays allowed, as PostgreSQL allows it for a
+ * key owned by root: a deployment may share the key with a group. */
+static int read_pem(const char *what, const char *path, bool secret, char **ret,
+                    airlock_error *err)
 {
 	_cleanup_close_ int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
 	if (fd < 0)
@@ -58,6 +63,10 @@ static int read_pem(const char *what, const char *path, char **ret, airlock_erro
 	struct stat st;
 	if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode))
 		return airlock_error_set(err, AIRLOCK_ERR_CONFIG, 0, "%s: not a regular file", what);
+	if (secret && (st.st_mode & 007))
+		return airlock_error_set(err, AIRLOCK_ERR_CONFIG, 0,
+		                         "%s %s has mode %04o: others must have no access (chmod 600)",
+		                         what, path, (unsigned)(st.st_mode & 07777));
 	size_t len = 0;
 	int r = util_read_secret(fd, AIRLOCK_SERVICE_PEM_MAX, ret, &len);
 	if (r < 0)
@@ -138,10 +147,10 @@ int airlock_service_new(const airlock_service_config *cfg, airlock_exec *exec,
 			                      cfg->listen);
 			goto fail;
 		}
-		if ((r = read_pem("TLS certificate", cfg->tls_cert_file, &pem_cert, err)) < 0 ||
-		    (r = read_pem("TLS key", cfg->tls_key_file, &pem_key, err)) < 0 ||
+		if ((r = read_pem("TLS certificate", cfg->tls_cert_file, false, &pem_cert, err)) < 0 ||
+		    (r = read_pem("TLS key", cfg->tls_key_file, true, &pem_key, err)) < 0 ||
 		    (cfg->tls_client_ca_file &&
-		     (r = read_pem("TLS client CA", cfg->tls_client_ca_file, &pem_ca, err)) < 0))
+		     (r = read_pem("TLS client CA", cfg->tls_client_ca_file, false, &pem_ca, err)) < 0))
 			goto fail;
 		r = svc_listen(cfg->listen, 0, -1, &s->lis, err);
 	}
