@@ -976,6 +976,18 @@ Test(worker_db_pg_only, the_connection_string_is_in_no_message)
 	refused_without(ci, "SameAsSecret77", NULL);
 }
 
+/* A URI password holding an unescaped '/' or '@': libpq's parse succeeds,
+ * but it reads part of the password as the port, the database or the host,
+ * which the message names. No server is needed: the port is not a number,
+ * and the host does not resolve. */
+Test(worker_db_pg_only, a_password_libpq_reads_as_the_port_or_host_is_in_no_message)
+{
+	refused_without("postgresql://u:PaLeak/ssSecret@/postgres?host=/nonexistent-airlock",
+	                "PaLeak", "ssSecret");
+	refused_without("postgresql://u:PaLeak@ssSecret@nonexistent-airlock.invalid/postgres",
+	                "PaLeak", "ssSecret");
+}
+
 Test(worker_db_pg_only, the_connection_file_is_checked_like_a_credential)
 {
 	const char *why = getenv(PG_ENV_WHY);
