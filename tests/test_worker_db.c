@@ -988,6 +988,44 @@ Test(worker_db_pg_only, a_password_libpq_reads_as_the_port_or_host_is_in_no_mess
 	                "PaLeak", "ssSecret");
 }
 
+/* A worker that hangs inside its migration (its transaction open, the
+ * migration lock held): another worker's start must fail in bounded time,
+ * not wait on the lock for ever. The open runs in a child so the test
+ * can stop it. */
+Test(worker_db_pg_only, a_start_behind_a_held_migration_lock_fails_in_bounded_time,
+     .timeout = 120)
+{
+	fixture fx;
+	fixture *f = &fx;
+	fx_init(f, true);
+	PGconn *holder = pg_admin();
+	PGresult *res = PQexec(holder, "BEGIN; SELECT pg_advisory_xact_lock(7091155068528747)");
+	cr_assert_eq(PQresultStatus(res), PGRES_TUPLES_OK, "%s", PQresultErrorMessage(res));
+	PQclear(res);
+	pid_t pid = fork();
+	cr_assert(pid >= 0);
+	if (pid == 0) {
+		airlock_error err = { 0 };
+		worker_db *db = NULL;
+		_exit(worker_db_open_pg(f->conninfo, &db, &err) < 0 ? 0 : 1);
+	}
+	int st = 0;
+	pid_t w = 0;
+	for (int i = 0; i < 30 && w == 0; i++) {
+		w = waitpid(pid, &st, WNOHANG);
+		if (w == 0)
+			sleep(1);
+	}
+	if (w == 0) {
+		kill(pid, SIGKILL);
+		waitpid(pid, NULL, 0);
+	}
+	PQfinish(holder);
+	fx_done(f);
+	cr_assert_neq(w, 0, "worker_db_open_pg still waited after 30 s on the migration lock");
+	cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0, "the open succeeded behind a held lock");
+}
+
 Test(worker_db_pg_only, the_connection_file_is_checked_like_a_credential)
 {
 	const char *why = getenv(PG_ENV_WHY);
