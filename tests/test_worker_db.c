@@ -986,6 +986,10 @@ Test(worker_db_pg_only, a_password_libpq_reads_as_the_port_or_host_is_in_no_mess
 	                "PaLeak", "ssSecret");
 	refused_without("postgresql://u:PaLeak@ssSecret@nonexistent-airlock.invalid/postgres",
 	                "PaLeak", "ssSecret");
+	/* An '@' in the query part with no '/' before it: libpq would read
+	 * all before it as the user. */
+	refused_without("postgresql://nonexistent-airlock.invalid?password=PaLeak@ssSecret",
+	                "PaLeak", "ssSecret");
 }
 
 /* A worker that hangs inside its migration (its transaction open, the

@@ -24,11 +24,24 @@
  *   - libpq's connection and query messages name the socket or host, the
  *     port, the user and the database, and the server's own text: those
  *     are not the secret, and an operator needs them to fix a setting, so
- *     they pass. libpq does not print a password, but the server or a
- *     future libpq might quote one (a role named after it, an option
- *     echoed), so every message is scrubbed first: each value of an option
- *     libpq marks secret (dispchar "*": password, sslpassword, ...) is
- *     replaced by "[redacted]" wherever it appears;
+ *     they pass. That holds only when libpq parsed the password whole: a
+ *     URI's user information ends at its first '@' (or '/'), so a password
+ *     holding an unencoded '@' or '/' spills into the host, the port or
+ *     the database, and an '@' in the query part (a password= value) makes
+ *     libpq read all before it as the user; messages quote each of them.
+ *     A URI is therefore refused unless it holds at most one '@' and that
+ *     '@' comes before any '/' or '?' (pg_uri_ambiguous); then everything
+ *     after it is free of the password. In the keyword=value form a value ends at unquoted
+ *     white space and a quoted one ('a b', with \' and \\) is read whole,
+ *     so a password written as libpq documents is parsed whole; one with
+ *     white space left unquoted either fails to parse (dropped, above) or
+ *     reads as a further keyword=value, which no parser could tell from
+ *     one the operator meant, so the documentation says to quote it.
+ *     libpq does not print a password, but the server or a future libpq
+ *     might quote one (a role named after it, an option echoed), so every
+ *     message is scrubbed first: each value of an option libpq marks
+ *     secret (dispchar "*": password, sslpassword, ...) is replaced by
+ *     "[redacted]" wherever it appears;
  *   - no notice is printed: libpq's default notice processor writes to
  *     stderr, and library code does not log.
  */
@@ -284,12 +297,47 @@ static int pg_options(pg_ctx *c, PQconninfoOption *opts, const char **keys, cons
 	return 0;
 }
 
+/* Whether conninfo is a postgresql:// or postgres:// URI (libpq's own
+ * prefixes, matched as libpq matches them) that libpq might not read as
+ * written: more than one '@', or an '@' after the first '/' or '?'.
+ * libpq ends the user information at the first '@' or '/' (not at '?'),
+ * so a password with an unencoded '@' or '/' would be cut and its rest
+ * read as host, port or database, and an '@' in the query part would make
+ * what precedes it the user; messages name all of these. With at most
+ * one '@', before any '/' or '?', the user information is everything
+ * before it, the password libpq parses is the whole password
+ * (scrubbed from messages), and nothing after the '@' holds any of it. */
+static bool pg_uri_ambiguous(const char *conninfo)
+{
+	static const char *const prefixes[] = { "postgresql://", "postgres://" };
+	const char *rest = NULL;
+	for (size_t i = 0; !rest && i < ARRAY_SIZE(prefixes); i++)
+		if (strncmp(conninfo, prefixes[i], strlen(prefixes[i])) == 0)
+			rest = conninfo + strlen(prefixes[i]);
+	if (!rest)
+		return false;
+	const char *at = strchr(rest, '@');
+	if (!at)
+		return false;
+	return strchr(at + 1, '@') || (size_t)(at - rest) > strcspn(rest, "/?");
+}
+
 static int pg_connect(pg_ctx *c, const char *conninfo, airlock_error *err)
 {
+	if (pg_uri_ambiguous(conninfo))
+		return airlock_error_set(err, AIRLOCK_ERR_CONFIG, 0,
+		                         "worker database connection string is a postgresql:// URI "
+		                         "with more than one '@', or an '@' after a '/' or '?': "
+		                         "libpq would read part of the user or password as the "
+		                         "host, port or database; percent-encode '@' (%%40), '/' "
+		                         "(%%2F) and '?' (%%3F) in the user and password (its text "
+		                         "is not shown: it holds the password)");
 	char *perr = NULL;
 	PQconninfoOption *opts = PQconninfoParse(conninfo, &perr);
 	if (!opts) {
-		/* perr may quote the string: dropped unread (above). */
+		/* perr may quote the string: wiped and dropped unread (above). */
+		if (perr)
+			explicit_bzero(perr, strlen(perr));
 		PQfreemem(perr);
 		return airlock_error_set(err, AIRLOCK_ERR_CONFIG, 0,
 		                         "worker database connection string does not parse as "
@@ -307,6 +355,8 @@ static int pg_connect(pg_ctx *c, const char *conninfo, airlock_error *err)
 	if (r < 0)
 		return r;
 	PQsetNoticeProcessor(c->pg, pg_quiet, NULL);
+	/* Named in every later message: none of them holds any of the
+	 * password, since pg_uri_ambiguous refused every URI where it could. */
 	const char *db = PQdb(c->pg), *host = PQhost(c->pg), *port = PQport(c->pg);
 	snprintf(c->where, sizeof(c->where), "PostgreSQL database %s on %s port %s",
 	         db && *db ? db : "(default)", host && *host ? host : "(default)",
