@@ -27,6 +27,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "airlock/ids.h"
@@ -974,6 +975,140 @@ Test(worker_db_pg_only, the_connection_string_is_in_no_message)
 	snprintf(ci, sizeof(ci), "host=%s user=SameAsSecret77 dbname=postgres password=SameAsSecret77",
 	         dir);
 	refused_without(ci, "SameAsSecret77", NULL);
+}
+
+/* A URI password holding an unescaped '/' or '@': libpq's parse succeeds,
+ * but it reads part of the password as the port, the database or the host,
+ * which the message names. No server is needed: the port is not a number,
+ * and the host does not resolve. */
+Test(worker_db_pg_only, a_password_libpq_reads_as_the_port_or_host_is_in_no_message)
+{
+	refused_without("postgresql://u:PaLeak/ssSecret@/postgres?host=/nonexistent-airlock",
+	                "PaLeak", "ssSecret");
+	refused_without("postgresql://u:PaLeak@ssSecret@nonexistent-airlock.invalid/postgres",
+	                "PaLeak", "ssSecret");
+	/* An '@' in the query part with no '/' before it: libpq would read
+	 * all before it as the user. */
+	refused_without("postgresql://nonexistent-airlock.invalid?password=PaLeak@ssSecret",
+	                "PaLeak", "ssSecret");
+}
+
+/* A worker that hangs inside its migration (its transaction open, the
+ * migration lock held): another worker's start must fail in bounded time,
+ * not wait on the lock for ever. The open runs in a child so the test
+ * can stop it. An advisory lock is per database: the test holds it in a
+ * database of its own, so the suite's other tests, which run in parallel
+ * and open workers on "postgres", do not queue behind it. */
+static PGconn *pg_connect_db(const char *dbname)
+{
+	char ci[512];
+	int w = snprintf(ci, sizeof(ci),
+	                 "host=%s user=" PG_USER " dbname=%s password=" PG_PASSWORD,
+	                 getenv(PG_ENV_DIR), dbname);
+	cr_assert(w > 0 && (size_t)w < sizeof(ci));
+	PGconn *c = PQconnectdb(ci);
+	cr_assert_eq(PQstatus(c), CONNECTION_OK, "connection to %s: %s", dbname,
+	             PQerrorMessage(c));
+	PQsetNoticeProcessor(c, quiet, NULL);
+	return c;
+}
+
+static void pg_admin_sql(const char *sql)
+{
+	PGconn *c = pg_admin();
+	PGresult *r = PQexec(c, sql);
+	cr_assert_eq(PQresultStatus(r), PGRES_COMMAND_OK, "%s: %s", sql, PQresultErrorMessage(r));
+	PQclear(r);
+	PQfinish(c);
+}
+
+Test(worker_db_pg_only, a_start_behind_a_held_migration_lock_fails_in_bounded_time,
+     .timeout = 120)
+{
+	const char *why = getenv(PG_ENV_WHY);
+	cr_assert_null(why, "the PostgreSQL test server did not start: %s", why);
+	char dbname[64], sql[128], conninfo[512];
+	snprintf(dbname, sizeof(dbname), "lockdb%d", (int)getpid());
+	snprintf(sql, sizeof(sql), "CREATE DATABASE %s", dbname);
+	pg_admin_sql(sql);
+	int n = snprintf(conninfo, sizeof(conninfo),
+	                 "host=%s user=" PG_USER " dbname=%s password=" PG_PASSWORD,
+	                 getenv(PG_ENV_DIR), dbname);
+	cr_assert(n > 0 && (size_t)n < sizeof(conninfo));
+	PGconn *holder = pg_connect_db(dbname);
+	PGresult *res = PQexec(holder, "BEGIN; SELECT pg_advisory_xact_lock(7091155068528747)");
+	cr_assert_eq(PQresultStatus(res), PGRES_TUPLES_OK, "%s", PQresultErrorMessage(res));
+	PQclear(res);
+	pid_t pid = fork();
+	cr_assert(pid >= 0);
+	if (pid == 0) {
+		airlock_error err = { 0 };
+		worker_db *db = NULL;
+		_exit(worker_db_open_pg(conninfo, &db, &err) < 0 ? 0 : 1);
+	}
+	int st = 0;
+	pid_t w = 0;
+	for (int i = 0; i < 30 && w == 0; i++) {
+		w = waitpid(pid, &st, WNOHANG);
+		if (w == 0)
+			sleep(1);
+	}
+	if (w == 0) {
+		kill(pid, SIGKILL);
+		waitpid(pid, NULL, 0);
+	}
+	PQfinish(holder);
+	snprintf(sql, sizeof(sql), "DROP DATABASE %s WITH (FORCE)", dbname);
+	pg_admin_sql(sql);
+	cr_assert_neq(w, 0, "worker_db_open_pg still waited after 30 s on the migration lock");
+	cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0, "the open succeeded behind a held lock");
+}
+
+/* A claim whose run's row another session holds locked fails after
+ * lock_timeout instead of waiting; the string's own lock_timeout (1 s,
+ * after the worker's 10 s default in `options`) is the one that holds,
+ * and the handle serves the next call once the lock is gone. */
+Test(worker_db_pg_only, a_claim_behind_a_held_row_lock_fails_after_the_strings_lock_timeout,
+     .timeout = 60)
+{
+	fixture fx;
+	fixture *f = &fx;
+	fx_init(f, true);
+	int w = snprintf(f->conninfo, sizeof(f->conninfo),
+	                 "host=%s user=" PG_USER " dbname=postgres password=" PG_PASSWORD
+	                 " options='-c search_path=%s -c lock_timeout=1s'",
+	                 getenv(PG_ENV_DIR), f->schema);
+	cr_assert(w > 0 && (size_t)w < sizeof(f->conninfo));
+	f->db = fx_open(f);
+	cr_assert_eq(claim(f->db, "run-locked", "tenant-a", 1, 60, 1000).outcome,
+	             WORKER_DB_CLAIM_NEW);
+	PGconn *holder = pg_admin();
+	char sql[256];
+	w = snprintf(sql, sizeof(sql),
+	             "BEGIN; SET LOCAL search_path TO %s; SELECT epoch FROM airlock_leases"
+	             " WHERE run_id = 'run-locked' FOR UPDATE",
+	             f->schema);
+	cr_assert(w > 0 && (size_t)w < sizeof(sql));
+	PGresult *res = PQexec(holder, sql);
+	cr_assert_eq(PQresultStatus(res), PGRES_TUPLES_OK, "%s", PQresultErrorMessage(res));
+	PQclear(res);
+	worker_db_claim_request req = { .run_id = "run-locked", .tenant_id = "tenant-a",
+		                        .epoch = 2, .ttl_seconds = 60, .now_ms = 2000 };
+	worker_db_claim_result out;
+	airlock_error err = { 0 };
+	struct timespec t0, t1;
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	int r = worker_db_claim(f->db, &req, &out, &err);
+	clock_gettime(CLOCK_MONOTONIC, &t1);
+	PQclear(PQexec(holder, "ROLLBACK"));
+	PQfinish(holder);
+	cr_assert_lt(r, 0, "the claim went through a held row lock");
+	cr_assert(strstr(err.message, "lock timeout"), "%s", err.message);
+	cr_assert_lt(t1.tv_sec - t0.tv_sec, 5, "the claim waited %lld s, not the string's 1 s",
+	             (long long)(t1.tv_sec - t0.tv_sec));
+	cr_assert_eq(claim(f->db, "run-locked", "tenant-a", 2, 60, 3000).outcome,
+	             WORKER_DB_CLAIM_FENCED);
+	fx_done(f);
 }
 
 Test(worker_db_pg_only, the_connection_file_is_checked_like_a_credential)

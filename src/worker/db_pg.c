@@ -13,6 +13,16 @@
  * two workers starting at once migrate one after the other (CREATE TABLE
  * IF NOT EXISTS alone races in PostgreSQL).
  *
+ * Nothing waits without bound. A start that cannot reach the server fails
+ * after connect_timeout; the migration lock is tried, not waited for, and
+ * a start that has not had it after PG_MIGRATION_LOCK_WAIT_MS fails (a
+ * worker hung inside its migration keeps the lock); every statement runs
+ * under the server settings of PG_SERVER_DEFAULTS (a row lock, a statement,
+ * an idle transaction, each bounded) and a TCP connection under the
+ * keepalive and user-timeout defaults of pg_defaults[], so a server or
+ * network that stops answering fails the call instead of blocking it. A
+ * connection string that sets one of these itself keeps its own value.
+ *
  * The connection string is a credential. It comes from memory or from a
  * file checked like the service credential's (worker_db_open_pg_file);
  * this code never writes it anywhere, passes it to no program, and keeps
@@ -24,11 +34,24 @@
  *   - libpq's connection and query messages name the socket or host, the
  *     port, the user and the database, and the server's own text: those
  *     are not the secret, and an operator needs them to fix a setting, so
- *     they pass. libpq does not print a password, but the server or a
- *     future libpq might quote one (a role named after it, an option
- *     echoed), so every message is scrubbed first: each value of an option
- *     libpq marks secret (dispchar "*": password, sslpassword, ...) is
- *     replaced by "[redacted]" wherever it appears;
+ *     they pass. That holds only when libpq parsed the password whole: a
+ *     URI's user information ends at its first '@' (or '/'), so a password
+ *     holding an unencoded '@' or '/' spills into the host, the port or
+ *     the database, and an '@' in the query part (a password= value) makes
+ *     libpq read all before it as the user; messages quote each of them.
+ *     A URI is therefore refused unless it holds at most one '@' and that
+ *     '@' comes before any '/' or '?' (pg_uri_ambiguous); then everything
+ *     after it is free of the password. In the keyword=value form a value ends at unquoted
+ *     white space and a quoted one ('a b', with \' and \\) is read whole,
+ *     so a password written as libpq documents is parsed whole; one with
+ *     white space left unquoted either fails to parse (dropped, above) or
+ *     reads as a further keyword=value, which no parser could tell from
+ *     one the operator meant, so the documentation says to quote it.
+ *     libpq does not print a password, but the server or a future libpq
+ *     might quote one (a role named after it, an option echoed), so every
+ *     message is scrubbed first: each value of an option libpq marks
+ *     secret (dispchar "*": password, sslpassword, ...) is replaced by
+ *     "[redacted]" wherever it appears;
  *   - no notice is printed: libpq's default notice processor writes to
  *     stderr, and library code does not log.
  */
@@ -37,6 +60,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "airlock/caps.h"
 #include "airlock/credential_file.h"
@@ -50,8 +74,31 @@
  * sets no connect_timeout of its own: an unreachable database fails the
  * worker's start, never hangs it. */
 #define PG_CONNECT_TIMEOUT_DEFAULT "10"
+/* Server settings for every session, put before the string's own
+ * `options`, whose -c settings the server applies later and so keep
+ * theirs:
+ *   - lock_timeout 10 s: a write holds its run's row lock for a few
+ *     statements of milliseconds; ten seconds of waiting means the holder
+ *     is stuck, and the call fails instead of blocking the worker;
+ *   - statement_timeout 30 s: every statement reads or writes one run's
+ *     rows or a bounded list by key; a statement running this long is a
+ *     server in trouble (a migration that needs longer says so itself with
+ *     SET LOCAL);
+ *   - idle_in_transaction_session_timeout 60 s: our transactions never
+ *     wait on anything between statements, so a session idle inside one is
+ *     a worker that hung holding row locks or the migration lock; the
+ *     server ends it and the others' waits end. */
+#define PG_SERVER_DEFAULTS                                                                         \
+	"-c lock_timeout=10s -c statement_timeout=30s -c idle_in_transaction_session_timeout=60s"
 /* The migration lock's key: any constant every worker shares ("airlock"). */
 #define PG_MIGRATION_LOCK "7091155068528747"
+/* A start waits at most this long for another worker's migration, trying
+ * the lock every PG_MIGRATION_LOCK_TRY_MS: migrations are a few CREATE
+ * TABLEs, and a start behind a migrator that hung fails rather than hangs
+ * (the server ends the hung session after its idle timeout, and the next
+ * start goes through). */
+#define PG_MIGRATION_LOCK_WAIT_MS 15000
+#define PG_MIGRATION_LOCK_TRY_MS 100
 
 typedef struct pg_ctx {
 	worker_db_conn conn; /* first: db_sql.h */
@@ -121,6 +168,52 @@ static int pg_script(void *ctx, const char *sql, airlock_error *err)
 	return 0;
 }
 
+static void pg_rollback(void *ctx);
+
+static int64_t pg_now_ms(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* BEGIN and the migration lock, tried until PG_MIGRATION_LOCK_WAIT_MS
+ * have passed: pg_advisory_xact_lock would wait as long as the holder
+ * keeps its transaction open. On failure no transaction stays open. */
+static int pg_begin_migration(pg_ctx *c, airlock_error *err)
+{
+	int r = pg_script(c, "BEGIN", err);
+	if (r < 0)
+		return r;
+	int64_t deadline = pg_now_ms() + PG_MIGRATION_LOCK_WAIT_MS;
+	for (;;) {
+		PGresult *res = PQexec(c->pg,
+		                       "SELECT pg_try_advisory_xact_lock(" PG_MIGRATION_LOCK ")");
+		if (!res || PQresultStatus(res) != PGRES_TUPLES_OK || PQntuples(res) != 1 ||
+		    PQnfields(res) != 1) {
+			r = pg_result_fail(c, res, err, "migration lock");
+			break;
+		}
+		bool held = strcmp(PQgetvalue(res, 0, 0), "t") == 0;
+		PQclear(res);
+		if (held)
+			return 0;
+		if (pg_now_ms() >= deadline) {
+			r = airlock_error_set(err, AIRLOCK_ERR_EXECUTION_UNAVAILABLE, 0,
+			                      "%s: another worker has held the schema migration lock "
+			                      "(advisory lock " PG_MIGRATION_LOCK ") for more than the "
+			                      "%d s a start waits for it: its migration is hung or "
+			                      "slow; the start fails rather than wait",
+			                      c->where, PG_MIGRATION_LOCK_WAIT_MS / 1000);
+			break;
+		}
+		struct timespec nap = { 0, PG_MIGRATION_LOCK_TRY_MS * 1000000L };
+		nanosleep(&nap, NULL);
+	}
+	pg_rollback(c);
+	return r;
+}
+
 static int pg_begin(void *ctx, worker_db_txn kind, airlock_error *err)
 {
 	pg_ctx *c = ctx;
@@ -138,8 +231,7 @@ static int pg_begin(void *ctx, worker_db_txn kind, airlock_error *err)
 	case WORKER_DB_TXN_WRITE:
 		return pg_script(ctx, "BEGIN", err);
 	case WORKER_DB_TXN_MIGRATE:
-		return pg_script(ctx, "BEGIN; SELECT pg_advisory_xact_lock(" PG_MIGRATION_LOCK ")",
-		                 err);
+		return pg_begin_migration(c, err);
 	case WORKER_DB_TXN_INVALID:
 	case WORKER_DB_TXN__MAX:
 		break;
@@ -244,52 +336,120 @@ static void wipe_options(PQconninfoOption *opts)
 	PQconninfoFree(opts);
 }
 
+/* libpq options set when the string sets none, each only where this
+ * libpq knows it (PQconninfoParse lists every option it knows). A TCP
+ * connection to a host that went away would otherwise block a call until
+ * the kernel gives up (minutes to hours):
+ *   - keepalives after 10 s idle, every 5 s, 3 unanswered: a dead peer is
+ *     found within about 25 s even while we wait for an answer;
+ *   - tcp_user_timeout 30 s: data we sent and nobody acknowledged for 30 s
+ *     ends the connection (keepalives do not probe while data is unsent).
+ * They do not apply to a Unix socket, where the server is local. */
+static const struct {
+	const char *key;
+	const char *val;
+} pg_defaults[] = {
+	{ "connect_timeout", PG_CONNECT_TIMEOUT_DEFAULT },
+	{ "keepalives", "1" },
+	{ "keepalives_idle", "10" },
+	{ "keepalives_interval", "5" },
+	{ "keepalives_count", "3" },
+	{ "tcp_user_timeout", "30000" },
+};
+
 /* The parsed options as libpq's keyword and value arrays, the secret
- * values kept for scrubbing, and connect_timeout set when the string sets
- * none. */
+ * values kept for scrubbing, pg_defaults[] where the string sets none,
+ * and `options` led by PG_SERVER_DEFAULTS (*ret_options, freed by the
+ * caller). */
 static int pg_options(pg_ctx *c, PQconninfoOption *opts, const char **keys, const char **vals,
-                      size_t max, airlock_error *err)
+                      size_t max, char **ret_options, airlock_error *err)
 {
 	size_t n = 0;
-	bool timeout = false;
 	for (PQconninfoOption *o = opts; o->keyword; o++) {
-		if (!o->val)
+		const char *val = o->val;
+		for (size_t i = 0; !val && i < ARRAY_SIZE(pg_defaults); i++)
+			if (strcmp(o->keyword, pg_defaults[i].key) == 0)
+				val = pg_defaults[i].val;
+		if (strcmp(o->keyword, "options") == 0) {
+			size_t len = sizeof(PG_SERVER_DEFAULTS) + 1 + (val ? strlen(val) : 0);
+			*ret_options = malloc(len);
+			if (!*ret_options)
+				return airlock_error_set(err, AIRLOCK_ERR_SYSTEM, ENOMEM,
+				                         "worker database");
+			snprintf(*ret_options, len, "%s%s%s", PG_SERVER_DEFAULTS, val ? " " : "",
+			         val ? val : "");
+			val = *ret_options;
+		}
+		if (!val)
 			continue;
-		if (n + 3 > max)
+		if (n + 1 >= max)
 			return airlock_error_set(err, AIRLOCK_ERR_CONFIG, 0,
 			                         "worker database connection string: too many options");
-		if (o->dispchar && strchr(o->dispchar, '*') && *o->val) {
+		if (o->dispchar && strchr(o->dispchar, '*') && *val) {
 			if (c->nsecrets == PG_SECRETS_MAX)
 				return airlock_error_set(err, AIRLOCK_ERR_CONFIG, 0,
 				                         "worker database connection string: too many "
 				                         "secret options");
-			c->secrets[c->nsecrets] = strdup(o->val);
+			c->secrets[c->nsecrets] = strdup(val);
 			if (!c->secrets[c->nsecrets])
 				return airlock_error_set(err, AIRLOCK_ERR_SYSTEM, ENOMEM,
 				                         "worker database");
 			c->nsecrets++;
 		}
-		timeout |= strcmp(o->keyword, "connect_timeout") == 0;
 		keys[n] = o->keyword;
-		vals[n] = o->val;
+		vals[n] = val;
 		n++;
 	}
-	if (!timeout) {
-		keys[n] = "connect_timeout";
-		vals[n] = PG_CONNECT_TIMEOUT_DEFAULT;
-		n++;
-	}
+	if (!*ret_options)
+		return airlock_error_set(err, AIRLOCK_ERR_CONFIG, 0,
+		                         "worker database: this libpq has no \"options\" setting, "
+		                         "so lock and statement timeouts cannot be set");
 	keys[n] = NULL;
 	vals[n] = NULL;
 	return 0;
 }
 
+/* Whether conninfo is a postgresql:// or postgres:// URI (libpq's own
+ * prefixes, matched as libpq matches them) that libpq might not read as
+ * written: more than one '@', or an '@' after the first '/' or '?'.
+ * libpq ends the user information at the first '@' or '/' (not at '?'),
+ * so a password with an unencoded '@' or '/' would be cut and its rest
+ * read as host, port or database, and an '@' in the query part would make
+ * what precedes it the user; messages name all of these. With at most
+ * one '@', before any '/' or '?', the user information is everything
+ * before it, the password libpq parses is the whole password
+ * (scrubbed from messages), and nothing after the '@' holds any of it. */
+static bool pg_uri_ambiguous(const char *conninfo)
+{
+	static const char *const prefixes[] = { "postgresql://", "postgres://" };
+	const char *rest = NULL;
+	for (size_t i = 0; !rest && i < ARRAY_SIZE(prefixes); i++)
+		if (strncmp(conninfo, prefixes[i], strlen(prefixes[i])) == 0)
+			rest = conninfo + strlen(prefixes[i]);
+	if (!rest)
+		return false;
+	const char *at = strchr(rest, '@');
+	if (!at)
+		return false;
+	return strchr(at + 1, '@') || (size_t)(at - rest) > strcspn(rest, "/?");
+}
+
 static int pg_connect(pg_ctx *c, const char *conninfo, airlock_error *err)
 {
+	if (pg_uri_ambiguous(conninfo))
+		return airlock_error_set(err, AIRLOCK_ERR_CONFIG, 0,
+		                         "worker database connection string is a postgresql:// URI "
+		                         "with more than one '@', or an '@' after a '/' or '?': "
+		                         "libpq would read part of the user or password as the "
+		                         "host, port or database; percent-encode '@' (%%40), '/' "
+		                         "(%%2F) and '?' (%%3F) in the user and password (its text "
+		                         "is not shown: it holds the password)");
 	char *perr = NULL;
 	PQconninfoOption *opts = PQconninfoParse(conninfo, &perr);
 	if (!opts) {
-		/* perr may quote the string: dropped unread (above). */
+		/* perr may quote the string: wiped and dropped unread (above). */
+		if (perr)
+			explicit_bzero(perr, strlen(perr));
 		PQfreemem(perr);
 		return airlock_error_set(err, AIRLOCK_ERR_CONFIG, 0,
 		                         "worker database connection string does not parse as "
@@ -297,16 +457,20 @@ static int pg_connect(pg_ctx *c, const char *conninfo, airlock_error *err)
 		                         "shown: it holds the password)");
 	}
 	const char *keys[64], *vals[64];
-	int r = pg_options(c, opts, keys, vals, ARRAY_SIZE(keys), err);
+	char *options = NULL;
+	int r = pg_options(c, opts, keys, vals, ARRAY_SIZE(keys), &options, err);
 	if (r == 0) {
 		c->pg = PQconnectdbParams(keys, vals, 0);
 		if (!c->pg)
 			r = airlock_error_set(err, AIRLOCK_ERR_SYSTEM, ENOMEM, "worker database");
 	}
 	wipe_options(opts);
+	free(options);
 	if (r < 0)
 		return r;
 	PQsetNoticeProcessor(c->pg, pg_quiet, NULL);
+	/* Named in every later message: none of them holds any of the
+	 * password, since pg_uri_ambiguous refused every URI where it could. */
 	const char *db = PQdb(c->pg), *host = PQhost(c->pg), *port = PQport(c->pg);
 	snprintf(c->where, sizeof(c->where), "PostgreSQL database %s on %s port %s",
 	         db && *db ? db : "(default)", host && *host ? host : "(default)",
