@@ -19,6 +19,7 @@
 #include "airlock/gvisor.h"
 #include "airlock/image.h"
 #include "airlock/port/exec.h"
+#include "fault_testlib.h"
 #include "sandbox_testlib.h"
 #include "util/fault.h"
 
@@ -125,7 +126,9 @@ static void assert_same(const counts *before, const char *state, const char *poi
 	             now.states);
 }
 
-static airlock_exec *open_service(const char *state, char digest[AIRLOCK_IMAGE_DIGEST_SIZE])
+/* A gvisor service on state; its adapter in *ret_g when ret_g is not NULL. */
+static airlock_exec *open_service_g(const char *state, char digest[AIRLOCK_IMAGE_DIGEST_SIZE],
+                                    airlock_gvisor **ret_g)
 {
 	gvisor_test_require(digest);
 	airlock_error err = { 0 };
@@ -136,7 +139,14 @@ static airlock_exec *open_service(const char *state, char digest[AIRLOCK_IMAGE_D
 	cr_assert_eq(airlock_gvisor_new(&gc, &g, &err), 0, "%s", err.message);
 	airlock_exec *e = NULL;
 	cr_assert_eq(airlock_exec_new(airlock_gvisor_ops(), g, NULL, &e, &err), 0, "%s", err.message);
+	if (ret_g)
+		*ret_g = g;
 	return e;
+}
+
+static airlock_exec *open_service(const char *state, char digest[AIRLOCK_IMAGE_DIGEST_SIZE])
+{
+	return open_service_g(state, digest, NULL);
 }
 
 static void remove_state(const char *state)
@@ -169,10 +179,8 @@ Test(gvisor_faults, each_provision_step_fails_cleanly_and_leaks_nothing, .timeou
 	spec_for(&spec, digest);
 	airlock_environment_handle h = { 0 };
 	airlock_error err = { 0 };
-	/* A warm-up cycle: the image's mount is kept for the service's life. */
-	cr_assert_eq(airlock_exec_provision(e, &spec, &h, &err), 0, "%s", err.message);
-	cr_assert_eq(airlock_exec_destroy(e, &h, &err), 0, "%s", err.message);
-	airlock_environment_handle_clear(&h);
+	/* The image's mount is kept for the service's life. */
+	fault_test_warm_up(e, &spec);
 	counts before = measure(state);
 	char step[AIRLOCK_ERROR_MESSAGE_MAX] = "";
 	unsigned nth;
@@ -200,6 +208,68 @@ Test(gvisor_faults, each_provision_step_fails_cleanly_and_leaks_nothing, .timeou
 	}
 	cr_assert_geq(nth, 12 + 1, "only %u checks were seen", nth - 1);
 	assert_same(&before, state, "after the walk");
+	airlock_environment_spec_clear(&spec);
+	airlock_exec_free(e);
+	remove_state(state);
+}
+
+/* Each check of a destroy failed in turn (the kill, the wait for the
+ * runtime, the cgroup facility's kill and rmdir in each hierarchy, the
+ * bundle's unmount): the destroy fails naming the point, the sandbox stays
+ * on the adapter with what the step was to remove, and a second destroy
+ * leaves nothing. Last, a failed teardown is left to the service's free. */
+Test(gvisor_faults, each_teardown_step_fails_and_a_retry_leaves_nothing, .timeout = 300)
+{
+	char state[128], digest[AIRLOCK_IMAGE_DIGEST_SIZE];
+	snprintf(state, sizeof(state), "/run/airlock/gvisor-test-faults-t-%d", (int)getpid());
+	counts bare = measure(state); /* before the service: its free leaves this */
+	airlock_gvisor *g = NULL;
+	airlock_exec *e = open_service_g(state, digest, &g);
+	airlock_environment_spec spec;
+	spec_for(&spec, digest);
+	airlock_environment_handle h = { 0 };
+	airlock_error err = { 0 };
+	fault_test_warm_up(e, &spec);
+	counts before = measure(state);
+	unsigned nth;
+	bool freed_kept = false;
+	for (nth = 1;; nth++) {
+		cr_assert_eq(airlock_exec_provision(e, &spec, &h, &err), 0, "%s", err.message);
+		unsigned hits;
+		const char *fired;
+		int r = sandbox_test_destroy_failing(e, &h, nth, &err, &hits, &fired);
+		if (hits < nth) {
+			cr_assert_eq(r, 0, "no fault at check %u, yet: %s", nth, err.message);
+			airlock_environment_handle_clear(&h);
+			break;
+		}
+		cr_assert_lt(r, 0, "check %u failed, yet destroy succeeded", nth);
+		cr_assert(strstr(err.message, fired), "check %u: the error names the step %s: %s", nth,
+		          fired, err.message);
+		cr_assert(strstr(err.message, state) == NULL, "a host path in: %s", err.message);
+		if (strcmp(fired, "destroy.kill") != 0)
+			cr_assert_eq(airlock_gvisor_live_count(g), 1, "%s: the sandbox is gone", fired);
+		if (strcmp(fired, "teardown.unmount") == 0) {
+			/* The service's free is the other retry: it ends with
+			 * this sandbox kept (its bundle mounted), on a fresh
+			 * service, so the walk goes on. */
+			airlock_environment_handle_clear(&h);
+			airlock_exec_free(e);
+			assert_same(&bare, state, "the service's free");
+			e = open_service_g(state, digest, &g);
+			freed_kept = true;
+			continue;
+		}
+		memset(&err, 0, sizeof(err));
+		cr_assert_eq(airlock_exec_destroy(e, &h, &err), 0, "%s: the retry: %s", fired,
+		             err.message);
+		cr_assert_eq(airlock_gvisor_live_count(g), 0, "%s: the retry left the sandbox", fired);
+		airlock_environment_handle_clear(&h);
+		assert_same(&before, state, fired);
+	}
+	cr_assert_geq(nth, 4 + 1, "only %u checks were seen", nth - 1);
+	cr_log_info("teardown: %u checks", nth - 1);
+	cr_assert(freed_kept, "no teardown.unmount check");
 	airlock_environment_spec_clear(&spec);
 	airlock_exec_free(e);
 	remove_state(state);

@@ -23,6 +23,7 @@
 #include "airlock/proxy.h"
 #include "exec/native/service.h"
 #include "host/filetable.h"
+#include "fault_testlib.h"
 #include "sandbox_testlib.h"
 #include "util/fault.h"
 #include "util/spawn.h"
@@ -75,8 +76,10 @@ static void assert_flat(const leak_counts *before, const char *lock, long slots_
 	cr_assert_eq(slots, slots_before, "%s: host-id slots %ld -> %ld", point, slots_before, slots);
 }
 
-/* A native service of (policy, proxy) with this test's host-id lock. */
-static airlock_exec *open_service(const airlock_egress_policy *policy, airlock_proxy *proxy)
+/* A native service of (policy, proxy) with this test's host-id lock;
+ * its adapter in *ret_n when ret_n is not NULL. */
+static airlock_exec *open_service_n(const airlock_egress_policy *policy, airlock_proxy *proxy,
+                                    airlock_native **ret_n)
 {
 	airlock_native_config nc = { .image_store = sandbox_test_store(), .start_budget_seconds = 30,
 		                     .host_id_lock = FAULTS_ID_LOCK, .egress_policy = policy,
@@ -87,7 +90,14 @@ static airlock_exec *open_service(const airlock_egress_policy *policy, airlock_p
 	cr_assert_eq(airlock_native_new(&nc, &n, &err), 0, "%s", err.message);
 	airlock_exec *e = NULL;
 	cr_assert_eq(airlock_exec_new(airlock_native_ops(), n, NULL, &e, &err), 0, "%s", err.message);
+	if (ret_n)
+		*ret_n = n;
 	return e;
+}
+
+static airlock_exec *open_service(const airlock_egress_policy *policy, airlock_proxy *proxy)
+{
+	return open_service_n(policy, proxy, NULL);
 }
 
 /* Fail each check of provision in turn with spec on the service of
@@ -97,13 +107,9 @@ static void provision_walk(const airlock_egress_policy *policy, airlock_proxy *p
 {
 	airlock_exec *e = open_service(policy, proxy);
 	airlock_error err = { 0 };
-
-	/* One warm-up cycle, so the image's shared loop device (kept for the
-	 * service's life by design) is in the baseline. */
 	airlock_environment_handle h = { 0 };
-	cr_assert_eq(airlock_exec_provision(e, spec, &h, &err), 0, "%s", err.message);
-	cr_assert_eq(airlock_exec_destroy(e, &h, &err), 0, "%s", err.message);
-	airlock_environment_handle_clear(&h);
+	/* The image's shared loop device is kept for the service's life. */
+	fault_test_warm_up(e, spec);
 
 	leak_counts before = leak_measure();
 	long slots_before = leak_count_id_slots(FAULTS_ID_LOCK);
@@ -138,14 +144,102 @@ static void provision_walk(const airlock_egress_policy *policy, airlock_proxy *p
 	unlink(FAULTS_ID_LOCK);
 }
 
-Test(native_faults, each_provision_step_fails_cleanly_and_leaks_nothing, .timeout = 300)
+/* Fail each check of a destroy in turn (the kill, each step of the
+ * teardown, the cgroup facility's kill and rmdir in each hierarchy): the
+ * destroy fails naming the point, the sandbox is not gone from the adapter
+ * (what the step was to remove is kept), and a second destroy completes
+ * it: nothing is left. At least min_checks must be seen. Last, one failed
+ * teardown is left to the service's free, which must leave nothing too. */
+static void teardown_walk(const airlock_egress_policy *policy, airlock_proxy *proxy,
+                          airlock_environment_spec *spec, unsigned min_checks)
+{
+	/* Before the service: its free is checked against this. */
+	leak_counts outer = leak_measure();
+	airlock_native *n = NULL;
+	airlock_exec *e = open_service_n(policy, proxy, &n);
+	airlock_error err = { 0 };
+	airlock_environment_handle h = { 0 };
+	fault_test_warm_up(e, spec);
+
+	leak_counts before = leak_measure();
+	long slots_before = leak_count_id_slots(FAULTS_ID_LOCK);
+	unsigned nth;
+	for (nth = 1;; nth++) {
+		cr_assert_eq(airlock_exec_provision(e, spec, &h, &err), 0, "%s", err.message);
+		unsigned hits;
+		const char *fired;
+		int r = sandbox_test_destroy_failing(e, &h, nth, &err, &hits, &fired);
+		if (hits < nth) {
+			cr_assert_eq(r, 0, "no fault at check %u, yet: %s", nth, err.message);
+			cr_assert_null(fired);
+			airlock_environment_handle_clear(&h);
+			break;
+		}
+		cr_assert_lt(r, 0, "check %u failed, yet destroy succeeded", nth);
+		cr_assert_not_null(fired, "check %u", nth);
+		cr_assert(strstr(err.message, fired), "check %u: the error names the step %s: %s", nth,
+		          fired, err.message);
+		/* A failed kill is followed by the whole teardown; any other
+		 * failed step keeps the sandbox, with what the step was to
+		 * remove, on the adapter. */
+		if (strcmp(fired, "destroy.kill") != 0)
+			cr_assert_eq(airlock_native_live_count(n), 1, "%s: the sandbox is gone", fired);
+		memset(&err, 0, sizeof(err));
+		cr_assert_eq(airlock_exec_destroy(e, &h, &err), 0, "%s: the retry: %s", fired,
+		             err.message);
+		cr_assert_eq(airlock_native_live_count(n), 0, "%s: the retry left the sandbox", fired);
+		airlock_environment_handle_clear(&h);
+		assert_flat(&before, FAULTS_ID_LOCK, slots_before, fired);
+	}
+	cr_assert_geq(nth, min_checks + 1, "only %u checks were seen", nth - 1);
+	cr_log_info("teardown: %u checks", nth - 1);
+
+	/* The service's free is the other retry: the cgroup's removal fails
+	 * and the service ends with the sandbox kept. */
+	cr_assert_eq(airlock_exec_provision(e, spec, &h, &err), 0, "%s", err.message);
+	unsigned rm;
+	for (rm = 1; rm < nth; rm++) {
+		unsigned hits;
+		const char *fired;
+		int r = sandbox_test_destroy_failing(e, &h, rm, &err, &hits, &fired);
+		cr_assert_lt(r, 0, "check %u", rm);
+		if (strcmp(fired, "cgroup.rmdir") == 0)
+			break;
+		cr_assert_eq(airlock_exec_destroy(e, &h, &err), 0, "%s", err.message);
+		airlock_environment_handle_clear(&h);
+		cr_assert_eq(airlock_exec_provision(e, spec, &h, &err), 0, "%s", err.message);
+	}
+	cr_assert_lt(rm, nth, "no cgroup.rmdir check");
+	cr_assert_eq(airlock_native_live_count(n), 1);
+	airlock_environment_handle_clear(&h);
+	airlock_exec_free(e);
+	assert_flat(&outer, NULL, -1, "the service's free");
+	unlink(FAULTS_ID_LOCK);
+}
+
+/* The walks' sandbox: the image, and a small workspace. */
+static void walk_spec(airlock_environment_spec *spec)
 {
 	char digest[AIRLOCK_IMAGE_DIGEST_SIZE];
 	native_test_require(digest);
+	sandbox_test_spec(spec, "tenant-faults", digest, NULL);
+	spec->limits.workspace_bytes = 16ll << 20;
+	spec->limits.inodes_max = 1000;
+}
+
+Test(native_faults, each_teardown_step_fails_and_a_retry_leaves_nothing, .timeout = 300)
+{
 	airlock_environment_spec spec;
-	sandbox_test_spec(&spec, "tenant-faults", digest, NULL);
-	spec.limits.workspace_bytes = 16ll << 20;
-	spec.limits.inodes_max = 1000;
+	walk_spec(&spec);
+	/* destroy.kill, teardown.init, a cgroup.kill and a cgroup.rmdir. */
+	teardown_walk(NULL, NULL, &spec, 4);
+	airlock_environment_spec_clear(&spec);
+}
+
+Test(native_faults, each_provision_step_fails_cleanly_and_leaks_nothing, .timeout = 300)
+{
+	airlock_environment_spec spec;
+	walk_spec(&spec);
 	/* Every step a denied-egress sandbox runs: all but the two of egress. */
 	provision_walk(NULL, NULL, &spec, 14);
 	airlock_environment_spec_clear(&spec);
@@ -191,6 +285,8 @@ Test(native_faults, each_provision_step_with_egress_fails_cleanly_and_leaks_noth
 	airlock_egress_policy_clear(&spec.egress);
 	parse_policy(&spec.egress);
 	provision_walk(&op, proxy, &spec, 16);
+	/* The teardown's proxy step (teardown.proxy) with the others. */
+	teardown_walk(&op, proxy, &spec, 5);
 	airlock_environment_spec_clear(&spec);
 	airlock_proxy_free(proxy);
 	close(log_fd);

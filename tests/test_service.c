@@ -2341,3 +2341,55 @@ Test(service, a_slow_destroy_does_not_take_the_next_sandbox_of_its_id)
 	airlock_environment_spec_clear(&spec);
 	airlock_exec_free(e);
 }
+
+#ifdef AIRLOCK_FAULT_INJECTION
+#include "util/fault.h"
+
+/* Each of a blocking execute's checks in the service failed in turn (its
+ * job's record, its thread, its answer; the fake has none of its own): the
+ * client gets an error status naming the point, the service answers the
+ * next command in the same sandbox, and at the end nothing is left on the
+ * adapter (under ASan, no job record either). The streamed execute and
+ * the provision are walked through the remote adapter (test_remote). */
+Test(service, each_check_of_a_blocking_execute_fails_with_a_status, .timeout = 60)
+{
+	svc t;
+	svc_open(&t);
+	airlock_environment_handle h;
+	provision(&t, "t1", NULL, &h);
+	char *argv[] = { "true", NULL };
+	_cleanup_free_ char *body = execute_body(argv, false);
+	char path[160];
+	snprintf(path, sizeof(path), "/v1/sandboxes/%s/execute", h.environment_id);
+	unsigned nth;
+	for (nth = 1;; nth++) {
+		resp r;
+		util_fault_arm(nth);
+		http(&t, "POST", path, TOKEN, &h, body, strlen(body), &r);
+		unsigned hits = util_fault_hits();
+		const char *fired = util_fault_fired();
+		util_fault_arm(0);
+		if (hits < nth) {
+			cr_assert_eq(r.status, 200, "no fault at check %u, yet: %s", nth, r.body);
+			resp_clear(&r);
+			break;
+		}
+		cr_assert_geq(r.status, 400, "check %u (%s): %ld", nth, fired, r.status);
+		cr_assert(strstr(jstr(r.json, "message"), fired), "check %u: the error names %s: %s",
+		          nth, fired, r.body ? r.body : "");
+		resp_clear(&r);
+		http(&t, "POST", path, TOKEN, &h, body, strlen(body), &r);
+		cr_assert_eq(r.status, 200, "after %s: %s", fired, r.body);
+		resp_clear(&r);
+	}
+	cr_assert_geq(nth, 3 + 1, "only %u checks were seen", nth - 1);
+	resp r;
+	snprintf(path, sizeof(path), "/v1/sandboxes/%s", h.environment_id);
+	http(&t, "DELETE", path, TOKEN, &h, NULL, 0, &r);
+	cr_assert_eq(r.status, 204, "%s", r.body ? r.body : "");
+	resp_clear(&r);
+	cr_assert_eq(live(&t), 0);
+	airlock_environment_handle_clear(&h);
+	svc_close(&t);
+}
+#endif

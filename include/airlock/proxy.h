@@ -37,6 +37,7 @@
  * every listener it held; every later request on the handle fails.
  */
 
+#include <stdbool.h>
 #include <stdint.h>
 #include <sys/types.h>
 
@@ -130,6 +131,10 @@ int airlock_proxy_attach_transport(airlock_proxy *p, int listen_fd,
 int airlock_proxy_detach(airlock_proxy *p, const char *environment_id, airlock_error *err);
 
 pid_t airlock_proxy_pid(const airlock_proxy *p);
+
+/* Whether p was found dead (it exited, or stopped answering and was
+ * killed): it holds no listener and answers nothing from then on. */
+bool airlock_proxy_dead(airlock_proxy *p);
 
 /* Stop the proxy (every tunnel ends) and wait for it. NULL is a no-op. */
 void airlock_proxy_free(airlock_proxy *p);

@@ -342,6 +342,14 @@ int airlock_proxy_detach(airlock_proxy *p, const char *environment_id, airlock_e
 	return ask(p, body, -1, "egress proxy detach", err);
 }
 
+bool airlock_proxy_dead(airlock_proxy *p)
+{
+	pthread_mutex_lock(&p->lock);
+	bool dead = p->dead;
+	pthread_mutex_unlock(&p->lock);
+	return dead;
+}
+
 void airlock_proxy_free(airlock_proxy *p)
 {
 	if (!p)

@@ -11,6 +11,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "util/fault.h"
 #include "util/util.h"
 
 void exec_boxes_init(exec_boxes *l)
@@ -91,16 +92,17 @@ bool exec_box_destroyed(exec_boxes *l, const exec_box *b)
 
 exec_box *exec_boxes_remove(exec_boxes *l, const char *id)
 {
-	exec_box *b = NULL;
 	pthread_mutex_lock(&l->lock);
+	size_t at = l->n;
 	for (size_t i = 0; i < l->n; i++)
-		if (strcmp(l->v[i]->id, id) == 0) {
-			b = l->v[i];
-			memmove(&l->v[i], &l->v[i + 1], (l->n - i - 1) * sizeof(*l->v));
-			l->n--;
-			b->dead = true;
-			break;
-		}
+		if (strcmp(l->v[i]->id, id) == 0 && (at == l->n || !l->v[i]->dead))
+			at = i;
+	exec_box *b = at < l->n ? l->v[at] : NULL;
+	if (b) {
+		memmove(&l->v[at], &l->v[at + 1], (l->n - at - 1) * sizeof(*l->v));
+		l->n--;
+		b->dead = true;
+	}
 	pthread_mutex_unlock(&l->lock);
 	return b;
 }
@@ -179,18 +181,68 @@ int exec_boxes_destroy(exec_boxes *l, const char *id, const exec_box_ops *ops, v
 	exec_box *b = exec_boxes_remove(l, id);
 	if (!b)
 		return 0; /* already gone */
-	/* Marked again under the start lock, where a start reads it: a start
-	 * in progress has finished (its command dies of the kill below) and
-	 * any later one sees the mark. */
-	pthread_mutex_lock(&b->start_lock);
-	b->dead = true;
-	pthread_mutex_unlock(&b->start_lock);
-	int r = ops->kill(mech, b, err);
+	int r = 0;
+	if (!b->kept) {
+		/* Marked again under the start lock, where a start reads it: a
+		 * start in progress has finished (its command dies of the kill
+		 * below) and any later one sees the mark. */
+		pthread_mutex_lock(&b->start_lock);
+		b->dead = true;
+		pthread_mutex_unlock(&b->start_lock);
+		r = util_fault("destroy.kill") ?
+		            airlock_error_set(err, AIRLOCK_ERR_SYSTEM, EIO, "destroy: the kill") :
+		            ops->kill(mech, b, err);
+	}
 	if (exec_boxes_unref(l, b)) {
 		airlock_error scratch;
-		int t = ops->release(mech, b, r == 0 ? err : &scratch);
+		int t = exec_boxes_release(l, b, ops, mech, r == 0 ? err : &scratch);
 		if (r == 0)
 			r = t;
+	}
+	return r;
+}
+
+int exec_box_step_failed(int r, airlock_error *err, const airlock_error *step)
+{
+	if (r < 0)
+		return r;
+	return airlock_error_wrap(err, step->cls, step, "destroy");
+}
+
+int exec_box_detach(airlock_proxy *proxy, exec_box *b, bool *proxied, int r, airlock_error *err)
+{
+	if (!*proxied)
+		return r;
+	airlock_error step = { 0 };
+	int t = util_fault("teardown.proxy") ?
+	                airlock_error_set(&step, AIRLOCK_ERR_SYSTEM, EIO, "the egress proxy's detach") :
+	                airlock_proxy_detach(proxy, b->id, &step);
+	/* A proxy found dead was killed: it holds nothing of b, and a retry
+	 * could never succeed. */
+	if (t < 0 && !airlock_proxy_dead(proxy))
+		return exec_box_step_failed(r, err, &step);
+	*proxied = false;
+	return r;
+}
+
+int exec_boxes_release(exec_boxes *l, exec_box *b, const exec_box_ops *ops, void *mech,
+                       airlock_error *err)
+{
+	int r = ops->release(mech, b, false, err);
+	if (r == 0)
+		return 0;
+	pthread_mutex_lock(&l->lock);
+	b->refs = 1;
+	b->dead = b->kept = true;
+	exec_box **v = reallocarray(l->v, l->n + 1, sizeof(*v));
+	if (v) {
+		l->v = v;
+		l->v[l->n++] = b;
+	}
+	pthread_mutex_unlock(&l->lock);
+	if (!v) {
+		airlock_error scratch;
+		ops->release(mech, b, true, &scratch);
 	}
 	return r;
 }
@@ -201,7 +253,7 @@ void exec_boxes_release_all(exec_boxes *l, const exec_box_ops *ops, void *mech)
 	exec_box **v = exec_boxes_drain(l, &n);
 	for (size_t i = 0; i < n; i++) {
 		airlock_error scratch;
-		ops->release(mech, v[i], &scratch);
+		ops->release(mech, v[i], true, &scratch);
 	}
 	free(v);
 }

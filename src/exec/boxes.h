@@ -13,6 +13,16 @@
  * it is in the list and not dead; destroy takes it out of the list (under
  * the list's lock, so a workspace reference is never taken on a freed
  * workspace) and whoever drops the last reference tears it down.
+ *
+ * A teardown whose step failed puts the sandbox back in the list, dead and
+ * kept, holding what that step was to remove (the others ran): destroy
+ * again retries only that, and the adapter's free tries once more and then
+ * lets it go, to the mechanism's crash sweep at the next start. A retry,
+ * not the sweep alone, because the sweep runs only when a service starts:
+ * a long-lived service would hold the cgroup, the process or the host-id
+ * slot of every failed teardown for its whole life, and the core, which
+ * keeps its record of a sandbox whose destroy failed, would retry against
+ * an adapter that no longer knows it.
  */
 
 #include <pthread.h>
@@ -20,6 +30,7 @@
 #include <stddef.h>
 
 #include "airlock/error.h"
+#include "airlock/proxy.h"
 #include "airlock/port/workspace.h"
 #include "airlock/types.h"
 
@@ -29,6 +40,7 @@ typedef struct exec_box {
 	airlock_workspace *ws; /* the sandbox's WorkspaceHandle */
 	unsigned refs;         /* the list's reference + one per execute in flight */
 	bool dead;             /* destroyed: no new execute may start */
+	bool kept;             /* dead, back in the list: a teardown step failed */
 	/* Orders "is it destroyed?" with starting a command: destroy takes it
 	 * once after marking the box dead, so a start in progress has
 	 * finished (its command dies of destroy's kill) and any later one
@@ -57,7 +69,8 @@ int exec_boxes_add(exec_boxes *l, exec_box *b, airlock_error *err);
 size_t exec_boxes_count(exec_boxes *l);
 
 /* destroy: take id out of the list, marked dead; NULL when already gone.
- * The caller kills, then drops the list's reference (exec_boxes_unref). */
+ * A live box of id is taken before a kept one. The caller kills, then
+ * drops the list's reference (exec_boxes_unref). */
 exec_box *exec_boxes_remove(exec_boxes *l, const char *id);
 /* Whether b was destroyed (it stays referenced by an execute in flight):
  * a command that dies because its sandbox was destroyed under it ends with
@@ -88,20 +101,44 @@ typedef struct exec_box_ops {
 	/* destroy's kill: end every process of b now, even with an execute
 	 * in flight (its loop sees its command die and returns). */
 	int (*kill)(void *mech, exec_box *b, airlock_error *err);
-	/* Tear b down and free it (its last reference is gone): 0 or the
-	 * teardown's error, b freed either way. */
-	int (*release)(void *mech, exec_box *b, airlock_error *err);
+	/* Tear b down (its last reference is gone): 0, b freed. When a step
+	 * fails every other step still runs, and the first failure's error
+	 * (naming its step) is returned; b is then freed if final, else kept
+	 * as it is, holding what the failed steps were to remove, so a
+	 * second call does only that. */
+	int (*release)(void *mech, exec_box *b, bool final, airlock_error *err);
 } exec_box_ops;
+
+/* A step of a teardown failed with step: the first failure (r still 0)
+ * becomes the teardown's error, as a step of a destroy; a later one only
+ * counts. Returns the teardown's result so far. */
+int exec_box_step_failed(int r, airlock_error *err, const airlock_error *step);
+
+/* The teardown's first step when b is attached to the egress proxy
+ * (*proxied): the proxy's copy of the listener keeps the sandbox's network
+ * namespace alive, so it lets go first (a proxy that is gone holds
+ * nothing). *proxied stays true when the detach fails, for the retry.
+ * Returns the teardown's result so far, r given. */
+int exec_box_detach(airlock_proxy *proxy, exec_box *b, bool *proxied, int r, airlock_error *err);
+
+/* Release b, whose last reference is gone: torn down and freed, or, when
+ * a step failed, back in the list, dead and kept, for destroy again or the
+ * adapter's free (when even that cannot be, b is released for good: what
+ * is left is the crash sweep's). 0 or the teardown's error. */
+int exec_boxes_release(exec_boxes *l, exec_box *b, const exec_box_ops *ops, void *mech,
+                       airlock_error *err);
 
 /* The port's destroy, for every mechanism: take id out of the list,
  * marked dead, wait out a start in progress, kill, and release b if this
- * was its last reference (else the last execute does). 0 when already
- * gone; else the kill's error, or the teardown's. */
+ * was its last reference (else the last execute does). A kept box (its
+ * teardown failed before) has no command to kill: its release is retried.
+ * 0 when already gone; else the kill's error, or the teardown's, and
+ * then what is left of the sandbox stays in the list for a retry. */
 int exec_boxes_destroy(exec_boxes *l, const char *id, const exec_box_ops *ops, void *mech,
                        airlock_error *err);
 
 /* The port's free, its sandboxes' part: wait for the executes in flight,
- * then release every sandbox left. */
+ * then release every sandbox left (kept ones included), for good. */
 void exec_boxes_release_all(exec_boxes *l, const exec_box_ops *ops, void *mech);
 
 /* The port's shutdown: make the adapter's shutdown eventfd readable, for

@@ -21,6 +21,7 @@
 #include "airlock/json.h"
 #include "core/json_internal.h"
 #include "service/routes.h"
+#include "util/fault.h"
 #include "util/util.h"
 
 /* ---- execute ------------------------------------------------------------------ */
@@ -205,9 +206,19 @@ static void job_finish_stream(svc_job *j)
 	}
 	char *inner = NULL, *line = NULL;
 	airlock_error jerr = { 0 };
+	if (util_fault("service.execute.result")) {
+		/* The result that cannot be encoded becomes the stream's error
+		 * line: the client is told, not left with a cut stream. */
+		airlock_error_set(&j->err, AIRLOCK_ERR_SYSTEM, ENOMEM, "execute: the result");
+		j->rc = airlock_errcode(AIRLOCK_ERR_SYSTEM);
+	}
 	if (j->rc == 0)
 		inner = airlock_execution_result_to_json(&j->res, &jerr);
-	else
+	if (j->rc == 0 && !inner) {
+		j->err = jerr;
+		j->rc = airlock_errcode(AIRLOCK_ERR_SYSTEM);
+	}
+	if (j->rc != 0)
 		inner = http_error_json(&j->err);
 	int w = -1;
 	if (inner)
@@ -337,10 +348,11 @@ http_result svc_do_execute(svc_req *q)
 	const unsigned char *body_in = http_request_body(q->r, &body_len);
 	if (svc_execute_decode(body_in, body_len, &x, &err) < 0)
 		return svc_respond_error(q, &err);
-	svc_job *j = calloc(1, sizeof(*j));
+	svc_job *j = util_fault("service.execute.job") ? NULL : calloc(1, sizeof(*j));
 	if (!j) {
 		airlock_execution_command_clear(&x.command);
-		return HTTP_CLOSE;
+		airlock_error_set(&err, AIRLOCK_ERR_SYSTEM, ENOMEM, "execute: the job's record");
+		return svc_respond_error(q, &err);
 	}
 	j->s = s;
 	j->fd = http_request_fd(q->r);
@@ -369,9 +381,10 @@ http_result svc_do_execute(svc_req *q)
 		char line[160];
 		int w = snprintf(line, sizeof(line), "{\"event\":\"started\",\"environment_id\":\"%s\"}\n",
 		                 j->handle.environment_id);
-		if (job_queue(j, line, (size_t)w) < 0) {
+		if (UTIL_FAULT_RET("service.execute.started", job_queue(j, line, (size_t)w)) < 0) {
 			job_free(j);
-			return HTTP_CLOSE;
+			airlock_error_set(&err, AIRLOCK_ERR_SYSTEM, ENOMEM, "execute: the stream");
+			return svc_respond_error(q, &err);
 		}
 	}
 
@@ -379,12 +392,14 @@ http_result svc_do_execute(svc_req *q)
 	j->next = s->jobs;
 	s->jobs = j;
 	pthread_mutex_unlock(&s->lock);
-	int e = pthread_create(&j->thread, NULL, job_main, j);
+	int e = util_fault("service.execute.thread") ? EAGAIN :
+	                                               pthread_create(&j->thread, NULL, job_main, j);
 	if (e != 0) {
 		job_unlink(s, j);
 		job_free(j);
-		return http_respond_fail(q->r, HTTP_SERVICE_UNAVAILABLE, AIRLOCK_ERR_EXECUTION_UNAVAILABLE,
-		                    "execute: cannot start a thread: %s", strerror(e));
+		airlock_error_set(&err, AIRLOCK_ERR_EXECUTION_UNAVAILABLE, 0,
+		                  "execute: cannot start a thread: %s", strerror(e));
+		return svc_respond_error(q, &err);
 	}
 	j->thread_started = true;
 
@@ -415,7 +430,11 @@ http_result svc_do_execute(svc_req *q)
 	} else if (j->rc < 0) {
 		r = svc_respond_error(q, &j->err);
 	} else {
-		char *inner = airlock_execution_result_to_json(&j->res, &err);
+		char *inner = util_fault("service.execute.answer") ?
+		                      NULL :
+		                      airlock_execution_result_to_json(&j->res, &err);
+		if (!inner && !err.message[0])
+			airlock_error_set(&err, AIRLOCK_ERR_SYSTEM, ENOMEM, "execute: the answer");
 		char *body = NULL;
 		if (inner && asprintf(&body, "{\"result\":%s}", inner) < 0)
 			body = NULL;

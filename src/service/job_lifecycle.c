@@ -15,6 +15,7 @@
 #include "airlock/json.h"
 #include "core/json_internal.h"
 #include "service/routes.h"
+#include "util/fault.h"
 #include "util/util.h"
 
 /* ---- verbs without a sandbox --------------------------------------------- */
@@ -80,15 +81,20 @@ http_result svc_do_provision(svc_req *q)
 		q->id[0] = 0;
 		return svc_respond_error(q, &err);
 	}
-	char *hj = airlock_environment_handle_to_json(&h, &err);
+	char *hj = util_fault("service.provision.answer") ?
+	                   NULL :
+	                   airlock_environment_handle_to_json(&h, &err);
 	char *body = NULL;
 	if (hj && asprintf(&body, "{\"handle\":%s}", hj) < 0)
 		body = NULL;
 	free(hj);
 	if (!body) {
-		/* The sandbox exists and its caller cannot be told: it goes. */
+		/* The sandbox exists and its caller cannot be told: it goes,
+		 * and the caller is told the provision failed. */
 		airlock_exec_destroy(q->s->exec, &h, NULL);
-		mr = HTTP_CLOSE;
+		airlock_error_set(&err, AIRLOCK_ERR_SYSTEM, ENOMEM, "provision: the answer");
+		q->id[0] = 0;
+		mr = svc_respond_error(q, &err);
 	} else {
 		mr = http_respond_json(q->r, HTTP_CREATED, body);
 	}

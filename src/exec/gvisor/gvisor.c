@@ -29,6 +29,7 @@
 #include "host/cgroup/cgroup.h"
 #include "host/crash_sweep.h"
 #include "host/sockbudget.h"
+#include "util/fault.h"
 #include "util/run.h"
 #include "util/syscalls.h"
 #include "util/util.h"
@@ -378,6 +379,15 @@ void gv_sandbox_free(gv_sandbox *b)
 {
 	if (!b)
 		return;
+	/* What a failed teardown left and nobody retries goes to the crash
+	 * sweep at the next start: the cgroup's directories (their flocks
+	 * drop here), the bundle directory (its flock drops with dir_fd) and
+	 * the runtime's state. */
+	host_cgroup_abandon(b->cg);
+	if (b->keeper_pidfd >= 0)
+		close(b->keeper_pidfd);
+	if (b->sentry_pidfd >= 0)
+		close(b->sentry_pidfd);
 	if (b->dir_fd >= 0)
 		close(b->dir_fd);
 	free(b->dir);
@@ -387,12 +397,12 @@ void gv_sandbox_free(gv_sandbox *b)
 
 int gv_sandbox_teardown(airlock_gvisor *g, gv_sandbox *b, airlock_error *err)
 {
-	int r = 0;
-	if (b->proxied) {
-		airlock_error derr;
-		airlock_proxy_detach(g->cfg.egress_proxy, b->box.id, &derr);
-		b->proxied = false;
-	}
+	/* Every step runs whatever an earlier one did; one that fails keeps
+	 * its state in b (proxied, cg, keeper_pidfd, ws_mounted with dir_fd),
+	 * so the teardown again (exec_boxes_release's retry) does only what
+	 * is left. */
+	int r = exec_box_detach(g->cfg.egress_proxy, &b->box, &b->proxied, 0, err);
+	airlock_error step = { 0 };
 	/* The sentry first: runsc run sees its sandbox die, removes its state
 	 * and exits, and the keeper reaps everything before it exits (~10 ms;
 	 * killing the whole group at once would orphan the runtime's children
@@ -404,64 +414,94 @@ int gv_sandbox_teardown(airlock_gvisor *g, gv_sandbox *b, airlock_error *err)
 	} else if (b->cg) {
 		/* No sandbox yet (a start that failed or hung): the group,
 		 * keeper and all, at once. */
-		r = host_cgroup_destroy(b->cg, GV_KILL_WAIT_MS, err);
-		b->cg = NULL;
+		if (host_cgroup_destroy(b->cg, GV_KILL_WAIT_MS, &step) < 0)
+			r = exec_box_step_failed(r, err, &step);
+		else
+			b->cg = NULL;
 	}
 	if (b->keeper_pidfd >= 0) {
-		spawn_wait(b->keeper_pidfd, util_monotonic_ms() + GV_KILL_WAIT_MS, NULL);
-		close(b->keeper_pidfd);
-		b->keeper_pidfd = -1;
+		/* When the keeper does not end here the runtime may still be
+		 * removing its state: killing the group now would leave that
+		 * half-removed, so the group stays too, for the retry (or, at
+		 * the service's free, for the sweep, which deletes the state). */
+		int t = UTIL_FAULT_RET("teardown.keeper",
+		                       spawn_wait(b->keeper_pidfd,
+		                                  util_monotonic_ms() + GV_KILL_WAIT_MS, NULL));
+		if (t < 0) {
+			airlock_error_set(&step, AIRLOCK_ERR_SYSTEM, -t, "waiting for the runtime");
+			r = exec_box_step_failed(r, err, &step);
+		} else {
+			close(b->keeper_pidfd);
+			b->keeper_pidfd = -1;
+		}
 	}
 	/* Whatever is left in the groups dies with them. */
-	if (b->cg) {
-		int t = host_cgroup_destroy(b->cg, GV_KILL_WAIT_MS, err);
-		if (r == 0)
-			r = t;
-		b->cg = NULL;
+	if (b->cg && b->keeper_pidfd < 0) {
+		if (host_cgroup_destroy(b->cg, GV_KILL_WAIT_MS, &step) < 0)
+			r = exec_box_step_failed(r, err, &step);
+		else
+			b->cg = NULL;
 	}
 	/* runsc run removed its state on the way out; a runtime that was
-	 * killed some other way leaves it, and delete --force takes it. */
+	 * killed some other way leaves it, and delete --force takes it (the
+	 * sweep at the next start does too). */
 	char state[32 + 2 * AIRLOCK_ENVIRONMENT_ID_MAX];
 	snprintf(state, sizeof(state), "runsc/%s_sandbox:%s.state", b->box.id, b->box.id);
 	if (faccessat(g->state_fd, state, F_OK, AT_SYMLINK_NOFOLLOW) == 0)
 		gv_runsc_delete(g, b->box.id);
 	airlock_workspace_free(b->box.ws);
 	b->box.ws = NULL;
-	if (b->dir_fd >= 0) {
-		if (b->ws_mounted) {
-			char p[4096 + 16];
-			snprintf(p, sizeof(p), "%s/workspace", b->dir);
-			if (umount2(p, MNT_DETACH) == 0)
-				b->ws_mounted = false;
+	if (b->dir_fd >= 0 && b->ws_mounted) {
+		char p[4096 + 16];
+		snprintf(p, sizeof(p), "%s/workspace", b->dir);
+		if (UTIL_FAULT_CALL("teardown.unmount", umount2(p, MNT_DETACH)) == 0) {
+			b->ws_mounted = false;
+		} else {
+			airlock_error_set(&step, AIRLOCK_ERR_SYSTEM, errno,
+			                  "unmounting the bundle's workspace");
+			r = exec_box_step_failed(r, err, &step);
 		}
-		unlinkat(b->dir_fd, "workspace", AT_REMOVEDIR);
-		for (size_t i = 0; i < ARRAY_SIZE(gv_bundle_files); i++)
-			unlinkat(b->dir_fd, gv_bundle_files[i], 0);
 	}
-	/* Removed while still locked: a sweep never finds it free and full. */
-	if (b->made_dir)
-		rmdir(b->dir);
-	if (b->dir_fd >= 0) {
-		close(b->dir_fd);
-		b->dir_fd = -1;
+	/* The bundle directory stays, locked, while its workspace is mounted
+	 * there: a retry unmounts and removes it. Removed while still locked:
+	 * a sweep never finds it free and full. */
+	if (!b->ws_mounted) {
+		if (b->dir_fd >= 0) {
+			unlinkat(b->dir_fd, "workspace", AT_REMOVEDIR);
+			for (size_t i = 0; i < ARRAY_SIZE(gv_bundle_files); i++)
+				unlinkat(b->dir_fd, gv_bundle_files[i], 0);
+		}
+		if (b->made_dir)
+			rmdir(b->dir);
+		b->made_dir = false;
+		if (b->dir_fd >= 0) {
+			close(b->dir_fd);
+			b->dir_fd = -1;
+		}
 	}
+	/* The volume goes whatever failed above (its data is erased now; a
+	 * bind mount still in the bundle only keeps the emptied filesystem
+	 * until the retry's unmount). */
 	host_volume_destroy(b->vol);
 	b->vol = NULL;
 	return r;
 }
 
-static int gv_box_release(void *mech, exec_box *box, airlock_error *err)
+static int gv_box_release(void *mech, exec_box *box, bool final, airlock_error *err)
 {
 	gv_sandbox *b = (gv_sandbox *)box;
 	int r = gv_sandbox_teardown(mech, b, err);
-	gv_sandbox_free(b);
+	if (r == 0 || final)
+		gv_sandbox_free(b);
 	return r;
 }
+
+static const exec_box_ops gv_box_ops;
 
 void gv_sandbox_release(airlock_gvisor *g, gv_sandbox *b)
 {
 	airlock_error derr;
-	gv_box_release(g, &b->box, &derr);
+	exec_boxes_release(&g->m.boxes, &b->box, &gv_box_ops, g, &derr);
 }
 
 /* ---- destroy, workspace, free --------------------------------------------------- */

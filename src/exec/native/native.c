@@ -30,6 +30,7 @@
 #include "host/crash_sweep.h"
 #include "exec/starter/starter.h"
 #include "host/sockbudget.h"
+#include "util/fault.h"
 #include "util/syscalls.h"
 #include "util/util.h"
 
@@ -85,16 +86,18 @@ int native_child_error(const char *what, int r, const native_msg *m, spawn_child
 	                         "%s: lost contact with the child", what);
 }
 
-/* SIGKILL through the pidfd and reap; never blocks forever. */
-static void kill_and_reap(int pidfd)
+/* SIGKILL init and reap it, bounded: 0 once reaped (its pid namespace,
+ * every process of the sandbox, died with it), else -errno. */
+static int kill_and_reap(int pidfd)
 {
-	if (pidfd < 0)
-		return;
 	sys_pidfd_send_signal(pidfd, SIGKILL, NULL, 0);
-	siginfo_t si;
+	siginfo_t si = { 0 };
 	struct pollfd p = { .fd = pidfd, .events = POLLIN };
-	poll(&p, 1, NATIVE_KILL_WAIT_MS);
-	waitid((idtype_t)P_PIDFD, (id_t)pidfd, &si, WEXITED | WNOHANG);
+	if (poll(&p, 1, NATIVE_KILL_WAIT_MS) < 0)
+		return -errno;
+	if (waitid((idtype_t)P_PIDFD, (id_t)pidfd, &si, WEXITED | WNOHANG) < 0)
+		return -errno;
+	return si.si_pid != 0 ? 0 : -ETIMEDOUT;
 }
 
 /* ---- the instance --------------------------------------------------------- */
@@ -240,6 +243,15 @@ void native_sandbox_free(sandbox *b)
 {
 	if (!b)
 		return;
+	/* What a failed teardown left and nobody retries: the cgroup's
+	 * directories go to the crash sweep at the next start (host_crash_sweep
+	 * kills what is in them), init is killed once more and its descriptor
+	 * closed (a zombie of ours is reaped when this service exits). */
+	host_cgroup_abandon(b->cg);
+	if (b->init_pidfd >= 0) {
+		sys_pidfd_send_signal(b->init_pidfd, SIGKILL, NULL, 0);
+		close(b->init_pidfd);
+	}
 	snapshot_clear(&b->kept);
 	if (b->kept_fan >= 0) {
 		close(b->kept_fan);
@@ -255,57 +267,69 @@ void native_sandbox_free(sandbox *b)
 
 int native_sandbox_teardown(airlock_native *n, sandbox *b, airlock_error *err)
 {
-	int r = 0;
-	/* The proxy's copy of the listener keeps the network namespace alive:
-	 * it lets go first. A proxy that is gone holds nothing. */
-	if (b->proxied) {
-		airlock_error derr;
-		airlock_proxy_detach(n->cfg.egress_proxy, b->box.id, &derr);
-		b->proxied = false;
-	}
+	/* Every step runs whatever an earlier one did; one that fails keeps
+	 * its state in b (proxied, cg, init_pidfd), so the teardown again
+	 * (exec_boxes_release's retry) does only what is left. */
+	int r = exec_box_detach(n->cfg.egress_proxy, &b->box, &b->proxied, 0, err);
+	airlock_error step = { 0 };
 	if (b->cg) {
-		r = host_cgroup_destroy(b->cg, NATIVE_KILL_WAIT_MS, err);
-		b->cg = NULL;
+		int t = host_cgroup_destroy(b->cg, NATIVE_KILL_WAIT_MS, &step);
+		if (t < 0)
+			r = exec_box_step_failed(r, err, &step);
+		else
+			b->cg = NULL;
 	}
 	if (b->lifeline_w >= 0) {
 		close(b->lifeline_w);
 		b->lifeline_w = -1;
 	}
 	if (b->init_pidfd >= 0) {
-		kill_and_reap(b->init_pidfd);
-		close(b->init_pidfd);
-		b->init_pidfd = -1;
+		int t = UTIL_FAULT_RET("teardown.init", kill_and_reap(b->init_pidfd));
+		if (t < 0) {
+			airlock_error_set(&step, AIRLOCK_ERR_SYSTEM, -t, "reaping init");
+			r = exec_box_step_failed(r, err, &step);
+		} else {
+			close(b->init_pidfd);
+			b->init_pidfd = -1;
+		}
 	}
+	/* The volume goes whatever failed above (its steps are closes and
+	 * an erase that cannot be undone): the workspace's data never waits
+	 * for a retry. */
 	airlock_workspace_free(b->box.ws);
 	b->box.ws = NULL;
 	host_volume_destroy(b->vol);
 	b->vol = NULL;
 	pthread_mutex_lock(&n->m.lock);
-	if (b->host_id && r == 0) {
+	if (b->host_id && !b->cg && b->init_pidfd < 0) {
 		/* Every process that ran as this id is gone (init reaped, its
-		 * pid namespace with it): the id may be handed out again. When
-		 * one survived (SandboxEscapeSuspected) the slot stays taken for
-		 * this service's life, so no other sandbox on the host ever runs
-		 * as the id a live process of this one still holds. */
+		 * pid namespace with it): the id may be handed out again. While
+		 * one may survive (a failed kill, or SandboxEscapeSuspected) the
+		 * slot stays taken, for this service's life if no retry
+		 * succeeds, so no other sandbox on the host ever runs as the id
+		 * a live process of this one still holds. */
 		native_user_slot_release(n, b->slot);
+		b->host_id = 0;
 	}
 	pthread_mutex_unlock(&n->m.lock);
-	b->host_id = 0;
 	return r;
 }
 
-static int native_box_release(void *mech, exec_box *box, airlock_error *err)
+static int native_box_release(void *mech, exec_box *box, bool final, airlock_error *err)
 {
 	sandbox *b = (sandbox *)box;
 	int r = native_sandbox_teardown(mech, b, err);
-	native_sandbox_free(b);
+	if (r == 0 || final)
+		native_sandbox_free(b);
 	return r;
 }
+
+static const exec_box_ops native_box_ops;
 
 void native_sandbox_release(airlock_native *n, sandbox *b)
 {
 	airlock_error derr;
-	native_box_release(n, &b->box, &derr);
+	exec_boxes_release(&n->m.boxes, &b->box, &native_box_ops, n, &derr);
 }
 
 /* ---- destroy, workspace, free --------------------------------------------- */

@@ -99,9 +99,16 @@ int host_cgroup_cmd_populated(host_cgroup *cg, bool *ret, airlock_error *err);
 int host_cgroup_kill_cmd(host_cgroup *cg, int timeout_ms, airlock_error *err);
 
 /* Kill everything in the sandbox's groups, wait until empty, remove every
- * group, free cg. Returns SANDBOX_ESCAPE_SUSPECTED when a process survives
- * (the groups are then left for the sweep, and cg is still freed). NULL ok. */
+ * group, free cg: 0. On failure (SANDBOX_ESCAPE_SUSPECTED when a process
+ * survives, a system error when a kill or an rmdir fails) cg stays the
+ * caller's, still holding what is left and its flocks, so destroying it
+ * again retries only that; host_cgroup_abandon lets it go. NULL ok. */
 int host_cgroup_destroy(host_cgroup *cg, int timeout_ms, airlock_error *err);
+
+/* Free cg without removing its groups: closing its directories drops their
+ * flocks, and host_cgroup_sweep at the next start takes what is left. For
+ * a caller that cannot retry a failed host_cgroup_destroy. NULL ok. */
+void host_cgroup_abandon(host_cgroup *cg);
 
 /* On start: remove what a crashed run left behind: groups named
  * airlock-* under the service's own cgroup, killing what is in them.

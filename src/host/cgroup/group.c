@@ -209,6 +209,12 @@ int host_cgroup_destroy(host_cgroup *cg, int timeout_ms, airlock_error *err)
 		return 0;
 	int64_t deadline = util_monotonic_ms() + (timeout_ms > 0 ? timeout_ms : 0);
 	int r = cg_teardown(cg, deadline, err);
-	cg_free(cg);
+	if (r == 0)
+		cg_free(cg);
 	return r;
+}
+
+void host_cgroup_abandon(host_cgroup *cg)
+{
+	cg_free(cg);
 }

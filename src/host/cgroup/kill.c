@@ -14,6 +14,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "util/fault.h"
 #include "util/syscalls.h"
 #include "util/util.h"
 
@@ -192,8 +193,9 @@ int cg_remove_tree(int parent, const char *name, int depth, int64_t deadline)
 }
 
 /* Kill everything in the groups we created, wait, and remove them. On a
- * survivor: SANDBOX_ESCAPE_SUSPECTED, and the directories stay for the
- * sweep (rmdir could not succeed anyway). */
+ * survivor: SANDBOX_ESCAPE_SUSPECTED, and the directories stay (rmdir
+ * could not succeed anyway). A group removed is marked so (created false),
+ * so a second call after a failure does only what is left. */
 int cg_teardown(host_cgroup *cg, int64_t deadline, airlock_error *err)
 {
 	/* The v2 hierarchy first: cgroup.kill there reaches every process of
@@ -205,8 +207,9 @@ int cg_teardown(host_cgroup *cg, int64_t deadline, airlock_error *err)
 		if (!h->created || h->sandbox_fd < 0)
 			continue;
 		bool empty = false;
-		int r = cg_kill_wait(h->sandbox_fd, h->v2, h->v2 && cg->kill_file, true,
-		                     cg->drv->walk_populated, deadline, &empty);
+		int r = UTIL_FAULT_RET("cgroup.kill",
+		                       cg_kill_wait(h->sandbox_fd, h->v2, h->v2 && cg->kill_file, true,
+		                                    cg->drv->walk_populated, deadline, &empty));
 		if (r < 0)
 			return airlock_error_set(err, AIRLOCK_ERR_SYSTEM, -r,
 			                         "cgroup %s/%s: killing its processes", cg_kind_name[k],
@@ -226,7 +229,8 @@ int cg_teardown(host_cgroup *cg, int64_t deadline, airlock_error *err)
 		cg_hier *h = &cg->h[k];
 		if (!h->created)
 			continue;
-		int r = cg_remove_tree(h->own_fd, cg->name, 0, rm_deadline);
+		int r = UTIL_FAULT_RET("cgroup.rmdir",
+		                       cg_remove_tree(h->own_fd, cg->name, 0, rm_deadline));
 		if (r < 0 && first == 0)
 			first = airlock_error_set(err, AIRLOCK_ERR_SYSTEM, -r, "cgroup %s/%s: rmdir",
 			                          cg_kind_name[k], cg->name);
