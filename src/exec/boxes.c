@@ -225,10 +225,21 @@ int exec_box_detach(airlock_proxy *proxy, exec_box *b, bool *proxied, int r, air
 	return r;
 }
 
+/* Tear b down and free it; when a step failed, free it only if final
+ * (else it is kept for a retry). */
+static int box_release(const exec_box_ops *ops, void *mech, exec_box *b, bool final,
+                       airlock_error *err)
+{
+	int r = ops->teardown(mech, b, err);
+	if (r == 0 || final)
+		ops->free(b);
+	return r;
+}
+
 int exec_boxes_release(exec_boxes *l, exec_box *b, const exec_box_ops *ops, void *mech,
                        airlock_error *err)
 {
-	int r = ops->release(mech, b, false, err);
+	int r = box_release(ops, mech, b, false, err);
 	if (r == 0)
 		return 0;
 	pthread_mutex_lock(&l->lock);
@@ -242,7 +253,7 @@ int exec_boxes_release(exec_boxes *l, exec_box *b, const exec_box_ops *ops, void
 	pthread_mutex_unlock(&l->lock);
 	if (!v) {
 		airlock_error scratch;
-		ops->release(mech, b, true, &scratch);
+		box_release(ops, mech, b, true, &scratch);
 	}
 	return r;
 }
@@ -253,7 +264,7 @@ void exec_boxes_release_all(exec_boxes *l, const exec_box_ops *ops, void *mech)
 	exec_box **v = exec_boxes_drain(l, &n);
 	for (size_t i = 0; i < n; i++) {
 		airlock_error scratch;
-		ops->release(mech, v[i], true, &scratch);
+		box_release(ops, mech, v[i], true, &scratch);
 	}
 	free(v);
 }

@@ -101,12 +101,15 @@ typedef struct exec_box_ops {
 	/* destroy's kill: end every process of b now, even with an execute
 	 * in flight (its loop sees its command die and returns). */
 	int (*kill)(void *mech, exec_box *b, airlock_error *err);
-	/* Tear b down (its last reference is gone): 0, b freed. When a step
-	 * fails every other step still runs, and the first failure's error
-	 * (naming its step) is returned; b is then freed if final, else kept
-	 * as it is, holding what the failed steps were to remove, so a
-	 * second call does only that. */
-	int (*release)(void *mech, exec_box *b, bool final, airlock_error *err);
+	/* Tear b down (its last reference is gone): 0 when every step
+	 * succeeded. When a step fails every other step still runs, and the
+	 * first failure's error (naming its step) is returned; b then holds
+	 * what the failed steps were to remove, so a second call does only
+	 * that. */
+	int (*teardown)(void *mech, exec_box *b, airlock_error *err);
+	/* Free b: after a teardown that succeeded, or for good (what a
+	 * failed teardown left goes to the crash sweep). */
+	void (*free)(exec_box *b);
 } exec_box_ops;
 
 /* A step of a teardown failed with step: the first failure (r still 0)

@@ -383,7 +383,8 @@ static void gx_abort(exec_run *x)
 
 static void gx_release(exec_run *x)
 {
-	gv_sandbox_release(GX(x)->g, GX(x)->b);
+	airlock_error derr;
+	exec_boxes_release(&GX(x)->g->m.boxes, &GX(x)->b->box, &gv_box_ops, GX(x)->g, &derr);
 }
 
 static const exec_hooks gvisor_exec_hooks = {

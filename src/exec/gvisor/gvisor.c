@@ -375,8 +375,9 @@ int gv_kill_commands(airlock_gvisor *g, gv_sandbox *b)
 	return r < 0 ? r : WIFEXITED(st) && WEXITSTATUS(st) == 0 ? 0 : -ESRCH;
 }
 
-void gv_sandbox_free(gv_sandbox *b)
+void gv_sandbox_free(exec_box *box)
 {
+	gv_sandbox *b = (gv_sandbox *)box;
 	if (!b)
 		return;
 	/* What a failed teardown left and nobody retries goes to the crash
@@ -395,8 +396,10 @@ void gv_sandbox_free(gv_sandbox *b)
 	free(b);
 }
 
-int gv_sandbox_teardown(airlock_gvisor *g, gv_sandbox *b, airlock_error *err)
+int gv_sandbox_teardown(void *mech, exec_box *box, airlock_error *err)
 {
+	airlock_gvisor *g = mech;
+	gv_sandbox *b = (gv_sandbox *)box;
 	/* Every step runs whatever an earlier one did; one that fails keeps
 	 * its state in b (proxied, cg, keeper_pidfd, ws_mounted with dir_fd),
 	 * so the teardown again (exec_boxes_release's retry) does only what
@@ -487,23 +490,6 @@ int gv_sandbox_teardown(airlock_gvisor *g, gv_sandbox *b, airlock_error *err)
 	return r;
 }
 
-static int gv_box_release(void *mech, exec_box *box, bool final, airlock_error *err)
-{
-	gv_sandbox *b = (gv_sandbox *)box;
-	int r = gv_sandbox_teardown(mech, b, err);
-	if (r == 0 || final)
-		gv_sandbox_free(b);
-	return r;
-}
-
-static const exec_box_ops gv_box_ops;
-
-void gv_sandbox_release(airlock_gvisor *g, gv_sandbox *b)
-{
-	airlock_error derr;
-	exec_boxes_release(&g->m.boxes, &b->box, &gv_box_ops, g, &derr);
-}
-
 /* ---- destroy, workspace, free --------------------------------------------------- */
 
 /* destroy's kill: the sentry, whose death ends every process in the
@@ -517,9 +503,10 @@ static int gv_box_kill(void *mech, exec_box *box, airlock_error *err)
 	return 0;
 }
 
-static const exec_box_ops gv_box_ops = {
+const exec_box_ops gv_box_ops = {
 	.kill = gv_box_kill,
-	.release = gv_box_release,
+	.teardown = gv_sandbox_teardown,
+	.free = gv_sandbox_free,
 };
 
 static int gv_destroy(void *ctx, const char *environment_id, airlock_error *err)

@@ -154,12 +154,13 @@ int gv_bundle_write(const airlock_gvisor *g, gv_sandbox *b, const char *image_pa
                     const airlock_environment_spec *spec, airlock_error *err);
 
 /* ---- sandboxes (gvisor.c) -------------------------------------------------- */
-/* The last reference to b is gone: tear it down and free it. */
-void gv_sandbox_release(airlock_gvisor *g, gv_sandbox *b);
-/* Tear down: the runtime, its state, the cgroups, the workspace, the
- * bundle. Caller owns b and no execute is in flight. */
-int gv_sandbox_teardown(airlock_gvisor *g, gv_sandbox *b, airlock_error *err);
-void gv_sandbox_free(gv_sandbox *b);
+/* A sandbox's end, for exec_boxes_release and destroy (boxes.h): the
+ * kill, the teardown (the runtime, its state, the cgroups, the workspace,
+ * the bundle; mech is the airlock_gvisor, box a gv_sandbox whose caller
+ * owns it with no execute in flight) and the free. */
+extern const exec_box_ops gv_box_ops;
+int gv_sandbox_teardown(void *mech, exec_box *box, airlock_error *err);
+void gv_sandbox_free(exec_box *box);
 /* The host's pids bound of a sandbox with pids_max processes. */
 int64_t gv_host_tasks_bound(const airlock_gvisor *g, int64_t pids_max);
 /* Kill every command process in the sandbox (`guest kill`), bounded. */

@@ -378,8 +378,8 @@ int gv_provision(void *ctx, const airlock_environment_spec *spec,
 			close(p.ready[i]);
 	if (r < 0) {
 		airlock_error derr;
-		gv_sandbox_teardown(g, b, &derr);
-		gv_sandbox_free(b);
+		gv_sandbox_teardown(g, &b->box, &derr);
+		gv_sandbox_free(&b->box);
 	}
 	return r;
 }

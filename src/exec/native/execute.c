@@ -254,7 +254,8 @@ static void nx_fini(exec_run *x)
 
 static void nx_release(exec_run *x)
 {
-	native_sandbox_release(NX(x)->n, NX(x)->b);
+	airlock_error derr;
+	exec_boxes_release(&NX(x)->n->m.boxes, &NX(x)->b->box, &native_box_ops, NX(x)->n, &derr);
 }
 
 static const exec_hooks native_exec_hooks = {

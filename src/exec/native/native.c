@@ -239,8 +239,9 @@ size_t airlock_native_live_count(airlock_native *n)
 
 /* ---- sandboxes ------------------------------------------------------------ */
 
-void native_sandbox_free(sandbox *b)
+void native_sandbox_free(exec_box *box)
 {
+	sandbox *b = (sandbox *)box;
 	if (!b)
 		return;
 	/* What a failed teardown left and nobody retries: the cgroup's
@@ -265,8 +266,10 @@ void native_sandbox_free(sandbox *b)
 	free(b);
 }
 
-int native_sandbox_teardown(airlock_native *n, sandbox *b, airlock_error *err)
+int native_sandbox_teardown(void *mech, exec_box *box, airlock_error *err)
 {
+	airlock_native *n = mech;
+	sandbox *b = (sandbox *)box;
 	/* Every step runs whatever an earlier one did; one that fails keeps
 	 * its state in b (proxied, cg, init_pidfd), so the teardown again
 	 * (exec_boxes_release's retry) does only what is left. */
@@ -315,23 +318,6 @@ int native_sandbox_teardown(airlock_native *n, sandbox *b, airlock_error *err)
 	return r;
 }
 
-static int native_box_release(void *mech, exec_box *box, bool final, airlock_error *err)
-{
-	sandbox *b = (sandbox *)box;
-	int r = native_sandbox_teardown(mech, b, err);
-	if (r == 0 || final)
-		native_sandbox_free(b);
-	return r;
-}
-
-static const exec_box_ops native_box_ops;
-
-void native_sandbox_release(airlock_native *n, sandbox *b)
-{
-	airlock_error derr;
-	exec_boxes_release(&n->m.boxes, &b->box, &native_box_ops, n, &derr);
-}
-
 /* ---- destroy, workspace, free --------------------------------------------- */
 
 /* destroy's kill: the command's cgroup (init stays until the teardown). */
@@ -342,9 +328,10 @@ static int native_box_kill(void *mech, exec_box *box, airlock_error *err)
 	return b->cg ? host_cgroup_kill_cmd(b->cg, NATIVE_KILL_WAIT_MS, err) : 0;
 }
 
-static const exec_box_ops native_box_ops = {
+const exec_box_ops native_box_ops = {
 	.kill = native_box_kill,
-	.release = native_box_release,
+	.teardown = native_sandbox_teardown,
+	.free = native_sandbox_free,
 };
 
 static int native_destroy(void *ctx, const char *environment_id, airlock_error *err)

@@ -324,8 +324,8 @@ static void provision_release(provision *p, bool failed)
 	spawn_child_reap(&p->init); /* the pipe only: b owns init */
 	if (failed) {
 		airlock_error derr;
-		native_sandbox_teardown(p->n, p->b, &derr);
-		native_sandbox_free(p->b);
+		native_sandbox_teardown(p->n, &p->b->box, &derr);
+		native_sandbox_free(&p->b->box);
 	}
 }
 

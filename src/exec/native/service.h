@@ -101,14 +101,14 @@ int native_child_error(const char *what, int r, const native_msg *m, spawn_child
                        int64_t deadline, airlock_error *err);
 
 /* ---- sandboxes (native.c) ------------------------------------------------- */
-void native_sandbox_free(sandbox *b);
-/* Tear a sandbox down in the specification's order: the processes (the
- * sandbox), then the workspace volume. Returns SandboxEscapeSuspected when a
- * process survives. Caller owns b and no execute is in flight. */
-int native_sandbox_teardown(airlock_native *n, sandbox *b, airlock_error *err);
-/* Drop a reference to b (exec_boxes_unref or _leave said it was the
- * last): tear it down and free it. */
-void native_sandbox_release(airlock_native *n, sandbox *b);
+/* A sandbox's end, for exec_boxes_release and destroy (boxes.h): the
+ * kill, the teardown in the specification's order (the processes, then
+ * the workspace volume; SandboxEscapeSuspected when a process survives;
+ * mech is the airlock_native, box a sandbox whose caller owns it with no
+ * execute in flight) and the free. */
+extern const exec_box_ops native_box_ops;
+int native_sandbox_teardown(void *mech, exec_box *box, airlock_error *err);
+void native_sandbox_free(exec_box *box);
 
 /* ---- the user namespace's service half (user.c) --------------------------- */
 /* Caller holds n->m.lock. Take a free host-id slot: 0, -EAGAIN when every
