@@ -6,7 +6,8 @@
  * tests/pg_server.h), driven with a raw HTTP/1.1 client. Leases: claim,
  * renew, fence, refuse, release, expiry by TTL; tenant scoping; strict
  * decoding; authentication; a restart on the same database keeps the
- * leases; SIGTERM stops it with 0. Then the tokens file's parse.
+ * leases; SIGTERM stops it with 0; a sandbox recorded for an ended claim
+ * fails loudly. Then the tokens file's parse.
  */
 #include <criterion/criterion.h>
 #include <errno.h>
@@ -24,6 +25,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "util/util.h"
+#include "worker/db.h"
 #include "worker/worker.h"
 
 #include "pg_server.h"
@@ -483,4 +486,47 @@ Test(worker_api, tokens_file)
 	cr_expect(strstr(e.message, "tenant must be"), "%s", e.message);
 	static const char nul[] = TOKEN_A " tenant-a\n\0x";
 	cr_expect_lt(worker_tokens_parse(nul, sizeof(nul) - 1, &t, &err), 0);
+}
+
+/* A sandbox recorded for an ended claim: this worker cannot destroy one,
+ * so a fence that finds it fails (503) and a start that finds it is
+ * refused, each logged; the record stays. */
+Test(worker_api, a_recorded_sandbox_fails_loudly)
+{
+	worker_fx f;
+	fx_init(&f, false, "dev");
+	expect_outcome(lease(&f, NULL, "run-x", "dev", 1, 60), "new");
+	cr_expect_eq(fx_stop(&f), 0);
+	worker_db *db = NULL;
+	airlock_error err = { 0 };
+	cr_assert_eq(worker_db_open_sqlite(f.dir, &db, &err), 0, "%s", err.message);
+	worker_db_lease_state st;
+	cr_assert_eq(worker_db_set_environment(db, "run-x", 1, "env_0123456789abcdef0123456789abcdef",
+	                                       util_now_ms(), &st, &err),
+	             0, "%s", err.message);
+	cr_assert_eq(st, WORKER_DB_LEASE_CURRENT);
+	worker_db_free(db);
+
+	fx_start(&f);
+	reply r = lease(&f, NULL, "run-x", "dev", 2, 60);
+	cr_expect_eq(r.status, 503, "%d %s", r.status, r.body);
+	HAS(r, "cannot destroy sandboxes");
+	cr_expect_eq(fx_stop(&f), 0);
+	/* The fence is committed and the record stays: a start finds it. */
+	char cmd[512], log[160];
+	snprintf(log, sizeof(log), "%s/log", f.dir);
+	snprintf(cmd, sizeof(cmd), "%s --config %s 2>>%s", getenv("AIRLOCK_TEST_WORKER"), f.config,
+	         log);
+	int status = system(cmd);
+	cr_expect(WIFEXITED(status) && WEXITSTATUS(status) != 0, "a start with a record: %d", status);
+	FILE *fp = fopen(log, "r");
+	cr_assert(fp);
+	static char text[65536];
+	size_t n = fread(text, 1, sizeof(text) - 1, fp);
+	text[n] = 0;
+	fclose(fp);
+	cr_expect(strstr(text, "\"event\":\"sandbox.destroy_unavailable\""), "%s", text);
+	cr_expect(strstr(text, "env_0123456789abcdef0123456789abcdef"), "%s", text);
+	cr_expect(strstr(text, "airlock-worker: start: run run-x epoch 1"), "%s", text);
+	fx_done(&f);
 }
