@@ -18,6 +18,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
@@ -73,6 +74,9 @@ static void fx_start(worker_fx *f)
 	f->pid = fork();
 	cr_assert(f->pid >= 0);
 	if (f->pid == 0) {
+		/* A test that stops at a failed assertion never reaches its
+		 * fx_done: the worker ends with the test's process. */
+		prctl(PR_SET_PDEATHSIG, SIGTERM);
 		int fd = open(log, O_WRONLY | O_CREAT | O_APPEND, 0600);
 		dup2(fd, 2);
 		execl(exe, "airlock-worker", "--config", f->config, (char *)NULL);
