@@ -27,9 +27,10 @@ import subprocess
 import sys
 
 # The targets analyzed, by the prefix of their objects in compile_commands.json.
-TARGETS = ('libairlock-internal-core.a.p/', 'libairlock-internal-service.a.p/',
-           'libairlock-internal-worker.a.p/', 'libairlock_host.a.p/', 'libairlock_image_build.a.p/',
-           'airlock.p/', 'fuzz/fuzz_')
+TARGETS = ('libairlock-internal-core.a.p/', 'libairlock-internal-http.a.p/',
+           'libairlock-internal-service.a.p/', 'libairlock-internal-worker.a.p/',
+           'libairlock_host.a.p/', 'libairlock_image_build.a.p/', 'airlock.p/',
+           'airlock-worker.p/', 'fuzz/fuzz_')
 # Flags of the build that do not belong in an analysis compile.
 DROP = {'-Werror', '-MD', '-c'}
 DROP_WITH_ARG = {'-o', '-MF', '-MQ'}

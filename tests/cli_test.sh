@@ -44,7 +44,10 @@ expect unknown-verb 64 "unknown verb 'frobnicate'" -- "$AIRLOCK" frobnicate
 for v in run config doctor serve worker egress proxy image artifact; do
 	expect "help-$v" 0 "usage: airlock $v" -- "$AIRLOCK" "$v" --help
 done
-expect not-implemented-verb 69 'NotImplemented' -- "$AIRLOCK" worker
+expect not-implemented-verb 69 'NotImplemented' -- "$AIRLOCK" artifact
+# worker executes the airlock-worker beside airlock, with its arguments.
+expect worker-execs 64 'usage: airlock-worker' -- "$AIRLOCK" worker --bogus
+expect worker-settings 78 'airlock-worker: settings: .*no-such' -- "$AIRLOCK" worker --config "$TMP/no-such.yaml"
 
 # run on the fake mechanism: nothing executes, and it says so.
 expect run-fake 0 'fake mechanism: nothing was executed' -- "$AIRLOCK" run --mechanism fake -- echo hi

@@ -882,3 +882,71 @@ Test(settings, gvisor_platform_from_every_door)
 	                  strstr(err.message, "expected one of auto, ptrace, kvm"),
 	          "%s", err.message);
 }
+
+/* worker: one validation from the file and the environment alike. */
+Test(settings, worker_section)
+{
+	airlock_settings s;
+	airlock_error err = { 0 };
+	cr_assert_eq(airlock_settings_default(&s, &err), 0);
+	cr_expect_str_eq(s.worker.listen, "unix:/run/airlock/worker.sock");
+	cr_expect_str_eq(s.worker.state_dir, "/var/lib/airlock/worker");
+	cr_expect_str_eq(s.worker.database, "sqlite");
+	cr_expect_null(s.worker.auth_mode); /* no default: the worker refuses to start */
+	cr_expect_eq(airlock_settings_check(&s, &err), 0, "%s", err.message);
+	char *envp[] = { (char *)"AIRLOCK_WORKER_AUTH_MODE=tokens",
+		         (char *)"AIRLOCK_WORKER_TOKENS_FILE=/etc/t", (char *)"AIRLOCK_WORKER_LISTEN=unix:/w",
+		         NULL };
+	cr_assert_eq(airlock_settings_apply_env(&s, envp, &err), 0, "%s", err.message);
+	cr_expect_str_eq(s.worker.auth_mode, "tokens");
+	cr_expect_str_eq(s.worker.listen, "unix:/w");
+	cr_expect_eq(airlock_settings_check(&s, &err), 0, "%s", err.message);
+	cr_expect(airlock_settings_env_name("AIRLOCK_WORKER_DATABASE_CONNECTION_FILE"));
+	char *bad[] = { (char *)"AIRLOCK_WORKER_AUTH_MODE=de v", NULL };
+	cr_expect_eq(airlock_settings_apply_env(&s, bad, &err), airlock_errcode(AIRLOCK_ERR_CONFIG));
+	airlock_settings_clear(&s);
+
+	cr_assert_eq(parse("worker:\n  auth_mode: dev\n  database: postgresql\n"
+	                   "  database_connection_file: /etc/c\n", &s, &err), 0, "%s", err.message);
+	cr_expect_eq(airlock_settings_check(&s, &err), 0, "%s", err.message);
+	airlock_settings_clear(&s);
+
+	/* dev authenticates nobody: refused in production like a development
+	 * mechanism. */
+	err = check_fails("deployment_mode: production\nauth_mode: token\n"
+	                  "sandbox: {mechanism: gvisor}\nworker: {auth_mode: dev}\n");
+	HAS(err, "startup refused: worker.auth_mode=dev");
+	HAS(err, "deployment_mode=production");
+	err = check_fails("worker: {auth_mode: tokens}\n");
+	HAS(err, "worker.tokens_file");
+	err = check_fails("worker: {auth_mode: dev, tokens_file: /t}\n");
+	HAS(err, "worker.tokens_file");
+	err = check_fails("worker: {tokens_file: /t}\n");
+	HAS(err, "worker.auth_mode is not");
+	err = check_fails("worker: {auth_mode: oidc}\n");
+	HAS(err, "expected dev or tokens");
+	err = check_fails("worker: {database: postgresql}\n");
+	HAS(err, "worker.database_connection_file");
+	err = check_fails("worker: {database_connection_file: /c}\n");
+	HAS(err, "worker.database=postgresql");
+	err = check_fails("worker: {database: mysql}\n");
+	HAS(err, "worker.database=mysql");
+	err = check_fails("worker: {state_dir: rel/dir}\n");
+	HAS(err, "worker.state_dir=rel/dir");
+	err = check_fails("worker: {listen: 127.0.0.1:8080}\n");
+	HAS(err, "worker.listen=127.0.0.1:8080 is TCP");
+	err = check_fails("worker: {listen: 'unix:rel'}\n");
+	HAS(err, "worker.listen=unix:rel");
+	err = check_fails("worker: {tls_cert_file: /c}\n");
+	HAS(err, "go together");
+	err = check_fails("worker: {service_address: nowhere}\n");
+	HAS(err, "worker.service_address=nowhere");
+	err = check_fails("worker: {service_tls_key_file: /k}\n");
+	HAS(err, "worker.service_tls_cert_file");
+	cr_assert_eq(parse("worker: {listen: 127.0.0.1:8080, tls_cert_file: /c, tls_key_file: /k,"
+	                   " metrics_listen: 127.0.0.1:9465}\n", &s, &err), 0, "%s", err.message);
+	cr_expect_eq(airlock_settings_check(&s, &err), 0, "%s", err.message);
+	airlock_settings_clear(&s);
+	err = parse_fails("worker: {bogus: 1}\n");
+	HAS(err, "worker.bogus");
+}

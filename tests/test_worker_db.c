@@ -35,150 +35,9 @@
 #include "worker/db.h"
 #include "worker/db_sql.h"
 
+#include "pg_server.h"
+
 extern char **environ;
-
-/* The superuser's password on the test server: a client must send it
- * (scram-sha-256 on the socket), so a wrong one is a real refusal. */
-#define PG_PASSWORD "Pw-7f3a9c1e5b2d4f60"
-#define PG_USER "airlock"
-#define PG_ENV_DIR "AIRLOCK_TEST_PG_DIR"
-#define PG_ENV_WHY "AIRLOCK_TEST_PG_WHY"
-
-/* ---- the PostgreSQL server, once for the suite ---------------------------- */
-
-static char pg_dir[64]; /* the runner's own copy, for the stop */
-static char pg_bin[256];
-
-static int run(char *const argv[])
-{
-	pid_t pid;
-	posix_spawn_file_actions_t fa;
-	posix_spawn_file_actions_init(&fa);
-	/* initdb and pg_ctl talk to a person; their log stays in the
-	 * server's directory. */
-	posix_spawn_file_actions_addopen(&fa, 1, "/dev/null", O_WRONLY, 0);
-	int r = posix_spawnp(&pid, argv[0], &fa, NULL, argv, environ);
-	posix_spawn_file_actions_destroy(&fa);
-	if (r != 0)
-		return -1;
-	int st = 0;
-	while (waitpid(pid, &st, 0) < 0 && errno == EINTR)
-		;
-	return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-}
-
-/* The newest /usr/lib/postgresql/N/bin holding initdb and pg_ctl. */
-static bool find_pg_bin(void)
-{
-	DIR *d = opendir("/usr/lib/postgresql");
-	if (!d)
-		return false;
-	long best = -1;
-	struct dirent *e;
-	while ((e = readdir(d))) {
-		char *end = NULL;
-		long v = strtol(e->d_name, &end, 10);
-		char p[300];
-		snprintf(p, sizeof(p), "/usr/lib/postgresql/%.32s/bin/initdb", e->d_name);
-		if (*end == 0 && end != e->d_name && v > best && access(p, X_OK) == 0) {
-			best = v;
-			snprintf(pg_bin, sizeof(pg_bin), "/usr/lib/postgresql/%ld/bin", v);
-		}
-	}
-	closedir(d);
-	return best >= 0;
-}
-
-static void pg_stop(void)
-{
-	if (!pg_dir[0])
-		return;
-	char ctl[300], data[128];
-	snprintf(ctl, sizeof(ctl), "%s/pg_ctl", pg_bin);
-	snprintf(data, sizeof(data), "%s/data", pg_dir);
-	char *stop[] = { "runuser", "-u", "postgres", "--", ctl, "stop", "-D", data, "-m", "fast",
-		         "-w", "-s", NULL };
-	run(stop);
-	char *rm[] = { "rm", "-rf", pg_dir, NULL };
-	run(rm);
-	pg_dir[0] = 0;
-}
-
-static void pg_stop_on_signal(int sig)
-{
-	pg_stop();
-	signal(sig, SIG_DFL);
-	raise(sig);
-}
-
-static const char *pg_start(void)
-{
-	if (!find_pg_bin())
-		return "no /usr/lib/postgresql/N/bin/initdb (the postgresql package is not installed)";
-	struct passwd *pw = getpwnam("postgres");
-	if (!pw)
-		return "no postgres user (the postgresql package is not installed)";
-	snprintf(pg_dir, sizeof(pg_dir), "/tmp/airlock-pg-XXXXXX");
-	if (!mkdtemp(pg_dir)) {
-		pg_dir[0] = 0;
-		return "mkdtemp failed";
-	}
-	/* initdb refuses root: the directory is the postgres user's, and the
-	 * server runs as it. */
-	if (chown(pg_dir, pw->pw_uid, pw->pw_gid) < 0 || chmod(pg_dir, 0700) < 0)
-		return "chown of the server's directory failed";
-	atexit(pg_stop);
-	signal(SIGTERM, pg_stop_on_signal);
-	signal(SIGINT, pg_stop_on_signal);
-	char pwfile[128], data[128], log[128], initdb[300], ctl[300], opts[256];
-	snprintf(pwfile, sizeof(pwfile), "%s/pw", pg_dir);
-	snprintf(data, sizeof(data), "%s/data", pg_dir);
-	snprintf(log, sizeof(log), "%s/log", pg_dir);
-	snprintf(initdb, sizeof(initdb), "%s/initdb", pg_bin);
-	snprintf(ctl, sizeof(ctl), "%s/pg_ctl", pg_bin);
-	int fd = open(pwfile, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
-	if (fd < 0 || write(fd, PG_PASSWORD "\n", sizeof(PG_PASSWORD)) != sizeof(PG_PASSWORD) ||
-	    fchown(fd, pw->pw_uid, pw->pw_gid) < 0) {
-		if (fd >= 0)
-			close(fd);
-		return "writing the password file failed";
-	}
-	close(fd);
-	char *init[] = { "runuser", "-u", "postgres", "--", initdb, "-D", data, "-U", PG_USER,
-		         "--pwfile", pwfile, "--auth-local=scram-sha-256", "--auth-host=reject",
-		         "-E", "UTF8", "--no-sync", "--no-instructions", NULL };
-	if (run(init) != 0)
-		return "initdb failed";
-	/* No TCP at all (listen_addresses empty): the socket in the suite's
-	 * own directory is the only way in. fsync off: a test server's data
-	 * dies with it anyway. */
-	snprintf(opts, sizeof(opts),
-	         "-c listen_addresses= -c unix_socket_directories=%s -c fsync=off "
-	         "-c max_connections=40",
-	         pg_dir);
-	char *start[] = { "runuser", "-u", "postgres", "--", ctl, "start", "-D", data, "-l", log,
-		          "-o", opts, "-w", "-s", NULL };
-	if (run(start) != 0)
-		return "pg_ctl start failed (the log is in the server's directory)";
-	setenv(PG_ENV_DIR, pg_dir, 1);
-	return NULL;
-}
-
-ReportHook(PRE_ALL)(struct criterion_test_set *set)
-{
-	const char *why = pg_start();
-	if (why) {
-		/* Told to the tests, which fail with it: the package is part of
-		 * the set-up (scripts/setup.sh), so a missing server is a failure. */
-		setenv(PG_ENV_WHY, why, 1);
-		pg_stop();
-	}
-}
-
-ReportHook(POST_ALL)(struct criterion_global_stats *stats)
-{
-	pg_stop();
-}
 
 /* ---- a database per test ----------------------------------------------------- */
 
@@ -191,21 +50,6 @@ typedef struct fixture {
 } fixture;
 
 static int64_t counter;
-
-static void quiet(void *arg, const char *message)
-{
-}
-
-static PGconn *pg_admin(void)
-{
-	char ci[256];
-	snprintf(ci, sizeof(ci), "host=%s user=" PG_USER " dbname=postgres password=" PG_PASSWORD,
-	         getenv(PG_ENV_DIR));
-	PGconn *c = PQconnectdb(ci);
-	cr_assert_eq(PQstatus(c), CONNECTION_OK, "admin connection: %s", PQerrorMessage(c));
-	PQsetNoticeProcessor(c, quiet, NULL);
-	return c;
-}
 
 static void pg_admin_exec(fixture *f, const char *sql)
 {
@@ -280,7 +124,7 @@ static void fx_done(fixture *f)
 	f->db = NULL;
 	if (!f->pg) {
 		char *rm[] = { "rm", "-rf", f->dir, NULL };
-		cr_assert_eq(run(rm), 0);
+		cr_assert_eq(pg_run(rm), 0);
 		return;
 	}
 	PGconn *c = pg_admin();
@@ -993,26 +837,7 @@ Test(worker_db_pg_only, a_password_libpq_reads_as_the_port_or_host_is_in_no_mess
 	                "PaLeak", "ssSecret");
 }
 
-/* A worker that hangs inside its migration (its transaction open, the
- * migration lock held): another worker's start must fail in bounded time,
- * not wait on the lock for ever. The open runs in a child so the test
- * can stop it. An advisory lock is per database: the test holds it in a
- * database of its own, so the suite's other tests, which run in parallel
- * and open workers on "postgres", do not queue behind it. */
-static PGconn *pg_connect_db(const char *dbname)
-{
-	char ci[512];
-	int w = snprintf(ci, sizeof(ci),
-	                 "host=%s user=" PG_USER " dbname=%s password=" PG_PASSWORD,
-	                 getenv(PG_ENV_DIR), dbname);
-	cr_assert(w > 0 && (size_t)w < sizeof(ci));
-	PGconn *c = PQconnectdb(ci);
-	cr_assert_eq(PQstatus(c), CONNECTION_OK, "connection to %s: %s", dbname,
-	             PQerrorMessage(c));
-	PQsetNoticeProcessor(c, quiet, NULL);
-	return c;
-}
-
+/* One statement as the superuser on "postgres" (asserts). */
 static void pg_admin_sql(const char *sql)
 {
 	PGconn *c = pg_admin();
@@ -1022,6 +847,12 @@ static void pg_admin_sql(const char *sql)
 	PQfinish(c);
 }
 
+/* A worker that hangs inside its migration (its transaction open, the
+ * migration lock held): another worker's start must fail in bounded time,
+ * not wait on the lock for ever. The open runs in a child so the test
+ * can stop it. An advisory lock is per database: the test holds it in a
+ * database of its own, so the suite's other tests, which run in parallel
+ * and open workers on "postgres", do not queue behind it. */
 Test(worker_db_pg_only, a_start_behind_a_held_migration_lock_fails_in_bounded_time,
      .timeout = 120)
 {
@@ -1035,7 +866,7 @@ Test(worker_db_pg_only, a_start_behind_a_held_migration_lock_fails_in_bounded_ti
 	                 "host=%s user=" PG_USER " dbname=%s password=" PG_PASSWORD,
 	                 getenv(PG_ENV_DIR), dbname);
 	cr_assert(n > 0 && (size_t)n < sizeof(conninfo));
-	PGconn *holder = pg_connect_db(dbname);
+	PGconn *holder = pg_admin_db(dbname);
 	PGresult *res = PQexec(holder, "BEGIN; SELECT pg_advisory_xact_lock(7091155068528747)");
 	cr_assert_eq(PQresultStatus(res), PGRES_TUPLES_OK, "%s", PQresultErrorMessage(res));
 	PQclear(res);
@@ -1147,7 +978,7 @@ Test(worker_db_pg_only, the_connection_file_is_checked_like_a_credential)
 	cr_assert(strstr(err.message, "second line"), "%s", err.message);
 	cr_assert_null(strstr(err.message, "LineSecret1"), "%s", err.message);
 	char *rm[] = { "rm", "-rf", dir, NULL };
-	cr_assert_eq(run(rm), 0);
+	cr_assert_eq(pg_run(rm), 0);
 }
 
 /* ---- SQLite: where the file lives ---------------------------------------------------- */

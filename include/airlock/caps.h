@@ -397,6 +397,22 @@
  * URI; libpq's own longest useful strings are far below this. */
 #define AIRLOCK_WORKER_DB_CONNINFO_MAX 4096
 
+/* ---- internal: the worker's API (src/worker/worker.h) --------------------- */
+/* A lease request's body: three members, a tenant id of at most 128 bytes
+ * and two integers fit many times over. */
+#define AIRLOCK_WORKER_LEASE_BODY_MAX 4096
+/* The release's query string (epoch=N&tenant_id=T). */
+#define AIRLOCK_WORKER_QUERY_MAX 512
+/* The tokens file: its bytes, its lines with a token, and a token's length
+ * (the shortest refuses a guessable one). */
+#define AIRLOCK_WORKER_TOKENS_FILE_MAX (256u << 10)
+#define AIRLOCK_WORKER_TOKENS_MAX 1024
+#define AIRLOCK_WORKER_TOKEN_MIN 16
+#define AIRLOCK_WORKER_TOKEN_MAX 256
+/* The worker API's header block and connections (its HTTP core). */
+#define AIRLOCK_WORKER_HEADER_MAX 16384
+#define AIRLOCK_WORKER_CONNECTIONS_MAX 256
+
 /* Open descriptors per sandbox process (RLIMIT_NOFILE, soft and hard, on
  * every mechanism; the hard limit equal, so it cannot be raised back):
  * memory_bytes / (pids_max * AIRLOCK_SANDBOX_FILE_COST), at most

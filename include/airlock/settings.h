@@ -39,6 +39,21 @@
  *     tls_key_file: /etc/airlock/tls/server.key
  *     tls_client_ca_file: /etc/airlock/tls/clients.pem  # client certificates
  *     policy_file: /etc/airlock/egress.yaml          # the operator's egress policy
+ *   worker:                           # airlock-worker (docs/worker-api.md)
+ *     listen: unix:/run/airlock/worker.sock  # or HOST:PORT (TLS required)
+ *     tls_cert_file: /etc/airlock/tls/worker.pem    # TCP: both required
+ *     tls_key_file: /etc/airlock/tls/worker.key
+ *     state_dir: /var/lib/airlock/worker   # sqlite: its worker.db is here
+ *     database: sqlite                # sqlite | postgresql
+ *     database_connection_file: /etc/airlock/worker-db.conn  # postgresql: 0600
+ *     auth_mode: tokens               # dev | tokens; no default (dev is refused in production)
+ *     tokens_file: /etc/airlock/worker.tokens  # tokens: "TOKEN TENANT|*" lines, 0600
+ *     metrics_listen: 127.0.0.1:9465  # the operator's metrics listener
+ *     service_address: unix:/run/airlock/airlock.sock  # the execution service
+ *     service_credential_file: /etc/airlock/service.token
+ *     service_tls_ca_file: /etc/airlock/tls/ca.pem  # a TCP service address
+ *     service_tls_cert_file: /etc/airlock/tls/worker-client.pem
+ *     service_tls_key_file: /etc/airlock/tls/worker-client.key
  *
  * Environment overrides (applied after the file, same validation):
  *   AIRLOCK_DEPLOYMENT_MODE, AIRLOCK_AUTH_MODE, AIRLOCK_SANDBOX_MECHANISM,
@@ -47,7 +62,9 @@
  *   AIRLOCK_SERVICE_CREDENTIAL_FILE, AIRLOCK_SERVICE_METRICS_LISTEN,
  *   AIRLOCK_SERVICE_MAX_SANDBOXES, AIRLOCK_SERVICE_MAX_CONNECTIONS,
  *   AIRLOCK_SERVICE_TLS_CERT_FILE, AIRLOCK_SERVICE_TLS_KEY_FILE,
- *   AIRLOCK_SERVICE_TLS_CLIENT_CA_FILE, AIRLOCK_SERVICE_POLICY_FILE.
+ *   AIRLOCK_SERVICE_TLS_CLIENT_CA_FILE, AIRLOCK_SERVICE_POLICY_FILE, and
+ *   AIRLOCK_WORKER_<KEY> for every key of worker: (AIRLOCK_WORKER_LISTEN,
+ *   AIRLOCK_WORKER_AUTH_MODE, AIRLOCK_WORKER_SERVICE_ADDRESS, ...).
  *
  * Byte values accept an integer or an integer with a K, M or G suffix
  * (powers of 1024).
@@ -126,6 +143,26 @@ typedef struct airlock_service_settings {
  * while it lasts. */
 #define AIRLOCK_SERVICE_CONNECTIONS_MAX 4096
 
+/* The worker: section (airlock-worker). Strings are NULL when unset. The
+ * PostgreSQL connection string is a credential: the settings name the
+ * file that holds it, never the string. */
+typedef struct airlock_worker_settings {
+	char *listen;                   /* "unix:/abs/path" or "HOST:PORT" */
+	char *tls_cert_file;
+	char *tls_key_file;
+	char *state_dir;                /* absolute */
+	char *database;                 /* "sqlite" or "postgresql" */
+	char *database_connection_file; /* postgresql only */
+	char *auth_mode;                /* "dev" or "tokens"; NULL: the worker refuses to start */
+	char *tokens_file;              /* tokens only */
+	char *metrics_listen;
+	char *service_address;
+	char *service_credential_file;
+	char *service_tls_ca_file;
+	char *service_tls_cert_file;
+	char *service_tls_key_file;
+} airlock_worker_settings;
+
 typedef struct airlock_settings {
 	airlock_deployment_mode deployment_mode;
 	char *auth_mode;
@@ -144,6 +181,7 @@ typedef struct airlock_settings {
 	 * is then tier 2 alone (fail closed) and this message is logged. */
 	char *tier1_error;
 	airlock_service_settings service;
+	airlock_worker_settings worker;
 } airlock_settings;
 
 /* The embedded defaults (development, dev, native, the table's numbers). */
@@ -176,7 +214,13 @@ void airlock_settings_load_tier1(airlock_settings *s);
  *   - no tier-1 name is a tier-0 name;
  *   - service: the listen address is unix:/absolute or HOST:PORT, TCP has
  *     both TLS files, a client CA or one TLS file alone is refused without
- *     the other, max_sandboxes and max_connections are in range.
+ *     the other, max_sandboxes and max_connections are in range;
+ *   - worker: its listen and metrics addresses as the service's (TCP needs
+ *     both TLS files), state_dir absolute, database sqlite (no connection
+ *     file) or postgresql (with one), auth_mode unset (the worker then
+ *     refuses to start), dev (no tokens file; refused with deployment_mode
+ *     production) or tokens (with one), the service's
+ *     address of the same forms, its TLS client files together.
  * A warning is never enough: the caller must not start.
  */
 int airlock_settings_check(const airlock_settings *s, airlock_error *err);

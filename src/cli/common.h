@@ -70,5 +70,6 @@ int cli_image(int argc, char **argv);
 int cli_egress(int argc, char **argv);
 int cli_proxy(int argc, char **argv);
 int cli_serve(int argc, char **argv);
+int cli_worker(int argc, char **argv);
 
 #endif

@@ -21,7 +21,7 @@ static const verb verbs[] = {
 	{ "config", cli_config, "check a settings file: run the startup checks, print what resolved", NULL },
 	{ "doctor", cli_doctor, "say which mechanisms this host can run, and why not for the others", NULL },
 	{ "serve", cli_serve, "run the execution service (airlockd): the internal API", NULL },
-	{ "worker", NULL, "run the worker-side pieces", "the worker side is not implemented yet" },
+	{ "worker", cli_worker, "run the worker (airlock-worker): a run's lease", NULL },
 	{ "egress", cli_egress, "validate and check egress policies", NULL },
 	{ "proxy", cli_proxy, "run the egress proxy on its own", NULL },
 	{ "image", cli_image, "build and list sandbox images, named by digest", NULL },

@@ -3,7 +3,8 @@
  * The startup checks of the settings (airlock_settings_check): a
  * development mechanism refused where production or real authentication
  * is asked for, an image named by digest, limits within their ceilings,
- * tier 1 free of tier-0 names, and the service's listener and TLS.
+ * tier 1 free of tier-0 names, the service's listener and TLS, and the
+ * worker's listeners, database and authentication.
  */
 #include "airlock/settings.h"
 
@@ -154,6 +155,88 @@ static int check_service(const airlock_service_settings *v, airlock_error *err)
 	return 0;
 }
 
+/* A listener of the worker's (key names it for messages): the forms of
+ * service.listen, and TLS when it is TCP. */
+static int check_worker_listen(const char *key, const char *v, bool tls, airlock_error *err)
+{
+	char q[QUOTE_MAX];
+	bool is_unix = false;
+	if (!listen_form_ok(v, &is_unix))
+		return airlock_error_set(err, AIRLOCK_ERR_CONFIG, 0,
+		                         "worker.%s=%s: expected unix:/absolute/path or HOST:PORT", key,
+		                         Q(q, v));
+	if (!is_unix && !tls)
+		return airlock_error_set(err, AIRLOCK_ERR_CONFIG, 0,
+		                         "worker.%s=%s is TCP: worker.tls_cert_file and worker.tls_key_file are required (a bearer token never crosses a network in the clear)",
+		                         key, Q(q, v));
+	return 0;
+}
+
+static int check_worker(const airlock_worker_settings *w, bool production, airlock_error *err)
+{
+	char q[QUOTE_MAX];
+	if (!w->tls_cert_file != !w->tls_key_file)
+		return airlock_error_set(err, AIRLOCK_ERR_CONFIG, 0,
+		                         "worker.tls_cert_file and worker.tls_key_file go together: set both or neither");
+	if (!w->listen)
+		return airlock_error_set(err, AIRLOCK_ERR_CONFIG, 0, "worker.listen is not set");
+	int r = check_worker_listen("listen", w->listen, w->tls_cert_file != NULL, err);
+	/* The metrics listener carries no token (it authenticates nothing): a
+	 * TCP one is the operator's choice of a scraper's network. */
+	if (r == 0 && w->metrics_listen)
+		r = check_worker_listen("metrics_listen", w->metrics_listen, true, err);
+	if (r < 0)
+		return r;
+	if (!w->state_dir || w->state_dir[0] != '/')
+		return airlock_error_set(err, AIRLOCK_ERR_CONFIG, 0,
+		                         "worker.state_dir=%s: must be an absolute path",
+		                         w->state_dir ? Q(q, w->state_dir) : "(unset)");
+	bool pg = util_streq0(w->database, "postgresql");
+	if (!pg && !util_streq0(w->database, "sqlite"))
+		return airlock_error_set(err, AIRLOCK_ERR_CONFIG, 0,
+		                         "worker.database=%s: expected sqlite or postgresql",
+		                         w->database ? Q(q, w->database) : "(unset)");
+	/* The connection string is a credential: only a file may hold it
+	 * (read like a credential file), never the settings themselves. */
+	if (pg && !w->database_connection_file)
+		return airlock_error_set(err, AIRLOCK_ERR_CONFIG, 0,
+		                         "worker.database=postgresql needs worker.database_connection_file (a 0600 file holding the connection string)");
+	if (!pg && w->database_connection_file)
+		return airlock_error_set(err, AIRLOCK_ERR_CONFIG, 0,
+		                         "worker.database_connection_file is for worker.database=postgresql (sqlite keeps worker.db in worker.state_dir)");
+	bool is_unix = false;
+	if (w->service_address && !listen_form_ok(w->service_address, &is_unix))
+		return airlock_error_set(err, AIRLOCK_ERR_CONFIG, 0,
+		                         "worker.service_address=%s: expected unix:/absolute/path or HOST:PORT",
+		                         Q(q, w->service_address));
+	if (!w->service_tls_cert_file != !w->service_tls_key_file)
+		return airlock_error_set(err, AIRLOCK_ERR_CONFIG, 0,
+		                         "worker.service_tls_cert_file and worker.service_tls_key_file go together: set both or neither");
+	/* worker.auth_mode has no default: every door checks these settings,
+	 * and a default of dev would refuse a production service that runs no
+	 * worker. Unset, the worker refuses to start (airlock-worker). */
+	if (!w->auth_mode)
+		return w->tokens_file ? airlock_error_set(err, AIRLOCK_ERR_CONFIG, 0,
+		                                          "worker.tokens_file is set but worker.auth_mode is not (set it to tokens)")
+		                      : 0;
+	bool tokens = util_streq0(w->auth_mode, "tokens");
+	if (!tokens && !util_streq0(w->auth_mode, "dev"))
+		return airlock_error_set(err, AIRLOCK_ERR_CONFIG, 0,
+		                         "worker.auth_mode=%s: expected dev or tokens", Q(q, w->auth_mode));
+	/* The same refusal as a development mechanism's (spec, "Development,
+	 * production, and the refusal in between"): dev authenticates nobody. */
+	if (!tokens && production)
+		return airlock_error_set(err, AIRLOCK_ERR_CONFIG, 0,
+		                         "startup refused: worker.auth_mode=dev is a development mechanism (one tenant, no token); deployment_mode=production requires worker.auth_mode=tokens");
+	if (tokens && !w->tokens_file)
+		return airlock_error_set(err, AIRLOCK_ERR_CONFIG, 0,
+		                         "worker.auth_mode=tokens needs worker.tokens_file");
+	if (!tokens && w->tokens_file)
+		return airlock_error_set(err, AIRLOCK_ERR_CONFIG, 0,
+		                         "worker.tokens_file is read only with worker.auth_mode=tokens (dev takes no token)");
+	return 0;
+}
+
 int airlock_settings_check(const airlock_settings *s, airlock_error *err)
 {
 	char q[QUOTE_MAX];
@@ -195,5 +278,8 @@ int airlock_settings_check(const airlock_settings *s, airlock_error *err)
 		airlock_error_prefix(err, "startup refused: environment.passthrough: ");
 		return r;
 	}
-	return check_service(&s->service, err);
+	r = check_service(&s->service, err);
+	if (r < 0)
+		return r;
+	return check_worker(&s->worker, s->deployment_mode == AIRLOCK_DEPLOYMENT_PRODUCTION, err);
 }

@@ -37,6 +37,20 @@ static const struct env_override {
 	{ "AIRLOCK_SERVICE_TLS_KEY_FILE", "service.tls_key_file", { "tls_key_file", F_STRING, ST(service.tls_key_file), 0, NULL } },
 	{ "AIRLOCK_SERVICE_TLS_CLIENT_CA_FILE", "service.tls_client_ca_file", { "tls_client_ca_file", F_STRING, ST(service.tls_client_ca_file), 0, NULL } },
 	{ "AIRLOCK_SERVICE_POLICY_FILE", "service.policy_file", { "policy_file", F_STRING, ST(service.policy_file), 0, NULL } },
+	{ "AIRLOCK_WORKER_LISTEN", "worker.listen", { "listen", F_STRING, ST(worker.listen), 0, NULL } },
+	{ "AIRLOCK_WORKER_TLS_CERT_FILE", "worker.tls_cert_file", { "tls_cert_file", F_STRING, ST(worker.tls_cert_file), 0, NULL } },
+	{ "AIRLOCK_WORKER_TLS_KEY_FILE", "worker.tls_key_file", { "tls_key_file", F_STRING, ST(worker.tls_key_file), 0, NULL } },
+	{ "AIRLOCK_WORKER_STATE_DIR", "worker.state_dir", { "state_dir", F_STRING, ST(worker.state_dir), 0, NULL } },
+	{ "AIRLOCK_WORKER_DATABASE", "worker.database", { "database", F_STRING, ST(worker.database), 0, NULL } },
+	{ "AIRLOCK_WORKER_DATABASE_CONNECTION_FILE", "worker.database_connection_file", { "database_connection_file", F_STRING, ST(worker.database_connection_file), 0, NULL } },
+	{ "AIRLOCK_WORKER_AUTH_MODE", "worker.auth_mode", { "auth_mode", F_AUTH, ST(worker.auth_mode), 0, NULL } },
+	{ "AIRLOCK_WORKER_TOKENS_FILE", "worker.tokens_file", { "tokens_file", F_STRING, ST(worker.tokens_file), 0, NULL } },
+	{ "AIRLOCK_WORKER_METRICS_LISTEN", "worker.metrics_listen", { "metrics_listen", F_STRING, ST(worker.metrics_listen), 0, NULL } },
+	{ "AIRLOCK_WORKER_SERVICE_ADDRESS", "worker.service_address", { "service_address", F_STRING, ST(worker.service_address), 0, NULL } },
+	{ "AIRLOCK_WORKER_SERVICE_CREDENTIAL_FILE", "worker.service_credential_file", { "service_credential_file", F_STRING, ST(worker.service_credential_file), 0, NULL } },
+	{ "AIRLOCK_WORKER_SERVICE_TLS_CA_FILE", "worker.service_tls_ca_file", { "service_tls_ca_file", F_STRING, ST(worker.service_tls_ca_file), 0, NULL } },
+	{ "AIRLOCK_WORKER_SERVICE_TLS_CERT_FILE", "worker.service_tls_cert_file", { "service_tls_cert_file", F_STRING, ST(worker.service_tls_cert_file), 0, NULL } },
+	{ "AIRLOCK_WORKER_SERVICE_TLS_KEY_FILE", "worker.service_tls_key_file", { "service_tls_key_file", F_STRING, ST(worker.service_tls_key_file), 0, NULL } },
 };
 #undef ST
 

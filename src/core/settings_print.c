@@ -41,6 +41,22 @@ static void print_string(FILE *out, const char *s)
 	fputc('"', out);
 }
 
+struct key_value {
+	const char *key, *value;
+};
+
+/* A section's string keys that are set, one line each. */
+static void print_set(FILE *out, const struct key_value *kv, size_t n)
+{
+	for (size_t i = 0; i < n; i++) {
+		if (!kv[i].value)
+			continue;
+		fprintf(out, "  %s: ", kv[i].key);
+		print_string(out, kv[i].value);
+		fputc('\n', out);
+	}
+}
+
 static void print_limits(FILE *out, const char *title, const airlock_limit_table *t, bool ceiling)
 {
 	fprintf(out, "  %s:\n", title);
@@ -102,9 +118,7 @@ void airlock_settings_print(const airlock_settings *s, FILE *out)
 		        quote(q, sizeof(q), s->tier1_error, strlen(s->tier1_error)));
 	}
 	fputs("service:\n", out);
-	const struct {
-		const char *key, *value;
-	} strs[] = {
+	const struct key_value strs[] = {
 		{ "listen", s->service.listen },
 		{ "socket_group", s->service.socket_group },
 		{ "credential_file", s->service.credential_file },
@@ -114,13 +128,26 @@ void airlock_settings_print(const airlock_settings *s, FILE *out)
 		{ "tls_client_ca_file", s->service.tls_client_ca_file },
 		{ "policy_file", s->service.policy_file },
 	};
-	for (size_t i = 0; i < ARRAY_SIZE(strs); i++) {
-		if (!strs[i].value)
-			continue;
-		fprintf(out, "  %s: ", strs[i].key);
-		print_string(out, strs[i].value);
-		fputc('\n', out);
-	}
+	print_set(out, strs, ARRAY_SIZE(strs));
 	fprintf(out, "  max_sandboxes: %lld\n", (long long)s->service.max_sandboxes);
 	fprintf(out, "  max_connections: %lld\n", (long long)s->service.max_connections);
+	fputs("worker:\n", out);
+	const airlock_worker_settings *w = &s->worker;
+	const struct key_value wstrs[] = {
+		{ "listen", w->listen },
+		{ "tls_cert_file", w->tls_cert_file },
+		{ "tls_key_file", w->tls_key_file },
+		{ "state_dir", w->state_dir },
+		{ "database", w->database },
+		{ "database_connection_file", w->database_connection_file },
+		{ "auth_mode", w->auth_mode },
+		{ "tokens_file", w->tokens_file },
+		{ "metrics_listen", w->metrics_listen },
+		{ "service_address", w->service_address },
+		{ "service_credential_file", w->service_credential_file },
+		{ "service_tls_ca_file", w->service_tls_ca_file },
+		{ "service_tls_cert_file", w->service_tls_cert_file },
+		{ "service_tls_key_file", w->service_tls_key_file },
+	};
+	print_set(out, wstrs, ARRAY_SIZE(wstrs));
 }

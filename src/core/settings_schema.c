@@ -144,7 +144,11 @@ static const char settings_defaults_yaml[] =
 	"service:\n"
 	"  listen: unix:/run/airlock/airlock.sock\n"
 	"  max_sandboxes: 64\n"
-	"  max_connections: 256\n";
+	"  max_connections: 256\n"
+	"worker:\n"
+	"  listen: unix:/run/airlock/worker.sock\n"
+	"  state_dir: /var/lib/airlock/worker\n"
+	"  database: sqlite\n";
 
 /* ---- small helpers -------------------------------------------------------- */
 
@@ -311,6 +315,24 @@ static const field service_fields[] = {
 static const schema service_schema = { "service.", service_fields, ARRAY_SIZE(service_fields), -1,
 	                               -1 };
 
+static const field worker_fields[] = {
+	{ "listen", F_STRING, ST(worker.listen), 0, NULL },
+	{ "tls_cert_file", F_STRING, ST(worker.tls_cert_file), 0, NULL },
+	{ "tls_key_file", F_STRING, ST(worker.tls_key_file), 0, NULL },
+	{ "state_dir", F_STRING, ST(worker.state_dir), 0, NULL },
+	{ "database", F_STRING, ST(worker.database), 0, NULL },
+	{ "database_connection_file", F_STRING, ST(worker.database_connection_file), 0, NULL },
+	{ "auth_mode", F_AUTH, ST(worker.auth_mode), 0, NULL },
+	{ "tokens_file", F_STRING, ST(worker.tokens_file), 0, NULL },
+	{ "metrics_listen", F_STRING, ST(worker.metrics_listen), 0, NULL },
+	{ "service_address", F_STRING, ST(worker.service_address), 0, NULL },
+	{ "service_credential_file", F_STRING, ST(worker.service_credential_file), 0, NULL },
+	{ "service_tls_ca_file", F_STRING, ST(worker.service_tls_ca_file), 0, NULL },
+	{ "service_tls_cert_file", F_STRING, ST(worker.service_tls_cert_file), 0, NULL },
+	{ "service_tls_key_file", F_STRING, ST(worker.service_tls_key_file), 0, NULL },
+};
+static const schema worker_schema = { "worker.", worker_fields, ARRAY_SIZE(worker_fields), -1, -1 };
+
 static const field root_fields[] = {
 	{ "deployment_mode", F_DEPLOYMENT, ST(deployment_mode), 0, NULL },
 	{ "auth_mode", F_AUTH, ST(auth_mode), 0, NULL },
@@ -318,6 +340,7 @@ static const field root_fields[] = {
 	{ "limits", F_MAP, 0, 0, &limits_schema },
 	{ "environment", F_MAP, 0, 0, &environment_schema },
 	{ "service", F_MAP, 0, 0, &service_schema },
+	{ "worker", F_MAP, 0, 0, &worker_schema },
 };
 const schema settings_root_schema = { "", root_fields, ARRAY_SIZE(root_fields), -1, -1 };
 #undef ST
@@ -329,6 +352,7 @@ _Static_assert(ARRAY_SIZE(limits_fields) <= MAX_FIELDS, "limits schema too large
 _Static_assert(ARRAY_SIZE(settings_limit_fields) <= MAX_FIELDS, "limit table schema too large");
 _Static_assert(ARRAY_SIZE(environment_fields) <= MAX_FIELDS, "environment schema too large");
 _Static_assert(ARRAY_SIZE(service_fields) <= MAX_FIELDS, "service schema too large");
+_Static_assert(ARRAY_SIZE(worker_fields) <= MAX_FIELDS, "worker schema too large");
 
 /*
  * Convert one scalar for a field and store it at base. `where` names the
@@ -454,5 +478,13 @@ void airlock_settings_clear(airlock_settings *s)
 	free(s->service.tls_key_file);
 	free(s->service.tls_client_ca_file);
 	free(s->service.policy_file);
+	airlock_worker_settings *w = &s->worker;
+	char **worker_strings[] = { &w->listen, &w->tls_cert_file, &w->tls_key_file, &w->state_dir,
+		                    &w->database, &w->database_connection_file, &w->auth_mode,
+		                    &w->tokens_file, &w->metrics_listen, &w->service_address,
+		                    &w->service_credential_file, &w->service_tls_ca_file,
+		                    &w->service_tls_cert_file, &w->service_tls_key_file };
+	for (size_t i = 0; i < ARRAY_SIZE(worker_strings); i++)
+		free(*worker_strings[i]);
 	*s = (airlock_settings){ 0 };
 }

@@ -114,6 +114,45 @@ int http_server_new(const http_server_config *cfg, const http_routes *routes, vo
  * libmicrohttpd could not give it back: it closed it). */
 int http_server_stop(http_server *h, int64_t drain_ms);
 
+/* ---- listening sockets (the service's and the worker's, APIs and metrics) -- */
+
+/* A listening socket: "unix:/path" (created with only the owner's bits,
+ * then given mode (0660 when 0) and group gid (-1 keeps it); a non-socket
+ * at the path is refused, a socket a live server answers on is refused, a dead one's
+ * removed) or "HOST:PORT". address is the canonical form (a TCP port 0
+ * resolved). */
+typedef struct http_listener {
+	int fd;
+	char *address;
+	char *socket_path; /* the Unix socket's file, removed at close if still ours */
+	dev_t socket_dev;
+	ino_t socket_ino;
+} http_listener;
+int http_listen(const char *address, unsigned mode, long gid, http_listener *ret,
+               airlock_error *err);
+/* Close fd (when >= 0) and remove the socket file if it is still the one
+ * made; idempotent. */
+void http_listener_close(http_listener *l);
+/* A TLS listener's PEM file (certificate, key, client CA): a regular file
+ * of at most AIRLOCK_SERVICE_PEM_MAX bytes, read as a secret (in place,
+ * one buffer: util_read_secret), NUL-terminated in *ret; a secret one (the
+ * private key) is refused when others have any access to it. Messages
+ * name what, never the content. */
+int http_read_pem(const char *what, const char *path, bool secret, char **ret,
+                  airlock_error *err);
+
+/* ---- an operator's metrics listener ------------------------------------------ */
+
+/* GET /metrics (HEAD too) answered with render's text (malloc'd, taken;
+ * NULL closes the connection), on the simple mode, without a credential
+ * (metrics.c says why); any other path 404, any other method 405. The
+ * listening descriptor is taken, on failure too. */
+typedef char *(*http_metrics_render_fn)(void *ctx, size_t *ret_len);
+typedef struct http_metrics http_metrics;
+int http_metrics_new(int listen_fd, http_metrics_render_fn render, void *ctx,
+                     http_metrics **ret, airlock_error *err);
+void http_metrics_free(http_metrics *m);
+
 /* ---- the request ---------------------------------------------------------- */
 
 const char *http_request_target(const http_request *r, size_t *ret_len);

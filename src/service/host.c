@@ -29,6 +29,7 @@
 #include "airlock/proxy.h"
 #include "host/filetable.h"
 #include "service/metrics.h"
+#include "http/http.h"
 #include "service/server_internal.h"
 #include "util/util.h"
 
@@ -39,7 +40,7 @@ struct airlock_service_host {
 	airlock_service *svc;
 	service_metrics *metrics;
 	service_metrics_listener *mlis;
-	svc_listener metrics_socket;
+	http_listener metrics_socket;
 	bool egress;
 };
 
@@ -154,8 +155,8 @@ static int open_server(airlock_service_host *h, const airlock_settings *s, long 
 		return r;
 	if (!s->service.metrics_listen)
 		return 0;
-	svc_listener ml;
-	r = svc_listen(s->service.metrics_listen, 0, gid, &ml, err);
+	http_listener ml;
+	r = http_listen(s->service.metrics_listen, 0, gid, &ml, err);
 	if (r == 0) {
 		/* The descriptor goes to the listener; the socket file stays
 		 * ours, removed when the host is freed. */
@@ -255,7 +256,7 @@ void airlock_service_host_free(airlock_service_host *h)
 	/* The listener before its metrics; the exec after the server and
 	 * before the metrics (freeing it still reports each sandbox's end). */
 	service_metrics_listener_free(h->mlis);
-	svc_listener_close(&h->metrics_socket);
+	http_listener_close(&h->metrics_socket);
 	airlock_service_free(h->svc);
 	airlock_exec_free(h->exec);
 	/* After the sandboxes: each detached from the proxy as it went. */

@@ -397,8 +397,8 @@ http_result svc_do_execute(svc_req *q)
 	if (e != 0) {
 		job_unlink(s, j);
 		job_free(j);
-		airlock_error_set(&err, AIRLOCK_ERR_EXECUTION_UNAVAILABLE, 0,
-		                  "execute: cannot start a thread: %s", strerror(e));
+		airlock_error_set(&err, AIRLOCK_ERR_EXECUTION_UNAVAILABLE, e,
+		                  "execute: cannot start a thread");
 		return svc_respond_error(q, &err);
 	}
 	j->thread_started = true;

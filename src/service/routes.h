@@ -30,7 +30,7 @@ struct airlock_service {
 	airlock_exec *exec;
 	/* The socket we listen on (a Unix socket file is removed at free if
 	 * still ours); its fd is -1 while the server core owns the descriptor. */
-	svc_listener lis;
+	http_listener lis;
 	http_server *http;
 
 	pthread_mutex_t lock;

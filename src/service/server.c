@@ -50,34 +50,9 @@ static void *expire_main(void *arg)
 
 /* ---- listening ------------------------------------------------------------------- */
 
-/* A PEM file. The private key (secret) must give others no access: a key
- * any local user can read lets them impersonate the service to its
- * clients. Group access stays allowed, as PostgreSQL allows it for a
- * key owned by root: a deployment may share the key with a group. */
-static int read_pem(const char *what, const char *path, bool secret, char **ret,
-                    airlock_error *err)
-{
-	_cleanup_close_ int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
-	if (fd < 0)
-		return airlock_error_set(err, AIRLOCK_ERR_CONFIG, errno, "%s: cannot open it", what);
-	struct stat st;
-	if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode))
-		return airlock_error_set(err, AIRLOCK_ERR_CONFIG, 0, "%s: not a regular file", what);
-	if (secret && (st.st_mode & 007))
-		return airlock_error_set(err, AIRLOCK_ERR_CONFIG, 0,
-		                         "%s %s has mode %04o: others must have no access (chmod 600)",
-		                         what, path, (unsigned)(st.st_mode & 07777));
-	size_t len = 0;
-	int r = util_read_secret(fd, AIRLOCK_SERVICE_PEM_MAX, ret, &len);
-	if (r < 0)
-		return r == -EFBIG ? airlock_error_set(err, AIRLOCK_ERR_CONFIG, 0, "%s: larger than 1 MiB", what)
-		                   : airlock_error_set(err, AIRLOCK_ERR_CONFIG, -r, "%s", what);
-	return 0;
-}
-
 static void service_release(airlock_service *s)
 {
-	svc_listener_close(&s->lis);
+	http_listener_close(&s->lis);
 	if (s->stop_efd >= 0)
 		close(s->stop_efd);
 	pthread_mutex_destroy(&s->lock);
@@ -138,7 +113,7 @@ int airlock_service_new(const airlock_service_config *cfg, airlock_exec *exec,
 
 	bool is_unix = strncmp(cfg->listen, "unix:", 5) == 0;
 	if (is_unix) {
-		r = svc_listen(cfg->listen, cfg->socket_mode, cfg->socket_gid, &s->lis, err);
+		r = http_listen(cfg->listen, cfg->socket_mode, cfg->socket_gid, &s->lis, err);
 	} else {
 		/* TCP carries the credential: never in the clear. */
 		if (!cfg->tls_cert_file || !cfg->tls_key_file) {
@@ -147,12 +122,12 @@ int airlock_service_new(const airlock_service_config *cfg, airlock_exec *exec,
 			                      cfg->listen);
 			goto fail;
 		}
-		if ((r = read_pem("TLS certificate", cfg->tls_cert_file, false, &pem_cert, err)) < 0 ||
-		    (r = read_pem("TLS key", cfg->tls_key_file, true, &pem_key, err)) < 0 ||
+		if ((r = http_read_pem("TLS certificate", cfg->tls_cert_file, false, &pem_cert, err)) < 0 ||
+		    (r = http_read_pem("TLS key", cfg->tls_key_file, true, &pem_key, err)) < 0 ||
 		    (cfg->tls_client_ca_file &&
-		     (r = read_pem("TLS client CA", cfg->tls_client_ca_file, false, &pem_ca, err)) < 0))
+		     (r = http_read_pem("TLS client CA", cfg->tls_client_ca_file, false, &pem_ca, err)) < 0))
 			goto fail;
-		r = svc_listen(cfg->listen, 0, -1, &s->lis, err);
+		r = http_listen(cfg->listen, 0, -1, &s->lis, err);
 	}
 	if (r < 0)
 		goto fail;

@@ -73,22 +73,5 @@ typedef struct svc_execute {
 } svc_execute;
 int svc_execute_decode(const void *body, size_t len, svc_execute *ret, airlock_error *err);
 
-/* A listening socket: "unix:/path" (created with only the owner's bits,
- * then given mode (0660 when 0) and group gid (-1 keeps it); a non-socket
- * at the path is refused, a live service's socket is refused, a dead one's
- * removed) or "HOST:PORT". address is the canonical form (a TCP port 0
- * resolved). */
-typedef struct svc_listener {
-	int fd;
-	char *address;
-	char *socket_path; /* the Unix socket's file, removed at close if still ours */
-	dev_t socket_dev;
-	ino_t socket_ino;
-} svc_listener;
-int svc_listen(const char *address, unsigned mode, long gid, svc_listener *ret,
-               airlock_error *err);
-/* Close fd (when >= 0) and remove the socket file if it is still the one
- * made; idempotent. */
-void svc_listener_close(svc_listener *l);
 
 #endif

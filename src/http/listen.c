@@ -1,9 +1,11 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * The service's listening sockets: the API's and the operator's metrics
- * listener are made the same way (a Unix socket created safely, or TCP).
+ * The listening sockets of every server on the HTTP core (the service's
+ * and the worker's APIs, their operators' metrics listeners), all made
+ * the same way: a Unix socket created safely, or TCP.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <netdb.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -13,11 +15,12 @@
 #include <sys/un.h>
 #include <unistd.h>
 
-#include "service/server_internal.h"
+#include "airlock/caps.h"
+#include "http/http.h"
 #include "util/util.h"
 
 /* An existing socket file at path: refuse anything that is not a socket,
- * refuse a socket a live service answers on, remove a dead service's. */
+ * refuse a socket a live server answers on, remove a dead one's. */
 static int unix_prepare(const char *path, airlock_error *err)
 {
 	struct stat st;
@@ -38,14 +41,14 @@ static int unix_prepare(const char *path, airlock_error *err)
 		                         "listen %s: another service answers on it", path);
 	if (errno != ECONNREFUSED)
 		return airlock_error_set(err, AIRLOCK_ERR_CONFIG, errno, "listen %s", path);
-	/* Nobody listens: the socket of a service that died. */
+	/* Nobody listens: the socket of a server that died. */
 	if (unlink(path) < 0 && errno != ENOENT)
 		return airlock_error_set(err, AIRLOCK_ERR_CONFIG, errno,
 		                         "listen %s: removing the stale socket", path);
 	return 0;
 }
 
-static int listen_unix(svc_listener *l, const char *path, unsigned mode_cfg, long gid,
+static int listen_unix(http_listener *l, const char *path, unsigned mode_cfg, long gid,
                        airlock_error *err)
 {
 	struct sockaddr_un sa = { .sun_family = AF_UNIX };
@@ -62,7 +65,7 @@ static int listen_unix(svc_listener *l, const char *path, unsigned mode_cfg, lon
 		return airlock_error_set(err, AIRLOCK_ERR_EXECUTION_UNAVAILABLE, errno, "listen: socket");
 	/* Bound with only the owner's bits, so nobody can connect before the
 	 * mode and group below are set; umask is process-wide, and this runs
-	 * at start, before the service has threads that create files. */
+	 * at start, before the server has threads that create files. */
 	mode_t old = umask(0177);
 	int b = bind(fd, (struct sockaddr *)&sa, sizeof(sa));
 	int be = errno;
@@ -90,7 +93,7 @@ static int listen_unix(svc_listener *l, const char *path, unsigned mode_cfg, lon
 	return 0;
 }
 
-static int listen_tcp(svc_listener *l, const char *spec, airlock_error *err)
+static int listen_tcp(http_listener *l, const char *spec, airlock_error *err)
 {
 	/* HOST:PORT, HOST a name or an address, [v6]:PORT. */
 	_cleanup_free_ char *host = NULL;
@@ -146,27 +149,27 @@ bad:
 }
 
 
-int svc_listen(const char *address, unsigned mode, long gid, svc_listener *ret,
+int http_listen(const char *address, unsigned mode, long gid, http_listener *ret,
                airlock_error *err)
 {
-	svc_listener l = { .fd = -1 };
+	http_listener l = { .fd = -1 };
 	int r = strncmp(address, "unix:", 5) == 0 ? listen_unix(&l, address + 5, mode, gid, err)
 	                                          : listen_tcp(&l, address, err);
 	if (r < 0) {
-		svc_listener_close(&l);
+		http_listener_close(&l);
 		return r;
 	}
 	*ret = l;
 	return 0;
 }
 
-void svc_listener_close(svc_listener *l)
+void http_listener_close(http_listener *l)
 {
 	if (l->fd >= 0)
 		close(l->fd);
 	l->fd = -1;
 	if (l->socket_path) {
-		/* Only the socket this service made: a later service may have
+		/* Only the socket this server made: a later one may have
 		 * replaced it already. */
 		struct stat st;
 		if (lstat(l->socket_path, &st) == 0 && st.st_dev == l->socket_dev &&
@@ -176,4 +179,29 @@ void svc_listener_close(svc_listener *l)
 	free(l->socket_path);
 	free(l->address);
 	l->socket_path = l->address = NULL;
+}
+
+int http_read_pem(const char *what, const char *path, bool secret, char **ret,
+                  airlock_error *err)
+{
+	_cleanup_close_ int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
+	if (fd < 0)
+		return airlock_error_set(err, AIRLOCK_ERR_CONFIG, errno, "%s: cannot open it", what);
+	struct stat st;
+	if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode))
+		return airlock_error_set(err, AIRLOCK_ERR_CONFIG, 0, "%s: not a regular file", what);
+	/* A private key any local user can read lets them impersonate the
+	 * server to its clients. Group access stays allowed, as PostgreSQL
+	 * allows it for a key owned by root: a deployment may share the key
+	 * with a group. */
+	if (secret && (st.st_mode & 007))
+		return airlock_error_set(err, AIRLOCK_ERR_CONFIG, 0,
+		                         "%s %s has mode %04o: others must have no access (chmod 600)",
+		                         what, path, (unsigned)(st.st_mode & 07777));
+	size_t len = 0;
+	int r = util_read_secret(fd, AIRLOCK_SERVICE_PEM_MAX, ret, &len);
+	if (r < 0)
+		return r == -EFBIG ? airlock_error_set(err, AIRLOCK_ERR_CONFIG, 0, "%s: larger than 1 MiB", what)
+		                   : airlock_error_set(err, AIRLOCK_ERR_CONFIG, -r, "%s", what);
+	return 0;
 }

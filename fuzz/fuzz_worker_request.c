@@ -1,0 +1,169 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * The worker's request decoding (src/worker/worker.h), what runs on a
+ * client's bytes before the database is touched. The first byte picks the
+ * decoder (mod 4); each is checked against what it must mean, not only
+ * for surviving:
+ *   0 worker_lease_request_decode: the rest is the body. A refusal is
+ *     ToolValidationError, DECODE or ENOMEM and leaves the result as it
+ *     was; a request decoded has a valid tenant, epoch >= 0 and a TTL in
+ *     1..86400, and its canonical encoding decodes to the same request.
+ *   1 worker_release_query_decode: the rest is the query. An epoch found
+ *     is >= 0 and printed back it is the query's "epoch" value; a tenant
+ *     found is a valid id.
+ *   2 worker_route: the second byte picks the method, the rest is the
+ *     target. Only 0, 404 and 405 come back; a route found is exactly the
+ *     documented path of its verb (for a lease, "/v1/runs/" + the run id
+ *     + "/lease"), the query what follows the first '?'.
+ *   3 worker_tokens_parse: the rest is a tokens file. Parsed, each of its
+ *     lines' tokens (a "T X" line) is found by lookup with "Bearer T".
+ */
+#include <inttypes.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "airlock/ids.h"
+#include "worker/worker.h"
+
+static void die(const char *what)
+{
+	fprintf(stderr, "fuzz_worker_request: %s\n", what);
+	abort();
+}
+
+static void fuzz_lease(const uint8_t *d, size_t n)
+{
+	worker_lease_request q, before;
+	memset(&q, 0x5a, sizeof(q));
+	before = q;
+	airlock_error err = { 0 };
+	int r = worker_lease_request_decode((const char *)d, n, &q, &err);
+	if (r < 0) {
+		if (memcmp(&q, &before, sizeof(q)) != 0)
+			die("lease: result written on failure");
+		if (err.cls != AIRLOCK_ERR_TOOL_VALIDATION && err.cls != AIRLOCK_ERR_DECODE &&
+		    err.cls != AIRLOCK_ERR_SYSTEM)
+			die("lease: a refusal of another class");
+		return;
+	}
+	if (!airlock_id_valid(q.tenant_id) || q.epoch < 0 || q.ttl_seconds < 1 ||
+	    q.ttl_seconds > 86400)
+		die("lease: decoded out of range");
+	char again[512];
+	int k = snprintf(again, sizeof(again),
+	                 "{\"tenant_id\":\"%s\",\"epoch\":%" PRId64 ",\"ttl_seconds\":%" PRId64 "}",
+	                 q.tenant_id, q.epoch, q.ttl_seconds);
+	worker_lease_request q2;
+	if (worker_lease_request_decode(again, (size_t)k, &q2, &err) < 0 ||
+	    strcmp(q2.tenant_id, q.tenant_id) != 0 || q2.epoch != q.epoch ||
+	    q2.ttl_seconds != q.ttl_seconds)
+		die("lease: the canonical encoding does not decode to the same request");
+}
+
+static void fuzz_query(const uint8_t *d, size_t n)
+{
+	int64_t epoch = -7;
+	char tenant[AIRLOCK_ID_MAX + 1];
+	airlock_error err = { 0 };
+	if (worker_release_query_decode((const char *)d, n, &epoch, tenant, &err) < 0)
+		return;
+	if (epoch < 0)
+		die("query: a negative epoch");
+	if (tenant[0] && !airlock_id_valid(tenant))
+		die("query: an invalid tenant");
+	char want[32];
+	int k = snprintf(want, sizeof(want), "epoch=%" PRId64, epoch);
+	/* The pair as written: at the start or after '&', then '&' or the end,
+	 * leading zeros aside. */
+	const char *s = (const char *)d, *end = s + n;
+	bool seen = false;
+	for (const char *p = s; p + 6 <= end && !seen; p++) {
+		if ((p != s && p[-1] != '&') || memcmp(p, "epoch=", 6) != 0)
+			continue;
+		const char *v = p + 6;
+		while (v < end && *v == '0' && v + 1 < end && v[1] != '&')
+			v++;
+		size_t vl = (size_t)k - 6;
+		seen = (size_t)(end - v) >= vl && memcmp(v, want + 6, vl) == 0 &&
+		       (v + vl == end || v[vl] == '&');
+	}
+	if (!seen)
+		die("query: the epoch decoded is not the query's");
+}
+
+static void fuzz_route(const uint8_t *d, size_t n)
+{
+	if (n < 1)
+		return;
+	static const char *const methods[] = { "GET", "PUT", "DELETE", "POST" };
+	const char *method = methods[d[0] % 4];
+	const char *t = (const char *)d + 1;
+	size_t tl = n - 1;
+	worker_verb v;
+	char run[AIRLOCK_ID_MAX + 1];
+	const char *q;
+	size_t ql;
+	int r = worker_route(t, tl, method, &v, run, &q, &ql);
+	if (r != 0 && r != 404 && r != 405)
+		die("route: another status");
+	if (r != 0)
+		return;
+	const char *qm = memchr(t, '?', tl);
+	size_t plen = qm ? (size_t)(qm - t) : tl;
+	if ((qm && (q != qm + 1 || ql != tl - plen - 1)) || (!qm && q))
+		die("route: the query is not what follows the first '?'");
+	char path[256];
+	if (v == WORKER_HEALTH)
+		snprintf(path, sizeof(path), "/v1/health");
+	else if (v == WORKER_LEASE_CLAIM || v == WORKER_LEASE_RELEASE)
+		snprintf(path, sizeof(path), "/v1/runs/%s/lease", run);
+	else
+		die("route: no verb");
+	if (strlen(path) != plen || memcmp(path, t, plen) != 0)
+		die("route: another spelling reached a verb");
+	if ((v == WORKER_HEALTH) != (strcmp(method, "GET") == 0) ||
+	    (v == WORKER_LEASE_CLAIM) != (strcmp(method, "PUT") == 0))
+		die("route: the wrong method reached a verb");
+}
+
+static void fuzz_tokens(const uint8_t *d, size_t n)
+{
+	worker_tokens *t = NULL;
+	airlock_error err = { 0 };
+	if (worker_tokens_parse((const char *)d, n, &t, &err) < 0)
+		return;
+	const char *s = (const char *)d, *end = s + n;
+	for (const char *p = s; p < end;) {
+		const char *nl = memchr(p, '\n', (size_t)(end - p));
+		const char *stop = nl ? nl : end;
+		const char *a = p;
+		while (a < stop && (*a == ' ' || *a == '\t'))
+			a++;
+		const char *b = a;
+		while (b < stop && *b > 0x20 && *b < 0x7f)
+			b++;
+		if (a < b && *a != '#') {
+			char value[300], tenant[AIRLOCK_ID_MAX + 1];
+			int k = snprintf(value, sizeof(value), "Bearer %.*s", (int)(b - a), a);
+			if (!worker_tokens_lookup(t, value, (size_t)k, tenant))
+				die("tokens: a token of the file is not found");
+		}
+		p = nl ? nl + 1 : end;
+	}
+	worker_tokens_free(t);
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+	if (size < 1)
+		return 0;
+	switch (data[0] % 4) {
+	case 0: fuzz_lease(data + 1, size - 1); break;
+	case 1: fuzz_query(data + 1, size - 1); break;
+	case 2: fuzz_route(data + 1, size - 1); break;
+	default: fuzz_tokens(data + 1, size - 1); break;
+	}
+	return 0;
+}

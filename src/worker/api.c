@@ -1,0 +1,374 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * The worker's API on the HTTP core (docs/worker-api.md): authentication
+ * (dev or bearer tokens scoped to a tenant), GET /v1/health, and a run's
+ * lease, PUT and DELETE /v1/runs/{run_id}/lease (the specification,
+ * "Nothing outlives its lease"); one JSON log line per lease event; and
+ * the metrics listener's text.
+ */
+#include "worker/daemon.h"
+
+#include <errno.h>
+#include <jansson.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "util/util.h"
+
+/* ---- log lines and the sandboxes of ended claims ------------------------------- */
+
+void worker_log(const char *level, const char *event, json_t *fields)
+{
+	char ts[32];
+	util_time_format(util_now_ms(), ts);
+	json_t *o = json_pack("{s:s, s:s, s:s}", "ts", ts, "level", level, "event", event);
+	if (o && fields)
+		json_object_update(o, fields);
+	json_decref(fields);
+	if (!o)
+		return;
+	/* Insertion order keeps ts, level and event first; JSON_ENSURE_ASCII
+	 * escapes every byte a terminal could act on. */
+	char *line = json_dumps(o, JSON_COMPACT | JSON_PRESERVE_ORDER | JSON_ENSURE_ASCII);
+	json_decref(o);
+	if (!line)
+		return;
+	fprintf(stderr, "%s\n", line);
+	free(line);
+}
+
+int worker_end_sandboxes(worker_daemon *w, const worker_db_sandbox *list, size_t n,
+                         const char *why, airlock_error *err)
+{
+	(void)w;
+	/* Destroying a sandbox belongs here, before its record is cleared
+	 * (worker_db_clear_environment): the record is the only trace a later
+	 * worker or the reaper could find. Nothing in this worker provisions
+	 * a sandbox, so it holds no way to destroy one; a record is left as
+	 * it is and the call fails, loudly, rather than answer as if the
+	 * sandbox were gone. */
+	for (size_t i = 0; i < n; i++)
+		worker_log("error", "sandbox.destroy_unavailable",
+		           json_pack("{s:s, s:s, s:I, s:s}", "run_id", list[i].run_id, "environment_id",
+		                     list[i].environment_id, "epoch", (json_int_t)list[i].epoch, "why",
+		                     why));
+	if (n == 0)
+		return 0;
+	return airlock_error_set(err, AIRLOCK_ERR_NOT_IMPLEMENTED, 0,
+	                         "run %s epoch %lld: sandbox %s of an ended claim is recorded, and this worker cannot destroy sandboxes; its record stays",
+	                         list[0].run_id, (long long)list[0].epoch, list[0].environment_id);
+}
+
+/* ---- the request's state ----------------------------------------------------------- */
+
+typedef struct api_request {
+	worker_verb verb;
+	char run_id[AIRLOCK_ID_MAX + 1];
+	char tenant[AIRLOCK_ID_MAX + 1]; /* the token's; "*": every tenant */
+	int64_t epoch;                   /* DELETE: the query's */
+	char query_tenant[AIRLOCK_ID_MAX + 1];
+} api_request;
+
+static http_result fail(worker_daemon *w, http_request *r, unsigned status, airlock_errclass cls,
+                        const char *msg)
+{
+	if (status >= 500)
+		atomic_fetch_add(&w->c.errors, 1);
+	return http_respond_fail(r, status, cls, "%s", msg);
+}
+
+static http_result fail_error(worker_daemon *w, http_request *r, const airlock_error *e)
+{
+	unsigned status = http_error_status(e);
+	if (status >= 500) {
+		atomic_fetch_add(&w->c.errors, 1);
+		worker_log("error", "request.failed", json_pack("{s:s}", "message", e->message));
+	}
+	return http_respond_error_status(r, status, e);
+}
+
+/* The request's tenant from its credential: dev admits everyone as "dev";
+ * tokens need "Authorization: Bearer T" for a token of the file. */
+static bool authenticate(worker_daemon *w, http_request *r, char tenant[AIRLOCK_ID_MAX + 1])
+{
+	if (!w->tokens) {
+		memcpy(tenant, WORKER_DEV_TENANT, sizeof(WORKER_DEV_TENANT));
+		return true;
+	}
+	size_t len = 0;
+	const char *v = http_request_header(r, "Authorization", &len);
+	return worker_tokens_lookup(w->tokens, v, len, tenant);
+}
+
+static http_result api_start(void *ctx, http_request *r, const char *method)
+{
+	worker_daemon *w = ctx;
+	size_t tlen = 0;
+	const char *target = http_request_target(r, &tlen);
+	api_request q = { 0 };
+	/* Authentication comes first: a client without a token learns
+	 * nothing, not even which paths exist. */
+	if (!authenticate(w, r, q.tenant)) {
+		atomic_fetch_add(&w->c.auth_failures, 1);
+		return fail(w, r, HTTP_UNAUTHORIZED, AIRLOCK_ERR_EXECUTION_REJECTED,
+		            "a bearer token of the worker's tokens file is required");
+	}
+	const char *query = NULL;
+	size_t qlen = 0;
+	int st = worker_route(target, tlen, method, &q.verb, q.run_id, &query, &qlen);
+	if (st == 404)
+		return fail(w, r, HTTP_NOT_FOUND, AIRLOCK_ERR_EXECUTION_REJECTED, "no such route");
+	if (st == 405)
+		return fail(w, r, HTTP_METHOD_NOT_ALLOWED, AIRLOCK_ERR_EXECUTION_REJECTED,
+		            "method not allowed on this route");
+	airlock_error err = { 0 };
+	if (q.verb == WORKER_LEASE_RELEASE &&
+	    worker_release_query_decode(query, qlen, &q.epoch, q.query_tenant, &err) < 0)
+		return fail_error(w, r, &err);
+	if (q.verb != WORKER_LEASE_RELEASE && qlen > 0)
+		return fail(w, r, HTTP_BAD_REQUEST, AIRLOCK_ERR_TOOL_VALIDATION,
+		            "this route takes no query");
+	api_request *state = malloc(sizeof(*state));
+	if (!state)
+		return HTTP_CLOSE;
+	*state = q;
+	http_request_set_state(r, state);
+	http_request_set_body_cap(r, q.verb == WORKER_LEASE_CLAIM ? AIRLOCK_WORKER_LEASE_BODY_MAX : 0);
+	return HTTP_NEXT;
+}
+
+/* ---- answers -------------------------------------------------------------------------- */
+
+static http_result health(worker_daemon *w, http_request *r)
+{
+	int64_t version = 0;
+	airlock_error err = { 0 };
+	if (worker_db_schema_version(w->db, &version, &err) < 0)
+		return fail_error(w, r, &err);
+	json_t *o = json_pack("{s:s, s:s, s:I, s:s}", "status", "ok", "database",
+	                      worker_db_name(w->db), "schema_version", (json_int_t)version,
+	                      "auth_mode", w->tokens ? "tokens" : "dev");
+	char *text = o ? json_dumps(o, JSON_COMPACT | JSON_PRESERVE_ORDER) : NULL;
+	json_decref(o);
+	return http_respond_json(r, HTTP_OK, text);
+}
+
+static const char *lease_message(worker_db_lease_state s)
+{
+	switch (s) {
+	case WORKER_DB_LEASE_OTHER_EPOCH:
+		return "the run's current epoch is another one (a lower epoch changes nothing)";
+	case WORKER_DB_LEASE_EXPIRED:
+		return "this epoch's lease expired: a new claim needs a higher epoch";
+	case WORKER_DB_LEASE_RELEASED:
+		return "this epoch's lease was released: a new claim needs a higher epoch";
+	case WORKER_DB_LEASE_NONE:
+	case WORKER_DB_LEASE_OTHER_TENANT:
+		return "no such run";
+	case WORKER_DB_LEASE_INVALID:
+	case WORKER_DB_LEASE_CURRENT:
+	case WORKER_DB_LEASE__MAX:
+		break;
+	}
+	return "lease refused";
+}
+
+/* A refusal's answer: a run of another tenant is not found (it is not the
+ * caller's to know of); an epoch that is not the current one conflicts. */
+static http_result refused(worker_daemon *w, http_request *r, worker_db_lease_state s)
+{
+	bool hidden = s == WORKER_DB_LEASE_NONE || s == WORKER_DB_LEASE_OTHER_TENANT;
+	return fail(w, r, hidden ? HTTP_NOT_FOUND : HTTP_CONFLICT, AIRLOCK_ERR_EXECUTION_REJECTED,
+	            lease_message(s));
+}
+
+static http_result claim(worker_daemon *w, http_request *r, const api_request *q)
+{
+	size_t len = 0;
+	const unsigned char *body = http_request_body(r, &len);
+	worker_lease_request lr;
+	airlock_error err = { 0 };
+	if (worker_lease_request_decode((const char *)body, len, &lr, &err) < 0)
+		return fail_error(w, r, &err);
+	/* The token names the tenant; the body must agree with it. */
+	if (strcmp(q->tenant, "*") != 0 && strcmp(q->tenant, lr.tenant_id) != 0)
+		return fail(w, r, HTTP_FORBIDDEN, AIRLOCK_ERR_EXECUTION_REJECTED,
+		            "lease.tenant_id is not the tenant of this request's token");
+	worker_db_claim_request req = { .run_id = q->run_id, .tenant_id = lr.tenant_id,
+		                        .epoch = lr.epoch, .ttl_seconds = lr.ttl_seconds,
+		                        .now_ms = util_now_ms() };
+	worker_db_claim_result res;
+	if (worker_db_claim(w->db, &req, &res, &err) < 0)
+		return fail_error(w, r, &err);
+	atomic_fetch_add(&w->c.claims[res.outcome], 1);
+	json_t *ev = json_pack("{s:s, s:s, s:I, s:s}", "run_id", q->run_id, "tenant_id", lr.tenant_id,
+	                       "epoch", (json_int_t)lr.epoch, "outcome",
+	                       worker_db_claim_outcome_name(res.outcome));
+	if (res.outcome == WORKER_DB_CLAIM_REFUSED) {
+		atomic_fetch_add(&w->c.refusals[res.refusal], 1);
+		if (res.refusal == WORKER_DB_LEASE_EXPIRED)
+			atomic_fetch_add(&w->c.expiries_seen, 1);
+		if (ev)
+			json_object_set_new(ev, "reason",
+			                    json_string(worker_db_lease_state_name(res.refusal)));
+		worker_log("info", "lease.refused", ev);
+		return refused(w, r, res.refusal);
+	}
+	if (ev)
+		json_object_set_new(ev, "expires_at_ms", json_integer(res.expires_at_ms));
+	worker_log("info", "lease.claimed", ev);
+	/* The claim is committed; the older claims' sandboxes go now, before
+	 * the answer (a fenced holder's sandbox is destroyed at once). */
+	if (worker_end_sandboxes(w, res.older, res.older_count,
+	                         res.outcome == WORKER_DB_CLAIM_FENCED ? "fenced" : "ended", &err) < 0)
+		return fail_error(w, r, &err);
+	char expires[32];
+	util_time_format(res.expires_at_ms, expires);
+	json_t *o = json_pack("{s:s, s:s, s:I, s:s, s:s, s:I}", "run_id", q->run_id, "tenant_id",
+	                      lr.tenant_id, "epoch", (json_int_t)lr.epoch, "outcome",
+	                      worker_db_claim_outcome_name(res.outcome), "expires_at", expires,
+	                      "expires_at_ms", (json_int_t)res.expires_at_ms);
+	char *text = o ? json_dumps(o, JSON_COMPACT | JSON_PRESERVE_ORDER) : NULL;
+	json_decref(o);
+	return http_respond_json(r, HTTP_OK, text);
+}
+
+static http_result release(worker_daemon *w, http_request *r, const api_request *q)
+{
+	const char *tenant = q->tenant;
+	if (strcmp(tenant, "*") == 0) {
+		if (!q->query_tenant[0])
+			return fail(w, r, HTTP_BAD_REQUEST, AIRLOCK_ERR_TOOL_VALIDATION,
+			            "query: a token of every tenant names the run's tenant (tenant_id=T)");
+		tenant = q->query_tenant;
+	} else if (q->query_tenant[0] && strcmp(q->query_tenant, tenant) != 0) {
+		return fail(w, r, HTTP_FORBIDDEN, AIRLOCK_ERR_EXECUTION_REJECTED,
+		            "query tenant_id is not the tenant of this request's token");
+	}
+	airlock_error err = { 0 };
+	int64_t now = util_now_ms();
+	/* Read first, for the log and the expiry counter only: the release
+	 * below decides, in its own transaction. */
+	worker_db_check_result before;
+	if (worker_db_check(w->db, q->run_id, tenant, q->epoch, now, &before, &err) < 0)
+		return fail_error(w, r, &err);
+	worker_db_release_result res;
+	if (worker_db_release(w->db, q->run_id, tenant, q->epoch, now, &res, &err) < 0)
+		return fail_error(w, r, &err);
+	json_t *ev = json_pack("{s:s, s:s, s:I, s:s}", "run_id", q->run_id, "tenant_id", tenant,
+	                       "epoch", (json_int_t)q->epoch, "was",
+	                       worker_db_lease_state_name(before.state));
+	if (res.state != WORKER_DB_LEASE_CURRENT) {
+		worker_log("info", "lease.release_refused", ev);
+		return refused(w, r, res.state);
+	}
+	if (before.state == WORKER_DB_LEASE_CURRENT)
+		atomic_fetch_add(&w->c.releases, 1);
+	else if (before.state == WORKER_DB_LEASE_EXPIRED)
+		atomic_fetch_add(&w->c.expiries_seen, 1);
+	worker_log("info", "lease.released", ev);
+	/* The response comes after the claim's sandbox is destroyed. */
+	if (res.has_environment) {
+		worker_db_sandbox sb = { .epoch = q->epoch };
+		memcpy(sb.run_id, q->run_id, sizeof(sb.run_id));
+		memcpy(sb.environment_id, res.environment_id, sizeof(sb.environment_id));
+		if (worker_end_sandboxes(w, &sb, 1, "released", &err) < 0)
+			return fail_error(w, r, &err);
+	}
+	return http_respond(r, HTTP_NO_CONTENT, NULL, 0, NULL);
+}
+
+static http_result api_handle(void *ctx, http_request *r)
+{
+	worker_daemon *w = ctx;
+	const api_request *q = http_request_state(r);
+	switch (q->verb) {
+	case WORKER_HEALTH:
+		return health(w, r);
+	case WORKER_LEASE_CLAIM:
+		return claim(w, r, q);
+	case WORKER_LEASE_RELEASE:
+		return release(w, r, q);
+	case WORKER_NONE:
+	case WORKER__MAX:
+		break;
+	}
+	return HTTP_CLOSE;
+}
+
+const http_routes worker_api_routes = {
+	.start = api_start,
+	.handle = api_handle,
+	.state_free = free,
+};
+
+/* ---- the metrics listener (Prometheus text, version 0.0.4) -------------------------- */
+
+static size_t put(char *buf, size_t size, size_t o, const char *fmt, ...)
+	__attribute__((format(printf, 4, 5)));
+static size_t put(char *buf, size_t size, size_t o, const char *fmt, ...)
+{
+	if (o >= size)
+		return o;
+	va_list ap;
+	va_start(ap, fmt);
+	int n = vsnprintf(buf + o, size - o, fmt, ap);
+	va_end(ap);
+	return n < 0 ? size : o + (size_t)n;
+}
+
+char *worker_metrics_render(void *ctx, size_t *ret_len)
+{
+	worker_daemon *w = ctx;
+	enum { SIZE = 4096 };
+	char *b = malloc(SIZE);
+	if (!b)
+		return NULL;
+	size_t o = 0;
+	o = put(b, SIZE, o,
+	        "# HELP airlock_worker_lease_claims_total Lease claims (PUT) answered, by outcome.\n"
+	        "# TYPE airlock_worker_lease_claims_total counter\n");
+	for (int i = WORKER_DB_CLAIM_NEW; i < WORKER_DB_CLAIM__MAX; i++)
+		o = put(b, SIZE, o, "airlock_worker_lease_claims_total{outcome=\"%s\"} %llu\n",
+		        worker_db_claim_outcome_name((worker_db_claim_outcome)i),
+		        (unsigned long long)atomic_load(&w->c.claims[i]));
+	o = put(b, SIZE, o,
+	        "# HELP airlock_worker_lease_fences_total Claims that fenced a current lease of a lower epoch.\n"
+	        "# TYPE airlock_worker_lease_fences_total counter\n"
+	        "airlock_worker_lease_fences_total %llu\n",
+	        (unsigned long long)atomic_load(&w->c.claims[WORKER_DB_CLAIM_FENCED]));
+	o = put(b, SIZE, o,
+	        "# HELP airlock_worker_lease_refusals_total Refused claims, by the lease's state.\n"
+	        "# TYPE airlock_worker_lease_refusals_total counter\n");
+	for (int i = WORKER_DB_LEASE_OTHER_TENANT; i < WORKER_DB_LEASE__MAX; i++)
+		if (i != WORKER_DB_LEASE_NONE)
+			o = put(b, SIZE, o, "airlock_worker_lease_refusals_total{reason=\"%s\"} %llu\n",
+			        worker_db_lease_state_name((worker_db_lease_state)i),
+			        (unsigned long long)atomic_load(&w->c.refusals[i]));
+	o = put(b, SIZE, o,
+	        "# HELP airlock_worker_lease_releases_total Releases (DELETE) that ended a current claim.\n"
+	        "# TYPE airlock_worker_lease_releases_total counter\n"
+	        "airlock_worker_lease_releases_total %llu\n"
+	        "# HELP airlock_worker_lease_expiries_seen_total Leases a claim or release found expired (an expired lease no call names is not counted).\n"
+	        "# TYPE airlock_worker_lease_expiries_seen_total counter\n"
+	        "airlock_worker_lease_expiries_seen_total %llu\n"
+	        "# HELP airlock_worker_auth_failures_total Requests refused 401.\n"
+	        "# TYPE airlock_worker_auth_failures_total counter\n"
+	        "airlock_worker_auth_failures_total %llu\n"
+	        "# HELP airlock_worker_errors_total Requests answered with a 5xx.\n"
+	        "# TYPE airlock_worker_errors_total counter\n"
+	        "airlock_worker_errors_total %llu\n",
+	        (unsigned long long)atomic_load(&w->c.releases),
+	        (unsigned long long)atomic_load(&w->c.expiries_seen),
+	        (unsigned long long)atomic_load(&w->c.auth_failures),
+	        (unsigned long long)atomic_load(&w->c.errors));
+	if (o >= SIZE) {
+		/* The text is fixed in shape: a cut one is a bug, not a load. */
+		free(b);
+		return NULL;
+	}
+	*ret_len = o;
+	return b;
+}

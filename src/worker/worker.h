@@ -1,0 +1,92 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+#ifndef AIRLOCK_WORKER_WORKER_H
+#define AIRLOCK_WORKER_WORKER_H
+
+/*
+ * The worker's daemon (airlock-worker, docs/worker-api.md): its API on the
+ * HTTP core, its authentication, its metrics, and what it decodes from a
+ * request. The decoders take a client's bytes with their lengths and
+ * never unescape anything before it is checked; every buffer they fill
+ * has its cap (airlock/caps.h, AIRLOCK_WORKER_*).
+ */
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "airlock/caps.h"
+#include "airlock/error.h"
+#include "airlock/settings.h"
+
+/* ---- routes ---------------------------------------------------------------- */
+
+typedef enum worker_verb {
+	WORKER_NONE = 0,
+	WORKER_HEALTH,        /* GET /v1/health */
+	WORKER_LEASE_CLAIM,   /* PUT /v1/runs/{run_id}/lease */
+	WORKER_LEASE_RELEASE, /* DELETE /v1/runs/{run_id}/lease?epoch=N */
+	WORKER__MAX
+} worker_verb;
+
+/* Decode the raw request target and the method: 0 with *ret_verb and the
+ * run id (empty for health) and the query (NULL when none, never
+ * unescaped); 404 for a path no route has (a run id outside the core's id
+ * rule among them: it names no run), 405 for a route's path with another
+ * method. */
+int worker_route(const char *target, size_t target_len, const char *method,
+                 worker_verb *ret_verb, char ret_run_id[AIRLOCK_ID_MAX + 1],
+                 const char **ret_query, size_t *ret_query_len);
+
+/* The lease's body: exactly {"tenant_id", "epoch", "ttl_seconds"}, each
+ * required, no other member; tenant_id by the core's id rule, epoch >= 0,
+ * ttl_seconds 1..WORKER_DB_TTL_SECONDS_MAX, integers written as integers.
+ * At most AIRLOCK_WORKER_LEASE_BODY_MAX bytes. ToolValidationError-class
+ * (DECODE) naming the member otherwise; *ret untouched on failure. */
+typedef struct worker_lease_request {
+	char tenant_id[AIRLOCK_ID_MAX + 1];
+	int64_t epoch;
+	int64_t ttl_seconds;
+} worker_lease_request;
+int worker_lease_request_decode(const char *body, size_t len, worker_lease_request *ret,
+                                airlock_error *err);
+
+/* The release's query: "epoch=N" (required, a decimal >= 0) and, for a
+ * token of every tenant, "tenant_id=T" (the core's id rule), in any order,
+ * each once, nothing else. *ret_tenant is "" when absent. */
+int worker_release_query_decode(const char *q, size_t len, int64_t *ret_epoch,
+                                char ret_tenant[AIRLOCK_ID_MAX + 1], airlock_error *err);
+
+/* ---- authentication ---------------------------------------------------------- */
+
+/* The tokens file (auth_mode: tokens): lines "TOKEN TENANT" or "TOKEN *",
+ * blank lines and "#" comments; a token is AIRLOCK_WORKER_TOKEN_MIN..
+ * AIRLOCK_WORKER_TOKEN_MAX printable non-space ASCII bytes, a tenant the
+ * core's id rule; at most AIRLOCK_WORKER_TOKENS_MAX lines with a token, no
+ * token twice. */
+typedef struct worker_tokens worker_tokens;
+
+/* Parse the file's text (the caller read it as a credential file). Errors
+ * name the line number, never a token. */
+int worker_tokens_parse(const char *text, size_t len, worker_tokens **ret, airlock_error *err);
+/* Read path (airlock_credential_file_read_text: regular, this user's,
+ * 0600 or stricter) and parse it; the text is wiped. */
+int worker_tokens_load(const char *path, worker_tokens **ret, airlock_error *err);
+/* Wipes every token. */
+void worker_tokens_free(worker_tokens *t);
+/* The Authorization header's value: true with the token's tenant copied
+ * to ret_tenant ("*" for a token of every tenant) when it is "Bearer T"
+ * for a token T of the file. Every token is compared, in constant time
+ * each, whatever matched before. */
+bool worker_tokens_lookup(const worker_tokens *t, const char *value, size_t value_len,
+                          char ret_tenant[AIRLOCK_ID_MAX + 1]);
+
+/* ---- the daemon ----------------------------------------------------------------- */
+
+/* Run the worker with checked settings (airlock_settings_check passed)
+ * until SIGTERM or SIGINT: open the database (migrations at open), read
+ * the tokens, listen, serve, and stop cleanly. Returns 0 after a clean
+ * stop; an error (naming the setting) when it could not start. The
+ * caller blocked SIGTERM and SIGINT in every thread. */
+int worker_serve(const airlock_settings *s, airlock_error *err);
+
+#endif

@@ -1,0 +1,536 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * The worker's API (docs/worker-api.md) through the real airlock-worker
+ * program: started on a Unix socket in a temporary directory over a
+ * SQLite database (and PostgreSQL, the suite's own server:
+ * tests/pg_server.h), driven with a raw HTTP/1.1 client. Leases: claim,
+ * renew, fence, refuse, release, expiry by TTL; tenant scoping; strict
+ * decoding; authentication; a restart on the same database keeps the
+ * leases; SIGTERM stops it with 0; a sandbox recorded for an ended claim
+ * fails loudly. Then the tokens file's parse.
+ */
+#include <criterion/criterion.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <libpq-fe.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "util/util.h"
+#include "worker/db.h"
+#include "worker/worker.h"
+
+#include "pg_server.h"
+
+#define TOKEN_A "tok-a-0123456789abcdef"
+#define TOKEN_B "tok-b-0123456789abcdef"
+#define TOKEN_ALL "tok-all-0123456789abcdef"
+
+typedef struct worker_fx {
+	char dir[64];
+	char sock[128];
+	char msock[128];
+	char config[128];
+	pid_t pid;
+} worker_fx;
+
+static void write_file(const char *path, const char *text, mode_t mode)
+{
+	int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, mode);
+	cr_assert(fd >= 0, "%s: %s", path, strerror(errno));
+	cr_assert_eq(write(fd, text, strlen(text)), (ssize_t)strlen(text));
+	fchmod(fd, mode);
+	close(fd);
+}
+
+static int connect_to(const char *path)
+{
+	int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+	snprintf(sa.sun_path, sizeof(sa.sun_path), "%s", path);
+	if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0) {
+		close(fd);
+		return -1;
+	}
+	return fd;
+}
+
+static void fx_start(worker_fx *f)
+{
+	const char *exe = getenv("AIRLOCK_TEST_WORKER");
+	cr_assert(exe, "AIRLOCK_TEST_WORKER is not set (run through meson test)");
+	char log[160];
+	snprintf(log, sizeof(log), "%s/log", f->dir);
+	f->pid = fork();
+	cr_assert(f->pid >= 0);
+	if (f->pid == 0) {
+		/* A test that stops at a failed assertion never reaches its
+		 * fx_done: the worker ends with the test's process. */
+		prctl(PR_SET_PDEATHSIG, SIGTERM);
+		int fd = open(log, O_WRONLY | O_CREAT | O_APPEND, 0600);
+		dup2(fd, 2);
+		execl(exe, "airlock-worker", "--config", f->config, (char *)NULL);
+		_exit(127);
+	}
+	for (int i = 0; i < 500; i++) {
+		int fd = connect_to(f->sock);
+		if (fd >= 0) {
+			close(fd);
+			return;
+		}
+		int st;
+		cr_assert_eq(waitpid(f->pid, &st, WNOHANG), 0, "airlock-worker exited at start");
+		usleep(10000);
+	}
+	cr_assert_fail("airlock-worker did not listen within 5 s");
+}
+
+/* SIGTERM, and the exit status. */
+static int fx_stop(worker_fx *f)
+{
+	if (f->pid <= 0)
+		return -1;
+	kill(f->pid, SIGTERM);
+	int st = 0;
+	while (waitpid(f->pid, &st, 0) < 0 && errno == EINTR)
+		;
+	f->pid = 0;
+	return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+}
+
+/* pg: the suite's server, a schema of this test's own. */
+static void fx_init(worker_fx *f, bool pg, const char *auth_mode)
+{
+	memset(f, 0, sizeof(*f));
+	snprintf(f->dir, sizeof(f->dir), "/tmp/airlock-wapi-XXXXXX");
+	cr_assert(mkdtemp(f->dir));
+	snprintf(f->sock, sizeof(f->sock), "%s/w.sock", f->dir);
+	snprintf(f->msock, sizeof(f->msock), "%s/m.sock", f->dir);
+	snprintf(f->config, sizeof(f->config), "%s/airlock.yaml", f->dir);
+	char tokens[160], conn[160], db[512], text[2048];
+	snprintf(tokens, sizeof(tokens), "%s/tokens", f->dir);
+	write_file(tokens,
+	           "# the platform's tokens\n" TOKEN_A " tenant-a\n" TOKEN_B " tenant-b\n\n" TOKEN_ALL
+	           " *\n",
+	           0600);
+	db[0] = 0;
+	if (pg) {
+		const char *why = getenv(PG_ENV_WHY);
+		cr_assert_null(why, "the PostgreSQL test server did not start: %s", why);
+		char schema[32], sql[64];
+		snprintf(schema, sizeof(schema), "w%d_%ld", (int)getpid(), (long)time(NULL));
+		PGconn *c = pg_admin();
+		snprintf(sql, sizeof(sql), "CREATE SCHEMA %s", schema);
+		PGresult *r = PQexec(c, sql);
+		cr_assert_eq(PQresultStatus(r), PGRES_COMMAND_OK, "%s", PQresultErrorMessage(r));
+		PQclear(r);
+		PQfinish(c);
+		snprintf(conn, sizeof(conn), "%s/conn", f->dir);
+		snprintf(text, sizeof(text),
+		         "host=%s user=" PG_USER " dbname=postgres password=" PG_PASSWORD
+		         " options='-c search_path=%s'\n",
+		         getenv(PG_ENV_DIR), schema);
+		write_file(conn, text, 0600);
+		snprintf(db, sizeof(db), "  database: postgresql\n  database_connection_file: %s\n", conn);
+	}
+	snprintf(text, sizeof(text),
+	         "worker:\n  listen: unix:%s\n  metrics_listen: unix:%s\n  state_dir: %s\n"
+	         "  auth_mode: %s\n%s%s%s%s",
+	         f->sock, f->msock, f->dir, auth_mode,
+	         strcmp(auth_mode, "tokens") == 0 ? "  tokens_file: " : "",
+	         strcmp(auth_mode, "tokens") == 0 ? tokens : "",
+	         strcmp(auth_mode, "tokens") == 0 ? "\n" : "", db);
+	write_file(f->config, text, 0600);
+	fx_start(f);
+}
+
+static void fx_done(worker_fx *f)
+{
+	if (f->pid > 0)
+		cr_expect_eq(fx_stop(f), 0, "SIGTERM: a clean stop exits 0");
+	char cmd[128];
+	snprintf(cmd, sizeof(cmd), "rm -rf %s", f->dir);
+	cr_expect_eq(system(cmd), 0);
+}
+
+/* ---- a raw HTTP/1.1 client ------------------------------------------------------- */
+
+typedef struct reply {
+	int status;
+	char body[8192];
+} reply;
+
+static reply req_to(const char *sock, const char *method, const char *target, const char *token,
+                    const char *body)
+{
+	reply rep = { 0 };
+	int fd = connect_to(sock);
+	cr_assert(fd >= 0, "connect %s: %s", sock, strerror(errno));
+	char head[1024];
+	size_t blen = body ? strlen(body) : 0;
+	int n = snprintf(head, sizeof(head),
+	                 "%s %s HTTP/1.1\r\nHost: worker\r\nConnection: close\r\n%s%s%s"
+	                 "Content-Length: %zu\r\n%s\r\n",
+	                 method, target, token ? "Authorization: Bearer " : "", token ? token : "",
+	                 token ? "\r\n" : "", blen, body ? "Content-Type: application/json\r\n" : "");
+	cr_assert_eq(write(fd, head, (size_t)n), n);
+	if (blen)
+		cr_assert_eq(write(fd, body, blen), (ssize_t)blen);
+	static char buf[65536];
+	size_t got = 0;
+	for (;;) {
+		struct pollfd p = { .fd = fd, .events = POLLIN };
+		cr_assert_eq(poll(&p, 1, 5000), 1, "no answer within 5 s");
+		ssize_t k = read(fd, buf + got, sizeof(buf) - 1 - got);
+		if (k <= 0)
+			break;
+		got += (size_t)k;
+	}
+	close(fd);
+	buf[got] = 0;
+	cr_assert_eq(sscanf(buf, "HTTP/1.1 %d", &rep.status), 1, "no status line: %s", buf);
+	const char *b = strstr(buf, "\r\n\r\n");
+	if (b)
+		snprintf(rep.body, sizeof(rep.body), "%s", b + 4);
+	return rep;
+}
+
+static reply req(worker_fx *f, const char *method, const char *target, const char *token,
+                 const char *body)
+{
+	return req_to(f->sock, method, target, token, body);
+}
+
+static reply lease(worker_fx *f, const char *token, const char *run, const char *tenant,
+                   long epoch, long ttl)
+{
+	char target[256], body[256];
+	snprintf(target, sizeof(target), "/v1/runs/%s/lease", run);
+	snprintf(body, sizeof(body), "{\"tenant_id\":\"%s\",\"epoch\":%ld,\"ttl_seconds\":%ld}",
+	         tenant, epoch, ttl);
+	return req(f, "PUT", target, token, body);
+}
+
+static reply release(worker_fx *f, const char *token, const char *run, const char *query)
+{
+	char target[256];
+	snprintf(target, sizeof(target), "/v1/runs/%s/lease?%s", run, query);
+	return req(f, "DELETE", target, token, NULL);
+}
+
+#define HAS(rep, sub)                                                                              \
+	cr_expect(strstr((rep).body, (sub)) != NULL, "%d %s lacks %s", (rep).status, (rep).body, (sub))
+
+static void expect_outcome(reply rep, const char *outcome)
+{
+	char want[64];
+	snprintf(want, sizeof(want), "\"outcome\":\"%s\"", outcome);
+	cr_expect_eq(rep.status, 200, "%d %s", rep.status, rep.body);
+	HAS(rep, want);
+	HAS(rep, "\"expires_at\":\"");
+}
+
+/* A metric's value from the metrics listener, -1 when absent. */
+static long metric(worker_fx *f, const char *line_start)
+{
+	reply rep = req_to(f->msock, "GET", "/metrics", NULL, NULL);
+	cr_assert_eq(rep.status, 200);
+	char want[256];
+	snprintf(want, sizeof(want), "\n%s", line_start); /* a sample's line, not its HELP */
+	const char *p = strstr(rep.body, want);
+	return p ? strtol(p + strlen(want), NULL, 10) : -1;
+}
+
+/* ---- leases ------------------------------------------------------------------------ */
+
+static void lifecycle(bool pg)
+{
+	worker_fx f;
+	fx_init(&f, pg, "tokens");
+	reply h = req(&f, "GET", "/v1/health", TOKEN_A, NULL);
+	cr_expect_eq(h.status, 200);
+	HAS(h, pg ? "\"database\":\"postgresql\"" : "\"database\":\"sqlite\"");
+
+	expect_outcome(lease(&f, TOKEN_A, "run-1", "tenant-a", 1, 60), "new");
+	expect_outcome(lease(&f, TOKEN_A, "run-1", "tenant-a", 1, 60), "renewed");
+	expect_outcome(lease(&f, TOKEN_A, "run-1", "tenant-a", 2, 60), "fenced");
+	/* A lower epoch changes nothing. */
+	reply r = lease(&f, TOKEN_A, "run-1", "tenant-a", 1, 60);
+	cr_expect_eq(r.status, 409, "%d %s", r.status, r.body);
+	HAS(r, "ExecutionRejected");
+	expect_outcome(lease(&f, TOKEN_A, "run-1", "tenant-a", 2, 60), "renewed");
+	/* Release: another epoch conflicts, the current one ends the claim,
+	 * again is still over (204), and its epoch cannot be claimed again. */
+	cr_expect_eq(release(&f, TOKEN_A, "run-1", "epoch=1").status, 409);
+	cr_expect_eq(release(&f, TOKEN_A, "run-1", "epoch=2").status, 204);
+	cr_expect_eq(release(&f, TOKEN_A, "run-1", "epoch=2").status, 204);
+	r = lease(&f, TOKEN_A, "run-1", "tenant-a", 2, 60);
+	cr_expect_eq(r.status, 409);
+	HAS(r, "released");
+	expect_outcome(lease(&f, TOKEN_A, "run-1", "tenant-a", 3, 60), "new");
+	cr_expect_eq(release(&f, TOKEN_A, "run-never", "epoch=1").status, 404);
+
+	/* Expiry by TTL: the same epoch cannot renew a lost lease. */
+	expect_outcome(lease(&f, TOKEN_A, "run-2", "tenant-a", 5, 1), "new");
+	usleep(1300 * 1000);
+	r = lease(&f, TOKEN_A, "run-2", "tenant-a", 5, 1);
+	cr_expect_eq(r.status, 409, "%d %s", r.status, r.body);
+	HAS(r, "expired");
+	expect_outcome(lease(&f, TOKEN_A, "run-2", "tenant-a", 6, 60), "new");
+
+	cr_expect_eq(metric(&f, "airlock_worker_lease_claims_total{outcome=\"new\"} "), 4);
+	cr_expect_eq(metric(&f, "airlock_worker_lease_claims_total{outcome=\"renewed\"} "), 2);
+	cr_expect_eq(metric(&f, "airlock_worker_lease_fences_total "), 1);
+	cr_expect_eq(metric(&f, "airlock_worker_lease_refusals_total{reason=\"other_epoch\"} "), 1);
+	cr_expect_eq(metric(&f, "airlock_worker_lease_refusals_total{reason=\"expired\"} "), 1);
+	cr_expect_eq(metric(&f, "airlock_worker_lease_expiries_seen_total "), 1);
+	cr_expect_eq(metric(&f, "airlock_worker_lease_releases_total "), 1);
+
+	/* A restart on the same database keeps the leases. */
+	cr_expect_eq(fx_stop(&f), 0);
+	fx_start(&f);
+	expect_outcome(lease(&f, TOKEN_A, "run-2", "tenant-a", 6, 60), "renewed");
+	cr_expect_eq(lease(&f, TOKEN_A, "run-2", "tenant-a", 5, 60).status, 409);
+	cr_expect_eq(lease(&f, TOKEN_A, "run-1", "tenant-a", 2, 60).status, 409);
+	fx_done(&f);
+}
+
+Test(worker_api, lease_lifecycle_sqlite)
+{
+	lifecycle(false);
+}
+
+Test(worker_api, lease_lifecycle_postgresql)
+{
+	lifecycle(true);
+}
+
+Test(worker_api, tenant_scoping)
+{
+	worker_fx f;
+	fx_init(&f, false, "tokens");
+	expect_outcome(lease(&f, TOKEN_A, "run-a", "tenant-a", 1, 60), "new");
+	/* Another tenant's run is not found, whatever it asks. */
+	reply r = lease(&f, TOKEN_B, "run-a", "tenant-b", 2, 60);
+	cr_expect_eq(r.status, 404, "%d %s", r.status, r.body);
+	cr_expect_eq(release(&f, TOKEN_B, "run-a", "epoch=1").status, 404);
+	cr_expect_eq(release(&f, TOKEN_B, "run-a", "epoch=1&tenant_id=tenant-a").status, 403);
+	/* A token's tenant is the request's: the body cannot name another. */
+	r = lease(&f, TOKEN_B, "run-b", "tenant-a", 1, 60);
+	cr_expect_eq(r.status, 403, "%d %s", r.status, r.body);
+	/* A token of every tenant names the tenant. */
+	r = release(&f, TOKEN_ALL, "run-a", "epoch=1");
+	cr_expect_eq(r.status, 400, "%d %s", r.status, r.body);
+	expect_outcome(lease(&f, TOKEN_ALL, "run-a", "tenant-a", 1, 60), "renewed");
+	cr_expect_eq(release(&f, TOKEN_ALL, "run-a", "tenant_id=tenant-a&epoch=1").status, 204);
+	fx_done(&f);
+}
+
+Test(worker_api, authentication)
+{
+	worker_fx f;
+	fx_init(&f, false, "tokens");
+	cr_expect_eq(req(&f, "GET", "/v1/health", NULL, NULL).status, 401);
+	cr_expect_eq(req(&f, "GET", "/v1/health", "tok-a-0123456789abcdeX", NULL).status, 401);
+	cr_expect_eq(req(&f, "GET", "/v1/health", "tok-a-0123456789abcde", NULL).status, 401);
+	/* Unauthenticated, nothing is learnt: not even that a path is unknown. */
+	cr_expect_eq(req(&f, "GET", "/nowhere", NULL, NULL).status, 401);
+	cr_expect_eq(lease(&f, NULL, "run-a", "tenant-a", 1, 60).status, 401);
+	cr_expect_eq(metric(&f, "airlock_worker_auth_failures_total "), 5);
+	cr_expect_eq(req(&f, "GET", "/v1/health", TOKEN_B, NULL).status, 200);
+	fx_done(&f);
+
+	/* dev: one tenant, "dev", and no token. */
+	fx_init(&f, false, "dev");
+	expect_outcome(lease(&f, NULL, "run-d", "dev", 1, 60), "new");
+	cr_expect_eq(lease(&f, NULL, "run-e", "other", 1, 60).status, 403);
+	fx_done(&f);
+}
+
+Test(worker_api, strict_requests)
+{
+	worker_fx f;
+	fx_init(&f, false, "tokens");
+	static const char *const bad[] = {
+		"{\"tenant_id\":\"tenant-a\",\"epoch\":1,\"ttl_seconds\":60,\"extra\":1}",
+		"{\"tenant_id\":\"tenant-a\",\"ttl_seconds\":60}",
+		"{\"tenant_id\":\"tenant-a\",\"epoch\":-1,\"ttl_seconds\":60}",
+		"{\"tenant_id\":\"tenant-a\",\"epoch\":\"1\",\"ttl_seconds\":60}",
+		"{\"tenant_id\":\"tenant-a\",\"epoch\":1.5,\"ttl_seconds\":60}",
+		"{\"tenant_id\":\"tenant-a\",\"epoch\":1,\"ttl_seconds\":0}",
+		"{\"tenant_id\":\"tenant-a\",\"epoch\":1,\"ttl_seconds\":86401}",
+		"{\"tenant_id\":\"tenant a\",\"epoch\":1,\"ttl_seconds\":60}",
+		"{\"tenant_id\":7,\"epoch\":1,\"ttl_seconds\":60}",
+		"{\"tenant_id\":\"tenant-a\",\"epoch\":1,\"ttl_seconds\":60",
+		"[]",
+		"",
+	};
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		reply r = req(&f, "PUT", "/v1/runs/run-s/lease", TOKEN_A, bad[i]);
+		cr_expect_eq(r.status, 400, "[%s]: %d %s", bad[i], r.status, r.body);
+		HAS(r, "ToolValidationError");
+	}
+	/* Past the body's cap: 413 at its head. */
+	static char big[8192];
+	memset(big, ' ', sizeof(big) - 1);
+	cr_expect_eq(req(&f, "PUT", "/v1/runs/run-s/lease", TOKEN_A, big).status, 413);
+	/* Nothing was claimed by any of them. */
+	expect_outcome(lease(&f, TOKEN_A, "run-s", "tenant-a", 1, 60), "new");
+	/* Routes. */
+	cr_expect_eq(req(&f, "GET", "/v1/runs/run-s/lease", TOKEN_A, NULL).status, 405);
+	cr_expect_eq(req(&f, "POST", "/v1/health", TOKEN_A, NULL).status, 405);
+	cr_expect_eq(req(&f, "PUT", "/v1/runs/run%2Ds/lease", TOKEN_A, NULL).status, 404);
+	cr_expect_eq(req(&f, "PUT", "/v1/runs//lease", TOKEN_A, NULL).status, 404);
+	cr_expect_eq(req(&f, "PUT", "/v1/runs/a/b/lease", TOKEN_A, NULL).status, 404);
+	cr_expect_eq(req(&f, "GET", "/v1/healthz", TOKEN_A, NULL).status, 404);
+	cr_expect_eq(release(&f, TOKEN_A, "run-s", "").status, 400);
+	cr_expect_eq(release(&f, TOKEN_A, "run-s", "epoch=x").status, 400);
+	cr_expect_eq(release(&f, TOKEN_A, "run-s", "epoch=1&epoch=1").status, 400);
+	cr_expect_eq(release(&f, TOKEN_A, "run-s", "epoch=1&x=2").status, 400);
+	cr_expect_eq(release(&f, TOKEN_A, "run-s", "epoch=1").status, 204);
+	fx_done(&f);
+}
+
+/* Settings the worker refuses before it listens, naming the setting. */
+Test(worker_api, refused_at_start)
+{
+	const char *exe = getenv("AIRLOCK_TEST_WORKER");
+	cr_assert(exe);
+	char dir[] = "/tmp/airlock-wapi-XXXXXX", config[128], log[128], tokens[128], text[512];
+	cr_assert(mkdtemp(dir));
+	snprintf(config, sizeof(config), "%s/c.yaml", dir);
+	snprintf(log, sizeof(log), "%s/log", dir);
+	snprintf(tokens, sizeof(tokens), "%s/tokens", dir);
+	static const struct {
+		const char *worker_extra, *want;
+		mode_t tokens_mode;
+	} cases[] = {
+		{ "", "worker.auth_mode is not set", 0600 },
+		{ "  auth_mode: tokens\n  tokens_file: TOKENS\n", "group and others must have no access", 0644 },
+		{ "  auth_mode: dev\ndeployment_mode: production\nauth_mode: token\nsandbox: {mechanism: gvisor}\n",
+		  "worker.auth_mode=dev", 0600 },
+	};
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		write_file(tokens, TOKEN_A " tenant-a\n", cases[i].tokens_mode);
+		char extra[256];
+		const char *t = strstr(cases[i].worker_extra, "TOKENS");
+		if (t)
+			snprintf(extra, sizeof(extra), "%.*s%s%s", (int)(t - cases[i].worker_extra),
+			         cases[i].worker_extra, tokens, t + 6);
+		else
+			snprintf(extra, sizeof(extra), "%s", cases[i].worker_extra);
+		snprintf(text, sizeof(text), "worker:\n  listen: unix:%s/w.sock\n  state_dir: %s\n%s",
+		         dir, dir, extra);
+		write_file(config, text, 0600);
+		char cmd[512];
+		snprintf(cmd, sizeof(cmd), "%s --config %s 2>%s", exe, config, log);
+		int st = system(cmd);
+		cr_expect(WIFEXITED(st) && WEXITSTATUS(st) == 78, "case %zu: status %d", i, st);
+		char buf[1024] = "";
+		FILE *fp = fopen(log, "r");
+		cr_assert(fp);
+		size_t n = fread(buf, 1, sizeof(buf) - 1, fp);
+		buf[n] = 0;
+		fclose(fp);
+		cr_expect(strstr(buf, cases[i].want), "case %zu: [%s] lacks [%s]", i, buf, cases[i].want);
+	}
+	snprintf(text, sizeof(text), "rm -rf %s", dir);
+	cr_expect_eq(system(text), 0);
+}
+
+/* ---- the tokens file ------------------------------------------------------------------ */
+
+static airlock_error tokens_fail(const char *text)
+{
+	worker_tokens *t = NULL;
+	airlock_error err = { 0 };
+	cr_expect_lt(worker_tokens_parse(text, strlen(text), &t, &err), 0, "[%s] parsed", text);
+	worker_tokens_free(t);
+	cr_expect_null(strstr(err.message, "0123456789"), "a token in the message: %s", err.message);
+	return err;
+}
+
+Test(worker_api, tokens_file)
+{
+	worker_tokens *t = NULL;
+	airlock_error err = { 0 };
+	const char *ok = "# c\n\n  " TOKEN_A "\ttenant-a  \n" TOKEN_ALL " *\r\n";
+	cr_assert_eq(worker_tokens_parse(ok, strlen(ok), &t, &err), 0, "%s", err.message);
+	char tenant[AIRLOCK_ID_MAX + 1];
+	cr_expect(worker_tokens_lookup(t, "Bearer " TOKEN_A, strlen("Bearer " TOKEN_A), tenant));
+	cr_expect_str_eq(tenant, "tenant-a");
+	cr_expect(worker_tokens_lookup(t, "bearer " TOKEN_ALL, strlen("bearer " TOKEN_ALL), tenant));
+	cr_expect_str_eq(tenant, "*");
+	cr_expect_not(worker_tokens_lookup(t, "Bearer " TOKEN_B, strlen("Bearer " TOKEN_B), tenant));
+	cr_expect_not(worker_tokens_lookup(t, TOKEN_A, strlen(TOKEN_A), tenant));
+	cr_expect_not(worker_tokens_lookup(t, NULL, 0, tenant));
+	worker_tokens_free(t);
+
+	airlock_error e = tokens_fail("short tenant-a\n");
+	cr_expect(strstr(e.message, "line 1") && strstr(e.message, "16 to 256"), "%s", e.message);
+	e = tokens_fail("# only\n\n");
+	cr_expect(strstr(e.message, "no token"), "%s", e.message);
+	e = tokens_fail(TOKEN_A " tenant-a\n" TOKEN_A " tenant-b\n");
+	cr_expect(strstr(e.message, "line 2") && strstr(e.message, "twice"), "%s", e.message);
+	e = tokens_fail(TOKEN_A "\n");
+	cr_expect(strstr(e.message, "TOKEN TENANT"), "%s", e.message);
+	e = tokens_fail(TOKEN_A " tenant a\n");
+	cr_expect(strstr(e.message, "TOKEN TENANT"), "%s", e.message);
+	e = tokens_fail(TOKEN_A " ten.ant\n");
+	cr_expect(strstr(e.message, "tenant must be"), "%s", e.message);
+	static const char nul[] = TOKEN_A " tenant-a\n\0x";
+	cr_expect_lt(worker_tokens_parse(nul, sizeof(nul) - 1, &t, &err), 0);
+}
+
+/* A sandbox recorded for an ended claim: this worker cannot destroy one,
+ * so a fence that finds it fails (503) and a start that finds it is
+ * refused, each logged; the record stays. */
+Test(worker_api, a_recorded_sandbox_fails_loudly)
+{
+	worker_fx f;
+	fx_init(&f, false, "dev");
+	expect_outcome(lease(&f, NULL, "run-x", "dev", 1, 60), "new");
+	cr_expect_eq(fx_stop(&f), 0);
+	worker_db *db = NULL;
+	airlock_error err = { 0 };
+	cr_assert_eq(worker_db_open_sqlite(f.dir, &db, &err), 0, "%s", err.message);
+	worker_db_lease_state st;
+	cr_assert_eq(worker_db_set_environment(db, "run-x", 1, "env_0123456789abcdef0123456789abcdef",
+	                                       util_now_ms(), &st, &err),
+	             0, "%s", err.message);
+	cr_assert_eq(st, WORKER_DB_LEASE_CURRENT);
+	worker_db_free(db);
+
+	fx_start(&f);
+	reply r = lease(&f, NULL, "run-x", "dev", 2, 60);
+	cr_expect_eq(r.status, 503, "%d %s", r.status, r.body);
+	HAS(r, "cannot destroy sandboxes");
+	cr_expect_eq(fx_stop(&f), 0);
+	/* The fence is committed and the record stays: a start finds it. */
+	char cmd[512], log[160];
+	snprintf(log, sizeof(log), "%s/log", f.dir);
+	snprintf(cmd, sizeof(cmd), "%s --config %s 2>>%s", getenv("AIRLOCK_TEST_WORKER"), f.config,
+	         log);
+	int status = system(cmd);
+	cr_expect(WIFEXITED(status) && WEXITSTATUS(status) != 0, "a start with a record: %d", status);
+	FILE *fp = fopen(log, "r");
+	cr_assert(fp);
+	static char text[65536];
+	size_t n = fread(text, 1, sizeof(text) - 1, fp);
+	text[n] = 0;
+	fclose(fp);
+	cr_expect(strstr(text, "\"event\":\"sandbox.destroy_unavailable\""), "%s", text);
+	cr_expect(strstr(text, "env_0123456789abcdef0123456789abcdef"), "%s", text);
+	cr_expect(strstr(text, "airlock-worker: start: run run-x epoch 1"), "%s", text);
+	fx_done(&f);
+}
