@@ -14,6 +14,9 @@
 #include <sys/stat.h>
 #include <sys/utsname.h>
 #include <sys/wait.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "airlock/error.h"
@@ -1332,4 +1335,62 @@ Test(spawn, clone_flags_are_namespaces_only)
 	o.pdeathsig = SIGKILL;
 	cr_assert_eq(spawn_start(&o, &c, &f), -EINVAL);
 	cr_assert_eq(c.pid, -1);
+}
+
+/* Two threads spawning at once: a function child of one thread (init
+ * waiting for its GO, the reclaim writer in its write) is a copy of the
+ * whole descriptor table, and holds the other thread's failure pipe while
+ * it runs. A synchronous start of /bin/true must not wait for that
+ * sibling to exit. */
+#define SIBLING_HOLD_MS 2000
+static atomic_bool sibling_stop;
+static int sibling_sleeps(void *ctx, int report_fd)
+{
+	(void)ctx;
+	(void)report_fd;
+	struct timespec t = { SIBLING_HOLD_MS / 1000, 0 };
+	nanosleep(&t, NULL);
+	return 0;
+}
+static void *sibling_loop(void *arg)
+{
+	(void)arg;
+	while (!atomic_load(&sibling_stop)) {
+		const spawn_options so = { .child_fn = sibling_sleeps, .async = true };
+		spawn_child c;
+		if (spawn_start(&so, &c, NULL) == 0) {
+			usleep(200);
+			close(c.report_fd);
+			close(c.pidfd); /* reaped at the end */
+		}
+	}
+	return NULL;
+}
+
+Test(spawn, a_sibling_threads_function_child_does_not_hold_a_start, .timeout = 120)
+{
+	pthread_t t;
+	atomic_store(&sibling_stop, false);
+	cr_assert_eq(pthread_create(&t, NULL, sibling_loop, NULL), 0);
+	char a0[] = "true";
+	char *const argv[] = { a0, NULL }, *const envp[] = { NULL };
+	int64_t worst = 0;
+	for (int i = 0; i < 200 && worst < SIBLING_HOLD_MS / 2; i++) {
+		const spawn_options so = { .exec_fd = -1, .path = "/bin/true", .argv = argv,
+			                   .envp = envp };
+		spawn_child c;
+		int64_t t0 = util_monotonic_ms();
+		cr_assert_eq(spawn_start(&so, &c, NULL), 0);
+		int64_t d = util_monotonic_ms() - t0;
+		spawn_child_reap(&c);
+		if (d > worst)
+			worst = d;
+	}
+	atomic_store(&sibling_stop, true);
+	pthread_join(t, NULL);
+	while (waitpid(-1, NULL, 0) > 0)
+		;
+	cr_assert_lt(worst, SIBLING_HOLD_MS / 2,
+	             "a start of /bin/true took %lld ms: a sibling thread's child held its pipe",
+	             (long long)worst);
 }
