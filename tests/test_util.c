@@ -1394,3 +1394,28 @@ Test(spawn, a_sibling_threads_function_child_does_not_hold_a_start, .timeout = 1
 	             "a start of /bin/true took %lld ms: a sibling thread's child held its pipe",
 	             (long long)worst);
 }
+
+/* A report already in the pipe is read even when the deadline has passed:
+ * native_child_error calls spawn_finish with the start budget's deadline
+ * after the sync socket ended, and a child that failed at its last moment
+ * must be named by its step, not "lost contact". */
+static int fails_at_once(void *ctx, int report_fd)
+{
+	(void)ctx;
+	spawn_child_fail(report_fd, 3, EACCES);
+}
+
+Test(spawn, a_report_already_there_is_read_past_the_deadline)
+{
+	const spawn_options so = { .child_fn = fails_at_once, .async = true };
+	spawn_child c;
+	cr_assert_eq(spawn_start(&so, &c, NULL), 0);
+	siginfo_t si;
+	cr_assert_eq(waitid((idtype_t)P_PIDFD, (id_t)c.pidfd, &si, WEXITED | WNOWAIT), 0);
+	spawn_failure f;
+	int r = spawn_finish(&c, util_monotonic_ms() - 1, &f);
+	spawn_child_reap(&c);
+	cr_assert_eq(r, -EACCES, "spawn_finish returned %d (the report was in the pipe)", r);
+	cr_assert_eq(f.step, SPAWN_STEP_CHILD);
+	cr_assert_eq(f.detail, 3);
+}
