@@ -1251,7 +1251,8 @@ static void ns_start(ns_child *a, int sv[2], spawn_child *c)
 	cr_assert_eq(socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv), 0);
 	a->sock = sv[1];
 	const spawn_options o = { .clone_flags = CLONE_NEWPID | CLONE_NEWUTS,
-		                  .child_fn = ns_child_fn, .child_fn_ctx = a, .async = true };
+		                  .child_fn = ns_child_fn, .child_fn_ctx = a, .async = true,
+		                  .keep = &a->sock, .n_keep = 1 };
 	spawn_failure f;
 	cr_assert_eq(spawn_start(&o, c, &f), 0, "%s: %s", spawn_step_name(f.step), strerror(f.errnum));
 	close(sv[1]);
@@ -1331,6 +1332,7 @@ Test(spawn, clone_flags_are_namespaces_only)
 	spawn_failure f;
 	cr_assert_eq(spawn_start(&o, &c, &f), -EINVAL);
 	cr_assert_eq(f.step, SPAWN_STEP_NONE);
+	cr_assert_str_eq(spawn_failure_step(&f, NULL), "arguments");
 	o.clone_flags = CLONE_NEWPID;
 	o.pdeathsig = SIGKILL;
 	cr_assert_eq(spawn_start(&o, &c, &f), -EINVAL);
@@ -1418,4 +1420,38 @@ Test(spawn, a_report_already_there_is_read_past_the_deadline)
 	cr_assert_eq(r, -EACCES, "spawn_finish returned %d (the report was in the pipe)", r);
 	cr_assert_eq(f.step, SPAWN_STEP_CHILD);
 	cr_assert_eq(f.detail, 3);
+}
+
+/* A function child holds only what it keeps, the standard streams and its
+ * report pipe, from its first instruction. */
+typedef struct kept_fds {
+	int kept, other;
+} kept_fds;
+static int checks_its_fds(void *ctx, int report_fd)
+{
+	const kept_fds *k = ctx;
+	if (fcntl(k->kept, F_GETFD) < 0)
+		return 1;
+	if (fcntl(k->other, F_GETFD) >= 0 || errno != EBADF)
+		return 2;
+	if (fcntl(report_fd, F_GETFD) < 0 || fcntl(2, F_GETFD) < 0)
+		return 3;
+	return 0;
+}
+
+Test(spawn, a_function_child_holds_only_what_it_keeps)
+{
+	int p[2];
+	cr_assert_eq(pipe2(p, O_CLOEXEC), 0);
+	kept_fds k = { .kept = p[0], .other = p[1] };
+	const spawn_options so = { .child_fn = checks_its_fds, .child_fn_ctx = &k,
+		                   .keep = &k.kept, .n_keep = 1, .async = true };
+	spawn_child c;
+	cr_assert_eq(spawn_start(&so, &c, NULL), 0);
+	int st = -1;
+	cr_assert_eq(spawn_wait(c.pidfd, util_monotonic_ms() + 5000, &st), 0);
+	spawn_child_reap(&c);
+	cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0, "status %d", st);
+	close(p[0]);
+	close(p[1]);
 }
