@@ -14,6 +14,9 @@
 #include <sys/stat.h>
 #include <sys/utsname.h>
 #include <sys/wait.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "airlock/error.h"
@@ -1248,7 +1251,8 @@ static void ns_start(ns_child *a, int sv[2], spawn_child *c)
 	cr_assert_eq(socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv), 0);
 	a->sock = sv[1];
 	const spawn_options o = { .clone_flags = CLONE_NEWPID | CLONE_NEWUTS,
-		                  .child_fn = ns_child_fn, .child_fn_ctx = a, .async = true };
+		                  .child_fn = ns_child_fn, .child_fn_ctx = a, .async = true,
+		                  .keep = &a->sock, .n_keep = 1 };
 	spawn_failure f;
 	cr_assert_eq(spawn_start(&o, c, &f), 0, "%s: %s", spawn_step_name(f.step), strerror(f.errnum));
 	close(sv[1]);
@@ -1328,8 +1332,126 @@ Test(spawn, clone_flags_are_namespaces_only)
 	spawn_failure f;
 	cr_assert_eq(spawn_start(&o, &c, &f), -EINVAL);
 	cr_assert_eq(f.step, SPAWN_STEP_NONE);
+	cr_assert_str_eq(spawn_failure_step(&f, NULL), "arguments");
 	o.clone_flags = CLONE_NEWPID;
 	o.pdeathsig = SIGKILL;
 	cr_assert_eq(spawn_start(&o, &c, &f), -EINVAL);
 	cr_assert_eq(c.pid, -1);
+}
+
+/* Two threads spawning at once: a function child of one thread (init
+ * waiting for its GO, the reclaim writer in its write) is a copy of the
+ * whole descriptor table, and holds the other thread's failure pipe while
+ * it runs. A synchronous start of /bin/true must not wait for that
+ * sibling to exit. */
+#define SIBLING_HOLD_MS 2000
+static atomic_bool sibling_stop;
+static int sibling_sleeps(void *ctx, int report_fd)
+{
+	(void)ctx;
+	(void)report_fd;
+	struct timespec t = { SIBLING_HOLD_MS / 1000, 0 };
+	nanosleep(&t, NULL);
+	return 0;
+}
+static void *sibling_loop(void *arg)
+{
+	(void)arg;
+	while (!atomic_load(&sibling_stop)) {
+		const spawn_options so = { .child_fn = sibling_sleeps, .async = true };
+		spawn_child c;
+		if (spawn_start(&so, &c, NULL) == 0) {
+			usleep(200);
+			close(c.report_fd);
+			close(c.pidfd); /* reaped at the end */
+		}
+	}
+	return NULL;
+}
+
+Test(spawn, a_sibling_threads_function_child_does_not_hold_a_start, .timeout = 120)
+{
+	pthread_t t;
+	atomic_store(&sibling_stop, false);
+	cr_assert_eq(pthread_create(&t, NULL, sibling_loop, NULL), 0);
+	char a0[] = "true";
+	char *const argv[] = { a0, NULL }, *const envp[] = { NULL };
+	int64_t worst = 0;
+	for (int i = 0; i < 200 && worst < SIBLING_HOLD_MS / 2; i++) {
+		const spawn_options so = { .exec_fd = -1, .path = "/bin/true", .argv = argv,
+			                   .envp = envp };
+		spawn_child c;
+		int64_t t0 = util_monotonic_ms();
+		cr_assert_eq(spawn_start(&so, &c, NULL), 0);
+		int64_t d = util_monotonic_ms() - t0;
+		spawn_child_reap(&c);
+		if (d > worst)
+			worst = d;
+	}
+	atomic_store(&sibling_stop, true);
+	pthread_join(t, NULL);
+	while (waitpid(-1, NULL, 0) > 0)
+		;
+	cr_assert_lt(worst, SIBLING_HOLD_MS / 2,
+	             "a start of /bin/true took %lld ms: a sibling thread's child held its pipe",
+	             (long long)worst);
+}
+
+/* A report already in the pipe is read even when the deadline has passed:
+ * native_child_error calls spawn_finish with the start budget's deadline
+ * after the sync socket ended, and a child that failed at its last moment
+ * must be named by its step, not "lost contact". */
+static int fails_at_once(void *ctx, int report_fd)
+{
+	(void)ctx;
+	spawn_child_fail(report_fd, 3, EACCES);
+}
+
+Test(spawn, a_report_already_there_is_read_past_the_deadline)
+{
+	const spawn_options so = { .child_fn = fails_at_once, .async = true };
+	spawn_child c;
+	cr_assert_eq(spawn_start(&so, &c, NULL), 0);
+	siginfo_t si;
+	cr_assert_eq(waitid((idtype_t)P_PIDFD, (id_t)c.pidfd, &si, WEXITED | WNOWAIT), 0);
+	spawn_failure f;
+	int r = spawn_finish(&c, util_monotonic_ms() - 1, &f);
+	spawn_child_reap(&c);
+	cr_assert_eq(r, -EACCES, "spawn_finish returned %d (the report was in the pipe)", r);
+	cr_assert_eq(f.step, SPAWN_STEP_CHILD);
+	cr_assert_eq(f.detail, 3);
+}
+
+/* A function child holds only what it keeps, the standard streams and its
+ * report pipe, from its first instruction. */
+typedef struct kept_fds {
+	int kept, other;
+} kept_fds;
+static int checks_its_fds(void *ctx, int report_fd)
+{
+	const kept_fds *k = ctx;
+	if (fcntl(k->kept, F_GETFD) < 0)
+		return 1;
+	if (fcntl(k->other, F_GETFD) >= 0 || errno != EBADF)
+		return 2;
+	if (fcntl(report_fd, F_GETFD) < 0 || fcntl(2, F_GETFD) < 0)
+		return 3;
+	return 0;
+}
+
+Test(spawn, a_function_child_holds_only_what_it_keeps)
+{
+	int p[2];
+	cr_assert_eq(pipe2(p, O_CLOEXEC), 0);
+	kept_fds k = { .kept = p[0], .other = p[1] };
+	const spawn_options so = { .child_fn = checks_its_fds, .child_fn_ctx = &k,
+		                   .keep = &k.kept, .n_keep = 1, .async = true };
+	spawn_child c;
+	cr_assert_eq(spawn_start(&so, &c, NULL), 0);
+	int st = -1;
+	cr_assert_eq(spawn_wait(c.pidfd, util_monotonic_ms() + 5000, &st), 0);
+	spawn_child_reap(&c);
+	cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0, "status %d", st);
+	close(p[0]);
+	close(p[1]);
 }

@@ -145,7 +145,7 @@ int airlock_proxy_spawn(const airlock_proxy_config *cfg, airlock_proxy **ret, ai
 	if (sr < 0) {
 		free(p);
 		return airlock_error_set(err, AIRLOCK_ERR_EXECUTION_UNAVAILABLE, -sr,
-		                         "egress proxy did not start: %s", spawn_step_name(sf.step));
+		                         "egress proxy did not start: %s", spawn_failure_step(&sf, NULL));
 	}
 	close(TAKE_FD(sv[1]));
 	p->pid = child.pid;

@@ -128,7 +128,7 @@ int util_run(const util_run_options *o, util_run_result *ret)
 	close(TAKE_FD(out_w));
 	if (sr < 0)
 		return run_fail(ret, sf.step == SPAWN_STEP_HOOK ? "private mount namespace (needs CAP_SYS_ADMIN)"
-		                                                : spawn_step_name(sf.step),
+		                                                : spawn_failure_step(&sf, NULL),
 		                -sr);
 	pid_t pid = child.pid;
 	_cleanup_close_ int pidfd = child.pidfd;

@@ -38,8 +38,13 @@ const char *spawn_failure_step(const spawn_failure *f, const char *(*child_step_
 {
 	if (f->step == SPAWN_STEP_CHILD && child_step_name)
 		return child_step_name(f->detail);
+	if (f->step == SPAWN_STEP_NONE && f->what)
+		return f->what;
 	return spawn_step_name(f->step);
 }
+
+_Static_assert(4 + SPAWN_FDS_MAX + SPAWN_KEEP_MAX <= UTIL_KEEP_MAX,
+               "a child's keep list fits util_close_all_but");
 
 /* What the child reports on its failure pipe. */
 typedef struct spawn_report {
@@ -121,20 +126,24 @@ static int child_fds(const spawn_options *o, int null_fd, int above, int *report
 }
 
 static _Noreturn void child_main(const spawn_options *o, pid_t parent, int null_fd, int report_fd,
-                                 int report_r, int go_fd, int go_w)
+                                 int go_fd, const int *keep, size_t n_keep)
 {
 	int exec_fd = o->exec_fd;
 	char go;
-	/* Our copy of the write end would keep the pipe from ending if the
-	 * parent died; the report's read end is the parent's alone (a child_fn
-	 * runs on without an exec to close it). */
-	if (go_w >= 0)
-		close(go_w);
-	close(report_r);
+	/* Every descriptor but the kept ones, first (spawn.h): another
+	 * thread's failure or output pipe copied into this child would keep
+	 * its reader waiting for as long as this child lives. This closes our
+	 * copies of the go pipe's write end (which would keep it from ending
+	 * if the parent died) and of the report's read end too. */
+	int cr = util_close_all_but(keep, n_keep);
 	/* The parent's hook first: EOF without the byte is the parent giving
-	 * up, which reports nothing (it kills us). */
+	 * up, which reports nothing (it kills us). A failed close is reported
+	 * after it, so that the parent's write of the byte never meets a
+	 * closed pipe. */
 	if (go_fd >= 0 && read(go_fd, &go, 1) != 1)
 		_exit(127);
+	if (cr < 0)
+		child_fail(report_fd, SPAWN_STEP_FDS, -cr);
 	if (o->own_process_group && setpgid(0, 0) < 0)
 		child_fail(report_fd, SPAWN_STEP_PGRP, errno);
 	/* The getppid check closes the race with the parent's exit. */
@@ -175,6 +184,15 @@ static int fail_at(spawn_failure *fail, spawn_step step, int errnum)
 	return -(errnum > 0 ? errnum : EIO);
 }
 
+/* A failure in the parent, named by what failed. */
+static int fail_parent(spawn_failure *fail, const char *what, int errnum)
+{
+	int r = fail_at(fail, SPAWN_STEP_NONE, errnum);
+	if (fail)
+		fail->what = what;
+	return r;
+}
+
 /* The failure pipe, read once (blocking): 0 at EOF, else the report. */
 static int report_read(int fd, spawn_failure *fail)
 {
@@ -191,7 +209,25 @@ static int report_read(int fd, spawn_failure *fail)
 			fail->detail = m.detail;
 		return e;
 	}
-	return fail_at(fail, SPAWN_STEP_NONE, n < 0 ? errno : EPROTO);
+	return fail_parent(fail, "failure report", n < 0 ? errno : EPROTO);
+}
+
+/* The failure pipe, waited for until deadline, then read. Past the
+ * deadline it is polled once more without waiting: a report already there
+ * is read, so the error names the child's step rather than the time. */
+static int report_wait(int fd, int64_t deadline, spawn_failure *fail)
+{
+	for (;;) {
+		int64_t left = deadline - util_monotonic_ms();
+		struct pollfd p = { .fd = fd, .events = POLLIN };
+		int n = poll(&p, 1, left <= 0 ? 0 : (int)(left > 1000 ? 1000 : left));
+		if (n > 0)
+			return report_read(fd, fail);
+		if (n < 0 && errno != EINTR)
+			return fail_parent(fail, "failure report", errno);
+		if (n == 0 && left <= 0)
+			return fail_parent(fail, "waiting for the child", ETIMEDOUT);
+	}
 }
 
 int spawn_start(const spawn_options *o, spawn_child *ret, spawn_failure *fail)
@@ -201,32 +237,50 @@ int spawn_start(const spawn_options *o, spawn_child *ret, spawn_failure *fail)
 		*fail = (spawn_failure){ 0 };
 	if (!o->child_fn && (!o->argv || !o->argv[0] || !o->envp || o->n_fds > SPAWN_FDS_MAX ||
 	                     (o->exec_fd < 0 && (!o->path || o->path[0] != '/'))))
-		return fail_at(fail, SPAWN_STEP_NONE, EINVAL);
+		return fail_parent(fail, "arguments", EINVAL);
+	if (o->n_keep > SPAWN_KEEP_MAX || (o->n_keep && !o->keep))
+		return fail_parent(fail, "arguments", EINVAL);
 	/* Namespaces only: every other clone flag changes what a child is. */
 	const uint64_t ns = CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWNET | CLONE_NEWIPC | CLONE_NEWUTS |
 	                    CLONE_NEWUSER | CLONE_NEWCGROUP;
 	if (o->clone_flags & ~ns)
-		return fail_at(fail, SPAWN_STEP_NONE, EINVAL);
+		return fail_parent(fail, "arguments", EINVAL);
 	/* In a new pid namespace getppid() is 0: the death signal's check
 	 * against the parent's exit could never pass. */
 	if (o->pdeathsig && (o->clone_flags & CLONE_NEWPID))
-		return fail_at(fail, SPAWN_STEP_NONE, EINVAL);
+		return fail_parent(fail, "arguments", EINVAL);
 	for (size_t i = 0; i < o->n_fds; i++)
 		if (o->fds[i].target < 0 || o->fds[i].target > 64)
-			return fail_at(fail, SPAWN_STEP_NONE, EINVAL);
+			return fail_parent(fail, "arguments", EINVAL);
 	/* Everything the child needs is made before fork (/dev/null only for
 	 * the placement, which a child_fn does not get). */
 	_cleanup_close_ int null_fd = -1;
 	if (!o->child_fn && (null_fd = open("/dev/null", O_RDWR | O_CLOEXEC | O_NOCTTY)) < 0)
-		return fail_at(fail, SPAWN_STEP_NONE, errno);
+		return fail_parent(fail, "/dev/null", errno);
 	int report[2];
 	if (pipe2(report, O_CLOEXEC) < 0)
-		return fail_at(fail, SPAWN_STEP_NONE, errno);
+		return fail_parent(fail, "failure pipe", errno);
 	_cleanup_close_ int report_r = report[0];
 	_cleanup_close_ int report_w = report[1];
 	_cleanup_close_pair_ int go[2] = { -1, -1 };
 	if (o->parent_hook && pipe2(go, O_CLOEXEC) < 0)
-		return fail_at(fail, SPAWN_STEP_NONE, errno);
+		return fail_parent(fail, "go pipe", errno);
+	/* What the child keeps open (spawn.h), listed before the fork: its
+	 * pipes' ends, /dev/null and the program, what it is given and what
+	 * the caller's functions use. A child_fn gets no placement, so fds
+	 * and exec_fd are not its own. */
+	int keep[4 + SPAWN_FDS_MAX + SPAWN_KEEP_MAX];
+	size_t n_keep = 0;
+	keep[n_keep++] = report_w;
+	keep[n_keep++] = go[0];
+	keep[n_keep++] = null_fd;
+	if (!o->child_fn) {
+		keep[n_keep++] = o->exec_fd;
+		for (size_t i = 0; i < o->n_fds; i++)
+			keep[n_keep++] = o->fds[i].fd;
+	}
+	for (size_t i = 0; i < o->n_keep; i++)
+		keep[n_keep++] = o->keep[i];
 	sigset_t all, old;
 	sigfillset(&all);
 	pid_t parent = getpid();
@@ -249,11 +303,11 @@ int spawn_start(const spawn_options *o, spawn_child *ret, spawn_failure *fail)
 		pid = fork();
 	}
 	if (pid == 0)
-		child_main(o, parent, null_fd, report_w, report_r, go[0], go[1]);
+		child_main(o, parent, null_fd, report_w, go[0], keep, n_keep);
 	int fork_errno = errno;
 	pthread_sigmask(SIG_SETMASK, &old, NULL);
 	if (pid < 0)
-		return fail_at(fail, SPAWN_STEP_NONE, fork_errno);
+		return fail_parent(fail, o->clone_flags ? "clone3" : "fork", fork_errno);
 	close(TAKE_FD(report_w));
 	/* Also from here, so the group exists before the caller may signal
 	 * it (fails harmlessly once the child has exec'd). */
@@ -276,8 +330,12 @@ int spawn_start(const spawn_options *o, spawn_child *ret, spawn_failure *fail)
 		*ret = c;
 		return 0;
 	}
-	/* EOF: the pipe closed on exec. A report: the child failed and exits. */
-	int r = report_read(report_r, fail);
+	/* EOF: the pipe closed on exec. A report: the child failed and exits.
+	 * Bounded: no other process holds the pipe (every spawn child closes
+	 * what it was not given first thing), so a child neither executed nor
+	 * failed by then is stuck in its own steps, and is killed rather than
+	 * holding the caller forever. */
+	int r = report_wait(report_r, util_monotonic_ms() + SPAWN_START_WAIT_MS, fail);
 	if (r == 0) {
 		*ret = c;
 		return 0;
@@ -294,18 +352,7 @@ int spawn_finish(spawn_child *c, int64_t deadline, spawn_failure *fail)
 		return 0;
 	_cleanup_close_ int fd = c->report_fd;
 	c->report_fd = -1;
-	for (;;) {
-		int64_t left = deadline - util_monotonic_ms();
-		if (left <= 0)
-			return fail_at(fail, SPAWN_STEP_NONE, ETIMEDOUT);
-		struct pollfd p = { .fd = fd, .events = POLLIN };
-		int n = poll(&p, 1, (int)(left > 1000 ? 1000 : left));
-		if (n < 0 && errno != EINTR)
-			return fail_at(fail, SPAWN_STEP_NONE, errno);
-		if (n > 0)
-			break;
-	}
-	return report_read(fd, fail);
+	return report_wait(fd, deadline, fail);
 }
 
 void spawn_child_reap(spawn_child *c)

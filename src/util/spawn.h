@@ -23,6 +23,17 @@
  * Between fork and exec the child runs in a copy of a possibly
  * multi-threaded process: it makes system calls only and allocates nothing.
  * Everything it needs is prepared by spawn_start before the fork.
+ *
+ * Its first act is to close every descriptor from 3 up but those it is
+ * given (fds, exec_fd), those its hook or child_fn names (keep) and spawn's
+ * own pipes: it is a copy of the service's whole table, which holds other
+ * threads' failure pipes and output pipes at that moment, and a copy held
+ * open would keep their reader waiting for its end as long as this child
+ * lives (a function child may live as long as a sandbox). 0-2 stay until
+ * the placement (a child_fn moves or closes them itself): the service's
+ * own streams, which no start waits on, and where a stray write (a
+ * sanitizer's report) lands harmlessly rather than in a descriptor the
+ * child opened in their place.
  */
 
 #include <stdbool.h>
@@ -52,6 +63,9 @@ typedef struct spawn_fd {
 } spawn_fd;
 
 #define SPAWN_FDS_MAX 8
+#define SPAWN_KEEP_MAX 8
+/* How long a synchronous start waits for its child's exec or report. */
+#define SPAWN_START_WAIT_MS 30000
 
 typedef struct spawn_options {
 	/* What runs: exec_fd >= 0 is executed (execveat AT_EMPTY_PATH: a
@@ -97,6 +111,11 @@ typedef struct spawn_options {
 	 * status, with nothing reported. */
 	int (*child_fn)(void *ctx, int report_fd);
 	void *child_fn_ctx;
+	/* The descriptors hook or child_fn uses (at most SPAWN_KEEP_MAX;
+	 * negative ones are ignored): with fds, exec_fd and spawn's own pipes,
+	 * all that the child keeps open from its first instruction. */
+	const int *keep;
+	size_t n_keep;
 	/* Return once the child exists (after parent_hook), not once it has
 	 * executed: the caller runs its own handshake with it, then calls
 	 * spawn_finish for the report. The child is the caller's to reap. */
@@ -118,23 +137,29 @@ typedef struct spawn_failure {
 	spawn_step step;
 	int detail;
 	int errnum;
+	const char *what; /* at SPAWN_STEP_NONE: what failed in the parent
+	                   * ("failure pipe", "clone3", ...), static */
 } spawn_failure;
 
-/* The failing step's name: spawn's own, or at SPAWN_STEP_CHILD the
- * caller's (child_step_name(detail)). */
+/* The failing step's name: spawn's own, at SPAWN_STEP_NONE what failed in
+ * the parent, or at SPAWN_STEP_CHILD the caller's
+ * (child_step_name(detail)). */
 const char *spawn_failure_step(const spawn_failure *f, const char *(*child_step_name)(int));
 
 /* 0 with *ret once the program is executing (the failure pipe closed on
  * exec) or, async, once the child exists; or a negative errno with *fail
- * saying where (SPAWN_STEP_NONE: in the parent, before the fork); a child
- * that failed is reaped. */
+ * saying where (SPAWN_STEP_NONE: in the parent, fail->what); a child that
+ * failed is reaped. A synchronous start waits at most SPAWN_START_WAIT_MS
+ * for the exec or the report: a child stuck before its exec (a hook that
+ * blocks) is killed and the start fails with -ETIMEDOUT. */
 int spawn_start(const spawn_options *o, spawn_child *ret, spawn_failure *fail);
 
 /* The report of an async start, waited for until deadline (monotonic ms):
  * 0 when the pipe ended without one (the child executed, or its function
  * returned), a negative errno with *fail when the child reported a failure
  * (it exits by itself after a report), -ETIMEDOUT when neither came in
- * time. The report's pipe is closed; the child is left as it is. */
+ * time. A report already in the pipe is read even past the deadline. The
+ * report's pipe is closed; the child is left as it is. */
 int spawn_finish(spawn_child *c, int64_t deadline, spawn_failure *fail);
 
 /* In a child_fn: report (SPAWN_STEP_CHILD, step, errnum) and exit.

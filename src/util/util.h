@@ -96,7 +96,9 @@ void util_signals_reset(void);
  * UTIL_KEEP_MAX). The child is a copy of a table that can be near
  * RLIMIT_NOFILE, so its own copies need the room this makes. System calls
  * only (safe between fork and exec). 0 or -errno. */
-#define UTIL_KEEP_MAX 8
+/* util/spawn's children keep their pipes, /dev/null, the program, SPAWN_FDS_MAX
+ * given and SPAWN_KEEP_MAX of the caller's. */
+#define UTIL_KEEP_MAX 20
 int util_close_all_but(const int *keep, size_t n);
 
 /* ---- SHA-256 (libcrypto EVP: uses the SHA-NI path where the CPU has it) -- */

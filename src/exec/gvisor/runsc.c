@@ -169,6 +169,9 @@ int gv_spawn(const gv_spawn_opts *o, pid_t *ret_pid, int *ret_pidfd, airlock_err
 		.n_fds = o->keeper ? 4 : 3,
 		.hook = child_netns,
 		.hook_ctx = (void *)(uintptr_t)o,
+		/* The hook's: the sandbox's network namespace to enter. */
+		.keep = &o->netns_pidfd,
+		.n_keep = 1,
 		.parent_hook = o->cg ? child_placement : NULL,
 		.parent_hook_ctx = &place,
 	};
@@ -183,7 +186,7 @@ int gv_spawn(const gv_spawn_opts *o, pid_t *ret_pid, int *ret_pidfd, airlock_err
 			return r;
 		}
 		return airlock_error_set(err, AIRLOCK_ERR_EXECUTION_UNAVAILABLE, sf.errnum,
-		                         "starting the runtime: %s%s", spawn_step_name(sf.step),
+		                         "starting the runtime: %s%s", spawn_failure_step(&sf, NULL),
 		                         sf.step == SPAWN_STEP_HOOK ? " (its network namespace)" : "");
 	}
 	if (ret_pid)

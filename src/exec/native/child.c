@@ -97,7 +97,6 @@ _Noreturn void native_init_main(const native_init_args *a, int report_fd)
 	 * kill it) would hand both to the sandboxed command: a `yes | head`
 	 * printing "Broken pipe", a command deaf to its own signals. */
 	util_signals_reset();
-	close(a->service_sync_fd);
 	errno = 0;
 	if (!native_child_recv(fd, NATIVE_MSG_GO))
 		fail(report_fd, NATIVE_STEP_SYNC);
@@ -138,9 +137,10 @@ _Noreturn void native_init_main(const native_init_args *a, int report_fd)
 	 * same process. Every descriptor goes but those two, the service's
 	 * stdio included: init keeps nothing of the service's. Each source is
 	 * first copied above 5 so that none is overwritten by another's move. */
-	/* First every other descriptor goes: init is a copy of the service's
-	 * table, which can be near RLIMIT_NOFILE (64 sandboxes and their API
-	 * connections), and the copies below need room. */
+	/* First every other descriptor goes: spawn left init only what it
+	 * keeps (provision.c), and of that the image and volume mounts are
+	 * spent (moved into the root), as is anything the steps above left
+	 * open; none of them may reach the program. */
 	if (util_close_all_but((const int[]){ fd, a->lifeline_fd, a->starter_fd, report_fd }, 4) < 0)
 		fail(report_fd, NATIVE_STEP_INIT);
 	int rep = fcntl(report_fd, F_DUPFD_CLOEXEC, 7);

@@ -85,9 +85,15 @@ static int start_command(airlock_native *n, sandbox *b, const airlock_execution_
 	 * asynchronous, since it reports the command's pid on the sync socket
 	 * and then exits. */
 	cmd_place pl = { .cg = b->cg, .err = err };
+	/* Every descriptor the launcher and the command use (native_cmd_main):
+	 * spawn closes all others in it before anything, so neither holds the
+	 * service's (its end of the sync socket, other commands' pipes). */
+	const int keep[] = { ca.sync_fd, ca.init_pidfd, ca.stdin_fd, ca.stdout_fd,
+		             ca.stderr_fd, ca.exec_err_fd, ca.starter_fd };
 	const spawn_options so = {
 		.child_fn = cmd_child, .child_fn_ctx = &ca,
 		.parent_hook = cmd_enter_cgroup, .parent_hook_ctx = &pl,
+		.keep = keep, .n_keep = ARRAY_SIZE(keep),
 		.async = true,
 	};
 	_cleanup_spawn_child_ spawn_child h = SPAWN_CHILD_NONE;
@@ -97,7 +103,7 @@ static int start_command(airlock_native *n, sandbox *b, const airlock_execution_
 	native_msg m = { 0 };
 	if (r < 0 && !pl.failed)
 		r = airlock_error_set(err, AIRLOCK_ERR_EXECUTION_UNAVAILABLE, -r, "execute: %s",
-		                      sf.step == SPAWN_STEP_NONE ? "fork" : spawn_step_name(sf.step));
+		                      spawn_failure_step(&sf, NULL));
 	if (r == 0) {
 		int rr = native_recv_msg(sv[0], deadline, &m);
 		if (rr < 0 || m.kind != NATIVE_MSG_PID)

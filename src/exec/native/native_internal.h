@@ -28,7 +28,6 @@ const char *native_step_name(int step);
 
 typedef struct native_init_args {
 	int sync_fd;
-	int service_sync_fd; /* the service's end: init closes its copy first */
 	int image_mount_fd;  /* a detached read-only mount of the image */
 	int volume_mount_fd; /* the detached workspace mount */
 	const char *tmp_options; /* "size=N,mode=1777" for /tmp and /dev/shm */

@@ -160,7 +160,6 @@ static int step_init(provision *p, airlock_error *err)
 	sandbox *b = p->b;
 	native_init_args ia = {
 		.sync_fd = p->sv[1],
-		.service_sync_fd = p->sv[0],
 		.image_mount_fd = p->image_fd,
 		.volume_mount_fd = host_volume_mount_fd(b->vol),
 		.tmp_options = p->tmp_options,
@@ -181,15 +180,24 @@ static int step_init(provision *p, airlock_error *err)
 	 * into its cgroup first (step_init_cgroup); the steps after run the
 	 * handshake, and a failure init reports comes through spawn's pipe
 	 * (native_child_error). */
+	/* Every descriptor init uses (native_init_main and the child halves
+	 * it runs): spawn closes all others in it before anything, so from its
+	 * first instruction init holds none of the service's (the service's
+	 * end of the sync socket, other sandboxes' pipes and mounts). */
+	const int keep[] = { ia.sync_fd, ia.image_mount_fd, ia.volume_mount_fd, ia.lifeline_fd,
+		             ia.starter_fd };
 	const spawn_options so = {
 		.clone_flags = CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWNET | CLONE_NEWIPC | CLONE_NEWUTS,
 		.child_fn = init_child, .child_fn_ctx = &ia, .async = true,
+		.keep = keep, .n_keep = ARRAY_SIZE(keep),
 	};
-	/* An async start without a parent_hook fails only in the service, at
-	 * the pipe or the clone3 itself. */
-	int r = spawn_start(&so, &p->init, NULL);
+	/* An async start without a parent_hook fails only in the service
+	 * (its pipe, the clone3), which sf names. */
+	spawn_failure sf;
+	int r = spawn_start(&so, &p->init, &sf);
 	if (r < 0)
-		return airlock_error_set(err, AIRLOCK_ERR_EXECUTION_UNAVAILABLE, -r, "clone3");
+		return airlock_error_set(err, AIRLOCK_ERR_EXECUTION_UNAVAILABLE, -r, "%s",
+		                         spawn_failure_step(&sf, NULL));
 	/* The sandbox owns init: its teardown kills it by this pidfd. */
 	b->init_pid = TAKE_PID(p->init.pid);
 	b->init_pidfd = TAKE_FD(p->init.pidfd);

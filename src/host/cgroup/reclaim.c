@@ -86,7 +86,9 @@ static int bounded_write_child(void *ctx, int report_fd)
 static int cg_write_bounded(int fd, const char *value)
 {
 	bounded_write w = { .fd = fd, .value = value, .len = strlen(value) };
-	const spawn_options so = { .child_fn = bounded_write_child, .child_fn_ctx = &w, .async = true };
+	/* The child keeps the one descriptor it writes (spawn closes the rest). */
+	const spawn_options so = { .child_fn = bounded_write_child, .child_fn_ctx = &w,
+		                   .keep = &w.fd, .n_keep = 1, .async = true };
 	_cleanup_spawn_child_ spawn_child c = SPAWN_CHILD_NONE;
 	int r = spawn_start(&so, &c, NULL);
 	if (r < 0)
