@@ -2345,6 +2345,40 @@ Test(service, a_slow_destroy_does_not_take_the_next_sandbox_of_its_id)
 #ifdef AIRLOCK_FAULT_INJECTION
 #include "util/fault.h"
 
+/* Fail each check of one request in turn (util_fault_arm): every failed
+ * check is answered with an error status naming its point (never a
+ * closed connection), and the same request right after succeeds with
+ * want. The number of checks seen. */
+static unsigned walk_checks(svc *t, const char *method, const char *path,
+                            const airlock_environment_handle *h, const char *body, long want)
+{
+	size_t blen = body ? strlen(body) : 0;
+	unsigned nth;
+	for (nth = 1;; nth++) {
+		resp r;
+		util_fault_arm(nth);
+		http(t, method, path, TOKEN, h, body, blen, &r);
+		unsigned hits = util_fault_hits();
+		const char *fired = util_fault_fired();
+		util_fault_arm(0);
+		if (hits < nth) {
+			cr_assert_eq(r.status, want, "%s %s: no fault at check %u, yet: %s", method, path,
+			             nth, r.body);
+			resp_clear(&r);
+			return nth - 1;
+		}
+		cr_assert_geq(r.status, 400, "%s %s: check %u (%s): %ld", method, path, nth, fired,
+		              r.status);
+		cr_assert(r.json && strstr(jstr(r.json, "message"), fired),
+		          "%s %s: check %u: the error names %s: %s", method, path, nth, fired,
+		          r.body ? r.body : "");
+		resp_clear(&r);
+		http(t, method, path, TOKEN, h, body, blen, &r);
+		cr_assert_eq(r.status, want, "%s %s: after %s: %s", method, path, fired, r.body);
+		resp_clear(&r);
+	}
+}
+
 /* Each of a blocking execute's checks in the service failed in turn (its
  * job's record, its thread, its answer; the fake has none of its own): the
  * client gets an error status naming the point, the service answers the
@@ -2361,29 +2395,44 @@ Test(service, each_check_of_a_blocking_execute_fails_with_a_status, .timeout = 6
 	_cleanup_free_ char *body = execute_body(argv, false);
 	char path[160];
 	snprintf(path, sizeof(path), "/v1/sandboxes/%s/execute", h.environment_id);
-	unsigned nth;
-	for (nth = 1;; nth++) {
-		resp r;
-		util_fault_arm(nth);
-		http(&t, "POST", path, TOKEN, &h, body, strlen(body), &r);
-		unsigned hits = util_fault_hits();
-		const char *fired = util_fault_fired();
-		util_fault_arm(0);
-		if (hits < nth) {
-			cr_assert_eq(r.status, 200, "no fault at check %u, yet: %s", nth, r.body);
-			resp_clear(&r);
-			break;
-		}
-		cr_assert_geq(r.status, 400, "check %u (%s): %ld", nth, fired, r.status);
-		cr_assert(strstr(jstr(r.json, "message"), fired), "check %u: the error names %s: %s",
-		          nth, fired, r.body ? r.body : "");
-		resp_clear(&r);
-		http(&t, "POST", path, TOKEN, &h, body, strlen(body), &r);
-		cr_assert_eq(r.status, 200, "after %s: %s", fired, r.body);
-		resp_clear(&r);
-	}
-	cr_assert_geq(nth, 3 + 1, "only %u checks were seen", nth - 1);
+	cr_assert_geq(walk_checks(&t, "POST", path, &h, body, 200), 3);
 	resp r;
+	snprintf(path, sizeof(path), "/v1/sandboxes/%s", h.environment_id);
+	http(&t, "DELETE", path, TOKEN, &h, NULL, 0, &r);
+	cr_assert_eq(r.status, 204, "%s", r.body ? r.body : "");
+	resp_clear(&r);
+	cr_assert_eq(live(&t), 0);
+	airlock_environment_handle_clear(&h);
+	svc_close(&t);
+}
+
+/* The jobs that build an answer (health, list, the workspace's listing,
+ * provenance and errno errors) fail it in turn: an error status naming
+ * the point, the same request answered right after, nothing left. */
+Test(service, each_answer_a_job_builds_fails_with_a_status, .timeout = 60)
+{
+	svc t;
+	svc_open(&t);
+	cr_assert_geq(walk_checks(&t, "GET", "/v1/health", NULL, NULL, 200), 1);
+	airlock_environment_handle h;
+	provision(&t, "t1", NULL, &h);
+	cr_assert_geq(walk_checks(&t, "GET", "/v1/sandboxes", NULL, NULL, 200), 1);
+	char path[256];
+	resp r;
+	snprintf(path, sizeof(path), "/v1/sandboxes/%s/workspace/file?path=x.txt", h.environment_id);
+	http(&t, "PUT", path, TOKEN, &h, "x", 1, &r);
+	cr_assert_eq(r.status, 204, "%ld %s", r.status, r.body);
+	resp_clear(&r);
+	snprintf(path, sizeof(path), "/v1/sandboxes/%s/workspace/dir?path=.", h.environment_id);
+	cr_assert_geq(walk_checks(&t, "GET", path, &h, NULL, 200), 1);
+	snprintf(path, sizeof(path), "/v1/sandboxes/%s/workspace/provenance?path=x.txt",
+	         h.environment_id);
+	cr_assert_geq(walk_checks(&t, "GET", path, &h, NULL, 200), 1);
+	snprintf(path, sizeof(path), "/v1/sandboxes/%s/workspace/file?path=none.txt&max_bytes=10",
+	         h.environment_id);
+	cr_assert_geq(walk_checks(&t, "GET", path, &h, NULL, 422), 1);
+	snprintf(path, sizeof(path), "/v1/sandboxes/%s/cancel", h.environment_id);
+	walk_checks(&t, "POST", path, &h, NULL, 200);
 	snprintf(path, sizeof(path), "/v1/sandboxes/%s", h.environment_id);
 	http(&t, "DELETE", path, TOKEN, &h, NULL, 0, &r);
 	cr_assert_eq(r.status, 204, "%s", r.body ? r.body : "");

@@ -190,7 +190,12 @@ void http_cond_wait_ms(pthread_cond_t *cond, pthread_mutex_t *lock, int64_t ms);
  * NULL. */
 http_result http_respond(http_request *r, unsigned status, char *data, size_t len,
                          const char *type);
-/* A JSON text, taken; NULL (no memory) closes the connection. */
+/* A text that lives as long as the process (a static answer): nothing
+ * allocated, nothing freed. */
+http_result http_respond_static(http_request *r, unsigned status, char *text, const char *type);
+/* A JSON text, taken; NULL (its answer could not be built: no memory) is
+ * answered 503 ExecutionUnavailable from static memory, never a closed
+ * connection. */
 http_result http_respond_json(http_request *r, unsigned status, char *json);
 /* An error with its wire class, with the given status or the class's
  * (http_error_status). */

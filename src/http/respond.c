@@ -13,16 +13,16 @@
 #include "airlock/json.h"
 #include "http/http_internal.h"
 
-http_result http_respond(http_request *r, unsigned status, char *data, size_t len,
-                         const char *type)
+/* data is the caller's (freed here) unless persistent. */
+static http_result respond(http_request *r, unsigned status, char *data, size_t len,
+                           const char *type, bool persistent)
 {
-	static char empty[1];
 	r->responded = true;
-	struct MHD_Response *resp = MHD_create_response_from_buffer(len, data ? data : empty,
-	                                                            data ? MHD_RESPMEM_MUST_FREE
-	                                                                 : MHD_RESPMEM_PERSISTENT);
+	struct MHD_Response *resp = MHD_create_response_from_buffer(
+	        len, data, persistent ? MHD_RESPMEM_PERSISTENT : MHD_RESPMEM_MUST_FREE);
 	if (!resp) {
-		free(data);
+		if (!persistent)
+			free(data);
 		return HTTP_CLOSE;
 	}
 	if (type)
@@ -36,10 +36,30 @@ http_result http_respond(http_request *r, unsigned status, char *data, size_t le
 	return q == MHD_YES ? HTTP_NEXT : HTTP_CLOSE;
 }
 
+http_result http_respond(http_request *r, unsigned status, char *data, size_t len,
+                         const char *type)
+{
+	static char empty[1];
+	return data ? respond(r, status, data, len, type, false)
+	            : respond(r, status, empty, len, type, true);
+}
+
+http_result http_respond_static(http_request *r, unsigned status, char *text, const char *type)
+{
+	return respond(r, status, text, strlen(text), type, true);
+}
+
+/* An answer that could not be built (its JSON, out of memory) is still an
+ * answer, from memory that needs no allocation: a client is never left
+ * with a closed connection it cannot tell from a crash, and may retry. */
+static char unbuilt[] = "{\"error\":\"ExecutionUnavailable\",\"message\":\"the server could "
+                        "not build its answer (out of memory); retry later\"}";
+
 http_result http_respond_json(http_request *r, unsigned status, char *json)
 {
 	if (!json)
-		return HTTP_CLOSE;
+		return respond(r, MHD_HTTP_SERVICE_UNAVAILABLE, unbuilt, sizeof(unbuilt) - 1,
+		               "application/json", true);
 	return http_respond(r, status, json, strlen(json), "application/json");
 }
 

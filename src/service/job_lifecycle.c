@@ -26,11 +26,14 @@ http_result svc_do_health(svc_req *q)
 	pthread_mutex_lock(&s->lock);
 	bool down = s->shutting_down;
 	pthread_mutex_unlock(&s->lock);
-	json_t *o = json_pack("{s:s, s:s, s:I, s:I, s:b}", "status", down ? "shutting_down" : "ok",
-	                      "mechanism", airlock_exec_name(s->exec), "live",
-	                      (json_int_t)airlock_exec_live(s->exec), "max_sandboxes",
-	                      (json_int_t)s->cfg.max_sandboxes, "shutting_down", down);
-	return http_respond_json(q->r, HTTP_OK, svc_jdump(o));
+	json_t *o = util_fault("service.health.answer") ?
+	                    NULL :
+	                    json_pack("{s:s, s:s, s:I, s:I, s:b}", "status",
+	                              down ? "shutting_down" : "ok", "mechanism",
+	                              airlock_exec_name(s->exec), "live",
+	                              (json_int_t)airlock_exec_live(s->exec), "max_sandboxes",
+	                              (json_int_t)s->cfg.max_sandboxes, "shutting_down", down);
+	return svc_respond_json(q, HTTP_OK, o, "health");
 }
 
 http_result svc_do_list(svc_req *q)
@@ -40,7 +43,7 @@ http_result svc_do_list(svc_req *q)
 	airlock_error err = { 0 };
 	if (airlock_exec_list(q->s->exec, &v, &n, &err) < 0)
 		return svc_respond_error(q, &err);
-	json_t *arr = json_array();
+	json_t *arr = util_fault("service.list.answer") ? NULL : json_array();
 	for (size_t i = 0; arr && i < n; i++) {
 		char created[32], expires[32];
 		util_time_format(v[i].created_at_ms, created);
@@ -56,9 +59,7 @@ http_result svc_do_list(svc_req *q)
 		}
 	}
 	airlock_exec_list_free(v, n);
-	if (!arr)
-		return HTTP_CLOSE;
-	return http_respond_json(q->r, HTTP_OK, svc_jdump(json_pack("{s:o}", "sandboxes", arr)));
+	return svc_respond_json(q, HTTP_OK, arr ? json_pack("{s:o}", "sandboxes", arr) : NULL, "list");
 }
 
 http_result svc_do_provision(svc_req *q)
@@ -147,8 +148,9 @@ http_result svc_do_cancel(svc_req *q)
 			                  q->id);
 		return svc_respond_error(q, &derr);
 	}
-	return http_respond_json(q->r, HTTP_OK,
-	                         strdup(cancelled ? "{\"cancelled\":true}" : "{\"cancelled\":false}"));
+	/* Static text: this answer needs no memory. */
+	static char yes[] = "{\"cancelled\":true}", no[] = "{\"cancelled\":false}";
+	return http_respond_static(q->r, HTTP_OK, cancelled ? yes : no, "application/json");
 }
 
 http_result svc_do_destroy(svc_req *q)

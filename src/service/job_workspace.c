@@ -16,6 +16,7 @@
 #include "airlock/json.h"
 #include "core/json_internal.h"
 #include "service/routes.h"
+#include "util/fault.h"
 #include "util/util.h"
 
 /* ---- the workspace ------------------------------------------------------------ */
@@ -68,15 +69,12 @@ static http_result respond_ws_error(svc_req *q, const airlock_error *e)
 	if (!name)
 		return svc_respond_error(q, e);
 	airlock_error jerr = { 0 };
-	json_t *o = core_json_error_value(e, &jerr);
-	if (!o || json_object_set_new(o, "errno", json_string(name)) < 0) {
+	json_t *o = util_fault("service.workspace.error") ? NULL : core_json_error_value(e, &jerr);
+	if (o && json_object_set_new(o, "errno", json_string(name)) < 0) {
 		json_decref(o);
-		return HTTP_CLOSE;
+		o = NULL;
 	}
-	char *body = svc_jdump(o);
-	if (!body)
-		return HTTP_CLOSE;
-	return http_respond(q->r, HTTP_UNPROCESSABLE_CONTENT, body, strlen(body), "application/json");
+	return svc_respond_json(q, HTTP_UNPROCESSABLE_CONTENT, o, "workspace");
 }
 
 http_result svc_do_workspace(svc_req *q)
@@ -130,9 +128,8 @@ http_result svc_do_workspace(svc_req *q)
 		size_t len = 0;
 		if (airlock_workspace_read(ws, rel, limit, &data, &len, &err) < 0)
 			mr = respond_ws_error(q, &err);
-		else
-			mr = http_respond(q->r, HTTP_OK, (char *)(data ? data : (unsigned char *)strdup("")),
-			             len, "application/octet-stream");
+		else /* an empty file's data may be NULL: http_respond sends nothing */
+			mr = http_respond(q->r, HTTP_OK, (char *)data, len, "application/octet-stream");
 		break;
 	}
 	case SVC_WRITE:
@@ -148,7 +145,7 @@ http_result svc_do_workspace(svc_req *q)
 			mr = respond_ws_error(q, &err);
 			break;
 		}
-		json_t *arr = json_array();
+		json_t *arr = util_fault("service.workspace.answer") ? NULL : json_array();
 		for (size_t i = 0; arr && i < l.n; i++) {
 			/* The path in FileChange.path's lossless text form, made by
 			 * the one encoder that has it. */
@@ -165,9 +162,10 @@ http_result svc_do_workspace(svc_req *q)
 		}
 		bool trunc = l.truncated;
 		airlock_dir_listing_clear(&l);
-		mr = arr ? http_respond_json(q->r, HTTP_OK,
-		                       svc_jdump(json_pack("{s:o, s:b}", "entries", arr, "truncated", trunc)))
-		         : HTTP_CLOSE;
+		mr = svc_respond_json(q, HTTP_OK,
+		                      arr ? json_pack("{s:o, s:b}", "entries", arr, "truncated", trunc)
+		                          : NULL,
+		                      "listdir");
 		break;
 	}
 	case SVC_PROVENANCE: {
@@ -177,9 +175,12 @@ http_result svc_do_workspace(svc_req *q)
 			break;
 		}
 		char name[64];
-		mr = http_respond_json(q->r, HTTP_OK,
-		                 svc_jdump(json_pack("{s:s}", "provenance",
-		                                 wire_name(airlock_provenance_name(p), name))));
+		mr = svc_respond_json(q, HTTP_OK,
+		                      util_fault("service.workspace.answer") ?
+		                              NULL :
+		                              json_pack("{s:s}", "provenance",
+		                                        wire_name(airlock_provenance_name(p), name)),
+		                      "provenance");
 		break;
 	}
 	case SVC_NONE:

@@ -37,11 +37,15 @@ http_result svc_respond_error(svc_req *q, const airlock_error *e)
 	return http_respond_error_status(q->r, status, &w);
 }
 
-char *svc_jdump(json_t *o)
+http_result svc_respond_json(svc_req *q, unsigned status, json_t *o, const char *what)
 {
 	char *s = o ? json_dumps(o, JSON_COMPACT) : NULL;
 	json_decref(o);
-	return s;
+	if (s)
+		return http_respond_json(q->r, status, s);
+	airlock_error err = { 0 };
+	airlock_error_set(&err, AIRLOCK_ERR_EXECUTION_UNAVAILABLE, ENOMEM, "%s: its answer", what);
+	return svc_respond_error(q, &err);
 }
 
 /* ---- the routes ---------------------------------------------------------------------- */

@@ -59,8 +59,10 @@ extern const http_routes svc_routes;
  * ExecutionRejected about an id that is not live, asked of the table
  * rather than read from the message. */
 http_result svc_respond_error(svc_req *q, const airlock_error *e);
-/* o's compact text (o released), NULL without memory. */
-char *svc_jdump(json_t *o);
+/* Answer o's compact text (o released); when o is NULL or its text cannot
+ * be made (no memory), an ExecutionUnavailable error naming what ("list")
+ * instead. */
+http_result svc_respond_json(svc_req *q, unsigned status, json_t *o, const char *what);
 
 /* job_lifecycle.c */
 http_result svc_do_health(svc_req *q);
