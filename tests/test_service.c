@@ -2379,6 +2379,20 @@ static unsigned walk_checks(svc *t, const char *method, const char *path,
 	}
 }
 
+/* Destroy h's sandbox over the API, check nothing is live, close t. */
+static void destroy_and_close(svc *t, airlock_environment_handle *h)
+{
+	char path[160];
+	resp r;
+	snprintf(path, sizeof(path), "/v1/sandboxes/%s", h->environment_id);
+	http(t, "DELETE", path, TOKEN, h, NULL, 0, &r);
+	cr_assert_eq(r.status, 204, "%s", r.body ? r.body : "");
+	resp_clear(&r);
+	cr_assert_eq(live(t), 0);
+	airlock_environment_handle_clear(h);
+	svc_close(t);
+}
+
 /* Each of a blocking execute's checks in the service failed in turn (its
  * job's record, its thread, its answer; the fake has none of its own): the
  * client gets an error status naming the point, the service answers the
@@ -2396,14 +2410,7 @@ Test(service, each_check_of_a_blocking_execute_fails_with_a_status, .timeout = 6
 	char path[160];
 	snprintf(path, sizeof(path), "/v1/sandboxes/%s/execute", h.environment_id);
 	cr_assert_geq(walk_checks(&t, "POST", path, &h, body, 200), 3);
-	resp r;
-	snprintf(path, sizeof(path), "/v1/sandboxes/%s", h.environment_id);
-	http(&t, "DELETE", path, TOKEN, &h, NULL, 0, &r);
-	cr_assert_eq(r.status, 204, "%s", r.body ? r.body : "");
-	resp_clear(&r);
-	cr_assert_eq(live(&t), 0);
-	airlock_environment_handle_clear(&h);
-	svc_close(&t);
+	destroy_and_close(&t, &h);
 }
 
 /* The jobs that build an answer (health, list, the workspace's listing,
@@ -2433,12 +2440,6 @@ Test(service, each_answer_a_job_builds_fails_with_a_status, .timeout = 60)
 	cr_assert_geq(walk_checks(&t, "GET", path, &h, NULL, 422), 1);
 	snprintf(path, sizeof(path), "/v1/sandboxes/%s/cancel", h.environment_id);
 	walk_checks(&t, "POST", path, &h, NULL, 200);
-	snprintf(path, sizeof(path), "/v1/sandboxes/%s", h.environment_id);
-	http(&t, "DELETE", path, TOKEN, &h, NULL, 0, &r);
-	cr_assert_eq(r.status, 204, "%s", r.body ? r.body : "");
-	resp_clear(&r);
-	cr_assert_eq(live(&t), 0);
-	airlock_environment_handle_clear(&h);
-	svc_close(&t);
+	destroy_and_close(&t, &h);
 }
 #endif
