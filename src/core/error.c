@@ -83,7 +83,7 @@ static int error_fill(airlock_error *err, airlock_errclass cls, int errnum, cons
 		size_t len = tail ? strlen(tail) : 0;
 		/* The head is the tail, or ends in ": " and the tail. */
 		const char *end = err->message + head;
-		bool said = len && head >= len && memcmp(end - len, tail, len) == 0 &&
+		bool said = tail && len && head >= len && memcmp(end - len, tail, len) == 0 &&
 		            (head == len ||
 		             (head >= len + 2 && memcmp(end - len - 2, ": ", 2) == 0));
 		size_t sep = head ? 2 : 0; /* an empty head: the tail alone */
