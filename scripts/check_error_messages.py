@@ -13,9 +13,11 @@ airlock_error_set, airlock_error_wrap and airlock_error_prefix under src/:
   2. no airlock_error_set passes another error's message (.message,
      ->message) with a non-zero errnum: that says the inner reason and
      then errnum's again; a layer crossed is airlock_error_wrap;
-  3. no message of the mechanisms and host facilities (src/exec/,
-     src/host/) starts with "provision": the core's wrapper says the verb
-     and the step runner (src/exec/step.c) says the step, once each.
+  3. no message of the mechanisms, the host facilities and the remote
+     adapter (src/exec/, src/host/, src/remote/) starts with "provision",
+     "execute" or "destroy": the core's wrapper says the verb ("execute
+     (native): ") and the step runner (src/exec/step.c) says the step,
+     once each.
 
 Usage: check_error_messages.py [SOURCE_ROOT]
 """
@@ -85,10 +87,11 @@ def check(root):
                     bad.append(f"{where}: airlock_error_set with another error's message and "
                                "an errnum: use airlock_error_wrap")
                 fmt_at = {"set": 3, "wrap": 3, "prefix": 1}[kind]
-                if (rel.startswith(("src/exec/", "src/host/")) and len(args) > fmt_at and
-                        re.match(r"provision\b", literal(args[fmt_at]))):
-                    bad.append(f"{where}: a mechanism's or facility's message starts with "
-                               "\"provision\": the core and the step runner say it")
+                verb = re.match(r"(provision|execute|destroy)\b",
+                                literal(args[fmt_at]) if len(args) > fmt_at else "")
+                if rel.startswith(("src/exec/", "src/host/", "src/remote/")) and verb:
+                    bad.append(f"{where}: an adapter's or facility's message starts with "
+                               f"\"{verb.group(1)}\": the core's wrapper says the verb")
     return bad
 
 

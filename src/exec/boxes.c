@@ -190,7 +190,7 @@ int exec_boxes_destroy(exec_boxes *l, const char *id, const exec_box_ops *ops, v
 		b->dead = true;
 		pthread_mutex_unlock(&b->start_lock);
 		r = util_fault("destroy.kill") ?
-		            airlock_error_set(err, AIRLOCK_ERR_SYSTEM, EIO, "destroy: the kill") :
+		            airlock_error_set(err, AIRLOCK_ERR_SYSTEM, EIO, "the kill") :
 		            ops->kill(mech, b, err);
 	}
 	if (exec_boxes_unref(l, b)) {
@@ -206,7 +206,10 @@ int exec_box_step_failed(int r, airlock_error *err, const airlock_error *step)
 {
 	if (r < 0)
 		return r;
-	return airlock_error_wrap(err, step->cls, step, "destroy");
+	/* Said as the step said it: the core's wrapper puts "destroy
+	 * (MECHANISM): " above it, once. */
+	*err = *step;
+	return airlock_errcode(step->cls);
 }
 
 int exec_box_detach(airlock_proxy *proxy, exec_box *b, bool *proxied, int r, airlock_error *err)

@@ -113,8 +113,8 @@ typedef struct exec_box_ops {
 } exec_box_ops;
 
 /* A step of a teardown failed with step: the first failure (r still 0)
- * becomes the teardown's error, as a step of a destroy; a later one only
- * counts. Returns the teardown's result so far. */
+ * becomes the teardown's error, as the step said it (the core's wrapper
+ * says the verb); a later one only counts. Returns the teardown's result so far. */
 int exec_box_step_failed(int r, airlock_error *err, const airlock_error *step);
 
 /* The teardown's first step when b is attached to the egress proxy

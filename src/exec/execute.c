@@ -56,7 +56,7 @@ static int exec_pipes(exec_run *x, airlock_error *err)
 {
 	for (int i = 0; i < 3; i++)
 		if (pipe2(x->pipes[i], O_CLOEXEC) < 0)
-			return airlock_error_set(err, AIRLOCK_ERR_SYSTEM, errno, "execute: pipes");
+			return airlock_error_set(err, AIRLOCK_ERR_SYSTEM, errno, "the command's pipes");
 	int r;
 	if ((r = host_cgroup_oom_kills(x->cg, &x->oom0, err)) < 0 ||
 	    (r = exec_disk_sample(x->vol, &x->disk, true, util_monotonic_ms(), &x->full, err)) < 0)
@@ -375,13 +375,13 @@ typedef struct exec_phase {
 static const exec_phase exec_phases[] = {
 	{ "execute.snapshot_before", AIRLOCK_ERR_SYSTEM, "files_changed", exec_snapshot_before, false },
 	{ "execute.cwd", AIRLOCK_ERR_WORKSPACE_ESCAPE, "working_directory", exec_cwd, false },
-	{ "execute.environment", AIRLOCK_ERR_SYSTEM, "execute", exec_prepare, true },
-	{ "execute.pipes", AIRLOCK_ERR_SYSTEM, "execute: pipes", exec_pipes, false },
-	{ "execute.start", AIRLOCK_ERR_EXECUTION_UNAVAILABLE, "execute: starting the command",
+	{ "execute.environment", AIRLOCK_ERR_SYSTEM, "the command's environment", exec_prepare, true },
+	{ "execute.pipes", AIRLOCK_ERR_SYSTEM, "the command's pipes", exec_pipes, false },
+	{ "execute.start", AIRLOCK_ERR_EXECUTION_UNAVAILABLE, "starting the command",
 	  exec_start, false },
-	{ "execute.pump", AIRLOCK_ERR_SYSTEM, "execute", exec_pump, false },
+	{ "execute.pump", AIRLOCK_ERR_SYSTEM, "the command's output", exec_pump, false },
 	{ "execute.after", AIRLOCK_ERR_SYSTEM, "files_changed", exec_after, false },
-	{ "execute.result", AIRLOCK_ERR_SYSTEM, "execute", exec_result, false },
+	{ "execute.result", AIRLOCK_ERR_SYSTEM, "the result", exec_result, false },
 };
 
 int exec_run_command(exec_run *x, airlock_error *err)

@@ -235,7 +235,7 @@ int exec_result_common(airlock_execution_result *ret, exec_stream *out, exec_str
 	ret->stdout_data = util_buf_steal(&out->buf, &ret->stdout_len);
 	ret->stderr_data = util_buf_steal(&errs->buf, &ret->stderr_len);
 	if (!ret->stdout_data || !ret->stderr_data)
-		r = airlock_error_set(err, AIRLOCK_ERR_SYSTEM, ENOMEM, "execute");
+		r = airlock_error_set(err, AIRLOCK_ERR_SYSTEM, ENOMEM, "the output");
 	ret->duration_ms = duration_ms;
 	return r;
 }

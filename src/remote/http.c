@@ -27,6 +27,11 @@
 #include "airlock/json.h"
 #include "util/fault.h"
 
+/* A message's lead: "what: ", or nothing for the port's verbs (what NULL),
+ * whose name the core's wrapper already puts above the message
+ * ("provision (remote): "). */
+#define WHAT(what) (what) ? (what) : "", (what) ? ": " : ""
+
 struct remote_http {
 	char *address;   /* as configured, for messages */
 	char *unix_path; /* "unix:" addresses */
@@ -529,9 +534,9 @@ int remote_http_status_error(remote_http *h, const char *what, const remote_resp
 		return er;
 	if (resp->status == 401)
 		return airlock_error_set(err, AIRLOCK_ERR_CONFIG, 0,
-		                         "%s: the execution service at %s refused the service "
+		                         "%s%sthe execution service at %s refused the service "
 		                         "credential (401)",
-		                         what, h->address);
+		                         WHAT(what), h->address);
 	airlock_error e = { 0 };
 	bool decoded = !resp->over_cap && resp->body.len > 0 &&
 	               airlock_error_from_json((const char *)resp->body.data, resp->body.len, &e,
@@ -543,15 +548,15 @@ int remote_http_status_error(remote_http *h, const char *what, const remote_resp
 			return airlock_error_wrap(err, AIRLOCK_ERR_EXECUTION_UNAVAILABLE, &e,
 			                          "the execution service at %s", h->address);
 		return airlock_error_set(err, AIRLOCK_ERR_EXECUTION_UNAVAILABLE, 0,
-		                         "%s: the execution service at %s is unavailable (HTTP %ld); "
+		                         "%s%sthe execution service at %s is unavailable (HTTP %ld); "
 		                         "retry later",
-		                         what, h->address, resp->status);
+		                         WHAT(what), h->address, resp->status);
 	}
 	if (!decoded || e.cls == AIRLOCK_ERR_INVALID)
 		return airlock_error_set(err, AIRLOCK_ERR_EXECUTION_UNAVAILABLE, 0,
-		                         "%s: the execution service at %s answered HTTP %ld with a body "
+		                         "%s%sthe execution service at %s answered HTTP %ld with a body "
 		                         "that is not the error shape; retry later",
-		                         what, h->address, resp->status);
+		                         WHAT(what), h->address, resp->status);
 	/* The class crosses as it is; the message is the service's, which
 	 * names the field or rule and no host path, under the address. */
 	return airlock_error_wrap(err, e.cls, &e, "the execution service at %s", h->address);
@@ -561,9 +566,9 @@ int remote_http_protocol_error(remote_http *h, const char *what, const airlock_e
                                airlock_error *err)
 {
 	return airlock_error_set(err, AIRLOCK_ERR_EXECUTION_UNAVAILABLE, 0,
-	                         "%s: the execution service at %s answered with a body that does "
+	                         "%s%sthe execution service at %s answered with a body that does "
 	                         "not decode (%s)",
-	                         what, h->address, why ? why->message : "not a JSON object");
+	                         WHAT(what), h->address, why ? why->message : "not a JSON object");
 }
 
 int remote_http_json(remote_http *h, const char *what, const remote_call *c, long want,
@@ -578,9 +583,9 @@ int remote_http_json(remote_http *h, const char *what, const remote_call *c, lon
 	if (resp.status != want) {
 		r = resp.status >= 200 && resp.status < 300
 		            ? airlock_error_set(err, AIRLOCK_ERR_EXECUTION_UNAVAILABLE, 0,
-		                                "%s: the execution service at %s answered HTTP %ld "
+		                                "%s%sthe execution service at %s answered HTTP %ld "
 		                                "where %ld was expected",
-		                                what, h->address, resp.status, want)
+		                                WHAT(what), h->address, resp.status, want)
 		            : remote_http_status_error(h, what, &resp, err);
 		remote_response_clear(&resp);
 		return r;
@@ -588,9 +593,9 @@ int remote_http_json(remote_http *h, const char *what, const remote_call *c, lon
 	if (resp.over_cap) {
 		remote_response_clear(&resp);
 		return airlock_error_set(err, AIRLOCK_ERR_EXECUTION_UNAVAILABLE, 0,
-		                         "%s: the execution service at %s answered with a body over "
+		                         "%s%sthe execution service at %s answered with a body over "
 		                         "the %zu-byte cap",
-		                         what, h->address, c->max_body);
+		                         WHAT(what), h->address, c->max_body);
 	}
 	if (!ret_json) {
 		remote_response_clear(&resp);

@@ -166,7 +166,7 @@ static int destroy_call(airlock_remote *rm, const char *id, const char *b64, air
 	remote_response resp;
 	int r = remote_http_perform(rm->http, &c, &resp, err);
 	if (r == 0 && resp.status != 204 && resp.status != 404)
-		r = remote_http_status_error(rm->http, "destroy", &resp, err);
+		r = remote_http_status_error(rm->http, NULL, &resp, err);
 	/* 404: the service holds no such sandbox any more (it expired there,
 	 * or an earlier destroy's answer was lost): gone is what was asked. */
 	remote_response_clear(&resp);
@@ -195,7 +195,7 @@ static int remote_destroy(void *ctx, const char *environment_id, airlock_error *
 	 * destroy must not make an honest caller look like an escape. */
 	airlock_workspace_free(ws);
 	if (!b64)
-		return airlock_error_set(err, AIRLOCK_ERR_SYSTEM, ENOMEM, "destroy");
+		return airlock_error_set(err, AIRLOCK_ERR_SYSTEM, ENOMEM, "the handle header");
 	/* When the service's destroy failed, the record stays (without a
 	 * workspace) so that the core's retry finds it. */
 	int r = destroy_call(rm, environment_id, b64, err);
@@ -237,7 +237,7 @@ static int remote_provision(void *ctx, const airlock_environment_spec *spec,
 	airlock_error why = { 0 };
 	_cleanup_free_ char *spec_json = airlock_environment_spec_to_json(spec, &why);
 	if (!spec_json)
-		return airlock_error_wrap(err, why.cls, &why, "provision");
+		return airlock_error_wrap(err, why.cls, &why, "the spec");
 	_cleanup_free_ char *body = NULL;
 	/* The id the client's core generated: the worker, the service and the
 	 * reaper name the sandbox alike (airlock_exec_provision_as there). It
@@ -245,14 +245,14 @@ static int remote_provision(void *ctx, const airlock_environment_spec *spec,
 	if (asprintf(&body, "{\"spec\":%s,\"environment_id\":\"%s\"}", spec_json,
 	             handle->environment_id) < 0) {
 		body = NULL;
-		return airlock_error_set(err, AIRLOCK_ERR_SYSTEM, ENOMEM, "provision");
+		return airlock_error_set(err, AIRLOCK_ERR_SYSTEM, ENOMEM, "the request");
 	}
 	remote_call c = { .method = "POST", .path = "/v1/sandboxes", .body = body,
 		          .body_len = strlen(body), .has_body = true,
 		          .timeout_ms = rm->start_budget_ms + PROVISION_MARGIN_MS,
 		          .max_body = REMOTE_JSON_BODY_MAX, .watch_fds = { -1, -1 } };
 	json_t *o = NULL;
-	int r = remote_http_json(rm->http, "provision", &c, 201, (void **)&o, err);
+	int r = remote_http_json(rm->http, NULL, &c, 201, (void **)&o, err);
 	if (r < 0)
 		return provision_undo(rm, handle, r);
 	static const char *const members[] = { "handle" };
@@ -261,7 +261,7 @@ static int remote_provision(void *ctx, const airlock_environment_spec *spec,
 	airlock_environment_handle got = { 0 };
 	if (!text || airlock_environment_handle_from_json(text, strlen(text), &got, &why) < 0)
 		return provision_undo(rm, handle,
-		                      remote_http_protocol_error(rm->http, "provision",
+		                      remote_http_protocol_error(rm->http, NULL,
 		                                                 text ? &why : NULL, err));
 	_cleanup_free_ char *b64 = remote_handle_header(&got, err);
 	if (!b64) {
@@ -278,7 +278,7 @@ static int remote_provision(void *ctx, const airlock_environment_spec *spec,
 		destroy_call(rm, got.environment_id, b64, &derr);
 		airlock_environment_handle_clear(&got);
 		return airlock_error_set(err, AIRLOCK_ERR_SANDBOX_ESCAPE_SUSPECTED, 0,
-		                         "provision: the execution service at %s answered with a "
+		                         "the execution service at %s answered with a "
 		                         "handle for another sandbox than %s; it is destroyed",
 		                         remote_http_address(rm->http), handle->environment_id);
 	}
@@ -301,7 +301,7 @@ static int remote_provision(void *ctx, const airlock_environment_spec *spec,
 		}
 		pthread_mutex_unlock(&rm->lock);
 		if (!p)
-			r = airlock_error_set(err, AIRLOCK_ERR_SYSTEM, ENOMEM, "provision");
+			r = airlock_error_set(err, AIRLOCK_ERR_SYSTEM, ENOMEM, "the sandbox record");
 	}
 	if (r < 0) {
 		/* On failure nothing is left behind, on the service either. */
@@ -341,7 +341,7 @@ static int stream_bad(exec_stream *s, const char *what, airlock_error *err)
 {
 	airlock_error why = { 0 };
 	airlock_error_set(&why, AIRLOCK_ERR_DECODE, 0, "%s", what);
-	return remote_http_protocol_error(s->rm->http, "execute", &why, err);
+	return remote_http_protocol_error(s->rm->http, NULL, &why, err);
 }
 
 static void deliver(exec_stream *s, int idx, const unsigned char *data, size_t len)
@@ -378,7 +378,7 @@ static int result_matches_events(exec_stream *s, airlock_error *err)
 		s->seen[k] = NULL;
 		if (r < 0 || (s->delivered[k] <= len[k] &&
 		              util_sha256_hex(data[k], s->delivered[k], got) < 0))
-			return airlock_error_set(err, AIRLOCK_ERR_SYSTEM, ENOMEM, "execute");
+			return airlock_error_set(err, AIRLOCK_ERR_SYSTEM, ENOMEM, "the output's digest");
 		if (s->delivered[k] > len[k] || strcmp(want, got) != 0)
 			return stream_bad(s, "output events that are not the result's bytes", err);
 	}
@@ -418,7 +418,7 @@ static int stream_event(exec_stream *s, const char *text, size_t len, airlock_er
 			r = stream_bad(s, "output events past the command's output cap", err);
 		} else if ((!s->seen[idx] && !(s->seen[idx] = util_sha256_new())) ||
 		           util_sha256_update(s->seen[idx], bytes, n) < 0) {
-			r = airlock_error_set(err, AIRLOCK_ERR_SYSTEM, ENOMEM, "execute");
+			r = airlock_error_set(err, AIRLOCK_ERR_SYSTEM, ENOMEM, "the output's digest");
 		} else {
 			deliver(s, idx, bytes, n);
 		}
@@ -438,7 +438,7 @@ static int stream_event(exec_stream *s, const char *text, size_t len, airlock_er
 		_cleanup_free_ char *t = only_members(o, m, 2) ? member_text(o, "result") : NULL;
 		airlock_error why = { 0 };
 		if (!t || airlock_execution_result_from_json(t, strlen(t), &s->result, &why) < 0)
-			r = remote_http_protocol_error(s->rm->http, "execute", t ? &why : NULL, err);
+			r = remote_http_protocol_error(s->rm->http, NULL, t ? &why : NULL, err);
 		else if ((r = result_matches_events(s, err)) == 0)
 			s->has_result = s->done = true;
 	} else if (strcmp(ev, "error") == 0) {
@@ -446,7 +446,7 @@ static int stream_event(exec_stream *s, const char *text, size_t len, airlock_er
 		_cleanup_free_ char *t = only_members(o, m, 2) ? member_text(o, "error") : NULL;
 		airlock_error why = { 0 };
 		if (!t || airlock_error_from_json(t, strlen(t), &s->remote_err, &why) < 0)
-			r = remote_http_protocol_error(s->rm->http, "execute", t ? &why : NULL, err);
+			r = remote_http_protocol_error(s->rm->http, NULL, t ? &why : NULL, err);
 		else
 			s->has_error = s->done = true;
 	} else {
@@ -545,7 +545,7 @@ static int remote_execute(void *ctx, const airlock_environment_handle *handle,
 	airlock_error why = { 0 };
 	_cleanup_free_ char *cmd = airlock_execution_command_to_json(req->command, &why);
 	if (!cmd)
-		return airlock_error_wrap(err, why.cls, &why, "execute");
+		return airlock_error_wrap(err, why.cls, &why, "the command");
 	char budget[32];
 	if (req->remaining_budget_ms == AIRLOCK_BUDGET_NONE)
 		snprintf(budget, sizeof(budget), "null");
@@ -557,7 +557,7 @@ static int remote_execute(void *ctx, const airlock_environment_handle *handle,
 	if (asprintf(&body, "{\"command\":%s,\"remaining_budget_ms\":%s,\"stream\":true}", cmd,
 	             budget) < 0) {
 		body = NULL;
-		return airlock_error_set(err, AIRLOCK_ERR_SYSTEM, ENOMEM, "execute");
+		return airlock_error_set(err, AIRLOCK_ERR_SYSTEM, ENOMEM, "the request");
 	}
 	char path[128];
 	snprintf(path, sizeof(path), "/v1/sandboxes/%s/execute", handle->environment_id);
@@ -576,7 +576,7 @@ static int remote_execute(void *ctx, const airlock_environment_handle *handle,
 	remote_response resp;
 	r = remote_http_perform(rm->http, &c, &resp, err);
 	if (r == 0 && resp.status != 200)
-		r = remote_http_status_error(rm->http, "execute", &resp, err);
+		r = remote_http_status_error(rm->http, NULL, &resp, err);
 	else if (r == 0 && resp.over_cap)
 		r = stream_bad(&s, "an answer over its cap", err);
 	/* The last line may end without a newline. */
@@ -586,7 +586,7 @@ static int remote_execute(void *ctx, const airlock_environment_handle *handle,
 		r = airlock_error_set(err, s.remote_err.cls, 0, "%s", s.remote_err.message);
 	else if (r == 0 && !s.has_result)
 		r = airlock_error_set(err, AIRLOCK_ERR_EXECUTION_UNAVAILABLE, 0,
-		                      "execute: the execution service at %s ended the stream before "
+		                      "the execution service at %s ended the stream before "
 		                      "the result; retry later",
 		                      remote_http_address(rm->http));
 	remote_response_clear(&resp);

@@ -95,7 +95,8 @@ int remote_http_perform(remote_http *h, const remote_call *c, remote_response *r
  * the class and message of the JSON error shape; 503, or a body that does
  * not decode, ExecutionUnavailable; 401 a configuration error (the service
  * refused the credential). Returns the negative code. what names the
- * call ("provision", "execute"). */
+ * call ("listdir", "cancel"); NULL for the port's verbs the core names
+ * above the message (provision, execute, destroy). */
 int remote_http_status_error(remote_http *h, const char *what, const remote_response *resp,
                              airlock_error *err);
 

@@ -124,13 +124,13 @@ static int start_command(exec_run *x, int in_r, int out_w, int err_w, airlock_er
 	size_t nh = ARRAY_SIZE(head);
 	_cleanup_free_ const char **words = calloc(nh + cmd->argc, sizeof(*words));
 	if (!words)
-		return airlock_error_set(err, AIRLOCK_ERR_SYSTEM, ENOMEM, "execute");
+		return airlock_error_set(err, AIRLOCK_ERR_SYSTEM, ENOMEM, "runsc exec's arguments");
 	memcpy(words, head, sizeof(head));
 	for (size_t i = 0; i < cmd->argc; i++)
 		words[nh + i] = cmd->argv[i];
 	char **argv = gv_argv(gx->g, b->network_host, words, nh + cmd->argc);
 	if (!argv)
-		return airlock_error_set(err, AIRLOCK_ERR_SYSTEM, ENOMEM, "execute");
+		return airlock_error_set(err, AIRLOCK_ERR_SYSTEM, ENOMEM, "runsc exec's arguments");
 	/* runsc exec hands these three descriptors to the sandbox as the
 	 * command's stdio; it is the service's child, outside the sandbox's
 	 * cgroups (a host helper, like the native starter). */
@@ -364,7 +364,7 @@ static int gx_settle(exec_run *x, airlock_error *err)
 		 * names the runtime's internals and is not the command's. */
 		int st = WIFEXITED(x->status) ? WEXITSTATUS(x->status) : 128 + WTERMSIG(x->status);
 		return airlock_error_set(err, AIRLOCK_ERR_EXECUTION_UNAVAILABLE, 0,
-		                         "execute: the gvisor runtime could not start the command "
+		                         "the gvisor runtime could not start the command "
 		                         "(runsc exec exited with status %d)",
 		                         st);
 	}

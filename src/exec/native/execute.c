@@ -64,13 +64,13 @@ static int start_command(airlock_native *n, sandbox *b, const airlock_execution_
 	/* The starter's argv: its marker, then the command's (starter.h). */
 	_cleanup_free_ char **sargv = calloc(cmd->argc + 2, sizeof(*sargv));
 	if (!sargv)
-		return airlock_error_set(err, AIRLOCK_ERR_SYSTEM, ENOMEM, "execute");
+		return airlock_error_set(err, AIRLOCK_ERR_SYSTEM, ENOMEM, "the starter's arguments");
 	sargv[0] = (char *)(uintptr_t)NATIVE_STARTER_ARGV0;
 	for (size_t i = 0; i < cmd->argc; i++)
 		sargv[i + 1] = cmd->argv[i];
 	int sv[2];
 	if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) < 0)
-		return airlock_error_set(err, AIRLOCK_ERR_SYSTEM, errno, "execute");
+		return airlock_error_set(err, AIRLOCK_ERR_SYSTEM, errno, "the launcher's sync socket");
 	native_cmd_args ca = {
 		.sync_fd = sv[1], .init_pidfd = b->init_pidfd,
 		.stdin_fd = in_r, .stdout_fd = out_w, .stderr_fd = err_w, .exec_err_fd = exec_err_w,
@@ -102,12 +102,12 @@ static int start_command(airlock_native *n, sandbox *b, const airlock_execution_
 	close(sv[1]);
 	native_msg m = { 0 };
 	if (r < 0 && !pl.failed)
-		r = airlock_error_set(err, AIRLOCK_ERR_EXECUTION_UNAVAILABLE, -r, "execute: %s",
+		r = airlock_error_set(err, AIRLOCK_ERR_EXECUTION_UNAVAILABLE, -r, "starting the command: %s",
 		                      spawn_failure_step(&sf, NULL));
 	if (r == 0) {
 		int rr = native_recv_msg(sv[0], deadline, &m);
 		if (rr < 0 || m.kind != NATIVE_MSG_PID)
-			r = native_child_error("execute: starting the command", rr, &m, &h, deadline,
+			r = native_child_error("starting the command", rr, &m, &h, deadline,
 			                       err);
 	}
 	close(sv[0]);
@@ -125,7 +125,7 @@ static int start_command(airlock_native *n, sandbox *b, const airlock_execution_
 		int e = errno;
 		host_cgroup_kill_cmd(b->cg, NATIVE_KILL_WAIT_MS, NULL);
 		return airlock_error_set(err, AIRLOCK_ERR_EXECUTION_UNAVAILABLE, e,
-		                         "execute: pidfd of the command");
+		                         "the pidfd of the command");
 	}
 	*ret_pidfd = pfd;
 	return 0;
@@ -157,11 +157,11 @@ static int nx_prepare(exec_run *x, airlock_error *err)
 	sandbox *b = nx->b;
 	nx->envp = calloc(b->n_env + 2, sizeof(char *));
 	if (!nx->envp)
-		return airlock_error_set(err, AIRLOCK_ERR_SYSTEM, ENOMEM, "execute");
+		return airlock_error_set(err, AIRLOCK_ERR_SYSTEM, ENOMEM, "the command's environment");
 	memcpy(nx->envp, b->envp, b->n_env * sizeof(char *));
 	if (asprintf(&nx->pwd, "PWD=%s", x->cwd) < 0) {
 		nx->pwd = NULL;
-		return airlock_error_set(err, AIRLOCK_ERR_SYSTEM, ENOMEM, "execute");
+		return airlock_error_set(err, AIRLOCK_ERR_SYSTEM, ENOMEM, "the command's environment");
 	}
 	nx->envp[b->n_env] = nx->pwd;
 	return 0;
@@ -171,7 +171,7 @@ static int nx_prepare(exec_run *x, airlock_error *err)
 static int nx_baselines(exec_run *x, airlock_error *err)
 {
 	if (pipe2(NX(x)->report, O_CLOEXEC) < 0)
-		return airlock_error_set(err, AIRLOCK_ERR_SYSTEM, errno, "execute: pipes");
+		return airlock_error_set(err, AIRLOCK_ERR_SYSTEM, errno, "the exec report's pipe");
 	return host_cgroup_pids_max_events(x->cg, &NX(x)->pids0, err);
 }
 
