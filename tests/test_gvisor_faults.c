@@ -21,6 +21,12 @@
 #include "airlock/port/exec.h"
 #include "fault_testlib.h"
 #include "sandbox_testlib.h"
+
+/* Each test's state directory has a fixed name, not one per process: a
+ * run that fails mid-test leaves its image mounts there, and the next
+ * run's adapter sweeps them at start (gv_sweep: no live service holds
+ * them), where a per-process name would leave them for good. */
+#define STATE_DIR "/run/airlock/gvisor-test-faults"
 #include "util/fault.h"
 
 static const char *store_path(void)
@@ -173,7 +179,7 @@ static void spec_for(airlock_environment_spec *s, const char *digest)
 Test(gvisor_faults, each_provision_step_fails_cleanly_and_leaks_nothing, .timeout = 300)
 {
 	char state[128], digest[AIRLOCK_IMAGE_DIGEST_SIZE];
-	snprintf(state, sizeof(state), "/run/airlock/gvisor-test-faults-%d", (int)getpid());
+	snprintf(state, sizeof(state), "%s", STATE_DIR);
 	airlock_exec *e = open_service(state, digest);
 	airlock_environment_spec spec;
 	spec_for(&spec, digest);
@@ -221,7 +227,7 @@ Test(gvisor_faults, each_provision_step_fails_cleanly_and_leaks_nothing, .timeou
 Test(gvisor_faults, each_teardown_step_fails_and_a_retry_leaves_nothing, .timeout = 300)
 {
 	char state[128], digest[AIRLOCK_IMAGE_DIGEST_SIZE];
-	snprintf(state, sizeof(state), "/run/airlock/gvisor-test-faults-t-%d", (int)getpid());
+	snprintf(state, sizeof(state), "%s", STATE_DIR "-t");
 	counts bare = measure(state); /* before the service: its free leaves this */
 	airlock_gvisor *g = NULL;
 	airlock_exec *e = open_service_g(state, digest, &g);
@@ -278,7 +284,7 @@ Test(gvisor_faults, each_teardown_step_fails_and_a_retry_leaves_nothing, .timeou
 Test(gvisor_faults, each_execute_phase_fails_cleanly_and_the_sandbox_runs_on, .timeout = 300)
 {
 	char state[128], digest[AIRLOCK_IMAGE_DIGEST_SIZE];
-	snprintf(state, sizeof(state), "/run/airlock/gvisor-test-faults-x-%d", (int)getpid());
+	snprintf(state, sizeof(state), "%s", STATE_DIR "-x");
 	airlock_exec *e = open_service(state, digest);
 	airlock_environment_spec spec;
 	spec_for(&spec, digest);
@@ -333,7 +339,7 @@ Test(gvisor_faults, each_execute_phase_fails_cleanly_and_the_sandbox_runs_on, .t
 Test(gvisor_faults, a_full_host_file_table_is_named, .timeout = 120)
 {
 	char state[128], digest[AIRLOCK_IMAGE_DIGEST_SIZE];
-	snprintf(state, sizeof(state), "/run/airlock/gvisor-test-faults-%d", (int)getpid());
+	snprintf(state, sizeof(state), "%s", STATE_DIR);
 	airlock_exec *e = open_service(state, digest);
 	airlock_environment_spec spec;
 	spec_for(&spec, digest);
