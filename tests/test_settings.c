@@ -950,3 +950,45 @@ Test(settings, worker_section)
 	err = parse_fails("worker: {bogus: 1}\n");
 	HAS(err, "worker.bogus");
 }
+
+/* The reaper's settings: off by default, its credential required with an
+ * address and TLS with a TCP one, its numbers in range, from the file and
+ * from the environment alike. */
+Test(settings, reaper_section)
+{
+	airlock_settings s;
+	airlock_error err = { 0 };
+	cr_assert_eq(airlock_settings_default(&s, &err), 0);
+	cr_expect_null(s.service.reaper_address);
+	cr_expect_eq(s.service.reaper_interval_seconds, 60);
+	cr_expect_eq(s.service.reaper_destroy_alert_after, 3);
+	airlock_settings_clear(&s);
+
+	err = check_fails("service: {reaper_address: unix:/run/w.sock}\n");
+	HAS(err, "service.reaper_credential_file is required");
+	err = check_fails("service: {reaper_address: 127.0.0.1:9, reaper_credential_file: /t}\n");
+	HAS(err, "service.reaper_tls_ca_file is required");
+	err = check_fails("service: {reaper_address: nowhere, reaper_credential_file: /t}\n");
+	HAS(err, "service.reaper_address=nowhere");
+	err = check_fails("service: {reaper_credential_file: /t}\n");
+	HAS(err, "need service.reaper_address");
+	err = check_fails("service: {reaper_interval_seconds: 0}\n");
+	HAS(err, "service.reaper_interval_seconds=0");
+	err = check_fails("service: {reaper_interval_seconds: 86401}\n");
+	HAS(err, "service.reaper_interval_seconds=86401");
+	err = check_fails("service: {reaper_destroy_alert_after: 1001}\n");
+	HAS(err, "service.reaper_destroy_alert_after=1001");
+	cr_assert_eq(parse("service: {reaper_address: 127.0.0.1:9, reaper_credential_file: /t,"
+	                   " reaper_tls_ca_file: /ca, reaper_interval_seconds: 2}\n"
+	                   "worker: {reaper_credential_file: /t}\n", &s, &err), 0, "%s", err.message);
+	cr_expect_eq(airlock_settings_check(&s, &err), 0, "%s", err.message);
+	cr_expect_eq(s.service.reaper_interval_seconds, 2);
+	cr_expect_str_eq(s.worker.reaper_credential_file, "/t");
+	char *env[] = { "AIRLOCK_SERVICE_REAPER_INTERVAL_SECONDS=7",
+		        "AIRLOCK_SERVICE_REAPER_DESTROY_ALERT_AFTER=0", NULL };
+	cr_assert_eq(airlock_settings_apply_env(&s, env, &err), 0, "%s", err.message);
+	cr_expect_eq(s.service.reaper_interval_seconds, 7);
+	cr_expect_neq(airlock_settings_check(&s, &err), 0);
+	cr_expect(strstr(err.message, "service.reaper_destroy_alert_after=0"), "%s", err.message);
+	airlock_settings_clear(&s);
+}

@@ -39,6 +39,11 @@
  *     tls_key_file: /etc/airlock/tls/server.key
  *     tls_client_ca_file: /etc/airlock/tls/clients.pem  # client certificates
  *     policy_file: /etc/airlock/egress.yaml          # the operator's egress policy
+ *     reaper_address: unix:/run/airlock/worker.sock  # the worker tier's reaper endpoint
+ *     reaper_credential_file: /etc/airlock/reaper.token  # its bearer token, 0600
+ *     reaper_tls_ca_file: /etc/airlock/tls/ca.pem     # a TCP reaper address
+ *     reaper_interval_seconds: 60     # one pass per interval
+ *     reaper_destroy_alert_after: 3   # failed destroys of one sandbox before an alert
  *   worker:                           # airlock-worker (docs/worker-api.md)
  *     listen: unix:/run/airlock/worker.sock  # or HOST:PORT (TLS required)
  *     tls_cert_file: /etc/airlock/tls/worker.pem    # TCP: both required
@@ -54,6 +59,7 @@
  *     service_tls_ca_file: /etc/airlock/tls/ca.pem  # a TCP service address
  *     service_tls_cert_file: /etc/airlock/tls/worker-client.pem
  *     service_tls_key_file: /etc/airlock/tls/worker-client.key
+ *     reaper_credential_file: /etc/airlock/reaper.token  # the reaper's token, 0600
  *
  * Environment overrides (applied after the file, same validation):
  *   AIRLOCK_DEPLOYMENT_MODE, AIRLOCK_AUTH_MODE, AIRLOCK_SANDBOX_MECHANISM,
@@ -137,7 +143,16 @@ typedef struct airlock_service_settings {
 	char *tls_key_file;
 	char *tls_client_ca_file;
 	char *policy_file;
+	/* The reaper (docs/reaper.md): off while reaper_address is unset. */
+	char *reaper_address;             /* "unix:/abs/path" or "HOST:PORT" (https) */
+	char *reaper_credential_file;     /* required with reaper_address */
+	char *reaper_tls_ca_file;         /* TCP: the CA the worker tier's certificate chains to */
+	int64_t reaper_interval_seconds;  /* 1..AIRLOCK_REAPER_INTERVAL_MAX; 60 */
+	int64_t reaper_destroy_alert_after; /* 1..AIRLOCK_REAPER_ALERT_AFTER_MAX; 3 */
 } airlock_service_settings;
+
+#define AIRLOCK_REAPER_INTERVAL_MAX 86400
+#define AIRLOCK_REAPER_ALERT_AFTER_MAX 1000
 
 /* The most connections a service may be configured for: each is a thread
  * while it lasts. */
@@ -161,6 +176,10 @@ typedef struct airlock_worker_settings {
 	char *service_tls_ca_file;
 	char *service_tls_cert_file;
 	char *service_tls_key_file;
+	/* The token the execution service's reaper presents (0600 file); it
+	 * authorizes the reaper's question and nothing else. NULL: the
+	 * reaper's route answers 404. */
+	char *reaper_credential_file;
 } airlock_worker_settings;
 
 typedef struct airlock_settings {

@@ -152,6 +152,35 @@ static int check_service(const airlock_service_settings *v, airlock_error *err)
 		return airlock_error_set(err, AIRLOCK_ERR_CONFIG, 0,
 		                         "service.max_connections=%lld: must be from 1 to %d",
 		                         (long long)v->max_connections, AIRLOCK_SERVICE_CONNECTIONS_MAX);
+	if (v->reaper_interval_seconds <= 0 || v->reaper_interval_seconds > AIRLOCK_REAPER_INTERVAL_MAX)
+		return airlock_error_set(err, AIRLOCK_ERR_CONFIG, 0,
+		                         "service.reaper_interval_seconds=%lld: must be from 1 to %d",
+		                         (long long)v->reaper_interval_seconds, AIRLOCK_REAPER_INTERVAL_MAX);
+	if (v->reaper_destroy_alert_after <= 0 ||
+	    v->reaper_destroy_alert_after > AIRLOCK_REAPER_ALERT_AFTER_MAX)
+		return airlock_error_set(err, AIRLOCK_ERR_CONFIG, 0,
+		                         "service.reaper_destroy_alert_after=%lld: must be from 1 to %d",
+		                         (long long)v->reaper_destroy_alert_after,
+		                         AIRLOCK_REAPER_ALERT_AFTER_MAX);
+	if (!v->reaper_address)
+		return v->reaper_credential_file || v->reaper_tls_ca_file
+		               ? airlock_error_set(err, AIRLOCK_ERR_CONFIG, 0,
+		                                   "service.reaper_credential_file and service.reaper_tls_ca_file need service.reaper_address (the worker tier's reaper endpoint)")
+		               : 0;
+	if (!listen_form_ok(v->reaper_address, &is_unix))
+		return airlock_error_set(err, AIRLOCK_ERR_CONFIG, 0,
+		                         "service.reaper_address=%s: expected unix:/absolute/path or HOST:PORT",
+		                         Q(q, v->reaper_address));
+	/* The reaper's token authorizes a question about leases: it never
+	 * crosses a network in the clear, and it is never optional (a worker
+	 * tier that answered anyone would tell anyone which runs are live). */
+	if (!v->reaper_credential_file)
+		return airlock_error_set(err, AIRLOCK_ERR_CONFIG, 0,
+		                         "service.reaper_address is set: service.reaper_credential_file is required (the reaper's bearer token, 0600)");
+	if (!is_unix && !v->reaper_tls_ca_file)
+		return airlock_error_set(err, AIRLOCK_ERR_CONFIG, 0,
+		                         "service.reaper_address=%s is TCP: service.reaper_tls_ca_file is required (the reaper's token never crosses a network in the clear)",
+		                         Q(q, v->reaper_address));
 	return 0;
 }
 

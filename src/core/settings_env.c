@@ -37,6 +37,11 @@ static const struct env_override {
 	{ "AIRLOCK_SERVICE_TLS_KEY_FILE", "service.tls_key_file", { "tls_key_file", F_STRING, ST(service.tls_key_file), 0, NULL } },
 	{ "AIRLOCK_SERVICE_TLS_CLIENT_CA_FILE", "service.tls_client_ca_file", { "tls_client_ca_file", F_STRING, ST(service.tls_client_ca_file), 0, NULL } },
 	{ "AIRLOCK_SERVICE_POLICY_FILE", "service.policy_file", { "policy_file", F_STRING, ST(service.policy_file), 0, NULL } },
+	{ "AIRLOCK_SERVICE_REAPER_ADDRESS", "service.reaper_address", { "reaper_address", F_STRING, ST(service.reaper_address), 0, NULL } },
+	{ "AIRLOCK_SERVICE_REAPER_CREDENTIAL_FILE", "service.reaper_credential_file", { "reaper_credential_file", F_STRING, ST(service.reaper_credential_file), 0, NULL } },
+	{ "AIRLOCK_SERVICE_REAPER_TLS_CA_FILE", "service.reaper_tls_ca_file", { "reaper_tls_ca_file", F_STRING, ST(service.reaper_tls_ca_file), 0, NULL } },
+	{ "AIRLOCK_SERVICE_REAPER_INTERVAL_SECONDS", "service.reaper_interval_seconds", { "reaper_interval_seconds", F_INT, ST(service.reaper_interval_seconds), 0, NULL } },
+	{ "AIRLOCK_SERVICE_REAPER_DESTROY_ALERT_AFTER", "service.reaper_destroy_alert_after", { "reaper_destroy_alert_after", F_INT, ST(service.reaper_destroy_alert_after), 0, NULL } },
 	{ "AIRLOCK_WORKER_LISTEN", "worker.listen", { "listen", F_STRING, ST(worker.listen), 0, NULL } },
 	{ "AIRLOCK_WORKER_TLS_CERT_FILE", "worker.tls_cert_file", { "tls_cert_file", F_STRING, ST(worker.tls_cert_file), 0, NULL } },
 	{ "AIRLOCK_WORKER_TLS_KEY_FILE", "worker.tls_key_file", { "tls_key_file", F_STRING, ST(worker.tls_key_file), 0, NULL } },
@@ -51,6 +56,7 @@ static const struct env_override {
 	{ "AIRLOCK_WORKER_SERVICE_TLS_CA_FILE", "worker.service_tls_ca_file", { "service_tls_ca_file", F_STRING, ST(worker.service_tls_ca_file), 0, NULL } },
 	{ "AIRLOCK_WORKER_SERVICE_TLS_CERT_FILE", "worker.service_tls_cert_file", { "service_tls_cert_file", F_STRING, ST(worker.service_tls_cert_file), 0, NULL } },
 	{ "AIRLOCK_WORKER_SERVICE_TLS_KEY_FILE", "worker.service_tls_key_file", { "service_tls_key_file", F_STRING, ST(worker.service_tls_key_file), 0, NULL } },
+	{ "AIRLOCK_WORKER_REAPER_CREDENTIAL_FILE", "worker.reaper_credential_file", { "reaper_credential_file", F_STRING, ST(worker.reaper_credential_file), 0, NULL } },
 };
 #undef ST
 

@@ -127,10 +127,17 @@ void airlock_settings_print(const airlock_settings *s, FILE *out)
 		{ "tls_key_file", s->service.tls_key_file },
 		{ "tls_client_ca_file", s->service.tls_client_ca_file },
 		{ "policy_file", s->service.policy_file },
+		{ "reaper_address", s->service.reaper_address },
+		{ "reaper_credential_file", s->service.reaper_credential_file },
+		{ "reaper_tls_ca_file", s->service.reaper_tls_ca_file },
 	};
 	print_set(out, strs, ARRAY_SIZE(strs));
 	fprintf(out, "  max_sandboxes: %lld\n", (long long)s->service.max_sandboxes);
 	fprintf(out, "  max_connections: %lld\n", (long long)s->service.max_connections);
+	fprintf(out, "  reaper_interval_seconds: %lld\n",
+	        (long long)s->service.reaper_interval_seconds);
+	fprintf(out, "  reaper_destroy_alert_after: %lld\n",
+	        (long long)s->service.reaper_destroy_alert_after);
 	fputs("worker:\n", out);
 	const airlock_worker_settings *w = &s->worker;
 	const struct key_value wstrs[] = {
@@ -148,6 +155,7 @@ void airlock_settings_print(const airlock_settings *s, FILE *out)
 		{ "service_tls_ca_file", w->service_tls_ca_file },
 		{ "service_tls_cert_file", w->service_tls_cert_file },
 		{ "service_tls_key_file", w->service_tls_key_file },
+		{ "reaper_credential_file", w->reaper_credential_file },
 	};
 	print_set(out, wstrs, ARRAY_SIZE(wstrs));
 }

@@ -145,6 +145,8 @@ static const char settings_defaults_yaml[] =
 	"  listen: unix:/run/airlock/airlock.sock\n"
 	"  max_sandboxes: 64\n"
 	"  max_connections: 256\n"
+	"  reaper_interval_seconds: 60\n"
+	"  reaper_destroy_alert_after: 3\n"
 	"worker:\n"
 	"  listen: unix:/run/airlock/worker.sock\n"
 	"  state_dir: /var/lib/airlock/worker\n"
@@ -311,6 +313,11 @@ static const field service_fields[] = {
 	{ "tls_key_file", F_STRING, ST(service.tls_key_file), 0, NULL },
 	{ "tls_client_ca_file", F_STRING, ST(service.tls_client_ca_file), 0, NULL },
 	{ "policy_file", F_STRING, ST(service.policy_file), 0, NULL },
+	{ "reaper_address", F_STRING, ST(service.reaper_address), 0, NULL },
+	{ "reaper_credential_file", F_STRING, ST(service.reaper_credential_file), 0, NULL },
+	{ "reaper_tls_ca_file", F_STRING, ST(service.reaper_tls_ca_file), 0, NULL },
+	{ "reaper_interval_seconds", F_INT, ST(service.reaper_interval_seconds), 0, NULL },
+	{ "reaper_destroy_alert_after", F_INT, ST(service.reaper_destroy_alert_after), 0, NULL },
 };
 static const schema service_schema = { "service.", service_fields, ARRAY_SIZE(service_fields), -1,
 	                               -1 };
@@ -330,6 +337,7 @@ static const field worker_fields[] = {
 	{ "service_tls_ca_file", F_STRING, ST(worker.service_tls_ca_file), 0, NULL },
 	{ "service_tls_cert_file", F_STRING, ST(worker.service_tls_cert_file), 0, NULL },
 	{ "service_tls_key_file", F_STRING, ST(worker.service_tls_key_file), 0, NULL },
+	{ "reaper_credential_file", F_STRING, ST(worker.reaper_credential_file), 0, NULL },
 };
 static const schema worker_schema = { "worker.", worker_fields, ARRAY_SIZE(worker_fields), -1, -1 };
 
@@ -478,12 +486,16 @@ void airlock_settings_clear(airlock_settings *s)
 	free(s->service.tls_key_file);
 	free(s->service.tls_client_ca_file);
 	free(s->service.policy_file);
+	free(s->service.reaper_address);
+	free(s->service.reaper_credential_file);
+	free(s->service.reaper_tls_ca_file);
 	airlock_worker_settings *w = &s->worker;
 	char **worker_strings[] = { &w->listen, &w->tls_cert_file, &w->tls_key_file, &w->state_dir,
 		                    &w->database, &w->database_connection_file, &w->auth_mode,
 		                    &w->tokens_file, &w->metrics_listen, &w->service_address,
 		                    &w->service_credential_file, &w->service_tls_ca_file,
-		                    &w->service_tls_cert_file, &w->service_tls_key_file };
+		                    &w->service_tls_cert_file, &w->service_tls_key_file,
+		                    &w->reaper_credential_file };
 	for (size_t i = 0; i < ARRAY_SIZE(worker_strings); i++)
 		free(*worker_strings[i]);
 	*s = (airlock_settings){ 0 };
