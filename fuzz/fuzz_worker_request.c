@@ -2,7 +2,7 @@
 /*
  * The worker's request decoding (src/worker/worker.h), what runs on a
  * client's bytes before the database is touched. The first byte picks the
- * decoder (mod 4); each is checked against what it must mean, not only
+ * decoder (mod 6); each is checked against what it must mean, not only
  * for surviving:
  *   0 worker_lease_request_decode: the rest is the body. A refusal is
  *     ToolValidationError, DECODE or ENOMEM and leaves the result as it
@@ -17,6 +17,8 @@
  *     + "/lease"), the query what follows the first '?'.
  *   3 worker_tokens_parse: the rest is a tokens file. Parsed, each of its
  *     lines' tokens (a "T X" line) is found by lookup with "Bearer T".
+ *   4 worker_tool_request_decode: the rest is a tool call's body.
+ *   5 worker_reaper_request_decode: the rest is the reaper's question.
  */
 #include <inttypes.h>
 #include <stdint.h>
@@ -25,6 +27,9 @@
 #include <string.h>
 
 #include "airlock/ids.h"
+#include "airlock/port/exec.h"
+#include "airlock/run_command.h"
+#include "worker/db.h"
 #include "worker/worker.h"
 
 static void die(const char *what)
@@ -117,13 +122,21 @@ static void fuzz_route(const uint8_t *d, size_t n)
 	char path[256];
 	if (v == WORKER_HEALTH)
 		snprintf(path, sizeof(path), "/v1/health");
+	else if (v == WORKER_TOOLS)
+		snprintf(path, sizeof(path), "/v1/tools");
+	else if (v == WORKER_REAPER_STALE)
+		snprintf(path, sizeof(path), "/v1/reaper/stale");
 	else if (v == WORKER_LEASE_CLAIM || v == WORKER_LEASE_RELEASE)
 		snprintf(path, sizeof(path), "/v1/runs/%s/lease", run);
+	else if (v == WORKER_RUN_COMMAND)
+		snprintf(path, sizeof(path), "/v1/runs/%s/tools/sandbox.run_command", run);
 	else
 		die("route: no verb");
 	if (strlen(path) != plen || memcmp(path, t, plen) != 0)
 		die("route: another spelling reached a verb");
-	if ((v == WORKER_HEALTH) != (strcmp(method, "GET") == 0) ||
+	bool get = v == WORKER_HEALTH || v == WORKER_TOOLS;
+	bool post = v == WORKER_REAPER_STALE || v == WORKER_RUN_COMMAND;
+	if (get != (strcmp(method, "GET") == 0) || post != (strcmp(method, "POST") == 0) ||
 	    (v == WORKER_LEASE_CLAIM) != (strcmp(method, "PUT") == 0))
 		die("route: the wrong method reached a verb");
 }
@@ -155,15 +168,63 @@ static void fuzz_tokens(const uint8_t *d, size_t n)
 	worker_tokens_free(t);
 }
 
+/* A tool call decoded is within every rule the worker relies on after
+ * it: an epoch >= 0, a valid tenant when one came, a non-empty vector of
+ * NUL-free strings that passes the core's validation, a timeout within
+ * the tool's; refused, it is one of the refusal classes and left empty. */
+static void fuzz_tool(const uint8_t *d, size_t n)
+{
+	worker_tool_request q;
+	airlock_error err = { 0 };
+	if (worker_tool_request_decode((const char *)d, n, &q, &err) < 0) {
+		if (q.argv || q.working_directory || q.argc)
+			die("tool: a refused call left its vector");
+		if (err.cls != AIRLOCK_ERR_TOOL_VALIDATION && err.cls != AIRLOCK_ERR_DECODE &&
+		    err.cls != AIRLOCK_ERR_SYSTEM && err.cls != AIRLOCK_ERR_WORKSPACE_ESCAPE)
+			die("tool: a refusal of another class");
+		return;
+	}
+	if (q.epoch < 0 || (q.tenant_id[0] && !airlock_id_valid(q.tenant_id)) || q.argc == 0 ||
+	    !q.argv || q.argv[q.argc] || q.timeout_seconds < 0 ||
+	    q.timeout_seconds > AIRLOCK_RUN_COMMAND_TIMEOUT_SECONDS)
+		die("tool: decoded out of range");
+	airlock_execution_command c = { .argv = q.argv, .argc = q.argc,
+		                        .working_directory = (char *)(uintptr_t)".", .timeout_seconds = 1,
+		                        .maximum_output_bytes = 1 };
+	if (airlock_execution_command_validate(&c, AIRLOCK_RUN_COMMAND_ARGV_MAX_BYTES, &err) < 0)
+		die("tool: a vector the core refuses was decoded");
+	worker_tool_request_clear(&q);
+}
+
+/* The reaper's question decoded: at most the cap, each entry by the
+ * core's rules. */
+static void fuzz_reaper(const uint8_t *d, size_t n)
+{
+	worker_db_sandbox *list = NULL;
+	size_t k = 0;
+	airlock_error err = { 0 };
+	if (worker_reaper_request_decode((const char *)d, n, &list, &k, &err) < 0)
+		return;
+	if (k > AIRLOCK_WORKER_REAPER_ENTRIES_MAX)
+		die("reaper: past the cap");
+	for (size_t i = 0; i < k; i++)
+		if (!airlock_environment_id_valid(list[i].environment_id) ||
+		    !airlock_id_valid(list[i].run_id) || list[i].epoch < 0)
+			die("reaper: an entry out of the rules");
+	free(list);
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	if (size < 1)
 		return 0;
-	switch (data[0] % 4) {
+	switch (data[0] % 6) {
 	case 0: fuzz_lease(data + 1, size - 1); break;
 	case 1: fuzz_query(data + 1, size - 1); break;
 	case 2: fuzz_route(data + 1, size - 1); break;
-	default: fuzz_tokens(data + 1, size - 1); break;
+	case 3: fuzz_tokens(data + 1, size - 1); break;
+	case 4: fuzz_tool(data + 1, size - 1); break;
+	default: fuzz_reaper(data + 1, size - 1); break;
 	}
 	return 0;
 }

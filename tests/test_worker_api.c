@@ -31,6 +31,7 @@
 #include "worker/worker.h"
 
 #include "pg_server.h"
+#include "worker_testlib.h"
 
 #define TOKEN_A "tok-a-0123456789abcdef"
 #define TOKEN_B "tok-b-0123456789abcdef"
@@ -44,68 +45,22 @@ typedef struct worker_fx {
 	pid_t pid;
 } worker_fx;
 
-static void write_file(const char *path, const char *text, mode_t mode)
-{
-	int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, mode);
-	cr_assert(fd >= 0, "%s: %s", path, strerror(errno));
-	cr_assert_eq(write(fd, text, strlen(text)), (ssize_t)strlen(text));
-	fchmod(fd, mode);
-	close(fd);
-}
-
-static int connect_to(const char *path)
-{
-	int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-	struct sockaddr_un sa = { .sun_family = AF_UNIX };
-	snprintf(sa.sun_path, sizeof(sa.sun_path), "%s", path);
-	if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0) {
-		close(fd);
-		return -1;
-	}
-	return fd;
-}
-
 static void fx_start(worker_fx *f)
 {
 	const char *exe = getenv("AIRLOCK_TEST_WORKER");
 	cr_assert(exe, "AIRLOCK_TEST_WORKER is not set (run through meson test)");
 	char log[160];
 	snprintf(log, sizeof(log), "%s/log", f->dir);
-	f->pid = fork();
-	cr_assert(f->pid >= 0);
-	if (f->pid == 0) {
-		/* A test that stops at a failed assertion never reaches its
-		 * fx_done: the worker ends with the test's process. */
-		prctl(PR_SET_PDEATHSIG, SIGTERM);
-		int fd = open(log, O_WRONLY | O_CREAT | O_APPEND, 0600);
-		dup2(fd, 2);
-		execl(exe, "airlock-worker", "--config", f->config, (char *)NULL);
-		_exit(127);
-	}
-	for (int i = 0; i < 500; i++) {
-		int fd = connect_to(f->sock);
-		if (fd >= 0) {
-			close(fd);
-			return;
-		}
-		int st;
-		cr_assert_eq(waitpid(f->pid, &st, WNOHANG), 0, "airlock-worker exited at start");
-		usleep(10000);
-	}
-	cr_assert_fail("airlock-worker did not listen within 5 s");
+	char *argv[] = { "airlock-worker", "--config", f->config, NULL };
+	f->pid = wt_start(exe, argv, log, f->sock);
 }
 
 /* SIGTERM, and the exit status. */
 static int fx_stop(worker_fx *f)
 {
-	if (f->pid <= 0)
-		return -1;
-	kill(f->pid, SIGTERM);
-	int st = 0;
-	while (waitpid(f->pid, &st, 0) < 0 && errno == EINTR)
-		;
+	int st = wt_stop(f->pid, SIGTERM);
 	f->pid = 0;
-	return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+	return st;
 }
 
 /* pg: the suite's server, a schema of this test's own. */
@@ -117,32 +72,15 @@ static void fx_init(worker_fx *f, bool pg, const char *auth_mode)
 	snprintf(f->sock, sizeof(f->sock), "%s/w.sock", f->dir);
 	snprintf(f->msock, sizeof(f->msock), "%s/m.sock", f->dir);
 	snprintf(f->config, sizeof(f->config), "%s/airlock.yaml", f->dir);
-	char tokens[160], conn[160], db[512], text[2048];
+	char tokens[160], db[512], text[2048];
 	snprintf(tokens, sizeof(tokens), "%s/tokens", f->dir);
-	write_file(tokens,
+	wt_write_file(tokens,
 	           "# the platform's tokens\n" TOKEN_A " tenant-a\n" TOKEN_B " tenant-b\n\n" TOKEN_ALL
 	           " *\n",
 	           0600);
 	db[0] = 0;
-	if (pg) {
-		const char *why = getenv(PG_ENV_WHY);
-		cr_assert_null(why, "the PostgreSQL test server did not start: %s", why);
-		char schema[32], sql[64];
-		snprintf(schema, sizeof(schema), "w%d_%ld", (int)getpid(), (long)time(NULL));
-		PGconn *c = pg_admin();
-		snprintf(sql, sizeof(sql), "CREATE SCHEMA %s", schema);
-		PGresult *r = PQexec(c, sql);
-		cr_assert_eq(PQresultStatus(r), PGRES_COMMAND_OK, "%s", PQresultErrorMessage(r));
-		PQclear(r);
-		PQfinish(c);
-		snprintf(conn, sizeof(conn), "%s/conn", f->dir);
-		snprintf(text, sizeof(text),
-		         "host=%s user=" PG_USER " dbname=postgres password=" PG_PASSWORD
-		         " options='-c search_path=%s'\n",
-		         getenv(PG_ENV_DIR), schema);
-		write_file(conn, text, 0600);
-		snprintf(db, sizeof(db), "  database: postgresql\n  database_connection_file: %s\n", conn);
-	}
+	if (pg)
+		wt_pg_settings(f->dir, db, sizeof(db));
 	snprintf(text, sizeof(text),
 	         "worker:\n  listen: unix:%s\n  metrics_listen: unix:%s\n  state_dir: %s\n"
 	         "  auth_mode: %s\n%s%s%s%s",
@@ -150,7 +88,7 @@ static void fx_init(worker_fx *f, bool pg, const char *auth_mode)
 	         strcmp(auth_mode, "tokens") == 0 ? "  tokens_file: " : "",
 	         strcmp(auth_mode, "tokens") == 0 ? tokens : "",
 	         strcmp(auth_mode, "tokens") == 0 ? "\n" : "", db);
-	write_file(f->config, text, 0600);
+	wt_write_file(f->config, text, 0600);
 	fx_start(f);
 }
 
@@ -165,43 +103,13 @@ static void fx_done(worker_fx *f)
 
 /* ---- a raw HTTP/1.1 client ------------------------------------------------------- */
 
-typedef struct reply {
-	int status;
-	char body[8192];
-} reply;
+typedef wt_reply reply;
 
 static reply req_to(const char *sock, const char *method, const char *target, const char *token,
                     const char *body)
 {
-	reply rep = { 0 };
-	int fd = connect_to(sock);
-	cr_assert(fd >= 0, "connect %s: %s", sock, strerror(errno));
-	char head[1024];
-	size_t blen = body ? strlen(body) : 0;
-	int n = snprintf(head, sizeof(head),
-	                 "%s %s HTTP/1.1\r\nHost: worker\r\nConnection: close\r\n%s%s%s"
-	                 "Content-Length: %zu\r\n%s\r\n",
-	                 method, target, token ? "Authorization: Bearer " : "", token ? token : "",
-	                 token ? "\r\n" : "", blen, body ? "Content-Type: application/json\r\n" : "");
-	cr_assert_eq(write(fd, head, (size_t)n), n);
-	if (blen)
-		cr_assert_eq(write(fd, body, blen), (ssize_t)blen);
-	static char buf[65536];
-	size_t got = 0;
-	for (;;) {
-		struct pollfd p = { .fd = fd, .events = POLLIN };
-		cr_assert_eq(poll(&p, 1, 5000), 1, "no answer within 5 s");
-		ssize_t k = read(fd, buf + got, sizeof(buf) - 1 - got);
-		if (k <= 0)
-			break;
-		got += (size_t)k;
-	}
-	close(fd);
-	buf[got] = 0;
-	cr_assert_eq(sscanf(buf, "HTTP/1.1 %d", &rep.status), 1, "no status line: %s", buf);
-	const char *b = strstr(buf, "\r\n\r\n");
-	if (b)
-		snprintf(rep.body, sizeof(rep.body), "%s", b + 4);
+	static reply rep;
+	wt_request(sock, method, target, token, body, 5000, &rep);
 	return rep;
 }
 
@@ -421,7 +329,7 @@ Test(worker_api, refused_at_start)
 		  "worker.auth_mode=dev", 0600 },
 	};
 	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
-		write_file(tokens, TOKEN_A " tenant-a\n", cases[i].tokens_mode);
+		wt_write_file(tokens, TOKEN_A " tenant-a\n", cases[i].tokens_mode);
 		char extra[256];
 		const char *t = strstr(cases[i].worker_extra, "TOKENS");
 		if (t)
@@ -431,7 +339,7 @@ Test(worker_api, refused_at_start)
 			snprintf(extra, sizeof(extra), "%s", cases[i].worker_extra);
 		snprintf(text, sizeof(text), "worker:\n  listen: unix:%s/w.sock\n  state_dir: %s\n%s",
 		         dir, dir, extra);
-		write_file(config, text, 0600);
+		wt_write_file(config, text, 0600);
 		char cmd[512];
 		snprintf(cmd, sizeof(cmd), "%s --config %s 2>%s", exe, config, log);
 		int st = system(cmd);
@@ -492,10 +400,11 @@ Test(worker_api, tokens_file)
 	cr_expect_lt(worker_tokens_parse(nul, sizeof(nul) - 1, &t, &err), 0);
 }
 
-/* A sandbox recorded for an ended claim: this worker cannot destroy one,
- * so a fence that finds it fails (503) and a start that finds it is
- * refused, each logged; the record stays. */
-Test(worker_api, a_recorded_sandbox_fails_loudly)
+/* A sandbox recorded for an ended claim that cannot be destroyed (this
+ * worker has no execution service configured): a fence that finds it
+ * fails (503, retriable) and the record stays; a start goes on, and its
+ * sweeper keeps trying, each try logged. */
+Test(worker_api, a_sandbox_that_cannot_be_destroyed_keeps_its_record_and_fails_loudly)
 {
 	worker_fx f;
 	fx_init(&f, false, "dev");
@@ -506,7 +415,7 @@ Test(worker_api, a_recorded_sandbox_fails_loudly)
 	cr_assert_eq(worker_db_open_sqlite(f.dir, &db, &err), 0, "%s", err.message);
 	worker_db_lease_state st;
 	cr_assert_eq(worker_db_set_environment(db, "run-x", 1, "env_0123456789abcdef0123456789abcdef",
-	                                       util_now_ms(), &st, &err),
+	                                       "aGFuZGxl", util_now_ms(), &st, &err),
 	             0, "%s", err.message);
 	cr_assert_eq(st, WORKER_DB_LEASE_CURRENT);
 	worker_db_free(db);
@@ -514,23 +423,25 @@ Test(worker_api, a_recorded_sandbox_fails_loudly)
 	fx_start(&f);
 	reply r = lease(&f, NULL, "run-x", "dev", 2, 60);
 	cr_expect_eq(r.status, 503, "%d %s", r.status, r.body);
-	HAS(r, "cannot destroy sandboxes");
+	HAS(r, "worker.service_address");
+	usleep(1500 * 1000); /* one sweep at least */
 	cr_expect_eq(fx_stop(&f), 0);
-	/* The fence is committed and the record stays: a start finds it. */
-	char cmd[512], log[160];
+	cr_assert_eq(worker_db_open_sqlite(f.dir, &db, &err), 0, "%s", err.message);
+	worker_db_sandbox left[4];
+	size_t n = 0;
+	cr_assert_eq(worker_db_ended(db, util_now_ms(), left, 4, &n, &err), 0, "%s", err.message);
+	cr_expect_eq(n, 1, "the record stays for a worker that can destroy it");
+	worker_db_free(db);
+	char log[160];
 	snprintf(log, sizeof(log), "%s/log", f.dir);
-	snprintf(cmd, sizeof(cmd), "%s --config %s 2>>%s", getenv("AIRLOCK_TEST_WORKER"), f.config,
-	         log);
-	int status = system(cmd);
-	cr_expect(WIFEXITED(status) && WEXITSTATUS(status) != 0, "a start with a record: %d", status);
 	FILE *fp = fopen(log, "r");
 	cr_assert(fp);
-	static char text[65536];
-	size_t n = fread(text, 1, sizeof(text) - 1, fp);
-	text[n] = 0;
+	static char text[262144];
+	size_t len = fread(text, 1, sizeof(text) - 1, fp);
+	text[len] = 0;
 	fclose(fp);
-	cr_expect(strstr(text, "\"event\":\"sandbox.destroy_unavailable\""), "%s", text);
+	cr_expect(strstr(text, "\"event\":\"sandbox.destroy_failed\""), "%s", text);
+	cr_expect(strstr(text, "\"why\":\"lease ended\""), "the sweeper tried: %s", text);
 	cr_expect(strstr(text, "env_0123456789abcdef0123456789abcdef"), "%s", text);
-	cr_expect(strstr(text, "airlock-worker: start: run run-x epoch 1"), "%s", text);
 	fx_done(&f);
 }

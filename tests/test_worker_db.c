@@ -156,6 +156,8 @@ static void fx_done(fixture *f)
 /* ---- helpers ------------------------------------------------------------------ */
 
 #define T0 INT64_C(1700000000000) /* the tests' clock starts here */
+/* A recorded sandbox's handle (opaque to the database: base64 here). */
+#define TEST_HANDLE "aGFuZGxlLW9mLWEtc2FuZGJveA=="
 
 static worker_db_claim_result claim(worker_db *db, const char *run_id, const char *tenant,
                                     int64_t epoch, int64_t ttl, int64_t now)
@@ -184,7 +186,7 @@ static worker_db_lease_state set_env(worker_db *db, const char *run_id, int64_t 
 {
 	worker_db_lease_state st;
 	airlock_error err = { 0 };
-	cr_assert_eq(worker_db_set_environment(db, run_id, epoch, env, now, &st, &err), 0,
+	cr_assert_eq(worker_db_set_environment(db, run_id, epoch, env, TEST_HANDLE, now, &st, &err), 0,
 	             "set_environment: %s", err.message);
 	return st;
 }
@@ -314,6 +316,43 @@ CONTRACT(epochs_renew_fence_and_refuse_and_a_run_keeps_its_tenant)
 	assert_state(check(f->db, "run-unknown", "tenant-a", 1, T0).state, WORKER_DB_LEASE_NONE);
 }
 
+/* The handle a record holds comes back as it went in, for the record's
+ * id only; one that could not be sent as a header is never written. */
+CONTRACT(a_sandbox_records_its_handle)
+{
+	f->db = fx_open(f);
+	char a[AIRLOCK_ENVIRONMENT_ID_MAX], b[AIRLOCK_ENVIRONMENT_ID_MAX];
+	new_env(a);
+	new_env(b);
+	claim(f->db, "run-h", "tenant-a", 1, 60, T0);
+	assert_state(set_env(f->db, "run-h", 1, a, T0 + 1), WORKER_DB_LEASE_CURRENT);
+	airlock_error err = { 0 };
+	char *h = NULL;
+	cr_assert_eq(worker_db_environment_handle(f->db, a, &h, &err), 0, "%s", err.message);
+	cr_assert_str_eq(h, TEST_HANDLE);
+	free(h);
+	h = (char *)1;
+	cr_assert_eq(worker_db_environment_handle(f->db, b, &h, &err), 0, "%s", err.message);
+	cr_assert_null(h);
+	static const char *const bad[] = { "", "with space", "line\nbreak", "\x7f" };
+	worker_db_lease_state st;
+	claim(f->db, "run-h2", "tenant-a", 1, 60, T0);
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
+		cr_expect_eq(worker_db_set_environment(f->db, "run-h2", 1, b, bad[i], T0 + 2, &st, &err),
+		             airlock_errcode(AIRLOCK_ERR_DECODE), "%zu", i);
+	char *big = malloc(WORKER_DB_HANDLE_MAX + 2);
+	cr_assert(big);
+	memset(big, 'A', WORKER_DB_HANDLE_MAX + 1);
+	big[WORKER_DB_HANDLE_MAX + 1] = 0;
+	cr_expect_eq(worker_db_set_environment(f->db, "run-h2", 1, b, big, T0 + 2, &st, &err),
+	             airlock_errcode(AIRLOCK_ERR_DECODE));
+	big[WORKER_DB_HANDLE_MAX] = 0;
+	cr_expect_eq(worker_db_set_environment(f->db, "run-h2", 1, b, big, T0 + 2, &st, &err), 0,
+	             "%s", err.message);
+	free(big);
+	cr_assert(check(f->db, "run-h2", "tenant-a", 1, T0 + 3).has_environment);
+}
+
 CONTRACT(a_fence_hands_back_the_older_claims_sandbox_and_stops_it_being_recorded)
 {
 	f->db = fx_open(f);
@@ -326,7 +365,7 @@ CONTRACT(a_fence_hands_back_the_older_claims_sandbox_and_stops_it_being_recorded
 	/* A claim has one sandbox. */
 	worker_db_lease_state st;
 	airlock_error err = { 0 };
-	cr_assert_eq(worker_db_set_environment(f->db, "run-2", 1, b, T0 + 3, &st, &err),
+	cr_assert_eq(worker_db_set_environment(f->db, "run-2", 1, b, TEST_HANDLE, T0 + 3, &st, &err),
 	             airlock_errcode(AIRLOCK_ERR_EXECUTION_REJECTED));
 	worker_db_check_result c = check(f->db, "run-2", "tenant-a", 1, T0 + 4);
 	cr_assert(c.has_environment);
@@ -547,7 +586,7 @@ static void *race(void *arg)
 		char env[AIRLOCK_ENVIRONMENT_ID_MAX];
 		new_env(env);
 		worker_db_lease_state st;
-		if (worker_db_set_environment(r->db, run_id, r->epoch, env, T0, &st, &err) < 0) {
+		if (worker_db_set_environment(r->db, run_id, r->epoch, env, TEST_HANDLE, T0, &st, &err) < 0) {
 			r->failed++;
 			snprintf(r->failure, sizeof(r->failure), "%s", err.message);
 		}
@@ -635,7 +674,7 @@ CONTRACT(the_wrapper_refuses_arguments_outside_the_rules)
 	req.run_id = long_id;
 	cr_assert_eq(worker_db_claim(f->db, &req, &res, &err), bad);
 	worker_db_lease_state st;
-	cr_assert_eq(worker_db_set_environment(f->db, "r", 1, "env_XYZ", T0, &st, &err), bad);
+	cr_assert_eq(worker_db_set_environment(f->db, "r", 1, "env_XYZ", TEST_HANDLE, T0, &st, &err), bad);
 	worker_db_sandbox q = { .run_id = "r", .epoch = 1 };
 	snprintf(q.environment_id, sizeof(q.environment_id), "not-an-env");
 	bool stale;
@@ -707,7 +746,7 @@ static void fence_undone(fixture *f, const char *fired)
 static int op_set_env(fixture *f, airlock_error *err)
 {
 	worker_db_lease_state st;
-	int r = worker_db_set_environment(f->db, "run-f", 2, fenv_b, T0 + 3, &st, err);
+	int r = worker_db_set_environment(f->db, "run-f", 2, fenv_b, TEST_HANDLE, T0 + 3, &st, err);
 	if (r == 0)
 		assert_state(st, WORKER_DB_LEASE_CURRENT);
 	return r;

@@ -401,6 +401,15 @@
 /* A lease request's body: three members, a tenant id of at most 128 bytes
  * and two integers fit many times over. */
 #define AIRLOCK_WORKER_LEASE_BODY_MAX 4096
+/* A tool call's body: the argument vector's 64 KiB written as JSON, where
+ * an escape takes up to six bytes a byte, and the call's few members. */
+#define AIRLOCK_WORKER_TOOL_BODY_MAX (512u << 10)
+/* The reaper's question: entries per request and the body's bytes (an
+ * entry is under 300 bytes). */
+#define AIRLOCK_WORKER_REAPER_ENTRIES_MAX 1024
+#define AIRLOCK_WORKER_REAPER_BODY_MAX (1u << 20)
+/* Runs with a tool call or a sandbox in this worker at once. */
+#define AIRLOCK_WORKER_CLAIMS_MAX 4096
 /* The release's query string (epoch=N&tenant_id=T). */
 #define AIRLOCK_WORKER_QUERY_MAX 512
 /* The tokens file: its bytes, its lines with a token, and a token's length

@@ -73,6 +73,25 @@ typedef struct airlock_remote_open_config {
 	const char *tls_key_file;
 } airlock_remote_open_config;
 
+/* The service's handle of a sandbox this adapter provisioned (the
+ * Airlock-Handle value: base64 of the handle the service made, with its
+ * own created_at and expires_at), newly allocated. For a client that
+ * records its sandboxes elsewhere (the worker's database), so that another
+ * process of it can destroy one with airlock_remote_destroy_recorded.
+ * ExecutionRejected when the adapter holds no such sandbox. */
+int airlock_remote_service_handle(airlock_remote *rm, const char *environment_id, char **ret,
+                                  airlock_error *err);
+/* The longest service handle a record may hold. */
+#define AIRLOCK_REMOTE_HANDLE_MAX 8192
+/* Destroy a sandbox this adapter does not hold, by the service handle
+ * another adapter recorded (airlock_remote_service_handle): a sandbox of a
+ * worker that died, or of a claim another worker fenced. 0 once the
+ * sandbox is gone, including one that already was (idempotent). One this
+ * adapter holds is refused (AIRLOCK_ERR_INVALID): it goes through its
+ * core. Unreachable service: ExecutionUnavailable. */
+int airlock_remote_destroy_recorded(airlock_remote *rm, const char *environment_id,
+                                    const char *service_handle, airlock_error *err);
+
 struct airlock_settings;
 /* Open the execution service as an ExecutionEnvironment, the way every
  * client does (`airlock run --service`, the worker): read the credential,
@@ -84,6 +103,11 @@ struct airlock_settings;
  * (airlock_exec_config_from_settings), so both sides check the same. */
 int airlock_remote_open(const airlock_remote_open_config *c, struct airlock_settings *s,
                         airlock_exec **ret, airlock_error *err);
+/* The same, also giving the adapter under the core (*ret_remote, owned by
+ * *ret: valid until airlock_exec_free) for the calls above. */
+int airlock_remote_open_adapter(const airlock_remote_open_config *c, struct airlock_settings *s,
+                                airlock_exec **ret, airlock_remote **ret_remote,
+                                airlock_error *err);
 
 #ifdef __cplusplus
 }

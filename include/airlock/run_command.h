@@ -74,6 +74,7 @@ typedef struct airlock_run_command_spec_input {
 	const airlock_settings *settings;
 	const char *tenant_id;
 	const char *run_id;        /* NULL: a new UUIDv7 */
+	int64_t lease_epoch;       /* the claim's epoch (the reaper's question names it) */
 	const char *store_default; /* the store's default image, or NULL (airlock_run_command_image) */
 	/* The sandbox's copy of the egress policy: sent only with the call's
 	 * yes and the operator's allowlist; NULL: deny. */

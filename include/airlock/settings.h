@@ -60,6 +60,7 @@
  *     service_tls_cert_file: /etc/airlock/tls/worker-client.pem
  *     service_tls_key_file: /etc/airlock/tls/worker-client.key
  *     reaper_credential_file: /etc/airlock/reaper.token  # the reaper's token, 0600
+ *     policy_file: /etc/airlock/egress.yaml   # the operator's allowlist for its sandboxes
  *
  * Environment overrides (applied after the file, same validation):
  *   AIRLOCK_DEPLOYMENT_MODE, AIRLOCK_AUTH_MODE, AIRLOCK_SANDBOX_MECHANISM,
@@ -180,6 +181,10 @@ typedef struct airlock_worker_settings {
 	 * authorizes the reaper's question and nothing else. NULL: the
 	 * reaper's route answers 404. */
 	char *reaper_credential_file;
+	/* The operator's egress policy for the sandboxes this worker asks for
+	 * (the operator's yes; a call's network_enabled is the other). NULL:
+	 * every sandbox is denied the network. */
+	char *policy_file;
 } airlock_worker_settings;
 
 typedef struct airlock_settings {

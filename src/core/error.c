@@ -67,6 +67,8 @@ static void error_name_fault(airlock_error *err)
  * Truncation keeps the head and as much of the tail as fits.
  */
 static int error_fill(airlock_error *err, airlock_errclass cls, int errnum, const char *tail,
+                      const char *fmt, va_list ap) __attribute__((format(printf, 5, 0)));
+static int error_fill(airlock_error *err, airlock_errclass cls, int errnum, const char *tail,
                       const char *fmt, va_list ap)
 {
 	if (err) {

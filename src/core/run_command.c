@@ -106,6 +106,7 @@ int airlock_run_command_spec(const airlock_run_command_spec_input *in, airlock_e
 		return airlock_errcode(err->cls);
 	ret->tenant_id = strdup(in->tenant_id ? in->tenant_id : "");
 	ret->run_id = strdup(in->run_id ? in->run_id : run_id);
+	ret->lease_epoch = in->lease_epoch;
 	ret->image_digest = strdup(image);
 	/* The sandbox's own copy of the policy (the proxy gets another at
 	 * provision). */

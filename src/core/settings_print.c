@@ -156,6 +156,7 @@ void airlock_settings_print(const airlock_settings *s, FILE *out)
 		{ "service_tls_cert_file", w->service_tls_cert_file },
 		{ "service_tls_key_file", w->service_tls_key_file },
 		{ "reaper_credential_file", w->reaper_credential_file },
+		{ "policy_file", w->policy_file },
 	};
 	print_set(out, wstrs, ARRAY_SIZE(wstrs));
 }

@@ -338,6 +338,7 @@ static const field worker_fields[] = {
 	{ "service_tls_cert_file", F_STRING, ST(worker.service_tls_cert_file), 0, NULL },
 	{ "service_tls_key_file", F_STRING, ST(worker.service_tls_key_file), 0, NULL },
 	{ "reaper_credential_file", F_STRING, ST(worker.reaper_credential_file), 0, NULL },
+	{ "policy_file", F_STRING, ST(worker.policy_file), 0, NULL },
 };
 static const schema worker_schema = { "worker.", worker_fields, ARRAY_SIZE(worker_fields), -1, -1 };
 
@@ -495,7 +496,7 @@ void airlock_settings_clear(airlock_settings *s)
 		                    &w->tokens_file, &w->metrics_listen, &w->service_address,
 		                    &w->service_credential_file, &w->service_tls_ca_file,
 		                    &w->service_tls_cert_file, &w->service_tls_key_file,
-		                    &w->reaper_credential_file };
+		                    &w->reaper_credential_file, &w->policy_file };
 	for (size_t i = 0; i < ARRAY_SIZE(worker_strings); i++)
 		free(*worker_strings[i]);
 	*s = (airlock_settings){ 0 };

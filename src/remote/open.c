@@ -14,7 +14,15 @@
 int airlock_remote_open(const airlock_remote_open_config *c, airlock_settings *s,
                         airlock_exec **ret, airlock_error *err)
 {
-	if (!c || !c->address || !c->credential_file || !s || !ret)
+	airlock_remote *rm = NULL;
+	return airlock_remote_open_adapter(c, s, ret, &rm, err);
+}
+
+int airlock_remote_open_adapter(const airlock_remote_open_config *c, airlock_settings *s,
+                                airlock_exec **ret, airlock_remote **ret_remote,
+                                airlock_error *err)
+{
+	if (!c || !c->address || !c->credential_file || !s || !ret || !ret_remote)
 		return airlock_error_set(err, AIRLOCK_ERR_INVALID, 0,
 		                         "remote: an address, a credential file and settings are "
 		                         "required");
@@ -57,5 +65,8 @@ int airlock_remote_open(const airlock_remote_open_config *c, airlock_settings *s
 	 * as the service's. */
 	airlock_exec_config cfg;
 	airlock_exec_config_from_settings(s, &cfg);
-	return airlock_exec_new(airlock_remote_ops(), rm, &cfg, ret, err);
+	r = airlock_exec_new(airlock_remote_ops(), rm, &cfg, ret, err);
+	if (r == 0 && ret_remote)
+		*ret_remote = rm;
+	return r;
 }

@@ -12,6 +12,7 @@
  */
 #include "airlock/remote.h"
 
+#include <ctype.h>
 #include <errno.h>
 #include <jansson.h>
 #include <stdio.h>
@@ -212,6 +213,50 @@ static int remote_destroy(void *ctx, const char *environment_id, airlock_error *
 	airlock_workspace_free(gone.ws);
 	free(gone.handle_b64);
 	return 0;
+}
+
+/* ---- a sandbox another client recorded ---------------------------------- */
+
+int airlock_remote_service_handle(airlock_remote *rm, const char *environment_id, char **ret,
+                                  airlock_error *err)
+{
+	if (!rm || !environment_id || !ret)
+		return airlock_error_set(err, AIRLOCK_ERR_INVALID, 0,
+		                         "remote: service_handle needs an adapter, an id and a result");
+	return env_handle(rm, environment_id, ret, err);
+}
+
+int airlock_remote_destroy_recorded(airlock_remote *rm, const char *environment_id,
+                                    const char *service_handle, airlock_error *err)
+{
+	if (!rm || !environment_id || !airlock_environment_id_valid(environment_id) ||
+	    !service_handle || !*service_handle ||
+	    strlen(service_handle) > AIRLOCK_REMOTE_HANDLE_MAX)
+		return airlock_error_set(err, AIRLOCK_ERR_INVALID, 0,
+		                         "remote: destroy_recorded needs a well-formed id and its "
+		                         "service handle (at most %d bytes)",
+		                         AIRLOCK_REMOTE_HANDLE_MAX);
+	/* One this adapter holds goes through its core (airlock_exec_destroy),
+	 * which also ends its record and its workspace here: destroying it
+	 * behind the core's back would leave both pointing at nothing. */
+	pthread_mutex_lock(&rm->lock);
+	bool held = env_find(rm, environment_id) != NULL;
+	pthread_mutex_unlock(&rm->lock);
+	if (held)
+		return airlock_error_set(err, AIRLOCK_ERR_INVALID, 0,
+		                         "remote: sandbox %s is this adapter's own; destroy it "
+		                         "through its core",
+		                         environment_id);
+	/* The header goes out as it was recorded: base64 only, so nothing in
+	 * it can end the header line (a record is the worker's own database,
+	 * but a header is no place to trust one). */
+	for (const char *c = service_handle; *c; c++)
+		if (!(isalnum((unsigned char)*c) || *c == '+' || *c == '/' || *c == '='))
+			return airlock_error_set(err, AIRLOCK_ERR_INVALID, 0,
+			                         "remote: the recorded handle of sandbox %s is not "
+			                         "base64",
+			                         environment_id);
+	return destroy_call(rm, environment_id, service_handle, err);
 }
 
 /* ---- provision ----------------------------------------------------------- */

@@ -10,6 +10,7 @@
 
 #include <errno.h>
 #include <jansson.h>
+#include <openssl/crypto.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -17,7 +18,7 @@
 
 #include "util/util.h"
 
-/* ---- log lines and the sandboxes of ended claims ------------------------------- */
+/* ---- log lines ------------------------------------------------------------------- */
 
 void worker_log(const char *level, const char *event, json_t *fields)
 {
@@ -37,28 +38,6 @@ void worker_log(const char *level, const char *event, json_t *fields)
 		return;
 	fprintf(stderr, "%s\n", line);
 	free(line);
-}
-
-int worker_end_sandboxes(worker_daemon *w, const worker_db_sandbox *list, size_t n,
-                         const char *why, airlock_error *err)
-{
-	(void)w;
-	/* Destroying a sandbox belongs here, before its record is cleared
-	 * (worker_db_clear_environment): the record is the only trace a later
-	 * worker or the reaper could find. Nothing in this worker provisions
-	 * a sandbox, so it holds no way to destroy one; a record is left as
-	 * it is and the call fails, loudly, rather than answer as if the
-	 * sandbox were gone. */
-	for (size_t i = 0; i < n; i++)
-		worker_log("error", "sandbox.destroy_unavailable",
-		           json_pack("{s:s, s:s, s:I, s:s}", "run_id", list[i].run_id, "environment_id",
-		                     list[i].environment_id, "epoch", (json_int_t)list[i].epoch, "why",
-		                     why));
-	if (n == 0)
-		return 0;
-	return airlock_error_set(err, AIRLOCK_ERR_NOT_IMPLEMENTED, 0,
-	                         "run %s epoch %lld: sandbox %s of an ended claim is recorded, and this worker cannot destroy sandboxes; its record stays",
-	                         list[0].run_id, (long long)list[0].epoch, list[0].environment_id);
 }
 
 /* ---- the request's state ----------------------------------------------------------- */
@@ -89,16 +68,34 @@ static http_result fail_error(worker_daemon *w, http_request *r, const airlock_e
 	return http_respond_error_status(r, status, e);
 }
 
+/* The reaper's credential: "Bearer T" for the token of
+ * worker.reaper_credential_file, compared in constant time. */
+static bool is_reaper(const worker_daemon *w, const char *v, size_t len)
+{
+	static const char bearer[] = "Bearer ";
+	size_t bl = sizeof(bearer) - 1;
+	if (!w->reaper_token || !v || len != bl + w->reaper_token_len ||
+	    memcmp(v, bearer, bl) != 0)
+		return false;
+	return CRYPTO_memcmp(v + bl, w->reaper_token, w->reaper_token_len) == 0;
+}
+
 /* The request's tenant from its credential: dev admits everyone as "dev";
- * tokens need "Authorization: Bearer T" for a token of the file. */
+ * tokens need "Authorization: Bearer T" for a token of the file. The
+ * reaper's token is a tenant of none (tenant ""): it reaches only its
+ * route. */
 static bool authenticate(worker_daemon *w, http_request *r, char tenant[AIRLOCK_ID_MAX + 1])
 {
+	size_t len = 0;
+	const char *v = http_request_header(r, "Authorization", &len);
+	if (is_reaper(w, v, len)) {
+		tenant[0] = 0;
+		return true;
+	}
 	if (!w->tokens) {
 		memcpy(tenant, WORKER_DEV_TENANT, sizeof(WORKER_DEV_TENANT));
 		return true;
 	}
-	size_t len = 0;
-	const char *v = http_request_header(r, "Authorization", &len);
 	return worker_tokens_lookup(w->tokens, v, len, tenant);
 }
 
@@ -123,6 +120,10 @@ static http_result api_start(void *ctx, http_request *r, const char *method)
 	if (st == 405)
 		return fail(w, r, HTTP_METHOD_NOT_ALLOWED, AIRLOCK_ERR_EXECUTION_REJECTED,
 		            "method not allowed on this route");
+	/* The reaper's credential authorizes its question and nothing else;
+	 * a tenant's, everything but it. */
+	if ((q.verb == WORKER_REAPER_STALE) != (q.tenant[0] == 0))
+		return fail(w, r, HTTP_NOT_FOUND, AIRLOCK_ERR_EXECUTION_REJECTED, "no such route");
 	airlock_error err = { 0 };
 	if (q.verb == WORKER_LEASE_RELEASE &&
 	    worker_release_query_decode(query, qlen, &q.epoch, q.query_tenant, &err) < 0)
@@ -135,7 +136,10 @@ static http_result api_start(void *ctx, http_request *r, const char *method)
 		return HTTP_CLOSE;
 	*state = q;
 	http_request_set_state(r, state);
-	http_request_set_body_cap(r, q.verb == WORKER_LEASE_CLAIM ? AIRLOCK_WORKER_LEASE_BODY_MAX : 0);
+	http_request_set_body_cap(r, q.verb == WORKER_LEASE_CLAIM    ? AIRLOCK_WORKER_LEASE_BODY_MAX
+	                             : q.verb == WORKER_RUN_COMMAND  ? AIRLOCK_WORKER_TOOL_BODY_MAX
+	                             : q.verb == WORKER_REAPER_STALE ? AIRLOCK_WORKER_REAPER_BODY_MAX
+	                                                             : 0);
 	return HTTP_NEXT;
 }
 
@@ -280,6 +284,68 @@ static http_result release(worker_daemon *w, http_request *r, const api_request 
 	return http_respond(r, HTTP_NO_CONTENT, NULL, 0, NULL);
 }
 
+static http_result tools(worker_daemon *w, http_request *r)
+{
+	(void)w;
+	return http_respond_json(r, HTTP_OK, worker_tools_json());
+}
+
+static http_result run_command(worker_daemon *w, http_request *r, const api_request *q)
+{
+	size_t len = 0;
+	const unsigned char *body = http_request_body(r, &len);
+	char *json = NULL;
+	unsigned status = 0;
+	worker_tool_outcome outcome;
+	airlock_error err = { 0 };
+	if (worker_run_command(w, q->run_id, q->tenant, (const char *)body, len, &json, &status,
+	                       &outcome, &err) < 0) {
+		if (status >= 500)
+			atomic_fetch_add(&w->c.errors, 1);
+		return http_respond_error_status(r, status, &err);
+	}
+	return http_respond_json(r, HTTP_OK, json);
+}
+
+/* The reaper's question: which of these sandboxes are stale. Ids only,
+ * each of the question's, and nothing about a tenant either way. */
+static http_result reaper_stale(worker_daemon *w, http_request *r)
+{
+	size_t len = 0;
+	const unsigned char *body = http_request_body(r, &len);
+	worker_db_sandbox *list = NULL;
+	size_t n = 0;
+	airlock_error err = { 0 };
+	if (worker_reaper_request_decode((const char *)body, len, &list, &n, &err) < 0)
+		return fail_error(w, r, &err);
+	bool *stale = calloc(n ? n : 1, sizeof(*stale));
+	json_t *ids = json_array(), *o = json_object();
+	bool ok = stale && ids && o && json_object_set(o, "stale", ids) == 0;
+	int rc = !ok ? airlock_error_set(&err, AIRLOCK_ERR_SYSTEM, ENOMEM, "reaper answer")
+	             : worker_db_stale(w->db, list, n, util_now_ms(), stale, &err);
+	size_t found = 0;
+	for (size_t i = 0; rc == 0 && i < n; i++)
+		if (stale[i]) {
+			found++;
+			if (json_array_append_new(ids, json_string(list[i].environment_id)) < 0)
+				rc = airlock_error_set(&err, AIRLOCK_ERR_SYSTEM, ENOMEM, "reaper answer");
+		}
+	free(stale);
+	free(list);
+	json_decref(ids); /* o holds it */
+	if (rc < 0) {
+		json_decref(o);
+		return fail_error(w, r, &err);
+	}
+	atomic_fetch_add(&w->c.reaper_questions, 1);
+	atomic_fetch_add(&w->c.reaper_stale, found);
+	worker_log("info", "reaper.answered",
+	           json_pack("{s:I, s:I}", "asked", (json_int_t)n, "stale", (json_int_t)found));
+	char *text = json_dumps(o, JSON_COMPACT);
+	json_decref(o);
+	return http_respond_json(r, HTTP_OK, text);
+}
+
 static http_result api_handle(void *ctx, http_request *r)
 {
 	worker_daemon *w = ctx;
@@ -291,6 +357,12 @@ static http_result api_handle(void *ctx, http_request *r)
 		return claim(w, r, q);
 	case WORKER_LEASE_RELEASE:
 		return release(w, r, q);
+	case WORKER_TOOLS:
+		return tools(w, r);
+	case WORKER_RUN_COMMAND:
+		return run_command(w, r, q);
+	case WORKER_REAPER_STALE:
+		return reaper_stale(w, r);
 	case WORKER_NONE:
 	case WORKER__MAX:
 		break;
@@ -322,7 +394,7 @@ static size_t put(char *buf, size_t size, size_t o, const char *fmt, ...)
 char *worker_metrics_render(void *ctx, size_t *ret_len)
 {
 	worker_daemon *w = ctx;
-	enum { SIZE = 4096 };
+	enum { SIZE = 8192 };
 	char *b = malloc(SIZE);
 	if (!b)
 		return NULL;
@@ -347,23 +419,54 @@ char *worker_metrics_render(void *ctx, size_t *ret_len)
 			o = put(b, SIZE, o, "airlock_worker_lease_refusals_total{reason=\"%s\"} %llu\n",
 			        worker_db_lease_state_name((worker_db_lease_state)i),
 			        (unsigned long long)atomic_load(&w->c.refusals[i]));
+	const struct {
+		const char *name, *help;
+		const atomic_uint_fast64_t *v;
+	} counters[] = {
+		{ "lease_releases_total", "Releases (DELETE) that ended a current claim.", &w->c.releases },
+		{ "lease_expiries_seen_total",
+		  "Leases a claim or release found expired (an expired lease no call names is not "
+		  "counted).",
+		  &w->c.expiries_seen },
+		{ "auth_failures_total", "Requests refused 401.", &w->c.auth_failures },
+		{ "errors_total", "Requests answered with a 5xx.", &w->c.errors },
+		{ "sandbox_destroys_total",
+		  "Sandboxes this worker destroyed (a release, a fence, a lost lease, its stop).",
+		  &w->c.destroys },
+		{ "sandbox_destroy_failures_total",
+		  "Destroys that failed (the record stays; retried).", &w->c.destroy_failures },
+		{ "reaper_questions_total", "Reaper questions answered.", &w->c.reaper_questions },
+		{ "reaper_stale_total", "Sandboxes the answers named stale.", &w->c.reaper_stale },
+	};
+	for (size_t i = 0; i < ARRAY_SIZE(counters); i++)
+		o = put(b, SIZE, o,
+		        "# HELP airlock_worker_%s %s\n# TYPE airlock_worker_%s counter\n"
+		        "airlock_worker_%s %llu\n",
+		        counters[i].name, counters[i].help, counters[i].name, counters[i].name,
+		        (unsigned long long)atomic_load(counters[i].v));
 	o = put(b, SIZE, o,
-	        "# HELP airlock_worker_lease_releases_total Releases (DELETE) that ended a current claim.\n"
-	        "# TYPE airlock_worker_lease_releases_total counter\n"
-	        "airlock_worker_lease_releases_total %llu\n"
-	        "# HELP airlock_worker_lease_expiries_seen_total Leases a claim or release found expired (an expired lease no call names is not counted).\n"
-	        "# TYPE airlock_worker_lease_expiries_seen_total counter\n"
-	        "airlock_worker_lease_expiries_seen_total %llu\n"
-	        "# HELP airlock_worker_auth_failures_total Requests refused 401.\n"
-	        "# TYPE airlock_worker_auth_failures_total counter\n"
-	        "airlock_worker_auth_failures_total %llu\n"
-	        "# HELP airlock_worker_errors_total Requests answered with a 5xx.\n"
-	        "# TYPE airlock_worker_errors_total counter\n"
-	        "airlock_worker_errors_total %llu\n",
-	        (unsigned long long)atomic_load(&w->c.releases),
-	        (unsigned long long)atomic_load(&w->c.expiries_seen),
-	        (unsigned long long)atomic_load(&w->c.auth_failures),
-	        (unsigned long long)atomic_load(&w->c.errors));
+	        "# HELP airlock_worker_tool_calls_total Tool calls answered, by tool and outcome.\n"
+	        "# TYPE airlock_worker_tool_calls_total counter\n");
+	for (int i = 0; i < WORKER_TOOL_OUTCOME__MAX; i++)
+		o = put(b, SIZE, o,
+		        "airlock_worker_tool_calls_total{tool=\"sandbox.run_command\",outcome=\"%s\"} %llu\n",
+		        worker_tool_outcome_name((worker_tool_outcome)i),
+		        (unsigned long long)atomic_load(&w->c.tool_calls[i]));
+	o = put(b, SIZE, o,
+	        "# HELP airlock_worker_provision_seconds Sandbox provisions as the worker saw them (the service's round trip included).\n"
+	        "# TYPE airlock_worker_provision_seconds histogram\n");
+	for (int i = 0; i < WORKER_PROVISION_BUCKETS; i++)
+		o = put(b, SIZE, o, "airlock_worker_provision_seconds_bucket{le=\"%g\"} %llu\n",
+		        (double)worker_provision_bucket_ms[i] / 1000.0,
+		        (unsigned long long)atomic_load(&w->c.provision_buckets[i]));
+	uint64_t provisions = atomic_load(&w->c.provisions);
+	o = put(b, SIZE, o,
+	        "airlock_worker_provision_seconds_bucket{le=\"+Inf\"} %llu\n"
+	        "airlock_worker_provision_seconds_sum %.3f\n"
+	        "airlock_worker_provision_seconds_count %llu\n",
+	        (unsigned long long)provisions,
+	        (double)atomic_load(&w->c.provision_ms_sum) / 1000.0,
+	        (unsigned long long)provisions);
 	if (o >= SIZE) {
 		/* The text is fixed in shape: a cut one is a bug, not a load. */
 		free(b);

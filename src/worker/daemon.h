@@ -7,12 +7,32 @@
  * the log lines, the metrics' text) and its start and stop (serve.c).
  */
 
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stdint.h>
+
+#include "airlock/egress.h"
+#include "airlock/port/exec.h"
+#include "airlock/remote.h"
 
 #include "http/http.h"
 #include "worker/db.h"
 #include "worker/worker.h"
+
+/* Tool calls by outcome (metrics and the log). */
+typedef enum worker_tool_outcome {
+	WORKER_TOOL_OK = 0,       /* a result, whatever the command's exit */
+	WORKER_TOOL_VALIDATION,   /* ToolValidationError, WorkspaceEscape */
+	WORKER_TOOL_REFUSED,      /* the lease, another call running, the tenant */
+	WORKER_TOOL_UNAVAILABLE,  /* the service or the database: retriable */
+	WORKER_TOOL_FAILED,       /* any other error */
+	WORKER_TOOL_OUTCOME__MAX
+} worker_tool_outcome;
+const char *worker_tool_outcome_name(worker_tool_outcome o);
+
+/* The provision latency histogram's upper bounds, in ms (then +Inf). */
+#define WORKER_PROVISION_BUCKETS 8
+extern const int64_t worker_provision_bucket_ms[WORKER_PROVISION_BUCKETS];
 
 /* Counters, each only ever incremented (Prometheus counters). */
 typedef struct worker_counters {
@@ -25,12 +45,48 @@ typedef struct worker_counters {
 	atomic_uint_fast64_t expiries_seen;
 	atomic_uint_fast64_t auth_failures;                    /* 401s */
 	atomic_uint_fast64_t errors;                           /* 5xx answers */
+	atomic_uint_fast64_t tool_calls[WORKER_TOOL_OUTCOME__MAX]; /* sandbox.run_command */
+	atomic_uint_fast64_t provisions;                       /* sandboxes provisioned */
+	atomic_uint_fast64_t provision_ms_sum;
+	atomic_uint_fast64_t provision_buckets[WORKER_PROVISION_BUCKETS]; /* cumulative counts */
+	atomic_uint_fast64_t destroys;                         /* sandboxes destroyed (any path) */
+	atomic_uint_fast64_t destroy_failures;
+	atomic_uint_fast64_t reaper_questions;                 /* reaper requests answered */
+	atomic_uint_fast64_t reaper_stale;                     /* ids answered stale */
 } worker_counters;
+
+/* A run this worker has a tool call or a sandbox for (sandboxes.c). */
+typedef struct worker_claim worker_claim;
 
 typedef struct worker_daemon {
 	worker_db *db;
 	worker_tokens *tokens; /* NULL: auth_mode dev (one tenant, "dev", no token) */
 	worker_counters c;
+	airlock_settings *settings; /* the caller's; its mechanism is the service's once open */
+	/* The reaper's bearer token (worker.reaper_credential_file); NULL: the
+	 * reaper's route is 404. */
+	unsigned char *reaper_token;
+	size_t reaper_token_len;
+	/* The operator's egress policy (worker.policy_file): mode deny without one. */
+	airlock_egress_policy policy;
+
+	/* The execution service, opened at the first call that needs it
+	 * (worker_service): a service that is down when the worker starts
+	 * only makes those calls ExecutionUnavailable. */
+	pthread_mutex_t service_lock;
+	airlock_exec *exec;
+	airlock_remote *remote; /* exec's adapter */
+
+	/* The runs with a tool call or a sandbox here, under claims_lock. */
+	pthread_mutex_t claims_lock;
+	worker_claim **claims;
+	size_t n_claims;
+
+	/* The sweeper (sandboxes.c): destroys the sandboxes of claims that
+	 * ended without a call saying so (a lease not renewed). */
+	pthread_t sweeper;
+	bool sweeper_started;
+	int stop_fd; /* eventfd, readable once the worker stops */
 } worker_daemon;
 
 /* The tenant auth_mode dev admits every request as. */
@@ -47,12 +103,36 @@ char *worker_metrics_render(void *ctx, size_t *ret_len);
 struct json_t;
 void worker_log(const char *level, const char *event, struct json_t *fields);
 
+/* ---- sandboxes (sandboxes.c) ---------------------------------------------- */
+
 /* The sandboxes of ended claims the database hands back (a fence, a
- * release, a start after a stop): the caller destroys each, then clears
- * its record. This worker provisions no sandbox, so no record can be of
- * its making: one that exists is logged and refused (NOT_IMPLEMENTED),
- * never forgotten, and its record stays for a worker that can destroy it. */
+ * release, the sweeper, a start after a stop): each is destroyed (through
+ * this worker's core when it is one of its own, else by the handle its
+ * record holds) and then its record cleared; a failed destroy keeps the
+ * record for the next try and fails the call. */
 int worker_end_sandboxes(worker_daemon *w, const worker_db_sandbox *list, size_t n,
                          const char *why, airlock_error *err);
+/* The execution service, opened once (airlock_remote_open_adapter with
+ * worker.service_*); ExecutionUnavailable while it cannot be. */
+int worker_service(worker_daemon *w, airlock_error *err);
+/* Start and stop the sweeper; stop also destroys every sandbox this
+ * worker holds (its own shutdown ends its claims) after the commands in
+ * flight were ended. */
+int worker_sandboxes_start(worker_daemon *w, airlock_error *err);
+void worker_sandboxes_stop(worker_daemon *w);
+void worker_sandboxes_free(worker_daemon *w);
+
+/* sandbox.run_command for run_id under a request whose token names
+ * token_tenant ("*": every tenant): the body decoded and validated, the
+ * lease checked, the claim's sandbox provisioned at its first call and
+ * reused after, the command run. 0 with *ret_json (the result object's
+ * text); else err and *ret_status (the HTTP status: 400, 403, 404, 409,
+ * 503, 500). *ret_outcome either way. */
+int worker_run_command(worker_daemon *w, const char *run_id, const char *token_tenant,
+                       const char *body, size_t len, char **ret_json, unsigned *ret_status,
+                       worker_tool_outcome *ret_outcome, airlock_error *err);
+
+/* GET /v1/tools: the declarations this worker serves, as JSON text. */
+char *worker_tools_json(void);
 
 #endif

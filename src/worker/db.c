@@ -136,7 +136,8 @@ struct worker_db {
 int worker_db_new(const worker_db_ops *ops, void *ctx, worker_db **ret, airlock_error *err)
 {
 	if (!ops || ops->version != WORKER_DB_OPS_VERSION || !ops->claim || !ops->release ||
-	    !ops->check || !ops->set_environment || !ops->clear_environment || !ops->stale ||
+	    !ops->check || !ops->set_environment || !ops->environment_handle ||
+	    !ops->clear_environment || !ops->stale ||
 	    !ops->ended || !ops->schema_version || !ops->free) {
 		if (ops && ops->free && ctx)
 			ops->free(ctx);
@@ -262,8 +263,22 @@ int worker_db_check(worker_db *db, const char *run_id, const char *tenant_id, in
 	return CALL(db, db->ops->check(db->ctx, run_id, tenant_id, epoch, now_ms, ret, err));
 }
 
+/* A handle is stored and later sent as it is: printable ASCII without
+ * spaces, bounded. */
+static int check_handle(const char *op, const char *handle, airlock_error *err)
+{
+	size_t n = handle ? strnlen(handle, WORKER_DB_HANDLE_MAX + 1) : 0;
+	if (n == 0 || n > WORKER_DB_HANDLE_MAX)
+		return bad_arg(err, op, "a handle is 1 to 8192 bytes");
+	_Static_assert(WORKER_DB_HANDLE_MAX == 8192, "the message names the cap");
+	for (size_t i = 0; i < n; i++)
+		if (handle[i] <= ' ' || handle[i] > '~')
+			return bad_arg(err, op, "a handle is printable ASCII without spaces");
+	return 0;
+}
+
 int worker_db_set_environment(worker_db *db, const char *run_id, int64_t epoch,
-                              const char *environment_id, int64_t now_ms,
+                              const char *environment_id, const char *handle, int64_t now_ms,
                               worker_db_lease_state *ret, airlock_error *err)
 {
 	if (!db || !ret)
@@ -272,12 +287,36 @@ int worker_db_set_environment(worker_db *db, const char *run_id, int64_t epoch,
 	if (r == 0)
 		r = check_env("set_environment", environment_id, err);
 	if (r == 0)
+		r = check_handle("set_environment", handle, err);
+	if (r == 0)
 		r = check_tenant_now("set_environment", NULL, now_ms, err);
 	if (r < 0)
 		return r;
 	*ret = WORKER_DB_LEASE_INVALID;
-	return CALL(db, db->ops->set_environment(db->ctx, run_id, epoch, environment_id, now_ms,
-	                                         ret, err));
+	return CALL(db, db->ops->set_environment(db->ctx, run_id, epoch, environment_id, handle,
+	                                         now_ms, ret, err));
+}
+
+int worker_db_environment_handle(worker_db *db, const char *environment_id, char **ret,
+                                 airlock_error *err)
+{
+	if (!db || !ret)
+		return bad_arg(err, "environment_handle", "missing argument");
+	int r = check_env("environment_handle", environment_id, err);
+	if (r < 0)
+		return r;
+	*ret = NULL;
+	r = CALL(db, db->ops->environment_handle(db->ctx, environment_id, ret, err));
+	/* What comes back is sent as a header: the same rule as what went in. */
+	if (r == 0 && *ret && check_handle("environment_handle", *ret, err) < 0) {
+		free(*ret);
+		*ret = NULL;
+		return airlock_error_set(err, AIRLOCK_ERR_SYSTEM, EBADMSG,
+		                         "worker database: the handle recorded for sandbox %s is not "
+		                         "one this worker writes",
+		                         environment_id);
+	}
+	return r;
 }
 
 int worker_db_clear_environment(worker_db *db, const char *run_id, int64_t epoch,

@@ -50,6 +50,8 @@
  * + ttl never overflows a BIGINT. */
 #define WORKER_DB_TTL_SECONDS_MAX 86400
 #define WORKER_DB_NOW_MAX ((INT64_C(1) << 48) - 1)
+/* The longest handle a sandbox record holds (printable ASCII). */
+#define WORKER_DB_HANDLE_MAX 8192
 
 /* The state of a run's lease as seen by one call (check, a refused claim,
  * a refused set_environment, a release that did nothing). */
@@ -126,7 +128,7 @@ typedef struct worker_db_release_result {
  * says why (never with the connection string in it). Safe against another
  * connection doing any of them at the same time on the same database
  * (docs/worker-db.md, "Two workers"). Not thread-safe per ctx. */
-#define WORKER_DB_OPS_VERSION 1
+#define WORKER_DB_OPS_VERSION 2
 
 typedef struct worker_db_claim_request {
 	const char *run_id;
@@ -151,14 +153,19 @@ typedef struct worker_db_ops {
 	/* Read-only: is (run, tenant, epoch) the current, unexpired claim. */
 	int (*check)(void *ctx, const char *run_id, const char *tenant_id, int64_t epoch,
 	             int64_t now_ms, worker_db_check_result *ret, airlock_error *err);
-	/* Record the claim's sandbox, only while (run, epoch) is current at
+	/* Record the claim's sandbox and the handle that destroys it (the
+	 * service's, opaque here), only while (run, epoch) is current at
 	 * now: *ret is CURRENT when recorded (or already recorded with the same
 	 * id), else the lease's state and nothing was written (the caller
 	 * destroys the sandbox it made). A claim holding another sandbox
 	 * already is AIRLOCK_ERR_EXECUTION_REJECTED. */
 	int (*set_environment)(void *ctx, const char *run_id, int64_t epoch,
-	                       const char *environment_id, int64_t now_ms,
+	                       const char *environment_id, const char *handle, int64_t now_ms,
 	                       worker_db_lease_state *ret, airlock_error *err);
+	/* Read-only: the handle recorded with a sandbox, newly allocated in
+	 * *ret; NULL when no record of that id holds one. */
+	int (*environment_handle)(void *ctx, const char *environment_id, char **ret,
+	                          airlock_error *err);
 	/* Forget a sandbox the caller destroyed; *ret_cleared says whether a
 	 * record matched (none is not an error: a clear is idempotent). */
 	int (*clear_environment)(void *ctx, const char *run_id, int64_t epoch,
@@ -235,8 +242,10 @@ int worker_db_release(worker_db *db, const char *run_id, const char *tenant_id, 
 int worker_db_check(worker_db *db, const char *run_id, const char *tenant_id, int64_t epoch,
                     int64_t now_ms, worker_db_check_result *ret, airlock_error *err);
 int worker_db_set_environment(worker_db *db, const char *run_id, int64_t epoch,
-                              const char *environment_id, int64_t now_ms,
+                              const char *environment_id, const char *handle, int64_t now_ms,
                               worker_db_lease_state *ret, airlock_error *err);
+int worker_db_environment_handle(worker_db *db, const char *environment_id, char **ret,
+                                 airlock_error *err);
 int worker_db_clear_environment(worker_db *db, const char *run_id, int64_t epoch,
                                 const char *environment_id, bool *ret_cleared,
                                 airlock_error *err);

@@ -43,6 +43,11 @@ const worker_db_migration worker_db_migrations[] = {
 	     " run_id TEXT NOT NULL REFERENCES airlock_leases (run_id),"
 	     " epoch BIGINT NOT NULL CHECK (epoch >= 0),"
 	     " UNIQUE (run_id, epoch));" },
+	/* The handle that destroys a sandbox (the execution service's,
+	 * opaque here): with it any worker sharing the database can destroy a
+	 * sandbox another one recorded (a fence, a restart). NULL in a row of
+	 * version 1, which no worker that provisioned could have written. */
+	{ 2, "ALTER TABLE airlock_sandboxes ADD COLUMN handle TEXT;" },
 };
 const size_t worker_db_migrations_count =
 	sizeof(worker_db_migrations) / sizeof(worker_db_migrations[0]);
@@ -480,7 +485,8 @@ int worker_db_sql_check(void *ctx, const char *run_id, const char *tenant_id, in
 }
 
 static int set_env_body(void *ctx, const char *run_id, int64_t epoch, const char *environment_id,
-                        int64_t now_ms, worker_db_lease_state *ret, airlock_error *err)
+                        const char *handle, int64_t now_ms, worker_db_lease_state *ret,
+                        airlock_error *err)
 {
 	const worker_db_driver *d = drv(ctx);
 	worker_db_lease_row lease;
@@ -503,21 +509,54 @@ static int set_env_body(void *ctx, const char *run_id, int64_t epoch, const char
 		                                   "run %s epoch %lld already has sandbox %s recorded: "
 		                                   "a claim has one sandbox (clear it after its destroy)",
 		                                   run_id, (long long)epoch, e.id);
-	worker_db_param p[] = { DB_TEXT(environment_id), DB_TEXT(run_id), DB_NUM(epoch) };
+	worker_db_param p[] = { DB_TEXT(environment_id), DB_TEXT(run_id), DB_NUM(epoch),
+		                DB_TEXT(handle) };
 	return db_query(ctx,
-	                "INSERT INTO airlock_sandboxes (environment_id, run_id, epoch)"
-	                " VALUES ($1, $2, $3)",
-	                p, 3, NULL, NULL, NULL, err);
+	                "INSERT INTO airlock_sandboxes (environment_id, run_id, epoch, handle)"
+	                " VALUES ($1, $2, $3, $4)",
+	                p, 4, NULL, NULL, NULL, err);
 }
 
 int worker_db_sql_set_environment(void *ctx, const char *run_id, int64_t epoch,
-                                  const char *environment_id, int64_t now_ms,
+                                  const char *environment_id, const char *handle, int64_t now_ms,
                                   worker_db_lease_state *ret, airlock_error *err)
 {
 	int r = db_begin(ctx, WORKER_DB_TXN_WRITE, err);
 	if (r < 0)
 		return r;
-	return finish(ctx, set_env_body(ctx, run_id, epoch, environment_id, now_ms, ret, err), err);
+	return finish(ctx,
+	              set_env_body(ctx, run_id, epoch, environment_id, handle, now_ms, ret, err),
+	              err);
+}
+
+static int handle_row_fn(void *arg, const char *const *cols, int ncols)
+{
+	char **out = arg;
+	if (ncols != 1)
+		return -EBADMSG;
+	if (!cols[0] || *out)
+		return 0;
+	*out = strdup(cols[0]);
+	return *out ? 0 : -ENOMEM;
+}
+
+int worker_db_sql_environment_handle(void *ctx, const char *environment_id, char **ret,
+                                     airlock_error *err)
+{
+	worker_db_param p[] = { DB_TEXT(environment_id) };
+	char *h = NULL;
+	int r = db_query(ctx, "SELECT handle FROM airlock_sandboxes WHERE environment_id = $1", p,
+	                 1, handle_row_fn, &h, NULL, err);
+	if (r == -EBADMSG)
+		return corrupt(ctx, err, "airlock_sandboxes");
+	if (r == -ENOMEM)
+		r = airlock_error_set(err, AIRLOCK_ERR_SYSTEM, ENOMEM, "worker database: a handle");
+	if (r < 0) {
+		free(h);
+		return r;
+	}
+	*ret = h;
+	return 0;
 }
 
 int worker_db_sql_clear_environment(void *ctx, const char *run_id, int64_t epoch,

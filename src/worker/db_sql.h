@@ -107,8 +107,10 @@ int worker_db_sql_release(void *ctx, const char *run_id, const char *tenant_id, 
 int worker_db_sql_check(void *ctx, const char *run_id, const char *tenant_id, int64_t epoch,
                         int64_t now_ms, worker_db_check_result *ret, airlock_error *err);
 int worker_db_sql_set_environment(void *ctx, const char *run_id, int64_t epoch,
-                                  const char *environment_id, int64_t now_ms,
+                                  const char *environment_id, const char *handle, int64_t now_ms,
                                   worker_db_lease_state *ret, airlock_error *err);
+int worker_db_sql_environment_handle(void *ctx, const char *environment_id, char **ret,
+                                     airlock_error *err);
 int worker_db_sql_clear_environment(void *ctx, const char *run_id, int64_t epoch,
                                     const char *environment_id, bool *ret_cleared,
                                     airlock_error *err);
@@ -123,6 +125,7 @@ int worker_db_sql_schema_version(void *ctx, int64_t *ret, airlock_error *err);
 		.version = WORKER_DB_OPS_VERSION, .name = (adapter_name),                          \
 		.claim = worker_db_sql_claim, .release = worker_db_sql_release,                    \
 		.check = worker_db_sql_check, .set_environment = worker_db_sql_set_environment,    \
+		.environment_handle = worker_db_sql_environment_handle,                            \
 		.clear_environment = worker_db_sql_clear_environment,                              \
 		.stale = worker_db_sql_stale, .ended = worker_db_sql_ended,                        \
 		.schema_version = worker_db_sql_schema_version, .free = (free_fn),                 \

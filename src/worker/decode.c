@@ -7,7 +7,13 @@
  */
 #include "worker/worker.h"
 
+#include <errno.h>
+#include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
+
+#include "airlock/port/exec.h"
+#include "airlock/run_command.h"
 
 #include "airlock/ids.h"
 #include "core/json_internal.h"
@@ -47,28 +53,40 @@ int worker_route(const char *target, size_t target_len, const char *method,
 	*ret_query_len = 0;
 	const char *qm = memchr(target, '?', target_len);
 	size_t plen = qm ? (size_t)(qm - target) : target_len;
-	static const char health[] = "/v1/health", runs[] = "/v1/runs/", lease[] = "/lease";
+	static const char health[] = "/v1/health", tools[] = "/v1/tools";
+	static const char reaper[] = "/v1/reaper/stale", runs[] = "/v1/runs/";
+	static const char lease[] = "/lease", run_command[] = "/tools/sandbox.run_command";
 	bool get = strcmp(method, "GET") == 0, put = strcmp(method, "PUT") == 0;
-	bool del = strcmp(method, "DELETE") == 0;
-	if (is(target, plen, health)) {
+	bool del = strcmp(method, "DELETE") == 0, post = strcmp(method, "POST") == 0;
+	size_t rl = sizeof(runs) - 1, ll = sizeof(lease) - 1, cl = sizeof(run_command) - 1;
+	if (is(target, plen, health) || is(target, plen, tools)) {
 		if (!get)
 			return 405;
-		*ret_verb = WORKER_HEALTH;
-	} else {
+		*ret_verb = is(target, plen, health) ? WORKER_HEALTH : WORKER_TOOLS;
+	} else if (is(target, plen, reaper)) {
+		if (!post)
+			return 405;
+		*ret_verb = WORKER_REAPER_STALE;
+	} else if (plen > rl + ll && memcmp(target, runs, rl) == 0 &&
+	           memcmp(target + plen - ll, lease, ll) == 0 &&
+	           id_copy(target + rl, plen - rl - ll, ret_run_id)) {
 		/* /v1/runs/{run_id}/lease, exactly: no empty, doubled or extra
 		 * segment spells it. */
-		size_t rl = sizeof(runs) - 1, ll = sizeof(lease) - 1;
-		if (plen <= rl + ll || memcmp(target, runs, rl) != 0 ||
-		    memcmp(target + plen - ll, lease, ll) != 0 ||
-		    !id_copy(target + rl, plen - rl - ll, ret_run_id)) {
-			ret_run_id[0] = 0;
-			return 404;
-		}
 		if (!put && !del) {
 			ret_run_id[0] = 0;
 			return 405;
 		}
 		*ret_verb = put ? WORKER_LEASE_CLAIM : WORKER_LEASE_RELEASE;
+	} else if (plen > rl + cl && memcmp(target, runs, rl) == 0 &&
+	           memcmp(target + plen - cl, run_command, cl) == 0 &&
+	           id_copy(target + rl, plen - rl - cl, ret_run_id)) {
+		if (!post) {
+			ret_run_id[0] = 0;
+			return 405;
+		}
+		*ret_verb = WORKER_RUN_COMMAND;
+	} else {
+		return 404;
 	}
 	if (qm) {
 		*ret_query = qm + 1;
@@ -183,4 +201,216 @@ bad_epoch:
 bad:
 	return airlock_error_set(err, AIRLOCK_ERR_TOOL_VALIDATION, 0,
 	                         "query: only epoch=N and tenant_id=T, each once");
+}
+
+/* ---- a tool call's body ------------------------------------------------------------ */
+
+#define VECTOR_FORM                                                                                \
+	"an array of strings, the program and its arguments, e.g. [\"python3\", \"script.py\"]; "  \
+	"a shell string is not accepted (write [\"bash\", \"-c\", \"...\"] to run one)"
+
+/* The arguments' members, in the specification's order. */
+static int arguments_decoded(json_t *o, worker_tool_request *q, airlock_error *err)
+{
+	static const char *const fields[] = { "command", "working_directory", "timeout_seconds" };
+	if (!json_is_object(o))
+		return airlock_error_set(err, AIRLOCK_ERR_TOOL_VALIDATION, 0,
+		                         "arguments: must be an object {\"command\": [...], "
+		                         "\"working_directory\": \".\", \"timeout_seconds\": 30}");
+	int r = core_json_expect_object(o, "arguments", fields, ARRAY_SIZE(fields), err);
+	if (r < 0)
+		return r;
+	json_t *c = json_object_get(o, "command");
+	if (!c)
+		return airlock_error_set(err, AIRLOCK_ERR_TOOL_VALIDATION, 0,
+		                         "arguments.command: missing; it is " VECTOR_FORM);
+	/* A string where the vector belongs is a model-authoring mistake: the
+	 * message teaches the form rather than report the type. */
+	if (json_is_string(c))
+		return airlock_error_set(err, AIRLOCK_ERR_TOOL_VALIDATION, 0,
+		                         "arguments.command: got a string; the command is " VECTOR_FORM);
+	if (!json_is_array(c) || json_array_size(c) == 0)
+		return airlock_error_set(err, AIRLOCK_ERR_TOOL_VALIDATION, 0,
+		                         "arguments.command: must be a non-empty array: " VECTOR_FORM);
+	size_t n = json_array_size(c);
+	q->argv = calloc(n + 1, sizeof(char *));
+	if (!q->argv)
+		return airlock_error_set(err, AIRLOCK_ERR_SYSTEM, ENOMEM, "arguments.command");
+	for (size_t i = 0; i < n; i++) {
+		json_t *a = json_array_get(c, i);
+		if (!json_is_string(a))
+			return airlock_error_set(err, AIRLOCK_ERR_TOOL_VALIDATION, 0,
+			                         "arguments.command[%zu]: must be a string: " VECTOR_FORM,
+			                         i);
+		const char *v = json_string_value(a);
+		if (strlen(v) != json_string_length(a))
+			return airlock_error_set(err, AIRLOCK_ERR_TOOL_VALIDATION, 0,
+			                         "arguments.command[%zu]: contains a NUL byte", i);
+		if (!(q->argv[i] = strdup(v)))
+			return airlock_error_set(err, AIRLOCK_ERR_SYSTEM, ENOMEM, "arguments.command");
+		q->argc = i + 1;
+	}
+	/* The vector's own rules (size cap, command[0]) before the members
+	 * that follow it, as the specification orders them. */
+	airlock_execution_command probe = { .argv = q->argv, .argc = q->argc,
+		                            .working_directory = (char *)(uintptr_t) ".",
+		                            .timeout_seconds = 1,
+		                            .maximum_output_bytes = 1 };
+	r = airlock_execution_command_validate(&probe, AIRLOCK_RUN_COMMAND_ARGV_MAX_BYTES, err);
+	if (r < 0) {
+		airlock_error_prefix(err, "arguments: ");
+		return r;
+	}
+	json_t *wd = json_object_get(o, "working_directory");
+	if (wd && !json_is_null(wd)) {
+		if (!json_is_string(wd) || strlen(json_string_value(wd)) != json_string_length(wd))
+			return airlock_error_set(err, AIRLOCK_ERR_TOOL_VALIDATION, 0,
+			                         "arguments.working_directory: must be a path relative to "
+			                         "the workspace, e.g. \".\" or \"src\"");
+		if (!(q->working_directory = strdup(json_string_value(wd))))
+			return airlock_error_set(err, AIRLOCK_ERR_SYSTEM, ENOMEM, "working_directory");
+	}
+	json_t *t = json_object_get(o, "timeout_seconds");
+	if (t && !json_is_null(t)) {
+		json_int_t v = json_is_integer(t) ? json_integer_value(t) : 0;
+		if (v <= 0)
+			return airlock_error_set(err, AIRLOCK_ERR_TOOL_VALIDATION, 0,
+			                         "arguments.timeout_seconds: must be a positive integer "
+			                         "(seconds; at most %d are used)",
+			                         AIRLOCK_RUN_COMMAND_TIMEOUT_SECONDS);
+		/* Clamped here already: a larger number only ever means the
+		 * tool's declared timeout (the core clamps it again). */
+		q->timeout_seconds = v > AIRLOCK_RUN_COMMAND_TIMEOUT_SECONDS
+		                             ? AIRLOCK_RUN_COMMAND_TIMEOUT_SECONDS
+		                             : (int64_t)v;
+	}
+	return 0;
+}
+
+static int tool_decoded(json_t *o, void *ctx, airlock_error *err)
+{
+	static const char *const fields[] = { "epoch", "tenant_id", "network_enabled",
+		                              "deadline_ms", "arguments" };
+	worker_tool_request *q = ctx;
+	int r = core_json_expect_object(o, "tool call", fields, ARRAY_SIZE(fields), err);
+	if (r < 0)
+		return r;
+	json_t *je = json_object_get(o, "epoch"), *jt = json_object_get(o, "tenant_id");
+	json_t *jn = json_object_get(o, "network_enabled"), *jd = json_object_get(o, "deadline_ms");
+	json_int_t e = je && json_is_integer(je) ? json_integer_value(je) : -1;
+	json_int_t d = jd && json_is_integer(jd) ? json_integer_value(jd) : -1;
+	const char *t = jt && json_is_string(jt) ? json_string_value(jt) : NULL;
+	const char *bad =
+		!je ? "tool call.epoch: missing (the epoch of the lease the call is made under)"
+		: e < 0 ? "tool call.epoch: must be an integer >= 0"
+		: jt && (!t || !id_copy(t, json_string_length(jt), q->tenant_id))
+			? "tool call.tenant_id: must be a string of 1..128 of [A-Za-z0-9_-]"
+		: jn && !json_is_boolean(jn) ? "tool call.network_enabled: must be true or false"
+		: jd && (d < 0 || d > WORKER_DB_NOW_MAX)
+			? "tool call.deadline_ms: must be the run's deadline in Unix milliseconds"
+		: !json_object_get(o, "arguments") ? "tool call.arguments: missing (the tool's request)"
+			: NULL;
+	if (bad)
+		return airlock_error_set(err, AIRLOCK_ERR_TOOL_VALIDATION, 0, "%s", bad);
+	q->epoch = (int64_t)e;
+	q->network_enabled = jn && json_is_true(jn);
+	q->has_deadline = jd != NULL;
+	q->deadline_ms = (int64_t)d;
+	return arguments_decoded(json_object_get(o, "arguments"), q, err);
+}
+
+void worker_tool_request_clear(worker_tool_request *q)
+{
+	if (!q)
+		return;
+	for (size_t i = 0; q->argv && i < q->argc; i++)
+		free(q->argv[i]);
+	free(q->argv);
+	free(q->working_directory);
+	*q = (worker_tool_request){ 0 };
+}
+
+int worker_tool_request_decode(const char *body, size_t len, worker_tool_request *ret,
+                               airlock_error *err)
+{
+	*ret = (worker_tool_request){ 0 };
+	int r = core_json_decode(body, len, AIRLOCK_WORKER_TOOL_BODY_MAX, "tool call", tool_decoded,
+	                         ret, err);
+	if (r < 0)
+		worker_tool_request_clear(ret);
+	return r;
+}
+
+/* ---- the reaper's question ------------------------------------------------------------ */
+
+typedef struct reaper_decode {
+	worker_db_sandbox *list;
+	size_t n;
+} reaper_decode;
+
+static int reaper_decoded(json_t *o, void *ctx, airlock_error *err)
+{
+	static const char *const fields[] = { "sandboxes" };
+	static const char *const entry_fields[] = { "environment_id", "run_id", "lease_epoch" };
+	reaper_decode *q = ctx;
+	int r = core_json_expect_object(o, "reaper", fields, ARRAY_SIZE(fields), err);
+	if (r < 0)
+		return r;
+	json_t *a = json_object_get(o, "sandboxes");
+	if (!json_is_array(a))
+		return airlock_error_set(err, AIRLOCK_ERR_TOOL_VALIDATION, 0,
+		                         "reaper.sandboxes: must be an array");
+	size_t n = json_array_size(a);
+	if (n > AIRLOCK_WORKER_REAPER_ENTRIES_MAX)
+		return airlock_error_set(err, AIRLOCK_ERR_TOOL_VALIDATION, 0,
+		                         "reaper.sandboxes: %zu entries, over %d in one question", n,
+		                         AIRLOCK_WORKER_REAPER_ENTRIES_MAX);
+	q->list = calloc(n ? n : 1, sizeof(*q->list));
+	if (!q->list)
+		return airlock_error_set(err, AIRLOCK_ERR_SYSTEM, ENOMEM, "reaper.sandboxes");
+	for (size_t i = 0; i < n; i++) {
+		json_t *e = json_array_get(a, i);
+		if (!json_is_object(e))
+			return airlock_error_set(err, AIRLOCK_ERR_TOOL_VALIDATION, 0,
+			                         "reaper.sandboxes[%zu]: must be an object", i);
+		r = core_json_expect_object(e, "reaper.sandboxes[]", entry_fields,
+		                            ARRAY_SIZE(entry_fields), err);
+		if (r < 0)
+			return r;
+		json_t *je = json_object_get(e, "environment_id"), *jr = json_object_get(e, "run_id");
+		json_t *jl = json_object_get(e, "lease_epoch");
+		const char *env = json_string_value(je), *run = json_string_value(jr);
+		worker_db_sandbox *s = &q->list[i];
+		bool ok = env && run && json_is_integer(jl) && json_integer_value(jl) >= 0 &&
+		          json_string_length(je) < sizeof(s->environment_id) &&
+		          strlen(env) == json_string_length(je) &&
+		          id_copy(run, json_string_length(jr), s->run_id);
+		if (ok) {
+			memcpy(s->environment_id, env, json_string_length(je) + 1);
+			ok = airlock_environment_id_valid(s->environment_id);
+		}
+		if (!ok)
+			return airlock_error_set(err, AIRLOCK_ERR_TOOL_VALIDATION, 0,
+			                         "reaper.sandboxes[%zu]: environment_id, run_id and "
+			                         "lease_epoch (an integer >= 0) by the core's rules",
+			                         i);
+		s->epoch = (int64_t)json_integer_value(jl);
+		q->n = i + 1;
+	}
+	return 0;
+}
+
+int worker_reaper_request_decode(const char *body, size_t len, worker_db_sandbox **ret,
+                                 size_t *ret_n, airlock_error *err)
+{
+	reaper_decode q = { 0 };
+	int r = core_json_decode(body, len, AIRLOCK_WORKER_REAPER_BODY_MAX, "reaper", reaper_decoded,
+	                         &q, err);
+	if (r < 0) {
+		free(q.list);
+		return r;
+	}
+	*ret = q.list;
+	*ret_n = q.n;
+	return 0;
 }

@@ -18,6 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "airlock/credential_file.h"
 #include "util/util.h"
 
 /* The most a stop waits for requests under way (each is one database
@@ -36,16 +37,19 @@ static int open_db(const airlock_worker_settings *ws, worker_db **ret, airlock_e
 	return r;
 }
 
-/* Claims that ended while no worker ran still recorded with a sandbox:
- * destroyed (worker_end_sandboxes) before the API answers anything. */
-static int end_leftovers(worker_daemon *w, airlock_error *err)
+/* The files the worker reads at start besides the database: the
+ * reaper's token and the operator's egress policy. */
+static int read_files(const airlock_worker_settings *ws, worker_daemon *w, airlock_error *err)
 {
-	worker_db_sandbox list[16];
-	size_t n = 0;
-	int r = worker_db_ended(w->db, util_now_ms(), list, ARRAY_SIZE(list), &n, err);
-	if (r < 0)
-		return r;
-	return worker_end_sandboxes(w, list, n, "ended while no worker ran", err);
+	int r = 0;
+	if (ws->reaper_credential_file &&
+	    (r = airlock_credential_file_read(ws->reaper_credential_file, &w->reaper_token,
+	                                      &w->reaper_token_len, err)) < 0)
+		airlock_error_prefix(err, "worker.reaper_credential_file: ");
+	if (r == 0 && ws->policy_file &&
+	    (r = airlock_egress_policy_load(ws->policy_file, &w->policy, err)) < 0)
+		airlock_error_prefix(err, "worker.policy_file: ");
+	return r;
 }
 
 static int api_listen(const airlock_worker_settings *ws, worker_daemon *w, http_listener *lis,
@@ -77,6 +81,7 @@ static int api_listen(const airlock_worker_settings *ws, worker_daemon *w, http_
 		.header_max = AIRLOCK_WORKER_HEADER_MAX,
 		.request_timeout_ms = 30000,
 		.oversize_drain_max = AIRLOCK_WORKER_LEASE_BODY_MAX,
+		/* A command runs up to the tool's 300 s inside one request. */
 	};
 	pem_key = NULL; /* the core's now, on success and failure alike */
 	r = http_server_new(&hc, &worker_api_routes, w, ret, err);
@@ -103,7 +108,7 @@ static int metrics_listen(const char *address, worker_daemon *w, http_listener *
 	return r;
 }
 
-int worker_serve(const airlock_settings *s, airlock_error *err)
+int worker_serve(airlock_settings *s, airlock_error *err)
 {
 	const airlock_worker_settings *ws = &s->worker;
 	if (!ws->auth_mode)
@@ -112,13 +117,23 @@ int worker_serve(const airlock_settings *s, airlock_error *err)
 	worker_daemon *w = calloc(1, sizeof(*w));
 	if (!w)
 		return airlock_error_set(err, AIRLOCK_ERR_SYSTEM, ENOMEM, "worker");
+	w->settings = s;
+	w->stop_fd = -1;
+	w->policy.mode = AIRLOCK_EGRESS_DENY;
+	pthread_mutex_init(&w->service_lock, NULL);
+	pthread_mutex_init(&w->claims_lock, NULL);
 	http_listener lis = { .fd = -1 }, mlis = { .fd = -1 };
 	http_server *api = NULL;
 	http_metrics *metrics = NULL;
 	int r = open_db(ws, &w->db, err);
 	if (r < 0)
 		goto out;
-	if ((r = end_leftovers(w, err)) < 0)
+	if ((r = read_files(ws, w, err)) < 0)
+		goto out;
+	/* Claims that ended while no worker ran and still record a sandbox
+	 * are the sweeper's first round: a service that is down now delays
+	 * their end, not the worker's start. */
+	if ((r = worker_sandboxes_start(w, err)) < 0)
 		goto out;
 	if (util_streq0(ws->auth_mode, "tokens") && (r = worker_tokens_load(ws->tokens_file, &w->tokens, err)) < 0)
 		goto out;
@@ -142,12 +157,23 @@ int worker_serve(const airlock_settings *s, airlock_error *err)
 	r = 0;
 out:
 	http_metrics_free(metrics);
+	/* The commands in flight end first, so their calls answer within the
+	 * drain; then the API stops; then every sandbox still held goes. */
+	worker_sandboxes_stop(w);
 	if (api)
 		lis.fd = http_server_stop(api, WORKER_DRAIN_MS);
+	worker_sandboxes_free(w);
 	http_listener_close(&lis);
 	http_listener_close(&mlis);
 	worker_tokens_free(w->tokens);
 	worker_db_free(w->db);
+	if (w->reaper_token) {
+		OPENSSL_cleanse(w->reaper_token, w->reaper_token_len);
+		free(w->reaper_token);
+	}
+	airlock_egress_policy_clear(&w->policy);
+	pthread_mutex_destroy(&w->service_lock);
+	pthread_mutex_destroy(&w->claims_lock);
 	free(w);
 	if (r == 0)
 		worker_log("info", "worker.stopped", NULL);

@@ -25,6 +25,9 @@ typedef enum worker_verb {
 	WORKER_HEALTH,        /* GET /v1/health */
 	WORKER_LEASE_CLAIM,   /* PUT /v1/runs/{run_id}/lease */
 	WORKER_LEASE_RELEASE, /* DELETE /v1/runs/{run_id}/lease?epoch=N */
+	WORKER_TOOLS,         /* GET /v1/tools */
+	WORKER_RUN_COMMAND,   /* POST /v1/runs/{run_id}/tools/sandbox.run_command */
+	WORKER_REAPER_STALE,  /* POST /v1/reaper/stale (the reaper's credential) */
 	WORKER__MAX
 } worker_verb;
 
@@ -56,6 +59,41 @@ int worker_lease_request_decode(const char *body, size_t len, worker_lease_reque
 int worker_release_query_decode(const char *q, size_t len, int64_t *ret_epoch,
                                 char ret_tenant[AIRLOCK_ID_MAX + 1], airlock_error *err);
 
+/* A tool call's body (POST /v1/runs/{run_id}/tools/sandbox.run_command):
+ *   {"epoch": N, "tenant_id": T (a token of every tenant only),
+ *    "network_enabled": false, "deadline_ms": D (optional: the run's
+ *    deadline, Unix milliseconds), "arguments": {the tool's request}}
+ * The arguments are the specification's request, checked in its order
+ * (command a non-empty array of strings, no NUL, under the size cap,
+ * command[0] absolute or a bare name; working_directory a string;
+ * timeout_seconds a positive integer), ToolValidationError naming the
+ * member otherwise; containment of working_directory is the core's
+ * (airlock_run_command_prepare). At most AIRLOCK_WORKER_TOOL_BODY_MAX
+ * bytes. *ret is cleared on failure. */
+typedef struct worker_tool_request {
+	char tenant_id[AIRLOCK_ID_MAX + 1]; /* "" when absent */
+	int64_t epoch;
+	bool network_enabled;
+	bool has_deadline;
+	int64_t deadline_ms;
+	char **argv; /* argc strings and a NULL */
+	size_t argc;
+	char *working_directory; /* NULL: "." */
+	int64_t timeout_seconds; /* 0: absent */
+} worker_tool_request;
+int worker_tool_request_decode(const char *body, size_t len, worker_tool_request *ret,
+                               airlock_error *err);
+void worker_tool_request_clear(worker_tool_request *q);
+
+/* The reaper's question: {"sandboxes": [{"environment_id", "run_id",
+ * "lease_epoch"}, ...]}, at most AIRLOCK_WORKER_REAPER_ENTRIES_MAX entries
+ * and AIRLOCK_WORKER_REAPER_BODY_MAX bytes, each entry exactly those
+ * members by the core's rules. *ret (malloc'd, *ret_n entries) is the
+ * caller's. */
+struct worker_db_sandbox;
+int worker_reaper_request_decode(const char *body, size_t len, struct worker_db_sandbox **ret,
+                                 size_t *ret_n, airlock_error *err);
+
 /* ---- authentication ---------------------------------------------------------- */
 
 /* The tokens file (auth_mode: tokens): lines "TOKEN TENANT" or "TOKEN *",
@@ -84,9 +122,10 @@ bool worker_tokens_lookup(const worker_tokens *t, const char *value, size_t valu
 
 /* Run the worker with checked settings (airlock_settings_check passed)
  * until SIGTERM or SIGINT: open the database (migrations at open), read
- * the tokens, listen, serve, and stop cleanly. Returns 0 after a clean
+ * the tokens, listen, serve, and stop cleanly. s->mechanism becomes the
+ * execution service's once the worker has reached it. Returns 0 after a clean
  * stop; an error (naming the setting) when it could not start. The
  * caller blocked SIGTERM and SIGINT in every thread. */
-int worker_serve(const airlock_settings *s, airlock_error *err);
+int worker_serve(airlock_settings *s, airlock_error *err);
 
 #endif

@@ -1,0 +1,61 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * The tools' declarations the worker serves (GET /v1/tools): what a
+ * platform registers with its model and what `airlock mcp` lists. The
+ * numbers are the ones the worker enforces (the tool's timeout, its output
+ * cap, the vector's size cap), taken from the same constants, so the
+ * declaration cannot promise what the call does not do.
+ */
+#include "worker/daemon.h"
+
+#include <jansson.h>
+
+#include "airlock/run_command.h"
+
+/* What the model is told (the specification, "sandbox.run_command"): the
+ * three things it cannot infer, and the vector form. */
+static const char run_command_description[] =
+	"Run one command in this run's sandbox, a Linux machine with a /workspace directory. "
+	"`command` is an argument vector, not a shell string: [\"python3\", \"script.py\"]; "
+	"use [\"bash\", \"-c\", \"...\"] for shell syntax. The command has no network unless "
+	"network access has been enabled and approved for this call; without it a connection "
+	"fails as if the host did not exist, not with a permission message. The workspace "
+	"persists between calls of this run but is discarded when the run finishes or pauses: "
+	"a file the user should receive must be exported with artifact.export, which attaches "
+	"it to the reply. Output above 1 MiB per stream ends the command (killed_by "
+	"OUTPUT_LIMIT) and returns what it printed until then.";
+
+static json_t *run_command_schema(void)
+{
+	return json_pack(
+		"{s:s, s:b, s:[s], s:{s:{s:s, s:i, s:{s:s}, s:s}, s:{s:s, s:s, s:s}, "
+		"s:{s:s, s:i, s:i, s:s}}}",
+		"type", "object", "additionalProperties", 0, "required", "command", "properties",
+		"command", "type", "array", "minItems", 1, "items", "type", "string", "description",
+		"The program and its arguments; the program is an absolute path or a bare name "
+		"looked up in PATH.",
+		"working_directory", "type", "string", "default", ".", "description",
+		"The directory to run in, relative to /workspace.", "timeout_seconds", "type",
+		"integer", "minimum", 1, "maximum", AIRLOCK_RUN_COMMAND_TIMEOUT_SECONDS,
+		"description", "Seconds before the command is killed (timed_out); at most 300.");
+}
+
+char *worker_tools_json(void)
+{
+	json_t *schema = run_command_schema();
+	json_t *o = schema ? json_pack("{s:[{s:s, s:s, s:o, s:{s:s, s:s, s:s, s:s}, s:s, s:s, s:i, "
+	                               "s:I, s:b}]}",
+	                               "tools", "name", "sandbox.run_command", "description",
+	                               run_command_description, "input_schema", schema,
+	                               "classification", "side_effect", "CODE_EXECUTION", "risk",
+	                               "HIGH", "idempotency", "NON_IDEMPOTENT", "output_trust",
+	                               "EXTERNAL_UNTRUSTED", "scope", "sandbox.execute",
+	                               "execution", "sandbox", "timeout_s",
+	                               AIRLOCK_RUN_COMMAND_TIMEOUT_SECONDS, "max_output_bytes",
+	                               (json_int_t)AIRLOCK_RUN_COMMAND_OUTPUT_DEFAULT_BYTES,
+	                               "allow_parallel", 0)
+	                     : NULL;
+	char *text = o ? json_dumps(o, JSON_COMPACT | JSON_PRESERVE_ORDER) : NULL;
+	json_decref(o);
+	return text;
+}

@@ -1,0 +1,448 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * sandbox.run_command through the real programs: `airlock serve` (fake or
+ * native) and airlock-worker as processes, on Unix sockets in a temporary
+ * directory, over SQLite (and PostgreSQL, the suite's server). What it
+ * proves (docs/worker-api.md): the declaration; a call is refused before
+ * anything runs without its lease or with another epoch; validation in
+ * the specification's order before the service is touched; a claim's
+ * sandbox is provisioned at its first call and reused by the next (a file
+ * written in one is read in the next); no second call while one runs; a
+ * release, a fence, a lease not renewed and the worker's stop each destroy
+ * the claim's sandbox; a worker killed with SIGKILL leaves a record the
+ * next one uses to destroy the sandbox; an unreachable service is
+ * ExecutionUnavailable at once; the reaper's question and its credential.
+ */
+#include <criterion/criterion.h>
+#include <errno.h>
+#include <libpq-fe.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "airlock/image_build.h"
+#include "airlock/image_store.h"
+#include "util/util.h"
+#include "worker/db.h"
+
+#include "pg_server.h"
+#include "worker_testlib.h"
+
+#define SERVICE_TOKEN "svc-0123456789abcdef0123456789abcdef"
+#define REAPER_TOKEN "reaper-0123456789abcdef0123456789"
+
+typedef struct stack {
+	char dir[64];
+	char svc_sock[128];
+	char sock[128];
+	char config[128];
+	char log[128];
+	pid_t svc, worker;
+} stack;
+
+/* The store's default image, for native; "" when there is none (the
+ * native tests then skip). */
+static const char *default_image(void)
+{
+	static char digest[80];
+	airlock_image_store *st = NULL;
+	airlock_error err = { 0 };
+	digest[0] = 0;
+	if (airlock_image_store_open("/var/lib/airlock/images", &st, &err) == 0) {
+		if (airlock_image_find_default(st, digest, &err) <= 0)
+			digest[0] = 0;
+		airlock_image_store_free(st);
+	}
+	return digest;
+}
+
+static void start_worker(stack *s)
+{
+	char *argv[] = { "airlock-worker", "--config", s->config, NULL };
+	s->worker = wt_start(getenv("AIRLOCK_TEST_WORKER"), argv, s->log, s->sock);
+}
+
+/* service_address: where the worker is told the service is (NULL: the
+ * stack's own). */
+static void stack_up(stack *s, const char *mechanism, bool pg, const char *service_address)
+{
+	memset(s, 0, sizeof(*s));
+	snprintf(s->dir, sizeof(s->dir), "/tmp/airlock-wtool-XXXXXX");
+	cr_assert(mkdtemp(s->dir));
+	snprintf(s->svc_sock, sizeof(s->svc_sock), "%s/svc.sock", s->dir);
+	snprintf(s->sock, sizeof(s->sock), "%s/w.sock", s->dir);
+	snprintf(s->config, sizeof(s->config), "%s/airlock.yaml", s->dir);
+	snprintf(s->log, sizeof(s->log), "%s/log", s->dir);
+	char path[160], image[160] = "", db[512] = "", text[4096];
+	snprintf(path, sizeof(path), "%s/svc.token", s->dir);
+	wt_write_file(path, SERVICE_TOKEN "\n", 0600);
+	snprintf(path, sizeof(path), "%s/reaper.token", s->dir);
+	wt_write_file(path, REAPER_TOKEN "\n", 0600);
+	if (strcmp(mechanism, "native") == 0) {
+		const char *d = default_image();
+		if (!*d) {
+			char cmd[128];
+			snprintf(cmd, sizeof(cmd), "rm -rf %s", s->dir);
+			cr_assert_eq(system(cmd), 0);
+			cr_skip_test("no default image in /var/lib/airlock/images (airlock image build)");
+		}
+		snprintf(image, sizeof(image), "  image: %s\n", d);
+	}
+	if (pg)
+		wt_pg_settings(s->dir, db, sizeof(db));
+	snprintf(text, sizeof(text),
+	         "sandbox:\n  mechanism: %s\n%s"
+	         "service:\n  listen: unix:%s\n  credential_file: %s/svc.token\n"
+	         "worker:\n  listen: unix:%s\n  state_dir: %s\n  auth_mode: dev\n"
+	         "  service_address: %s%s\n  service_credential_file: %s/svc.token\n"
+	         "  reaper_credential_file: %s/reaper.token\n%s",
+	         mechanism, image, s->svc_sock, s->dir, s->sock, s->dir,
+	         service_address ? "" : "unix:", service_address ? service_address : s->svc_sock,
+	         s->dir, s->dir, db);
+	wt_write_file(s->config, text, 0600);
+	char *argv[] = { "airlock", "serve", "--config", s->config, NULL };
+	s->svc = wt_start(getenv("AIRLOCK_TEST_AIRLOCK"), argv, s->log, s->svc_sock);
+	start_worker(s);
+}
+
+static void stack_down(stack *s)
+{
+	if (s->worker > 0)
+		cr_expect_eq(wt_stop(s->worker, SIGTERM), 0, "the worker stops cleanly: %s",
+		             wt_read_log(s->log));
+	if (s->svc > 0)
+		cr_expect_eq(wt_stop(s->svc, SIGTERM), 0, "the service stops cleanly");
+	char cmd[128];
+	snprintf(cmd, sizeof(cmd), "rm -rf %s", s->dir);
+	cr_expect_eq(system(cmd), 0);
+}
+
+static wt_reply *req(stack *s, const char *method, const char *target, const char *token,
+                     const char *body)
+{
+	static wt_reply r;
+	wt_request(s->sock, method, target, token, body, 60000, &r);
+	return &r;
+}
+
+#define HAS(r, text) cr_expect(strstr((r)->body, (text)), "%d %s", (r)->status, (r)->body)
+
+static void claim(stack *s, const char *run, long epoch, long ttl, const char *outcome)
+{
+	char target[160], body[160], want[64];
+	snprintf(target, sizeof(target), "/v1/runs/%s/lease", run);
+	snprintf(body, sizeof(body), "{\"tenant_id\":\"dev\",\"epoch\":%ld,\"ttl_seconds\":%ld}",
+	         epoch, ttl);
+	wt_reply *r = req(s, "PUT", target, NULL, body);
+	cr_assert_eq(r->status, 200, "%s", r->body);
+	snprintf(want, sizeof(want), "\"outcome\":\"%s\"", outcome);
+	HAS(r, want);
+}
+
+static wt_reply *call(stack *s, const char *run, long epoch, const char *arguments)
+{
+	char target[160];
+	static char body[8192];
+	snprintf(target, sizeof(target), "/v1/runs/%s/tools/sandbox.run_command", run);
+	snprintf(body, sizeof(body), "{\"epoch\":%ld,\"arguments\":%s}", epoch, arguments);
+	return req(s, "POST", target, NULL, body);
+}
+
+/* The service's live sandboxes (its health). */
+static long live(stack *s)
+{
+	wt_reply r;
+	wt_request(s->svc_sock, "GET", "/v1/health", SERVICE_TOKEN, NULL, 5000, &r);
+	cr_assert_eq(r.status, 200, "%s", r.body);
+	const char *p = strstr(r.body, "\"live\":");
+	cr_assert(p, "%s", r.body);
+	return strtol(p + 7, NULL, 10);
+}
+
+static void expect_live(stack *s, long want, const char *why)
+{
+	long got = -1;
+	for (int i = 0; i < 100 && (got = live(s)) != want; i++)
+		usleep(50000);
+	cr_expect_eq(got, want, "%s: %ld live sandboxes, want %ld", why, got, want);
+}
+
+/* ---- the declaration, and refusals before anything runs ------------------------- */
+
+Test(worker_tools, the_tool_is_declared_as_the_specification_classifies_it)
+{
+	stack s;
+	stack_up(&s, "fake", false, NULL);
+	wt_reply *r = req(&s, "GET", "/v1/tools", NULL, NULL);
+	cr_assert_eq(r->status, 200, "%s", r->body);
+	static const char *const want[] = {
+		"\"name\":\"sandbox.run_command\"", "\"side_effect\":\"CODE_EXECUTION\"",
+		"\"risk\":\"HIGH\"", "\"idempotency\":\"NON_IDEMPOTENT\"",
+		"\"output_trust\":\"EXTERNAL_UNTRUSTED\"", "\"scope\":\"sandbox.execute\"",
+		"\"timeout_s\":300", "\"max_output_bytes\":1048576", "\"allow_parallel\":false",
+		"\"required\":[\"command\"]", "artifact.export", "no network",
+		"discarded when the run finishes or pauses",
+	};
+	for (size_t i = 0; i < sizeof(want) / sizeof(want[0]); i++)
+		HAS(r, want[i]);
+	stack_down(&s);
+}
+
+Test(worker_tools, a_call_without_its_current_lease_is_refused_before_anything_runs)
+{
+	stack s;
+	stack_up(&s, "fake", false, NULL);
+	static const char args[] = "{\"command\":[\"true\"]}";
+	wt_reply *r = call(&s, "run-none", 1, args);
+	cr_expect_eq(r->status, 404, "no lease: %s", r->body);
+	claim(&s, "run-1", 3, 60, "new");
+	r = call(&s, "run-1", 2, args);
+	cr_expect_eq(r->status, 409, "another epoch: %s", r->body);
+	HAS(r, "not the run's current one");
+	r = call(&s, "run-1", 4, args);
+	cr_expect_eq(r->status, 409, "a higher epoch than claimed: %s", r->body);
+	wt_reply *rel = req(&s, "DELETE", "/v1/runs/run-1/lease?epoch=3", NULL, NULL);
+	cr_expect_eq(rel->status, 204, "%s", rel->body);
+	r = call(&s, "run-1", 3, args);
+	cr_expect_eq(r->status, 409, "released: %s", r->body);
+	HAS(r, "released");
+	claim(&s, "run-ttl", 1, 1, "new");
+	usleep(1200 * 1000);
+	r = call(&s, "run-ttl", 1, args);
+	cr_expect_eq(r->status, 409, "expired: %s", r->body);
+	HAS(r, "expired");
+	expect_live(&s, 0, "nothing was provisioned");
+	stack_down(&s);
+}
+
+Test(worker_tools, validation_runs_in_the_specifications_order_before_the_service)
+{
+	stack s;
+	stack_up(&s, "fake", false, NULL);
+	claim(&s, "run-v", 1, 60, "new");
+	static const struct {
+		const char *args, *says;
+	} bad[] = {
+		{ "{\"command\":\"python3 script.py\"}", "[\\\"python3\\\", \\\"script.py\\\"]" },
+		{ "{\"command\":\"ls\",\"timeout_seconds\":\"x\"}", "got a string" },
+		{ "{\"command\":[]}", "non-empty array" },
+		{ "{\"command\":[1]}", "command[0]: must be a string" },
+		{ "{\"command\":[\"a\\u0000b\"]}", "NUL" },
+		{ "{\"command\":[\"./setup.sh\"],\"working_directory\":7}", "command[0]" },
+		{ "{\"command\":[\"ls\"],\"working_directory\":7}", "working_directory" },
+		{ "{\"command\":[\"ls\"],\"working_directory\":\"../etc\"}", "WorkspaceEscape" },
+		{ "{\"command\":[\"ls\"],\"timeout_seconds\":0}", "timeout_seconds" },
+		{ "{\"command\":[\"ls\"],\"timeout_seconds\":1.5}", "timeout_seconds" },
+		{ "{\"command\":[\"ls\"],\"shell\":true}", "shell" },
+		{ "[]", "arguments" },
+	};
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		wt_reply *r = call(&s, "run-v", 1, bad[i].args);
+		cr_expect_eq(r->status, 400, "%s: %d %s", bad[i].args, r->status, r->body);
+		cr_expect(strstr(r->body, bad[i].says), "%s: wants %s in %s", bad[i].args,
+		          bad[i].says, r->body);
+	}
+	/* The vector's size cap. */
+	static char big[80000];
+	int n = snprintf(big, sizeof(big), "{\"command\":[\"echo\",\"");
+	memset(big + n, 'a', 66000);
+	snprintf(big + n + 66000, sizeof(big) - (size_t)n - 66000, "\"]}");
+	wt_reply *r = call(&s, "run-v", 1, big);
+	cr_expect_eq(r->status, 400, "%s", r->body);
+	/* A budget under the floor is not started. */
+	char target[] = "/v1/runs/run-v/tools/sandbox.run_command", body[256];
+	snprintf(body, sizeof(body),
+	         "{\"epoch\":1,\"deadline_ms\":%lld,\"arguments\":{\"command\":[\"true\"]}}",
+	         (long long)(util_now_ms() + 2000));
+	r = req(&s, "POST", target, NULL, body);
+	cr_expect_eq(r->status, 400, "%s", r->body);
+	HAS(r, "under the floor");
+	expect_live(&s, 0, "no validation error costs a sandbox");
+	stack_down(&s);
+}
+
+/* ---- a claim's sandbox ------------------------------------------------------------- */
+
+static void lifecycle(bool pg)
+{
+	stack s;
+	stack_up(&s, "fake", pg, NULL);
+	claim(&s, "run-l", 1, 60, "new");
+	expect_live(&s, 0, "a claim without a sandbox call provisions nothing");
+	wt_reply *r = call(&s, "run-l", 1, "{\"command\":[\"true\"],\"timeout_seconds\":30}");
+	cr_assert_eq(r->status, 200, "%s", r->body);
+	static const char *const fields[] = { "\"exit_code\":0", "\"stdout\":", "\"stderr\":",
+		                              "\"timed_out\":false", "\"killed_by\":null",
+		                              "\"duration_ms\":", "\"files_changed\":[" };
+	for (size_t i = 0; i < sizeof(fields) / sizeof(fields[0]); i++)
+		HAS(r, fields[i]);
+	expect_live(&s, 1, "the first call provisions");
+	r = call(&s, "run-l", 1, "{\"command\":[\"true\"]}");
+	cr_expect_eq(r->status, 200, "%s", r->body);
+	expect_live(&s, 1, "the second call reuses it");
+
+	/* A fence destroys the older claim's sandbox before it answers. */
+	claim(&s, "run-l", 2, 60, "fenced");
+	cr_expect_eq(live(&s), 0, "fenced: destroyed before the answer");
+	r = call(&s, "run-l", 1, "{\"command\":[\"true\"]}");
+	cr_expect_eq(r->status, 409, "the fenced epoch: %s", r->body);
+	r = call(&s, "run-l", 2, "{\"command\":[\"true\"]}");
+	cr_expect_eq(r->status, 200, "%s", r->body);
+	expect_live(&s, 1, "the new claim's own");
+
+	/* A release answers after the destroy. */
+	r = req(&s, "DELETE", "/v1/runs/run-l/lease?epoch=2", NULL, NULL);
+	cr_expect_eq(r->status, 204, "%s", r->body);
+	cr_expect_eq(live(&s), 0, "released: destroyed before the answer");
+
+	/* A lease not renewed: the sweeper ends its sandbox. */
+	claim(&s, "run-t", 1, 2, "new");
+	r = call(&s, "run-t", 1, "{\"command\":[\"true\"]}");
+	cr_expect_eq(r->status, 200, "%s", r->body);
+	expect_live(&s, 1, "provisioned");
+	usleep(2000 * 1000);
+	expect_live(&s, 0, "a lease lost ends its sandbox");
+
+	/* The worker's stop ends what it holds. */
+	claim(&s, "run-s", 1, 60, "new");
+	r = call(&s, "run-s", 1, "{\"command\":[\"true\"]}");
+	cr_expect_eq(r->status, 200, "%s", r->body);
+	expect_live(&s, 1, "provisioned");
+	cr_expect_eq(wt_stop(s.worker, SIGTERM), 0);
+	s.worker = 0;
+	cr_expect_eq(live(&s), 0, "the worker's stop destroyed its sandbox");
+	const char *log = wt_read_log(s.log);
+	cr_expect(strstr(log, "\"event\":\"tool.called\""), "%s", log);
+	cr_expect(strstr(log, "\"why\":\"worker stopping\""), "%s", log);
+	stack_down(&s);
+}
+
+Test(worker_tools, a_claims_sandbox_lives_from_its_first_call_to_the_claims_end_sqlite)
+{
+	lifecycle(false);
+}
+
+Test(worker_tools, a_claims_sandbox_lives_from_its_first_call_to_the_claims_end_postgresql)
+{
+	lifecycle(true);
+}
+
+/* A worker killed without cleanup leaves its record; the next worker's
+ * release destroys the sandbox by the handle recorded. */
+Test(worker_tools, a_killed_workers_sandbox_is_destroyed_by_the_next_from_its_record)
+{
+	stack s;
+	stack_up(&s, "fake", false, NULL);
+	claim(&s, "run-k", 1, 60, "new");
+	wt_reply *r = call(&s, "run-k", 1, "{\"command\":[\"true\"]}");
+	cr_assert_eq(r->status, 200, "%s", r->body);
+	cr_expect_eq(wt_stop(s.worker, SIGKILL), 128 + SIGKILL);
+	expect_live(&s, 1, "a killed worker cleans nothing up");
+	start_worker(&s);
+	/* The claim is still current: a call of it gets a sandbox of this
+	 * worker's, and the one it does not hold is ended first. */
+	r = call(&s, "run-k", 1, "{\"command\":[\"true\"]}");
+	cr_expect_eq(r->status, 200, "%s", r->body);
+	expect_live(&s, 1, "the dead worker's is gone, this one's is live");
+	cr_expect_eq(wt_stop(s.worker, SIGKILL), 128 + SIGKILL);
+	start_worker(&s);
+	r = req(&s, "DELETE", "/v1/runs/run-k/lease?epoch=1", NULL, NULL);
+	cr_expect_eq(r->status, 204, "%s", r->body);
+	cr_expect_eq(live(&s), 0, "the release destroyed it by its record");
+	stack_down(&s);
+}
+
+Test(worker_tools, an_unreachable_service_is_execution_unavailable_at_once)
+{
+	stack s;
+	char nowhere[160];
+	snprintf(nowhere, sizeof(nowhere), "unix:/tmp/airlock-no-such-%d.sock", (int)getpid());
+	stack_up(&s, "fake", false, nowhere);
+	claim(&s, "run-u", 1, 60, "new");
+	int64_t t0 = util_monotonic_ms();
+	wt_reply *r = call(&s, "run-u", 1, "{\"command\":[\"true\"]}");
+	cr_expect_eq(r->status, 503, "%s", r->body);
+	HAS(r, "ExecutionUnavailable");
+	cr_expect_lt(util_monotonic_ms() - t0, 15000, "never a hang");
+	stack_down(&s);
+}
+
+/* ---- the reaper's question ---------------------------------------------------------- */
+
+Test(worker_tools, the_reaper_asks_with_its_credential_and_learns_only_ids)
+{
+	stack s;
+	stack_up(&s, "fake", false, NULL);
+	claim(&s, "run-r", 2, 60, "new");
+	static const char q[] =
+		"{\"sandboxes\":["
+		"{\"environment_id\":\"env_00000000000000000000000000000001\",\"run_id\":\"run-r\",\"lease_epoch\":2},"
+		"{\"environment_id\":\"env_00000000000000000000000000000002\",\"run_id\":\"run-r\",\"lease_epoch\":1},"
+		"{\"environment_id\":\"env_00000000000000000000000000000003\",\"run_id\":\"run-gone\",\"lease_epoch\":1}]}";
+	wt_reply *r = req(&s, "POST", "/v1/reaper/stale", REAPER_TOKEN, q);
+	cr_assert_eq(r->status, 200, "%s", r->body);
+	cr_expect_str_eq(r->body,
+	                 "{\"stale\":[\"env_00000000000000000000000000000002\","
+	                 "\"env_00000000000000000000000000000003\"]}");
+	/* Only the reaper's credential reaches it, and it reaches nothing else. */
+	r = req(&s, "POST", "/v1/reaper/stale", NULL, q);
+	cr_expect_eq(r->status, 404, "a tenant (dev) is not the reaper: %s", r->body);
+	r = req(&s, "PUT", "/v1/runs/run-r/lease", REAPER_TOKEN,
+	        "{\"tenant_id\":\"dev\",\"epoch\":3,\"ttl_seconds\":60}");
+	cr_expect_eq(r->status, 404, "the reaper claims nothing: %s", r->body);
+	r = req(&s, "POST", "/v1/reaper/stale", REAPER_TOKEN, "{\"sandboxes\":[{\"run_id\":1}]}");
+	cr_expect_eq(r->status, 400, "%s", r->body);
+	r = req(&s, "POST", "/v1/reaper/stale", REAPER_TOKEN, "{\"sandboxes\":[]}");
+	cr_expect_eq(r->status, 200, "%s", r->body);
+	cr_expect_str_eq(r->body, "{\"stale\":[]}");
+	stack_down(&s);
+}
+
+/* ---- native: what a real sandbox keeps and refuses ------------------------------------ */
+
+typedef struct slow_call {
+	stack *s;
+	wt_reply r;
+} slow_call;
+
+static void *run_slow(void *arg)
+{
+	slow_call *c = arg;
+	wt_request(c->s->sock, "POST", "/v1/runs/run-n/tools/sandbox.run_command", NULL,
+	           "{\"epoch\":1,\"arguments\":{\"command\":[\"sleep\",\"2\"]}}", 60000, &c->r);
+	return NULL;
+}
+
+Test(worker_tools, native_a_file_written_in_one_call_is_read_in_the_next_and_calls_do_not_overlap)
+{
+	stack s;
+	stack_up(&s, "native", false, NULL);
+	claim(&s, "run-n", 1, 60, "new");
+	wt_reply *r = call(&s, "run-n", 1,
+	                   "{\"command\":[\"sh\",\"-c\",\"echo kept > note.txt\"]}");
+	cr_assert_eq(r->status, 200, "%s", r->body);
+	HAS(r, "\"path\":\"note.txt\"");
+	r = call(&s, "run-n", 1, "{\"command\":[\"cat\",\"note.txt\"]}");
+	cr_expect_eq(r->status, 200, "%s", r->body);
+	HAS(r, "\"stdout\":\"kept\\n\"");
+
+	slow_call c = { .s = &s };
+	pthread_t t;
+	cr_assert_eq(pthread_create(&t, NULL, run_slow, &c), 0);
+	usleep(700 * 1000);
+	r = call(&s, "run-n", 1, "{\"command\":[\"true\"]}");
+	cr_expect_eq(r->status, 409, "allow_parallel no: %s", r->body);
+	HAS(r, "allow_parallel");
+	pthread_join(t, NULL);
+	cr_expect_eq(c.r.status, 200, "%s", c.r.body);
+	r = call(&s, "run-n", 1, "{\"command\":[\"true\"]}");
+	cr_expect_eq(r->status, 200, "after it answered: %s", r->body);
+	r = req(&s, "DELETE", "/v1/runs/run-n/lease?epoch=1", NULL, NULL);
+	cr_expect_eq(r->status, 204, "%s", r->body);
+	cr_expect_eq(live(&s), 0);
+	stack_down(&s);
+}

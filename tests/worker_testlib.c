@@ -1,0 +1,170 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* What the worker's suites share (worker_testlib.h). */
+#include "worker_testlib.h"
+
+#include <criterion/criterion.h>
+#include <libpq-fe.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "pg_server.h"
+
+void wt_write_file(const char *path, const char *text, mode_t mode)
+{
+	int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, mode);
+	cr_assert(fd >= 0, "%s: %s", path, strerror(errno));
+	cr_assert_eq(write(fd, text, strlen(text)), (ssize_t)strlen(text));
+	fchmod(fd, mode);
+	close(fd);
+}
+
+int wt_connect(const char *path)
+{
+	int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (fd < 0)
+		return -1;
+	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+	snprintf(sa.sun_path, sizeof(sa.sun_path), "%s", path);
+	if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0) {
+		close(fd);
+		return -1;
+	}
+	return fd;
+}
+
+pid_t wt_start(const char *exe, char *const argv[], const char *log, const char *sock)
+{
+	pid_t pid = fork();
+	cr_assert(pid >= 0);
+	if (pid == 0) {
+		/* A test that stops at a failed assertion never reaches its
+		 * stop: the program ends with the test's process. */
+		prctl(PR_SET_PDEATHSIG, SIGTERM);
+		int fd = open(log, O_WRONLY | O_CREAT | O_APPEND, 0600);
+		dup2(fd, 2);
+		/* A clean environment: the service refuses to start with a
+		 * credential-shaped name in its own (the test runner's carry
+		 * some), and the programs read their settings from the file.
+		 * The sanitizers' options pass, for the ASan build. */
+		char *envp[8] = { "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin" };
+		size_t n = 1;
+		static const char *const keep[] = { "ASAN_OPTIONS", "LSAN_OPTIONS", "UBSAN_OPTIONS" };
+		char buf[3][1024];
+		for (size_t i = 0; i < 3; i++) {
+			const char *v = getenv(keep[i]);
+			if (v) {
+				snprintf(buf[i], sizeof(buf[i]), "%s=%s", keep[i], v);
+				envp[n++] = buf[i];
+			}
+		}
+		envp[n] = NULL;
+		execve(exe, argv, envp);
+		_exit(127);
+	}
+	for (int i = 0; i < 500; i++) {
+		int fd = wt_connect(sock);
+		if (fd >= 0) {
+			close(fd);
+			return pid;
+		}
+		int st;
+		cr_assert_eq(waitpid(pid, &st, WNOHANG), 0, "%s exited at start: %s", exe,
+		             wt_read_log(log));
+		usleep(10000);
+	}
+	cr_assert_fail("%s did not listen on %s within 5 s", exe, sock);
+	return -1;
+}
+
+int wt_stop(pid_t pid, int sig)
+{
+	if (pid <= 0)
+		return -1;
+	kill(pid, sig);
+	int st = 0;
+	while (waitpid(pid, &st, 0) < 0 && errno == EINTR)
+		;
+	return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+}
+
+void wt_request(const char *sock, const char *method, const char *target, const char *token,
+                const char *body, int timeout_ms, wt_reply *ret)
+{
+	memset(ret, 0, sizeof(*ret));
+	int fd = wt_connect(sock);
+	cr_assert(fd >= 0, "connect %s: %s", sock, strerror(errno));
+	char head[1024];
+	size_t blen = body ? strlen(body) : 0;
+	int n = snprintf(head, sizeof(head),
+	                 "%s %s HTTP/1.1\r\nHost: worker\r\nConnection: close\r\n%s%s%s"
+	                 "Content-Length: %zu\r\n%s\r\n",
+	                 method, target, token ? "Authorization: Bearer " : "", token ? token : "",
+	                 token ? "\r\n" : "", blen, body ? "Content-Type: application/json\r\n" : "");
+	cr_assert_eq(write(fd, head, (size_t)n), n);
+	if (blen)
+		cr_assert_eq(write(fd, body, blen), (ssize_t)blen);
+	static char buf[1 << 18];
+	size_t got = 0;
+	for (;;) {
+		struct pollfd p = { .fd = fd, .events = POLLIN };
+		cr_assert_eq(poll(&p, 1, timeout_ms), 1, "%s %s: no answer within %d ms", method,
+		             target, timeout_ms);
+		ssize_t k = read(fd, buf + got, sizeof(buf) - 1 - got);
+		if (k <= 0)
+			break;
+		got += (size_t)k;
+	}
+	close(fd);
+	buf[got] = 0;
+	cr_assert_eq(sscanf(buf, "HTTP/1.1 %d", &ret->status), 1, "no status line: %s", buf);
+	const char *b = strstr(buf, "\r\n\r\n");
+	if (b)
+		snprintf(ret->body, sizeof(ret->body), "%s", b + 4);
+}
+
+const char *wt_read_log(const char *path)
+{
+	static char text[1 << 20];
+	text[0] = 0;
+	FILE *fp = fopen(path, "r");
+	if (!fp)
+		return text;
+	size_t n = fread(text, 1, sizeof(text) - 1, fp);
+	text[n] = 0;
+	fclose(fp);
+	return text;
+}
+
+void wt_pg_settings(const char *dir, char *ret, size_t size)
+{
+	const char *why = getenv(PG_ENV_WHY);
+	cr_assert_null(why, "the PostgreSQL test server did not start: %s", why);
+	static unsigned seq;
+	char schema[48], sql[96], conn[160], text[512];
+	snprintf(schema, sizeof(schema), "w%d_%ld_%u", (int)getpid(), (long)time(NULL), seq++);
+	PGconn *c = pg_admin();
+	snprintf(sql, sizeof(sql), "CREATE SCHEMA %s", schema);
+	PGresult *r = PQexec(c, sql);
+	cr_assert_eq(PQresultStatus(r), PGRES_COMMAND_OK, "%s", PQresultErrorMessage(r));
+	PQclear(r);
+	PQfinish(c);
+	snprintf(conn, sizeof(conn), "%s/conn", dir);
+	snprintf(text, sizeof(text),
+	         "host=%s user=" PG_USER " dbname=postgres password=" PG_PASSWORD
+	         " options='-c search_path=%s'\n",
+	         getenv(PG_ENV_DIR), schema);
+	wt_write_file(conn, text, 0600);
+	snprintf(ret, size, "  database: postgresql\n  database_connection_file: %s\n", conn);
+}

@@ -1,0 +1,39 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+#ifndef AIRLOCK_TESTS_WORKER_TESTLIB_H
+#define AIRLOCK_TESTS_WORKER_TESTLIB_H
+
+/*
+ * What the worker's suites share: real programs (airlock-worker, airlock
+ * serve) started as child processes with their stderr in a log file, and
+ * a raw HTTP/1.1 client over a Unix socket.
+ */
+
+#include <stdbool.h>
+#include <sys/types.h>
+
+/* Write text to path with mode (asserts). */
+void wt_write_file(const char *path, const char *text, mode_t mode);
+/* A connected Unix socket, or -1. */
+int wt_connect(const char *path);
+/* Start exe with argv (argv[0] included, NULL-terminated), stderr
+ * appended to log; wait until sock accepts (5 s; asserts). The child ends
+ * with the test's process if the test stops early. */
+pid_t wt_start(const char *exe, char *const argv[], const char *log, const char *sock);
+/* SIGTERM (or sig), wait, and the exit status (128 + a signal). */
+int wt_stop(pid_t pid, int sig);
+
+typedef struct wt_reply {
+	int status;
+	char body[65536];
+} wt_reply;
+/* One request on a new connection; the answer within timeout_ms (asserts). */
+void wt_request(const char *sock, const char *method, const char *target, const char *token,
+                const char *body, int timeout_ms, wt_reply *ret);
+/* A PostgreSQL connection file in dir for a new schema of the suite's
+ * server (tests/pg_server.h): the settings lines that name it go into
+ * ret ("  database: postgresql\n  database_connection_file: ...\n"). */
+void wt_pg_settings(const char *dir, char *ret, size_t size);
+/* The file's text (at most 1 MiB, static buffer). */
+const char *wt_read_log(const char *path);
+
+#endif
