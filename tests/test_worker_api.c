@@ -31,6 +31,7 @@
 #include "worker/worker.h"
 
 #include "pg_server.h"
+#include "unix_connect.h"
 
 #define TOKEN_A "tok-a-0123456789abcdef"
 #define TOKEN_B "tok-b-0123456789abcdef"
@@ -55,14 +56,7 @@ static void write_file(const char *path, const char *text, mode_t mode)
 
 static int connect_to(const char *path)
 {
-	int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-	struct sockaddr_un sa = { .sun_family = AF_UNIX };
-	snprintf(sa.sun_path, sizeof(sa.sun_path), "%s", path);
-	if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0) {
-		close(fd);
-		return -1;
-	}
-	return fd;
+	return unix_connect(path);
 }
 
 static void fx_start(worker_fx *f)
