@@ -445,3 +445,53 @@ Test(worker_api, a_sandbox_that_cannot_be_destroyed_keeps_its_record_and_fails_l
 	cr_expect(strstr(text, "env_0123456789abcdef0123456789abcdef"), "%s", text);
 	fx_done(&f);
 }
+
+/* One keep-alive connection: a second request 2.5 s after the first is
+ * answered (the HTTP core's deadline for connections that have not
+ * authenticated is 2 s; a request the worker authenticated lifts it). */
+static int health_on(int fd)
+{
+	static const char q[] = "GET /v1/health HTTP/1.1\r\nHost: worker\r\n\r\n";
+	if (send(fd, q, sizeof(q) - 1, MSG_NOSIGNAL) != (ssize_t)(sizeof(q) - 1))
+		return -1;
+	char buf[4096];
+	size_t got = 0;
+	while (got < sizeof(buf) - 1) {
+		struct pollfd p = { .fd = fd, .events = POLLIN };
+		if (poll(&p, 1, 5000) != 1)
+			return -1;
+		ssize_t k = read(fd, buf + got, sizeof(buf) - 1 - got);
+		if (k <= 0)
+			return -1;
+		got += (size_t)k;
+		buf[got] = 0;
+		const char *end = strstr(buf, "\r\n\r\n");
+		const char *cl = strstr(buf, "Content-Length: ");
+		if (end && cl && got >= (size_t)(end + 4 - buf) + strtoul(cl + 16, NULL, 10))
+			break;
+	}
+	int status = 0;
+	return sscanf(buf, "HTTP/1.1 %d", &status) == 1 ? status : -1;
+}
+
+Test(worker_api, an_authenticated_keep_alive_connection_outlives_the_auth_deadline)
+{
+	worker_fx f;
+	fx_init(&f, false, "tokens");
+	int fd = wt_connect(f.sock);
+	cr_assert(fd >= 0);
+	static const char q[] =
+		"GET /v1/health HTTP/1.1\r\nHost: worker\r\nAuthorization: Bearer " TOKEN_A "\r\n\r\n";
+	cr_assert_eq(send(fd, q, sizeof(q) - 1, MSG_NOSIGNAL), (ssize_t)(sizeof(q) - 1));
+	char buf[4096];
+	ssize_t k = read(fd, buf, sizeof(buf) - 1);
+	cr_assert_gt(k, 0);
+	buf[k] = 0;
+	cr_expect(strncmp(buf, "HTTP/1.1 200", 12) == 0, "%s", buf);
+	usleep(2500 * 1000);
+	/* The second request carries no token: it is the connection that
+	 * must still be there (its answer is the 401). */
+	cr_expect_eq(health_on(fd), 401, "the connection was cut at the auth deadline");
+	close(fd);
+	fx_done(&f);
+}

@@ -413,7 +413,7 @@ static void *run_slow(void *arg)
 {
 	slow_call *c = arg;
 	wt_request(c->s->sock, "POST", "/v1/runs/run-n/tools/sandbox.run_command", NULL,
-	           "{\"epoch\":1,\"arguments\":{\"command\":[\"sleep\",\"2\"]}}", 60000, &c->r);
+	           "{\"epoch\":1,\"arguments\":{\"command\":[\"sleep\",\"3\"]}}", 60000, &c->r);
 	return NULL;
 }
 

@@ -54,6 +54,11 @@ void *http_request_state(const http_request *r)
 	return r->state;
 }
 
+void http_request_authenticated(http_request *r)
+{
+	http_conn_authenticated(r->conn);
+}
+
 void http_request_set_body_cap(http_request *r, size_t cap)
 {
 	r->body_cap = cap;

@@ -162,6 +162,13 @@ const char *http_request_url(const http_request *r);
 void http_request_set_state(http_request *r, void *state);
 void *http_request_state(const http_request *r);
 void http_request_set_body_cap(http_request *r, size_t cap);
+/* For a server configured without a credential whose routes authenticate
+ * requests themselves (the worker's tokens): routes->start calls this once
+ * the request's credential is good, and the connection leaves what holds
+ * connections that have not authenticated (their share of the slots,
+ * their eviction, the auth deadline, which otherwise ends a keep-alive
+ * connection or a long request auth_timeout_ms after its accept). */
+void http_request_authenticated(http_request *r);
 /* The body read (never NULL when len > 0). */
 const unsigned char *http_request_body(const http_request *r, size_t *ret_len);
 /* A request header's value and length, or NULL. */

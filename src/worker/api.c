@@ -112,6 +112,10 @@ static http_result api_start(void *ctx, http_request *r, const char *method)
 		return fail(w, r, HTTP_UNAUTHORIZED, AIRLOCK_ERR_EXECUTION_REJECTED,
 		            "a bearer token of the worker's tokens file is required");
 	}
+	/* The core holds connections it has not seen authenticate to a short
+	 * deadline: this one has, so a keep-alive connection and a command
+	 * running for minutes keep it. */
+	http_request_authenticated(r);
 	const char *query = NULL;
 	size_t qlen = 0;
 	int st = worker_route(target, tlen, method, &q.verb, q.run_id, &query, &qlen);
