@@ -66,6 +66,9 @@ static void start_worker(stack *s)
 	s->worker = wt_start(getenv("AIRLOCK_TEST_WORKER"), argv, s->log, s->sock);
 }
 
+/* The operator's egress policy both programs are given (NULL: none). */
+static const char *stack_policy;
+
 /* service_address: where the worker is told the service is (NULL: the
  * stack's own). */
 static void stack_up(stack *s, const char *mechanism, bool pg, const char *service_address)
@@ -77,7 +80,15 @@ static void stack_up(stack *s, const char *mechanism, bool pg, const char *servi
 	snprintf(s->sock, sizeof(s->sock), "%s/w.sock", s->dir);
 	snprintf(s->config, sizeof(s->config), "%s/airlock.yaml", s->dir);
 	snprintf(s->log, sizeof(s->log), "%s/log", s->dir);
-	char path[160], image[160] = "", db[512] = "", text[4096];
+	char path[160], image[160] = "", db[512] = "", text[4096], policy[400] = "";
+	char wpolicy[200] = "";
+	if (stack_policy) {
+		char pf[160];
+		snprintf(pf, sizeof(pf), "%s/egress.yaml", s->dir);
+		wt_write_file(pf, stack_policy, 0600);
+		snprintf(policy, sizeof(policy), "  policy_file: %s\n", pf);
+		snprintf(wpolicy, sizeof(wpolicy), "  policy_file: %s\n", pf);
+	}
 	snprintf(path, sizeof(path), "%s/svc.token", s->dir);
 	wt_write_file(path, SERVICE_TOKEN "\n", 0600);
 	snprintf(path, sizeof(path), "%s/reaper.token", s->dir);
@@ -96,13 +107,13 @@ static void stack_up(stack *s, const char *mechanism, bool pg, const char *servi
 		wt_pg_settings(s->dir, db, sizeof(db));
 	snprintf(text, sizeof(text),
 	         "sandbox:\n  mechanism: %s\n%s"
-	         "service:\n  listen: unix:%s\n  credential_file: %s/svc.token\n"
+	         "service:\n  listen: unix:%s\n  credential_file: %s/svc.token\n%s"
 	         "worker:\n  listen: unix:%s\n  state_dir: %s\n  auth_mode: dev\n"
 	         "  service_address: %s%s\n  service_credential_file: %s/svc.token\n"
-	         "  reaper_credential_file: %s/reaper.token\n%s",
-	         mechanism, image, s->svc_sock, s->dir, s->sock, s->dir,
+	         "  reaper_credential_file: %s/reaper.token\n%s%s",
+	         mechanism, image, s->svc_sock, s->dir, policy, s->sock, s->dir,
 	         service_address ? "" : "unix:", service_address ? service_address : s->svc_sock,
-	         s->dir, s->dir, db);
+	         s->dir, s->dir, db, wpolicy);
 	wt_write_file(s->config, text, 0600);
 	char *argv[] = { "airlock", "serve", "--config", s->config, NULL };
 	s->svc = wt_start(getenv("AIRLOCK_TEST_AIRLOCK"), argv, s->log, s->svc_sock);
@@ -444,5 +455,42 @@ Test(worker_tools, native_a_file_written_in_one_call_is_read_in_the_next_and_cal
 	r = req(&s, "DELETE", "/v1/runs/run-n/lease?epoch=1", NULL, NULL);
 	cr_expect_eq(r->status, 204, "%s", r->body);
 	cr_expect_eq(live(&s), 0);
+	stack_down(&s);
+}
+
+/* Egress needs two independent yeses: the operator's allowlist and the
+ * call's network_enabled. Either alone: the sandbox has no proxy. */
+Test(worker_tools, native_the_network_needs_the_operators_allowlist_and_the_calls_yes)
+{
+	stack s;
+	stack_policy = "egress:\n  mode: allowlist\n  destinations:\n"
+	               "    - host: a.example.com\n      ports: [443]\n";
+	stack_up(&s, "native", false, NULL);
+	stack_policy = NULL;
+	static const char probe[] = "{\"command\":[\"sh\",\"-c\",\"echo proxy=$HTTPS_PROXY\"]}";
+	char body[512];
+	claim(&s, "run-e", 1, 60, "new");
+	snprintf(body, sizeof(body), "{\"epoch\":1,\"network_enabled\":true,\"arguments\":%s}", probe);
+	wt_reply *r = req(&s, "POST", "/v1/runs/run-e/tools/sandbox.run_command", NULL, body);
+	cr_expect_eq(r->status, 200, "%s", r->body);
+	HAS(r, "proxy=http");
+	/* Without the call's yes, a new claim's sandbox has no proxy. */
+	claim(&s, "run-f", 1, 60, "new");
+	r = call(&s, "run-f", 1, probe);
+	cr_expect_eq(r->status, 200, "%s", r->body);
+	HAS(r, "\"stdout\":\"proxy=\\n\"");
+	stack_down(&s);
+}
+
+Test(worker_tools, native_without_the_operators_allowlist_the_calls_yes_is_no_network)
+{
+	stack s;
+	stack_up(&s, "native", false, NULL);
+	claim(&s, "run-g", 1, 60, "new");
+	wt_reply *r = req(&s, "POST", "/v1/runs/run-g/tools/sandbox.run_command", NULL,
+	                  "{\"epoch\":1,\"network_enabled\":true,\"arguments\":{\"command\":"
+	                  "[\"sh\",\"-c\",\"echo proxy=$HTTPS_PROXY\"]}}");
+	cr_expect_eq(r->status, 200, "%s", r->body);
+	HAS(r, "\"stdout\":\"proxy=\\n\"");
 	stack_down(&s);
 }
