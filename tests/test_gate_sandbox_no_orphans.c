@@ -219,8 +219,9 @@ static void world_up(world *w, bool native, bool pg)
 	wt_write_file(path, REAPER_TOKEN "\n", 0600);
 	if (pg)
 		wt_pg_settings(w->dir, w->db_settings, sizeof(w->db_settings));
-	for (int i = 0; i < 2; i++) {
+	for (int i = 0; i < 2; i++)
 		snprintf(w->sock[i], sizeof(w->sock[i]), "%s/w%d.sock", w->dir, i);
+	for (int i = 0; i < 2; i++) {
 		snprintf(w->config[i], sizeof(w->config[i]), "%s/w%d.yaml", w->dir, i);
 		/* One settings file per worker (its own socket), one database;
 		 * the service's reaper asks the second worker. */
@@ -233,7 +234,7 @@ static void world_up(world *w, bool native, bool pg)
 		         "  service_address: unix:%s\n  service_credential_file: %s/svc.token\n"
 		         "  reaper_credential_file: %s/reaper.token\n%s",
 		         native ? "native" : "fake", native ? "  image: " : "", image,
-		         native ? "\n" : "", w->svc_sock, w->dir, w->dir, w->dir, REAPER_S,
+		         native ? "\n" : "", w->svc_sock, w->dir, w->sock[1], w->dir, REAPER_S,
 		         w->sock[i], w->dir, w->svc_sock, w->dir, w->dir, w->db_settings);
 		wt_write_file(w->config[i], text, 0600);
 	}
@@ -259,6 +260,12 @@ static void world_down(world *w)
 {
 	atomic_store(&w->stop, true);
 	pthread_join(w->monitor, NULL);
+	if (w->worst_stale_ms > BOUND_MS + SLACK_MS) {
+		/* The service's and the workers' log, for the failure's reader. */
+		const char *log = wt_read_log(w->log);
+		size_t len = strlen(log);
+		cr_log_error("the log's end:\n%s", log + (len > 6000 ? len - 6000 : 0));
+	}
 	cr_expect_leq(w->worst_stale_ms, BOUND_MS + SLACK_MS,
 	              "sandbox %s was live and stale for %lld ms (two reaper intervals: %d ms)",
 	              w->worst_id, (long long)w->worst_stale_ms, BOUND_MS);

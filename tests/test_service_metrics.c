@@ -250,6 +250,10 @@ static const char *const families[][2] = {
 	{ "airlock_sandbox_provision_failures_total", "counter" },
 	{ "airlock_sandbox_destroyed_total", "counter" },
 	{ "airlock_sandbox_destroy_failures_total", "counter" },
+	{ "airlock_sandbox_orphan_reaps_total", "counter" },
+	{ "airlock_sandbox_destroy_alerts_total", "counter" },
+	{ "airlock_reaper_errors_total", "counter" },
+	{ "airlock_reaper_unasked_ids_total", "counter" },
 	{ "airlock_sandboxes_live", "gauge" },
 	{ "airlock_egress_decisions_total", "counter" },
 	{ "airlock_egress_delayed_connections_total", "counter" },
@@ -399,6 +403,8 @@ Test(metrics, lifecycle_events_counted)
 	event(m, (airlock_exec_event){ .kind = AIRLOCK_EXEC_EVENT_DESTROYED, .duration_ms = 1000,
 	                               .busy_ms = 3, .reason = "shutdown" });
 	event(m, (airlock_exec_event){ .kind = AIRLOCK_EXEC_EVENT_DESTROYED, .duration_ms = 0,
+	                               .busy_ms = 0, .reason = "reaped" });
+	event(m, (airlock_exec_event){ .kind = AIRLOCK_EXEC_EVENT_DESTROYED, .duration_ms = 0,
 	                               .busy_ms = 0, .reason = "tenant-chosen\"} 1" });
 	event(m, (airlock_exec_event){ .kind = AIRLOCK_EXEC_EVENT_DESTROY_FAILED, .error = &una });
 	event(m, (airlock_exec_event){ .kind = AIRLOCK_EXEC_EVENT_DESTROY_FAILED, .error = &una });
@@ -411,7 +417,7 @@ Test(metrics, lifecycle_events_counted)
 	uint64_t fake_lat[17] = { 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 2, 2 };
 	histogram_expect(e, "airlock_sandbox_provision_duration_seconds", "fake", latency_le, 17,
 	                 fake_lat, "60.001");
-	uint64_t native_util[9] = { 3, 3, 3, 4, 4, 4, 4, 5, 5 };
+	uint64_t native_util[9] = { 4, 4, 4, 5, 5, 5, 5, 6, 6 };
 	histogram_expect(e, "airlock_sandbox_utilization_ratio", "native", util_le, 9, native_util,
 	                 "1.253000");
 	/* fake was destroyed never: its utilization histogram is all zero. */
@@ -431,8 +437,11 @@ Test(metrics, lifecycle_events_counted)
 	expect(e, "airlock_sandbox_destroyed_total", "reason=expired", "1");
 	expect(e, "airlock_sandbox_destroyed_total", "reason=suspicion", "1");
 	expect(e, "airlock_sandbox_destroyed_total", "reason=shutdown", "1");
+	expect(e, "airlock_sandbox_destroyed_total", "reason=reaped", "1");
 	expect(e, "airlock_sandbox_destroyed_total", "reason=other", "1");
-	cr_assert_eq(series_of(e, "airlock_sandbox_destroyed_total"), 5);
+	cr_assert_eq(series_of(e, "airlock_sandbox_destroyed_total"), 6);
+	/* The reaper's destroys are the orphan reap count. */
+	expect(e, "airlock_sandbox_orphan_reaps_total", "", "1");
 	expect(e, "airlock_sandbox_destroy_failures_total", "", "2");
 	expect(e, "airlock_sandboxes_live", "", "7");
 	cr_assert_null(strstr(text, "tenant-chosen"), "a free-form reason never becomes a label");

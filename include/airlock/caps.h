@@ -257,6 +257,27 @@
 /* A PEM file given to the TLS listener (certificate chain, key, client CA). */
 #define AIRLOCK_SERVICE_PEM_MAX (1u << 20)
 
+/* ---- the reaper's question to the worker tier (docs/reaper.md) -------------- */
+/* Sandboxes named in one POST /v1/reaper/stale: a pass over more live
+ * sandboxes asks several times. 1024 entries of the largest ids (an
+ * environment id's 63 bytes, a run id's 128, both of characters JSON
+ * never escapes: airlock_id_valid), an epoch of 20 digits and the member
+ * names, about 260 bytes each, are 0.26 MiB, under the worker's 1 MiB
+ * body cap; the worker's database looks up at most
+ * AIRLOCK_WORKER_DB_STALE_MAX in one call. */
+#define AIRLOCK_REAPER_BATCH_MAX 1024
+/* The worker tier's answer as the reaper reads it, headers and body
+ * together: the stale ids of one batch are well under it (1024 ids of
+ * 63 bytes, 0.07 MiB); past it the answer is refused, not grown. */
+#define AIRLOCK_REAPER_ANSWER_MAX ((size_t)1 << 20)
+/* The status line and header block of that answer. */
+#define AIRLOCK_REAPER_HEADER_MAX 16384u
+/* Connecting (and the TLS handshake) gives up after this; the whole
+ * request, after min(service.reaper_interval_seconds,
+ * AIRLOCK_REAPER_REQUEST_TIMEOUT_MS). */
+#define AIRLOCK_REAPER_CONNECT_TIMEOUT_MS 5000
+#define AIRLOCK_REAPER_REQUEST_TIMEOUT_MS 30000
+
 /* ---- internal: egress ------------------------------------------------------- */
 /* One DNS label: RFC 1035. */
 #define AIRLOCK_DNS_LABEL_MAX 63
@@ -404,9 +425,10 @@
 /* A tool call's body: the argument vector's 64 KiB written as JSON, where
  * an escape takes up to six bytes a byte, and the call's few members. */
 #define AIRLOCK_WORKER_TOOL_BODY_MAX (512u << 10)
-/* The reaper's question: entries per request and the body's bytes (an
- * entry is under 300 bytes). */
-#define AIRLOCK_WORKER_REAPER_ENTRIES_MAX 1024
+/* The reaper's question as the worker takes it: the service's batch (one
+ * number for both sides) and the body's bytes (an entry is under 300
+ * bytes). */
+#define AIRLOCK_WORKER_REAPER_ENTRIES_MAX AIRLOCK_REAPER_BATCH_MAX
 #define AIRLOCK_WORKER_REAPER_BODY_MAX (1u << 20)
 /* Runs with a tool call or a sandbox in this worker at once. */
 #define AIRLOCK_WORKER_CLAIMS_MAX 4096

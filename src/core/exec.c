@@ -1179,6 +1179,50 @@ int airlock_exec_tenant_of(airlock_exec *e, const char *environment_id, char *bu
 }
 
 /*
+ * The reaper's destroy (the specification, "Nothing outlives its lease"):
+ * the sandbox the worker tier called stale, named by the (id, run, epoch)
+ * the question carried, so a later sandbox of the same id (provisioned
+ * under another run or epoch between the question and this call) is never
+ * the one torn down. A busy sandbox goes too: its command belongs to a
+ * lease that ended, and the adapter's destroy ends it. One being
+ * provisioned or destroyed by another call is left alone (that call
+ * decides its end; the next pass looks again).
+ */
+int airlock_exec_destroy_id(airlock_exec *e, const char *environment_id, const char *run_id,
+                            int64_t lease_epoch, const char *reason, airlock_error *err)
+{
+	if (!environment_id || !run_id || !reason)
+		return airlock_error_set(err, AIRLOCK_ERR_CONFIG, 0, "destroy by id: missing argument");
+	int r = call_enter_as(e, true, err);
+	if (r < 0)
+		return r;
+	uint64_t serial = 0;
+	bool mine = false;
+	pthread_mutex_lock(&e->lock);
+	exec_record *rec = record_find(e, environment_id);
+	if (rec && !rec->provisioning && !rec->destroying && rec->lease_epoch == lease_epoch &&
+	    util_streq0(rec->run_id, run_id)) {
+		serial = destroy_claim_locked(rec);
+		mine = true;
+	}
+	pthread_mutex_unlock(&e->lock);
+	if (!mine) {
+		call_leave(e);
+		return 0;
+	}
+	r = e->ops->destroy(e->ctx, environment_id, err);
+	if (r < 0) {
+		emit_destroy_failed(e, environment_id, err);
+		destroy_end(e, environment_id, serial, false, reason);
+		call_leave(e);
+		return r;
+	}
+	destroy_end(e, environment_id, serial, true, reason);
+	call_leave(e);
+	return 1;
+}
+
+/*
  * expires_at enforced by the clock, not only at the next execute: an idle
  * sandbox past it is destroyed here. One id is taken at a time under the
  * lock and destroyed outside it, so a slow destroy never holds the table;

@@ -11,7 +11,7 @@
  *      decision lines come to a pipe the metrics follow;
  *   5. the adapter (its open sweeps what a crashed previous incarnation
  *      left: sandboxes, cgroups, volumes, loop devices), then the server,
- *      then the metrics listener.
+ *      its reaper (service.reaper_address set) and the metrics listener.
  * A failure at any step releases the ones before it.
  */
 #include "airlock/service.h"
@@ -29,6 +29,7 @@
 #include "airlock/proxy.h"
 #include "host/filetable.h"
 #include "service/metrics.h"
+#include "service/reaper.h"
 #include "http/http.h"
 #include "service/server_internal.h"
 #include "util/util.h"
@@ -130,7 +131,36 @@ static int open_egress(airlock_service_host *h, const airlock_settings *s,
 	return service_metrics_egress_follow(h->metrics, TAKE_FD(log[0]), err);
 }
 
-/* 5. The adapter, the server, the metrics listener. */
+/* The reaper (docs/reaper.md), when service.reaper_address is set: its
+ * token read as the service's own (airlock_credential_file_read's rules),
+ * copied by the reaper and wiped here at once. */
+static int open_reaper(airlock_service_host *h, const airlock_settings *s, airlock_error *err)
+{
+	if (!s->service.reaper_address)
+		return 0;
+	unsigned char *tok = NULL;
+	size_t tok_len = 0;
+	int r = airlock_credential_file_read(s->service.reaper_credential_file, &tok, &tok_len, err);
+	if (r < 0) {
+		airlock_error_prefix(err, "service.reaper_credential_file: ");
+		return r;
+	}
+	svc_reaper_config rc = {
+		.address = s->service.reaper_address,
+		.tls_ca_file = s->service.reaper_tls_ca_file,
+		.credential = tok,
+		.credential_len = tok_len,
+		.interval_ms = s->service.reaper_interval_seconds * 1000,
+		.alert_after = (unsigned)s->service.reaper_destroy_alert_after,
+		.metrics = h->metrics,
+	};
+	r = svc_service_reaper_start(h->svc, &rc, err);
+	explicit_bzero(tok, tok_len);
+	free(tok);
+	return r;
+}
+
+/* 5. The adapter, the server, the reaper, the metrics listener. */
 static int open_server(airlock_service_host *h, const airlock_settings *s, long gid,
                        const unsigned char *cred, size_t cred_len, airlock_error *err)
 {
@@ -151,7 +181,7 @@ static int open_server(airlock_service_host *h, const airlock_settings *s, long 
 	sc.max_connections = (unsigned)s->service.max_connections;
 	sc.max_sandboxes = (size_t)s->service.max_sandboxes;
 	r = airlock_service_new(&sc, h->exec, &h->svc, err);
-	if (r < 0)
+	if (r < 0 || (r = open_reaper(h, s, err)) < 0)
 		return r;
 	if (!s->service.metrics_listen)
 		return 0;

@@ -256,3 +256,40 @@ void service_metrics_egress_line(service_metrics *m, const char *line, size_t le
 	}
 	pthread_mutex_unlock(&m->lock);
 }
+
+/* ---- the reaper's counts ----------------------------------------------------- */
+
+static const char *const reaper_error_names[SERVICE_REAPER_ERROR__MAX] = {
+	[SERVICE_REAPER_UNREACHABLE] = "unreachable", [SERVICE_REAPER_TLS] = "tls",
+	[SERVICE_REAPER_TIMEOUT] = "timeout",         [SERVICE_REAPER_IO] = "io",
+	[SERVICE_REAPER_STATUS] = "status",           [SERVICE_REAPER_MALFORMED] = "malformed",
+	[SERVICE_REAPER_TOO_LARGE] = "too_large",     [SERVICE_REAPER_INTERNAL] = "internal",
+};
+
+const char *service_reaper_error_name(service_reaper_error e)
+{
+	return (unsigned)e < SERVICE_REAPER_ERROR__MAX ? reaper_error_names[e] : NULL;
+}
+
+void service_metrics_reaper_error(service_metrics *m, service_reaper_error e)
+{
+	if ((unsigned)e >= SERVICE_REAPER_ERROR__MAX)
+		e = SERVICE_REAPER_INTERNAL;
+	pthread_mutex_lock(&m->lock);
+	m->c.reaper_errors[e]++;
+	pthread_mutex_unlock(&m->lock);
+}
+
+void service_metrics_reaper_unasked(service_metrics *m, uint64_t n)
+{
+	pthread_mutex_lock(&m->lock);
+	m->c.reaper_unasked += n;
+	pthread_mutex_unlock(&m->lock);
+}
+
+void service_metrics_destroy_alert(service_metrics *m)
+{
+	pthread_mutex_lock(&m->lock);
+	m->c.destroy_alerts++;
+	pthread_mutex_unlock(&m->lock);
+}

@@ -71,6 +71,35 @@ int service_metrics_egress_line_decode(const char *line, size_t len, service_egr
  * JSON shape: {"ts_ms", "event", "message"}. */
 void service_metrics_log(service_metrics *m, const char *event, const char *message);
 
+/* A service-level line with a level ("info", "error", "alert"):
+ * {"ts_ms", "level", "event", "message"}. "alert" is the one an operator
+ * pages on (docs/reaper.md). */
+void service_metrics_log_level(service_metrics *m, const char *level, const char *event,
+                               const char *message);
+
+/* The reaper's counts (docs/reaper.md). Why a question to the worker tier
+ * got no usable answer, a closed vocabulary
+ * (airlock_reaper_errors_total{reason}): */
+typedef enum service_reaper_error {
+	SERVICE_REAPER_UNREACHABLE, /* no connection (refused, no socket, no route, DNS) */
+	SERVICE_REAPER_TLS,         /* handshake or certificate verification failed */
+	SERVICE_REAPER_TIMEOUT,     /* connect or the whole request past its bound */
+	SERVICE_REAPER_IO,          /* the connection failed or closed mid-answer */
+	SERVICE_REAPER_STATUS,      /* an answer other than 200 */
+	SERVICE_REAPER_MALFORMED,   /* not HTTP/1.x, or a body that is not the answer's shape */
+	SERVICE_REAPER_TOO_LARGE,   /* past AIRLOCK_REAPER_ANSWER_MAX */
+	SERVICE_REAPER_INTERNAL,    /* the service's own failure: memory, the listing */
+	SERVICE_REAPER_ERROR__MAX
+} service_reaper_error;
+const char *service_reaper_error_name(service_reaper_error e); /* "unreachable", ... */
+void service_metrics_reaper_error(service_metrics *m, service_reaper_error e);
+/* n ids an answer named that its question had not asked about (ignored). */
+void service_metrics_reaper_unasked(service_metrics *m, uint64_t n);
+/* One failed reaper destroy of a sandbox that has failed
+ * service.reaper_destroy_alert_after times or more
+ * (airlock_sandbox_destroy_alerts_total). */
+void service_metrics_destroy_alert(service_metrics *m);
+
 /* The whole exposition; live is the current number of live sandboxes.
  * malloc'd, NUL-terminated; NULL on allocation failure. */
 char *service_metrics_render(service_metrics *m, size_t live, size_t *ret_len);

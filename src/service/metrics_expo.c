@@ -131,13 +131,32 @@ static void render(FILE *f, const counters *c, size_t live)
 	         "Provisions refused or failed, by error class.", c->provision_failures);
 
 	family(f, "airlock_sandbox_destroyed_total", "counter",
-	       "Sandboxes destroyed, by why (request, expired, suspicion, shutdown).");
+	       "Sandboxes destroyed, by why (request, expired, suspicion, shutdown, reaped).");
 	for (size_t k = 0; k < DESTROY_REASONS; k++)
 		one_label(f, "airlock_sandbox_destroyed_total", "reason", destroy_reasons[k],
 		          c->destroyed[k]);
 
 	scalar(f, "airlock_sandbox_destroy_failures_total", "counter",
 	       "Destroys that failed (the sandbox's record stays for a retry).", c->destroy_failures);
+
+	scalar(f, "airlock_sandbox_orphan_reaps_total", "counter",
+	       "Sandboxes the reaper destroyed because the worker tier called their lease stale.",
+	       c->destroyed[DESTROY_REASON_REAPED]);
+
+	scalar(f, "airlock_sandbox_destroy_alerts_total", "counter",
+	       "Failed reaper destroys of a sandbox at or past service.reaper_destroy_alert_after "
+	       "failures (each one logged at level alert).",
+	       c->destroy_alerts);
+
+	family(f, "airlock_reaper_errors_total", "counter",
+	       "Reaper questions to the worker tier without a usable answer, by reason.");
+	for (size_t k = 0; k < SERVICE_REAPER_ERROR__MAX; k++)
+		one_label(f, "airlock_reaper_errors_total", "reason",
+		          service_reaper_error_name((service_reaper_error)k), c->reaper_errors[k]);
+
+	scalar(f, "airlock_reaper_unasked_ids_total", "counter",
+	       "Ids a worker tier's answer named that its question did not ask about (ignored).",
+	       c->reaper_unasked);
 
 	scalar(f, "airlock_sandboxes_live", "gauge", "Sandboxes provisioned and not destroyed.",
 	       (uint64_t)live);

@@ -142,6 +142,7 @@ char *metrics_fitted_line(char *(*build)(const void *arg, size_t cap), const voi
 char *metrics_build_event(const void *arg, size_t cap) { return event_line(arg, cap); }
 
 typedef struct service_line {
+	const char *level; /* NULL: none written */
 	const char *event;
 	const char *message;
 } service_line;
@@ -151,6 +152,7 @@ static char *build_service(const void *arg, size_t cap)
 	const service_line *l = arg;
 	_cleanup_json_ json_t *o = json_object();
 	if (!o || put(o, "ts_ms", json_integer(util_now_ms())) < 0 ||
+	    (l->level && put(o, "level", untrusted(l->level, 16)) < 0) ||
 	    put(o, "event", untrusted(l->event, 64)) < 0 ||
 	    put(o, "message", untrusted(l->message, 2 * cap)) < 0)
 		return NULL;
@@ -225,9 +227,15 @@ int metrics_log_open(int fd, bool *ret_send)
 
 void service_metrics_log(service_metrics *m, const char *event, const char *message)
 {
+	service_metrics_log_level(m, NULL, event, message);
+}
+
+void service_metrics_log_level(service_metrics *m, const char *level, const char *event,
+                               const char *message)
+{
 	if (m->log_fd < 0)
 		return;
-	service_line l = { .event = event, .message = message };
+	service_line l = { .level = level, .event = event, .message = message };
 	size_t len = 0;
 	char *line = metrics_fitted_line(build_service, &l, &len);
 	metrics_log_write(m, line, len);

@@ -69,7 +69,9 @@ _Static_assert(UTIL_BUCKETS <= LATENCY_BUCKETS, "the histogram holds both");
 
 /* The destroy reasons the core gives (airlock_exec_event.reason). */
 static const char *const destroy_reasons[] = { "request", "expired", "suspicion", "shutdown",
-	                                       "other" };
+	                                       "reaped", "other" };
+/* The reaper's destroys: airlock_sandbox_orphan_reaps_total. */
+#define DESTROY_REASON_REAPED 4
 #define DESTROY_REASONS (sizeof(destroy_reasons) / sizeof(destroy_reasons[0]))
 
 /* The egress proxy's decision lines (include/airlock/proxy.h). Outcomes: */
@@ -149,6 +151,9 @@ typedef struct counters {
 	uint64_t egress_malformed;    /* lines that are not a decision */
 	uint64_t log_lines;
 	uint64_t log_dropped;
+	uint64_t reaper_errors[SERVICE_REAPER_ERROR__MAX]; /* passes or batches that failed */
+	uint64_t reaper_unasked;  /* ids an answer named that its question did not */
+	uint64_t destroy_alerts;  /* failed reaper destroys at or past the alert count */
 } counters;
 
 struct service_metrics {

@@ -39,6 +39,7 @@ struct airlock_service {
 	int stop_efd;
 	pthread_t expire_thread;
 	bool expire_started;
+	struct svc_reaper *reaper; /* NULL: no reaper (svc_service_reaper_start) */
 };
 
 /* A request's route (http_request_state). */

@@ -23,6 +23,7 @@
 
 #include "airlock/caps.h"
 #include "http/http.h"
+#include "service/reaper.h"
 #include "service/routes.h"
 #include "util/util.h"
 
@@ -175,6 +176,19 @@ fail:
 	return r;
 }
 
+int svc_service_reaper_start(airlock_service *s, const svc_reaper_config *cfg, airlock_error *err)
+{
+	if (s->reaper)
+		return airlock_error_set(err, AIRLOCK_ERR_CONFIG, 0, "reaper: already started");
+	svc_reaper *r = NULL;
+	int rc = svc_reaper_new(s->exec, cfg, &r, err);
+	if (rc == 0 && (rc = svc_reaper_start(r, err)) < 0)
+		svc_reaper_free(r);
+	if (rc == 0)
+		s->reaper = r;
+	return rc;
+}
+
 void airlock_service_shutdown(airlock_service *s)
 {
 	if (!s)
@@ -182,6 +196,8 @@ void airlock_service_shutdown(airlock_service *s)
 	pthread_mutex_lock(&s->lock);
 	s->shutting_down = true;
 	pthread_mutex_unlock(&s->lock);
+	/* A pass in flight ends at its next wait, its question unanswered. */
+	svc_reaper_stop(s->reaper);
 	airlock_exec_shutdown(s->exec);
 }
 
@@ -197,6 +213,8 @@ void airlock_service_free(airlock_service *s)
 	/* Whatever still runs ends now (SERVICE_SHUTDOWN), so the drain is
 	 * for responses being written, not for commands. */
 	airlock_service_shutdown(s);
+	svc_reaper_free(s->reaper);
+	s->reaper = NULL;
 	stop_http(s, cfg_or(s->cfg.drain_timeout_ms, 10000));
 	stop_expire(s);
 	service_release(s);

@@ -180,7 +180,7 @@ typedef struct airlock_exec_event {
 	int64_t lease_epoch;
 	int64_t duration_ms;
 	int64_t busy_ms;          /* DESTROYED: time spent inside execute over the lifetime */
-	const char *reason;       /* DESTROYED: "request", "expired", "suspicion", "shutdown" */
+	const char *reason;       /* DESTROYED: "request", "expired", "suspicion", "shutdown", "reaped" */
 	bool has_exit_code;       /* EXECUTED */
 	int exit_code;
 	airlock_kill_reason killed_by;
@@ -282,6 +282,19 @@ size_t airlock_exec_live(airlock_exec *e);
  * a failed destroy keeps its record (retried at the next call) and is
  * reported through the observer. The service calls this from a timer. */
 size_t airlock_exec_expire(airlock_exec *e, int64_t now_ms);
+
+/* The reaper's destroy (docs/reaper.md): the live sandbox of
+ * environment_id, provisioned for run_id at lease_epoch, is destroyed and
+ * the observer hears DESTROYED with reason (the reaper gives "reaped").
+ * Returns 1 when this call destroyed it; 0 when there is no such sandbox
+ * to destroy now (gone, another run's or epoch's sandbox under the id, or
+ * one being provisioned or destroyed by another call, whose end is that
+ * call's); a negative code when the adapter's destroy failed: the record
+ * stays (retry with another call), DESTROY_FAILED is reported and *err
+ * says why. A running command is ended by the destroy. Thread-safe; works
+ * after airlock_exec_shutdown. */
+int airlock_exec_destroy_id(airlock_exec *e, const char *environment_id, const char *run_id,
+                            int64_t lease_epoch, const char *reason, airlock_error *err);
 
 /* The tenant an environment was provisioned for, copied into buf (at most
  * size bytes, NUL-terminated); ExecutionRejected when it is not live. For
