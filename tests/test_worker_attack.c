@@ -166,3 +166,23 @@ Test(worker_attack, a_sandbox_another_worker_ended_does_not_stay_counted_in_the_
 	             r->status, r->body);
 	stack_down(&s);
 }
+
+/* One tenant's leases and first calls must not take every sandbox the
+ * service has: another tenant's first call still gets one. */
+Test(worker_attack, one_tenant_cannot_take_every_sandbox_from_another)
+{
+	stack s;
+	stack_up(&s, "fake", 4, false);
+	for (int i = 0; i < 4; i++) {
+		char run[32];
+		snprintf(run, sizeof(run), "hog-%d", i);
+		claim(s.sock, TOKEN_A, "tenant-a", run, 1);
+		call(s.sock, TOKEN_A, run, 1, "[\"true\"]");
+	}
+	claim(s.sock, TOKEN_B, "tenant-b", "victim", 1);
+	wt_reply *r = call(s.sock, TOKEN_B, "victim", 1, "[\"true\"]");
+	cr_expect_eq(r->status, 200,
+	             "tenant-b's first call after tenant-a's %ld sandboxes: %d %s", live(&s),
+	             r->status, r->body);
+	stack_down(&s);
+}
