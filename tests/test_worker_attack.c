@@ -186,3 +186,36 @@ Test(worker_attack, one_tenant_cannot_take_every_sandbox_from_another)
 	             r->status, r->body);
 	stack_down(&s);
 }
+
+/* A client that goes away during a long command (a platform that timed
+ * out, crashed or retried) ends that command, as the service does for its
+ * own clients: the run's next call is not refused for the rest of the
+ * abandoned command's timeout. */
+Test(worker_attack, native_a_vanished_clients_command_ends_and_frees_the_run)
+{
+	stack s;
+	stack_up(&s, "native", 64, false);
+	claim(s.sock, TOKEN_A, "tenant-a", "gone", 1);
+	int fd = wt_connect(s.sock);
+	cr_assert_geq(fd, 0);
+	static const char body[] = "{\"epoch\":1,\"arguments\":{\"command\":[\"sleep\",\"60\"]}}";
+	char head[512];
+	int n = snprintf(head, sizeof(head),
+	                 "POST /v1/runs/gone/tools/sandbox.run_command HTTP/1.1\r\nHost: w\r\n"
+	                 "Authorization: Bearer " TOKEN_A "\r\nContent-Type: application/json\r\n"
+	                 "Content-Length: %zu\r\n\r\n%s",
+	                 sizeof(body) - 1, body);
+	cr_assert_eq(write(fd, head, (size_t)n), n);
+	sleep(3); /* provisioned and running */
+	close(fd);
+	int64_t t0 = util_monotonic_ms();
+	wt_reply *r = NULL;
+	do {
+		usleep(250 * 1000);
+		r = call(s.sock, TOKEN_A, "gone", 1, "[\"true\"]");
+	} while (r->status == 409 && util_monotonic_ms() - t0 < 15000);
+	cr_expect_eq(r->status, 200,
+	             "the run's next call within 15 s of its client going away: %d %s", r->status,
+	             r->body);
+	stack_down(&s);
+}
