@@ -24,8 +24,6 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "airlock/image_build.h"
-#include "airlock/image_store.h"
 #include "util/util.h"
 #include "worker/db.h"
 
@@ -43,22 +41,6 @@ typedef struct stack {
 	char log[128];
 	pid_t svc, worker;
 } stack;
-
-/* The store's default image, for native; "" when there is none (the
- * native tests then skip). */
-static const char *default_image(void)
-{
-	static char digest[80];
-	airlock_image_store *st = NULL;
-	airlock_error err = { 0 };
-	digest[0] = 0;
-	if (airlock_image_store_open("/var/lib/airlock/images", &st, &err) == 0) {
-		if (airlock_image_find_default(st, digest, &err) <= 0)
-			digest[0] = 0;
-		airlock_image_store_free(st);
-	}
-	return digest;
-}
 
 static void start_worker(stack *s)
 {
@@ -94,7 +76,7 @@ static void stack_up(stack *s, const char *mechanism, bool pg, const char *servi
 	snprintf(path, sizeof(path), "%s/reaper.token", s->dir);
 	wt_write_file(path, REAPER_TOKEN "\n", 0600);
 	if (strcmp(mechanism, "native") == 0) {
-		const char *d = default_image();
+		const char *d = wt_default_image();
 		if (!*d) {
 			char cmd[128];
 			snprintf(cmd, sizeof(cmd), "rm -rf %s", s->dir);
@@ -166,12 +148,7 @@ static wt_reply *call(stack *s, const char *run, long epoch, const char *argumen
 /* The service's live sandboxes (its health). */
 static long live(stack *s)
 {
-	wt_reply r;
-	wt_request(s->svc_sock, "GET", "/v1/health", SERVICE_TOKEN, NULL, 5000, &r);
-	cr_assert_eq(r.status, 200, "%s", r.body);
-	const char *p = strstr(r.body, "\"live\":");
-	cr_assert(p, "%s", r.body);
-	return strtol(p + 7, NULL, 10);
+	return wt_service_live(s->svc_sock, SERVICE_TOKEN);
 }
 
 static void expect_live(stack *s, long want, const char *why)

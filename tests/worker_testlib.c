@@ -19,6 +19,9 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "airlock/image_build.h"
+#include "airlock/image_store.h"
+
 #include "pg_server.h"
 #include "unix_connect.h"
 
@@ -163,4 +166,28 @@ void wt_pg_settings(const char *dir, char *ret, size_t size)
 	         getenv(PG_ENV_DIR), schema);
 	wt_write_file(conn, text, 0600);
 	snprintf(ret, size, "  database: postgresql\n  database_connection_file: %s\n", conn);
+}
+
+const char *wt_default_image(void)
+{
+	static char digest[80];
+	airlock_image_store *st = NULL;
+	airlock_error err = { 0 };
+	digest[0] = 0;
+	if (airlock_image_store_open("/var/lib/airlock/images", &st, &err) == 0) {
+		if (airlock_image_find_default(st, digest, &err) <= 0)
+			digest[0] = 0;
+		airlock_image_store_free(st);
+	}
+	return digest;
+}
+
+long wt_service_live(const char *svc_sock, const char *token)
+{
+	wt_reply r;
+	wt_request(svc_sock, "GET", "/v1/health", token, NULL, 5000, &r);
+	cr_assert_eq(r.status, 200, "%s", r.body);
+	const char *p = strstr(r.body, "\"live\":");
+	cr_assert(p, "%s", r.body);
+	return strtol(p + 7, NULL, 10);
 }

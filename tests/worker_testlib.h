@@ -33,6 +33,12 @@ void wt_request(const char *sock, const char *method, const char *target, const 
  * server (tests/pg_server.h): the settings lines that name it go into
  * ret ("  database: postgresql\n  database_connection_file: ...\n"). */
 void wt_pg_settings(const char *dir, char *ret, size_t size);
+/* The live sandboxes the service at svc_sock reports in its health
+ * (asserts a 200). */
+long wt_service_live(const char *svc_sock, const char *token);
+/* The image store's default image digest, for native; "" when there is
+ * none (the native tests then skip). */
+const char *wt_default_image(void);
 /* The file's text (at most 1 MiB, static buffer). */
 const char *wt_read_log(const char *path);
 

@@ -71,6 +71,11 @@ typedef struct airlock_remote_open_config {
 	const char *tls_ca_file;
 	const char *tls_cert_file;
 	const char *tls_key_file;
+	/* One of several clients of the service (the worker): this side's
+	 * core applies no max_sandboxes, which is the service's own to
+	 * enforce over all of its clients (a client's count of what it made
+	 * would also count sandboxes another client ended). */
+	bool uncapped;
 } airlock_remote_open_config;
 
 /* The service's handle of a sandbox this adapter provisioned (the

@@ -61,6 +61,7 @@
  *     service_tls_key_file: /etc/airlock/tls/worker-client.key
  *     reaper_credential_file: /etc/airlock/reaper.token  # the reaper's token, 0600
  *     policy_file: /etc/airlock/egress.yaml   # the operator's allowlist for its sandboxes
+ *     tenant_max_sandboxes: 16        # one tenant's sandboxes in this worker (0: max_sandboxes / 4)
  *
  * Environment overrides (applied after the file, same validation):
  *   AIRLOCK_DEPLOYMENT_MODE, AIRLOCK_AUTH_MODE, AIRLOCK_SANDBOX_MECHANISM,
@@ -185,6 +186,11 @@ typedef struct airlock_worker_settings {
 	 * (the operator's yes; a call's network_enabled is the other). NULL:
 	 * every sandbox is denied the network. */
 	char *policy_file;
+	/* Runs of one tenant with a sandbox (or a call provisioning one) in
+	 * this worker at once; past it the tenant's next first call is
+	 * ExecutionUnavailable. 0: a quarter of service.max_sandboxes, at
+	 * least 1, so one tenant cannot take every sandbox of the service. */
+	int64_t tenant_max_sandboxes;
 } airlock_worker_settings;
 
 typedef struct airlock_settings {

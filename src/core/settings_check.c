@@ -233,6 +233,10 @@ static int check_worker(const airlock_worker_settings *w, bool production, airlo
 	if (!pg && w->database_connection_file)
 		return airlock_error_set(err, AIRLOCK_ERR_CONFIG, 0,
 		                         "worker.database_connection_file is for worker.database=postgresql (sqlite keeps worker.db in worker.state_dir)");
+	if (w->tenant_max_sandboxes < 0 || w->tenant_max_sandboxes > AIRLOCK_WORKER_CLAIMS_MAX)
+		return airlock_error_set(err, AIRLOCK_ERR_CONFIG, 0,
+		                         "worker.tenant_max_sandboxes=%lld: must be from 0 (a quarter of service.max_sandboxes) to %d",
+		                         (long long)w->tenant_max_sandboxes, AIRLOCK_WORKER_CLAIMS_MAX);
 	bool is_unix = false;
 	if (w->service_address && !listen_form_ok(w->service_address, &is_unix))
 		return airlock_error_set(err, AIRLOCK_ERR_CONFIG, 0,

@@ -56,6 +56,7 @@ static const struct env_override {
 	{ "AIRLOCK_WORKER_SERVICE_TLS_CA_FILE", "worker.service_tls_ca_file", { "service_tls_ca_file", F_STRING, ST(worker.service_tls_ca_file), 0, NULL } },
 	{ "AIRLOCK_WORKER_SERVICE_TLS_CERT_FILE", "worker.service_tls_cert_file", { "service_tls_cert_file", F_STRING, ST(worker.service_tls_cert_file), 0, NULL } },
 	{ "AIRLOCK_WORKER_SERVICE_TLS_KEY_FILE", "worker.service_tls_key_file", { "service_tls_key_file", F_STRING, ST(worker.service_tls_key_file), 0, NULL } },
+	{ "AIRLOCK_WORKER_TENANT_MAX_SANDBOXES", "worker.tenant_max_sandboxes", { "tenant_max_sandboxes", F_INT, ST(worker.tenant_max_sandboxes), 0, NULL } },
 	{ "AIRLOCK_WORKER_POLICY_FILE", "worker.policy_file", { "policy_file", F_STRING, ST(worker.policy_file), 0, NULL } },
 	{ "AIRLOCK_WORKER_REAPER_CREDENTIAL_FILE", "worker.reaper_credential_file", { "reaper_credential_file", F_STRING, ST(worker.reaper_credential_file), 0, NULL } },
 };

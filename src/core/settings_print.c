@@ -159,4 +159,5 @@ void airlock_settings_print(const airlock_settings *s, FILE *out)
 		{ "policy_file", w->policy_file },
 	};
 	print_set(out, wstrs, ARRAY_SIZE(wstrs));
+	fprintf(out, "  tenant_max_sandboxes: %lld\n", (long long)w->tenant_max_sandboxes);
 }

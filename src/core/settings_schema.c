@@ -339,6 +339,7 @@ static const field worker_fields[] = {
 	{ "service_tls_key_file", F_STRING, ST(worker.service_tls_key_file), 0, NULL },
 	{ "reaper_credential_file", F_STRING, ST(worker.reaper_credential_file), 0, NULL },
 	{ "policy_file", F_STRING, ST(worker.policy_file), 0, NULL },
+	{ "tenant_max_sandboxes", F_INT, ST(worker.tenant_max_sandboxes), 0, NULL },
 };
 static const schema worker_schema = { "worker.", worker_fields, ARRAY_SIZE(worker_fields), -1, -1 };
 

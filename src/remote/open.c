@@ -65,6 +65,8 @@ int airlock_remote_open_adapter(const airlock_remote_open_config *c, airlock_set
 	 * as the service's. */
 	airlock_exec_config cfg;
 	airlock_exec_config_from_settings(s, &cfg);
+	if (c->uncapped)
+		cfg.max_sandboxes = 0;
 	r = airlock_exec_new(airlock_remote_ops(), rm, &cfg, ret, err);
 	if (r == 0 && ret_remote)
 		*ret_remote = rm;

@@ -247,11 +247,12 @@ int airlock_remote_destroy_recorded(airlock_remote *rm, const char *environment_
 		                         "remote: sandbox %s is this adapter's own; destroy it "
 		                         "through its core",
 		                         environment_id);
-	/* The header goes out as it was recorded: base64 only, so nothing in
-	 * it can end the header line (a record is the worker's own database,
-	 * but a header is no place to trust one). */
+	/* The header goes out as it was recorded: the base64url alphabet of
+	 * Airlock-Handle only (remote_handle_header), so nothing in it can end
+	 * the header line (a record is the worker's own database, but a header
+	 * is no place to trust one). */
 	for (const char *c = service_handle; *c; c++)
-		if (!(isalnum((unsigned char)*c) || *c == '+' || *c == '/' || *c == '='))
+		if (!(isalnum((unsigned char)*c) || *c == '-' || *c == '_' || *c == '='))
 			return airlock_error_set(err, AIRLOCK_ERR_INVALID, 0,
 			                         "remote: the recorded handle of sandbox %s is not "
 			                         "base64",

@@ -302,8 +302,8 @@ static http_result run_command(worker_daemon *w, http_request *r, const api_requ
 	unsigned status = 0;
 	worker_tool_outcome outcome;
 	airlock_error err = { 0 };
-	if (worker_run_command(w, q->run_id, q->tenant, (const char *)body, len, &json, &status,
-	                       &outcome, &err) < 0) {
+	if (worker_run_command(w, q->run_id, q->tenant, (const char *)body, len,
+	                       http_request_fd(r), &json, &status, &outcome, &err) < 0) {
 		if (status >= 500)
 			atomic_fetch_add(&w->c.errors, 1);
 		return http_respond_error_status(r, status, &err);

@@ -125,12 +125,13 @@ void worker_sandboxes_free(worker_daemon *w);
 /* sandbox.run_command for run_id under a request whose token names
  * token_tenant ("*": every tenant): the body decoded and validated, the
  * lease checked, the claim's sandbox provisioned at its first call and
- * reused after, the command run. 0 with *ret_json (the result object's
+ * reused after, the command run (cancelled when the client's socket,
+ * peer_fd, goes away; -1: not watched). 0 with *ret_json (the result object's
  * text); else err and *ret_status (the HTTP status: 400, 403, 404, 409,
  * 503, 500). *ret_outcome either way. */
 int worker_run_command(worker_daemon *w, const char *run_id, const char *token_tenant,
-                       const char *body, size_t len, char **ret_json, unsigned *ret_status,
-                       worker_tool_outcome *ret_outcome, airlock_error *err);
+                       const char *body, size_t len, int peer_fd, char **ret_json,
+                       unsigned *ret_status, worker_tool_outcome *ret_outcome, airlock_error *err);
 
 /* GET /v1/tools: the declarations this worker serves, as JSON text. */
 char *worker_tools_json(void);

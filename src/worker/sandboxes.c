@@ -78,6 +78,7 @@ int worker_service(worker_daemon *w, airlock_error *err)
 				.tls_ca_file = ws->service_tls_ca_file,
 				.tls_cert_file = ws->service_tls_cert_file,
 				.tls_key_file = ws->service_tls_key_file,
+				.uncapped = true,
 			};
 			r = airlock_remote_open_adapter(&c, w->settings, &w->exec, &w->remote, err);
 		}
@@ -204,6 +205,44 @@ int worker_end_sandboxes(worker_daemon *w, const worker_db_sandbox *list, size_t
 	return first;
 }
 
+/* The sandboxes this worker holds whose claim another process ended
+ * (another worker's release, fence or sweeper destroyed them by their
+ * record and cleared it) or that ended while no call came: each is
+ * ended here too (the service answers one already gone as gone), so it
+ * neither stays counted against its tenant nor keeps its claim. tenant:
+ * only that tenant's; NULL: all. Claims a call holds are the call's. */
+static void reconcile(worker_daemon *w, const char *tenant)
+{
+	enum { BATCH = 64 };
+	worker_db_sandbox held[BATCH];
+	char tenants[BATCH][AIRLOCK_ID_MAX + 1];
+	size_t n = 0;
+	pthread_mutex_lock(&w->claims_lock);
+	for (size_t i = 0; i < w->n_claims && n < BATCH; i++) {
+		worker_claim *c = w->claims[i];
+		if (c->busy || c->refs || !c->has_sandbox || (tenant && strcmp(c->tenant_id, tenant)))
+			continue;
+		held[n] = (worker_db_sandbox){ .epoch = c->epoch };
+		memcpy(held[n].run_id, c->run_id, sizeof(held[n].run_id));
+		memcpy(held[n].environment_id, c->handle.environment_id,
+		       sizeof(held[n].environment_id));
+		memcpy(tenants[n], c->tenant_id, sizeof(tenants[n]));
+		n++;
+	}
+	pthread_mutex_unlock(&w->claims_lock);
+	for (size_t i = 0; i < n; i++) {
+		worker_db_check_result chk;
+		airlock_error err = { 0 };
+		if (worker_db_check(w->db, held[i].run_id, tenants[i], held[i].epoch, util_now_ms(),
+		                    &chk, &err) < 0)
+			return; /* the database is down: the next tick asks again */
+		if (chk.state == WORKER_DB_LEASE_CURRENT && chk.has_environment &&
+		    strcmp(chk.environment_id, held[i].environment_id) == 0)
+			continue;
+		end_one(w, &held[i], "ended elsewhere", &err);
+	}
+}
+
 /* ---- the sweeper ---------------------------------------------------------------------- */
 
 static bool stopped(worker_daemon *w, int timeout_ms)
@@ -230,6 +269,7 @@ static void *sweeper_main(void *arg)
 			if (n == 0 || worker_end_sandboxes(w, list, n, "lease ended", &err) < 0)
 				break;
 		}
+		reconcile(w, NULL);
 	}
 	return NULL;
 }
@@ -320,21 +360,55 @@ void worker_sandboxes_free(worker_daemon *w)
 /* Take run's claim for one call (allow_parallel no): made when the run has
  * none here. A claim of an older epoch still holding a sandbox keeps it
  * until that is ended (below, by the caller). */
-static int claim_take(worker_daemon *w, const char *run_id, const char *tenant_id,
-                      int64_t epoch, worker_claim **ret, airlock_error *err)
+/* The tenant's share of this worker (worker.tenant_max_sandboxes). */
+static size_t tenant_cap(const worker_daemon *w)
+{
+	int64_t v = w->settings->worker.tenant_max_sandboxes;
+	if (v <= 0)
+		v = w->settings->service.max_sandboxes / 4;
+	return v > 0 ? (size_t)v : 1;
+}
+
+/* Caller holds claims_lock: the tenant's claims with a sandbox or a call
+ * (which may be provisioning one), but except. */
+static size_t tenant_holds(const worker_daemon *w, const char *tenant, const worker_claim *except)
+{
+	size_t k = 0;
+	for (size_t i = 0; i < w->n_claims; i++) {
+		const worker_claim *c = w->claims[i];
+		if (c != except && (c->has_sandbox || c->busy) && strcmp(c->tenant_id, tenant) == 0)
+			k++;
+	}
+	return k;
+}
+
+static int claim_take_once(worker_daemon *w, const char *run_id, const char *tenant_id,
+                           int64_t epoch, worker_claim **ret, bool *ret_at_cap,
+                           airlock_error *err)
 {
 	pthread_mutex_lock(&w->claims_lock);
 	worker_claim *c = claim_find(w, run_id, NULL);
 	int r = 0;
+	size_t cap = tenant_cap(w);
+	/* A call that will need a new sandbox counts against its tenant's
+	 * share: one tenant's runs cannot take every sandbox the service
+	 * has from the others. */
+	bool needs = !c || !c->has_sandbox || c->epoch != epoch;
 	if (c && c->busy)
-		r = airlock_error_set(err, AIRLOCK_ERR_EXECUTION_REJECTED, EBUSY,
+		r = airlock_error_set(err, AIRLOCK_ERR_EXECUTION_REJECTED, 0,
 		                      "run %s: a sandbox.run_command is running for this run "
 		                      "(allow_parallel: no); call again when it has answered",
 		                      run_id);
 	else if (c && c->refs)
-		r = airlock_error_set(err, AIRLOCK_ERR_EXECUTION_UNAVAILABLE, EAGAIN,
+		r = airlock_error_set(err, AIRLOCK_ERR_EXECUTION_UNAVAILABLE, 0,
 		                      "run %s: its sandbox is being destroyed; retry", run_id);
-	else if (!c && w->n_claims >= AIRLOCK_WORKER_CLAIMS_MAX)
+	else if (needs && tenant_holds(w, tenant_id, c) >= cap) {
+		*ret_at_cap = true;
+		r = airlock_error_set(err, AIRLOCK_ERR_EXECUTION_UNAVAILABLE, 0,
+		                      "tenant %s holds %zu sandboxes in this worker "
+		                      "(worker.tenant_max_sandboxes): end a run's lease or retry later",
+		                      tenant_id, cap);
+	} else if (!c && w->n_claims >= AIRLOCK_WORKER_CLAIMS_MAX)
 		r = airlock_error_set(err, AIRLOCK_ERR_EXECUTION_UNAVAILABLE, 0,
 		                      "this worker holds %d runs with sandboxes: retry later",
 		                      AIRLOCK_WORKER_CLAIMS_MAX);
@@ -357,6 +431,21 @@ static int claim_take(worker_daemon *w, const char *run_id, const char *tenant_i
 		*ret = c;
 	}
 	pthread_mutex_unlock(&w->claims_lock);
+	return r;
+}
+
+static int claim_take(worker_daemon *w, const char *run_id, const char *tenant_id,
+                      int64_t epoch, worker_claim **ret, airlock_error *err)
+{
+	bool at_cap = false;
+	int r = claim_take_once(w, run_id, tenant_id, epoch, ret, &at_cap, err);
+	if (r < 0 && at_cap) {
+		/* What the tenant holds may have ended elsewhere since the
+		 * sweeper last looked: looked at now, then asked once more. */
+		reconcile(w, tenant_id);
+		at_cap = false;
+		r = claim_take_once(w, run_id, tenant_id, epoch, ret, &at_cap, err);
+	}
 	return r;
 }
 
@@ -408,8 +497,8 @@ static int lease_refusal(worker_db_lease_state st, unsigned *ret_status, airlock
 	return airlock_error_set(err, AIRLOCK_ERR_EXECUTION_REJECTED, 0, "%s",
 	                         hidden ? "no such run (no lease was claimed for it by this tenant)"
 	                         : st == WORKER_DB_LEASE_OTHER_EPOCH
-	                                 ? "the call's epoch is not the run's current one: the "
-	                                   "lease it was made under was fenced"
+	                                 ? "the call's epoch is not the run's current one (a claim "
+	                                   "with a higher epoch fenced it, or it was never claimed)"
 	                         : st == WORKER_DB_LEASE_EXPIRED
 	                                 ? "the lease the call was made under expired (not renewed "
 	                                   "within its TTL)"
@@ -503,7 +592,7 @@ static int claim_sandbox(worker_daemon *w, worker_claim *c, const worker_tool_re
 	pthread_mutex_lock(&w->claims_lock);
 	/* A destroy still reading the handle: the next call provisions. */
 	if (c->refs || c->has_sandbox)
-		r = airlock_error_set(err, AIRLOCK_ERR_EXECUTION_UNAVAILABLE, EAGAIN,
+		r = airlock_error_set(err, AIRLOCK_ERR_EXECUTION_UNAVAILABLE, 0,
 		                      "run %s: its previous sandbox is being destroyed; retry",
 		                      c->run_id);
 	c->epoch = q->epoch;
@@ -611,9 +700,71 @@ static void log_call(const char *run_id, const char *tenant, const worker_tool_r
 	           "tool.called", f);
 }
 
+/* The client of a call that runs a command: when it goes away (a
+ * platform that timed out, crashed or retried), the command is cancelled,
+ * as the service does for its own clients, so the run is not held busy
+ * for the rest of the command's timeout. */
+typedef struct peer_watch {
+	int fd;      /* the client's socket: looked at, never read */
+	int stop_fd; /* eventfd: the call is over */
+	airlock_cancel *cancel;
+	pthread_t thread;
+	bool started;
+} peer_watch;
+
+static void *peer_watch_main(void *arg)
+{
+	peer_watch *p = arg;
+	for (;;) {
+		struct pollfd fds[2] = { { .fd = p->stop_fd, .events = POLLIN },
+			                 { .fd = p->fd, .events = POLLRDHUP } };
+		int n = poll(fds, 2, 1000);
+		if (n > 0 && fds[0].revents)
+			return NULL;
+		if (http_peer_gone(p->fd)) {
+			airlock_cancel_fire(p->cancel);
+			return NULL;
+		}
+		/* Bytes of a next request (pipelined) keep the socket readable:
+		 * the next look waits its period instead of spinning. */
+		if (n > 0 && fds[1].revents) {
+			struct pollfd stop = { .fd = p->stop_fd, .events = POLLIN };
+			if (poll(&stop, 1, 200) > 0)
+				return NULL;
+		}
+	}
+}
+
+static void peer_watch_start(peer_watch *p, int fd)
+{
+	*p = (peer_watch){ .fd = fd, .stop_fd = -1 };
+	airlock_error err = { 0 };
+	if (fd < 0 || airlock_cancel_new(&p->cancel, &err) < 0)
+		return;
+	p->stop_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+	/* Without the watch the call still runs; only a vanished client's
+	 * command then runs to its timeout. */
+	if (p->stop_fd >= 0 && pthread_create(&p->thread, NULL, peer_watch_main, p) == 0)
+		p->started = true;
+}
+
+static void peer_watch_stop(peer_watch *p)
+{
+	if (p->started) {
+		uint64_t one = 1;
+		ssize_t k = write(p->stop_fd, &one, sizeof(one));
+		(void)k;
+		pthread_join(p->thread, NULL);
+	}
+	if (p->stop_fd >= 0)
+		close(p->stop_fd);
+	airlock_cancel_free(p->cancel);
+	*p = (peer_watch){ .fd = -1, .stop_fd = -1 };
+}
+
 int worker_run_command(worker_daemon *w, const char *run_id, const char *token_tenant,
-                       const char *body, size_t len, char **ret_json, unsigned *ret_status,
-                       worker_tool_outcome *ret_outcome, airlock_error *err)
+                       const char *body, size_t len, int peer_fd, char **ret_json,
+                       unsigned *ret_status, worker_tool_outcome *ret_outcome, airlock_error *err)
 {
 	int64_t t0 = util_monotonic_ms();
 	worker_tool_request q;
@@ -637,12 +788,16 @@ int worker_run_command(worker_daemon *w, const char *run_id, const char *token_t
 		r = claim_sandbox(w, c, &q, tenant, &lease, &status, err);
 	}
 	if (r == 0) {
+		peer_watch watch;
+		peer_watch_start(&watch, peer_fd);
 		airlock_exec_call call = {
 			.tenant_id = tenant,
 			.remaining_budget_ms = q.has_deadline ? q.deadline_ms - util_now_ms()
 			                                      : AIRLOCK_BUDGET_NONE,
+			.cancel = watch.cancel,
 		};
 		r = airlock_exec_execute(w->exec, &call, &c->handle, &cmd, &res, err);
+		peer_watch_stop(&watch);
 		if (r < 0) {
 			status = 0;
 			/* A sandbox that is gone (expired, reaped, destroyed by a
