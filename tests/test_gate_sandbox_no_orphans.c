@@ -30,8 +30,6 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "airlock/image_build.h"
-#include "airlock/image_store.h"
 #include "airlock/json.h"
 #include "airlock/run_command.h"
 #include "util/util.h"
@@ -61,20 +59,6 @@ typedef struct world {
 	int64_t worst_stale_ms;
 	char worst_id[AIRLOCK_ENVIRONMENT_ID_MAX];
 } world;
-
-static const char *default_image(void)
-{
-	static char digest[80];
-	airlock_image_store *st = NULL;
-	airlock_error err = { 0 };
-	digest[0] = 0;
-	if (airlock_image_store_open("/var/lib/airlock/images", &st, &err) == 0) {
-		if (airlock_image_find_default(st, digest, &err) <= 0)
-			digest[0] = 0;
-		airlock_image_store_free(st);
-	}
-	return digest;
-}
 
 static void start_worker(world *w, int i)
 {
@@ -205,7 +189,7 @@ static void world_up(world *w, bool native, bool pg)
 	memset(w, 0, sizeof(*w));
 	w->native = native;
 	w->pg = pg;
-	const char *image = native ? default_image() : "";
+	const char *image = native ? wt_default_image() : "";
 	if (native && !*image)
 		cr_skip_test("no default image in /var/lib/airlock/images (airlock image build)");
 	snprintf(w->dir, sizeof(w->dir), "/tmp/airlock-orphans-XXXXXX");
