@@ -39,14 +39,13 @@
  *   bench_worker_leases [seconds [runs [threads]]]   (default 6, 64, 8)
  *
  * AIRLOCK_BENCH_WORKER names the airlock-worker program (default: the one
- * built beside this benchmark, ../airlock-worker).
+ * built beside this benchmark, ../airlock-worker); it runs with PATH alone
+ * in its environment (bench_worker_proc.h).
  */
 #include <errno.h>
 #include <fcntl.h>
-#include <libgen.h>
 #include <libpq-fe.h>
 #include <limits.h>
-#include <poll.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdbool.h>
@@ -54,8 +53,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <strings.h>
-#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -65,6 +62,7 @@
 #include "../tests/pg_server.h"
 #include "../tests/unix_connect.h"
 #include "bench_util.h"
+#include "bench_worker_proc.h"
 
 #define SECONDS_DEFAULT 6.0
 #define RUNS_DEFAULT 64
@@ -88,16 +86,9 @@
 /* Latency samples kept per thread and round (the first ones: a round of
  * a few seconds at a renewal every 20 us or more holds fewer). */
 #define SAMPLES_MAX 100000
-/* An answer the worker does not finish within this is a failure. */
-#define IO_TIMEOUT_MS 10000
-/* A client's connection is replaced after this long. The worker's HTTP
- * core cuts a connection it has not seen authenticated at its
- * auth_timeout_ms (2 s) after the accept, in whatever phase, a request in
- * flight included, and the worker authenticates its requests itself
- * without telling the core (src/worker/api.c), so even its authenticated
- * keep-alive connections live 2 s; a fresh one each second keeps every
- * renewal answered. The connects are counted in the wall time, and
- * printed. */
+/* A client's connection is replaced after this long, as a platform's pool
+ * recycles its connections; the connects are counted in the wall time,
+ * and printed. */
 #define CONNECTION_MS 1000
 
 enum { SIDE_SQLITE, SIDE_PG, SIDE__MAX };
@@ -197,46 +188,6 @@ static void *load_db(void *arg)
 
 /* ---- a keep-alive HTTP/1.1 client over the worker's Unix socket --------------- */
 
-/* One answer into buf (its head and its Content-Length body): NULL, or
- * what went wrong. */
-static const char *read_answer(int fd, char *buf, size_t size, int *ret_status, bool *ret_close)
-{
-	size_t got = 0;
-	const char *body = NULL;
-	size_t need = 0;
-	while (!body || got < need) {
-		struct pollfd p = { .fd = fd, .events = POLLIN };
-		int n = poll(&p, 1, IO_TIMEOUT_MS);
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n != 1)
-			return "no answer within the timeout";
-		if (got + 1 >= size)
-			return "an answer larger than the buffer";
-		ssize_t k = read(fd, buf + got, size - 1 - got);
-		if (k < 0 && errno == EINTR)
-			continue;
-		if (k < 0)
-			return "the connection failed";
-		if (k == 0)
-			return "the worker closed the connection before an answer";
-		got += (size_t)k;
-		buf[got] = 0;
-		if (body)
-			continue;
-		char *e = strstr(buf, "\r\n\r\n");
-		if (!e)
-			continue;
-		body = e + 4;
-		const char *cl = strcasestr(buf, "\r\nContent-Length:");
-		if (!cl || cl > e || sscanf(buf, "HTTP/1.1 %d", ret_status) != 1)
-			return "an answer without a status line or a Content-Length";
-		need = (size_t)(body - buf) + strtoul(cl + 17, NULL, 10);
-		*ret_close = strcasestr(buf, "\r\nConnection: close") != NULL;
-	}
-	return NULL;
-}
-
 /* PUT one run's lease at EPOCH on fd: 0 when the answer is 200 with the
  * outcome want, else -1 with why. *ret_close: the worker ends the
  * connection after this answer. */
@@ -252,9 +203,11 @@ static int api_put(int fd, const char *run, int64_t ttl, const char *want, bool 
 	                 "Content-Type: application/json\r\nContent-Length: %d\r\n\r\n%s",
 	                 run, blen, body);
 	int status = 0;
-	const char *failed_how = util_write_all(fd, req, (size_t)n) < 0
-	                                 ? "the request could not be written"
-	                                 : read_answer(fd, buf, sizeof(buf), &status, ret_close);
+	const char *answer = NULL;
+	const char *failed_how =
+		util_write_all(fd, req, (size_t)n) < 0
+			? "the request could not be written"
+			: bw_read_answer(fd, buf, sizeof(buf), &status, &answer, ret_close);
 	if (failed_how) {
 		snprintf(why, why_size, "%s: %s", run, failed_how);
 		return -1;
@@ -373,28 +326,6 @@ static int measure(int si, int kind, double seconds, figure *fig)
 
 /* ---- set-up and tear-down -------------------------------------------------------- */
 
-static int write_file(const char *path, const char *text)
-{
-	int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600);
-	if (fd < 0)
-		return -1;
-	int r = util_write_all(fd, text, strlen(text));
-	close(fd);
-	return r;
-}
-
-static int make_dir(char *buf, size_t size, const char *what)
-{
-	const char *tmp = getenv("TMPDIR");
-	snprintf(buf, size, "%s/airlock-bwl-%s-XXXXXX", tmp && *tmp ? tmp : "/tmp", what);
-	if (!mkdtemp(buf)) {
-		fprintf(stderr, "bench_worker_leases: mkdtemp %s: %s\n", buf, strerror(errno));
-		buf[0] = 0;
-		return -1;
-	}
-	return 0;
-}
-
 static void remove_dir(char *dir)
 {
 	if (!dir[0])
@@ -404,31 +335,13 @@ static void remove_dir(char *dir)
 	dir[0] = 0;
 }
 
-static const char *worker_program(char *buf, size_t size)
-{
-	const char *env = getenv("AIRLOCK_BENCH_WORKER");
-	if (env && *env)
-		return env;
-	char self[PATH_MAX];
-	ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
-	if (n <= 0)
-		return NULL;
-	self[n] = 0;
-	snprintf(buf, size, "%s/../airlock-worker", dirname(self));
-	return buf;
-}
-
 /* The worker on its own directory's socket and state, auth_mode dev; db:
  * the YAML lines naming its database (empty: SQLite in the state dir). */
 static int worker_start(side *s, const char *db)
 {
 	char prog_buf[PATH_MAX + 32], config[128], text[2048];
-	const char *prog = worker_program(prog_buf, sizeof(prog_buf));
-	if (!prog || access(prog, X_OK) < 0) {
-		fprintf(stderr, "bench_worker_leases: no airlock-worker program at %s "
-		                "(AIRLOCK_BENCH_WORKER names it)\n", prog ? prog : "?");
-		return -1;
-	}
+	const char *prog =
+		bw_program("AIRLOCK_BENCH_WORKER", "airlock-worker", prog_buf, sizeof(prog_buf));
 	snprintf(s->sock, sizeof(s->sock), "%s/w.sock", s->dir);
 	snprintf(config, sizeof(config), "%s/airlock.yaml", s->dir);
 	/* Its log (a JSON line per lease event) goes to tmpfs, not beside
@@ -439,36 +352,15 @@ static int worker_start(side *s, const char *db)
 	snprintf(text, sizeof(text),
 	         "worker:\n  listen: unix:%s\n  state_dir: %s\n  auth_mode: dev\n%s", s->sock,
 	         s->dir, db);
-	if (write_file(config, text) < 0)
+	if (bw_write_file(config, text) < 0)
 		return -1;
-	s->worker = fork();
-	if (s->worker < 0)
+	char *argv[] = { "airlock-worker", "--config", config, NULL };
+	s->worker = bw_start(prog, argv, s->log, s->sock);
+	if (s->worker < 0) {
+		s->worker = 0;
 		return -1;
-	if (s->worker == 0) {
-		prctl(PR_SET_PDEATHSIG, SIGTERM);
-		int fd = open(s->log, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
-		if (fd < 0 || dup2(fd, 2) < 0)
-			_exit(127);
-		execl(prog, "airlock-worker", "--config", config, (char *)NULL);
-		_exit(127);
 	}
-	for (int i = 0; i < 1000; i++) {
-		int fd = unix_connect(s->sock);
-		if (fd >= 0) {
-			close(fd);
-			return 0;
-		}
-		int st;
-		if (waitpid(s->worker, &st, WNOHANG) == s->worker) {
-			s->worker = 0;
-			fprintf(stderr, "bench_worker_leases: airlock-worker exited at start (its log: "
-			                "%s)\n", s->log);
-			return -1;
-		}
-		usleep(10000);
-	}
-	fprintf(stderr, "bench_worker_leases: airlock-worker did not listen within 10 s\n");
-	return -1;
+	return 0;
 }
 
 /* SIGTERM; 0 when it exited 0. */
@@ -537,8 +429,8 @@ static int open_handles(side *s, int si)
 static int setup_sqlite(void)
 {
 	side *s = &sides[SIDE_SQLITE];
-	if (make_dir(s->sqlite_dir, sizeof(s->sqlite_dir), "db") < 0 ||
-	    make_dir(s->dir, sizeof(s->dir), "worker") < 0 || open_handles(s, SIDE_SQLITE) < 0 ||
+	if (bw_make_dir(s->sqlite_dir, sizeof(s->sqlite_dir), "bwl-db") < 0 ||
+	    bw_make_dir(s->dir, sizeof(s->dir), "bwl-worker") < 0 || open_handles(s, SIDE_SQLITE) < 0 ||
 	    worker_start(s, "") < 0 || claim_all(s, "sqlite") < 0)
 		return -1;
 	s->up = true;
@@ -576,12 +468,12 @@ static const char *setup_pg(bool *ret_fatal)
 	snprintf(s->db_conninfo, sizeof(s->db_conninfo),
 	         "%s options='-c search_path=bench_db'", ci);
 	char conn[128], text[640], db[256];
-	if (make_dir(s->dir, sizeof(s->dir), "worker") < 0)
+	if (bw_make_dir(s->dir, sizeof(s->dir), "bwl-worker") < 0)
 		return "mkdtemp failed";
 	snprintf(conn, sizeof(conn), "%s/conn", s->dir);
 	snprintf(text, sizeof(text), "%s options='-c search_path=bench_api'\n", ci);
 	snprintf(db, sizeof(db), "  database: postgresql\n  database_connection_file: %s\n", conn);
-	if (write_file(conn, text) < 0 || open_handles(s, SIDE_PG) < 0 || worker_start(s, db) < 0 ||
+	if (bw_write_file(conn, text) < 0 || open_handles(s, SIDE_PG) < 0 || worker_start(s, db) < 0 ||
 	    claim_all(s, "postgresql") < 0)
 		return "its set-up failed";
 	s->up = true;
@@ -636,6 +528,7 @@ int main(int argc, char **argv)
 	}
 	n_runs = (size_t)runs;
 	n_threads = (size_t)threads;
+	bw_prog = "bench_worker_leases";
 	/* A worker that dies mid-answer must fail a write, not this process. */
 	signal(SIGPIPE, SIG_IGN);
 	double la[3] = { 0 };
