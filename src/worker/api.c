@@ -324,9 +324,15 @@ static http_result reaper_stale(worker_daemon *w, http_request *r)
 		return fail_error(w, r, &err);
 	bool *stale = calloc(n ? n : 1, sizeof(*stale));
 	json_t *ids = json_array(), *o = json_object();
-	bool ok = stale && ids && o && json_object_set(o, "stale", ids) == 0;
-	int rc = !ok ? airlock_error_set(&err, AIRLOCK_ERR_SYSTEM, ENOMEM, "reaper answer")
-	             : worker_db_stale(w->db, list, n, util_now_ms(), stale, &err);
+	if (!stale || !ids || !o || json_object_set(o, "stale", ids) < 0) {
+		free(stale);
+		free(list);
+		json_decref(ids);
+		json_decref(o);
+		airlock_error_set(&err, AIRLOCK_ERR_SYSTEM, ENOMEM, "reaper answer");
+		return fail_error(w, r, &err);
+	}
+	int rc = worker_db_stale(w->db, list, n, util_now_ms(), stale, &err);
 	size_t found = 0;
 	for (size_t i = 0; rc == 0 && i < n; i++)
 		if (stale[i]) {

@@ -246,9 +246,12 @@ static int arguments_decoded(json_t *o, worker_tool_request *q, airlock_error *e
 		if (strlen(v) != json_string_length(a))
 			return airlock_error_set(err, AIRLOCK_ERR_TOOL_VALIDATION, 0,
 			                         "arguments.command[%zu]: contains a NUL byte", i);
-		if (!(q->argv[i] = strdup(v)))
-			return airlock_error_set(err, AIRLOCK_ERR_SYSTEM, ENOMEM, "arguments.command");
+		/* Counted before it is filled: the caller's clear frees what
+		 * the count covers, a NULL included. */
 		q->argc = i + 1;
+		q->argv[i] = strdup(v);
+		if (!q->argv[i])
+			return airlock_error_set(err, AIRLOCK_ERR_SYSTEM, ENOMEM, "arguments.command");
 	}
 	/* The vector's own rules (size cap, command[0]) before the members
 	 * that follow it, as the specification orders them. */

@@ -374,6 +374,8 @@ static size_t tenant_cap(const worker_daemon *w)
 static size_t tenant_holds(const worker_daemon *w, const char *tenant, const worker_claim *except)
 {
 	size_t k = 0;
+	if (!tenant)
+		return 0;
 	for (size_t i = 0; i < w->n_claims; i++) {
 		const worker_claim *c = w->claims[i];
 		if (c != except && (c->has_sandbox || c->busy) && strcmp(c->tenant_id, tenant) == 0)
@@ -426,7 +428,7 @@ static int claim_take_once(worker_daemon *w, const char *run_id, const char *ten
 			w->claims[w->n_claims++] = c;
 		}
 	}
-	if (r == 0) {
+	if (r == 0 && c) {
 		c->busy = true;
 		*ret = c;
 	}
@@ -769,7 +771,7 @@ int worker_run_command(worker_daemon *w, const char *run_id, const char *token_t
 	int64_t t0 = util_monotonic_ms();
 	worker_tool_request q;
 	airlock_execution_command cmd;
-	worker_db_check_result lease;
+	worker_db_check_result lease = { 0 };
 	airlock_execution_result res = { 0 };
 	const char *tenant = NULL;
 	worker_claim *c = NULL;
