@@ -123,6 +123,7 @@ static wt_reply *req(stack *s, const char *method, const char *target, const cha
 }
 
 #define HAS(r, text) cr_expect(strstr((r)->body, (text)), "%d %s", (r)->status, (r)->body)
+#define HAS_LOG(s, text) cr_expect(strstr(wt_read_log((s)->log), (text)), "the log lacks %s", (text))
 
 static void claim(stack *s, const char *run, long epoch, long ttl, const char *outcome)
 {
@@ -469,5 +470,24 @@ Test(worker_tools, native_without_the_operators_allowlist_the_calls_yes_is_no_ne
 	                  "[\"sh\",\"-c\",\"echo proxy=$HTTPS_PROXY\"]}}");
 	cr_expect_eq(r->status, 200, "%s", r->body);
 	HAS(r, "\"stdout\":\"proxy=\\n\"");
+	stack_down(&s);
+}
+
+/* A worker restarted on the same database ends the sandboxes of leases
+ * that ended while no worker ran (no reaper in this stack: the worker's
+ * own sweeper does it). */
+Test(worker_tools, a_restarted_worker_ends_what_ended_while_it_was_down)
+{
+	stack s;
+	stack_up(&s, "fake", false, NULL);
+	claim(&s, "run-down", 1, 1, "new");
+	wt_reply *r = call(&s, "run-down", 1, "{\"command\":[\"true\"]}");
+	cr_assert_eq(r->status, 200, "%s", r->body);
+	cr_expect_eq(wt_stop(s.worker, SIGKILL), 128 + SIGKILL);
+	usleep(1500 * 1000); /* the lease ends while no worker runs */
+	cr_expect_eq(live(&s), 1, "nothing ended it while no worker ran");
+	start_worker(&s);
+	expect_live(&s, 0, "the restarted worker's sweeper ended it");
+	HAS_LOG(&s, "\"why\":\"lease ended\"");
 	stack_down(&s);
 }
