@@ -77,9 +77,12 @@ typedef struct live_box {
 /* The service's live sandboxes (at most max). */
 static size_t list_live(world *w, live_box *out, size_t max)
 {
-	static wt_reply r;
-	wt_request(w->svc_sock, "GET", "/v1/sandboxes", SERVICE_TOKEN, NULL, 5000, &r);
-	if (r.status != 200)
+	/* Called from the monitor's thread too: no assertion here. */
+	static __thread wt_reply r;
+	char why[512];
+	if (wt_request_try(w->svc_sock, "GET", "/v1/sandboxes", SERVICE_TOKEN, NULL, 5000, &r, why,
+	                   sizeof(why)) < 0 ||
+	    r.status != 200)
 		return 0;
 	json_t *o = json_loads(r.body, 0, NULL);
 	json_t *a = json_object_get(o, "sandboxes");
@@ -256,7 +259,15 @@ static void world_down(world *w)
 	for (int i = 0; i < 2; i++)
 		if (w->w[i] > 0)
 			cr_expect_eq(wt_stop(w->w[i], SIGTERM), 0, "worker %d stops cleanly", i);
-	cr_expect_eq(list_live(w, (live_box[1]){ 0 }, 1), 0, "nothing is left live");
+	/* Every sandbox goes: a reaper pass under way may still be finishing
+	 * one. */
+	live_box left[8];
+	size_t n_left = 0;
+	for (int i = 0; i < 50 && (n_left = list_live(w, left, 8)) > 0; i++)
+		usleep((BOUND_MS + SLACK_MS) * 20);
+	for (size_t i = 0; i < n_left; i++)
+		cr_expect_fail("left live: %s of %s at epoch %lld", left[i].id, left[i].run,
+		               (long long)left[i].epoch);
 	cr_expect_eq(wt_stop(w->svc, SIGTERM), 0, "the service stops cleanly");
 	worker_db_free(w->db);
 	const char *log = wt_read_log(w->log);
@@ -322,7 +333,10 @@ static void *bg_main(void *arg)
 		close(fd);
 		return NULL;
 	}
-	wt_request(c->w->sock[c->worker], "POST", target, NULL, body, 60000, &c->r);
+	char why[512];
+	if (wt_request_try(c->w->sock[c->worker], "POST", target, NULL, body, 60000, &c->r, why,
+	                   sizeof(why)) < 0)
+		c->r.status = -1;
 	return NULL;
 }
 

@@ -94,12 +94,15 @@ int wt_stop(pid_t pid, int sig)
 	return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
 }
 
-void wt_request(const char *sock, const char *method, const char *target, const char *token,
-                const char *body, int timeout_ms, wt_reply *ret)
+int wt_request_try(const char *sock, const char *method, const char *target, const char *token,
+                   const char *body, int timeout_ms, wt_reply *ret, char *why, size_t why_size)
 {
 	memset(ret, 0, sizeof(*ret));
 	int fd = wt_connect(sock);
-	cr_assert(fd >= 0, "connect %s: %s", sock, strerror(errno));
+	if (fd < 0) {
+		snprintf(why, why_size, "connect %s: %s", sock, strerror(errno));
+		return -1;
+	}
 	char head[1024];
 	size_t blen = body ? strlen(body) : 0;
 	int n = snprintf(head, sizeof(head),
@@ -119,8 +122,12 @@ void wt_request(const char *sock, const char *method, const char *target, const 
 	size_t got = 0;
 	for (;;) {
 		struct pollfd p = { .fd = fd, .events = POLLIN };
-		cr_assert_eq(poll(&p, 1, timeout_ms), 1, "%s %s: no answer within %d ms", method,
-		             target, timeout_ms);
+		if (poll(&p, 1, timeout_ms) != 1) {
+			close(fd);
+			snprintf(why, why_size, "%s %s: no answer within %d ms", method, target,
+			         timeout_ms);
+			return -1;
+		}
 		ssize_t k = read(fd, buf + got, sizeof(buf) - 1 - got);
 		if (k <= 0)
 			break;
@@ -128,10 +135,22 @@ void wt_request(const char *sock, const char *method, const char *target, const 
 	}
 	close(fd);
 	buf[got] = 0;
-	cr_assert_eq(sscanf(buf, "HTTP/1.1 %d", &ret->status), 1, "no status line: %s", buf);
+	if (sscanf(buf, "HTTP/1.1 %d", &ret->status) != 1) {
+		snprintf(why, why_size, "%s %s: no status line: %.200s", method, target, buf);
+		return -1;
+	}
 	const char *b = strstr(buf, "\r\n\r\n");
 	if (b)
 		snprintf(ret->body, sizeof(ret->body), "%s", b + 4);
+	return 0;
+}
+
+void wt_request(const char *sock, const char *method, const char *target, const char *token,
+                const char *body, int timeout_ms, wt_reply *ret)
+{
+	char why[512];
+	if (wt_request_try(sock, method, target, token, body, timeout_ms, ret, why, sizeof(why)) < 0)
+		cr_assert_fail("%s", why);
 }
 
 const char *wt_read_log(const char *path)

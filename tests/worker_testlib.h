@@ -26,7 +26,12 @@ typedef struct wt_reply {
 	int status;
 	char body[65536];
 } wt_reply;
-/* One request on a new connection; the answer within timeout_ms (asserts). */
+/* One request on a new connection; the answer within timeout_ms: 0, or
+ * -1 with why (for a thread other than the test's, where an assertion
+ * cannot end the test). */
+int wt_request_try(const char *sock, const char *method, const char *target, const char *token,
+                   const char *body, int timeout_ms, wt_reply *ret, char *why, size_t why_size);
+/* The same, asserting. */
 void wt_request(const char *sock, const char *method, const char *target, const char *token,
                 const char *body, int timeout_ms, wt_reply *ret);
 /* A PostgreSQL connection file in dir for a new schema of the suite's
