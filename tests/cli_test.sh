@@ -364,6 +364,36 @@ fi
 expect doctor-worker 0 "^worker database +ok: sqlite, $WT/worker.db; the worker at unix:$WT/w.sock reports sqlite, schema version [0-9]+, auth_mode tokens" -- "$AIRLOCK" doctor $TOOL
 expect doctor-worker-service 0 "^worker service +ok: the execution service at unix:$WT/svc.sock answers: mechanism fake" -- "$AIRLOCK" doctor $TOOL
 expect doctor-worker-no-token 69 '^worker database +FAIL: .*answered HTTP 401.*--token-file' -- "$AIRLOCK" doctor --config "$WT/worker.yaml"
+# docs/worker-openapi.yaml asked of the worker: each path with each
+# method is routed (neither 405 nor "no such route") exactly when the file
+# has the operation, 405 otherwise.
+if python3 - "$SRC/docs/worker-openapi.yaml" "$WT/w.sock" >"$WT/probe.out" 2>&1 <<'PY'
+import http.client, socket, sys, yaml
+doc = yaml.safe_load(open(sys.argv[1]))
+bad = []
+for path, item in doc["paths"].items():
+    target = path.replace("{run_id}", "run-probe")
+    token = "cli-test-worker-reaper-0123456789" if "reaper" in path else "cli-test-worker-token-a-0123456789"
+    for m in ("GET", "PUT", "POST", "DELETE"):
+        # One write: the worker may answer (405, 404) and close before
+        # it reads a body.
+        body = "{}" if m in ("PUT", "POST") else ""
+        s = socket.socket(socket.AF_UNIX)
+        s.connect(sys.argv[2])
+        s.sendall((f"{m} {target} HTTP/1.1\r\nHost: localhost\r\nAuthorization: Bearer {token}\r\n"
+                   f"Content-Type: application/json\r\nContent-Length: {len(body)}\r\n"
+                   f"Connection: close\r\n\r\n{body}").encode())
+        r = http.client.HTTPResponse(s)
+        r.begin()
+        body = r.read().decode(errors="replace")
+        s.close()
+        routed = r.status != 405 and "no such route" not in body
+        if routed != (m.lower() in item):
+            bad.append(f"{m} {target}: {r.status} {body}")
+print("\n".join(bad) or "every operation routed, every other method 405")
+sys.exit(1 if bad else 0)
+PY
+then echo "ok   worker-openapi-routes"; pass=$((pass + 1)); else echo "FAIL worker-openapi-routes"; sed 's/^/    /' "$WT/probe.out"; fail=$((fail + 1)); fi
 expect tool-release 0 'the claim at epoch 1 is over' -- "$AIRLOCK" tool release run-1 --epoch 1 $TOOL
 expect tool-call-released 65 'answered 409: ExecutionRejected' -- "$AIRLOCK" tool call run-1 sandbox.run_command '{"command": ["true"]}' --epoch 1 $TOOL
 kill "$wt_worker" "$wt_svc"

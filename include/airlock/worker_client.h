@@ -3,7 +3,7 @@
 #define AIRLOCK_WORKER_CLIENT_H
 
 /*
- * A client of the worker's API (docs/worker-api.md):
+ * A client of the worker's API (docs/worker-api.md, docs/worker-openapi.yaml):
  * one call to a running airlock-worker, on a Unix socket or HTTPS, with a
  * bearer token or none (the worker's dev mode). For people and tools that
  * try the worker by hand (`airlock tool`, `airlock doctor`); a platform
