@@ -43,7 +43,7 @@ PUBLIC = {
              "settings", "tiers", "timeout", "types", "volume"},
     "service": {"fake", "guest", "gvisor", "image", "image_build", "image_store", "mechanisms",
                 "native", "proxy", "service"},
-    "worker": {"egress_curl", "remote"},
+    "worker": {"egress_curl", "remote", "worker_client"},
 }
 
 MAY_INCLUDE = {

@@ -41,7 +41,7 @@ unset AIRLOCK_DEPLOYMENT_MODE AIRLOCK_AUTH_MODE AIRLOCK_SANDBOX_MECHANISM AIRLOC
 expect help 0 'verbs:' -- "$AIRLOCK" --help
 expect no-verb 64 'usage' -- "$AIRLOCK"
 expect unknown-verb 64 "unknown verb 'frobnicate'" -- "$AIRLOCK" frobnicate
-for v in run config doctor serve worker egress proxy image artifact; do
+for v in run config doctor serve worker tool egress proxy image artifact; do
 	expect "help-$v" 0 "usage: airlock $v" -- "$AIRLOCK" "$v" --help
 done
 expect not-implemented-verb 69 'NotImplemented' -- "$AIRLOCK" artifact
@@ -302,8 +302,106 @@ else
 	skipped "airlock serve is not built yet (no --listen)" run-service-fake run-service-wrong-credential
 fi
 
+# airlock tool and doctor against a worker: airlock serve (fake) and
+# airlock worker in tokens mode on Unix sockets. The tool's answers as JSON
+# with the command's exit status, the worker's refusals with its address,
+# status, class and message, the token read as a credential and never
+# shown; doctor's worker lines, ok and FAIL.
+WT=$TMP/wt
+mkdir -m 700 "$WT"
+umask_was=$(umask)
+umask 077
+printf 'cli-test-worker-token-a-0123456789\n' >"$WT/token-a"
+printf 'cli-test-worker-token-a-0123456789 tenant-a\n' >"$WT/tokens"
+printf 'cli-test-worker-reaper-0123456789\n' >"$WT/reaper"
+printf 'sandbox:\n  mechanism: fake\nworker:\n  listen: unix:%s/w.sock\n  state_dir: %s\n  auth_mode: tokens\n  tokens_file: %s/tokens\n  service_address: unix:%s/svc.sock\n  service_credential_file: %s/cred\n  reaper_credential_file: %s/reaper\n' \
+	"$WT" "$WT" "$WT" "$WT" "$TMP" "$WT" >"$WT/worker.yaml"
+umask "$umask_was"
+TOOL="--config $WT/worker.yaml --token-file $WT/token-a"
+expect tool-no-sub 64 'usage: airlock tool' -- "$AIRLOCK" tool
+expect tool-unknown-sub 64 "unknown subcommand 'frob'" -- "$AIRLOCK" tool frob
+expect tool-worker-down 69 "^airlock tool list: ExecutionUnavailable: the worker at unix:$WT/w.sock is unreachable" -- "$AIRLOCK" tool list $TOOL
+expect doctor-worker-down 69 "^worker database +FAIL: sqlite, $WT/worker.db: No such file or directory \(the worker creates it at its first start\); the worker at unix:$WT/w.sock is unreachable.*start the worker" -- "$AIRLOCK" doctor $TOOL
+expect doctor-service-down 69 "^worker service +FAIL: the execution service at unix:$WT/svc.sock is unreachable.*start the execution service" -- "$AIRLOCK" doctor $TOOL
+env -i PATH="$PATH" "$AIRLOCK" serve --config "$TMP/serve-fake.yaml" --listen "unix:$WT/svc.sock" --credential-file "$TMP/cred" >"$WT/serve.log" 2>&1 &
+wt_svc=$!
+env -i PATH="$PATH" "$AIRLOCK" worker --config "$WT/worker.yaml" >"$WT/worker.log" 2>&1 &
+wt_worker=$!
+i=0
+while [ $i -lt 300 ] && { [ ! -S "$WT/w.sock" ] || [ ! -S "$WT/svc.sock" ]; } && kill -0 "$wt_worker" 2>/dev/null; do
+	sleep 0.1; i=$((i + 1))
+done
+[ -S "$WT/w.sock" ] || { echo "airlock worker did not start:"; sed 's/^/    /' "$WT/worker.log"; }
+expect tool-list 0 '^      "name": "sandbox.run_command",' -- "$AIRLOCK" tool list $TOOL
+expect tool-no-token 65 "^airlock tool list: the worker at unix:$WT/w.sock answered 401: ExecutionRejected: .*--token-file" -- "$AIRLOCK" tool list --config "$WT/worker.yaml"
+chmod 0644 "$WT/token-a"
+expect tool-token-open 78 "worker token file $WT/token-a .*(group|others)" -- "$AIRLOCK" tool list $TOOL
+chmod 0600 "$WT/token-a"
+if grep -q 'cli-test-worker-token' "$TMP/out"; then
+	echo "FAIL tool-token-not-shown"; fail=$((fail + 1))
+else
+	echo "ok   tool-token-not-shown"; pass=$((pass + 1))
+fi
+expect tool-lease-other-tenant 65 'answered 403: ExecutionRejected' -- "$AIRLOCK" tool lease run-1 --epoch 1 $TOOL
+expect tool-lease 0 '^  "outcome": "new",' -- "$AIRLOCK" tool lease run-1 --epoch 1 --tenant tenant-a $TOOL
+expect tool-call 0 '^  "exit_code": 0,' -- "$AIRLOCK" tool call run-1 sandbox.run_command '{"command": ["echo", "hi"]}' --epoch 1 $TOOL
+expect tool-call-unknown-name 65 "^airlock tool call: the worker at unix:$WT/w.sock answered 404: ExecutionRejected: no such route \(the worker serves no tool of that name: airlock tool list\)" -- "$AIRLOCK" tool call run-1 sandbox.nothing '{"command": ["true"]}' --epoch 1 $TOOL
+expect tool-call-dots 65 'answered 404: ExecutionRejected: no such route' -- "$AIRLOCK" tool call run-1 .. '{"command": ["true"]}' --epoch 1 $TOOL
+expect tool-call-no-lease 65 'answered 404: ExecutionRejected: no such run' -- "$AIRLOCK" tool call run-2 sandbox.run_command '{"command": ["true"]}' --epoch 1 $TOOL
+expect tool-call-other-epoch 65 'answered 409: ExecutionRejected' -- "$AIRLOCK" tool call run-1 sandbox.run_command '{"command": ["true"]}' --epoch 2 $TOOL
+expect tool-call-validation 65 'answered 400: ToolValidationError: arguments.command: got a string' -- "$AIRLOCK" tool call run-1 sandbox.run_command '{"command": "echo hi"}' --epoch 1 $TOOL
+expect tool-call-not-object 64 "ToolValidationError: the tool's arguments must be a JSON object" -- "$AIRLOCK" tool call run-1 sandbox.run_command '["echo"]' --epoch 1 $TOOL
+expect tool-call-no-epoch 64 'usage: airlock tool call' -- "$AIRLOCK" tool call run-1 sandbox.run_command '{"command": ["true"]}' $TOOL
+expect tool-call-bad-epoch 64 '--epoch -1: not an integer' -- "$AIRLOCK" tool call run-1 sandbox.run_command '{}' --epoch -1 $TOOL
+# What a message carries reaches the terminal escaped (the worker names no
+# value it was sent, so the address is the bytes here).
+expect tool-call-escaped 69 "the worker at unix:$WT/no\\\\x1b\\[2J\\.sock is unreachable" -- "$AIRLOCK" tool call run-1 sandbox.run_command '{"command": ["true"]}' --epoch 1 --worker "unix:$WT/no$(printf '\033')[2J.sock" $TOOL
+if grep -q "$(printf '\033')" "$TMP/out"; then
+	echo "FAIL tool-call-escaped-no-esc"; fail=$((fail + 1))
+else
+	echo "ok   tool-call-escaped-no-esc"; pass=$((pass + 1))
+fi
+expect doctor-worker 0 "^worker database +ok: sqlite, $WT/worker.db; the worker at unix:$WT/w.sock reports sqlite, schema version [0-9]+, auth_mode tokens" -- "$AIRLOCK" doctor $TOOL
+expect doctor-worker-service 0 "^worker service +ok: the execution service at unix:$WT/svc.sock answers: mechanism fake" -- "$AIRLOCK" doctor $TOOL
+expect doctor-worker-no-token 69 '^worker database +FAIL: .*answered HTTP 401.*--token-file' -- "$AIRLOCK" doctor --config "$WT/worker.yaml"
+# docs/worker-openapi.yaml asked of the worker: each path with each
+# method is routed (neither 405 nor "no such route") exactly when the file
+# has the operation, 405 otherwise.
+if python3 - "$SRC/docs/worker-openapi.yaml" "$WT/w.sock" >"$WT/probe.out" 2>&1 <<'PY'
+import http.client, socket, sys, yaml
+doc = yaml.safe_load(open(sys.argv[1]))
+bad = []
+for path, item in doc["paths"].items():
+    target = path.replace("{run_id}", "run-probe")
+    token = "cli-test-worker-reaper-0123456789" if "reaper" in path else "cli-test-worker-token-a-0123456789"
+    for m in ("GET", "PUT", "POST", "DELETE"):
+        # One write: the worker may answer (405, 404) and close before
+        # it reads a body.
+        body = "{}" if m in ("PUT", "POST") else ""
+        s = socket.socket(socket.AF_UNIX)
+        s.connect(sys.argv[2])
+        s.sendall((f"{m} {target} HTTP/1.1\r\nHost: localhost\r\nAuthorization: Bearer {token}\r\n"
+                   f"Content-Type: application/json\r\nContent-Length: {len(body)}\r\n"
+                   f"Connection: close\r\n\r\n{body}").encode())
+        r = http.client.HTTPResponse(s)
+        r.begin()
+        body = r.read().decode(errors="replace")
+        s.close()
+        routed = r.status != 405 and "no such route" not in body
+        if routed != (m.lower() in item):
+            bad.append(f"{m} {target}: {r.status} {body}")
+print("\n".join(bad) or "every operation routed, every other method 405")
+sys.exit(1 if bad else 0)
+PY
+then echo "ok   worker-openapi-routes"; pass=$((pass + 1)); else echo "FAIL worker-openapi-routes"; sed 's/^/    /' "$WT/probe.out"; fail=$((fail + 1)); fi
+expect tool-release 0 'the claim at epoch 1 is over' -- "$AIRLOCK" tool release run-1 --epoch 1 $TOOL
+expect tool-call-released 65 'answered 409: ExecutionRejected' -- "$AIRLOCK" tool call run-1 sandbox.run_command '{"command": ["true"]}' --epoch 1 $TOOL
+kill "$wt_worker" "$wt_svc"
+wait "$wt_worker" "$wt_svc"
+
 SERVICE_CHECKS="run-service-exit run-service-exit-same run-service-timeout run-service-timeout-same
-run-service-output-limit run-service-output-limit-same run-service-json-same"
+run-service-output-limit run-service-output-limit-same run-service-json-same tool-native-lease
+tool-native-exit tool-native-killed"
 serve_why=
 if ! "$AIRLOCK" serve --help 2>&1 | grep -q -- '--listen'; then
 	serve_why="airlock serve is not built yet (no --listen)"
@@ -357,6 +455,24 @@ for r in (a, b):
 assert a == b, (a, b)
 assert a["exit_code"] == 3 and a["stdout"] == "out", a
 ' "$TMP/local.json" "$TMP/remote.json"; then echo "ok   run-service-json-same"; pass=$((pass + 1)); else echo "FAIL run-service-json-same"; cat "$TMP/local.json" "$TMP/remote.json"; fail=$((fail + 1)); fi
+	# airlock tool call's exit status is the command's, as airlock run's:
+	# a worker in dev mode over this native service.
+	img=$("$AIRLOCK" image ls 2>/dev/null | awk '/ default$/ {print $1}')
+	mkdir -m 700 "$WT/n"
+	printf 'sandbox:\n  image: %s\nworker:\n  listen: unix:%s/n/w.sock\n  state_dir: %s/n\n  auth_mode: dev\n  service_address: unix:%s/api.sock\n  service_credential_file: %s/cred\n' \
+		"$img" "$WT" "$WT" "$TMP" "$TMP" >"$WT/native.yaml"
+	env -i PATH="$PATH" "$AIRLOCK" worker --config "$WT/native.yaml" >"$WT/native.log" 2>&1 &
+	wn_pid=$!
+	i=0
+	while [ $i -lt 300 ] && [ ! -S "$WT/n/w.sock" ] && kill -0 "$wn_pid" 2>/dev/null; do
+		sleep 0.1; i=$((i + 1))
+	done
+	TOOLN="--config $WT/native.yaml"
+	expect tool-native-lease 0 '"outcome": "new"' -- "$AIRLOCK" tool lease run-n --epoch 1 $TOOLN
+	expect tool-native-exit 3 '^  "stdout": "out",' -- "$AIRLOCK" tool call run-n sandbox.run_command '{"command": ["sh", "-c", "printf out; exit 3"]}' --epoch 1 $TOOLN
+	expect tool-native-killed 137 '^  "killed_by": "TIMEOUT",' -- "$AIRLOCK" tool call run-n sandbox.run_command '{"command": ["sleep", "30"], "timeout_seconds": 1}' --epoch 1 $TOOLN
+	kill "$wn_pid"
+	wait "$wn_pid"
 	kill "$serve_pid"
 	wait "$serve_pid"
 	unset AIRLOCK_IMAGE_STORE

@@ -71,5 +71,6 @@ int cli_egress(int argc, char **argv);
 int cli_proxy(int argc, char **argv);
 int cli_serve(int argc, char **argv);
 int cli_worker(int argc, char **argv);
+int cli_tool(int argc, char **argv);
 
 #endif

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * airlock config check FILE: the startup checks, run on demand, and the
- * settings they resolved. airlock doctor: which mechanisms this host runs.
+ * settings they resolved.
  */
 #include <stdio.h>
 #include <string.h>
@@ -46,31 +46,4 @@ int cli_config(int argc, char **argv)
 	printf("# startup checks passed\n");
 	airlock_settings_clear(&s);
 	return CLI_EXIT_OK;
-}
-
-int cli_doctor(int argc, char **argv)
-{
-	if (argc > 1) {
-		if (cli_is_help(argv[1])) {
-			printf("usage: airlock doctor\n\nSay which sandbox mechanisms this host can run, "
-			       "and for each one it cannot, why.\nExit 0 when at least one can run.\n");
-			return CLI_EXIT_OK;
-		}
-		fprintf(stderr, "usage: airlock doctor\n");
-		return CLI_EXIT_USAGE;
-	}
-	int usable = 0;
-	for (int m = AIRLOCK_MECHANISM_INVALID + 1; m < AIRLOCK_MECHANISM__MAX; m++) {
-		const char *why = airlock_mechanism_unavailable_reason((airlock_mechanism)m);
-		const char *detail = why ? NULL : airlock_mechanism_detail((airlock_mechanism)m);
-		printf("%-8s %s%s%s%s%s%s\n", airlock_mechanism_name((airlock_mechanism)m),
-		       why ? "unavailable: " : "available",
-		       why ? why : "", detail ? ", " : "", detail ? detail : "",
-		       airlock_mechanism_production_allowed((airlock_mechanism)m) ? ""
-		                                                                  : " (development only; production refuses it)",
-		       m == AIRLOCK_MECHANISM_FAKE && !why ? " (executes nothing; for tests)" : "");
-		if (!why)
-			usable++;
-	}
-	return usable ? CLI_EXIT_OK : CLI_EXIT_UNAVAILABLE;
 }

@@ -19,9 +19,10 @@ typedef struct verb {
 static const verb verbs[] = {
 	{ "run", cli_run, "provision a sandbox, run one command, destroy it, print the result", NULL },
 	{ "config", cli_config, "check a settings file: run the startup checks, print what resolved", NULL },
-	{ "doctor", cli_doctor, "say which mechanisms this host can run, and why not for the others", NULL },
+	{ "doctor", cli_doctor, "say which mechanisms this host can run (and check a configured worker)", NULL },
 	{ "serve", cli_serve, "run the execution service (airlockd): the internal API", NULL },
 	{ "worker", cli_worker, "run the worker (airlock-worker): a run's lease", NULL },
+	{ "tool", cli_tool, "try the worker's tools by hand: list, lease, call", NULL },
 	{ "egress", cli_egress, "validate and check egress policies", NULL },
 	{ "proxy", cli_proxy, "run the egress proxy on its own", NULL },
 	{ "image", cli_image, "build and list sandbox images, named by digest", NULL },

@@ -33,10 +33,11 @@
 #define WHAT(what) (what) ? (what) : "", (what) ? ": " : ""
 
 struct remote_http {
+	const char *peer; /* whom messages name: "the execution service", "the worker" */
 	char *address;   /* as configured, for messages */
 	char *unix_path; /* "unix:" addresses */
 	char *base_url;  /* "http://localhost" or "https://HOST:PORT" */
-	char *auth;      /* "Authorization: Bearer <credential>"; wiped on free */
+	char *auth;      /* "Authorization: Bearer <credential>" or NULL; wiped on free */
 	size_t auth_len;
 	char *tls_ca, *tls_cert, *tls_key;
 	int64_t connect_timeout_ms;
@@ -91,30 +92,44 @@ static bool host_port_valid(const char *a)
 	return true;
 }
 
+static const remote_peer service_peer = {
+	.who = "remote adapter", .peer = "the execution service", .credential = "service credential",
+	.credential_required = true,
+};
+
 int remote_http_new(const airlock_remote_config *cfg, remote_http **ret, airlock_error *err)
+{
+	return remote_http_new_peer(cfg, &service_peer, ret, err);
+}
+
+int remote_http_new_peer(const airlock_remote_config *cfg, const remote_peer *pr,
+                         remote_http **ret, airlock_error *err)
 {
 	if (!cfg || !cfg->address || !*cfg->address)
 		return airlock_error_set(err, AIRLOCK_ERR_CONFIG, 0,
-		                         "remote adapter: no service address (unix:PATH or HOST:PORT)");
+		                         "%s: no %s address (unix:PATH or HOST:PORT)", pr->who,
+		                         pr->peer + 4);
 	/* The token goes into a header line: a byte that is not visible ASCII
 	 * (a newline above all) would end the header and start another. */
-	if (!cfg->credential || cfg->credential_len == 0 || cfg->credential_len > 4096)
+	bool none = !cfg->credential || cfg->credential_len == 0;
+	if ((none && pr->credential_required) || cfg->credential_len > 4096)
 		return airlock_error_set(err, AIRLOCK_ERR_CONFIG, 0,
-		                         "remote adapter: the service credential must be 1 to 4096 bytes");
+		                         "%s: the %s must be 1 to 4096 bytes", pr->who, pr->credential);
 	const unsigned char *cred = cfg->credential;
-	for (size_t i = 0; i < cfg->credential_len; i++)
+	for (size_t i = 0; !none && i < cfg->credential_len; i++)
 		if (cred[i] < 0x21 || cred[i] > 0x7e)
 			return airlock_error_set(err, AIRLOCK_ERR_CONFIG, 0,
-			                         "remote adapter: the service credential holds a byte "
-			                         "that is not visible ASCII (at offset %zu)",
-			                         i);
+			                         "%s: the %s holds a byte that is not visible ASCII "
+			                         "(at offset %zu)",
+			                         pr->who, pr->credential, i);
 	pthread_once(&curl_once, curl_global);
 	if (curl_global_rc != CURLE_OK)
-		return airlock_error_set(err, AIRLOCK_ERR_SYSTEM, ENOMEM, "remote adapter: libcurl");
+		return airlock_error_set(err, AIRLOCK_ERR_SYSTEM, ENOMEM, "%s: libcurl", pr->who);
 
 	remote_http *h = calloc(1, sizeof(*h));
 	if (!h)
-		return airlock_error_set(err, AIRLOCK_ERR_SYSTEM, ENOMEM, "remote adapter");
+		return airlock_error_set(err, AIRLOCK_ERR_SYSTEM, ENOMEM, "%s", pr->who);
+	h->peer = pr->peer;
 	for (size_t i = 0; i < ARRAY_SIZE(h->share_lock); i++)
 		pthread_mutex_init(&h->share_lock[i], NULL);
 	h->connect_timeout_ms = cfg->connect_timeout_ms > 0 ? cfg->connect_timeout_ms : 5000;
@@ -125,7 +140,7 @@ int remote_http_new(const airlock_remote_config *cfg, remote_http **ret, airlock
 	if (strncmp(cfg->address, "unix:", 5) == 0) {
 		if (cfg->address[5] != '/') {
 			r = airlock_error_set(err, AIRLOCK_ERR_CONFIG, 0,
-			                      "remote adapter: %s: a unix: address takes an absolute path",
+			                      "%s: %s: a unix: address takes an absolute path", pr->who,
 			                      cfg->address);
 			goto fail;
 		}
@@ -141,14 +156,15 @@ int remote_http_new(const airlock_remote_config *cfg, remote_http **ret, airlock
 		 * echoed. */
 		if (strchr(cfg->address, '@')) {
 			r = airlock_error_set(err, AIRLOCK_ERR_CONFIG, 0,
-			                      "remote adapter: the service address holds '@': an address "
-			                      "is unix:PATH or HOST:PORT, and the credential goes in the "
-			                      "credential file, never in the address");
+			                      "%s: the %s address holds '@': an address is unix:PATH or "
+			                      "HOST:PORT, and the credential goes in the credential file, "
+			                      "never in the address",
+			                      pr->who, pr->peer + 4);
 			goto fail;
 		}
 		if (!host_port_valid(cfg->address)) {
 			r = airlock_error_set(err, AIRLOCK_ERR_CONFIG, 0,
-			                      "remote adapter: %s is neither unix:PATH nor HOST:PORT",
+			                      "%s: %s is neither unix:PATH nor HOST:PORT", pr->who,
 			                      cfg->address);
 			goto fail;
 		}
@@ -164,13 +180,15 @@ int remote_http_new(const airlock_remote_config *cfg, remote_http **ret, airlock
 			goto nomem;
 	}
 	static const char prefix[] = "Authorization: Bearer ";
-	h->auth_len = sizeof(prefix) - 1 + cfg->credential_len;
-	h->auth = malloc(h->auth_len + 1);
-	if (!h->auth)
-		goto nomem;
-	memcpy(h->auth, prefix, sizeof(prefix) - 1);
-	memcpy(h->auth + sizeof(prefix) - 1, cfg->credential, cfg->credential_len);
-	h->auth[h->auth_len] = 0;
+	if (!none) {
+		h->auth_len = sizeof(prefix) - 1 + cfg->credential_len;
+		h->auth = malloc(h->auth_len + 1);
+		if (!h->auth)
+			goto nomem;
+		memcpy(h->auth, prefix, sizeof(prefix) - 1);
+		memcpy(h->auth + sizeof(prefix) - 1, cfg->credential, cfg->credential_len);
+		h->auth[h->auth_len] = 0;
+	}
 
 	h->share = curl_share_init();
 	if (!h->share)
@@ -180,14 +198,14 @@ int remote_http_new(const airlock_remote_config *cfg, remote_http **ret, airlock
 	    curl_share_setopt(h->share, CURLSHOPT_USERDATA, h) != CURLSHE_OK ||
 	    curl_share_setopt(h->share, CURLSHOPT_SHARE, CURL_LOCK_DATA_CONNECT) != CURLSHE_OK ||
 	    curl_share_setopt(h->share, CURLSHOPT_SHARE, CURL_LOCK_DATA_SSL_SESSION) != CURLSHE_OK) {
-		r = airlock_error_set(err, AIRLOCK_ERR_SYSTEM, ENOMEM,
-		                      "remote adapter: libcurl connection sharing");
+		r = airlock_error_set(err, AIRLOCK_ERR_SYSTEM, ENOMEM, "%s: libcurl connection sharing",
+		                      pr->who);
 		goto fail;
 	}
 	*ret = h;
 	return 0;
 nomem:
-	r = airlock_error_set(err, AIRLOCK_ERR_SYSTEM, ENOMEM, "remote adapter");
+	r = airlock_error_set(err, AIRLOCK_ERR_SYSTEM, ENOMEM, "%s", pr->who);
 fail:
 	remote_http_free(h);
 	return r;
@@ -285,17 +303,17 @@ static int transport_error(remote_http *h, const remote_call *c, CURLcode rc, co
 	 * (the address) and the system's reason say it. */
 	if (h->unix_path && rc == CURLE_COULDNT_CONNECT)
 		return airlock_error_set(err, AIRLOCK_ERR_EXECUTION_UNAVAILABLE, (int)os_errno,
-		                         "the execution service at %s is unreachable; retry later",
-		                         h->address);
+		                         "%s at %s is unreachable; retry later", h->peer, h->address);
 	if (rc == CURLE_OPERATION_TIMEDOUT)
 		return airlock_error_set(err, AIRLOCK_ERR_EXECUTION_UNAVAILABLE, 0,
-		                         "the execution service at %s did not answer %s %.64s within "
-		                         "%lld ms; retry later",
-		                         h->address, c->method, c->path, (long long)c->timeout_ms);
+		                         "%s at %s did not answer %s %.64s within %lld ms; retry later",
+		                         h->peer, h->address, c->method, c->path,
+		                         (long long)c->timeout_ms);
 	return airlock_error_set(err, AIRLOCK_ERR_EXECUTION_UNAVAILABLE, 0,
-	                         "the execution service at %s is unreachable or not answering as "
-	                         "the service (%s%s%s); retry later",
-	                         h->address, curl_easy_strerror(rc), detail && *detail ? ": " : "",
+	                         "%s at %s is unreachable or not answering as %s (%s%s%s); retry "
+	                         "later",
+	                         h->peer, h->address, h->peer, curl_easy_strerror(rc),
+	                         detail && *detail ? ": " : "",
 	                         detail ? detail : "");
 }
 
@@ -312,8 +330,9 @@ static int setup(remote_http *h, const remote_call *c, transfer *t, struct curl_
 	/* No Expect: 100-continue: the service reads or refuses a body at
 	 * once, and waiting for a 100 that a server may not send is a second
 	 * of every large write. */
-	const char *fixed[] = { h->auth, "Expect:", "Accept: application/json, application/x-ndjson" };
-	for (size_t i = 0; i < ARRAY_SIZE(fixed); i++) {
+	/* No credential (the worker's dev mode): no Authorization line. */
+	const char *fixed[] = { "Expect:", "Accept: application/json, application/x-ndjson", h->auth };
+	for (size_t i = 0; i < ARRAY_SIZE(fixed) - !h->auth; i++) {
 		if (!(n = curl_slist_append(l, fixed[i])))
 			goto nomem;
 		l = n;
@@ -394,8 +413,8 @@ int remote_http_perform(remote_http *h, const remote_call *c, remote_response *r
 	memset(resp, 0, sizeof(*resp));
 	util_buf_init(&resp->body, REMOTE_ERROR_BODY_MAX);
 	if (util_fault("remote.request"))
-		return airlock_error_set(err, AIRLOCK_ERR_EXECUTION_UNAVAILABLE, EIO,
-		                         "the execution service at %s", h->address);
+		return airlock_error_set(err, AIRLOCK_ERR_EXECUTION_UNAVAILABLE, EIO, "%s at %s",
+		                         h->peer, h->address);
 	transfer t = { .c = c, .resp = resp, .err = err };
 	t.easy = curl_easy_init();
 	CURLM *m = curl_multi_init();
@@ -417,9 +436,8 @@ int remote_http_perform(remote_http *h, const remote_call *c, remote_response *r
 		int running = 0;
 		CURLMcode mc = curl_multi_perform(m, &running);
 		if (mc != CURLM_OK) {
-			r = airlock_error_set(err, AIRLOCK_ERR_EXECUTION_UNAVAILABLE, 0,
-			                      "the execution service at %s: %s", h->address,
-			                      curl_multi_strerror(mc));
+			r = airlock_error_set(err, AIRLOCK_ERR_EXECUTION_UNAVAILABLE, 0, "%s at %s: %s",
+			                      h->peer, h->address, curl_multi_strerror(mc));
 			break;
 		}
 		if (!running) {
@@ -445,9 +463,8 @@ int remote_http_perform(remote_http *h, const remote_call *c, remote_response *r
 		}
 		mc = curl_multi_poll(m, nw ? w : NULL, nw, wait_ms, NULL);
 		if (mc != CURLM_OK) {
-			r = airlock_error_set(err, AIRLOCK_ERR_EXECUTION_UNAVAILABLE, 0,
-			                      "the execution service at %s: %s", h->address,
-			                      curl_multi_strerror(mc));
+			r = airlock_error_set(err, AIRLOCK_ERR_EXECUTION_UNAVAILABLE, 0, "%s at %s: %s",
+			                      h->peer, h->address, curl_multi_strerror(mc));
 			break;
 		}
 		for (unsigned i = 0; i < nw; i++)

@@ -47,6 +47,19 @@ _Static_assert(AIRLOCK_SERVICE_STREAM_WORST_BYTES <= REMOTE_STREAM_BODY_MAX,
 typedef struct remote_http remote_http;
 
 int remote_http_new(const airlock_remote_config *cfg, remote_http **ret, airlock_error *err);
+
+/* Whom a transport talks to, as its messages name it. remote_http_new's
+ * is the execution service (a credential required); the worker's API
+ * client (src/worker/client.c) talks to the worker, whose dev mode takes
+ * no token: then no Authorization header is sent. */
+typedef struct remote_peer {
+	const char *who;        /* "remote adapter": the lead of a settings error */
+	const char *peer;       /* "the execution service": starts with "the " */
+	const char *credential; /* "service credential" */
+	bool credential_required;
+} remote_peer;
+int remote_http_new_peer(const airlock_remote_config *cfg, const remote_peer *peer,
+                         remote_http **ret, airlock_error *err);
 void remote_http_free(remote_http *h);
 /* The address as configured, for messages ("unix:/run/airlock/api.sock"). */
 const char *remote_http_address(const remote_http *h);
