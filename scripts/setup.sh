@@ -22,6 +22,7 @@ packages=(
 	iproute2 dnsmasq-base curl openssl # egress tests: test hosts in netns, their DNS, TLS certs, a client
 	tinyproxy                          # bench/bench_proxy compares the proxy with tinyproxy
 	python3                            # test helpers parse JSON output
+	python3-yaml                       # tests: worker_openapi reads docs/worker-openapi.yaml
 	debootstrap erofs-utils            # sandbox images: built from Debian packages, named by digest
 	gpgv debian-archive-keyring        # debootstrap checks the release signatures (only recommended by it)
 	e2fsprogs                          # mkfs.ext4 formats each sandbox's workspace volume (native)
