@@ -99,6 +99,33 @@ Test(provision, rejects_invalid_spec_and_names_the_field)
 	airlock_exec_free(e);
 }
 
+/* A spec with a bridge is refused at the port, for every adapter, while no
+ * mechanism makes its socket: a sandbox is never told of a socket that is
+ * not there. */
+Test(provision, a_bridge_no_mechanism_makes_is_refused_loudly)
+{
+	airlock_fake *f = NULL;
+	airlock_exec *e = NULL;
+	airlock_error err = { 0 };
+	airlock_exec_config cfg;
+	airlock_exec_config_default(&cfg);
+	cr_assert_eq(airlock_fake_new(&f, &err), 0);
+	cr_assert_eq(airlock_exec_new(airlock_fake_ops(), f, &cfg, &e, &err), 0);
+	airlock_environment_spec s;
+	test_spec(&s, "t1", "r1");
+	s.bridge = calloc(1, sizeof(*s.bridge));
+	cr_assert(s.bridge);
+	s.bridge->socket_path = strdup("/run/airlock/bridge.sock");
+	s.bridge->token = strdup("tok-1");
+	airlock_environment_handle h = { 0 };
+	int rc = airlock_exec_provision(e, &s, &h, &err);
+	cr_expect_eq(rc, airlock_errcode(AIRLOCK_ERR_NOT_IMPLEMENTED), "%s", err.message);
+	cr_expect(strstr(err.message, "EnvironmentSpec.bridge"), "%s", err.message);
+	cr_expect_eq(airlock_fake_live_count(f), 0, "nothing provisioned");
+	airlock_environment_spec_clear(&s);
+	airlock_exec_free(e);
+}
+
 /* The floors and the output ceiling hold at the port, for every door: a
  * spec decoded from JSON meets the same numbers as the CLI's flags. */
 Test(provision, limits_below_the_start_floors_are_refused_with_the_minimum)
