@@ -68,16 +68,8 @@ static void stack_up(stack *s, const char *mechanism, int max_sandboxes, bool se
 	wt_write_file(path, SERVICE_TOKEN "\n", 0600);
 	snprintf(path, sizeof(path), "%s/tokens", s->dir);
 	wt_write_file(path, TOKEN_A " tenant-a\n" TOKEN_B " tenant-b\n", 0600);
-	if (strcmp(mechanism, "native") == 0) {
-		const char *d = wt_default_image();
-		if (!*d) {
-			char cmd[128];
-			snprintf(cmd, sizeof(cmd), "rm -rf %s", s->dir);
-			cr_assert_eq(system(cmd), 0);
-			cr_skip_test("no default image in /var/lib/airlock/images (airlock image build)");
-		}
-		snprintf(image, sizeof(image), "  image: %s\n", d);
-	}
+	if (strcmp(mechanism, "native") == 0)
+		wt_image_settings(s->dir, image, sizeof(image));
 	write_config(s, s->config, s->sock, mechanism, image, max_sandboxes);
 	char *argv[] = { "airlock", "serve", "--config", s->config, NULL };
 	s->svc = wt_start(getenv("AIRLOCK_TEST_AIRLOCK"), argv, s->log, s->svc_sock);

@@ -75,25 +75,18 @@ static void stack_up(stack *s, const char *mechanism, bool pg, const char *servi
 	wt_write_file(path, SERVICE_TOKEN "\n", 0600);
 	snprintf(path, sizeof(path), "%s/reaper.token", s->dir);
 	wt_write_file(path, REAPER_TOKEN "\n", 0600);
-	if (strcmp(mechanism, "native") == 0) {
-		const char *d = wt_default_image();
-		if (!*d) {
-			char cmd[128];
-			snprintf(cmd, sizeof(cmd), "rm -rf %s", s->dir);
-			cr_assert_eq(system(cmd), 0);
-			cr_skip_test("no default image in /var/lib/airlock/images (airlock image build)");
-		}
-		snprintf(image, sizeof(image), "  image: %s\n", d);
-	}
+	if (strcmp(mechanism, "native") == 0)
+		wt_image_settings(s->dir, image, sizeof(image));
 	if (pg)
 		wt_pg_settings(s->dir, db, sizeof(db));
 	snprintf(text, sizeof(text),
 	         "sandbox:\n  mechanism: %s\n%s"
 	         "service:\n  listen: unix:%s\n  credential_file: %s/svc.token\n%s"
 	         "worker:\n  listen: unix:%s\n  state_dir: %s\n  auth_mode: dev\n"
+	         "  metrics_listen: unix:%s/m.sock\n"
 	         "  service_address: %s%s\n  service_credential_file: %s/svc.token\n"
 	         "  reaper_credential_file: %s/reaper.token\n%s%s",
-	         mechanism, image, s->svc_sock, s->dir, policy, s->sock, s->dir,
+	         mechanism, image, s->svc_sock, s->dir, policy, s->sock, s->dir, s->dir,
 	         service_address ? "" : "unix:", service_address ? service_address : s->svc_sock,
 	         s->dir, s->dir, db, wpolicy);
 	wt_write_file(s->config, text, 0600);
@@ -301,6 +294,20 @@ static void lifecycle(bool pg)
 	r = call(&s, "run-s", 1, "{\"command\":[\"true\"]}");
 	cr_expect_eq(r->status, 200, "%s", r->body);
 	expect_live(&s, 1, "provisioned");
+	/* What happened is counted: calls by outcome, provisions, destroys. */
+	char msock[160];
+	snprintf(msock, sizeof(msock), "%s/m.sock", s.dir);
+	static wt_reply m;
+	wt_request(msock, "GET", "/metrics", NULL, NULL, 5000, &m);
+	cr_expect_eq(m.status, 200, "%s", m.body);
+	static const char *const counted[] = {
+		"airlock_worker_tool_calls_total{tool=\"sandbox.run_command\",outcome=\"ok\"} 5\n",
+		"airlock_worker_tool_calls_total{tool=\"sandbox.run_command\",outcome=\"refused\"} 1\n",
+		"airlock_worker_provision_seconds_count 4\n",
+		"airlock_worker_sandbox_destroys_total 3\n",
+	};
+	for (size_t i = 0; i < sizeof(counted) / sizeof(counted[0]); i++)
+		cr_expect(strstr(m.body, counted[i]), "%s not in %s", counted[i], m.body);
 	cr_expect_eq(wt_stop(s.worker, SIGTERM), 0);
 	s.worker = 0;
 	cr_expect_eq(live(&s), 0, "the worker's stop destroyed its sandbox");

@@ -211,3 +211,15 @@ long wt_service_live(const char *svc_sock, const char *token)
 	cr_assert(p, "%s", r.body);
 	return strtol(p + 7, NULL, 10);
 }
+
+void wt_image_settings(const char *dir, char *ret, size_t size)
+{
+	const char *d = wt_default_image();
+	if (!*d) {
+		char cmd[128];
+		snprintf(cmd, sizeof(cmd), "rm -rf %s", dir);
+		cr_assert_eq(system(cmd), 0);
+		cr_skip_test("no default image in /var/lib/airlock/images (airlock image build)");
+	}
+	snprintf(ret, size, "  image: %s\n", d);
+}

@@ -44,6 +44,10 @@ long wt_service_live(const char *svc_sock, const char *token);
 /* The image store's default image digest, for native; "" when there is
  * none (the native tests then skip). */
 const char *wt_default_image(void);
+/* The settings line naming the store's default image for a native
+ * sandbox ("  image: sha256:...\n") into ret; without one, dir is removed
+ * and the test skipped. */
+void wt_image_settings(const char *dir, char *ret, size_t size);
 /* The file's text (at most 1 MiB, static buffer). */
 const char *wt_read_log(const char *path);
 
