@@ -81,6 +81,7 @@ typedef struct worker_daemon {
 	pthread_mutex_t claims_lock;
 	worker_claim **claims;
 	size_t n_claims;
+	size_t reconcile_next; /* where the sweeper's next look at held sandboxes starts */
 
 	/* The sweeper (sandboxes.c): destroys the sandboxes of claims that
 	 * ended without a call saying so (a lease not renewed). */

@@ -218,8 +218,12 @@ static void reconcile(worker_daemon *w, const char *tenant)
 	char tenants[BATCH][AIRLOCK_ID_MAX + 1];
 	size_t n = 0;
 	pthread_mutex_lock(&w->claims_lock);
-	for (size_t i = 0; i < w->n_claims && n < BATCH; i++) {
-		worker_claim *c = w->claims[i];
+	/* A batch a tick, starting where the last one stopped: every held
+	 * sandbox is looked at in turn, however many the worker holds, and a
+	 * tick costs at most BATCH questions. */
+	size_t total = w->n_claims, start = total ? w->reconcile_next % total : 0, seen = 0;
+	for (; seen < total && n < BATCH; seen++) {
+		worker_claim *c = w->claims[(start + seen) % total];
 		if (c->busy || c->refs || !c->has_sandbox || (tenant && strcmp(c->tenant_id, tenant)))
 			continue;
 		held[n] = (worker_db_sandbox){ .epoch = c->epoch };
@@ -229,6 +233,7 @@ static void reconcile(worker_daemon *w, const char *tenant)
 		memcpy(tenants[n], c->tenant_id, sizeof(tenants[n]));
 		n++;
 	}
+	w->reconcile_next = start + seen;
 	pthread_mutex_unlock(&w->claims_lock);
 	for (size_t i = 0; i < n; i++) {
 		worker_db_check_result chk;
