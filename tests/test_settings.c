@@ -951,6 +951,39 @@ Test(settings, worker_section)
 	HAS(err, "worker.bogus");
 }
 
+/* The bridge's addresses: Unix sockets only (the stream carries a token
+ * in the clear), the worker's two set together, from the file and from
+ * the environment alike. */
+Test(settings, bridge_addresses)
+{
+	airlock_settings s;
+	airlock_error err = { 0 };
+	cr_assert_eq(airlock_settings_default(&s, &err), 0);
+	cr_expect_null(s.service.bridge_address);
+	cr_expect_null(s.worker.bridge_listen);
+	airlock_settings_clear(&s);
+	err = check_fails("service: {bridge_address: 127.0.0.1:9}\n");
+	HAS(err, "service.bridge_address=127.0.0.1:9: expected unix:/absolute/path");
+	err = check_fails("service: {bridge_address: unix:relative}\n");
+	HAS(err, "service.bridge_address=unix:relative");
+	err = check_fails("worker: {bridge_listen: unix:/run/b.sock}\n");
+	HAS(err, "worker.bridge_listen and worker.bridge_upstream go together");
+	err = check_fails("worker: {bridge_listen: unix:/run/b.sock, bridge_upstream: h:1}\n");
+	HAS(err, "worker.bridge_upstream=h:1");
+	cr_assert_eq(parse("service: {bridge_address: unix:/run/b.sock}\n"
+	                   "worker: {bridge_listen: unix:/run/b.sock, bridge_upstream: unix:/run/p.sock}\n",
+	                   &s, &err), 0, "%s", err.message);
+	cr_expect_eq(airlock_settings_check(&s, &err), 0, "%s", err.message);
+	cr_expect_str_eq(s.worker.bridge_upstream, "unix:/run/p.sock");
+	char *env[] = { "AIRLOCK_SERVICE_BRIDGE_ADDRESS=unix:/run/other.sock",
+		        "AIRLOCK_WORKER_BRIDGE_UPSTREAM=10.0.0.1:80", NULL };
+	cr_assert_eq(airlock_settings_apply_env(&s, env, &err), 0, "%s", err.message);
+	cr_expect_str_eq(s.service.bridge_address, "unix:/run/other.sock");
+	cr_expect_neq(airlock_settings_check(&s, &err), 0);
+	HAS(err, "worker.bridge_upstream=10.0.0.1:80");
+	airlock_settings_clear(&s);
+}
+
 /* The reaper's settings: off by default, its credential required with an
  * address and TLS with a TCP one, its numbers in range, from the file and
  * from the environment alike. */

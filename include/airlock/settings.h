@@ -44,6 +44,7 @@
  *     reaper_tls_ca_file: /etc/airlock/tls/ca.pem     # a TCP reaper address
  *     reaper_interval_seconds: 60     # one pass per interval
  *     reaper_destroy_alert_after: 3   # failed destroys of one sandbox before an alert
+ *     bridge_address: unix:/run/airlock/bridge.sock  # the worker tier's bridge listener
  *   worker:                           # airlock-worker (docs/worker-api.md)
  *     listen: unix:/run/airlock/worker.sock  # or HOST:PORT (TLS required)
  *     tls_cert_file: /etc/airlock/tls/worker.pem    # TCP: both required
@@ -62,6 +63,8 @@
  *     reaper_credential_file: /etc/airlock/reaper.token  # the reaper's token, 0600
  *     policy_file: /etc/airlock/egress.yaml   # the operator's allowlist for its sandboxes
  *     tenant_max_sandboxes: 16        # one tenant's sandboxes in this worker (0: max_sandboxes / 4)
+ *     bridge_listen: unix:/run/airlock/bridge.sock  # the bridge's listener (the service relays to it)
+ *     bridge_upstream: unix:/run/platform/orchestration.sock  # the platform's orchestration endpoint
  *
  * Environment overrides (applied after the file, same validation):
  *   AIRLOCK_DEPLOYMENT_MODE, AIRLOCK_AUTH_MODE, AIRLOCK_SANDBOX_MECHANISM,
@@ -151,6 +154,10 @@ typedef struct airlock_service_settings {
 	char *reaper_tls_ca_file;         /* TCP: the CA the worker tier's certificate chains to */
 	int64_t reaper_interval_seconds;  /* 1..AIRLOCK_REAPER_INTERVAL_MAX; 60 */
 	int64_t reaper_destroy_alert_after; /* 1..AIRLOCK_REAPER_ALERT_AFTER_MAX; 3 */
+	/* The orchestration bridge (docs/bridge.md): the worker tier's bridge
+	 * listener, "unix:/abs/path" only (the stream carries the one-time
+	 * token). NULL: a spec with a bridge is refused at provision. */
+	char *bridge_address;
 } airlock_service_settings;
 
 #define AIRLOCK_REAPER_INTERVAL_MAX 86400
@@ -191,6 +198,13 @@ typedef struct airlock_worker_settings {
 	 * ExecutionUnavailable. 0: a quarter of service.max_sandboxes, at
 	 * least 1, so one tenant cannot take every sandbox of the service. */
 	int64_t tenant_max_sandboxes;
+	/* The orchestration bridge (docs/bridge.md), both "unix:/abs/path"
+	 * only: the listener the execution service relays a sandbox's bridge
+	 * connections to, and the platform's orchestration endpoint the
+	 * worker forwards an authenticated one to. A claim asks for a bridge
+	 * only where both are set. */
+	char *bridge_listen;
+	char *bridge_upstream;
 } airlock_worker_settings;
 
 typedef struct airlock_settings {

@@ -127,6 +127,22 @@ static bool listen_form_ok(const char *v, bool *ret_unix)
 	return strlen(colon + 1) <= 5 && atoi(colon + 1) <= 65535;
 }
 
+/* The orchestration bridge's addresses (key names the setting): a Unix
+ * socket only. The stream carries the sandbox's one-time token in the
+ * clear, so it never crosses a network. */
+static int check_bridge_address(const char *key, const char *v, airlock_error *err)
+{
+	char q[QUOTE_MAX];
+	bool is_unix = false;
+	if (!v)
+		return 0;
+	if (!listen_form_ok(v, &is_unix) || !is_unix)
+		return airlock_error_set(err, AIRLOCK_ERR_CONFIG, 0,
+		                         "%s=%s: expected unix:/absolute/path (the bridge's stream carries a one-time token in the clear, so it never crosses a network)",
+		                         key, Q(q, v));
+	return 0;
+}
+
 static int check_service(const airlock_service_settings *v, airlock_error *err)
 {
 	char q[QUOTE_MAX];
@@ -162,6 +178,9 @@ static int check_service(const airlock_service_settings *v, airlock_error *err)
 		                         "service.reaper_destroy_alert_after=%lld: must be from 1 to %d",
 		                         (long long)v->reaper_destroy_alert_after,
 		                         AIRLOCK_REAPER_ALERT_AFTER_MAX);
+	int r = check_bridge_address("service.bridge_address", v->bridge_address, err);
+	if (r < 0)
+		return r;
 	if (!v->reaper_address)
 		return v->reaper_credential_file || v->reaper_tls_ca_file
 		               ? airlock_error_set(err, AIRLOCK_ERR_CONFIG, 0,
@@ -237,6 +256,12 @@ static int check_worker(const airlock_worker_settings *w, bool production, airlo
 		return airlock_error_set(err, AIRLOCK_ERR_CONFIG, 0,
 		                         "worker.tenant_max_sandboxes=%lld: must be from 0 (a quarter of service.max_sandboxes) to %d",
 		                         (long long)w->tenant_max_sandboxes, AIRLOCK_WORKER_CLAIMS_MAX);
+	if ((r = check_bridge_address("worker.bridge_listen", w->bridge_listen, err)) < 0 ||
+	    (r = check_bridge_address("worker.bridge_upstream", w->bridge_upstream, err)) < 0)
+		return r;
+	if (!w->bridge_listen != !w->bridge_upstream)
+		return airlock_error_set(err, AIRLOCK_ERR_CONFIG, 0,
+		                         "worker.bridge_listen and worker.bridge_upstream go together: set both (the bridge) or neither");
 	bool is_unix = false;
 	if (w->service_address && !listen_form_ok(w->service_address, &is_unix))
 		return airlock_error_set(err, AIRLOCK_ERR_CONFIG, 0,

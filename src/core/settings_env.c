@@ -39,6 +39,7 @@ static const struct env_override {
 	{ "AIRLOCK_SERVICE_POLICY_FILE", "service.policy_file", { "policy_file", F_STRING, ST(service.policy_file), 0, NULL } },
 	{ "AIRLOCK_SERVICE_REAPER_ADDRESS", "service.reaper_address", { "reaper_address", F_STRING, ST(service.reaper_address), 0, NULL } },
 	{ "AIRLOCK_SERVICE_REAPER_CREDENTIAL_FILE", "service.reaper_credential_file", { "reaper_credential_file", F_STRING, ST(service.reaper_credential_file), 0, NULL } },
+	{ "AIRLOCK_SERVICE_BRIDGE_ADDRESS", "service.bridge_address", { "bridge_address", F_STRING, ST(service.bridge_address), 0, NULL } },
 	{ "AIRLOCK_SERVICE_REAPER_TLS_CA_FILE", "service.reaper_tls_ca_file", { "reaper_tls_ca_file", F_STRING, ST(service.reaper_tls_ca_file), 0, NULL } },
 	{ "AIRLOCK_SERVICE_REAPER_INTERVAL_SECONDS", "service.reaper_interval_seconds", { "reaper_interval_seconds", F_INT, ST(service.reaper_interval_seconds), 0, NULL } },
 	{ "AIRLOCK_SERVICE_REAPER_DESTROY_ALERT_AFTER", "service.reaper_destroy_alert_after", { "reaper_destroy_alert_after", F_INT, ST(service.reaper_destroy_alert_after), 0, NULL } },
@@ -57,6 +58,8 @@ static const struct env_override {
 	{ "AIRLOCK_WORKER_SERVICE_TLS_CERT_FILE", "worker.service_tls_cert_file", { "service_tls_cert_file", F_STRING, ST(worker.service_tls_cert_file), 0, NULL } },
 	{ "AIRLOCK_WORKER_SERVICE_TLS_KEY_FILE", "worker.service_tls_key_file", { "service_tls_key_file", F_STRING, ST(worker.service_tls_key_file), 0, NULL } },
 	{ "AIRLOCK_WORKER_TENANT_MAX_SANDBOXES", "worker.tenant_max_sandboxes", { "tenant_max_sandboxes", F_INT, ST(worker.tenant_max_sandboxes), 0, NULL } },
+	{ "AIRLOCK_WORKER_BRIDGE_LISTEN", "worker.bridge_listen", { "bridge_listen", F_STRING, ST(worker.bridge_listen), 0, NULL } },
+	{ "AIRLOCK_WORKER_BRIDGE_UPSTREAM", "worker.bridge_upstream", { "bridge_upstream", F_STRING, ST(worker.bridge_upstream), 0, NULL } },
 	{ "AIRLOCK_WORKER_POLICY_FILE", "worker.policy_file", { "policy_file", F_STRING, ST(worker.policy_file), 0, NULL } },
 	{ "AIRLOCK_WORKER_REAPER_CREDENTIAL_FILE", "worker.reaper_credential_file", { "reaper_credential_file", F_STRING, ST(worker.reaper_credential_file), 0, NULL } },
 };

@@ -129,6 +129,7 @@ void airlock_settings_print(const airlock_settings *s, FILE *out)
 		{ "policy_file", s->service.policy_file },
 		{ "reaper_address", s->service.reaper_address },
 		{ "reaper_credential_file", s->service.reaper_credential_file },
+		{ "bridge_address", s->service.bridge_address },
 		{ "reaper_tls_ca_file", s->service.reaper_tls_ca_file },
 	};
 	print_set(out, strs, ARRAY_SIZE(strs));
@@ -157,6 +158,8 @@ void airlock_settings_print(const airlock_settings *s, FILE *out)
 		{ "service_tls_key_file", w->service_tls_key_file },
 		{ "reaper_credential_file", w->reaper_credential_file },
 		{ "policy_file", w->policy_file },
+		{ "bridge_listen", w->bridge_listen },
+		{ "bridge_upstream", w->bridge_upstream },
 	};
 	print_set(out, wstrs, ARRAY_SIZE(wstrs));
 	fprintf(out, "  tenant_max_sandboxes: %lld\n", (long long)w->tenant_max_sandboxes);

@@ -315,6 +315,7 @@ static const field service_fields[] = {
 	{ "policy_file", F_STRING, ST(service.policy_file), 0, NULL },
 	{ "reaper_address", F_STRING, ST(service.reaper_address), 0, NULL },
 	{ "reaper_credential_file", F_STRING, ST(service.reaper_credential_file), 0, NULL },
+	{ "bridge_address", F_STRING, ST(service.bridge_address), 0, NULL },
 	{ "reaper_tls_ca_file", F_STRING, ST(service.reaper_tls_ca_file), 0, NULL },
 	{ "reaper_interval_seconds", F_INT, ST(service.reaper_interval_seconds), 0, NULL },
 	{ "reaper_destroy_alert_after", F_INT, ST(service.reaper_destroy_alert_after), 0, NULL },
@@ -340,6 +341,8 @@ static const field worker_fields[] = {
 	{ "reaper_credential_file", F_STRING, ST(worker.reaper_credential_file), 0, NULL },
 	{ "policy_file", F_STRING, ST(worker.policy_file), 0, NULL },
 	{ "tenant_max_sandboxes", F_INT, ST(worker.tenant_max_sandboxes), 0, NULL },
+	{ "bridge_listen", F_STRING, ST(worker.bridge_listen), 0, NULL },
+	{ "bridge_upstream", F_STRING, ST(worker.bridge_upstream), 0, NULL },
 };
 static const schema worker_schema = { "worker.", worker_fields, ARRAY_SIZE(worker_fields), -1, -1 };
 
@@ -491,13 +494,15 @@ void airlock_settings_clear(airlock_settings *s)
 	free(s->service.reaper_address);
 	free(s->service.reaper_credential_file);
 	free(s->service.reaper_tls_ca_file);
+	free(s->service.bridge_address);
 	airlock_worker_settings *w = &s->worker;
 	char **worker_strings[] = { &w->listen, &w->tls_cert_file, &w->tls_key_file, &w->state_dir,
 		                    &w->database, &w->database_connection_file, &w->auth_mode,
 		                    &w->tokens_file, &w->metrics_listen, &w->service_address,
 		                    &w->service_credential_file, &w->service_tls_ca_file,
 		                    &w->service_tls_cert_file, &w->service_tls_key_file,
-		                    &w->reaper_credential_file, &w->policy_file };
+		                    &w->reaper_credential_file, &w->policy_file, &w->bridge_listen,
+		                    &w->bridge_upstream };
 	for (size_t i = 0; i < ARRAY_SIZE(worker_strings); i++)
 		free(*worker_strings[i]);
 	*s = (airlock_settings){ 0 };
