@@ -56,6 +56,8 @@ typedef struct airlock_gvisor_config {
 	 * lo, when both yeses are given; otherwise it has loopback only. */
 	const airlock_egress_policy *egress_policy;
 	airlock_proxy *egress_proxy;
+	/* service.bridge_address, exactly as native's (airlock/native.h). */
+	const char *bridge_address;
 } airlock_gvisor_config;
 
 #define AIRLOCK_GVISOR_STATE_DIR "/run/airlock/gvisor"

@@ -51,6 +51,11 @@ typedef struct airlock_native_config {
 	 * AIRLOCK_NATIVE_HOST_ID_LOCK). Every service on a host must use the
 	 * same one: a byte-range lock on byte N of it is host id slot N taken. */
 	const char *host_id_lock;
+	/* The settings' service.bridge_address ("unix:/path", owned by the
+	 * caller; NULL: unset): where a sandbox's bridge connections are
+	 * relayed (docs/bridge.md). Unset, a spec with a bridge is refused at
+	 * provision (ExecutionRejected naming the setting). */
+	const char *bridge_address;
 } airlock_native_config;
 
 

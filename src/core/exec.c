@@ -504,15 +504,6 @@ static int exec_provision_inner(airlock_exec *e, const airlock_environment_spec 
 	r = check_ceilings(&spec->limits, &e->cfg.ceilings, err);
 	if (r < 0)
 		return r;
-	/* No mechanism makes the orchestration bridge's socket yet: a sandbox
-	 * provisioned from this spec would find the bridge's path and token in
-	 * its environment and nothing at the path. Refused, for every adapter,
-	 * until one does. */
-	if (spec->bridge)
-		return airlock_error_set(err, AIRLOCK_ERR_NOT_IMPLEMENTED, 0,
-		                         "EnvironmentSpec.bridge: no mechanism makes the orchestration "
-		                         "bridge's socket yet; provision without a bridge");
-
 	exec_record rec = { .lease_epoch = spec->lease_epoch, .limits = spec->limits,
 		            .born_ms = util_monotonic_ms() };
 	if (want_id) {

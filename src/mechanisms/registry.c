@@ -45,6 +45,7 @@ static int open_native(const airlock_settings *s, const airlock_exec_egress *egr
 		.start_budget_seconds = s->defaults.start_budget_seconds,
 		.egress_policy = egress ? egress->policy : NULL,
 		.egress_proxy = egress ? egress->proxy : NULL,
+		.bridge_address = s->service.bridge_address,
 	};
 	airlock_native *n = NULL;
 	int r = airlock_native_new(&nc, &n, err);
@@ -62,6 +63,7 @@ static int open_gvisor(const airlock_settings *s, const airlock_exec_egress *egr
 		.start_budget_seconds = s->defaults.start_budget_seconds,
 		.egress_policy = egress ? egress->policy : NULL,
 		.egress_proxy = egress ? egress->proxy : NULL,
+		.bridge_address = s->service.bridge_address,
 	};
 	airlock_gvisor *g = NULL;
 	int r = airlock_gvisor_new(&gc, &g, err);

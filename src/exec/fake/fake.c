@@ -236,6 +236,13 @@ static int fake_provision(void *ctx, const airlock_environment_spec *spec,
                           const airlock_environment_handle *handle, airlock_error *err)
 {
 	airlock_fake *f = ctx;
+	/* The fake runs nothing, so it has no socket to make: a sandbox told
+	 * of a bridge would find nothing at its path. */
+	if (spec->bridge)
+		return airlock_error_set(err, AIRLOCK_ERR_NOT_IMPLEMENTED, 0,
+		                         "EnvironmentSpec.bridge: the fake mechanism makes no "
+		                         "orchestration bridge socket (native and gvisor do); "
+		                         "provision without a bridge");
 	fake_env e = { 0 };
 	memcpy(e.environment_id, handle->environment_id, sizeof(e.environment_id));
 	e.tenant_id = strdup(spec->tenant_id);

@@ -108,6 +108,21 @@ int gv_bundle_write(const airlock_gvisor *g, gv_sandbox *b, const char *image_pa
 		            json_pack("[s, s, s, s, s]", "nosuid", "nodev", "noexec", "mode=1777", tmpfs_size)),
 		mount_entry(AIRLOCK_WORKSPACE_ROOT, "bind", ws_path ? ws_path : "",
 		            json_pack("[s, s, s, s]", "rbind", "rw", "nosuid", "nodev")));
+	/* The bridge's directory at the plan's target (exec/bridge.h,
+	 * provision.c), read-only (connecting needs no write), last. */
+	_cleanup_free_ char *bridge_src = NULL;
+	if (mounts && b->bridge_at) {
+		if (asprintf(&bridge_src, "%s/" GV_BRIDGE_DIR, b->dir) < 0)
+			bridge_src = NULL;
+		if (!bridge_src ||
+		    json_array_append_new(mounts, mount_entry(b->bridge_at, "bind", bridge_src,
+		                                              json_pack("[s, s, s, s, s]", "rbind",
+		                                                        "ro", "nosuid", "nodev",
+		                                                        "noexec"))) < 0) {
+			json_decref(mounts);
+			mounts = NULL;
+		}
+	}
 	/* The network namespace entry only for deny: for the allowlist runsc
 	 * runs inside the namespace the service made (setns before exec) with
 	 * host networking, and an entry would make it create another. */

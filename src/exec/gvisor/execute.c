@@ -128,7 +128,7 @@ static int start_command(exec_run *x, int in_r, int out_w, int err_w, airlock_er
 	memcpy(words, head, sizeof(head));
 	for (size_t i = 0; i < cmd->argc; i++)
 		words[nh + i] = cmd->argv[i];
-	char **argv = gv_argv(gx->g, b->network_host, words, nh + cmd->argc);
+	char **argv = gv_argv(gx->g, b, words, nh + cmd->argc);
 	if (!argv)
 		return airlock_error_set(err, AIRLOCK_ERR_SYSTEM, ENOMEM, "runsc exec's arguments");
 	/* runsc exec hands these three descriptors to the sandbox as the

@@ -141,6 +141,31 @@ static int lock_if_free(int fd)
 	return errno == EWOULDBLOCK ? 0 : -errno;
 }
 
+/* The directory name in parent and everything below it, depth first:
+ * the bundle's GV_BRIDGE_DIR, whose tree (exec/bridge.h) is the service's
+ * own and at most a socket address deep, so depth bounds the recursion. */
+static void tree_remove(int parent, const char *name, int depth)
+{
+	int fd = depth > 64 ? -1
+	                    : openat(parent, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	DIR *d = fd < 0 ? NULL : fdopendir(fd);
+	if (!d) {
+		if (fd >= 0)
+			close(fd);
+		unlinkat(parent, name, AT_REMOVEDIR);
+		return;
+	}
+	struct dirent *de;
+	while ((de = readdir(d))) {
+		if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0)
+			continue;
+		if (unlinkat(dirfd(d), de->d_name, 0) < 0 && errno == EISDIR)
+			tree_remove(dirfd(d), de->d_name, depth + 1);
+	}
+	closedir(d);
+	unlinkat(parent, name, AT_REMOVEDIR);
+}
+
 /* A dead service's bundle: runsc's state of its sandbox, the workspace
  * mount, the files, the directory. */
 static void sweep_bundle(airlock_gvisor *g, int sandboxes_fd, const char *id)
@@ -153,6 +178,7 @@ static void sweep_bundle(airlock_gvisor *g, int sandboxes_fd, const char *id)
 	snprintf(p, sizeof(p), "%s/sandboxes/%s/workspace", g->state_dir, id);
 	umount2(p, MNT_DETACH);
 	unlinkat(fd, "workspace", AT_REMOVEDIR);
+	tree_remove(fd, GV_BRIDGE_DIR, 0);
 	for (size_t i = 0; i < ARRAY_SIZE(gv_bundle_files); i++)
 		unlinkat(fd, gv_bundle_files[i], 0);
 	unlinkat(sandboxes_fd, id, AT_REMOVEDIR);
@@ -384,6 +410,8 @@ void gv_sandbox_free(exec_box *box)
 	 * sweep at the next start: the cgroup's directories (their flocks
 	 * drop here), the bundle directory (its flock drops with dir_fd) and
 	 * the runtime's state. */
+	exec_bridge_stop(b->bridge);
+	free(b->bridge_at);
 	host_cgroup_abandon(b->cg);
 	if (b->keeper_pidfd >= 0)
 		close(b->keeper_pidfd);
@@ -403,7 +431,10 @@ int gv_sandbox_teardown(void *mech, exec_box *box, airlock_error *err)
 	/* Every step runs whatever an earlier one did; one that fails keeps
 	 * its state in b (proxied, cg, keeper_pidfd, ws_mounted with dir_fd),
 	 * so the teardown again (exec_boxes_release's retry) does only what
-	 * is left. */
+	 * is left. The bridge first: its listener and every relayed
+	 * connection closed, its threads joined. */
+	exec_bridge_stop(b->bridge);
+	b->bridge = NULL;
 	int r = exec_box_detach(g->cfg.egress_proxy, &b->box, &b->proxied, 0, err);
 	airlock_error step = { 0 };
 	/* The sentry first: runsc run sees its sandbox die, removes its state
@@ -471,6 +502,7 @@ int gv_sandbox_teardown(void *mech, exec_box *box, airlock_error *err)
 	if (!b->ws_mounted) {
 		if (b->dir_fd >= 0) {
 			unlinkat(b->dir_fd, "workspace", AT_REMOVEDIR);
+			tree_remove(b->dir_fd, GV_BRIDGE_DIR, 0);
 			for (size_t i = 0; i < ARRAY_SIZE(gv_bundle_files); i++)
 				unlinkat(b->dir_fd, gv_bundle_files[i], 0);
 		}

@@ -15,8 +15,10 @@
  *                     a verified image mounted read-only by one service,
  *                     the root of every sandbox of that image it runs
  *   sandboxes/<id>/   one sandbox's bundle: the files gv_bundle_files names
- *                     (config.json, sentry.pid, exec.pid), and workspace/
- *                     where its volume is mounted
+ *                     (config.json, sentry.pid, exec.pid), workspace/
+ *                     where its volume is mounted, and with a bridge
+ *                     GV_BRIDGE_DIR/ holding the bridge's socket in the
+ *                     plan's tree (exec/bridge.h), bound into the sandbox
  * None of these paths ever reaches a sandbox, a result or an error message.
  */
 
@@ -30,12 +32,15 @@
 #include "airlock/image_store.h"
 #include "airlock/port/exec.h"
 #include "exec/boxes.h"
+#include "exec/bridge.h"
 #include "exec/mech.h"
 #include "util/spawn.h"
 #include "host/cgroup/cgroup.h"
 #include "host/image_mount.h"
 #include "host/volume.h"
 
+/* The bundle's directory of the bridge's socket. */
+#define GV_BRIDGE_DIR "bridge"
 /* The sandbox user inside gVisor (the image's uid 1000). */
 #define GV_SANDBOX_UID 1000
 /* Bound on waiting for a killed runtime to be gone. */
@@ -75,6 +80,11 @@ typedef struct gv_sandbox {
 	int keeper_pidfd;
 	int sentry_pidfd; /* the sandbox process (sentry): readable once it died */
 	bool proxied;
+	exec_bridge *bridge; /* the bridge's relay (NULL: no bridge); stopped at teardown */
+	/* With a bridge: where GV_BRIDGE_DIR is bound in the sandbox (the
+	 * plan's mount_at, exec/bridge.h), and runsc runs with
+	 * --host-uds=open. NULL: no bridge. */
+	char *bridge_at;
 	/* The runtime ended by itself (gVisor ends the whole sandbox on a
 	 * memory breach): every later execute is ExecutionUnavailable. */
 	bool ended;
@@ -98,11 +108,12 @@ struct airlock_gvisor {
 
 /* ---- runsc (runsc.c) ------------------------------------------------------ */
 
-/* runsc's argv for one call: its path, the global flags every call must
- * repeat (they are not remembered between calls: a start without the
- * create's --network fails), then the subcommand's words. Freed with
+/* runsc's argv for one call on sandbox b (NULL: none): its path, the
+ * global flags every call must repeat (they are not remembered between
+ * calls: a start without the create's --network fails), then the
+ * subcommand's words. Freed with
  * gv_argv_free. NULL on ENOMEM. */
-char **gv_argv(const airlock_gvisor *g, bool network_host, const char *const *words,
+char **gv_argv(const airlock_gvisor *g, const gv_sandbox *b, const char *const *words,
                size_t n_words);
 void gv_argv_free(char **argv);
 

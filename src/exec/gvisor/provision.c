@@ -198,6 +198,56 @@ static int step_bundle_dir(provision *p, airlock_error *err)
 	return 0;
 }
 
+/* The bridge's socket (exec/bridge.h) in the bundle's GV_BRIDGE_DIR/,
+ * which the bundle binds at the plan's directory in the sandbox. The
+ * plan is checked against the image as on native, and the directory
+ * holds the same tree as native's tmpfs: the gofer makes a bind mount's
+ * target in the image itself, so the target is a directory the image has
+ * (the socket's own, or the nearest above it, whose empty directories the
+ * tree makes again). On the host only root reaches it: the bundle and the
+ * state directory are 0700. The socket is the sandbox user's, mode 0600. */
+static int step_bridge(provision *p, airlock_error *err)
+{
+	gv_sandbox *b = p->b;
+	if (!p->spec->bridge)
+		return 0;
+	int r = exec_bridge_address_check(p->g->cfg.bridge_address, err);
+	if (r < 0)
+		return r;
+	_cleanup_free_ exec_bridge_plan *pl = calloc(1, sizeof(*pl));
+	if (!pl)
+		return airlock_error_set(err, AIRLOCK_ERR_SYSTEM, ENOMEM, "its plan");
+	_cleanup_close_ int root = open(p->image_path, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (root < 0)
+		return airlock_error_set(err, AIRLOCK_ERR_EXECUTION_UNAVAILABLE, errno,
+		                         "opening the image");
+	r = exec_bridge_plan_make(root, p->spec->bridge->socket_path, pl, err);
+	if (r < 0)
+		return r;
+	b->bridge_at = strdup(pl->mount_at);
+	if (!b->bridge_at)
+		return airlock_error_set(err, AIRLOCK_ERR_SYSTEM, ENOMEM, "its mount's target");
+	if (mkdirat(b->dir_fd, GV_BRIDGE_DIR, 0700) < 0)
+		return airlock_error_set(err, AIRLOCK_ERR_EXECUTION_UNAVAILABLE, errno,
+		                         "its directory");
+	_cleanup_close_ int dir = openat(b->dir_fd, GV_BRIDGE_DIR,
+	                                 O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (dir < 0)
+		return airlock_error_set(err, AIRLOCK_ERR_EXECUTION_UNAVAILABLE, errno,
+		                         "its directory");
+	int lfd = -1;
+	r = exec_bridge_tree_make(dir, pl, GV_SANDBOX_UID, GV_SANDBOX_UID, &lfd, err);
+	if (r < 0)
+		return r;
+	/* The mode of the directory it stands for in the sandbox. */
+	if (fchmod(dir, pl->mode) < 0) {
+		close(lfd);
+		return airlock_error_set(err, AIRLOCK_ERR_EXECUTION_UNAVAILABLE, errno,
+		                         "its directory");
+	}
+	return exec_bridge_start(lfd, p->g->cfg.bridge_address, b->box.id, &b->bridge, err);
+}
+
 static int step_bundle(provision *p, airlock_error *err)
 {
 	return gv_bundle_write(p->g, p->b, p->image_path, p->spec, err);
@@ -214,7 +264,7 @@ static int step_start(provision *p, airlock_error *err)
 	char pid_file[4096 + 16];
 	snprintf(pid_file, sizeof(pid_file), "%s/sentry.pid", b->dir);
 	const char *words[] = { "run", "--bundle", b->dir, "--pid-file", pid_file, b->box.id };
-	char **argv = gv_argv(p->g, b->network_host, words, ARRAY_SIZE(words));
+	char **argv = gv_argv(p->g, b, words, ARRAY_SIZE(words));
 	if (!argv)
 		return airlock_error_set(err, AIRLOCK_ERR_SYSTEM, ENOMEM, "runsc's arguments");
 	gv_spawn_opts o = {
@@ -335,6 +385,7 @@ static const provision_step provision_steps[] = {
 	{ "provision.volume", AIRLOCK_ERR_EXECUTION_UNAVAILABLE, "workspace volume", step_volume },
 	{ "provision.bundle_dir", AIRLOCK_ERR_EXECUTION_UNAVAILABLE, "the bundle directory",
 	  step_bundle_dir },
+	{ "provision.bridge", AIRLOCK_ERR_EXECUTION_UNAVAILABLE, "bridge", step_bridge },
 	{ "provision.bundle", AIRLOCK_ERR_EXECUTION_UNAVAILABLE, "the bundle",
 	  step_bundle },
 	{ "provision.start", AIRLOCK_ERR_EXECUTION_UNAVAILABLE, "starting the runtime",

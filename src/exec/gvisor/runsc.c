@@ -29,7 +29,7 @@
 static char runsc_path[] = "PATH=/usr/sbin:/usr/bin:/sbin:/bin";
 char *const gv_runsc_env[] = { runsc_path, NULL };
 
-char **gv_argv(const airlock_gvisor *g, bool network_host, const char *const *words,
+char **gv_argv(const airlock_gvisor *g, const gv_sandbox *b, const char *const *words,
                size_t n_words)
 {
 	/* The flags, and why each:
@@ -43,15 +43,19 @@ char **gv_argv(const airlock_gvisor *g, bool network_host, const char *const *wo
 	 *     their limits and starts runsc inside them; runsc writing its own
 	 *     would leave groups behind when it is killed (measured: a failed
 	 *     create leaked 9 directories), and runsc's cgroups would vanish
-	 *     with it, taking the oom_kill count the MEMORY reason is read from. */
+	 *     with it, taking the oom_kill count the MEMORY reason is read from;
+	 *   --host-uds=open, only for a sandbox with a bridge: its programs may
+	 *     connect to a host Unix socket, and the one its tree shows is
+	 *     the bridge's (the bundle binds no other host directory in). */
 	char root[32 + 4096], platform[64];
 	snprintf(root, sizeof(root), "--root=%s", g->runsc_root);
 	snprintf(platform, sizeof(platform), "--platform=%s",
 	         airlock_gvisor_platform_name(g->platform));
+	bool network_host = b && b->network_host;
 	const char *flags[] = { g->runsc, root, platform,
 		                network_host ? "--network=host" : "--network=none",
-		                "--ignore-cgroups" };
-	size_t nf = ARRAY_SIZE(flags);
+		                "--ignore-cgroups", "--host-uds=open" };
+	size_t nf = ARRAY_SIZE(flags) - (b && b->bridge_at ? 0 : 1);
 	char **argv = calloc(nf + n_words + 1, sizeof(*argv));
 	if (!argv)
 		return NULL;
@@ -202,7 +206,7 @@ int gv_runsc_call(const airlock_gvisor *g, const gv_sandbox *b, const char *cons
 	_cleanup_close_pair_ int out[2] = { -1, -1 };
 	if (pipe2(out, O_CLOEXEC) < 0)
 		return -errno;
-	char **argv = gv_argv(g, b && b->network_host, words, n_words);
+	char **argv = gv_argv(g, b, words, n_words);
 	if (!argv)
 		return -ENOMEM;
 	gv_spawn_opts o = { .argv = argv, .in_fd = -1, .out_fd = out[1], .err_fd = out[1],

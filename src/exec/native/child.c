@@ -51,6 +51,7 @@ static const char *const step_names[NATIVE_STEP__MAX] = {
 	[NATIVE_STEP_CWD] = "working directory",
 	[NATIVE_STEP_EXEC] = "execute",
 	[NATIVE_STEP_INIT] = "start the sandbox's init program",
+	[NATIVE_STEP_BRIDGE] = "the bridge socket's mount",
 };
 
 const char *native_step_name(int step)

@@ -100,6 +100,16 @@ int native_mounts_build_root(const native_init_args *a)
 	if (sys_move_mount(a->volume_mount_fd, "", AT_FDCWD, "/tmp/root/workspace",
 	                   MOVE_MOUNT_F_EMPTY_PATH) < 0)
 		return NATIVE_STEP_WORKSPACE;
+	/* The bridge's tmpfs, last: its target may be below nothing but the
+	 * image. Read-only once in place (the service made the socket and the
+	 * directories in it); connecting to a socket needs no write access to
+	 * its filesystem. */
+	if (a->bridge_mount_fd >= 0 &&
+	    (sys_move_mount(a->bridge_mount_fd, "", AT_FDCWD, a->bridge_target,
+	                    MOVE_MOUNT_F_EMPTY_PATH) < 0 ||
+	     mount(NULL, a->bridge_target, NULL,
+	           MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL) < 0))
+		return NATIVE_STEP_BRIDGE;
 
 	/* Swap roots and drop the host's tree from this namespace entirely. */
 	if (chdir("/tmp/root") < 0 || sys_pivot_root(".", ".") < 0 || umount2(".", MNT_DETACH) < 0 ||

@@ -248,6 +248,7 @@ void native_sandbox_free(exec_box *box)
 	 * directories go to the crash sweep at the next start (host_crash_sweep
 	 * kills what is in them), init is killed once more and its descriptor
 	 * closed (a zombie of ours is reaped when this service exits). */
+	exec_bridge_stop(b->bridge);
 	host_cgroup_abandon(b->cg);
 	if (b->init_pidfd >= 0) {
 		sys_pidfd_send_signal(b->init_pidfd, SIGKILL, NULL, 0);
@@ -273,6 +274,11 @@ int native_sandbox_teardown(void *mech, exec_box *box, airlock_error *err)
 	/* Every step runs whatever an earlier one did; one that fails keeps
 	 * its state in b (proxied, cg, init_pidfd), so the teardown again
 	 * (exec_boxes_release's retry) does only what is left. */
+	/* The bridge first: its listener and every relayed connection are
+	 * closed and its threads joined, so nothing of the sandbox's reaches
+	 * the worker tier from here on. */
+	exec_bridge_stop(b->bridge);
+	b->bridge = NULL;
 	int r = exec_box_detach(n->cfg.egress_proxy, &b->box, &b->proxied, 0, err);
 	airlock_error step = { 0 };
 	if (b->cg) {

@@ -37,6 +37,11 @@ typedef struct native_init_args {
 	uint64_t nofile; /* RLIMIT_NOFILE: exec_sandbox_nofile (exec/kobjects.h) */
 	int lifeline_fd; /* read end: hang-up means the service is gone */
 	int starter_fd;  /* the sealed program (starter.h) init executes in init mode */
+	/* The orchestration bridge (exec/bridge.h): a detached tmpfs holding
+	 * the socket, mounted read-only at bridge_target ("/tmp/root" and the
+	 * plan's mount_at) before the pivot; -1: no bridge. */
+	int bridge_mount_fd;
+	const char *bridge_target;
 } native_init_args;
 
 /* The sandbox's init: builds the root, becomes the sandbox user, then

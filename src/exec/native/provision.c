@@ -8,16 +8,19 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <linux/mount.h>
 #include <linux/sched.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "airlock/egress.h"
 #include "airlock/tiers.h"
+#include "exec/bridge.h"
 #include "exec/io.h"
 #include "exec/kobjects.h"
 #include "exec/native/service.h"
@@ -27,6 +30,7 @@
 #include "host/sockbudget.h"
 #include "util/fault.h"
 #include "util/spawn.h"
+#include "util/syscalls.h"
 #include "util/util.h"
 
 /* What the steps share while one sandbox is made. */
@@ -42,6 +46,9 @@ typedef struct provision {
 	int lifeline_r;   /* init's end of the lifeline, until init has it */
 	spawn_child init; /* init's failure pipe (its pid and pidfd are b's) */
 	char tmp_options[64];
+	int bridge_mnt;   /* the bridge's detached tmpfs, until init has it */
+	exec_bridge_plan bridge;
+	char bridge_target[PATH_MAX + 16]; /* "/tmp/root" and bridge.mount_at */
 } provision;
 
 typedef struct provision_step {
@@ -100,6 +107,44 @@ static int step_host_id(provision *p, airlock_error *err)
 static int step_image(provision *p, airlock_error *err)
 {
 	return native_mounts_image(p->n, p->spec->image_digest, &p->image_fd, err);
+}
+
+static bool has_bridge(const provision *p)
+{
+	return p->spec->bridge != NULL;
+}
+
+/* The bridge's socket (exec/bridge.h) in a tmpfs of its own, detached
+ * until init mounts it over the plan's directory: no host path ever names
+ * it, so nothing on the host but this service and the sandbox's own
+ * processes can reach it, and it goes with the sandbox's mount namespace.
+ * The tmpfs holds the plan's tree (exec_bridge_tree_make), the socket
+ * owned by the sandbox's host id. */
+static int step_bridge(provision *p, airlock_error *err)
+{
+	const exec_bridge_plan *pl = &p->bridge;
+	int r = exec_bridge_address_check(p->n->cfg.bridge_address, err);
+	if (r == 0)
+		r = exec_bridge_plan_make(p->image_fd, p->spec->bridge->socket_path, &p->bridge, err);
+	if (r < 0)
+		return r;
+	char opts[64];
+	snprintf(opts, sizeof(opts), "%o", (unsigned)pl->mode);
+	_cleanup_close_ int fsfd = sys_fsopen("tmpfs", FSOPEN_CLOEXEC);
+	if (fsfd < 0 || sys_fsconfig(fsfd, FSCONFIG_SET_STRING, "size", "64k", 0) < 0 ||
+	    sys_fsconfig(fsfd, FSCONFIG_SET_STRING, "nr_inodes", "128", 0) < 0 ||
+	    sys_fsconfig(fsfd, FSCONFIG_SET_STRING, "mode", opts, 0) < 0 ||
+	    sys_fsconfig(fsfd, FSCONFIG_CMD_CREATE, NULL, NULL, 0) < 0 ||
+	    (p->bridge_mnt = sys_fsmount(fsfd, FSMOUNT_CLOEXEC,
+	                                 MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV | MOUNT_ATTR_NOEXEC)) < 0)
+		return airlock_error_set(err, AIRLOCK_ERR_EXECUTION_UNAVAILABLE, errno,
+		                         "its tmpfs");
+	int lfd = -1;
+	r = exec_bridge_tree_make(p->bridge_mnt, pl, p->b->host_id, p->b->host_id, &lfd, err);
+	if (r < 0)
+		return r;
+	snprintf(p->bridge_target, sizeof(p->bridge_target), "/tmp/root%s", pl->mount_at);
+	return exec_bridge_start(lfd, p->n->cfg.bridge_address, p->b->box.id, &p->b->bridge, err);
 }
 
 static int step_volume(provision *p, airlock_error *err)
@@ -171,6 +216,8 @@ static int step_init(provision *p, airlock_error *err)
 		/* What init executes once the sandbox is built, so that what
 		 * stays as its pid 1 is no copy of this process (starter.h). */
 		.starter_fd = n->starter_fd,
+		.bridge_mount_fd = p->bridge_mnt,
+		.bridge_target = p->bridge_target,
 	};
 	/* By spawn with these namespaces: clone3 creates them with the child
 	 * and returns its pidfd, so no pid is ever reused under us. The user
@@ -185,7 +232,7 @@ static int step_init(provision *p, airlock_error *err)
 	 * first instruction init holds none of the service's (the service's
 	 * end of the sync socket, other sandboxes' pipes and mounts). */
 	const int keep[] = { ia.sync_fd, ia.image_mount_fd, ia.volume_mount_fd, ia.lifeline_fd,
-		             ia.starter_fd };
+		             ia.starter_fd, ia.bridge_mount_fd };
 	const spawn_options so = {
 		.clone_flags = CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWNET | CLONE_NEWIPC | CLONE_NEWUTS,
 		.child_fn = init_child, .child_fn_ctx = &ia, .async = true,
@@ -208,6 +255,9 @@ static int step_init(provision *p, airlock_error *err)
 	p->lifeline_r = -1;
 	close(p->image_fd);
 	p->image_fd = -1;
+	if (p->bridge_mnt >= 0)
+		close(p->bridge_mnt);
+	p->bridge_mnt = -1;
 	return 0;
 }
 
@@ -287,6 +337,8 @@ static const provision_step provision_steps[] = {
 	{ "provision.host_id", AIRLOCK_ERR_EXECUTION_UNAVAILABLE, "sandbox user ids", NULL,
 	  step_host_id },
 	{ "provision.image", AIRLOCK_ERR_EXECUTION_UNAVAILABLE, "image", NULL, step_image },
+	{ "provision.bridge", AIRLOCK_ERR_EXECUTION_UNAVAILABLE, "bridge", has_bridge,
+	  step_bridge },
 	{ "provision.volume", AIRLOCK_ERR_SYSTEM, "workspace volume", NULL, step_volume },
 	{ "provision.workspace", AIRLOCK_ERR_SYSTEM, "workspace volume", NULL, step_workspace },
 	{ "provision.cgroup", AIRLOCK_ERR_EXECUTION_UNAVAILABLE, "cgroup", NULL, step_cgroup },
@@ -329,6 +381,8 @@ static void provision_release(provision *p, bool failed)
 		close(p->sv[1]);
 	if (p->image_fd >= 0)
 		close(p->image_fd);
+	if (p->bridge_mnt >= 0)
+		close(p->bridge_mnt);
 	spawn_child_reap(&p->init); /* the pipe only: b owns init */
 	if (failed) {
 		airlock_error derr;
@@ -345,6 +399,7 @@ int native_provision(void *ctx, const airlock_environment_spec *spec,
 		.n = n, .spec = spec, .handle = handle,
 		.deadline = util_monotonic_ms() + n->cfg.start_budget_seconds * 1000,
 		.image_fd = -1, .sv = { -1, -1 }, .lifeline_r = -1, .init = SPAWN_CHILD_NONE,
+		.bridge_mnt = -1,
 	};
 	p.b = calloc(1, sizeof(*p.b));
 	if (!p.b)

@@ -21,6 +21,7 @@
 #include "airlock/port/exec.h"
 #include "core/snapshot.h"
 #include "exec/boxes.h"
+#include "exec/bridge.h"
 #include "exec/mech.h"
 #include "host/cgroup/cgroup.h"
 #include "exec/native/native_internal.h"
@@ -65,6 +66,7 @@ typedef struct sandbox {
 	char **envp; /* "NAME=value", NULL-terminated, from the spec; PWD replaced per command */
 	size_t n_env;
 	bool proxied;   /* attached to the egress proxy: detach at teardown */
+	exec_bridge *bridge; /* the bridge's relay (NULL: no bridge); stopped at teardown */
 	/* files_changed: the last command's after-walk, and the fanotify group
 	 * that has watched the volume since just before that walk (see
 	 * native_kept_take). The snapshot is owned by n->m.lock while stored

@@ -55,6 +55,7 @@ enum {
 	NATIVE_STEP_CWD,
 	NATIVE_STEP_EXEC,
 	NATIVE_STEP_INIT, /* init's own program (starter.h) */
+	NATIVE_STEP_BRIDGE, /* the bridge socket's mount (exec/bridge.h) */
 	NATIVE_STEP__MAX,
 };
 
