@@ -29,6 +29,10 @@
 #include "util/spawn.h"
 #include "util/util.h"
 
+/* The services' service.bridge_address: no listener is needed there, a
+ * provision connects to it only when the sandbox does. */
+#define FAULTS_BRIDGE_ADDRESS "unix:/run/airlock-test-faults-bridge.sock"
+
 /* A lock file of this test's own, so the slot count is this service's. */
 #define FAULTS_ID_LOCK "/run/airlock-test-faults-ids.lock"
 
@@ -83,7 +87,7 @@ static airlock_exec *open_service_n(const airlock_egress_policy *policy, airlock
 {
 	airlock_native_config nc = { .image_store = sandbox_test_store(), .start_budget_seconds = 30,
 		                     .host_id_lock = FAULTS_ID_LOCK, .egress_policy = policy,
-		                     .egress_proxy = proxy };
+		                     .egress_proxy = proxy, .bridge_address = FAULTS_BRIDGE_ADDRESS };
 	airlock_native *n = NULL;
 	airlock_error err = { 0 };
 	util_fault_arm(0);
@@ -242,6 +246,21 @@ Test(native_faults, each_provision_step_fails_cleanly_and_leaks_nothing, .timeou
 	walk_spec(&spec);
 	/* Every step a denied-egress sandbox runs: all but the two of egress. */
 	provision_walk(NULL, NULL, &spec, 14);
+	airlock_environment_spec_clear(&spec);
+}
+
+/* With a bridge (exec/bridge.h) its step runs too: the socket's tmpfs
+ * and the relay, which every later failure must undo (the descriptors
+ * count the listener and the relay's eventfd). */
+Test(native_faults, each_provision_step_of_a_bridged_sandbox_fails_cleanly, .timeout = 300)
+{
+	airlock_environment_spec spec;
+	walk_spec(&spec);
+	spec.bridge = calloc(1, sizeof(*spec.bridge));
+	cr_assert_not_null(spec.bridge);
+	spec.bridge->socket_path = strdup("/run/airlock/bridge.sock");
+	spec.bridge->token = strdup("tok-faults");
+	provision_walk(NULL, NULL, &spec, 15);
 	airlock_environment_spec_clear(&spec);
 }
 
