@@ -29,6 +29,8 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include "airlock/mechanisms.h"
+#include "airlock/settings.h"
 #include "sandbox_testlib.h"
 
 #ifdef TEST_MECHANISM_GVISOR
@@ -512,3 +514,45 @@ Test(BRIDGE, a_socket_path_that_cannot_be_made_is_refused, .timeout = 300)
 	bridged_destroy(&x);
 	bridged_close(&x);
 }
+
+#ifndef TEST_MECHANISM_GVISOR
+/* The settings' service.bridge_address (here from its environment
+ * variable) reaches the mechanism the registry opens: a sandbox of that
+ * service reaches the worker. (Native only: the registry's gvisor would use
+ * the real state directory.) */
+Test(BRIDGE, the_setting_reaches_the_mechanism_from_the_settings, .timeout = 120)
+{
+	char digest[AIRLOCK_IMAGE_DIGEST_SIZE];
+	sandbox_test_require(digest);
+	worker w;
+	worker_start(&w);
+	airlock_settings st;
+	airlock_error err = { 0 };
+	cr_assert_eq(airlock_settings_default(&st, &err), 0, "%s", err.message);
+	char var[160];
+	snprintf(var, sizeof(var), "AIRLOCK_SERVICE_BRIDGE_ADDRESS=unix:%s", w.path);
+	char *envp[] = { var, NULL };
+	cr_assert_eq(airlock_settings_apply_env(&st, envp, &err), 0, "%s", err.message);
+	st.mechanism = AIRLOCK_MECHANISM_NATIVE;
+	free(st.image_store);
+	st.image_store = strdup(sandbox_test_store());
+	airlock_exec *e = NULL;
+	cr_assert_eq(airlock_exec_open(&st, &e, &err), 0, "%s", err.message);
+	airlock_environment_spec spec;
+	bridge_spec(&spec, digest, SOCKET_PATH);
+	airlock_environment_handle h = { 0 };
+	cr_assert_eq(airlock_exec_provision(e, &spec, &h, &err), 0, "%s", err.message);
+	worker_expect(&w, h.environment_id);
+	airlock_execution_result r;
+	run_py(e, &h, py_both_ways, &r);
+	cr_expect_str_eq(OUT(&r), "HELLO\n|TOK-BRIDGE-TEST\nHELLO BRIDGE\n|140600 1000", "%s",
+	                 ERR(&r));
+	airlock_execution_result_clear(&r);
+	cr_assert_eq(airlock_exec_destroy(e, &h, &err), 0, "%s", err.message);
+	airlock_environment_handle_clear(&h);
+	airlock_environment_spec_clear(&spec);
+	airlock_exec_free(e);
+	airlock_settings_clear(&st);
+	worker_stop(&w);
+}
+#endif
