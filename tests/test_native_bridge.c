@@ -35,8 +35,13 @@
 
 #ifdef TEST_MECHANISM_GVISOR
 #define BRIDGE gvisor_bridge
+/* A file made in the bridge's mount: gVisor checks the directory's
+ * permission (root's, 0755) before the mount's read-only flag; /run/lock
+ * is 1777. */
+#define NOT_WRITTEN "EACCES EROFS EACCES"
 #else
 #define BRIDGE native_bridge
+#define NOT_WRITTEN "EROFS EROFS EROFS"
 #endif
 
 #define SOCKET_PATH "/run/airlock/bridge.sock"
@@ -304,13 +309,19 @@ Test(BRIDGE, bytes_go_both_ways_with_the_preface_first, .timeout = 300)
 	cr_expect_eq(atomic_load(&x.w.prefaces_ok), 1);
 	cr_expect_eq(atomic_load(&x.w.prefaces_bad), 0);
 	airlock_execution_result_clear(&r);
-	/* The socket's directory holds the socket alone, and the directory
-	 * the mount covers keeps what the image has there. */
+	/* The socket's directory holds the socket alone, the directory the
+	 * mount covers keeps what the image has there, and the sandbox can
+	 * write nothing into either (the mount is read-only). */
 	run_py(x.e, &x.h,
-	       "import os\n"
-	       "print(sorted(os.listdir('/run/airlock')), 'lock' in os.listdir('/run'))\n",
+	       "import errno, os\n"
+	       "def put(p):\n"
+	       "    try: open(p, 'w'); return 'written'\n"
+	       "    except OSError as e: return errno.errorcode[e.errno]\n"
+	       "print(sorted(os.listdir('/run/airlock')), sorted(os.listdir('/run')),\n"
+	       "      put('/run/airlock/x'), put('/run/lock/x'), put('/run/x'))\n",
 	       &r);
-	cr_expect_str_eq(OUT(&r), "['bridge.sock'] True\n", "%s", ERR(&r));
+	cr_expect_str_eq(OUT(&r), "['bridge.sock'] ['airlock', 'lock', 'mount'] " NOT_WRITTEN "\n",
+	                 "%s", ERR(&r));
 	airlock_execution_result_clear(&r);
 	bridged_destroy(&x);
 	bridged_close(&x);

@@ -131,7 +131,9 @@ static int step_bridge(provision *p, airlock_error *err)
 	char opts[64];
 	snprintf(opts, sizeof(opts), "%o", (unsigned)pl->mode);
 	_cleanup_close_ int fsfd = sys_fsopen("tmpfs", FSOPEN_CLOEXEC);
-	if (fsfd < 0 || sys_fsconfig(fsfd, FSCONFIG_SET_STRING, "size", "64k", 0) < 0 ||
+	/* Its source is what the sandbox's mountinfo shows. */
+	if (fsfd < 0 || sys_fsconfig(fsfd, FSCONFIG_SET_STRING, "source", "airlock-bridge", 0) < 0 ||
+	    sys_fsconfig(fsfd, FSCONFIG_SET_STRING, "size", "64k", 0) < 0 ||
 	    sys_fsconfig(fsfd, FSCONFIG_SET_STRING, "nr_inodes", "128", 0) < 0 ||
 	    sys_fsconfig(fsfd, FSCONFIG_SET_STRING, "mode", opts, 0) < 0 ||
 	    sys_fsconfig(fsfd, FSCONFIG_CMD_CREATE, NULL, NULL, 0) < 0 ||
