@@ -327,6 +327,37 @@ Test(BRIDGE, bytes_go_both_ways_with_the_preface_first, .timeout = 300)
 	bridged_close(&x);
 }
 
+/* Four MiB each way at once, past the relay's 64 KiB buffers many times
+ * over: every byte arrives, in order (the worker's stand-in uppercases
+ * them, and the sandbox compares). */
+Test(BRIDGE, megabytes_go_both_ways_intact, .timeout = 300)
+{
+	bridged x;
+	bridged_open(&x, SOCKET_PATH);
+	airlock_execution_result r;
+	run_py(x.e, &x.h,
+	       "import hashlib, os, socket, threading\n"
+	       "data = os.urandom(4 << 20)\n"
+	       "s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)\n"
+	       "s.connect(os.environ['AIRLOCK_BRIDGE_SOCKET'])\n"
+	       "def send():\n"
+	       "    s.sendall(data); s.shutdown(socket.SHUT_WR)\n"
+	       "t = threading.Thread(target=send); t.start()\n"
+	       "got = bytearray()\n"
+	       "while True:\n"
+	       "    b = s.recv(1 << 16)\n"
+	       "    if not b: break\n"
+	       "    got += b\n"
+	       "t.join()\n"
+	       "want = b'HELLO\\n' + data.upper()\n"
+	       "print(len(got), hashlib.sha256(got).digest() == hashlib.sha256(want).digest())\n",
+	       &r);
+	cr_expect_str_eq(OUT(&r), "4194310 True\n", "%s", ERR(&r));
+	airlock_execution_result_clear(&r);
+	bridged_destroy(&x);
+	bridged_close(&x);
+}
+
 Test(BRIDGE, without_a_bridge_nothing_is_at_the_path, .timeout = 300)
 {
 	bridged x;
