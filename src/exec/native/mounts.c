@@ -100,10 +100,11 @@ int native_mounts_build_root(const native_init_args *a)
 	if (sys_move_mount(a->volume_mount_fd, "", AT_FDCWD, "/tmp/root/workspace",
 	                   MOVE_MOUNT_F_EMPTY_PATH) < 0)
 		return NATIVE_STEP_WORKSPACE;
-	/* The bridge's tmpfs, last: its target may be below nothing but the
-	 * image. Read-only once in place (the service made the socket and the
-	 * directories in it); connecting to a socket needs no write access to
-	 * its filesystem. */
+	/* The bridge's tmpfs, last, over a directory of the image (the plan
+	 * keeps it clear of the mounts above, exec/bridge.h). Read-only once
+	 * in place: the service made the socket and the directories in it,
+	 * and connecting to a socket needs no write access to its
+	 * filesystem. */
 	if (a->bridge_mount_fd >= 0 &&
 	    (sys_move_mount(a->bridge_mount_fd, "", AT_FDCWD, a->bridge_target,
 	                    MOVE_MOUNT_F_EMPTY_PATH) < 0 ||
