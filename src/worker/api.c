@@ -172,6 +172,9 @@ static const char *lease_message(worker_db_lease_state s)
 		return "this epoch's lease expired: a new claim needs a higher epoch";
 	case WORKER_DB_LEASE_RELEASED:
 		return "this epoch's lease was released: a new claim needs a higher epoch";
+	case WORKER_DB_LEASE_OTHER_BRIDGE:
+		return "this epoch was claimed with another \"bridge\": a renewal repeats its claim's "
+		       "choice (a new claim with a higher epoch may change it)";
 	case WORKER_DB_LEASE_NONE:
 	case WORKER_DB_LEASE_OTHER_TENANT:
 		return "no such run";
