@@ -318,7 +318,7 @@ static void conn_serve(worker_bridge *b, bridge_conn *c)
 	/* The token is not kept past its check: the pending bytes stay. */
 	OPENSSL_cleanse(h.buf, h.token_end);
 	if (why) {
-		bridge_refused(w, c->environment_id, why, why[0] == 'd' ? &err : NULL);
+		bridge_refused(w, c->environment_id, why, strcmp(why, "database") == 0 ? &err : NULL);
 		return;
 	}
 	int up = upstream_connect(b, &row, c->environment_id);
