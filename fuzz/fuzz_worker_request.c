@@ -6,8 +6,10 @@
  * for surviving:
  *   0 worker_lease_request_decode: the rest is the body. A refusal is
  *     ToolValidationError, DECODE or ENOMEM and leaves the result as it
- *     was; a request decoded has a valid tenant, epoch >= 0 and a TTL in
- *     1..86400, and its canonical encoding decodes to the same request.
+ *     was; a request decoded has a valid tenant, epoch >= 0, a TTL in
+ *     1..86400 and a bridge that is true only when the body's "bridge"
+ *     member is true, and its canonical encoding decodes to the same
+ *     request.
  *   1 worker_release_query_decode: the rest is the query. An epoch found
  *     is >= 0 and printed back it is the query's "epoch" value; a tenant
  *     found is a valid id.
@@ -54,16 +56,21 @@ static void fuzz_lease(const uint8_t *d, size_t n)
 		return;
 	}
 	if (!airlock_id_valid(q.tenant_id) || q.epoch < 0 || q.ttl_seconds < 1 ||
-	    q.ttl_seconds > 86400)
+	    q.ttl_seconds > 86400 || (q.bridge != true && q.bridge != false))
 		die("lease: decoded out of range");
+	/* A bridge is asked for only with the literal true (a member name
+	 * may be spelled with escapes, the literal cannot). */
+	if (q.bridge && !memmem(d, n, "true", 4))
+		die("lease: a bridge decoded from a body that does not ask for one");
 	char again[512];
 	int k = snprintf(again, sizeof(again),
-	                 "{\"tenant_id\":\"%s\",\"epoch\":%" PRId64 ",\"ttl_seconds\":%" PRId64 "}",
-	                 q.tenant_id, q.epoch, q.ttl_seconds);
+	                 "{\"tenant_id\":\"%s\",\"epoch\":%" PRId64 ",\"ttl_seconds\":%" PRId64
+	                 "%s}",
+	                 q.tenant_id, q.epoch, q.ttl_seconds, q.bridge ? ",\"bridge\":true" : "");
 	worker_lease_request q2;
 	if (worker_lease_request_decode(again, (size_t)k, &q2, &err) < 0 ||
 	    strcmp(q2.tenant_id, q.tenant_id) != 0 || q2.epoch != q.epoch ||
-	    q2.ttl_seconds != q.ttl_seconds)
+	    q2.ttl_seconds != q.ttl_seconds || q2.bridge != q.bridge)
 		die("lease: the canonical encoding does not decode to the same request");
 }
 

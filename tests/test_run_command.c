@@ -10,6 +10,7 @@
 
 #include "airlock/run_command.h"
 #include "airlock/settings.h"
+#include "airlock/tiers.h"
 
 static airlock_settings settings_for(airlock_mechanism m)
 {
@@ -189,5 +190,36 @@ Test(run_command, a_tier0_extra_name_builds_no_spec)
 	cr_expect(strstr(err.message, "AWS_SECRET_ACCESS_KEY") != NULL, "%s", err.message);
 	cr_expect_null(spec.tenant_id, "nothing half-built is left");
 	cr_expect_eq(spec.environment.n, 0);
+	airlock_settings_clear(&s);
+}
+
+Test(run_command, a_bridge_is_copied_into_the_spec_and_tier_2)
+{
+	airlock_settings s = settings_for(AIRLOCK_MECHANISM_FAKE);
+	char *parent[] = { "AIRLOCK_BRIDGE_TOKEN=from-the-host", NULL };
+	char token[] = "tok-0123456789abcdef0123456789abcdef0123456";
+	char path[] = AIRLOCK_BRIDGE_SOCKET_PATH;
+	airlock_bridge_endpoint b = { .socket_path = path, .token = token };
+	airlock_run_command_spec_input in = {
+		.settings = &s, .tenant_id = "t1", .parent = parent, .bridge = &b,
+	};
+	airlock_environment_spec spec;
+	airlock_error err = { 0 };
+	cr_assert_eq(airlock_run_command_spec(&in, &spec, NULL, &err), 0, "%s", err.message);
+	cr_assert_not_null(spec.bridge);
+	cr_expect_neq(spec.bridge->token, token, "the spec's own copy");
+	cr_expect_str_eq(spec.bridge->socket_path, "/run/airlock/bridge.sock");
+	cr_expect_str_eq(spec.bridge->token, token);
+	cr_expect_str_eq(env_value(&spec.environment, "AIRLOCK_BRIDGE_SOCKET"),
+	                 "/run/airlock/bridge.sock");
+	cr_expect_str_eq(env_value(&spec.environment, "AIRLOCK_BRIDGE_TOKEN"), token);
+	airlock_environment_spec_clear(&spec);
+	/* Without one: no endpoint and neither variable. */
+	in.bridge = NULL;
+	cr_assert_eq(airlock_run_command_spec(&in, &spec, NULL, &err), 0, "%s", err.message);
+	cr_expect_null(spec.bridge);
+	cr_expect_null(env_value(&spec.environment, "AIRLOCK_BRIDGE_SOCKET"));
+	cr_expect_null(env_value(&spec.environment, "AIRLOCK_BRIDGE_TOKEN"));
+	airlock_environment_spec_clear(&spec);
 	airlock_settings_clear(&s);
 }

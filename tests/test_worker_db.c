@@ -353,6 +353,136 @@ CONTRACT(a_sandbox_records_its_handle)
 	cr_assert(check(f->db, "run-h2", "tenant-a", 1, T0 + 3).has_environment);
 }
 
+/* ---- the orchestration bridge (docs/bridge.md) ------------------------------------ */
+
+static worker_db_claim_result claim_bridge(worker_db *db, const char *run_id, int64_t epoch,
+                                           bool bridge, int64_t now)
+{
+	worker_db_claim_request req = { .run_id = run_id, .tenant_id = "tenant-a", .epoch = epoch,
+		                        .ttl_seconds = 60, .now_ms = now, .bridge = bridge };
+	worker_db_claim_result res;
+	airlock_error err = { 0 };
+	cr_assert_eq(worker_db_claim(db, &req, &res, &err), 0, "claim: %s", err.message);
+	return res;
+}
+
+static worker_db_bridge_result bridge_lookup(worker_db *db, const char *env, int64_t now)
+{
+	worker_db_bridge_result res;
+	airlock_error err = { 0 };
+	cr_assert_eq(worker_db_bridge_lookup(db, env, now, &res, &err), 0, "bridge_lookup: %s",
+	             err.message);
+	return res;
+}
+
+#define HASH_A "a0b1c2d3e4f5a6b7c8d9e0f1a2b3c4d5e6f7a8b9c0d1e2f3a4b5c6d7e8f9a0b1"
+
+CONTRACT(a_claims_bridge_is_fixed_for_its_life_and_a_renewal_that_changes_it_changes_nothing)
+{
+	f->db = fx_open(f);
+	worker_db_claim_result r = claim_bridge(f->db, "run-b", 1, true, T0);
+	assert_outcome(r, WORKER_DB_CLAIM_NEW);
+	cr_assert(check(f->db, "run-b", "tenant-a", 1, T0 + 1).bridge);
+	r = claim_bridge(f->db, "run-b", 1, false, T0 + 10000);
+	assert_outcome(r, WORKER_DB_CLAIM_REFUSED);
+	assert_state(r.refusal, WORKER_DB_LEASE_OTHER_BRIDGE);
+	worker_db_check_result c = check(f->db, "run-b", "tenant-a", 1, T0 + 10001);
+	cr_assert(c.bridge, "the refused renewal changed the bridge");
+	cr_assert_eq(c.expires_at_ms, T0 + 60000, "the refused renewal moved the expiry");
+	assert_outcome(claim_bridge(f->db, "run-b", 1, true, T0 + 20000), WORKER_DB_CLAIM_RENEWED);
+	/* A new claim (a higher epoch) chooses again. */
+	assert_outcome(claim_bridge(f->db, "run-b", 2, false, T0 + 20001), WORKER_DB_CLAIM_FENCED);
+	cr_assert_not(check(f->db, "run-b", "tenant-a", 2, T0 + 20002).bridge);
+	assert_outcome(claim_bridge(f->db, "run-b", 2, true, T0 + 20003), WORKER_DB_CLAIM_REFUSED);
+	/* A claim without a bridge is what every claim before version 3 was. */
+	claim(f->db, "run-n", "tenant-a", 1, 60, T0);
+	cr_assert_not(check(f->db, "run-n", "tenant-a", 1, T0 + 1).bridge);
+}
+
+CONTRACT(a_bridge_sandbox_records_its_tokens_hash_and_the_lookup_follows_its_claim)
+{
+	f->db = fx_open(f);
+	char a[AIRLOCK_ENVIRONMENT_ID_MAX], b[AIRLOCK_ENVIRONMENT_ID_MAX];
+	new_env(a);
+	new_env(b);
+	cr_assert_not(bridge_lookup(f->db, a, T0).found, "no row yet");
+	worker_db_lease_state st = WORKER_DB_LEASE_INVALID;
+	airlock_error err = { 0 };
+	claim_bridge(f->db, "run-b", 1, true, T0);
+	claim(f->db, "run-n", "tenant-a", 1, 60, T0);
+	/* A bridge's sandbox carries its hash; a claim without one none. */
+	cr_expect_eq(worker_db_set_environment(f->db, "run-b", 1, a, TEST_HANDLE, T0 + 1, &st, &err),
+	             airlock_errcode(AIRLOCK_ERR_EXECUTION_REJECTED), "no hash: %s", err.message);
+	cr_expect_eq(worker_db_set_bridge_environment(f->db, "run-n", 1, a, TEST_HANDLE, HASH_A,
+	                                              T0 + 1, &st, &err),
+	             airlock_errcode(AIRLOCK_ERR_EXECUTION_REJECTED), "no bridge: %s", err.message);
+	cr_expect_eq(worker_db_set_bridge_environment(f->db, "run-b", 1, a, TEST_HANDLE,
+	                                              "A0B1C2D3E4F5A6B7C8D9E0F1A2B3C4D5E6F7A8B9C0D1E2F3A4B5C6D7E8F9A0B1",
+	                                              T0 + 1, &st, &err),
+	             airlock_errcode(AIRLOCK_ERR_DECODE), "upper-case hex");
+	cr_expect_eq(worker_db_set_bridge_environment(f->db, "run-b", 1, a, TEST_HANDLE, "abc",
+	                                              T0 + 1, &st, &err),
+	             airlock_errcode(AIRLOCK_ERR_DECODE), "short");
+	cr_assert_not(bridge_lookup(f->db, a, T0 + 1).found, "a refused record wrote nothing");
+	cr_assert_eq(worker_db_set_bridge_environment(f->db, "run-b", 1, a, TEST_HANDLE, HASH_A,
+	                                              T0 + 1, &st, &err),
+	             0, "%s", err.message);
+	assert_state(st, WORKER_DB_LEASE_CURRENT);
+	assert_state(set_env(f->db, "run-n", 1, b, T0 + 1), WORKER_DB_LEASE_CURRENT);
+
+	worker_db_bridge_result l = bridge_lookup(f->db, a, T0 + 2);
+	cr_assert(l.found);
+	cr_expect_str_eq(l.run_id, "run-b");
+	cr_expect_str_eq(l.tenant_id, "tenant-a");
+	cr_expect_eq(l.epoch, 1);
+	assert_state(l.state, WORKER_DB_LEASE_CURRENT);
+	cr_assert(l.has_token);
+	cr_expect_str_eq(l.token_sha256, HASH_A);
+	l = bridge_lookup(f->db, b, T0 + 2);
+	cr_assert(l.found);
+	cr_expect_not(l.has_token, "a sandbox of a claim without a bridge has no token");
+
+	/* The claim's end, each way, is the lookup's state. */
+	assert_state(bridge_lookup(f->db, a, T0 + 60000).state, WORKER_DB_LEASE_EXPIRED);
+	assert_outcome(claim_bridge(f->db, "run-b", 1, true, T0 + 30000), WORKER_DB_CLAIM_RENEWED);
+	assert_state(bridge_lookup(f->db, a, T0 + 60000).state, WORKER_DB_LEASE_CURRENT);
+	assert_outcome(claim_bridge(f->db, "run-b", 2, true, T0 + 30001), WORKER_DB_CLAIM_FENCED);
+	assert_state(bridge_lookup(f->db, a, T0 + 30002).state, WORKER_DB_LEASE_OTHER_EPOCH);
+	release(f->db, "run-n", "tenant-a", 1, T0 + 3);
+	assert_state(bridge_lookup(f->db, b, T0 + 4).state, WORKER_DB_LEASE_RELEASED);
+	cr_assert(clear_env(f->db, "run-b", 1, a));
+	cr_assert_not(bridge_lookup(f->db, a, T0 + 30003).found, "cleared");
+	cr_expect_eq(worker_db_bridge_lookup(f->db, "env_XYZ", T0, &l, &err),
+	             airlock_errcode(AIRLOCK_ERR_DECODE));
+}
+
+CONTRACT(a_version_2_database_migrates_to_claims_without_a_bridge)
+{
+	f->db = fx_open(f);
+	worker_db_free(f->db);
+	f->db = NULL;
+	/* Back to version 2's shape, with a claim and its sandbox in it. */
+	fx_raw(f, "ALTER TABLE airlock_sandboxes DROP COLUMN bridge_token_sha256");
+	fx_raw(f, "ALTER TABLE airlock_leases DROP COLUMN bridge");
+	fx_raw(f, "UPDATE airlock_schema SET version = 2");
+	fx_raw(f, "INSERT INTO airlock_leases (run_id, tenant_id, epoch, expires_at_ms)"
+	          " VALUES ('run-old', 'tenant-a', 4, 1700000060000)");
+	fx_raw(f, "INSERT INTO airlock_sandboxes (environment_id, run_id, epoch, handle)"
+	          " VALUES ('env_0123456789abcdef0123456789abcdef', 'run-old', 4, 'aA==')");
+	f->db = fx_open(f);
+	int64_t v = -1;
+	cr_assert_eq(worker_db_schema_version(f->db, &v, NULL), 0);
+	cr_assert_eq(v, 3);
+	worker_db_check_result c = check(f->db, "run-old", "tenant-a", 4, T0);
+	assert_state(c.state, WORKER_DB_LEASE_CURRENT);
+	cr_assert_not(c.bridge);
+	cr_assert(c.has_environment);
+	worker_db_bridge_result l = bridge_lookup(f->db, "env_0123456789abcdef0123456789abcdef", T0);
+	cr_assert(l.found);
+	cr_assert_not(l.has_token);
+	assert_outcome(claim(f->db, "run-old", "tenant-a", 4, 60, T0 + 1), WORKER_DB_CLAIM_RENEWED);
+}
+
 CONTRACT(a_fence_hands_back_the_older_claims_sandbox_and_stops_it_being_recorded)
 {
 	f->db = fx_open(f);

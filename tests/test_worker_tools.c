@@ -14,6 +14,7 @@
  * ExecutionUnavailable at once; the reaper's question and its credential.
  */
 #include <criterion/criterion.h>
+#include <ctype.h>
 #include <errno.h>
 #include <libpq-fe.h>
 #include <pthread.h>
@@ -21,6 +22,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
+#include <sys/un.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -50,6 +53,10 @@ static void start_worker(stack *s)
 
 /* The operator's egress policy both programs are given (NULL: none). */
 static const char *stack_policy;
+/* The bridge's settings for both programs: the worker's listener (the
+ * service's bridge_address) and the platform's endpoint, in the stack's
+ * directory. */
+static bool stack_bridge;
 
 /* service_address: where the worker is told the service is (NULL: the
  * stack's own). */
@@ -63,7 +70,13 @@ static void stack_up(stack *s, const char *mechanism, bool pg, const char *servi
 	snprintf(s->config, sizeof(s->config), "%s/airlock.yaml", s->dir);
 	snprintf(s->log, sizeof(s->log), "%s/log", s->dir);
 	char path[160], image[160] = "", db[512] = "", text[4096], policy[400] = "";
-	char wpolicy[200] = "";
+	char wpolicy[200] = "", bridge[200] = "", wbridge[300] = "";
+	if (stack_bridge) {
+		snprintf(bridge, sizeof(bridge), "  bridge_address: unix:%s/bridge.sock\n", s->dir);
+		snprintf(wbridge, sizeof(wbridge),
+		         "  bridge_listen: unix:%s/bridge.sock\n  bridge_upstream: unix:%s/up.sock\n",
+		         s->dir, s->dir);
+	}
 	if (stack_policy) {
 		char pf[160];
 		snprintf(pf, sizeof(pf), "%s/egress.yaml", s->dir);
@@ -75,20 +88,20 @@ static void stack_up(stack *s, const char *mechanism, bool pg, const char *servi
 	wt_write_file(path, SERVICE_TOKEN "\n", 0600);
 	snprintf(path, sizeof(path), "%s/reaper.token", s->dir);
 	wt_write_file(path, REAPER_TOKEN "\n", 0600);
-	if (strcmp(mechanism, "native") == 0)
+	if (strcmp(mechanism, "fake") != 0)
 		wt_image_settings(s->dir, image, sizeof(image));
 	if (pg)
 		wt_pg_settings(s->dir, db, sizeof(db));
 	snprintf(text, sizeof(text),
 	         "sandbox:\n  mechanism: %s\n%s"
-	         "service:\n  listen: unix:%s\n  credential_file: %s/svc.token\n%s"
+	         "service:\n  listen: unix:%s\n  credential_file: %s/svc.token\n%s%s"
 	         "worker:\n  listen: unix:%s\n  state_dir: %s\n  auth_mode: dev\n"
 	         "  metrics_listen: unix:%s/m.sock\n"
 	         "  service_address: %s%s\n  service_credential_file: %s/svc.token\n"
-	         "  reaper_credential_file: %s/reaper.token\n%s%s",
-	         mechanism, image, s->svc_sock, s->dir, policy, s->sock, s->dir, s->dir,
+	         "  reaper_credential_file: %s/reaper.token\n%s%s%s",
+	         mechanism, image, s->svc_sock, s->dir, policy, bridge, s->sock, s->dir, s->dir,
 	         service_address ? "" : "unix:", service_address ? service_address : s->svc_sock,
-	         s->dir, s->dir, db, wpolicy);
+	         s->dir, s->dir, db, wpolicy, wbridge);
 	wt_write_file(s->config, text, 0600);
 	char *argv[] = { "airlock", "serve", "--config", s->config, NULL };
 	s->svc = wt_start(getenv("AIRLOCK_TEST_AIRLOCK"), argv, s->log, s->svc_sock);
@@ -500,4 +513,123 @@ Test(worker_tools, a_restarted_worker_ends_what_ended_while_it_was_down)
 	expect_live(&s, 0, "the restarted worker's sweeper ended it");
 	HAS_LOG(&s, "\"why\":\"lease ended\"");
 	stack_down(&s);
+}
+
+/* ---- the orchestration bridge (docs/bridge.md) ----------------------------------- */
+
+/* The platform's orchestration endpoint, played by the test: it accepts
+ * one connection, reads the worker's JSON line naming the run, then the
+ * script's bytes to their end, and answers "PONG:" and them uppercased. */
+typedef struct upstream {
+	char path[160];
+	int fd;
+	char header[1024];
+	char got[1024];
+	char why[128];
+} upstream;
+
+static void *upstream_serve(void *arg)
+{
+	upstream *u = arg;
+	int c = accept4(u->fd, NULL, NULL, SOCK_CLOEXEC);
+	if (c < 0) {
+		snprintf(u->why, sizeof(u->why), "accept: %s", strerror(errno));
+		return NULL;
+	}
+	struct timeval tv = { .tv_sec = 30 };
+	setsockopt(c, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+	char buf[1024];
+	size_t len = 0;
+	ssize_t n;
+	while (len < sizeof(buf) - 1 && (n = read(c, buf + len, sizeof(buf) - 1 - len)) > 0)
+		len += (size_t)n;
+	buf[len] = 0;
+	char *nl = strchr(buf, '\n');
+	if (!nl) {
+		snprintf(u->why, sizeof(u->why), "no header line in %zu bytes", len);
+		close(c);
+		return NULL;
+	}
+	*nl = 0;
+	snprintf(u->header, sizeof(u->header), "%s", buf);
+	snprintf(u->got, sizeof(u->got), "%s", nl + 1);
+	char reply[300] = "PONG:";
+	for (size_t i = 0; u->got[i] && i < 200; i++)
+		reply[5 + i] = (char)toupper((unsigned char)u->got[i]);
+	if (write(c, reply, strlen(reply)) < 0)
+		snprintf(u->why, sizeof(u->why), "write: %s", strerror(errno));
+	close(c);
+	return NULL;
+}
+
+static void upstream_start(upstream *u, const stack *s, pthread_t *t)
+{
+	memset(u, 0, sizeof(*u));
+	snprintf(u->path, sizeof(u->path), "%s/up.sock", s->dir);
+	u->fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	struct sockaddr_un a = { .sun_family = AF_UNIX };
+	cr_assert_lt(strlen(u->path), sizeof(a.sun_path));
+	memcpy(a.sun_path, u->path, strlen(u->path) + 1);
+	cr_assert_eq(bind(u->fd, (struct sockaddr *)&a, sizeof(a)), 0, "%s", strerror(errno));
+	cr_assert_eq(listen(u->fd, 4), 0);
+	cr_assert_eq(pthread_create(t, NULL, upstream_serve, u), 0);
+}
+
+/* The script: its token as the first line, "ping", its end of sending,
+ * then whatever comes back. */
+static const char bridge_script[] =
+	"{\"command\":[\"python3\",\"-c\",\"import os, socket\\n"
+	"s = socket.socket(socket.AF_UNIX)\\n"
+	"s.connect(os.environ['AIRLOCK_BRIDGE_SOCKET'])\\n"
+	"s.sendall(os.environ['AIRLOCK_BRIDGE_TOKEN'].encode() + b'\\\\nping')\\n"
+	"s.shutdown(socket.SHUT_WR)\\n"
+	"print(s.makefile('rb').read().decode())\\n\"]}";
+
+/* Bytes both ways from inside a sandbox of mechanism: the script reaches
+ * the platform's endpoint through the service and the worker, which name
+ * the run to it; a claim without a bridge has no socket and no token. */
+static void bridge_both_ways(const char *mechanism)
+{
+	stack s;
+	stack_bridge = true;
+	stack_up(&s, mechanism, false, NULL);
+	stack_bridge = false;
+	upstream u;
+	pthread_t t;
+	upstream_start(&u, &s, &t);
+	wt_reply *r = req(&s, "PUT", "/v1/runs/run-b/lease", NULL,
+	                  "{\"tenant_id\":\"dev\",\"epoch\":3,\"ttl_seconds\":60,\"bridge\":true}");
+	cr_assert_eq(r->status, 200, "%s", r->body);
+	r = call(&s, "run-b", 3, bridge_script);
+	cr_expect_eq(r->status, 200, "%s", r->body);
+	HAS(r, "\"stdout\":\"PONG:PING\\n\"");
+	pthread_join(t, NULL);
+	close(u.fd);
+	cr_expect_eq(u.why[0], 0, "%s", u.why);
+	cr_expect_str_eq(u.got, "ping");
+	cr_expect(strstr(u.header, "\"run_id\":\"run-b\"") && strstr(u.header, "\"epoch\":3") &&
+	                  strstr(u.header, "\"tenant_id\":\"dev\"") &&
+	                  strstr(u.header, "\"environment_id\":\"env_"),
+	          "the endpoint learns the run: %s", u.header);
+	cr_expect_null(strstr(wt_read_log(s.log), "AIRLOCK_BRIDGE_TOKEN="), "no token is logged");
+
+	/* A claim without a bridge: nothing at the path, no variable. */
+	claim(&s, "run-nb", 1, 60, "new");
+	r = call(&s, "run-nb", 1,
+	         "{\"command\":[\"sh\",\"-c\",\"ls -d /run/airlock/bridge.sock; "
+	         "echo token=${AIRLOCK_BRIDGE_TOKEN-unset}\"]}");
+	cr_expect_eq(r->status, 200, "%s", r->body);
+	HAS(r, "token=unset");
+	HAS(r, "No such file");
+	stack_down(&s);
+}
+
+Test(worker_tools, native_bridge_carries_bytes_both_ways, .timeout = 120)
+{
+	bridge_both_ways("native");
+}
+
+Test(worker_tools, gvisor_bridge_carries_bytes_both_ways, .timeout = 180)
+{
+	bridge_both_ways("gvisor");
 }

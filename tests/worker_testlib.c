@@ -94,6 +94,18 @@ int wt_stop(pid_t pid, int sig)
 	return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
 }
 
+void wt_down(pid_t worker, pid_t svc, const char *log, const char *dir)
+{
+	if (worker > 0)
+		cr_expect_eq(wt_stop(worker, SIGTERM), 0, "the worker stops cleanly: %s",
+		             wt_read_log(log));
+	if (svc > 0)
+		cr_expect_eq(wt_stop(svc, SIGTERM), 0, "the service stops cleanly");
+	char cmd[128];
+	snprintf(cmd, sizeof(cmd), "rm -rf %s", dir);
+	cr_expect_eq(system(cmd), 0);
+}
+
 int wt_request_try(const char *sock, const char *method, const char *target, const char *token,
                    const char *body, int timeout_ms, wt_reply *ret, char *why, size_t why_size)
 {

@@ -21,6 +21,10 @@ int wt_connect(const char *path);
 pid_t wt_start(const char *exe, char *const argv[], const char *log, const char *sock);
 /* SIGTERM (or sig), wait, and the exit status (128 + a signal). */
 int wt_stop(pid_t pid, int sig);
+/* A suite's stack down: the worker and the service (each when > 0)
+ * stopped with SIGTERM, each expected to exit 0 (the log shown when the
+ * worker does not), and dir removed. */
+void wt_down(pid_t worker, pid_t svc, const char *log, const char *dir);
 
 typedef struct wt_reply {
 	int status;

@@ -440,6 +440,14 @@
 #define AIRLOCK_WORKER_TOKENS_MAX 1024
 #define AIRLOCK_WORKER_TOKEN_MIN 16
 #define AIRLOCK_WORKER_TOKEN_MAX 256
+/* The orchestration bridge's listener (src/worker/bridge.c): each of a
+ * connection's first two lines (the service's preface, the sandbox's
+ * token) with its '\n' (an environment id or a 43-byte token fit many
+ * times over); connections at once, each a thread; of them, those naming
+ * one environment (the service relays at most as many per sandbox). */
+#define AIRLOCK_WORKER_BRIDGE_LINE_MAX 256
+#define AIRLOCK_WORKER_BRIDGE_CONNECTIONS_MAX 64
+#define AIRLOCK_WORKER_BRIDGE_PER_ENVIRONMENT_MAX 8
 /* The worker API's header block and connections (its HTTP core). */
 #define AIRLOCK_WORKER_HEADER_MAX 16384
 #define AIRLOCK_WORKER_CONNECTIONS_MAX 256

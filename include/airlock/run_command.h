@@ -86,12 +86,16 @@ typedef struct airlock_run_command_spec_input {
 	size_t n_extra_tier1;
 	char *const *parent;           /* the caller's environment: where tier-1 values come from */
 	const char *working_directory; /* the command's, under the workspace; NULL: "." */
+	/* The orchestration bridge (docs/bridge.md), copied into the spec and
+	 * into tier 2 (AIRLOCK_BRIDGE_SOCKET, AIRLOCK_BRIDGE_TOKEN); NULL:
+	 * none. */
+	const airlock_bridge_endpoint *bridge;
 } airlock_run_command_spec_input;
 
 /* Build the spec a worker sends to provision a sandbox for a
- * sandbox.run_command: identifiers, limits, the image, the egress policy and
- * the built environment (tier 1 from in->parent, tier 2 with PWD), nothing
- * else. A limit is a maximum: a workspace too small for inodes_max holds
+ * sandbox.run_command: identifiers, limits, the image, the egress policy,
+ * the bridge when in->bridge names one, and the built environment (tier 1
+ * from in->parent, tier 2 with PWD and the bridge's two), nothing else. A limit is a maximum: a workspace too small for inodes_max holds
  * what fits (airlock_volume_workspace_inodes), and *inodes_asked (when not
  * NULL) is then the number asked, else 0. *ret is zeroed first and cleared
  * on failure. ConfigError for a tier-1 name that is tier 0 or invalid, or

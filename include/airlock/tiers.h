@@ -33,6 +33,9 @@ extern "C" {
 extern const char *const airlock_sandbox_proxy_vars[AIRLOCK_SANDBOX_PROXY_VARS_N];
 bool airlock_sandbox_proxy_var(const char *name);
 
+/* Where a sandbox with the orchestration bridge finds its socket
+ * (docs/bridge.md): a path inside the sandbox, never a host path. */
+#define AIRLOCK_BRIDGE_SOCKET_PATH "/run/airlock/bridge.sock"
 /* Names of the bridge variables in tier 2. */
 #define AIRLOCK_BRIDGE_SOCKET_VAR "AIRLOCK_BRIDGE_SOCKET"
 #define AIRLOCK_BRIDGE_TOKEN_VAR "AIRLOCK_BRIDGE_TOKEN"

@@ -86,6 +86,7 @@ static int spec_environment(const airlock_run_command_spec_input *in, airlock_en
 	}
 	airlock_envbuild_input ein = {
 		.tier1 = tier1, .n_tier1 = n, .parent = in->parent, .working_directory = pwd,
+		.bridge = in->bridge,
 	};
 	return airlock_envbuild(&ein, &spec->environment, err);
 }
@@ -115,6 +116,20 @@ int airlock_run_command_spec(const airlock_run_command_spec_input *in, airlock_e
 	    (in->egress && airlock_egress_policy_copy(&ret->egress, in->egress) < 0)) {
 		r = airlock_error_set(err, AIRLOCK_ERR_SYSTEM, ENOMEM, "run_command: spec");
 		goto fail;
+	}
+	if (in->bridge && (!in->bridge->socket_path || !in->bridge->token)) {
+		r = airlock_error_set(err, AIRLOCK_ERR_EXECUTION_REJECTED, 0,
+		                      "bridge: the socket path and the token are both required");
+		goto fail;
+	}
+	if (in->bridge) {
+		/* The spec's own copy: it is cleared (the token wiped) with it. */
+		ret->bridge = calloc(1, sizeof(*ret->bridge));
+		if (!ret->bridge || !(ret->bridge->socket_path = strdup(in->bridge->socket_path)) ||
+		    !(ret->bridge->token = strdup(in->bridge->token))) {
+			r = airlock_error_set(err, AIRLOCK_ERR_SYSTEM, ENOMEM, "run_command: spec");
+			goto fail;
+		}
 	}
 	ret->limits = in->limits ? *in->limits : s->defaults.limits;
 	/* A limit is a maximum: a small workspace holds fewer inodes than the

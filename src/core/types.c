@@ -386,6 +386,10 @@ void airlock_env_clear(airlock_env *e)
 		return;
 	for (size_t i = 0; e->vars && i < e->n; i++) {
 		free(e->vars[i].name);
+		/* A value may be the bridge's one-time token (tier 2): wiped
+		 * like the endpoint's own copy. */
+		if (e->vars[i].value)
+			explicit_bzero(e->vars[i].value, strlen(e->vars[i].value));
 		free(e->vars[i].value);
 	}
 	free(e->vars);

@@ -281,10 +281,12 @@ static int remote_provision(void *ctx, const airlock_environment_spec *spec,
 {
 	airlock_remote *rm = ctx;
 	airlock_error why = { 0 };
-	_cleanup_free_ char *spec_json = airlock_environment_spec_to_json(spec, &why);
+	/* The spec's JSON and the request's body hold its environment (the
+	 * bridge's token, a secret's value): wiped when they are freed. */
+	_cleanup_wipe_free_ char *spec_json = airlock_environment_spec_to_json(spec, &why);
 	if (!spec_json)
 		return airlock_error_wrap(err, why.cls, &why, "the spec");
-	_cleanup_free_ char *body = NULL;
+	_cleanup_wipe_free_ char *body = NULL;
 	/* The id the client's core generated: the worker, the service and the
 	 * reaper name the sandbox alike (airlock_exec_provision_as there). It
 	 * is "env_" and hex (validated by the core), nothing to escape. */

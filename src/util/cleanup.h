@@ -14,11 +14,20 @@
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <sys/types.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 static inline void util_freep(void *p) { free(*(void **)p); }
+/* A NUL-terminated string that may hold a secret (a spec's environment,
+ * the bridge's token): its bytes are wiped before it is freed. */
+static inline void util_wipe_freep(char **p)
+{
+	if (*p)
+		explicit_bzero(*p, strlen(*p));
+	free(*p);
+}
 static inline void util_closep(int *fd)
 {
 	if (*fd >= 0)
@@ -57,6 +66,7 @@ static inline void util_kill_reapp(pid_t *pid)
 #define ARRAY_SIZE(a) (sizeof(a) / sizeof((a)[0]))
 
 #define _cleanup_free_ __attribute__((cleanup(util_freep)))
+#define _cleanup_wipe_free_ __attribute__((cleanup(util_wipe_freep)))
 #define _cleanup_close_ __attribute__((cleanup(util_closep)))
 #define _cleanup_fclose_ __attribute__((cleanup(util_fclosep)))
 #define _cleanup_closedir_ __attribute__((cleanup(util_closedirp)))

@@ -172,6 +172,9 @@ static const char *lease_message(worker_db_lease_state s)
 		return "this epoch's lease expired: a new claim needs a higher epoch";
 	case WORKER_DB_LEASE_RELEASED:
 		return "this epoch's lease was released: a new claim needs a higher epoch";
+	case WORKER_DB_LEASE_OTHER_BRIDGE:
+		return "this epoch was claimed with another \"bridge\": a renewal repeats its claim's "
+		       "choice (a new claim with a higher epoch may change it)";
 	case WORKER_DB_LEASE_NONE:
 	case WORKER_DB_LEASE_OTHER_TENANT:
 		return "no such run";
@@ -204,16 +207,22 @@ static http_result claim(worker_daemon *w, http_request *r, const api_request *q
 	if (strcmp(q->tenant, "*") != 0 && strcmp(q->tenant, lr.tenant_id) != 0)
 		return fail(w, r, HTTP_FORBIDDEN, AIRLOCK_ERR_EXECUTION_REJECTED,
 		            "lease.tenant_id is not the tenant of this request's token");
+	/* Refused before anything is stored: a claim granted a bridge this
+	 * worker cannot serve would give its sandbox a socket leading nowhere. */
+	if (lr.bridge && !w->settings->worker.bridge_listen)
+		return fail(w, r, HTTP_BAD_REQUEST, AIRLOCK_ERR_TOOL_VALIDATION,
+		            "lease.bridge: this worker has no orchestration bridge "
+		            "(worker.bridge_listen and worker.bridge_upstream are not set)");
 	worker_db_claim_request req = { .run_id = q->run_id, .tenant_id = lr.tenant_id,
 		                        .epoch = lr.epoch, .ttl_seconds = lr.ttl_seconds,
-		                        .now_ms = util_now_ms() };
+		                        .now_ms = util_now_ms(), .bridge = lr.bridge };
 	worker_db_claim_result res;
 	if (worker_db_claim(w->db, &req, &res, &err) < 0)
 		return fail_error(w, r, &err);
 	atomic_fetch_add(&w->c.claims[res.outcome], 1);
-	json_t *ev = json_pack("{s:s, s:s, s:I, s:s}", "run_id", q->run_id, "tenant_id", lr.tenant_id,
-	                       "epoch", (json_int_t)lr.epoch, "outcome",
-	                       worker_db_claim_outcome_name(res.outcome));
+	json_t *ev = json_pack("{s:s, s:s, s:I, s:s, s:b}", "run_id", q->run_id, "tenant_id",
+	                       lr.tenant_id, "epoch", (json_int_t)lr.epoch, "outcome",
+	                       worker_db_claim_outcome_name(res.outcome), "bridge", lr.bridge);
 	if (res.outcome == WORKER_DB_CLAIM_REFUSED) {
 		atomic_fetch_add(&w->c.refusals[res.refusal], 1);
 		if (res.refusal == WORKER_DB_LEASE_EXPIRED)
@@ -234,10 +243,10 @@ static http_result claim(worker_daemon *w, http_request *r, const api_request *q
 		return fail_error(w, r, &err);
 	char expires[32];
 	util_time_format(res.expires_at_ms, expires);
-	json_t *o = json_pack("{s:s, s:s, s:I, s:s, s:s, s:I}", "run_id", q->run_id, "tenant_id",
-	                      lr.tenant_id, "epoch", (json_int_t)lr.epoch, "outcome",
+	json_t *o = json_pack("{s:s, s:s, s:I, s:s, s:s, s:I, s:b}", "run_id", q->run_id,
+	                      "tenant_id", lr.tenant_id, "epoch", (json_int_t)lr.epoch, "outcome",
 	                      worker_db_claim_outcome_name(res.outcome), "expires_at", expires,
-	                      "expires_at_ms", (json_int_t)res.expires_at_ms);
+	                      "expires_at_ms", (json_int_t)res.expires_at_ms, "bridge", lr.bridge);
 	char *text = o ? json_dumps(o, JSON_COMPACT | JSON_PRESERVE_ORDER) : NULL;
 	json_decref(o);
 	return http_respond_json(r, HTTP_OK, text);
@@ -454,6 +463,13 @@ char *worker_metrics_render(void *ctx, size_t *ret_len)
 		        "airlock_worker_%s %llu\n",
 		        counters[i].name, counters[i].help, counters[i].name, counters[i].name,
 		        (unsigned long long)atomic_load(counters[i].v));
+	o = put(b, SIZE, o,
+	        "# HELP airlock_worker_bridge_connections_total Bridge connections: relayed to the upstream (accepted) or closed unrelayed (refused).\n"
+	        "# TYPE airlock_worker_bridge_connections_total counter\n"
+	        "airlock_worker_bridge_connections_total{outcome=\"accepted\"} %llu\n"
+	        "airlock_worker_bridge_connections_total{outcome=\"refused\"} %llu\n",
+	        (unsigned long long)atomic_load(&w->c.bridge_accepted),
+	        (unsigned long long)atomic_load(&w->c.bridge_refused));
 	o = put(b, SIZE, o,
 	        "# HELP airlock_worker_tool_calls_total Tool calls answered, by tool and outcome.\n"
 	        "# TYPE airlock_worker_tool_calls_total counter\n");

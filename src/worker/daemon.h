@@ -53,10 +53,14 @@ typedef struct worker_counters {
 	atomic_uint_fast64_t destroy_failures;
 	atomic_uint_fast64_t reaper_questions;                 /* reaper requests answered */
 	atomic_uint_fast64_t reaper_stale;                     /* ids answered stale */
+	atomic_uint_fast64_t bridge_accepted;                  /* bridge connections relayed */
+	atomic_uint_fast64_t bridge_refused;                   /* bridge connections closed unrelayed */
 } worker_counters;
 
 /* A run this worker has a tool call or a sandbox for (sandboxes.c). */
 typedef struct worker_claim worker_claim;
+/* The bridge's listener and its connections (bridge.c). */
+typedef struct worker_bridge worker_bridge;
 
 typedef struct worker_daemon {
 	worker_db *db;
@@ -88,6 +92,8 @@ typedef struct worker_daemon {
 	pthread_t sweeper;
 	bool sweeper_started;
 	int stop_fd; /* eventfd, readable once the worker stops */
+
+	worker_bridge *bridge; /* NULL: no worker.bridge_listen */
 } worker_daemon;
 
 /* The tenant auth_mode dev admits every request as. */
@@ -136,5 +142,21 @@ int worker_run_command(worker_daemon *w, const char *run_id, const char *token_t
 
 /* GET /v1/tools: the declarations this worker serves, as JSON text. */
 char *worker_tools_json(void);
+
+/* ---- the orchestration bridge (bridge.c, docs/bridge.md) ------------------------ */
+
+/* A sandbox's one-time bridge token: 32 bytes of getrandom in base64url
+ * without padding. */
+#define WORKER_BRIDGE_TOKEN_LEN 43
+/* A new token and its SHA-256 (lowercase hex), the one the database
+ * keeps. The caller wipes the token once it is in the spec. */
+int worker_bridge_token_new(char ret_token[WORKER_BRIDGE_TOKEN_LEN + 1], char ret_sha256[65],
+                            airlock_error *err);
+/* The listener on worker.bridge_listen (nothing when it is not set) and
+ * its threads; stop closes it, ends every connection (its relay too) and
+ * joins every thread before it returns. Start leaves what it made for
+ * stop on failure. */
+int worker_bridge_start(worker_daemon *w, airlock_error *err);
+void worker_bridge_stop(worker_daemon *w);
 
 #endif

@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "airlock/ids.h"
+#include "airlock/types.h"
 
 /* ---- names ---------------------------------------------------------------- */
 
@@ -26,6 +27,7 @@ const char *worker_db_lease_state_name(worker_db_lease_state s)
 	case WORKER_DB_LEASE_OTHER_EPOCH: return "other_epoch";
 	case WORKER_DB_LEASE_EXPIRED: return "expired";
 	case WORKER_DB_LEASE_RELEASED: return "released";
+	case WORKER_DB_LEASE_OTHER_BRIDGE: return "other_bridge";
 	case WORKER_DB_LEASE_INVALID:
 	case WORKER_DB_LEASE__MAX:
 		break;
@@ -115,6 +117,15 @@ void worker_db_claim_decide(const worker_db_lease_row *row, const worker_db_clai
 			ret->refusal = row->released ? WORKER_DB_LEASE_RELEASED : WORKER_DB_LEASE_EXPIRED;
 			return;
 		}
+		/* The claim's sandbox was (or will be) provisioned with or
+		 * without a bridge token by its first call: a renewal that
+		 * changed the choice would leave the sandbox and the lease
+		 * disagreeing. */
+		if (row->bridge != req->bridge) {
+			ret->outcome = WORKER_DB_CLAIM_REFUSED;
+			ret->refusal = WORKER_DB_LEASE_OTHER_BRIDGE;
+			return;
+		}
 		ret->outcome = WORKER_DB_CLAIM_RENEWED;
 		*ret_write = true;
 		return;
@@ -138,7 +149,7 @@ int worker_db_new(const worker_db_ops *ops, void *ctx, worker_db **ret, airlock_
 	if (!ops || ops->version != WORKER_DB_OPS_VERSION || !ops->claim || !ops->release ||
 	    !ops->check || !ops->set_environment || !ops->environment_handle ||
 	    !ops->clear_environment || !ops->stale ||
-	    !ops->ended || !ops->schema_version || !ops->free) {
+	    !ops->ended || !ops->schema_version || !ops->free || !ops->bridge_lookup) {
 		if (ops && ops->free && ctx)
 			ops->free(ctx);
 		return airlock_error_set(err, AIRLOCK_ERR_CONFIG, 0,
@@ -277,9 +288,9 @@ static int check_handle(const char *op, const char *handle, airlock_error *err)
 	return 0;
 }
 
-int worker_db_set_environment(worker_db *db, const char *run_id, int64_t epoch,
-                              const char *environment_id, const char *handle, int64_t now_ms,
-                              worker_db_lease_state *ret, airlock_error *err)
+static int set_env(worker_db *db, const char *run_id, int64_t epoch, const char *environment_id,
+                   const char *handle, const char *token_sha256, int64_t now_ms,
+                   worker_db_lease_state *ret, airlock_error *err)
 {
 	if (!db || !ret)
 		return bad_arg(err, "set_environment", "missing argument");
@@ -290,11 +301,52 @@ int worker_db_set_environment(worker_db *db, const char *run_id, int64_t epoch,
 		r = check_handle("set_environment", handle, err);
 	if (r == 0)
 		r = check_tenant_now("set_environment", NULL, now_ms, err);
+	if (r == 0 && token_sha256 && !airlock_sha256_hex_valid(token_sha256))
+		r = bad_arg(err, "set_environment", "a bridge token's hash is 64 lowercase hex digits");
 	if (r < 0)
 		return r;
 	*ret = WORKER_DB_LEASE_INVALID;
 	return CALL(db, db->ops->set_environment(db->ctx, run_id, epoch, environment_id, handle,
-	                                         now_ms, ret, err));
+	                                         token_sha256, now_ms, ret, err));
+}
+
+int worker_db_set_environment(worker_db *db, const char *run_id, int64_t epoch,
+                              const char *environment_id, const char *handle, int64_t now_ms,
+                              worker_db_lease_state *ret, airlock_error *err)
+{
+	return set_env(db, run_id, epoch, environment_id, handle, NULL, now_ms, ret, err);
+}
+
+int worker_db_set_bridge_environment(worker_db *db, const char *run_id, int64_t epoch,
+                                     const char *environment_id, const char *handle,
+                                     const char *token_sha256, int64_t now_ms,
+                                     worker_db_lease_state *ret, airlock_error *err)
+{
+	if (!token_sha256)
+		return bad_arg(err, "set_environment", "a bridge's sandbox needs its token's hash");
+	return set_env(db, run_id, epoch, environment_id, handle, token_sha256, now_ms, ret, err);
+}
+
+int worker_db_bridge_lookup(worker_db *db, const char *environment_id, int64_t now_ms,
+                            worker_db_bridge_result *ret, airlock_error *err)
+{
+	if (!db || !ret)
+		return bad_arg(err, "bridge_lookup", "missing argument");
+	int r = check_env("bridge_lookup", environment_id, err);
+	if (r == 0)
+		r = check_tenant_now("bridge_lookup", NULL, now_ms, err);
+	if (r < 0)
+		return r;
+	memset(ret, 0, sizeof(*ret));
+	r = CALL(db, db->ops->bridge_lookup(db->ctx, environment_id, now_ms, ret, err));
+	/* The hash is compared with what a connection sends: the same rule
+	 * as what went in. */
+	if (r == 0 && ret->has_token && !airlock_sha256_hex_valid(ret->token_sha256))
+		return airlock_error_set(err, AIRLOCK_ERR_SYSTEM, EBADMSG,
+		                         "worker database: the bridge token hash recorded for sandbox "
+		                         "%s is not one this worker writes",
+		                         environment_id);
+	return r;
 }
 
 int worker_db_environment_handle(worker_db *db, const char *environment_id, char **ret,

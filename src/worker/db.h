@@ -63,9 +63,14 @@ typedef enum worker_db_lease_state {
 	WORKER_DB_LEASE_OTHER_EPOCH,  /* the run's current epoch is another one */
 	WORKER_DB_LEASE_EXPIRED,      /* this epoch, not renewed within its TTL */
 	WORKER_DB_LEASE_RELEASED,     /* this epoch, released */
+	/* A renewal (this tenant, this epoch, current) asking for a bridge
+	 * other than its claim's: refused, nothing changes (a claim's bridge
+	 * is fixed for its life; a new claim with a higher epoch may choose). */
+	WORKER_DB_LEASE_OTHER_BRIDGE,
 	WORKER_DB_LEASE__MAX
 } worker_db_lease_state;
-/* "current", "none", "other_tenant", "other_epoch", "expired", "released" */
+/* "current", "none", "other_tenant", "other_epoch", "expired", "released",
+ * "other_bridge" */
 const char *worker_db_lease_state_name(worker_db_lease_state s);
 
 typedef enum worker_db_claim_outcome {
@@ -95,7 +100,8 @@ typedef struct worker_db_claim_result {
 	worker_db_claim_outcome outcome;
 	/* REFUSED: why (OTHER_TENANT; OTHER_EPOCH: the run's epoch is higher;
 	 * EXPIRED or RELEASED: this epoch ended, a new claim needs a higher
-	 * one). CURRENT otherwise. */
+	 * one; OTHER_BRIDGE: a renewal asked for another bridge). CURRENT
+	 * otherwise. */
 	worker_db_lease_state refusal;
 	int64_t expires_at_ms; /* the lease's expiry after the call (not REFUSED) */
 	/* The sandboxes of older claims of the run still recorded (NEW or
@@ -107,6 +113,7 @@ typedef struct worker_db_claim_result {
 typedef struct worker_db_check_result {
 	worker_db_lease_state state;
 	int64_t expires_at_ms;   /* CURRENT */
+	bool bridge;             /* CURRENT: the claim asked for the orchestration bridge */
 	bool has_environment;    /* CURRENT: the claim recorded a sandbox */
 	char environment_id[AIRLOCK_ENVIRONMENT_ID_MAX];
 } worker_db_check_result;
@@ -128,7 +135,7 @@ typedef struct worker_db_release_result {
  * says why (never with the connection string in it). Safe against another
  * connection doing any of them at the same time on the same database
  * (docs/worker-db.md, "Two workers"). Not thread-safe per ctx. */
-#define WORKER_DB_OPS_VERSION 2
+#define WORKER_DB_OPS_VERSION 3
 
 typedef struct worker_db_claim_request {
 	const char *run_id;
@@ -136,7 +143,24 @@ typedef struct worker_db_claim_request {
 	int64_t epoch;
 	int64_t ttl_seconds;
 	int64_t now_ms;
+	/* The claim asks for the orchestration bridge (docs/bridge.md): fixed
+	 * for the claim's life, a renewal must repeat it. */
+	bool bridge;
 } worker_db_claim_request;
+
+/* A bridge connection's question about the sandbox it names
+ * (worker_db_bridge_lookup). */
+typedef struct worker_db_bridge_result {
+	bool found; /* a sandbox row of that id */
+	char run_id[AIRLOCK_ID_MAX + 1];
+	char tenant_id[AIRLOCK_ID_MAX + 1]; /* the run's */
+	int64_t epoch;                      /* the row's (its claim's) */
+	/* The state of the row's claim at now: CURRENT when the run's lease
+	 * is that epoch, unexpired and not released. */
+	worker_db_lease_state state;
+	bool has_token; /* the claim asked for a bridge and its token was recorded */
+	char token_sha256[65]; /* lowercase hex */
+} worker_db_bridge_result;
 
 typedef struct worker_db_ops {
 	unsigned version; /* WORKER_DB_OPS_VERSION */
@@ -158,9 +182,13 @@ typedef struct worker_db_ops {
 	 * now: *ret is CURRENT when recorded (or already recorded with the same
 	 * id), else the lease's state and nothing was written (the caller
 	 * destroys the sandbox it made). A claim holding another sandbox
-	 * already is AIRLOCK_ERR_EXECUTION_REJECTED. */
+	 * already is AIRLOCK_ERR_EXECUTION_REJECTED. token_sha256 (64
+	 * lowercase hex, the SHA-256 of the sandbox's bridge token) is given
+	 * exactly when the claim asked for a bridge; either mismatch is
+	 * AIRLOCK_ERR_EXECUTION_REJECTED and nothing is written. */
 	int (*set_environment)(void *ctx, const char *run_id, int64_t epoch,
-	                       const char *environment_id, const char *handle, int64_t now_ms,
+	                       const char *environment_id, const char *handle,
+	                       const char *token_sha256, int64_t now_ms,
 	                       worker_db_lease_state *ret, airlock_error *err);
 	/* Read-only: the handle recorded with a sandbox, newly allocated in
 	 * *ret; NULL when no record of that id holds one. */
@@ -184,6 +212,11 @@ typedef struct worker_db_ops {
 	int (*schema_version)(void *ctx, int64_t *ret, airlock_error *err);
 	/* Close the connection and free ctx. */
 	void (*free)(void *ctx);
+	/* Read-only, one statement: the sandbox row environment_id names, its
+	 * run's tenant, and the state of its claim at now, with the bridge
+	 * token's hash recorded for it. */
+	int (*bridge_lookup)(void *ctx, const char *environment_id, int64_t now_ms,
+	                     worker_db_bridge_result *ret, airlock_error *err);
 } worker_db_ops;
 
 /* ---- decisions both adapters apply --------------------------------------- */
@@ -195,6 +228,7 @@ typedef struct worker_db_lease_row {
 	int64_t epoch;
 	int64_t expires_at_ms;
 	bool released;
+	bool bridge;
 } worker_db_lease_row;
 
 /* The state of (tenant, epoch) against row at now. */
@@ -244,6 +278,15 @@ int worker_db_check(worker_db *db, const char *run_id, const char *tenant_id, in
 int worker_db_set_environment(worker_db *db, const char *run_id, int64_t epoch,
                               const char *environment_id, const char *handle, int64_t now_ms,
                               worker_db_lease_state *ret, airlock_error *err);
+/* The same for a claim that asked for the bridge: token_sha256 is the
+ * SHA-256 (64 lowercase hex) of the token its sandbox was given, never
+ * the token. */
+int worker_db_set_bridge_environment(worker_db *db, const char *run_id, int64_t epoch,
+                                     const char *environment_id, const char *handle,
+                                     const char *token_sha256, int64_t now_ms,
+                                     worker_db_lease_state *ret, airlock_error *err);
+int worker_db_bridge_lookup(worker_db *db, const char *environment_id, int64_t now_ms,
+                            worker_db_bridge_result *ret, airlock_error *err);
 int worker_db_environment_handle(worker_db *db, const char *environment_id, char **ret,
                                  airlock_error *err);
 int worker_db_clear_environment(worker_db *db, const char *run_id, int64_t epoch,

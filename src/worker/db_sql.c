@@ -48,6 +48,13 @@ const worker_db_migration worker_db_migrations[] = {
 	 * sandbox another one recorded (a fence, a restart). NULL in a row of
 	 * version 1, which no worker that provisioned could have written. */
 	{ 2, "ALTER TABLE airlock_sandboxes ADD COLUMN handle TEXT;" },
+	/* The orchestration bridge (docs/bridge.md): whether a claim asked
+	 * for it (0 in every row of version 2: none did), and the SHA-256 hex
+	 * of the one-time token its sandbox was given (never the token: a
+	 * copy of the database authenticates nothing). */
+	{ 3, "ALTER TABLE airlock_leases ADD COLUMN bridge BIGINT NOT NULL DEFAULT 0"
+	     " CHECK (bridge IN (0, 1));"
+	     "ALTER TABLE airlock_sandboxes ADD COLUMN bridge_token_sha256 TEXT;" },
 };
 const size_t worker_db_migrations_count =
 	sizeof(worker_db_migrations) / sizeof(worker_db_migrations[0]);
@@ -139,12 +146,13 @@ static int corrupt(void *ctx, airlock_error *err, const char *what)
 static int lease_row_fn(void *arg, const char *const *cols, int ncols)
 {
 	worker_db_lease_row *row = arg;
-	int64_t released = 0;
-	if (ncols != 4 || copy_col(row->tenant_id, sizeof(row->tenant_id), cols[0]) < 0 ||
+	int64_t released = 0, bridge = 0;
+	if (ncols != 5 || copy_col(row->tenant_id, sizeof(row->tenant_id), cols[0]) < 0 ||
 	    parse_i64(cols[1], &row->epoch) < 0 || parse_i64(cols[2], &row->expires_at_ms) < 0 ||
-	    parse_i64(cols[3], &released) < 0)
+	    parse_i64(cols[3], &released) < 0 || parse_i64(cols[4], &bridge) < 0)
 		return -EBADMSG;
 	row->released = released != 0;
+	row->bridge = bridge != 0;
 	row->exists = true;
 	return 0;
 }
@@ -350,11 +358,15 @@ static int claim_body(void *ctx, const worker_db_claim_request *req, worker_db_c
 	const worker_db_driver *d = drv(ctx);
 	int64_t expires = req->now_ms + req->ttl_seconds * 1000;
 	worker_db_param row[] = { DB_TEXT(req->run_id), DB_TEXT(req->tenant_id), DB_NUM(req->epoch),
-		                  DB_NUM(expires), DB_NUM(req->now_ms) };
+		                  DB_NUM(expires), DB_NUM(req->now_ms), DB_NUM(req->bridge ? 1 : 0) };
+	/* The row as written: PostgreSQL types a parameter only where the
+	 * statement uses it, so a write names exactly its own. */
+	worker_db_param write_row[] = { row[0], row[1], row[2], row[3], row[5] };
 	/* A renewal (what a holder sends every few seconds for as long as its
 	 * run lasts) is tried first as one UPDATE whose WHERE is
 	 * worker_db_claim_decide's RENEWED case: this tenant, this epoch, not
-	 * released, not expired at now. It changes the row only when the row,
+	 * released, not expired at now, the same bridge. It changes the row
+	 * only when the row,
 	 * locked by the UPDATE itself, would be decided RENEWED: PostgreSQL's
 	 * READ COMMITTED waits for a concurrent writer of the row and checks
 	 * the WHERE again on the row it committed, and SQLite's BEGIN
@@ -366,8 +378,8 @@ static int claim_body(void *ctx, const worker_db_claim_request *req, worker_db_c
 	int r = db_query(ctx,
 	                 "UPDATE airlock_leases SET expires_at_ms = $4 WHERE run_id = $1"
 	                 " AND tenant_id = $2 AND epoch = $3 AND released_at_ms IS NULL"
-	                 " AND expires_at_ms > $5",
-	                 row, 5, NULL, NULL, &renewed, err);
+	                 " AND expires_at_ms > $5 AND bridge = $6",
+	                 row, 6, NULL, NULL, &renewed, err);
 	if (r < 0)
 		return r;
 	if (renewed > 0)
@@ -377,9 +389,9 @@ static int claim_body(void *ctx, const worker_db_claim_request *req, worker_db_c
 	 * claims inserts and the other reads the winner's row below. */
 	int64_t inserted = 0;
 	r = db_query(ctx,
-	             "INSERT INTO airlock_leases (run_id, tenant_id, epoch, expires_at_ms)"
-	             " VALUES ($1, $2, $3, $4) ON CONFLICT (run_id) DO NOTHING",
-	             row, 4, NULL, NULL, &inserted, err);
+	             "INSERT INTO airlock_leases (run_id, tenant_id, epoch, expires_at_ms, bridge)"
+	             " VALUES ($1, $2, $3, $4, $5) ON CONFLICT (run_id) DO NOTHING",
+	             write_row, 5, NULL, NULL, &inserted, err);
 	if (r < 0)
 		return r;
 	if (inserted > 0)
@@ -398,8 +410,8 @@ static int claim_body(void *ctx, const worker_db_claim_request *req, worker_db_c
 		return 0;
 	r = db_query(ctx,
 	             "UPDATE airlock_leases SET tenant_id = $2, epoch = $3, expires_at_ms = $4,"
-	             " released_at_ms = NULL WHERE run_id = $1",
-	             row, 4, NULL, NULL, NULL, err);
+	             " released_at_ms = NULL, bridge = $5 WHERE run_id = $1",
+	             write_row, 5, NULL, NULL, NULL, err);
 	if (r < 0)
 		return r;
 	ret->expires_at_ms = expires;
@@ -437,6 +449,7 @@ static int release_body(void *ctx, const char *run_id, const char *tenant_id, in
 	case WORKER_DB_LEASE_NONE:
 	case WORKER_DB_LEASE_OTHER_TENANT:
 	case WORKER_DB_LEASE_OTHER_EPOCH:
+	case WORKER_DB_LEASE_OTHER_BRIDGE:
 	case WORKER_DB_LEASE_INVALID:
 	case WORKER_DB_LEASE__MAX:
 		ret->state = st;
@@ -478,11 +491,11 @@ typedef struct check_rows {
 static int check_row_fn(void *arg, const char *const *cols, int ncols)
 {
 	check_rows *c = arg;
-	if (ncols != 5)
+	if (ncols != 6)
 		return -EBADMSG;
-	int r = lease_row_fn(&c->lease, cols, 4);
-	if (r == 0 && cols[4])
-		r = env_row_fn(&c->env, cols + 4, 1);
+	int r = lease_row_fn(&c->lease, cols, 5);
+	if (r == 0 && cols[5])
+		r = env_row_fn(&c->env, cols + 5, 1);
 	return r;
 }
 
@@ -494,7 +507,7 @@ int worker_db_sql_check(void *ctx, const char *run_id, const char *tenant_id, in
 	worker_db_param p[] = { DB_TEXT(run_id), DB_NUM(epoch) };
 	int r = db_query(ctx,
 	                        "SELECT l.tenant_id, l.epoch, l.expires_at_ms,"
-	                        " CASE WHEN l.released_at_ms IS NULL THEN 0 ELSE 1 END,"
+	                        " CASE WHEN l.released_at_ms IS NULL THEN 0 ELSE 1 END, l.bridge,"
 	                        " s.environment_id FROM airlock_leases l"
 	                        " LEFT JOIN airlock_sandboxes s"
 	                        " ON s.run_id = l.run_id AND s.epoch = $2 WHERE l.run_id = $1",
@@ -507,14 +520,15 @@ int worker_db_sql_check(void *ctx, const char *run_id, const char *tenant_id, in
 	if (ret->state != WORKER_DB_LEASE_CURRENT)
 		return 0;
 	ret->expires_at_ms = c.lease.expires_at_ms;
+	ret->bridge = c.lease.bridge;
 	ret->has_environment = c.env.found;
 	memcpy(ret->environment_id, c.env.id, sizeof(c.env.id));
 	return 0;
 }
 
 static int set_env_body(void *ctx, const char *run_id, int64_t epoch, const char *environment_id,
-                        const char *handle, int64_t now_ms, worker_db_lease_state *ret,
-                        airlock_error *err)
+                        const char *handle, const char *token_sha256, int64_t now_ms,
+                        worker_db_lease_state *ret, airlock_error *err)
 {
 	const worker_db_driver *d = drv(ctx);
 	worker_db_lease_row lease;
@@ -526,6 +540,16 @@ static int set_env_body(void *ctx, const char *run_id, int64_t epoch, const char
 	*ret = worker_db_lease_state_of(&lease, lease.exists ? lease.tenant_id : "", epoch, now_ms);
 	if (*ret != WORKER_DB_LEASE_CURRENT)
 		return 0;
+	/* A bridge's sandbox without its token's hash could never be reached
+	 * by its script; a hash on a claim without a bridge would authenticate
+	 * a connection the claim never asked for. */
+	if (lease.bridge != (token_sha256 != NULL))
+		return airlock_error_set(err, AIRLOCK_ERR_EXECUTION_REJECTED, 0,
+		                         "run %s epoch %lld: %s", run_id, (long long)epoch,
+		                         lease.bridge ? "the claim asked for the bridge: its sandbox "
+		                                        "is recorded with its token's hash"
+		                                      : "the claim did not ask for the bridge: its "
+		                                        "sandbox has no bridge token");
 	env_row e;
 	r = read_env(ctx, run_id, epoch, &e, err);
 	if (r < 0)
@@ -537,24 +561,85 @@ static int set_env_body(void *ctx, const char *run_id, int64_t epoch, const char
 		                                   "run %s epoch %lld already has sandbox %s recorded: "
 		                                   "a claim has one sandbox (clear it after its destroy)",
 		                                   run_id, (long long)epoch, e.id);
+	/* SQL NULL for no hash: DB_TEXT(NULL) is a number, so the statement
+	 * says it. */
 	worker_db_param p[] = { DB_TEXT(environment_id), DB_TEXT(run_id), DB_NUM(epoch),
-		                DB_TEXT(handle) };
+		                DB_TEXT(handle), DB_TEXT(token_sha256 ? token_sha256 : "") };
 	return db_query(ctx,
-	                "INSERT INTO airlock_sandboxes (environment_id, run_id, epoch, handle)"
-	                " VALUES ($1, $2, $3, $4)",
-	                p, 4, NULL, NULL, NULL, err);
+	                "INSERT INTO airlock_sandboxes (environment_id, run_id, epoch, handle,"
+	                " bridge_token_sha256) VALUES ($1, $2, $3, $4, NULLIF($5, ''))",
+	                p, 5, NULL, NULL, NULL, err);
 }
 
 int worker_db_sql_set_environment(void *ctx, const char *run_id, int64_t epoch,
-                                  const char *environment_id, const char *handle, int64_t now_ms,
+                                  const char *environment_id, const char *handle,
+                                  const char *token_sha256, int64_t now_ms,
                                   worker_db_lease_state *ret, airlock_error *err)
 {
 	int r = db_begin(ctx, WORKER_DB_TXN_WRITE, err);
 	if (r < 0)
 		return r;
 	return finish(ctx,
-	              set_env_body(ctx, run_id, epoch, environment_id, handle, now_ms, ret, err),
+	              set_env_body(ctx, run_id, epoch, environment_id, handle, token_sha256,
+	                           now_ms, ret, err),
 	              err);
+}
+
+/* bridge_lookup: the sandbox row and its run's lease in one statement (one
+ * snapshot, no transaction's round trips: it runs for every bridge
+ * connection). */
+typedef struct bridge_rows {
+	bool found;
+	worker_db_lease_row lease;
+	int64_t epoch;
+	char run_id[AIRLOCK_ID_MAX + 1];
+	bool has_token;
+	char token[65];
+} bridge_rows;
+
+static int bridge_row_fn(void *arg, const char *const *cols, int ncols)
+{
+	bridge_rows *b = arg;
+	if (ncols != 8 || copy_col(b->run_id, sizeof(b->run_id), cols[0]) < 0 ||
+	    parse_i64(cols[1], &b->epoch) < 0)
+		return -EBADMSG;
+	if (cols[2] && copy_col(b->token, sizeof(b->token), cols[2]) < 0)
+		return -EBADMSG;
+	b->has_token = cols[2] != NULL;
+	/* The foreign key keeps the lease row; a NULL one reads as none. */
+	int r = cols[3] ? lease_row_fn(&b->lease, cols + 3, 5) : 0;
+	b->found = r == 0;
+	return r;
+}
+
+int worker_db_sql_bridge_lookup(void *ctx, const char *environment_id, int64_t now_ms,
+                                worker_db_bridge_result *ret, airlock_error *err)
+{
+	bridge_rows b;
+	memset(&b, 0, sizeof(b));
+	worker_db_param p[] = { DB_TEXT(environment_id) };
+	int r = db_query(ctx,
+	                 "SELECT s.run_id, s.epoch, s.bridge_token_sha256, l.tenant_id, l.epoch,"
+	                 " l.expires_at_ms, CASE WHEN l.released_at_ms IS NULL THEN 0 ELSE 1 END,"
+	                 " l.bridge FROM airlock_sandboxes s"
+	                 " LEFT JOIN airlock_leases l ON l.run_id = s.run_id"
+	                 " WHERE s.environment_id = $1",
+	                 p, 1, bridge_row_fn, &b, NULL, err);
+	if (r == -EBADMSG)
+		return corrupt(ctx, err, "airlock_sandboxes");
+	if (r < 0 || !b.found)
+		return r;
+	ret->found = true;
+	memcpy(ret->run_id, b.run_id, sizeof(b.run_id));
+	memcpy(ret->tenant_id, b.lease.tenant_id, sizeof(b.lease.tenant_id));
+	ret->epoch = b.epoch;
+	ret->state = worker_db_lease_state_of(&b.lease, b.lease.exists ? b.lease.tenant_id : "",
+	                                      b.epoch, now_ms);
+	/* A token is authenticating only on a claim that asked for the
+	 * bridge. */
+	ret->has_token = b.has_token && b.lease.bridge;
+	memcpy(ret->token_sha256, b.token, sizeof(b.token));
+	return 0;
 }
 
 static int handle_row_fn(void *arg, const char *const *cols, int ncols)

@@ -88,11 +88,11 @@ typedef struct worker_db_conn {
 } worker_db_conn;
 
 /* The statement that reads a lease row ($1: run_id): tenant_id, epoch,
- * expires_at_ms, released (0/1). A driver's lease_lock_sql is this text,
- * locked its way. */
+ * expires_at_ms, released (0/1), bridge (0/1). A driver's lease_lock_sql
+ * is this text, locked its way. */
 #define WORKER_DB_SQL_LEASE_READ                                                                   \
 	"SELECT tenant_id, epoch, expires_at_ms,"                                                  \
-	" CASE WHEN released_at_ms IS NULL THEN 0 ELSE 1 END"                                      \
+	" CASE WHEN released_at_ms IS NULL THEN 0 ELSE 1 END, bridge"                              \
 	" FROM airlock_leases WHERE run_id = $1"
 
 /* Apply the missing migrations, each in a MIGRATE transaction; a database
@@ -107,8 +107,11 @@ int worker_db_sql_release(void *ctx, const char *run_id, const char *tenant_id, 
 int worker_db_sql_check(void *ctx, const char *run_id, const char *tenant_id, int64_t epoch,
                         int64_t now_ms, worker_db_check_result *ret, airlock_error *err);
 int worker_db_sql_set_environment(void *ctx, const char *run_id, int64_t epoch,
-                                  const char *environment_id, const char *handle, int64_t now_ms,
+                                  const char *environment_id, const char *handle,
+                                  const char *token_sha256, int64_t now_ms,
                                   worker_db_lease_state *ret, airlock_error *err);
+int worker_db_sql_bridge_lookup(void *ctx, const char *environment_id, int64_t now_ms,
+                                worker_db_bridge_result *ret, airlock_error *err);
 int worker_db_sql_environment_handle(void *ctx, const char *environment_id, char **ret,
                                      airlock_error *err);
 int worker_db_sql_clear_environment(void *ctx, const char *run_id, int64_t epoch,
@@ -129,6 +132,7 @@ int worker_db_sql_schema_version(void *ctx, int64_t *ret, airlock_error *err);
 		.clear_environment = worker_db_sql_clear_environment,                              \
 		.stale = worker_db_sql_stale, .ended = worker_db_sql_ended,                        \
 		.schema_version = worker_db_sql_schema_version, .free = (free_fn),                 \
+		.bridge_lookup = worker_db_sql_bridge_lookup,                                      \
 	}
 
 #endif

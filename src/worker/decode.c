@@ -101,13 +101,13 @@ _Static_assert(WORKER_DB_TTL_SECONDS_MAX == 86400, "the ttl message names the ca
 
 static int lease_decoded(json_t *o, void *ctx, airlock_error *err)
 {
-	static const char *const fields[] = { "tenant_id", "epoch", "ttl_seconds" };
+	static const char *const fields[] = { "tenant_id", "epoch", "ttl_seconds", "bridge" };
 	worker_lease_request *q = ctx;
 	int r = core_json_expect_object(o, "lease", fields, ARRAY_SIZE(fields), err);
 	if (r < 0)
 		return r;
 	json_t *jt = json_object_get(o, "tenant_id"), *je = json_object_get(o, "epoch");
-	json_t *jl = json_object_get(o, "ttl_seconds");
+	json_t *jl = json_object_get(o, "ttl_seconds"), *jb = json_object_get(o, "bridge");
 	const char *t = jt && json_is_string(jt) ? json_string_value(jt) : NULL;
 	size_t tl = t ? json_string_length(jt) : 0;
 	/* json_integer_value is a json_int_t (long long): range-checked here,
@@ -123,11 +123,13 @@ static int lease_decoded(json_t *o, void *ctx, airlock_error *err)
 		: !jl ? "lease.ttl_seconds: missing"
 		: l < 1 || l > WORKER_DB_TTL_SECONDS_MAX
 			? "lease.ttl_seconds: must be an integer from 1 to 86400"
+		: jb && !json_is_boolean(jb) ? "lease.bridge: must be true or false"
 			: NULL;
 	if (bad)
 		return airlock_error_set(err, AIRLOCK_ERR_TOOL_VALIDATION, 0, "%s", bad);
 	q->epoch = (int64_t)e;
 	q->ttl_seconds = (int64_t)l;
+	q->bridge = jb && json_is_true(jb);
 	return 0;
 }
 

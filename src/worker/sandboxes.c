@@ -27,6 +27,7 @@
 
 #include <errno.h>
 #include <jansson.h>
+#include <openssl/crypto.h>
 #include <poll.h>
 #include <stdlib.h>
 #include <string.h>
@@ -35,6 +36,7 @@
 
 #include "airlock/json.h"
 #include "airlock/run_command.h"
+#include "airlock/tiers.h"
 #include "airlock/timeout.h"
 #include "util/util.h"
 
@@ -513,11 +515,18 @@ static int lease_refusal(worker_db_lease_state st, unsigned *ret_status, airlock
 }
 
 /* A new sandbox for the claim, recorded before it is used: a worker that
- * dies after the provision leaves a record the next one ends. */
+ * dies after the provision leaves a record the next one ends. A claim
+ * with the bridge gets a fresh token in its spec (and tier 2); only the
+ * token's SHA-256 is recorded. This copy is wiped once the spec holds
+ * its own, and the spec's copies (the endpoint, tier 2) with the spec. */
 static int claim_provision(worker_daemon *w, worker_claim *c, const worker_tool_request *q,
-                           const char *tenant, unsigned *ret_status, airlock_error *err)
+                           const char *tenant, bool bridge, unsigned *ret_status,
+                           airlock_error *err)
 {
 	extern char **environ;
+	char token[WORKER_BRIDGE_TOKEN_LEN + 1] = "", token_sha256[65] = "";
+	char socket_path[] = AIRLOCK_BRIDGE_SOCKET_PATH;
+	airlock_bridge_endpoint endpoint = { .socket_path = socket_path, .token = token };
 	airlock_run_command_spec_input in = {
 		.settings = w->settings,
 		.tenant_id = tenant,
@@ -528,9 +537,13 @@ static int claim_provision(worker_daemon *w, worker_claim *c, const worker_tool_
 		                                                                           : NULL,
 		.parent = environ,
 		.working_directory = q->working_directory,
+		.bridge = bridge ? &endpoint : NULL,
 	};
 	airlock_environment_spec spec;
-	int r = airlock_run_command_spec(&in, &spec, NULL, err);
+	int r = bridge ? worker_bridge_token_new(token, token_sha256, err) : 0;
+	if (r == 0)
+		r = airlock_run_command_spec(&in, &spec, NULL, err);
+	OPENSSL_cleanse(token, sizeof(token));
 	if (r < 0) {
 		*ret_status = 500;
 		return r;
@@ -554,8 +567,11 @@ static int claim_provision(worker_daemon *w, worker_claim *c, const worker_tool_
 	worker_db_lease_state st = WORKER_DB_LEASE_INVALID;
 	r = airlock_remote_service_handle(w->remote, h.environment_id, &b64, err);
 	if (r == 0)
-		r = worker_db_set_environment(w->db, c->run_id, q->epoch, h.environment_id, b64,
-		                              util_now_ms(), &st, err);
+		r = bridge ? worker_db_set_bridge_environment(w->db, c->run_id, q->epoch,
+		                                              h.environment_id, b64, token_sha256,
+		                                              util_now_ms(), &st, err)
+		           : worker_db_set_environment(w->db, c->run_id, q->epoch, h.environment_id,
+		                                       b64, util_now_ms(), &st, err);
 	free(b64);
 	if (r == 0 && st != WORKER_DB_LEASE_CURRENT)
 		r = lease_refusal(st, ret_status, err);
@@ -609,7 +625,7 @@ static int claim_sandbox(worker_daemon *w, worker_claim *c, const worker_tool_re
 		*ret_status = 503;
 		return r;
 	}
-	return claim_provision(w, c, q, tenant, ret_status, err);
+	return claim_provision(w, c, q, tenant, lease->bridge, ret_status, err);
 }
 
 /* The HTTP core's mapping of an error class to a status (a 409 for a

@@ -135,6 +135,8 @@ int worker_serve(airlock_settings *s, airlock_error *err)
 	 * their end, not the worker's start. */
 	if ((r = worker_sandboxes_start(w, err)) < 0)
 		goto out;
+	if ((r = worker_bridge_start(w, err)) < 0)
+		goto out;
 	if (util_streq0(ws->auth_mode, "tokens") && (r = worker_tokens_load(ws->tokens_file, &w->tokens, err)) < 0)
 		goto out;
 	if ((r = api_listen(ws, w, &lis, &api, err)) < 0)
@@ -142,9 +144,9 @@ int worker_serve(airlock_settings *s, airlock_error *err)
 	if (ws->metrics_listen && (r = metrics_listen(ws->metrics_listen, w, &mlis, &metrics, err)) < 0)
 		goto out;
 	worker_log("info", "worker.started",
-	           json_pack("{s:s, s:s?, s:s, s:s}", "listen", lis.address, "metrics_listen",
+	           json_pack("{s:s, s:s?, s:s, s:s, s:s?}", "listen", lis.address, "metrics_listen",
 	                     mlis.address, "database", worker_db_name(w->db), "auth_mode",
-	                     w->tokens ? "tokens" : "dev"));
+	                     w->tokens ? "tokens" : "dev", "bridge_listen", ws->bridge_listen));
 
 	sigset_t set;
 	sigemptyset(&set);
@@ -157,6 +159,9 @@ int worker_serve(airlock_settings *s, airlock_error *err)
 	r = 0;
 out:
 	http_metrics_free(metrics);
+	/* The bridge's connections end first: a relay outliving its
+	 * sandbox's destroy would only wait for the service to close it. */
+	worker_bridge_stop(w);
 	/* The commands in flight end first, so their calls answer within the
 	 * drain; then the API stops; then every sandbox still held goes. */
 	worker_sandboxes_stop(w);

@@ -40,15 +40,17 @@ int worker_route(const char *target, size_t target_len, const char *method,
                  worker_verb *ret_verb, char ret_run_id[AIRLOCK_ID_MAX + 1],
                  const char **ret_query, size_t *ret_query_len);
 
-/* The lease's body: exactly {"tenant_id", "epoch", "ttl_seconds"}, each
- * required, no other member; tenant_id by the core's id rule, epoch >= 0,
- * ttl_seconds 1..WORKER_DB_TTL_SECONDS_MAX, integers written as integers.
+/* The lease's body: {"tenant_id", "epoch", "ttl_seconds"}, each
+ * required, and "bridge" (true or false, optional: false), no other
+ * member; tenant_id by the core's id rule, epoch >= 0, ttl_seconds
+ * 1..WORKER_DB_TTL_SECONDS_MAX, integers written as integers.
  * At most AIRLOCK_WORKER_LEASE_BODY_MAX bytes. ToolValidationError-class
  * (DECODE) naming the member otherwise; *ret untouched on failure. */
 typedef struct worker_lease_request {
 	char tenant_id[AIRLOCK_ID_MAX + 1];
 	int64_t epoch;
 	int64_t ttl_seconds;
+	bool bridge; /* the claim asks for the orchestration bridge (docs/bridge.md) */
 } worker_lease_request;
 int worker_lease_request_decode(const char *body, size_t len, worker_lease_request *ret,
                                 airlock_error *err);
