@@ -4,7 +4,7 @@
  * a sandbox provisioned with spec.bridge finds a Unix socket at
  * socket_path that reaches service.bridge_address, where a connection
  * starts with the service's preface naming the environment; bytes go both
- * ways; at most EXEC_BRIDGE_CONNS_MAX (8) connections at once; destroy with
+ * ways; at most AIRLOCK_SERVICE_BRIDGE_CONNECTIONS_MAX (8) connections at once; destroy with
  * a connection open returns and leaves no thread or descriptor; without a
  * bridge nothing is at the path; an unset bridge_address and a path the
  * mechanism cannot make are refused at provision.

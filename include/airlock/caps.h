@@ -619,6 +619,21 @@
 /* The sentry's pid file, read once per provision. */
 #define AIRLOCK_GVISOR_PID_FILE_MAX 32
 
+/* ---- internal: the bridge's service end (src/exec/bridge.c) ----------------- */
+/* Relayed connections one sandbox holds at once: each is a thread, two
+ * descriptors and two buffers of UTIL_RELAY_BUFFER of the service's, and a
+ * script needs one or two; the one past it is accepted and closed. The
+ * worker takes as many naming one environment
+ * (AIRLOCK_WORKER_BRIDGE_PER_ENVIRONMENT_MAX). */
+#define AIRLOCK_SERVICE_BRIDGE_CONNECTIONS_MAX 8
+/* The sandbox's listener's accept queue: a connection waiting in it is
+ * charged to no sandbox, so it is short. */
+#define AIRLOCK_SERVICE_BRIDGE_BACKLOG 8
+/* Entries of the image's directory the socket's mount goes over (empty
+ * directories, made again in the mount: the default image's /run holds
+ * two); a directory holding more is refused. */
+#define AIRLOCK_SERVICE_BRIDGE_KEEP_MAX 16
+
 /* ---- internal: the native mechanism (src/exec/native/) ----------------------- */
 /* Kept fanotify groups, in this process (see native_kept_arm, kept.c): they
  * count against host root's fs.fanotify.max_user_groups (128 by default),

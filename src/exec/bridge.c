@@ -26,6 +26,10 @@
 
 #define T_PATH "EnvironmentSpec.bridge.socket_path"
 
+/* A connection the service relays is one the worker takes. */
+_Static_assert(AIRLOCK_SERVICE_BRIDGE_CONNECTIONS_MAX <= AIRLOCK_WORKER_BRIDGE_PER_ENVIRONMENT_MAX,
+               "the service relays more connections of a sandbox than the worker takes");
+
 /* ---- the plan ------------------------------------------------------------- */
 
 /* The mounts every sandbox has: a directory of the bridge's there would be
@@ -82,7 +86,7 @@ static int plan_entries(int fd, bool last, const char *path, exec_bridge_plan *p
 		if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0)
 			continue;
 		mode_t mode = 0;
-		if (last || p->n_keep == EXEC_BRIDGE_KEEP_MAX ||
+		if (last || p->n_keep == AIRLOCK_SERVICE_BRIDGE_KEEP_MAX ||
 		    !empty_dir_at(dirfd(d), de->d_name, &mode)) {
 			char why[PATH_MAX + NAME_MAX + 200];
 			snprintf(why, sizeof(why),
@@ -206,7 +210,7 @@ int exec_bridge_listen(int dir_fd, const char *name, uid_t uid, gid_t gid, int *
 	    fchmodat(dir_fd, name, 0600, 0) < 0)
 		return airlock_error_set(err, AIRLOCK_ERR_EXECUTION_UNAVAILABLE, errno,
 		                         "its socket's name and owner");
-	if (listen(s, EXEC_BRIDGE_BACKLOG) < 0)
+	if (listen(s, AIRLOCK_SERVICE_BRIDGE_BACKLOG) < 0)
 		return airlock_error_set(err, AIRLOCK_ERR_EXECUTION_UNAVAILABLE, errno,
 		                         "listening on its socket");
 	*ret_fd = TAKE_FD(s);
@@ -261,7 +265,7 @@ struct exec_bridge {
 	char preface[sizeof(EXEC_BRIDGE_PREFACE) + AIRLOCK_ENVIRONMENT_ID_MAX + 1];
 	size_t preface_len;
 	pthread_t acceptor;
-	bridge_conn conns[EXEC_BRIDGE_CONNS_MAX];
+	bridge_conn conns[AIRLOCK_SERVICE_BRIDGE_CONNECTIONS_MAX];
 };
 
 /* One connection: the worker's end, the preface, then the bytes. */
@@ -287,7 +291,7 @@ static void *conn_main(void *arg)
 
 static void conns_reap(exec_bridge *br, bool all)
 {
-	for (size_t i = 0; i < EXEC_BRIDGE_CONNS_MAX; i++) {
+	for (size_t i = 0; i < AIRLOCK_SERVICE_BRIDGE_CONNECTIONS_MAX; i++) {
 		bridge_conn *c = &br->conns[i];
 		if (c->running && (all || atomic_load(&c->done))) {
 			pthread_join(c->thread, NULL);
@@ -308,7 +312,7 @@ static void accept_one(exec_bridge *br)
 	}
 	conns_reap(br, false);
 	bridge_conn *c = NULL;
-	for (size_t i = 0; i < EXEC_BRIDGE_CONNS_MAX && !c; i++)
+	for (size_t i = 0; i < AIRLOCK_SERVICE_BRIDGE_CONNECTIONS_MAX && !c; i++)
 		if (!br->conns[i].running)
 			c = &br->conns[i];
 	if (!c) {

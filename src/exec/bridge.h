@@ -9,7 +9,8 @@
  * listening socket itself, and the relay that serves it.
  *
  * The relay is one thread per sandbox that accepts on the listener, and one
- * thread per accepted connection (at most EXEC_BRIDGE_CONNS_MAX at once;
+ * thread per accepted connection (at most
+ * AIRLOCK_SERVICE_BRIDGE_CONNECTIONS_MAX at once, airlock/caps.h;
  * one past that is accepted and closed at once) that connects to the
  * service's bridge_address, writes the preface
  * "AIRLOCK-BRIDGE/1 <environment_id>\n" before any byte of the sandbox's
@@ -24,21 +25,11 @@
 #include <stddef.h>
 #include <sys/types.h>
 
+#include "airlock/caps.h"
 #include "airlock/error.h"
 #include "airlock/types.h"
 
-/* Relayed connections one sandbox may hold at once: each is a thread and
- * two descriptors of the service's and two buffers of UTIL_RELAY_BUFFER,
- * and a script needs one or two. The connection past it is closed. */
-#define EXEC_BRIDGE_CONNS_MAX 8
-/* The listener's accept queue: a connection waiting in it is charged to no
- * sandbox, so it is short. */
-#define EXEC_BRIDGE_BACKLOG 8
-/* The entries the directory a mount hides may hold (empty directories,
- * re-made in the mount: /run's lock/ and mount/ in the default image). */
-#define EXEC_BRIDGE_KEEP_MAX 16
-/* The file name of the socket's directory in a mechanism's state, and the
- * preface's protocol word. */
+/* The preface's protocol word. */
 #define EXEC_BRIDGE_PREFACE "AIRLOCK-BRIDGE/1 "
 
 /*
@@ -58,8 +49,8 @@ typedef struct exec_bridge_plan {
 	char sub[PATH_MAX];      /* D below mount_at, relative ("" when mount_at is D) */
 	char name[NAME_MAX + 1]; /* the socket's file name */
 	mode_t mode;             /* mount_at's mode in the image */
-	char keep[EXEC_BRIDGE_KEEP_MAX][NAME_MAX + 1]; /* A's empty directories */
-	mode_t keep_mode[EXEC_BRIDGE_KEEP_MAX];
+	char keep[AIRLOCK_SERVICE_BRIDGE_KEEP_MAX][NAME_MAX + 1]; /* A's empty directories */
+	mode_t keep_mode[AIRLOCK_SERVICE_BRIDGE_KEEP_MAX];
 	size_t n_keep;
 } exec_bridge_plan;
 
