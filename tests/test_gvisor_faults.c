@@ -20,6 +20,7 @@
 #include "airlock/image.h"
 #include "airlock/port/exec.h"
 #include "fault_testlib.h"
+#include "airlock/tiers.h"
 #include "sandbox_testlib.h"
 
 /* Each test's state directory has a fixed name, not one per process: a
@@ -194,7 +195,7 @@ static void provision_walk(bool bridge, unsigned min_checks)
 	if (bridge) {
 		spec.bridge = calloc(1, sizeof(*spec.bridge));
 		cr_assert_not_null(spec.bridge);
-		spec.bridge->socket_path = strdup("/run/airlock/bridge.sock");
+		spec.bridge->socket_path = strdup(AIRLOCK_BRIDGE_SOCKET_PATH);
 		spec.bridge->token = strdup("tok-faults");
 	}
 	airlock_environment_handle h = { 0 };

@@ -31,6 +31,7 @@
 
 #include "airlock/mechanisms.h"
 #include "airlock/settings.h"
+#include "airlock/tiers.h"
 #include "sandbox_testlib.h"
 
 #ifdef TEST_MECHANISM_GVISOR
@@ -44,7 +45,8 @@
 #define NOT_WRITTEN "EROFS EROFS EROFS"
 #endif
 
-#define SOCKET_PATH "/run/airlock/bridge.sock"
+/* The path the worker sends. */
+#define SOCKET_PATH AIRLOCK_BRIDGE_SOCKET_PATH
 #define N_OF(a) (sizeof(a) / sizeof((a)[0]))
 #define WORKER_CONNS_MAX 32
 

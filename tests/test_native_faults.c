@@ -24,6 +24,7 @@
 #include "exec/native/service.h"
 #include "host/filetable.h"
 #include "fault_testlib.h"
+#include "airlock/tiers.h"
 #include "sandbox_testlib.h"
 #include "util/fault.h"
 #include "util/spawn.h"
@@ -258,7 +259,7 @@ Test(native_faults, each_provision_step_of_a_bridged_sandbox_fails_cleanly, .tim
 	walk_spec(&spec);
 	spec.bridge = calloc(1, sizeof(*spec.bridge));
 	cr_assert_not_null(spec.bridge);
-	spec.bridge->socket_path = strdup("/run/airlock/bridge.sock");
+	spec.bridge->socket_path = strdup(AIRLOCK_BRIDGE_SOCKET_PATH);
 	spec.bridge->token = strdup("tok-faults");
 	provision_walk(NULL, NULL, &spec, 15);
 	airlock_environment_spec_clear(&spec);
