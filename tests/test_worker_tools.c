@@ -129,7 +129,18 @@ static wt_reply *req(stack *s, const char *method, const char *target, const cha
 }
 
 #define HAS(r, text) cr_expect(strstr((r)->body, (text)), "%d %s", (r)->status, (r)->body)
-#define HAS_LOG(s, text) cr_expect(strstr(wt_read_log((s)->log), (text)), "the log lacks %s", (text))
+/* The worker logs a destroy after the service has ended the sandbox: a
+ * line is waited for (5 s), not expected the moment the sandbox is gone. */
+static bool log_has(const stack *s, const char *text)
+{
+	for (int i = 0; i < 100; i++) {
+		if (strstr(wt_read_log(s->log), text))
+			return true;
+		usleep(50 * 1000);
+	}
+	return false;
+}
+#define HAS_LOG(s, text) cr_expect(log_has((s), (text)), "the log lacks %s", (text))
 
 static void claim(stack *s, const char *run, long epoch, long ttl, const char *outcome)
 {
