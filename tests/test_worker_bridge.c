@@ -593,6 +593,61 @@ Test(worker_bridge, one_tenants_idle_connections_leave_room_for_another_tenants,
 	stack_down(&s);
 }
 
+/* One sandbox's connections, never more than the service's 8 at once,
+ * each ended as soon as its preface is written: the worker's 64 places
+ * stay open to every other sandbox (a connection the service has closed
+ * holds no place of the worker's). */
+Test(worker_bridge, one_sandbox_churning_eight_at_once_never_fills_the_worker, .timeout = 90)
+{
+	stack s;
+	stack_up(&s, true, false);
+	cr_assert_eq(lease(&s, "run-a", 1, 60, "true")->status, 200);
+	cr_assert_eq(lease(&s, "run-b", 1, 60, "true")->status, 200);
+	char a[AIRLOCK_ENVIRONMENT_ID_MAX], b[AIRLOCK_ENVIRONMENT_ID_MAX];
+	plant(&s, "run-a", 1, TOKEN, a);
+	plant(&s, "run-b", 1, TOKEN, b);
+	long probes = 0, denied = 0;
+	char pre[128];
+	int pl = snprintf(pre, sizeof(pre), "AIRLOCK-BRIDGE/1 %s\n", a);
+	int64_t end = util_monotonic_ms() + 3000;
+	long rounds = 0;
+	while (util_monotonic_ms() < end) {
+		int fds[8];
+		for (int i = 0; i < 8; i++) {
+			fds[i] = wt_connect(s.bridge);
+			if (fds[i] >= 0 && send(fds[i], pre, (size_t)pl, MSG_NOSIGNAL) < 0) {
+				close(fds[i]);
+				fds[i] = -1;
+			}
+		}
+		for (int i = 0; i < 8; i++)
+			if (fds[i] >= 0)
+				close(fds[i]);
+		/* Now and then another sandbox's connection. */
+		if (++rounds % 200 == 0) {
+			probes++;
+			int fb = hello(&s, b, TOKEN, NULL);
+			int ub = up_accept(&s, 1000);
+			if (ub < 0)
+				denied++;
+			else
+				close(ub);
+			close(fb);
+		}
+	}
+	cr_expect_eq(denied, 0, "another sandbox's connection refused %ld of %ld times", denied,
+	             probes);
+	unsigned long long capped = 0;
+	const char *log = wt_read_log(s.log);
+	for (const char *p = log; (p = strstr(p, "\"reason\":\"connections_cap\"")); p++)
+		capped++;
+	cr_expect_eq(capped, 0,
+	             "%ld rounds of 8 connections from one environment: %llu others refused "
+	             "connections_cap (the worker's cap on all environments)",
+	             rounds, capped);
+	stack_down(&s);
+}
+
 /* ---- the worker's stop ------------------------------------------------------------------- */
 
 Test(worker_bridge, the_workers_stop_ends_every_connection_and_joins_its_threads)
