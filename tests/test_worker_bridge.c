@@ -648,6 +648,40 @@ Test(worker_bridge, one_sandbox_churning_eight_at_once_never_fills_the_worker, .
 	stack_down(&s);
 }
 
+/* A sandbox that tries tokens as fast as it can: each try is counted, but
+ * the worker's log is not the sandbox's to fill (refusals of one
+ * environment are logged at a bounded rate, the rest summed). */
+Test(worker_bridge, wrong_tokens_in_a_loop_do_not_flood_the_log, .timeout = 90)
+{
+	stack s;
+	stack_up(&s, true, false);
+	cr_assert_eq(lease(&s, "run-a", 1, 60, "true")->status, 200);
+	char a[AIRLOCK_ENVIRONMENT_ID_MAX];
+	plant(&s, "run-a", 1, TOKEN, a);
+	int64_t end = util_monotonic_ms() + 3000;
+	long tries = 0;
+	while (util_monotonic_ms() < end) {
+		int fd = hello(&s, a, "AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA", NULL);
+		char c;
+		struct pollfd p = { .fd = fd, .events = POLLIN };
+		if (poll(&p, 1, 1000) == 1 && recv(fd, &c, 1, 0) <= 0)
+			tries++;
+		close(fd);
+	}
+	char cmd[256];
+	snprintf(cmd, sizeof(cmd), "grep -c '\"reason\":\"wrong_token\"' %s", s.log);
+	FILE *f = popen(cmd, "r");
+	cr_assert_not_null(f);
+	long lines = -1;
+	cr_assert_eq(fscanf(f, "%ld", &lines), 1);
+	pclose(f);
+	cr_expect_leq(lines, 100,
+	              "%ld wrong tokens in 3 s from one environment: %ld bridge_refused lines "
+	              "(each with a database lookup)",
+	              tries, lines);
+	stack_down(&s);
+}
+
 /* ---- the worker's stop ------------------------------------------------------------------- */
 
 Test(worker_bridge, the_workers_stop_ends_every_connection_and_joins_its_threads)
