@@ -21,6 +21,7 @@
 #include <dirent.h>
 #include <poll.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
@@ -61,6 +62,7 @@ typedef struct worker {
 	int conn_fds[WORKER_CONNS_MAX];
 	size_t n_conns;
 	atomic_int prefaces_ok, prefaces_bad, ended;
+	atomic_long accepted; /* every connection accepted, those closed at once too */
 } worker;
 
 typedef struct worker_conn {
@@ -124,6 +126,7 @@ static void *worker_main(void *arg)
 		int fd = accept4(w->listen_fd, NULL, NULL, SOCK_CLOEXEC);
 		if (fd < 0)
 			continue;
+		atomic_fetch_add(&w->accepted, 1);
 		worker_conn *c = malloc(sizeof(*c));
 		if (!c || w->n_conns == WORKER_CONNS_MAX) {
 			free(c);
@@ -410,6 +413,41 @@ Test(BRIDGE, a_ninth_connection_at_once_is_closed, .timeout = 300)
 	cr_expect_str_eq(OUT(&r), "HELLO HELLO HELLO HELLO HELLO HELLO HELLO HELLO EOF HELLO\n",
 	                 "%s", ERR(&r));
 	airlock_execution_result_clear(&r);
+	bridged_destroy(&x);
+	bridged_close(&x);
+}
+
+/* A script that connects and closes in a loop: what each connection
+ * costs the service (an accept, a thread, a connection to the worker and
+ * its preface) and the worker (a thread, a log line, a lookup) is not the
+ * sandbox's CPU, so the service relays a sandbox's connections at a
+ * bounded rate, whatever the script's. */
+Test(BRIDGE, connecting_in_a_loop_reaches_the_worker_at_a_bounded_rate, .timeout = 300)
+{
+	/* The worker's stand-in writes to connections the relay has closed. */
+	signal(SIGPIPE, SIG_IGN);
+	bridged x;
+	bridged_open(&x, SOCKET_PATH);
+	airlock_execution_result r;
+	run_py(x.e, &x.h,
+	       "import os, socket, time\n"
+	       "P = os.environ['AIRLOCK_BRIDGE_SOCKET']\n"
+	       "n, t = 0, time.time()\n"
+	       "while time.time() - t < 3:\n"
+	       "    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)\n"
+	       "    s.settimeout(1)\n"
+	       "    try: s.connect(P); n += 1\n"
+	       "    except OSError: pass\n"
+	       "    s.close()\n"
+	       "print(n)\n",
+	       &r);
+	cr_expect_eq(r.exit_code, 0, "%s", ERR(&r) ? ERR(&r) : "");
+	long tried = OUT(&r) ? strtol(OUT(&r), NULL, 10) : -1;
+	airlock_execution_result_clear(&r);
+	long reached = atomic_load(&x.w.accepted);
+	cr_expect_leq(reached, 300,
+	              "%ld connections of the script's %ld in 3 s reached the worker", reached,
+	              tried);
 	bridged_destroy(&x);
 	bridged_close(&x);
 }

@@ -50,6 +50,12 @@ typedef struct stack {
 	pid_t svc, worker;
 } stack;
 
+/* Set by a test before stack_up: the worker authenticates tenants by
+ * TENANT_A_TOKEN and TENANT_B_TOKEN instead of auth_mode dev. */
+static bool stack_tenants;
+#define TENANT_A_TOKEN "tok-tenant-a-0123456789abcdef"
+#define TENANT_B_TOKEN "tok-tenant-b-0123456789abcdef"
+
 /* bridge: the worker gets the bridge settings; service: airlock serve
  * (fake) runs too. */
 static void stack_up(stack *s, bool bridge, bool service)
@@ -67,6 +73,12 @@ static void stack_up(stack *s, bool bridge, bool service)
 	char path[160], text[2048], bridge_lines[400] = "";
 	snprintf(path, sizeof(path), "%s/svc.token", s->dir);
 	wt_write_file(path, SERVICE_TOKEN "\n", 0600);
+	char auth[256] = "dev\n";
+	if (stack_tenants) {
+		snprintf(path, sizeof(path), "%s/tenants", s->dir);
+		wt_write_file(path, TENANT_A_TOKEN " tenant-a\n" TENANT_B_TOKEN " tenant-b\n", 0600);
+		snprintf(auth, sizeof(auth), "tokens\n  tokens_file: %s\n", path);
+	}
 	if (bridge) {
 		snprintf(bridge_lines, sizeof(bridge_lines),
 		         "  bridge_listen: unix:%s\n  bridge_upstream: unix:%s\n", s->bridge,
@@ -81,10 +93,10 @@ static void stack_up(stack *s, bool bridge, bool service)
 	snprintf(text, sizeof(text),
 	         "sandbox:\n  mechanism: fake\n"
 	         "service:\n  listen: unix:%s\n  credential_file: %s/svc.token\n"
-	         "worker:\n  listen: unix:%s\n  state_dir: %s\n  auth_mode: dev\n"
+	         "worker:\n  listen: unix:%s\n  state_dir: %s\n  auth_mode: %s"
 	         "  metrics_listen: unix:%s/m.sock\n"
 	         "  service_address: unix:%s\n  service_credential_file: %s/svc.token\n%s",
-	         s->svc_sock, s->dir, s->sock, s->dir, s->dir, s->svc_sock, s->dir, bridge_lines);
+	         s->svc_sock, s->dir, s->sock, s->dir, auth, s->dir, s->svc_sock, s->dir, bridge_lines);
 	wt_write_file(s->config, text, 0600);
 	if (service) {
 		char *argv[] = { "airlock", "serve", "--config", s->config, NULL };
@@ -528,6 +540,145 @@ Test(worker_bridge, past_eight_for_one_environment_or_64_in_all_is_closed_at_onc
 	close(other);
 	if (ou >= 0)
 		close(ou);
+	stack_down(&s);
+}
+
+/* One tenant's runs cannot take the bridge from another tenant's: the
+ * worker's 64 places are shared by every tenant, and an authenticated
+ * connection that stays idle holds its place for as long as it likes. */
+Test(worker_bridge, one_tenants_idle_connections_leave_room_for_another_tenants, .timeout = 90)
+{
+	stack_tenants = true;
+	stack s;
+	stack_up(&s, true, false);
+	int fds[64], ups[64], n = 0;
+	for (int r = 0; r < 8; r++) {
+		char run[32], body[160], target[64], env[AIRLOCK_ENVIRONMENT_ID_MAX];
+		snprintf(run, sizeof(run), "run-a%d", r);
+		snprintf(target, sizeof(target), "/v1/runs/%s/lease", run);
+		snprintf(body, sizeof(body),
+		         "{\"tenant_id\":\"tenant-a\",\"epoch\":1,\"ttl_seconds\":600,\"bridge\":true}");
+		wt_reply rep;
+		wt_request(s.sock, "PUT", target, TENANT_A_TOKEN, body, 30000, &rep);
+		cr_assert_eq(rep.status, 200, "%s", rep.body);
+		plant(&s, run, 1, TOKEN, env);
+		/* Eight each, as the service relays at most: authenticated, then
+		 * silent (the platform's side waits for a request). */
+		for (int i = 0; i < 8; i++, n++) {
+			fds[n] = hello(&s, env, TOKEN, NULL);
+			ups[n] = up_accept(&s, 5000);
+			cr_assert_geq(ups[n], 0, "tenant-a's relay %d", n);
+		}
+	}
+	wt_reply rep;
+	wt_request(s.sock, "PUT", "/v1/runs/run-b/lease", TENANT_B_TOKEN,
+	           "{\"tenant_id\":\"tenant-b\",\"epoch\":1,\"ttl_seconds\":600,\"bridge\":true}",
+	           30000, &rep);
+	cr_assert_eq(rep.status, 200, "%s", rep.body);
+	char b[AIRLOCK_ENVIRONMENT_ID_MAX];
+	plant(&s, "run-b", 1, TOKEN, b);
+	/* Long after tenant-a's connections last said anything. */
+	sleep(12);
+	int fb = hello(&s, b, TOKEN, NULL);
+	int ub = up_accept(&s, 5000);
+	cr_expect_geq(ub, 0, "tenant-b's sandbox reaches the platform while tenant-a idles: %s",
+	              strstr(wt_read_log(s.log), "connections_cap") ? "refused connections_cap" : "");
+	if (ub >= 0)
+		close(ub);
+	close(fb);
+	for (int i = 0; i < n; i++) {
+		close(fds[i]);
+		close(ups[i]);
+	}
+	stack_down(&s);
+}
+
+/* One sandbox's connections, never more than the service's 8 at once,
+ * each ended as soon as its preface is written: the worker's 64 places
+ * stay open to every other sandbox (a connection the service has closed
+ * holds no place of the worker's). */
+Test(worker_bridge, one_sandbox_churning_eight_at_once_never_fills_the_worker, .timeout = 90)
+{
+	stack s;
+	stack_up(&s, true, false);
+	cr_assert_eq(lease(&s, "run-a", 1, 60, "true")->status, 200);
+	cr_assert_eq(lease(&s, "run-b", 1, 60, "true")->status, 200);
+	char a[AIRLOCK_ENVIRONMENT_ID_MAX], b[AIRLOCK_ENVIRONMENT_ID_MAX];
+	plant(&s, "run-a", 1, TOKEN, a);
+	plant(&s, "run-b", 1, TOKEN, b);
+	long probes = 0, denied = 0;
+	char pre[128];
+	int pl = snprintf(pre, sizeof(pre), "AIRLOCK-BRIDGE/1 %s\n", a);
+	int64_t end = util_monotonic_ms() + 3000;
+	long rounds = 0;
+	while (util_monotonic_ms() < end) {
+		int fds[8];
+		for (int i = 0; i < 8; i++) {
+			fds[i] = wt_connect(s.bridge);
+			if (fds[i] >= 0 && send(fds[i], pre, (size_t)pl, MSG_NOSIGNAL) < 0) {
+				close(fds[i]);
+				fds[i] = -1;
+			}
+		}
+		for (int i = 0; i < 8; i++)
+			if (fds[i] >= 0)
+				close(fds[i]);
+		/* Now and then another sandbox's connection. */
+		if (++rounds % 200 == 0) {
+			probes++;
+			int fb = hello(&s, b, TOKEN, NULL);
+			int ub = up_accept(&s, 1000);
+			if (ub < 0)
+				denied++;
+			else
+				close(ub);
+			close(fb);
+		}
+	}
+	cr_expect_eq(denied, 0, "another sandbox's connection refused %ld of %ld times", denied,
+	             probes);
+	unsigned long long capped = 0;
+	const char *log = wt_read_log(s.log);
+	for (const char *p = log; (p = strstr(p, "\"reason\":\"connections_cap\"")); p++)
+		capped++;
+	cr_expect_eq(capped, 0,
+	             "%ld rounds of 8 connections from one environment: %llu others refused "
+	             "connections_cap (the worker's cap on all environments)",
+	             rounds, capped);
+	stack_down(&s);
+}
+
+/* A sandbox that tries tokens as fast as it can: each try is counted, but
+ * the worker's log is not the sandbox's to fill (refusals of one
+ * environment are logged at a bounded rate, the rest summed). */
+Test(worker_bridge, wrong_tokens_in_a_loop_do_not_flood_the_log, .timeout = 90)
+{
+	stack s;
+	stack_up(&s, true, false);
+	cr_assert_eq(lease(&s, "run-a", 1, 60, "true")->status, 200);
+	char a[AIRLOCK_ENVIRONMENT_ID_MAX];
+	plant(&s, "run-a", 1, TOKEN, a);
+	int64_t end = util_monotonic_ms() + 3000;
+	long tries = 0;
+	while (util_monotonic_ms() < end) {
+		int fd = hello(&s, a, "AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA", NULL);
+		char c;
+		struct pollfd p = { .fd = fd, .events = POLLIN };
+		if (poll(&p, 1, 1000) == 1 && recv(fd, &c, 1, 0) <= 0)
+			tries++;
+		close(fd);
+	}
+	char cmd[256];
+	snprintf(cmd, sizeof(cmd), "grep -c '\"reason\":\"wrong_token\"' %s", s.log);
+	FILE *f = popen(cmd, "r");
+	cr_assert_not_null(f);
+	long lines = -1;
+	cr_assert_eq(fscanf(f, "%ld", &lines), 1);
+	pclose(f);
+	cr_expect_leq(lines, 100,
+	              "%ld wrong tokens in 3 s from one environment: %ld bridge_refused lines "
+	              "(each with a database lookup)",
+	              tries, lines);
 	stack_down(&s);
 }
 
