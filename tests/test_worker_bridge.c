@@ -505,18 +505,21 @@ Test(worker_bridge, past_eight_for_one_environment_or_64_in_all_is_closed_at_onc
 	}
 	cr_expect_geq(ups[0], 0, "a freed place is taken");
 
-	/* 64 in all: 9 are open, 55 silent ones more fill the worker. */
-	int silent[55];
-	for (int i = 0; i < 55; i++)
+	/* Threads in all: 9 named are open, 119 silent ones more (never
+	 * named: each holds a thread until its deadline) fill the worker's
+	 * 2 x 64. */
+	enum { SILENT = 2 * AIRLOCK_WORKER_BRIDGE_CONNECTIONS_MAX - 9 };
+	int silent[SILENT];
+	for (int i = 0; i < SILENT; i++)
 		silent[i] = bridge_connect(&s);
 	usleep(300 * 1000);
 	int past = bridge_connect(&s);
-	cr_expect(closed_within(past, 2000), "the 65th is closed at once");
+	cr_expect(closed_within(past, 2000), "the 129th is closed at once");
 	close(past);
 	for (int i = 0; i < 50 && !strstr(wt_read_log(s.log), "connections_cap"); i++)
 		usleep(20000);
 	HAS_LOG(&s, "\"reason\":\"connections_cap\"");
-	for (int i = 0; i < 55; i++)
+	for (int i = 0; i < SILENT; i++)
 		close(silent[i]);
 	/* Their threads end and are joined (each second): room again. */
 	int again = -1, ua = -1;
@@ -545,7 +548,11 @@ Test(worker_bridge, past_eight_for_one_environment_or_64_in_all_is_closed_at_onc
 
 /* One tenant's runs cannot take the bridge from another tenant's: the
  * worker's 64 places are shared by every tenant, and an authenticated
- * connection that stays idle holds its place for as long as it likes. */
+ * connection that stays idle holds its place for as long as it likes, so
+ * one tenant holds at most a quarter of them
+ * (AIRLOCK_WORKER_BRIDGE_PER_TENANT_MAX): its eight runs' eight
+ * connections each reach the platform up to that, the rest are refused
+ * tenant_cap. */
 Test(worker_bridge, one_tenants_idle_connections_leave_room_for_another_tenants, .timeout = 90)
 {
 	stack_tenants = true;
@@ -564,12 +571,17 @@ Test(worker_bridge, one_tenants_idle_connections_leave_room_for_another_tenants,
 		plant(&s, run, 1, TOKEN, env);
 		/* Eight each, as the service relays at most: authenticated, then
 		 * silent (the platform's side waits for a request). */
-		for (int i = 0; i < 8; i++, n++) {
+		for (int i = 0; i < 8 && n < AIRLOCK_WORKER_BRIDGE_PER_TENANT_MAX + 1; i++, n++) {
 			fds[n] = hello(&s, env, TOKEN, NULL);
-			ups[n] = up_accept(&s, 5000);
-			cr_assert_geq(ups[n], 0, "tenant-a's relay %d", n);
+			ups[n] = up_accept(&s, n < AIRLOCK_WORKER_BRIDGE_PER_TENANT_MAX ? 5000 : 1000);
+			if (n < AIRLOCK_WORKER_BRIDGE_PER_TENANT_MAX)
+				cr_assert_geq(ups[n], 0, "tenant-a's relay %d", n);
+			else
+				cr_expect_lt(ups[n], 0, "tenant-a's relay past its share");
 		}
 	}
+	cr_expect(strstr(wt_read_log(s.log), "\"reason\":\"tenant_cap\""), "%s",
+	          wt_read_log(s.log));
 	wt_reply rep;
 	wt_request(s.sock, "PUT", "/v1/runs/run-b/lease", TENANT_B_TOKEN,
 	           "{\"tenant_id\":\"tenant-b\",\"epoch\":1,\"ttl_seconds\":600,\"bridge\":true}",
@@ -588,15 +600,19 @@ Test(worker_bridge, one_tenants_idle_connections_leave_room_for_another_tenants,
 	close(fb);
 	for (int i = 0; i < n; i++) {
 		close(fds[i]);
-		close(ups[i]);
+		if (ups[i] >= 0)
+			close(ups[i]);
 	}
 	stack_down(&s);
 }
 
-/* One sandbox's connections, never more than the service's 8 at once,
- * each ended as soon as its preface is written: the worker's 64 places
- * stay open to every other sandbox (a connection the service has closed
- * holds no place of the worker's). */
+/* One tenant's connections, never more than the service's 8 at once,
+ * each ended as soon as its preface is written, at 400 a second (the
+ * service accepts AIRLOCK_SERVICE_BRIDGE_CONNECTS_PER_SECOND, 20, from a
+ * sandbox: this is the most a tenant's 16 sandboxes, a quarter of the
+ * service's 64, could make together, and more): the worker's places stay
+ * open to every other sandbox (a connection the service has closed holds
+ * no place of the worker's). */
 Test(worker_bridge, one_sandbox_churning_eight_at_once_never_fills_the_worker, .timeout = 90)
 {
 	stack s;
@@ -623,8 +639,9 @@ Test(worker_bridge, one_sandbox_churning_eight_at_once_never_fills_the_worker, .
 		for (int i = 0; i < 8; i++)
 			if (fds[i] >= 0)
 				close(fds[i]);
+		usleep(20 * 1000); /* 50 rounds of 8 a second */
 		/* Now and then another sandbox's connection. */
-		if (++rounds % 200 == 0) {
+		if (++rounds % 10 == 0) {
 			probes++;
 			int fb = hello(&s, b, TOKEN, NULL);
 			int ub = up_accept(&s, 1000);

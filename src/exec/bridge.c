@@ -266,7 +266,28 @@ struct exec_bridge {
 	size_t preface_len;
 	pthread_t acceptor;
 	bridge_conn conns[AIRLOCK_SERVICE_BRIDGE_CONNECTIONS_MAX];
+	/* The connect rate's token bucket (the acceptor's alone): tokens in
+	 * thousandths, refilled from the monotonic clock. */
+	int64_t tokens_milli, refilled_ms;
 };
+
+#define BUCKET_MILLI ((int64_t)AIRLOCK_SERVICE_BRIDGE_CONNECTIONS_MAX * 1000)
+
+/* The milliseconds until the next connection may be accepted: 0 when one
+ * may now (its token taken by accept_one). */
+static int bucket_wait_ms(exec_bridge *br)
+{
+	int64_t now = util_monotonic_ms();
+	br->tokens_milli += (now - br->refilled_ms) * AIRLOCK_SERVICE_BRIDGE_CONNECTS_PER_SECOND;
+	if (br->tokens_milli > BUCKET_MILLI)
+		br->tokens_milli = BUCKET_MILLI;
+	br->refilled_ms = now;
+	if (br->tokens_milli >= 1000)
+		return 0;
+	int64_t need = 1000 - br->tokens_milli;
+	return (int)((need + AIRLOCK_SERVICE_BRIDGE_CONNECTS_PER_SECOND - 1) /
+	             AIRLOCK_SERVICE_BRIDGE_CONNECTS_PER_SECOND);
+}
 
 /* One connection: the worker's end, the preface, then the bytes. */
 static void *conn_main(void *arg)
@@ -303,6 +324,8 @@ static void conns_reap(exec_bridge *br, bool all)
 static void accept_one(exec_bridge *br)
 {
 	int fd = accept4(br->listen_fd, NULL, NULL, SOCK_CLOEXEC);
+	if (fd >= 0)
+		br->tokens_milli -= 1000; /* every accepted one, one closed at once too */
 	if (fd < 0) {
 		/* A descriptor or memory shortage would spin the poll: wait a
 		 * little, or for the stop. */
@@ -334,10 +357,19 @@ static void *accept_main(void *arg)
 {
 	exec_bridge *br = arg;
 	for (;;) {
+		/* With no token the listener is not polled: its backlog
+		 * (AIRLOCK_SERVICE_BRIDGE_BACKLOG) fills and the sandbox's next
+		 * connect waits in the sandbox until a token comes. */
+		int wait = bucket_wait_ms(br);
 		struct pollfd p[2] = { { .fd = br->stop_fd, .events = POLLIN },
 			               { .fd = br->listen_fd, .events = POLLIN } };
-		if (poll(p, 2, -1) < 0)
+		if (poll(p, wait ? 1 : 2, wait ? wait : -1) < 0)
 			continue;
+		if (wait) {
+			if (p[0].revents)
+				break;
+			continue;
+		}
 		if (p[0].revents)
 			break;
 		if (p[1].revents)
@@ -371,6 +403,8 @@ int exec_bridge_start(int listen_fd, const char *address, const char *environmen
 		return airlock_error_set(err, AIRLOCK_ERR_SYSTEM, e, "the relay's eventfd");
 	}
 	br->listen_fd = lfd;
+	br->tokens_milli = BUCKET_MILLI;
+	br->refilled_ms = util_monotonic_ms();
 	int e = pthread_create(&br->acceptor, NULL, accept_main, br);
 	if (e != 0) {
 		close(br->stop_fd);

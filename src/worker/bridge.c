@@ -95,6 +95,9 @@ struct bridge_conn {
 	/* The environment its preface named, "" before: counted against that
 	 * environment's cap from then on. */
 	char environment_id[AIRLOCK_ENVIRONMENT_ID_MAX];
+	/* The tenant of that environment's run, "" before: counted against
+	 * the tenant's cap from then on. */
+	char tenant_id[AIRLOCK_ID_MAX + 1];
 };
 
 struct worker_bridge {
@@ -105,18 +108,53 @@ struct worker_bridge {
 	bool acceptor_started;
 	pthread_mutex_t lock; /* conns, n_conns, each conn's done and environment_id */
 	bridge_conn *conns;
-	size_t n_conns;
+	size_t n_conns; /* threads not yet done (a done one holds no place) */
+	/* Refusal log lines: at most BRIDGE_REFUSED_LOGS_PER_SECOND, the rest
+	 * counted into the next one's "suppressed". */
+	pthread_mutex_t log_lock;
+	int64_t log_window_ms;
+	int log_in_window;
+	uint64_t log_suppressed;
 };
+
+/* Refusals a sandbox can cause as fast as it connects (a wrong token, a
+ * connection closed at once): one log line each would let it fill the
+ * worker's log (measured: 71,522 lines, 11.5 MB in 5 s from one sandbox
+ * before the service bounded its connect rate). The metric counts every
+ * one; the log says at most this many a second, and the next line it
+ * writes says how many it left out. */
+#define BRIDGE_REFUSED_LOGS_PER_SECOND 10
 
 static void bridge_refused(worker_daemon *w, const char *environment_id, const char *reason,
                            const airlock_error *e)
 {
 	atomic_fetch_add(&w->c.bridge_refused, 1);
+	worker_bridge *b = w->bridge;
+	uint64_t suppressed = 0;
+	pthread_mutex_lock(&b->log_lock);
+	int64_t now = util_monotonic_ms();
+	if (now - b->log_window_ms >= 1000) {
+		b->log_window_ms = now;
+		b->log_in_window = 0;
+	}
+	bool say = b->log_in_window < BRIDGE_REFUSED_LOGS_PER_SECOND;
+	if (say) {
+		b->log_in_window++;
+		suppressed = b->log_suppressed;
+		b->log_suppressed = 0;
+	} else {
+		b->log_suppressed++;
+	}
+	pthread_mutex_unlock(&b->log_lock);
+	if (!say)
+		return;
 	json_t *f = json_pack("{s:s?, s:s}", "environment_id",
 	                      environment_id && *environment_id ? environment_id : NULL, "reason",
 	                      reason);
 	if (f && e)
 		json_object_set_new(f, "message", json_string(e->message));
+	if (f && suppressed)
+		json_object_set_new(f, "suppressed", json_integer((json_int_t)suppressed));
 	worker_log("warning", "bridge_refused", f);
 }
 
@@ -155,20 +193,57 @@ static bool preface_environment(const bridge_hello *h, char ret[AIRLOCK_ENVIRONM
 	return strlen(ret) == n - pl && airlock_environment_id_valid(ret);
 }
 
-/* Register c under the environment its preface named, within that
- * environment's cap. */
-static bool conn_register(worker_bridge *b, bridge_conn *c, const char *environment_id)
+/* Register c under the environment its preface named and that
+ * environment's tenant, within the caps (the environment's, the
+ * tenant's, the named connections' in all): NULL, or the refusal's
+ * reason. tenant_id NULL: the caps checked, nothing registered.
+ * The tenant's cap keeps one tenant's connections, authenticated and
+ * idle or not, from taking every place of the worker's. */
+static const char *conn_register(worker_bridge *b, bridge_conn *c, const char *environment_id,
+                                 const char *tenant_id)
 {
 	pthread_mutex_lock(&b->lock);
-	size_t k = 0;
-	for (bridge_conn *o = b->conns; o; o = o->next)
-		if (!o->done && strcmp(o->environment_id, environment_id) == 0)
-			k++;
-	bool ok = k < AIRLOCK_WORKER_BRIDGE_PER_ENVIRONMENT_MAX;
-	if (ok)
+	size_t k = 0, t = 0, all = 0;
+	for (bridge_conn *o = b->conns; o; o = o->next) {
+		if (o->done || !o->environment_id[0])
+			continue;
+		all++;
+		k += strcmp(o->environment_id, environment_id) == 0;
+		t += tenant_id && strcmp(o->tenant_id, tenant_id) == 0;
+	}
+	const char *why = k >= AIRLOCK_WORKER_BRIDGE_PER_ENVIRONMENT_MAX ? "environment_cap"
+	                  : t >= AIRLOCK_WORKER_BRIDGE_PER_TENANT_MAX    ? "tenant_cap"
+	                  : all >= AIRLOCK_WORKER_BRIDGE_CONNECTIONS_MAX ? "connections_cap"
+	                                                                 : NULL;
+	if (!why && !tenant_id) {
+		pthread_mutex_unlock(&b->lock);
+		return NULL; /* the environment's cap alone, before its row is read */
+	}
+	if (!why) {
 		snprintf(c->environment_id, sizeof(c->environment_id), "%s", environment_id);
+		snprintf(c->tenant_id, sizeof(c->tenant_id), "%s", tenant_id);
+	}
 	pthread_mutex_unlock(&b->lock);
-	return ok;
+	return why;
+}
+
+/* The environment's row, looked up as soon as the preface names it: an
+ * environment no claim recorded waits for nothing, and one that is
+ * counted against its tenant from its first byte. NULL, or the reason. */
+static const char *conn_admit(worker_bridge *b, bridge_conn *c, const char *environment_id)
+{
+	/* The environment's own cap first, in memory: a sandbox past it costs
+	 * no database lookup. */
+	const char *why = conn_register(b, c, environment_id, NULL);
+	if (why)
+		return why;
+	worker_db_bridge_result row;
+	airlock_error err = { 0 };
+	if (worker_db_bridge_lookup(c->w->db, environment_id, util_now_ms(), &row, &err) < 0)
+		return "database";
+	if (!row.found)
+		return "unknown_environment";
+	return conn_register(b, c, environment_id, row.tenant_id);
 }
 
 /* Read until both lines are in or the deadline passes; registers the
@@ -211,8 +286,9 @@ static const char *hello_read(worker_bridge *b, bridge_conn *c, bridge_hello *h)
 				h->env[0] = 0;
 				return "bad_preface";
 			}
-			if (!conn_register(b, c, h->env))
-				return "environment_cap";
+			const char *why = conn_admit(b, c, h->env);
+			if (why)
+				return why;
 		}
 		ssize_t line = scan_line(h->buf + h->preface_len, h->got - h->preface_len);
 		if (line < 0)
@@ -351,6 +427,7 @@ static void *conn_main(void *arg)
 	pthread_mutex_lock(&b->lock);
 	c->fd = -1;
 	c->done = true;
+	b->n_conns--; /* its place is free now; the acceptor joins it */
 	pthread_mutex_unlock(&b->lock);
 	return NULL;
 }
@@ -366,7 +443,6 @@ static void conns_reap(worker_bridge *b, bool all)
 			if ((*pp)->done || all) {
 				c = *pp;
 				*pp = c->next;
-				b->n_conns--;
 				break;
 			}
 		pthread_mutex_unlock(&b->lock);
@@ -380,7 +456,10 @@ static void conns_reap(worker_bridge *b, bool all)
 static void conn_start(worker_daemon *w, worker_bridge *b, int fd)
 {
 	pthread_mutex_lock(&b->lock);
-	bool full = b->n_conns >= AIRLOCK_WORKER_BRIDGE_CONNECTIONS_MAX;
+	/* Threads at once: the named connections' cap (conn_register) and as
+	 * many again not yet named, so connections that end before their
+	 * preface is read never take a named one's place. */
+	bool full = b->n_conns >= 2 * AIRLOCK_WORKER_BRIDGE_CONNECTIONS_MAX;
 	bridge_conn *c = full ? NULL : calloc(1, sizeof(*c));
 	if (c) {
 		*c = (bridge_conn){ .next = b->conns, .w = w, .fd = fd };
@@ -439,6 +518,7 @@ int worker_bridge_start(worker_daemon *w, airlock_error *err)
 	b->lis.fd = -1;
 	b->stop_fd = -1;
 	pthread_mutex_init(&b->lock, NULL);
+	pthread_mutex_init(&b->log_lock, NULL);
 	w->bridge = b;
 	/* The settings' check admits only "unix:/path" for both. */
 	static const char unix_prefix[] = "unix:";
@@ -485,6 +565,7 @@ void worker_bridge_stop(worker_daemon *w)
 		close(b->stop_fd);
 	free(b->upstream);
 	pthread_mutex_destroy(&b->lock);
+	pthread_mutex_destroy(&b->log_lock);
 	free(b);
 	w->bridge = NULL;
 }
