@@ -964,6 +964,8 @@ Test(settings, bridge_addresses)
 	airlock_settings_clear(&s);
 	err = check_fails("service: {bridge_address: 127.0.0.1:9}\n");
 	HAS(err, "service.bridge_address=127.0.0.1:9: expected unix:/absolute/path");
+	err = check_fails("service: {listen: unix:/run/a.sock, bridge_address: unix:/run/a.sock}\n");
+	HAS(err, "service.bridge_address=unix:/run/a.sock is service.listen");
 	err = check_fails("service: {bridge_address: unix:relative}\n");
 	HAS(err, "service.bridge_address=unix:relative");
 	err = check_fails("worker: {bridge_listen: unix:/run/b.sock}\n");

@@ -360,7 +360,14 @@ Test(worker_bridge, an_authenticated_connection_reaches_the_upstream_and_bytes_f
 	close(u);
 	cr_expect(closed_within(fd, 5000), "the upstream's close reached the script");
 	close(fd);
-	expect_metric(&s, "accepted", 1);
+	/* A token line ended "\r\n" is the same token. */
+	fd = hello(&s, env, TOKEN "\r", NULL);
+	u = up_accept(&s, 5000);
+	cr_expect_geq(u, 0, "a CRLF token line is accepted: %s", wt_read_log(s.log));
+	if (u >= 0)
+		close(u);
+	close(fd);
+	expect_metric(&s, "accepted", 2);
 	expect_metric(&s, "refused", 0);
 	HAS_LOG(&s, "\"event\":\"bridge_accepted\"");
 	cr_expect_null(strstr(wt_read_log(s.log), TOKEN), "the token is in no log line");

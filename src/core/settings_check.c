@@ -181,6 +181,12 @@ static int check_service(const airlock_service_settings *v, airlock_error *err)
 	int r = check_bridge_address("service.bridge_address", v->bridge_address, err);
 	if (r < 0)
 		return r;
+	/* The bridge relays a sandbox's bytes to whatever listens there: the
+	 * service's own API would hand a sandbox the service. */
+	if (v->bridge_address && util_streq0(v->bridge_address, v->listen))
+		return airlock_error_set(err, AIRLOCK_ERR_CONFIG, 0,
+		                         "service.bridge_address=%s is service.listen: it must name the worker tier's bridge listener (worker.bridge_listen), never the service's own API",
+		                         Q(q, v->bridge_address));
 	if (!v->reaper_address)
 		return v->reaper_credential_file || v->reaper_tls_ca_file
 		               ? airlock_error_set(err, AIRLOCK_ERR_CONFIG, 0,

@@ -390,6 +390,10 @@ static void conn_serve(worker_bridge *b, bridge_conn *c)
 	airlock_error err = { 0 };
 	const char *token = h.buf + h.preface_len;
 	size_t token_len = h.token_end - h.preface_len;
+	/* A line ended "\r\n" (a script written for a line protocol of that
+	 * kind) carries the same token: the '\r' is not part of it. */
+	if (token_len && token[token_len - 1] == '\r')
+		token_len--;
 	why = authenticate(w, c->environment_id, token, token_len, &row, &err);
 	/* The token is not kept past its check: the pending bytes stay. */
 	OPENSSL_cleanse(h.buf, h.token_end);

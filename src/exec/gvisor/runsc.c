@@ -45,8 +45,11 @@ char **gv_argv(const airlock_gvisor *g, const gv_sandbox *b, const char *const *
 	 *     create leaked 9 directories), and runsc's cgroups would vanish
 	 *     with it, taking the oom_kill count the MEMORY reason is read from;
 	 *   --host-uds=open, only for a sandbox with a bridge: its programs may
-	 *     connect to a host Unix socket, and the one its tree shows is
-	 *     the bridge's (the bundle binds no other host directory in). */
+	 *     connect to a host Unix socket its tree shows. The bundle binds
+	 *     two host directories: the bridge's, whose one socket is the
+	 *     service's, and the workspace volume, which no host process
+	 *     makes sockets in (a socket the sandbox binds there is gVisor's
+	 *     own, not the host's: connecting to it from inside fails). */
 	char root[32 + 4096], platform[64];
 	snprintf(root, sizeof(root), "--root=%s", g->runsc_root);
 	snprintf(platform, sizeof(platform), "--platform=%s",
