@@ -843,7 +843,7 @@ Test(roundtrip, metadata_every_origin_trust_and_nulls)
 				airlock_artifact_metadata m = {
 					.tenant_id = dup("tenant"), .run_id = nulls ? NULL : dup("run"),
 					.origin = (airlock_artifact_origin)o, .filename = dup("../../etc/passwd"),
-					.media_type = dup("text/csv; charset=utf-8"), .size_bytes = 1LL << 40,
+					.media_type = dup("text/csv"), .size_bytes = 1LL << 40,
 					.trust = (airlock_trust_level)t, .created_at_ms = 253402300799999,
 					.has_expires_at = !nulls, .expires_at_ms = nulls ? 0 : 1,
 				},
@@ -1346,6 +1346,16 @@ Test(decode, handle_and_ref_shapes)
 	expect_reject_mut(dec_artifact_ref, REF_JSON, "artifact_id", "\"0192d3f5-8e1a-7abc-cdef-0123456789ab\"",
 			  "ArtifactRef.artifact_id");
 	expect_reject_mut(dec_artifact_ref, REF_JSON, "media_type", "\"\"", "ArtifactRef.media_type");
+	/* Not type/subtype: sent back as a Content-Type, so only the bare form. */
+	expect_reject_mut(dec_artifact_ref, REF_JSON, "media_type", "\"text/plain; charset=utf-8\"",
+			  "ArtifactRef.media_type: must be type/subtype");
+	expect_reject_mut(dec_artifact_ref, REF_JSON, "media_type", "\"text\"", "ArtifactRef.media_type");
+	expect_reject_mut(dec_artifact_ref, REF_JSON, "media_type", "\"text/\"", "ArtifactRef.media_type");
+	expect_reject_mut(dec_artifact_ref, REF_JSON, "media_type", "\"/plain\"", "ArtifactRef.media_type");
+	expect_reject_mut(dec_artifact_ref, REF_JSON, "media_type", "\"a/b/c\"", "ArtifactRef.media_type");
+	expect_reject_mut(dec_artifact_ref, REF_JSON, "media_type", "\"te\\nxt/plain\"", "ArtifactRef.media_type");
+	expect_reject_mut(dec_artifact_metadata, META_JSON, "media_type", "\"text/plain\\r\\nX-A: b\"",
+			  "ArtifactMetadata.media_type");
 	expect_reject_mut(dec_artifact_metadata, META_JSON, "sha256", "\"abc\"", "ArtifactMetadata.sha256");
 	expect_reject_mut(dec_artifact_metadata, META_JSON, "run_id", "\"a b\"", "ArtifactMetadata.run_id");
 	expect_reject_mut(dec_artifact_metadata, META_JSON, "filename", "\"\"", "ArtifactMetadata.filename");

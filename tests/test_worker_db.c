@@ -462,6 +462,8 @@ CONTRACT(a_version_2_database_migrates_to_claims_without_a_bridge)
 	worker_db_free(f->db);
 	f->db = NULL;
 	/* Back to version 2's shape, with a claim and its sandbox in it. */
+	fx_raw(f, "DROP TABLE airlock_artifacts");
+	fx_raw(f, "DROP TABLE airlock_artifact_tenants");
 	fx_raw(f, "ALTER TABLE airlock_sandboxes DROP COLUMN bridge_token_sha256");
 	fx_raw(f, "ALTER TABLE airlock_leases DROP COLUMN bridge");
 	fx_raw(f, "UPDATE airlock_schema SET version = 2");
@@ -472,7 +474,7 @@ CONTRACT(a_version_2_database_migrates_to_claims_without_a_bridge)
 	f->db = fx_open(f);
 	int64_t v = -1;
 	cr_assert_eq(worker_db_schema_version(f->db, &v, NULL), 0);
-	cr_assert_eq(v, 3);
+	cr_assert_eq(v, worker_db_schema_current());
 	worker_db_check_result c = check(f->db, "run-old", "tenant-a", 4, T0);
 	assert_state(c.state, WORKER_DB_LEASE_CURRENT);
 	cr_assert_not(c.bridge);
@@ -481,6 +483,296 @@ CONTRACT(a_version_2_database_migrates_to_claims_without_a_bridge)
 	cr_assert(l.found);
 	cr_assert_not(l.has_token);
 	assert_outcome(claim(f->db, "run-old", "tenant-a", 4, 60, T0 + 1), WORKER_DB_CLAIM_RENEWED);
+}
+
+/* ---- artifacts ------------------------------------------------------------------ */
+
+#define DAY_MS INT64_C(86400000)
+
+/* A row as a put writes it: pending, 30 days, the key the store derives
+ * (written out here: the database only keeps it). */
+static worker_db_artifact art(const char *tenant, const char *run, int64_t size, int64_t now)
+{
+	worker_db_artifact a = { .origin = AIRLOCK_ORIGIN_SANDBOX_EXPORT,
+		                 .trust = AIRLOCK_TRUST_EXTERNAL_UNTRUSTED, .size_bytes = size,
+		                 .created_at_ms = now, .has_expires = true,
+		                 .expires_at_ms = now + 30 * DAY_MS };
+	cr_assert_eq(airlock_uuidv7_at(now, a.artifact_id, NULL), 0);
+	snprintf(a.tenant_id, sizeof(a.tenant_id), "%s", tenant);
+	if (run) {
+		a.has_run = true;
+		snprintf(a.run_id, sizeof(a.run_id), "%s", run);
+	}
+	static unsigned char name[] = "../../etc/passwd";
+	a.filename = name;
+	a.filename_len = sizeof(name) - 1;
+	snprintf(a.media_type, sizeof(a.media_type), "text/plain");
+	memset(a.sha256, 'a', 64);
+	snprintf(a.storage_key, sizeof(a.storage_key), "%s/%.2s/%s", tenant, a.artifact_id,
+	         a.artifact_id);
+	return a;
+}
+
+static bool insert(worker_db *db, const worker_db_artifact *a, int64_t cap)
+{
+	worker_db_artifact_insert_result res;
+	airlock_error err = { 0 };
+	cr_assert_eq(worker_db_artifact_insert(db, a, cap, &res, &err), 0, "%s", err.message);
+	return res.inserted;
+}
+
+static void commit_art(worker_db *db, const char *id)
+{
+	bool found = false;
+	cr_assert_eq(worker_db_artifact_commit(db, id, &found, NULL), 0);
+	cr_assert(found);
+}
+
+static bool get_art(worker_db *db, const char *id, worker_db_artifact *got)
+{
+	bool found = false;
+	airlock_error err = { 0 };
+	cr_assert_eq(worker_db_artifact_get(db, id, got, &found, &err), 0, "%s", err.message);
+	return found;
+}
+
+static int64_t tenant_bytes(worker_db *db, const char *tenant)
+{
+	int64_t n = -1;
+	cr_assert_eq(worker_db_artifact_tenant_bytes(db, tenant, &n, NULL), 0);
+	return n;
+}
+
+CONTRACT(an_artifact_row_keeps_every_field_and_its_filename_bytes)
+{
+	f->db = fx_open(f);
+	worker_db_artifact a = art("tenant-a", "run-1", 12345, T0);
+	/* Bytes no TEXT column holds as they are: a NUL, invalid UTF-8, a
+	 * control byte, a slash; and 10,000 of them. */
+	static unsigned char name[10000];
+	for (size_t i = 0; i < sizeof(name); i++)
+		name[i] = (unsigned char)(i * 7);
+	a.filename = name;
+	a.filename_len = sizeof(name);
+	a.origin = AIRLOCK_ORIGIN_UPLOAD;
+	a.has_expires = false;
+	cr_assert(insert(f->db, &a, 1 << 20));
+	worker_db_artifact got;
+	cr_assert(get_art(f->db, a.artifact_id, &got));
+	cr_assert_not(got.committed, "a row is pending until its object is committed");
+	cr_assert_str_eq(got.tenant_id, "tenant-a");
+	cr_assert(got.has_run);
+	cr_assert_str_eq(got.run_id, "run-1");
+	cr_assert_eq(got.origin, AIRLOCK_ORIGIN_UPLOAD);
+	cr_assert_eq(got.trust, AIRLOCK_TRUST_EXTERNAL_UNTRUSTED);
+	cr_assert_eq(got.filename_len, sizeof(name));
+	cr_assert_eq(memcmp(got.filename, name, sizeof(name)), 0);
+	cr_assert_str_eq(got.media_type, "text/plain");
+	cr_assert_eq(got.size_bytes, 12345);
+	cr_assert_str_eq(got.sha256, a.sha256);
+	cr_assert_eq(got.created_at_ms, T0);
+	cr_assert_not(got.has_expires);
+	cr_assert_str_eq(got.storage_key, a.storage_key);
+	worker_db_artifact_clear(&got);
+	commit_art(f->db, a.artifact_id);
+	cr_assert(get_art(f->db, a.artifact_id, &got));
+	cr_assert(got.committed);
+	worker_db_artifact_clear(&got);
+	/* An unknown id: not found, no error. */
+	char other[AIRLOCK_UUID_STR_LEN + 1];
+	cr_assert_eq(airlock_uuidv7_at(T0, other, NULL), 0);
+	cr_assert_not(get_art(f->db, other, &got));
+	/* The same id twice is refused and the first row stands. */
+	worker_db_artifact_insert_result res;
+	cr_assert_lt(worker_db_artifact_insert(f->db, &a, 1 << 20, &res, NULL), 0);
+	cr_assert_eq(tenant_bytes(f->db, "tenant-a"), 12345);
+}
+
+CONTRACT(a_tenants_cap_refuses_a_put_past_it_and_deletes_give_bytes_back)
+{
+	f->db = fx_open(f);
+	worker_db_artifact a = art("tenant-a", "run-1", 600, T0);
+	worker_db_artifact b = art("tenant-a", "run-1", 500, T0 + 1);
+	worker_db_artifact c = art("tenant-b", "run-2", 500, T0 + 2);
+	cr_assert(insert(f->db, &a, 1000));
+	worker_db_artifact_insert_result res;
+	cr_assert_eq(worker_db_artifact_insert(f->db, &b, 1000, &res, NULL), 0);
+	cr_assert_not(res.inserted);
+	cr_assert_eq(res.tenant_bytes, 600);
+	worker_db_artifact got;
+	cr_assert_not(get_art(f->db, b.artifact_id, &got), "a refused put writes no row");
+	/* Another tenant has its own bytes. */
+	cr_assert(insert(f->db, &c, 1000));
+	cr_assert_eq(tenant_bytes(f->db, "tenant-a"), 600);
+	cr_assert_eq(tenant_bytes(f->db, "tenant-b"), 500);
+	bool deleted = false;
+	cr_assert_eq(worker_db_artifact_delete(f->db, a.artifact_id, &deleted, NULL), 0);
+	cr_assert(deleted);
+	cr_assert_eq(worker_db_artifact_delete(f->db, a.artifact_id, &deleted, NULL), 0);
+	cr_assert_not(deleted, "a delete is idempotent");
+	cr_assert_eq(tenant_bytes(f->db, "tenant-a"), 0);
+	cr_assert(insert(f->db, &b, 1000));
+	/* Exactly at the cap is within it. */
+	worker_db_artifact d = art("tenant-a", NULL, 500, T0 + 3);
+	cr_assert(insert(f->db, &d, 1000));
+	cr_assert_eq(tenant_bytes(f->db, "tenant-a"), 1000);
+}
+
+CONTRACT(the_sweeper_is_due_expired_rows_and_stale_pending_ones_only)
+{
+	f->db = fx_open(f);
+	worker_db_artifact live = art("t", "r", 1, T0);
+	worker_db_artifact expired = art("t", "r", 1, T0);
+	expired.expires_at_ms = T0 + 10;
+	worker_db_artifact forever = art("t", "r", 1, T0);
+	forever.has_expires = false;
+	worker_db_artifact pending_old = art("t", "r", 1, T0);
+	worker_db_artifact pending_new = art("t", "r", 1, T0 + 5000);
+	cr_assert(insert(f->db, &live, 100));
+	cr_assert(insert(f->db, &expired, 100));
+	cr_assert(insert(f->db, &forever, 100));
+	cr_assert(insert(f->db, &pending_old, 100));
+	cr_assert(insert(f->db, &pending_new, 100));
+	commit_art(f->db, live.artifact_id);
+	commit_art(f->db, expired.artifact_id);
+	commit_art(f->db, forever.artifact_id);
+	worker_db_artifact_key due[8];
+	size_t n = 0;
+	cr_assert_eq(worker_db_artifact_due(f->db, T0 + 10, T0 + 1000, due, 8, &n, NULL), 0);
+	cr_assert_eq(n, 2);
+	bool saw_expired = false, saw_pending = false;
+	for (size_t i = 0; i < n; i++) {
+		cr_assert_str_eq(due[i].tenant_id, "t");
+		saw_expired |= strcmp(due[i].artifact_id, expired.artifact_id) == 0;
+		saw_pending |= strcmp(due[i].artifact_id, pending_old.artifact_id) == 0;
+	}
+	cr_assert(saw_expired && saw_pending);
+	/* The sweeper took the pending row: its put's commit finds nothing
+	 * and removes its own object. */
+	bool deleted = false, found = true;
+	cr_assert_eq(worker_db_artifact_delete(f->db, pending_old.artifact_id, &deleted, NULL), 0);
+	cr_assert_eq(worker_db_artifact_commit(f->db, pending_old.artifact_id, &found, NULL), 0);
+	cr_assert_not(found);
+	/* The batch is bounded. */
+	cr_assert_eq(worker_db_artifact_due(f->db, T0 + 10, T0 + 10000, due, 1, &n, NULL), 0);
+	cr_assert_eq(n, 1);
+	airlock_error err = { 0 };
+	cr_assert_eq(worker_db_artifact_due(f->db, T0, T0, due, 0, &n, &err),
+	             airlock_errcode(AIRLOCK_ERR_DECODE));
+}
+
+CONTRACT(a_listing_is_one_tenants_visible_rows_in_pages)
+{
+	f->db = fx_open(f);
+	worker_db_artifact rows[5];
+	for (int i = 0; i < 5; i++) {
+		rows[i] = art(i == 4 ? "other" : "t", i < 2 ? "run-a" : "run-b", 1, T0 + i);
+		cr_assert(insert(f->db, &rows[i], 100));
+		if (i != 3) /* row 3 stays pending: not listed */
+			commit_art(f->db, rows[i].artifact_id);
+	}
+	worker_db_artifact out[3];
+	size_t n = 0;
+	airlock_error err = { 0 };
+	worker_db_artifact_query q = { .tenant_id = "t", .now_ms = T0 + 10, .max = 3 };
+	cr_assert_eq(worker_db_artifact_list(f->db, &q, out, &n, &err), 0, "%s", err.message);
+	cr_assert_eq(n, 3);
+	cr_assert_str_eq(out[0].artifact_id, rows[0].artifact_id);
+	cr_assert_str_eq(out[2].artifact_id, rows[2].artifact_id);
+	for (size_t i = 0; i < n; i++)
+		worker_db_artifact_clear(&out[i]);
+	q.after_id = rows[2].artifact_id;
+	cr_assert_eq(worker_db_artifact_list(f->db, &q, out, &n, &err), 0, "%s", err.message);
+	cr_assert_eq(n, 0, "pending and other tenants' rows are not listed");
+	q = (worker_db_artifact_query){ .tenant_id = "t", .run_id = "run-a", .now_ms = T0 + 10,
+		                        .max = 3 };
+	cr_assert_eq(worker_db_artifact_list(f->db, &q, out, &n, &err), 0, "%s", err.message);
+	cr_assert_eq(n, 2);
+	for (size_t i = 0; i < n; i++)
+		worker_db_artifact_clear(&out[i]);
+	/* Expired rows are not listed. */
+	q.now_ms = T0 + 31 * DAY_MS;
+	cr_assert_eq(worker_db_artifact_list(f->db, &q, out, &n, &err), 0, "%s", err.message);
+	cr_assert_eq(n, 0);
+}
+
+CONTRACT(an_upload_is_claimed_once_by_a_run_of_its_tenant_and_then_never_expires)
+{
+	f->db = fx_open(f);
+	worker_db_artifact up = art("t", NULL, 1, T0);
+	up.origin = AIRLOCK_ORIGIN_UPLOAD;
+	up.expires_at_ms = T0 + DAY_MS;
+	cr_assert(insert(f->db, &up, 100));
+	bool done = true;
+	/* Pending: not yet an artifact. */
+	cr_assert_eq(worker_db_artifact_attach(f->db, up.artifact_id, "t", "run-1", T0, &done, NULL), 0);
+	cr_assert_not(done);
+	commit_art(f->db, up.artifact_id);
+	cr_assert_eq(worker_db_artifact_attach(f->db, up.artifact_id, "u", "run-1", T0, &done, NULL), 0);
+	cr_assert_not(done, "another tenant's run cannot claim it");
+	cr_assert_eq(worker_db_artifact_attach(f->db, up.artifact_id, "t", "run-1", T0, &done, NULL), 0);
+	cr_assert(done);
+	cr_assert_eq(worker_db_artifact_attach(f->db, up.artifact_id, "t", "run-2", T0, &done, NULL), 0);
+	cr_assert_not(done, "a claimed upload stays with its run");
+	worker_db_artifact got;
+	cr_assert(get_art(f->db, up.artifact_id, &got));
+	cr_assert_str_eq(got.run_id, "run-1");
+	cr_assert_not(got.has_expires);
+	worker_db_artifact_clear(&got);
+	/* An unclaimed upload past its 24 hours cannot be claimed. */
+	worker_db_artifact late = art("t", NULL, 1, T0);
+	late.origin = AIRLOCK_ORIGIN_UPLOAD;
+	late.expires_at_ms = T0 + DAY_MS;
+	cr_assert(insert(f->db, &late, 100));
+	commit_art(f->db, late.artifact_id);
+	cr_assert_eq(worker_db_artifact_attach(f->db, late.artifact_id, "t", "run-1", T0 + DAY_MS,
+	                                       &done, NULL), 0);
+	cr_assert_not(done);
+	/* A run's own export is kept by that run, never by another. */
+	worker_db_artifact ex = art("t", "run-1", 1, T0);
+	cr_assert(insert(f->db, &ex, 100));
+	commit_art(f->db, ex.artifact_id);
+	cr_assert_eq(worker_db_artifact_attach(f->db, ex.artifact_id, "t", "run-2", T0, &done, NULL), 0);
+	cr_assert_not(done);
+	cr_assert_eq(worker_db_artifact_attach(f->db, ex.artifact_id, "t", "run-1", T0, &done, NULL), 0);
+	cr_assert(done);
+	/* Tool output is not kept past its expiry by an attach. */
+	worker_db_artifact out = art("t", "run-1", 1, T0);
+	out.origin = AIRLOCK_ORIGIN_TOOL_OUTPUT;
+	cr_assert(insert(f->db, &out, 100));
+	commit_art(f->db, out.artifact_id);
+	cr_assert_eq(worker_db_artifact_attach(f->db, out.artifact_id, "t", "run-1", T0, &done, NULL), 0);
+	cr_assert_not(done);
+}
+
+CONTRACT(artifact_arguments_are_checked_before_the_database)
+{
+	f->db = fx_open(f);
+	airlock_error err = { 0 };
+	worker_db_artifact_insert_result res;
+	worker_db_artifact a = art("t", "r", 1, T0);
+	snprintf(a.media_type, sizeof(a.media_type), "text/plain; charset=utf-8");
+	cr_assert_eq(worker_db_artifact_insert(f->db, &a, 100, &res, &err),
+	             airlock_errcode(AIRLOCK_ERR_DECODE));
+	cr_assert(strstr(err.message, "media_type"), "%s", err.message);
+	a = art("t", "r", 1, T0);
+	a.filename_len = AIRLOCK_ARTIFACT_FILENAME_MAX + 1;
+	cr_assert_eq(worker_db_artifact_insert(f->db, &a, 100, &res, &err),
+	             airlock_errcode(AIRLOCK_ERR_DECODE));
+	a = art("t/..", "r", 1, T0);
+	cr_assert_eq(worker_db_artifact_insert(f->db, &a, 100, &res, &err),
+	             airlock_errcode(AIRLOCK_ERR_DECODE));
+	a = art("t", "r", -1, T0);
+	cr_assert_eq(worker_db_artifact_insert(f->db, &a, 100, &res, &err),
+	             airlock_errcode(AIRLOCK_ERR_DECODE));
+	worker_db_artifact got;
+	bool found;
+	/* Not a UUIDv7: refused, never looked up. */
+	cr_assert_eq(worker_db_artifact_get(f->db, "0192d3f5-8e1a-4abc-8def-0123456789ab", &got,
+	                                    &found, &err),
+	             airlock_errcode(AIRLOCK_ERR_DECODE));
+	cr_assert_eq(worker_db_artifact_get(f->db, "x' OR '1'='1", &got, &found, &err),
+	             airlock_errcode(AIRLOCK_ERR_DECODE));
 }
 
 CONTRACT(a_fence_hands_back_the_older_claims_sandbox_and_stops_it_being_recorded)

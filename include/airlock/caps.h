@@ -417,6 +417,15 @@
 /* The PostgreSQL connection string's file: one line of key=value pairs or a
  * URI; libpq's own longest useful strings are far below this. */
 #define AIRLOCK_WORKER_DB_CONNINFO_MAX 4096
+/* An artifact's filename as given (metadata, never a path): bytes of any
+ * value, kept as they came and sanitized only where a download is named.
+ * Above any filesystem's name (255) and the 10,000 bytes a hostile client
+ * tries, and small enough that a listing of AIRLOCK_WORKER_DB_ARTIFACTS_MAX
+ * rows stays in a few MiB. */
+#define AIRLOCK_ARTIFACT_FILENAME_MAX 16384
+/* Artifact rows one call returns (a listing's page, the sweeper's batch):
+ * bounds the answer, not the table. */
+#define AIRLOCK_WORKER_DB_ARTIFACTS_MAX 1000
 
 /* ---- internal: the worker's API (src/worker/worker.h) --------------------- */
 /* A lease request's body: three members, a tenant id of at most 128 bytes

@@ -288,6 +288,9 @@ int airlock_environment_spec_validate(const airlock_environment_spec *s, airlock
 int airlock_egress_policy_validate(const airlock_egress_policy *p, airlock_error *err);
 bool airlock_sha256_hex_valid(const char *hex);
 bool airlock_image_digest_valid(const char *digest); /* "sha256:<64 hex>" */
+/* An artifact's media type: "type/subtype", each 1..127 of RFC 6838's
+ * restricted-name characters; no parameters, no spaces. */
+bool airlock_media_type_valid(const char *media_type);
 
 /* ---- release ------------------------------------------------------------- */
 void airlock_egress_policy_clear(airlock_egress_policy *p);

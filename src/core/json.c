@@ -1315,6 +1315,7 @@ fail:
 /* ---- ArtifactMetadata ---------------------------------------------------- */
 
 static const char T_META[] = "ArtifactMetadata";
+#define MEDIA_TYPE_RULE "must be type/subtype (RFC 6838 names, no parameters), like text/plain"
 static const char *const meta_fields[] = {
 	"tenant_id", "run_id", "origin", "filename", "media_type",
 	"size_bytes", "sha256", "trust", "created_at", "expires_at",
@@ -1332,8 +1333,8 @@ static int meta_check(const airlock_artifact_metadata *m, airlock_error *err)
 	 * sanitized where a download is named, not here (spec, Artifacts). */
 	if (!m->filename || !*m->filename)
 		return field_error(err, T_META, "filename", "must not be empty");
-	if (!m->media_type || !*m->media_type)
-		return field_error(err, T_META, "media_type", "must not be empty");
+	if (!airlock_media_type_valid(m->media_type))
+		return field_error(err, T_META, "media_type", MEDIA_TYPE_RULE);
 	if (m->size_bytes < 0)
 		return field_error(err, T_META, "size_bytes", "must be >= 0");
 	if (!memchr(m->sha256, 0, sizeof(m->sha256)) || !airlock_sha256_hex_valid(m->sha256))
@@ -1420,8 +1421,8 @@ static int ref_check(const airlock_artifact_ref *a, airlock_error *err)
 		return field_error(err, T_REF, "sha256", "must be 64 lowercase hex digits");
 	if (a->size_bytes < 0)
 		return field_error(err, T_REF, "size_bytes", "must be >= 0");
-	if (!a->media_type || !*a->media_type)
-		return field_error(err, T_REF, "media_type", "must not be empty");
+	if (!airlock_media_type_valid(a->media_type))
+		return field_error(err, T_REF, "media_type", MEDIA_TYPE_RULE);
 	return 0;
 }
 

@@ -130,6 +130,37 @@ bool airlock_sha256_hex_valid(const char *hex)
 	return i == AIRLOCK_SHA256_HEX_LEN;
 }
 
+/* RFC 6838's restricted-name: a first letter or digit, then up to 126 of
+ * letters, digits and !#$&-^_.+ */
+static size_t restricted_name(const char *s)
+{
+	size_t n = 0;
+	for (; s[n]; n++) {
+		char c = s[n];
+		bool alnum = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9');
+		if (!alnum && (n == 0 || !strchr("!#$&-^_.+", c)))
+			break;
+		if (n >= 127)
+			return 0;
+	}
+	return n;
+}
+
+bool airlock_media_type_valid(const char *media_type)
+{
+	/* type/subtype and nothing else: a parameter (charset=...) or a space
+	 * is refused rather than passed on, since the value is sent back as a
+	 * response's Content-Type. */
+	if (!media_type)
+		return false;
+	size_t t = restricted_name(media_type);
+	if (t == 0 || media_type[t] != '/')
+		return false;
+	const char *sub = media_type + t + 1;
+	size_t u = restricted_name(sub);
+	return u > 0 && sub[u] == 0;
+}
+
 bool airlock_image_digest_valid(const char *digest)
 {
 	/* A digest, never a tag: a tag is a mutable pointer (spec, EnvironmentSpec). */

@@ -149,7 +149,10 @@ int worker_db_new(const worker_db_ops *ops, void *ctx, worker_db **ret, airlock_
 	if (!ops || ops->version != WORKER_DB_OPS_VERSION || !ops->claim || !ops->release ||
 	    !ops->check || !ops->set_environment || !ops->environment_handle ||
 	    !ops->clear_environment || !ops->stale ||
-	    !ops->ended || !ops->schema_version || !ops->free || !ops->bridge_lookup) {
+	    !ops->ended || !ops->schema_version || !ops->free || !ops->bridge_lookup ||
+	    !ops->artifact_insert || !ops->artifact_commit || !ops->artifact_get ||
+	    !ops->artifact_delete || !ops->artifact_due || !ops->artifact_list ||
+	    !ops->artifact_attach || !ops->artifact_tenant_bytes) {
 		if (ops && ops->free && ctx)
 			ops->free(ctx);
 		return airlock_error_set(err, AIRLOCK_ERR_CONFIG, 0,
@@ -441,4 +444,174 @@ int worker_db_schema_version(worker_db *db, int64_t *ret, airlock_error *err)
 	if (!db || !ret)
 		return bad_arg(err, "schema_version", "missing argument");
 	return CALL(db, db->ops->schema_version(db->ctx, ret, err));
+}
+
+/* ---- artifacts ----------------------------------------------------------------- */
+
+void worker_db_artifact_clear(worker_db_artifact *a)
+{
+	if (!a)
+		return;
+	free(a->filename);
+	*a = (worker_db_artifact){ 0 };
+}
+
+static int check_artifact_id(const char *op, const char *artifact_id, airlock_error *err)
+{
+	if (!artifact_id || !airlock_uuidv7_valid(artifact_id))
+		return bad_arg(err, op, "artifact_id must be a lowercase canonical UUIDv7");
+	return 0;
+}
+
+/* A stored row: what the wrapper accepts is what a read gives back, so
+ * every field is checked as the database will hold it. */
+static int check_artifact(const worker_db_artifact *a, airlock_error *err)
+{
+	static const char op[] = "artifact_insert";
+	int r = check_artifact_id(op, a->artifact_id, err);
+	if (r == 0)
+		r = check_tenant_now(op, a->tenant_id, a->created_at_ms, err);
+	if (r < 0)
+		return r;
+	if (a->has_run && !airlock_id_valid(a->run_id))
+		return bad_arg(err, op, "run_id " ID_RULE);
+	if (!airlock_artifact_origin_name(a->origin) || !airlock_trust_level_name(a->trust))
+		return bad_arg(err, op, "origin and trust must be the specification's values");
+	if (a->filename_len > AIRLOCK_ARTIFACT_FILENAME_MAX || (a->filename_len && !a->filename))
+		return bad_arg(err, op, "a filename is at most 16384 bytes");
+	_Static_assert(AIRLOCK_ARTIFACT_FILENAME_MAX == 16384, "the message names the cap");
+	if (!memchr(a->media_type, 0, sizeof(a->media_type)) ||
+	    !airlock_media_type_valid(a->media_type))
+		return bad_arg(err, op, "media_type must be type/subtype");
+	if (a->size_bytes < 0 || a->size_bytes > WORKER_DB_ARTIFACT_BYTES_MAX)
+		return bad_arg(err, op, "size_bytes must be 0..2^50");
+	if (!airlock_sha256_hex_valid(a->sha256))
+		return bad_arg(err, op, "sha256 must be 64 lowercase hex digits");
+	if (a->has_expires && (a->expires_at_ms < 0 || a->expires_at_ms > WORKER_DB_NOW_MAX))
+		return bad_arg(err, op, "expires_at is outside 0..2^48-1 milliseconds");
+	size_t k = strnlen(a->storage_key, sizeof(a->storage_key));
+	if (k == 0 || k == sizeof(a->storage_key))
+		return bad_arg(err, op, "a storage key is 1..255 bytes");
+	return 0;
+}
+
+int worker_db_artifact_insert(worker_db *db, const worker_db_artifact *a,
+                              int64_t tenant_bytes_max, worker_db_artifact_insert_result *ret,
+                              airlock_error *err)
+{
+	if (!db || !a || !ret)
+		return bad_arg(err, "artifact_insert", "missing argument");
+	int r = check_artifact(a, err);
+	if (r < 0)
+		return r;
+	if (tenant_bytes_max < 0 || tenant_bytes_max > WORKER_DB_ARTIFACT_BYTES_MAX)
+		return bad_arg(err, "artifact_insert", "a tenant's cap must be 0..2^50 bytes");
+	memset(ret, 0, sizeof(*ret));
+	return CALL(db, db->ops->artifact_insert(db->ctx, a, tenant_bytes_max, ret, err));
+}
+
+int worker_db_artifact_commit(worker_db *db, const char *artifact_id, bool *ret_found,
+                              airlock_error *err)
+{
+	if (!db || !ret_found)
+		return bad_arg(err, "artifact_commit", "missing argument");
+	int r = check_artifact_id("artifact_commit", artifact_id, err);
+	if (r < 0)
+		return r;
+	*ret_found = false;
+	return CALL(db, db->ops->artifact_commit(db->ctx, artifact_id, ret_found, err));
+}
+
+int worker_db_artifact_get(worker_db *db, const char *artifact_id, worker_db_artifact *ret,
+                           bool *ret_found, airlock_error *err)
+{
+	if (!db || !ret || !ret_found)
+		return bad_arg(err, "artifact_get", "missing argument");
+	int r = check_artifact_id("artifact_get", artifact_id, err);
+	if (r < 0)
+		return r;
+	memset(ret, 0, sizeof(*ret));
+	*ret_found = false;
+	return CALL(db, db->ops->artifact_get(db->ctx, artifact_id, ret, ret_found, err));
+}
+
+int worker_db_artifact_delete(worker_db *db, const char *artifact_id, bool *ret_deleted,
+                              airlock_error *err)
+{
+	if (!db || !ret_deleted)
+		return bad_arg(err, "artifact_delete", "missing argument");
+	int r = check_artifact_id("artifact_delete", artifact_id, err);
+	if (r < 0)
+		return r;
+	*ret_deleted = false;
+	return CALL(db, db->ops->artifact_delete(db->ctx, artifact_id, ret_deleted, err));
+}
+
+int worker_db_artifact_due(worker_db *db, int64_t now_ms, int64_t pending_before_ms,
+                           worker_db_artifact_key *ret, size_t max, size_t *ret_n,
+                           airlock_error *err)
+{
+	if (!db || !ret || !ret_n)
+		return bad_arg(err, "artifact_due", "missing argument");
+	if (max < 1 || max > AIRLOCK_WORKER_DB_ARTIFACTS_MAX)
+		return bad_arg(err, "artifact_due", "max must be 1..1000");
+	_Static_assert(AIRLOCK_WORKER_DB_ARTIFACTS_MAX == 1000, "the message names the cap");
+	int r = check_tenant_now("artifact_due", NULL, now_ms, err);
+	if (r == 0)
+		r = check_tenant_now("artifact_due", NULL, pending_before_ms, err);
+	if (r < 0)
+		return r;
+	*ret_n = 0;
+	memset(ret, 0, max * sizeof(*ret));
+	return CALL(db, db->ops->artifact_due(db->ctx, now_ms, pending_before_ms, ret, max, ret_n,
+	                                      err));
+}
+
+int worker_db_artifact_list(worker_db *db, const worker_db_artifact_query *q,
+                            worker_db_artifact *ret, size_t *ret_n, airlock_error *err)
+{
+	if (!db || !q || !ret || !ret_n)
+		return bad_arg(err, "artifact_list", "missing argument");
+	int r = check_tenant_now("artifact_list", q->tenant_id ? q->tenant_id : "", q->now_ms, err);
+	if (r < 0)
+		return r;
+	if (q->run_id && !airlock_id_valid(q->run_id))
+		return bad_arg(err, "artifact_list", "run_id " ID_RULE);
+	if (q->after_id && *q->after_id && !airlock_uuidv7_valid(q->after_id))
+		return bad_arg(err, "artifact_list", "after must be an artifact id");
+	if (q->max < 1 || q->max > AIRLOCK_WORKER_DB_ARTIFACTS_MAX)
+		return bad_arg(err, "artifact_list", "max must be 1..1000");
+	*ret_n = 0;
+	memset(ret, 0, q->max * sizeof(*ret));
+	return CALL(db, db->ops->artifact_list(db->ctx, q, ret, ret_n, err));
+}
+
+int worker_db_artifact_attach(worker_db *db, const char *artifact_id, const char *tenant_id,
+                              const char *run_id, int64_t now_ms, bool *ret_done,
+                              airlock_error *err)
+{
+	if (!db || !ret_done)
+		return bad_arg(err, "artifact_attach", "missing argument");
+	int r = check_artifact_id("artifact_attach", artifact_id, err);
+	if (r == 0)
+		r = check_run("artifact_attach", run_id, 0, err);
+	if (r == 0)
+		r = check_tenant_now("artifact_attach", tenant_id ? tenant_id : "", now_ms, err);
+	if (r < 0)
+		return r;
+	*ret_done = false;
+	return CALL(db, db->ops->artifact_attach(db->ctx, artifact_id, tenant_id, run_id, now_ms,
+	                                         ret_done, err));
+}
+
+int worker_db_artifact_tenant_bytes(worker_db *db, const char *tenant_id, int64_t *ret,
+                                    airlock_error *err)
+{
+	if (!db || !ret)
+		return bad_arg(err, "artifact_tenant_bytes", "missing argument");
+	int r = check_tenant_now("artifact_tenant_bytes", tenant_id ? tenant_id : "", 0, err);
+	if (r < 0)
+		return r;
+	*ret = 0;
+	return CALL(db, db->ops->artifact_tenant_bytes(db->ctx, tenant_id, ret, err));
 }

@@ -50,6 +50,9 @@
  * + ttl never overflows a BIGINT. */
 #define WORKER_DB_TTL_SECONDS_MAX 86400
 #define WORKER_DB_NOW_MAX ((INT64_C(1) << 48) - 1)
+/* The largest artifact size and tenant cap a row holds (1 PiB): far past
+ * any store's, and a sum of many never overflows a BIGINT. */
+#define WORKER_DB_ARTIFACT_BYTES_MAX (INT64_C(1) << 50)
 /* The longest handle a sandbox record holds (printable ASCII). */
 #define WORKER_DB_HANDLE_MAX 8192
 
@@ -135,7 +138,7 @@ typedef struct worker_db_release_result {
  * says why (never with the connection string in it). Safe against another
  * connection doing any of them at the same time on the same database
  * (docs/worker-db.md, "Two workers"). Not thread-safe per ctx. */
-#define WORKER_DB_OPS_VERSION 3
+#define WORKER_DB_OPS_VERSION 4
 
 typedef struct worker_db_claim_request {
 	const char *run_id;
@@ -161,6 +164,63 @@ typedef struct worker_db_bridge_result {
 	bool has_token; /* the claim asked for a bridge and its token was recorded */
 	char token_sha256[65]; /* lowercase hex */
 } worker_db_bridge_result;
+
+/* ---- artifacts (migration 4; docs/worker-db.md, "Artifacts") --------------
+ * One row per artifact: every ArtifactMetadata field plus the storage key
+ * and whether its object is committed. A put inserts its row PENDING
+ * (charged to its tenant's bytes in the same transaction, so two workers
+ * cannot both pass the cap), commits the object in the store, then marks
+ * the row COMMITTED; only a committed, unexpired row is an artifact. What a
+ * crash leaves between those steps is found by the sweeper
+ * (worker_db_artifact_due): a pending row older than the grace period is
+ * removed with its object, an expired row likewise, object first, so a
+ * crash between the two leaves a row the next pass finds again. */
+typedef struct worker_db_artifact {
+	char artifact_id[AIRLOCK_UUID_STR_LEN + 1];
+	char tenant_id[AIRLOCK_ID_MAX + 1];
+	bool has_run; /* false only for an upload no run has claimed */
+	char run_id[AIRLOCK_ID_MAX + 1];
+	airlock_artifact_origin origin;
+	/* The name as given: any bytes, NUL included (filename_len of them),
+	 * at most AIRLOCK_ARTIFACT_FILENAME_MAX; malloc'd in a result
+	 * (worker_db_artifact_clear). Stored hex-encoded: neither database's
+	 * TEXT holds a NUL, and PostgreSQL's holds no invalid UTF-8. */
+	unsigned char *filename;
+	size_t filename_len;
+	char media_type[256]; /* airlock_media_type_valid */
+	int64_t size_bytes;
+	char sha256[AIRLOCK_SHA256_HEX_LEN + 1];
+	airlock_trust_level trust;
+	int64_t created_at_ms;
+	bool has_expires;
+	int64_t expires_at_ms;
+	bool committed;
+	/* airlock_artifact_storage_key(tenant_id, artifact_id), the one
+	 * function that derives it; kept so an object-store adapter's sweep
+	 * and an operator's query need not derive it again. */
+	char storage_key[256];
+} worker_db_artifact;
+void worker_db_artifact_clear(worker_db_artifact *a);
+
+typedef struct worker_db_artifact_insert_result {
+	bool inserted; /* false: over the tenant's cap, nothing written */
+	int64_t tenant_bytes; /* the tenant's bytes before the call */
+} worker_db_artifact_insert_result;
+
+/* What the sweeper removes: (tenant, artifact) names the object. */
+typedef struct worker_db_artifact_key {
+	char artifact_id[AIRLOCK_UUID_STR_LEN + 1];
+	char tenant_id[AIRLOCK_ID_MAX + 1];
+} worker_db_artifact_key;
+
+/* Which rows a listing returns. */
+typedef struct worker_db_artifact_query {
+	const char *tenant_id; /* required */
+	const char *run_id;    /* NULL: every run's (and unclaimed uploads) */
+	const char *after_id;  /* NULL or "": from the first; else ids above it */
+	int64_t now_ms;        /* committed rows unexpired at now only */
+	size_t max;            /* 1..AIRLOCK_WORKER_DB_ARTIFACTS_MAX */
+} worker_db_artifact_query;
 
 typedef struct worker_db_ops {
 	unsigned version; /* WORKER_DB_OPS_VERSION */
@@ -217,6 +277,43 @@ typedef struct worker_db_ops {
 	 * token's hash recorded for it. */
 	int (*bridge_lookup)(void *ctx, const char *environment_id, int64_t now_ms,
 	                     worker_db_bridge_result *ret, airlock_error *err);
+
+	/* Artifacts. insert: a PENDING row, its size added to its tenant's
+	 * bytes only when the sum stays within tenant_bytes_max (else nothing
+	 * is written and ret->inserted is false); an id already present is
+	 * AIRLOCK_ERR_EXECUTION_REJECTED. */
+	int (*artifact_insert)(void *ctx, const worker_db_artifact *a, int64_t tenant_bytes_max,
+	                       worker_db_artifact_insert_result *ret, airlock_error *err);
+	/* PENDING to COMMITTED; *ret_found false when no pending row of that
+	 * id is left (the sweeper took it: the caller removes its object). */
+	int (*artifact_commit)(void *ctx, const char *artifact_id, bool *ret_found,
+	                       airlock_error *err);
+	/* Read-only, one statement: the row, whatever its state (the caller
+	 * decides what is visible); *ret_found false when there is none. */
+	int (*artifact_get)(void *ctx, const char *artifact_id, worker_db_artifact *ret,
+	                    bool *ret_found, airlock_error *err);
+	/* Delete the row and take its size from its tenant's bytes;
+	 * idempotent. */
+	int (*artifact_delete)(void *ctx, const char *artifact_id, bool *ret_deleted,
+	                       airlock_error *err);
+	/* Read-only: up to max rows the sweeper removes: committed ones
+	 * expired at now, pending ones created before pending_before_ms. */
+	int (*artifact_due)(void *ctx, int64_t now_ms, int64_t pending_before_ms,
+	                    worker_db_artifact_key *ret, size_t max, size_t *ret_n,
+	                    airlock_error *err);
+	/* Read-only: a page of a tenant's visible artifacts, by id. */
+	int (*artifact_list)(void *ctx, const worker_db_artifact_query *q, worker_db_artifact *ret,
+	                     size_t *ret_n, airlock_error *err);
+	/* Take an artifact into a run for good (no expiry): an unclaimed
+	 * upload of the tenant, or the run's own SANDBOX_EXPORT or
+	 * MODEL_OUTPUT, committed and unexpired at now. *ret_done false and
+	 * nothing changed otherwise. */
+	int (*artifact_attach)(void *ctx, const char *artifact_id, const char *tenant_id,
+	                       const char *run_id, int64_t now_ms, bool *ret_done,
+	                       airlock_error *err);
+	/* Read-only: the bytes a tenant's rows hold (pending ones included). */
+	int (*artifact_tenant_bytes)(void *ctx, const char *tenant_id, int64_t *ret,
+	                             airlock_error *err);
 } worker_db_ops;
 
 /* ---- decisions both adapters apply --------------------------------------- */
@@ -300,5 +397,31 @@ int worker_db_stale(worker_db *db, const worker_db_sandbox *list, size_t n, int6
 int worker_db_ended(worker_db *db, int64_t now_ms, worker_db_sandbox *ret, size_t max,
                     size_t *ret_n, airlock_error *err);
 int worker_db_schema_version(worker_db *db, int64_t *ret, airlock_error *err);
+
+/* Artifacts (the operations above, each argument checked: ids by the
+ * core's rules, the artifact id a canonical UUIDv7, the digest 64 hex, the
+ * media type type/subtype, the filename 0..AIRLOCK_ARTIFACT_FILENAME_MAX
+ * bytes, times in range). */
+int worker_db_artifact_insert(worker_db *db, const worker_db_artifact *a,
+                              int64_t tenant_bytes_max, worker_db_artifact_insert_result *ret,
+                              airlock_error *err);
+int worker_db_artifact_commit(worker_db *db, const char *artifact_id, bool *ret_found,
+                              airlock_error *err);
+int worker_db_artifact_get(worker_db *db, const char *artifact_id, worker_db_artifact *ret,
+                           bool *ret_found, airlock_error *err);
+int worker_db_artifact_delete(worker_db *db, const char *artifact_id, bool *ret_deleted,
+                              airlock_error *err);
+/* max in 1..AIRLOCK_WORKER_DB_ARTIFACTS_MAX. */
+int worker_db_artifact_due(worker_db *db, int64_t now_ms, int64_t pending_before_ms,
+                           worker_db_artifact_key *ret, size_t max, size_t *ret_n,
+                           airlock_error *err);
+/* ret has q->max entries; each filled one is cleared by the caller. */
+int worker_db_artifact_list(worker_db *db, const worker_db_artifact_query *q,
+                            worker_db_artifact *ret, size_t *ret_n, airlock_error *err);
+int worker_db_artifact_attach(worker_db *db, const char *artifact_id, const char *tenant_id,
+                              const char *run_id, int64_t now_ms, bool *ret_done,
+                              airlock_error *err);
+int worker_db_artifact_tenant_bytes(worker_db *db, const char *tenant_id, int64_t *ret,
+                                    airlock_error *err);
 
 #endif

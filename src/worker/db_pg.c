@@ -253,7 +253,7 @@ static void pg_rollback(void *ctx)
 	PQclear(PQexec(c->pg, "ROLLBACK"));
 }
 
-#define PG_PARAMS_MAX 8
+#define PG_PARAMS_MAX 16
 
 static int pg_query(void *ctx, const char *sql, const worker_db_param *params, int nparams,
                     worker_db_row_fn fn, void *arg, int64_t *ret_changes, airlock_error *err)
@@ -280,7 +280,7 @@ static int pg_query(void *ctx, const char *sql, const worker_db_param *params, i
 		return pg_result_fail(c, res, err, "query");
 	int r = 0;
 	int ncols = PQnfields(res);
-	const char *cols[8];
+	const char *cols[WORKER_DB_COLS_MAX];
 	if (fn && ncols > (int)ARRAY_SIZE(cols))
 		r = -EBADMSG;
 	for (int row = 0; fn && r == 0 && row < PQntuples(res); row++) {

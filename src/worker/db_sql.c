@@ -23,7 +23,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "util/cleanup.h"
 #include "util/fault.h"
+#include "util/util.h"
 
 /* ---- the schema ------------------------------------------------------------
  * Leases are never deleted: a run's epoch is its fencing token, and
@@ -55,6 +57,32 @@ const worker_db_migration worker_db_migrations[] = {
 	{ 3, "ALTER TABLE airlock_leases ADD COLUMN bridge BIGINT NOT NULL DEFAULT 0"
 	     " CHECK (bridge IN (0, 1));"
 	     "ALTER TABLE airlock_sandboxes ADD COLUMN bridge_token_sha256 TEXT;" },
+	/* Artifacts (db.h, "artifacts"): every ArtifactMetadata field, the
+	 * storage key, and whether the object is committed; the filename
+	 * hex-encoded (any bytes, NUL and invalid UTF-8 included). Per tenant,
+	 * the bytes its rows hold: one row a cap check locks, so two workers
+	 * cannot both pass the cap. The indexes serve a tenant's listing and
+	 * the sweeper's scan. */
+	{ 4, "CREATE TABLE airlock_artifacts ("
+	     " artifact_id TEXT PRIMARY KEY,"
+	     " tenant_id TEXT NOT NULL,"
+	     " run_id TEXT,"
+	     " origin TEXT NOT NULL,"
+	     " filename_hex TEXT NOT NULL,"
+	     " media_type TEXT NOT NULL,"
+	     " size_bytes BIGINT NOT NULL CHECK (size_bytes >= 0),"
+	     " sha256 TEXT NOT NULL,"
+	     " trust TEXT NOT NULL,"
+	     " created_at_ms BIGINT NOT NULL,"
+	     " expires_at_ms BIGINT,"
+	     " storage_key TEXT NOT NULL UNIQUE,"
+	     " committed BIGINT NOT NULL DEFAULT 0 CHECK (committed IN (0, 1)));"
+	     "CREATE INDEX airlock_artifacts_by_tenant ON airlock_artifacts (tenant_id, artifact_id);"
+	     "CREATE INDEX airlock_artifacts_by_expiry ON airlock_artifacts (expires_at_ms);"
+	     "CREATE INDEX airlock_artifacts_pending ON airlock_artifacts (committed, created_at_ms);"
+	     "CREATE TABLE airlock_artifact_tenants ("
+	     " tenant_id TEXT PRIMARY KEY,"
+	     " bytes BIGINT NOT NULL CHECK (bytes >= 0));" },
 };
 const size_t worker_db_migrations_count =
 	sizeof(worker_db_migrations) / sizeof(worker_db_migrations[0]);
@@ -720,4 +748,340 @@ int worker_db_sql_ended(void *ctx, int64_t now_ms, worker_db_sandbox *ret, size_
 	                      " OR l.released_at_ms IS NOT NULL OR l.expires_at_ms <= $1"
 	                      " ORDER BY s.epoch, s.environment_id LIMIT $2",
 	                      p, 2, ret, max, ret_n, err);
+}
+
+/* ---- artifacts ------------------------------------------------------------------ */
+
+#define ARTIFACT_COLS                                                                              \
+	"artifact_id, tenant_id, run_id, origin, filename_hex, media_type, size_bytes, sha256,"    \
+	" trust, created_at_ms, expires_at_ms, committed, storage_key"
+#define ARTIFACT_NCOLS 13
+
+static int unhex(const char *hex, unsigned char **ret, size_t *ret_len)
+{
+	size_t n = strlen(hex);
+	if (n % 2 || n / 2 > AIRLOCK_ARTIFACT_FILENAME_MAX)
+		return -EBADMSG;
+	unsigned char *out = malloc(n / 2 + 1);
+	if (!out)
+		return -ENOMEM;
+	for (size_t i = 0; i < n / 2; i++) {
+		int v = 0;
+		for (int k = 0; k < 2; k++) {
+			char c = hex[2 * i + (size_t)k];
+			int d = c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : -1;
+			if (d < 0) {
+				free(out);
+				return -EBADMSG;
+			}
+			v = v * 16 + d;
+		}
+		out[i] = (unsigned char)v;
+	}
+	out[n / 2] = 0;
+	*ret = out;
+	*ret_len = n / 2;
+	return 0;
+}
+
+static int artifact_from_cols(worker_db_artifact *a, const char *const *cols, int ncols)
+{
+	int64_t committed = 0;
+	if (ncols != ARTIFACT_NCOLS ||
+	    copy_col(a->artifact_id, sizeof(a->artifact_id), cols[0]) < 0 ||
+	    copy_col(a->tenant_id, sizeof(a->tenant_id), cols[1]) < 0 ||
+	    (cols[2] && copy_col(a->run_id, sizeof(a->run_id), cols[2]) < 0) || !cols[3] ||
+	    !cols[4] || copy_col(a->media_type, sizeof(a->media_type), cols[5]) < 0 ||
+	    parse_i64(cols[6], &a->size_bytes) < 0 ||
+	    copy_col(a->sha256, sizeof(a->sha256), cols[7]) < 0 || !cols[8] ||
+	    parse_i64(cols[9], &a->created_at_ms) < 0 ||
+	    (cols[10] && parse_i64(cols[10], &a->expires_at_ms) < 0) ||
+	    parse_i64(cols[11], &committed) < 0 ||
+	    copy_col(a->storage_key, sizeof(a->storage_key), cols[12]) < 0)
+		return -EBADMSG;
+	a->has_run = cols[2] != NULL;
+	a->has_expires = cols[10] != NULL;
+	a->committed = committed != 0;
+	a->origin = airlock_artifact_origin_parse(cols[3]);
+	a->trust = airlock_trust_level_parse(cols[8]);
+	if (a->origin == AIRLOCK_ORIGIN_INVALID || a->trust == AIRLOCK_TRUST_INVALID)
+		return -EBADMSG;
+	return unhex(cols[4], &a->filename, &a->filename_len);
+}
+
+typedef struct artifact_rows {
+	worker_db_artifact *out;
+	size_t max, n;
+} artifact_rows;
+
+static int artifact_row_fn(void *arg, const char *const *cols, int ncols)
+{
+	artifact_rows *s = arg;
+	if (s->n >= s->max)
+		return 0;
+	worker_db_artifact *a = &s->out[s->n];
+	int r = artifact_from_cols(a, cols, ncols);
+	if (r < 0) {
+		worker_db_artifact_clear(a);
+		return r;
+	}
+	s->n++;
+	return 0;
+}
+
+static int read_artifacts(void *ctx, const char *sql, const worker_db_param *p, int np,
+                          worker_db_artifact *out, size_t max, size_t *ret_n, airlock_error *err)
+{
+	artifact_rows s = { .out = out, .max = max };
+	int r = db_query(ctx, sql, p, np, artifact_row_fn, &s, NULL, err);
+	if (r == -EBADMSG)
+		r = corrupt(ctx, err, "airlock_artifacts");
+	else if (r == -ENOMEM)
+		r = airlock_error_set(err, AIRLOCK_ERR_SYSTEM, ENOMEM, "worker database: an artifact");
+	if (r < 0) {
+		for (size_t i = 0; i < s.n; i++)
+			worker_db_artifact_clear(&out[i]);
+		return r;
+	}
+	*ret_n = s.n;
+	return 0;
+}
+
+static int i64_row_fn(void *arg, const char *const *cols, int ncols)
+{
+	return ncols == 1 ? parse_i64(cols[0], arg) : -EBADMSG;
+}
+
+static int tenant_bytes_body(void *ctx, const char *tenant_id, int64_t *ret, airlock_error *err)
+{
+	*ret = 0;
+	worker_db_param p[] = { DB_TEXT(tenant_id) };
+	int r = db_query(ctx, "SELECT bytes FROM airlock_artifact_tenants WHERE tenant_id = $1", p,
+	                 1, i64_row_fn, ret, NULL, err);
+	return r == -EBADMSG ? corrupt(ctx, err, "airlock_artifact_tenants") : r;
+}
+
+static int artifact_insert_body(void *ctx, const worker_db_artifact *a, int64_t cap,
+                                worker_db_artifact_insert_result *ret, airlock_error *err)
+{
+	/* The tenant's row exists before it is locked; ON CONFLICT waits for
+	 * another worker's insert of it. */
+	worker_db_param t[] = { DB_TEXT(a->tenant_id), DB_NUM(a->size_bytes), DB_NUM(cap) };
+	int r = db_query(ctx,
+	                 "INSERT INTO airlock_artifact_tenants (tenant_id, bytes) VALUES ($1, 0)"
+	                 " ON CONFLICT (tenant_id) DO NOTHING",
+	                 t, 1, NULL, NULL, NULL, err);
+	if (r < 0)
+		return r;
+	/* The cap as the UPDATE's own condition: the row is locked by it and
+	 * the condition evaluated on the committed value (PostgreSQL re-checks
+	 * it after waiting for a concurrent writer; SQLite has one writer). */
+	int64_t charged = 0;
+	r = db_query(ctx,
+	             "UPDATE airlock_artifact_tenants SET bytes = bytes + $2"
+	             " WHERE tenant_id = $1 AND bytes + $2 <= $3",
+	             t, 3, NULL, NULL, &charged, err);
+	if (r < 0)
+		return r;
+	if (charged == 0)
+		return tenant_bytes_body(ctx, a->tenant_id, &ret->tenant_bytes, err);
+	ret->inserted = true;
+	ret->tenant_bytes = -1;
+	_cleanup_free_ char *hex = malloc(2 * a->filename_len + 1);
+	if (!hex)
+		return airlock_error_set(err, AIRLOCK_ERR_SYSTEM, ENOMEM, "worker database: a filename");
+	util_hex(a->filename, a->filename_len, hex);
+	worker_db_param p[] = {
+		DB_TEXT(a->artifact_id),
+		DB_TEXT(a->tenant_id),
+		DB_TEXT(a->has_run ? a->run_id : ""),
+		DB_TEXT(airlock_artifact_origin_name(a->origin)),
+		DB_TEXT(hex),
+		DB_TEXT(a->media_type),
+		DB_NUM(a->size_bytes),
+		DB_TEXT(a->sha256),
+		DB_TEXT(airlock_trust_level_name(a->trust)),
+		DB_NUM(a->created_at_ms),
+		DB_NUM(a->has_expires ? a->expires_at_ms : -1),
+		DB_TEXT(a->storage_key),
+	};
+	return db_query(ctx,
+	                "INSERT INTO airlock_artifacts (" ARTIFACT_COLS ") VALUES ($1, $2,"
+	                " NULLIF($3, ''), $4, $5, $6, $7, $8, $9, $10, NULLIF(CAST($11 AS BIGINT), -1), 0, $12)",
+	                p, 12, NULL, NULL, NULL, err);
+}
+
+int worker_db_sql_artifact_insert(void *ctx, const worker_db_artifact *a, int64_t cap,
+                                  worker_db_artifact_insert_result *ret, airlock_error *err)
+{
+	int r = db_begin(ctx, WORKER_DB_TXN_WRITE, err);
+	if (r < 0)
+		return r;
+	return finish(ctx, artifact_insert_body(ctx, a, cap, ret, err), err);
+}
+
+/* A one-statement write in its own transaction; *ret_changed whether a
+ * row changed. */
+static int write_one(void *ctx, const char *sql, const worker_db_param *p, int np,
+                     bool *ret_changed, airlock_error *err)
+{
+	int r = db_begin(ctx, WORKER_DB_TXN_WRITE, err);
+	if (r < 0)
+		return r;
+	int64_t n = 0;
+	r = db_query(ctx, sql, p, np, NULL, NULL, &n, err);
+	*ret_changed = n > 0;
+	return finish(ctx, r, err);
+}
+
+int worker_db_sql_artifact_commit(void *ctx, const char *artifact_id, bool *ret_found,
+                                  airlock_error *err)
+{
+	worker_db_param p[] = { DB_TEXT(artifact_id) };
+	return write_one(ctx,
+	                 "UPDATE airlock_artifacts SET committed = 1"
+	                 " WHERE artifact_id = $1 AND committed = 0",
+	                 p, 1, ret_found, err);
+}
+
+int worker_db_sql_artifact_get(void *ctx, const char *artifact_id, worker_db_artifact *ret,
+                               bool *ret_found, airlock_error *err)
+{
+	worker_db_param p[] = { DB_TEXT(artifact_id) };
+	size_t n = 0;
+	int r = read_artifacts(ctx,
+	                       "SELECT " ARTIFACT_COLS " FROM airlock_artifacts WHERE artifact_id = $1",
+	                       p, 1, ret, 1, &n, err);
+	*ret_found = r == 0 && n == 1;
+	return r;
+}
+
+typedef struct deleted_row {
+	bool found;
+	char tenant_id[AIRLOCK_ID_MAX + 1];
+	int64_t size;
+} deleted_row;
+
+static int deleted_row_fn(void *arg, const char *const *cols, int ncols)
+{
+	deleted_row *d = arg;
+	if (ncols != 2 || copy_col(d->tenant_id, sizeof(d->tenant_id), cols[0]) < 0 ||
+	    parse_i64(cols[1], &d->size) < 0)
+		return -EBADMSG;
+	d->found = true;
+	return 0;
+}
+
+static int artifact_delete_body(void *ctx, const char *artifact_id, bool *ret_deleted,
+                                airlock_error *err)
+{
+	deleted_row d = { 0 };
+	worker_db_param p[] = { DB_TEXT(artifact_id) };
+	int r = db_query(ctx,
+	                 "DELETE FROM airlock_artifacts WHERE artifact_id = $1"
+	                 " RETURNING tenant_id, size_bytes",
+	                 p, 1, deleted_row_fn, &d, NULL, err);
+	if (r == -EBADMSG)
+		return corrupt(ctx, err, "airlock_artifacts");
+	if (r < 0 || !d.found)
+		return r;
+	*ret_deleted = true;
+	worker_db_param t[] = { DB_TEXT(d.tenant_id), DB_NUM(d.size) };
+	return db_query(ctx,
+	                "UPDATE airlock_artifact_tenants SET bytes = CASE WHEN bytes >= $2"
+	                " THEN bytes - $2 ELSE 0 END WHERE tenant_id = $1",
+	                t, 2, NULL, NULL, NULL, err);
+}
+
+int worker_db_sql_artifact_delete(void *ctx, const char *artifact_id, bool *ret_deleted,
+                                  airlock_error *err)
+{
+	int r = db_begin(ctx, WORKER_DB_TXN_WRITE, err);
+	if (r < 0)
+		return r;
+	return finish(ctx, artifact_delete_body(ctx, artifact_id, ret_deleted, err), err);
+}
+
+typedef struct key_rows {
+	worker_db_artifact_key *out;
+	size_t max, n;
+} key_rows;
+
+static int key_row_fn(void *arg, const char *const *cols, int ncols)
+{
+	key_rows *k = arg;
+	if (k->n >= k->max)
+		return 0;
+	worker_db_artifact_key *o = &k->out[k->n];
+	if (ncols != 2 || copy_col(o->artifact_id, sizeof(o->artifact_id), cols[0]) < 0 ||
+	    copy_col(o->tenant_id, sizeof(o->tenant_id), cols[1]) < 0)
+		return -EBADMSG;
+	k->n++;
+	return 0;
+}
+
+int worker_db_sql_artifact_due(void *ctx, int64_t now_ms, int64_t pending_before_ms,
+                               worker_db_artifact_key *ret, size_t max, size_t *ret_n,
+                               airlock_error *err)
+{
+	key_rows k = { .out = ret, .max = max };
+	worker_db_param p[] = { DB_NUM(now_ms), DB_NUM(pending_before_ms), DB_NUM((int64_t)max) };
+	int r = db_query(ctx,
+	                 "SELECT artifact_id, tenant_id FROM airlock_artifacts"
+	                 " WHERE (committed = 1 AND expires_at_ms <= $1)"
+	                 " OR (committed = 0 AND created_at_ms < $2)"
+	                 " ORDER BY artifact_id LIMIT $3",
+	                 p, 3, key_row_fn, &k, NULL, err);
+	if (r == -EBADMSG)
+		return corrupt(ctx, err, "airlock_artifacts");
+	if (r < 0)
+		return r;
+	*ret_n = k.n;
+	return 0;
+}
+
+int worker_db_sql_artifact_list(void *ctx, const worker_db_artifact_query *q,
+                                worker_db_artifact *ret, size_t *ret_n, airlock_error *err)
+{
+	worker_db_param p[] = { DB_TEXT(q->tenant_id), DB_NUM(q->now_ms),
+		                DB_TEXT(q->after_id ? q->after_id : ""), DB_NUM((int64_t)q->max),
+		                DB_TEXT(q->run_id ? q->run_id : "") };
+	/* Ids are canonical UUIDv7 text: their order is their time order. */
+	return read_artifacts(ctx,
+	                      q->run_id ? "SELECT " ARTIFACT_COLS " FROM airlock_artifacts"
+	                                  " WHERE tenant_id = $1 AND committed = 1"
+	                                  " AND (expires_at_ms IS NULL OR expires_at_ms > $2)"
+	                                  " AND artifact_id > $3 AND run_id = $5"
+	                                  " ORDER BY artifact_id LIMIT $4"
+	                                : "SELECT " ARTIFACT_COLS " FROM airlock_artifacts"
+	                                  " WHERE tenant_id = $1 AND committed = 1"
+	                                  " AND (expires_at_ms IS NULL OR expires_at_ms > $2)"
+	                                  " AND artifact_id > $3"
+	                                  " ORDER BY artifact_id LIMIT $4",
+	                      p, q->run_id ? 5 : 4, ret, q->max, ret_n, err);
+}
+
+int worker_db_sql_artifact_attach(void *ctx, const char *artifact_id, const char *tenant_id,
+                                  const char *run_id, int64_t now_ms, bool *ret_done,
+                                  airlock_error *err)
+{
+	worker_db_param p[] = { DB_TEXT(artifact_id), DB_TEXT(tenant_id), DB_TEXT(run_id),
+		                DB_NUM(now_ms) };
+	/* An upload no run has claimed goes to this run; a run's own export or
+	 * model output stays its own. Either way it no longer expires (the
+	 * specification's Retention: it lives as long as what attached it). */
+	return write_one(ctx,
+	                 "UPDATE airlock_artifacts SET run_id = $3, expires_at_ms = NULL"
+	                 " WHERE artifact_id = $1 AND tenant_id = $2 AND committed = 1"
+	                 " AND (expires_at_ms IS NULL OR expires_at_ms > $4)"
+	                 " AND ((origin = 'UPLOAD' AND run_id IS NULL)"
+	                 " OR (run_id = $3 AND origin IN ('SANDBOX_EXPORT', 'MODEL_OUTPUT',"
+	                 " 'UPLOAD')))",
+	                 p, 4, ret_done, err);
+}
+
+int worker_db_sql_artifact_tenant_bytes(void *ctx, const char *tenant_id, int64_t *ret,
+                                        airlock_error *err)
+{
+	return tenant_bytes_body(ctx, tenant_id, ret, err);
 }

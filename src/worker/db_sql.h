@@ -55,7 +55,9 @@ typedef struct worker_db_param {
 #define DB_NUM(n) ((worker_db_param){ .text = NULL, .num = (n) })
 
 /* One result row: its columns as text, NULL for SQL NULL; valid during
- * the call. A negative return stops the query and is returned. */
+ * the call. A negative return stops the query and is returned. A row of
+ * more than WORKER_DB_COLS_MAX columns is -EBADMSG from the driver. */
+#define WORKER_DB_COLS_MAX 16
 typedef int (*worker_db_row_fn)(void *arg, const char *const *cols, int ncols);
 
 typedef struct worker_db_driver {
@@ -122,6 +124,24 @@ int worker_db_sql_stale(void *ctx, const worker_db_sandbox *list, size_t n, int6
 int worker_db_sql_ended(void *ctx, int64_t now_ms, worker_db_sandbox *ret, size_t max,
                         size_t *ret_n, airlock_error *err);
 int worker_db_sql_schema_version(void *ctx, int64_t *ret, airlock_error *err);
+int worker_db_sql_artifact_insert(void *ctx, const worker_db_artifact *a, int64_t cap,
+                                  worker_db_artifact_insert_result *ret, airlock_error *err);
+int worker_db_sql_artifact_commit(void *ctx, const char *artifact_id, bool *ret_found,
+                                  airlock_error *err);
+int worker_db_sql_artifact_get(void *ctx, const char *artifact_id, worker_db_artifact *ret,
+                               bool *ret_found, airlock_error *err);
+int worker_db_sql_artifact_delete(void *ctx, const char *artifact_id, bool *ret_deleted,
+                                  airlock_error *err);
+int worker_db_sql_artifact_due(void *ctx, int64_t now_ms, int64_t pending_before_ms,
+                               worker_db_artifact_key *ret, size_t max, size_t *ret_n,
+                               airlock_error *err);
+int worker_db_sql_artifact_list(void *ctx, const worker_db_artifact_query *q,
+                                worker_db_artifact *ret, size_t *ret_n, airlock_error *err);
+int worker_db_sql_artifact_attach(void *ctx, const char *artifact_id, const char *tenant_id,
+                                  const char *run_id, int64_t now_ms, bool *ret_done,
+                                  airlock_error *err);
+int worker_db_sql_artifact_tenant_bytes(void *ctx, const char *tenant_id, int64_t *ret,
+                                        airlock_error *err);
 
 #define WORKER_DB_SQL_OPS(adapter_name, free_fn)                                                   \
 	{                                                                                          \
@@ -133,6 +153,14 @@ int worker_db_sql_schema_version(void *ctx, int64_t *ret, airlock_error *err);
 		.stale = worker_db_sql_stale, .ended = worker_db_sql_ended,                        \
 		.schema_version = worker_db_sql_schema_version, .free = (free_fn),                 \
 		.bridge_lookup = worker_db_sql_bridge_lookup,                                      \
+		.artifact_insert = worker_db_sql_artifact_insert,                                  \
+		.artifact_commit = worker_db_sql_artifact_commit,                                  \
+		.artifact_get = worker_db_sql_artifact_get,                                        \
+		.artifact_delete = worker_db_sql_artifact_delete,                                  \
+		.artifact_due = worker_db_sql_artifact_due,                                        \
+		.artifact_list = worker_db_sql_artifact_list,                                      \
+		.artifact_attach = worker_db_sql_artifact_attach,                                  \
+		.artifact_tenant_bytes = worker_db_sql_artifact_tenant_bytes,                      \
 	}
 
 #endif

@@ -118,7 +118,7 @@ static int sqlite_query(void *ctx, const char *sql, const worker_db_param *param
 		if (!fn)
 			continue;
 		int n = sqlite3_column_count(st);
-		const char *cols[8];
+		const char *cols[WORKER_DB_COLS_MAX];
 		if (n > (int)ARRAY_SIZE(cols)) {
 			r = -EBADMSG;
 			break;
