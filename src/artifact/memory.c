@@ -256,6 +256,8 @@ static ssize_t mem_read(void *v, void *buf, size_t len, airlock_error *err)
 		n = len;
 	if (n > SSIZE_MAX)
 		n = SSIZE_MAX;
+	if (n == 0)
+		return 0; /* an empty object has no data to copy from */
 	memcpy(buf, rd->o->data + rd->pos, n);
 	rd->pos += n;
 	return (ssize_t)n;

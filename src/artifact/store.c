@@ -310,9 +310,10 @@ int airlock_artifact_store_put(airlock_artifact_store *s, const char *artifact_i
 	airlock_artifact_put_free(p);
 	if (r < 0)
 		return r;
-	*ret = (airlock_artifact_ref){ .size_bytes = size, .media_type = TAKE_PTR(media_type) };
+	*ret = (airlock_artifact_ref){ .size_bytes = size };
 	memcpy(ret->artifact_id, artifact_id, AIRLOCK_UUID_STR_LEN + 1);
 	memcpy(ret->sha256, sha, sizeof(sha));
+	ret->media_type = TAKE_PTR(media_type);
 	return 0;
 }
 
