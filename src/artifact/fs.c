@@ -317,14 +317,20 @@ static int fs_remove(void *ctx, const char *key, airlock_error *err)
 	int r = fs_split(key, &k, err);
 	if (r < 0)
 		return r;
+	/* A missing directory is a missing object: 0, and no message left in
+	 * err for a call that succeeded. */
 	_cleanup_close_ int tenant_fd = fs_dir(st->root_fd, k.tenant, false, key, err);
-	if (tenant_fd == -ENOENT)
+	if (tenant_fd == -ENOENT) {
+		airlock_error_clear(err);
 		return 0;
+	}
 	if (tenant_fd < 0)
 		return tenant_fd;
 	_cleanup_close_ int shard_fd = fs_dir(tenant_fd, k.shard, false, key, err);
-	if (shard_fd == -ENOENT)
+	if (shard_fd == -ENOENT) {
+		airlock_error_clear(err);
 		return 0;
+	}
 	if (shard_fd < 0)
 		return shard_fd;
 	if (unlinkat(shard_fd, k.name, 0) < 0) {
