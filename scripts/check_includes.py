@@ -11,7 +11,8 @@ it:
     core    -> util, core
     http    -> util, core, http (src/http/, the HTTP server core)
     service -> util, core, http, service
-    worker  -> util, core, http, worker (src/remote/, src/worker/, the guard)
+    worker  -> util, core, http, worker (src/remote/, src/worker/, src/artifact/,
+               the guard)
     guest   -> guest (a separate, static program run in a sandbox), and
                public headers (the constants it shares with the service)
     cli     -> cli, and public headers (include/airlock/)
@@ -43,7 +44,7 @@ PUBLIC = {
              "settings", "tiers", "timeout", "types", "volume"},
     "service": {"fake", "guest", "gvisor", "image", "image_build", "image_store", "mechanisms",
                 "native", "proxy", "service"},
-    "worker": {"egress_curl", "remote", "worker_client"},
+    "worker": {"egress_curl", "port/artifact", "remote", "worker_client"},
 }
 
 MAY_INCLUDE = {
@@ -84,7 +85,7 @@ def side_of_source(rel):
         return "http"
     if top in ("host", "image", "exec", "mechanisms", "service"):
         return "service"
-    if top in ("remote", "worker"):
+    if top in ("remote", "worker", "artifact"):
         return "worker"
     if top in ("cli", "guest"):
         return top

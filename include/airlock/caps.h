@@ -278,6 +278,20 @@
 #define AIRLOCK_REAPER_CONNECT_TIMEOUT_MS 5000
 #define AIRLOCK_REAPER_REQUEST_TIMEOUT_MS 30000
 
+/* ---- artifacts (include/airlock/port/artifact.h, docs/artifacts.md) ------------ */
+/* One artifact's bytes, the default of every put's size_cap (the
+ * specification's "default 512 MiB", "ArtifactStore"): a guard against a
+ * runaway export filling the store's disk, not a product decision. A put
+ * past its cap is abandoned mid-write and its temporary object removed;
+ * the operator's configuration may set another cap per put. */
+#define AIRLOCK_ARTIFACT_SIZE_CAP_DEFAULT ((int64_t)512 << 20)
+/* The one buffer airlock_artifact_store_put pulls a stream through and a
+ * reader is filled from: the object is never held in memory, so a put's
+ * memory is this buffer whatever the object's size. 256 KiB: a larger one
+ * measured no faster here (SHA-256 and the page cache set the pace), and
+ * a concurrent put costs this much each. */
+#define AIRLOCK_ARTIFACT_STREAM_BUF_BYTES ((size_t)256 << 10)
+
 /* ---- internal: egress ------------------------------------------------------- */
 /* One DNS label: RFC 1035. */
 #define AIRLOCK_DNS_LABEL_MAX 63
