@@ -574,3 +574,112 @@ Test(worker_artifacts, a_store_directory_others_can_reach_is_refused_naming_the_
 	}
 	waitpid(pid, NULL, 0);
 }
+
+/* ---- output past the tool's limit (worker/output.h) ---------------------------------- */
+
+#include "worker/output.h"
+
+Test(worker_output, an_excerpt_keeps_head_and_tail_within_the_limit_and_counts_what_it_left_out)
+{
+	size_t len = 10000, limit = 4096;
+	unsigned char *data = malloc(len);
+	cr_assert_not_null(data);
+	/* Two-byte UTF-8 characters throughout, so a cut in the middle of one
+	 * would show. */
+	for (size_t i = 0; i + 1 < len; i += 2) {
+		data[i] = 0xC3;
+		data[i + 1] = (unsigned char)(0xA0 + (i / 2) % 16);
+	}
+	unsigned char *out = NULL;
+	size_t n = 0;
+	cr_assert_eq(worker_output_excerpt(data, len, limit, "the whole output is artifact X", &out,
+	                                   &n),
+	             0);
+	cr_assert_leq(n, limit);
+	const char *m = memmem(out, n, "\n\n[... airlock: ", 16);
+	cr_assert_not_null(m);
+	size_t head = (size_t)((const unsigned char *)m - out);
+	unsigned long long omitted = 0;
+	cr_assert_eq(sscanf(m, "\n\n[... airlock: %llu bytes", &omitted), 1);
+	const char *end = memmem(m, n - head, "...]\n\n", 6);
+	cr_assert_not_null(end);
+	size_t tail = n - (size_t)((const unsigned char *)end + 6 - out);
+	cr_assert_eq(head + omitted + tail, len, "head %zu + left out %llu + tail %zu", head, omitted,
+	             tail);
+	cr_assert_eq(memcmp(out, data, head), 0);
+	cr_assert_eq(memcmp(out + n - tail, data + len - tail, tail), 0);
+	cr_assert_eq(head % 2, 0, "the head ends on a character boundary");
+	cr_assert_eq(tail % 2, 0, "the tail starts on one");
+	cr_assert(memmem(out, n, "artifact X", 10));
+	free(out);
+	/* Within the limit there is nothing to cut. */
+	cr_assert_eq(worker_output_excerpt(data, 100, limit, "", &out, &n), -EINVAL);
+	free(data);
+}
+
+Test(worker_output, a_long_stream_is_kept_whole_and_the_result_holds_its_excerpt)
+{
+	fixture f;
+	fx_open(&f);
+	worker_artifact_writer w = writer(&f, "t", "run-1", AIRLOCK_ORIGIN_TOOL_OUTPUT);
+	size_t len = 3 * (size_t)MIB + 17;
+	unsigned char *whole = pattern(len);
+	char want[65];
+	cr_assert_eq(util_sha256_hex(whole, len, want), 0);
+	airlock_execution_result res = { 0 };
+	res.stdout_data = malloc(len);
+	cr_assert_not_null(res.stdout_data);
+	memcpy(res.stdout_data, whole, len);
+	res.stdout_len = len;
+	res.stderr_data = (unsigned char *)strdup("short");
+	res.stderr_len = 5;
+	airlock_artifact_ref refs[2];
+	bool has[2] = { true, true };
+	cr_assert_eq(worker_output_apply(&w, &res, refs, has), 0);
+	cr_assert(has[0]);
+	cr_assert_not(has[1], "a short stream is left alone");
+	cr_assert_eq(res.stderr_len, 5);
+	cr_assert_not(res.stderr_truncated);
+	cr_assert(res.stdout_truncated);
+	cr_assert_leq(res.stdout_len, (size_t)WORKER_TOOL_OUTPUT_BYTES);
+	cr_assert(memmem(res.stdout_data, res.stdout_len, refs[0].artifact_id, 36),
+	          "the marker names the artifact");
+	cr_assert_str_eq(refs[0].sha256, want, "the artifact is the whole stream");
+	cr_assert_eq(refs[0].size_bytes, (int64_t)len);
+	worker_db_artifact row;
+	bool found = false;
+	cr_assert_eq(worker_artifacts_lookup(f.a, refs[0].artifact_id, "t", util_now_ms(), &row,
+	                                     &found, NULL),
+	             0);
+	cr_assert(found);
+	cr_assert_eq(row.origin, AIRLOCK_ORIGIN_TOOL_OUTPUT);
+	cr_assert_eq(row.trust, AIRLOCK_TRUST_EXTERNAL_UNTRUSTED);
+	cr_assert_str_eq(row.run_id, "run-1");
+	read_back(&f, &row, 0, whole, len);
+	worker_db_artifact_clear(&row);
+	airlock_artifact_ref_clear(&refs[0]);
+	airlock_execution_result_clear(&res);
+	free(whole);
+	fx_done(&f);
+}
+
+Test(worker_output, a_stream_the_store_refuses_is_still_cut_and_says_why)
+{
+	fixture f;
+	fx_open_with(&f, 64 * MIB, 1 * MIB); /* the tenant's cap below the stream */
+	worker_artifact_writer w = writer(&f, "t", "run-1", AIRLOCK_ORIGIN_TOOL_OUTPUT);
+	size_t len = 2 * (size_t)MIB;
+	airlock_execution_result res = { 0 };
+	res.stdout_data = pattern(len);
+	res.stdout_len = len;
+	airlock_artifact_ref refs[2];
+	bool has[2];
+	cr_assert_eq(worker_output_apply(&w, &res, refs, has), 0);
+	cr_assert_not(has[0]);
+	cr_assert_leq(res.stdout_len, (size_t)WORKER_TOOL_OUTPUT_BYTES);
+	cr_assert(memmem(res.stdout_data, res.stdout_len, "could not be kept", 17));
+	cr_assert(memmem(res.stdout_data, res.stdout_len, "worker.artifact_tenant_bytes_max", 32));
+	cr_assert_eq(files_under(f.store), 0, "nothing half-kept");
+	airlock_execution_result_clear(&res);
+	fx_done(&f);
+}

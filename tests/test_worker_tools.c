@@ -20,6 +20,7 @@
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
+#include <sys/stat.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -467,6 +468,56 @@ Test(worker_tools, native_a_file_written_in_one_call_is_read_in_the_next_and_cal
 	r = req(&s, "DELETE", "/v1/runs/run-n/lease?epoch=1", NULL, NULL);
 	cr_expect_eq(r->status, 204, "%s", r->body);
 	cr_expect_eq(live(&s), 0);
+	stack_down(&s);
+}
+
+/* Output past the tool's limit: the model reads an excerpt within 1 MiB,
+ * and the whole stream (3 MB here, under the service's 4 MiB ceiling) is
+ * an artifact of the run whose bytes hash to what the command printed. */
+Test(worker_tools, native_output_past_the_limit_is_an_excerpt_and_an_artifact, .timeout = 120)
+{
+	stack s;
+	stack_up(&s, "native", false, NULL);
+	claim(&s, "run-o", 1, 60, "new");
+	wt_reply *r = call(&s, "run-o", 1,
+	                   "{\"command\":[\"python3\",\"-c\",\"import sys; "
+	                   "sys.stdout.write(''.join('%07d\\\\n' % i for i in range(375000)))\"]}");
+	cr_assert_eq(r->status, 200, "%.300s", r->body);
+	/* Each 8-byte line is 9 bytes of JSON: the whole would be 3.4 MB. */
+	cr_expect_lt(r->body_len, (size_t)3 << 19, "the excerpt is within the limit: %zu",
+	             r->body_len);
+	HAS(r, "\"stdout\":\"0000000\\n0000001\\n");
+	HAS(r, "0374999\\n\"");
+	cr_expect(strstr(wt_last_body(), "bytes of this output were left out here; the whole "
+	                                 "output (3000000 bytes) is artifact "),
+	          "the marker names the artifact");
+	HAS(r, "\"stdout_truncated\":true");
+	HAS(r, "\"stderr_artifact\":null");
+	/* The ref: id and digest, and the object under the store at its key. */
+	const char *ref = strstr(r->body, "\"stdout_artifact\":{\"artifact_id\":\"");
+	cr_assert_not_null(ref, "%.300s", r->body);
+	char id[37] = "", sha[65] = "";
+	cr_assert_eq(sscanf(ref, "\"stdout_artifact\":{\"artifact_id\":\"%36[0-9a-f-]\",\"sha256\":\"%64[0-9a-f]\"",
+	                    id, sha),
+	             2, "%.200s", ref);
+	/* The same bytes computed here. */
+	char cmd[600];
+	snprintf(cmd, sizeof(cmd),
+	         "python3 -c \"import sys; sys.stdout.write(''.join('%%07d\\n' %% i for i in "
+	         "range(375000)))\" | sha256sum | cut -c1-64 > %s/want",
+	         s.dir);
+	cr_assert_eq(system(cmd), 0);
+	char path[300], want[65] = "";
+	snprintf(path, sizeof(path), "%s/want", s.dir);
+	FILE *f = fopen(path, "r");
+	cr_assert_not_null(f);
+	cr_assert_eq(fscanf(f, "%64s", want), 1);
+	fclose(f);
+	cr_expect_str_eq(sha, want, "the artifact is the whole stream");
+	snprintf(path, sizeof(path), "%s/artifacts/dev/%.2s/%s", s.dir, id, id);
+	struct stat st;
+	cr_expect_eq(stat(path, &st), 0, "the object at %s", path);
+	cr_expect_eq(st.st_size, 3000000);
 	stack_down(&s);
 }
 

@@ -106,6 +106,14 @@ void wt_down(pid_t worker, pid_t svc, const char *log, const char *dir)
 	cr_expect_eq(system(cmd), 0);
 }
 
+/* The whole body of this thread's last answer (wt_last_body). */
+static __thread char *last_body;
+
+const char *wt_last_body(void)
+{
+	return last_body ? last_body : "";
+}
+
 int wt_request_try(const char *sock, const char *method, const char *target, const char *token,
                    const char *body, int timeout_ms, wt_reply *ret, char *why, size_t why_size)
 {
@@ -129,18 +137,32 @@ int wt_request_try(const char *sock, const char *method, const char *target, con
 	ssize_t k1 = blen ? send(fd, body, blen, MSG_NOSIGNAL) : 0;
 	(void)k0;
 	(void)k1;
-	/* Per thread: a suite's monitor thread asks while its test does. */
-	static __thread char buf[1 << 18];
-	size_t got = 0;
+	/* The whole answer, however long (at most 16 MiB: a tool's result
+	 * with two excerpts is about 2 MiB). */
+	size_t cap = 1 << 18, got = 0;
+	char *buf = malloc(cap);
+	if (!buf) {
+		close(fd);
+		snprintf(why, why_size, "no memory");
+		return -1;
+	}
 	for (;;) {
 		struct pollfd p = { .fd = fd, .events = POLLIN };
 		if (poll(&p, 1, timeout_ms) != 1) {
 			close(fd);
+			free(buf);
 			snprintf(why, why_size, "%s %s: no answer within %d ms", method, target,
 			         timeout_ms);
 			return -1;
 		}
-		ssize_t k = read(fd, buf + got, sizeof(buf) - 1 - got);
+		if (got + 1 >= cap && cap < (16u << 20)) {
+			char *nb = realloc(buf, cap * 2);
+			if (nb) {
+				buf = nb;
+				cap *= 2;
+			}
+		}
+		ssize_t k = read(fd, buf + got, cap - 1 - got);
 		if (k <= 0)
 			break;
 		got += (size_t)k;
@@ -149,11 +171,30 @@ int wt_request_try(const char *sock, const char *method, const char *target, con
 	buf[got] = 0;
 	if (sscanf(buf, "HTTP/1.1 %d", &ret->status) != 1) {
 		snprintf(why, why_size, "%s %s: no status line: %.200s", method, target, buf);
+		free(buf);
 		return -1;
 	}
 	const char *b = strstr(buf, "\r\n\r\n");
-	if (b)
-		snprintf(ret->body, sizeof(ret->body), "%s", b + 4);
+	if (b) {
+		/* A body longer than ret->body keeps its head and its tail (a
+		 * result's last members are at its end). */
+		b += 4;
+		size_t rlen = got - (size_t)(b - buf), room = sizeof(ret->body) - 1;
+		free(last_body);
+		last_body = strdup(b);
+		ret->body_len = rlen;
+		if (rlen <= room) {
+			memcpy(ret->body, b, rlen);
+			ret->body[rlen] = 0;
+		} else {
+			size_t half = (room - 5) / 2;
+			memcpy(ret->body, b, half);
+			memcpy(ret->body + half, "\n...\n", 5);
+			memcpy(ret->body + half + 5, b + rlen - half, half);
+			ret->body[2 * half + 5] = 0;
+		}
+	}
+	free(buf);
 	return 0;
 }
 

@@ -28,8 +28,12 @@ void wt_down(pid_t worker, pid_t svc, const char *log, const char *dir);
 
 typedef struct wt_reply {
 	int status;
-	char body[65536];
+	char body[65536]; /* a longer body: its head, "\n...\n", its tail */
+	size_t body_len;  /* the whole body's length */
 } wt_reply;
+/* The whole body of the calling thread's last answer, however long (valid
+ * until its next request). */
+const char *wt_last_body(void);
 /* One request on a new connection; the answer within timeout_ms: 0, or
  * -1 with why (for a thread other than the test's, where an assertion
  * cannot end the test). */

@@ -87,6 +87,12 @@ int airlock_error_from_json(const char *buf, size_t len, airlock_error *ret, air
 
 /* The sandbox.run_command result object (Section 18.3 field names). */
 char *airlock_result_to_tool_json(const airlock_execution_result *v, airlock_error *err);
+/* The same with "stdout_artifact" and "stderr_artifact": the ArtifactRef
+ * of a stream kept whole because it passed the tool's output limit (its
+ * text above is then a head-and-tail excerpt), or null. */
+char *airlock_result_to_tool_json_refs(const airlock_execution_result *v,
+                                       const airlock_artifact_ref *stdout_ref,
+                                       const airlock_artifact_ref *stderr_ref, airlock_error *err);
 
 #ifdef __cplusplus
 }

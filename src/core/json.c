@@ -1664,7 +1664,11 @@ static int put_text(json_t *o, const char *key, const unsigned char *data, size_
 	return put(o, T_TOOL, key, json_stringn_nocheck(text, n), err);
 }
 
-char *airlock_result_to_tool_json(const airlock_execution_result *v, airlock_error *err)
+/* The result object; with_refs adds stdout_artifact and stderr_artifact
+ * (an ArtifactRef, or null when the stream was not kept). */
+static char *result_to_tool_json(const airlock_execution_result *v, bool with_refs,
+                                 const airlock_artifact_ref *stdout_ref,
+                                 const airlock_artifact_ref *stderr_ref, airlock_error *err)
 {
 	if (!v) {
 		airlock_error_set(err, AIRLOCK_ERR_DECODE, 0, "%s: missing", T_TOOL);
@@ -1729,8 +1733,30 @@ char *airlock_result_to_tool_json(const airlock_execution_result *v, airlock_err
 	    (r = put(o, T_TOOL, "files_changed", TAKE_PTR(files), err)) < 0 ||
 	    (r = put_bool(o, T_TOOL, "files_changed_truncated", v->files_changed_truncated, err)) < 0)
 		return NULL;
+	const airlock_artifact_ref *refs[2] = { stdout_ref, stderr_ref };
+	static const char *const ref_keys[2] = { "stdout_artifact", "stderr_artifact" };
+	for (int i = 0; with_refs && i < 2; i++) {
+		json_t *rj = NULL;
+		if (refs[i] && (r = ref_to(refs[i], &rj, err)) < 0)
+			return NULL;
+		if ((r = rj ? put(o, T_TOOL, ref_keys[i], rj, err)
+		            : put_null(o, T_TOOL, ref_keys[i], err)) < 0)
+			return NULL;
+	}
 	char *s = json_dumps(o, JSON_COMPACT);
 	if (!s)
 		nomem(err, T_TOOL);
 	return s;
+}
+
+char *airlock_result_to_tool_json(const airlock_execution_result *v, airlock_error *err)
+{
+	return result_to_tool_json(v, false, NULL, NULL, err);
+}
+
+char *airlock_result_to_tool_json_refs(const airlock_execution_result *v,
+                                       const airlock_artifact_ref *stdout_ref,
+                                       const airlock_artifact_ref *stderr_ref, airlock_error *err)
+{
+	return result_to_tool_json(v, true, stdout_ref, stderr_ref, err);
 }

@@ -24,6 +24,7 @@
  * using it (refs == 0), and freed with the claim.
  */
 #include "worker/daemon.h"
+#include "worker/output.h"
 
 #include <errno.h>
 #include <jansson.h>
@@ -671,6 +672,9 @@ static int call_checks(worker_daemon *w, const char *run_id, const char *token_t
 		.argc = q->argc,
 		.working_directory = q->working_directory,
 		.timeout_seconds = q->timeout_seconds,
+		/* The service's hard ceiling: four times what the model is
+		 * shown, so the rest can be kept as an artifact (output.h). */
+		.maximum_output_bytes = WORKER_TOOL_OUTPUT_CEILING,
 	};
 	int r = airlock_run_command_prepare(&req, w->settings, cmd, err);
 	if (r == 0 && q->has_deadline) {
@@ -834,7 +838,24 @@ int worker_run_command(worker_daemon *w, const char *run_id, const char *token_t
 	}
 	if (c)
 		claim_give(w, c);
-	if (r == 0 && !(*ret_json = airlock_result_to_tool_json(&res, err))) {
+	/* The tool pipeline's output rule (output.h): a stream past the
+	 * tool's limit is kept whole as an artifact of this run and the
+	 * model reads its excerpt. */
+	airlock_artifact_ref refs[2] = { { { 0 } } };
+	bool has_ref[2] = { false, false };
+	worker_artifact_writer aw = { .artifacts = w->artifacts, .has_run = true,
+		                      .origin = AIRLOCK_ORIGIN_TOOL_OUTPUT };
+	if (tenant) {
+		snprintf(aw.tenant_id, sizeof(aw.tenant_id), "%s", tenant);
+		snprintf(aw.run_id, sizeof(aw.run_id), "%s", run_id);
+	}
+	if (r == 0 && worker_output_apply(&aw, &res, refs, has_ref) < 0) {
+		r = airlock_error_set(err, AIRLOCK_ERR_SYSTEM, ENOMEM, "the result's output excerpt");
+		status = 503;
+	}
+	if (r == 0 && !(*ret_json = airlock_result_to_tool_json_refs(
+				&res, has_ref[0] ? &refs[0] : NULL, has_ref[1] ? &refs[1] : NULL,
+				err))) {
 		r = airlock_errcode(err->cls);
 		status = 500;
 	}
@@ -846,6 +867,9 @@ int worker_run_command(worker_daemon *w, const char *run_id, const char *token_t
 	log_call(run_id, tenant, &q, *ret_outcome, util_monotonic_ms() - t0,
 	         have_result ? &res : NULL, r < 0 ? err : NULL);
 	airlock_execution_result_clear(&res);
+	for (int i = 0; i < 2; i++)
+		if (has_ref[i])
+			airlock_artifact_ref_clear(&refs[i]);
 	worker_tool_request_clear(&q);
 	return r;
 }

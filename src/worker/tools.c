@@ -22,8 +22,11 @@ static const char run_command_description[] =
 	"fails as if the host did not exist, not with a permission message. The workspace "
 	"persists between calls of this run but is discarded when the run finishes or pauses: "
 	"a file the user should receive must be exported with artifact.export, which attaches "
-	"it to the reply. Output above 1 MiB per stream ends the command (killed_by "
-	"OUTPUT_LIMIT) and returns what it printed until then.";
+	"it to the reply. Output above 1 MiB per stream is truncated to a head-and-tail excerpt "
+	"with a marker saying how much was left out, and the full output becomes an artifact "
+	"whose identifier is in the result (stdout_artifact, stderr_artifact): you do not need "
+	"to run the command again to see the rest. Output above 4 MiB per stream ends the "
+	"command (killed_by OUTPUT_LIMIT).";
 
 static json_t *run_command_schema(void)
 {
