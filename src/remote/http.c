@@ -284,6 +284,13 @@ static size_t on_body(char *data, size_t size, size_t n, void *arg)
 	return len;
 }
 
+static size_t on_header(char *data, size_t size, size_t n, void *arg)
+{
+	transfer *t = arg;
+	t->c->on_header(t->c->header_arg, data, size * n);
+	return size * n;
+}
+
 static size_t on_upload(char *buf, size_t size, size_t n, void *arg)
 {
 	transfer *t = arg;
@@ -304,6 +311,12 @@ static int transport_error(remote_http *h, const remote_call *c, CURLcode rc, co
 	if (h->unix_path && rc == CURLE_COULDNT_CONNECT)
 		return airlock_error_set(err, AIRLOCK_ERR_EXECUTION_UNAVAILABLE, (int)os_errno,
 		                         "%s at %s is unreachable; retry later", h->peer, h->address);
+	if (rc == CURLE_OPERATION_TIMEDOUT && c->low_speed_s > 0)
+		return airlock_error_set(err, AIRLOCK_ERR_EXECUTION_UNAVAILABLE, 0,
+		                         "%s at %s: %s %.64s stalled or passed its %lld ms (%s); "
+		                         "retry later",
+		                         h->peer, h->address, c->method, c->path,
+		                         (long long)c->timeout_ms, detail ? detail : "");
 	if (rc == CURLE_OPERATION_TIMEDOUT)
 		return airlock_error_set(err, AIRLOCK_ERR_EXECUTION_UNAVAILABLE, 0,
 		                         "%s at %s did not answer %s %.64s within %lld ms; retry later",
@@ -372,6 +385,14 @@ static int setup(remote_http *h, const remote_call *c, transfer *t, struct curl_
 	           * not followed, so the credential goes nowhere else. */
 	          curl_easy_setopt(e, CURLOPT_FOLLOWLOCATION, 0L) == CURLE_OK &&
 	          curl_easy_setopt(e, CURLOPT_PROTOCOLS_STR, h->unix_path ? "http" : "https") == CURLE_OK;
+	if (ok && c->on_header)
+		ok = curl_easy_setopt(e, CURLOPT_HEADERFUNCTION, on_header) == CURLE_OK &&
+		     curl_easy_setopt(e, CURLOPT_HEADERDATA, t) == CURLE_OK;
+	if (ok && c->low_speed_s > 0)
+		ok = curl_easy_setopt(e, CURLOPT_LOW_SPEED_LIMIT, c->low_speed_bytes) == CURLE_OK &&
+		     curl_easy_setopt(e, CURLOPT_LOW_SPEED_TIME, c->low_speed_s) == CURLE_OK;
+	if (ok && c->buffer_size)
+		ok = curl_easy_setopt(e, CURLOPT_BUFFERSIZE, (long)c->buffer_size) == CURLE_OK;
 	if (ok && h->unix_path)
 		ok = curl_easy_setopt(e, CURLOPT_UNIX_SOCKET_PATH, h->unix_path) == CURLE_OK;
 	if (ok && !h->unix_path) {

@@ -249,6 +249,158 @@ static int rws_provenance(void *ctx, const char *rel, airlock_provenance *ret, a
 	return 0;
 }
 
+/* ---- stream -------------------------------------------------------------- */
+
+/* A stalled stream is cut when fewer than this many bytes a second arrive
+ * for REMOTE_STREAM_STALL_S seconds (libcurl's low-speed limit), and the
+ * whole stream must end within WORKSPACE_TIMEOUT_MS plus max_bytes at the
+ * service's slowest honest rate (AIRLOCK_SERVICE_STREAM_MIN_RATE): the
+ * deadline grows with what was asked, a stall is cut in seconds. */
+#define REMOTE_STREAM_STALL_BYTES 1024L
+#define REMOTE_STREAM_STALL_S 30L
+
+typedef struct rws_stream {
+	airlock_workspace_sink sink;
+	void *arg;
+	uint64_t max_bytes, size, count;
+	bool have_size, bad_size, in_trailers, have_digest, bad_digest;
+	char digest[AIRLOCK_SHA256_HEX_LEN + 1];
+} rws_stream;
+
+/* "Name: value" with name matched without case; the value without its
+ * surrounding blanks and CRLF, or NULL. */
+static const char *header_value(const char *line, size_t len, const char *name, size_t *ret_len)
+{
+	size_t nl = strlen(name);
+	if (len <= nl || line[nl] != ':' || strncasecmp(line, name, nl) != 0)
+		return NULL;
+	const char *v = line + nl + 1, *end = line + len;
+	while (v < end && (*v == ' ' || *v == '\t'))
+		v++;
+	while (end > v && (end[-1] == '\r' || end[-1] == '\n' || end[-1] == ' ' || end[-1] == '\t'))
+		end--;
+	*ret_len = (size_t)(end - v);
+	return v;
+}
+
+/* The header block's Airlock-Size (the exact length of the body) and the
+ * trailer's Airlock-Sha256 (docs/service-api.md, "workspace stream"). A
+ * digest in the header block is not the digest of bytes read: only one
+ * after the body counts. A second of either is refused. */
+static void rws_stream_header(void *arg, const char *line, size_t len)
+{
+	rws_stream *st = arg;
+	if (len <= 2 && (len == 0 || line[0] == '\r' || line[0] == '\n')) {
+		st->in_trailers = true;
+		return;
+	}
+	size_t vl = 0;
+	const char *v;
+	if (!st->in_trailers && (v = header_value(line, len, "Airlock-Size", &vl))) {
+		char num[24];
+		int64_t n = -1;
+		if (st->have_size || vl == 0 || vl >= sizeof(num))
+			st->bad_size = true;
+		else {
+			memcpy(num, v, vl);
+			num[vl] = 0;
+			if (!util_parse_i64(num, &n) || n < 0 || num[0] == '+' || num[0] == '-')
+				st->bad_size = true;
+		}
+		st->have_size = true;
+		st->size = n < 0 ? 0 : (uint64_t)n;
+	} else if (st->in_trailers && (v = header_value(line, len, "Airlock-Sha256", &vl))) {
+		if (st->have_digest || vl != AIRLOCK_SHA256_HEX_LEN)
+			st->bad_digest = true;
+		else
+			memcpy(st->digest, v, vl);
+		st->have_digest = true;
+	}
+}
+
+static int rws_stream_body(void *arg, const char *data, size_t len, airlock_error *err)
+{
+	rws_stream *st = arg;
+	/* Every byte is bounded before it is handed on: by the announced size,
+	 * which must itself be within what was asked. */
+	if (!st->have_size || st->bad_size)
+		return airlock_error_set(err, AIRLOCK_ERR_EXECUTION_UNAVAILABLE, 0,
+		                         "workspace stream: the answer has no valid Airlock-Size "
+		                         "header");
+	if (st->size > st->max_bytes)
+		return airlock_error_set(err, AIRLOCK_ERR_TOOL_VALIDATION, 0,
+		                         "workspace stream: the file is %llu bytes, more than "
+		                         "max_bytes (%llu)",
+		                         (unsigned long long)st->size,
+		                         (unsigned long long)st->max_bytes);
+	if (len > st->size - st->count)
+		return airlock_error_set(err, AIRLOCK_ERR_EXECUTION_UNAVAILABLE, 0,
+		                         "workspace stream: the body is longer than its Airlock-Size "
+		                         "(%llu bytes)",
+		                         (unsigned long long)st->size);
+	st->count += len;
+	return st->sink(st->arg, data, len, err);
+}
+
+static int rws_read_stream(void *ctx, const char *rel, uint64_t max_bytes,
+                           airlock_workspace_sink sink, void *arg, uint64_t *ret_size,
+                           char ret_source_sha256[AIRLOCK_SHA256_HEX_LEN + 1],
+                           airlock_error *err)
+{
+	remote_ws *w = ctx;
+	/* The service streams at most AIRLOCK_SERVICE_STREAM_FILE_MAX: a
+	 * larger max_bytes is asked as that (a larger file is then over
+	 * max_bytes, as the port says). */
+	if (max_bytes > AIRLOCK_SERVICE_STREAM_FILE_MAX)
+		max_bytes = AIRLOCK_SERVICE_STREAM_FILE_MAX;
+	char extra[48];
+	snprintf(extra, sizeof(extra), "&max_bytes=%llu", (unsigned long long)max_bytes);
+	_cleanup_free_ char *path = ws_path(w, "stream", rel, extra);
+	if (!path)
+		return nomem(err, "stream");
+	rws_stream st = { .sink = sink, .arg = arg, .max_bytes = max_bytes };
+	remote_call c = ws_call(w, "GET", path);
+	c.sink = rws_stream_body;
+	c.sink_arg = &st;
+	c.on_header = rws_stream_header;
+	c.header_arg = &st;
+	c.timeout_ms = WORKSPACE_TIMEOUT_MS +
+	               (int64_t)(max_bytes / AIRLOCK_SERVICE_STREAM_MIN_RATE) * 1000;
+	c.low_speed_bytes = REMOTE_STREAM_STALL_BYTES;
+	c.low_speed_s = REMOTE_STREAM_STALL_S;
+	/* Pieces as large as the port hands out: fewer, larger sink calls. */
+	c.buffer_size = AIRLOCK_WORKSPACE_STREAM_CHUNK;
+	remote_response resp;
+	int r = remote_http_perform(w->http, &c, &resp, err);
+	if (r == 0 && resp.status != 200)
+		r = remote_http_status_error(w->http, "workspace stream", &resp, err);
+	remote_response_clear(&resp);
+	if (r < 0)
+		return r;
+	const char *why = NULL;
+	if (!st.have_size || st.bad_size)
+		why = "no valid Airlock-Size header";
+	else if (st.size > max_bytes)
+		return airlock_error_set(err, AIRLOCK_ERR_TOOL_VALIDATION, 0,
+		                         "workspace stream: the file is %llu bytes, more than "
+		                         "max_bytes (%llu)",
+		                         (unsigned long long)st.size, (unsigned long long)max_bytes);
+	else if (st.count != st.size)
+		why = "a body shorter than its Airlock-Size";
+	else if (!st.have_digest || st.bad_digest)
+		why = "no valid Airlock-Sha256 trailer after the body (the service cut the stream: "
+		      "it could not read the file, or the file changed while it was read)";
+	if (why) {
+		airlock_error e = { 0 };
+		airlock_error_set(&e, AIRLOCK_ERR_DECODE, 0, "%s", why);
+		return remote_http_protocol_error(w->http, "workspace stream", &e, err);
+	}
+	st.digest[AIRLOCK_SHA256_HEX_LEN] = 0;
+	*ret_size = st.size;
+	memcpy(ret_source_sha256, st.digest, sizeof(st.digest));
+	return 0;
+}
+
 static void rws_free(void *ctx)
 {
 	remote_ws *w = ctx;
@@ -267,6 +419,8 @@ static const airlock_workspace_ops remote_ws_ops = {
 	.listdir = rws_listdir,
 	.provenance = rws_provenance,
 	.free = rws_free,
+	/* Push only: the bytes arrive when libcurl delivers them. */
+	.read_stream = rws_read_stream,
 };
 
 int remote_workspace_new(remote_http *h, const char *environment_id, const char *handle_b64,
