@@ -265,7 +265,22 @@ typedef struct rws_stream {
 	uint64_t max_bytes, size, count;
 	bool have_size, bad_size, in_trailers, have_digest, bad_digest;
 	char digest[AIRLOCK_SHA256_HEX_LEN + 1];
+	/* The pieces as they arrive are the service's chunks (about 14 KiB:
+	 * its connection's memory limit), and each costs the sink a call (a
+	 * write, for the store): they are gathered into one piece of the
+	 * port's size first. At most AIRLOCK_WORKSPACE_STREAM_CHUNK held. */
+	unsigned char *buf;
+	size_t buf_len;
 } rws_stream;
+
+static int rws_stream_flush(rws_stream *st, airlock_error *err)
+{
+	if (st->buf_len == 0)
+		return 0;
+	size_t n = st->buf_len;
+	st->buf_len = 0;
+	return st->sink(st->arg, st->buf, n, err);
+}
 
 /* "Name: value" with name matched without case; the value without its
  * surrounding blanks and CRLF, or NULL. */
@@ -339,7 +354,20 @@ static int rws_stream_body(void *arg, const char *data, size_t len, airlock_erro
 		                         "(%llu bytes)",
 		                         (unsigned long long)st->size);
 	st->count += len;
-	return st->sink(st->arg, data, len, err);
+	while (len > 0) {
+		size_t room = AIRLOCK_WORKSPACE_STREAM_CHUNK - st->buf_len;
+		size_t k = len < room ? len : room;
+		memcpy(st->buf + st->buf_len, data, k);
+		st->buf_len += k;
+		data += k;
+		len -= k;
+		if (st->buf_len == AIRLOCK_WORKSPACE_STREAM_CHUNK) {
+			int r = rws_stream_flush(st, err);
+			if (r < 0)
+				return r;
+		}
+	}
+	return 0;
 }
 
 static int rws_read_stream(void *ctx, const char *rel, uint64_t max_bytes,
@@ -358,7 +386,10 @@ static int rws_read_stream(void *ctx, const char *rel, uint64_t max_bytes,
 	_cleanup_free_ char *path = ws_path(w, "stream", rel, extra);
 	if (!path)
 		return nomem(err, "stream");
-	rws_stream st = { .sink = sink, .arg = arg, .max_bytes = max_bytes };
+	_cleanup_free_ unsigned char *buf = malloc(AIRLOCK_WORKSPACE_STREAM_CHUNK);
+	if (!buf)
+		return nomem(err, "stream");
+	rws_stream st = { .sink = sink, .arg = arg, .max_bytes = max_bytes, .buf = buf };
 	remote_call c = ws_call(w, "GET", path);
 	c.sink = rws_stream_body;
 	c.sink_arg = &st;
@@ -395,6 +426,11 @@ static int rws_read_stream(void *ctx, const char *rel, uint64_t max_bytes,
 		airlock_error_set(&e, AIRLOCK_ERR_DECODE, 0, "%s", why);
 		return remote_http_protocol_error(w->http, "workspace stream", &e, err);
 	}
+	/* The last piece only now: nothing reaches the sink after a failure
+	 * the transfer itself had, and the digest is known before it. */
+	r = rws_stream_flush(&st, err);
+	if (r < 0)
+		return r;
 	st.digest[AIRLOCK_SHA256_HEX_LEN] = 0;
 	*ret_size = st.size;
 	memcpy(ret_source_sha256, st.digest, sizeof(st.digest));
