@@ -460,11 +460,13 @@ static int memory_stream_open(void *ctx, const char *rel, uint64_t max_bytes, vo
 	else if (k == MEMWS_NOTDIR)
 		r = airlock_error_set(err, AIRLOCK_ERR_SYSTEM, ENOTDIR,
 		                      "stream %s: a leading part of the path is a file", q);
+	else if (!f) /* MEMWS_FILE always comes with its file */
+		r = airlock_error_set(err, AIRLOCK_ERR_SYSTEM, ENOENT, "stream %s", q);
 	else if ((uint64_t)f->len > max_bytes)
 		r = airlock_error_set(err, AIRLOCK_ERR_TOOL_VALIDATION, 0,
 		                      "stream %s: file is %zu bytes, more than the %llu allowed", q,
 		                      f->len, (unsigned long long)max_bytes);
-	if (r == 0) {
+	if (r == 0 && f) {
 		mr->id = f->id;
 		mr->version = f->version;
 		mr->size = f->len;
