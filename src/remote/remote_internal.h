@@ -146,6 +146,20 @@ char *remote_query_escape(const char *s);
  * header. malloc'd; NULL with err set. */
 char *remote_handle_header(const airlock_environment_handle *h, airlock_error *err);
 
+/* What a workspace stream's answer says besides its body
+ * (docs/service-api.md, "The workspace stream"): the header block's
+ * Airlock-Size (the body's exact length, plain decimal digits) and the
+ * trailer's Airlock-Sha256 (64 lowercase hex characters), read line by line as libcurl hands them over (status line,
+ * headers, the blank line, trailers). A digest in the header block is not
+ * the digest of bytes read and is ignored; a second value of either, or
+ * one of the wrong shape, sets bad_*. */
+typedef struct remote_stream_meta {
+	bool have_size, bad_size, in_trailers, have_digest, bad_digest;
+	uint64_t size;
+	char digest[AIRLOCK_SHA256_HEX_LEN + 1];
+} remote_stream_meta;
+void remote_stream_meta_line(remote_stream_meta *m, const char *line, size_t len);
+
 /* The workspace of one remote sandbox: its calls go to the service with the
  * sandbox's id and handle (copied). */
 int remote_workspace_new(remote_http *h, const char *environment_id, const char *handle_b64,

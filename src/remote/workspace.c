@@ -262,9 +262,8 @@ static int rws_provenance(void *ctx, const char *rel, airlock_provenance *ret, a
 typedef struct rws_stream {
 	airlock_workspace_sink sink;
 	void *arg;
-	uint64_t max_bytes, size, count;
-	bool have_size, bad_size, in_trailers, have_digest, bad_digest;
-	char digest[AIRLOCK_SHA256_HEX_LEN + 1];
+	uint64_t max_bytes, count;
+	remote_stream_meta m;
 	/* The pieces as they arrive are the service's chunks (about 14 KiB:
 	 * its connection's memory limit), and each costs the sink a call (a
 	 * write, for the store): they are gathered into one piece of the
@@ -282,55 +281,10 @@ static int rws_stream_flush(rws_stream *st, airlock_error *err)
 	return st->sink(st->arg, st->buf, n, err);
 }
 
-/* "Name: value" with name matched without case; the value without its
- * surrounding blanks and CRLF, or NULL. */
-static const char *header_value(const char *line, size_t len, const char *name, size_t *ret_len)
-{
-	size_t nl = strlen(name);
-	if (len <= nl || line[nl] != ':' || strncasecmp(line, name, nl) != 0)
-		return NULL;
-	const char *v = line + nl + 1, *end = line + len;
-	while (v < end && (*v == ' ' || *v == '\t'))
-		v++;
-	while (end > v && (end[-1] == '\r' || end[-1] == '\n' || end[-1] == ' ' || end[-1] == '\t'))
-		end--;
-	*ret_len = (size_t)(end - v);
-	return v;
-}
-
-/* The header block's Airlock-Size (the exact length of the body) and the
- * trailer's Airlock-Sha256 (docs/service-api.md, "workspace stream"). A
- * digest in the header block is not the digest of bytes read: only one
- * after the body counts. A second of either is refused. */
 static void rws_stream_header(void *arg, const char *line, size_t len)
 {
 	rws_stream *st = arg;
-	if (len <= 2 && (len == 0 || line[0] == '\r' || line[0] == '\n')) {
-		st->in_trailers = true;
-		return;
-	}
-	size_t vl = 0;
-	const char *v;
-	if (!st->in_trailers && (v = header_value(line, len, "Airlock-Size", &vl))) {
-		char num[24];
-		int64_t n = -1;
-		if (st->have_size || vl == 0 || vl >= sizeof(num))
-			st->bad_size = true;
-		else {
-			memcpy(num, v, vl);
-			num[vl] = 0;
-			if (!util_parse_i64(num, &n) || n < 0 || num[0] == '+' || num[0] == '-')
-				st->bad_size = true;
-		}
-		st->have_size = true;
-		st->size = n < 0 ? 0 : (uint64_t)n;
-	} else if (st->in_trailers && (v = header_value(line, len, "Airlock-Sha256", &vl))) {
-		if (st->have_digest || vl != AIRLOCK_SHA256_HEX_LEN)
-			st->bad_digest = true;
-		else
-			memcpy(st->digest, v, vl);
-		st->have_digest = true;
-	}
+	remote_stream_meta_line(&st->m, line, len);
 }
 
 static int rws_stream_body(void *arg, const char *data, size_t len, airlock_error *err)
@@ -338,21 +292,21 @@ static int rws_stream_body(void *arg, const char *data, size_t len, airlock_erro
 	rws_stream *st = arg;
 	/* Every byte is bounded before it is handed on: by the announced size,
 	 * which must itself be within what was asked. */
-	if (!st->have_size || st->bad_size)
+	if (!st->m.have_size || st->m.bad_size)
 		return airlock_error_set(err, AIRLOCK_ERR_EXECUTION_UNAVAILABLE, 0,
 		                         "workspace stream: the answer has no valid Airlock-Size "
 		                         "header");
-	if (st->size > st->max_bytes)
+	if (st->m.size > st->max_bytes)
 		return airlock_error_set(err, AIRLOCK_ERR_TOOL_VALIDATION, 0,
 		                         "workspace stream: the file is %llu bytes, more than "
 		                         "max_bytes (%llu)",
-		                         (unsigned long long)st->size,
+		                         (unsigned long long)st->m.size,
 		                         (unsigned long long)st->max_bytes);
-	if (len > st->size - st->count)
+	if (len > st->m.size - st->count)
 		return airlock_error_set(err, AIRLOCK_ERR_EXECUTION_UNAVAILABLE, 0,
 		                         "workspace stream: the body is longer than its Airlock-Size "
 		                         "(%llu bytes)",
-		                         (unsigned long long)st->size);
+		                         (unsigned long long)st->m.size);
 	st->count += len;
 	while (len > 0) {
 		size_t room = AIRLOCK_WORKSPACE_STREAM_CHUNK - st->buf_len;
@@ -409,16 +363,16 @@ static int rws_read_stream(void *ctx, const char *rel, uint64_t max_bytes,
 	if (r < 0)
 		return r;
 	const char *why = NULL;
-	if (!st.have_size || st.bad_size)
+	if (!st.m.have_size || st.m.bad_size)
 		why = "no valid Airlock-Size header";
-	else if (st.size > max_bytes)
+	else if (st.m.size > max_bytes)
 		return airlock_error_set(err, AIRLOCK_ERR_TOOL_VALIDATION, 0,
 		                         "workspace stream: the file is %llu bytes, more than "
 		                         "max_bytes (%llu)",
-		                         (unsigned long long)st.size, (unsigned long long)max_bytes);
-	else if (st.count != st.size)
+		                         (unsigned long long)st.m.size, (unsigned long long)max_bytes);
+	else if (st.count != st.m.size)
 		why = "a body shorter than its Airlock-Size";
-	else if (!st.have_digest || st.bad_digest)
+	else if (!st.m.have_digest || st.m.bad_digest)
 		why = "no valid Airlock-Sha256 trailer after the body (the service cut the stream: "
 		      "it could not read the file, or the file changed while it was read)";
 	if (why) {
@@ -431,9 +385,9 @@ static int rws_read_stream(void *ctx, const char *rel, uint64_t max_bytes,
 	r = rws_stream_flush(&st, err);
 	if (r < 0)
 		return r;
-	st.digest[AIRLOCK_SHA256_HEX_LEN] = 0;
-	*ret_size = st.size;
-	memcpy(ret_source_sha256, st.digest, sizeof(st.digest));
+	st.m.digest[AIRLOCK_SHA256_HEX_LEN] = 0;
+	*ret_size = st.m.size;
+	memcpy(ret_source_sha256, st.m.digest, sizeof(st.m.digest));
 	return 0;
 }
 
