@@ -54,7 +54,8 @@ static bool verb_has_id(svc_verb v)
 	case SVC_READ:
 	case SVC_WRITE:
 	case SVC_LISTDIR:
-	case SVC_PROVENANCE: return true;
+	case SVC_PROVENANCE:
+	case SVC_STREAM: return true;
 	case SVC_NONE:
 	case SVC_HEALTH:
 	case SVC_LIST:
@@ -81,6 +82,7 @@ static void canonical(svc_verb v, const char *id, char *out, size_t size, const 
 		{ SVC_WRITE, "PUT", "/v1/sandboxes/%s/workspace/file" },
 		{ SVC_LISTDIR, "GET", "/v1/sandboxes/%s/workspace/dir" },
 		{ SVC_PROVENANCE, "GET", "/v1/sandboxes/%s/workspace/provenance" },
+		{ SVC_STREAM, "GET", "/v1/sandboxes/%s/workspace/stream" },
 	};
 	for (size_t i = 0; i < sizeof(paths) / sizeof(paths[0]); i++)
 		if (paths[i].v == v) {

@@ -110,6 +110,20 @@ static int fault_ws_provenance(void *ctx, const char *rel, airlock_provenance *r
 	return airlock_workspace_provenance(w->inner, rel, ret, err);
 }
 
+/* Push: the inner workspace's whole stream (its wrapper's digest is the
+ * source's), or the planned failure before a byte. */
+static int fault_ws_read_stream(void *ctx, const char *rel, uint64_t max_bytes,
+                                airlock_workspace_sink sink, void *arg, uint64_t *ret_size,
+                                char ret_source_sha256[AIRLOCK_SHA256_HEX_LEN + 1],
+                                airlock_error *err)
+{
+	fault_ws *w = ctx;
+	if (fault_plan_hit(w->plan, "workspace.stream"))
+		return fault_io(err, "stream", rel);
+	return airlock_workspace_read_stream(w->inner, rel, max_bytes, sink, arg, ret_size,
+	                                     ret_source_sha256, err);
+}
+
 static void fault_ws_free(void *ctx)
 {
 	fault_ws *w = ctx;
@@ -126,6 +140,7 @@ static const airlock_workspace_ops fault_ws_ops = {
 	.listdir = fault_ws_listdir,
 	.provenance = fault_ws_provenance,
 	.free = fault_ws_free,
+	.read_stream = fault_ws_read_stream,
 };
 
 int fault_workspace_new(airlock_workspace *inner, fault_plan *plan, airlock_workspace **ret,

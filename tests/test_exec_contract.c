@@ -1334,3 +1334,113 @@ CONTRACT_TEST(output_is_observed_as_produced)
 	pthread_mutex_destroy(&so.lock);
 	ctx_close(&c);
 }
+
+/* ---- a workspace file streamed out (artifact.export's transport) ---------- */
+
+/* A file a sandbox wrote, bigger than many chunks, leaves through the
+ * workspace's stream byte for byte with the SHA-256 of what the source
+ * read: in process from the mechanism's volume (native, gvisor) or memory
+ * (fake), and through the service's API and the remote adapter (the
+ * service's digest from the trailer, compared with the client's). The
+ * sandbox makes the bytes itself (yes | head), the fake is scripted with
+ * the same ones. */
+#define STREAM_FILE_BYTES ((size_t)64 << 20)
+
+typedef struct stream_check {
+	size_t off, calls;
+	util_sha256 *hash;
+	bool bad;
+} stream_check;
+
+static int stream_check_sink(void *arg, const void *buf, size_t len, airlock_error *err)
+{
+	(void)err;
+	stream_check *k = arg;
+	static const char unit[] = "abcdefghijklmno\n";
+	const unsigned char *p = buf;
+	for (size_t i = 0; i < len && !k->bad; i++)
+		k->bad = p[i] != (unsigned char)unit[(k->off + i) % 16];
+	util_sha256_update(k->hash, buf, len);
+	k->off += len;
+	k->calls++;
+	return 0;
+}
+
+#define CONTRACT_INSTANCE_workspace_stream_of_a_sandbox_file(a, f) CONTRACT_INSTANCE(workspace_stream_of_a_sandbox_file, a, f)
+CONTRACT_TEST(workspace_stream_of_a_sandbox_file)
+{
+	ctx c;
+	memset(&c, 0, sizeof(c));
+	c.fx = fx;
+	airlock_exec_config cfg;
+	airlock_exec_config_default(&cfg);
+	fx->open(&cfg, &c.exec, &c.state);
+	test_spec(&c.spec, "tenant-a", "run-1");
+	/* Room for the file and its filesystem's own blocks. */
+	c.spec.limits.workspace_bytes = 192ll << 20;
+	fx->adjust_spec(c.state, &c.spec);
+	airlock_error err = { 0 };
+	cr_assert_eq(airlock_exec_provision(c.exec, &c.spec, &c.h, &err), 0, "%s", err.message);
+	c.call = (airlock_exec_call){ .tenant_id = "tenant-a",
+		                      .remaining_budget_ms = AIRLOCK_BUDGET_NONE };
+
+	unsigned char *bytes = malloc(STREAM_FILE_BYTES);
+	cr_assert_not_null(bytes);
+	for (size_t i = 0; i < STREAM_FILE_BYTES; i++)
+		bytes[i] = (unsigned char)"abcdefghijklmno\n"[i % 16];
+	char want[AIRLOCK_SHA256_HEX_LEN + 1];
+	cr_assert_eq(util_sha256_hex(bytes, STREAM_FILE_BYTES, want), 0);
+	char *argv[] = { "sh", "-c",
+		         "yes abcdefghijklmno | head -c 67108864 > big.bin && ln -s big.bin link", NULL };
+	const airlock_fake_file_op ops[] = {
+		{ .path = "big.bin", .data = bytes, .len = STREAM_FILE_BYTES },
+	};
+	fx->prepare(c.state, (const char *const *)argv,
+	            &(airlock_fake_behaviour){ .file_ops = ops, .n_file_ops = 1 });
+	airlock_execution_command cmd = test_command(argv);
+	airlock_execution_result r;
+	run(&c, &cmd, &r);
+	cr_assert_eq(r.exit_code, 0, "%.*s", (int)r.stderr_len, r.stderr_data);
+	airlock_execution_result_clear(&r);
+	free(bytes);
+
+	airlock_workspace *ws = NULL;
+	cr_assert_eq(airlock_exec_workspace(c.exec, &c.call, &c.h, &ws, &err), 0, "%s",
+	             err.message);
+	stream_check k = { .hash = util_sha256_new() };
+	uint64_t size = 0;
+	char src[AIRLOCK_SHA256_HEX_LEN + 1] = { 0 };
+	cr_assert_eq(airlock_workspace_read_stream(ws, "big.bin", STREAM_FILE_BYTES,
+	                                           stream_check_sink, &k, &size, src, &err),
+	             0, "[%s] %s", fx->name, err.message);
+	char got[AIRLOCK_SHA256_HEX_LEN + 1];
+	cr_assert_eq(util_sha256_final_hex(k.hash, got), 0);
+	cr_assert_eq(size, STREAM_FILE_BYTES);
+	cr_assert_eq(k.off, STREAM_FILE_BYTES);
+	cr_assert_not(k.bad, "[%s] a byte differs", fx->name);
+	cr_assert_str_eq(got, want);
+	cr_assert_str_eq(src, want, "[%s] the source's digest", fx->name);
+	cr_assert_geq(k.calls, STREAM_FILE_BYTES / AIRLOCK_WORKSPACE_STREAM_CHUNK);
+
+	/* One byte under the file's size: refused before a byte, naming it. */
+	k = (stream_check){ .hash = util_sha256_new() };
+	cr_assert_eq(airlock_workspace_read_stream(ws, "big.bin", STREAM_FILE_BYTES - 1,
+	                                           stream_check_sink, &k, &size, src, &err),
+	             airlock_errcode(AIRLOCK_ERR_TOOL_VALIDATION), "[%s] %s", fx->name,
+	             err.message);
+	cr_assert(strstr(err.message, "67108863"), "%s", err.message);
+	cr_assert_eq(k.calls, 0);
+	util_sha256_free(k.hash);
+	/* The sandbox's symlink to it is not followed (the fake has none). */
+	if (!strstr(fx->name, "fake")) {
+		k = (stream_check){ .hash = util_sha256_new() };
+		cr_assert_eq(airlock_workspace_read_stream(ws, "link", STREAM_FILE_BYTES,
+		                                           stream_check_sink, &k, &size, src, &err),
+		             airlock_errcode(AIRLOCK_ERR_TOOL_VALIDATION), "[%s] %s", fx->name,
+		             err.message);
+		cr_assert(strstr(err.message, "symbolic link"), "%s", err.message);
+		util_sha256_free(k.hash);
+	}
+	airlock_workspace_release(ws);
+	ctx_close(&c);
+}

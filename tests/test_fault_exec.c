@@ -690,6 +690,15 @@ static int rm_tree_at(int dfd)
 	return 0;
 }
 
+/* A stream's sink that counts what it was handed. */
+static int count_sink(void *arg, const void *buf, size_t len, airlock_error *err)
+{
+	(void)buf;
+	(void)err;
+	*(size_t *)arg += len;
+	return 0;
+}
+
 static unsigned ws_run(bool local, unsigned n, bool *completed)
 {
 	size_t fds = open_fds();
@@ -715,13 +724,21 @@ static unsigned ws_run(bool local, unsigned n, bool *completed)
 	airlock_dir_listing l = { 0 };
 	airlock_provenance p = AIRLOCK_PROVENANCE_INVALID;
 	char *resolved = NULL;
+	size_t streamed = 0;
+	uint64_t ssize = 0;
+	char shex[AIRLOCK_SHA256_HEX_LEN + 1];
 	if (step(&plan, airlock_workspace_write(ws, "a.txt", "one", 3, &err), &err, "write") &&
 	    step(&plan, airlock_workspace_write(ws, "a.txt", "two!", 4, &err), &err, "rewrite") &&
 	    step(&plan, airlock_workspace_read(ws, "a.txt", 64, &data, &len, &err), &err, "read") &&
 	    step(&plan, airlock_workspace_listdir(ws, "", 10, &l, &err), &err, "listdir") &&
 	    step(&plan, airlock_workspace_provenance(ws, "a.txt", &p, &err), &err, "provenance") &&
-	    step(&plan, airlock_workspace_resolve(ws, "a.txt", 5, &resolved, &err), &err, "resolve")) {
+	    step(&plan, airlock_workspace_resolve(ws, "a.txt", 5, &resolved, &err), &err, "resolve") &&
+	    step(&plan,
+	         airlock_workspace_read_stream(ws, "a.txt", 64, count_sink, &streamed, &ssize, shex,
+	                                       &err),
+	         &err, "stream")) {
 		cr_assert(len == 4 && memcmp(data, "two!", 4) == 0, "the whole file was replaced");
+		cr_assert(ssize == 4 && streamed == 4, "the stream carried the file");
 		cr_assert_eq(l.n, 1);
 		cr_assert_eq(p, AIRLOCK_PROVENANCE_TOOL_WRITTEN);
 		*completed = true;

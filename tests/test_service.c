@@ -7,6 +7,7 @@
  */
 #include <criterion/criterion.h>
 #include <curl/curl.h>
+#include <dirent.h>
 #include <errno.h>
 #include <jansson.h>
 #include <poll.h>
@@ -15,6 +16,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -27,6 +29,8 @@
 #include "airlock/ids.h"
 #include "airlock/json.h"
 #include "airlock/port/exec.h"
+#include "airlock/port/workspace.h"
+#include "airlock/remote.h"
 #include "airlock/service.h"
 #include "airlock/settings.h"
 #include "core/json_internal.h"
@@ -2341,6 +2345,330 @@ Test(service, a_slow_destroy_does_not_take_the_next_sandbox_of_its_id)
 	airlock_environment_spec_clear(&spec);
 	airlock_exec_free(e);
 }
+
+/* ---- the workspace stream (GET .../workspace/stream) ------------------------- */
+
+/* A client of t through the remote adapter, with one sandbox of the fake
+ * whose workspace holds big.bin (n bytes, the pattern below) written by a
+ * scripted command, and that sandbox's workspace. */
+typedef struct stream_client {
+	airlock_exec *exec;
+	airlock_environment_spec spec;
+	airlock_environment_handle h;
+	/* The served sandbox's own handle (the service's clock's timestamps),
+	 * for requests made without the remote adapter. */
+	airlock_environment_handle served;
+	airlock_workspace *ws;
+	unsigned char *bytes;
+	size_t n;
+	char hex[AIRLOCK_SHA256_HEX_LEN + 1];
+} stream_client;
+
+static void stream_client_open(svc *t, stream_client *c, size_t n)
+{
+	memset(c, 0, sizeof(*c));
+	char listen[160];
+	snprintf(listen, sizeof(listen), "unix:%s", t->sock);
+	airlock_remote_config rc = { .address = listen, .credential = TOKEN,
+		                     .credential_len = strlen(TOKEN) };
+	airlock_remote *rm = NULL;
+	airlock_error err = { 0 };
+	cr_assert_eq(airlock_remote_new(&rc, &rm, &err), 0, "%s", err.message);
+	cr_assert_eq(airlock_exec_new(airlock_remote_ops(), rm, NULL, &c->exec, &err), 0, "%s",
+	             err.message);
+	test_spec(&c->spec, "t1", "r1");
+	cr_assert_eq(airlock_exec_provision(c->exec, &c->spec, &c->h, &err), 0, "%s", err.message);
+	c->n = n;
+	c->bytes = malloc(n ? n : 1);
+	cr_assert_not_null(c->bytes);
+	for (size_t i = 0; i < n; i++)
+		c->bytes[i] = (unsigned char)(i * 2654435761u >> 13);
+	cr_assert_eq(util_sha256_hex(c->bytes, n, c->hex), 0);
+	char *argv[] = { "make-big", NULL };
+	const airlock_fake_file_op ops[] = { { .path = "big.bin", .data = c->bytes, .len = n } };
+	cr_assert_eq(airlock_fake_script(t->fake, (const char *const *)argv,
+	                                 &(airlock_fake_behaviour){ .file_ops = ops, .n_file_ops = 1 },
+	                                 &err),
+	             0, "%s", err.message);
+	airlock_exec_call call = { .tenant_id = "t1", .remaining_budget_ms = AIRLOCK_BUDGET_NONE };
+	airlock_execution_command cmd = test_command(argv);
+	airlock_execution_result r;
+	cr_assert_eq(airlock_exec_execute(c->exec, &call, &c->h, &cmd, &r, &err), 0, "%s",
+	             err.message);
+	airlock_execution_result_clear(&r);
+	cr_assert_eq(airlock_exec_workspace(c->exec, &call, &c->h, &c->ws, &err), 0, "%s",
+	             err.message);
+	airlock_exec_entry *v = NULL;
+	size_t nv = 0;
+	cr_assert_eq(airlock_exec_list(t->exec, &v, &nv, &err), 0, "%s", err.message);
+	cr_assert_eq(nv, 1);
+	c->served = (airlock_environment_handle){ .tenant_id = strdup(v[0].tenant_id),
+		                                  .run_id = strdup(v[0].run_id),
+		                                  .lease_epoch = v[0].lease_epoch,
+		                                  .created_at_ms = v[0].created_at_ms,
+		                                  .expires_at_ms = v[0].expires_at_ms };
+	memcpy(c->served.environment_id, v[0].environment_id, sizeof(c->served.environment_id));
+	airlock_exec_list_free(v, nv);
+}
+
+static void stream_client_close(stream_client *c)
+{
+	airlock_workspace_release(c->ws);
+	airlock_error err = { 0 };
+	cr_assert_eq(airlock_exec_destroy(c->exec, &c->h, &err), 0, "%s", err.message);
+	airlock_exec_free(c->exec);
+	airlock_environment_handle_clear(&c->h);
+	airlock_environment_handle_clear(&c->served);
+	airlock_environment_spec_clear(&c->spec);
+	free(c->bytes);
+}
+
+typedef struct hashing_sink {
+	util_sha256 *hash;
+	uint64_t n;
+} hashing_sink;
+
+static int hashing_sink_take(void *arg, const void *buf, size_t len, airlock_error *err)
+{
+	(void)err;
+	hashing_sink *k = arg;
+	util_sha256_update(k->hash, buf, len);
+	k->n += len;
+	return 0;
+}
+
+/* The whole file through the remote adapter: 0 with the digest checked by
+ * the wrapper against the service's, or the error's code. */
+static int stream_whole(stream_client *c, airlock_error *err)
+{
+	hashing_sink k = { .hash = util_sha256_new() };
+	uint64_t size = 0;
+	char src[AIRLOCK_SHA256_HEX_LEN + 1];
+	int r = airlock_workspace_read_stream(c->ws, "big.bin", c->n, hashing_sink_take, &k, &size,
+	                                      src, err);
+	char got[AIRLOCK_SHA256_HEX_LEN + 1];
+	cr_assert_eq(util_sha256_final_hex(k.hash, got), 0);
+	if (r < 0)
+		return r;
+	cr_assert_eq(size, c->n);
+	cr_assert_eq(k.n, c->n);
+	cr_assert_str_eq(src, c->hex);
+	cr_assert_str_eq(got, c->hex);
+	return 0;
+}
+
+typedef struct header_rec {
+	char lines[16][256];
+	size_t n;
+	bool body_seen;
+	size_t trailer_from; /* the first line after the body */
+} header_rec;
+
+static size_t header_take(char *p, size_t sz, size_t n, void *arg)
+{
+	header_rec *h = arg;
+	if (h->n < 16) {
+		snprintf(h->lines[h->n], sizeof(h->lines[0]), "%.*s", (int)(sz * n), p);
+		h->n++;
+	}
+	return sz * n;
+}
+
+static size_t body_take(char *p, size_t sz, size_t n, void *arg)
+{
+	header_rec *h = arg;
+	if (!h->body_seen) {
+		h->body_seen = true;
+		h->trailer_from = h->n;
+	}
+	(void)p;
+	return sz * n;
+}
+
+static bool has_line(const header_rec *h, size_t from, const char *want)
+{
+	for (size_t i = from; i < h->n; i++)
+		if (strncasecmp(h->lines[i], want, strlen(want)) == 0)
+			return true;
+	return false;
+}
+
+/* The wire format (docs/service-api.md): a chunked body announced by
+ * Airlock-Size, the digest announced by Trailer and sent after the body. */
+Test(service, workspace_stream_wire_format)
+{
+	svc t;
+	svc_open(&t);
+	stream_client c;
+	stream_client_open(&t, &c, 3 * AIRLOCK_WORKSPACE_STREAM_CHUNK + 7);
+	char path[256], sizeh[64], digest[128];
+	snprintf(path, sizeof(path), "/v1/sandboxes/%s/workspace/stream?path=big.bin&max_bytes=%zu",
+	         c.h.environment_id, c.n);
+	snprintf(sizeh, sizeof(sizeh), "Airlock-Size: %zu\r\n", c.n);
+	snprintf(digest, sizeof(digest), "Airlock-Sha256: %s\r\n", c.hex);
+
+	CURL *e = curl_easy_init();
+	char url[512], auth[128];
+	snprintf(url, sizeof(url), "http://localhost%s", path);
+	snprintf(auth, sizeof(auth), "Authorization: Bearer %s", TOKEN);
+	_cleanup_free_ char *hh = handle_header(&c.served);
+	struct curl_slist *hd = curl_slist_append(NULL, auth);
+	hd = curl_slist_append(hd, hh);
+	header_rec h = { 0 };
+	curl_easy_setopt(e, CURLOPT_UNIX_SOCKET_PATH, t.sock);
+	curl_easy_setopt(e, CURLOPT_URL, url);
+	curl_easy_setopt(e, CURLOPT_HTTPHEADER, hd);
+	curl_easy_setopt(e, CURLOPT_HEADERFUNCTION, header_take);
+	curl_easy_setopt(e, CURLOPT_HEADERDATA, &h);
+	curl_easy_setopt(e, CURLOPT_WRITEFUNCTION, body_take);
+	curl_easy_setopt(e, CURLOPT_WRITEDATA, &h);
+	cr_assert_eq(curl_easy_perform(e), CURLE_OK);
+	long status = 0;
+	curl_easy_getinfo(e, CURLINFO_RESPONSE_CODE, &status);
+	cr_assert_eq(status, 200);
+	cr_assert(h.body_seen);
+	cr_assert(has_line(&h, 0, sizeh), "no %s", sizeh);
+	cr_assert(has_line(&h, 0, "Trailer: Airlock-Sha256"));
+	cr_assert(has_line(&h, 0, "Transfer-Encoding: chunked"));
+	cr_assert_not(has_line(&h, 0, "Content-Length"));
+	cr_assert(has_line(&h, h.trailer_from, digest), "no trailer %s after the body", digest);
+	cr_assert_not(has_line(&h, 0, "Airlock-Sha256") && !has_line(&h, h.trailer_from,
+	                                                             "Airlock-Sha256"));
+
+	/* HTTP/1.0 has no trailer: refused, never answered without the digest. */
+	h = (header_rec){ 0 };
+	curl_easy_setopt(e, CURLOPT_HTTP_VERSION, (long)CURL_HTTP_VERSION_1_0);
+	cr_assert_eq(curl_easy_perform(e), CURLE_OK);
+	curl_easy_getinfo(e, CURLINFO_RESPONSE_CODE, &status);
+	cr_assert_eq(status, 400);
+	curl_slist_free_all(hd);
+	curl_easy_cleanup(e);
+
+	/* max_bytes is required and bounded; a file over it is refused. */
+	resp r;
+	snprintf(path, sizeof(path), "/v1/sandboxes/%s/workspace/stream?path=big.bin",
+	         c.h.environment_id);
+	http(&t, "GET", path, TOKEN, &c.served, NULL, 0, &r);
+	expect_error(&r, 400, "ToolValidationError", "max_bytes");
+	resp_clear(&r);
+	snprintf(path, sizeof(path),
+	         "/v1/sandboxes/%s/workspace/stream?path=big.bin&max_bytes=%zu",
+	         c.h.environment_id, c.n - 1);
+	http(&t, "GET", path, TOKEN, &c.served, NULL, 0, &r);
+	expect_error(&r, 400, "ToolValidationError", "more than the");
+	resp_clear(&r);
+	snprintf(path, sizeof(path),
+	         "/v1/sandboxes/%s/workspace/stream?path=nothing&max_bytes=10",
+	         c.h.environment_id);
+	http(&t, "GET", path, TOKEN, &c.served, NULL, 0, &r);
+	expect_error(&r, 422, "SystemError", NULL);
+	cr_assert_str_eq(jstr(r.json, "errno"), "ENOENT");
+	resp_clear(&r);
+	stream_client_close(&c);
+	svc_close(&t);
+}
+
+static int open_fds(void)
+{
+	DIR *d = opendir("/proc/self/fd");
+	int n = 0;
+	while (readdir(d))
+		n++;
+	closedir(d);
+	return n;
+}
+
+/* Send a stream's request on a raw connection; the answer is left unread. */
+static int raw_stream_request(svc *t, const stream_client *c)
+{
+	int fd = raw_connect(t);
+	_cleanup_free_ char *hh = handle_header(&c->served);
+	char req[4096];
+	int n = snprintf(req, sizeof(req),
+	                 "GET /v1/sandboxes/%s/workspace/stream?path=big.bin&max_bytes=%zu "
+	                 "HTTP/1.1\r\nHost: localhost\r\nAuthorization: Bearer %s\r\n%s\r\n\r\n",
+	                 c->h.environment_id, c->n, TOKEN, hh);
+	cr_assert_eq(write(fd, req, (size_t)n), n);
+	return fd;
+}
+
+/* A client that goes away halfway and one that stops reading hold only
+ * their own connections: the service streams the same file to another
+ * client meanwhile, and once they are gone everything they held (the
+ * connection, the stream, its buffer) is freed: the process's descriptors
+ * come back to what they were. */
+Test(service, workspace_stream_client_gone_or_stalled_holds_only_itself)
+{
+	svc t;
+	svc_open(&t);
+	stream_client c;
+	stream_client_open(&t, &c, (size_t)32 << 20);
+	airlock_error err = { 0 };
+	/* Warm: the remote adapter keeps its connection for the next call. */
+	cr_assert_eq(stream_whole(&c, &err), 0, "%s", err.message);
+	int before = open_fds();
+
+	int gone = raw_stream_request(&t, &c);
+	int stalled = raw_stream_request(&t, &c);
+	static char buf[1 << 16];
+	size_t got = 0;
+	while (got < ((size_t)4 << 20)) {
+		ssize_t k = read(gone, buf, sizeof(buf));
+		cr_assert_gt(k, 0, "read %zd after %zu bytes (%s): %.700s", k, got, strerror(errno), buf);
+		got += (size_t)k;
+	}
+	close(gone);
+	/* The stalled one has read nothing; another client is served whole. */
+	cr_assert_eq(stream_whole(&c, &err), 0, "%s", err.message);
+	cr_assert_eq(stream_whole(&c, &err), 0, "%s", err.message);
+	close(stalled);
+	int now = open_fds();
+	for (int i = 0; i < 50 && now > before; i++) {
+		usleep(100 * 1000);
+		now = open_fds();
+	}
+	cr_assert_leq(now, before, "%d descriptors before, %d after the clients left", before,
+	              now);
+	cr_assert_eq(stream_whole(&c, &err), 0, "%s", err.message);
+	stream_client_close(&c);
+	svc_close(&t);
+}
+
+#ifdef AIRLOCK_FAULT_INJECTION
+#include "util/fault.h"
+
+/* A digest that is not the one of the bytes sent (injected in the
+ * service's trailer) is ArtifactIntegrityError at the client, which keeps
+ * nothing of it; the next stream is whole. */
+Test(service, workspace_stream_digest_difference_is_integrity_error)
+{
+	svc t;
+	svc_open(&t);
+	stream_client c;
+	stream_client_open(&t, &c, 2 * AIRLOCK_WORKSPACE_STREAM_CHUNK + 1);
+	airlock_error err = { 0 };
+	bool fired_here = false;
+	for (unsigned nth = 1; nth < 64 && !fired_here; nth++) {
+		util_fault_arm(nth);
+		int r = stream_whole(&c, &err);
+		const char *fired = util_fault_fired();
+		unsigned hits = util_fault_hits();
+		util_fault_arm(0);
+		if (fired && strcmp(fired, "service.workspace.stream.digest") == 0) {
+			fired_here = true;
+			cr_assert_eq(r, airlock_errcode(AIRLOCK_ERR_ARTIFACT_INTEGRITY), "%d %s", r,
+			             err.message);
+			cr_assert(strstr(err.message, "nothing of it may be kept"), "%s", err.message);
+		} else if (hits < nth) {
+			break;
+		}
+	}
+	cr_assert(fired_here, "the digest's fault point was never reached");
+	cr_assert_eq(stream_whole(&c, &err), 0, "%s", err.message);
+	stream_client_close(&c);
+	svc_close(&t);
+}
+#endif
 
 #ifdef AIRLOCK_FAULT_INJECTION
 #include "util/fault.h"

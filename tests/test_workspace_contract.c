@@ -34,6 +34,7 @@
 #include "airlock/port/exec.h"
 #include "airlock/port/workspace.h"
 #include "airlock/remote.h"
+#include "airlock/run_command.h"
 #include "airlock/service.h"
 #include "host/volume.h"
 #include "testlib.h"
@@ -792,6 +793,196 @@ CONTRACT(memory_state_only_for_memory_workspaces)
 	cr_assert_null(airlock_workspace_memory_state(NULL));
 }
 
+/* ---- streams (airlock_workspace_read_stream) ------------------------------ */
+
+typedef struct sink_buf {
+	unsigned char *data;
+	size_t len, cap;
+	size_t calls, biggest;
+	size_t fail_after; /* fail the call after this many (0: never) */
+} sink_buf;
+
+static int sink_collect(void *arg, const void *buf, size_t len, airlock_error *err)
+{
+	sink_buf *b = arg;
+	if (b->fail_after && b->calls == b->fail_after)
+		return airlock_error_set(err, AIRLOCK_ERR_CONFIG, 0, "the sink is full");
+	b->calls++;
+	if (len > b->biggest)
+		b->biggest = len;
+	cr_assert_leq(len, b->cap - b->len, "the sink got more than the file");
+	memcpy(b->data + b->len, buf, len);
+	b->len += len;
+	return 0;
+}
+
+/* A file bigger than several chunks, its bytes not periodic in the chunk. */
+static unsigned char *stream_pattern(size_t n)
+{
+	unsigned char *p = malloc(n);
+	cr_assert_not_null(p);
+	uint32_t x = 2463534242u;
+	for (size_t i = 0; i < n; i++) {
+		x ^= x << 13;
+		x ^= x >> 17;
+		x ^= x << 5;
+		p[i] = (unsigned char)x;
+	}
+	return p;
+}
+
+#define STREAM_BIG (5 * AIRLOCK_WORKSPACE_STREAM_CHUNK + 12345)
+
+CONTRACT(stream_carries_a_large_file_byte_for_byte)
+{
+	unsigned char *want = stream_pattern(STREAM_BIG);
+	foreign_write(f, "out/big.bin", want, STREAM_BIG);
+	char hex[AIRLOCK_SHA256_HEX_LEN + 1];
+	cr_assert_eq(util_sha256_hex(want, STREAM_BIG, hex), 0);
+	sink_buf b = { .data = malloc(STREAM_BIG), .cap = STREAM_BIG };
+	uint64_t size = 0;
+	char src[AIRLOCK_SHA256_HEX_LEN + 1] = { 0 };
+	airlock_error e = { 0 };
+	cr_assert_eq(airlock_workspace_read_stream(f->ws, "out/big.bin", STREAM_BIG, sink_collect, &b,
+	                                           &size, src, &e),
+	             0, "[%s] %s", f->adapter, e.message);
+	cr_assert_eq(size, STREAM_BIG);
+	cr_assert_eq(b.len, STREAM_BIG);
+	cr_assert_eq(memcmp(b.data, want, STREAM_BIG), 0, "[%s] bytes differ", f->adapter);
+	cr_assert_str_eq(src, hex, "[%s] the source's digest", f->adapter);
+	cr_assert_leq(b.biggest, AIRLOCK_WORKSPACE_STREAM_CHUNK);
+	cr_assert_geq(b.calls, 6, "[%s] %zu pieces", f->adapter, b.calls);
+	free(b.data);
+	free(want);
+}
+
+CONTRACT(stream_of_an_empty_file)
+{
+	tool_write(f, "empty", NULL, 0);
+	sink_buf b = { .data = malloc(1), .cap = 0 };
+	uint64_t size = 99;
+	char src[AIRLOCK_SHA256_HEX_LEN + 1] = { 0 };
+	airlock_error e = { 0 };
+	cr_assert_eq(airlock_workspace_read_stream(f->ws, "empty", 0, sink_collect, &b, &size, src,
+	                                           &e),
+	             0, "%s", e.message);
+	cr_assert_eq(size, 0);
+	cr_assert_eq(b.calls, 0);
+	cr_assert_str_eq(src, AIRLOCK_SHA256_EMPTY_HEX);
+	free(b.data);
+}
+
+CONTRACT(stream_over_max_bytes_is_refused_before_a_byte)
+{
+	char buf[100];
+	memset(buf, 'z', sizeof(buf));
+	tool_write(f, "big", buf, sizeof(buf));
+	sink_buf b = { .data = malloc(100), .cap = 100 };
+	uint64_t size = 7;
+	char src[AIRLOCK_SHA256_HEX_LEN + 1] = "untouched";
+	airlock_error e = { 0 };
+	cr_assert_eq(airlock_workspace_read_stream(f->ws, "big", 99, sink_collect, &b, &size, src, &e),
+	             TOOLVAL, "[%s] %s", f->adapter, e.message);
+	cr_assert(strstr(e.message, "more than the 99 allowed"), "[%s] %s", f->adapter, e.message);
+	cr_assert_eq(b.calls, 0);
+	cr_assert_eq(size, 7);
+	cr_assert_str_eq(src, "untouched");
+	cr_assert_eq(airlock_workspace_read_stream(f->ws, "big", 100, sink_collect, &b, &size, src, &e),
+	             0, "%s", e.message);
+	cr_assert_eq(size, 100);
+	free(b.data);
+}
+
+CONTRACT(stream_errors_as_read)
+{
+	foreign_write(f, "dir/x", "1", 1);
+	sink_buf b = { .data = malloc(1), .cap = 1 };
+	uint64_t size = 0;
+	char src[AIRLOCK_SHA256_HEX_LEN + 1];
+	airlock_error e = { 0 };
+	cr_assert_eq(airlock_workspace_read_stream(f->ws, "missing", 10, sink_collect, &b, &size, src,
+	                                           &e),
+	             -ENOENT, "[%s] %s", f->adapter, e.message);
+	cr_assert_eq(airlock_workspace_read_stream(f->ws, "dir", 10, sink_collect, &b, &size, src, &e),
+	             -EISDIR, "[%s] %s", f->adapter, e.message);
+	cr_assert_eq(airlock_workspace_read_stream(f->ws, "dir/x/y", 10, sink_collect, &b, &size, src,
+	                                           &e),
+	             -ENOTDIR, "[%s] %s", f->adapter, e.message);
+	cr_assert_eq(airlock_workspace_read_stream(f->ws, "../x", 10, sink_collect, &b, &size, src,
+	                                           &e),
+	             ESCAPE);
+	cr_assert_eq(airlock_workspace_read_stream(f->ws, "/etc/passwd", 10, sink_collect, &b, &size,
+	                                           src, &e),
+	             ESCAPE);
+	cr_assert_eq(b.calls, 0);
+	free(b.data);
+}
+
+CONTRACT(stream_stops_at_a_failing_sink)
+{
+	unsigned char *want = stream_pattern(STREAM_BIG);
+	foreign_write(f, "big", want, STREAM_BIG);
+	sink_buf b = { .data = malloc(STREAM_BIG), .cap = STREAM_BIG, .fail_after = 2 };
+	uint64_t size = 7;
+	char src[AIRLOCK_SHA256_HEX_LEN + 1] = "untouched";
+	airlock_error e = { 0 };
+	cr_assert_eq(airlock_workspace_read_stream(f->ws, "big", STREAM_BIG, sink_collect, &b, &size,
+	                                           src, &e),
+	             airlock_errcode(AIRLOCK_ERR_CONFIG), "[%s] %s", f->adapter, e.message);
+	cr_assert(strstr(e.message, "the sink is full"), "%s", e.message);
+	cr_assert_eq(b.calls, 2);
+	cr_assert_eq(size, 7);
+	cr_assert_str_eq(src, "untouched");
+	/* The workspace goes on serving. */
+	b = (sink_buf){ .data = b.data, .cap = STREAM_BIG };
+	cr_assert_eq(airlock_workspace_read_stream(f->ws, "big", STREAM_BIG, sink_collect, &b, &size,
+	                                           src, &e),
+	             0, "%s", e.message);
+	cr_assert_eq(memcmp(b.data, want, STREAM_BIG), 0);
+	free(b.data);
+	free(want);
+}
+
+/* The pull side: the in-process adapters have it, with the same digest;
+ * the remote one says it streams by push only. */
+CONTRACT(stream_pull_side)
+{
+	unsigned char *want = stream_pattern(STREAM_BIG);
+	foreign_write(f, "big", want, STREAM_BIG);
+	airlock_workspace_stream *s = NULL;
+	uint64_t size = 0;
+	airlock_error e = { 0 };
+	int r = airlock_workspace_stream_open(f->ws, "big", STREAM_BIG, &s, &size, &e);
+	if (f->remote) {
+		cr_assert_eq(r, airlock_errcode(AIRLOCK_ERR_NOT_IMPLEMENTED), "%s", e.message);
+		cr_assert_null(s);
+		free(want);
+		return;
+	}
+	cr_assert_eq(r, 0, "%s", e.message);
+	cr_assert_eq(size, STREAM_BIG);
+	char hex[AIRLOCK_SHA256_HEX_LEN + 1];
+	cr_assert_neq(airlock_workspace_stream_digest(s, hex, &e), 0, "a digest before the end");
+	unsigned char *got = malloc(STREAM_BIG + 1);
+	size_t off = 0, n = 0;
+	do {
+		cr_assert_eq(airlock_workspace_stream_read(s, got + off, STREAM_BIG + 1 - off, &n, &e),
+		             0, "%s", e.message);
+		cr_assert_leq(n, AIRLOCK_WORKSPACE_STREAM_CHUNK);
+		off += n;
+	} while (n > 0);
+	cr_assert_eq(off, STREAM_BIG);
+	cr_assert_eq(memcmp(got, want, STREAM_BIG), 0);
+	char own[AIRLOCK_SHA256_HEX_LEN + 1];
+	cr_assert_eq(util_sha256_hex(want, STREAM_BIG, own), 0);
+	cr_assert_eq(airlock_workspace_stream_digest(s, hex, &e), 0, "%s", e.message);
+	cr_assert_str_eq(hex, own);
+	airlock_workspace_stream_close(s);
+	airlock_workspace_stream_close(NULL);
+	free(got);
+	free(want);
+}
+
 /* ==== local directory only ================================================
  * Symlinks and magic links exist only on a real filesystem. */
 
@@ -1172,6 +1363,132 @@ Test(local_only, no_descriptor_leaks_on_any_path, .init = local_init, .fini = fx
 	cr_assert_eq(count_fds(), before, "descriptors leaked");
 }
 
+/* A stream follows no symlink anywhere on its path, even one that stays
+ * inside (read follows those): what an export carries out is exactly the
+ * file at the path named. */
+static void stream_symlink_refused(fx *f)
+{
+	foreign_write(f, "real/file", "secret", 6);
+	plant(f, "real/file", "link");
+	plant(f, "real", "dirlink");
+	sink_buf b = { .data = malloc(16), .cap = 16 };
+	uint64_t size = 0;
+	char src[AIRLOCK_SHA256_HEX_LEN + 1];
+	airlock_error e = { 0 };
+	cr_assert_eq(airlock_workspace_read_stream(f->ws, "link", 16, sink_collect, &b, &size, src,
+	                                           &e),
+	             TOOLVAL, "%s", e.message);
+	cr_assert(strstr(e.message, "symbolic link"), "%s", e.message);
+	cr_assert_eq(airlock_workspace_read_stream(f->ws, "dirlink/file", 16, sink_collect, &b, &size,
+	                                           src, &e),
+	             TOOLVAL, "%s", e.message);
+	cr_assert_eq(b.calls, 0);
+	/* The file itself streams. */
+	cr_assert_eq(airlock_workspace_read_stream(f->ws, "real/file", 16, sink_collect, &b, &size,
+	                                           src, &e),
+	             0, "%s", e.message);
+	cr_assert_eq(size, 6);
+	free(b.data);
+}
+
+Test(local_only, stream_follows_no_symlink, .init = local_init, .fini = fx_fini)
+{
+	stream_symlink_refused(&g_fx);
+}
+
+Test(contract_volume, stream_follows_no_symlink, .init = volume_init, .fini = fx_fini)
+{
+	stream_symlink_refused(&g_fx);
+}
+
+Test(local_only, stream_of_a_fifo_is_refused_at_once, .init = local_init, .fini = fx_fini)
+{
+	fx *f = &g_fx;
+	cr_assert_eq(mkfifoat(f->dfd, "pipe", 0644), 0);
+	sink_buf b = { .data = malloc(1), .cap = 1 };
+	uint64_t size = 0;
+	char src[AIRLOCK_SHA256_HEX_LEN + 1];
+	airlock_error e = { 0 };
+	cr_assert_eq(airlock_workspace_read_stream(f->ws, "pipe", 16, sink_collect, &b, &size, src,
+	                                           &e),
+	             TOOLVAL, "%s", e.message);
+	free(b.data);
+}
+
+/* Read a pull stream to its end: 0, or the first error's code. */
+static int stream_drain(airlock_workspace_stream *s, airlock_error *e)
+{
+	static unsigned char buf[AIRLOCK_WORKSPACE_STREAM_CHUNK];
+	size_t n = 0;
+	do {
+		int r = airlock_workspace_stream_read(s, buf, sizeof(buf), &n, e);
+		if (r < 0)
+			return r;
+	} while (n > 0);
+	return 0;
+}
+
+/* A file written while it is read fails the stream at its end, never
+ * hands out a mixture under one digest. */
+Test(local_only, stream_of_a_file_changed_while_read_fails, .init = local_init, .fini = fx_fini)
+{
+	fx *f = &g_fx;
+	unsigned char *want = stream_pattern(STREAM_BIG);
+	foreign_write(f, "big", want, STREAM_BIG);
+	airlock_workspace_stream *s = NULL;
+	uint64_t size = 0;
+	airlock_error e = { 0 };
+	cr_assert_eq(airlock_workspace_stream_open(f->ws, "big", STREAM_BIG, &s, &size, &e), 0, "%s",
+	             e.message);
+	static unsigned char buf[AIRLOCK_WORKSPACE_STREAM_CHUNK];
+	size_t n = 0;
+	cr_assert_eq(airlock_workspace_stream_read(s, buf, sizeof(buf), &n, &e), 0);
+	/* In place, same size, same inode: only the times say it. */
+	int fd = openat(f->dfd, "big", O_WRONLY | O_CLOEXEC);
+	cr_assert(fd >= 0);
+	cr_assert_eq(pwrite(fd, "X", 1, STREAM_BIG - 1), 1);
+	close(fd);
+	cr_assert_eq(stream_drain(s, &e), -EAGAIN, "%s", e.message);
+	cr_assert(strstr(e.message, "changed while it was read"), "%s", e.message);
+	char hex[AIRLOCK_SHA256_HEX_LEN + 1];
+	cr_assert_neq(airlock_workspace_stream_digest(s, hex, NULL), 0);
+	airlock_workspace_stream_close(s);
+
+	/* Shrunk under the reader. */
+	foreign_write(f, "big", want, STREAM_BIG);
+	cr_assert_eq(airlock_workspace_stream_open(f->ws, "big", STREAM_BIG, &s, &size, &e), 0);
+	fd = openat(f->dfd, "big", O_WRONLY | O_CLOEXEC);
+	cr_assert_eq(ftruncate(fd, 10), 0);
+	close(fd);
+	cr_assert_eq(stream_drain(s, &e), -EAGAIN, "%s", e.message);
+	airlock_workspace_stream_close(s);
+	free(want);
+}
+
+/* The owner's end does not wait for a stream between its pieces, and a
+ * piece after it fails instead of touching a freed adapter. */
+Test(local_only, stream_outlived_by_nothing_after_destroy, .init = local_init, .fini = fx_fini)
+{
+	fx *f = &g_fx;
+	unsigned char *want = stream_pattern(STREAM_BIG);
+	foreign_write(f, "big", want, STREAM_BIG);
+	int before = count_fds();
+	airlock_workspace_stream *s = NULL;
+	uint64_t size = 0;
+	airlock_error e = { 0 };
+	cr_assert_eq(airlock_workspace_stream_open(f->ws, "big", STREAM_BIG, &s, &size, &e), 0);
+	airlock_workspace_free(f->ws);
+	f->ws = NULL;
+	static unsigned char buf[64];
+	size_t n = 0;
+	cr_assert_eq(airlock_workspace_stream_read(s, buf, sizeof(buf), &n, &e),
+	             airlock_errcode(AIRLOCK_ERR_EXECUTION_REJECTED), "%s", e.message);
+	airlock_workspace_stream_close(s);
+	/* The workspace's own descriptor and the file's are gone. */
+	cr_assert_eq(count_fds(), before - 1);
+	free(want);
+}
+
 /* ==== memory only =========================================================
  * The fake mechanism's side of the in-memory workspace (memws.h). */
 
@@ -1242,6 +1559,31 @@ Test(memory_only, path_table_is_bounded_in_bytes, .init = memory_init, .fini = f
 	cr_assert_eq(memws_sandbox_delete(f->mem, long_path(1)), 0);
 	cr_assert_eq(memws_sandbox_write(f->mem, long_path(i), "", 0), 0);
 	cr_assert_eq(memws_sandbox_write(f->mem, long_path(i + 1), "", 0), -ENOSPC);
+}
+
+Test(memory_only, stream_of_a_file_changed_while_read_fails, .init = memory_init,
+     .fini = fx_fini)
+{
+	fx *f = &g_fx;
+	unsigned char *want = stream_pattern(STREAM_BIG);
+	foreign_write(f, "big", want, STREAM_BIG);
+	airlock_workspace_stream *s = NULL;
+	uint64_t size = 0;
+	airlock_error e = { 0 };
+	cr_assert_eq(airlock_workspace_stream_open(f->ws, "big", STREAM_BIG, &s, &size, &e), 0);
+	static unsigned char buf[AIRLOCK_WORKSPACE_STREAM_CHUNK];
+	size_t n = 0;
+	cr_assert_eq(airlock_workspace_stream_read(s, buf, sizeof(buf), &n, &e), 0);
+	cr_assert_eq(memws_sandbox_write(f->mem, "big", want, STREAM_BIG), 0);
+	cr_assert_eq(airlock_workspace_stream_read(s, buf, sizeof(buf), &n, &e), -EAGAIN, "%s",
+	             e.message);
+	airlock_workspace_stream_close(s);
+	/* Deleted under the reader. */
+	cr_assert_eq(airlock_workspace_stream_open(f->ws, "big", STREAM_BIG, &s, &size, &e), 0);
+	cr_assert_eq(memws_sandbox_delete(f->mem, "big"), 0);
+	cr_assert_eq(airlock_workspace_stream_read(s, buf, sizeof(buf), &n, &e), -EAGAIN);
+	airlock_workspace_stream_close(s);
+	free(want);
 }
 
 Test(memory_only, snapshot_and_hash, .init = memory_init, .fini = fx_fini)

@@ -41,6 +41,13 @@
  * 100,000 names of 20 bytes at the root whole, or 500 of the longest
  * paths. */
 #define AIRLOCK_WORKSPACE_LISTDIR_BYTES_MAX ((size_t)2 << 20)
+/* One piece of a streamed workspace file (airlock_workspace_read_stream,
+ * airlock_workspace_stream_read): the most any adapter hands a sink at once
+ * and the one buffer a stream holds, whatever the file's size. 128 KiB: a
+ * few hundred of them in flight cost tens of MiB at most, and a piece that
+ * size already amortizes the read, hash and send of each over enough bytes
+ * that the export runs near the disk's and SHA-256's speed (bench_export). */
+#define AIRLOCK_WORKSPACE_STREAM_CHUNK ((size_t)128 << 10)
 
 /* ---- identifiers ------------------------------------------------------------- */
 /* tenant_id and run_id: they end up in storage keys and log lines. */
@@ -187,6 +194,16 @@
 #define AIRLOCK_SERVICE_READ_MAX ((size_t)64 << 20)
 /* A listdir's max_entries. */
 #define AIRLOCK_SERVICE_LISTDIR_MAX 100000
+/* A workspace stream's max_bytes (GET .../workspace/stream): the file is
+ * never held (one AIRLOCK_WORKSPACE_STREAM_CHUNK at a time), so this bounds
+ * only how long one answer may take: 64 GiB, past any workspace volume. */
+#define AIRLOCK_SERVICE_STREAM_FILE_MAX ((uint64_t)64 << 30)
+/* A workspace stream's slowest honest reader, bytes per second: the answer
+ * must be taken within the request timeout plus its size at this rate, so
+ * a client that trickles holds its connection (and the file's descriptor)
+ * for a bounded time. 1 MiB/s is far below any worker on the service's
+ * network and still cuts a 256 MiB trickle after about 4 minutes. */
+#define AIRLOCK_SERVICE_STREAM_MIN_RATE ((uint64_t)1 << 20)
 /* The output events a streamed execute holds for a client that is not
  * reading (base64 lines): past it, output is counted in a "dropped" event
  * instead (the result still holds every byte). */

@@ -137,8 +137,13 @@ int airlock_workspace_new(const airlock_workspace_ops *ops, void *ctx, airlock_w
                           airlock_error *err)
 {
 	assert(ret);
+	/* A stream is pulled (all three of open, read, close) or pushed
+	 * (read_stream): a table with neither whole set has no stream. */
+	bool pull = ops && ops->stream_open && ops->stream_read && ops->stream_close;
+	bool partial = ops && !pull && (ops->stream_open || ops->stream_read || ops->stream_close);
 	if (!ops || ops->version != AIRLOCK_WORKSPACE_OPS_VERSION || !ops->contain || !ops->read ||
-	    !ops->write || !ops->listdir || !ops->provenance || !ops->free) {
+	    !ops->write || !ops->listdir || !ops->provenance || !ops->free || partial ||
+	    (!pull && !ops->read_stream)) {
 		/* The table is the adapter author's mistake; ctx is still ours to
 		 * release, and only the table's own free knows how. */
 		if (ops && ops->free && ctx)
@@ -430,6 +435,300 @@ int airlock_workspace_provenance(airlock_workspace *w, const char *path, airlock
 	if (r < 0)
 		return r;
 	r = workspace_provenance_inner(w, path, ret, err);
+	workspace_call_leave(w);
+	return r;
+}
+
+/* ---- streams --------------------------------------------------------------- */
+
+struct airlock_workspace_stream {
+	airlock_workspace *w; /* a reference, never a call bracket (the header says why) */
+	void *reader;         /* the adapter's */
+	char *rel;            /* for messages */
+	uint64_t size, done;
+	util_sha256 *hash;
+	bool ended, failed;
+	char hex[AIRLOCK_SHA256_HEX_LEN + 1];
+};
+
+static const char *stream_quote(const char *rel, char q[AIRLOCK_WORKSPACE_QUOTE_MAX])
+{
+	return airlock_workspace_quote(rel, strlen(rel), q);
+}
+
+void airlock_workspace_stream_close(airlock_workspace_stream *s)
+{
+	if (!s)
+		return;
+	/* The reader needs nothing of the adapter's ctx (the op's contract),
+	 * so it ends here whether or not the owner has ended the workspace. */
+	if (s->reader)
+		s->w->ops->stream_close(s->reader);
+	util_sha256_free(s->hash);
+	free(s->rel);
+	airlock_workspace_release(s->w);
+	free(s);
+}
+
+static void stream_closep(airlock_workspace_stream **s)
+{
+	airlock_workspace_stream_close(*s);
+}
+
+int airlock_workspace_stream_open(airlock_workspace *w, const char *path, uint64_t max_bytes,
+                                  airlock_workspace_stream **ret, uint64_t *ret_size,
+                                  airlock_error *err)
+{
+	assert(w && ret && ret_size);
+	if (!w->ops->stream_open)
+		return airlock_error_set(err, AIRLOCK_ERR_NOT_IMPLEMENTED, 0,
+		                         "workspace stream (%s adapter): this adapter streams by push "
+		                         "only; use airlock_workspace_read_stream",
+		                         w->ops->name);
+	__attribute__((cleanup(stream_closep))) airlock_workspace_stream *s = calloc(1, sizeof(*s));
+	if (!s)
+		return airlock_error_set(err, AIRLOCK_ERR_SYSTEM, ENOMEM, "workspace stream");
+	s->w = airlock_workspace_ref(w);
+	s->hash = util_sha256_new();
+	if (!s->hash)
+		return airlock_error_set(err, AIRLOCK_ERR_SYSTEM, ENOMEM, "workspace stream");
+	int r = workspace_call_enter(w, err);
+	if (r < 0)
+		return r;
+	r = workspace_check(w, path, &s->rel, err);
+	if (r == 0)
+		r = w->ops->stream_open(w->ctx, s->rel, max_bytes, &s->reader, &s->size, err);
+	workspace_call_leave(w);
+	if (r < 0)
+		return r;
+	/* The port's bound, whatever the adapter did. */
+	if (s->size > max_bytes) {
+		char q[AIRLOCK_WORKSPACE_QUOTE_MAX];
+		return airlock_error_set(err, AIRLOCK_ERR_TOOL_VALIDATION, 0,
+		                         "stream %s: file is %llu bytes, more than the %llu allowed",
+		                         stream_quote(s->rel, q), (unsigned long long)s->size,
+		                         (unsigned long long)max_bytes);
+	}
+	*ret_size = s->size;
+	*ret = TAKE_PTR(s);
+	return 0;
+}
+
+int airlock_workspace_stream_read(airlock_workspace_stream *s, void *buf, size_t max,
+                                  size_t *ret_n, airlock_error *err)
+{
+	assert(s && buf && ret_n);
+	char q[AIRLOCK_WORKSPACE_QUOTE_MAX];
+	if (s->failed)
+		return airlock_error_set(err, AIRLOCK_ERR_SYSTEM, EIO,
+		                         "stream %s: read after the stream failed",
+		                         stream_quote(s->rel, q));
+	if (s->ended) {
+		*ret_n = 0;
+		return 0;
+	}
+	if (max > AIRLOCK_WORKSPACE_STREAM_CHUNK)
+		max = AIRLOCK_WORKSPACE_STREAM_CHUNK;
+	if (max == 0)
+		return airlock_error_set(err, AIRLOCK_ERR_SYSTEM, EINVAL,
+		                         "stream %s: a read of 0 bytes", stream_quote(s->rel, q));
+	/* One bracket per piece: the owner's end waits for a piece, never for
+	 * the client a server is feeding. */
+	int r = workspace_call_enter(s->w, err);
+	if (r < 0) {
+		s->failed = true;
+		return r;
+	}
+	size_t n = 0;
+	r = s->w->ops->stream_read(s->w->ctx, s->reader, buf, max, &n, err);
+	workspace_call_leave(s->w);
+	if (r == 0 && (n > max || n > s->size - s->done))
+		r = airlock_error_set(err, AIRLOCK_ERR_SYSTEM, EIO,
+		                      "stream %s: the %s adapter handed out more than the file's "
+		                      "%llu bytes",
+		                      stream_quote(s->rel, q), s->w->ops->name,
+		                      (unsigned long long)s->size);
+	else if (r == 0 && n == 0 && s->done != s->size)
+		r = airlock_error_set(err, AIRLOCK_ERR_SYSTEM, EIO,
+		                      "stream %s: ended after %llu of its %llu bytes",
+		                      stream_quote(s->rel, q), (unsigned long long)s->done,
+		                      (unsigned long long)s->size);
+	else if (r == 0 && n > 0 && util_sha256_update(s->hash, buf, n) < 0)
+		r = airlock_error_set(err, AIRLOCK_ERR_SYSTEM, EIO, "stream %s: SHA-256",
+		                      stream_quote(s->rel, q));
+	else if (r == 0 && n == 0) {
+		/* final_hex frees the hash, on failure too. */
+		int fr = util_sha256_final_hex(TAKE_PTR(s->hash), s->hex);
+		if (fr < 0)
+			r = airlock_error_set(err, AIRLOCK_ERR_SYSTEM, EIO, "stream %s: SHA-256",
+			                      stream_quote(s->rel, q));
+	}
+	if (r < 0) {
+		s->failed = true;
+		return r;
+	}
+	s->done += n;
+	s->ended = n == 0;
+	*ret_n = n;
+	return 0;
+}
+
+int airlock_workspace_stream_digest(airlock_workspace_stream *s,
+                                    char ret[AIRLOCK_SHA256_HEX_LEN + 1], airlock_error *err)
+{
+	assert(s && ret);
+	if (!s->ended) {
+		char q[AIRLOCK_WORKSPACE_QUOTE_MAX];
+		return airlock_error_set(err, AIRLOCK_ERR_SYSTEM, EINVAL,
+		                         "stream %s: no digest before the end (%llu of %llu bytes "
+		                         "read)",
+		                         stream_quote(s->rel, q), (unsigned long long)s->done,
+		                         (unsigned long long)s->size);
+	}
+	memcpy(ret, s->hex, sizeof(s->hex));
+	return 0;
+}
+
+/* The wrapper's side of a pushed stream: every piece is cut to the chunk,
+ * counted against the cap and hashed before the caller's sink sees it. */
+typedef struct stream_tee {
+	airlock_workspace_sink sink;
+	void *arg;
+	util_sha256 *hash;
+	uint64_t count, max_bytes;
+	const char *rel;
+} stream_tee;
+
+static int stream_tee_sink(void *arg, const void *buf, size_t len, airlock_error *err)
+{
+	stream_tee *t = arg;
+	char q[AIRLOCK_WORKSPACE_QUOTE_MAX];
+	if (len > t->max_bytes - t->count)
+		return airlock_error_set(err, AIRLOCK_ERR_TOOL_VALIDATION, 0,
+		                         "stream %s: more than the %llu bytes allowed arrived",
+		                         stream_quote(t->rel, q), (unsigned long long)t->max_bytes);
+	const unsigned char *p = buf;
+	while (len > 0) {
+		size_t k = len < AIRLOCK_WORKSPACE_STREAM_CHUNK ? len : AIRLOCK_WORKSPACE_STREAM_CHUNK;
+		if (util_sha256_update(t->hash, p, k) < 0)
+			return airlock_error_set(err, AIRLOCK_ERR_SYSTEM, EIO, "stream %s: SHA-256",
+			                         stream_quote(t->rel, q));
+		int r = t->sink(t->arg, p, k, err);
+		if (r < 0)
+			return r;
+		t->count += k;
+		p += k;
+		len -= k;
+	}
+	return 0;
+}
+
+static bool sha256_hex_valid(const char *s)
+{
+	size_t i = 0;
+	for (; s[i] && i <= AIRLOCK_SHA256_HEX_LEN; i++)
+		if (!((s[i] >= '0' && s[i] <= '9') || (s[i] >= 'a' && s[i] <= 'f')))
+			return false;
+	return i == AIRLOCK_SHA256_HEX_LEN;
+}
+
+static int read_stream_push(airlock_workspace *w, const char *path, uint64_t max_bytes,
+                            airlock_workspace_sink sink, void *arg, uint64_t *ret_size,
+                            char ret_source_sha256[AIRLOCK_SHA256_HEX_LEN + 1],
+                            airlock_error *err)
+{
+	_cleanup_free_ char *rel = NULL;
+	int r = workspace_check(w, path, &rel, err);
+	if (r < 0)
+		return r;
+	stream_tee t = { .sink = sink, .arg = arg, .hash = util_sha256_new(),
+		         .max_bytes = max_bytes, .rel = rel };
+	if (!t.hash)
+		return airlock_error_set(err, AIRLOCK_ERR_SYSTEM, ENOMEM, "workspace stream");
+	uint64_t size = 0;
+	char source[AIRLOCK_SHA256_HEX_LEN + 1] = { 0 };
+	char own[AIRLOCK_SHA256_HEX_LEN + 1] = { 0 };
+	r = w->ops->read_stream(w->ctx, rel, max_bytes, stream_tee_sink, &t, &size, source, err);
+	/* final_hex frees the hash, on failure too. */
+	if (r == 0 && util_sha256_final_hex(TAKE_PTR(t.hash), own) < 0)
+		r = airlock_error_set(err, AIRLOCK_ERR_SYSTEM, EIO, "workspace stream: SHA-256");
+	util_sha256_free(t.hash);
+	if (r < 0)
+		return r;
+	char q[AIRLOCK_WORKSPACE_QUOTE_MAX];
+	source[AIRLOCK_SHA256_HEX_LEN] = 0;
+	/* The comparison the export exists for (the specification,
+	 * "ArtifactStore": both ends compute the digest): the source's over
+	 * what it read, ours over what arrived. Anything but the same count and
+	 * the same digest means the bytes the sink took are not the file's. */
+	if (t.count != size)
+		return airlock_error_set(err, AIRLOCK_ERR_ARTIFACT_INTEGRITY, 0,
+		                         "stream %s: %llu bytes arrived where the source read %llu; "
+		                         "nothing of it may be kept",
+		                         stream_quote(rel, q), (unsigned long long)t.count,
+		                         (unsigned long long)size);
+	if (!sha256_hex_valid(source) || strcmp(source, own) != 0)
+		return airlock_error_set(err, AIRLOCK_ERR_ARTIFACT_INTEGRITY, 0,
+		                         "stream %s: the source's SHA-256 %.64s is not %s, the one of "
+		                         "the %llu bytes that arrived; nothing of it may be kept",
+		                         stream_quote(rel, q), source, own, (unsigned long long)size);
+	*ret_size = size;
+	memcpy(ret_source_sha256, source, sizeof(source));
+	return 0;
+}
+
+static int read_stream_pull(airlock_workspace *w, const char *path, uint64_t max_bytes,
+                            airlock_workspace_sink sink, void *arg, uint64_t *ret_size,
+                            char ret_source_sha256[AIRLOCK_SHA256_HEX_LEN + 1],
+                            airlock_error *err)
+{
+	__attribute__((cleanup(stream_closep))) airlock_workspace_stream *s = NULL;
+	uint64_t size = 0;
+	int r = airlock_workspace_stream_open(w, path, max_bytes, &s, &size, err);
+	if (r < 0)
+		return r;
+	/* One piece at a time, from the heap: a thread's stack is not the
+	 * place for 128 KiB. */
+	_cleanup_free_ unsigned char *buf = malloc(AIRLOCK_WORKSPACE_STREAM_CHUNK);
+	if (!buf)
+		return airlock_error_set(err, AIRLOCK_ERR_SYSTEM, ENOMEM, "workspace stream");
+	for (;;) {
+		size_t n = 0;
+		r = airlock_workspace_stream_read(s, buf, AIRLOCK_WORKSPACE_STREAM_CHUNK, &n, err);
+		if (r < 0)
+			return r;
+		if (n == 0)
+			break;
+		r = sink(arg, buf, n, err);
+		if (r < 0)
+			return r;
+	}
+	/* In process the source is this wrapper: its digest is the one over
+	 * what the sink was handed. */
+	r = airlock_workspace_stream_digest(s, ret_source_sha256, err);
+	if (r < 0)
+		return r;
+	*ret_size = size;
+	return 0;
+}
+
+int airlock_workspace_read_stream(airlock_workspace *w, const char *path, uint64_t max_bytes,
+                                  airlock_workspace_sink sink, void *arg, uint64_t *ret_size,
+                                  char ret_source_sha256[AIRLOCK_SHA256_HEX_LEN + 1],
+                                  airlock_error *err)
+{
+	assert(w && sink && ret_size && ret_source_sha256);
+	if (!w->ops->read_stream)
+		return read_stream_pull(w, path, max_bytes, sink, arg, ret_size, ret_source_sha256,
+		                        err);
+	/* A pushed stream runs in one bracket: the adapter's transport uses
+	 * its ctx throughout, so the owner's end waits for it, which the
+	 * adapter bounds (the remote one by a low-speed limit and a total
+	 * deadline scaled by max_bytes). */
+	int r = workspace_call_enter(w, err);
+	if (r < 0)
+		return r;
+	r = read_stream_push(w, path, max_bytes, sink, arg, ret_size, ret_source_sha256, err);
 	workspace_call_leave(w);
 	return r;
 }

@@ -133,13 +133,13 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
                                   size_t *upload_size, void **req_cls)
 {
 	http_server *h = cls;
-	(void)version;
 	http_request *r = *req_cls;
 	if (!r)
 		return MHD_NO;
 	r->c = c;
 	if (!r->started) {
 		r->started = true;
+		r->http11 = version && strcmp(version, MHD_HTTP_VERSION_1_1) == 0;
 		const union MHD_ConnectionInfo *ci =
 		        MHD_get_connection_info(c, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
 		r->conn = ci ? ci->socket_context : NULL;

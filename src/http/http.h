@@ -221,6 +221,32 @@ http_result http_respond_stream(http_request *r, unsigned status, const char *ty
                                 ssize_t (*read)(void *cls, char *buf, size_t max), void *cls,
                                 void (*free_cb)(void *cls));
 
+/* A streamed body of a known length that ends with trailer fields: the
+ * HTTP/1.1 chunked body and its trailer section (RFC 9112, 7.1.2), the
+ * one way a value computed over the body as it was sent (a digest) can
+ * follow it in the same answer. headers (n_headers name/value pairs,
+ * copied) go in the header block, "Trailer: <trailer_names>" announces
+ * the fields; read is as http_respond_stream's; once it returned
+ * HTTP_STREAM_END, trailers(cls, out, max) fills at most max fields
+ * (strings that live until free_cb) and returns how many, or < 0 to cut
+ * the connection instead of ending the body, so the client sees a body
+ * without its end and without the fields. The whole answer must be taken
+ * within the request timeout plus extra_ms (the watchdog cuts it past
+ * that), extra_ms scaled by the caller with the body's length, so a
+ * client that trickles holds its connection for a bounded time. A request
+ * that is not HTTP/1.1 cannot carry a trailer: answered 400. On failure
+ * free_cb has run. */
+typedef struct http_field {
+	const char *name, *value;
+} http_field;
+#define HTTP_TRAILERS_MAX 4
+http_result http_respond_stream_trailed(http_request *r, unsigned status, const char *type,
+                                        const http_field *headers, size_t n_headers,
+                                        const char *trailer_names, int64_t extra_ms,
+                                        ssize_t (*read)(void *cls, char *buf, size_t max),
+                                        int (*trailers)(void *cls, http_field *out, size_t max),
+                                        void *cls, void (*free_cb)(void *cls));
+
 /* The wire's classes are the specification's five: a decoder's class is
  * ToolValidationError, everything else a layer below can say is
  * ExecutionUnavailable. */

@@ -100,6 +100,7 @@ struct http_request {
 	size_t target_len;
 	const char *url; /* libmicrohttpd's unescaped path, for the request's life */
 	bool started, responded;
+	bool http11; /* the request's version: a trailer needs a chunked body */
 	void *state;
 	size_t body_cap;
 	util_buf body; /* capped at the route's cap */

@@ -148,8 +148,16 @@ http_result http_respond_unauthorized(http_request *r)
 
 typedef struct {
 	ssize_t (*read)(void *cls, char *buf, size_t max);
+	int (*trailers)(void *cls, http_field *out, size_t max);
 	void (*free_cb)(void *cls);
 	void *cls;
+	/* The response the trailer fields are added to: libmicrohttpd
+	 * builds a chunked body's trailer section from the response's
+	 * footers after its reader reported the end, on the connection's
+	 * thread, and the response is this connection's alone (made for
+	 * this one answer), so adding them from the reader races nothing.
+	 * Valid until stream_free: the connection holds it. */
+	struct MHD_Response *resp;
 } http_stream;
 
 static ssize_t stream_read(void *cls, uint64_t pos, char *buf, size_t max)
@@ -157,6 +165,15 @@ static ssize_t stream_read(void *cls, uint64_t pos, char *buf, size_t max)
 	http_stream *st = cls;
 	(void)pos;
 	ssize_t n = st->read(st->cls, buf, max);
+	if (n == HTTP_STREAM_END && st->trailers) {
+		http_field f[HTTP_TRAILERS_MAX];
+		int k = st->trailers(st->cls, f, HTTP_TRAILERS_MAX);
+		if (k < 0 || k > HTTP_TRAILERS_MAX)
+			return MHD_CONTENT_READER_END_WITH_ERROR;
+		for (int i = 0; i < k; i++)
+			if (MHD_add_response_footer(st->resp, f[i].name, f[i].value) != MHD_YES)
+				return MHD_CONTENT_READER_END_WITH_ERROR;
+	}
 	if (n == HTTP_STREAM_END)
 		return MHD_CONTENT_READER_END_OF_STREAM;
 	if (n < 0)
@@ -194,5 +211,51 @@ http_result http_respond_stream(http_request *r, unsigned status, const char *ty
 	/* No total deadline while it streams: what produces it bounds it, and
 	 * a client that reads nothing meets the idle timeout. */
 	http_conn_deadline(r->conn, 0);
+	return q == MHD_YES ? HTTP_NEXT : HTTP_CLOSE;
+}
+
+http_result http_respond_stream_trailed(http_request *r, unsigned status, const char *type,
+                                        const http_field *headers, size_t n_headers,
+                                        const char *trailer_names, int64_t extra_ms,
+                                        ssize_t (*read)(void *cls, char *buf, size_t max),
+                                        int (*trailers)(void *cls, http_field *out, size_t max),
+                                        void *cls, void (*free_cb)(void *cls))
+{
+	/* libmicrohttpd answers an HTTP/1.0 request with a body ended by the
+	 * close, which has no trailer section: the fields would be lost
+	 * without a sign, so such a request is refused. */
+	if (!r->http11) {
+		free_cb(cls);
+		return http_respond_fail(r, MHD_HTTP_BAD_REQUEST, AIRLOCK_ERR_TOOL_VALIDATION,
+		                         "this answer ends with a trailer and needs HTTP/1.1");
+	}
+	r->responded = true;
+	http_stream *st = malloc(sizeof(*st));
+	if (!st) {
+		free_cb(cls);
+		return HTTP_CLOSE;
+	}
+	*st = (http_stream){ .read = read, .trailers = trailers, .free_cb = free_cb, .cls = cls };
+	/* The block size is an upper bound: libmicrohttpd hands the reader at
+	 * most what the connection's memory pool has free (header_max), so the
+	 * connection's memory stays what its limit says. */
+	struct MHD_Response *resp = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 256 * 1024,
+	                                                              stream_read, st, stream_free);
+	if (!resp) {
+		stream_free(st);
+		return HTTP_CLOSE;
+	}
+	st->resp = resp;
+	bool ok = MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, type) == MHD_YES &&
+	          MHD_add_response_header(resp, MHD_HTTP_HEADER_TRAILER, trailer_names) == MHD_YES;
+	for (size_t i = 0; ok && i < n_headers; i++)
+		ok = MHD_add_response_header(resp, headers[i].name, headers[i].value) == MHD_YES;
+	if (!ok) {
+		MHD_destroy_response(resp);
+		return HTTP_CLOSE;
+	}
+	enum MHD_Result q = MHD_queue_response(r->c, status, resp);
+	MHD_destroy_response(resp);
+	http_conn_deadline(r->conn, r->h->request_ms + (extra_ms > 0 ? extra_ms : 0));
 	return q == MHD_YES ? HTTP_NEXT : HTTP_CLOSE;
 }

@@ -23,6 +23,7 @@
 #include <poll.h>
 #include <stdio.h>
 #include <string.h>
+#include <strings.h>
 
 #include "airlock/json.h"
 #include "util/fault.h"
@@ -284,6 +285,13 @@ static size_t on_body(char *data, size_t size, size_t n, void *arg)
 	return len;
 }
 
+static size_t on_header(char *data, size_t size, size_t n, void *arg)
+{
+	transfer *t = arg;
+	t->c->on_header(t->c->header_arg, data, size * n);
+	return size * n;
+}
+
 static size_t on_upload(char *buf, size_t size, size_t n, void *arg)
 {
 	transfer *t = arg;
@@ -304,6 +312,12 @@ static int transport_error(remote_http *h, const remote_call *c, CURLcode rc, co
 	if (h->unix_path && rc == CURLE_COULDNT_CONNECT)
 		return airlock_error_set(err, AIRLOCK_ERR_EXECUTION_UNAVAILABLE, (int)os_errno,
 		                         "%s at %s is unreachable; retry later", h->peer, h->address);
+	if (rc == CURLE_OPERATION_TIMEDOUT && c->low_speed_s > 0)
+		return airlock_error_set(err, AIRLOCK_ERR_EXECUTION_UNAVAILABLE, 0,
+		                         "%s at %s: %s %.64s stalled or passed its %lld ms (%s); "
+		                         "retry later",
+		                         h->peer, h->address, c->method, c->path,
+		                         (long long)c->timeout_ms, detail ? detail : "");
 	if (rc == CURLE_OPERATION_TIMEDOUT)
 		return airlock_error_set(err, AIRLOCK_ERR_EXECUTION_UNAVAILABLE, 0,
 		                         "%s at %s did not answer %s %.64s within %lld ms; retry later",
@@ -372,6 +386,14 @@ static int setup(remote_http *h, const remote_call *c, transfer *t, struct curl_
 	           * not followed, so the credential goes nowhere else. */
 	          curl_easy_setopt(e, CURLOPT_FOLLOWLOCATION, 0L) == CURLE_OK &&
 	          curl_easy_setopt(e, CURLOPT_PROTOCOLS_STR, h->unix_path ? "http" : "https") == CURLE_OK;
+	if (ok && c->on_header)
+		ok = curl_easy_setopt(e, CURLOPT_HEADERFUNCTION, on_header) == CURLE_OK &&
+		     curl_easy_setopt(e, CURLOPT_HEADERDATA, t) == CURLE_OK;
+	if (ok && c->low_speed_s > 0)
+		ok = curl_easy_setopt(e, CURLOPT_LOW_SPEED_LIMIT, c->low_speed_bytes) == CURLE_OK &&
+		     curl_easy_setopt(e, CURLOPT_LOW_SPEED_TIME, c->low_speed_s) == CURLE_OK;
+	if (ok && c->buffer_size)
+		ok = curl_easy_setopt(e, CURLOPT_BUFFERSIZE, (long)c->buffer_size) == CURLE_OK;
 	if (ok && h->unix_path)
 		ok = curl_easy_setopt(e, CURLOPT_UNIX_SOCKET_PATH, h->unix_path) == CURLE_OK;
 	if (ok && !h->unix_path) {
@@ -636,6 +658,60 @@ int remote_http_json(remote_http *h, const char *what, const remote_call *c, lon
 	}
 	*ret_json = o;
 	return 0;
+}
+
+/* ---- a workspace stream's header and trailer ------------------------------- */
+
+/* "Name: value" with name matched without case; the value without its
+ * surrounding blanks and CRLF, or NULL. */
+static const char *header_value(const char *line, size_t len, const char *name, size_t *ret_len)
+{
+	size_t nl = strlen(name);
+	if (len <= nl || line[nl] != ':' || strncasecmp(line, name, nl) != 0)
+		return NULL;
+	const char *v = line + nl + 1, *end = line + len;
+	while (v < end && (*v == ' ' || *v == '\t'))
+		v++;
+	while (end > v && (end[-1] == '\r' || end[-1] == '\n' || end[-1] == ' ' || end[-1] == '\t'))
+		end--;
+	*ret_len = (size_t)(end - v);
+	return v;
+}
+
+void remote_stream_meta_line(remote_stream_meta *m, const char *line, size_t len)
+{
+	/* The blank line ends the header block: what follows is the trailer. */
+	if (len == 0 || (len <= 2 && (line[0] == '\r' || line[0] == '\n'))) {
+		m->in_trailers = true;
+		return;
+	}
+	size_t vl = 0;
+	const char *v;
+	if (!m->in_trailers && (v = header_value(line, len, "Airlock-Size", &vl))) {
+		/* Digits only, at most 19 of them (below 2^63): no sign, no
+		 * blank inside, nothing strtoll would also take. */
+		bool ok = !m->have_size && vl > 0 && vl <= 19;
+		uint64_t n = 0;
+		for (size_t i = 0; ok && i < vl; i++) {
+			ok = v[i] >= '0' && v[i] <= '9';
+			n = n * 10 + (uint64_t)(v[i] - '0');
+		}
+		m->bad_size |= !ok;
+		m->have_size = true;
+		m->size = ok ? n : 0;
+	} else if (m->in_trailers && (v = header_value(line, len, "Airlock-Sha256", &vl))) {
+		/* 64 lowercase hex characters, as the service writes it; any
+		 * other byte (a NUL above all) makes it no digest at all. */
+		bool ok = !m->have_digest && vl == AIRLOCK_SHA256_HEX_LEN;
+		for (size_t i = 0; ok && i < vl; i++)
+			ok = (v[i] >= '0' && v[i] <= '9') || (v[i] >= 'a' && v[i] <= 'f');
+		if (ok)
+			memcpy(m->digest, v, vl);
+		else
+			memset(m->digest, 0, sizeof(m->digest));
+		m->bad_digest |= !ok;
+		m->have_digest = true;
+	}
 }
 
 /* ---- encodings ----------------------------------------------------------- */

@@ -21,6 +21,9 @@
  *                            bytes (at most the two capped streams, as
  *                            base64) plus the result line: twice the line cap
  *   a workspace read         the caller's max_bytes
+ *   a workspace stream       nothing held: each piece goes to the sink as
+ *                            it arrives, counted against the announced size
+ *                            and the caller's max_bytes
  */
 
 #include <curl/curl.h>
@@ -70,6 +73,10 @@ typedef int (*remote_sink_fn)(void *arg, const char *data, size_t len, airlock_e
 /* Called when a watched descriptor is readable (then no longer watched) and
  * every tick_ms while the transfer runs (fd -1). */
 typedef void (*remote_watch_fn)(void *arg, int fd);
+/* Called with each header line as it arrives (CRLF included), the status
+ * line, the blank line ending the block and a chunked body's trailer lines
+ * after it included: libcurl hands trailers to the same callback. */
+typedef void (*remote_header_fn)(void *arg, const char *line, size_t len);
 
 typedef struct remote_call {
 	const char *method;      /* "GET", "POST", "PUT", "DELETE" */
@@ -87,6 +94,13 @@ typedef struct remote_call {
 	remote_watch_fn on_watch;
 	void *watch_arg;
 	int64_t tick_ms;         /* 0: no ticks */
+	remote_header_fn on_header; /* NULL: headers are not looked at */
+	void *header_arg;
+	/* A transfer slower than low_speed_bytes a second for low_speed_s
+	 * seconds is cut (a stalled stream), whatever its total deadline;
+	 * 0: no such limit. */
+	long low_speed_bytes, low_speed_s;
+	size_t buffer_size;      /* libcurl's receive buffer; 0: its default */
 } remote_call;
 
 typedef struct remote_response {
@@ -131,6 +145,20 @@ char *remote_query_escape(const char *s);
 /* base64url without padding of the handle's JSON: the Airlock-Handle
  * header. malloc'd; NULL with err set. */
 char *remote_handle_header(const airlock_environment_handle *h, airlock_error *err);
+
+/* What a workspace stream's answer says besides its body
+ * (docs/service-api.md, "The workspace stream"): the header block's
+ * Airlock-Size (the body's exact length, plain decimal digits) and the
+ * trailer's Airlock-Sha256 (64 lowercase hex characters), read line by line as libcurl hands them over (status line,
+ * headers, the blank line, trailers). A digest in the header block is not
+ * the digest of bytes read and is ignored; a second value of either, or
+ * one of the wrong shape, sets bad_*. */
+typedef struct remote_stream_meta {
+	bool have_size, bad_size, in_trailers, have_digest, bad_digest;
+	uint64_t size;
+	char digest[AIRLOCK_SHA256_HEX_LEN + 1];
+} remote_stream_meta;
+void remote_stream_meta_line(remote_stream_meta *m, const char *line, size_t len);
 
 /* The workspace of one remote sandbox: its calls go to the service with the
  * sandbox's id and handle (copied). */

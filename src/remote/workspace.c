@@ -249,6 +249,148 @@ static int rws_provenance(void *ctx, const char *rel, airlock_provenance *ret, a
 	return 0;
 }
 
+/* ---- stream -------------------------------------------------------------- */
+
+/* A stalled stream is cut when fewer than this many bytes a second arrive
+ * for REMOTE_STREAM_STALL_S seconds (libcurl's low-speed limit), and the
+ * whole stream must end within WORKSPACE_TIMEOUT_MS plus max_bytes at the
+ * service's slowest honest rate (AIRLOCK_SERVICE_STREAM_MIN_RATE): the
+ * deadline grows with what was asked, a stall is cut in seconds. */
+#define REMOTE_STREAM_STALL_BYTES 1024L
+#define REMOTE_STREAM_STALL_S 30L
+
+typedef struct rws_stream {
+	airlock_workspace_sink sink;
+	void *arg;
+	uint64_t max_bytes, count;
+	remote_stream_meta m;
+	/* The pieces as they arrive are the service's chunks (about 14 KiB:
+	 * its connection's memory limit), and each costs the sink a call (a
+	 * write, for the store): they are gathered into one piece of the
+	 * port's size first. At most AIRLOCK_WORKSPACE_STREAM_CHUNK held. */
+	unsigned char *buf;
+	size_t buf_len;
+} rws_stream;
+
+static int rws_stream_flush(rws_stream *st, airlock_error *err)
+{
+	if (st->buf_len == 0)
+		return 0;
+	size_t n = st->buf_len;
+	st->buf_len = 0;
+	return st->sink(st->arg, st->buf, n, err);
+}
+
+static void rws_stream_header(void *arg, const char *line, size_t len)
+{
+	rws_stream *st = arg;
+	remote_stream_meta_line(&st->m, line, len);
+}
+
+static int rws_stream_body(void *arg, const char *data, size_t len, airlock_error *err)
+{
+	rws_stream *st = arg;
+	/* Every byte is bounded before it is handed on: by the announced size,
+	 * which must itself be within what was asked. */
+	if (!st->m.have_size || st->m.bad_size)
+		return airlock_error_set(err, AIRLOCK_ERR_EXECUTION_UNAVAILABLE, 0,
+		                         "workspace stream: the answer has no valid Airlock-Size "
+		                         "header");
+	if (st->m.size > st->max_bytes)
+		return airlock_error_set(err, AIRLOCK_ERR_TOOL_VALIDATION, 0,
+		                         "workspace stream: the file is %llu bytes, more than "
+		                         "max_bytes (%llu)",
+		                         (unsigned long long)st->m.size,
+		                         (unsigned long long)st->max_bytes);
+	if (len > st->m.size - st->count)
+		return airlock_error_set(err, AIRLOCK_ERR_EXECUTION_UNAVAILABLE, 0,
+		                         "workspace stream: the body is longer than its Airlock-Size "
+		                         "(%llu bytes)",
+		                         (unsigned long long)st->m.size);
+	st->count += len;
+	while (len > 0) {
+		size_t room = AIRLOCK_WORKSPACE_STREAM_CHUNK - st->buf_len;
+		size_t k = len < room ? len : room;
+		memcpy(st->buf + st->buf_len, data, k);
+		st->buf_len += k;
+		data += k;
+		len -= k;
+		if (st->buf_len == AIRLOCK_WORKSPACE_STREAM_CHUNK) {
+			int r = rws_stream_flush(st, err);
+			if (r < 0)
+				return r;
+		}
+	}
+	return 0;
+}
+
+static int rws_read_stream(void *ctx, const char *rel, uint64_t max_bytes,
+                           airlock_workspace_sink sink, void *arg, uint64_t *ret_size,
+                           char ret_source_sha256[AIRLOCK_SHA256_HEX_LEN + 1],
+                           airlock_error *err)
+{
+	remote_ws *w = ctx;
+	/* The service streams at most AIRLOCK_SERVICE_STREAM_FILE_MAX: a
+	 * larger max_bytes is asked as that (a larger file is then over
+	 * max_bytes, as the port says). */
+	if (max_bytes > AIRLOCK_SERVICE_STREAM_FILE_MAX)
+		max_bytes = AIRLOCK_SERVICE_STREAM_FILE_MAX;
+	char extra[48];
+	snprintf(extra, sizeof(extra), "&max_bytes=%llu", (unsigned long long)max_bytes);
+	_cleanup_free_ char *path = ws_path(w, "stream", rel, extra);
+	if (!path)
+		return nomem(err, "stream");
+	_cleanup_free_ unsigned char *buf = malloc(AIRLOCK_WORKSPACE_STREAM_CHUNK);
+	if (!buf)
+		return nomem(err, "stream");
+	rws_stream st = { .sink = sink, .arg = arg, .max_bytes = max_bytes, .buf = buf };
+	remote_call c = ws_call(w, "GET", path);
+	c.sink = rws_stream_body;
+	c.sink_arg = &st;
+	c.on_header = rws_stream_header;
+	c.header_arg = &st;
+	c.timeout_ms = WORKSPACE_TIMEOUT_MS +
+	               (int64_t)(max_bytes / AIRLOCK_SERVICE_STREAM_MIN_RATE) * 1000;
+	c.low_speed_bytes = REMOTE_STREAM_STALL_BYTES;
+	c.low_speed_s = REMOTE_STREAM_STALL_S;
+	/* Pieces as large as the port hands out: fewer, larger sink calls. */
+	c.buffer_size = AIRLOCK_WORKSPACE_STREAM_CHUNK;
+	remote_response resp;
+	int r = remote_http_perform(w->http, &c, &resp, err);
+	if (r == 0 && resp.status != 200)
+		r = remote_http_status_error(w->http, "workspace stream", &resp, err);
+	remote_response_clear(&resp);
+	if (r < 0)
+		return r;
+	const char *why = NULL;
+	if (!st.m.have_size || st.m.bad_size)
+		why = "no valid Airlock-Size header";
+	else if (st.m.size > max_bytes)
+		return airlock_error_set(err, AIRLOCK_ERR_TOOL_VALIDATION, 0,
+		                         "workspace stream: the file is %llu bytes, more than "
+		                         "max_bytes (%llu)",
+		                         (unsigned long long)st.m.size, (unsigned long long)max_bytes);
+	else if (st.count != st.m.size)
+		why = "a body shorter than its Airlock-Size";
+	else if (!st.m.have_digest || st.m.bad_digest)
+		why = "no valid Airlock-Sha256 trailer after the body (the service cut the stream: "
+		      "it could not read the file, or the file changed while it was read)";
+	if (why) {
+		airlock_error e = { 0 };
+		airlock_error_set(&e, AIRLOCK_ERR_DECODE, 0, "%s", why);
+		return remote_http_protocol_error(w->http, "workspace stream", &e, err);
+	}
+	/* The last piece only now: nothing reaches the sink after a failure
+	 * the transfer itself had, and the digest is known before it. */
+	r = rws_stream_flush(&st, err);
+	if (r < 0)
+		return r;
+	st.m.digest[AIRLOCK_SHA256_HEX_LEN] = 0;
+	*ret_size = st.m.size;
+	memcpy(ret_source_sha256, st.m.digest, sizeof(st.m.digest));
+	return 0;
+}
+
 static void rws_free(void *ctx)
 {
 	remote_ws *w = ctx;
@@ -267,6 +409,8 @@ static const airlock_workspace_ops remote_ws_ops = {
 	.listdir = rws_listdir,
 	.provenance = rws_provenance,
 	.free = rws_free,
+	/* Push only: the bytes arrive when libcurl delivers them. */
+	.read_stream = rws_read_stream,
 };
 
 int remote_workspace_new(remote_http *h, const char *environment_id, const char *handle_b64,

@@ -114,6 +114,9 @@ int svc_route(const char *target, size_t target_len, const char *method, svc_ver
 			} else if (seg_is(seg[3], len[3], "provenance")) {
 				v = SVC_PROVENANCE;
 				allowed = get;
+			} else if (seg_is(seg[3], len[3], "stream")) {
+				v = SVC_STREAM;
+				allowed = get;
 			}
 		}
 	}

@@ -183,6 +183,7 @@ http_result svc_do_workspace(svc_req *q)
 		                      "provenance");
 		break;
 	}
+	case SVC_STREAM: /* svc_do_workspace_stream */
 	case SVC_NONE:
 	case SVC_HEALTH:
 	case SVC_LIST:
@@ -199,3 +200,118 @@ out:
 }
 
 
+
+/* ---- the stream ------------------------------------------------------------ */
+
+/*
+ * GET /v1/sandboxes/{id}/workspace/stream?path=P&max_bytes=N
+ * (docs/service-api.md, "workspace stream"): the file read from its
+ * descriptor a piece at a time as the client's socket takes it, hashed as
+ * read, its SHA-256 in the chunked body's trailer.
+ *
+ * Why a trailer and not a digest header over a first pass: a header would
+ * need the file read twice (once to hash, once to send, hashing again and
+ * cutting the connection when the two differ), twice the disk and CPU of
+ * an export for the same guarantee. The trailer carries the digest of
+ * exactly the bytes sent, computed in the one pass that sent them
+ * (libmicrohttpd 0.9.75 builds a chunked body's trailer section from the
+ * response's footers once the reader reports the end; libcurl hands
+ * trailer lines to its header callback). A file that changes while it is
+ * read fails the reader at its end check, and the connection is cut
+ * before the trailer: the client has no digest and fails the export,
+ * never keeps a wrong one.
+ *
+ * Why this is safe for the service: the connection's own thread reads
+ * (one thread per connection), one piece at a time into the buffer its
+ * memory pool gives (the connection's memory limit), so a slow reader
+ * holds only its own connection, and for at most the request timeout plus
+ * the file's size at AIRLOCK_SERVICE_STREAM_MIN_RATE (the watchdog's
+ * deadline), within which libmicrohttpd's idle timeout also cuts a reader
+ * that takes nothing. The stream holds the workspace by reference and no
+ * call bracket between pieces, so a destroy never waits for a client. A
+ * client that goes away fails the next send: libmicrohttpd closes the
+ * connection and frees the response, whose free closes the file.
+ */
+typedef struct svc_stream {
+	airlock_workspace_stream *s;
+	char hex[AIRLOCK_SHA256_HEX_LEN + 1];
+} svc_stream;
+
+static ssize_t svc_stream_read(void *cls, char *buf, size_t max)
+{
+	svc_stream *st = cls;
+	size_t n = 0;
+	/* Past the header nothing can be said but the cut (and the missing
+	 * trailer says it to the client). */
+	if (airlock_workspace_stream_read(st->s, buf, max, &n, NULL) < 0)
+		return HTTP_STREAM_ERROR;
+	return n == 0 ? HTTP_STREAM_END : (ssize_t)n;
+}
+
+static int svc_stream_trailers(void *cls, http_field *out, size_t max)
+{
+	svc_stream *st = cls;
+	if (max < 1 || airlock_workspace_stream_digest(st->s, st->hex, NULL) < 0)
+		return -1;
+	/* A fault-injection build may send a digest that is not the one of
+	 * the bytes sent: what a corruption between the two hashes looks like
+	 * to the client, which must refuse the bytes. */
+	if (util_fault("service.workspace.stream.digest"))
+		st->hex[0] = st->hex[0] == '0' ? '1' : '0';
+	out[0] = (http_field){ .name = "Airlock-Sha256", .value = st->hex };
+	return 1;
+}
+
+static void svc_stream_free(void *cls)
+{
+	svc_stream *st = cls;
+	airlock_workspace_stream_close(st->s);
+	free(st);
+}
+
+http_result svc_do_workspace_stream(svc_req *q)
+{
+	airlock_error err = { 0 };
+	_cleanup_free_ char *path = NULL;
+	size_t plen = 0;
+	int r = svc_query_value(q->query, q->query_len, "path", &path, &plen, &err);
+	if (r == 0)
+		r = airlock_error_set(&err, AIRLOCK_ERR_TOOL_VALIDATION, 0, "path: missing");
+	size_t limit = 0;
+	if (r >= 0)
+		r = query_size(q, "max_bytes", 0, (size_t)AIRLOCK_SERVICE_STREAM_FILE_MAX, &limit,
+		               &err);
+	if (r < 0)
+		return svc_respond_error(q, &err);
+
+	airlock_exec_call call = { .tenant_id = q->handle.tenant_id,
+		                   .remaining_budget_ms = AIRLOCK_BUDGET_NONE };
+	airlock_workspace *ws = NULL;
+	if (airlock_exec_workspace(q->s->exec, &call, &q->handle, &ws, &err) < 0)
+		return svc_respond_error(q, &err);
+	/* The raw bytes with their length through the string rules first (an
+	 * encoded NUL is refused there, never cut), as every workspace verb. */
+	_cleanup_free_ char *rel = NULL;
+	r = airlock_workspace_check_string(path, plen, &rel, &err);
+	svc_stream *st = NULL;
+	uint64_t size = 0;
+	if (r == 0) {
+		st = calloc(1, sizeof(*st));
+		r = st ? airlock_workspace_stream_open(ws, rel, limit, &st->s, &size, &err)
+		       : airlock_error_set(&err, AIRLOCK_ERR_SYSTEM, ENOMEM, "stream");
+	}
+	/* The stream holds its own reference. */
+	airlock_workspace_release(ws);
+	if (r < 0) {
+		free(st);
+		return respond_ws_error(q, &err);
+	}
+	char size_text[24];
+	snprintf(size_text, sizeof(size_text), "%llu", (unsigned long long)size);
+	http_field hdr[] = { { .name = "Airlock-Size", .value = size_text } };
+	int64_t extra_ms = (int64_t)(size / AIRLOCK_SERVICE_STREAM_MIN_RATE) * 1000;
+	return http_respond_stream_trailed(q->r, HTTP_OK, "application/octet-stream", hdr,
+	                                   ARRAY_SIZE(hdr), "Airlock-Sha256", extra_ms,
+	                                   svc_stream_read, svc_stream_trailers, st,
+	                                   svc_stream_free);
+}

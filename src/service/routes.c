@@ -73,6 +73,7 @@ static const svc_route_entry route_table[] = {
 	[SVC_WRITE] = { svc_do_workspace, true, 0 },
 	[SVC_LISTDIR] = { svc_do_workspace, true, AIRLOCK_SERVICE_EMPTY_BODY_MAX },
 	[SVC_PROVENANCE] = { svc_do_workspace, true, AIRLOCK_SERVICE_EMPTY_BODY_MAX },
+	[SVC_STREAM] = { svc_do_workspace_stream, true, AIRLOCK_SERVICE_EMPTY_BODY_MAX },
 };
 
 static const svc_route_entry *route_of(svc_verb v)

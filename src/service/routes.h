@@ -81,5 +81,8 @@ bool svc_jobs_cancel(svc_req *q, bool *ret_cancelled);
 
 /* job_workspace.c */
 http_result svc_do_workspace(svc_req *q);
+/* GET .../workspace/stream: the file streamed from its descriptor with the
+ * service's SHA-256 of what it read in the trailer. */
+http_result svc_do_workspace_stream(svc_req *q);
 
 #endif

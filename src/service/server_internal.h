@@ -31,6 +31,7 @@ typedef enum svc_verb {
 	SVC_WRITE,
 	SVC_LISTDIR,
 	SVC_PROVENANCE,
+	SVC_STREAM,
 } svc_verb;
 
 /* The route of a raw request target ("/v1/..." with its query, never

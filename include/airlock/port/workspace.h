@@ -66,7 +66,12 @@ typedef struct airlock_dir_listing {
 } airlock_dir_listing;
 void airlock_dir_listing_clear(airlock_dir_listing *l);
 
-#define AIRLOCK_WORKSPACE_OPS_VERSION 1
+#define AIRLOCK_WORKSPACE_OPS_VERSION 2
+
+/* Where a stream's bytes go, piece by piece (at most
+ * AIRLOCK_WORKSPACE_STREAM_CHUNK each): 0 to go on, or a negative code with
+ * err set to stop the stream (that error is the stream's). */
+typedef int (*airlock_workspace_sink)(void *arg, const void *buf, size_t len, airlock_error *err);
 
 typedef struct airlock_workspace_ops {
 	unsigned version; /* AIRLOCK_WORKSPACE_OPS_VERSION */
@@ -100,6 +105,43 @@ typedef struct airlock_workspace_ops {
 	int (*provenance)(void *ctx, const char *rel, airlock_provenance *ret, airlock_error *err);
 
 	void (*free)(void *ctx);
+
+	/* ---- version 2: streaming a file out (airlock_workspace_read_stream) ----
+	 * An adapter streams either by pull (stream_open, stream_read,
+	 * stream_close: the in-process adapters, whose bytes a server hands to
+	 * its own transport) or by push (read_stream: the remote adapter,
+	 * whose transport delivers the bytes as they arrive); the table has
+	 * one set or the other, checked at airlock_workspace_new. */
+
+	/* Open a regular file for streaming: containment as read, no symbolic
+	 * link followed anywhere on the path (the bytes that leave are the
+	 * ones at exactly the path named, never a file a link swapped in
+	 * points to), a symlink, a directory or anything not regular
+	 * refused as read refuses it (a symlink: ToolValidationError). A file
+	 * over max_bytes: ToolValidationError naming the cap, nothing opened.
+	 * *ret_reader is the adapter's; *ret_size the file's size at the
+	 * open, exactly the bytes the reader hands out. */
+	int (*stream_open)(void *ctx, const char *rel, uint64_t max_bytes, void **ret_reader,
+	                   uint64_t *ret_size, airlock_error *err);
+	/* The next at most max bytes into buf; *ret_n 0 once all *ret_size
+	 * bytes were read AND the file was found to be the one opened,
+	 * unchanged (a file changed while it was read is an error, never a
+	 * mixture of two versions). Runs inside the core's call bracket, so
+	 * ctx is alive. */
+	int (*stream_read)(void *ctx, void *reader, void *buf, size_t max, size_t *ret_n,
+	                   airlock_error *err);
+	/* End a reader; needs nothing of ctx (it may run after the owner's
+	 * end freed ctx). */
+	void (*stream_close)(void *reader);
+
+	/* Push: the whole stream of rel into sink through the adapter's own
+	 * transport, same rules as stream_open. On success *ret_size is the
+	 * byte count and ret_source_sha256 the digest the bytes' source
+	 * computed over what it read (for the remote adapter, the service's);
+	 * the core compares it with its own over what the sink received. */
+	int (*read_stream)(void *ctx, const char *rel, uint64_t max_bytes, airlock_workspace_sink sink,
+	                   void *arg, uint64_t *ret_size,
+	                   char ret_source_sha256[AIRLOCK_SHA256_HEX_LEN + 1], airlock_error *err);
 } airlock_workspace_ops;
 
 typedef struct airlock_workspace_life airlock_workspace_life;
@@ -160,6 +202,62 @@ int airlock_workspace_listdir(airlock_workspace *w, const char *path, size_t max
                               airlock_dir_listing *ret, airlock_error *err);
 int airlock_workspace_provenance(airlock_workspace *w, const char *path, airlock_provenance *ret,
                                  airlock_error *err);
+
+/*
+ * Stream a regular file (not through a symlink; containment as read) to
+ * sink in pieces of at most AIRLOCK_WORKSPACE_STREAM_CHUNK bytes, never
+ * holding it whole. At most max_bytes (a larger file: ToolValidationError
+ * naming the cap, as read, before any byte). The wrapper hashes what it
+ * hands the sink. On success *ret_size is the byte count and
+ * ret_source_sha256 is the digest THE SOURCE computed over what it read:
+ * for an in-process adapter that is the wrapper's own digest; for the
+ * remote adapter it is the service's, carried across the API
+ * (docs/service-api.md, "workspace stream"), and the wrapper compares it
+ * with its own over the bytes received: a difference, or a byte count
+ * other than the one the service announced, is ArtifactIntegrityError.
+ * A file changed while it was read fails the stream (the service cuts the
+ * connection before its digest). A sink returning < 0 stops the stream
+ * and its error is returned. On failure the outputs are untouched and the
+ * sink may have received a prefix: the caller (the artifact store's
+ * streaming put) discards what it took, which is why the digest is handed
+ * over only at the end, to be the expected digest at the store's seal.
+ *
+ * Why a stream is a port operation when the specification's
+ * WorkspaceHandle has read, write and listdir: an export must carry a
+ * file of any size out of the sandbox with its digest compared across
+ * both hops (docs/spec-mapping.md).
+ */
+int airlock_workspace_read_stream(airlock_workspace *w, const char *path, uint64_t max_bytes,
+                                  airlock_workspace_sink sink, void *arg, uint64_t *ret_size,
+                                  char ret_source_sha256[AIRLOCK_SHA256_HEX_LEN + 1],
+                                  airlock_error *err);
+
+/*
+ * The pull side of the same stream, for a server that hands the bytes to
+ * a transport of its own (the service's HTTP core reads a piece whenever
+ * the client's socket takes one). Only an adapter that streams by pull
+ * has it: the remote adapter's stream is push-only and open fails with
+ * NotImplemented saying so.
+ *
+ * open: as airlock_workspace_read_stream's rules; *ret_size is the file's
+ * size, exactly the bytes read will hand out. The stream holds a
+ * reference to the workspace but no call bracket between reads, so the
+ * owner's end (destroy) never waits for a slow reader: a read after it
+ * fails with ExecutionRejected. read: the next at most max bytes, hashed;
+ * *ret_n 0 at the end, only once the file was found unchanged. digest:
+ * after read reached the end, the SHA-256 of every byte read. close:
+ * anything, NULL included, at any point. None of them is thread-safe on
+ * one stream.
+ */
+typedef struct airlock_workspace_stream airlock_workspace_stream;
+int airlock_workspace_stream_open(airlock_workspace *w, const char *path, uint64_t max_bytes,
+                                  airlock_workspace_stream **ret, uint64_t *ret_size,
+                                  airlock_error *err);
+int airlock_workspace_stream_read(airlock_workspace_stream *s, void *buf, size_t max,
+                                  size_t *ret_n, airlock_error *err);
+int airlock_workspace_stream_digest(airlock_workspace_stream *s,
+                                    char ret[AIRLOCK_SHA256_HEX_LEN + 1], airlock_error *err);
+void airlock_workspace_stream_close(airlock_workspace_stream *s);
 
 /* ---- adapters ------------------------------------------------------------ */
 

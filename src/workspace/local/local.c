@@ -466,6 +466,135 @@ static int local_provenance(void *ctx, const char *rel, airlock_provenance *ret,
 	return 0;
 }
 
+/* ---- stream ----------------------------------------------------------------- */
+
+/* An open file being streamed: its own descriptor (so the reader outlives
+ * the adapter's ctx, as the port asks) and the identity it had at the
+ * open, compared again at the end. */
+typedef struct local_reader {
+	int fd;
+	struct stat st;
+	uint64_t off;
+	char *rel; /* for messages */
+} local_reader;
+
+static void local_stream_close(void *reader)
+{
+	local_reader *lr = reader;
+	if (!lr)
+		return;
+	if (lr->fd >= 0)
+		close(lr->fd);
+	free(lr->rel);
+	free(lr);
+}
+
+static int local_stream_open(void *ctx, const char *rel, uint64_t max_bytes, void **ret_reader,
+                             uint64_t *ret_size, airlock_error *err)
+{
+	local_ws *l = ctx;
+	char q[AIRLOCK_WORKSPACE_QUOTE_MAX];
+	airlock_workspace_quote(rel, strlen(rel), q);
+
+	/* RESOLVE_NO_SYMLINKS on top of the usual resolution: no link is
+	 * followed anywhere on the path, so the bytes that leave are those at
+	 * exactly the path named, never a file a sandbox pointed a link at
+	 * between a check and the open (read follows a link that stays
+	 * inside; an export is stricter because what it carries out is kept).
+	 * O_NONBLOCK keeps a planted FIFO from hanging the open. */
+	int fd = local_open_resolve(l->dirfd, rel, O_RDONLY | O_NONBLOCK | O_NOCTTY | O_NOFOLLOW,
+	                            RESOLVE_NO_SYMLINKS);
+	if (fd == -ELOOP)
+		return airlock_error_set(err, AIRLOCK_ERR_TOOL_VALIDATION, 0,
+		                         "stream %s: a symbolic link is on the path, and a stream "
+		                         "follows none (name the file itself)",
+		                         q);
+	if (fd < 0)
+		return local_open_error(err, -fd, "stream", rel);
+	_cleanup_free_ local_reader *lr = calloc(1, sizeof(*lr));
+	if (!lr) {
+		close(fd);
+		return airlock_error_set(err, AIRLOCK_ERR_SYSTEM, ENOMEM, "stream %s", q);
+	}
+	lr->fd = fd;
+	int r = 0;
+	if (fstat(fd, &lr->st) < 0)
+		r = airlock_error_set(err, AIRLOCK_ERR_SYSTEM, errno, "stream %s", q);
+	else if (S_ISDIR(lr->st.st_mode))
+		r = airlock_error_set(err, AIRLOCK_ERR_SYSTEM, EISDIR, "stream %s", q);
+	else if (!S_ISREG(lr->st.st_mode))
+		r = airlock_error_set(err, AIRLOCK_ERR_TOOL_VALIDATION, 0,
+		                      "stream %s: not a regular file", q);
+	else if (lr->st.st_size < 0 || (uint64_t)lr->st.st_size > max_bytes)
+		r = airlock_error_set(err, AIRLOCK_ERR_TOOL_VALIDATION, 0,
+		                      "stream %s: file is %jd bytes, more than the %llu allowed", q,
+		                      (intmax_t)lr->st.st_size, (unsigned long long)max_bytes);
+	else if (!(lr->rel = strdup(rel)))
+		r = airlock_error_set(err, AIRLOCK_ERR_SYSTEM, ENOMEM, "stream %s", q);
+	if (r < 0) {
+		local_stream_close(TAKE_PTR(lr));
+		return r;
+	}
+	/* Read once, front to back: the kernel may read ahead further. */
+	(void)posix_fadvise(fd, 0, 0, POSIX_FADV_SEQUENTIAL);
+	*ret_size = (uint64_t)lr->st.st_size;
+	*ret_reader = TAKE_PTR(lr);
+	return 0;
+}
+
+/* The file is still the one opened, untouched since: same inode, size,
+ * modification and change times. A write after the open moves the ctime
+ * (no unprivileged call sets it back), so a file that changed while it
+ * was read is never passed off as one version. */
+static bool local_reader_unchanged(const local_reader *lr, const struct stat *now)
+{
+	return now->st_dev == lr->st.st_dev && now->st_ino == lr->st.st_ino &&
+	       now->st_size == lr->st.st_size &&
+	       now->st_mtim.tv_sec == lr->st.st_mtim.tv_sec &&
+	       now->st_mtim.tv_nsec == lr->st.st_mtim.tv_nsec &&
+	       now->st_ctim.tv_sec == lr->st.st_ctim.tv_sec &&
+	       now->st_ctim.tv_nsec == lr->st.st_ctim.tv_nsec;
+}
+
+static int local_stream_read(void *ctx, void *reader, void *buf, size_t max, size_t *ret_n,
+                             airlock_error *err)
+{
+	(void)ctx;
+	local_reader *lr = reader;
+	char q[AIRLOCK_WORKSPACE_QUOTE_MAX];
+	uint64_t left = (uint64_t)lr->st.st_size - lr->off;
+	if (left == 0) {
+		struct stat now;
+		if (fstat(lr->fd, &now) < 0)
+			return airlock_error_set(err, AIRLOCK_ERR_SYSTEM, errno, "stream %s",
+			                         airlock_workspace_quote(lr->rel, strlen(lr->rel), q));
+		if (!local_reader_unchanged(lr, &now))
+			return airlock_error_set(err, AIRLOCK_ERR_SYSTEM, EAGAIN,
+			                         "stream %s: the file changed while it was read; "
+			                         "export it again once nothing writes it",
+			                         airlock_workspace_quote(lr->rel, strlen(lr->rel), q));
+		*ret_n = 0;
+		return 0;
+	}
+	size_t want = left < max ? (size_t)left : max;
+	for (;;) {
+		ssize_t n = pread(lr->fd, buf, want, (off_t)lr->off);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0)
+			return airlock_error_set(err, AIRLOCK_ERR_SYSTEM, errno, "stream %s",
+			                         airlock_workspace_quote(lr->rel, strlen(lr->rel), q));
+		if (n == 0)
+			return airlock_error_set(err, AIRLOCK_ERR_SYSTEM, EAGAIN,
+			                         "stream %s: the file shrank while it was read; "
+			                         "export it again once nothing writes it",
+			                         airlock_workspace_quote(lr->rel, strlen(lr->rel), q));
+		lr->off += (uint64_t)n;
+		*ret_n = (size_t)n;
+		return 0;
+	}
+}
+
 /* ---- lifecycle ----------------------------------------------------------- */
 
 static void local_free(void *ctx)
@@ -489,6 +618,9 @@ static const airlock_workspace_ops local_ops = {
 	.listdir = local_listdir,
 	.provenance = local_provenance,
 	.free = local_free,
+	.stream_open = local_stream_open,
+	.stream_read = local_stream_read,
+	.stream_close = local_stream_close,
 };
 
 int airlock_workspace_local_new(int dirfd, airlock_provenance foreign, airlock_workspace **ret,

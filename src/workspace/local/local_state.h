@@ -63,11 +63,11 @@ typedef struct local_ws {
 
 /* openat2 beneath the workspace; "" is the directory itself. Returns a
  * descriptor (always O_CLOEXEC) or -errno. */
-static inline int local_open(int dirfd, const char *rel, int flags)
+static inline int local_open_resolve(int dirfd, const char *rel, int flags, uint64_t resolve)
 {
 	struct open_how how = {
 		.flags = (uint64_t)(unsigned)(flags | O_CLOEXEC),
-		.resolve = LOCAL_RESOLVE,
+		.resolve = LOCAL_RESOLVE | resolve,
 	};
 	for (int i = 0;; i++) {
 		int fd = sys_openat2(dirfd, *rel ? rel : ".", &how);
@@ -78,6 +78,11 @@ static inline int local_open(int dirfd, const char *rel, int flags)
 			continue;
 		return -e;
 	}
+}
+
+static inline int local_open(int dirfd, const char *rel, int flags)
+{
+	return local_open_resolve(dirfd, rel, flags, 0);
 }
 
 static inline int local_record_cmp(const void *a, const void *b)

@@ -419,6 +419,96 @@ static int memory_provenance(void *ctx, const char *rel, airlock_provenance *ret
 	return 0;
 }
 
+/* A stream of one file: the file is found again by path for every piece
+ * and must still be the one opened (its id) at the version opened, so a
+ * file replaced or rewritten while it is read fails the stream instead of
+ * handing out a mixture. Nothing of the file is held between pieces. */
+typedef struct memory_reader {
+	char *path;
+	uint64_t id, version, size, off;
+} memory_reader;
+
+static void memory_stream_close(void *reader)
+{
+	memory_reader *mr = reader;
+	if (!mr)
+		return;
+	free(mr->path);
+	free(mr);
+}
+
+static int memory_stream_open(void *ctx, const char *rel, uint64_t max_bytes, void **ret_reader,
+                              uint64_t *ret_size, airlock_error *err)
+{
+	airlock_memws *m = ctx;
+	char q[AIRLOCK_WORKSPACE_QUOTE_MAX];
+	airlock_workspace_quote(rel, strlen(rel), q);
+	memory_reader *mr = calloc(1, sizeof(*mr));
+	if (!mr || !(mr->path = strdup(rel))) {
+		free(mr);
+		return airlock_error_set(err, AIRLOCK_ERR_SYSTEM, ENOMEM, "stream %s", q);
+	}
+	pthread_mutex_lock(&m->lock);
+	memws_file *f = NULL;
+	int r = 0;
+	/* There are no symlinks here: the path names the file itself. */
+	memws_kind k = memws_lookup(m, rel, &f, NULL);
+	if (k == MEMWS_NONE)
+		r = airlock_error_set(err, AIRLOCK_ERR_SYSTEM, ENOENT, "stream %s", q);
+	else if (k == MEMWS_DIR)
+		r = airlock_error_set(err, AIRLOCK_ERR_SYSTEM, EISDIR, "stream %s", q);
+	else if (k == MEMWS_NOTDIR)
+		r = airlock_error_set(err, AIRLOCK_ERR_SYSTEM, ENOTDIR,
+		                      "stream %s: a leading part of the path is a file", q);
+	else if (!f) /* MEMWS_FILE always comes with its file */
+		r = airlock_error_set(err, AIRLOCK_ERR_SYSTEM, ENOENT, "stream %s", q);
+	else if ((uint64_t)f->len > max_bytes)
+		r = airlock_error_set(err, AIRLOCK_ERR_TOOL_VALIDATION, 0,
+		                      "stream %s: file is %zu bytes, more than the %llu allowed", q,
+		                      f->len, (unsigned long long)max_bytes);
+	if (r == 0 && f) {
+		mr->id = f->id;
+		mr->version = f->version;
+		mr->size = f->len;
+	}
+	pthread_mutex_unlock(&m->lock);
+	if (r < 0) {
+		memory_stream_close(mr);
+		return r;
+	}
+	*ret_size = mr->size;
+	*ret_reader = mr;
+	return 0;
+}
+
+static int memory_stream_read(void *ctx, void *reader, void *buf, size_t max, size_t *ret_n,
+                              airlock_error *err)
+{
+	airlock_memws *m = ctx;
+	memory_reader *mr = reader;
+	pthread_mutex_lock(&m->lock);
+	memws_file *f = memws_find(m, mr->path, NULL);
+	bool same = f && f->id == mr->id && f->version == mr->version;
+	size_t n = 0;
+	if (same) {
+		uint64_t left = mr->size - mr->off;
+		n = left < max ? (size_t)left : max;
+		if (n)
+			memcpy(buf, f->data + mr->off, n);
+	}
+	pthread_mutex_unlock(&m->lock);
+	if (!same) {
+		char q[AIRLOCK_WORKSPACE_QUOTE_MAX];
+		return airlock_error_set(err, AIRLOCK_ERR_SYSTEM, EAGAIN,
+		                         "stream %s: the file changed while it was read; export it "
+		                         "again once nothing writes it",
+		                         airlock_workspace_quote(mr->path, strlen(mr->path), q));
+	}
+	mr->off += n;
+	*ret_n = n;
+	return 0;
+}
+
 static void memory_free(void *ctx)
 {
 	airlock_memws *m = ctx;
@@ -440,6 +530,9 @@ static const airlock_workspace_ops memory_ops = {
 	.listdir = memory_listdir,
 	.provenance = memory_provenance,
 	.free = memory_free,
+	.stream_open = memory_stream_open,
+	.stream_read = memory_stream_read,
+	.stream_close = memory_stream_close,
 };
 
 int airlock_workspace_memory_new(airlock_workspace **ret, airlock_error *err)

@@ -1,0 +1,69 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * The remote adapter's reading of a workspace stream's header block and
+ * trailer (src/remote/remote_internal.h, remote_stream_meta_line) on
+ * hostile lines from the service: the input cut after each '\n', each
+ * piece one line as libcurl hands it over. It must never read outside a
+ * line; a digest is kept only after the header block ended (a blank line)
+ * and only as 64 lowercase hex characters, terminated; a size is kept only
+ * when the value is plain digits; and the same lines read again give the
+ * same account.
+ */
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "remote/remote_internal.h"
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
+static void feed(remote_stream_meta *m, const uint8_t *data, size_t size, bool *ret_blank)
+{
+	size_t i = 0;
+	*ret_blank = false;
+	while (i < size) {
+		const uint8_t *nl = memchr(data + i, '\n', size - i);
+		size_t n = nl ? (size_t)(nl - (data + i)) + 1 : size - i;
+		/* Exactly n bytes, so a read past them is the sanitizer's to see. */
+		char *line = malloc(n ? n : 1);
+		if (!line)
+			abort();
+		memcpy(line, data + i, n);
+		if (n <= 2 && (n == 0 || line[0] == '\r' || line[0] == '\n'))
+			*ret_blank = true;
+		remote_stream_meta_line(m, line, n);
+		free(line);
+		i += n;
+	}
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+	if (size > 65536)
+		return 0;
+	remote_stream_meta a, b;
+	memset(&a, 0, sizeof(a));
+	memset(&b, 0, sizeof(b));
+	bool blank = false, blank2 = false;
+	feed(&a, data, size, &blank);
+	feed(&b, data, size, &blank2);
+	if (memcmp(&a, &b, sizeof(a)) != 0)
+		abort();
+	if (a.have_digest && !blank)
+		abort();
+	if (a.digest[AIRLOCK_SHA256_HEX_LEN] != 0 || strlen(a.digest) > AIRLOCK_SHA256_HEX_LEN)
+		abort();
+	if (a.have_digest && !a.bad_digest) {
+		if (strlen(a.digest) != AIRLOCK_SHA256_HEX_LEN)
+			abort();
+		for (size_t i = 0; i < AIRLOCK_SHA256_HEX_LEN; i++)
+			if (!((a.digest[i] >= '0' && a.digest[i] <= '9') ||
+			      (a.digest[i] >= 'a' && a.digest[i] <= 'f')))
+				abort();
+	}
+	if (a.bad_size && a.size != 0)
+		abort();
+	if (!a.have_size && (a.bad_size || a.size != 0))
+		abort();
+	return 0;
+}
