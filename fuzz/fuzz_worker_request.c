@@ -2,7 +2,7 @@
 /*
  * The worker's request decoding (src/worker/worker.h), what runs on a
  * client's bytes before the database is touched. The first byte picks the
- * decoder (mod 6); each is checked against what it must mean, not only
+ * decoder (mod 7); each is checked against what it must mean, not only
  * for surviving:
  *   0 worker_lease_request_decode: the rest is the body. A refusal is
  *     ToolValidationError, DECODE or ENOMEM and leaves the result as it
@@ -21,6 +21,7 @@
  *     lines' tokens (a "T X" line) is found by lookup with "Bearer T".
  *   4 worker_tool_request_decode: the rest is a tool call's body.
  *   5 worker_reaper_request_decode: the rest is the reaper's question.
+ *   6 worker_export_request_decode: the rest is artifact.export's body.
  */
 #include <inttypes.h>
 #include <stdint.h>
@@ -137,15 +138,40 @@ static void fuzz_route(const uint8_t *d, size_t n)
 		snprintf(path, sizeof(path), "/v1/runs/%s/lease", run);
 	else if (v == WORKER_RUN_COMMAND)
 		snprintf(path, sizeof(path), "/v1/runs/%s/tools/sandbox.run_command", run);
+	else if (v == WORKER_ARTIFACT_EXPORT)
+		snprintf(path, sizeof(path), "/v1/runs/%s/tools/artifact.export", run);
 	else
 		die("route: no verb");
 	if (strlen(path) != plen || memcmp(path, t, plen) != 0)
 		die("route: another spelling reached a verb");
 	bool get = v == WORKER_HEALTH || v == WORKER_TOOLS;
-	bool post = v == WORKER_REAPER_STALE || v == WORKER_RUN_COMMAND;
+	bool post = v == WORKER_REAPER_STALE || v == WORKER_RUN_COMMAND ||
+	            v == WORKER_ARTIFACT_EXPORT;
 	if (get != (strcmp(method, "GET") == 0) || post != (strcmp(method, "POST") == 0) ||
 	    (v == WORKER_LEASE_CLAIM) != (strcmp(method, "PUT") == 0))
 		die("route: the wrong method reached a verb");
+}
+
+/* artifact.export's body: decoded, exactly one of path and text, each
+ * within its cap, a media type by the core's rule, a valid tenant when one
+ * is given; a refusal leaves nothing to free. */
+static void fuzz_export(const uint8_t *d, size_t n)
+{
+	worker_export_request q;
+	memset(&q, 0x5a, sizeof(q));
+	airlock_error err = { 0 };
+	int r = worker_export_request_decode((const char *)d, n, &q, &err);
+	if (r < 0) {
+		if (q.path || q.text || q.filename)
+			die("export: something left to free after a refusal");
+		return;
+	}
+	if (!q.path == !q.text || q.epoch < 0 || (q.text && q.text_len > (1u << 20)) ||
+	    (q.filename && q.filename_len > 16384) ||
+	    (q.media_type[0] && !airlock_media_type_valid(q.media_type)) ||
+	    (q.tenant_id[0] && !airlock_id_valid(q.tenant_id)))
+		die("export: decoded out of its rules");
+	worker_export_request_clear(&q);
 }
 
 static void fuzz_tokens(const uint8_t *d, size_t n)
@@ -225,12 +251,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	if (size < 1)
 		return 0;
-	switch (data[0] % 6) {
+	switch (data[0] % 7) {
 	case 0: fuzz_lease(data + 1, size - 1); break;
 	case 1: fuzz_query(data + 1, size - 1); break;
 	case 2: fuzz_route(data + 1, size - 1); break;
 	case 3: fuzz_tokens(data + 1, size - 1); break;
 	case 4: fuzz_tool(data + 1, size - 1); break;
+	case 6: fuzz_export(data + 1, size - 1); break;
 	default: fuzz_reaper(data + 1, size - 1); break;
 	}
 	return 0;

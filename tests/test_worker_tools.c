@@ -192,7 +192,11 @@ Test(worker_tools, the_tool_is_declared_as_the_specification_classifies_it)
 		"\"output_trust\":\"EXTERNAL_UNTRUSTED\"", "\"scope\":\"sandbox.execute\"",
 		"\"timeout_s\":300", "\"max_output_bytes\":1048576", "\"allow_parallel\":false",
 		"\"required\":[\"command\"]", "artifact.export", "no network",
-		"discarded when the run finishes or pauses",
+		"discarded when the run finishes or pauses", "head-and-tail excerpt",
+		"stdout_artifact",
+		/* artifact.export: in process, idempotent, nothing that executes. */
+		"\"name\":\"artifact.export\"", "\"idempotency\":\"IDEMPOTENT\"",
+		"\"execution\":\"in_process\"", "\"side_effect\":\"WORKSPACE_READ\"",
 	};
 	for (size_t i = 0; i < sizeof(want) / sizeof(want[0]); i++)
 		HAS(r, want[i]);
@@ -519,6 +523,129 @@ Test(worker_tools, native_output_past_the_limit_is_an_excerpt_and_an_artifact, .
 	cr_expect_eq(stat(path, &st), 0, "the object at %s", path);
 	cr_expect_eq(st.st_size, 3000000);
 	stack_down(&s);
+}
+
+/* ---- artifact.export ------------------------------------------------------------------- */
+
+static wt_reply *export_call(stack *s, const char *run, long epoch, const char *arguments)
+{
+	char target[160];
+	static char body[8192];
+	snprintf(target, sizeof(target), "/v1/runs/%s/tools/artifact.export", run);
+	snprintf(body, sizeof(body), "{\"epoch\":%ld,\"arguments\":%s}", epoch, arguments);
+	static wt_reply r;
+	char why[256];
+	if (wt_request_try(s->sock, "POST", target, NULL, body, 60000, &r, why, sizeof(why)) < 0) {
+		usleep(300 * 1000);
+		cr_assert_fail("%s: %s\n%s", body, why, wt_read_log(s->log));
+	}
+	return &r;
+}
+
+/* The artifact_id and sha256 of an ArtifactRef answer. */
+static void ref_of(const wt_reply *r, char id[37], char sha[65])
+{
+	const char *p = strstr(r->body, "\"artifact_id\":\"");
+	cr_assert_not_null(p, "%s", r->body);
+	cr_assert_eq(sscanf(p, "\"artifact_id\":\"%36[0-9a-f-]\",\"sha256\":\"%64[0-9a-f]\"", id, sha),
+	             2, "%s", r->body);
+}
+
+static void expect_object(const stack *s, const char *id, const char *sha, long size)
+{
+	char path[300], cmd[400], got[65] = "";
+	snprintf(path, sizeof(path), "%s/artifacts/dev/%.2s/%s", s->dir, id, id);
+	struct stat st;
+	cr_assert_eq(stat(path, &st), 0, "the object at its key %s", path);
+	cr_expect_eq(st.st_size, size);
+	snprintf(cmd, sizeof(cmd), "sha256sum %s | cut -c1-64 > %s/got", path, s->dir);
+	cr_assert_eq(system(cmd), 0);
+	snprintf(path, sizeof(path), "%s/got", s->dir);
+	FILE *f = fopen(path, "r");
+	cr_assert_not_null(f);
+	cr_assert_eq(fscanf(f, "%64s", got), 1);
+	fclose(f);
+	cr_expect_str_eq(got, sha, "the stored bytes hash to the reference's digest");
+}
+
+/* gate.sandbox.artifact_checksum, end to end: a file larger than every
+ * streaming buffer, written in the sandbox, exported, has the same SHA-256
+ * in the store as in the workspace; the filename changes nothing about
+ * where the bytes go. */
+static void export_round_trip(const char *mechanism)
+{
+	stack s;
+	stack_up(&s, mechanism, false, NULL);
+	claim(&s, "run-x", 1, 120, "new");
+	/* No command yet: no workspace, and an export makes none. */
+	wt_reply *r = export_call(&s, "run-x", 1, "{\"path\":\"out.bin\"}");
+	cr_expect_eq(r->status, 400, "%s", r->body);
+	HAS(r, "no workspace yet");
+	cr_expect_eq(live(&s), 0, "an export provisions nothing");
+	r = call(&s, "run-x", 1,
+	         "{\"command\":[\"sh\",\"-c\",\"head -c 3000017 /dev/urandom > out.bin && "
+	         "sha256sum out.bin | cut -c1-64\"]}");
+	cr_assert_eq(r->status, 200, "%s", r->body);
+	char inside[65] = "";
+	const char *o = strstr(r->body, "\"stdout\":\"");
+	cr_assert_not_null(o);
+	cr_assert_eq(sscanf(o, "\"stdout\":\"%64[0-9a-f]", inside), 1, "%s", r->body);
+	r = export_call(&s, "run-x", 1,
+	                "{\"path\":\"out.bin\",\"filename\":\"../../etc/passwd\","
+	                "\"media_type\":\"application/x-data\"}");
+	cr_assert_eq(r->status, 200, "%s", r->body);
+	char id[37], sha[65];
+	ref_of(r, id, sha);
+	cr_expect_str_eq(sha, inside, "the workspace's digest is the artifact's");
+	HAS(r, "\"size_bytes\":3000017");
+	HAS(r, "\"media_type\":\"application/x-data\"");
+	expect_object(&s, id, inside, 3000017);
+	struct stat st;
+	cr_expect_neq(stat("/etc/passwd.tmp", &st), 0);
+	/* Text the model wrote. */
+	r = export_call(&s, "run-x", 1, "{\"text\":\"# Report\\n\\nAll good.\\n\"}");
+	cr_assert_eq(r->status, 200, "%s", r->body);
+	ref_of(r, id, sha);
+	char want[65];
+	cr_assert_eq(util_sha256_hex("# Report\n\nAll good.\n", 20, want), 0);
+	cr_expect_str_eq(sha, want);
+	HAS(r, "\"media_type\":\"text/plain\"");
+	/* The model's mistakes are 400s naming the path; an escape is refused. */
+	r = export_call(&s, "run-x", 1, "{\"path\":\"missing.txt\"}");
+	cr_expect_eq(r->status, 400, "%s", r->body);
+	HAS(r, "artifact.export.arguments.path");
+	r = export_call(&s, "run-x", 1, "{\"path\":\".\"}");
+	cr_expect_geq(r->status, 400, "%s", r->body);
+	r = export_call(&s, "run-x", 1, "{\"path\":\"../../etc/passwd\"}");
+	cr_expect(r->status == 400 || r->status == 403, "%d %s", r->status, r->body);
+	HAS(r, "WorkspaceEscape");
+	r = export_call(&s, "run-x", 1, "{\"path\":\"a\",\"text\":\"b\"}");
+	cr_expect_eq(r->status, 400, "%s", r->body);
+	HAS(r, "exactly one of path");
+	r = export_call(&s, "run-x", 1, "{\"text\":\"b\",\"media_type\":\"text/html; charset=x\"}");
+	cr_expect_eq(r->status, 400, "%s", r->body);
+	HAS(r, "media_type");
+	/* Another epoch, and a run without a lease, are refused before
+	 * anything is read. */
+	r = export_call(&s, "run-x", 2, "{\"text\":\"b\"}");
+	cr_expect_eq(r->status, 409, "%s", r->body);
+	r = export_call(&s, "run-none", 1, "{\"text\":\"b\"}");
+	cr_expect_eq(r->status, 404, "%s", r->body);
+	r = req(&s, "DELETE", "/v1/runs/run-x/lease?epoch=1", NULL, NULL);
+	cr_expect_eq(r->status, 204, "%s", r->body);
+	/* The artifacts outlive the claim and its workspace. */
+	expect_object(&s, id, want, 20);
+	stack_down(&s);
+}
+
+Test(worker_tools, native_an_exported_file_keeps_its_sha256_byte_for_byte, .timeout = 120)
+{
+	export_round_trip("native");
+}
+
+Test(worker_tools, gvisor_an_exported_file_keeps_its_sha256_byte_for_byte, .timeout = 180)
+{
+	export_round_trip("gvisor");
 }
 
 /* Egress needs two independent yeses: the operator's allowlist and the

@@ -469,6 +469,12 @@
 /* A tool call's body: the argument vector's 64 KiB written as JSON, where
  * an escape takes up to six bytes a byte, and the call's few members. */
 #define AIRLOCK_WORKER_TOOL_BODY_MAX (512u << 10)
+/* artifact.export's text the model wrote: what one tool result can carry
+ * (the tool's max_output_bytes). */
+#define AIRLOCK_WORKER_EXPORT_TEXT_MAX (1u << 20)
+/* artifact.export's body: that text written as JSON (an escape is at most
+ * six bytes a byte), a path, a filename and the call's members. */
+#define AIRLOCK_WORKER_EXPORT_BODY_MAX (7u << 20)
 /* The reaper's question as the worker takes it: the service's batch (one
  * number for both sides) and the body's bytes (an entry is under 300
  * bytes). */

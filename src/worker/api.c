@@ -142,6 +142,7 @@ static http_result api_start(void *ctx, http_request *r, const char *method)
 	http_request_set_state(r, state);
 	http_request_set_body_cap(r, q.verb == WORKER_LEASE_CLAIM    ? AIRLOCK_WORKER_LEASE_BODY_MAX
 	                             : q.verb == WORKER_RUN_COMMAND  ? AIRLOCK_WORKER_TOOL_BODY_MAX
+	                             : q.verb == WORKER_ARTIFACT_EXPORT ? AIRLOCK_WORKER_EXPORT_BODY_MAX
 	                             : q.verb == WORKER_REAPER_STALE ? AIRLOCK_WORKER_REAPER_BODY_MAX
 	                                                             : 0);
 	return HTTP_NEXT;
@@ -303,6 +304,23 @@ static http_result tools(worker_daemon *w, http_request *r)
 	return http_respond_json(r, HTTP_OK, worker_tools_json());
 }
 
+static http_result artifact_export(worker_daemon *w, http_request *r, const api_request *q)
+{
+	size_t len = 0;
+	const unsigned char *body = http_request_body(r, &len);
+	char *json = NULL;
+	unsigned status = 0;
+	worker_tool_outcome outcome;
+	airlock_error err = { 0 };
+	if (worker_artifact_export(w, q->run_id, q->tenant, (const char *)body, len, &json, &status,
+	                           &outcome, &err) < 0) {
+		if (status >= 500)
+			atomic_fetch_add(&w->c.errors, 1);
+		return http_respond_error_status(r, status, &err);
+	}
+	return http_respond_json(r, HTTP_OK, json);
+}
+
 static http_result run_command(worker_daemon *w, http_request *r, const api_request *q)
 {
 	size_t len = 0;
@@ -380,6 +398,8 @@ static http_result api_handle(void *ctx, http_request *r)
 		return tools(w, r);
 	case WORKER_RUN_COMMAND:
 		return run_command(w, r, q);
+	case WORKER_ARTIFACT_EXPORT:
+		return artifact_export(w, r, q);
 	case WORKER_REAPER_STALE:
 		return reaper_stale(w, r);
 	case WORKER_NONE:

@@ -144,6 +144,14 @@ void worker_sandboxes_free(worker_daemon *w);
 int worker_run_command(worker_daemon *w, const char *run_id, const char *token_tenant,
                        const char *body, size_t len, int peer_fd, char **ret_json,
                        unsigned *ret_status, worker_tool_outcome *ret_outcome, airlock_error *err);
+/* POST /v1/runs/{run_id}/tools/artifact.export (worker-api.md): a
+ * workspace path streamed from the service into the store with the two
+ * digests compared (SANDBOX_EXPORT), or text the model wrote
+ * (MODEL_OUTPUT); *ret_json is the ArtifactRef. Same lease and tenant
+ * rules as run_command; it never provisions a sandbox. */
+int worker_artifact_export(worker_daemon *w, const char *run_id, const char *token_tenant,
+                           const char *body, size_t len, char **ret_json, unsigned *ret_status,
+                           worker_tool_outcome *ret_outcome, airlock_error *err);
 
 /* GET /v1/tools: the declarations this worker serves, as JSON text. */
 char *worker_tools_json(void);

@@ -56,9 +56,11 @@ int worker_route(const char *target, size_t target_len, const char *method,
 	static const char health[] = "/v1/health", tools[] = "/v1/tools";
 	static const char reaper[] = "/v1/reaper/stale", runs[] = "/v1/runs/";
 	static const char lease[] = "/lease", run_command[] = "/tools/sandbox.run_command";
+	static const char export[] = "/tools/artifact.export";
 	bool get = strcmp(method, "GET") == 0, put = strcmp(method, "PUT") == 0;
 	bool del = strcmp(method, "DELETE") == 0, post = strcmp(method, "POST") == 0;
 	size_t rl = sizeof(runs) - 1, ll = sizeof(lease) - 1, cl = sizeof(run_command) - 1;
+	size_t xl = sizeof(export) - 1;
 	if (is(target, plen, health) || is(target, plen, tools)) {
 		if (!get)
 			return 405;
@@ -85,6 +87,14 @@ int worker_route(const char *target, size_t target_len, const char *method,
 			return 405;
 		}
 		*ret_verb = WORKER_RUN_COMMAND;
+	} else if (plen > rl + xl && memcmp(target, runs, rl) == 0 &&
+	           memcmp(target + plen - xl, export, xl) == 0 &&
+	           id_copy(target + rl, plen - rl - xl, ret_run_id)) {
+		if (!post) {
+			ret_run_id[0] = 0;
+			return 405;
+		}
+		*ret_verb = WORKER_ARTIFACT_EXPORT;
 	} else {
 		return 404;
 	}
@@ -417,5 +427,118 @@ int worker_reaper_request_decode(const char *body, size_t len, worker_db_sandbox
 	}
 	*ret = q.list;
 	*ret_n = q.n;
+	return 0;
+}
+
+/* ---- artifact.export's body ------------------------------------------------------ */
+
+void worker_export_request_clear(worker_export_request *q)
+{
+	if (!q)
+		return;
+	free(q->path);
+	free(q->text);
+	free(q->filename);
+	*q = (worker_export_request){ 0 };
+}
+
+/* A string member's bytes (NUL included: jansson keeps them) copied and
+ * NUL-terminated; -1 when it is not a string or is longer than max. */
+static int string_copy(json_t *j, size_t max, char **ret, size_t *ret_len)
+{
+	if (!json_is_string(j))
+		return -1;
+	size_t n = json_string_length(j);
+	if (n > max)
+		return -1;
+	char *s = malloc(n + 1);
+	if (!s)
+		return -ENOMEM;
+	memcpy(s, json_string_value(j), n);
+	s[n] = 0;
+	*ret = s;
+	*ret_len = n;
+	return 0;
+}
+
+static int export_decoded(json_t *o, void *ctx, airlock_error *err)
+{
+	static const char *const fields[] = { "epoch", "tenant_id", "arguments" };
+	static const char *const args[] = { "path", "text", "filename", "media_type" };
+	worker_export_request *q = ctx;
+	int r = core_json_expect_object(o, "artifact.export", fields, ARRAY_SIZE(fields), err);
+	if (r < 0)
+		return r;
+	json_t *je = json_object_get(o, "epoch"), *jt = json_object_get(o, "tenant_id");
+	json_t *ja = json_object_get(o, "arguments");
+	json_int_t e = je && json_is_integer(je) ? json_integer_value(je) : -1;
+	const char *bad = !je ? "artifact.export.epoch: missing"
+	                  : e < 0 ? "artifact.export.epoch: must be an integer >= 0"
+	                  : jt && (!json_is_string(jt) ||
+	                           !id_copy(json_string_value(jt), json_string_length(jt),
+	                                    q->tenant_id))
+	                          ? "artifact.export.tenant_id: must be a string of 1..128 of "
+	                            "[A-Za-z0-9_-]"
+	                  : !ja ? "artifact.export.arguments: missing"
+	                        : NULL;
+	if (bad)
+		return airlock_error_set(err, AIRLOCK_ERR_TOOL_VALIDATION, 0, "%s", bad);
+	q->epoch = (int64_t)e;
+	r = core_json_expect_object(ja, "artifact.export.arguments", args, ARRAY_SIZE(args), err);
+	if (r < 0)
+		return r;
+	json_t *jp = json_object_get(ja, "path"), *jx = json_object_get(ja, "text");
+	json_t *jf = json_object_get(ja, "filename"), *jm = json_object_get(ja, "media_type");
+	if (!jp == !jx)
+		return airlock_error_set(err, AIRLOCK_ERR_TOOL_VALIDATION, 0,
+		                         "artifact.export.arguments: exactly one of path (a file in "
+		                         "the workspace, like \"out/report.csv\") and text (what you "
+		                         "wrote, to hand to the user)");
+	int k = 0;
+	if (jp && (k = string_copy(jp, AIRLOCK_PATH_MAX, &q->path, &q->path_len)) == -1)
+		return airlock_error_set(err, AIRLOCK_ERR_TOOL_VALIDATION, 0,
+		                         "artifact.export.arguments.path: must be a string of at most "
+		                         "%d bytes",
+		                         AIRLOCK_PATH_MAX);
+	if (k == 0 && jx &&
+	    (k = string_copy(jx, AIRLOCK_WORKER_EXPORT_TEXT_MAX, &q->text, &q->text_len)) == -1)
+		return airlock_error_set(err, AIRLOCK_ERR_TOOL_VALIDATION, 0,
+		                         "artifact.export.arguments.text: must be a string of at most "
+		                         "%u bytes",
+		                         AIRLOCK_WORKER_EXPORT_TEXT_MAX);
+	if (k == 0 && jf &&
+	    (k = string_copy(jf, AIRLOCK_ARTIFACT_FILENAME_MAX, &q->filename, &q->filename_len)) ==
+	            -1)
+		return airlock_error_set(err, AIRLOCK_ERR_TOOL_VALIDATION, 0,
+		                         "artifact.export.arguments.filename: must be a string of at "
+		                         "most %d bytes",
+		                         AIRLOCK_ARTIFACT_FILENAME_MAX);
+	if (k < 0)
+		return airlock_error_set(err, AIRLOCK_ERR_SYSTEM, ENOMEM, "artifact.export");
+	if (jm) {
+		const char *m = json_is_string(jm) ? json_string_value(jm) : NULL;
+		if (!m || json_string_length(jm) >= sizeof(q->media_type) ||
+		    strlen(m) != json_string_length(jm) || !airlock_media_type_valid(m))
+			return airlock_error_set(err, AIRLOCK_ERR_TOOL_VALIDATION, 0,
+			                         "artifact.export.arguments.media_type: must be "
+			                         "type/subtype (RFC 6838 names, no parameters), like "
+			                         "text/csv");
+		memcpy(q->media_type, m, json_string_length(jm) + 1);
+	}
+	return 0;
+}
+
+int worker_export_request_decode(const char *body, size_t len, worker_export_request *ret,
+                                 airlock_error *err)
+{
+	worker_export_request q = { 0 };
+	int r = core_json_decode(body, len, AIRLOCK_WORKER_EXPORT_BODY_MAX, "artifact.export",
+	                         export_decoded, &q, err);
+	if (r < 0) {
+		worker_export_request_clear(&q);
+		*ret = q; /* cleared: the caller's clear is a no-op */
+		return r;
+	}
+	*ret = q;
 	return 0;
 }

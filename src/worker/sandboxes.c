@@ -644,6 +644,32 @@ static worker_tool_outcome outcome_of(unsigned status)
 	                                          : WORKER_TOOL_FAILED;
 }
 
+/* A tool call's tenant: its token's, or, for a token of every tenant,
+ * the one the call names (which a tenant's token may repeat, never
+ * change). */
+static int call_tenant(const char *token_tenant, const char *named, const char **ret_tenant,
+                       unsigned *ret_status, airlock_error *err)
+{
+	if (strcmp(token_tenant, "*") == 0) {
+		if (!named[0]) {
+			*ret_status = 400;
+			return airlock_error_set(err, AIRLOCK_ERR_TOOL_VALIDATION, 0,
+			                         "tool call.tenant_id: a token of every tenant names the "
+			                         "run's tenant");
+		}
+		*ret_tenant = named;
+		return 0;
+	}
+	if (named[0] && strcmp(named, token_tenant) != 0) {
+		*ret_status = 403;
+		return airlock_error_set(err, AIRLOCK_ERR_EXECUTION_REJECTED, 0,
+		                         "tool call.tenant_id is not the tenant of this request's "
+		                         "token");
+	}
+	*ret_tenant = token_tenant;
+	return 0;
+}
+
 /* The call's checks before anything is provisioned: the tenant, the
  * command's validation, the lease, the budget's floor. */
 static int call_checks(worker_daemon *w, const char *run_id, const char *token_tenant,
@@ -651,22 +677,10 @@ static int call_checks(worker_daemon *w, const char *run_id, const char *token_t
                        const char **ret_tenant, worker_db_check_result *lease,
                        unsigned *ret_status, airlock_error *err)
 {
-	const char *tenant = token_tenant;
-	if (strcmp(token_tenant, "*") == 0) {
-		if (!q->tenant_id[0]) {
-			*ret_status = 400;
-			return airlock_error_set(err, AIRLOCK_ERR_TOOL_VALIDATION, 0,
-			                         "tool call.tenant_id: a token of every tenant names the "
-			                         "run's tenant");
-		}
-		tenant = q->tenant_id;
-	} else if (q->tenant_id[0] && strcmp(q->tenant_id, token_tenant) != 0) {
-		*ret_status = 403;
-		return airlock_error_set(err, AIRLOCK_ERR_EXECUTION_REJECTED, 0,
-		                         "tool call.tenant_id is not the tenant of this request's "
-		                         "token");
-	}
-	*ret_tenant = tenant;
+	int r = call_tenant(token_tenant, q->tenant_id, ret_tenant, ret_status, err);
+	if (r < 0)
+		return r;
+	const char *tenant = *ret_tenant;
 	airlock_run_command_request req = {
 		.argv = q->argv,
 		.argc = q->argc,
@@ -676,7 +690,7 @@ static int call_checks(worker_daemon *w, const char *run_id, const char *token_t
 		 * shown, so the rest can be kept as an artifact (output.h). */
 		.maximum_output_bytes = WORKER_TOOL_OUTPUT_CEILING,
 	};
-	int r = airlock_run_command_prepare(&req, w->settings, cmd, err);
+	r = airlock_run_command_prepare(&req, w->settings, cmd, err);
 	if (r == 0 && q->has_deadline) {
 		/* The floor is checked before a sandbox is made for a command
 		 * that would not be started (the core checks it again). */
@@ -884,4 +898,181 @@ const char *worker_tool_outcome_name(worker_tool_outcome o)
 		[WORKER_TOOL_FAILED] = "failed",
 	};
 	return (unsigned)o < WORKER_TOOL_OUTCOME__MAX ? names[o] : "invalid";
+}
+
+/* ---- artifact.export ----------------------------------------------------------------- */
+
+/* The name a download gets when the model names none: the path's last
+ * component (metadata only: the key never sees it). */
+static void default_filename(const worker_export_request *q, const char **ret, size_t *ret_len)
+{
+	if (q->filename) {
+		*ret = q->filename;
+		*ret_len = q->filename_len;
+	} else if (q->path) {
+		const char *slash = memrchr(q->path, '/', q->path_len);
+		*ret = slash ? slash + 1 : q->path;
+		*ret_len = q->path_len - (size_t)(*ret - q->path);
+	} else {
+		*ret = "text.txt";
+		*ret_len = 8;
+	}
+}
+
+static int export_sink(void *arg, const void *buf, size_t len, airlock_error *err)
+{
+	return worker_artifact_write(arg, buf, len, err);
+}
+
+/* A workspace file streamed from the service through this worker into
+ * the store: the service's digest of what it read is the expected digest
+ * at the store's seal, so the hop between them is verified. The claim is
+ * held for the stream, so no command of the run writes the file while it
+ * is read (allow_parallel no, both ways). */
+static int export_path(worker_daemon *w, const char *run_id, const char *tenant,
+                       const worker_export_request *q, const worker_db_check_result *lease,
+                       const worker_artifact_writer *aw, airlock_artifact_ref *ref,
+                       unsigned *ret_status, airlock_error *err)
+{
+	int r = worker_service(w, err);
+	if (r < 0) {
+		*ret_status = 503;
+		return r;
+	}
+	worker_claim *c = NULL;
+	if ((r = claim_take(w, run_id, tenant, q->epoch, &c, err)) < 0) {
+		*ret_status = status_of(err);
+		return r;
+	}
+	pthread_mutex_lock(&w->claims_lock);
+	bool live = c->has_sandbox && c->epoch == q->epoch && lease->has_environment &&
+	            strcmp(c->handle.environment_id, lease->environment_id) == 0;
+	pthread_mutex_unlock(&w->claims_lock);
+	airlock_workspace *ws = NULL;
+	if (!live) {
+		/* Lazy provision is run_command's: an export never makes a
+		 * sandbox, and a claim without one has no workspace. */
+		*ret_status = 400;
+		r = airlock_error_set(err, AIRLOCK_ERR_TOOL_VALIDATION, 0,
+		                      "artifact.export.arguments.path: no such file: this run has no "
+		                      "workspace yet (it is made by the run's first "
+		                      "sandbox.run_command)");
+	} else {
+		airlock_exec_call call = { .tenant_id = tenant, .remaining_budget_ms = AIRLOCK_BUDGET_NONE };
+		r = airlock_exec_workspace(w->exec, &call, &c->handle, &ws, err);
+		if (r < 0)
+			*ret_status = status_of(err);
+	}
+	const char *name;
+	size_t name_len;
+	default_filename(q, &name, &name_len);
+	worker_artifact_put *p = NULL;
+	/* Trust is inherited, never the producer's to choose: a workspace a
+	 * sandbox writes gives its files SANDBOX_WRITTEN or UNKNOWN, and a file
+	 * a tool wrote may have been rewritten by a command since, so every
+	 * export of a path is EXTERNAL_UNTRUSTED. */
+	if (r == 0 && (r = worker_artifact_begin(aw, name, name_len,
+	                                         q->media_type[0] ? q->media_type
+	                                                          : "application/octet-stream",
+	                                         AIRLOCK_TRUST_EXTERNAL_UNTRUSTED, &p, err)) < 0)
+		*ret_status = status_of(err);
+	char source_sha[AIRLOCK_SHA256_HEX_LEN + 1];
+	uint64_t size = 0;
+	if (r == 0) {
+		r = airlock_workspace_read_stream(ws, q->path,
+		                                  (uint64_t)worker_artifacts_config_of(w->artifacts)->size_max,
+		                                  export_sink, p, &size, source_sha, err);
+		/* A file that is not there (or not a file) is the model's
+		 * mistake, said as the path's: the same 400 a bad path gets. */
+		if (r < 0 && err->cls == AIRLOCK_ERR_SYSTEM &&
+		    (err->errnum == ENOENT || err->errnum == ENOTDIR || err->errnum == EISDIR)) {
+			*ret_status = 400;
+			airlock_error_wrap(err, AIRLOCK_ERR_TOOL_VALIDATION, err,
+			                   "artifact.export.arguments.path");
+		} else if (r < 0) {
+			*ret_status = status_of(err);
+		}
+	}
+	if (r == 0 && (r = worker_artifact_finish(p, source_sha, ref, err)) < 0)
+		*ret_status = status_of(err);
+	worker_artifact_put_free(p);
+	airlock_workspace_release(ws);
+	claim_give(w, c);
+	return r;
+}
+
+int worker_artifact_export(worker_daemon *w, const char *run_id, const char *token_tenant,
+                           const char *body, size_t len, char **ret_json, unsigned *ret_status,
+                           worker_tool_outcome *ret_outcome, airlock_error *err)
+{
+	int64_t t0 = util_monotonic_ms();
+	worker_export_request q = { 0 };
+	worker_db_check_result lease = { 0 };
+	airlock_artifact_ref ref = { { 0 } };
+	const char *tenant = NULL;
+	unsigned status = 400;
+	bool have_ref = false;
+	*ret_json = NULL;
+	int r = worker_export_request_decode(body, len, &q, err);
+	if (r == 0)
+		r = call_tenant(token_tenant, q.tenant_id, &tenant, &status, err);
+	if (r == 0 && !w->artifacts) {
+		status = 503;
+		r = airlock_error_set(err, AIRLOCK_ERR_EXECUTION_UNAVAILABLE, 0,
+		                      "the artifact store is not open (worker.artifacts_dir)");
+	}
+	if (r == 0 && (r = worker_db_check(w->db, run_id, tenant, q.epoch, util_now_ms(), &lease,
+	                                   err)) < 0)
+		status = 503;
+	if (r == 0 && lease.state != WORKER_DB_LEASE_CURRENT)
+		r = lease_refusal(lease.state, &status, err);
+	if (r == 0) {
+		worker_artifact_writer aw = { .artifacts = w->artifacts, .has_run = true,
+			                      .origin = q.path ? AIRLOCK_ORIGIN_SANDBOX_EXPORT
+			                                       : AIRLOCK_ORIGIN_MODEL_OUTPUT };
+		snprintf(aw.tenant_id, sizeof(aw.tenant_id), "%s", tenant);
+		snprintf(aw.run_id, sizeof(aw.run_id), "%s", run_id);
+		if (q.path) {
+			r = export_path(w, run_id, tenant, &q, &lease, &aw, &ref, &status, err);
+		} else {
+			const char *name;
+			size_t name_len;
+			default_filename(&q, &name, &name_len);
+			/* Text the model wrote, in this process: nothing outside
+			 * the platform produced these bytes. */
+			r = worker_artifact_create(&aw, name, name_len,
+			                           q.media_type[0] ? q.media_type : "text/plain",
+			                           AIRLOCK_TRUST_INTERNAL_TOOL, q.text, q.text_len, &ref,
+			                           err);
+			if (r < 0)
+				status = status_of(err);
+		}
+		have_ref = r == 0;
+	}
+	if (r == 0 && !(*ret_json = airlock_artifact_ref_to_json(&ref, err))) {
+		r = airlock_errcode(err->cls);
+		status = 500;
+	}
+	*ret_status = r < 0 ? status : 200;
+	*ret_outcome = r < 0 ? outcome_of(status) : WORKER_TOOL_OK;
+	atomic_fetch_add(&w->c.tool_calls[*ret_outcome], 1);
+	json_t *f = json_pack("{s:s, s:s?, s:I, s:s, s:s, s:I}", "run_id", run_id, "tenant_id",
+	                      tenant, "epoch", (json_int_t)q.epoch, "tool", "artifact.export", "outcome",
+	                      worker_tool_outcome_name(*ret_outcome), "duration_ms",
+	                      (json_int_t)(util_monotonic_ms() - t0));
+	if (f && have_ref) {
+		json_object_set_new(f, "artifact_id", json_string(ref.artifact_id));
+		json_object_set_new(f, "size_bytes", json_integer(ref.size_bytes));
+		json_object_set_new(f, "sha256", json_string(ref.sha256));
+	}
+	if (f && r < 0)
+		json_object_set_new(f, "message", json_string(err->message));
+	worker_log(*ret_outcome == WORKER_TOOL_FAILED || *ret_outcome == WORKER_TOOL_UNAVAILABLE
+	                   ? "warning"
+	                   : "info",
+	           "tool.called", f);
+	if (have_ref)
+		airlock_artifact_ref_clear(&ref);
+	worker_export_request_clear(&q);
+	return r;
 }

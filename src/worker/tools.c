@@ -10,6 +10,7 @@
 
 #include <jansson.h>
 
+#include "airlock/caps.h"
 #include "airlock/run_command.h"
 
 /* What the model is told (the specification, "sandbox.run_command"): the
@@ -43,11 +44,51 @@ static json_t *run_command_schema(void)
 		"description", "Seconds before the command is killed (timed_out); at most 300.");
 }
 
+/* artifact.export (the specification's "Artifacts"; ADR-0122): how a file
+ * or text reaches the user. In process: it holds a workspace handle and an
+ * artifact writer, nothing that can execute. */
+static const char export_description[] =
+	"Hand a file to the user: export a file from this run's workspace (path, relative to "
+	"/workspace), or text you wrote (text), as an artifact attached to your reply. Returns "
+	"the artifact's id, size and SHA-256; the bytes are compared with the workspace's on the "
+	"way. Exporting the same thing twice is harmless. It runs no command: run the command "
+	"that makes the file first with sandbox.run_command.";
+
+static json_t *export_schema(void)
+{
+	return json_pack(
+		"{s:s, s:b, s:[{s:[s]}, {s:[s]}], s:{s:{s:s, s:s}, s:{s:s, s:i, s:s}, "
+		"s:{s:s, s:s}, s:{s:s, s:s, s:s}}}",
+		"type", "object", "additionalProperties", 0, "oneOf", "required", "path", "required",
+		"text", "properties", "path", "type", "string", "description",
+		"A file in the workspace, relative to /workspace, like \"out/report.csv\".", "text",
+		"type", "string", "maxLength", (int)AIRLOCK_WORKER_EXPORT_TEXT_MAX, "description",
+		"Text you wrote, to be given to the user as a file.", "filename", "type", "string",
+		"description", "The name the user's download gets (default: the path's last part, "
+		"or text.txt).", "media_type", "type", "string", "pattern",
+		"^[A-Za-z0-9][A-Za-z0-9!#$&^_.+-]{0,126}/[A-Za-z0-9][A-Za-z0-9!#$&^_.+-]{0,126}$",
+		"description", "type/subtype, like text/csv (default: application/octet-stream for "
+		"a path, text/plain for text).");
+}
+
 char *worker_tools_json(void)
 {
 	json_t *schema = run_command_schema();
-	json_t *o = schema ? json_pack("{s:[{s:s, s:s, s:o, s:{s:s, s:s, s:s, s:s}, s:s, s:s, s:i, "
-	                               "s:I, s:b}]}",
+	json_t *xschema = export_schema();
+	json_t *export = xschema ? json_pack("{s:s, s:s, s:o, s:{s:s, s:s, s:s, s:s}, s:s, s:s, "
+	                                     "s:i, s:I, s:b}",
+	                                     "name", "artifact.export", "description",
+	                                     export_description, "input_schema", xschema,
+	                                     "classification", "side_effect", "WORKSPACE_READ",
+	                                     "risk", "LOW", "idempotency", "IDEMPOTENT",
+	                                     "output_trust", "INTERNAL_TOOL", "scope",
+	                                     "artifact.export", "execution", "in_process",
+	                                     "timeout_s", 300, "max_output_bytes",
+	                                     (json_int_t)4096, "allow_parallel", 0)
+	                         : NULL;
+	json_t *o = schema && export
+	                    ? json_pack("{s:[{s:s, s:s, s:o, s:{s:s, s:s, s:s, s:s}, s:s, s:s, s:i, "
+	                               "s:I, s:b}, o]}",
 	                               "tools", "name", "sandbox.run_command", "description",
 	                               run_command_description, "input_schema", schema,
 	                               "classification", "side_effect", "CODE_EXECUTION", "risk",
@@ -56,8 +97,14 @@ char *worker_tools_json(void)
 	                               "execution", "sandbox", "timeout_s",
 	                               AIRLOCK_RUN_COMMAND_TIMEOUT_SECONDS, "max_output_bytes",
 	                               (json_int_t)AIRLOCK_RUN_COMMAND_OUTPUT_DEFAULT_BYTES,
-	                               "allow_parallel", 0)
-	                     : NULL;
+	                               "allow_parallel", 0, export)
+	                    : NULL;
+	/* json_pack takes what "o" names even when it fails; what it was not
+	 * given is released here. */
+	if (!schema || !export) {
+		json_decref(schema);
+		json_decref(export);
+	}
 	char *text = o ? json_dumps(o, JSON_COMPACT | JSON_PRESERVE_ORDER) : NULL;
 	json_decref(o);
 	return text;

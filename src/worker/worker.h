@@ -28,6 +28,7 @@ typedef enum worker_verb {
 	WORKER_TOOLS,         /* GET /v1/tools */
 	WORKER_RUN_COMMAND,   /* POST /v1/runs/{run_id}/tools/sandbox.run_command */
 	WORKER_REAPER_STALE,  /* POST /v1/reaper/stale (the reaper's credential) */
+	WORKER_ARTIFACT_EXPORT, /* POST /v1/runs/{run_id}/tools/artifact.export */
 	WORKER__MAX
 } worker_verb;
 
@@ -86,6 +87,31 @@ typedef struct worker_tool_request {
 int worker_tool_request_decode(const char *body, size_t len, worker_tool_request *ret,
                                airlock_error *err);
 void worker_tool_request_clear(worker_tool_request *q);
+
+/* artifact.export's body (POST /v1/runs/{run_id}/tools/artifact.export):
+ *   {"epoch": N, "tenant_id": T (a token of every tenant only),
+ *    "arguments": {"path": P | "text": X, "filename": F, "media_type": M}}
+ * Exactly one of path (a workspace path: the core's containment rules
+ * apply when it is resolved) and text (at most
+ * AIRLOCK_WORKER_EXPORT_TEXT_MAX bytes); filename any text (NUL included,
+ * at most AIRLOCK_ARTIFACT_FILENAME_MAX bytes; metadata, never a path);
+ * media_type type/subtype. ToolValidationError naming the member
+ * otherwise; at most AIRLOCK_WORKER_EXPORT_BODY_MAX bytes. *ret is
+ * cleared on failure. */
+typedef struct worker_export_request {
+	char tenant_id[AIRLOCK_ID_MAX + 1]; /* "" when absent */
+	int64_t epoch;
+	char *path; /* NULL when text */
+	size_t path_len;
+	char *text; /* NULL when path */
+	size_t text_len;
+	char *filename; /* NULL: absent */
+	size_t filename_len;
+	char media_type[256]; /* "" when absent */
+} worker_export_request;
+int worker_export_request_decode(const char *body, size_t len, worker_export_request *ret,
+                                 airlock_error *err);
+void worker_export_request_clear(worker_export_request *q);
 
 /* The reaper's question: {"sandboxes": [{"environment_id", "run_id",
  * "lease_epoch"}, ...]}, at most AIRLOCK_WORKER_REAPER_ENTRIES_MAX entries
