@@ -683,3 +683,44 @@ Test(worker_output, a_stream_the_store_refuses_is_still_cut_and_says_why)
 	airlock_execution_result_clear(&res);
 	fx_done(&f);
 }
+
+/* artifact.export is IDEMPOTENT: the same bytes, name and type exported
+ * again by the same run answer the first artifact and keep nothing more;
+ * anything different is another artifact. */
+Test(worker_artifacts, an_equal_export_of_the_same_run_answers_the_first_artifact)
+{
+	fixture f;
+	fx_open(&f);
+	worker_artifact_writer w = writer(&f, "t", "run-1", AIRLOCK_ORIGIN_MODEL_OUTPUT);
+	w.reuse_same = true;
+	airlock_artifact_ref a, b, c, d;
+	airlock_error err = { 0 };
+	cr_assert_eq(worker_artifact_create(&w, "r.md", 4, "text/markdown",
+	                                    AIRLOCK_TRUST_INTERNAL_TOOL, "same", 4, &a, &err),
+	             0, "%s", err.message);
+	cr_assert_eq(worker_artifact_create(&w, "r.md", 4, "text/markdown",
+	                                    AIRLOCK_TRUST_INTERNAL_TOOL, "same", 4, &b, &err),
+	             0, "%s", err.message);
+	cr_assert_str_eq(a.artifact_id, b.artifact_id);
+	cr_assert_eq(files_under(f.store), 1, "no second copy");
+	int64_t bytes = -1;
+	cr_assert_eq(worker_db_artifact_tenant_bytes(f.db, "t", &bytes, NULL), 0);
+	cr_assert_eq(bytes, 4, "charged once");
+	/* Another name, or another run: another artifact. */
+	cr_assert_eq(worker_artifact_create(&w, "s.md", 4, "text/markdown",
+	                                    AIRLOCK_TRUST_INTERNAL_TOOL, "same", 4, &c, &err),
+	             0);
+	cr_assert_str_neq(c.artifact_id, a.artifact_id);
+	worker_artifact_writer w2 = writer(&f, "t", "run-2", AIRLOCK_ORIGIN_MODEL_OUTPUT);
+	w2.reuse_same = true;
+	cr_assert_eq(worker_artifact_create(&w2, "r.md", 4, "text/markdown",
+	                                    AIRLOCK_TRUST_INTERNAL_TOOL, "same", 4, &d, &err),
+	             0);
+	cr_assert_str_neq(d.artifact_id, a.artifact_id);
+	cr_assert_eq(files_under(f.store), 3);
+	airlock_artifact_ref_clear(&a);
+	airlock_artifact_ref_clear(&b);
+	airlock_artifact_ref_clear(&c);
+	airlock_artifact_ref_clear(&d);
+	fx_done(&f);
+}

@@ -745,6 +745,42 @@ CONTRACT(an_upload_is_claimed_once_by_a_run_of_its_tenant_and_then_never_expires
 	cr_assert_not(done);
 }
 
+CONTRACT(an_equal_artifact_of_the_run_is_found_and_nothing_else_is)
+{
+	f->db = fx_open(f);
+	worker_db_artifact a = art("t", "run-1", 7, T0);
+	cr_assert(insert(f->db, &a, 100));
+	worker_db_artifact got;
+	bool found = true;
+	airlock_error err = { 0 };
+	cr_assert_eq(worker_db_artifact_same(f->db, &a, T0, &got, &found, &err), 0, "%s",
+	             err.message);
+	cr_assert_not(found, "a pending row is not an artifact yet");
+	commit_art(f->db, a.artifact_id);
+	worker_db_artifact probe = art("t", "run-1", 7, T0 + 1);
+	cr_assert_eq(worker_db_artifact_same(f->db, &probe, T0 + 1, &got, &found, &err), 0, "%s",
+	             err.message);
+	cr_assert(found);
+	cr_assert_str_eq(got.artifact_id, a.artifact_id);
+	worker_db_artifact_clear(&got);
+	/* Another run, size, name, or an expired one: none. */
+	worker_db_artifact other = art("t", "run-2", 7, T0 + 1);
+	cr_assert_eq(worker_db_artifact_same(f->db, &other, T0 + 1, &got, &found, NULL), 0);
+	cr_assert_not(found);
+	other = art("t", "run-1", 8, T0 + 1);
+	cr_assert_eq(worker_db_artifact_same(f->db, &other, T0 + 1, &got, &found, NULL), 0);
+	cr_assert_not(found);
+	other = art("t", "run-1", 7, T0 + 1);
+	static unsigned char name[] = "other";
+	other.filename = name;
+	other.filename_len = 5;
+	cr_assert_eq(worker_db_artifact_same(f->db, &other, T0 + 1, &got, &found, NULL), 0);
+	cr_assert_not(found);
+	cr_assert_eq(worker_db_artifact_same(f->db, &probe, T0 + 31 * DAY_MS, &got, &found, NULL),
+	             0);
+	cr_assert_not(found);
+}
+
 CONTRACT(artifact_arguments_are_checked_before_the_database)
 {
 	f->db = fx_open(f);

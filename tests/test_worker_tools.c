@@ -610,6 +610,12 @@ static void export_round_trip(const char *mechanism)
 	cr_assert_eq(util_sha256_hex("# Report\n\nAll good.\n", 20, want), 0);
 	cr_expect_str_eq(sha, want);
 	HAS(r, "\"media_type\":\"text/plain\"");
+	/* IDEMPOTENT: the same export again is the same artifact. */
+	char again[37], sha2[65];
+	r = export_call(&s, "run-x", 1, "{\"text\":\"# Report\\n\\nAll good.\\n\"}");
+	cr_assert_eq(r->status, 200, "%s", r->body);
+	ref_of(r, again, sha2);
+	cr_expect_str_eq(again, id, "an equal export answers the first artifact");
 	/* The model's mistakes are 400s naming the path; an escape is refused. */
 	r = export_call(&s, "run-x", 1, "{\"path\":\"missing.txt\"}");
 	cr_expect_eq(r->status, 400, "%s", r->body);

@@ -235,6 +235,29 @@ int worker_artifact_finish(worker_artifact_put *p, const char *expected_sha256,
 	memcpy(row.media_type, p->media_type, sizeof(row.media_type));
 	row.created_at_ms = util_now_ms();
 	expiry_of(&a->cfg, p->w.origin, row.created_at_ms, &row.has_expires, &row.expires_at_ms);
+	if (p->w.reuse_same) {
+		/* The same bytes, name and type exported again by the same run:
+		 * the first artifact is the answer, and nothing more is kept. */
+		worker_db_artifact same;
+		bool found = false;
+		r = worker_db_artifact_same(a->db, &row, row.created_at_ms, &same, &found, err);
+		if (r < 0)
+			goto fail;
+		if (found) {
+			airlock_artifact_put_free(p->put);
+			p->put = NULL;
+			char *mt = strdup(same.media_type);
+			if (!mt) {
+				worker_db_artifact_clear(&same);
+				return airlock_error_set(err, AIRLOCK_ERR_SYSTEM, ENOMEM, "artifact ref");
+			}
+			*ret = (airlock_artifact_ref){ .size_bytes = same.size_bytes, .media_type = mt };
+			memcpy(ret->artifact_id, same.artifact_id, sizeof(ret->artifact_id));
+			memcpy(ret->sha256, same.sha256, sizeof(ret->sha256));
+			worker_db_artifact_clear(&same);
+			return 0;
+		}
+	}
 	/* Step 3: the row, pending, charged to the tenant's bytes. */
 	worker_db_artifact_insert_result ins;
 	r = worker_db_artifact_insert(a->db, &row, a->cfg.tenant_bytes_max, &ins, err);

@@ -92,6 +92,10 @@ typedef struct worker_artifact_writer {
 	bool has_run; /* false only for an upload */
 	char run_id[AIRLOCK_ID_MAX + 1];
 	airlock_artifact_origin origin;
+	/* An artifact of this run equal to the one being made (origin,
+	 * digest, size, filename, media type) is answered instead of a second
+	 * copy: what makes artifact.export IDEMPOTENT. */
+	bool reuse_same;
 } worker_artifact_writer;
 
 /* One create in flight (steps 1-5 above). */

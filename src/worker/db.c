@@ -152,7 +152,7 @@ int worker_db_new(const worker_db_ops *ops, void *ctx, worker_db **ret, airlock_
 	    !ops->ended || !ops->schema_version || !ops->free || !ops->bridge_lookup ||
 	    !ops->artifact_insert || !ops->artifact_commit || !ops->artifact_get ||
 	    !ops->artifact_delete || !ops->artifact_due || !ops->artifact_list ||
-	    !ops->artifact_attach || !ops->artifact_tenant_bytes) {
+	    !ops->artifact_attach || !ops->artifact_tenant_bytes || !ops->artifact_same) {
 		if (ops && ops->free && ctx)
 			ops->free(ctx);
 		return airlock_error_set(err, AIRLOCK_ERR_CONFIG, 0,
@@ -614,4 +614,19 @@ int worker_db_artifact_tenant_bytes(worker_db *db, const char *tenant_id, int64_
 		return r;
 	*ret = 0;
 	return CALL(db, db->ops->artifact_tenant_bytes(db->ctx, tenant_id, ret, err));
+}
+
+int worker_db_artifact_same(worker_db *db, const worker_db_artifact *a, int64_t now_ms,
+                            worker_db_artifact *ret, bool *ret_found, airlock_error *err)
+{
+	if (!db || !a || !ret || !ret_found)
+		return bad_arg(err, "artifact_same", "missing argument");
+	int r = check_artifact(a, err);
+	if (r == 0)
+		r = check_tenant_now("artifact_same", NULL, now_ms, err);
+	if (r < 0)
+		return r;
+	memset(ret, 0, sizeof(*ret));
+	*ret_found = false;
+	return CALL(db, db->ops->artifact_same(db->ctx, a, now_ms, ret, ret_found, err));
 }

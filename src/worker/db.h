@@ -315,6 +315,12 @@ typedef struct worker_db_ops {
 	/* Read-only: the bytes a tenant's rows hold (pending ones included). */
 	int (*artifact_tenant_bytes)(void *ctx, const char *tenant_id, int64_t *ret,
 	                             airlock_error *err);
+	/* Read-only: a committed, unexpired artifact of this tenant and run
+	 * with the same origin, digest, size, filename and media type as
+	 * a's (what makes artifact.export idempotent); *ret_found false when
+	 * there is none. */
+	int (*artifact_same)(void *ctx, const worker_db_artifact *a, int64_t now_ms,
+	                     worker_db_artifact *ret, bool *ret_found, airlock_error *err);
 } worker_db_ops;
 
 /* ---- decisions both adapters apply --------------------------------------- */
@@ -424,5 +430,7 @@ int worker_db_artifact_attach(worker_db *db, const char *artifact_id, const char
                               airlock_error *err);
 int worker_db_artifact_tenant_bytes(worker_db *db, const char *tenant_id, int64_t *ret,
                                     airlock_error *err);
+int worker_db_artifact_same(worker_db *db, const worker_db_artifact *a, int64_t now_ms,
+                            worker_db_artifact *ret, bool *ret_found, airlock_error *err);
 
 #endif

@@ -1088,3 +1088,27 @@ int worker_db_sql_artifact_tenant_bytes(void *ctx, const char *tenant_id, int64_
 {
 	return tenant_bytes_body(ctx, tenant_id, ret, err);
 }
+
+int worker_db_sql_artifact_same(void *ctx, const worker_db_artifact *a, int64_t now_ms,
+                                worker_db_artifact *ret, bool *ret_found, airlock_error *err)
+{
+	_cleanup_free_ char *hex = malloc(2 * a->filename_len + 1);
+	if (!hex)
+		return airlock_error_set(err, AIRLOCK_ERR_SYSTEM, ENOMEM, "worker database: a filename");
+	util_hex(a->filename, a->filename_len, hex);
+	worker_db_param p[] = { DB_TEXT(a->tenant_id), DB_TEXT(a->has_run ? a->run_id : ""),
+		                DB_TEXT(airlock_artifact_origin_name(a->origin)), DB_TEXT(a->sha256),
+		                DB_NUM(a->size_bytes), DB_TEXT(hex), DB_TEXT(a->media_type),
+		                DB_NUM(now_ms) };
+	size_t n = 0;
+	int r = read_artifacts(ctx,
+	                       "SELECT " ARTIFACT_COLS " FROM airlock_artifacts"
+	                       " WHERE tenant_id = $1 AND run_id = $2 AND origin = $3"
+	                       " AND sha256 = $4 AND size_bytes = $5 AND filename_hex = $6"
+	                       " AND media_type = $7 AND committed = 1"
+	                       " AND (expires_at_ms IS NULL OR expires_at_ms > $8)"
+	                       " ORDER BY artifact_id LIMIT 1",
+	                       p, 8, ret, 1, &n, err);
+	*ret_found = r == 0 && n == 1;
+	return r;
+}

@@ -142,6 +142,8 @@ int worker_db_sql_artifact_attach(void *ctx, const char *artifact_id, const char
                                   airlock_error *err);
 int worker_db_sql_artifact_tenant_bytes(void *ctx, const char *tenant_id, int64_t *ret,
                                         airlock_error *err);
+int worker_db_sql_artifact_same(void *ctx, const worker_db_artifact *a, int64_t now_ms,
+                                worker_db_artifact *ret, bool *ret_found, airlock_error *err);
 
 #define WORKER_DB_SQL_OPS(adapter_name, free_fn)                                                   \
 	{                                                                                          \
@@ -161,6 +163,7 @@ int worker_db_sql_artifact_tenant_bytes(void *ctx, const char *tenant_id, int64_
 		.artifact_list = worker_db_sql_artifact_list,                                      \
 		.artifact_attach = worker_db_sql_artifact_attach,                                  \
 		.artifact_tenant_bytes = worker_db_sql_artifact_tenant_bytes,                      \
+		.artifact_same = worker_db_sql_artifact_same,                                      \
 	}
 
 #endif

@@ -1029,7 +1029,8 @@ int worker_artifact_export(worker_daemon *w, const char *run_id, const char *tok
 	if (r == 0) {
 		worker_artifact_writer aw = { .artifacts = w->artifacts, .has_run = true,
 			                      .origin = q.path ? AIRLOCK_ORIGIN_SANDBOX_EXPORT
-			                                       : AIRLOCK_ORIGIN_MODEL_OUTPUT };
+			                                       : AIRLOCK_ORIGIN_MODEL_OUTPUT,
+			                      .reuse_same = true };
 		snprintf(aw.tenant_id, sizeof(aw.tenant_id), "%s", tenant);
 		snprintf(aw.run_id, sizeof(aw.run_id), "%s", run_id);
 		if (q.path) {
