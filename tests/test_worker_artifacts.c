@@ -724,3 +724,66 @@ Test(worker_artifacts, an_equal_export_of_the_same_run_answers_the_first_artifac
 	airlock_artifact_ref_clear(&d);
 	fx_done(&f);
 }
+
+/* A stream that stops halfway (the service or the client gone: the
+ * source's error ends the put before its seal) leaves no object, no
+ * temporary and no row. */
+Test(worker_artifacts, a_stream_that_stops_halfway_leaves_nothing)
+{
+	fixture f;
+	fx_open(&f);
+	worker_artifact_writer w = writer(&f, "t", "r", AIRLOCK_ORIGIN_SANDBOX_EXPORT);
+	worker_artifact_put *p = NULL;
+	unsigned char *data = pattern(MIB);
+	cr_assert_eq(worker_artifact_begin(&w, "x", 1, "text/plain", AIRLOCK_TRUST_EXTERNAL_UNTRUSTED,
+	                                   &p, NULL),
+	             0);
+	cr_assert_eq(worker_artifact_write(p, data, MIB, NULL), 0);
+	cr_assert_eq(files_under(f.store), 1, "the temporary while it streams");
+	worker_artifact_put_free(p); /* the source failed: no finish */
+	cr_assert_eq(files_under(f.store), 0);
+	int64_t bytes = -1;
+	cr_assert_eq(worker_db_artifact_tenant_bytes(f.db, "t", &bytes, NULL), 0);
+	cr_assert_eq(bytes, 0);
+	free(data);
+	fx_done(&f);
+}
+
+/* A full disk mid-stream: the put fails naming the store's error and
+ * leaves nothing (a 1 MiB tmpfs as the store). */
+Test(worker_artifacts, a_full_disk_mid_stream_leaves_nothing)
+{
+	if (geteuid() != 0)
+		cr_skip_test("mounting a small tmpfs needs root");
+	fixture f;
+	fx_open(&f);
+	worker_artifacts_free(f.a);
+	f.a = NULL;
+	char cmd[256];
+	snprintf(cmd, sizeof(cmd), "mount -t tmpfs -o size=1m,mode=0700 airlock-full %s", f.store);
+	cr_assert_eq(system(cmd), 0);
+	worker_artifacts_config cfg = { .root = f.store, .size_max = 64 * MIB,
+		                        .tenant_bytes_max = 256 * MIB, .retention_seconds = 86400,
+		                        .upload_unclaimed_seconds = 86400, .grace_seconds = GRACE_S };
+	airlock_error err = { 0 };
+	cr_assert_eq(worker_artifacts_open(&cfg, f.db, &f.a, &err), 0, "%s", err.message);
+	worker_artifact_writer w = writer(&f, "t", "r", AIRLOCK_ORIGIN_SANDBOX_EXPORT);
+	unsigned char *data = pattern(2 * MIB);
+	airlock_artifact_ref ref;
+	int r = put_stream(&w, "big", data, 2 * MIB, NULL, &ref, &err);
+	cr_expect_lt(r, 0, "a put past the disk fails");
+	cr_expect(strstr(err.message, "No space left on device"), "%s", err.message);
+	cr_expect_eq(files_under(f.store), 0, "no object, no temporary");
+	int64_t bytes = -1;
+	cr_expect_eq(worker_db_artifact_tenant_bytes(f.db, "t", &bytes, NULL), 0);
+	cr_expect_eq(bytes, 0, "no row");
+	/* The store works again once there is room. */
+	cr_expect_eq(put_stream(&w, "small", data, 4096, NULL, &ref, &err), 0, "%s", err.message);
+	airlock_artifact_ref_clear(&ref);
+	worker_artifacts_free(f.a);
+	f.a = NULL;
+	snprintf(cmd, sizeof(cmd), "umount %s", f.store);
+	cr_assert_eq(system(cmd), 0);
+	free(data);
+	fx_done(&f);
+}
