@@ -940,9 +940,11 @@ static int export_path(worker_daemon *w, const char *run_id, const char *tenant,
 		return r;
 	}
 	worker_claim *c = NULL;
-	if ((r = claim_take(w, run_id, tenant, q->epoch, &c, err)) < 0) {
-		*ret_status = status_of(err);
-		return r;
+	if ((r = claim_take(w, run_id, tenant, q->epoch, &c, err)) < 0 || !c) {
+		*ret_status = r < 0 ? status_of(err) : 503;
+		return r < 0 ? r
+		             : airlock_error_set(err, AIRLOCK_ERR_EXECUTION_UNAVAILABLE, 0,
+		                                 "run %s: no claim was taken", run_id);
 	}
 	pthread_mutex_lock(&w->claims_lock);
 	bool live = c->has_sandbox && c->epoch == q->epoch && lease->has_environment &&
