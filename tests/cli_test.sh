@@ -345,6 +345,8 @@ fi
 expect tool-lease-other-tenant 65 'answered 403: ExecutionRejected' -- "$AIRLOCK" tool lease run-1 --epoch 1 $TOOL
 expect tool-lease 0 '^  "outcome": "new",' -- "$AIRLOCK" tool lease run-1 --epoch 1 --tenant tenant-a $TOOL
 expect tool-call 0 '^  "exit_code": 0,' -- "$AIRLOCK" tool call run-1 sandbox.run_command '{"command": ["echo", "hi"]}' --epoch 1 $TOOL
+expect tool-call-export-text 0 '^  "sha256": "2cf24dba5fb0a30e26e83b2ac5b9e29e1b161e5c1fa7425e73043362938b9824",' -- "$AIRLOCK" tool call run-1 artifact.export '{"text": "hello"}' --epoch 1 $TOOL
+expect tool-call-export-missing 65 'answered 400: ToolValidationError: artifact.export.arguments.path' -- "$AIRLOCK" tool call run-1 artifact.export '{"path": "nothing-here"}' --epoch 1 $TOOL
 expect tool-call-unknown-name 65 "^airlock tool call: the worker at unix:$WT/w.sock answered 404: ExecutionRejected: no such route \(the worker serves no tool of that name: airlock tool list\)" -- "$AIRLOCK" tool call run-1 sandbox.nothing '{"command": ["true"]}' --epoch 1 $TOOL
 expect tool-call-dots 65 'answered 404: ExecutionRejected: no such route' -- "$AIRLOCK" tool call run-1 .. '{"command": ["true"]}' --epoch 1 $TOOL
 expect tool-call-no-lease 65 'answered 404: ExecutionRejected: no such run' -- "$AIRLOCK" tool call run-2 sandbox.run_command '{"command": ["true"]}' --epoch 1 $TOOL

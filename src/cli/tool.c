@@ -37,7 +37,9 @@ static void tool_usage(FILE *out)
 	        "the lease with JSON as its arguments, e.g.\n"
 	        "  airlock tool call run-1 sandbox.run_command '{\"command\": [\"echo\", \"hi\"]}' "
 	        "--epoch 1\n"
-	        "and prints the result object on stdout, indented.\n\n"
+	        "and prints the result object on stdout, indented; artifact.export hands a file\n"
+	        "or text to the user:\n"
+	        "  airlock tool call run-1 artifact.export '{\"path\": \"out/report.csv\"}' --epoch 1\n\n"
 	        "OPTIONS: --worker ADDRESS (unix:/path, or HOST:PORT over TLS; default the\n"
 	        "settings' worker.listen), --token-file FILE (a bearer token of the worker's\n"
 	        "tokens_file, read as a credential: mode 0600; none: the worker's dev mode),\n"
@@ -284,8 +286,9 @@ static int tool_call(const tool_flags *f, const airlock_worker_client_config *cf
 	                           ? "the worker serves no tool of that name: airlock tool list"
 	                           : "no lease of this run for this tenant: airlock tool lease";
 	int code = print_answer("call", cfg->address, &a, hint);
-	/* As airlock run: the command's own status, 137 when it was killed. */
-	if (code == CLI_EXIT_OK && a.status == 200)
+	/* As airlock run: the command's own status, 137 when it was killed
+	 * (sandbox.run_command; any other tool's answer is its result, 0). */
+	if (code == CLI_EXIT_OK && a.status == 200 && strcmp(req.tool, "sandbox.run_command") == 0)
 		code = a.has_exit_code ? (int)(a.exit_code & 0xff) : CLI_EXIT_KILLED;
 	airlock_worker_answer_clear(&a);
 	return code;
