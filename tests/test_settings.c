@@ -949,6 +949,40 @@ Test(settings, worker_section)
 	airlock_settings_clear(&s);
 	err = parse_fails("worker: {bogus: 1}\n");
 	HAS(err, "worker.bogus");
+
+	/* The artifact settings: the file and the environment pass the same
+	 * rules, and a refusal names the setting and its range. */
+	err = check_fails("worker: {artifacts_dir: rel/store}\n");
+	HAS(err, "worker.artifacts_dir=rel/store");
+	err = parse_fails("worker: {artifact_size_max: -1}\n");
+	HAS(err, "worker.artifact_size_max");
+	err = check_fails("worker: {artifact_size_max: 1099511627777}\n");
+	HAS(err, "worker.artifact_size_max=1099511627777: must be from 0 (the default) to 1099511627776");
+	err = check_fails("worker: {artifact_retention_days: 3651}\n");
+	HAS(err, "worker.artifact_retention_days=3651");
+	err = check_fails("worker: {artifact_tenant_bytes_max: 1125899906842625}\n");
+	HAS(err, "worker.artifact_tenant_bytes_max");
+	err = check_fails("worker: {artifact_sweep_interval_seconds: 86401}\n");
+	HAS(err, "worker.artifact_sweep_interval_seconds");
+	err = check_fails("worker: {artifact_upload_unclaimed_hours: 8761}\n");
+	HAS(err, "worker.artifact_upload_unclaimed_hours");
+	cr_assert_eq(parse("worker: {artifacts_dir: /srv/artifacts, artifact_size_max: 1048576,"
+	                   " artifact_retention_days: 7}\n", &s, &err), 0, "%s", err.message);
+	char *env[] = { (char *)"AIRLOCK_WORKER_ARTIFACT_UPLOAD_UNCLAIMED_HOURS=48", NULL };
+	cr_assert_eq(airlock_settings_apply_env(&s, env, &err), 0, "%s", err.message);
+	cr_expect_eq(airlock_settings_check(&s, &err), 0, "%s", err.message);
+	cr_expect_str_eq(s.worker.artifacts_dir, "/srv/artifacts");
+	cr_expect_eq(s.worker.artifact_size_max, 1048576);
+	cr_expect_eq(s.worker.artifact_retention_days, 7);
+	cr_expect_eq(s.worker.artifact_upload_unclaimed_hours, 48);
+	char *bad_env[] = { (char *)"AIRLOCK_WORKER_ARTIFACT_SIZE_MAX=-3", NULL };
+	cr_expect_eq(airlock_settings_apply_env(&s, bad_env, &err), airlock_errcode(AIRLOCK_ERR_CONFIG));
+	HAS(err, "AIRLOCK_WORKER_ARTIFACT_SIZE_MAX");
+	char *big_env[] = { (char *)"AIRLOCK_WORKER_ARTIFACT_SIZE_MAX=1099511627777", NULL };
+	cr_assert_eq(airlock_settings_apply_env(&s, big_env, &err), 0, "%s", err.message);
+	cr_expect_eq(airlock_settings_check(&s, &err), airlock_errcode(AIRLOCK_ERR_CONFIG));
+	HAS(err, "worker.artifact_size_max=1099511627777");
+	airlock_settings_clear(&s);
 }
 
 /* The bridge's addresses: Unix sockets only (the stream carries a token

@@ -437,6 +437,10 @@
  * tries, and small enough that a listing of AIRLOCK_WORKER_DB_ARTIFACTS_MAX
  * rows stays in a few MiB. */
 #define AIRLOCK_ARTIFACT_FILENAME_MAX 16384
+/* The largest values the worker's artifact settings take: one artifact
+ * 1 TiB, a tenant 1 PiB (the database's own bound, WORKER_DB_ARTIFACT_BYTES_MAX). */
+#define AIRLOCK_ARTIFACT_SIZE_SETTING_MAX (INT64_C(1) << 40)
+#define AIRLOCK_ARTIFACT_TENANT_BYTES_SETTING_MAX (INT64_C(1) << 50)
 /* Artifact rows one call returns (a listing's page, the sweeper's batch):
  * bounds the answer, not the table. */
 #define AIRLOCK_WORKER_DB_ARTIFACTS_MAX 1000

@@ -65,6 +65,12 @@
  *     tenant_max_sandboxes: 16        # one tenant's sandboxes in this worker (0: max_sandboxes / 4)
  *     bridge_listen: unix:/run/airlock/bridge.sock  # the bridge's listener (the service relays to it)
  *     bridge_upstream: unix:/run/platform/orchestration.sock  # the platform's orchestration endpoint
+ *     artifacts_dir: /var/lib/airlock/worker/artifacts  # the artifact store, 0700 (default: state_dir/artifacts)
+ *     artifact_size_max: 536870912    # one artifact's bytes (0: 512 MiB)
+ *     artifact_tenant_bytes_max: 10737418240  # a tenant's bytes in all its artifacts (0: 10 GiB)
+ *     artifact_retention_days: 30     # expires_at = created_at + this (0: 30)
+ *     artifact_upload_unclaimed_hours: 24  # an upload no run claimed (0: 24)
+ *     artifact_sweep_interval_seconds: 600  # the retention sweeper's pass (0: 600)
  *
  * Environment overrides (applied after the file, same validation):
  *   AIRLOCK_DEPLOYMENT_MODE, AIRLOCK_AUTH_MODE, AIRLOCK_SANDBOX_MECHANISM,
@@ -205,6 +211,19 @@ typedef struct airlock_worker_settings {
 	 * only where both are set. */
 	char *bridge_listen;
 	char *bridge_upstream;
+	/* Artifacts (docs/artifacts.md). The store's directory: absolute, mode
+	 * 0700, this user's, in no source tree; NULL: state_dir/artifacts,
+	 * made 0700 at start when missing. The rest 0 for the default in
+	 * parentheses: one artifact's bytes (512 MiB), one tenant's bytes in
+	 * all its artifacts (10 GiB), an artifact's retention (30 days), an
+	 * unclaimed upload's life (24 hours), the retention sweeper's
+	 * interval (600 s). */
+	char *artifacts_dir;
+	int64_t artifact_size_max;
+	int64_t artifact_tenant_bytes_max;
+	int64_t artifact_retention_days;
+	int64_t artifact_upload_unclaimed_hours;
+	int64_t artifact_sweep_interval_seconds;
 } airlock_worker_settings;
 
 typedef struct airlock_settings {

@@ -265,6 +265,35 @@ static int check_worker(const airlock_worker_settings *w, bool production, airlo
 	if ((r = check_bridge_address("worker.bridge_listen", w->bridge_listen, err)) < 0 ||
 	    (r = check_bridge_address("worker.bridge_upstream", w->bridge_upstream, err)) < 0)
 		return r;
+	if (w->artifacts_dir && w->artifacts_dir[0] != '/')
+		return airlock_error_set(err, AIRLOCK_ERR_CONFIG, 0,
+		                         "worker.artifacts_dir=%s: must be an absolute path",
+		                         Q(q, w->artifacts_dir));
+	static const struct {
+		const char *name;
+		size_t off;
+		int64_t max;
+	} art_ints[] = {
+		{ "artifact_size_max", offsetof(airlock_worker_settings, artifact_size_max),
+		  AIRLOCK_ARTIFACT_SIZE_SETTING_MAX },
+		{ "artifact_tenant_bytes_max",
+		  offsetof(airlock_worker_settings, artifact_tenant_bytes_max),
+		  AIRLOCK_ARTIFACT_TENANT_BYTES_SETTING_MAX },
+		{ "artifact_retention_days", offsetof(airlock_worker_settings, artifact_retention_days),
+		  3650 },
+		{ "artifact_upload_unclaimed_hours",
+		  offsetof(airlock_worker_settings, artifact_upload_unclaimed_hours), 8760 },
+		{ "artifact_sweep_interval_seconds",
+		  offsetof(airlock_worker_settings, artifact_sweep_interval_seconds), 86400 },
+	};
+	for (size_t i = 0; i < ARRAY_SIZE(art_ints); i++) {
+		int64_t v = *(const int64_t *)((const char *)w + art_ints[i].off);
+		if (v < 0 || v > art_ints[i].max)
+			return airlock_error_set(err, AIRLOCK_ERR_CONFIG, 0,
+			                         "worker.%s=%lld: must be from 0 (the default) to %lld",
+			                         art_ints[i].name, (long long)v,
+			                         (long long)art_ints[i].max);
+	}
 	if (!w->bridge_listen != !w->bridge_upstream)
 		return airlock_error_set(err, AIRLOCK_ERR_CONFIG, 0,
 		                         "worker.bridge_listen and worker.bridge_upstream go together: set both (the bridge) or neither");

@@ -60,6 +60,12 @@ static const struct env_override {
 	{ "AIRLOCK_WORKER_TENANT_MAX_SANDBOXES", "worker.tenant_max_sandboxes", { "tenant_max_sandboxes", F_INT, ST(worker.tenant_max_sandboxes), 0, NULL } },
 	{ "AIRLOCK_WORKER_BRIDGE_LISTEN", "worker.bridge_listen", { "bridge_listen", F_STRING, ST(worker.bridge_listen), 0, NULL } },
 	{ "AIRLOCK_WORKER_BRIDGE_UPSTREAM", "worker.bridge_upstream", { "bridge_upstream", F_STRING, ST(worker.bridge_upstream), 0, NULL } },
+	{ "AIRLOCK_WORKER_ARTIFACTS_DIR", "worker.artifacts_dir", { "artifacts_dir", F_STRING, ST(worker.artifacts_dir), 0, NULL } },
+	{ "AIRLOCK_WORKER_ARTIFACT_SIZE_MAX", "worker.artifact_size_max", { "artifact_size_max", F_INT, ST(worker.artifact_size_max), 0, NULL } },
+	{ "AIRLOCK_WORKER_ARTIFACT_TENANT_BYTES_MAX", "worker.artifact_tenant_bytes_max", { "artifact_tenant_bytes_max", F_INT, ST(worker.artifact_tenant_bytes_max), 0, NULL } },
+	{ "AIRLOCK_WORKER_ARTIFACT_RETENTION_DAYS", "worker.artifact_retention_days", { "artifact_retention_days", F_INT, ST(worker.artifact_retention_days), 0, NULL } },
+	{ "AIRLOCK_WORKER_ARTIFACT_UPLOAD_UNCLAIMED_HOURS", "worker.artifact_upload_unclaimed_hours", { "artifact_upload_unclaimed_hours", F_INT, ST(worker.artifact_upload_unclaimed_hours), 0, NULL } },
+	{ "AIRLOCK_WORKER_ARTIFACT_SWEEP_INTERVAL_SECONDS", "worker.artifact_sweep_interval_seconds", { "artifact_sweep_interval_seconds", F_INT, ST(worker.artifact_sweep_interval_seconds), 0, NULL } },
 	{ "AIRLOCK_WORKER_POLICY_FILE", "worker.policy_file", { "policy_file", F_STRING, ST(worker.policy_file), 0, NULL } },
 	{ "AIRLOCK_WORKER_REAPER_CREDENTIAL_FILE", "worker.reaper_credential_file", { "reaper_credential_file", F_STRING, ST(worker.reaper_credential_file), 0, NULL } },
 };

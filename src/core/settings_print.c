@@ -160,7 +160,15 @@ void airlock_settings_print(const airlock_settings *s, FILE *out)
 		{ "policy_file", w->policy_file },
 		{ "bridge_listen", w->bridge_listen },
 		{ "bridge_upstream", w->bridge_upstream },
+		{ "artifacts_dir", w->artifacts_dir },
 	};
 	print_set(out, wstrs, ARRAY_SIZE(wstrs));
 	fprintf(out, "  tenant_max_sandboxes: %lld\n", (long long)w->tenant_max_sandboxes);
+	fprintf(out, "  artifact_size_max: %lld\n", (long long)w->artifact_size_max);
+	fprintf(out, "  artifact_tenant_bytes_max: %lld\n", (long long)w->artifact_tenant_bytes_max);
+	fprintf(out, "  artifact_retention_days: %lld\n", (long long)w->artifact_retention_days);
+	fprintf(out, "  artifact_upload_unclaimed_hours: %lld\n",
+	        (long long)w->artifact_upload_unclaimed_hours);
+	fprintf(out, "  artifact_sweep_interval_seconds: %lld\n",
+	        (long long)w->artifact_sweep_interval_seconds);
 }

@@ -343,6 +343,12 @@ static const field worker_fields[] = {
 	{ "tenant_max_sandboxes", F_INT, ST(worker.tenant_max_sandboxes), 0, NULL },
 	{ "bridge_listen", F_STRING, ST(worker.bridge_listen), 0, NULL },
 	{ "bridge_upstream", F_STRING, ST(worker.bridge_upstream), 0, NULL },
+	{ "artifacts_dir", F_STRING, ST(worker.artifacts_dir), 0, NULL },
+	{ "artifact_size_max", F_INT, ST(worker.artifact_size_max), 0, NULL },
+	{ "artifact_tenant_bytes_max", F_INT, ST(worker.artifact_tenant_bytes_max), 0, NULL },
+	{ "artifact_retention_days", F_INT, ST(worker.artifact_retention_days), 0, NULL },
+	{ "artifact_upload_unclaimed_hours", F_INT, ST(worker.artifact_upload_unclaimed_hours), 0, NULL },
+	{ "artifact_sweep_interval_seconds", F_INT, ST(worker.artifact_sweep_interval_seconds), 0, NULL },
 };
 static const schema worker_schema = { "worker.", worker_fields, ARRAY_SIZE(worker_fields), -1, -1 };
 
@@ -502,7 +508,7 @@ void airlock_settings_clear(airlock_settings *s)
 		                    &w->service_credential_file, &w->service_tls_ca_file,
 		                    &w->service_tls_cert_file, &w->service_tls_key_file,
 		                    &w->reaper_credential_file, &w->policy_file, &w->bridge_listen,
-		                    &w->bridge_upstream };
+		                    &w->bridge_upstream, &w->artifacts_dir };
 	for (size_t i = 0; i < ARRAY_SIZE(worker_strings); i++)
 		free(*worker_strings[i]);
 	*s = (airlock_settings){ 0 };

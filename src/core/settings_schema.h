@@ -56,7 +56,7 @@ typedef struct schema {
 	int exclusive_a, exclusive_b;
 } schema;
 
-#define MAX_FIELDS 24
+#define MAX_FIELDS 32
 
 /* The limit table's keys (limits.defaults.*, limits.ceilings.*): the
  * definition has this many, or it does not compile. */

@@ -45,6 +45,12 @@
 #include "airlock/types.h"
 #include "worker/db.h"
 
+/* A tenant's bytes when worker.artifact_tenant_bytes_max is 0: 10 GiB. */
+#define WORKER_ARTIFACT_TENANT_BYTES_DEFAULT (INT64_C(10) << 30)
+/* The sweeper's grace: an hour, past any honest put (a 512 MiB stream at
+ * 1 MiB/s takes under 9 minutes; steps 3 to 5 take milliseconds). */
+#define WORKER_ARTIFACT_GRACE_SECONDS 3600
+
 typedef struct worker_artifacts_config {
 	const char *root;               /* the store's directory: 0700, this user's */
 	int64_t size_max;               /* one artifact's bytes (default 512 MiB) */
@@ -129,9 +135,9 @@ int worker_artifacts_lookup(worker_artifacts *a, const char *artifact_id, const 
  * *ret_size the whole object's size. An object missing under a committed
  * row is AIRLOCK_ERR_SYSTEM with ENOENT (answer 404; the sweeper logs and
  * removes such a row once expired). */
-int worker_artifacts_open(worker_artifacts *a, const worker_db_artifact *row, int64_t offset,
-                          airlock_artifact_reader **ret, int64_t *ret_size,
-                          airlock_error *err);
+int worker_artifacts_content(worker_artifacts *a, const worker_db_artifact *row, int64_t offset,
+                             airlock_artifact_reader **ret, int64_t *ret_size,
+                             airlock_error *err);
 /* Delete an artifact: its object, then its row. */
 int worker_artifacts_remove(worker_artifacts *a, const worker_db_artifact *row,
                             airlock_error *err);

@@ -16,6 +16,7 @@
 #include "airlock/remote.h"
 
 #include "http/http.h"
+#include "worker/artifacts.h"
 #include "worker/db.h"
 #include "worker/worker.h"
 
@@ -94,6 +95,10 @@ typedef struct worker_daemon {
 	int stop_fd; /* eventfd, readable once the worker stops */
 
 	worker_bridge *bridge; /* NULL: no worker.bridge_listen */
+
+	/* The artifact store and its rows (artifacts.h), with its retention
+	 * sweeper's thread. */
+	worker_artifacts *artifacts;
 } worker_daemon;
 
 /* The tenant auth_mode dev admits every request as. */

@@ -211,6 +211,7 @@ typedef struct worker_db_artifact_insert_result {
 typedef struct worker_db_artifact_key {
 	char artifact_id[AIRLOCK_UUID_STR_LEN + 1];
 	char tenant_id[AIRLOCK_ID_MAX + 1];
+	bool committed; /* an expired artifact; false: a pending row past the grace */
 } worker_db_artifact_key;
 
 /* Which rows a listing returns. */

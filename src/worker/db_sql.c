@@ -1013,9 +1013,12 @@ static int key_row_fn(void *arg, const char *const *cols, int ncols)
 	if (k->n >= k->max)
 		return 0;
 	worker_db_artifact_key *o = &k->out[k->n];
-	if (ncols != 2 || copy_col(o->artifact_id, sizeof(o->artifact_id), cols[0]) < 0 ||
-	    copy_col(o->tenant_id, sizeof(o->tenant_id), cols[1]) < 0)
+	int64_t committed = 0;
+	if (ncols != 3 || copy_col(o->artifact_id, sizeof(o->artifact_id), cols[0]) < 0 ||
+	    copy_col(o->tenant_id, sizeof(o->tenant_id), cols[1]) < 0 ||
+	    parse_i64(cols[2], &committed) < 0)
 		return -EBADMSG;
+	o->committed = committed != 0;
 	k->n++;
 	return 0;
 }
@@ -1027,7 +1030,7 @@ int worker_db_sql_artifact_due(void *ctx, int64_t now_ms, int64_t pending_before
 	key_rows k = { .out = ret, .max = max };
 	worker_db_param p[] = { DB_NUM(now_ms), DB_NUM(pending_before_ms), DB_NUM((int64_t)max) };
 	int r = db_query(ctx,
-	                 "SELECT artifact_id, tenant_id FROM airlock_artifacts"
+	                 "SELECT artifact_id, tenant_id, committed FROM airlock_artifacts"
 	                 " WHERE (committed = 1 AND expires_at_ms <= $1)"
 	                 " OR (committed = 0 AND created_at_ms < $2)"
 	                 " ORDER BY artifact_id LIMIT $3",

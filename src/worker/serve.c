@@ -17,6 +17,7 @@
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "airlock/credential_file.h"
 #include "util/util.h"
@@ -50,6 +51,41 @@ static int read_files(const airlock_worker_settings *ws, worker_daemon *w, airlo
 	    (r = airlock_egress_policy_load(ws->policy_file, &w->policy, err)) < 0)
 		airlock_error_prefix(err, "worker.policy_file: ");
 	return r;
+}
+
+/* The artifact store: worker.artifacts_dir, or state_dir/artifacts made
+ * 0700 when missing (an operator's own directory is never made: a typo
+ * should fail, not create a second store). The store refuses a directory
+ * others can reach or another user owns. */
+static int open_artifacts(const airlock_worker_settings *ws, worker_daemon *w, airlock_error *err)
+{
+	_cleanup_free_ char *dflt = NULL;
+	const char *root = ws->artifacts_dir;
+	if (!root) {
+		if (asprintf(&dflt, "%s/artifacts", ws->state_dir) < 0)
+			return airlock_error_set(err, AIRLOCK_ERR_SYSTEM, ENOMEM, "worker.artifacts_dir");
+		if (mkdir(dflt, 0700) < 0 && errno != EEXIST)
+			return airlock_error_set(err, AIRLOCK_ERR_SYSTEM, errno,
+			                         "worker.artifacts_dir (default %s): mkdir", dflt);
+		root = dflt;
+	}
+	worker_artifacts_config cfg = {
+		.root = root,
+		.size_max = ws->artifact_size_max ? ws->artifact_size_max
+		                                  : AIRLOCK_ARTIFACT_SIZE_CAP_DEFAULT,
+		.tenant_bytes_max = ws->artifact_tenant_bytes_max ? ws->artifact_tenant_bytes_max
+		                                                  : WORKER_ARTIFACT_TENANT_BYTES_DEFAULT,
+		.retention_seconds = (ws->artifact_retention_days ? ws->artifact_retention_days : 30) *
+		                     86400,
+		.upload_unclaimed_seconds =
+			(ws->artifact_upload_unclaimed_hours ? ws->artifact_upload_unclaimed_hours : 24) *
+			3600,
+		.sweep_interval_seconds = ws->artifact_sweep_interval_seconds
+		                                  ? ws->artifact_sweep_interval_seconds
+		                                  : 600,
+		.grace_seconds = WORKER_ARTIFACT_GRACE_SECONDS,
+	};
+	return worker_artifacts_open(&cfg, w->db, &w->artifacts, err);
 }
 
 static int api_listen(const airlock_worker_settings *ws, worker_daemon *w, http_listener *lis,
@@ -130,6 +166,8 @@ int worker_serve(airlock_settings *s, airlock_error *err)
 		goto out;
 	if ((r = read_files(ws, w, err)) < 0)
 		goto out;
+	if ((r = open_artifacts(ws, w, err)) < 0)
+		goto out;
 	/* Claims that ended while no worker ran and still record a sandbox
 	 * are the sweeper's first round: a service that is down now delays
 	 * their end, not the worker's start. */
@@ -168,6 +206,8 @@ out:
 	if (api)
 		lis.fd = http_server_stop(api, WORKER_DRAIN_MS);
 	worker_sandboxes_free(w);
+	/* After the API: no request is using the store any more. */
+	worker_artifacts_free(w->artifacts);
 	http_listener_close(&lis);
 	http_listener_close(&mlis);
 	worker_tokens_free(w->tokens);
