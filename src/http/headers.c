@@ -16,11 +16,11 @@
 
 /* ---- Content-Disposition ------------------------------------------------------- */
 
-/* The length of the UTF-8 sequence at p (of n bytes): 1..4 for a valid
- * one (no overlong form, no surrogate, nothing past U+10FFFF), 0 for an
- * invalid one. A NUL is U+0000, valid. */
-static size_t utf8_len(const unsigned char *p, size_t n)
+size_t http_utf8_len(const void *s, size_t n)
 {
+	const unsigned char *p = s;
+	if (n == 0)
+		return 0;
 	unsigned char c = p[0];
 	if (c < 0x80)
 		return 1;
@@ -55,7 +55,7 @@ bool http_utf8_valid(const void *s, size_t n)
 {
 	const unsigned char *p = s;
 	for (size_t i = 0; i < n;) {
-		size_t k = utf8_len(p + i, n - i);
+		size_t k = http_utf8_len(p + i, n - i);
 		if (k == 0)
 			return false;
 		i += k;
@@ -90,7 +90,7 @@ static size_t fallback(const unsigned char *p, size_t n, char *out)
 {
 	size_t o = 0;
 	for (size_t i = 0; i < n && o < AIRLOCK_HTTP_DISPOSITION_FALLBACK_MAX;) {
-		size_t k = utf8_len(p + i, n - i);
+		size_t k = http_utf8_len(p + i, n - i);
 		out[o++] = k == 1 && fallback_keeps(p[i]) ? (char)p[i] : '_';
 		i += k ? k : 1;
 	}
@@ -130,7 +130,7 @@ size_t http_content_disposition(const void *name, size_t len,
 		o += sizeof(star) - 1;
 		size_t used = 0;
 		for (size_t i = 0; i < len;) {
-			size_t k = utf8_len(p + i, len - i);
+			size_t k = http_utf8_len(p + i, len - i);
 			size_t need = 0;
 			for (size_t j = 0; j < k; j++)
 				need += attr_char(p[i + j]) ? 1 : 3;

@@ -296,6 +296,9 @@ http_result http_respond_headers(http_request *r, unsigned status, char *data, s
 /* Whether n bytes at s are valid UTF-8 (no overlong form, no surrogate,
  * nothing past U+10FFFF; a NUL is U+0000). */
 bool http_utf8_valid(const void *s, size_t n);
+/* The length of the UTF-8 sequence at s (of n bytes): 1..4 for a valid
+ * one, 0 for an invalid one or n == 0. */
+size_t http_utf8_len(const void *s, size_t n);
 
 /* The Content-Disposition of a download of a stored name (any bytes, len
  * of them; NULL: none): always "attachment", so no client renders it in
