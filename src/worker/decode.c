@@ -422,15 +422,16 @@ int worker_reaper_request_decode(const char *body, size_t len, worker_db_sandbox
 
 /* ---- the artifact routes ------------------------------------------------------------ */
 
-/* The {id} segment of an artifact route: any non-empty segment (no '/'),
+/* The {id} segment of an artifact route: any non-empty segment (no '/',
+ * no NUL),
  * kept only when it has a UUID's length (the lookup decides the rest, so
  * every id that names nothing is the same 404). */
 static bool artifact_segment(const char *s, size_t n, char out[AIRLOCK_UUID_STR_LEN + 1])
 {
 	out[0] = 0;
-	if (n == 0 || memchr(s, '/', n))
+	if (n == 0 || memchr(s, '/', n) || memchr(s, 0, n))
 		return false;
-	if (n == AIRLOCK_UUID_STR_LEN && !memchr(s, 0, n)) {
+	if (n == AIRLOCK_UUID_STR_LEN) {
 		memcpy(out, s, n);
 		out[n] = 0;
 	}
