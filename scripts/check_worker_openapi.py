@@ -9,7 +9,10 @@ Fails, naming what differs, when
 - the file is not OpenAPI 3.1;
 - a path of the file is not one src/worker/decode.c's worker_route spells
   with its string constants (a full "/v1/..." path, or the runs prefix, a
-  {run_id} segment and a suffix), or a route constant is in no path;
+  {run_id} segment and a suffix), nor one worker_artifact_route spells
+  (its root, root/{artifact_id}, root/{artifact_id}/content, and the runs
+  prefix, {run_id}, /artifacts/, {artifact_id}, /attach), or a route
+  constant is in no path;
 - the operations' x-worker-verb values are not exactly the verbs of
   src/worker/worker.h's worker_verb (WORKER_NONE and WORKER__MAX aside),
   once each, and the method each verb's comment there names is not the
@@ -48,6 +51,19 @@ def route_paths(decode_c):
     return set(full) | {prefix[0] + '{run_id}' + s for s in suffixes}
 
 
+def artifact_paths(decode_c):
+    """The paths worker_artifact_route spells, from its string constants."""
+    body = decode_c[decode_c.index('int worker_artifact_route('):]
+    body = body[:body.index('\n}\n')]
+    c = dict(re.findall(r'(\w+)\[\] = "([^"]+)"', body))
+    need = ('root', 'content', 'runs', 'attach', 'mid')
+    missing = [k for k in need if k not in c]
+    if missing:
+        raise SystemExit(f'check_worker_openapi: worker_artifact_route lacks {missing}')
+    return {c['root'], c['root'] + '/{artifact_id}', c['root'] + '/{artifact_id}' + c['content'],
+            c['runs'] + '{run_id}' + c['mid'] + '{artifact_id}' + c['attach']}
+
+
 def verbs(worker_h):
     """worker_verb's values and the method their comments name."""
     enum = worker_h[worker_h.index('typedef enum worker_verb'):]
@@ -83,7 +99,7 @@ def main():
     if not str(doc.get('openapi', '')).startswith('3.1'):
         problems.append(f'openapi is {doc.get("openapi")!r}, not 3.1.x')
     paths = doc.get('paths', {})
-    want = route_paths(decode_c)
+    want = route_paths(decode_c) | artifact_paths(decode_c)
     for p in sorted(set(paths) - want):
         problems.append(f'{p}: no route of worker_route (src/worker/decode.c) spells it')
     for p in sorted(want - set(paths)):

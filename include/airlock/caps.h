@@ -503,6 +503,26 @@
  * bridged call waits for an approval, or never authenticating) leaves
  * room for the others. */
 #define AIRLOCK_WORKER_BRIDGE_PER_TENANT_MAX (AIRLOCK_WORKER_BRIDGE_CONNECTIONS_MAX / 4)
+/* A download's Content-Disposition (src/http/http.h): the ASCII fallback
+ * filename="..." at most FALLBACK bytes (every system's name fits; a
+ * longer name is cut, its whole bytes stay in the metadata), and the RFC
+ * 8187 filename*= value at most STAR bytes percent-encoded (a prefix of
+ * whole characters when longer): the header must fit in the connection's
+ * memory (AIRLOCK_WORKER_HEADER_MAX) beside the request's head, and a
+ * 16 KiB name encoded three to one would not. MAX is the whole value with
+ * its fixed parts and the NUL. */
+#define AIRLOCK_HTTP_DISPOSITION_FALLBACK_MAX 128
+#define AIRLOCK_HTTP_DISPOSITION_STAR_MAX 2048
+#define AIRLOCK_HTTP_DISPOSITION_MAX                                                               \
+	(sizeof("attachment; filename=\"\"; filename*=UTF-8''") +                                    \
+	 AIRLOCK_HTTP_DISPOSITION_FALLBACK_MAX + AIRLOCK_HTTP_DISPOSITION_STAR_MAX)
+/* An upload's or a listing's query (POST /v1/artifacts?tenant_id=T&
+ * filename=F&media_type=M): the filename percent-encoded is most of it,
+ * and the request's head (AIRLOCK_WORKER_HEADER_MAX) bounds it anyway; a
+ * name longer than that encoded comes from an export, not an upload. */
+#define AIRLOCK_WORKER_ARTIFACT_QUERY_MAX AIRLOCK_WORKER_HEADER_MAX
+/* The attach body ({"tenant_id": T}): one id fits many times over. */
+#define AIRLOCK_WORKER_ATTACH_BODY_MAX 4096
 /* The worker API's header block and connections (its HTTP core). */
 #define AIRLOCK_WORKER_HEADER_MAX 16384
 #define AIRLOCK_WORKER_CONNECTIONS_MAX 256

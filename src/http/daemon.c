@@ -64,6 +64,33 @@ void http_request_set_body_cap(http_request *r, size_t cap)
 	r->body_cap = cap;
 }
 
+void http_request_set_body_sink(http_request *r, const http_body_sink *sink, uint64_t cap)
+{
+	r->has_sink = true;
+	r->sink = *sink;
+	r->sink_cap = cap;
+}
+
+/* The sink's end when the body will not reach the handler; once. */
+static void sink_abort(http_request *r, http_body_end why)
+{
+	if (!r->has_sink || r->sink_settled)
+		return;
+	r->sink_settled = true;
+	if (r->sink.abort)
+		r->sink.abort(r->sink.cls, why);
+}
+
+/* The low-speed rule (http.h): request_timeout_ms from the body's start
+ * plus a second per min_rate bytes received. */
+static void sink_deadline(http_request *r)
+{
+	http_server *h = r->h;
+	int64_t until = r->body_started_ms + h->request_ms + http_earned_ms(h, r->received);
+	int64_t left = until - util_monotonic_ms();
+	http_conn_deadline(r->conn, left > 0 ? left : 1);
+}
+
 const unsigned char *http_request_body(const http_request *r, size_t *ret_len)
 {
 	*ret_len = r->body.len;
@@ -96,9 +123,11 @@ http_conn *http_request_conn(const http_request *r)
 
 static http_result respond_oversize(http_request *r)
 {
+	sink_abort(r, HTTP_BODY_OVERSIZE);
+	uint64_t cap = r->has_sink ? r->sink_cap : r->body_cap;
 	return http_respond_fail(r, MHD_HTTP_CONTENT_TOO_LARGE, AIRLOCK_ERR_TOOL_VALIDATION,
-	                         "the body is larger than this request's cap of %zu bytes",
-	                         r->body_cap);
+	                         "the body is larger than this request's cap of %llu bytes",
+	                         (unsigned long long)cap);
 }
 
 static http_result request_start(http_request *r, const char *method)
@@ -111,11 +140,12 @@ static http_result request_start(http_request *r, const char *method)
 	http_result res = h->routes.start(h->ctx, r, method);
 	if (res == HTTP_CLOSE || r->responded)
 		return res;
-	util_buf_init(&r->body, r->body_cap);
+	util_buf_init(&r->body, r->has_sink ? 0 : r->body_cap);
+	uint64_t cap = r->has_sink ? r->sink_cap : r->body_cap;
 	const char *cl = MHD_lookup_connection_value(r->c, MHD_HEADER_KIND,
 	                                             MHD_HTTP_HEADER_CONTENT_LENGTH);
 	int64_t n = 0;
-	if (cl && util_parse_i64(cl, &n) && n >= 0 && (uint64_t)n > r->body_cap) {
+	if (cl && util_parse_i64(cl, &n) && n >= 0 && (uint64_t)n > cap) {
 		/* Answered at once: a client that sent only its head reads
 		 * the 413 without sending the body. The body sent anyway is
 		 * dropped after the answer (drain_body); not in the simple
@@ -125,7 +155,29 @@ static http_result request_start(http_request *r, const char *method)
 		return respond_oversize(r);
 	}
 	http_conn_deadline(r->conn, h->request_ms);
+	r->body_started_ms = util_monotonic_ms();
 	return HTTP_NEXT;
+}
+
+/* A piece of a streamed body: to the sink while it takes it and the cap
+ * holds; past the cap or after a refusal, read and dropped up to the
+ * drain bound (libmicrohttpd cannot answer mid-body), then closed. */
+static enum MHD_Result sink_piece(http_request *r, const char *upload, size_t n)
+{
+	http_server *h = r->h;
+	r->received += n;
+	if (!r->oversize && !r->sink_failed) {
+		if (r->received > r->sink_cap) {
+			r->oversize = true;
+			sink_abort(r, HTTP_BODY_OVERSIZE);
+		} else if (r->sink.write(r->sink.cls, (const unsigned char *)upload, n) < 0) {
+			r->sink_failed = true;
+		}
+	}
+	if ((r->oversize || r->sink_failed) && r->received > r->sink_cap + h->drain_max)
+		return MHD_NO;
+	sink_deadline(r);
+	return MHD_YES;
 }
 
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const char *url,
@@ -148,6 +200,11 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
 		r->url = url;
 		return request_start(r, method) == HTTP_CLOSE ? MHD_NO : MHD_YES;
 	}
+	if (*upload_size && r->has_sink) {
+		enum MHD_Result q = sink_piece(r, upload, *upload_size);
+		*upload_size = 0;
+		return q;
+	}
 	if (*upload_size) {
 		/* libmicrohttpd cannot queue a response while a body is being
 		 * read: a chunked body past its cap is discarded as it comes
@@ -166,6 +223,8 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
 	http_conn_deadline(r->conn, 0);
 	if (r->oversize)
 		return respond_oversize(r) == HTTP_CLOSE ? MHD_NO : MHD_YES;
+	/* The body ended whole: from here the handler owns the sink's end. */
+	r->sink_settled = true;
 	return h->routes.handle(h->ctx, r) == HTTP_CLOSE ? MHD_NO : MHD_YES;
 }
 
@@ -236,6 +295,10 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **req_cls,
 	*req_cls = NULL;
 	if (r && r->drain)
 		drain_body(h, c, r->drain);
+	/* A body that never ended (the client gone, the connection cut): the
+	 * sink learns it before the route's state is freed. */
+	if (r)
+		sink_abort(r, HTTP_BODY_GONE);
 	if (!h->simple) {
 		const union MHD_ConnectionInfo *ci =
 		        MHD_get_connection_info(c, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
@@ -328,6 +391,7 @@ int http_server_new(const http_server_config *cfg, const http_routes *routes, vo
 	h->auth_ms = or_default(cfg->auth_timeout_ms, 2000);
 	h->header_ms = or_default(cfg->header_timeout_ms, 10000);
 	h->request_ms = or_default(cfg->request_timeout_ms, 300000);
+	h->min_rate = cfg->stream_min_bytes_per_s ? cfg->stream_min_bytes_per_s : HTTP_STREAM_MIN_RATE;
 	h->drain_max = cfg->oversize_drain_max;
 	h->drain_ms = or_default(cfg->oversize_drain_ms, 3000);
 	h->name = strdup(name);

@@ -55,6 +55,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+#include "airlock/caps.h"
 #include "airlock/error.h"
 
 typedef struct http_server http_server;
@@ -100,7 +101,15 @@ typedef struct http_server_config {
 	int64_t oversize_drain_ms;
 	/* One polling thread and libmicrohttpd's own limits only (see above). */
 	bool simple;
+	/* The low-speed rule of a streamed body and a sized response (below):
+	 * the bytes a second a client earns time with (0: the default,
+	 * HTTP_STREAM_MIN_RATE). */
+	uint64_t stream_min_bytes_per_s;
 } http_server_config;
+
+/* 64 KiB/s: a 512 MiB artifact has 8192 s past the request timeout, a
+ * client trickling a byte a second has the request timeout alone. */
+#define HTTP_STREAM_MIN_RATE ((uint64_t)64 << 10)
 
 /* Start the daemon on cfg->listen_fd. On failure the descriptor is still
  * the caller's; an error names cfg->address. The credential is copied;
@@ -169,6 +178,43 @@ void http_request_set_body_cap(http_request *r, size_t cap);
  * their eviction, the auth deadline, which otherwise ends a keep-alive
  * connection or a long request auth_timeout_ms after its accept). */
 void http_request_authenticated(http_request *r);
+/* ---- a streamed request body ----------------------------------------------------
+ * For a route whose body is too large to hold (an upload): routes->start
+ * hands the request a sink instead of a body cap, and the body is
+ * delivered to sink->write in pieces as it arrives, on the connection's
+ * thread, never buffered whole (at most the connection's read buffer,
+ * header_max, at a time).
+ *   - write returns 0 to go on, < 0 to refuse the rest: the rest is read
+ *     and dropped (the connection closed oversize_drain_max bytes past the
+ *     cap) and routes->handle runs at the end to answer what the sink kept.
+ *   - A Content-Length past cap is answered 413 at its head, a body that
+ *     grows past cap (chunked) is answered 413 when it ends; either way
+ *     sink->abort(cls, HTTP_BODY_OVERSIZE) runs first and write is not
+ *     called again.
+ *   - A client that goes away (or a connection cut at its deadline)
+ *     before the body ended: sink->abort(cls, HTTP_BODY_GONE) runs on its
+ *     thread when libmicrohttpd ends the request, before state_free, and
+ *     handle never runs.
+ *   abort runs at most once, and never after handle ran.
+ * Deadline (the guarded mode): the low-speed rule. The body has
+ * request_timeout_ms from its start plus one second for every
+ * stream_min_bytes_per_s bytes received so far; the watchdog cuts the
+ * connection past that (and the idle timeout a client that sends nothing
+ * for connection_timeout_ms). A slow uploader of a large body keeps going
+ * as long as its average rate holds; a trickle is cut after the request
+ * timeout. */
+typedef enum http_body_end {
+	HTTP_BODY_OVERSIZE = 1, /* past its cap: the core answers 413 */
+	HTTP_BODY_GONE,         /* the client went away before the body ended */
+} http_body_end;
+typedef struct http_body_sink {
+	int (*write)(void *cls, const unsigned char *buf, size_t len);
+	void (*abort)(void *cls, http_body_end why); /* NULL: nothing to do */
+	void *cls;
+} http_body_sink;
+/* From routes->start only; sink is copied. cap is the body's most bytes. */
+void http_request_set_body_sink(http_request *r, const http_body_sink *sink, uint64_t cap);
+
 /* The body read (never NULL when len > 0). */
 const unsigned char *http_request_body(const http_request *r, size_t *ret_len);
 /* A request header's value and length, or NULL. */
@@ -246,6 +292,73 @@ http_result http_respond_stream_trailed(http_request *r, unsigned status, const 
                                         ssize_t (*read)(void *cls, char *buf, size_t max),
                                         int (*trailers)(void *cls, http_field *out, size_t max),
                                         void *cls, void (*free_cb)(void *cls));
+/* (A route's headers are http_fields, above. Content-Length is the
+ * core's, from the length, never one of them.) */
+
+/* A streamed body of known length (a download): status (200, 206) with
+ * Content-Length: length and the route's headers (Content-Type,
+ * Content-Disposition, ETag, Content-Range...). read(cls, buf, max) runs
+ * on the connection's thread, max never past what is left of length; it
+ * returns the bytes written (> 0) or HTTP_STREAM_ERROR (an end before
+ * length is an error too: the connection is closed short, so a client
+ * never takes a truncated body for a whole one). free_cb(cls) runs when
+ * the response is done with, on failure too. Deadline (the guarded mode):
+ * the low-speed rule, the whole response taken within request_timeout_ms
+ * plus one second for every stream_min_bytes_per_s bytes of length. */
+http_result http_respond_sized(http_request *r, unsigned status, uint64_t length,
+                               const http_field *headers, size_t n_headers,
+                               ssize_t (*read)(void *cls, char *buf, size_t max), void *cls,
+                               void (*free_cb)(void *cls));
+/* A buffer answer (data taken, as http_respond) with the route's headers. */
+http_result http_respond_headers(http_request *r, unsigned status, char *data, size_t len,
+                                 const char *type, const http_field *headers, size_t n_headers);
+
+/* ---- a download's headers (headers.c), pure and bounded ----------------------- */
+
+/* Whether n bytes at s are valid UTF-8 (no overlong form, no surrogate,
+ * nothing past U+10FFFF; a NUL is U+0000). */
+bool http_utf8_valid(const void *s, size_t n);
+/* The length of the UTF-8 sequence at s (of n bytes): 1..4 for a valid
+ * one, 0 for an invalid one or n == 0. */
+size_t http_utf8_len(const void *s, size_t n);
+
+/* The Content-Disposition of a download of a stored name (any bytes, len
+ * of them; NULL: none): always "attachment", so no client renders it in
+ * place; an ASCII fallback filename="..." of printable ASCII without '"',
+ * '\', '/' or '%', each other character one '_', no leading or trailing
+ * dot or space, at most AIRLOCK_HTTP_DISPOSITION_FALLBACK_MAX bytes,
+ * "download" when nothing is left; and when the name is valid UTF-8,
+ * RFC 6266 / RFC 8187 filename*=UTF-8''<the name's bytes percent-encoded
+ * but attr-chars> (at most AIRLOCK_HTTP_DISPOSITION_STAR_MAX bytes: a
+ * prefix of whole characters when longer). The stored name is never a
+ * path anywhere: "../../etc/passwd" is "_.._etc_passwd" and
+ * "..%2F..%2Fetc%2Fpasswd". Writes the NUL-terminated value to out and
+ * returns its length. */
+size_t http_content_disposition(const void *name, size_t len,
+                                char out[AIRLOCK_HTTP_DISPOSITION_MAX]);
+
+/* A Range header against a body of size bytes (RFC 9110 14.1.2), one
+ * range only:
+ *   PARTIAL: "bytes=a-b" (b past the end: to the end), "bytes=a-",
+ *     "bytes=-n" (the last n bytes, all when n >= size), *ret_first and
+ *     *ret_last the range's bytes (inclusive, last < size): answer 206;
+ *   UNSATISFIABLE: a first byte at or past size, or "bytes=-0": answer
+ *     416 with Content-Range: bytes star/size;
+ *   NONE: no header (NULL), another unit, several ranges, a form that
+ *     does not parse, or an empty body: the whole body, 200.
+ * The unit is case-insensitive; spaces around the value are allowed,
+ * none inside it. */
+typedef enum http_range {
+	HTTP_RANGE_NONE = 0,
+	HTTP_RANGE_PARTIAL,
+	HTTP_RANGE_UNSATISFIABLE,
+} http_range;
+http_range http_range_parse(const char *value, size_t len, uint64_t size, uint64_t *ret_first,
+                            uint64_t *ret_last);
+/* If-Range (RFC 9110 13.1.5): true when there is none (value NULL) or it
+ * is exactly etag (a strong comparison); a date, a weak tag or another
+ * tag is false, and a Range is then ignored. */
+bool http_if_range_matches(const char *value, size_t len, const char *etag);
 
 /* The wire's classes are the specification's five: a decoder's class is
  * ToolValidationError, everything else a layer below can say is
@@ -266,6 +379,7 @@ enum {
 	HTTP_OK = 200,
 	HTTP_CREATED = 201,
 	HTTP_NO_CONTENT = 204,
+	HTTP_PARTIAL_CONTENT = 206,
 	HTTP_BAD_REQUEST = 400,
 	HTTP_UNAUTHORIZED = 401,
 	HTTP_FORBIDDEN = 403,
@@ -273,6 +387,7 @@ enum {
 	HTTP_METHOD_NOT_ALLOWED = 405,
 	HTTP_CONFLICT = 409,
 	HTTP_CONTENT_TOO_LARGE = 413,
+	HTTP_RANGE_NOT_SATISFIABLE = 416,
 	HTTP_UNPROCESSABLE_CONTENT = 422,
 	HTTP_SERVICE_UNAVAILABLE = 503,
 };

@@ -67,6 +67,7 @@ struct http_server {
 	size_t credential_len;
 	bool tls, client_ca, simple;
 	int64_t auth_ms, header_ms, request_ms;
+	uint64_t min_rate; /* the low-speed rule's bytes a second (http.h) */
 	uint64_t drain_max;
 	int64_t drain_ms;
 	struct MHD_Daemon *daemon;
@@ -112,7 +113,23 @@ struct http_request {
 	/* Answered 413 at its head (Content-Length past the cap): how much of
 	 * the body to read and drop after the answer (drain_body). */
 	size_t drain;
+	/* A streamed body (http_request_set_body_sink): the bytes received,
+	 * when the body started (the low-speed rule), whether the sink
+	 * refused the rest, and whether its end is settled (the body ended
+	 * whole, or abort ran) so abort runs at most once. */
+	bool has_sink, sink_failed, sink_settled;
+	http_body_sink sink;
+	uint64_t sink_cap, received;
+	int64_t body_started_ms;
 };
+
+/* The low-speed rule's time for bytes (http.h): a second per min_rate
+ * bytes, in ms, bounded far from overflow. */
+static inline int64_t http_earned_ms(const http_server *h, uint64_t bytes)
+{
+	uint64_t ms = bytes / h->min_rate * 1000 + bytes % h->min_rate * 1000 / h->min_rate;
+	return ms > (uint64_t)INT64_MAX / 4 ? INT64_MAX / 4 : (int64_t)ms;
+}
 
 /* conn.c: the records (h->lock held where it says so). */
 void http_conn_deadline(http_conn *k, int64_t in_ms);

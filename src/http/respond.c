@@ -13,9 +13,31 @@
 #include "airlock/json.h"
 #include "http/http_internal.h"
 
+/* The route's headers on resp: false when one could not be added (a
+ * name or value libmicrohttpd refuses: a CR or LF in it, which a route's
+ * sanitizer never lets through), so the answer is not sent without it. */
+static bool add_headers(struct MHD_Response *resp, const http_field *headers, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		if (MHD_add_response_header(resp, headers[i].name, headers[i].value) != MHD_YES)
+			return false;
+	return true;
+}
+
+static http_result respond_with(http_request *r, unsigned status, char *data, size_t len,
+                                const char *type, bool persistent, const http_field *headers,
+                                size_t n_headers);
+
 /* data is the caller's (freed here) unless persistent. */
 static http_result respond(http_request *r, unsigned status, char *data, size_t len,
                            const char *type, bool persistent)
+{
+	return respond_with(r, status, data, len, type, persistent, NULL, 0);
+}
+
+static http_result respond_with(http_request *r, unsigned status, char *data, size_t len,
+                                const char *type, bool persistent, const http_field *headers,
+                                size_t n_headers)
 {
 	r->responded = true;
 	struct MHD_Response *resp = MHD_create_response_from_buffer(
@@ -27,6 +49,10 @@ static http_result respond(http_request *r, unsigned status, char *data, size_t 
 	}
 	if (type)
 		MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, type);
+	if (!add_headers(resp, headers, n_headers)) {
+		MHD_destroy_response(resp);
+		return HTTP_CLOSE;
+	}
 	/* A 503 is the server unable to answer now: it may be retried. */
 	if (status == MHD_HTTP_SERVICE_UNAVAILABLE)
 		MHD_add_response_header(resp, MHD_HTTP_HEADER_RETRY_AFTER, "1");
@@ -42,6 +68,14 @@ http_result http_respond(http_request *r, unsigned status, char *data, size_t le
 	static char empty[1];
 	return data ? respond(r, status, data, len, type, false)
 	            : respond(r, status, empty, len, type, true);
+}
+
+http_result http_respond_headers(http_request *r, unsigned status, char *data, size_t len,
+                                 const char *type, const http_field *headers, size_t n_headers)
+{
+	static char empty[1];
+	return data ? respond_with(r, status, data, len, type, false, headers, n_headers)
+	            : respond_with(r, status, empty, len, type, true, headers, n_headers);
 }
 
 http_result http_respond_static(http_request *r, unsigned status, char *text, const char *type)
@@ -257,5 +291,68 @@ http_result http_respond_stream_trailed(http_request *r, unsigned status, const 
 	enum MHD_Result q = MHD_queue_response(r->c, status, resp);
 	MHD_destroy_response(resp);
 	http_conn_deadline(r->conn, r->h->request_ms + (extra_ms > 0 ? extra_ms : 0));
+	return q == MHD_YES ? HTTP_NEXT : HTTP_CLOSE;
+}
+
+/* A sized stream's state: what is left of its length. */
+typedef struct {
+	ssize_t (*read)(void *cls, char *buf, size_t max);
+	void (*free_cb)(void *cls);
+	void *cls;
+	uint64_t left;
+} http_sized;
+
+static ssize_t sized_read(void *cls, uint64_t pos, char *buf, size_t max)
+{
+	http_sized *st = cls;
+	(void)pos;
+	if (st->left == 0)
+		return MHD_CONTENT_READER_END_OF_STREAM;
+	if (max > st->left)
+		max = (size_t)st->left;
+	ssize_t n = st->read(st->cls, buf, max);
+	/* An end before the length, or more than asked, is an error: the
+	 * connection closes short of Content-Length, which a client reads
+	 * as a failed transfer, never as a whole body. */
+	if (n <= 0 || (size_t)n > max)
+		return MHD_CONTENT_READER_END_WITH_ERROR;
+	st->left -= (uint64_t)n;
+	return n;
+}
+
+static void sized_free(void *cls)
+{
+	http_sized *st = cls;
+	st->free_cb(st->cls);
+	free(st);
+}
+
+http_result http_respond_sized(http_request *r, unsigned status, uint64_t length,
+                               const http_field *headers, size_t n_headers,
+                               ssize_t (*read)(void *cls, char *buf, size_t max), void *cls,
+                               void (*free_cb)(void *cls))
+{
+	r->responded = true;
+	http_sized *st = malloc(sizeof(*st));
+	if (!st) {
+		free_cb(cls);
+		return HTTP_CLOSE;
+	}
+	*st = (http_sized){ .read = read, .free_cb = free_cb, .cls = cls, .left = length };
+	struct MHD_Response *resp =
+	        MHD_create_response_from_callback(length, 64 * 1024, sized_read, st, sized_free);
+	if (!resp) {
+		sized_free(st);
+		return HTTP_CLOSE;
+	}
+	if (!add_headers(resp, headers, n_headers)) {
+		MHD_destroy_response(resp); /* frees st through sized_free */
+		return HTTP_CLOSE;
+	}
+	enum MHD_Result q = MHD_queue_response(r->c, status, resp);
+	MHD_destroy_response(resp);
+	/* The low-speed rule (http.h): the request timeout plus a second per
+	 * min_rate bytes of the length. */
+	http_conn_deadline(r->conn, r->h->request_ms + http_earned_ms(r->h, length));
 	return q == MHD_YES ? HTTP_NEXT : HTTP_CLOSE;
 }

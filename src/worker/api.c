@@ -48,7 +48,16 @@ typedef struct api_request {
 	char tenant[AIRLOCK_ID_MAX + 1]; /* the token's; "*": every tenant */
 	int64_t epoch;                   /* DELETE: the query's */
 	char query_tenant[AIRLOCK_ID_MAX + 1];
+	worker_artifact_request *artifact; /* an artifact verb's (api_artifacts.c) */
 } api_request;
+
+static void api_state_free(void *state)
+{
+	api_request *q = state;
+	if (q)
+		worker_artifact_request_free(q->artifact);
+	free(q);
+}
 
 static http_result fail(worker_daemon *w, http_request *r, unsigned status, airlock_errclass cls,
                         const char *msg)
@@ -119,6 +128,10 @@ static http_result api_start(void *ctx, http_request *r, const char *method)
 	const char *query = NULL;
 	size_t qlen = 0;
 	int st = worker_route(target, tlen, method, &q.verb, q.run_id, &query, &qlen);
+	char artifact_id[AIRLOCK_UUID_STR_LEN + 1] = "";
+	if (st == 404)
+		st = worker_artifact_route(target, tlen, method, &q.verb, q.run_id, artifact_id, &query,
+		                           &qlen);
 	if (st == 404)
 		return fail(w, r, HTTP_NOT_FOUND, AIRLOCK_ERR_EXECUTION_REJECTED, "no such route");
 	if (st == 405)
@@ -128,6 +141,15 @@ static http_result api_start(void *ctx, http_request *r, const char *method)
 	 * a tenant's, everything but it. */
 	if ((q.verb == WORKER_REAPER_STALE) != (q.tenant[0] == 0))
 		return fail(w, r, HTTP_NOT_FOUND, AIRLOCK_ERR_EXECUTION_REJECTED, "no such route");
+	if (q.verb >= WORKER_ARTIFACT_UPLOAD && q.verb <= WORKER_ARTIFACT_ATTACH) {
+		api_request *state = malloc(sizeof(*state));
+		if (!state)
+			return HTTP_CLOSE;
+		*state = q;
+		http_request_set_state(r, state);
+		return worker_artifact_start(w, r, q.verb, q.tenant, q.run_id, artifact_id, query, qlen,
+		                             &state->artifact);
+	}
 	airlock_error err = { 0 };
 	if (q.verb == WORKER_LEASE_RELEASE &&
 	    worker_release_query_decode(query, qlen, &q.epoch, q.query_tenant, &err) < 0)
@@ -402,6 +424,13 @@ static http_result api_handle(void *ctx, http_request *r)
 		return artifact_export(w, r, q);
 	case WORKER_REAPER_STALE:
 		return reaper_stale(w, r);
+	case WORKER_ARTIFACT_UPLOAD:
+	case WORKER_ARTIFACT_LIST:
+	case WORKER_ARTIFACT_GET:
+	case WORKER_ARTIFACT_CONTENT:
+	case WORKER_ARTIFACT_DELETE:
+	case WORKER_ARTIFACT_ATTACH:
+		return q->artifact ? worker_artifact_handle(w, r, q->artifact) : HTTP_CLOSE;
 	case WORKER_NONE:
 	case WORKER__MAX:
 		break;
@@ -412,7 +441,7 @@ static http_result api_handle(void *ctx, http_request *r)
 const http_routes worker_api_routes = {
 	.start = api_start,
 	.handle = api_handle,
-	.state_free = free,
+	.state_free = api_state_free,
 };
 
 /* ---- the metrics listener (Prometheus text, version 0.0.4) -------------------------- */
@@ -433,7 +462,7 @@ static size_t put(char *buf, size_t size, size_t o, const char *fmt, ...)
 char *worker_metrics_render(void *ctx, size_t *ret_len)
 {
 	worker_daemon *w = ctx;
-	enum { SIZE = 8192 };
+	enum { SIZE = 12288 };
 	char *b = malloc(SIZE);
 	if (!b)
 		return NULL;
@@ -498,6 +527,24 @@ char *worker_metrics_render(void *ctx, size_t *ret_len)
 		        "airlock_worker_tool_calls_total{tool=\"sandbox.run_command\",outcome=\"%s\"} %llu\n",
 		        worker_tool_outcome_name((worker_tool_outcome)i),
 		        (unsigned long long)atomic_load(&w->c.tool_calls[i]));
+	o = put(b, SIZE, o,
+	        "# HELP airlock_worker_artifact_puts_total Artifact uploads (POST /v1/artifacts), by outcome.\n"
+	        "# TYPE airlock_worker_artifact_puts_total counter\n");
+	for (int i = 0; i < WORKER_PUT_OUTCOME__MAX; i++)
+		o = put(b, SIZE, o, "airlock_worker_artifact_puts_total{outcome=\"%s\"} %llu\n",
+		        worker_put_outcome_name((worker_put_outcome)i),
+		        (unsigned long long)atomic_load(&w->c.artifact_puts[i]));
+	o = put(b, SIZE, o,
+	        "# HELP airlock_worker_artifact_bytes_total Artifact bytes: uploads stored (in) and downloads sent (out).\n"
+	        "# TYPE airlock_worker_artifact_bytes_total counter\n"
+	        "airlock_worker_artifact_bytes_total{direction=\"in\"} %llu\n"
+	        "airlock_worker_artifact_bytes_total{direction=\"out\"} %llu\n"
+	        "# HELP airlock_worker_artifact_deletes_total Artifacts removed by DELETE.\n"
+	        "# TYPE airlock_worker_artifact_deletes_total counter\n"
+	        "airlock_worker_artifact_deletes_total %llu\n",
+	        (unsigned long long)atomic_load(&w->c.artifact_bytes_in),
+	        (unsigned long long)atomic_load(&w->c.artifact_bytes_out),
+	        (unsigned long long)atomic_load(&w->c.artifact_deletes));
 	o = put(b, SIZE, o,
 	        "# HELP airlock_worker_provision_seconds Sandbox provisions as the worker saw them (the service's round trip included).\n"
 	        "# TYPE airlock_worker_provision_seconds histogram\n");

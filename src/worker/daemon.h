@@ -31,6 +31,18 @@ typedef enum worker_tool_outcome {
 } worker_tool_outcome;
 const char *worker_tool_outcome_name(worker_tool_outcome o);
 
+/* Artifact puts (uploads) by outcome (metrics). */
+typedef enum worker_put_outcome {
+	WORKER_PUT_CREATED = 0, /* committed: 201 */
+	WORKER_PUT_INTEGRITY,   /* the digest differed from the client's: 422 */
+	WORKER_PUT_TOO_LARGE,   /* past worker.artifact_size_max: 413 */
+	WORKER_PUT_REFUSED,     /* a bad request, the tenant's cap: 4xx */
+	WORKER_PUT_ABORTED,     /* the client went away mid-body */
+	WORKER_PUT_FAILED,      /* the store or the database: 503 */
+	WORKER_PUT_OUTCOME__MAX
+} worker_put_outcome;
+const char *worker_put_outcome_name(worker_put_outcome o);
+
 /* The provision latency histogram's upper bounds, in ms (then +Inf). */
 #define WORKER_PROVISION_BUCKETS 8
 extern const int64_t worker_provision_bucket_ms[WORKER_PROVISION_BUCKETS];
@@ -56,6 +68,10 @@ typedef struct worker_counters {
 	atomic_uint_fast64_t reaper_stale;                     /* ids answered stale */
 	atomic_uint_fast64_t bridge_accepted;                  /* bridge connections relayed */
 	atomic_uint_fast64_t bridge_refused;                   /* bridge connections closed unrelayed */
+	atomic_uint_fast64_t artifact_puts[WORKER_PUT_OUTCOME__MAX]; /* uploads, by outcome */
+	atomic_uint_fast64_t artifact_bytes_in;                /* upload bytes taken into the store */
+	atomic_uint_fast64_t artifact_bytes_out;               /* download bytes sent */
+	atomic_uint_fast64_t artifact_deletes;                 /* DELETEs that removed one */
 } worker_counters;
 
 /* A run this worker has a tool call or a sandbox for (sandboxes.c). */
@@ -114,6 +130,22 @@ char *worker_metrics_render(void *ctx, size_t *ret_len);
  * fields). */
 struct json_t;
 void worker_log(const char *level, const char *event, struct json_t *fields);
+
+/* ---- artifacts (api_artifacts.c, docs/worker-api.md "Artifacts") ---------------- */
+
+/* An artifact request's state, owned by the API's request state. */
+typedef struct worker_artifact_request worker_artifact_request;
+/* routes->start for an artifact verb (after authentication and the
+ * route): decodes the query, checks the tenant, and for an upload begins
+ * the put and gives the request its body sink. Answers a refusal itself
+ * (the result is then the answer's); else HTTP_NEXT with *ret set. */
+http_result worker_artifact_start(worker_daemon *w, http_request *r, worker_verb verb,
+                                  const char *token_tenant, const char *run_id,
+                                  const char *artifact_id, const char *query, size_t query_len,
+                                  worker_artifact_request **ret);
+http_result worker_artifact_handle(worker_daemon *w, http_request *r, worker_artifact_request *q);
+/* NULL is a no-op; an upload not finished is abandoned (nothing kept). */
+void worker_artifact_request_free(worker_artifact_request *q);
 
 /* ---- sandboxes (sandboxes.c) ---------------------------------------------- */
 

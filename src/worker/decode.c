@@ -542,3 +542,363 @@ int worker_export_request_decode(const char *body, size_t len, worker_export_req
 	*ret = q;
 	return 0;
 }
+
+/* ---- the artifact routes ------------------------------------------------------------ */
+
+/* The {id} segment of an artifact route: any non-empty segment (no '/',
+ * no NUL),
+ * kept only when it has a UUID's length (the lookup decides the rest, so
+ * every id that names nothing is the same 404). */
+static bool artifact_segment(const char *s, size_t n, char out[AIRLOCK_UUID_STR_LEN + 1])
+{
+	out[0] = 0;
+	if (n == 0 || memchr(s, '/', n) || memchr(s, 0, n))
+		return false;
+	if (n == AIRLOCK_UUID_STR_LEN) {
+		memcpy(out, s, n);
+		out[n] = 0;
+	}
+	return true;
+}
+
+int worker_artifact_route(const char *target, size_t target_len, const char *method,
+                          worker_verb *ret_verb, char ret_run_id[AIRLOCK_ID_MAX + 1],
+                          char ret_artifact_id[AIRLOCK_UUID_STR_LEN + 1], const char **ret_query,
+                          size_t *ret_query_len)
+{
+	*ret_verb = WORKER_NONE;
+	ret_run_id[0] = 0;
+	ret_artifact_id[0] = 0;
+	*ret_query = NULL;
+	*ret_query_len = 0;
+	const char *qm = memchr(target, '?', target_len);
+	size_t plen = qm ? (size_t)(qm - target) : target_len;
+	static const char root[] = "/v1/artifacts", content[] = "/content";
+	static const char runs[] = "/v1/runs/", attach[] = "/attach", mid[] = "/artifacts/";
+	bool get = strcmp(method, "GET") == 0, post = strcmp(method, "POST") == 0;
+	bool del = strcmp(method, "DELETE") == 0;
+	size_t rl = sizeof(root) - 1, cl = sizeof(content) - 1;
+	worker_verb v = WORKER_NONE;
+	if (is(target, plen, root)) {
+		if (!get && !post)
+			return 405;
+		v = post ? WORKER_ARTIFACT_UPLOAD : WORKER_ARTIFACT_LIST;
+	} else if (plen > rl + 1 && memcmp(target, root, rl) == 0 && target[rl] == '/') {
+		const char *seg = target + rl + 1;
+		size_t sl = plen - rl - 1;
+		bool is_content = sl > cl && memcmp(seg + sl - cl, content, cl) == 0;
+		if (is_content)
+			sl -= cl;
+		if (!artifact_segment(seg, sl, ret_artifact_id))
+			return 404;
+		if (is_content) {
+			if (!get)
+				return 405;
+			v = WORKER_ARTIFACT_CONTENT;
+		} else {
+			if (!get && !del)
+				return 405;
+			v = get ? WORKER_ARTIFACT_GET : WORKER_ARTIFACT_DELETE;
+		}
+	} else if (plen > sizeof(runs) - 1 && memcmp(target, runs, sizeof(runs) - 1) == 0) {
+		/* /v1/runs/{run_id}/artifacts/{id}/attach, exactly. */
+		const char *p = target + sizeof(runs) - 1, *end = target + plen;
+		const char *slash = memchr(p, '/', (size_t)(end - p));
+		size_t ml = sizeof(mid) - 1, al = sizeof(attach) - 1;
+		if (!slash || (size_t)(end - slash) <= ml + al || memcmp(slash, mid, ml) != 0 ||
+		    memcmp(end - al, attach, al) != 0 || !id_copy(p, (size_t)(slash - p), ret_run_id) ||
+		    !artifact_segment(slash + ml, (size_t)(end - al - slash - ml), ret_artifact_id)) {
+			ret_run_id[0] = 0;
+			ret_artifact_id[0] = 0;
+			return 404;
+		}
+		if (!post) {
+			ret_run_id[0] = 0;
+			ret_artifact_id[0] = 0;
+			return 405;
+		}
+		v = WORKER_ARTIFACT_ATTACH;
+	} else {
+		return 404;
+	}
+	if (v == WORKER_NONE) {
+		ret_artifact_id[0] = 0;
+		return 405;
+	}
+	*ret_verb = v;
+	if (qm) {
+		*ret_query = qm + 1;
+		*ret_query_len = target_len - plen - 1;
+	}
+	return 0;
+}
+
+/* ---- the artifact queries ------------------------------------------------------------ */
+
+static int hex_value(char c)
+{
+	return c >= '0' && c <= '9'   ? c - '0'
+	       : c >= 'a' && c <= 'f' ? c - 'a' + 10
+	       : c >= 'A' && c <= 'F' ? c - 'A' + 10
+	                              : -1;
+}
+
+/* A query value percent-decoded into out (at most max bytes): -1 for a
+ * '%' not followed by two hex digits, -2 past max; else the length. */
+static ssize_t pct_decode(const char *v, size_t n, unsigned char *out, size_t max)
+{
+	size_t o = 0;
+	for (size_t i = 0; i < n; i++) {
+		int c = (unsigned char)v[i];
+		if (c == '%') {
+			int hi = i + 2 < n ? hex_value(v[i + 1]) : -1;
+			int lo = i + 2 < n ? hex_value(v[i + 2]) : -1;
+			if (hi < 0 || lo < 0)
+				return -1;
+			c = hi * 16 + lo;
+			i += 2;
+		}
+		if (o == max)
+			return -2;
+		out[o++] = (unsigned char)c;
+	}
+	return (ssize_t)o;
+}
+
+/* One pass over "k=v&k=v": each pair to fn (key, value, raw). A pair
+ * without '=', an empty pair or a trailing '&' is refused by the caller's
+ * message (what). */
+typedef int (*query_pair_fn)(void *ctx, const char *k, size_t kl, const char *v, size_t vl,
+                             airlock_error *err);
+
+static int query_walk(const char *q, size_t len, size_t max, const char *what, query_pair_fn fn,
+                      void *ctx, airlock_error *err)
+{
+	if (len > max)
+		return airlock_error_set(err, AIRLOCK_ERR_TOOL_VALIDATION, 0,
+		                         "query: longer than %zu bytes", max);
+	const char *p = q, *end = q ? q + len : q;
+	while (q && p < end) {
+		const char *amp = memchr(p, '&', (size_t)(end - p));
+		const char *stop = amp ? amp : end;
+		const char *eq = memchr(p, '=', (size_t)(stop - p));
+		if (!eq)
+			return airlock_error_set(err, AIRLOCK_ERR_TOOL_VALIDATION, 0,
+			                         "query: every parameter is name=value (%s)", what);
+		int r = fn(ctx, p, (size_t)(eq - p), eq + 1, (size_t)(stop - eq - 1), err);
+		if (r < 0)
+			return r;
+		if (!amp)
+			break;
+		p = amp + 1;
+		if (p == end)
+			return airlock_error_set(err, AIRLOCK_ERR_TOOL_VALIDATION, 0,
+			                         "query: a trailing '&' (%s)", what);
+	}
+	return 0;
+}
+
+#define UPLOAD_QUERY_WHAT "tenant_id=T, filename=F and media_type=M, each at most once"
+#define LIST_QUERY_WHAT "run_id=R, after=ID, limit=N and tenant_id=T, each at most once"
+
+typedef struct upload_decode {
+	worker_upload_query *q;
+	bool tenant, filename, media_type;
+} upload_decode;
+
+static int tenant_value(bool *seen, const char *v, size_t vl, char out[AIRLOCK_ID_MAX + 1],
+                        airlock_error *err)
+{
+	*seen = true;
+	if (!id_copy(v, vl, out))
+		return airlock_error_set(err, AIRLOCK_ERR_TOOL_VALIDATION, 0,
+		                         "query tenant_id: must be 1..128 of [A-Za-z0-9_-]");
+	return 0;
+}
+
+static int upload_pair(void *ctx, const char *k, size_t kl, const char *v, size_t vl,
+                       airlock_error *err)
+{
+	upload_decode *d = ctx;
+	if (is(k, kl, "tenant_id") && !d->tenant)
+		return tenant_value(&d->tenant, v, vl, d->q->tenant_id, err);
+	if (is(k, kl, "filename") && !d->filename) {
+		d->filename = true;
+		ssize_t n = pct_decode(v, vl, d->q->filename, AIRLOCK_ARTIFACT_FILENAME_MAX);
+		if (n < 0)
+			return airlock_error_set(err, AIRLOCK_ERR_TOOL_VALIDATION, 0,
+			                         n == -1 ? "query filename: a '%%' not followed by two hex "
+			                                   "digits (percent-encode the name's bytes)"
+			                                 : "query filename: longer than %d bytes",
+			                         AIRLOCK_ARTIFACT_FILENAME_MAX);
+		d->q->filename_len = (size_t)n;
+		return 0;
+	}
+	if (is(k, kl, "media_type") && !d->media_type) {
+		d->media_type = true;
+		unsigned char mt[sizeof(d->q->media_type)];
+		ssize_t n = pct_decode(v, vl, mt, sizeof(mt) - 1);
+		if (n >= 0) {
+			mt[n] = 0;
+			if (memchr(mt, 0, (size_t)n) || !airlock_media_type_valid((const char *)mt))
+				n = -1;
+		}
+		if (n < 0)
+			return airlock_error_set(err, AIRLOCK_ERR_TOOL_VALIDATION, 0,
+			                         "query media_type: must be type/subtype (RFC 6838 "
+			                         "names, no parameters), e.g. text/plain");
+		memcpy(d->q->media_type, mt, (size_t)n + 1);
+		return 0;
+	}
+	return airlock_error_set(err, AIRLOCK_ERR_TOOL_VALIDATION, 0,
+	                         "query: only " UPLOAD_QUERY_WHAT);
+}
+
+void worker_upload_query_clear(worker_upload_query *q)
+{
+	if (!q)
+		return;
+	free(q->filename);
+	*q = (worker_upload_query){ 0 };
+}
+
+int worker_upload_query_decode(const char *q, size_t len, worker_upload_query *ret,
+                               airlock_error *err)
+{
+	*ret = (worker_upload_query){ 0 };
+	/* The decoded name is never longer than its encoding. */
+	size_t cap = len < AIRLOCK_ARTIFACT_FILENAME_MAX ? len : AIRLOCK_ARTIFACT_FILENAME_MAX;
+	ret->filename = malloc(cap ? cap : 1);
+	if (!ret->filename)
+		return airlock_error_set(err, AIRLOCK_ERR_SYSTEM, ENOMEM, "upload query");
+	upload_decode d = { .q = ret };
+	int r = query_walk(q, len, AIRLOCK_WORKER_ARTIFACT_QUERY_MAX, UPLOAD_QUERY_WHAT,
+	                   upload_pair, &d, err);
+	if (r < 0) {
+		worker_upload_query_clear(ret);
+		return r;
+	}
+	if (!d.media_type)
+		memcpy(ret->media_type, "application/octet-stream",
+		       sizeof("application/octet-stream"));
+	return 0;
+}
+
+typedef struct list_decode {
+	worker_list_query *q;
+	bool tenant, run, after, limit;
+} list_decode;
+
+static int list_pair(void *ctx, const char *k, size_t kl, const char *v, size_t vl,
+                     airlock_error *err)
+{
+	list_decode *d = ctx;
+	if (is(k, kl, "tenant_id") && !d->tenant)
+		return tenant_value(&d->tenant, v, vl, d->q->tenant_id, err);
+	if (is(k, kl, "run_id") && !d->run) {
+		d->run = true;
+		if (!id_copy(v, vl, d->q->run_id))
+			return airlock_error_set(err, AIRLOCK_ERR_TOOL_VALIDATION, 0,
+			                         "query run_id: must be 1..128 of [A-Za-z0-9_-]");
+		return 0;
+	}
+	if (is(k, kl, "after") && !d->after) {
+		d->after = true;
+		if (vl != AIRLOCK_UUID_STR_LEN || memchr(v, 0, vl))
+			goto bad_after;
+		memcpy(d->q->after, v, vl);
+		d->q->after[vl] = 0;
+		if (!airlock_uuidv7_valid(d->q->after))
+			goto bad_after;
+		return 0;
+	}
+	if (is(k, kl, "limit") && !d->limit) {
+		d->limit = true;
+		size_t n = 0;
+		for (size_t i = 0; i < vl && n <= AIRLOCK_WORKER_DB_ARTIFACTS_MAX; i++) {
+			if (v[i] < '0' || v[i] > '9')
+				goto bad_limit;
+			n = n * 10 + (size_t)(v[i] - '0');
+		}
+		if (vl == 0 || n < 1 || n > AIRLOCK_WORKER_DB_ARTIFACTS_MAX)
+			goto bad_limit;
+		d->q->limit = n;
+		return 0;
+	}
+	return airlock_error_set(err, AIRLOCK_ERR_TOOL_VALIDATION, 0, "query: only " LIST_QUERY_WHAT);
+bad_after:
+	d->q->after[0] = 0;
+	return airlock_error_set(err, AIRLOCK_ERR_TOOL_VALIDATION, 0,
+	                         "query after: must be an artifact id (a UUIDv7), the last of the "
+	                         "page before");
+bad_limit:
+	return airlock_error_set(err, AIRLOCK_ERR_TOOL_VALIDATION, 0,
+	                         "query limit: must be an integer from 1 to %d",
+	                         AIRLOCK_WORKER_DB_ARTIFACTS_MAX);
+}
+
+int worker_list_query_decode(const char *q, size_t len, worker_list_query *ret,
+                             airlock_error *err)
+{
+	worker_list_query out = { .limit = AIRLOCK_WORKER_DB_ARTIFACTS_MAX };
+	list_decode d = { .q = &out };
+	int r = query_walk(q, len, AIRLOCK_WORKER_QUERY_MAX, LIST_QUERY_WHAT, list_pair, &d, err);
+	if (r < 0)
+		return r;
+	*ret = out;
+	return 0;
+}
+
+static int attach_decoded(json_t *o, void *ctx, airlock_error *err)
+{
+	static const char *const fields[] = { "tenant_id" };
+	char *tenant = ctx;
+	int r = core_json_expect_object(o, "attach", fields, ARRAY_SIZE(fields), err);
+	if (r < 0)
+		return r;
+	json_t *jt = json_object_get(o, "tenant_id");
+	if (jt && (!json_is_string(jt) ||
+	           !id_copy(json_string_value(jt), json_string_length(jt), tenant)))
+		return airlock_error_set(err, AIRLOCK_ERR_TOOL_VALIDATION, 0,
+		                         "attach.tenant_id: must be a string of 1..128 of "
+		                         "[A-Za-z0-9_-]");
+	return 0;
+}
+
+int worker_attach_request_decode(const char *body, size_t len,
+                                 char ret_tenant[AIRLOCK_ID_MAX + 1], airlock_error *err)
+{
+	char tenant[AIRLOCK_ID_MAX + 1] = "";
+	if (len > 0) {
+		int r = core_json_decode(body, len, AIRLOCK_WORKER_ATTACH_BODY_MAX, "attach",
+		                         attach_decoded, tenant, err);
+		if (r < 0)
+			return r;
+	}
+	memcpy(ret_tenant, tenant, sizeof(tenant));
+	return 0;
+}
+
+bool worker_sha256_header_decode(const char *v, size_t len, char ret[AIRLOCK_SHA256_HEX_LEN + 1])
+{
+	if (!v)
+		return false;
+	while (len > 0 && (*v == ' ' || *v == '\t')) {
+		v++;
+		len--;
+	}
+	while (len > 0 && (v[len - 1] == ' ' || v[len - 1] == '\t'))
+		len--;
+	if (len != AIRLOCK_SHA256_HEX_LEN)
+		return false;
+	char out[AIRLOCK_SHA256_HEX_LEN + 1];
+	for (size_t i = 0; i < len; i++) {
+		int h = hex_value(v[i]);
+		if (h < 0)
+			return false;
+		out[i] = "0123456789abcdef"[h];
+	}
+	out[len] = 0;
+	memcpy(ret, out, sizeof(out));
+	return true;
+}

@@ -17,6 +17,7 @@
 #include "airlock/caps.h"
 #include "airlock/error.h"
 #include "airlock/settings.h"
+#include "airlock/types.h"
 
 /* ---- routes ---------------------------------------------------------------- */
 
@@ -29,6 +30,13 @@ typedef enum worker_verb {
 	WORKER_RUN_COMMAND,   /* POST /v1/runs/{run_id}/tools/sandbox.run_command */
 	WORKER_REAPER_STALE,  /* POST /v1/reaper/stale (the reaper's credential) */
 	WORKER_ARTIFACT_EXPORT, /* POST /v1/runs/{run_id}/tools/artifact.export */
+	/* The artifact routes (worker_artifact_route). */
+	WORKER_ARTIFACT_UPLOAD,  /* POST /v1/artifacts?tenant_id=T&filename=F&media_type=M */
+	WORKER_ARTIFACT_LIST,    /* GET /v1/artifacts?run_id=R&after=ID&limit=N&tenant_id=T */
+	WORKER_ARTIFACT_GET,     /* GET /v1/artifacts/{id} */
+	WORKER_ARTIFACT_CONTENT, /* GET /v1/artifacts/{id}/content */
+	WORKER_ARTIFACT_DELETE,  /* DELETE /v1/artifacts/{id} */
+	WORKER_ARTIFACT_ATTACH,  /* POST /v1/runs/{run_id}/artifacts/{id}/attach */
 	WORKER__MAX
 } worker_verb;
 
@@ -121,6 +129,63 @@ void worker_export_request_clear(worker_export_request *q);
 struct worker_db_sandbox;
 int worker_reaper_request_decode(const char *body, size_t len, struct worker_db_sandbox **ret,
                                  size_t *ret_n, airlock_error *err);
+
+/* ---- artifacts (docs/worker-api.md, "Artifacts") ----------------------------------
+ * The artifact routes, as worker_route (0, 404, 405; the query never
+ * unescaped). The {id} segment is any non-empty segment: copied to
+ * ret_artifact_id when it is AIRLOCK_UUID_STR_LEN bytes, else "" (so an
+ * id that is not a UUIDv7 reaches the lookup and is answered the same 404
+ * as a missing one, never a route's 404). ret_run_id for the attach
+ * route, by the core's id rule. */
+int worker_artifact_route(const char *target, size_t target_len, const char *method,
+                          worker_verb *ret_verb, char ret_run_id[AIRLOCK_ID_MAX + 1],
+                          char ret_artifact_id[AIRLOCK_UUID_STR_LEN + 1], const char **ret_query,
+                          size_t *ret_query_len);
+
+/* An upload's query: "tenant_id=T" (a token of every tenant only; "" when
+ * absent), "filename=F" (percent-encoded, any bytes, at most
+ * AIRLOCK_ARTIFACT_FILENAME_MAX decoded; "" when absent) and
+ * "media_type=M" (percent-encoded or not, type/subtype by
+ * airlock_media_type_valid; application/octet-stream when absent), in any
+ * order, each at most once, nothing else; at most
+ * AIRLOCK_WORKER_ARTIFACT_QUERY_MAX bytes. '+' is a '+' (this is RFC
+ * 3986's query, not a form's). filename is malloc'd (never NULL on
+ * success): worker_upload_query_clear. ToolValidationError naming the
+ * parameter otherwise, *ret cleared. */
+typedef struct worker_upload_query {
+	char tenant_id[AIRLOCK_ID_MAX + 1];
+	unsigned char *filename;
+	size_t filename_len;
+	char media_type[256];
+} worker_upload_query;
+int worker_upload_query_decode(const char *q, size_t len, worker_upload_query *ret,
+                               airlock_error *err);
+void worker_upload_query_clear(worker_upload_query *q);
+
+/* A listing's query: "run_id=R" (the core's id rule), "after=ID" (a
+ * canonical UUIDv7: the last id of the page before), "limit=N"
+ * (1..AIRLOCK_WORKER_DB_ARTIFACTS_MAX, default that), "tenant_id=T" (a
+ * token of every tenant), each optional and at most once, nothing else.
+ * Absent strings are "". */
+typedef struct worker_list_query {
+	char tenant_id[AIRLOCK_ID_MAX + 1];
+	char run_id[AIRLOCK_ID_MAX + 1];
+	char after[AIRLOCK_UUID_STR_LEN + 1];
+	size_t limit;
+} worker_list_query;
+int worker_list_query_decode(const char *q, size_t len, worker_list_query *ret,
+                             airlock_error *err);
+
+/* The attach body: empty, or {"tenant_id": T} (optional; a token of every
+ * tenant names it), at most AIRLOCK_WORKER_ATTACH_BODY_MAX bytes.
+ * ret_tenant "" when absent. */
+int worker_attach_request_decode(const char *body, size_t len,
+                                 char ret_tenant[AIRLOCK_ID_MAX + 1], airlock_error *err);
+
+/* Airlock-Content-SHA256: exactly 64 hex digits (either case; spaces
+ * around allowed), lowercased into ret. */
+bool worker_sha256_header_decode(const char *v, size_t len,
+                                 char ret[AIRLOCK_SHA256_HEX_LEN + 1]);
 
 /* ---- authentication ---------------------------------------------------------- */
 
