@@ -683,3 +683,35 @@ Test(worker_output, a_stream_the_store_refuses_is_still_cut_and_says_why)
 	airlock_execution_result_clear(&res);
 	fx_done(&f);
 }
+
+/* Four-byte characters at every alignment and over a range of lengths:
+ * both cuts must fall on a character's start and the excerpt must stay
+ * within the limit whichever way a cut has to move. */
+Test(worker_output, an_excerpt_of_four_byte_characters_never_exceeds_the_limit)
+{
+	size_t limit = 4096;
+	for (size_t len = 5000; len < 5040; len++) {
+		for (size_t shift = 0; shift < 4; shift++) {
+			unsigned char *data = malloc(len);
+			cr_assert_not_null(data);
+			static const unsigned char ch[4] = { 0xF0, 0x9F, 0x98, 0x80 };
+			for (size_t i = 0; i < len; i++)
+				data[i] = i < shift ? 'a' : ch[(i - shift) % 4];
+			unsigned char *out = NULL;
+			size_t n = 0;
+			cr_assert_eq(worker_output_excerpt(data, len, limit, "note", &out, &n), 0);
+			cr_assert_leq(n, limit, "len %zu shift %zu: %zu bytes for a limit of %zu", len,
+			              shift, n, limit);
+			const char *m = memmem(out, n, "\n\n[... airlock: ", 16);
+			cr_assert_not_null(m);
+			size_t head = (size_t)((const unsigned char *)m - out);
+			const char *end = memmem(m, n - head, "...]\n\n", 6);
+			cr_assert_not_null(end);
+			size_t tail = n - (size_t)((const unsigned char *)end + 6 - out);
+			cr_assert(head <= shift || (head - shift) % 4 == 0, "head cut mid-character");
+			cr_assert_eq((len - tail - shift) % 4, 0, "tail starts mid-character");
+			free(out);
+			free(data);
+		}
+	}
+}
