@@ -58,6 +58,8 @@ static const char *stack_policy;
  * service's bridge_address) and the platform's endpoint, in the stack's
  * directory. */
 static bool stack_bridge;
+/* More worker settings lines ("  key: value\n"), or NULL. */
+static const char *stack_worker_extra;
 
 /* service_address: where the worker is told the service is (NULL: the
  * stack's own). */
@@ -99,10 +101,10 @@ static void stack_up(stack *s, const char *mechanism, bool pg, const char *servi
 	         "worker:\n  listen: unix:%s\n  state_dir: %s\n  auth_mode: dev\n"
 	         "  metrics_listen: unix:%s/m.sock\n"
 	         "  service_address: %s%s\n  service_credential_file: %s/svc.token\n"
-	         "  reaper_credential_file: %s/reaper.token\n%s%s%s",
+	         "  reaper_credential_file: %s/reaper.token\n%s%s%s%s",
 	         mechanism, image, s->svc_sock, s->dir, policy, bridge, s->sock, s->dir, s->dir,
 	         service_address ? "" : "unix:", service_address ? service_address : s->svc_sock,
-	         s->dir, s->dir, db, wpolicy, wbridge);
+	         s->dir, s->dir, db, wpolicy, wbridge, stack_worker_extra ? stack_worker_extra : "");
 	wt_write_file(s->config, text, 0600);
 	char *argv[] = { "airlock", "serve", "--config", s->config, NULL };
 	s->svc = wt_start(getenv("AIRLOCK_TEST_AIRLOCK"), argv, s->log, s->svc_sock);
@@ -646,6 +648,85 @@ Test(worker_tools, native_an_exported_file_keeps_its_sha256_byte_for_byte, .time
 Test(worker_tools, gvisor_an_exported_file_keeps_its_sha256_byte_for_byte, .timeout = 180)
 {
 	export_round_trip("gvisor");
+}
+
+/* Every file under the store, temporaries included, and the bytes the
+ * database charges the tenant: what a refused export must leave as it
+ * found them. */
+static long store_files(const stack *s)
+{
+	char cmd[300], path[200];
+	snprintf(cmd, sizeof(cmd), "find %s/artifacts -type f | wc -l > %s/n", s->dir, s->dir);
+	cr_assert_eq(system(cmd), 0);
+	snprintf(path, sizeof(path), "%s/n", s->dir);
+	FILE *f = fopen(path, "r");
+	cr_assert_not_null(f);
+	long n = -1;
+	cr_assert_eq(fscanf(f, "%ld", &n), 1);
+	fclose(f);
+	return n;
+}
+
+static int64_t charged(const stack *s)
+{
+	worker_db *db = NULL;
+	airlock_error err = { 0 };
+	cr_assert_eq(worker_db_open_sqlite(s->dir, &db, &err), 0, "%s", err.message);
+	int64_t n = -1;
+	cr_assert_eq(worker_db_artifact_tenant_bytes(db, "dev", &n, &err), 0, "%s", err.message);
+	worker_db_free(db);
+	return n;
+}
+
+/* What a hostile sandbox can put at a path the model then exports: links
+ * (out of the workspace and within it), a FIFO, a socket, a directory, a
+ * sparse file past the operator's cap; and what a model can name: a path
+ * with a NUL inside, one past the length rule. Each is refused naming the
+ * path, never hangs, and leaves no object, no temporary and no charge;
+ * a hard link is a regular file and exports as one. */
+Test(worker_tools, native_hostile_workspace_files_are_refused_and_leave_nothing, .timeout = 120)
+{
+	stack s;
+	stack_worker_extra = "  artifact_size_max: 4194304\n";
+	stack_up(&s, "native", false, NULL);
+	stack_worker_extra = NULL;
+	claim(&s, "run-h", 1, 120, "new");
+	wt_reply *r = call(&s, "run-h", 1,
+	                   "{\"command\":[\"sh\",\"-c\",\"printf abc > real.txt && "
+	                   "ln -s /etc/passwd out && ln -s real.txt in && ln real.txt hard && "
+	                   "mkfifo fifo && mkdir dir && truncate -s 5000000 sparse && "
+	                   "python3 -c 'import socket; socket.socket(socket.AF_UNIX).bind(\\\"sock\\\")'"
+	                   "\"]}");
+	cr_assert_eq(r->status, 200, "%s", r->body);
+	HAS(r, "\"exit_code\":0");
+	static const char *const refused[] = {
+		"{\"path\":\"out\"}",       "{\"path\":\"in\"}",
+		"{\"path\":\"fifo\"}",      "{\"path\":\"sock\"}",
+		"{\"path\":\"dir\"}",       "{\"path\":\"sparse\"}",
+		"{\"path\":\"real.txt\\u0000.png\"}",
+		"{\"path\":\"in/x\"}",
+	};
+	for (size_t i = 0; i < sizeof(refused) / sizeof(refused[0]); i++) {
+		int64_t t0 = util_monotonic_ms();
+		r = export_call(&s, "run-h", 1, refused[i]);
+		cr_expect(r->status == 400 || r->status == 403, "%s: %d %s", refused[i], r->status,
+		          r->body);
+		cr_expect_lt(util_monotonic_ms() - t0, 10000, "%s answered at once", refused[i]);
+		cr_expect_eq(store_files(&s), 0, "%s left a file in the store", refused[i]);
+	}
+	char longp[5200] = "{\"path\":\"";
+	for (size_t i = strlen(longp); i < 5100; i++)
+		longp[i] = (i % 200 == 0) ? '/' : 'a';
+	strcat(longp, "\"}");
+	r = export_call(&s, "run-h", 1, longp);
+	cr_expect_eq(r->status, 400, "%d %.300s", r->status, r->body);
+	cr_expect_eq(charged(&s), 0, "nothing refused is charged");
+	r = export_call(&s, "run-h", 1, "{\"path\":\"hard\"}");
+	cr_expect_eq(r->status, 200, "%s", r->body);
+	HAS(r, "\"size_bytes\":3");
+	cr_expect_eq(store_files(&s), 1);
+	cr_expect_eq(charged(&s), 3);
+	stack_down(&s);
 }
 
 /* Egress needs two independent yeses: the operator's allowlist and the
