@@ -266,6 +266,52 @@ Test(worker_artifacts, caps_refuse_and_leave_nothing)
 	fx_done(&f);
 }
 
+/* A tenant near its cap cannot make the store hold a whole stream before
+ * step 3 refuses it: the stream is abandoned at the write that passes the
+ * room the tenant had, with nothing left on disk; a tenant at its cap is
+ * refused before a temporary is made. */
+Test(worker_artifacts, a_stream_past_the_tenants_room_is_abandoned_as_it_comes)
+{
+	fixture f;
+	fx_open_with(&f, 64 * MIB, 4 * MIB);
+	unsigned char *data = pattern(4 * MIB);
+	worker_artifact_writer w = writer(&f, "t", "r", AIRLOCK_ORIGIN_SANDBOX_EXPORT);
+	airlock_artifact_ref ref;
+	airlock_error err = { 0 };
+	cr_assert_eq(put_stream(&w, "a", data, 3 * MIB, NULL, &ref, &err), 0, "%s", err.message);
+	airlock_artifact_ref_clear(&ref);
+	/* One MiB left: the second MiB of a stream is refused as it comes. */
+	worker_artifact_put *p = NULL;
+	cr_assert_eq(worker_artifact_begin(&w, "b", 1, "text/plain",
+	                                   AIRLOCK_TRUST_EXTERNAL_UNTRUSTED, &p, &err),
+	             0, "%s", err.message);
+	cr_assert_eq(worker_artifact_write(p, data, (size_t)MIB, &err), 0, "%s", err.message);
+	cr_assert_eq(worker_artifact_write(p, data, 1, &err),
+	             airlock_errcode(AIRLOCK_ERR_EXECUTION_REJECTED));
+	cr_assert(strstr(err.message, "worker.artifact_tenant_bytes_max is 4194304"), "%s",
+	          err.message);
+	cr_assert_eq(files_under(f.store), 1, "the abandoned stream's temporary is gone at once");
+	cr_assert_lt(worker_artifact_finish(p, NULL, &ref, &err), 0);
+	worker_artifact_put_free(p);
+	/* Exactly one MiB fits. */
+	cr_assert_eq(put_stream(&w, "c", data, (size_t)MIB, NULL, &ref, &err), 0, "%s",
+	             err.message);
+	airlock_artifact_ref_clear(&ref);
+	/* At the cap: refused before a byte, no temporary made. */
+	p = NULL;
+	cr_assert_eq(worker_artifact_begin(&w, "d", 1, "text/plain",
+	                                   AIRLOCK_TRUST_EXTERNAL_UNTRUSTED, &p, &err),
+	             airlock_errcode(AIRLOCK_ERR_EXECUTION_REJECTED));
+	cr_assert_null(p);
+	cr_assert(strstr(err.message, "worker.artifact_tenant_bytes_max"), "%s", err.message);
+	cr_assert_eq(files_under(f.store), 2);
+	int64_t held = 0;
+	cr_assert_eq(worker_db_artifact_tenant_bytes(f.db, "t", &held, &err), 0, "%s", err.message);
+	cr_assert_eq(held, 4 * MIB);
+	free(data);
+	fx_done(&f);
+}
+
 Test(worker_artifacts, a_lookup_is_not_found_alike_for_every_reason)
 {
 	fixture f;
@@ -786,4 +832,36 @@ Test(worker_artifacts, a_full_disk_mid_stream_leaves_nothing)
 	cr_assert_eq(system(cmd), 0);
 	free(data);
 	fx_done(&f);
+}
+
+/* Four-byte characters at every alignment and over a range of lengths:
+ * both cuts must fall on a character's start and the excerpt must stay
+ * within the limit whichever way a cut has to move. */
+Test(worker_output, an_excerpt_of_four_byte_characters_never_exceeds_the_limit)
+{
+	size_t limit = 4096;
+	for (size_t len = 5000; len < 5040; len++) {
+		for (size_t shift = 0; shift < 4; shift++) {
+			unsigned char *data = malloc(len);
+			cr_assert_not_null(data);
+			static const unsigned char ch[4] = { 0xF0, 0x9F, 0x98, 0x80 };
+			for (size_t i = 0; i < len; i++)
+				data[i] = i < shift ? 'a' : ch[(i - shift) % 4];
+			unsigned char *out = NULL;
+			size_t n = 0;
+			cr_assert_eq(worker_output_excerpt(data, len, limit, "note", &out, &n), 0);
+			cr_assert_leq(n, limit, "len %zu shift %zu: %zu bytes for a limit of %zu", len,
+			              shift, n, limit);
+			const char *m = memmem(out, n, "\n\n[... airlock: ", 16);
+			cr_assert_not_null(m);
+			size_t head = (size_t)((const unsigned char *)m - out);
+			const char *end = memmem(m, n - head, "...]\n\n", 6);
+			cr_assert_not_null(end);
+			size_t tail = n - (size_t)((const unsigned char *)end + 6 - out);
+			cr_assert(head <= shift || (head - shift) % 4 == 0, "head cut mid-character");
+			cr_assert_eq((len - tail - shift) % 4, 0, "tail starts mid-character");
+			free(out);
+			free(data);
+		}
+	}
 }

@@ -15,6 +15,7 @@
  */
 #include <criterion/criterion.h>
 #include <ctype.h>
+#include <dirent.h>
 #include <errno.h>
 #include <libpq-fe.h>
 #include <pthread.h>
@@ -58,6 +59,8 @@ static const char *stack_policy;
  * service's bridge_address) and the platform's endpoint, in the stack's
  * directory. */
 static bool stack_bridge;
+/* More worker settings lines ("  key: value\n"), or NULL. */
+static const char *stack_worker_extra;
 
 /* service_address: where the worker is told the service is (NULL: the
  * stack's own). */
@@ -99,10 +102,10 @@ static void stack_up(stack *s, const char *mechanism, bool pg, const char *servi
 	         "worker:\n  listen: unix:%s\n  state_dir: %s\n  auth_mode: dev\n"
 	         "  metrics_listen: unix:%s/m.sock\n"
 	         "  service_address: %s%s\n  service_credential_file: %s/svc.token\n"
-	         "  reaper_credential_file: %s/reaper.token\n%s%s%s",
+	         "  reaper_credential_file: %s/reaper.token\n%s%s%s%s",
 	         mechanism, image, s->svc_sock, s->dir, policy, bridge, s->sock, s->dir, s->dir,
 	         service_address ? "" : "unix:", service_address ? service_address : s->svc_sock,
-	         s->dir, s->dir, db, wpolicy, wbridge);
+	         s->dir, s->dir, db, wpolicy, wbridge, stack_worker_extra ? stack_worker_extra : "");
 	wt_write_file(s->config, text, 0600);
 	char *argv[] = { "airlock", "serve", "--config", s->config, NULL };
 	s->svc = wt_start(getenv("AIRLOCK_TEST_AIRLOCK"), argv, s->log, s->svc_sock);
@@ -652,6 +655,232 @@ Test(worker_tools, native_an_exported_file_keeps_its_sha256_byte_for_byte, .time
 Test(worker_tools, gvisor_an_exported_file_keeps_its_sha256_byte_for_byte, .timeout = 180)
 {
 	export_round_trip("gvisor");
+}
+
+/* Every file under the store, temporaries included, and the bytes the
+ * database charges the tenant: what a refused export must leave as it
+ * found them. */
+static long store_files(const stack *s)
+{
+	char cmd[300], path[200];
+	snprintf(cmd, sizeof(cmd), "find %s/artifacts -type f | wc -l > %s/n", s->dir, s->dir);
+	cr_assert_eq(system(cmd), 0);
+	snprintf(path, sizeof(path), "%s/n", s->dir);
+	FILE *f = fopen(path, "r");
+	cr_assert_not_null(f);
+	long n = -1;
+	cr_assert_eq(fscanf(f, "%ld", &n), 1);
+	fclose(f);
+	return n;
+}
+
+static int64_t charged(const stack *s)
+{
+	worker_db *db = NULL;
+	airlock_error err = { 0 };
+	cr_assert_eq(worker_db_open_sqlite(s->dir, &db, &err), 0, "%s", err.message);
+	int64_t n = -1;
+	cr_assert_eq(worker_db_artifact_tenant_bytes(db, "dev", &n, &err), 0, "%s", err.message);
+	worker_db_free(db);
+	return n;
+}
+
+/* What a hostile sandbox can put at a path the model then exports: links
+ * (out of the workspace and within it), a FIFO, a socket, a directory, a
+ * sparse file past the operator's cap; and what a model can name: a path
+ * with a NUL inside, one past the length rule. Each is refused naming the
+ * path, never hangs, and leaves no object, no temporary and no charge;
+ * a hard link is a regular file and exports as one. */
+Test(worker_tools, native_hostile_workspace_files_are_refused_and_leave_nothing, .timeout = 120)
+{
+	stack s;
+	stack_worker_extra = "  artifact_size_max: 4194304\n";
+	stack_up(&s, "native", false, NULL);
+	stack_worker_extra = NULL;
+	claim(&s, "run-h", 1, 120, "new");
+	wt_reply *r = call(&s, "run-h", 1,
+	                   "{\"command\":[\"sh\",\"-c\",\"printf abc > real.txt && "
+	                   "ln -s /etc/passwd out && ln -s real.txt in && ln real.txt hard && "
+	                   "mkfifo fifo && mkdir dir && truncate -s 5000000 sparse && "
+	                   "python3 -c 'import socket; socket.socket(socket.AF_UNIX).bind(\\\"sock\\\")'"
+	                   "\"]}");
+	cr_assert_eq(r->status, 200, "%s", r->body);
+	HAS(r, "\"exit_code\":0");
+	static const char *const refused[] = {
+		"{\"path\":\"out\"}",       "{\"path\":\"in\"}",
+		"{\"path\":\"fifo\"}",      "{\"path\":\"sock\"}",
+		"{\"path\":\"dir\"}",       "{\"path\":\"sparse\"}",
+		"{\"path\":\"real.txt\\u0000.png\"}",
+		"{\"path\":\"in/x\"}",
+	};
+	for (size_t i = 0; i < sizeof(refused) / sizeof(refused[0]); i++) {
+		int64_t t0 = util_monotonic_ms();
+		r = export_call(&s, "run-h", 1, refused[i]);
+		cr_expect(r->status == 400 || r->status == 403, "%s: %d %s", refused[i], r->status,
+		          r->body);
+		cr_expect_lt(util_monotonic_ms() - t0, 10000, "%s answered at once", refused[i]);
+		cr_expect_eq(store_files(&s), 0, "%s left a file in the store", refused[i]);
+	}
+	char longp[5200] = "{\"path\":\"";
+	for (size_t i = strlen(longp); i < 5100; i++)
+		longp[i] = (i % 200 == 0) ? '/' : 'a';
+	strcat(longp, "\"}");
+	r = export_call(&s, "run-h", 1, longp);
+	cr_expect_eq(r->status, 400, "%d %.300s", r->status, r->body);
+	cr_expect_eq(charged(&s), 0, "nothing refused is charged");
+	r = export_call(&s, "run-h", 1, "{\"path\":\"hard\"}");
+	cr_expect_eq(r->status, 200, "%s", r->body);
+	HAS(r, "\"size_bytes\":3");
+	cr_expect_eq(store_files(&s), 1);
+	cr_expect_eq(charged(&s), 3);
+	stack_down(&s);
+}
+
+/* A process's open descriptors and resident KiB. */
+static void proc_usage(pid_t pid, long *ret_fds, long *ret_rss_kib)
+{
+	char path[64];
+	snprintf(path, sizeof(path), "/proc/%d/fd", (int)pid);
+	DIR *d = opendir(path);
+	cr_assert_not_null(d);
+	long n = 0;
+	for (struct dirent *e; (e = readdir(d));)
+		n += e->d_name[0] != '.';
+	closedir(d);
+	*ret_fds = n;
+	snprintf(path, sizeof(path), "/proc/%d/status", (int)pid);
+	FILE *f = fopen(path, "r");
+	cr_assert_not_null(f);
+	char line[256];
+	*ret_rss_kib = -1;
+	while (fgets(line, sizeof(line), f))
+		if (sscanf(line, "VmRSS: %ld kB", ret_rss_kib) == 1)
+			break;
+	fclose(f);
+}
+
+/* Two hundred exports (a file and text; and refused ones) hold nothing
+ * per export: the worker's and the service's descriptors return to where
+ * they were, and their memory stays flat. */
+Test(worker_tools, native_two_hundred_exports_leak_no_descriptor_and_no_memory, .timeout = 180)
+{
+	stack s;
+	stack_up(&s, "native", false, NULL);
+	claim(&s, "run-l", 1, 120, "new");
+	wt_reply *r = call(&s, "run-l", 1,
+	                   "{\"command\":[\"sh\",\"-c\",\"head -c 1000000 /dev/urandom > f.bin && "
+	                   "ln -s f.bin link\"]}");
+	cr_assert_eq(r->status, 200, "%s", r->body);
+	/* Warm up: the first export opens what every later one reuses. */
+	for (int i = 0; i < 10; i++) {
+		r = export_call(&s, "run-l", 1, "{\"path\":\"f.bin\"}");
+		cr_assert_eq(r->status, 200, "%s", r->body);
+	}
+	long wfd0, wrss0, sfd0, srss0;
+	proc_usage(s.worker, &wfd0, &wrss0);
+	proc_usage(s.svc, &sfd0, &srss0);
+	for (int i = 0; i < 200; i++) {
+		r = export_call(&s, "run-l", 1,
+		                i % 4 == 0   ? "{\"text\":\"hello\"}"
+		                : i % 4 == 1 ? "{\"path\":\"link\"}"
+		                : i % 4 == 2 ? "{\"path\":\"missing\"}"
+		                             : "{\"path\":\"f.bin\"}");
+		cr_assert(r->status == 200 || r->status == 400, "%d %s", r->status, r->body);
+	}
+	long wfd1, wrss1, sfd1, srss1;
+	proc_usage(s.worker, &wfd1, &wrss1);
+	proc_usage(s.svc, &sfd1, &srss1);
+	cr_expect_leq(wfd1, wfd0, "worker descriptors %ld -> %ld", wfd0, wfd1);
+	cr_expect_leq(sfd1, sfd0, "service descriptors %ld -> %ld", sfd0, sfd1);
+	cr_expect_lt(wrss1 - wrss0, 8192, "worker RSS %ld -> %ld KiB", wrss0, wrss1);
+	cr_expect_lt(srss1 - srss0, 8192, "service RSS %ld -> %ld KiB", srss0, srss1);
+	fprintf(stderr, "worker fds %ld->%ld rss %ld->%ld KiB; service fds %ld->%ld rss %ld->%ld KiB\n",
+	        wfd0, wfd1, wrss0, wrss1, sfd0, sfd1, srss0, srss1);
+	cr_expect_eq(store_files(&s), 110, "each export that answered 200 is one object");
+	stack_down(&s);
+}
+
+/* Files under dir, temporaries included (readdir, fast enough to poll),
+ * and their bytes in *ret_bytes (may be NULL). */
+static long files_below_sized(const char *dir, long long *ret_bytes)
+{
+	DIR *d = opendir(dir);
+	if (!d)
+		return 0;
+	long n = 0;
+	for (struct dirent *e; (e = readdir(d));) {
+		if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, ".."))
+			continue;
+		char sub[512];
+		snprintf(sub, sizeof(sub), "%s/%s", dir, e->d_name);
+		struct stat st;
+		if (lstat(sub, &st) == 0 && S_ISDIR(st.st_mode)) {
+			n += files_below_sized(sub, ret_bytes);
+		} else {
+			n++;
+			if (ret_bytes)
+				*ret_bytes += st.st_size;
+		}
+	}
+	closedir(d);
+	return n;
+}
+
+static long files_below(const char *dir)
+{
+	return files_below_sized(dir, NULL);
+}
+
+typedef struct bg_export {
+	stack *s;
+	const char *arguments;
+	wt_reply r;
+	char why[512];
+} bg_export;
+
+static void *run_export(void *arg)
+{
+	bg_export *c = arg;
+	char body[512];
+	snprintf(body, sizeof(body), "{\"epoch\":1,\"arguments\":%s}", c->arguments);
+	if (wt_request_try(c->s->sock, "POST", "/v1/runs/run-k/tools/artifact.export", NULL, body,
+	                   60000, &c->r, c->why, sizeof(c->why)) < 0)
+		c->r.status = -1;
+	return NULL;
+}
+
+/* The service killed while it streams a file: the export fails at once,
+ * and the store keeps nothing of it: no object, no temporary, no charge. */
+Test(worker_tools, native_a_service_killed_mid_export_leaves_nothing, .timeout = 120)
+{
+	stack s;
+	stack_up(&s, "native", false, NULL);
+	claim(&s, "run-k", 1, 120, "new");
+	wt_reply *r = call(&s, "run-k", 1,
+	                   "{\"command\":[\"sh\",\"-c\",\"head -c 400000000 /dev/zero > big\"]}");
+	cr_assert_eq(r->status, 200, "%s", r->body);
+	HAS(r, "\"exit_code\":0");
+	char store[160];
+	snprintf(store, sizeof(store), "%s/artifacts", s.dir);
+	bg_export c = { .s = &s, .arguments = "{\"path\":\"big\"}" };
+	pthread_t t;
+	cr_assert_eq(pthread_create(&t, NULL, run_export, &c), 0);
+	/* Until the temporary object has bytes: the stream is under way. */
+	bool seen = false;
+	for (int i = 0; i < 20000 && !seen; i++) {
+		long long bytes = 0;
+		seen = files_below_sized(store, &bytes) > 0 && bytes > 0;
+		if (!seen)
+			usleep(200);
+	}
+	cr_expect_eq(wt_stop(s.svc, SIGKILL), 128 + SIGKILL);
+	s.svc = 0;
+	pthread_join(t, NULL);
+	cr_expect(seen, "the export's temporary was seen");
+	cr_expect(c.r.status >= 500, "%d %s %s", c.r.status, c.why, c.r.body);
+	cr_expect_eq(files_below(store), 0, "nothing of it is kept");
+	cr_expect_eq(charged(&s), 0);
+	stack_down(&s);
 }
 
 /* Egress needs two independent yeses: the operator's allowlist and the

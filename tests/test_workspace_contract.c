@@ -27,7 +27,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mount.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/un.h>
 #include <unistd.h>
 
 #include "airlock/fake.h"
@@ -1412,6 +1414,38 @@ Test(local_only, stream_of_a_fifo_is_refused_at_once, .init = local_init, .fini 
 	cr_assert_eq(airlock_workspace_read_stream(f->ws, "pipe", 16, sink_collect, &b, &size, src,
 	                                           &e),
 	             TOOLVAL, "%s", e.message);
+	free(b.data);
+}
+
+/* A socket a sandbox bound in its workspace: open(2) of one is ENXIO, which
+ * is no failure of the service's; a read and a stream refuse it as the
+ * FIFO is refused, not a regular file (ToolValidationError), and the
+ * service does not answer it as itself unavailable. */
+Test(local_only, a_socket_is_not_a_regular_file_for_read_or_stream, .init = local_init,
+     .fini = fx_fini)
+{
+	fx *f = &g_fx;
+	int sfd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	cr_assert_geq(sfd, 0);
+	struct sockaddr_un a = { .sun_family = AF_UNIX };
+	int n = snprintf(a.sun_path, sizeof(a.sun_path), "/proc/self/fd/%d/sock", f->dfd);
+	cr_assert_lt((size_t)n, sizeof(a.sun_path));
+	cr_assert_eq(bind(sfd, (struct sockaddr *)&a, sizeof(a)), 0, "%s", strerror(errno));
+	close(sfd);
+	unsigned char *data = NULL;
+	size_t len = 0;
+	airlock_error e = { 0 };
+	cr_expect_eq(airlock_workspace_read(f->ws, "sock", 100, &data, &len, &e), TOOLVAL, "%s",
+	             e.message);
+	cr_expect(strstr(e.message, "not a regular file"), "%s", e.message);
+	sink_buf b = { .data = malloc(1), .cap = 1 };
+	uint64_t size = 0;
+	char src[AIRLOCK_SHA256_HEX_LEN + 1];
+	airlock_error_clear(&e);
+	cr_expect_eq(airlock_workspace_read_stream(f->ws, "sock", 16, sink_collect, &b, &size, src,
+	                                           &e),
+	             TOOLVAL, "%s", e.message);
+	cr_expect(strstr(e.message, "not a regular file"), "%s", e.message);
 	free(b.data);
 }
 

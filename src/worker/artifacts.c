@@ -43,6 +43,11 @@ struct worker_artifact_put {
 	size_t filename_len;
 	char media_type[256];
 	airlock_trust_level trust;
+	/* The tenant's bytes left under its cap when the put began, and the
+	 * bytes written since: a stream past the room is abandoned as it
+	 * comes (below), not written whole to disk first and refused at step
+	 * 3. */
+	int64_t tenant_bytes, tenant_room, written;
 };
 
 /* ---- the handle ---------------------------------------------------------------- */
@@ -130,6 +135,20 @@ const worker_artifacts_config *worker_artifacts_config_of(const worker_artifacts
 
 /* ---- the ArtifactWriter --------------------------------------------------------- */
 
+/* The tenant's cap refusal, naming the setting; size < 0 when the size is
+ * not known yet (a stream refused before or while it comes). */
+static int tenant_full(const char *tenant_id, int64_t size, int64_t held, int64_t cap,
+                       airlock_error *err)
+{
+	char what[64] = "artifact";
+	if (size >= 0)
+		snprintf(what, sizeof(what), "artifact of %lld bytes", (long long)size);
+	return airlock_error_set(err, AIRLOCK_ERR_EXECUTION_REJECTED, 0,
+	                         "%s refused: tenant %s holds %lld bytes of artifacts and "
+	                         "worker.artifact_tenant_bytes_max is %lld",
+	                         what, tenant_id, (long long)held, (long long)cap);
+}
+
 int worker_artifact_begin(const worker_artifact_writer *w, const void *filename,
                           size_t filename_len, const char *media_type,
                           airlock_trust_level trust, worker_artifact_put **ret,
@@ -166,7 +185,25 @@ int worker_artifact_begin(const worker_artifact_writer *w, const void *filename,
 	p->w = *w;
 	p->trust = trust;
 	snprintf(p->media_type, sizeof(p->media_type), "%s", media_type);
-	int r = airlock_uuidv7_new(p->artifact_id, err);
+	/* The tenant's room read once, before any byte: a tenant at its cap
+	 * is refused here, and one near it cannot make the store hold
+	 * size_max bytes per put in flight before step 3's refusal (that
+	 * charge stays the authoritative check; this one only ends early a
+	 * put step 3 would refuse, unless the tenant's artifacts are deleted
+	 * meanwhile, which is then one retry). */
+	int r = worker_db_artifact_tenant_bytes(w->artifacts->db, w->tenant_id, &p->tenant_bytes,
+	                                        err);
+	if (r < 0) {
+		free(p->filename);
+		return r;
+	}
+	p->tenant_room = w->artifacts->cfg.tenant_bytes_max - p->tenant_bytes;
+	if (p->tenant_room <= 0) {
+		free(p->filename);
+		return tenant_full(w->tenant_id, -1, p->tenant_bytes, w->artifacts->cfg.tenant_bytes_max,
+		                   err);
+	}
+	r = airlock_uuidv7_new(p->artifact_id, err);
 	if (r == 0)
 		r = airlock_artifact_put_begin(w->artifacts->store, w->tenant_id, p->artifact_id,
 		                               w->artifacts->cfg.size_max, &p->put, err);
@@ -184,7 +221,18 @@ int worker_artifact_write(worker_artifact_put *p, const void *buf, size_t len,
 	if (!p || !p->put)
 		return airlock_error_set(err, AIRLOCK_ERR_EXECUTION_REJECTED, 0,
 		                         "artifact: the put has ended");
-	return airlock_artifact_put_write(p->put, buf, len, err);
+	if ((uint64_t)len > (uint64_t)(p->tenant_room - p->written)) {
+		/* Past what the tenant had left: abandoned now, its temporary
+		 * removed, as step 3 would refuse it after the whole stream. */
+		airlock_artifact_put_free(p->put);
+		p->put = NULL;
+		return tenant_full(p->w.tenant_id, -1, p->tenant_bytes,
+		                   p->w.artifacts->cfg.tenant_bytes_max, err);
+	}
+	int r = airlock_artifact_put_write(p->put, buf, len, err);
+	if (r == 0)
+		p->written += (int64_t)len;
+	return r;
 }
 
 /* An upload lives until a run claims it; KNOWLEDGE_SOURCE has no expiry
@@ -264,11 +312,8 @@ int worker_artifact_finish(worker_artifact_put *p, const char *expected_sha256,
 	if (r < 0)
 		goto fail;
 	if (!ins.inserted) {
-		r = airlock_error_set(err, AIRLOCK_ERR_EXECUTION_REJECTED, 0,
-		                      "artifact of %lld bytes refused: tenant %s holds %lld bytes of "
-		                      "artifacts and worker.artifact_tenant_bytes_max is %lld",
-		                      (long long)row.size_bytes, p->w.tenant_id,
-		                      (long long)ins.tenant_bytes, (long long)a->cfg.tenant_bytes_max);
+		r = tenant_full(p->w.tenant_id, row.size_bytes, ins.tenant_bytes,
+		                a->cfg.tenant_bytes_max, err);
 		goto fail;
 	}
 	/* Step 4: the object. */

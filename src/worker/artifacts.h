@@ -12,7 +12,11 @@
  * the sweeper (worker_artifacts_sweep) and nothing half-written is ever
  * visible:
  *   1. the bytes stream into a temporary object, hashed as they come, the
- *      size cap checked as they come (past it: abandoned, nothing left);
+ *      size cap checked as they come (past it: abandoned, nothing left),
+ *      and the room the tenant had under its cap when the put began
+ *      (read once at begin: at the cap, refused before a temporary; past
+ *      the room, abandoned at that write; step 3 stays the authoritative
+ *      check);
  *   2. seal: fsync, the digest compared with the one the source claims
  *      (an export's: the service's; an upload's: the client's header), a
  *      difference is ArtifactIntegrityError and the temporary is removed;

@@ -22,6 +22,16 @@ static size_t char_start(const unsigned char *data, size_t len, size_t at)
 	return at;
 }
 
+/* The tail's cut moves the other way, forward past at most three
+ * continuation bytes: moving it back would lengthen the tail and push the
+ * excerpt past its limit. */
+static size_t char_next(const unsigned char *data, size_t len, size_t at)
+{
+	for (int i = 0; i < 3 && at < len && (data[at] & 0xC0) == 0x80; i++)
+		at++;
+	return at;
+}
+
 int worker_output_excerpt(const unsigned char *data, size_t len, size_t limit, const char *note,
                           unsigned char **ret, size_t *ret_len)
 {
@@ -36,7 +46,7 @@ int worker_output_excerpt(const unsigned char *data, size_t len, size_t limit, c
 	 * again with the real count (it can only get shorter or stay). */
 	size_t room = limit - (size_t)m;
 	size_t head = char_start(data, len, room / 2);
-	size_t tail_from = char_start(data, len, len - (room - room / 2));
+	size_t tail_from = char_next(data, len, len - (room - room / 2));
 	if (tail_from < head)
 		tail_from = head;
 	size_t omitted = tail_from - head;

@@ -69,6 +69,14 @@ static int local_open_error(airlock_error *err, int e, const char *op, const cha
 	if (e == ELOOP)
 		return airlock_error_set(err, AIRLOCK_ERR_WORKSPACE_ESCAPE, 0,
 		                         "%s %s: rule 3: symlink loop or magic link", op, q);
+	/* open(2) of a socket (or of a device with nothing behind it) is
+	 * ENXIO: a file the sandbox made that no read can take, the same
+	 * caller's mistake as a FIFO's, never the workspace failing (an errno
+	 * the API does not carry would reach the caller as the service
+	 * unavailable). */
+	if (e == ENXIO)
+		return airlock_error_set(err, AIRLOCK_ERR_TOOL_VALIDATION, 0,
+		                         "%s %s: not a regular file", op, q);
 	return airlock_error_set(err, AIRLOCK_ERR_SYSTEM, e, "%s %s", op, q);
 }
 
