@@ -378,6 +378,32 @@ Test(artifacts_api, a_body_past_the_cap_is_413_and_leaves_nothing)
 	fx_done(&f);
 }
 
+/* A tenant's byte cap (worker.artifact_tenant_bytes_max): the upload that
+ * would pass it is 409 naming the setting and keeps nothing; another
+ * tenant is not held back by it. */
+Test(artifacts_api, the_tenants_byte_cap_is_409_and_keeps_nothing)
+{
+	fx f;
+	fx_init(&f, "  artifact_tenant_bytes_max: 100000\n");
+	size_t n = 60000;
+	unsigned char *data = pattern(n);
+	char id[37];
+	upload(&f, TOKEN_A, "one", 3, "application/octet-stream", data, n, id);
+	char sha[65], extra[128];
+	sha256_hex(data, n, sha);
+	snprintf(extra, sizeof(extra), "Airlock-Content-SHA256: %s\r\n", sha);
+	answer a;
+	call(&f, "POST", "/v1/artifacts?filename=two", TOKEN_A, extra, data, n, &a);
+	cr_assert_eq(a.status, 409, "%s", a.body);
+	cr_assert(strstr((char *)a.body, "worker.artifact_tenant_bytes_max"), "%s", a.body);
+	answer_clear(&a);
+	cr_assert_eq(files_under(f.store), 1, "only the first object");
+	upload(&f, TOKEN_B, "one", 3, "application/octet-stream", data, n, id);
+	cr_assert_eq(files_under(f.store), 2);
+	free(data);
+	fx_done(&f);
+}
+
 Test(artifacts_api, another_tenant_missing_and_malformed_ids_are_one_404)
 {
 	fx f;
