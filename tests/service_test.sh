@@ -193,7 +193,7 @@ elif what == "execute_threads":
     code = ("import threading, time\n"
             "def nap():\n    while True: time.sleep(0.001)\n"
             "for _ in range(40): threading.Thread(target=nap, daemon=True).start()\n"
-            "print('partial', flush=True)\ntime.sleep(60)\n")
+            "print('partial', flush=True)\nopen('started', 'w').close()\ntime.sleep(60)\n")
     print(json.dumps({"command": {"argv": ["python3", "-c", code],
         "working_directory": ".", "timeout_seconds": 120, "stdin": None,
         "maximum_output_bytes": 1048576}, "remaining_budget_ms": None, "stream": False}))
@@ -429,20 +429,30 @@ if [ -z "$gvisor_why" ]; then
 			curl -s --unix-socket "$S" -H "$AUTH" -d @"$TMP/spec$i.json" http://x/v1/sandboxes >"$TMP/h$i.json"
 			id=$(python3 "$TMP/client.py" id "$TMP/h$i.json") || { bad gvisor-provision "$(cat "$TMP/h$i.json")"; continue; }
 			handle=$(python3 "$TMP/client.py" handle "$TMP/h$i.json")
+			echo "$id $handle" >>"$TMP/gv-sandboxes"
 			( curl -s --unix-socket "$S" -H "$AUTH" -H "Airlock-Handle: $handle" -d @"$TMP/exec.json" \
 				"http://x/v1/sandboxes/$id/execute" >"$TMP/result$i.json" 2>/dev/null
 			  date +%s%N >"$TMP/end$i" ) &
 			CURLS="$CURLS $!"
 		done
-		# All running, bounded; then a second for their first line.
+		# Every command past its first line (it makes the file 'started'
+		# after printing it): a fixed wait was too short for gVisor on a
+		# loaded machine, and a command that had printed nothing yet has
+		# no partial output to report. Bounded (30 s).
 		i=0
 		while [ $i -lt 300 ]; do
-			nb=$(curl -s --unix-socket "$S" -H "$AUTH" http://x/v1/sandboxes | python3 "$TMP/client.py" nbusy)
-			[ "$nb" = $N ] && break
+			n_started=0
+			while read -r gid ghandle; do
+				code=$(curl -s -o /dev/null -w '%{http_code}' --unix-socket "$S" -H "$AUTH" \
+					-H "Airlock-Handle: $ghandle" \
+					"http://x/v1/sandboxes/$gid/workspace/file?path=started&max_bytes=16")
+				[ "$code" = 200 ] && n_started=$((n_started + 1))
+			done <"$TMP/gv-sandboxes"
+			[ "$n_started" = $N ] && break
 			sleep 0.1
 			i=$((i + 1))
 		done
-		sleep 1
+		rm -f "$TMP/gv-sandboxes"
 		t0=$(date +%s%N)
 		kill -TERM "$SPID"
 		for c in $CURLS; do wait "$c"; done
