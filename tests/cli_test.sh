@@ -418,6 +418,18 @@ rm "$AT/big"
 expect artifact-put-missing 65 "^airlock artifact put: $AT/nothing: No such file" -- "$AIRLOCK" artifact put "$AT/nothing" $TOOL
 expect artifact-put-dir 70 "not a regular file" -- "$AIRLOCK" artifact put "$AT" $TOOL
 expect artifact-ls 0 "\"artifact_id\":\"$art_id\".*\"filename\":\"blob one.bin\"" -- "$AIRLOCK" artifact ls $TOOL
+# A name of any bytes is metadata; what shows it escapes it.
+expect artifact-put-odd-name 0 '"size_bytes": 13' -- "$AIRLOCK" artifact put "$AT/keep" --filename "$(printf 'a\033[2J\342\200\256b')" $TOOL
+odd_id=$(sed -n 's/^  "artifact_id": "\([0-9a-f-]*\)",$/\1/p' "$TMP/out")
+expect artifact-ls-odd-name 0 '"filename":"a\\u001B\[2J\\u202Eb"' -- "$AIRLOCK" artifact ls $TOOL
+if grep -q "$(printf '\033')" "$TMP/out" || grep -q "$(printf '\342\200\256')" "$TMP/out"; then
+	echo "FAIL artifact-ls-odd-name-escaped"; fail=$((fail + 1))
+else
+	echo "ok   artifact-ls-odd-name-escaped"; pass=$((pass + 1))
+fi
+expect artifact-get-odd-name 0 '"filename": "a\\u001B\[2J\\u202Eb"' -- "$AIRLOCK" artifact get "$odd_id" -o "$AT/odd" $TOOL
+expect artifact-rm-odd-name 0 "$odd_id removed" -- "$AIRLOCK" artifact rm "$odd_id" $TOOL
+rm -f "$AT/odd"
 expect artifact-ls-json 0 '' -- sh -c '"$0" artifact ls "$@" | python3 -c "import json,sys; d=json.load(sys.stdin); sys.exit(0 if len(d[\"artifacts\"]) >= 1 else 1)"' "$AIRLOCK" $TOOL
 expect artifact-ls-limit 0 '' -- sh -c '"$0" artifact ls --limit 1 "$@" | python3 -c "import json,sys; d=json.load(sys.stdin); sys.exit(0 if len(d[\"artifacts\"]) == 1 else 1)"' "$AIRLOCK" $TOOL
 expect artifact-get 0 "^  \"size_bytes\": 3145728," -- "$AIRLOCK" artifact get "$art_id" -o "$AT/copy" $TOOL

@@ -127,7 +127,7 @@ int airlock_worker_client_artifact_put(const airlock_worker_client_config *cfg,
 /* A download: GET /v1/artifacts/{id} (the metadata: size_bytes, sha256),
  * then GET /v1/artifacts/{id}/content written to out_fd as it arrives,
  * hashed on the way and at most the metadata's size. 0 with ret->json the
- * metadata when the bytes written are exactly the artifact: their
+ * metadata (indented, every non-ASCII character escaped) when the bytes written are exactly the artifact: their
  * SHA-256 equal to the metadata's and to the answer's ETag
  * ("sha256:<hex>"), their count its size_bytes. 0 with ret->status and
  * ret->error when the worker refused either request (404 no such
@@ -144,7 +144,8 @@ int airlock_worker_client_artifact_get(const airlock_worker_client_config *cfg,
 
 /* A listing: GET /v1/artifacts, page after page (the worker's next_after)
  * until the last or until limit artifacts (0: no limit), each artifact's
- * metadata handed to each as one line of compact JSON (no newline) as its
+ * metadata handed to each as one line of compact JSON (no newline, every
+ * non-ASCII character escaped) as its
  * page arrives; only one page is held at a time. each returns 0 to go on,
  * or a negative code with err set to stop. 0 whenever the worker answered
  * every page (ret->status the last page's; on a refusal ret->error, the

@@ -149,6 +149,10 @@ static int artifact_put(const artifact_flags *f, const airlock_worker_client_con
 		                "TYPE] [--tenant T] [OPTIONS]\n");
 		return CLI_EXIT_USAGE;
 	}
+	if (f->filename && !*f->filename) {
+		fprintf(stderr, "airlock artifact put: --filename: an empty name\n");
+		return CLI_EXIT_USAGE;
+	}
 	const char *file = f->args[0];
 	int fd = open(file, O_RDONLY | O_CLOEXEC | O_NOCTTY);
 	if (fd < 0) {
@@ -203,7 +207,7 @@ static int temp_in(const char *dir, char named[PATH_MAX], airlock_error *err)
 /* The verified file fd under the name target: fsync, a name in the same
  * directory (the unnamed file linked under a fresh one), then rename over
  * target, then the directory's fsync. */
-static int place(int fd, const char *dir, const char *named, const char *target,
+static int place(int fd, const char *dir, char named[PATH_MAX], const char *target,
                  airlock_error *err)
 {
 	if (fsync(fd) < 0)
@@ -235,6 +239,7 @@ static int place(int fd, const char *dir, const char *named, const char *target,
 		return airlock_error_set(err, AIRLOCK_ERR_SYSTEM, e, "renaming the download to %s",
 		                         target);
 	}
+	named[0] = 0; /* it is target now: nothing to remove */
 	int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	if (dfd >= 0) {
 		/* The rename is durable once the directory is. */
@@ -291,10 +296,10 @@ static int artifact_get(const artifact_flags *f, const airlock_worker_client_con
 	int r = airlock_worker_client_artifact_get(cfg, id, fd, &a, &err);
 	if (r == 0 && a.status == 200)
 		r = place(fd, dir, named, f->output, &err);
-	else if (named[0])
+	/* Whatever did not become FILE goes (an unnamed file with its
+	 * descriptor). */
+	if (named[0])
 		unlink(named);
-	if (r < 0 && named[0])
-		unlink(named); /* a second unlink of a renamed one fails harmlessly */
 	close(fd);
 	if (r < 0) {
 		airlock_worker_answer_clear(&a);

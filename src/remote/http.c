@@ -741,10 +741,15 @@ static const char *header_value(const char *line, size_t len, const char *name, 
 	return v;
 }
 
+/* The blank line ends the header block: what follows is the trailer. */
+static bool block_end(const char *line, size_t len)
+{
+	return len == 0 || (len <= 2 && (line[0] == '\r' || line[0] == '\n'));
+}
+
 void remote_stream_meta_line(remote_stream_meta *m, const char *line, size_t len)
 {
-	/* The blank line ends the header block: what follows is the trailer. */
-	if (len == 0 || (len <= 2 && (line[0] == '\r' || line[0] == '\n'))) {
+	if (block_end(line, len)) {
 		m->in_trailers = true;
 		return;
 	}
@@ -775,6 +780,25 @@ void remote_stream_meta_line(remote_stream_meta *m, const char *line, size_t len
 		m->bad_digest |= !ok;
 		m->have_digest = true;
 	}
+}
+
+void remote_etag_line(remote_etag *e, const char *line, size_t len)
+{
+	size_t vl = 0;
+	const char *v;
+	e->in_trailers |= block_end(line, len);
+	if (e->in_trailers || !(v = header_value(line, len, "ETag", &vl)))
+		return;
+	/* Visible ASCII only: the value is compared, and may be named in a
+	 * message; nothing else in it is the worker's tag. */
+	bool ok = !e->have && vl <= AIRLOCK_WORKER_CLIENT_ETAG_MAX;
+	for (size_t i = 0; ok && i < vl; i++)
+		ok = v[i] > 0x20 && v[i] < 0x7f;
+	memset(e->value, 0, sizeof(e->value));
+	if (ok)
+		memcpy(e->value, v, vl);
+	e->bad |= !ok;
+	e->have = true;
 }
 
 /* ---- encodings ----------------------------------------------------------- */

@@ -174,6 +174,19 @@ typedef struct remote_stream_meta {
 } remote_stream_meta;
 void remote_stream_meta_line(remote_stream_meta *m, const char *line, size_t len);
 
+/* A download's ETag as the header block gives it (the worker's artifact
+ * content, "sha256:<hex>" quoted): read line by line as libcurl hands
+ * them over. The value without its surrounding blanks and CRLF, kept
+ * when it is at most AIRLOCK_WORKER_CLIENT_ETAG_MAX bytes of visible
+ * ASCII; a second ETag, a longer one or another byte sets bad and keeps
+ * none. Lines after the blank one (a trailer) are not the header block's
+ * and are ignored. */
+typedef struct remote_etag {
+	bool in_trailers, have, bad;
+	char value[AIRLOCK_WORKER_CLIENT_ETAG_MAX + 1];
+} remote_etag;
+void remote_etag_line(remote_etag *e, const char *line, size_t len);
+
 /* The workspace of one remote sandbox: its calls go to the service with the
  * sandbox's id and handle (copied). */
 int remote_workspace_new(remote_http *h, const char *environment_id, const char *handle_b64,

@@ -13,7 +13,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <strings.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -443,8 +442,7 @@ typedef struct get_sink {
 	int fd;
 	util_sha256 *hash;
 	uint64_t size, got;
-	bool have_etag, bad_etag, in_body;
-	char etag[AIRLOCK_WORKER_CLIENT_ETAG_MAX + 1];
+	remote_etag etag;
 } get_sink;
 
 static int get_write(void *arg, const char *data, size_t len, airlock_error *err)
@@ -470,32 +468,10 @@ static int get_write(void *arg, const char *data, size_t len, airlock_error *err
 	return 0;
 }
 
-/* The ETag line of the header block, its value kept when it fits; a second
- * ETag, or one past the cap, makes it no tag at all. */
 static void get_header(void *arg, const char *line, size_t len)
 {
 	get_sink *g = arg;
-	if (len <= 2 && (len == 0 || line[0] == '\r' || line[0] == '\n')) {
-		g->in_body = true;
-		return;
-	}
-	static const char name[] = "etag:";
-	if (g->in_body || len < sizeof(name) - 1 || strncasecmp(line, name, sizeof(name) - 1) != 0)
-		return;
-	const char *v = line + sizeof(name) - 1, *end = line + len;
-	while (v < end && (*v == ' ' || *v == '\t'))
-		v++;
-	while (end > v && (end[-1] == '\r' || end[-1] == '\n' || end[-1] == ' ' || end[-1] == '\t'))
-		end--;
-	size_t n = (size_t)(end - v);
-	if (g->have_etag || n > AIRLOCK_WORKER_CLIENT_ETAG_MAX) {
-		g->bad_etag = true;
-		g->etag[0] = 0;
-	} else {
-		memcpy(g->etag, v, n);
-		g->etag[n] = 0;
-	}
-	g->have_etag = true;
+	remote_etag_line(&g->etag, line, len);
 }
 
 /* A member of the metadata: size_bytes >= 0 and sha256 64 lowercase hex. */
@@ -595,7 +571,7 @@ int airlock_worker_client_artifact_get(const airlock_worker_client_config *cfg,
 		                      "the bytes received have sha256 %s, the artifact's metadata says "
 		                      "%s",
 		                      got, want);
-	else if (!g.have_etag || g.bad_etag || strcmp(g.etag, etag_want) != 0)
+	else if (!g.etag.have || g.etag.bad || strcmp(g.etag.value, etag_want) != 0)
 		r = airlock_error_set(err, AIRLOCK_ERR_ARTIFACT_INTEGRITY, 0,
 		                      "the download's ETag is not \"sha256:%s\" (the bytes received "
 		                      "have sha256 %s)",
@@ -604,6 +580,23 @@ int airlock_worker_client_artifact_get(const airlock_worker_client_config *cfg,
 		airlock_worker_answer_clear(&meta);
 		return r;
 	}
+	/* The metadata carries the uploader's filename, any bytes: written
+	 * back with every non-ASCII character escaped, so no bidirectional
+	 * override or C1 control reaches a terminal that prints it. */
+	json_t *o = json_loads(meta.json, 0, NULL);
+	char *text = o ? json_dumps(o, JSON_INDENT(2) | JSON_PRESERVE_ORDER | JSON_ENSURE_ASCII)
+	               : NULL;
+	json_decref(o);
+	char *line = text ? malloc(strlen(text) + 2) : NULL;
+	if (!line) {
+		free(text);
+		airlock_worker_answer_clear(&meta);
+		return airlock_error_set(err, AIRLOCK_ERR_SYSTEM, ENOMEM, "the artifact's metadata");
+	}
+	sprintf(line, "%s\n", text);
+	free(text);
+	free(meta.json);
+	meta.json = line;
 	*ret = meta;
 	return 0;
 }
@@ -660,8 +653,11 @@ int airlock_worker_client_artifact_list(const airlock_worker_client_config *cfg,
 		size_t i;
 		json_t *it;
 		json_array_foreach(items, i, it) {
+			/* Every non-ASCII character escaped: a filename's
+			 * bidirectional override or C1 control stays text. */
 			_cleanup_free_ char *line = json_dumps(it, JSON_COMPACT | JSON_PRESERVE_ORDER |
-			                                               JSON_ENCODE_ANY);
+			                                               JSON_ENCODE_ANY |
+			                                               JSON_ENSURE_ASCII);
 			r = line ? each(arg, line, err)
 			         : airlock_error_set(err, AIRLOCK_ERR_SYSTEM, ENOMEM, "the listing");
 			if (r < 0) {
