@@ -7,7 +7,9 @@
  * line; a digest is kept only after the header block ended (a blank line)
  * and only as 64 lowercase hex characters, terminated; a size is kept only
  * when the value is plain digits; and the same lines read again give the
- * same account.
+ * same account. The same lines go to the download's ETag reader
+ * (remote_etag_line): a value kept is at most its cap of visible ASCII,
+ * terminated, and none is kept once it is bad.
  */
 #include <stdint.h>
 #include <stdlib.h>
@@ -17,7 +19,8 @@
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
-static void feed(remote_stream_meta *m, const uint8_t *data, size_t size, bool *ret_blank)
+static void feed(remote_stream_meta *m, remote_etag *e, const uint8_t *data, size_t size,
+                 bool *ret_blank)
 {
 	size_t i = 0;
 	*ret_blank = false;
@@ -32,6 +35,7 @@ static void feed(remote_stream_meta *m, const uint8_t *data, size_t size, bool *
 		if (n <= 2 && (n == 0 || line[0] == '\r' || line[0] == '\n'))
 			*ret_blank = true;
 		remote_stream_meta_line(m, line, n);
+		remote_etag_line(e, line, n);
 		free(line);
 		i += n;
 	}
@@ -42,13 +46,22 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	if (size > 65536)
 		return 0;
 	remote_stream_meta a, b;
+	remote_etag ea, eb;
 	memset(&a, 0, sizeof(a));
 	memset(&b, 0, sizeof(b));
+	memset(&ea, 0, sizeof(ea));
+	memset(&eb, 0, sizeof(eb));
 	bool blank = false, blank2 = false;
-	feed(&a, data, size, &blank);
-	feed(&b, data, size, &blank2);
-	if (memcmp(&a, &b, sizeof(a)) != 0)
+	feed(&a, &ea, data, size, &blank);
+	feed(&b, &eb, data, size, &blank2);
+	if (memcmp(&a, &b, sizeof(a)) != 0 || memcmp(&ea, &eb, sizeof(ea)) != 0)
 		abort();
+	if (ea.value[AIRLOCK_WORKER_CLIENT_ETAG_MAX] != 0 || (ea.bad && ea.value[0]) ||
+	    (ea.value[0] && !ea.have))
+		abort();
+	for (size_t i = 0; ea.value[i]; i++)
+		if (ea.value[i] <= 0x20 || ea.value[i] >= 0x7f)
+			abort();
 	if (a.have_digest && !blank)
 		abort();
 	if (a.digest[AIRLOCK_SHA256_HEX_LEN] != 0 || strlen(a.digest) > AIRLOCK_SHA256_HEX_LEN)

@@ -44,7 +44,8 @@ expect unknown-verb 64 "unknown verb 'frobnicate'" -- "$AIRLOCK" frobnicate
 for v in run config doctor serve worker tool egress proxy image artifact; do
 	expect "help-$v" 0 "usage: airlock $v" -- "$AIRLOCK" "$v" --help
 done
-expect not-implemented-verb 69 'NotImplemented' -- "$AIRLOCK" artifact
+expect artifact-no-sub 64 'usage: airlock artifact put' -- "$AIRLOCK" artifact
+expect artifact-unknown-sub 64 "unknown subcommand 'frob'" -- "$AIRLOCK" artifact frob
 # worker executes the airlock-worker beside airlock, with its arguments.
 expect worker-execs 64 'usage: airlock-worker' -- "$AIRLOCK" worker --bogus
 expect worker-settings 78 'airlock-worker: settings: .*no-such' -- "$AIRLOCK" worker --config "$TMP/no-such.yaml"
@@ -314,7 +315,7 @@ umask 077
 printf 'cli-test-worker-token-a-0123456789\n' >"$WT/token-a"
 printf 'cli-test-worker-token-a-0123456789 tenant-a\n' >"$WT/tokens"
 printf 'cli-test-worker-reaper-0123456789\n' >"$WT/reaper"
-printf 'sandbox:\n  mechanism: fake\nworker:\n  listen: unix:%s/w.sock\n  state_dir: %s\n  auth_mode: tokens\n  tokens_file: %s/tokens\n  service_address: unix:%s/svc.sock\n  service_credential_file: %s/cred\n  reaper_credential_file: %s/reaper\n' \
+printf 'sandbox:\n  mechanism: fake\nworker:\n  listen: unix:%s/w.sock\n  state_dir: %s\n  auth_mode: tokens\n  tokens_file: %s/tokens\n  service_address: unix:%s/svc.sock\n  service_credential_file: %s/cred\n  reaper_credential_file: %s/reaper\n  artifact_size_max: 4194304\n' \
 	"$WT" "$WT" "$WT" "$WT" "$TMP" "$WT" >"$WT/worker.yaml"
 umask "$umask_was"
 TOOL="--config $WT/worker.yaml --token-file $WT/token-a"
@@ -398,6 +399,102 @@ PY
 then echo "ok   worker-openapi-routes"; pass=$((pass + 1)); else echo "FAIL worker-openapi-routes"; sed 's/^/    /' "$WT/probe.out"; fail=$((fail + 1)); fi
 expect tool-release 0 'the claim at epoch 1 is over' -- "$AIRLOCK" tool release run-1 --epoch 1 $TOOL
 expect tool-call-released 65 'answered 409: ExecutionRejected' -- "$AIRLOCK" tool call run-1 sandbox.run_command '{"command": ["true"]}' --epoch 1 $TOOL
+# airlock artifact against the same worker: a few MiB put, listed, got
+# back byte for byte; a get that fails leaves an existing -o file as it
+# was and no temporary beside it; rm, then nothing to get.
+AT=$WT/art
+mkdir -m 700 "$AT"
+head -c 3145728 /dev/urandom >"$AT/blob"
+printf 'old contents\n' >"$AT/keep"
+expect artifact-put 0 '^  "media_type": "application/x-test"$' -- "$AIRLOCK" artifact put "$AT/blob" --filename 'blob one.bin' --media-type application/x-test $TOOL
+cp "$TMP/out" "$AT/put.out"
+art_id=$(sed -n 's/^  "artifact_id": "\([0-9a-f-]*\)",$/\1/p' "$AT/put.out")
+art_sha=$(sha256sum "$AT/blob" | cut -d' ' -f1)
+expect artifact-put-digest 0 "^  \"sha256\": \"$art_sha\"," -- cat "$AT/put.out"
+expect artifact-put-bad-media 65 "answered 400: .*media_type" -- "$AIRLOCK" artifact put "$AT/blob" --media-type 'not a type' $TOOL
+head -c 5242880 /dev/zero >"$AT/big"
+expect artifact-put-too-large 65 "answered 413: ToolValidationError: the body is larger than this request.s cap of 4194304 bytes" -- "$AIRLOCK" artifact put "$AT/big" $TOOL
+rm "$AT/big"
+expect artifact-put-missing 65 "^airlock artifact put: $AT/nothing: No such file" -- "$AIRLOCK" artifact put "$AT/nothing" $TOOL
+expect artifact-put-dir 70 "not a regular file" -- "$AIRLOCK" artifact put "$AT" $TOOL
+expect artifact-ls 0 "\"artifact_id\":\"$art_id\".*\"filename\":\"blob one.bin\"" -- "$AIRLOCK" artifact ls $TOOL
+# A name of any bytes is metadata; what shows it escapes it.
+expect artifact-put-odd-name 0 '"size_bytes": 13' -- "$AIRLOCK" artifact put "$AT/keep" --filename "$(printf 'a\033[2J\342\200\256b')" $TOOL
+odd_id=$(sed -n 's/^  "artifact_id": "\([0-9a-f-]*\)",$/\1/p' "$TMP/out")
+expect artifact-ls-odd-name 0 '"filename":"a\\u001B\[2J\\u202Eb"' -- "$AIRLOCK" artifact ls $TOOL
+if grep -q "$(printf '\033')" "$TMP/out" || grep -q "$(printf '\342\200\256')" "$TMP/out"; then
+	echo "FAIL artifact-ls-odd-name-escaped"; fail=$((fail + 1))
+else
+	echo "ok   artifact-ls-odd-name-escaped"; pass=$((pass + 1))
+fi
+expect artifact-get-odd-name 0 '"filename": "a\\u001B\[2J\\u202Eb"' -- "$AIRLOCK" artifact get "$odd_id" -o "$AT/odd" $TOOL
+expect artifact-rm-odd-name 0 "$odd_id removed" -- "$AIRLOCK" artifact rm "$odd_id" $TOOL
+rm -f "$AT/odd"
+expect artifact-ls-json 0 '' -- sh -c '"$0" artifact ls "$@" | python3 -c "import json,sys; d=json.load(sys.stdin); sys.exit(0 if len(d[\"artifacts\"]) >= 1 else 1)"' "$AIRLOCK" $TOOL
+expect artifact-ls-limit 0 '' -- sh -c '"$0" artifact ls --limit 1 "$@" | python3 -c "import json,sys; d=json.load(sys.stdin); sys.exit(0 if len(d[\"artifacts\"]) == 1 else 1)"' "$AIRLOCK" $TOOL
+expect artifact-get 0 "^  \"size_bytes\": 3145728," -- "$AIRLOCK" artifact get "$art_id" -o "$AT/copy" $TOOL
+expect artifact-get-same 0 '' -- cmp "$AT/blob" "$AT/copy"
+expect artifact-get-mode 0 '^600$' -- stat -c %a "$AT/copy"
+expect artifact-get-stdout 0 '' -- sh -c '"$0" artifact get "$1" "$2" "$3" "$4" "$5" | cmp - "$6"' "$AIRLOCK" "$art_id" $TOOL "$AT/blob"
+expect artifact-get-missing 65 "answered 404: ExecutionRejected: no such artifact" -- "$AIRLOCK" artifact get 0192d3f5-0000-7000-8000-000000000000 -o "$AT/keep" $TOOL
+expect artifact-get-kept 0 '^old contents$' -- cat "$AT/keep"
+# A worker that lies (a fake one on a Unix socket): bytes that are not
+# the metadata's digest, a transfer cut short of its Content-Length, an
+# ETag of other bytes. Each get fails naming both digests or the cut, the
+# file named by -o stays as it was, and no temporary is left.
+cat >"$AT/fake.py" <<'PY'
+import hashlib, http.server, socketserver, sys
+good = b"hello"
+digest = hashlib.sha256(good).hexdigest()
+class H(http.server.BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    def log_message(self, *a):
+        pass
+    def do_GET(self):
+        parts = self.path.split("/")
+        if len(parts) == 4:
+            body = ('{"artifact_id": "%s", "size_bytes": 5, "sha256": "%s"}' % (parts[3], digest)).encode()
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+            return
+        kind = parts[3]
+        data = {"tampered": b"jello", "cut": b"hel", "etag": good}[kind]
+        self.send_response(200)
+        self.send_header("Content-Length", "5")
+        self.send_header("ETag", '"sha256:%s"' % (digest if kind != "etag" else "0" * 64))
+        self.send_header("Connection", "close")
+        self.end_headers()
+        self.wfile.write(data)
+        self.wfile.flush()
+        self.close_connection = True
+class S(socketserver.ThreadingMixIn, socketserver.UnixStreamServer):
+    daemon_threads = True
+S(sys.argv[1], H).serve_forever()
+PY
+python3 "$AT/fake.py" "$AT/fake.sock" &
+fake_worker=$!
+i=0
+while [ $i -lt 100 ] && [ ! -S "$AT/fake.sock" ]; do sleep 0.1; i=$((i + 1)); done
+FAKE="--config $WT/worker.yaml --worker unix:$AT/fake.sock"
+hello_sha=2cf24dba5fb0a30e26e83b2ac5b9e29e1b161e5c1fa7425e73043362938b9824
+expect artifact-get-tampered 70 "ArtifactIntegrityError: the bytes received have sha256 [0-9a-f]{64}, the artifact's metadata says $hello_sha" -- "$AIRLOCK" artifact get tampered -o "$AT/keep" $FAKE
+expect artifact-get-tampered-kept 0 '^old contents$' -- cat "$AT/keep"
+expect artifact-get-cut 69 "ExecutionUnavailable: .*unix:$AT/fake.sock" -- "$AIRLOCK" artifact get cut -o "$AT/keep" $FAKE
+expect artifact-get-cut-kept 0 '^old contents$' -- cat "$AT/keep"
+expect artifact-get-etag 70 "ArtifactIntegrityError: the download's ETag is not \"sha256:$hello_sha\"" -- "$AIRLOCK" artifact get etag -o "$AT/keep" $FAKE
+expect artifact-get-etag-kept 0 '^old contents$' -- cat "$AT/keep"
+expect artifact-get-tampered-stdout 70 "the bytes written to stdout are not the artifact: ArtifactIntegrity|bytes written to stdout are not the artifact" -- sh -c '"$0" artifact get tampered "$@" >/dev/null' "$AIRLOCK" $FAKE
+expect artifact-get-fake-no-temp 0 '^blob copy fake.py fake.sock keep put.out$' -- sh -c 'echo $(ls -A "$0")' "$AT"
+kill "$fake_worker"
+wait "$fake_worker"
+expect artifact-get-bad-id 65 "artifact id is not 1 to 64" -- "$AIRLOCK" artifact get '../x' -o "$AT/keep" $TOOL
+expect artifact-rm 0 "$art_id removed" -- "$AIRLOCK" artifact rm "$art_id" $TOOL
+expect artifact-get-removed 65 "answered 404: ExecutionRejected: no such artifact" -- "$AIRLOCK" artifact get "$art_id" -o "$AT/keep" $TOOL
+expect artifact-rm-again 65 "answered 404" -- "$AIRLOCK" artifact rm "$art_id" $TOOL
+expect artifact-get-kept-2 0 '^old contents$' -- cat "$AT/keep"
 kill "$wt_worker" "$wt_svc"
 wait "$wt_worker" "$wt_svc"
 

@@ -32,6 +32,7 @@
 #include "airlock/service.h"
 #include "airlock/settings.h"
 #include "testlib.h"
+#include "remote/remote_internal.h"
 #include "util/fault.h"
 
 #define CRED "remote-suite-credential-41c9e07d2a6b58f3"
@@ -1077,4 +1078,171 @@ Test(remote, open_reads_the_credential_file_and_takes_the_services_mechanism)
 	airlock_settings_clear(&st);
 	unlink(cred_path);
 	unserve(&s);
+}
+
+/* ---- a streamed request body and an extra header ------------------------- */
+
+/* One connection: the request's head kept, its body (Content-Length
+ * bytes) counted and summed, then a fixed answer. */
+typedef struct recorder {
+	int lfd;
+	pthread_t thread;
+	char head[8192];
+	size_t body_len;
+	unsigned long body_sum;
+	bool complete; /* the whole announced body arrived */
+} recorder;
+
+static void *recorder_run(void *arg)
+{
+	recorder *rc = arg;
+	int c = accept(rc->lfd, NULL, NULL);
+	if (c < 0)
+		return NULL;
+	size_t n = 0;
+	char *end = NULL;
+	while (!end && n < sizeof(rc->head) - 1) {
+		ssize_t k = read(c, rc->head + n, sizeof(rc->head) - 1 - n);
+		if (k <= 0)
+			break;
+		n += (size_t)k;
+		rc->head[n] = 0;
+		end = strstr(rc->head, "\r\n\r\n");
+	}
+	const char *cl = end ? strcasestr(rc->head, "\r\nContent-Length: ") : NULL;
+	size_t want = cl ? strtoull(cl + 18, NULL, 10) : 0;
+	if (end) {
+		for (char *p = end + 4; p < rc->head + n; p++, rc->body_len++)
+			rc->body_sum += (unsigned char)*p;
+		*end = 0;
+	}
+	char buf[65536];
+	while (end && rc->body_len < want) {
+		ssize_t k = read(c, buf, sizeof(buf));
+		if (k <= 0)
+			break;
+		for (ssize_t i = 0; i < k; i++)
+			rc->body_sum += (unsigned char)buf[i];
+		rc->body_len += (size_t)k;
+	}
+	rc->complete = end && rc->body_len == want;
+	static const char answer[] = "HTTP/1.1 201 Created\r\nContent-Type: application/json\r\n"
+	                             "Content-Length: 2\r\nConnection: close\r\n\r\n{}";
+	if (rc->complete) {
+		ssize_t w = write(c, answer, sizeof(answer) - 1);
+		(void)w;
+	}
+	close(c);
+	return NULL;
+}
+
+typedef struct counted {
+	size_t left, piece;
+	unsigned long sum;
+	int fail_at; /* the call at which to fail (0: never) */
+	int calls;
+} counted;
+
+/* 1..251 cycling, in pieces of at most piece; short by design when left
+ * runs out before the announced length. */
+static ssize_t counted_read(void *arg, char *buf, size_t room, airlock_error *err)
+{
+	counted *c = arg;
+	if (++c->calls == c->fail_at)
+		return airlock_error_set(err, AIRLOCK_ERR_SYSTEM, EIO, "the test source failed");
+	size_t k = room < c->piece ? room : c->piece;
+	if (k > c->left)
+		k = c->left;
+	for (size_t i = 0; i < k; i++) {
+		buf[i] = (char)(1 + (c->left - i) % 251);
+		c->sum += (unsigned char)buf[i];
+	}
+	c->left -= k;
+	return (ssize_t)k;
+}
+
+static int post_streamed(counted *src, uint64_t announced, const char *extra, recorder *rc,
+                         remote_response *resp, airlock_error *err)
+{
+	char dir[] = "/tmp/airlock-remote-XXXXXX";
+	cr_assert_not_null(mkdtemp(dir));
+	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+	snprintf(sa.sun_path, sizeof(sa.sun_path), "%s/r.sock", dir);
+	memset(rc, 0, sizeof(*rc));
+	rc->lfd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	cr_assert_eq(bind(rc->lfd, (struct sockaddr *)&sa, sizeof(sa)), 0);
+	cr_assert_eq(listen(rc->lfd, 8), 0);
+	cr_assert_eq(pthread_create(&rc->thread, NULL, recorder_run, rc), 0);
+	char address[128];
+	snprintf(address, sizeof(address), "unix:%s", sa.sun_path);
+	airlock_remote_config cfg = { .address = address, .credential = CRED,
+		                      .credential_len = strlen(CRED) };
+	remote_http *h = NULL;
+	cr_assert_eq(remote_http_new(&cfg, &h, err), 0, "%s", err->message);
+	remote_call c = { .method = "POST", .path = "/v1/up", .source = counted_read,
+		          .source_arg = src, .source_len = announced,
+		          .content_type = "application/octet-stream", .extra_header = extra,
+		          .timeout_ms = 20000, .max_body = 4096, .watch_fds = { -1, -1 } };
+	int r = remote_http_perform(h, &c, resp, err);
+	remote_http_free(h);
+	/* A call refused before it connects leaves the recorder waiting. */
+	shutdown(rc->lfd, SHUT_RDWR);
+	close(rc->lfd);
+	pthread_join(rc->thread, NULL);
+	unlink(sa.sun_path);
+	rmdir(dir);
+	return r;
+}
+
+Test(remote, a_streamed_body_arrives_whole_with_its_extra_header)
+{
+	counted src = { .left = 3u << 20, .piece = 7000 };
+	recorder rc;
+	remote_response resp;
+	airlock_error err = { 0 };
+	cr_assert_eq(post_streamed(&src, 3u << 20, "Airlock-Content-SHA256: abc", &rc, &resp, &err),
+	             0, "%s", err.message);
+	cr_assert_eq(resp.status, 201);
+	cr_assert(rc.complete);
+	cr_assert_eq(rc.body_len, (size_t)3 << 20);
+	cr_assert_eq(rc.body_sum, src.sum);
+	cr_assert(strstr(rc.head, "\r\nAirlock-Content-SHA256: abc"), "%s", rc.head);
+	cr_assert(strstr(rc.head, "\r\nContent-Type: application/octet-stream"), "%s", rc.head);
+	remote_response_clear(&resp);
+}
+
+Test(remote, a_streamed_body_short_of_its_length_or_failing_fails_the_call)
+{
+	counted shortsrc = { .left = 1000, .piece = 100 };
+	recorder rc;
+	remote_response resp;
+	airlock_error err = { 0 };
+	cr_assert_lt(post_streamed(&shortsrc, 5000, NULL, &rc, &resp, &err), 0);
+	cr_assert(strstr(err.message, "ended at 1000 of 5000 bytes"), "%s", err.message);
+	cr_assert_not(rc.complete);
+	remote_response_clear(&resp);
+
+	counted failing = { .left = 100000, .piece = 1000, .fail_at = 3 };
+	err = (airlock_error){ 0 };
+	cr_assert_lt(post_streamed(&failing, 100000, NULL, &rc, &resp, &err), 0);
+	cr_assert(strstr(err.message, "the test source failed"), "%s", err.message);
+	cr_assert_not(rc.complete);
+	remote_response_clear(&resp);
+}
+
+Test(remote, an_extra_header_that_is_not_one_line_is_refused_before_anything_is_sent)
+{
+	const char *bad[] = { "X-A: b\r\nX-Evil: 1", "no colon here", ": empty name",
+		              "Sp ace: v", "X-A: \x7f" };
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		counted src = { .left = 10, .piece = 10 };
+		recorder rc;
+		remote_response resp;
+		airlock_error err = { 0 };
+		cr_assert_lt(post_streamed(&src, 10, bad[i], &rc, &resp, &err), 0, "%s", bad[i]);
+		cr_assert_eq(err.cls, AIRLOCK_ERR_EXECUTION_REJECTED, "%s", err.message);
+		cr_assert_eq(rc.head[0], 0, "%s was sent", bad[i]);
+		cr_assert_eq(src.calls, 0);
+		remote_response_clear(&resp);
+	}
 }

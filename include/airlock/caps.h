@@ -521,6 +521,10 @@
  * and the request's head (AIRLOCK_WORKER_HEADER_MAX) bounds it anyway; a
  * name longer than that encoded comes from an export, not an upload. */
 #define AIRLOCK_WORKER_ARTIFACT_QUERY_MAX AIRLOCK_WORKER_HEADER_MAX
+/* The ETag a download's answer carries, as the worker client reads it:
+ * the worker's is "sha256:<64 hex>" quoted (74 bytes); a longer one is no
+ * tag of the worker's and is refused, not kept. */
+#define AIRLOCK_WORKER_CLIENT_ETAG_MAX 128
 /* The attach body ({"tenant_id": T}): one id fits many times over. */
 #define AIRLOCK_WORKER_ATTACH_BODY_MAX 4096
 /* The worker API's header block and connections (its HTTP core). */

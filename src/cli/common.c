@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 #include "cli/common.h"
 
+#include <errno.h>
 #include <string.h>
 #include <time.h>
 
@@ -8,6 +9,7 @@
 #include "airlock/image.h"
 #include "airlock/proxy.h"
 #include "airlock/escape.h"
+#include "airlock/worker_client.h"
 
 extern char **environ;
 
@@ -138,4 +140,42 @@ int cli_proxy_start(const char *dns, int log_fd, airlock_proxy **ret, airlock_er
 	 * naming the flag. */
 	int r = dns ? cli_dns_check(dns, err) : 0;
 	return r < 0 ? r : airlock_proxy_start(dns, log_fd, ret, err);
+}
+
+int cli_worker_config(const char *verb, const cli_worker_flags *f, int64_t timeout_ms,
+                      airlock_settings *s, airlock_worker_client_config *ret)
+{
+	airlock_error err = { 0 };
+	if (cli_load_settings(f->config, NULL, s, &err) < 0) {
+		cli_error(verb, &err);
+		return cli_exit_for(&err);
+	}
+	*ret = (airlock_worker_client_config){ .address = f->worker ? f->worker : s->worker.listen,
+		                               .token_file = f->token_file,
+		                               .tls_ca_file = f->tls_ca_file,
+		                               .timeout_ms = timeout_ms };
+	return -1;
+}
+
+int cli_print_worker_answer(const char *verb, const char *address,
+                            const airlock_worker_answer *a, const char *hint_404)
+{
+	if (a->status >= 200 && a->status <= 299) {
+		if (a->json && (fputs(a->json, stdout) == EOF || fflush(stdout) != 0)) {
+			fprintf(stderr, "airlock %s: stdout: %s\n", verb, strerror(errno));
+			return CLI_EXIT_IOERR;
+		}
+		return CLI_EXIT_OK;
+	}
+	fprintf(stderr, "airlock %s: the worker at ", verb);
+	cli_fputs_escaped(stderr, address);
+	fprintf(stderr, " answered %ld: %s: ", a->status, airlock_errclass_name(a->error.cls));
+	cli_fputs_escaped(stderr, a->error.message[0] ? a->error.message : "(no message)");
+	if (a->status == 404 && hint_404)
+		fprintf(stderr, " (%s)", hint_404);
+	else if (a->status == 401)
+		fputs(" (the worker wants a bearer token of its tokens_file: --token-file FILE)",
+		      stderr);
+	fputc('\n', stderr);
+	return cli_exit_for(&a->error);
 }

@@ -60,6 +60,23 @@ int cli_dns_check(const char *dns, airlock_error *err);
 struct airlock_proxy;
 int cli_proxy_start(const char *dns, int log_fd, struct airlock_proxy **ret, airlock_error *err);
 
+/* The flags every client of a running worker takes (airlock tool,
+ * airlock artifact). */
+typedef struct cli_worker_flags {
+	const char *worker, *token_file, *tls_ca_file, *config;
+} cli_worker_flags;
+struct airlock_worker_client_config;
+struct airlock_worker_answer;
+/* The worker's address: --worker, else the settings' worker.listen; -1 to
+ * go on, or the exit status after a line naming verb ("tool list"). */
+int cli_worker_config(const char *verb, const cli_worker_flags *f, int64_t timeout_ms,
+                      airlock_settings *s, struct airlock_worker_client_config *ret);
+/* The answer: a 2xx's JSON on stdout; anything else one line naming the
+ * worker, the status, the class and the message, escaped. The exit
+ * status. */
+int cli_print_worker_answer(const char *verb, const char *address,
+                            const struct airlock_worker_answer *a, const char *hint_404);
+
 /* True when s is "--help" or "-h". */
 bool cli_is_help(const char *s);
 
@@ -72,5 +89,6 @@ int cli_proxy(int argc, char **argv);
 int cli_serve(int argc, char **argv);
 int cli_worker(int argc, char **argv);
 int cli_tool(int argc, char **argv);
+int cli_artifact(int argc, char **argv);
 
 #endif

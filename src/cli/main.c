@@ -26,7 +26,7 @@ static const verb verbs[] = {
 	{ "egress", cli_egress, "validate and check egress policies", NULL },
 	{ "proxy", cli_proxy, "run the egress proxy on its own", NULL },
 	{ "image", cli_image, "build and list sandbox images, named by digest", NULL },
-	{ "artifact", NULL, "store and fetch artifacts", "the artifact store is not implemented yet" },
+	{ "artifact", cli_artifact, "a worker's artifact store: put, get, ls, rm", NULL },
 };
 
 static void usage(FILE *out)

@@ -148,43 +148,19 @@ static int tool_parse(const char *sub, int argc, char **argv, tool_flags *f)
 static int worker_config(const char *sub, const tool_flags *f, int64_t timeout_ms,
                          airlock_settings *s, airlock_worker_client_config *ret)
 {
-	airlock_error err = { 0 };
-	if (cli_load_settings(f->config, NULL, s, &err) < 0) {
-		char verb[32];
-		snprintf(verb, sizeof(verb), "tool %s", sub);
-		cli_error(verb, &err);
-		return cli_exit_for(&err);
-	}
-	*ret = (airlock_worker_client_config){ .address = f->worker ? f->worker : s->worker.listen,
-		                               .token_file = f->token_file,
-		                               .tls_ca_file = f->tls_ca_file,
-		                               .timeout_ms = timeout_ms };
-	return -1;
+	char verb[32];
+	snprintf(verb, sizeof(verb), "tool %s", sub);
+	const cli_worker_flags wf = { .worker = f->worker, .token_file = f->token_file,
+		                      .tls_ca_file = f->tls_ca_file, .config = f->config };
+	return cli_worker_config(verb, &wf, timeout_ms, s, ret);
 }
 
-/* The answer: a 2xx's JSON on stdout; anything else one line naming the
- * worker, the status, the class and the message. The exit status. */
 static int print_answer(const char *sub, const char *address, const airlock_worker_answer *a,
                         const char *hint_404)
 {
-	if (a->status >= 200 && a->status <= 299) {
-		if (a->json && (fputs(a->json, stdout) == EOF || fflush(stdout) != 0)) {
-			fprintf(stderr, "airlock tool %s: stdout: %s\n", sub, strerror(errno));
-			return CLI_EXIT_IOERR;
-		}
-		return CLI_EXIT_OK;
-	}
-	fprintf(stderr, "airlock tool %s: the worker at ", sub);
-	cli_fputs_escaped(stderr, address);
-	fprintf(stderr, " answered %ld: %s: ", a->status, airlock_errclass_name(a->error.cls));
-	cli_fputs_escaped(stderr, a->error.message[0] ? a->error.message : "(no message)");
-	if (a->status == 404 && hint_404)
-		fprintf(stderr, " (%s)", hint_404);
-	else if (a->status == 401)
-		fputs(" (the worker wants a bearer token of its tokens_file: --token-file FILE)",
-		      stderr);
-	fputc('\n', stderr);
-	return cli_exit_for(&a->error);
+	char verb[32];
+	snprintf(verb, sizeof(verb), "tool %s", sub);
+	return cli_print_worker_answer(verb, address, a, hint_404);
 }
 
 /* One request and its answer printed; the exit status. */

@@ -250,6 +250,8 @@ typedef struct transfer {
 	int sink_rc;     /* a sink's abort */
 	airlock_error *err;
 	size_t upload_off;
+	uint64_t source_off; /* bytes a streamed body's source gave */
+	int source_rc;       /* a source's abort */
 } transfer;
 
 static size_t on_body(char *data, size_t size, size_t n, void *arg)
@@ -301,6 +303,46 @@ static size_t on_upload(char *buf, size_t size, size_t n, void *arg)
 		memcpy(buf, (const char *)t->c->body + t->upload_off, k);
 	t->upload_off += k;
 	return k;
+}
+
+static size_t on_source(char *buf, size_t size, size_t n, void *arg)
+{
+	transfer *t = arg;
+	uint64_t left = t->c->source_len - t->source_off;
+	size_t room = size * n;
+	if (room > left)
+		room = (size_t)left;
+	if (room == 0)
+		return 0;
+	ssize_t k = t->c->source(t->c->source_arg, buf, room, t->err);
+	if (k < 0) {
+		t->source_rc = (int)k;
+		return CURL_READFUNC_ABORT;
+	}
+	if (k == 0) {
+		/* Short of the announced length: the body would end early and
+		 * the peer wait for the rest; abort instead. */
+		t->source_rc = airlock_error_set(t->err, AIRLOCK_ERR_SYSTEM, EIO,
+		                                 "the request body ended at %llu of %llu bytes",
+		                                 (unsigned long long)t->source_off,
+		                                 (unsigned long long)t->c->source_len);
+		return CURL_READFUNC_ABORT;
+	}
+	t->source_off += (uint64_t)k;
+	return (size_t)k;
+}
+
+/* An extra header line: visible ASCII and spaces, "Name: value". Nothing
+ * that could end the line and start another. */
+static bool header_line_valid(const char *s)
+{
+	const char *colon = strchr(s, ':');
+	if (!colon || colon == s || strlen(s) >= 4096)
+		return false;
+	for (const char *p = s; *p; p++)
+		if ((*p < 0x20 || *p > 0x7e) || (p < colon && *p == ' '))
+			return false;
+	return true;
 }
 
 static int transport_error(remote_http *h, const remote_call *c, CURLcode rc, const char *detail,
@@ -363,7 +405,18 @@ static int setup(remote_http *h, const remote_call *c, transfer *t, struct curl_
 			goto nomem;
 		l = n;
 	}
-	if (c->has_body) {
+	if (c->extra_header) {
+		if (!header_line_valid(c->extra_header)) {
+			curl_slist_free_all(l);
+			return airlock_error_set(err, AIRLOCK_ERR_EXECUTION_REJECTED, 0,
+			                         "remote call: an extra header is not one line of "
+			                         "\"Name: value\" in visible ASCII");
+		}
+		if (!(n = curl_slist_append(l, c->extra_header)))
+			goto nomem;
+		l = n;
+	}
+	if (c->has_body || c->source) {
 		snprintf(line, sizeof(line), "Content-Type: %s",
 		         c->content_type ? c->content_type : "application/json");
 		if (!(n = curl_slist_append(l, line)))
@@ -404,7 +457,15 @@ static int setup(remote_http *h, const remote_call *c, transfer *t, struct curl_
 		     (!h->tls_key || curl_easy_setopt(e, CURLOPT_SSLKEY, h->tls_key) == CURLE_OK);
 	}
 	if (ok) {
-		if (strcmp(c->method, "POST") == 0)
+		if (strcmp(c->method, "POST") == 0 && c->source)
+			/* Streamed from the source as libcurl asks: the size is
+			 * announced (Content-Length), the bytes never held. */
+			ok = curl_easy_setopt(e, CURLOPT_POST, 1L) == CURLE_OK &&
+			     curl_easy_setopt(e, CURLOPT_READFUNCTION, on_source) == CURLE_OK &&
+			     curl_easy_setopt(e, CURLOPT_READDATA, t) == CURLE_OK &&
+			     curl_easy_setopt(e, CURLOPT_POSTFIELDSIZE_LARGE,
+			                      (curl_off_t)c->source_len) == CURLE_OK;
+		else if (strcmp(c->method, "POST") == 0)
 			ok = curl_easy_setopt(e, CURLOPT_POST, 1L) == CURLE_OK &&
 			     curl_easy_setopt(e, CURLOPT_POSTFIELDSIZE_LARGE,
 			                      (curl_off_t)(c->has_body ? c->body_len : 0)) == CURLE_OK &&
@@ -506,6 +567,8 @@ int remote_http_perform(remote_http *h, const remote_call *c, remote_response *r
 	if (r == 0) {
 		if (t.sink_rc < 0)
 			r = t.sink_rc; /* the sink set err */
+		else if (t.source_rc < 0)
+			r = t.source_rc; /* the source set err */
 		else if (rc == CURLE_WRITE_ERROR && resp->over_cap)
 			r = 0; /* answered; the caller sees over_cap */
 		else if (rc != CURLE_OK) {
@@ -678,10 +741,15 @@ static const char *header_value(const char *line, size_t len, const char *name, 
 	return v;
 }
 
+/* The blank line ends the header block: what follows is the trailer. */
+static bool block_end(const char *line, size_t len)
+{
+	return len == 0 || (len <= 2 && (line[0] == '\r' || line[0] == '\n'));
+}
+
 void remote_stream_meta_line(remote_stream_meta *m, const char *line, size_t len)
 {
-	/* The blank line ends the header block: what follows is the trailer. */
-	if (len == 0 || (len <= 2 && (line[0] == '\r' || line[0] == '\n'))) {
+	if (block_end(line, len)) {
 		m->in_trailers = true;
 		return;
 	}
@@ -712,6 +780,25 @@ void remote_stream_meta_line(remote_stream_meta *m, const char *line, size_t len
 		m->bad_digest |= !ok;
 		m->have_digest = true;
 	}
+}
+
+void remote_etag_line(remote_etag *e, const char *line, size_t len)
+{
+	size_t vl = 0;
+	const char *v;
+	e->in_trailers |= block_end(line, len);
+	if (e->in_trailers || !(v = header_value(line, len, "ETag", &vl)))
+		return;
+	/* Visible ASCII only: the value is compared, and may be named in a
+	 * message; nothing else in it is the worker's tag. */
+	bool ok = !e->have && vl <= AIRLOCK_WORKER_CLIENT_ETAG_MAX;
+	for (size_t i = 0; ok && i < vl; i++)
+		ok = v[i] > 0x20 && v[i] < 0x7f;
+	memset(e->value, 0, sizeof(e->value));
+	if (ok)
+		memcpy(e->value, v, vl);
+	e->bad |= !ok;
+	e->have = true;
 }
 
 /* ---- encodings ----------------------------------------------------------- */

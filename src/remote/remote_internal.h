@@ -31,6 +31,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 #include "airlock/caps.h"
 #include "airlock/error.h"
@@ -77,6 +78,10 @@ typedef void (*remote_watch_fn)(void *arg, int fd);
  * line, the blank line ending the block and a chunked body's trailer lines
  * after it included: libcurl hands trailers to the same callback. */
 typedef void (*remote_header_fn)(void *arg, const char *line, size_t len);
+/* Fills buf with up to room bytes of a streamed request body: the count
+ * (0 only at its end), or a negative code with err set to abort the
+ * transfer. */
+typedef ssize_t (*remote_source_fn)(void *arg, char *buf, size_t room, airlock_error *err);
 
 typedef struct remote_call {
 	const char *method;      /* "GET", "POST", "PUT", "DELETE" */
@@ -101,6 +106,15 @@ typedef struct remote_call {
 	 * 0: no such limit. */
 	long low_speed_bytes, low_speed_s;
 	size_t buffer_size;      /* libcurl's receive buffer; 0: its default */
+	/* A POST body streamed from source instead of body: exactly
+	 * source_len bytes, sent as they are read (never held whole); a
+	 * source that ends short fails the call. */
+	remote_source_fn source;
+	void *source_arg;
+	uint64_t source_len;
+	/* One more request header, "Name: value" of visible ASCII and
+	 * spaces (ExecutionRejected otherwise, nothing sent); NULL: none. */
+	const char *extra_header;
 } remote_call;
 
 typedef struct remote_response {
@@ -159,6 +173,19 @@ typedef struct remote_stream_meta {
 	char digest[AIRLOCK_SHA256_HEX_LEN + 1];
 } remote_stream_meta;
 void remote_stream_meta_line(remote_stream_meta *m, const char *line, size_t len);
+
+/* A download's ETag as the header block gives it (the worker's artifact
+ * content, "sha256:<hex>" quoted): read line by line as libcurl hands
+ * them over. The value without its surrounding blanks and CRLF, kept
+ * when it is at most AIRLOCK_WORKER_CLIENT_ETAG_MAX bytes of visible
+ * ASCII; a second ETag, a longer one or another byte sets bad and keeps
+ * none. Lines after the blank one (a trailer) are not the header block's
+ * and are ignored. */
+typedef struct remote_etag {
+	bool in_trailers, have, bad;
+	char value[AIRLOCK_WORKER_CLIENT_ETAG_MAX + 1];
+} remote_etag;
+void remote_etag_line(remote_etag *e, const char *line, size_t len);
 
 /* The workspace of one remote sandbox: its calls go to the service with the
  * sandbox's id and handle (copied). */
