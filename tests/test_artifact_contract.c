@@ -846,6 +846,51 @@ CONTRACT(calls_out_of_order_fail_and_abandon)
 	assert_nothing_left(f, 1);
 }
 
+/* A discarded put leaves nothing at once, yet its seal still answers the
+ * whole stream's digest and size (the cap still counted); its commit
+ * fails, and it never becomes an object. */
+CONTRACT(a_discarded_put_keeps_nothing_but_still_hashes_the_whole_stream)
+{
+	char id[AIRLOCK_UUID_STR_LEN + 1], sha[65];
+	new_id(id);
+	int64_t size = 3 * 100003 + 7;
+	gen_sha(7, size, sha);
+	airlock_artifact_put *p = NULL;
+	airlock_error e = { 0 };
+	cr_assert_eq(airlock_artifact_put_begin(f->s, "t1", id, size, &p, &e), 0, "%s", e.message);
+	gen g2 = { .state = 7, .left = size, .chunk = 100003 };
+	unsigned char *b = malloc(100003);
+	cr_assert_not_null(b);
+	ssize_t n = gen_read(&g2, b, 100003, &e);
+	cr_assert_eq(airlock_artifact_put_write(p, b, (size_t)n, &e), 0, "%s", e.message);
+	cr_assert_eq(airlock_artifact_put_discard(p, &e), 0, "%s", e.message);
+	assert_nothing_left(f, 0);
+	while ((n = gen_read(&g2, b, 100003, &e)) > 0)
+		cr_assert_eq(airlock_artifact_put_write(p, b, (size_t)n, &e), 0, "%s", e.message);
+	assert_nothing_left(f, 0);
+	/* The cap still counts a discarded stream. */
+	cr_assert_eq(airlock_artifact_put_write(p, b, 0, &e), 0);
+	char got[65];
+	int64_t got_size = -1;
+	cr_assert_eq(airlock_artifact_put_seal(p, sha, got, &got_size, &e), 0, "%s", e.message);
+	cr_assert_str_eq(got, sha);
+	cr_assert_eq(got_size, size);
+	cr_assert_eq(airlock_artifact_put_commit(p, &e), REJECTED);
+	cr_assert(strstr(e.message, "discarded"), "%s", e.message);
+	airlock_artifact_put_free(p);
+	assert_nothing_left(f, 0);
+	assert_missing(f, "t1", id);
+	/* Past the cap a discarded put is abandoned like any other. */
+	new_id(id);
+	cr_assert_eq(airlock_artifact_put_begin(f->s, "t1", id, 10, &p, &e), 0, "%s", e.message);
+	cr_assert_eq(airlock_artifact_put_discard(p, &e), 0, "%s", e.message);
+	cr_assert_eq(airlock_artifact_put_write(p, b, 11, &e), TOOLVAL);
+	cr_assert_lt(airlock_artifact_put_seal(p, NULL, got, &got_size, &e), 0);
+	airlock_artifact_put_free(p);
+	assert_nothing_left(f, 0);
+	free(b);
+}
+
 CONTRACT(a_failing_stream_leaves_nothing)
 {
 	char id[37];

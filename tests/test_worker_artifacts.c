@@ -312,6 +312,55 @@ Test(worker_artifacts, a_stream_past_the_tenants_room_is_abandoned_as_it_comes)
 	fx_done(&f);
 }
 
+/* An idempotent writer (artifact.export's) past its tenant's room: the
+ * stream is kept nowhere, yet an equal artifact of the run still answers
+ * it (a retry after a lost answer at the cap gets its artifact, not a
+ * refusal), and a stream that is not equal is refused naming the cap. */
+Test(worker_artifacts, an_idempotent_put_past_the_tenants_room_is_answered_by_its_equal)
+{
+	fixture f;
+	fx_open_with(&f, 64 * MIB, 4 * MIB);
+	unsigned char *data = pattern(4 * MIB);
+	worker_artifact_writer w = writer(&f, "t", "r", AIRLOCK_ORIGIN_SANDBOX_EXPORT);
+	w.reuse_same = true;
+	airlock_artifact_ref first, again;
+	airlock_error err = { 0 };
+	cr_assert_eq(put_stream(&w, "a", data, 3 * MIB, NULL, &first, &err), 0, "%s", err.message);
+	/* One MiB of room, three asked again: answered by the first. */
+	cr_assert_eq(put_stream(&w, "a", data, 3 * MIB, NULL, &again, &err), 0, "%s", err.message);
+	cr_assert_str_eq(again.artifact_id, first.artifact_id);
+	airlock_artifact_ref_clear(&again);
+	cr_assert_eq(files_under(f.store), 1);
+	/* Not equal, past the room: refused, nothing kept. */
+	cr_assert_eq(put_stream(&w, "b", data, 2 * MIB, NULL, &again, &err),
+	             airlock_errcode(AIRLOCK_ERR_EXECUTION_REJECTED));
+	cr_assert(strstr(err.message, "worker.artifact_tenant_bytes_max"), "%s", err.message);
+	cr_assert_eq(files_under(f.store), 1);
+	/* At the cap exactly: the equal one is still the answer, and a
+	 * stream never reaches the disk (no temporary at any write). */
+	cr_assert_eq(put_stream(&w, "c", data + 3 * MIB, (size_t)MIB, NULL, &again, &err), 0, "%s",
+	             err.message);
+	airlock_artifact_ref_clear(&again);
+	worker_artifact_put *p = NULL;
+	cr_assert_eq(worker_artifact_begin(&w, "a", 1, "application/octet-stream",
+	                                   AIRLOCK_TRUST_EXTERNAL_UNTRUSTED, &p, &err),
+	             0, "%s", err.message);
+	for (size_t off = 0; off < 3 * (size_t)MIB; off += 65536) {
+		cr_assert_eq(worker_artifact_write(p, data + off, 65536, &err), 0, "%s", err.message);
+		cr_assert_eq(files_under(f.store), 2, "nothing of it on disk");
+	}
+	cr_assert_eq(worker_artifact_finish(p, NULL, &again, &err), 0, "%s", err.message);
+	worker_artifact_put_free(p);
+	cr_assert_str_eq(again.artifact_id, first.artifact_id);
+	airlock_artifact_ref_clear(&again);
+	airlock_artifact_ref_clear(&first);
+	int64_t held = 0;
+	cr_assert_eq(worker_db_artifact_tenant_bytes(f.db, "t", &held, &err), 0, "%s", err.message);
+	cr_assert_eq(held, 4 * MIB);
+	free(data);
+	fx_done(&f);
+}
+
 Test(worker_artifacts, a_lookup_is_not_found_alike_for_every_reason)
 {
 	fixture f;

@@ -445,6 +445,7 @@ static void *run_slow(void *arg)
 	                   "{\"epoch\":1,\"arguments\":{\"command\":[\"sleep\",\"3\"]}}", 60000,
 	                   &c->r, c->why, sizeof(c->why)) < 0)
 		c->r.status = -1;
+	wt_last_body_free();
 	return NULL;
 }
 
@@ -788,12 +789,23 @@ Test(worker_tools, native_two_hundred_exports_leak_no_descriptor_and_no_memory, 
 		cr_assert(r->status == 200 || r->status == 400, "%d %s", r->status, r->body);
 	}
 	long wfd1, wrss1, sfd1, srss1;
-	proc_usage(s.worker, &wfd1, &wrss1);
-	proc_usage(s.svc, &sfd1, &srss1);
+	/* The last answer's connection may still be closing on either side:
+	 * a second to settle. */
+	for (int i = 0; i < 20; i++) {
+		proc_usage(s.worker, &wfd1, &wrss1);
+		proc_usage(s.svc, &sfd1, &srss1);
+		if (wfd1 <= wfd0 && sfd1 <= sfd0)
+			break;
+		usleep(50 * 1000);
+	}
 	cr_expect_leq(wfd1, wfd0, "worker descriptors %ld -> %ld", wfd0, wfd1);
 	cr_expect_leq(sfd1, sfd0, "service descriptors %ld -> %ld", sfd0, sfd1);
+#if !defined(__SANITIZE_ADDRESS__)
+	/* ASan's quarantine keeps freed memory resident by design (a leak
+	 * there is LeakSanitizer's to find at exit): RSS says nothing. */
 	cr_expect_lt(wrss1 - wrss0, 8192, "worker RSS %ld -> %ld KiB", wrss0, wrss1);
 	cr_expect_lt(srss1 - srss0, 8192, "service RSS %ld -> %ld KiB", srss0, srss1);
+#endif
 	fprintf(stderr, "worker fds %ld->%ld rss %ld->%ld KiB; service fds %ld->%ld rss %ld->%ld KiB\n",
 	        wfd0, wfd1, wrss0, wrss1, sfd0, sfd1, srss0, srss1);
 	/* artifact.export is IDEMPOTENT: every export of f.bin is one artifact,
@@ -848,6 +860,7 @@ static void *run_export(void *arg)
 	if (wt_request_try(c->s->sock, "POST", "/v1/runs/run-k/tools/artifact.export", NULL, body,
 	                   60000, &c->r, c->why, sizeof(c->why)) < 0)
 		c->r.status = -1;
+	wt_last_body_free();
 	return NULL;
 }
 

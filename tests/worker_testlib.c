@@ -114,6 +114,12 @@ const char *wt_last_body(void)
 	return last_body ? last_body : "";
 }
 
+void wt_last_body_free(void)
+{
+	free(last_body);
+	last_body = NULL;
+}
+
 int wt_request_try(const char *sock, const char *method, const char *target, const char *token,
                    const char *body, int timeout_ms, wt_reply *ret, char *why, size_t why_size)
 {

@@ -34,6 +34,9 @@ typedef struct wt_reply {
 /* The whole body of the calling thread's last answer, however long (valid
  * until its next request). */
 const char *wt_last_body(void);
+/* Frees this thread's copy of its last body: a thread of a test that made
+ * requests calls it before it returns (the copy is per thread). */
+void wt_last_body_free(void);
 /* One request on a new connection; the answer within timeout_ms: 0, or
  * -1 with why (for a thread other than the test's, where an assertion
  * cannot end the test). */

@@ -34,6 +34,7 @@ struct airlock_artifact_put {
 	util_sha256 *hash;
 	int64_t size, cap;
 	put_state state;
+	bool discarded; /* the adapter's temporary gone; bytes only counted and hashed */
 	char key[AIRLOCK_ARTIFACT_KEY_MAX];
 };
 
@@ -180,10 +181,27 @@ int airlock_artifact_put_write(airlock_artifact_put *p, const void *buf, size_t 
 	if (util_sha256_update(p->hash, buf, len) < 0)
 		return put_fail(p, airlock_error_set(err, AIRLOCK_ERR_SYSTEM, EIO,
 		                                     "artifact put %s: SHA-256", p->key));
-	int r = p->store->ops->put_write(p->aput, buf, len, err);
+	int r = p->discarded ? 0 : p->store->ops->put_write(p->aput, buf, len, err);
 	if (r < 0)
 		return put_fail(p, r);
 	p->size += (int64_t)len;
+	return 0;
+}
+
+int airlock_artifact_put_discard(airlock_artifact_put *p, airlock_error *err)
+{
+	if (!p)
+		return airlock_error_set(err, AIRLOCK_ERR_SYSTEM, EINVAL,
+		                         "artifact put discard: no put");
+	if (p->state != PUT_OPEN)
+		return put_out_of_order(p, "discard", err);
+	/* The temporary goes now (nothing of it stays on disk); the digest
+	 * and the count go on, so the caller still learns what the whole
+	 * stream was. */
+	if (p->aput)
+		p->store->ops->put_free(p->aput);
+	p->aput = NULL;
+	p->discarded = true;
 	return 0;
 }
 
@@ -204,7 +222,7 @@ int airlock_artifact_put_seal(airlock_artifact_put *p, const char *expected_sha2
 		                                     util_escape(q, sizeof(q), expected_sha256,
 		                                                 strlen(expected_sha256))));
 	}
-	int r = p->store->ops->put_sync(p->aput, err);
+	int r = p->discarded ? 0 : p->store->ops->put_sync(p->aput, err);
 	if (r < 0)
 		return put_fail(p, r);
 	char got[AIRLOCK_SHA256_HEX_LEN + 1];
@@ -235,6 +253,11 @@ int airlock_artifact_put_commit(airlock_artifact_put *p, airlock_error *err)
 		return airlock_error_set(err, AIRLOCK_ERR_SYSTEM, EINVAL, "artifact put commit: no put");
 	if (p->state != PUT_SEALED)
 		return put_out_of_order(p, "commit", err);
+	if (p->discarded)
+		return put_fail(p, airlock_error_set(err, AIRLOCK_ERR_EXECUTION_REJECTED, 0,
+		                                     "artifact put %s: commit of a discarded put "
+		                                     "(its bytes were not kept)",
+		                                     p->key));
 	int r = p->store->ops->put_commit(p->aput, err);
 	if (r < 0)
 		return put_fail(p, r);

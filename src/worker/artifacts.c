@@ -44,10 +44,10 @@ struct worker_artifact_put {
 	char media_type[256];
 	airlock_trust_level trust;
 	/* The tenant's bytes left under its cap when the put began, and the
-	 * bytes written since: a stream past the room is abandoned as it
-	 * comes (below), not written whole to disk first and refused at step
-	 * 3. */
+	 * bytes written since: a stream past the room is not kept on disk
+	 * (below), rather than written whole first and refused at step 3. */
 	int64_t tenant_bytes, tenant_room, written;
+	bool over_room; /* discarded past the room: only an equal artifact answers */
 };
 
 /* ---- the handle ---------------------------------------------------------------- */
@@ -198,7 +198,7 @@ int worker_artifact_begin(const worker_artifact_writer *w, const void *filename,
 		return r;
 	}
 	p->tenant_room = w->artifacts->cfg.tenant_bytes_max - p->tenant_bytes;
-	if (p->tenant_room <= 0) {
+	if (p->tenant_room <= 0 && !w->reuse_same) {
 		free(p->filename);
 		return tenant_full(w->tenant_id, -1, p->tenant_bytes, w->artifacts->cfg.tenant_bytes_max,
 		                   err);
@@ -207,7 +207,15 @@ int worker_artifact_begin(const worker_artifact_writer *w, const void *filename,
 	if (r == 0)
 		r = airlock_artifact_put_begin(w->artifacts->store, w->tenant_id, p->artifact_id,
 		                               w->artifacts->cfg.size_max, &p->put, err);
+	/* An idempotent put at the cap may still be answered by an equal
+	 * artifact (finish): its stream is hashed from the start, kept
+	 * nowhere. */
+	if (r == 0 && p->tenant_room <= 0) {
+		p->over_room = true;
+		r = airlock_artifact_put_discard(p->put, err);
+	}
 	if (r < 0) {
+		airlock_artifact_put_free(p->put);
 		free(p->filename);
 		return r;
 	}
@@ -221,13 +229,24 @@ int worker_artifact_write(worker_artifact_put *p, const void *buf, size_t len,
 	if (!p || !p->put)
 		return airlock_error_set(err, AIRLOCK_ERR_EXECUTION_REJECTED, 0,
 		                         "artifact: the put has ended");
-	if ((uint64_t)len > (uint64_t)(p->tenant_room - p->written)) {
-		/* Past what the tenant had left: abandoned now, its temporary
-		 * removed, as step 3 would refuse it after the whole stream. */
-		airlock_artifact_put_free(p->put);
-		p->put = NULL;
-		return tenant_full(p->w.tenant_id, -1, p->tenant_bytes,
-		                   p->w.artifacts->cfg.tenant_bytes_max, err);
+	if (!p->over_room && (uint64_t)len > (uint64_t)(p->tenant_room - p->written)) {
+		/* Past what the tenant had left: step 3 would refuse it after
+		 * the whole stream, so its temporary goes now. An idempotent
+		 * put goes on hashed and kept nowhere, to be answered by an
+		 * equal artifact or refused at finish; any other is abandoned. */
+		if (!p->w.reuse_same) {
+			airlock_artifact_put_free(p->put);
+			p->put = NULL;
+			return tenant_full(p->w.tenant_id, -1, p->tenant_bytes,
+			                   p->w.artifacts->cfg.tenant_bytes_max, err);
+		}
+		p->over_room = true;
+		int r = airlock_artifact_put_discard(p->put, err);
+		if (r < 0) {
+			airlock_artifact_put_free(p->put);
+			p->put = NULL;
+			return r;
+		}
 	}
 	int r = airlock_artifact_put_write(p->put, buf, len, err);
 	if (r == 0)
@@ -305,6 +324,13 @@ int worker_artifact_finish(worker_artifact_put *p, const char *expected_sha256,
 			worker_db_artifact_clear(&same);
 			return 0;
 		}
+	}
+	/* Past the tenant's room (write): no equal artifact answered it, and
+	 * its bytes were not kept. */
+	if (p->over_room) {
+		r = tenant_full(p->w.tenant_id, row.size_bytes, p->tenant_bytes,
+		                a->cfg.tenant_bytes_max, err);
+		goto fail;
 	}
 	/* Step 3: the row, pending, charged to the tenant's bytes. */
 	worker_db_artifact_insert_result ins;

@@ -15,7 +15,9 @@
  *      size cap checked as they come (past it: abandoned, nothing left),
  *      and the room the tenant had under its cap when the put began
  *      (read once at begin: at the cap, refused before a temporary; past
- *      the room, abandoned at that write; step 3 stays the authoritative
+ *      the room, abandoned at that write, or for a writer with
+ *      reuse_same discarded: kept nowhere, hashed on, answered at finish
+ *      by an equal artifact or refused; step 3 stays the authoritative
  *      check);
  *   2. seal: fsync, the digest compared with the one the source claims
  *      (an export's: the service's; an upload's: the client's header), a

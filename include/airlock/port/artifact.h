@@ -161,6 +161,13 @@ int airlock_artifact_put_seal(airlock_artifact_put *p, const char *expected_sha2
                               airlock_error *err);
 int airlock_artifact_put_commit(airlock_artifact_put *p, airlock_error *err);
 void airlock_artifact_put_free(airlock_artifact_put *p);
+/* discard (an open put only): the temporary is removed now and later
+ * writes are counted, capped and hashed but kept nowhere; seal still
+ * answers the whole stream's digest and size, and commit fails. For a
+ * caller that must learn what a stream it will not keep was (the worker:
+ * an idempotent export past its tenant's room, answered by an equal
+ * artifact it already holds) without the bytes taking disk meanwhile. */
+int airlock_artifact_put_discard(airlock_artifact_put *p, airlock_error *err);
 
 /* The specification's put(stream, metadata) in one call, for a caller with
  * no work between the stages: the key from (metadata->tenant_id,
