@@ -9,6 +9,7 @@
 #include <poll.h>
 #include <signal.h>
 #include <stdio.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
@@ -106,18 +107,37 @@ void wt_down(pid_t worker, pid_t svc, const char *log, const char *dir)
 	cr_expect_eq(system(cmd), 0);
 }
 
-/* The whole body of this thread's last answer (wt_last_body). */
-static __thread char *last_body;
+/* The whole body of this thread's last answer (wt_last_body): a
+ * thread-specific value whose destructor frees it when its thread ends,
+ * so no thread of a test (a monitor, a background caller) leaves it to
+ * LeakSanitizer. */
+static pthread_key_t last_body_key;
+static pthread_once_t last_body_once = PTHREAD_ONCE_INIT;
+
+static void last_body_key_make(void)
+{
+	if (pthread_key_create(&last_body_key, free) != 0)
+		abort();
+}
+
+static void last_body_set(char *body)
+{
+	pthread_once(&last_body_once, last_body_key_make);
+	free(pthread_getspecific(last_body_key));
+	if (pthread_setspecific(last_body_key, body) != 0)
+		free(body);
+}
 
 const char *wt_last_body(void)
 {
-	return last_body ? last_body : "";
+	pthread_once(&last_body_once, last_body_key_make);
+	const char *b = pthread_getspecific(last_body_key);
+	return b ? b : "";
 }
 
 void wt_last_body_free(void)
 {
-	free(last_body);
-	last_body = NULL;
+	last_body_set(NULL);
 }
 
 int wt_request_try(const char *sock, const char *method, const char *target, const char *token,
@@ -186,8 +206,7 @@ int wt_request_try(const char *sock, const char *method, const char *target, con
 		 * result's last members are at its end). */
 		b += 4;
 		size_t rlen = got - (size_t)(b - buf), room = sizeof(ret->body) - 1;
-		free(last_body);
-		last_body = strdup(b);
+		last_body_set(strdup(b));
 		ret->body_len = rlen;
 		if (rlen <= room) {
 			memcpy(ret->body, b, rlen);
