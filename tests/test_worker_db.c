@@ -781,6 +781,28 @@ CONTRACT(an_equal_artifact_of_the_run_is_found_and_nothing_else_is)
 	cr_assert_not(found);
 }
 
+/* The sweeper's removal of a put's leftover takes a pending row only: a
+ * put that committed since the sweeper read its batch keeps its artifact. */
+CONTRACT(a_pending_delete_never_takes_a_committed_row)
+{
+	f->db = fx_open(f);
+	worker_db_artifact a = art("t", "r", 5, T0), b = art("t", "r", 7, T0);
+	cr_assert(insert(f->db, &a, 100));
+	cr_assert(insert(f->db, &b, 100));
+	commit_art(f->db, a.artifact_id);
+	bool deleted = true;
+	airlock_error err = { 0 };
+	cr_assert_eq(worker_db_artifact_delete_pending(f->db, a.artifact_id, &deleted, &err), 0, "%s",
+	             err.message);
+	cr_assert_not(deleted, "a committed row stays");
+	cr_assert_eq(worker_db_artifact_delete_pending(f->db, b.artifact_id, &deleted, &err), 0);
+	cr_assert(deleted);
+	cr_assert_eq(tenant_bytes(f->db, "t"), 5, "the pending row's bytes were given back");
+	worker_db_artifact got;
+	cr_assert(get_art(f->db, a.artifact_id, &got));
+	worker_db_artifact_clear(&got);
+}
+
 CONTRACT(artifact_arguments_are_checked_before_the_database)
 {
 	f->db = fx_open(f);

@@ -521,16 +521,35 @@ int worker_artifacts_sweep(worker_artifacts *a, int64_t now_ms, worker_sweep_sta
 		for (size_t i = 0; i < n; i++) {
 			airlock_error e = { 0 };
 			bool deleted = false;
-			/* Object first, row second (artifacts.h). */
-			if (airlock_artifact_store_remove(a->store, due[i].tenant_id, due[i].artifact_id,
-			                                  &e) < 0 ||
-			    worker_db_artifact_delete(a->db, due[i].artifact_id, &deleted, &e) < 0) {
+			int rr;
+			if (due[i].committed) {
+				/* An expired artifact: object first, row second
+				 * (artifacts.h), so a crash between leaves a row
+				 * the next pass finds. */
+				rr = airlock_artifact_store_remove(a->store, due[i].tenant_id,
+				                                   due[i].artifact_id, &e);
+				if (rr == 0)
+					rr = worker_db_artifact_delete(a->db, due[i].artifact_id, &deleted,
+					                               &e);
+			} else {
+				/* A put's leftover: the row first, and only while it
+				 * is still pending, so a put that committed since the
+				 * batch was read keeps its artifact; its object then
+				 * goes (a crash between leaves an object no row names,
+				 * which the walk removes after the grace). */
+				rr = worker_db_artifact_delete_pending(a->db, due[i].artifact_id, &deleted,
+				                                       &e);
+				if (rr == 0 && deleted)
+					rr = airlock_artifact_store_remove(a->store, due[i].tenant_id,
+					                                   due[i].artifact_id, &e);
+			}
+			if (rr < 0) {
 				ret->failures++;
 			} else {
 				removed++;
 				if (due[i].committed)
 					ret->expired_removed++;
-				else
+				else if (deleted)
 					ret->pending_removed++;
 			}
 			airlock_error_clear(&e);

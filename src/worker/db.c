@@ -152,7 +152,8 @@ int worker_db_new(const worker_db_ops *ops, void *ctx, worker_db **ret, airlock_
 	    !ops->ended || !ops->schema_version || !ops->free || !ops->bridge_lookup ||
 	    !ops->artifact_insert || !ops->artifact_commit || !ops->artifact_get ||
 	    !ops->artifact_delete || !ops->artifact_due || !ops->artifact_list ||
-	    !ops->artifact_attach || !ops->artifact_tenant_bytes || !ops->artifact_same) {
+	    !ops->artifact_attach || !ops->artifact_tenant_bytes || !ops->artifact_same ||
+	    !ops->artifact_delete_pending) {
 		if (ops && ops->free && ctx)
 			ops->free(ctx);
 		return airlock_error_set(err, AIRLOCK_ERR_CONFIG, 0,
@@ -629,4 +630,16 @@ int worker_db_artifact_same(worker_db *db, const worker_db_artifact *a, int64_t 
 	memset(ret, 0, sizeof(*ret));
 	*ret_found = false;
 	return CALL(db, db->ops->artifact_same(db->ctx, a, now_ms, ret, ret_found, err));
+}
+
+int worker_db_artifact_delete_pending(worker_db *db, const char *artifact_id, bool *ret_deleted,
+                                      airlock_error *err)
+{
+	if (!db || !ret_deleted)
+		return bad_arg(err, "artifact_delete_pending", "missing argument");
+	int r = check_artifact_id("artifact_delete_pending", artifact_id, err);
+	if (r < 0)
+		return r;
+	*ret_deleted = false;
+	return CALL(db, db->ops->artifact_delete_pending(db->ctx, artifact_id, ret_deleted, err));
 }

@@ -321,6 +321,11 @@ typedef struct worker_db_ops {
 	 * there is none. */
 	int (*artifact_same)(void *ctx, const worker_db_artifact *a, int64_t now_ms,
 	                     worker_db_artifact *ret, bool *ret_found, airlock_error *err);
+	/* As artifact_delete, only while the row is still pending: the
+	 * sweeper's removal of a put's leftover never takes a row its put
+	 * committed meanwhile. */
+	int (*artifact_delete_pending)(void *ctx, const char *artifact_id, bool *ret_deleted,
+	                               airlock_error *err);
 } worker_db_ops;
 
 /* ---- decisions both adapters apply --------------------------------------- */
@@ -418,6 +423,8 @@ int worker_db_artifact_get(worker_db *db, const char *artifact_id, worker_db_art
                            bool *ret_found, airlock_error *err);
 int worker_db_artifact_delete(worker_db *db, const char *artifact_id, bool *ret_deleted,
                               airlock_error *err);
+int worker_db_artifact_delete_pending(worker_db *db, const char *artifact_id, bool *ret_deleted,
+                                      airlock_error *err);
 /* max in 1..AIRLOCK_WORKER_DB_ARTIFACTS_MAX. */
 int worker_db_artifact_due(worker_db *db, int64_t now_ms, int64_t pending_before_ms,
                            worker_db_artifact_key *ret, size_t max, size_t *ret_n,

@@ -972,14 +972,16 @@ static int deleted_row_fn(void *arg, const char *const *cols, int ncols)
 	return 0;
 }
 
-static int artifact_delete_body(void *ctx, const char *artifact_id, bool *ret_deleted,
-                                airlock_error *err)
+static int artifact_delete_body(void *ctx, const char *artifact_id, bool only_pending,
+                                bool *ret_deleted, airlock_error *err)
 {
 	deleted_row d = { 0 };
 	worker_db_param p[] = { DB_TEXT(artifact_id) };
 	int r = db_query(ctx,
-	                 "DELETE FROM airlock_artifacts WHERE artifact_id = $1"
-	                 " RETURNING tenant_id, size_bytes",
+	                 only_pending ? "DELETE FROM airlock_artifacts WHERE artifact_id = $1"
+	                                " AND committed = 0 RETURNING tenant_id, size_bytes"
+	                              : "DELETE FROM airlock_artifacts WHERE artifact_id = $1"
+	                                " RETURNING tenant_id, size_bytes",
 	                 p, 1, deleted_row_fn, &d, NULL, err);
 	if (r == -EBADMSG)
 		return corrupt(ctx, err, "airlock_artifacts");
@@ -999,7 +1001,16 @@ int worker_db_sql_artifact_delete(void *ctx, const char *artifact_id, bool *ret_
 	int r = db_begin(ctx, WORKER_DB_TXN_WRITE, err);
 	if (r < 0)
 		return r;
-	return finish(ctx, artifact_delete_body(ctx, artifact_id, ret_deleted, err), err);
+	return finish(ctx, artifact_delete_body(ctx, artifact_id, false, ret_deleted, err), err);
+}
+
+int worker_db_sql_artifact_delete_pending(void *ctx, const char *artifact_id, bool *ret_deleted,
+                                          airlock_error *err)
+{
+	int r = db_begin(ctx, WORKER_DB_TXN_WRITE, err);
+	if (r < 0)
+		return r;
+	return finish(ctx, artifact_delete_body(ctx, artifact_id, true, ret_deleted, err), err);
 }
 
 typedef struct key_rows {

@@ -142,6 +142,8 @@ int worker_db_sql_artifact_attach(void *ctx, const char *artifact_id, const char
                                   airlock_error *err);
 int worker_db_sql_artifact_tenant_bytes(void *ctx, const char *tenant_id, int64_t *ret,
                                         airlock_error *err);
+int worker_db_sql_artifact_delete_pending(void *ctx, const char *artifact_id, bool *ret_deleted,
+                                          airlock_error *err);
 int worker_db_sql_artifact_same(void *ctx, const worker_db_artifact *a, int64_t now_ms,
                                 worker_db_artifact *ret, bool *ret_found, airlock_error *err);
 
@@ -164,6 +166,7 @@ int worker_db_sql_artifact_same(void *ctx, const worker_db_artifact *a, int64_t 
 		.artifact_attach = worker_db_sql_artifact_attach,                                  \
 		.artifact_tenant_bytes = worker_db_sql_artifact_tenant_bytes,                      \
 		.artifact_same = worker_db_sql_artifact_same,                                      \
+		.artifact_delete_pending = worker_db_sql_artifact_delete_pending,                  \
 	}
 
 #endif
