@@ -270,10 +270,13 @@ Test(worker_artifacts, caps_refuse_and_leave_nothing)
  * step 3 refuses it: the stream is abandoned at the write that passes the
  * room the tenant had, with nothing left on disk; a tenant at its cap is
  * refused before a temporary is made. */
+/* Room for a 3 MiB and a 1 MiB artifact, each named by one byte. */
+#define CAP_3_AND_1_MIB (worker_db_artifact_charge(3 * MIB, 1) + worker_db_artifact_charge(MIB, 1))
+
 Test(worker_artifacts, a_stream_past_the_tenants_room_is_abandoned_as_it_comes)
 {
 	fixture f;
-	fx_open_with(&f, 64 * MIB, 4 * MIB);
+	fx_open_with(&f, 64 * MIB, CAP_3_AND_1_MIB);
 	unsigned char *data = pattern(4 * MIB);
 	worker_artifact_writer w = writer(&f, "t", "r", AIRLOCK_ORIGIN_SANDBOX_EXPORT);
 	airlock_artifact_ref ref;
@@ -288,8 +291,10 @@ Test(worker_artifacts, a_stream_past_the_tenants_room_is_abandoned_as_it_comes)
 	cr_assert_eq(worker_artifact_write(p, data, (size_t)MIB, &err), 0, "%s", err.message);
 	cr_assert_eq(worker_artifact_write(p, data, 1, &err),
 	             airlock_errcode(AIRLOCK_ERR_EXECUTION_REJECTED));
-	cr_assert(strstr(err.message, "worker.artifact_tenant_bytes_max is 4194304"), "%s",
-	          err.message);
+	char want[96];
+	snprintf(want, sizeof(want), "worker.artifact_tenant_bytes_max is %lld",
+	         (long long)CAP_3_AND_1_MIB);
+	cr_assert(strstr(err.message, want), "%s", err.message);
 	cr_assert_eq(files_under(f.store), 1, "the abandoned stream's temporary is gone at once");
 	cr_assert_lt(worker_artifact_finish(p, NULL, &ref, &err), 0);
 	worker_artifact_put_free(p);
@@ -307,7 +312,7 @@ Test(worker_artifacts, a_stream_past_the_tenants_room_is_abandoned_as_it_comes)
 	cr_assert_eq(files_under(f.store), 2);
 	int64_t held = 0;
 	cr_assert_eq(worker_db_artifact_tenant_bytes(f.db, "t", &held, &err), 0, "%s", err.message);
-	cr_assert_eq(held, 4 * MIB);
+	cr_assert_eq(held, CAP_3_AND_1_MIB);
 	free(data);
 	fx_done(&f);
 }
@@ -319,7 +324,7 @@ Test(worker_artifacts, a_stream_past_the_tenants_room_is_abandoned_as_it_comes)
 Test(worker_artifacts, an_idempotent_put_past_the_tenants_room_is_answered_by_its_equal)
 {
 	fixture f;
-	fx_open_with(&f, 64 * MIB, 4 * MIB);
+	fx_open_with(&f, 64 * MIB, CAP_3_AND_1_MIB);
 	unsigned char *data = pattern(4 * MIB);
 	worker_artifact_writer w = writer(&f, "t", "r", AIRLOCK_ORIGIN_SANDBOX_EXPORT);
 	w.reuse_same = true;
@@ -356,7 +361,7 @@ Test(worker_artifacts, an_idempotent_put_past_the_tenants_room_is_answered_by_it
 	airlock_artifact_ref_clear(&first);
 	int64_t held = 0;
 	cr_assert_eq(worker_db_artifact_tenant_bytes(f.db, "t", &held, &err), 0, "%s", err.message);
-	cr_assert_eq(held, 4 * MIB);
+	cr_assert_eq(held, CAP_3_AND_1_MIB);
 	free(data);
 	fx_done(&f);
 }
@@ -485,7 +490,7 @@ Test(worker_artifacts, the_sweeper_removes_expired_artifacts_object_and_row)
 	cr_assert_not(found, "its row is gone");
 	int64_t bytes = -1;
 	cr_assert_eq(worker_db_artifact_tenant_bytes(f.db, "t", &bytes, NULL), 0);
-	cr_assert_eq(bytes, 4, "its bytes were given back");
+	cr_assert_eq(bytes, worker_db_artifact_charge(4, 1), "its charge was given back");
 	/* A second pass finds nothing. */
 	st = sweep(&f, later);
 	cr_assert_eq(st.expired_removed + st.pending_removed + st.orphans_removed, 0);
@@ -800,7 +805,7 @@ Test(worker_artifacts, an_equal_export_of_the_same_run_answers_the_first_artifac
 	cr_assert_eq(files_under(f.store), 1, "no second copy");
 	int64_t bytes = -1;
 	cr_assert_eq(worker_db_artifact_tenant_bytes(f.db, "t", &bytes, NULL), 0);
-	cr_assert_eq(bytes, 4, "charged once");
+	cr_assert_eq(bytes, worker_db_artifact_charge(4, 4), "charged once");
 	/* Another name, or another run: another artifact. */
 	cr_assert_eq(worker_artifact_create(&w, "s.md", 4, "text/markdown",
 	                                    AIRLOCK_TRUST_INTERNAL_TOOL, "same", 4, &c, &err),

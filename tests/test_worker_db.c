@@ -513,6 +513,9 @@ static worker_db_artifact art(const char *tenant, const char *run, int64_t size,
 	return a;
 }
 
+/* A cap no test's rows reach. */
+#define ROOMY (INT64_C(1) << 30)
+
 static bool insert(worker_db *db, const worker_db_artifact *a, int64_t cap)
 {
 	worker_db_artifact_insert_result res;
@@ -585,37 +588,66 @@ CONTRACT(an_artifact_row_keeps_every_field_and_its_filename_bytes)
 	/* The same id twice is refused and the first row stands. */
 	worker_db_artifact_insert_result res;
 	cr_assert_lt(worker_db_artifact_insert(f->db, &a, 1 << 20, &res, NULL), 0);
-	cr_assert_eq(tenant_bytes(f->db, "tenant-a"), 12345);
+	/* Charged: 12,345 bytes in 4 KiB blocks, one block more, the name twice. */
+	cr_assert_eq(tenant_bytes(f->db, "tenant-a"), 4 * 4096 + 4096 + 2 * 10000);
+}
+
+static int64_t charge(const worker_db_artifact *a)
+{
+	return worker_db_artifact_charge(a->size_bytes, a->filename_len);
 }
 
 CONTRACT(a_tenants_cap_refuses_a_put_past_it_and_deletes_give_bytes_back)
 {
 	f->db = fx_open(f);
-	worker_db_artifact a = art("tenant-a", "run-1", 600, T0);
-	worker_db_artifact b = art("tenant-a", "run-1", 500, T0 + 1);
-	worker_db_artifact c = art("tenant-b", "run-2", 500, T0 + 2);
-	cr_assert(insert(f->db, &a, 1000));
+	worker_db_artifact a = art("tenant-a", "run-1", 9000, T0);
+	worker_db_artifact b = art("tenant-a", "run-1", 5000, T0 + 1);
+	worker_db_artifact c = art("tenant-b", "run-2", 5000, T0 + 2);
+	worker_db_artifact d = art("tenant-a", NULL, 5000, T0 + 3);
+	const int64_t cap = charge(&b) + charge(&d);
+	cr_assert_gt(charge(&a), 9000, "an artifact is charged more than its bytes");
+	cr_assert_gt(charge(&a) + charge(&b), cap);
+	cr_assert(insert(f->db, &a, cap));
 	worker_db_artifact_insert_result res;
-	cr_assert_eq(worker_db_artifact_insert(f->db, &b, 1000, &res, NULL), 0);
+	cr_assert_eq(worker_db_artifact_insert(f->db, &b, cap, &res, NULL), 0);
 	cr_assert_not(res.inserted);
-	cr_assert_eq(res.tenant_bytes, 600);
+	cr_assert_eq(res.tenant_bytes, charge(&a));
 	worker_db_artifact got;
 	cr_assert_not(get_art(f->db, b.artifact_id, &got), "a refused put writes no row");
 	/* Another tenant has its own bytes. */
-	cr_assert(insert(f->db, &c, 1000));
-	cr_assert_eq(tenant_bytes(f->db, "tenant-a"), 600);
-	cr_assert_eq(tenant_bytes(f->db, "tenant-b"), 500);
+	cr_assert(insert(f->db, &c, cap));
+	cr_assert_eq(tenant_bytes(f->db, "tenant-a"), charge(&a));
+	cr_assert_eq(tenant_bytes(f->db, "tenant-b"), charge(&c));
 	bool deleted = false;
 	cr_assert_eq(worker_db_artifact_delete(f->db, a.artifact_id, &deleted, NULL), 0);
 	cr_assert(deleted);
 	cr_assert_eq(worker_db_artifact_delete(f->db, a.artifact_id, &deleted, NULL), 0);
 	cr_assert_not(deleted, "a delete is idempotent");
-	cr_assert_eq(tenant_bytes(f->db, "tenant-a"), 0);
-	cr_assert(insert(f->db, &b, 1000));
+	cr_assert_eq(tenant_bytes(f->db, "tenant-a"), 0, "a delete gives back what was charged");
+	cr_assert(insert(f->db, &b, cap));
 	/* Exactly at the cap is within it. */
-	worker_db_artifact d = art("tenant-a", NULL, 500, T0 + 3);
-	cr_assert(insert(f->db, &d, 1000));
-	cr_assert_eq(tenant_bytes(f->db, "tenant-a"), 1000);
+	cr_assert(insert(f->db, &d, cap));
+	cr_assert_eq(tenant_bytes(f->db, "tenant-a"), cap);
+}
+
+/* An empty artifact is not free: without a charge of its own, a tenant
+ * could fill the database and the store's inodes under a cap that read
+ * zero. */
+CONTRACT(empty_artifacts_are_charged_and_the_cap_bounds_their_number)
+{
+	f->db = fx_open(f);
+	worker_db_artifact e = art("t", "r", 0, T0);
+	const int64_t one = charge(&e);
+	cr_assert_geq(one, AIRLOCK_ARTIFACT_CHARGE_BLOCK);
+	int inserted = 0;
+	for (int i = 0; i < 20; i++) {
+		worker_db_artifact x = art("t", "r", 0, T0 + i);
+		worker_db_artifact_insert_result res;
+		cr_assert_eq(worker_db_artifact_insert(f->db, &x, 10 * one, &res, NULL), 0);
+		inserted += res.inserted;
+	}
+	cr_assert_eq(inserted, 10, "a cap of ten empty artifacts' charge holds ten");
+	cr_assert_eq(tenant_bytes(f->db, "t"), 10 * one);
 }
 
 CONTRACT(the_sweeper_is_due_expired_rows_and_stale_pending_ones_only)
@@ -628,11 +660,11 @@ CONTRACT(the_sweeper_is_due_expired_rows_and_stale_pending_ones_only)
 	forever.has_expires = false;
 	worker_db_artifact pending_old = art("t", "r", 1, T0);
 	worker_db_artifact pending_new = art("t", "r", 1, T0 + 5000);
-	cr_assert(insert(f->db, &live, 100));
-	cr_assert(insert(f->db, &expired, 100));
-	cr_assert(insert(f->db, &forever, 100));
-	cr_assert(insert(f->db, &pending_old, 100));
-	cr_assert(insert(f->db, &pending_new, 100));
+	cr_assert(insert(f->db, &live, ROOMY));
+	cr_assert(insert(f->db, &expired, ROOMY));
+	cr_assert(insert(f->db, &forever, ROOMY));
+	cr_assert(insert(f->db, &pending_old, ROOMY));
+	cr_assert(insert(f->db, &pending_new, ROOMY));
 	commit_art(f->db, live.artifact_id);
 	commit_art(f->db, expired.artifact_id);
 	commit_art(f->db, forever.artifact_id);
@@ -667,7 +699,7 @@ CONTRACT(a_listing_is_one_tenants_visible_rows_in_pages)
 	worker_db_artifact rows[5];
 	for (int i = 0; i < 5; i++) {
 		rows[i] = art(i == 4 ? "other" : "t", i < 2 ? "run-a" : "run-b", 1, T0 + i);
-		cr_assert(insert(f->db, &rows[i], 100));
+		cr_assert(insert(f->db, &rows[i], ROOMY));
 		if (i != 3) /* row 3 stays pending: not listed */
 			commit_art(f->db, rows[i].artifact_id);
 	}
@@ -702,7 +734,7 @@ CONTRACT(an_upload_is_claimed_once_by_a_run_of_its_tenant_and_then_never_expires
 	worker_db_artifact up = art("t", NULL, 1, T0);
 	up.origin = AIRLOCK_ORIGIN_UPLOAD;
 	up.expires_at_ms = T0 + DAY_MS;
-	cr_assert(insert(f->db, &up, 100));
+	cr_assert(insert(f->db, &up, ROOMY));
 	bool done = true;
 	/* Pending: not yet an artifact. */
 	cr_assert_eq(worker_db_artifact_attach(f->db, up.artifact_id, "t", "run-1", T0, &done, NULL), 0);
@@ -723,14 +755,14 @@ CONTRACT(an_upload_is_claimed_once_by_a_run_of_its_tenant_and_then_never_expires
 	worker_db_artifact late = art("t", NULL, 1, T0);
 	late.origin = AIRLOCK_ORIGIN_UPLOAD;
 	late.expires_at_ms = T0 + DAY_MS;
-	cr_assert(insert(f->db, &late, 100));
+	cr_assert(insert(f->db, &late, ROOMY));
 	commit_art(f->db, late.artifact_id);
 	cr_assert_eq(worker_db_artifact_attach(f->db, late.artifact_id, "t", "run-1", T0 + DAY_MS,
 	                                       &done, NULL), 0);
 	cr_assert_not(done);
 	/* A run's own export is kept by that run, never by another. */
 	worker_db_artifact ex = art("t", "run-1", 1, T0);
-	cr_assert(insert(f->db, &ex, 100));
+	cr_assert(insert(f->db, &ex, ROOMY));
 	commit_art(f->db, ex.artifact_id);
 	cr_assert_eq(worker_db_artifact_attach(f->db, ex.artifact_id, "t", "run-2", T0, &done, NULL), 0);
 	cr_assert_not(done);
@@ -739,7 +771,7 @@ CONTRACT(an_upload_is_claimed_once_by_a_run_of_its_tenant_and_then_never_expires
 	/* Tool output is not kept past its expiry by an attach. */
 	worker_db_artifact out = art("t", "run-1", 1, T0);
 	out.origin = AIRLOCK_ORIGIN_TOOL_OUTPUT;
-	cr_assert(insert(f->db, &out, 100));
+	cr_assert(insert(f->db, &out, ROOMY));
 	commit_art(f->db, out.artifact_id);
 	cr_assert_eq(worker_db_artifact_attach(f->db, out.artifact_id, "t", "run-1", T0, &done, NULL), 0);
 	cr_assert_not(done);
@@ -749,7 +781,7 @@ CONTRACT(an_equal_artifact_of_the_run_is_found_and_nothing_else_is)
 {
 	f->db = fx_open(f);
 	worker_db_artifact a = art("t", "run-1", 7, T0);
-	cr_assert(insert(f->db, &a, 100));
+	cr_assert(insert(f->db, &a, ROOMY));
 	worker_db_artifact got;
 	bool found = true;
 	airlock_error err = { 0 };
@@ -787,8 +819,8 @@ CONTRACT(a_pending_delete_never_takes_a_committed_row)
 {
 	f->db = fx_open(f);
 	worker_db_artifact a = art("t", "r", 5, T0), b = art("t", "r", 7, T0);
-	cr_assert(insert(f->db, &a, 100));
-	cr_assert(insert(f->db, &b, 100));
+	cr_assert(insert(f->db, &a, ROOMY));
+	cr_assert(insert(f->db, &b, ROOMY));
 	commit_art(f->db, a.artifact_id);
 	bool deleted = true;
 	airlock_error err = { 0 };
@@ -797,7 +829,7 @@ CONTRACT(a_pending_delete_never_takes_a_committed_row)
 	cr_assert_not(deleted, "a committed row stays");
 	cr_assert_eq(worker_db_artifact_delete_pending(f->db, b.artifact_id, &deleted, &err), 0);
 	cr_assert(deleted);
-	cr_assert_eq(tenant_bytes(f->db, "t"), 5, "the pending row's bytes were given back");
+	cr_assert_eq(tenant_bytes(f->db, "t"), charge(&a), "the pending row's bytes were given back");
 	worker_db_artifact got;
 	cr_assert(get_art(f->db, a.artifact_id, &got));
 	worker_db_artifact_clear(&got);
@@ -810,18 +842,18 @@ CONTRACT(artifact_arguments_are_checked_before_the_database)
 	worker_db_artifact_insert_result res;
 	worker_db_artifact a = art("t", "r", 1, T0);
 	snprintf(a.media_type, sizeof(a.media_type), "text/plain; charset=utf-8");
-	cr_assert_eq(worker_db_artifact_insert(f->db, &a, 100, &res, &err),
+	cr_assert_eq(worker_db_artifact_insert(f->db, &a, ROOMY, &res, &err),
 	             airlock_errcode(AIRLOCK_ERR_DECODE));
 	cr_assert(strstr(err.message, "media_type"), "%s", err.message);
 	a = art("t", "r", 1, T0);
 	a.filename_len = AIRLOCK_ARTIFACT_FILENAME_MAX + 1;
-	cr_assert_eq(worker_db_artifact_insert(f->db, &a, 100, &res, &err),
+	cr_assert_eq(worker_db_artifact_insert(f->db, &a, ROOMY, &res, &err),
 	             airlock_errcode(AIRLOCK_ERR_DECODE));
 	a = art("t/..", "r", 1, T0);
-	cr_assert_eq(worker_db_artifact_insert(f->db, &a, 100, &res, &err),
+	cr_assert_eq(worker_db_artifact_insert(f->db, &a, ROOMY, &res, &err),
 	             airlock_errcode(AIRLOCK_ERR_DECODE));
 	a = art("t", "r", -1, T0);
-	cr_assert_eq(worker_db_artifact_insert(f->db, &a, 100, &res, &err),
+	cr_assert_eq(worker_db_artifact_insert(f->db, &a, ROOMY, &res, &err),
 	             airlock_errcode(AIRLOCK_ERR_DECODE));
 	worker_db_artifact got;
 	bool found;

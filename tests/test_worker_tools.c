@@ -733,7 +733,8 @@ Test(worker_tools, native_hostile_workspace_files_are_refused_and_leave_nothing,
 	cr_expect_eq(r->status, 200, "%s", r->body);
 	HAS(r, "\"size_bytes\":3");
 	cr_expect_eq(store_files(&s), 1);
-	cr_expect_eq(charged(&s), 3);
+	cr_expect_eq(charged(&s), worker_db_artifact_charge(3, strlen("hard")),
+	             "an export named by its path's last part is charged");
 	stack_down(&s);
 }
 

@@ -137,16 +137,26 @@ const worker_artifacts_config *worker_artifacts_config_of(const worker_artifacts
 
 /* The tenant's cap refusal, naming the setting; size < 0 when the size is
  * not known yet (a stream refused before or while it comes). */
-static int tenant_full(const char *tenant_id, int64_t size, int64_t held, int64_t cap,
+static int tenant_full(const worker_artifact_put *p, int64_t size, int64_t held,
                        airlock_error *err)
 {
-	char what[64] = "artifact";
+	char what[128] = "artifact";
 	if (size >= 0)
-		snprintf(what, sizeof(what), "artifact of %lld bytes", (long long)size);
+		snprintf(what, sizeof(what), "artifact of %lld bytes (charged %lld)", (long long)size,
+		         (long long)worker_db_artifact_charge(size, p->filename_len));
 	return airlock_error_set(err, AIRLOCK_ERR_EXECUTION_REJECTED, 0,
-	                         "%s refused: tenant %s holds %lld bytes of artifacts and "
-	                         "worker.artifact_tenant_bytes_max is %lld",
-	                         what, tenant_id, (long long)held, (long long)cap);
+	                         "%s refused: tenant %s is charged %lld bytes for its artifacts "
+	                         "(each its size in 4 KiB blocks, one block more and its name "
+	                         "twice) and worker.artifact_tenant_bytes_max is %lld",
+	                         what, p->w.tenant_id, (long long)held,
+	                         (long long)p->w.artifacts->cfg.tenant_bytes_max);
+}
+
+/* Whether a put of written bytes still fits what the tenant had left when
+ * it began (charged as step 3 will charge it). */
+static bool fits_room(const worker_artifact_put *p, int64_t written)
+{
+	return worker_db_artifact_charge(written, p->filename_len) <= p->tenant_room;
 }
 
 int worker_artifact_begin(const worker_artifact_writer *w, const void *filename,
@@ -198,10 +208,10 @@ int worker_artifact_begin(const worker_artifact_writer *w, const void *filename,
 		return r;
 	}
 	p->tenant_room = w->artifacts->cfg.tenant_bytes_max - p->tenant_bytes;
-	if (p->tenant_room <= 0 && !w->reuse_same) {
+	if (!fits_room(p, 0) && !w->reuse_same) {
+		r = tenant_full(p, -1, p->tenant_bytes, err);
 		free(p->filename);
-		return tenant_full(w->tenant_id, -1, p->tenant_bytes, w->artifacts->cfg.tenant_bytes_max,
-		                   err);
+		return r;
 	}
 	r = airlock_uuidv7_new(p->artifact_id, err);
 	if (r == 0)
@@ -210,7 +220,7 @@ int worker_artifact_begin(const worker_artifact_writer *w, const void *filename,
 	/* An idempotent put at the cap may still be answered by an equal
 	 * artifact (finish): its stream is hashed from the start, kept
 	 * nowhere. */
-	if (r == 0 && p->tenant_room <= 0) {
+	if (r == 0 && !fits_room(p, 0)) {
 		p->over_room = true;
 		r = airlock_artifact_put_discard(p->put, err);
 	}
@@ -229,7 +239,8 @@ int worker_artifact_write(worker_artifact_put *p, const void *buf, size_t len,
 	if (!p || !p->put)
 		return airlock_error_set(err, AIRLOCK_ERR_EXECUTION_REJECTED, 0,
 		                         "artifact: the put has ended");
-	if (!p->over_room && (uint64_t)len > (uint64_t)(p->tenant_room - p->written)) {
+	if (!p->over_room && (len > (size_t)AIRLOCK_ARTIFACT_SIZE_SETTING_MAX ||
+	                      !fits_room(p, p->written + (int64_t)len))) {
 		/* Past what the tenant had left: step 3 would refuse it after
 		 * the whole stream, so its temporary goes now. An idempotent
 		 * put goes on hashed and kept nowhere, to be answered by an
@@ -237,8 +248,7 @@ int worker_artifact_write(worker_artifact_put *p, const void *buf, size_t len,
 		if (!p->w.reuse_same) {
 			airlock_artifact_put_free(p->put);
 			p->put = NULL;
-			return tenant_full(p->w.tenant_id, -1, p->tenant_bytes,
-			                   p->w.artifacts->cfg.tenant_bytes_max, err);
+			return tenant_full(p, -1, p->tenant_bytes, err);
 		}
 		p->over_room = true;
 		int r = airlock_artifact_put_discard(p->put, err);
@@ -328,8 +338,7 @@ int worker_artifact_finish(worker_artifact_put *p, const char *expected_sha256,
 	/* Past the tenant's room (write): no equal artifact answered it, and
 	 * its bytes were not kept. */
 	if (p->over_room) {
-		r = tenant_full(p->w.tenant_id, row.size_bytes, p->tenant_bytes,
-		                a->cfg.tenant_bytes_max, err);
+		r = tenant_full(p, row.size_bytes, p->tenant_bytes, err);
 		goto fail;
 	}
 	/* Step 3: the row, pending, charged to the tenant's bytes. */
@@ -338,8 +347,7 @@ int worker_artifact_finish(worker_artifact_put *p, const char *expected_sha256,
 	if (r < 0)
 		goto fail;
 	if (!ins.inserted) {
-		r = tenant_full(p->w.tenant_id, row.size_bytes, ins.tenant_bytes,
-		                a->cfg.tenant_bytes_max, err);
+		r = tenant_full(p, row.size_bytes, ins.tenant_bytes, err);
 		goto fail;
 	}
 	/* Step 4: the object. */

@@ -496,6 +496,18 @@ static int check_artifact(const worker_db_artifact *a, airlock_error *err)
 	return 0;
 }
 
+int64_t worker_db_artifact_charge(int64_t size_bytes, size_t filename_len)
+{
+	const int64_t block = AIRLOCK_ARTIFACT_CHARGE_BLOCK;
+	if (size_bytes < 0)
+		size_bytes = 0;
+	if (size_bytes > WORKER_DB_ARTIFACT_BYTES_MAX)
+		size_bytes = WORKER_DB_ARTIFACT_BYTES_MAX;
+	if (filename_len > AIRLOCK_ARTIFACT_FILENAME_MAX)
+		filename_len = AIRLOCK_ARTIFACT_FILENAME_MAX;
+	return (size_bytes + block - 1) / block * block + block + 2 * (int64_t)filename_len;
+}
+
 int worker_db_artifact_insert(worker_db *db, const worker_db_artifact *a,
                               int64_t tenant_bytes_max, worker_db_artifact_insert_result *ret,
                               airlock_error *err)

@@ -330,6 +330,13 @@ typedef struct worker_db_ops {
 
 /* ---- decisions both adapters apply --------------------------------------- */
 
+/* What an artifact of size_bytes named by filename_len bytes is charged
+ * against its tenant's cap (caps.h, AIRLOCK_ARTIFACT_CHARGE_BLOCK): the
+ * insert adds it and the delete takes it back, both from this function.
+ * size_bytes in 0..WORKER_DB_ARTIFACT_BYTES_MAX, filename_len at most
+ * AIRLOCK_ARTIFACT_FILENAME_MAX (anything above is charged as that). */
+int64_t worker_db_artifact_charge(int64_t size_bytes, size_t filename_len);
+
 /* A run's lease row as an adapter read it (under its lock). */
 typedef struct worker_db_lease_row {
 	bool exists;

@@ -60,7 +60,8 @@ const worker_db_migration worker_db_migrations[] = {
 	/* Artifacts (db.h, "artifacts"): every ArtifactMetadata field, the
 	 * storage key, and whether the object is committed; the filename
 	 * hex-encoded (any bytes, NUL and invalid UTF-8 included). Per tenant,
-	 * the bytes its rows hold: one row a cap check locks, so two workers
+	 * the bytes its rows are charged (db.h, worker_db_artifact_charge):
+	 * one row a cap check locks, so two workers
 	 * cannot both pass the cap. The indexes serve a tenant's listing and
 	 * the sweeper's scan. */
 	{ 4, "CREATE TABLE airlock_artifacts ("
@@ -866,7 +867,9 @@ static int artifact_insert_body(void *ctx, const worker_db_artifact *a, int64_t 
 {
 	/* The tenant's row exists before it is locked; ON CONFLICT waits for
 	 * another worker's insert of it. */
-	worker_db_param t[] = { DB_TEXT(a->tenant_id), DB_NUM(a->size_bytes), DB_NUM(cap) };
+	worker_db_param t[] = { DB_TEXT(a->tenant_id),
+		                DB_NUM(worker_db_artifact_charge(a->size_bytes, a->filename_len)),
+		                DB_NUM(cap) };
 	int r = db_query(ctx,
 	                 "INSERT INTO airlock_artifact_tenants (tenant_id, bytes) VALUES ($1, 0)"
 	                 " ON CONFLICT (tenant_id) DO NOTHING",
@@ -959,14 +962,15 @@ int worker_db_sql_artifact_get(void *ctx, const char *artifact_id, worker_db_art
 typedef struct deleted_row {
 	bool found;
 	char tenant_id[AIRLOCK_ID_MAX + 1];
-	int64_t size;
+	int64_t size, filename_hex_len;
 } deleted_row;
 
 static int deleted_row_fn(void *arg, const char *const *cols, int ncols)
 {
 	deleted_row *d = arg;
-	if (ncols != 2 || copy_col(d->tenant_id, sizeof(d->tenant_id), cols[0]) < 0 ||
-	    parse_i64(cols[1], &d->size) < 0)
+	if (ncols != 3 || copy_col(d->tenant_id, sizeof(d->tenant_id), cols[0]) < 0 ||
+	    parse_i64(cols[1], &d->size) < 0 || parse_i64(cols[2], &d->filename_hex_len) < 0 ||
+	    d->filename_hex_len < 0 || d->filename_hex_len % 2)
 		return -EBADMSG;
 	d->found = true;
 	return 0;
@@ -979,16 +983,21 @@ static int artifact_delete_body(void *ctx, const char *artifact_id, bool only_pe
 	worker_db_param p[] = { DB_TEXT(artifact_id) };
 	int r = db_query(ctx,
 	                 only_pending ? "DELETE FROM airlock_artifacts WHERE artifact_id = $1"
-	                                " AND committed = 0 RETURNING tenant_id, size_bytes"
+	                                " AND committed = 0"
+	                                " RETURNING tenant_id, size_bytes, length(filename_hex)"
 	                              : "DELETE FROM airlock_artifacts WHERE artifact_id = $1"
-	                                " RETURNING tenant_id, size_bytes",
+	                                " RETURNING tenant_id, size_bytes, length(filename_hex)",
 	                 p, 1, deleted_row_fn, &d, NULL, err);
 	if (r == -EBADMSG)
 		return corrupt(ctx, err, "airlock_artifacts");
 	if (r < 0 || !d.found)
 		return r;
 	*ret_deleted = true;
-	worker_db_param t[] = { DB_TEXT(d.tenant_id), DB_NUM(d.size) };
+	/* The charge the insert added, from the same function. */
+	worker_db_param t[] = {
+		DB_TEXT(d.tenant_id),
+		DB_NUM(worker_db_artifact_charge(d.size, (size_t)d.filename_hex_len / 2)),
+	};
 	return db_query(ctx,
 	                "UPDATE airlock_artifact_tenants SET bytes = CASE WHEN bytes >= $2"
 	                " THEN bytes - $2 ELSE 0 END WHERE tenant_id = $1",
