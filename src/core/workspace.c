@@ -252,12 +252,18 @@ const char *airlock_workspace_root(const airlock_workspace *w)
  * Rule 3 through the adapter, with rule 5 enforced here: whatever contain()
  * returns other than success becomes WorkspaceEscape, so an adapter that
  * fails for an unexpected reason still fails closed and the caller sees one
- * error class for every rejection.
+ * error class for every rejection. One failure keeps its own class:
+ * ExecutionUnavailable, an adapter that could not reach the place where
+ * containment is decided (the remote adapter's service gone). The call is
+ * refused all the same, and WorkspaceEscape would be a claim about the
+ * path that nobody made: the model would be told to fix a path that was
+ * never looked at, and a platform would not retry what is an outage.
  */
 static int workspace_contain(airlock_workspace *w, const char *rel, airlock_error *err)
 {
 	int r = w->ops->contain(w->ctx, rel, err);
-	if (r == 0 || r == airlock_errcode(AIRLOCK_ERR_WORKSPACE_ESCAPE))
+	if (r == 0 || r == airlock_errcode(AIRLOCK_ERR_WORKSPACE_ESCAPE) ||
+	    r == airlock_errcode(AIRLOCK_ERR_EXECUTION_UNAVAILABLE))
 		return r;
 	if (err) {
 		err->cls = AIRLOCK_ERR_WORKSPACE_ESCAPE;

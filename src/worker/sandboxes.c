@@ -1041,12 +1041,14 @@ int worker_artifact_export(worker_daemon *w, const char *run_id, const char *tok
 			const char *name;
 			size_t name_len;
 			default_filename(&q, &name, &name_len);
-			/* Text the model wrote, in this process: nothing outside
-			 * the platform produced these bytes. */
+			/* Text the model wrote: shaped by whatever its turn
+			 * read, a sandbox's output included, which this process
+			 * cannot see. A label it cannot justify fails in the
+			 * safe direction, as a file of UNKNOWN provenance does. */
 			r = worker_artifact_create(&aw, name, name_len,
 			                           q.media_type[0] ? q.media_type : "text/plain",
-			                           AIRLOCK_TRUST_INTERNAL_TOOL, q.text, q.text_len, &ref,
-			                           err);
+			                           AIRLOCK_TRUST_EXTERNAL_UNTRUSTED, q.text, q.text_len,
+			                           &ref, err);
 			if (r < 0)
 				status = status_of(err);
 		}
