@@ -923,6 +923,64 @@ static int fs_open_err(const char *root, airlock_error *e)
 	return r;
 }
 
+/* The identity names the store: a UUIDv7, the same at every call, and
+ * nothing a walk or a key reaches. */
+CONTRACT(the_identity_is_a_stable_uuidv7_outside_the_objects)
+{
+	char a[AIRLOCK_UUID_STR_LEN + 1], b[AIRLOCK_UUID_STR_LEN + 1];
+	airlock_error e = { 0 };
+	cr_assert_eq(airlock_artifact_store_identity(f->s, a, &e), 0, "%s", e.message);
+	cr_assert(airlock_uuidv7_valid(a), "%s", a);
+	cr_assert_eq(airlock_artifact_store_identity(f->s, b, &e), 0, "%s", e.message);
+	cr_assert_str_eq(a, b);
+	size_t temps = 0;
+	seen objects = { 0 };
+	cr_assert_eq(airlock_artifact_store_walk(f->s, 0, seen_cb, &objects, &temps, &e), 0, "%s",
+	             e.message);
+	cr_assert_eq(objects.n, 0, "the identity is not an object");
+	cr_assert_eq(temps, 0);
+}
+
+/* The same root is the same store for every process that opens it, ever
+ * after; another root is another store; an identity file that is not one
+ * is refused and left as it is (it names where the objects are). */
+Test(fs_only, the_identity_is_the_roots, .init = fs_init, .fini = fx_fini)
+{
+	char a[AIRLOCK_UUID_STR_LEN + 1], b[AIRLOCK_UUID_STR_LEN + 1], c[AIRLOCK_UUID_STR_LEN + 1];
+	airlock_error e = { 0 };
+	cr_assert_eq(airlock_artifact_store_identity(g.s, a, &e), 0, "%s", e.message);
+	airlock_artifact_store *again = NULL;
+	cr_assert_eq(airlock_artifact_store_fs_open(g.root, &again, &e), 0, "%s", e.message);
+	cr_assert_eq(airlock_artifact_store_identity(again, b, &e), 0, "%s", e.message);
+	airlock_artifact_store_free(again);
+	cr_assert_str_eq(a, b, "a reopened root keeps its identity");
+	char other[PATH_MAX + 32];
+	snprintf(other, sizeof(other), "%s/other", g.base);
+	cr_assert_eq(mkdir(other, 0700), 0);
+	airlock_artifact_store *o = NULL;
+	cr_assert_eq(airlock_artifact_store_fs_open(other, &o, &e), 0, "%s", e.message);
+	cr_assert_eq(airlock_artifact_store_identity(o, c, &e), 0, "%s", e.message);
+	airlock_artifact_store_free(o);
+	cr_assert_str_neq(a, c, "another root is another store");
+	struct stat sb;
+	cr_assert_eq(fstatat(g.root_fd, ".store-id", &sb, AT_SYMLINK_NOFOLLOW), 0);
+	cr_assert_eq(sb.st_mode & 07777, 0600);
+	cr_assert_neq(fstatat(g.root_fd, ".store-id.tmp", &sb, AT_SYMLINK_NOFOLLOW), 0);
+	/* A damaged identity: refused naming the file, never rewritten. */
+	int fd = openat(g.root_fd, ".store-id", O_WRONLY | O_TRUNC | O_CLOEXEC);
+	cr_assert(fd >= 0);
+	cr_assert_eq(write(fd, "not-an-id\n", 10), 10);
+	close(fd);
+	cr_assert_eq(airlock_artifact_store_identity(g.s, b, &e), airlock_errcode(AIRLOCK_ERR_CONFIG));
+	cr_assert(strstr(e.message, ".store-id"), "%s", e.message);
+	cr_assert_eq(fstatat(g.root_fd, ".store-id", &sb, AT_SYMLINK_NOFOLLOW), 0);
+	cr_assert_eq(sb.st_size, 10, "left as it was");
+	/* A symlink in its place is not followed. */
+	cr_assert_eq(unlinkat(g.root_fd, ".store-id", 0), 0);
+	cr_assert_eq(symlinkat("/etc/hostname", g.root_fd, ".store-id"), 0);
+	cr_assert_lt(airlock_artifact_store_identity(g.s, b, &e), 0);
+}
+
 Test(fs_only, root_refusals, .init = fs_init, .fini = fx_fini)
 {
 	airlock_error e;

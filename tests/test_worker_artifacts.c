@@ -84,7 +84,8 @@ static size_t files_under(const char *path)
 	size_t n = 0;
 	struct dirent *e;
 	while ((e = readdir(d))) {
-		if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, ".."))
+		if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, "..") ||
+		    !strcmp(e->d_name, ".store-id")) /* the store's identity, not an object */
 			continue;
 		char sub[512];
 		snprintf(sub, sizeof(sub), "%s/%s", path, e->d_name);
@@ -851,6 +852,34 @@ Test(worker_artifacts, a_stream_that_stops_halfway_leaves_nothing)
 
 /* A full disk mid-stream: the put fails naming the store's error and
  * leaves nothing (a 1 MiB tmpfs as the store). */
+/* One database, one store: a second worker with a store of its own is
+ * refused at start, naming the setting and both stores, and leaves the
+ * binding as it was; the same store opened again (a restart, a second
+ * worker on the shared directory) is accepted. */
+Test(worker_artifacts, a_database_bound_to_one_store_refuses_another)
+{
+	fixture f;
+	fx_open(&f);
+	char other[160];
+	snprintf(other, sizeof(other), "%s/other", f.dir);
+	cr_assert_eq(mkdir(other, 0700), 0);
+	worker_artifacts_config cfg = *worker_artifacts_config_of(f.a);
+	cfg.root = other;
+	cfg.sweep_interval_seconds = 0;
+	worker_artifacts *second = NULL;
+	airlock_error err = { 0 };
+	cr_assert_eq(worker_artifacts_open(&cfg, f.db, &second, &err),
+	             airlock_errcode(AIRLOCK_ERR_CONFIG));
+	cr_assert_null(second);
+	cr_assert(strstr(err.message, "worker.artifacts_dir"), "%s", err.message);
+	cr_assert(strstr(err.message, "must share one artifact store"), "%s", err.message);
+	airlock_error_clear(&err);
+	cfg.root = f.store;
+	cr_assert_eq(worker_artifacts_open(&cfg, f.db, &second, &err), 0, "%s", err.message);
+	worker_artifacts_free(second);
+	fx_done(&f);
+}
+
 Test(worker_artifacts, a_full_disk_mid_stream_leaves_nothing)
 {
 	if (geteuid() != 0)
@@ -859,8 +888,13 @@ Test(worker_artifacts, a_full_disk_mid_stream_leaves_nothing)
 	fx_open(&f);
 	worker_artifacts_free(f.a);
 	f.a = NULL;
-	char cmd[256];
-	snprintf(cmd, sizeof(cmd), "mount -t tmpfs -o size=1m,mode=0700 airlock-full %s", f.store);
+	/* The store moves onto the small disk with its identity (the
+	 * database is bound to it). */
+	char cmd[1024];
+	snprintf(cmd, sizeof(cmd),
+	         "cp -p %s/.store-id %s.id && mount -t tmpfs -o size=1m,mode=0700 airlock-full %s && "
+	         "mv %s.id %s/.store-id",
+	         f.store, f.store, f.store, f.store, f.store);
 	cr_assert_eq(system(cmd), 0);
 	worker_artifacts_config cfg = { .root = f.store, .size_max = 64 * MIB,
 		                        .tenant_bytes_max = 256 * MIB, .retention_seconds = 86400,

@@ -462,6 +462,7 @@ CONTRACT(a_version_2_database_migrates_to_claims_without_a_bridge)
 	worker_db_free(f->db);
 	f->db = NULL;
 	/* Back to version 2's shape, with a claim and its sandbox in it. */
+	fx_raw(f, "DROP TABLE airlock_artifact_store");
 	fx_raw(f, "DROP TABLE airlock_artifacts");
 	fx_raw(f, "DROP TABLE airlock_artifact_tenants");
 	fx_raw(f, "ALTER TABLE airlock_sandboxes DROP COLUMN bridge_token_sha256");
@@ -833,6 +834,24 @@ CONTRACT(a_pending_delete_never_takes_a_committed_row)
 	worker_db_artifact got;
 	cr_assert(get_art(f->db, a.artifact_id, &got));
 	worker_db_artifact_clear(&got);
+}
+
+/* The first store bound stays bound: a second identity is answered with
+ * the first, for the caller to refuse. */
+CONTRACT(the_first_artifact_store_bound_stays_bound)
+{
+	f->db = fx_open(f);
+	char a[AIRLOCK_UUID_STR_LEN + 1], b[AIRLOCK_UUID_STR_LEN + 1],
+		bound[AIRLOCK_UUID_STR_LEN + 1];
+	cr_assert_eq(airlock_uuidv7_at(T0, a, NULL), 0);
+	cr_assert_eq(airlock_uuidv7_at(T0 + 1, b, NULL), 0);
+	airlock_error err = { 0 };
+	cr_assert_eq(worker_db_artifact_store_bind(f->db, a, bound, &err), 0, "%s", err.message);
+	cr_assert_str_eq(bound, a);
+	cr_assert_eq(worker_db_artifact_store_bind(f->db, b, bound, &err), 0, "%s", err.message);
+	cr_assert_str_eq(bound, a, "the first binding stands");
+	cr_assert_eq(worker_db_artifact_store_bind(f->db, "not-a-uuid", bound, &err),
+	             airlock_errcode(AIRLOCK_ERR_DECODE));
 }
 
 CONTRACT(artifact_arguments_are_checked_before_the_database)

@@ -478,6 +478,90 @@ static int fs_walk_fn(void *ctx, int64_t older_than_ms,
 	return r;
 }
 
+/* ---- the identity ------------------------------------------------------------ */
+
+/* root/.store-id: the identity's UUIDv7 and a newline. A dot name is no
+ * tenant id, so neither a key nor the walk can reach it. */
+#define FS_IDENTITY_NAME ".store-id"
+#define FS_IDENTITY_TMP ".store-id.tmp"
+
+/* 1 and the identity when the file is there, 0 when it is not. */
+static int fs_identity_read(const fs_store *st, char ret[AIRLOCK_UUID_STR_LEN + 1],
+                            airlock_error *err)
+{
+	_cleanup_close_ int fd = fs_openat(st->root_fd, FS_IDENTITY_NAME, O_RDONLY, 0);
+	if (fd < 0 && errno == ENOENT)
+		return 0;
+	if (fd < 0)
+		return airlock_error_set(err, AIRLOCK_ERR_SYSTEM, errno,
+		                         "artifact store: open %s in its root", FS_IDENTITY_NAME);
+	_cleanup_free_ char *buf = NULL;
+	size_t n = 0;
+	int r = util_read_capped(fd, AIRLOCK_UUID_STR_LEN + 1, &buf, &n);
+	if (r < 0 && r != -EFBIG)
+		return airlock_error_set(err, AIRLOCK_ERR_SYSTEM, -r,
+		                         "artifact store: read %s in its root", FS_IDENTITY_NAME);
+	if (r < 0 || n != AIRLOCK_UUID_STR_LEN + 1 || buf[AIRLOCK_UUID_STR_LEN] != '\n')
+		goto bad;
+	buf[AIRLOCK_UUID_STR_LEN] = 0;
+	if (!airlock_uuidv7_valid(buf))
+		goto bad;
+	memcpy(ret, buf, AIRLOCK_UUID_STR_LEN + 1);
+	return 1;
+bad:
+	return airlock_error_set(err, AIRLOCK_ERR_CONFIG, 0,
+	                         "artifact store: %s in its root is not a store identity (a "
+	                         "UUIDv7 and a newline); it names which store the objects "
+	                         "are, so it is never rewritten here",
+	                         FS_IDENTITY_NAME);
+}
+
+/* The identity file, made once: written whole and synced under a
+ * temporary name, then renamed without replacing, so a crash leaves
+ * either no identity or a whole one, and two processes opening a new
+ * store at once agree on the first one renamed. */
+static int fs_identity(void *ctx, char ret[AIRLOCK_UUID_STR_LEN + 1], airlock_error *err)
+{
+	fs_store *st = ctx;
+	int r = fs_identity_read(st, ret, err);
+	if (r != 0)
+		return r < 0 ? r : 0;
+	char id[AIRLOCK_UUID_STR_LEN + 2];
+	r = airlock_uuidv7_new(id, err);
+	if (r < 0)
+		return r;
+	id[AIRLOCK_UUID_STR_LEN] = '\n';
+	/* A temporary a crash left is replaced: it never names anything. */
+	(void)unlinkat(st->root_fd, FS_IDENTITY_TMP, 0);
+	_cleanup_close_ int fd =
+		fs_openat(st->root_fd, FS_IDENTITY_TMP, O_WRONLY | O_CREAT | O_EXCL, 0600);
+	if (fd < 0 || util_write_all(fd, id, AIRLOCK_UUID_STR_LEN + 1) < 0 || fsync(fd) < 0) {
+		int e = errno;
+		(void)unlinkat(st->root_fd, FS_IDENTITY_TMP, 0);
+		return airlock_error_set(err, AIRLOCK_ERR_SYSTEM, e,
+		                         "artifact store: write %s in its root", FS_IDENTITY_TMP);
+	}
+	if (renameat2(st->root_fd, FS_IDENTITY_TMP, st->root_fd, FS_IDENTITY_NAME,
+	              RENAME_NOREPLACE) < 0) {
+		int e = errno;
+		(void)unlinkat(st->root_fd, FS_IDENTITY_TMP, 0);
+		if (e != EEXIST)
+			return airlock_error_set(err, AIRLOCK_ERR_SYSTEM, e,
+			                         "artifact store: rename %s into place",
+			                         FS_IDENTITY_TMP);
+	} else if (fsync(st->root_fd) < 0) {
+		return airlock_error_set(err, AIRLOCK_ERR_SYSTEM, errno,
+		                         "artifact store: fsync of its root after %s",
+		                         FS_IDENTITY_NAME);
+	}
+	r = fs_identity_read(st, ret, err);
+	if (r == 0)
+		return airlock_error_set(err, AIRLOCK_ERR_SYSTEM, ENOENT,
+		                         "artifact store: %s vanished as it was made",
+		                         FS_IDENTITY_NAME);
+	return r < 0 ? r : 0;
+}
+
 static void fs_free(void *ctx)
 {
 	fs_store *st = ctx;
@@ -500,6 +584,7 @@ static const airlock_artifact_store_ops fs_ops = {
 	.reader_free = fs_reader_free,
 	.remove = fs_remove,
 	.walk = fs_walk_fn,
+	.identity = fs_identity,
 	.free = fs_free,
 };
 

@@ -15,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "airlock/ids.h"
 #include "util/util.h"
 
 typedef struct mem_obj {
@@ -33,6 +34,7 @@ struct artifact_memstore {
 	mem_obj *head;
 	size_t bytes, max_bytes;
 	unsigned walkers; /* walks in progress: removals only unlist */
+	char identity[AIRLOCK_UUID_STR_LEN + 1]; /* one per store: nothing outlives it */
 };
 
 typedef struct mem_put {
@@ -337,6 +339,13 @@ static void mem_free(void *ctx)
 	free(m);
 }
 
+static int mem_identity(void *ctx, char ret[AIRLOCK_UUID_STR_LEN + 1], airlock_error *err)
+{
+	(void)err;
+	memcpy(ret, ((artifact_memstore *)ctx)->identity, AIRLOCK_UUID_STR_LEN + 1);
+	return 0;
+}
+
 static const airlock_artifact_store_ops mem_ops = {
 	.version = AIRLOCK_ARTIFACT_STORE_OPS_VERSION,
 	.name = "memory",
@@ -350,6 +359,7 @@ static const airlock_artifact_store_ops mem_ops = {
 	.reader_free = mem_reader_free,
 	.remove = mem_remove,
 	.walk = mem_walk,
+	.identity = mem_identity,
 	.free = mem_free,
 };
 
@@ -359,6 +369,11 @@ int artifact_memory_open(size_t max_bytes, airlock_artifact_store **ret,
 	artifact_memstore *m = calloc(1, sizeof(*m));
 	if (!m)
 		return airlock_error_set(err, AIRLOCK_ERR_SYSTEM, ENOMEM, "artifact store (memory)");
+	int ir = airlock_uuidv7_new(m->identity, err);
+	if (ir < 0) {
+		free(m);
+		return ir;
+	}
 	pthread_mutex_init(&m->lock, NULL);
 	m->max_bytes = max_bytes;
 	int r = airlock_artifact_store_new(&mem_ops, m, ret, err);

@@ -66,6 +66,25 @@ int worker_artifacts_new(const worker_artifacts_config *cfg, worker_db *db,
 		                         "worker artifacts: every size, lifetime and interval must be "
 		                         "positive");
 	}
+	/* One database, one store: a row names an object by key alone, so a
+	 * worker whose store is not the one the database's rows were written
+	 * to would answer another worker's artifacts with objects it does
+	 * not have, and its sweeper would drop their rows. */
+	char mine[AIRLOCK_UUID_STR_LEN + 1], bound[AIRLOCK_UUID_STR_LEN + 1];
+	int br = airlock_artifact_store_identity(store, mine, err);
+	if (br == 0)
+		br = worker_db_artifact_store_bind(db, mine, bound, err);
+	if (br == 0 && strcmp(mine, bound) != 0)
+		br = airlock_error_set(err, AIRLOCK_ERR_CONFIG, 0,
+		                       "worker.artifacts_dir: this store is %s, but the worker "
+		                       "database's artifacts are in store %s; workers sharing one "
+		                       "database must share one artifact store (one directory on a "
+		                       "filesystem they all mount)",
+		                       mine, bound);
+	if (br < 0) {
+		airlock_artifact_store_free(store);
+		return br;
+	}
 	worker_artifacts *a = calloc(1, sizeof(*a));
 	if (!a || (cfg->root && !(a->root = strdup(cfg->root)))) {
 		free(a);

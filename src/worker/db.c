@@ -153,7 +153,7 @@ int worker_db_new(const worker_db_ops *ops, void *ctx, worker_db **ret, airlock_
 	    !ops->artifact_insert || !ops->artifact_commit || !ops->artifact_get ||
 	    !ops->artifact_delete || !ops->artifact_due || !ops->artifact_list ||
 	    !ops->artifact_attach || !ops->artifact_tenant_bytes || !ops->artifact_same ||
-	    !ops->artifact_delete_pending) {
+	    !ops->artifact_delete_pending || !ops->artifact_store_bind) {
 		if (ops && ops->free && ctx)
 			ops->free(ctx);
 		return airlock_error_set(err, AIRLOCK_ERR_CONFIG, 0,
@@ -654,4 +654,19 @@ int worker_db_artifact_delete_pending(worker_db *db, const char *artifact_id, bo
 		return r;
 	*ret_deleted = false;
 	return CALL(db, db->ops->artifact_delete_pending(db->ctx, artifact_id, ret_deleted, err));
+}
+
+int worker_db_artifact_store_bind(worker_db *db, const char *identity,
+                                  char ret_bound[AIRLOCK_UUID_STR_LEN + 1], airlock_error *err)
+{
+	if (!db || !identity || !ret_bound)
+		return bad_arg(err, "artifact_store_bind", "missing argument");
+	if (!airlock_uuidv7_valid(identity))
+		return bad_arg(err, "artifact_store_bind", "a store's identity is a UUIDv7");
+	int r = CALL(db, db->ops->artifact_store_bind(db->ctx, identity, ret_bound, err));
+	if (r == 0 && !airlock_uuidv7_valid(ret_bound))
+		return airlock_error_set(err, AIRLOCK_ERR_EXECUTION_UNAVAILABLE, 0,
+		                         "worker database: the artifact store it is bound to is not "
+		                         "named by a UUIDv7");
+	return r;
 }

@@ -326,6 +326,12 @@ typedef struct worker_db_ops {
 	 * committed meanwhile. */
 	int (*artifact_delete_pending)(void *ctx, const char *artifact_id, bool *ret_deleted,
 	                               airlock_error *err);
+	/* Bind the database to the artifact store whose objects its rows
+	 * name: identity (a store's UUIDv7) is kept when none is bound yet,
+	 * and *ret_bound is the one bound, this or an earlier worker's. One
+	 * transaction. */
+	int (*artifact_store_bind)(void *ctx, const char *identity,
+	                           char ret_bound[AIRLOCK_UUID_STR_LEN + 1], airlock_error *err);
 } worker_db_ops;
 
 /* ---- decisions both adapters apply --------------------------------------- */
@@ -432,6 +438,9 @@ int worker_db_artifact_delete(worker_db *db, const char *artifact_id, bool *ret_
                               airlock_error *err);
 int worker_db_artifact_delete_pending(worker_db *db, const char *artifact_id, bool *ret_deleted,
                                       airlock_error *err);
+/* identity a UUIDv7 (airlock_artifact_store_identity). */
+int worker_db_artifact_store_bind(worker_db *db, const char *identity,
+                                  char ret_bound[AIRLOCK_UUID_STR_LEN + 1], airlock_error *err);
 /* max in 1..AIRLOCK_WORKER_DB_ARTIFACTS_MAX. */
 int worker_db_artifact_due(worker_db *db, int64_t now_ms, int64_t pending_before_ms,
                            worker_db_artifact_key *ret, size_t max, size_t *ret_n,

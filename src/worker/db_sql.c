@@ -84,6 +84,11 @@ const worker_db_migration worker_db_migrations[] = {
 	     "CREATE TABLE airlock_artifact_tenants ("
 	     " tenant_id TEXT PRIMARY KEY,"
 	     " bytes BIGINT NOT NULL CHECK (bytes >= 0));" },
+	/* The one artifact store whose objects this database's rows name (db.h,
+	 * artifact_store_bind): one row, set by the first worker to start. */
+	{ 5, "CREATE TABLE airlock_artifact_store ("
+	     " one BIGINT PRIMARY KEY CHECK (one = 1),"
+	     " identity TEXT NOT NULL);" },
 };
 const size_t worker_db_migrations_count =
 	sizeof(worker_db_migrations) / sizeof(worker_db_migrations[0]);
@@ -1107,6 +1112,33 @@ int worker_db_sql_artifact_tenant_bytes(void *ctx, const char *tenant_id, int64_
                                         airlock_error *err)
 {
 	return tenant_bytes_body(ctx, tenant_id, ret, err);
+}
+
+static int identity_row_fn(void *arg, const char *const *cols, int ncols)
+{
+	return ncols == 1 && copy_col(arg, AIRLOCK_UUID_STR_LEN + 1, cols[0]) == 0 ? 0 : -EBADMSG;
+}
+
+int worker_db_sql_artifact_store_bind(void *ctx, const char *identity,
+                                      char ret_bound[AIRLOCK_UUID_STR_LEN + 1], airlock_error *err)
+{
+	int r = db_begin(ctx, WORKER_DB_TXN_WRITE, err);
+	if (r < 0)
+		return r;
+	/* The first worker's identity stays; ON CONFLICT waits for another
+	 * worker's insert of the row and then keeps it. */
+	worker_db_param p[] = { DB_TEXT(identity) };
+	r = db_query(ctx,
+	             "INSERT INTO airlock_artifact_store (one, identity) VALUES (1, $1)"
+	             " ON CONFLICT (one) DO NOTHING",
+	             p, 1, NULL, NULL, NULL, err);
+	ret_bound[0] = 0;
+	if (r == 0)
+		r = db_query(ctx, "SELECT identity FROM airlock_artifact_store WHERE one = 1", NULL, 0,
+		             identity_row_fn, ret_bound, NULL, err);
+	if (r == -EBADMSG)
+		r = corrupt(ctx, err, "airlock_artifact_store");
+	return finish(ctx, r, err);
 }
 
 int worker_db_sql_artifact_same(void *ctx, const worker_db_artifact *a, int64_t now_ms,
