@@ -26,6 +26,11 @@
  *   directory after the rename (commit): a commit that returned 0 survives
  *   a power cut. When the directory's fsync fails the object is removed
  *   again and the commit fails: nothing half-done is reported as stored.
+ * - Writeback is started every FS_WRITEBACK_WINDOW bytes as the stream
+ *   comes, and the window before waited for: the disk writes while the
+ *   bytes are hashed, so the seal's fsync is short, and one put holds at
+ *   most two windows of dirty pages, so a large put does not fill the page
+ *   cache with bytes whose writeback then stalls everyone else's.
  * - A tenant or shard directory made by a put is fsync'd into its parent
  *   before the temporary is created, for the same reason.
  * Each step that can fail has a fault point (src/util/fault.h) so
@@ -58,9 +63,19 @@ typedef struct fs_store {
 	int root_fd;
 } fs_store;
 
+/* Writeback of a put is started every this many bytes (sync_file_range),
+ * so the disk writes while the stream is still being hashed and the seal's
+ * fsync finds little left to flush; the previous window is waited for, so
+ * one put holds at most two windows of dirty pages (and a stream faster
+ * than the disk is paced by it instead of filling the page cache). */
+#define FS_WRITEBACK_WINDOW ((off_t)8 << 20)
+
 typedef struct fs_put {
 	int shard_fd;
 	int fd;
+	/* Bytes written; where the window whose writeback was started last
+	 * begins; where it ends. */
+	off_t written, window, flushed;
 	bool committed;
 	bool tmp_gone; /* renamed away: nothing to unlink */
 	char key[AIRLOCK_ARTIFACT_KEY_MAX];
@@ -212,6 +227,19 @@ static int fs_put_write(void *v, const void *buf, size_t len, airlock_error *err
 	if (r < 0)
 		return airlock_error_set(err, AIRLOCK_ERR_SYSTEM, -r,
 		                         "artifact %s: write to the temporary object", p->key);
+	p->written += (off_t)len;
+	if (p->written - p->flushed >= FS_WRITEBACK_WINDOW) {
+		/* Only a head start for the seal's fsync, which alone makes the
+		 * bytes durable: a failure here is the fsync's to report. */
+		if (p->flushed > p->window)
+			(void)sync_file_range(p->fd, p->window, p->flushed - p->window,
+			                      SYNC_FILE_RANGE_WAIT_BEFORE | SYNC_FILE_RANGE_WRITE |
+			                              SYNC_FILE_RANGE_WAIT_AFTER);
+		(void)sync_file_range(p->fd, p->flushed, p->written - p->flushed,
+		                      SYNC_FILE_RANGE_WRITE);
+		p->window = p->flushed;
+		p->flushed = p->written;
+	}
 	return 0;
 }
 
