@@ -854,6 +854,45 @@ CONTRACT(the_first_artifact_store_bound_stays_bound)
 	             airlock_errcode(AIRLOCK_ERR_DECODE));
 }
 
+/* What a reader may be shown, decided by the statement: committed,
+ * unexpired, the asker's (or any tenant's for NULL); every other row reads
+ * as no row. */
+CONTRACT(a_visible_get_shows_only_a_committed_unexpired_row_of_the_asker)
+{
+	f->db = fx_open(f);
+	worker_db_artifact a = art("t", "r", 5, T0), pending = art("t", "r", 5, T0 + 1);
+	cr_assert(insert(f->db, &a, ROOMY));
+	cr_assert(insert(f->db, &pending, ROOMY));
+	commit_art(f->db, a.artifact_id);
+	worker_db_artifact got;
+	bool found = false;
+	airlock_error err = { 0 };
+	cr_assert_eq(worker_db_artifact_get_visible(f->db, a.artifact_id, "t", T0, &got, &found, &err),
+	             0, "%s", err.message);
+	cr_assert(found);
+	cr_assert_str_eq(got.tenant_id, "t");
+	worker_db_artifact_clear(&got);
+	cr_assert_eq(worker_db_artifact_get_visible(f->db, a.artifact_id, NULL, T0, &got, &found, &err),
+	             0);
+	cr_assert(found, "a token of every tenant sees it");
+	worker_db_artifact_clear(&got);
+	cr_assert_eq(worker_db_artifact_get_visible(f->db, a.artifact_id, "other", T0, &got, &found,
+	                                            &err),
+	             0);
+	cr_assert_not(found, "another tenant's row is no row");
+	cr_assert_eq(worker_db_artifact_get_visible(f->db, a.artifact_id, "t", a.expires_at_ms, &got,
+	                                            &found, &err),
+	             0);
+	cr_assert_not(found, "an expired row is no row");
+	cr_assert_eq(worker_db_artifact_get_visible(f->db, pending.artifact_id, "t", T0, &got, &found,
+	                                            &err),
+	             0);
+	cr_assert_not(found, "a pending row is no row");
+	cr_assert_eq(worker_db_artifact_get_visible(f->db, a.artifact_id, "a/b", T0, &got, &found,
+	                                            &err),
+	             airlock_errcode(AIRLOCK_ERR_DECODE));
+}
+
 CONTRACT(artifact_arguments_are_checked_before_the_database)
 {
 	f->db = fx_open(f);

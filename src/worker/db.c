@@ -153,7 +153,8 @@ int worker_db_new(const worker_db_ops *ops, void *ctx, worker_db **ret, airlock_
 	    !ops->artifact_insert || !ops->artifact_commit || !ops->artifact_get ||
 	    !ops->artifact_delete || !ops->artifact_due || !ops->artifact_list ||
 	    !ops->artifact_attach || !ops->artifact_tenant_bytes || !ops->artifact_same ||
-	    !ops->artifact_delete_pending || !ops->artifact_store_bind) {
+	    !ops->artifact_delete_pending || !ops->artifact_store_bind ||
+	    !ops->artifact_get_visible) {
 		if (ops && ops->free && ctx)
 			ops->free(ctx);
 		return airlock_error_set(err, AIRLOCK_ERR_CONFIG, 0,
@@ -669,4 +670,21 @@ int worker_db_artifact_store_bind(worker_db *db, const char *identity,
 		                         "worker database: the artifact store it is bound to is not "
 		                         "named by a UUIDv7");
 	return r;
+}
+
+int worker_db_artifact_get_visible(worker_db *db, const char *artifact_id, const char *tenant_id,
+                                   int64_t now_ms, worker_db_artifact *ret, bool *ret_found,
+                                   airlock_error *err)
+{
+	if (!db || !ret || !ret_found)
+		return bad_arg(err, "artifact_get_visible", "missing argument");
+	int r = check_artifact_id("artifact_get_visible", artifact_id, err);
+	if (r == 0)
+		r = check_tenant_now("artifact_get_visible", tenant_id, now_ms, err);
+	if (r < 0)
+		return r;
+	memset(ret, 0, sizeof(*ret));
+	*ret_found = false;
+	return CALL(db, db->ops->artifact_get_visible(db->ctx, artifact_id, tenant_id, now_ms, ret,
+	                                              ret_found, err));
 }

@@ -332,6 +332,13 @@ typedef struct worker_db_ops {
 	 * transaction. */
 	int (*artifact_store_bind)(void *ctx, const char *identity,
 	                           char ret_bound[AIRLOCK_UUID_STR_LEN + 1], airlock_error *err);
+	/* As artifact_get, only a row a reader may be shown: committed,
+	 * unexpired at now_ms, and of tenant_id (NULL: any tenant). Every
+	 * condition is the statement's own, so another tenant's row costs
+	 * what a missing one does. */
+	int (*artifact_get_visible)(void *ctx, const char *artifact_id, const char *tenant_id,
+	                            int64_t now_ms, worker_db_artifact *ret, bool *ret_found,
+	                            airlock_error *err);
 } worker_db_ops;
 
 /* ---- decisions both adapters apply --------------------------------------- */
@@ -438,6 +445,10 @@ int worker_db_artifact_delete(worker_db *db, const char *artifact_id, bool *ret_
                               airlock_error *err);
 int worker_db_artifact_delete_pending(worker_db *db, const char *artifact_id, bool *ret_deleted,
                                       airlock_error *err);
+/* tenant_id NULL for a token of every tenant. */
+int worker_db_artifact_get_visible(worker_db *db, const char *artifact_id, const char *tenant_id,
+                                   int64_t now_ms, worker_db_artifact *ret, bool *ret_found,
+                                   airlock_error *err);
 /* identity a UUIDv7 (airlock_artifact_store_identity). */
 int worker_db_artifact_store_bind(worker_db *db, const char *identity,
                                   char ret_bound[AIRLOCK_UUID_STR_LEN + 1], airlock_error *err);

@@ -1068,6 +1068,26 @@ int worker_db_sql_artifact_due(void *ctx, int64_t now_ms, int64_t pending_before
 	return 0;
 }
 
+int worker_db_sql_artifact_get_visible(void *ctx, const char *artifact_id, const char *tenant_id,
+                                       int64_t now_ms, worker_db_artifact *ret, bool *ret_found,
+                                       airlock_error *err)
+{
+	/* Every reason a row is not shown is a condition of the one
+	 * statement, so a row that is there but not the asker's reads as no
+	 * row at all: the same work, the same time, as a missing id. */
+	worker_db_param p[] = { DB_TEXT(artifact_id), DB_TEXT(tenant_id ? tenant_id : ""),
+		                DB_NUM(now_ms) };
+	size_t n = 0;
+	int r = read_artifacts(ctx,
+	                       "SELECT " ARTIFACT_COLS " FROM airlock_artifacts"
+	                       " WHERE artifact_id = $1 AND committed = 1"
+	                       " AND (expires_at_ms IS NULL OR expires_at_ms > $3)"
+	                       " AND ($2 = '' OR tenant_id = $2)",
+	                       p, 3, ret, 1, &n, err);
+	*ret_found = r == 0 && n == 1;
+	return r;
+}
+
 int worker_db_sql_artifact_list(void *ctx, const worker_db_artifact_query *q,
                                 worker_db_artifact *ret, size_t *ret_n, airlock_error *err)
 {

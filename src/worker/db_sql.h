@@ -144,6 +144,9 @@ int worker_db_sql_artifact_tenant_bytes(void *ctx, const char *tenant_id, int64_
                                         airlock_error *err);
 int worker_db_sql_artifact_delete_pending(void *ctx, const char *artifact_id, bool *ret_deleted,
                                           airlock_error *err);
+int worker_db_sql_artifact_get_visible(void *ctx, const char *artifact_id, const char *tenant_id,
+                                       int64_t now_ms, worker_db_artifact *ret, bool *ret_found,
+                                       airlock_error *err);
 int worker_db_sql_artifact_store_bind(void *ctx, const char *identity,
                                       char ret_bound[AIRLOCK_UUID_STR_LEN + 1], airlock_error *err);
 int worker_db_sql_artifact_same(void *ctx, const worker_db_artifact *a, int64_t now_ms,
@@ -170,6 +173,7 @@ int worker_db_sql_artifact_same(void *ctx, const worker_db_artifact *a, int64_t 
 		.artifact_same = worker_db_sql_artifact_same,                                      \
 		.artifact_delete_pending = worker_db_sql_artifact_delete_pending,                  \
 		.artifact_store_bind = worker_db_sql_artifact_store_bind,                          \
+		.artifact_get_visible = worker_db_sql_artifact_get_visible,                        \
 	}
 
 #endif
