@@ -85,7 +85,8 @@ static size_t files_under(const char *path)
 	struct dirent *e;
 	while ((e = readdir(d))) {
 		if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, "..") ||
-		    !strcmp(e->d_name, ".store-id")) /* the store's identity, not an object */
+		    !strcmp(e->d_name, ".store-id") || /* the store's records, not objects */
+		    !strcmp(e->d_name, ".database-id"))
 			continue;
 		char sub[512];
 		snprintf(sub, sizeof(sub), "%s/%s", path, e->d_name);
@@ -880,6 +881,42 @@ Test(worker_artifacts, a_database_bound_to_one_store_refuses_another)
 	fx_done(&f);
 }
 
+/* A store serves one database: a worker on a new (or mistyped) database
+ * with a store that holds another database's artifacts is refused at
+ * start, before its sweeper could take every object for an orphan; the
+ * objects are all still there. */
+Test(worker_artifacts, a_store_serving_another_database_is_refused_and_keeps_its_objects)
+{
+	fixture f;
+	fx_open(&f);
+	worker_artifact_writer w = writer(&f, "t", "r", AIRLOCK_ORIGIN_SANDBOX_EXPORT);
+	airlock_artifact_ref ref;
+	airlock_error err = { 0 };
+	cr_assert_eq(worker_artifact_create(&w, "a", 1, "text/plain", AIRLOCK_TRUST_EXTERNAL_UNTRUSTED,
+	                                    "aaaa", 4, &ref, &err),
+	             0, "%s", err.message);
+	airlock_artifact_ref_clear(&ref);
+	worker_artifacts_config cfg = *worker_artifacts_config_of(f.a);
+	char root[160];
+	snprintf(root, sizeof(root), "%s", f.store);
+	cfg.root = root;
+	cfg.sweep_interval_seconds = 0;
+	char state2[160];
+	snprintf(state2, sizeof(state2), "%s/state2", f.dir);
+	cr_assert_eq(mkdir(state2, 0700), 0);
+	worker_db *db2 = NULL;
+	cr_assert_eq(worker_db_open_sqlite(state2, &db2, &err), 0, "%s", err.message);
+	worker_artifacts *second = NULL;
+	cr_assert_eq(worker_artifacts_open(&cfg, db2, &second, &err),
+	             airlock_errcode(AIRLOCK_ERR_CONFIG));
+	cr_assert_null(second);
+	cr_assert(strstr(err.message, "serves worker database"), "%s", err.message);
+	airlock_error_clear(&err);
+	worker_db_free(db2);
+	cr_assert_eq(files_under(f.store), 1, "the object is still there");
+	fx_done(&f);
+}
+
 Test(worker_artifacts, a_full_disk_mid_stream_leaves_nothing)
 {
 	if (geteuid() != 0)
@@ -892,9 +929,10 @@ Test(worker_artifacts, a_full_disk_mid_stream_leaves_nothing)
 	 * database is bound to it). */
 	char cmd[1024];
 	snprintf(cmd, sizeof(cmd),
-	         "cp -p %s/.store-id %s.id && mount -t tmpfs -o size=1m,mode=0700 airlock-full %s && "
-	         "mv %s.id %s/.store-id",
-	         f.store, f.store, f.store, f.store, f.store);
+	         "tar -C %s -cf %s.tar .store-id .database-id && "
+	         "mount -t tmpfs -o size=1m,mode=0700 airlock-full %s && "
+	         "tar -C %s -xpf %s.tar && rm %s.tar",
+	         f.store, f.store, f.store, f.store, f.store, f.store);
 	cr_assert_eq(system(cmd), 0);
 	worker_artifacts_config cfg = { .root = f.store, .size_max = 64 * MIB,
 		                        .tenant_bytes_max = 256 * MIB, .retention_seconds = 86400,

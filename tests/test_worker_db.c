@@ -825,10 +825,11 @@ CONTRACT(a_pending_delete_never_takes_a_committed_row)
 	commit_art(f->db, a.artifact_id);
 	bool deleted = true;
 	airlock_error err = { 0 };
-	cr_assert_eq(worker_db_artifact_delete_pending(f->db, a.artifact_id, &deleted, &err), 0, "%s",
-	             err.message);
+	cr_assert_eq(worker_db_artifact_delete_due(f->db, a.artifact_id, T0, T0 + 1, &deleted, &err),
+	             0, "%s", err.message);
 	cr_assert_not(deleted, "a committed row stays");
-	cr_assert_eq(worker_db_artifact_delete_pending(f->db, b.artifact_id, &deleted, &err), 0);
+	cr_assert_eq(worker_db_artifact_delete_due(f->db, b.artifact_id, T0, T0 + 1, &deleted, &err),
+	             0);
 	cr_assert(deleted);
 	cr_assert_eq(tenant_bytes(f->db, "t"), charge(&a), "the pending row's bytes were given back");
 	worker_db_artifact got;
@@ -836,27 +837,63 @@ CONTRACT(a_pending_delete_never_takes_a_committed_row)
 	worker_db_artifact_clear(&got);
 }
 
-/* The first store bound stays bound: a second identity is answered with
- * the first, for the caller to refuse. */
+/* The sweeper's removal of an expired artifact takes it only while it is
+ * still expired: a run that attached it (expiry cleared) after the sweeper
+ * read its batch, with a now behind the sweeper's (a call whose clock was
+ * read first, another worker's clock), keeps it. */
+CONTRACT(an_expired_delete_never_takes_an_attached_row)
+{
+	f->db = fx_open(f);
+	worker_db_artifact a = art("t", NULL, 5, T0);
+	a.origin = AIRLOCK_ORIGIN_UPLOAD;
+	a.expires_at_ms = T0 + 1000;
+	cr_assert(insert(f->db, &a, ROOMY));
+	commit_art(f->db, a.artifact_id);
+	airlock_error err = { 0 };
+	worker_db_artifact_key due[4];
+	size_t n = 0;
+	cr_assert_eq(worker_db_artifact_due(f->db, T0 + 2000, T0, due, 4, &n, &err), 0, "%s",
+	             err.message);
+	cr_assert_eq(n, 1, "the sweeper's batch holds the expired upload");
+	bool done = false;
+	cr_assert_eq(worker_db_artifact_attach(f->db, a.artifact_id, "t", "r", T0 + 500, &done, &err),
+	             0, "%s", err.message);
+	cr_assert(done, "a run claims the upload before it expires on its clock");
+	bool deleted = true;
+	cr_assert_eq(worker_db_artifact_delete_due(f->db, a.artifact_id, T0 + 2000, T0, &deleted,
+	                                           &err),
+	             0, "%s", err.message);
+	cr_assert_not(deleted, "the attached artifact stays");
+	worker_db_artifact got;
+	cr_assert(get_art(f->db, a.artifact_id, &got));
+	worker_db_artifact_clear(&got);
+}
+
+/* The first binding stays: a second store's identity and database
+ * identity are answered with the first ones, for the caller to refuse. */
 CONTRACT(the_first_artifact_store_bound_stays_bound)
 {
 	f->db = fx_open(f);
-	char a[AIRLOCK_UUID_STR_LEN + 1], b[AIRLOCK_UUID_STR_LEN + 1],
-		bound[AIRLOCK_UUID_STR_LEN + 1];
+	char a[AIRLOCK_UUID_STR_LEN + 1], b[AIRLOCK_UUID_STR_LEN + 1], da[AIRLOCK_UUID_STR_LEN + 1],
+		db[AIRLOCK_UUID_STR_LEN + 1], store[AIRLOCK_UUID_STR_LEN + 1],
+		database[AIRLOCK_UUID_STR_LEN + 1];
 	cr_assert_eq(airlock_uuidv7_at(T0, a, NULL), 0);
 	cr_assert_eq(airlock_uuidv7_at(T0 + 1, b, NULL), 0);
+	cr_assert_eq(airlock_uuidv7_at(T0 + 2, da, NULL), 0);
+	cr_assert_eq(airlock_uuidv7_at(T0 + 3, db, NULL), 0);
 	airlock_error err = { 0 };
-	cr_assert_eq(worker_db_artifact_store_bind(f->db, a, bound, &err), 0, "%s", err.message);
-	cr_assert_str_eq(bound, a);
-	cr_assert_eq(worker_db_artifact_store_bind(f->db, b, bound, &err), 0, "%s", err.message);
-	cr_assert_str_eq(bound, a, "the first binding stands");
-	cr_assert_eq(worker_db_artifact_store_bind(f->db, "not-a-uuid", bound, &err),
+	cr_assert_eq(worker_db_artifact_store_bind(f->db, a, da, store, database, &err), 0, "%s",
+	             err.message);
+	cr_assert_str_eq(store, a);
+	cr_assert_str_eq(database, da);
+	cr_assert_eq(worker_db_artifact_store_bind(f->db, b, db, store, database, &err), 0, "%s",
+	             err.message);
+	cr_assert_str_eq(store, a, "the first binding stands");
+	cr_assert_str_eq(database, da, "and so does the database's identity");
+	cr_assert_eq(worker_db_artifact_store_bind(f->db, "not-a-uuid", da, store, database, &err),
 	             airlock_errcode(AIRLOCK_ERR_DECODE));
 }
 
-/* What a reader may be shown, decided by the statement: committed,
- * unexpired, the asker's (or any tenant's for NULL); every other row reads
- * as no row. */
 CONTRACT(a_visible_get_shows_only_a_committed_unexpired_row_of_the_asker)
 {
 	f->db = fx_open(f);
@@ -891,6 +928,31 @@ CONTRACT(a_visible_get_shows_only_a_committed_unexpired_row_of_the_asker)
 	cr_assert_eq(worker_db_artifact_get_visible(f->db, a.artifact_id, "a/b", T0, &got, &found,
 	                                            &err),
 	             airlock_errcode(AIRLOCK_ERR_DECODE));
+}
+
+/* Migration 6: a counter written when rows were charged by size alone is
+ * reckoned again as the charge counts, so deleting those rows gives back
+ * what they are charged and nothing of newer rows'. */
+CONTRACT(migration_6_reckons_each_tenants_charge_again)
+{
+	f->db = fx_open(f);
+	worker_db_artifact a = art("t", "r", 0, T0), b = art("t", "r", 5000, T0 + 1),
+			   c = art("u", "r", 1, T0 + 2);
+	cr_assert(insert(f->db, &a, ROOMY));
+	cr_assert(insert(f->db, &b, ROOMY));
+	cr_assert(insert(f->db, &c, ROOMY));
+	worker_db_free(f->db);
+	f->db = NULL;
+	/* What a version-5 worker left: the sizes alone. */
+	fx_raw(f, "UPDATE airlock_artifact_tenants SET bytes = 5000 WHERE tenant_id = 't'");
+	fx_raw(f, "UPDATE airlock_artifact_tenants SET bytes = 1 WHERE tenant_id = 'u'");
+	fx_raw(f, "UPDATE airlock_schema SET version = 5");
+	f->db = fx_open(f);
+	cr_assert_eq(tenant_bytes(f->db, "t"), charge(&a) + charge(&b));
+	cr_assert_eq(tenant_bytes(f->db, "u"), charge(&c));
+	bool deleted = false;
+	cr_assert_eq(worker_db_artifact_delete(f->db, a.artifact_id, &deleted, NULL), 0);
+	cr_assert_eq(tenant_bytes(f->db, "t"), charge(&b), "the delete gave back its own charge");
 }
 
 CONTRACT(artifact_arguments_are_checked_before_the_database)

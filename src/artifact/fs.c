@@ -229,14 +229,23 @@ static int fs_put_write(void *v, const void *buf, size_t len, airlock_error *err
 		                         "artifact %s: write to the temporary object", p->key);
 	p->written += (off_t)len;
 	if (p->written - p->flushed >= FS_WRITEBACK_WINDOW) {
-		/* Only a head start for the seal's fsync, which alone makes the
-		 * bytes durable: a failure here is the fsync's to report. */
-		if (p->flushed > p->window)
-			(void)sync_file_range(p->fd, p->window, p->flushed - p->window,
-			                      SYNC_FILE_RANGE_WAIT_BEFORE | SYNC_FILE_RANGE_WRITE |
-			                              SYNC_FILE_RANGE_WAIT_AFTER);
-		(void)sync_file_range(p->fd, p->flushed, p->written - p->flushed,
-		                      SYNC_FILE_RANGE_WRITE);
+		/* A head start for the seal's fsync. Its failure is the put's:
+		 * waiting on a range (WAIT_BEFORE, WAIT_AFTER) reports a
+		 * writeback error and advances the descriptor's error cursor
+		 * (errseq), so the seal's fsync would no longer see it and
+		 * would answer 0 over pages that never reached the disk. */
+		if ((p->flushed > p->window &&
+		     UTIL_FAULT_CALL("artifact.writeback_wait",
+		                     sync_file_range(p->fd, p->window, p->flushed - p->window,
+		                                     SYNC_FILE_RANGE_WAIT_BEFORE |
+		                                             SYNC_FILE_RANGE_WRITE |
+		                                             SYNC_FILE_RANGE_WAIT_AFTER)) < 0) ||
+		    UTIL_FAULT_CALL("artifact.writeback",
+		                    sync_file_range(p->fd, p->flushed, p->written - p->flushed,
+		                                    SYNC_FILE_RANGE_WRITE)) < 0)
+			return airlock_error_set(err, AIRLOCK_ERR_SYSTEM, errno,
+			                         "artifact %s: writeback of the temporary object",
+			                         p->key);
 		p->window = p->flushed;
 		p->flushed = p->written;
 	}
@@ -506,29 +515,38 @@ static int fs_walk_fn(void *ctx, int64_t older_than_ms,
 	return r;
 }
 
-/* ---- the identity ------------------------------------------------------------ */
+/* ---- the identity and the database it serves ---------------------------------- */
 
-/* root/.store-id: the identity's UUIDv7 and a newline. A dot name is no
- * tenant id, so neither a key nor the walk can reach it. */
-#define FS_IDENTITY_NAME ".store-id"
-#define FS_IDENTITY_TMP ".store-id.tmp"
+/* Two records in the root, each a UUIDv7 and a newline, each made once and
+ * never rewritten here: .store-id names the store, .database-id the worker
+ * database it serves. A dot name is no tenant id, so neither a key nor the
+ * walk reaches them. */
+#define FS_STORE_ID ".store-id"
+#define FS_DATABASE_ID ".database-id"
 
-/* 1 and the identity when the file is there, 0 when it is not. */
-static int fs_identity_read(const fs_store *st, char ret[AIRLOCK_UUID_STR_LEN + 1],
-                            airlock_error *err)
+/* 1 and the record's UUID when it is there, 0 when it is not. Opened
+ * without blocking and refused unless regular: a FIFO planted there would
+ * hang the worker's start. */
+static int fs_record_read(const fs_store *st, const char *name, char ret[AIRLOCK_UUID_STR_LEN + 1],
+                          airlock_error *err)
 {
-	_cleanup_close_ int fd = fs_openat(st->root_fd, FS_IDENTITY_NAME, O_RDONLY, 0);
+	_cleanup_close_ int fd = fs_openat(st->root_fd, name, O_RDONLY | O_NONBLOCK, 0);
 	if (fd < 0 && errno == ENOENT)
 		return 0;
 	if (fd < 0)
 		return airlock_error_set(err, AIRLOCK_ERR_SYSTEM, errno,
-		                         "artifact store: open %s in its root", FS_IDENTITY_NAME);
+		                         "artifact store: open %s in its root", name);
+	struct stat sb;
+	if (fstat(fd, &sb) < 0)
+		return airlock_error_set(err, AIRLOCK_ERR_SYSTEM, errno,
+		                         "artifact store: fstat %s in its root", name);
 	_cleanup_free_ char *buf = NULL;
 	size_t n = 0;
-	int r = util_read_capped(fd, AIRLOCK_UUID_STR_LEN + 1, &buf, &n);
+	int r = S_ISREG(sb.st_mode) ? util_read_capped(fd, AIRLOCK_UUID_STR_LEN + 1, &buf, &n)
+	                            : -EFBIG;
 	if (r < 0 && r != -EFBIG)
 		return airlock_error_set(err, AIRLOCK_ERR_SYSTEM, -r,
-		                         "artifact store: read %s in its root", FS_IDENTITY_NAME);
+		                         "artifact store: read %s in its root", name);
 	if (r < 0 || n != AIRLOCK_UUID_STR_LEN + 1 || buf[AIRLOCK_UUID_STR_LEN] != '\n')
 		goto bad;
 	buf[AIRLOCK_UUID_STR_LEN] = 0;
@@ -538,56 +556,78 @@ static int fs_identity_read(const fs_store *st, char ret[AIRLOCK_UUID_STR_LEN + 
 	return 1;
 bad:
 	return airlock_error_set(err, AIRLOCK_ERR_CONFIG, 0,
-	                         "artifact store: %s in its root is not a store identity (a "
-	                         "UUIDv7 and a newline); it names which store the objects "
-	                         "are, so it is never rewritten here",
-	                         FS_IDENTITY_NAME);
+	                         "artifact store: %s in its root is not a regular file holding "
+	                         "a UUIDv7 and a newline; it is never rewritten here "
+	                         "(docs/artifacts.md, \"The identity\")",
+	                         name);
 }
 
-/* The identity file, made once: written whole and synced under a
- * temporary name, then renamed without replacing, so a crash leaves
- * either no identity or a whole one, and two processes opening a new
- * store at once agree on the first one renamed. */
-static int fs_identity(void *ctx, char ret[AIRLOCK_UUID_STR_LEN + 1], airlock_error *err)
+/* The record name holds, made with proposed when it is missing: written
+ * whole and synced under a temporary name of this call's own (a random
+ * suffix, as a put's: a shared name would let one process unlink or rename
+ * another's file half-written), then renamed without replacing, so a crash
+ * leaves no record or a whole one, and processes making it at once agree
+ * on the first renamed. The root is synced before any answer: a record a
+ * database is bound to must not vanish with a power cut. */
+static int fs_record(fs_store *st, const char *name, const char *proposed,
+                     char ret[AIRLOCK_UUID_STR_LEN + 1], airlock_error *err)
 {
-	fs_store *st = ctx;
-	int r = fs_identity_read(st, ret, err);
-	if (r != 0)
-		return r < 0 ? r : 0;
-	char id[AIRLOCK_UUID_STR_LEN + 2];
-	r = airlock_uuidv7_new(id, err);
+	int r = fs_record_read(st, name, ret, err);
+	if (r == 0) {
+		char line[AIRLOCK_UUID_STR_LEN + 1];
+		memcpy(line, proposed, AIRLOCK_UUID_STR_LEN);
+		line[AIRLOCK_UUID_STR_LEN] = '\n';
+		unsigned char rnd[8];
+		char hex[2 * sizeof(rnd) + 1], tmp[64];
+		if (util_random(rnd, sizeof(rnd)) < 0)
+			return airlock_error_set(err, AIRLOCK_ERR_SYSTEM, EIO,
+			                         "artifact store: getrandom");
+		util_hex(rnd, sizeof(rnd), hex);
+		snprintf(tmp, sizeof(tmp), "%s.tmp-%s", name, hex);
+		_cleanup_close_ int fd = UTIL_FAULT_CALL(
+			"artifact.record_create",
+			fs_openat(st->root_fd, tmp, O_WRONLY | O_CREAT | O_EXCL, 0600));
+		if (fd < 0 || util_write_all(fd, line, sizeof(line)) < 0 ||
+		    UTIL_FAULT_CALL("artifact.record_fsync", fsync(fd)) < 0) {
+			int e = errno;
+			if (fd >= 0)
+				(void)unlinkat(st->root_fd, tmp, 0);
+			return airlock_error_set(err, AIRLOCK_ERR_SYSTEM, e,
+			                         "artifact store: write %s in its root", tmp);
+		}
+		if (UTIL_FAULT_CALL("artifact.record_rename",
+		                    renameat2(st->root_fd, tmp, st->root_fd, name,
+		                              RENAME_NOREPLACE)) < 0) {
+			int e = errno;
+			(void)unlinkat(st->root_fd, tmp, 0);
+			if (e != EEXIST)
+				return airlock_error_set(err, AIRLOCK_ERR_SYSTEM, e,
+				                         "artifact store: rename %s into place", name);
+		}
+		r = fs_record_read(st, name, ret, err);
+		if (r == 0)
+			return airlock_error_set(err, AIRLOCK_ERR_SYSTEM, ENOENT,
+			                         "artifact store: %s vanished as it was made", name);
+	}
 	if (r < 0)
 		return r;
-	id[AIRLOCK_UUID_STR_LEN] = '\n';
-	/* A temporary a crash left is replaced: it never names anything. */
-	(void)unlinkat(st->root_fd, FS_IDENTITY_TMP, 0);
-	_cleanup_close_ int fd =
-		fs_openat(st->root_fd, FS_IDENTITY_TMP, O_WRONLY | O_CREAT | O_EXCL, 0600);
-	if (fd < 0 || util_write_all(fd, id, AIRLOCK_UUID_STR_LEN + 1) < 0 || fsync(fd) < 0) {
-		int e = errno;
-		(void)unlinkat(st->root_fd, FS_IDENTITY_TMP, 0);
-		return airlock_error_set(err, AIRLOCK_ERR_SYSTEM, e,
-		                         "artifact store: write %s in its root", FS_IDENTITY_TMP);
-	}
-	if (renameat2(st->root_fd, FS_IDENTITY_TMP, st->root_fd, FS_IDENTITY_NAME,
-	              RENAME_NOREPLACE) < 0) {
-		int e = errno;
-		(void)unlinkat(st->root_fd, FS_IDENTITY_TMP, 0);
-		if (e != EEXIST)
-			return airlock_error_set(err, AIRLOCK_ERR_SYSTEM, e,
-			                         "artifact store: rename %s into place",
-			                         FS_IDENTITY_TMP);
-	} else if (fsync(st->root_fd) < 0) {
+	if (UTIL_FAULT_CALL("artifact.record_sync", fsync(st->root_fd)) < 0)
 		return airlock_error_set(err, AIRLOCK_ERR_SYSTEM, errno,
-		                         "artifact store: fsync of its root after %s",
-		                         FS_IDENTITY_NAME);
-	}
-	r = fs_identity_read(st, ret, err);
-	if (r == 0)
-		return airlock_error_set(err, AIRLOCK_ERR_SYSTEM, ENOENT,
-		                         "artifact store: %s vanished as it was made",
-		                         FS_IDENTITY_NAME);
-	return r < 0 ? r : 0;
+		                         "artifact store: fsync of its root after %s", name);
+	return 0;
+}
+
+static int fs_identity(void *ctx, char ret[AIRLOCK_UUID_STR_LEN + 1], airlock_error *err)
+{
+	char fresh[AIRLOCK_UUID_STR_LEN + 1];
+	int r = airlock_uuidv7_new(fresh, err);
+	return r < 0 ? r : fs_record(ctx, FS_STORE_ID, fresh, ret, err);
+}
+
+static int fs_bind_database(void *ctx, const char *database_id,
+                            char ret_bound[AIRLOCK_UUID_STR_LEN + 1], airlock_error *err)
+{
+	return fs_record(ctx, FS_DATABASE_ID, database_id, ret_bound, err);
 }
 
 static void fs_free(void *ctx)
@@ -613,6 +653,7 @@ static const airlock_artifact_store_ops fs_ops = {
 	.remove = fs_remove,
 	.walk = fs_walk_fn,
 	.identity = fs_identity,
+	.bind_database = fs_bind_database,
 	.free = fs_free,
 };
 

@@ -35,6 +35,7 @@ struct artifact_memstore {
 	size_t bytes, max_bytes;
 	unsigned walkers; /* walks in progress: removals only unlist */
 	char identity[AIRLOCK_UUID_STR_LEN + 1]; /* one per store: nothing outlives it */
+	char database[AIRLOCK_UUID_STR_LEN + 1]; /* the database it serves, "" until bound */
 };
 
 typedef struct mem_put {
@@ -346,6 +347,19 @@ static int mem_identity(void *ctx, char ret[AIRLOCK_UUID_STR_LEN + 1], airlock_e
 	return 0;
 }
 
+static int mem_bind_database(void *ctx, const char *database_id,
+                             char ret_bound[AIRLOCK_UUID_STR_LEN + 1], airlock_error *err)
+{
+	(void)err;
+	artifact_memstore *m = ctx;
+	pthread_mutex_lock(&m->lock);
+	if (!m->database[0])
+		memcpy(m->database, database_id, AIRLOCK_UUID_STR_LEN + 1);
+	memcpy(ret_bound, m->database, AIRLOCK_UUID_STR_LEN + 1);
+	pthread_mutex_unlock(&m->lock);
+	return 0;
+}
+
 static const airlock_artifact_store_ops mem_ops = {
 	.version = AIRLOCK_ARTIFACT_STORE_OPS_VERSION,
 	.name = "memory",
@@ -360,6 +374,7 @@ static const airlock_artifact_store_ops mem_ops = {
 	.remove = mem_remove,
 	.walk = mem_walk,
 	.identity = mem_identity,
+	.bind_database = mem_bind_database,
 	.free = mem_free,
 };
 

@@ -54,6 +54,46 @@ struct worker_artifact_put {
 
 static void *sweeper_main(void *arg);
 
+/* One database, one store, both ways (docs/artifacts.md, "The identity").
+ * A row names its object by key alone, so a worker whose store is not the
+ * one the database's rows were written to would answer other workers'
+ * artifacts with objects it does not have, and its sweeper would drop
+ * their rows; a worker on a database the store does not serve (a new one,
+ * a mistyped one) would take every object of the store for an orphan and
+ * sweep it. The database is bound first: a crash before the store records
+ * the database leaves a binding the next start completes. */
+static int bind_store(worker_db *db, airlock_artifact_store *store, airlock_error *err)
+{
+	char mine[AIRLOCK_UUID_STR_LEN + 1], fresh[AIRLOCK_UUID_STR_LEN + 1];
+	char bound_store[AIRLOCK_UUID_STR_LEN + 1], database[AIRLOCK_UUID_STR_LEN + 1];
+	char served[AIRLOCK_UUID_STR_LEN + 1];
+	int r = airlock_artifact_store_identity(store, mine, err);
+	if (r == 0)
+		r = airlock_uuidv7_new(fresh, err);
+	if (r == 0)
+		r = worker_db_artifact_store_bind(db, mine, fresh, bound_store, database, err);
+	if (r < 0)
+		return r;
+	if (strcmp(mine, bound_store) != 0)
+		return airlock_error_set(err, AIRLOCK_ERR_CONFIG, 0,
+		                         "worker.artifacts_dir: this store is %s, but the worker "
+		                         "database's artifacts are in store %s; workers sharing one "
+		                         "database must share one artifact store",
+		                         mine, bound_store);
+	r = airlock_artifact_store_bind_database(store, database, served, err);
+	if (r < 0)
+		return r;
+	if (strcmp(served, database) != 0)
+		return airlock_error_set(err, AIRLOCK_ERR_CONFIG, 0,
+		                         "worker.artifacts_dir: this store serves worker database %s, "
+		                         "not this one (%s): a worker on a new or mistyped database "
+		                         "would take every object of the store for an orphan and "
+		                         "sweep it; point the worker at the store's database, or give "
+		                         "it a store of its own",
+		                         served, database);
+	return 0;
+}
+
 int worker_artifacts_new(const worker_artifacts_config *cfg, worker_db *db,
                          airlock_artifact_store *store, worker_artifacts **ret,
                          airlock_error *err)
@@ -66,21 +106,7 @@ int worker_artifacts_new(const worker_artifacts_config *cfg, worker_db *db,
 		                         "worker artifacts: every size, lifetime and interval must be "
 		                         "positive");
 	}
-	/* One database, one store: a row names an object by key alone, so a
-	 * worker whose store is not the one the database's rows were written
-	 * to would answer another worker's artifacts with objects it does
-	 * not have, and its sweeper would drop their rows. */
-	char mine[AIRLOCK_UUID_STR_LEN + 1], bound[AIRLOCK_UUID_STR_LEN + 1];
-	int br = airlock_artifact_store_identity(store, mine, err);
-	if (br == 0)
-		br = worker_db_artifact_store_bind(db, mine, bound, err);
-	if (br == 0 && strcmp(mine, bound) != 0)
-		br = airlock_error_set(err, AIRLOCK_ERR_CONFIG, 0,
-		                       "worker.artifacts_dir: this store is %s, but the worker "
-		                       "database's artifacts are in store %s; workers sharing one "
-		                       "database must share one artifact store (one directory on a "
-		                       "filesystem they all mount)",
-		                       mine, bound);
+	int br = bind_store(db, store, err);
 	if (br < 0) {
 		airlock_artifact_store_free(store);
 		return br;
@@ -538,33 +564,21 @@ int worker_artifacts_sweep(worker_artifacts *a, int64_t now_ms, worker_sweep_sta
 		for (size_t i = 0; i < n; i++) {
 			airlock_error e = { 0 };
 			bool deleted = false;
-			int rr;
-			if (due[i].committed) {
-				/* An expired artifact: object first, row second
-				 * (artifacts.h), so a crash between leaves a row
-				 * the next pass finds. */
+			/* The row first, and only while it is still due, so a
+			 * put that committed or a run that attached the artifact
+			 * since the batch was read keeps it; its object then goes
+			 * (a crash between leaves an object no row names, which
+			 * the walk removes after the grace). */
+			int rr = worker_db_artifact_delete_due(a->db, due[i].artifact_id, now_ms, before,
+			                                       &deleted, &e);
+			if (rr == 0 && deleted)
 				rr = airlock_artifact_store_remove(a->store, due[i].tenant_id,
 				                                   due[i].artifact_id, &e);
-				if (rr == 0)
-					rr = worker_db_artifact_delete(a->db, due[i].artifact_id, &deleted,
-					                               &e);
-			} else {
-				/* A put's leftover: the row first, and only while it
-				 * is still pending, so a put that committed since the
-				 * batch was read keeps its artifact; its object then
-				 * goes (a crash between leaves an object no row names,
-				 * which the walk removes after the grace). */
-				rr = worker_db_artifact_delete_pending(a->db, due[i].artifact_id, &deleted,
-				                                       &e);
-				if (rr == 0 && deleted)
-					rr = airlock_artifact_store_remove(a->store, due[i].tenant_id,
-					                                   due[i].artifact_id, &e);
-			}
 			if (rr < 0) {
 				ret->failures++;
 			} else {
 				removed++;
-				if (due[i].committed)
+				if (deleted && due[i].committed)
 					ret->expired_removed++;
 				else if (deleted)
 					ret->pending_removed++;

@@ -28,13 +28,12 @@
  *   4. the object committed (rename, directory fsync);
  *   5. the row marked COMMITTED: from here it is an artifact.
  * A crash after 3 leaves a pending row (with or without its object): the
- * sweeper removes both once the row is older than the grace period, the
- * row first and only while it is still pending (a put that committed in
- * the meantime keeps its artifact), then the object. It removes an
- * expired artifact's object first and its row second, so a crash between
- * the two leaves a row the next pass finds again. An object with no row
- * at all (a crash between a pending row's two removals, a row removed by
- * hand) is removed by the sweeper's walk once older than the grace.
+ * sweeper removes both once the row is older than the grace period. For
+ * that row and for an expired artifact's alike, the row goes first and
+ * only while it is still due (a put that committed or a run that attached
+ * the artifact in the meantime keeps it), then the object. An object with
+ * no row at all (a crash between the two removals, a row removed by hand)
+ * is removed by the sweeper's walk once older than the grace.
  *
  * Authorization is the caller's (the worker's API), before both metadata
  * and content; the store does no check of its own (the specification,

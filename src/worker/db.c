@@ -153,7 +153,7 @@ int worker_db_new(const worker_db_ops *ops, void *ctx, worker_db **ret, airlock_
 	    !ops->artifact_insert || !ops->artifact_commit || !ops->artifact_get ||
 	    !ops->artifact_delete || !ops->artifact_due || !ops->artifact_list ||
 	    !ops->artifact_attach || !ops->artifact_tenant_bytes || !ops->artifact_same ||
-	    !ops->artifact_delete_pending || !ops->artifact_store_bind ||
+	    !ops->artifact_delete_due || !ops->artifact_store_bind ||
 	    !ops->artifact_get_visible) {
 		if (ops && ops->free && ctx)
 			ops->free(ctx);
@@ -645,30 +645,35 @@ int worker_db_artifact_same(worker_db *db, const worker_db_artifact *a, int64_t 
 	return CALL(db, db->ops->artifact_same(db->ctx, a, now_ms, ret, ret_found, err));
 }
 
-int worker_db_artifact_delete_pending(worker_db *db, const char *artifact_id, bool *ret_deleted,
-                                      airlock_error *err)
+int worker_db_artifact_delete_due(worker_db *db, const char *artifact_id, int64_t now_ms,
+                                  int64_t pending_before_ms, bool *ret_deleted,
+                                  airlock_error *err)
 {
 	if (!db || !ret_deleted)
-		return bad_arg(err, "artifact_delete_pending", "missing argument");
-	int r = check_artifact_id("artifact_delete_pending", artifact_id, err);
+		return bad_arg(err, "artifact_delete_due", "missing argument");
+	int r = check_artifact_id("artifact_delete_due", artifact_id, err);
 	if (r < 0)
 		return r;
 	*ret_deleted = false;
-	return CALL(db, db->ops->artifact_delete_pending(db->ctx, artifact_id, ret_deleted, err));
+	return CALL(db, db->ops->artifact_delete_due(db->ctx, artifact_id, now_ms, pending_before_ms,
+	                                             ret_deleted, err));
 }
 
-int worker_db_artifact_store_bind(worker_db *db, const char *identity,
-                                  char ret_bound[AIRLOCK_UUID_STR_LEN + 1], airlock_error *err)
+int worker_db_artifact_store_bind(worker_db *db, const char *store_identity,
+                                  const char *database_identity,
+                                  char ret_store[AIRLOCK_UUID_STR_LEN + 1],
+                                  char ret_database[AIRLOCK_UUID_STR_LEN + 1], airlock_error *err)
 {
-	if (!db || !identity || !ret_bound)
+	if (!db || !store_identity || !database_identity || !ret_store || !ret_database)
 		return bad_arg(err, "artifact_store_bind", "missing argument");
-	if (!airlock_uuidv7_valid(identity))
-		return bad_arg(err, "artifact_store_bind", "a store's identity is a UUIDv7");
-	int r = CALL(db, db->ops->artifact_store_bind(db->ctx, identity, ret_bound, err));
-	if (r == 0 && !airlock_uuidv7_valid(ret_bound))
+	if (!airlock_uuidv7_valid(store_identity) || !airlock_uuidv7_valid(database_identity))
+		return bad_arg(err, "artifact_store_bind", "an identity is a UUIDv7");
+	int r = CALL(db, db->ops->artifact_store_bind(db->ctx, store_identity, database_identity,
+	                                              ret_store, ret_database, err));
+	if (r == 0 && (!airlock_uuidv7_valid(ret_store) || !airlock_uuidv7_valid(ret_database)))
 		return airlock_error_set(err, AIRLOCK_ERR_EXECUTION_UNAVAILABLE, 0,
-		                         "worker database: the artifact store it is bound to is not "
-		                         "named by a UUIDv7");
+		                         "worker database: the artifact store binding it holds is not "
+		                         "two UUIDv7s");
 	return r;
 }
 

@@ -173,8 +173,10 @@ typedef struct worker_db_bridge_result {
  * the row COMMITTED; only a committed, unexpired row is an artifact. What a
  * crash leaves between those steps is found by the sweeper
  * (worker_db_artifact_due): a pending row older than the grace period is
- * removed with its object, an expired row likewise, object first, so a
- * crash between the two leaves a row the next pass finds again. */
+ * removed with its object, an expired row likewise, the row first and only
+ * while it is still due (artifact_delete_due), so a put that committed or
+ * a run that attached the artifact since keeps it; a crash between the two
+ * leaves an object no row names, which the sweeper's walk removes. */
 typedef struct worker_db_artifact {
 	char artifact_id[AIRLOCK_UUID_STR_LEN + 1];
 	char tenant_id[AIRLOCK_ID_MAX + 1];
@@ -321,17 +323,23 @@ typedef struct worker_db_ops {
 	 * there is none. */
 	int (*artifact_same)(void *ctx, const worker_db_artifact *a, int64_t now_ms,
 	                     worker_db_artifact *ret, bool *ret_found, airlock_error *err);
-	/* As artifact_delete, only while the row is still pending: the
-	 * sweeper's removal of a put's leftover never takes a row its put
-	 * committed meanwhile. */
-	int (*artifact_delete_pending)(void *ctx, const char *artifact_id, bool *ret_deleted,
-	                               airlock_error *err);
+	/* As artifact_delete, only while the row is still what artifact_due
+	 * selected (expired at now_ms, or pending since before
+	 * pending_before_ms), a condition of the DELETE itself: the
+	 * sweeper never takes a row a put committed or a run attached since
+	 * it read the batch. */
+	int (*artifact_delete_due)(void *ctx, const char *artifact_id, int64_t now_ms,
+	                           int64_t pending_before_ms, bool *ret_deleted, airlock_error *err);
 	/* Bind the database to the artifact store whose objects its rows
-	 * name: identity (a store's UUIDv7) is kept when none is bound yet,
-	 * and *ret_bound is the one bound, this or an earlier worker's. One
-	 * transaction. */
-	int (*artifact_store_bind)(void *ctx, const char *identity,
-	                           char ret_bound[AIRLOCK_UUID_STR_LEN + 1], airlock_error *err);
+	 * name: store_identity (a store's UUIDv7) and database_identity (a
+	 * fresh UUIDv7 naming this database, which the store records in
+	 * turn) are kept when nothing is bound yet, and *ret_store and
+	 * *ret_database are the ones bound, these or an earlier worker's.
+	 * One transaction. */
+	int (*artifact_store_bind)(void *ctx, const char *store_identity,
+	                           const char *database_identity,
+	                           char ret_store[AIRLOCK_UUID_STR_LEN + 1],
+	                           char ret_database[AIRLOCK_UUID_STR_LEN + 1], airlock_error *err);
 	/* As artifact_get, only a row a reader may be shown: committed,
 	 * unexpired at now_ms, and of tenant_id (NULL: any tenant). Every
 	 * condition is the statement's own, so another tenant's row costs
@@ -443,15 +451,20 @@ int worker_db_artifact_get(worker_db *db, const char *artifact_id, worker_db_art
                            bool *ret_found, airlock_error *err);
 int worker_db_artifact_delete(worker_db *db, const char *artifact_id, bool *ret_deleted,
                               airlock_error *err);
-int worker_db_artifact_delete_pending(worker_db *db, const char *artifact_id, bool *ret_deleted,
-                                      airlock_error *err);
+/* As artifact_delete, only while the row is still due (artifact_due's
+ * condition at now_ms and pending_before_ms). */
+int worker_db_artifact_delete_due(worker_db *db, const char *artifact_id, int64_t now_ms,
+                                  int64_t pending_before_ms, bool *ret_deleted,
+                                  airlock_error *err);
 /* tenant_id NULL for a token of every tenant. */
 int worker_db_artifact_get_visible(worker_db *db, const char *artifact_id, const char *tenant_id,
                                    int64_t now_ms, worker_db_artifact *ret, bool *ret_found,
                                    airlock_error *err);
-/* identity a UUIDv7 (airlock_artifact_store_identity). */
-int worker_db_artifact_store_bind(worker_db *db, const char *identity,
-                                  char ret_bound[AIRLOCK_UUID_STR_LEN + 1], airlock_error *err);
+/* Both identities UUIDv7s, and so are the answers. */
+int worker_db_artifact_store_bind(worker_db *db, const char *store_identity,
+                                  const char *database_identity,
+                                  char ret_store[AIRLOCK_UUID_STR_LEN + 1],
+                                  char ret_database[AIRLOCK_UUID_STR_LEN + 1], airlock_error *err);
 /* max in 1..AIRLOCK_WORKER_DB_ARTIFACTS_MAX. */
 int worker_db_artifact_due(worker_db *db, int64_t now_ms, int64_t pending_before_ms,
                            worker_db_artifact_key *ret, size_t max, size_t *ret_n,

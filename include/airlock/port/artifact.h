@@ -125,6 +125,13 @@ typedef struct airlock_artifact_store_ops {
 	 * database cannot each keep objects the others cannot read (version
 	 * 2). */
 	int (*identity)(void *ctx, char ret[AIRLOCK_UUID_STR_LEN + 1], airlock_error *err);
+	/* The worker database the store serves, the other half of that
+	 * binding: database_id (a UUIDv7) is recorded when none is, and
+	 * *ret_bound is the one recorded, this or an earlier call's, ever
+	 * after. A store that serves another database must not be swept by
+	 * this one: every object would be an orphan to it. */
+	int (*bind_database)(void *ctx, const char *database_id,
+	                     char ret_bound[AIRLOCK_UUID_STR_LEN + 1], airlock_error *err);
 
 	void (*free)(void *ctx);
 } airlock_artifact_store_ops;
@@ -142,6 +149,11 @@ const char *airlock_artifact_store_name(const airlock_artifact_store *s);
  * adapter's answer that is not one is AIRLOCK_ERR_SYSTEM. */
 int airlock_artifact_store_identity(airlock_artifact_store *s, char ret[AIRLOCK_UUID_STR_LEN + 1],
                                     airlock_error *err);
+/* ops->bind_database, database_id checked to be a UUIDv7 and so is the
+ * adapter's answer. */
+int airlock_artifact_store_bind_database(airlock_artifact_store *s, const char *database_id,
+                                         char ret_bound[AIRLOCK_UUID_STR_LEN + 1],
+                                         airlock_error *err);
 /* NULL is a no-op. Every put and reader must be freed first. */
 void airlock_artifact_store_free(airlock_artifact_store *s);
 
