@@ -48,6 +48,11 @@ struct worker_artifact_put {
 	 * (below), rather than written whole first and refused at step 3. */
 	int64_t tenant_bytes, tenant_room, written;
 	bool over_room; /* discarded past the room: only an equal artifact answers */
+	/* Step 2 done ahead of finish (worker_artifact_seal): the digest and
+	 * size of what was received. */
+	bool sealed;
+	char sealed_sha256[AIRLOCK_SHA256_HEX_LEN + 1];
+	int64_t sealed_size;
 };
 
 /* ---- the handle ---------------------------------------------------------------- */
@@ -334,6 +339,23 @@ static void undo(worker_artifact_put *p)
 	airlock_error_clear(&ignored);
 }
 
+int worker_artifact_seal(worker_artifact_put *p, char ret_sha256[AIRLOCK_SHA256_HEX_LEN + 1],
+                         airlock_error *err)
+{
+	if (!p || !p->put || !ret_sha256)
+		return airlock_error_set(err, AIRLOCK_ERR_EXECUTION_REJECTED, 0,
+		                         "artifact: the put has ended");
+	if (!p->sealed) {
+		int r = airlock_artifact_put_seal(p->put, NULL, p->sealed_sha256, &p->sealed_size,
+		                                  err);
+		if (r < 0)
+			return r;
+		p->sealed = true;
+	}
+	memcpy(ret_sha256, p->sealed_sha256, sizeof(p->sealed_sha256));
+	return 0;
+}
+
 int worker_artifact_finish(worker_artifact_put *p, const char *expected_sha256,
                            airlock_artifact_ref *ret, airlock_error *err)
 {
@@ -345,8 +367,22 @@ int worker_artifact_finish(worker_artifact_put *p, const char *expected_sha256,
 		                   .trust = p->trust, .filename = p->filename,
 		                   .filename_len = p->filename_len };
 	/* Step 2: the store's digest over what it received against the
-	 * source's over what it sent. */
-	int r = airlock_artifact_put_seal(p->put, expected_sha256, row.sha256, &row.size_bytes, err);
+	 * source's over what it sent (compared here too when the put was
+	 * sealed ahead, for the caller that compared it then). */
+	int r = 0;
+	if (!p->sealed) {
+		r = airlock_artifact_put_seal(p->put, expected_sha256, row.sha256, &row.size_bytes,
+		                              err);
+	} else {
+		memcpy(row.sha256, p->sealed_sha256, sizeof(row.sha256));
+		row.size_bytes = p->sealed_size;
+		if (expected_sha256 && strcmp(expected_sha256, row.sha256) != 0)
+			r = airlock_error_set(err, AIRLOCK_ERR_ARTIFACT_INTEGRITY, 0,
+			                      "artifact %s: the %lld bytes received hash to sha256 %s, "
+			                      "the source says %.64s: nothing stored",
+			                      p->artifact_id, (long long)row.size_bytes, row.sha256,
+			                      expected_sha256);
+	}
 	if (r == 0)
 		r = airlock_artifact_storage_key(p->w.tenant_id, p->artifact_id, row.storage_key, err);
 	if (r < 0)

@@ -117,6 +117,12 @@ int worker_artifact_begin(const worker_artifact_writer *w, const void *filename,
                           airlock_error *err);
 int worker_artifact_write(worker_artifact_put *p, const void *buf, size_t len,
                           airlock_error *err);
+/* Step 2 ahead of finish, for a caller that compares the digest itself
+ * (airlock_workspace_read_stream_hashed): the bytes made durable and the
+ * SHA-256 of what was received in *ret_sha256; finish then takes it as
+ * sealed (and compares its expected digest with it again). */
+int worker_artifact_seal(worker_artifact_put *p, char ret_sha256[AIRLOCK_SHA256_HEX_LEN + 1],
+                         airlock_error *err);
 /* Steps 2-5: expected_sha256 (64 lowercase hex) is the source's claim,
  * NULL when there is none (text the worker itself holds). On success
  * *ret is the ArtifactRef (ret->media_type malloc'd:
