@@ -1,0 +1,138 @@
+"""What both clients share: an httpx client on a Unix socket or over TLS,
+capped bodies, and the failures mapped as the C clients map them
+(docs/remote.md, "Errors")."""
+
+import errno as errno_mod
+import os
+import ssl
+from typing import Any, NoReturn
+
+import httpx
+
+from . import wire
+from .errors import AirlockError, ConfigurationError, DecodeError, ExecutionUnavailable
+from .types import SecretValue
+
+ERROR_BODY_MAX = 64 * 1024
+
+# The errnos the service sends by name on the workspace verbs (422).
+_ERRNOS = {
+    name: getattr(errno_mod, name)
+    for name in (
+        "ENOENT", "ENOTDIR", "EISDIR", "EEXIST", "ENOTEMPTY", "ENOSPC", "EDQUOT", "EFBIG", "ELOOP",
+        "ENAMETOOLONG", "EACCES", "EPERM", "EROFS", "EINVAL", "EMLINK", "ETXTBSY", "EBUSY",
+    )
+}
+
+
+def credential_bytes(credential: str | bytes | SecretValue) -> bytes:
+    raw = credential.reveal() if isinstance(credential, SecretValue) else (
+        credential.encode() if isinstance(credential, str) else bytes(credential))
+    raw = raw.strip()
+    # It goes into a header line: visible ASCII only (the C client's rule).
+    if not 1 <= len(raw) <= 4096 or any(c < 0x21 or c > 0x7E for c in raw):
+        raise ConfigurationError("the credential must be 1 to 4096 visible ASCII bytes")
+    return raw
+
+
+def read_credential_file(path: str | os.PathLike[str]) -> SecretValue:
+    with open(path, "rb") as f:
+        return SecretValue(f.read(4097).strip())
+
+
+class Transport:
+    """One httpx.AsyncClient for one address: ``unix:/path`` (plain HTTP on
+    the socket) or ``HOST:PORT`` (always TLS, peer and host verified)."""
+
+    def __init__(
+        self,
+        address: str,
+        credential: str | bytes | SecretValue | None,
+        *,
+        tls_ca_file: str | None = None,
+        tls_cert_file: str | None = None,
+        tls_key_file: str | None = None,
+        connect_timeout: float = 5.0,
+    ) -> None:
+        self.address = address
+        headers = {}
+        if credential is not None:
+            # The credential lives in this one header; it is never formatted
+            # into a message (messages name the address).
+            headers["Authorization"] = "Bearer " + credential_bytes(credential).decode("ascii")
+        timeout = httpx.Timeout(120.0, connect=connect_timeout)
+        limits = httpx.Limits(max_connections=64, max_keepalive_connections=8)
+        if address.startswith("unix:"):
+            path = address[5:]
+            if not path.startswith("/"):
+                raise ConfigurationError(f"{address}: a Unix socket address is unix:/absolute/path")
+            transport = httpx.AsyncHTTPTransport(uds=path, limits=limits, retries=0)
+            base = "http://airlock"
+        else:
+            host, sep, port = address.rpartition(":")
+            if not sep or not host or not port.isdigit():
+                raise ConfigurationError(f"{address}: an address is unix:/path or HOST:PORT")
+            ctx = ssl.create_default_context(cafile=tls_ca_file)
+            if tls_cert_file or tls_key_file:
+                if not (tls_cert_file and tls_key_file):
+                    raise ConfigurationError(f"{address}: a client certificate needs both tls_cert_file and tls_key_file")
+                ctx.load_cert_chain(tls_cert_file, tls_key_file)
+            transport = httpx.AsyncHTTPTransport(verify=ctx, limits=limits, retries=0)
+            base = f"https://{host}:{port}"
+        self.client = httpx.AsyncClient(
+            transport=transport, base_url=base, headers=headers, timeout=timeout, follow_redirects=False
+        )
+
+    def __repr__(self) -> str:
+        return f"Transport({self.address!r})"
+
+    async def aclose(self) -> None:
+        await self.client.aclose()
+
+    def unavailable(self, what: str, e: BaseException) -> ExecutionUnavailable:
+        return ExecutionUnavailable(f"{self.address}: {what}: {type(e).__name__}: {e}")
+
+
+async def read_capped(r: httpx.Response, cap: int, what: str) -> bytes:
+    n = r.headers.get("content-length")
+    if n is not None and n.isdigit() and int(n) > cap:
+        raise ExecutionUnavailable(f"{what}: the answer is {n} bytes, over the {cap} byte cap")
+    buf = bytearray()
+    async for chunk in r.aiter_raw():
+        buf += chunk
+        if len(buf) > cap:
+            raise ExecutionUnavailable(f"{what}: the answer is over the {cap} byte cap")
+    return bytes(buf)
+
+
+def raise_for(address: str, status: int, body: bytes, what: str) -> NoReturn:
+    """The failure an answer that is not a success stands for."""
+    where = f"{address}: {what}"
+    if status == 401:
+        raise ConfigurationError(f"{where}: the service refused the credential (401)")
+    try:
+        o: Any = wire.load(body, ERROR_BODY_MAX)
+    except DecodeError:
+        o = None
+    if status == 422 and isinstance(o, dict) and o.get("error") == "SystemError" and isinstance(o.get("errno"), str):
+        code = _ERRNOS.get(o["errno"], errno_mod.EIO)
+        raise OSError(code, f"{where}: {o.get('message', '')}")
+    if isinstance(o, dict) and set(o) <= {"error", "message", "errno"}:
+        o = {k: o[k] for k in ("error", "message") if k in o}
+        try:
+            e = wire.error_from_value(o)
+        except DecodeError:
+            e = None
+        if e is not None and status not in (502, 503, 504):
+            raise type(e)(e.message)
+        if e is not None:
+            raise ExecutionUnavailable(e.message)
+    if status in (502, 503, 504):
+        raise ExecutionUnavailable(f"{where}: {status}")
+    raise ExecutionUnavailable(f"{where}: an answer that does not decode (status {status})")
+
+
+def fail_on(e: BaseException, t: Transport, what: str) -> NoReturn:
+    if isinstance(e, AirlockError | OSError) and not isinstance(e, httpx.TransportError):
+        raise e
+    raise t.unavailable(what, e) from None
