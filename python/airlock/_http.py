@@ -2,12 +2,17 @@
 capped bodies, and the failures mapped as the C clients map them
 (docs/remote.md, "Errors")."""
 
+import asyncio
 import errno as errno_mod
 import os
+import select
+import socket
 import ssl
 from typing import Any, NoReturn
 
+import httpcore
 import httpx
+from httpcore.backends.base import AsyncNetworkBackend, AsyncNetworkStream
 
 from . import wire
 from .errors import AirlockError, ConfigurationError, DecodeError, ExecutionUnavailable
@@ -40,6 +45,80 @@ def read_credential_file(path: str | os.PathLike[str]) -> SecretValue:
         return SecretValue(f.read(4097).strip())
 
 
+class _UnixStream(AsyncNetworkStream):
+    """An HTTP connection on a Unix socket over the event loop's own socket
+    calls.
+
+    Not anyio's: Debian 12's python3-anyio 3.6.2 sends the buffer's start
+    again after a partial write on a Unix socket (UNIXSocketStream.send
+    passes ``item`` where it means ``view``), so any body larger than the
+    socket's buffer reached the server corrupted (measured: a 3 MiB upload
+    arrived as 3,193,216 bytes). Not asyncio's streams either: a reset that
+    follows an answer (the service answers 401 and closes without reading
+    the body) is raised there before the answer's buffered bytes are read;
+    ``sock_recv`` returns what the kernel holds first."""
+
+    def __init__(self, sock: socket.socket) -> None:
+        self._sock = sock
+
+    async def read(self, max_bytes: int, timeout: float | None = None) -> bytes:
+        loop = asyncio.get_running_loop()
+        try:
+            return await asyncio.wait_for(loop.sock_recv(self._sock, max_bytes), timeout)
+        except asyncio.TimeoutError:
+            raise httpcore.ReadTimeout("read timed out") from None
+        except OSError as e:
+            raise httpcore.ReadError(str(e)) from None
+
+    async def write(self, buffer: bytes, timeout: float | None = None) -> None:
+        if not buffer:
+            return
+        loop = asyncio.get_running_loop()
+        try:
+            await asyncio.wait_for(loop.sock_sendall(self._sock, buffer), timeout)
+        except asyncio.TimeoutError:
+            raise httpcore.WriteTimeout("write timed out") from None
+        except (BrokenPipeError, ConnectionResetError):
+            # The server answered before it read the whole body (401, 413)
+            # and closed: its answer is waiting to be read, and the read
+            # that follows fails if none came.
+            return
+        except OSError as e:
+            raise httpcore.WriteError(str(e)) from None
+
+    async def aclose(self) -> None:
+        self._sock.close()
+
+    def get_extra_info(self, info: str) -> Any:
+        if info == "is_readable":
+            # An idle connection the server closed reads EOF: not reusable.
+            if self._sock.fileno() < 0:
+                return True
+            return bool(select.select([self._sock], [], [], 0)[0])
+        return None
+
+
+class _UnixBackend(AsyncNetworkBackend):
+    async def connect_unix_socket(self, path: str, timeout: float | None = None) -> AsyncNetworkStream:
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM | socket.SOCK_CLOEXEC)
+        sock.setblocking(False)
+        try:
+            await asyncio.wait_for(asyncio.get_running_loop().sock_connect(sock, path), timeout)
+        except asyncio.TimeoutError:
+            sock.close()
+            raise httpcore.ConnectTimeout("connect timed out") from None
+        except OSError as e:
+            sock.close()
+            raise httpcore.ConnectError(str(e)) from None
+        except BaseException:
+            sock.close()
+            raise
+        return _UnixStream(sock)
+
+    async def sleep(self, seconds: float) -> None:
+        await asyncio.sleep(seconds)
+
+
 class Transport:
     """One httpx.AsyncClient for one address: ``unix:/path`` (plain HTTP on
     the socket) or ``HOST:PORT`` (always TLS, peer and host verified)."""
@@ -67,6 +146,14 @@ class Transport:
             if not path.startswith("/"):
                 raise ConfigurationError(f"{address}: a Unix socket address is unix:/absolute/path")
             transport = httpx.AsyncHTTPTransport(uds=path, limits=limits, retries=0)
+            # The pool on asyncio's Unix streams (_UnixStream says why).
+            transport._pool = httpcore.AsyncConnectionPool(
+                max_connections=limits.max_connections,
+                max_keepalive_connections=limits.max_keepalive_connections,
+                keepalive_expiry=limits.keepalive_expiry,
+                uds=path,
+                network_backend=_UnixBackend(),
+            )
             base = "http://airlock"
         else:
             host, sep, port = address.rpartition(":")

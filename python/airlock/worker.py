@@ -195,7 +195,10 @@ class WorkerClient:
         """``sandbox.run_command``: the specification's result object
         (``stdout``/``stderr`` as text, ``*_artifact`` refs of output kept
         whole)."""
-        args: dict[str, Any] = {"command": list(command), "working_directory": working_directory}
+        # A string is sent as it is: the worker refuses it with the message
+        # that teaches the vector form.
+        vec: Any = command if isinstance(command, str) else list(command)
+        args: dict[str, Any] = {"command": vec, "working_directory": working_directory}
         if timeout_seconds is not None:
             args["timeout_seconds"] = timeout_seconds
         extra: dict[str, Any] = {"network_enabled": network_enabled}
@@ -243,10 +246,13 @@ class WorkerClient:
         media_type: str = "application/octet-stream",
         *,
         tenant_id: str | None = None,
+        sha256: str | None = None,
     ) -> ArtifactRef:
         """Upload bytes, or the file at a path (hashed first, then streamed
         with its length; a file that changes in between is refused by the
-        worker as ``ArtifactIntegrityError``)."""
+        worker as ``ArtifactIntegrityError``). ``sha256``, when given, is
+        the digest the bytes must have (sent instead of the one computed
+        here, so the worker compares the bytes with it)."""
         if isinstance(data, bytes):
             digest, size = hashlib.sha256(data).hexdigest(), len(data)
             content: Any = data
@@ -258,6 +264,8 @@ class WorkerClient:
                 size = f.tell()
             digest = h.hexdigest()
             content = _file_chunks(os.fspath(data))
+        if sha256 is not None:
+            digest = sha256
         q = "filename=" + urllib.parse.quote_from_bytes(os.fsencode(filename), safe="")
         q += "&media_type=" + urllib.parse.quote(media_type, safe="/")
         t = tenant_id or self.tenant_id
