@@ -64,7 +64,9 @@ class _UnixStream(AsyncNetworkStream):
     async def read(self, max_bytes: int, timeout: float | None = None) -> bytes:
         loop = asyncio.get_running_loop()
         try:
-            return await asyncio.wait_for(loop.sock_recv(self._sock, max_bytes), timeout)
+            # asyncio.timeout, not wait_for: wait_for makes a task per call.
+            async with asyncio.timeout(timeout):
+                return await loop.sock_recv(self._sock, max_bytes)
         except asyncio.TimeoutError:
             raise httpcore.ReadTimeout("read timed out") from None
         except OSError as e:
@@ -75,7 +77,8 @@ class _UnixStream(AsyncNetworkStream):
             return
         loop = asyncio.get_running_loop()
         try:
-            await asyncio.wait_for(loop.sock_sendall(self._sock, buffer), timeout)
+            async with asyncio.timeout(timeout):
+                await loop.sock_sendall(self._sock, buffer)
         except asyncio.TimeoutError:
             raise httpcore.WriteTimeout("write timed out") from None
         except (BrokenPipeError, ConnectionResetError):
@@ -103,7 +106,8 @@ class _UnixBackend(AsyncNetworkBackend):
         sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM | socket.SOCK_CLOEXEC)
         sock.setblocking(False)
         try:
-            await asyncio.wait_for(asyncio.get_running_loop().sock_connect(sock, path), timeout)
+            async with asyncio.timeout(timeout):
+                await asyncio.get_running_loop().sock_connect(sock, path)
         except asyncio.TimeoutError:
             sock.close()
             raise httpcore.ConnectTimeout("connect timed out") from None

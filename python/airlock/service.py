@@ -309,6 +309,9 @@ class ServiceEnvironment:
                     raise_for(self.address, r.status_code, data, what)
                 total = 0
                 buf = bytearray()
+                result: ExecutionResult | None = None
+                # Read to the body's end (after the result only its last
+                # chunk), so the connection is kept for the next call.
                 async for chunk in r.aiter_raw():
                     total += len(chunk)
                     if total > STREAM_MAX:
@@ -322,13 +325,15 @@ class ServiceEnvironment:
                             break
                         line = bytes(buf[:nl])
                         del buf[: nl + 1]
-                        res = self._event(line, sent, dropped, cb)
-                        if res is not None:
-                            return res
+                        if result is not None:
+                            raise ExecutionUnavailable(f"{self.address}: {what}: a line after the result")
+                        result = self._event(line, sent, dropped, cb)
                 if buf.strip():
-                    res = self._event(bytes(buf), sent, dropped, cb)
-                    if res is not None:
-                        return res
+                    if result is not None:
+                        raise ExecutionUnavailable(f"{self.address}: {what}: bytes after the result")
+                    result = self._event(bytes(buf), sent, dropped, cb)
+                if result is not None:
+                    return result
             finally:
                 await r.aclose()
         except httpx.HTTPError as e:
@@ -383,10 +388,10 @@ class ServiceEnvironment:
         if kind == "error":
             err = ev.get("error")
             try:
-                e = wire.error_from_value(err)
+                failure = wire.error_from_value(err)
             except DecodeError:
                 raise ExecutionUnavailable(f"{what}: an error event that does not decode") from None
-            raise e
+            raise failure
         raise ExecutionUnavailable(f"{what}: an unknown stream event")
 
     def workspace(self, environment: EnvironmentHandle) -> "ServiceWorkspace":
@@ -484,6 +489,6 @@ class ServiceWorkspace:
         )
         o = self._env._json(data, "workspace provenance")
         name = o.get("provenance") if isinstance(o, dict) else None
-        if name not in WorkspaceProvenance.__members__:
+        if not isinstance(name, str) or name not in WorkspaceProvenance.__members__:
             raise ExecutionUnavailable(f"{self._env.address}: workspace provenance: an answer that does not decode")
         return WorkspaceProvenance[name]

@@ -223,12 +223,13 @@ class SecretValue:
     ``reveal()`` gives the value."""
 
     __slots__ = ("_value",)
+    _value: bytes
 
     def __init__(self, value: str | bytes) -> None:
         object.__setattr__(self, "_value", value.encode() if isinstance(value, str) else bytes(value))
 
     def reveal(self) -> bytes:
-        return self._value  # type: ignore[no-any-return]
+        return self._value
 
     def __setattr__(self, name: str, value: object) -> NoReturn:
         raise AttributeError("SecretValue is immutable")

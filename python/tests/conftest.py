@@ -4,6 +4,8 @@
 import os
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[2]
 _DEFAULTS = {
     "python_wire": ROOT / "build" / "tests" / "python_wire",
@@ -21,3 +23,26 @@ _ENV = {
 
 def binary(name: str) -> str:
     return os.environ.get(_ENV[name]) or str(_DEFAULTS[name])
+
+
+def pytest_configure(config: "pytest.Config") -> None:
+    config.addinivalue_line("markers", "native: starts native sandboxes (root, the default image, the sandbox lock)")
+
+
+def pytest_collection_modifyitems(items: "list[pytest.Item]") -> None:
+    # A test is native when a native service is among its fixtures (the
+    # parametrized "stack" fixture's native instance included), so
+    # `-m "not native"` runs what starts no sandbox.
+    for item in items:
+        names = getattr(item, "fixturenames", ())
+        callspec = getattr(item, "callspec", None)
+        if "native" in names or (callspec is not None and callspec.params.get("stack") == "native"):
+            item.add_marker(pytest.mark.native)
+
+
+def pytest_runtest_logreport(report: "pytest.TestReport") -> None:
+    # scripts/test.sh collects "SKIP name: reason" lines from the test log.
+    if report.skipped and report.when in ("setup", "call"):
+        longrepr = report.longrepr
+        reason = longrepr[2] if isinstance(longrepr, tuple) else str(longrepr)
+        print(f"\nSKIP python::{report.nodeid}: {reason.removeprefix('Skipped: ')}", flush=True)

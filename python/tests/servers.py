@@ -63,7 +63,7 @@ def wait_socket(path: str, proc: subprocess.Popen[bytes], log: str, seconds: flo
     end = time.monotonic() + seconds
     while time.monotonic() < end:
         if proc.poll() is not None:
-            raise RuntimeError(f"{proc.args[0]} exited {proc.returncode} at start: {open(log).read()}")
+            raise RuntimeError(f"{proc.args!r} exited {proc.returncode} at start: {open(log).read()}")
         s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         try:
             s.connect(path)
@@ -83,7 +83,7 @@ def stop(proc: subprocess.Popen[bytes], log: str) -> None:
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait()
-    assert proc.returncode == 0, f"{proc.args[0]} exited {proc.returncode}: {open(log).read()[-4000:]}"
+    assert proc.returncode == 0, f"{proc.args!r} exited {proc.returncode}: {open(log).read()[-4000:]}"
 
 
 @dataclass

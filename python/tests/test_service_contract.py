@@ -149,7 +149,9 @@ def test_bad_spec_is_refused_before_or_by_the_service(stack: servers.Stack) -> N
 def test_workspace_verbs(stack: servers.Stack) -> None:
     async def body(env: ServiceEnvironment) -> None:
         h = await env.provision(spec(stack))
-        ws: airlock.WorkspaceHandle = env.workspace(h)
+        ws = env.workspace(h)
+        port: airlock.WorkspaceHandle = ws  # the adapter is the port
+        assert port is ws
         assert ws.root == PurePosixPath("/workspace")
         assert ws.resolve("a/b.txt") == PurePosixPath("/workspace/a/b.txt")
         assert ws.resolve(".") == ws.root

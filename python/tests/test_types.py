@@ -265,7 +265,7 @@ SPEC_FIELDS: dict[type, list[tuple[str, object]]] = {
 }
 
 
-@pytest.mark.parametrize("cls", list(SPEC_FIELDS), ids=lambda c: c.__name__)
+@pytest.mark.parametrize("cls", list(SPEC_FIELDS), ids=lambda c: str(c.__name__))
 def test_dataclasses_are_the_specifications(cls: type) -> None:
     assert dataclasses.is_dataclass(cls)
     assert cls.__dataclass_params__.frozen  # type: ignore[attr-defined]
