@@ -8,7 +8,7 @@ import os
 import select
 import socket
 import ssl
-from typing import Any, NoReturn
+from typing import Any, NoReturn, Self
 
 import httpcore
 import httpx
@@ -223,7 +223,66 @@ def raise_for(address: str, status: int, body: bytes, what: str) -> NoReturn:
     raise ExecutionUnavailable(f"{where}: an answer that does not decode (status {status})")
 
 
-def fail_on(e: BaseException, t: Transport, what: str) -> NoReturn:
-    if isinstance(e, AirlockError | OSError) and not isinstance(e, httpx.TransportError):
-        raise e
-    raise t.unavailable(what, e) from None
+class Client:
+    """What both adapters are: one transport for one address, closed by
+    ``aclose`` or by leaving ``async with``, and one request shape (an
+    answer read whole under a cap, a failure raised as it maps)."""
+
+    def __init__(
+        self,
+        address: str,
+        credential: str | bytes | SecretValue | None,
+        *,
+        tls_ca_file: str | None = None,
+        tls_cert_file: str | None = None,
+        tls_key_file: str | None = None,
+    ) -> None:
+        self._t = Transport(
+            address, credential, tls_ca_file=tls_ca_file, tls_cert_file=tls_cert_file, tls_key_file=tls_key_file
+        )
+        self.address = address
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.address!r})"
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
+
+    async def aclose(self) -> None:
+        """Close every connection this client opened."""
+        await self._t.aclose()
+
+    async def _request(
+        self,
+        method: str,
+        url: str,
+        what: str,
+        *,
+        headers: dict[str, str] | None = None,
+        content: Any = None,
+        timeout: float,
+        cap: int,
+    ) -> tuple[int, bytes]:
+        """One request; the status and the whole answer (at most ``cap``
+        bytes), or the failure it maps to."""
+        try:
+            req = self._t.client.build_request(method, url, content=content, headers=headers, timeout=timeout)
+            r = await self._t.client.send(req, stream=True)
+            try:
+                data = await read_capped(r, cap if r.status_code < 300 else ERROR_BODY_MAX, f"{self.address}: {what}")
+            finally:
+                await r.aclose()
+        except httpx.HTTPError as e:
+            raise self._t.unavailable(what, e) from None
+        if r.status_code >= 300:
+            raise_for(self.address, r.status_code, data, what)
+        return r.status_code, data
+
+    def _decode(self, data: bytes, what: str, allow_nul: bool = False) -> Any:
+        try:
+            return wire.load(data, allow_nul=allow_nul)
+        except DecodeError as e:
+            raise ExecutionUnavailable(f"{self.address}: {what}: an answer that does not decode: {e.message}") from None

@@ -21,7 +21,7 @@ from typing import Any
 import httpx
 
 from . import wire
-from ._http import Transport, raise_for, read_capped
+from ._http import Client, raise_for, read_capped
 from .errors import (
     AirlockError,
     DecodeError,
@@ -100,7 +100,7 @@ def _handle_header(h: EnvironmentHandle) -> str:
     return base64.urlsafe_b64encode(wire.to_json(h)).rstrip(b"=").decode("ascii")
 
 
-class ServiceEnvironment:
+class ServiceEnvironment(Client):
     """``ExecutionEnvironment`` over ``airlock serve``.
 
     ``address`` is ``unix:/path`` or ``HOST:PORT`` (TLS); ``credential`` the
@@ -119,27 +119,10 @@ class ServiceEnvironment:
         start_budget_seconds: int = 30,
         on_output: OutputCallback | None = None,
     ) -> None:
-        self._t = Transport(
-            address, credential, tls_ca_file=tls_ca_file, tls_cert_file=tls_cert_file, tls_key_file=tls_key_file
-        )
-        self.address = address
+        super().__init__(address, credential, tls_ca_file=tls_ca_file, tls_cert_file=tls_cert_file,
+                         tls_key_file=tls_key_file)
         self.start_budget_seconds = start_budget_seconds
         self.on_output = on_output
-
-    def __repr__(self) -> str:
-        return f"ServiceEnvironment({self.address!r})"
-
-    async def __aenter__(self) -> "ServiceEnvironment":
-        return self
-
-    async def __aexit__(self, *exc: object) -> None:
-        await self.aclose()
-
-    async def aclose(self) -> None:
-        """Close every connection this adapter opened."""
-        await self._t.aclose()
-
-    # ---- plumbing ---------------------------------------------------------------
 
     async def _call(
         self,
@@ -158,24 +141,10 @@ class ServiceEnvironment:
             headers["Airlock-Handle"] = _handle_header(handle)
         if body is not None:
             headers["Content-Type"] = content_type
-        try:
-            req = self._t.client.build_request(method, url, content=body, headers=headers, timeout=timeout)
-            r = await self._t.client.send(req, stream=True)
-            try:
-                data = await read_capped(r, cap if r.status_code < 300 else 64 * 1024, f"{self.address}: {what}")
-            finally:
-                await r.aclose()
-        except httpx.HTTPError as e:
-            raise self._t.unavailable(what, e) from None
-        if r.status_code >= 300:
-            raise_for(self.address, r.status_code, data, what)
-        return r.status_code, data
+        return await self._request(method, url, what, headers=headers, content=body, timeout=timeout, cap=cap)
 
     def _json(self, data: bytes, what: str) -> Any:
-        try:
-            return wire.load(data)
-        except DecodeError as e:
-            raise ExecutionUnavailable(f"{self.address}: {what}: an answer that does not decode: {e.message}") from None
+        return self._decode(data, what)
 
     # ---- the port -----------------------------------------------------------------
 

@@ -15,7 +15,7 @@ from typing import Any
 import httpx
 
 from . import wire
-from ._http import Transport, raise_for, read_capped
+from ._http import Client, raise_for, read_capped
 from .errors import ArtifactIntegrityError, DecodeError, ExecutionUnavailable
 from .types import ArtifactId, ArtifactMetadata, ArtifactRef, RunId, SecretValue, TenantId
 
@@ -61,7 +61,7 @@ def _artifact_id(a: ArtifactRef | StoredArtifact | str) -> str:
     return s
 
 
-class WorkerClient:
+class WorkerClient(Client):
     """``address`` is ``unix:/path`` or ``HOST:PORT`` (TLS); ``token`` the
     bearer token (None with ``auth_mode: dev``). ``tenant_id`` is sent where
     the API wants it with a token of every tenant."""
@@ -76,22 +76,9 @@ class WorkerClient:
         tls_cert_file: str | None = None,
         tls_key_file: str | None = None,
     ) -> None:
-        self._t = Transport(address, token, tls_ca_file=tls_ca_file, tls_cert_file=tls_cert_file,
-                            tls_key_file=tls_key_file)
-        self.address = address
+        super().__init__(address, token, tls_ca_file=tls_ca_file, tls_cert_file=tls_cert_file,
+                         tls_key_file=tls_key_file)
         self.tenant_id = tenant_id
-
-    def __repr__(self) -> str:
-        return f"WorkerClient({self.address!r})"
-
-    async def __aenter__(self) -> "WorkerClient":
-        return self
-
-    async def __aexit__(self, *exc: object) -> None:
-        await self.aclose()
-
-    async def aclose(self) -> None:
-        await self._t.aclose()
 
     async def _call(
         self,
@@ -105,23 +92,11 @@ class WorkerClient:
     ) -> Any:
         content = None if body is None else wire.dump(body).encode()
         headers = {"Content-Type": "application/json"} if content is not None else {}
-        try:
-            req = self._t.client.build_request(method, url, content=content, headers=headers, timeout=timeout)
-            r = await self._t.client.send(req, stream=True)
-            try:
-                data = await read_capped(r, JSON_MAX if r.status_code < 300 else 64 * 1024, f"{self.address}: {what}")
-            finally:
-                await r.aclose()
-        except httpx.HTTPError as e:
-            raise self._t.unavailable(what, e) from None
-        if r.status_code >= 300:
-            raise_for(self.address, r.status_code, data, what)
-        if r.status_code == 204 or not data:
+        status, data = await self._request(method, url, what, headers=headers, content=content, timeout=timeout,
+                                           cap=JSON_MAX)
+        if status == 204 or not data:
             return None
-        try:
-            return wire.load(data, allow_nul=allow_nul)
-        except DecodeError as e:
-            raise ExecutionUnavailable(f"{self.address}: {what}: an answer that does not decode: {e.message}") from None
+        return self._decode(data, what, allow_nul)
 
     def _with_tenant(self, o: dict[str, Any], tenant_id: str | None) -> dict[str, Any]:
         t = tenant_id or self.tenant_id
@@ -273,23 +248,12 @@ class WorkerClient:
             q += "&tenant_id=" + _seg(t, "tenant_id")
         headers = {"Airlock-Content-SHA256": digest, "Content-Length": str(size),
                    "Content-Type": "application/octet-stream"}
-        what = "artifact upload"
-        try:
-            req = self._t.client.build_request("POST", f"/v1/artifacts?{q}", content=content, headers=headers,
-                                               timeout=TRANSFER_TIMEOUT_S)
-            r = await self._t.client.send(req, stream=True)
-            try:
-                body = await read_capped(r, JSON_MAX if r.status_code < 300 else 64 * 1024, f"{self.address}: {what}")
-            finally:
-                await r.aclose()
-        except httpx.HTTPError as e:
-            raise self._t.unavailable(what, e) from None
-        if r.status_code >= 300:
-            raise_for(self.address, r.status_code, body, what)
+        _, body = await self._request("POST", f"/v1/artifacts?{q}", "artifact upload", headers=headers,
+                                      content=content, timeout=TRANSFER_TIMEOUT_S, cap=JSON_MAX)
         try:
             return wire.from_json(ArtifactRef, body)
         except DecodeError as e:
-            raise ExecutionUnavailable(f"{self.address}: {what}: {e.message}") from None
+            raise ExecutionUnavailable(f"{self.address}: artifact upload: {e.message}") from None
 
     def _stored(self, o: Any, what: str) -> StoredArtifact:
         try:

@@ -45,6 +45,15 @@ def native_unavailable() -> str | None:
     return None
 
 
+def require_native() -> None:
+    """Skip, with the reason, where native cannot run."""
+    import pytest
+
+    why = native_unavailable()
+    if why:
+        pytest.skip(why)
+
+
 _image: list[str | None] = []
 
 

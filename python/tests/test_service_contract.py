@@ -31,18 +31,14 @@ MECHANISMS = ["fake", "native"]
 @pytest.fixture(scope="module", params=MECHANISMS)
 def stack(request: pytest.FixtureRequest) -> Iterator[servers.Stack]:
     if request.param == "native":
-        why = servers.native_unavailable()
-        if why:
-            pytest.skip(why)
+        servers.require_native()
     with servers.stack(request.param) as st:
         yield st
 
 
 @pytest.fixture(scope="module")
 def native() -> Iterator[servers.Stack]:
-    why = servers.native_unavailable()
-    if why:
-        pytest.skip(why)
+    servers.require_native()
     with servers.stack("native") as st:
         yield st
 

@@ -26,9 +26,7 @@ def fake() -> Iterator[servers.Stack]:
 
 @pytest.fixture(scope="module")
 def native() -> Iterator[servers.Stack]:
-    why = servers.native_unavailable()
-    if why:
-        pytest.skip(why)
+    servers.require_native()
     with servers.stack("native", worker=True) as st:
         yield st
 
