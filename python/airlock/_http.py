@@ -19,6 +19,21 @@ from .errors import AirlockError, ConfigurationError, DecodeError, ExecutionUnav
 from .types import SecretValue
 
 ERROR_BODY_MAX = 64 * 1024
+# What a transfer can fail with below HTTP: httpx's own errors, and what
+# escapes them (a certificate that does not verify is ssl's own error).
+TRANSPORT_ERRORS = (httpx.HTTPError, OSError)
+_KEEP = "_airlock_keep"
+
+
+def keep(e: BaseException) -> BaseException:
+    """Mark an OSError raised on purpose (an answer's errno, a callback's
+    own) so the transfer's handler lets it through unchanged."""
+    setattr(e, _KEEP, True)
+    return e
+
+
+def transport_failure(t: "Transport", what: str, e: BaseException) -> BaseException:
+    return e if getattr(e, _KEEP, False) else t.unavailable(what, e)
 
 # The errnos the service sends by name on the workspace verbs (422).
 _ERRNOS = {
@@ -207,7 +222,7 @@ def raise_for(address: str, status: int, body: bytes, what: str) -> NoReturn:
         o = None
     if status == 422 and isinstance(o, dict) and o.get("error") == "SystemError" and isinstance(o.get("errno"), str):
         code = _ERRNOS.get(o["errno"], errno_mod.EIO)
-        raise OSError(code, f"{where}: {o.get('message', '')}")
+        raise keep(OSError(code, f"{where}: {o.get('message', '')}"))
     if isinstance(o, dict) and set(o) <= {"error", "message", "errno"}:
         o = {k: o[k] for k in ("error", "message") if k in o}
         try:
@@ -275,8 +290,8 @@ class Client:
                 data = await read_capped(r, cap if r.status_code < 300 else ERROR_BODY_MAX, f"{self.address}: {what}")
             finally:
                 await r.aclose()
-        except httpx.HTTPError as e:
-            raise self._t.unavailable(what, e) from None
+        except TRANSPORT_ERRORS as e:
+            raise transport_failure(self._t, what, e) from None
         if r.status_code >= 300:
             raise_for(self.address, r.status_code, data, what)
         return r.status_code, data

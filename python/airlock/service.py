@@ -21,7 +21,7 @@ from typing import Any
 import httpx
 
 from . import wire
-from ._http import Client, raise_for, read_capped
+from ._http import TRANSPORT_ERRORS, Client, keep, raise_for, read_capped, transport_failure
 from .errors import (
     AirlockError,
     DecodeError,
@@ -94,6 +94,14 @@ def resolve(path: str | PurePosixPath) -> PurePosixPath:
 def _q(path: str) -> str:
     # Any byte, percent-encoded; '+' is a plus sign on the service's side.
     return urllib.parse.quote_from_bytes(os.fsencode(path), safe="")
+
+
+def _call_back(cb: OutputCallback, stream: str, data: bytes) -> None:
+    # What the callback raises ends the execute as it is.
+    try:
+        cb(stream, data)
+    except OSError as e:
+        raise keep(e)
 
 
 def _handle_header(h: EnvironmentHandle) -> str:
@@ -305,8 +313,8 @@ class ServiceEnvironment(Client):
                     return result
             finally:
                 await r.aclose()
-        except httpx.HTTPError as e:
-            raise self._t.unavailable(what, e) from None
+        except TRANSPORT_ERRORS as e:
+            raise transport_failure(self._t, what, e) from None
         raise ExecutionUnavailable(f"{self.address}: {what}: the stream ended without a result")
 
     def _event(
@@ -333,7 +341,7 @@ class ServiceEnvironment(Client):
             if not dropped[stream]:
                 sent[stream] += len(raw)
                 if cb is not None:
-                    cb(stream, raw)
+                    _call_back(cb, stream, raw)
             return None
         if kind == "dropped":
             stream = ev.get("stream")
@@ -352,7 +360,7 @@ class ServiceEnvironment(Client):
                 if sent[stream] > len(data):
                     raise ExecutionUnavailable(f"{what}: more {stream} events than the result holds")
                 if cb is not None and sent[stream] < len(data):
-                    cb(stream, bytes(data[sent[stream]:]))
+                    _call_back(cb, stream, bytes(data[sent[stream]:]))
             return res
         if kind == "error":
             err = ev.get("error")

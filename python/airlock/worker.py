@@ -15,7 +15,7 @@ from typing import Any
 import httpx
 
 from . import wire
-from ._http import Client, raise_for, read_capped
+from ._http import TRANSPORT_ERRORS, Client, keep, raise_for, read_capped, transport_failure
 from .errors import ArtifactIntegrityError, DecodeError, ExecutionUnavailable
 from .types import ArtifactId, ArtifactMetadata, ArtifactRef, RunId, SecretValue, TenantId
 
@@ -345,8 +345,8 @@ class WorkerClient(Client):
                     yield chunk
             finally:
                 await r.aclose()
-        except httpx.HTTPError as e:
-            raise self._t.unavailable(what, e) from None
+        except TRANSPORT_ERRORS as e:
+            raise transport_failure(self._t, what, e) from None
         got = h.hexdigest()
         if n != size or got != want:
             raise ArtifactIntegrityError(

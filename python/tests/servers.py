@@ -68,12 +68,12 @@ def default_image() -> str | None:
     return _image[0]
 
 
-def wait_socket(path: str, proc: subprocess.Popen[bytes], log: str, seconds: float = 10.0) -> None:
+def wait_socket(path: str | tuple[str, int], proc: subprocess.Popen[bytes], log: str, seconds: float = 10.0) -> None:
     end = time.monotonic() + seconds
     while time.monotonic() < end:
         if proc.poll() is not None:
             raise RuntimeError(f"{proc.args!r} exited {proc.returncode} at start: {open(log).read()}")
-        s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        s = socket.socket(socket.AF_UNIX if isinstance(path, str) else socket.AF_INET, socket.SOCK_STREAM)
         try:
             s.connect(path)
             return
@@ -104,6 +104,7 @@ class Stack:
     image: str
     worker_address: str | None = None
     log: str = ""
+    tls_ca_file: str | None = None
 
 
 @contextmanager
@@ -120,9 +121,11 @@ def _sandbox_lock(mechanism: str) -> Iterator[None]:
 
 
 @contextmanager
-def stack(mechanism: str, *, worker: bool = False, worker_extra: str = "") -> Iterator[Stack]:
+def stack(mechanism: str, *, worker: bool = False, worker_extra: str = "", tls: bool = False) -> Iterator[Stack]:
     """``airlock serve`` with ``mechanism`` (and ``airlock-worker`` in
-    ``auth_mode: dev`` in front of it when ``worker``)."""
+    ``auth_mode: dev`` in front of it when ``worker``); with ``tls`` the
+    service listens on 127.0.0.1 with a self-signed certificate (openssl)
+    instead of its Unix socket."""
     d = tempfile.mkdtemp(prefix="airlock-py-")
     procs: list[subprocess.Popen[bytes]] = []
     log = os.path.join(d, "log")
@@ -136,9 +139,22 @@ def stack(mechanism: str, *, worker: bool = False, worker_extra: str = "") -> It
             svc_sock = os.path.join(d, "svc.sock")
             w_sock = os.path.join(d, "w.sock")
             image_line = f"  image: {image}\n" if mechanism != "fake" else ""
+            listen: str | tuple[str, int] = svc_sock
+            listen_line = f"  listen: unix:{svc_sock}\n"
+            ca = None
+            if tls:
+                ca, key = os.path.join(d, "cert.pem"), os.path.join(d, "key.pem")
+                subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", key, "-out", ca,
+                                "-days", "1", "-subj", "/CN=127.0.0.1", "-addext", "subjectAltName=IP:127.0.0.1"],
+                               check=True, capture_output=True)
+                with socket.socket() as probe:
+                    probe.bind(("127.0.0.1", 0))
+                    port = probe.getsockname()[1]
+                listen = ("127.0.0.1", port)
+                listen_line = f"  listen: 127.0.0.1:{port}\n  tls_cert_file: {ca}\n  tls_key_file: {key}\n"
             text = (
                 f"sandbox:\n  mechanism: {mechanism}\n{image_line}"
-                f"service:\n  listen: unix:{svc_sock}\n  credential_file: {tok}\n"
+                f"service:\n{listen_line}  credential_file: {tok}\n"
             )
             if worker:
                 text += (
@@ -152,8 +168,9 @@ def stack(mechanism: str, *, worker: bool = False, worker_extra: str = "") -> It
                 svc = subprocess.Popen([binary("airlock"), "serve", "--config", cfg], env=_clean_env(),
                                        stdin=subprocess.DEVNULL, stdout=logf, stderr=logf)
                 procs.append(svc)
-                wait_socket(svc_sock, svc, log)
-                st = Stack(d, mechanism, f"unix:{svc_sock}", token, image, log=log)
+                wait_socket(listen, svc, log)
+                address = f"unix:{svc_sock}" if isinstance(listen, str) else f"{listen[0]}:{listen[1]}"
+                st = Stack(d, mechanism, address, token, image, log=log, tls_ca_file=ca)
                 if worker:
                     w = subprocess.Popen([binary("airlock-worker"), "--config", cfg], env=_clean_env(),
                                          stdin=subprocess.DEVNULL, stdout=logf, stderr=logf)

@@ -73,6 +73,8 @@ def run(st: servers.Stack, body: Callable[[ServiceEnvironment], Awaitable[T]]) -
 
 def test_provision_execute_destroy(stack: servers.Stack) -> None:
     async def body(env: ServiceEnvironment) -> None:
+        port: airlock.ExecutionEnvironment = env  # the adapter is the port
+        assert port is env
         s = spec(stack)
         h = await env.provision(s)
         assert (h.tenant_id, h.run_id, h.lease_epoch) == (s.tenant_id, s.run_id, s.lease_epoch)
@@ -215,6 +217,28 @@ def test_every_connection_is_closed(stack: servers.Stack) -> None:
     before = _fds()
     asyncio.run(cycle())
     assert _fds() == before
+
+
+def test_over_tls() -> None:
+    with servers.stack("fake", tls=True) as st:
+        async def body() -> None:
+            async with ServiceEnvironment(st.service_address, st.service_token, tls_ca_file=st.tls_ca_file) as env:
+                h = await env.provision(spec(st))
+                assert (await env.execute(h, cmd("true", stdin=os.urandom(1 << 20)))).exit_code == 0
+                ws = env.workspace(h)
+                data = os.urandom(3 << 20)
+                await ws.write("big", data)
+                assert await ws.read("big") == data
+                await env.destroy(h)
+            # A certificate nobody vouched for: the peer is verified.
+            async with ServiceEnvironment(st.service_address, st.service_token) as env:
+                with pytest.raises(airlock.ExecutionUnavailable):
+                    await env.health()
+
+        asyncio.run(body())
+        before = _fds()
+        asyncio.run(body())
+        assert _fds() == before
 
 
 def test_secret_value_is_never_shown(caplog: pytest.LogCaptureFixture) -> None:
