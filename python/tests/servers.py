@@ -107,17 +107,33 @@ class Stack:
     tls_ca_file: str | None = None
 
 
+# The lock is the process's: two native services alive at once in one
+# suite (two modules' fixtures) share it; a second flock on another
+# descriptor of the same file would wait for the first forever.
+_lock: dict[str, int] = {"fd": -1, "holders": 0}
+
+
 @contextmanager
 def _sandbox_lock(mechanism: str) -> Iterator[None]:
     if mechanism == "fake":
         yield
         return
-    fd = os.open(SANDBOX_LOCK, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o666)
+    if _lock["holders"] == 0:
+        fd = os.open(SANDBOX_LOCK, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o666)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+        except BaseException:
+            os.close(fd)
+            raise
+        _lock["fd"] = fd
+    _lock["holders"] += 1
     try:
-        fcntl.flock(fd, fcntl.LOCK_EX)
         yield
     finally:
-        os.close(fd)
+        _lock["holders"] -= 1
+        if _lock["holders"] == 0:
+            os.close(_lock["fd"])
+            _lock["fd"] = -1
 
 
 @contextmanager
