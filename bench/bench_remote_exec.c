@@ -63,16 +63,22 @@ int main(int argc, char **argv)
 		                                 .inodes_max = 10000, .wall_clock_seconds = 60 };
 	spec.egress.mode = AIRLOCK_EGRESS_DENY;
 	airlock_environment_handle h = { 0 };
-	if (!spec.tenant_id || !spec.run_id || !spec.image_digest ||
-	    airlock_exec_provision(exec, &spec, &h, &err) < 0)
-		return fail("provision", &err);
+	int status = 0;
+	if (!spec.tenant_id || !spec.run_id || !spec.image_digest) {
+		fprintf(stderr, "bench_remote_exec: out of memory\n");
+		status = 1;
+		goto out;
+	}
+	if (airlock_exec_provision(exec, &spec, &h, &err) < 0) {
+		status = fail("provision", &err);
+		goto out;
+	}
 
 	char a0[] = "/bin/true", cwd[] = ".";
 	char *cargv[] = { a0, NULL };
 	airlock_execution_command cmd = { .argv = cargv, .argc = 1, .working_directory = cwd,
 		                          .timeout_seconds = 60, .maximum_output_bytes = 4096 };
 	airlock_exec_call call = { .tenant_id = "bench", .remaining_budget_ms = AIRLOCK_BUDGET_NONE };
-	int status = 0;
 	char line[64];
 	while (status == 0 && fgets(line, sizeof(line), stdin) && line[0] != 'q') {
 		long n = strtol(line, NULL, 10);
@@ -83,8 +89,11 @@ int main(int argc, char **argv)
 			int64_t t = bench_now_ns() - t0;
 			if (r < 0)
 				status = fail("execute", &err);
-			else if (!res.has_exit_code || res.exit_code != 0)
-				status = fail("execute: /bin/true did not exit 0", &err);
+			else if (!res.has_exit_code || res.exit_code != 0) {
+				fprintf(stderr, "bench_remote_exec: /bin/true did not exit 0 (killed_by %d)\n",
+				        (int)res.killed_by);
+				status = 1;
+			}
 			airlock_execution_result_clear(&res);
 			printf("%s%lld", i ? " " : "", (long long)t);
 		}
@@ -93,6 +102,7 @@ int main(int argc, char **argv)
 	}
 	if (airlock_exec_destroy(exec, &h, &err) < 0 && status == 0)
 		status = fail("destroy", &err);
+out:
 	airlock_environment_handle_clear(&h);
 	airlock_environment_spec_clear(&spec);
 	airlock_exec_free(exec);
