@@ -131,6 +131,7 @@ class ServiceEnvironment(Client):
                          tls_key_file=tls_key_file)
         self.start_budget_seconds = start_budget_seconds
         self.on_output = on_output
+        self._cleanups: set[asyncio.Future[None]] = set()
 
     async def _call(
         self,
@@ -164,6 +165,40 @@ class ServiceEnvironment(Client):
         return o
 
     async def provision(self, specification: EnvironmentSpec) -> EnvironmentHandle:
+        """Provision a sandbox. Cancelling it does not leave one behind: the
+        service finishes a provision it started whatever its client does,
+        so the call goes on in the background (within the start budget),
+        the sandbox it made is destroyed, and the cancellation propagates
+        at once; :meth:`aclose` waits for that cleanup."""
+        call = asyncio.ensure_future(self._provision(specification))
+        try:
+            return await asyncio.shield(call)
+        except asyncio.CancelledError:
+            if not call.done():
+                cleanup = asyncio.ensure_future(self._destroy_when_made(call))
+                self._cleanups.add(cleanup)
+                cleanup.add_done_callback(self._cleanups.discard)
+            raise
+
+    async def _destroy_when_made(self, call: "asyncio.Future[EnvironmentHandle]") -> None:
+        try:
+            h = await call
+        except (AirlockError, OSError, asyncio.CancelledError):
+            return
+        try:
+            await self.destroy(h)
+        except (AirlockError, OSError):
+            # The service's expiry ends it at expires_at in any case.
+            pass
+
+    async def aclose(self) -> None:
+        """Wait for the cleanup of cancelled provisions, then close every
+        connection."""
+        if self._cleanups:
+            await asyncio.gather(*self._cleanups, return_exceptions=True)
+        await super().aclose()
+
+    async def _provision(self, specification: EnvironmentSpec) -> EnvironmentHandle:
         # The caller's id, as the C core sends one: a provision whose answer
         # is lost can be found in the service's list under it.
         eid = "env_" + secrets.token_hex(16)

@@ -180,6 +180,28 @@ def test_workspace_verbs(stack: servers.Stack) -> None:
     run(stack, body)
 
 
+def test_a_cancelled_provision_leaves_no_sandbox(stack: servers.Stack) -> None:
+    async def body(env: ServiceEnvironment) -> None:
+        before = (await env.health())["live"]
+        for delay in (0, 0.001, 0.005, 0.02):
+            task = asyncio.create_task(env.provision(spec(stack, run="run-cancelled")))
+            await asyncio.sleep(delay)
+            task.cancel()
+            try:
+                h = await task
+                await env.destroy(h)  # it finished before the cancel came
+            except asyncio.CancelledError:
+                pass
+        await asyncio.gather(*env._cleanups)
+        for _ in range(100):
+            if (await env.health())["live"] == before:
+                break
+            await asyncio.sleep(0.05)
+        assert (await env.health())["live"] == before
+
+    run(stack, body)
+
+
 def test_wrong_credential_and_no_service(stack: servers.Stack) -> None:
     async def body() -> None:
         async with ServiceEnvironment(stack.service_address, "not-the-credential") as env:
