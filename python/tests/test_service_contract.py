@@ -404,3 +404,33 @@ def test_output_is_observed_as_produced(native: servers.Stack) -> None:
         await env.destroy(h)
 
     run(native, body)
+
+
+def test_a_slow_observer_still_sees_every_byte(native: servers.Stack) -> None:
+    async def body(env: ServiceEnvironment) -> None:
+        h = await env.provision(spec(native))
+        got: list[bytes] = []
+        lines: list[bytes] = []
+        event = env._event
+
+        def spy(line: bytes, *a: Any) -> Any:
+            lines.append(line[:40])
+            return event(line, *a)
+
+        setattr(env, "_event", spy)
+
+        def slow(stream: str, data: bytes) -> None:
+            # Blocks the loop: the service's event buffer (1 MiB) fills and
+            # it drops events, counted; the rest comes from the result.
+            if not got:
+                time.sleep(1.0)
+            got.append(data)
+
+        r = await env.execute(h, cmd("sh", "-c", "head -c 2000000 /dev/urandom | od -An -v -tx1", cap=16 << 20),
+                              on_output=slow)
+        assert r.exit_code == 0 and len(r.stdout) > 6000000, r.killed_by
+        assert b"".join(got) == r.stdout
+        assert any(b'"dropped"' in line for line in lines), "the service dropped nothing: the path is not exercised"
+        await env.destroy(h)
+
+    run(native, body)
