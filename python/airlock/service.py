@@ -174,10 +174,10 @@ class ServiceEnvironment(Client):
         try:
             return await asyncio.shield(call)
         except asyncio.CancelledError:
-            if not call.done():
-                cleanup = asyncio.ensure_future(self._destroy_when_made(call))
-                self._cleanups.add(cleanup)
-                cleanup.add_done_callback(self._cleanups.discard)
+            # Also when the call has just ended: its handle reaches nobody.
+            cleanup = asyncio.ensure_future(self._destroy_when_made(call))
+            self._cleanups.add(cleanup)
+            cleanup.add_done_callback(self._cleanups.discard)
             raise
 
     async def _destroy_when_made(self, call: "asyncio.Future[EnvironmentHandle]") -> None:

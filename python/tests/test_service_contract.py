@@ -183,7 +183,7 @@ def test_workspace_verbs(stack: servers.Stack) -> None:
 def test_a_cancelled_provision_leaves_no_sandbox(stack: servers.Stack) -> None:
     async def body(env: ServiceEnvironment) -> None:
         before = (await env.health())["live"]
-        for delay in (0, 0.001, 0.005, 0.02):
+        for delay in (0, 0.001, 0.002, 0.005, 0.01, 0.02) * 3:
             task = asyncio.create_task(env.provision(spec(stack, run="run-cancelled")))
             await asyncio.sleep(delay)
             task.cancel()
