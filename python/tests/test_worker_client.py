@@ -103,7 +103,7 @@ def test_export_text_and_artifact_routes(fake: servers.Stack) -> None:
         stored = await w.metadata(ref)
         m = stored.metadata
         assert (m.origin, m.trust, m.filename, m.run_id) == (
-            airlock.ArtifactOrigin.MODEL_OUTPUT, airlock.TrustLevel.INTERNAL_TOOL, "summary.md", "run-art")
+            airlock.ArtifactOrigin.MODEL_OUTPUT, airlock.TrustLevel.EXTERNAL_UNTRUSTED, "summary.md", "run-art")
         got = b"".join([c async for c in await w.open(ref)])
         assert got == text.encode()
         page, nxt = await w.list(run_id="run-art")
