@@ -4,15 +4,16 @@ capped bodies, and the failures mapped as the C clients map them
 
 import asyncio
 import errno as errno_mod
+import http.cookiejar
 import os
 import select
 import socket
 import ssl
+from collections.abc import AsyncIterator
 from typing import Any, NoReturn, Self
 
-import httpcore
+import h11
 import httpx
-from httpcore.backends.base import AsyncNetworkBackend, AsyncNetworkStream
 
 from . import wire
 from .errors import AirlockError, ConfigurationError, DecodeError, ExecutionUnavailable
@@ -60,82 +61,176 @@ def read_credential_file(path: str | os.PathLike[str]) -> SecretValue:
         return SecretValue(f.read(4097).strip())
 
 
-class _UnixStream(AsyncNetworkStream):
-    """An HTTP connection on a Unix socket over the event loop's own socket
-    calls.
+class _UnixConnection:
+    """One HTTP/1.1 connection on a Unix socket: h11 (httpx's own parser)
+    over the event loop's socket calls.
 
-    Not anyio's: Debian 12's python3-anyio 3.6.2 sends the buffer's start
-    again after a partial write on a Unix socket (UNIXSocketStream.send
-    passes ``item`` where it means ``view``), so any body larger than the
-    socket's buffer reached the server corrupted (measured: a 3 MiB upload
-    arrived as 3,193,216 bytes). Not asyncio's streams either: a reset that
-    follows an answer (the service answers 401 and closes without reading
-    the body) is raised there before the answer's buffered bytes are read;
-    ``sock_recv`` returns what the kernel holds first."""
+    Not httpx's default transport on a Unix socket: Debian 12's
+    python3-anyio 3.6.2 sends the buffer's start again after a partial
+    write on a Unix socket (UNIXSocketStream.send passes ``item`` where it
+    means ``view``), so any body larger than the socket's buffer reached
+    the server corrupted (measured: a 3 MiB upload arrived as 3,193,216
+    bytes). And its pool's locks and tasks cost a call about 0.4 ms, more
+    than the service's own work for a short command."""
 
     def __init__(self, sock: socket.socket) -> None:
-        self._sock = sock
+        self.sock = sock
+        self.h11 = h11.Connection(h11.CLIENT, max_incomplete_event_size=64 * 1024)
 
-    async def read(self, max_bytes: int, timeout: float | None = None) -> bytes:
-        loop = asyncio.get_running_loop()
-        try:
-            # asyncio.timeout, not wait_for: wait_for makes a task per call.
-            async with asyncio.timeout(timeout):
-                return await loop.sock_recv(self._sock, max_bytes)
-        except asyncio.TimeoutError:
-            raise httpcore.ReadTimeout("read timed out") from None
-        except OSError as e:
-            raise httpcore.ReadError(str(e)) from None
+    def reusable(self) -> bool:
+        # An idle connection the server closed (its keep-alive ended) reads
+        # EOF: never reused.
+        return (self.h11.our_state is h11.IDLE and self.h11.their_state is h11.IDLE
+                and not select.select([self.sock], [], [], 0)[0])
 
-    async def write(self, buffer: bytes, timeout: float | None = None) -> None:
-        if not buffer:
-            return
-        loop = asyncio.get_running_loop()
+    async def send(self, data: bytes, timeout: float | None) -> None:
         try:
             async with asyncio.timeout(timeout):
-                await loop.sock_sendall(self._sock, buffer)
-        except asyncio.TimeoutError:
-            raise httpcore.WriteTimeout("write timed out") from None
+                await asyncio.get_running_loop().sock_sendall(self.sock, data)
+        except TimeoutError:
+            raise httpx.WriteTimeout("write timed out") from None
         except (BrokenPipeError, ConnectionResetError):
             # The server answered before it read the whole body (401, 413)
             # and closed: its answer is waiting to be read, and the read
             # that follows fails if none came.
-            return
+            pass
         except OSError as e:
-            raise httpcore.WriteError(str(e)) from None
+            raise httpx.WriteError(str(e)) from None
+
+    async def event(self, timeout: float | None) -> Any:
+        while True:
+            try:
+                ev = self.h11.next_event()
+            except h11.RemoteProtocolError as e:
+                raise httpx.RemoteProtocolError(str(e)) from None
+            if ev is not h11.NEED_DATA:
+                return ev
+            try:
+                async with asyncio.timeout(timeout):
+                    data = await asyncio.get_running_loop().sock_recv(self.sock, 256 * 1024)
+            except TimeoutError:
+                raise httpx.ReadTimeout("read timed out") from None
+            except OSError as e:
+                raise httpx.ReadError(str(e)) from None
+            self.h11.receive_data(data)
+
+    def close(self) -> None:
+        self.sock.close()
+
+
+class _UnixBody(httpx.AsyncByteStream):
+    def __init__(self, pool: "_UnixTransport", conn: _UnixConnection, timeout: float | None) -> None:
+        self._pool = pool
+        self._conn: _UnixConnection | None = conn
+        self._timeout = timeout
+
+    async def __aiter__(self) -> AsyncIterator[bytes]:
+        conn = self._conn
+        if conn is None:
+            return
+        while True:
+            ev = await conn.event(self._timeout)
+            if isinstance(ev, h11.Data):
+                yield bytes(ev.data)
+            elif isinstance(ev, h11.EndOfMessage):
+                self._conn = None
+                self._pool.release(conn)
+                return
+            elif isinstance(ev, h11.ConnectionClosed):
+                raise httpx.RemoteProtocolError("the server closed the connection inside a body")
 
     async def aclose(self) -> None:
-        self._sock.close()
-
-    def get_extra_info(self, info: str) -> Any:
-        if info == "is_readable":
-            # An idle connection the server closed reads EOF: not reusable.
-            if self._sock.fileno() < 0:
-                return True
-            return bool(select.select([self._sock], [], [], 0)[0])
-        return None
+        # A body not read to its end: its connection cannot carry another.
+        if self._conn is not None:
+            self._conn.close()
+            self._conn = None
 
 
-class _UnixBackend(AsyncNetworkBackend):
-    async def connect_unix_socket(self, path: str, timeout: float | None = None) -> AsyncNetworkStream:
+class _UnixTransport(httpx.AsyncBaseTransport):
+    """httpx's transport for ``unix:`` addresses (_UnixConnection says
+    why): keep-alive connections, at most ``max_idle`` kept."""
+
+    def __init__(self, path: str, max_idle: int = 8) -> None:
+        self._path = path
+        self._idle: list[_UnixConnection] = []
+        self._max_idle = max_idle
+
+    def release(self, conn: _UnixConnection) -> None:
+        try:
+            conn.h11.start_next_cycle()
+        except h11.LocalProtocolError:
+            conn.close()
+            return
+        if len(self._idle) < self._max_idle:
+            self._idle.append(conn)
+        else:
+            conn.close()
+
+    async def _connect(self, timeout: float | None) -> _UnixConnection:
+        while self._idle:
+            conn = self._idle.pop()
+            if conn.reusable():
+                return conn
+            conn.close()
         sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM | socket.SOCK_CLOEXEC)
         sock.setblocking(False)
         try:
             async with asyncio.timeout(timeout):
-                await asyncio.get_running_loop().sock_connect(sock, path)
-        except asyncio.TimeoutError:
+                await asyncio.get_running_loop().sock_connect(sock, self._path)
+        except TimeoutError:
             sock.close()
-            raise httpcore.ConnectTimeout("connect timed out") from None
+            raise httpx.ConnectTimeout("connect timed out") from None
         except OSError as e:
             sock.close()
-            raise httpcore.ConnectError(str(e)) from None
+            raise httpx.ConnectError(str(e)) from None
         except BaseException:
             sock.close()
             raise
-        return _UnixStream(sock)
+        return _UnixConnection(sock)
 
-    async def sleep(self, seconds: float) -> None:
-        await asyncio.sleep(seconds)
+    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        t = request.extensions.get("timeout", {})
+        conn = await self._connect(t.get("connect"))
+        try:
+            headers = [(k, v) for k, v in request.headers.raw]
+            req = h11.Request(method=request.method, target=request.url.raw_path, headers=headers)
+            data = conn.h11.send(req) or b""
+            assert isinstance(request.stream, httpx.AsyncByteStream)
+            async for chunk in request.stream:
+                if len(data) >= 64 * 1024:
+                    await conn.send(data, t.get("write"))
+                    data = b""
+                data += conn.h11.send(h11.Data(data=chunk)) or b""
+            data += conn.h11.send(h11.EndOfMessage()) or b""
+            await conn.send(data, t.get("write"))
+            ev = await conn.event(t.get("read"))
+            while isinstance(ev, h11.InformationalResponse):
+                ev = await conn.event(t.get("read"))
+            if not isinstance(ev, h11.Response):
+                raise httpx.RemoteProtocolError("the server closed the connection without an answer")
+        except h11.LocalProtocolError as e:
+            conn.close()
+            raise httpx.LocalProtocolError(str(e)) from None
+        except BaseException:
+            conn.close()
+            raise
+        return httpx.Response(ev.status_code, headers=ev.headers, stream=_UnixBody(self, conn, t.get("read")),
+                              extensions={"http_version": b"HTTP/1.1", "reason_phrase": ev.reason})
+
+    async def aclose(self) -> None:
+        while self._idle:
+            self._idle.pop().close()
+
+
+class _NoCookies(http.cookiejar.CookieJar):
+    """Neither API sets a cookie, and none is ever sent: reading each
+    answer's headers for one cost a call about 0.1 ms."""
+
+    def extract_cookies(self, response: Any, request: Any) -> None:
+        return None
+
+    def add_cookie_header(self, request: Any) -> None:
+        return None
 
 
 class Transport:
@@ -164,15 +259,7 @@ class Transport:
             path = address[5:]
             if not path.startswith("/"):
                 raise ConfigurationError(f"{address}: a Unix socket address is unix:/absolute/path")
-            transport = httpx.AsyncHTTPTransport(uds=path, limits=limits, retries=0)
-            # The pool on asyncio's Unix streams (_UnixStream says why).
-            transport._pool = httpcore.AsyncConnectionPool(
-                max_connections=limits.max_connections,
-                max_keepalive_connections=limits.max_keepalive_connections,
-                keepalive_expiry=limits.keepalive_expiry,
-                uds=path,
-                network_backend=_UnixBackend(),
-            )
+            transport: httpx.AsyncBaseTransport = _UnixTransport(path)
             base = "http://airlock"
         else:
             host, sep, port = address.rpartition(":")
@@ -185,8 +272,10 @@ class Transport:
                 ctx.load_cert_chain(tls_cert_file, tls_key_file)
             transport = httpx.AsyncHTTPTransport(verify=ctx, limits=limits, retries=0)
             base = f"https://{host}:{port}"
+        self.base = base
         self.client = httpx.AsyncClient(
-            transport=transport, base_url=base, headers=headers, timeout=timeout, follow_redirects=False
+            transport=transport, base_url=base, headers=headers, timeout=timeout, follow_redirects=False,
+            cookies=httpx.Cookies(_NoCookies()),
         )
 
     def __repr__(self) -> str:

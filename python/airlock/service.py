@@ -132,6 +132,7 @@ class ServiceEnvironment(Client):
         self.start_budget_seconds = start_budget_seconds
         self.on_output = on_output
         self._cleanups: set[asyncio.Future[None]] = set()
+        self._execute_urls: dict[str, httpx.URL] = {}
 
     async def _call(
         self,
@@ -307,7 +308,14 @@ class ServiceEnvironment(Client):
         self, h: EnvironmentHandle, body: bytes, timeout_seconds: int, cb: OutputCallback | None
     ) -> ExecutionResult:
         what = "execute"
-        url = f"/v1/sandboxes/{h.environment_id}/execute"
+        # An absolute URL, parsed once a sandbox: httpx parses and merges a
+        # relative one on every call.
+        url = self._execute_urls.get(h.environment_id)
+        if url is None:
+            if len(self._execute_urls) >= 1024:
+                self._execute_urls.clear()
+            url = self._execute_urls[h.environment_id] = httpx.URL(
+                f"{self._t.base}/v1/sandboxes/{h.environment_id}/execute")
         headers = {"Airlock-Handle": _handle_header(h), "Content-Type": "application/json"}
         timeout = httpx.Timeout(timeout_seconds + EXECUTE_MARGIN_S, connect=5.0)
         sent = {"stdout": 0, "stderr": 0}
