@@ -26,7 +26,7 @@ def binary(name: str) -> str:
 
 
 def pytest_configure(config: "pytest.Config") -> None:
-    config.addinivalue_line("markers", "native: starts native sandboxes (root, the default image, the sandbox lock)")
+    config.addinivalue_line("markers", "native: starts native sandboxes (root, the default image)")
 
 
 def pytest_collection_modifyitems(items: "list[pytest.Item]") -> None:

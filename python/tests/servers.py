@@ -3,10 +3,11 @@ started and stopped by them (as tests/worker_testlib.c starts them for the
 C suites): a settings file, a credential file (0600) and the sockets in a
 fresh directory under /tmp, a clean environment (the service refuses to
 start with a credential-shaped variable in its own), and SIGTERM at the end
-with exit 0 expected. A native service holds the sandbox suites' lock
-(/tmp/airlock-sandbox-tests.lock) for its life."""
+with exit 0 expected. Like the native C suites, the suites take no lock of
+their own: meson runs them alone (is_parallel: false), and a person running
+them by hand beside other sandbox suites takes
+/tmp/airlock-sandbox-tests.lock around the whole run."""
 
-import fcntl
 import os
 import secrets
 import shutil
@@ -21,7 +22,6 @@ from dataclasses import dataclass
 
 from .conftest import binary
 
-SANDBOX_LOCK = "/tmp/airlock-sandbox-tests.lock"
 IMAGE_STORE = os.environ.get("AIRLOCK_TEST_IMAGE_STORE", "/var/lib/airlock/images")
 # The fake mechanism runs the empty image; any digest names it.
 FAKE_DIGEST = "sha256:" + "0" * 64
@@ -107,35 +107,6 @@ class Stack:
     tls_ca_file: str | None = None
 
 
-# The lock is the process's: two native services alive at once in one
-# suite (two modules' fixtures) share it; a second flock on another
-# descriptor of the same file would wait for the first forever.
-_lock: dict[str, int] = {"fd": -1, "holders": 0}
-
-
-@contextmanager
-def _sandbox_lock(mechanism: str) -> Iterator[None]:
-    if mechanism == "fake":
-        yield
-        return
-    if _lock["holders"] == 0:
-        fd = os.open(SANDBOX_LOCK, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o666)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX)
-        except BaseException:
-            os.close(fd)
-            raise
-        _lock["fd"] = fd
-    _lock["holders"] += 1
-    try:
-        yield
-    finally:
-        _lock["holders"] -= 1
-        if _lock["holders"] == 0:
-            os.close(_lock["fd"])
-            _lock["fd"] = -1
-
-
 @contextmanager
 def stack(mechanism: str, *, worker: bool = False, worker_extra: str = "", tls: bool = False) -> Iterator[Stack]:
     """``airlock serve`` with ``mechanism`` (and ``airlock-worker`` in
@@ -146,59 +117,58 @@ def stack(mechanism: str, *, worker: bool = False, worker_extra: str = "", tls: 
     procs: list[subprocess.Popen[bytes]] = []
     log = os.path.join(d, "log")
     try:
-        with _sandbox_lock(mechanism):
-            token = secrets.token_hex(24)
-            tok = os.path.join(d, "svc.token")
-            with open(os.open(tok, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600), "w") as f:
-                f.write(token + "\n")
-            image = FAKE_DIGEST if mechanism == "fake" else (default_image() or "")
-            svc_sock = os.path.join(d, "svc.sock")
-            w_sock = os.path.join(d, "w.sock")
-            image_line = f"  image: {image}\n" if mechanism != "fake" else ""
-            listen: str | tuple[str, int] = svc_sock
-            listen_line = f"  listen: unix:{svc_sock}\n"
-            ca = None
-            if tls:
-                ca, key = os.path.join(d, "cert.pem"), os.path.join(d, "key.pem")
-                subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", key, "-out", ca,
-                                "-days", "1", "-subj", "/CN=127.0.0.1", "-addext", "subjectAltName=IP:127.0.0.1"],
-                               check=True, capture_output=True)
-                with socket.socket() as probe:
-                    probe.bind(("127.0.0.1", 0))
-                    port = probe.getsockname()[1]
-                listen = ("127.0.0.1", port)
-                listen_line = f"  listen: 127.0.0.1:{port}\n  tls_cert_file: {ca}\n  tls_key_file: {key}\n"
-            text = (
-                f"sandbox:\n  mechanism: {mechanism}\n{image_line}"
-                f"service:\n{listen_line}  credential_file: {tok}\n"
+        token = secrets.token_hex(24)
+        tok = os.path.join(d, "svc.token")
+        with open(os.open(tok, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600), "w") as f:
+            f.write(token + "\n")
+        image = FAKE_DIGEST if mechanism == "fake" else (default_image() or "")
+        svc_sock = os.path.join(d, "svc.sock")
+        w_sock = os.path.join(d, "w.sock")
+        image_line = f"  image: {image}\n" if mechanism != "fake" else ""
+        listen: str | tuple[str, int] = svc_sock
+        listen_line = f"  listen: unix:{svc_sock}\n"
+        ca = None
+        if tls:
+            ca, key = os.path.join(d, "cert.pem"), os.path.join(d, "key.pem")
+            subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", key, "-out", ca,
+                            "-days", "1", "-subj", "/CN=127.0.0.1", "-addext", "subjectAltName=IP:127.0.0.1"],
+                           check=True, capture_output=True)
+            with socket.socket() as probe:
+                probe.bind(("127.0.0.1", 0))
+                port = probe.getsockname()[1]
+            listen = ("127.0.0.1", port)
+            listen_line = f"  listen: 127.0.0.1:{port}\n  tls_cert_file: {ca}\n  tls_key_file: {key}\n"
+        text = (
+            f"sandbox:\n  mechanism: {mechanism}\n{image_line}"
+            f"service:\n{listen_line}  credential_file: {tok}\n"
+        )
+        if worker:
+            text += (
+                f"worker:\n  listen: unix:{w_sock}\n  state_dir: {d}\n  auth_mode: dev\n"
+                f"  service_address: unix:{svc_sock}\n  service_credential_file: {tok}\n{worker_extra}"
             )
+        cfg = os.path.join(d, "airlock.yaml")
+        with open(os.open(cfg, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600), "w") as f:
+            f.write(text)
+        with open(log, "ab") as logf:
+            svc = subprocess.Popen([binary("airlock"), "serve", "--config", cfg], env=_clean_env(),
+                                   stdin=subprocess.DEVNULL, stdout=logf, stderr=logf)
+            procs.append(svc)
+            wait_socket(listen, svc, log)
+            address = f"unix:{svc_sock}" if isinstance(listen, str) else f"{listen[0]}:{listen[1]}"
+            st = Stack(d, mechanism, address, token, image, log=log, tls_ca_file=ca)
             if worker:
-                text += (
-                    f"worker:\n  listen: unix:{w_sock}\n  state_dir: {d}\n  auth_mode: dev\n"
-                    f"  service_address: unix:{svc_sock}\n  service_credential_file: {tok}\n{worker_extra}"
-                )
-            cfg = os.path.join(d, "airlock.yaml")
-            with open(os.open(cfg, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600), "w") as f:
-                f.write(text)
-            with open(log, "ab") as logf:
-                svc = subprocess.Popen([binary("airlock"), "serve", "--config", cfg], env=_clean_env(),
-                                       stdin=subprocess.DEVNULL, stdout=logf, stderr=logf)
-                procs.append(svc)
-                wait_socket(listen, svc, log)
-                address = f"unix:{svc_sock}" if isinstance(listen, str) else f"{listen[0]}:{listen[1]}"
-                st = Stack(d, mechanism, address, token, image, log=log, tls_ca_file=ca)
-                if worker:
-                    w = subprocess.Popen([binary("airlock-worker"), "--config", cfg], env=_clean_env(),
-                                         stdin=subprocess.DEVNULL, stdout=logf, stderr=logf)
-                    procs.append(w)
-                    wait_socket(w_sock, w, log)
-                    st.worker_address = f"unix:{w_sock}"
-            try:
-                yield st
-            finally:
-                for p in reversed(procs):
-                    stop(p, log)
-                procs.clear()
+                w = subprocess.Popen([binary("airlock-worker"), "--config", cfg], env=_clean_env(),
+                                     stdin=subprocess.DEVNULL, stdout=logf, stderr=logf)
+                procs.append(w)
+                wait_socket(w_sock, w, log)
+                st.worker_address = f"unix:{w_sock}"
+        try:
+            yield st
+        finally:
+            for p in reversed(procs):
+                stop(p, log)
+            procs.clear()
     finally:
         for p in procs:
             if p.poll() is None:
