@@ -90,5 +90,6 @@ int cli_serve(int argc, char **argv);
 int cli_worker(int argc, char **argv);
 int cli_tool(int argc, char **argv);
 int cli_artifact(int argc, char **argv);
+int cli_mcp(int argc, char **argv);
 
 #endif

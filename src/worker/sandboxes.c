@@ -39,6 +39,7 @@
 #include "airlock/run_command.h"
 #include "airlock/tiers.h"
 #include "airlock/timeout.h"
+#include "airlock/tools.h"
 #include "util/util.h"
 
 /* How often the sweeper asks for ended claims: a lease lost is a sandbox
@@ -906,17 +907,12 @@ const char *worker_tool_outcome_name(worker_tool_outcome o)
  * component (metadata only: the key never sees it). */
 static void default_filename(const worker_export_request *q, const char **ret, size_t *ret_len)
 {
-	if (q->filename) {
-		*ret = q->filename;
-		*ret_len = q->filename_len;
-	} else if (q->path) {
-		const char *slash = memrchr(q->path, '/', q->path_len);
-		*ret = slash ? slash + 1 : q->path;
-		*ret_len = q->path_len - (size_t)(*ret - q->path);
-	} else {
-		*ret = "text.txt";
-		*ret_len = 8;
-	}
+	/* The one rule every door applies (airlock/tools.h). */
+	const airlock_export_arguments a = { .path = q->path,
+		                             .path_len = q->path_len,
+		                             .filename = q->filename,
+		                             .filename_len = q->filename_len };
+	airlock_export_filename(&a, ret, ret_len);
 }
 
 static int export_sink(void *arg, const void *buf, size_t len, airlock_error *err)
