@@ -759,6 +759,11 @@
  * tool takes (64 KiB of one-byte strings: 32,768 elements) fits with
  * room for the rest of the message. */
 #define AIRLOCK_MCP_VALUES_MAX (1u << 17)
+/* tools/call requests waiting while one runs (the tools declare
+ * allow_parallel no, so a session runs them one at a time, in order); one
+ * more is answered isError at once. A client that pipelines does not hold
+ * unbounded memory here. */
+#define AIRLOCK_MCP_PENDING_MAX 16
 /* A progress notification's message: at most this many bytes of a
  * command's output each (a larger piece is sent in several). */
 #define AIRLOCK_MCP_PROGRESS_CHUNK (16u << 10)

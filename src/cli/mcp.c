@@ -34,6 +34,16 @@
 #include "cli/common.h"
 #include "cli/mcp.h"
 
+/* One tools/call, queued or running. */
+typedef struct mcp_call {
+	json_t *id;             /* owned copy */
+	json_t *progress_token; /* owned copy, or NULL */
+	const char *tool;
+	char *arguments;
+	airlock_cancel *cancel;
+	bool cancelled_by_client; /* notifications/cancelled: no answer is sent */
+} mcp_call;
+
 typedef struct mcp_server {
 	mcp_session session;
 	const mcp_backend *ops;
@@ -43,19 +53,17 @@ typedef struct mcp_server {
 	pthread_mutex_t out_lock; /* stdout: one whole message at a time */
 	bool out_gone;            /* a write failed: the client is gone */
 
-	/* The call in flight (lock guards cancelled_by_client). */
+	/* The call running on its thread, and the calls waiting their turn
+	 * (the tools declare allow_parallel no: one at a time, in order). lock
+	 * guards running->cancelled_by_client, which the call thread reads. */
 	pthread_mutex_t lock;
-	bool busy;
+	mcp_call *running;
 	pthread_t thread;
-	json_t *call_id;        /* owned copy */
-	json_t *progress_token; /* owned copy, or NULL */
-	const char *tool;
-	char *arguments;
-	airlock_cancel *cancel;
-	bool cancelled_by_client; /* notifications/cancelled: no answer is sent */
-	int done_efd;             /* the call thread's end */
-	/* Progress: bytes of output sent so far, and each stream's incomplete
-	 * UTF-8 sequence held for its next piece. */
+	mcp_call *queue[AIRLOCK_MCP_PENDING_MAX];
+	size_t n_queue;
+	int done_efd; /* the call thread's end */
+	/* Progress of the running call: bytes of output sent so far, and each
+	 * stream's incomplete UTF-8 sequence held for its next piece. */
 	int64_t progress;
 	unsigned char carry[2][4];
 	size_t carry_len[2];
@@ -97,7 +105,7 @@ static void send_progress(mcp_server *s, airlock_output_stream stream, const cha
 	s->progress += (int64_t)raw;
 	json_t *msg = json_pack("{s:s, s:s, s:{s:O, s:I, s:s%, s:{s:s}}}", "jsonrpc", "2.0",
 	                        "method", "notifications/progress", "params", "progressToken",
-	                        s->progress_token, "progress", (json_int_t)s->progress, "message",
+	                        s->running->progress_token, "progress", (json_int_t)s->progress, "message",
 	                        text, len, "_meta", "airlock/stream",
 	                        airlock_output_stream_name(stream));
 	send_msg(s, msg);
@@ -131,90 +139,132 @@ static void on_output(void *arg, airlock_output_stream stream, const void *data,
 	}
 }
 
-/* ---- the call thread ---------------------------------------------------------- */
+/* ---- the calls -------------------------------------------------------------------- */
+
+static void call_free(mcp_call *c)
+{
+	if (!c)
+		return;
+	json_decref(c->id);
+	json_decref(c->progress_token);
+	free(c->arguments);
+	airlock_cancel_free(c->cancel);
+	free(c);
+}
 
 static void *call_main(void *arg)
 {
 	mcp_server *s = arg;
-	mcp_call_io io = { .cancel = s->cancel,
-		           .on_output = s->progress_token ? on_output : NULL,
+	mcp_call *c = s->running;
+	mcp_call_io io = { .cancel = c->cancel,
+		           .on_output = c->progress_token ? on_output : NULL,
 		           .output_arg = s };
 	char *json = NULL;
 	airlock_error err = { 0 };
-	int r = s->ops->call(s->ctx, s->tool, s->arguments, strlen(s->arguments), &io, &json, &err);
+	int r = s->ops->call(s->ctx, c->tool, c->arguments, strlen(c->arguments), &io, &json, &err);
 	json_t *result = r == 0 ? mcp_tool_result(&s->session, json) : mcp_tool_error(&err);
 	free(json);
 	pthread_mutex_lock(&s->lock);
-	bool quiet = s->cancelled_by_client;
+	bool quiet = c->cancelled_by_client;
 	pthread_mutex_unlock(&s->lock);
 	/* A request the client cancelled is not answered (the protocol's
 	 * rule); its command is over either way. */
 	if (quiet || !result)
 		json_decref(result);
 	else
-		send_msg(s, mcp_result(s->call_id, result));
+		send_msg(s, mcp_result(c->id, result));
 	uint64_t one = 1;
 	ssize_t w = write(s->done_efd, &one, sizeof(one));
 	(void)w;
 	return NULL;
 }
 
+/* Start the next queued call, if none runs. */
+static void call_next(mcp_server *s)
+{
+	while (!s->running && s->n_queue > 0) {
+		mcp_call *c = s->queue[0];
+		memmove(s->queue, s->queue + 1, --s->n_queue * sizeof(s->queue[0]));
+		s->running = c;
+		s->progress = 0;
+		s->carry_len[0] = s->carry_len[1] = 0;
+		int e = pthread_create(&s->thread, NULL, call_main, s);
+		if (e == 0)
+			return;
+		s->running = NULL;
+		airlock_error err = { 0 };
+		airlock_error_set(&err, AIRLOCK_ERR_SYSTEM, e, "the tool call's thread");
+		send_msg(s, mcp_result(c->id, mcp_tool_error(&err)));
+		call_free(c);
+	}
+}
+
+/* The running call's thread ended: join it, then the next. */
 static void call_reap(mcp_server *s)
 {
-	if (!s->busy)
-		return;
-	pthread_join(s->thread, NULL);
 	uint64_t v;
 	ssize_t n = read(s->done_efd, &v, sizeof(v));
 	(void)n;
-	json_decref(s->call_id);
-	json_decref(s->progress_token);
-	free(s->arguments);
-	airlock_cancel_free(s->cancel);
-	s->call_id = s->progress_token = NULL;
-	s->arguments = NULL;
-	s->cancel = NULL;
-	s->busy = false;
-	s->cancelled_by_client = false;
+	if (!s->running)
+		return;
+	pthread_join(s->thread, NULL);
+	call_free(s->running);
+	s->running = NULL;
+	call_next(s);
 }
 
-static void call_start(mcp_server *s, const mcp_action *a)
+static void call_queue(mcp_server *s, const mcp_action *a)
 {
 	airlock_error err = { 0 };
-	if (s->busy) {
-		airlock_error_set(&err, AIRLOCK_ERR_EXECUTION_REJECTED, 0,
-		                  "a tool call is running in this session (the tools declare "
-		                  "allow_parallel: no); call again when it has answered");
+	if (s->n_queue == AIRLOCK_MCP_PENDING_MAX) {
+		airlock_error_set(&err, AIRLOCK_ERR_EXECUTION_UNAVAILABLE, 0,
+		                  "%d tool calls are already waiting in this session (the tools run "
+		                  "one at a time: allow_parallel no); call again when they have "
+		                  "answered",
+		                  AIRLOCK_MCP_PENDING_MAX);
 		send_msg(s, mcp_result(a->id, mcp_tool_error(&err)));
 		return;
 	}
+	mcp_call *c = calloc(1, sizeof(*c));
 	json_t *args = a->arguments ? json_incref(a->arguments) : json_object();
-	s->arguments = args ? json_dumps(args, JSON_COMPACT) : NULL;
+	if (c) {
+		c->arguments = args ? json_dumps(args, JSON_COMPACT) : NULL;
+		c->id = json_deep_copy(a->id);
+		c->progress_token = a->progress_token ? json_deep_copy(a->progress_token) : NULL;
+		c->tool = a->tool;
+	}
 	json_decref(args);
-	s->call_id = json_deep_copy(a->id);
-	s->progress_token = a->progress_token ? json_deep_copy(a->progress_token) : NULL;
-	s->tool = a->tool;
-	s->progress = 0;
-	s->carry_len[0] = s->carry_len[1] = 0;
-	int e = ENOMEM;
-	if (s->arguments && s->call_id && (!a->progress_token || s->progress_token) &&
-	    airlock_cancel_new(&s->cancel, &err) == 0)
-		e = pthread_create(&s->thread, NULL, call_main, s);
-	if (e == 0) {
-		s->busy = true;
+	if (!c || !c->arguments || !c->id || (a->progress_token && !c->progress_token) ||
+	    airlock_cancel_new(&c->cancel, &err) < 0) {
+		airlock_error_set(&err, AIRLOCK_ERR_SYSTEM, ENOMEM, "a tool call");
+		send_msg(s, mcp_result(a->id, mcp_tool_error(&err)));
+		call_free(c);
 		return;
 	}
-	airlock_error_set(&err, AIRLOCK_ERR_SYSTEM, e, "the tool call's thread");
-	send_msg(s, mcp_result(a->id, mcp_tool_error(&err)));
-	s->busy = true; /* nothing to join: call_reap's join is skipped below */
-	json_decref(s->call_id);
-	json_decref(s->progress_token);
-	free(s->arguments);
-	airlock_cancel_free(s->cancel);
-	s->call_id = s->progress_token = NULL;
-	s->arguments = NULL;
-	s->cancel = NULL;
-	s->busy = false;
+	s->queue[s->n_queue++] = c;
+	call_next(s);
+}
+
+/* notifications/cancelled: the running call's command is cancelled and
+ * its answer withheld; a waiting call is dropped unanswered. Another id
+ * (one already answered, one never sent) is ignored, as the protocol
+ * says. */
+static void call_cancel(mcp_server *s, json_t *request_id)
+{
+	if (s->running && json_equal(request_id, s->running->id)) {
+		pthread_mutex_lock(&s->lock);
+		s->running->cancelled_by_client = true;
+		pthread_mutex_unlock(&s->lock);
+		airlock_cancel_fire(s->running->cancel);
+		return;
+	}
+	for (size_t i = 0; i < s->n_queue; i++)
+		if (json_equal(request_id, s->queue[i]->id)) {
+			call_free(s->queue[i]);
+			memmove(s->queue + i, s->queue + i + 1, (s->n_queue - i - 1) * sizeof(s->queue[0]));
+			s->n_queue--;
+			return;
+		}
 }
 
 /* ---- lines in ------------------------------------------------------------------ */
@@ -240,14 +290,9 @@ static void on_line(void *arg, const char *line, size_t len, bool oversize)
 	} else if (reply) {
 		send_msg(s, reply);
 	} else if (a.kind == MCP_ACT_CALL) {
-		call_start(s, &a);
-	} else if (a.kind == MCP_ACT_CANCEL && s->busy && json_equal(a.request_id, s->call_id)) {
-		/* Another request's id (one already answered, one never sent)
-		 * is ignored, as the protocol says. */
-		pthread_mutex_lock(&s->lock);
-		s->cancelled_by_client = true;
-		pthread_mutex_unlock(&s->lock);
-		airlock_cancel_fire(s->cancel);
+		call_queue(s, &a);
+	} else if (a.kind == MCP_ACT_CANCEL) {
+		call_cancel(s, a.request_id);
 	}
 	mcp_msg_clear(&m);
 }
@@ -417,13 +462,17 @@ static int serve(mcp_server *s, int sfd)
 		if (s->out_gone)
 			eof = true;
 	}
-	if (s->busy) {
+	/* Calls still waiting are dropped unanswered: the session is over. */
+	for (size_t i = 0; i < s->n_queue; i++)
+		call_free(s->queue[i]);
+	s->n_queue = 0;
+	if (s->running) {
 		/* The client left: its command is cancelled. A signal: the
 		 * command ends as a service's does when it stops. */
 		if (signo && s->ops->shutdown)
 			s->ops->shutdown(s->ctx);
 		else
-			airlock_cancel_fire(s->cancel);
+			airlock_cancel_fire(s->running->cancel);
 		call_reap(s);
 	}
 	return signo;
