@@ -1,0 +1,59 @@
+#!/bin/sh
+# airlock mcp with the official MCP TypeScript SDK's client
+# (tests/mcp/client_test.mjs), embedded with the fake mechanism and, where
+# this host runs it, the native one (under the sandbox suites' lock).
+#
+# The SDK is installed from npm into BUILD/mcp-sdk exactly as
+# tests/mcp/package-lock.json locks it (npm ci: every package's version
+# and integrity digest), with npm's cache beside it: a second run finds it
+# installed and installs nothing.
+#
+# Usage: mcp_sdk_test.sh AIRLOCK SRCDIR BUILDDIR
+set -u
+AIRLOCK=$1
+SRC=$2
+BUILD=$3
+SDK=$BUILD/mcp-sdk
+TMP=$(mktemp -d)
+trap 'rm -rf "$TMP"' EXIT INT TERM
+
+unset AIRLOCK_DEPLOYMENT_MODE AIRLOCK_SANDBOX_MECHANISM AIRLOCK_SANDBOX_IMAGE
+
+if ! command -v node >/dev/null || ! command -v npm >/dev/null; then
+	echo "FAIL mcp-sdk: node and npm are needed (scripts/setup.sh installs them)"
+	exit 1
+fi
+want=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["dependencies"]["@modelcontextprotocol/sdk"])' "$SRC/tests/mcp/package.json")
+have=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["version"])' \
+	"$SDK/node_modules/@modelcontextprotocol/sdk/package.json" 2>/dev/null || true)
+if [ "$have" != "$want" ]; then
+	echo "mcp-sdk: installing @modelcontextprotocol/sdk $want into $SDK"
+	mkdir -p "$SDK"
+	cp "$SRC/tests/mcp/package.json" "$SRC/tests/mcp/package-lock.json" "$SDK/"
+	if ! (cd "$SDK" && npm ci --no-audit --no-fund --cache "$SDK/.npm-cache" >"$TMP/npm.log" 2>&1); then
+		echo "FAIL mcp-sdk: npm install failed:"; sed 's/^/    /' "$TMP/npm.log"
+		exit 1
+	fi
+else
+	echo "mcp-sdk: @modelcontextprotocol/sdk $want already installed in $SDK"
+fi
+
+status=0
+run() {
+	mech=$1
+	rm -rf "$TMP/art"
+	mkdir -m 700 "$TMP/art"
+	shift
+	"$@" node "$SRC/tests/mcp/client_test.mjs" "$SDK" "$AIRLOCK" "$mech" "$TMP/art" || status=1
+}
+run fake
+
+STORE=${AIRLOCK_TEST_IMAGE_STORE:-/var/lib/airlock/images}
+if ! "$AIRLOCK" doctor 2>/dev/null | grep -Eq '^native +available'; then
+	echo "SKIP mcp-sdk-native: airlock doctor does not list native"
+elif ! env AIRLOCK_IMAGE_STORE="$STORE" "$AIRLOCK" image ls 2>/dev/null | grep -q ' default$'; then
+	echo "SKIP mcp-sdk-native: no default image in $STORE"
+else
+	AIRLOCK_IMAGE_STORE=$STORE run native flock /tmp/airlock-sandbox-tests.lock
+fi
+exit $status
