@@ -40,20 +40,68 @@ fi
 
 status=0
 run() {
-	mech=$1
+	mode=$1
 	rm -rf "$TMP/art"
 	mkdir -m 700 "$TMP/art"
 	shift
-	"$@" node "$SRC/tests/mcp/client_test.mjs" "$SDK" "$AIRLOCK" "$mech" "$TMP/art" || status=1
+	"$@" node "$SRC/tests/mcp/client_test.mjs" "$SDK" "$AIRLOCK" "$mode" "$TMP/art" || status=1
 }
+
+# Against a real airlock-worker (dev mode) and airlock serve with
+# mechanism $1: the client test in worker mode (airlock mcp --worker
+# --claim), then the worker's log must say the run's sandbox was destroyed
+# when the session released its lease.
+run_worker() {
+	mech=$1 image=$2
+	shift 2
+	W=$TMP/w-$mech
+	mkdir -m 700 "$W"
+	printf 'svc-token-0123456789abcdef\n' > "$W/svc.token"
+	chmod 600 "$W/svc.token"
+	cat > "$W/airlock.yaml" <<YAML
+sandbox:
+  mechanism: $mech
+$image
+service:
+  listen: unix:$W/svc.sock
+  credential_file: $W/svc.token
+worker:
+  listen: unix:$W/w.sock
+  state_dir: $W
+  auth_mode: dev
+  service_address: unix:$W/svc.sock
+  service_credential_file: $W/svc.token
+YAML
+	"$AIRLOCK" serve --config "$W/airlock.yaml" 2>>"$W/log" &
+	svc=$!
+	"$WORKER" --config "$W/airlock.yaml" 2>>"$W/log" &
+	wrk=$!
+	i=0
+	while [ $i -lt 100 ] && ! { [ -S "$W/svc.sock" ] && [ -S "$W/w.sock" ]; }; do sleep 0.1; i=$((i + 1)); done
+	"$@" node "$SRC/tests/mcp/client_test.mjs" "$SDK" "$AIRLOCK" "worker-$mech" "$W/artifacts" "unix:$W/w.sock" || status=1
+	if grep -q '"sandbox.destroyed".*"why":"released"' "$W/log"; then
+		echo "ok   mcp-sdk-worker-$mech::lease-released-sandbox-destroyed"
+	else
+		echo "FAIL mcp-sdk-worker-$mech::lease-released-sandbox-destroyed"; sed 's/^/    /' "$W/log"; status=1
+	fi
+	kill -TERM "$wrk" "$svc"
+	wait "$wrk" "$svc"
+}
+
+WORKER=$(dirname "$AIRLOCK")/airlock-worker
 run fake
+run_worker fake ""
 
 STORE=${AIRLOCK_TEST_IMAGE_STORE:-/var/lib/airlock/images}
+digest=$(env AIRLOCK_IMAGE_STORE="$STORE" "$AIRLOCK" image ls 2>/dev/null | sed -n 's/^\(sha256:[0-9a-f]*\) .* default$/\1/p')
 if ! "$AIRLOCK" doctor 2>/dev/null | grep -Eq '^native +available'; then
 	echo "SKIP mcp-sdk-native: airlock doctor does not list native"
-elif ! env AIRLOCK_IMAGE_STORE="$STORE" "$AIRLOCK" image ls 2>/dev/null | grep -q ' default$'; then
+	echo "SKIP mcp-sdk-worker-native: airlock doctor does not list native"
+elif [ -z "$digest" ]; then
 	echo "SKIP mcp-sdk-native: no default image in $STORE"
+	echo "SKIP mcp-sdk-worker-native: no default image in $STORE"
 else
 	AIRLOCK_IMAGE_STORE=$STORE run native flock /tmp/airlock-sandbox-tests.lock
+	AIRLOCK_IMAGE_STORE=$STORE run_worker native "  image: $digest" flock /tmp/airlock-sandbox-tests.lock
 fi
 exit $status

@@ -38,10 +38,20 @@ typedef struct remote_session {
 	int64_t epoch;
 	int64_t ttl; /* > 0: this process holds the lease */
 	bool claimed;
+	/* When this session last cancelled a call (monotonic ms; 0: never):
+	 * the worker sees the connection close within about a second and
+	 * ends the command, and until then it answers the run's next call
+	 * 409 (allow_parallel no). */
+	int64_t cancelled_at_ms;
 	pthread_t renewer;
 	bool renewer_started;
 	int stop_efd;
 } remote_session;
+
+/* How long after a cancel a 409 "running" is taken for the cancelled
+ * call still ending at the worker (its client watch looks every second;
+ * a command's kill and its sandbox's walk follow). */
+#define MCP_WORKER_CANCEL_SETTLE_MS 15000
 
 static bool id_ok(const char *v)
 {
@@ -138,7 +148,23 @@ static int worker_call(void *ctx, const char *tool, const char *args, size_t len
 		                            .tenant_id = w->tenant[0] ? w->tenant : NULL,
 		                            .arguments_json = args };
 	airlock_worker_answer a = { 0 };
-	r = airlock_worker_client_tool_call(&cfg, &req, &a, err);
+	for (;;) {
+		r = airlock_worker_client_tool_call(&cfg, &req, &a, err);
+		if (r < 0 && err->errnum == ECANCELED)
+			w->cancelled_at_ms = cli_monotonic_ms();
+		/* The call this session cancelled still running at the worker:
+		 * asked again every 200 ms while the worker ends it (at most
+		 * MCP_WORKER_CANCEL_SETTLE_MS after the cancel), so the
+		 * client's next call is not refused for the one it gave up. */
+		bool settling = r == 0 && a.status == 409 && w->cancelled_at_ms &&
+		                cli_monotonic_ms() - w->cancelled_at_ms < MCP_WORKER_CANCEL_SETTLE_MS &&
+		                strstr(a.error.message, "is running") && !airlock_cancel_fired(io->cancel);
+		if (!settling)
+			break;
+		airlock_worker_answer_clear(&a);
+		struct pollfd p = { .fd = airlock_cancel_fd(io->cancel), .events = POLLIN };
+		poll(&p, 1, 200);
+	}
 	if (r == 0 && a.status != 200)
 		r = refused(&a, err);
 	if (r == 0) {

@@ -5,20 +5,26 @@
 // the client's own request timeout, a cancellation, progress, bad requests,
 // and the server's exit when the client closes.
 //
-// Usage: node client_test.mjs SDK_DIR AIRLOCK MECHANISM ARTIFACTS_DIR
+// Usage: node client_test.mjs SDK_DIR AIRLOCK MODE ARTIFACTS_DIR [WORKER_ADDRESS]
+// MODE: fake or native (embedded), worker-fake or worker-native (against
+// an airlock-worker at WORKER_ADDRESS whose service runs that mechanism;
+// ARTIFACTS_DIR is then the worker's store, its tenant "dev").
 import { createRequire } from 'node:module';
 import { createHash } from 'node:crypto';
 import { readFileSync, existsSync } from 'node:fs';
 import { join } from 'node:path';
 
-const [sdkDir, airlock, mechanism, artifactsDir] = process.argv.slice(2);
+const [sdkDir, airlock, mode, artifactsDir, workerAddress] = process.argv.slice(2);
+const worker = mode.startsWith('worker-');
+const mechanism = worker ? mode.slice('worker-'.length) : mode;
+const tenant = worker ? 'dev' : 'local';
 const require = createRequire(join(sdkDir, 'package.json'));
 const { Client } = require('@modelcontextprotocol/sdk/client/index.js');
 const { StdioClientTransport } = require('@modelcontextprotocol/sdk/client/stdio.js');
 const { McpError, ErrorCode } = require('@modelcontextprotocol/sdk/types.js');
 
 const real = mechanism !== 'fake'; // the fake executes nothing: no output, no waiting
-const tag = `mcp-sdk-${mechanism}`;
+const tag = `mcp-sdk-${mode}`;
 let passed = 0, failed = 0, skipped = 0;
 function check(name, cond, detail) {
 	if (cond) { console.log(`ok   ${tag}::${name}`); passed++; }
@@ -31,7 +37,8 @@ const text = (r) => (r.content || []).filter((c) => c.type === 'text').map((c) =
 async function open() {
 	const transport = new StdioClientTransport({
 		command: airlock,
-		args: ['mcp', '--mechanism', mechanism, '--artifacts-dir', artifactsDir],
+		args: worker ? ['mcp', '--worker', workerAddress, '--run', 'run-mcp', '--epoch', '1', '--claim']
+			: ['mcp', '--mechanism', mechanism, '--artifacts-dir', artifactsDir],
 		env: { ...process.env },
 		stderr: 'inherit',
 	});
@@ -77,7 +84,7 @@ async function main() {
 	const body = 'the summary\n';
 	r = await client.callTool({ name: 'artifact.export', arguments: { text: body, filename: 'summary.md', media_type: 'text/markdown' } });
 	const ref = r.structuredContent;
-	const path = ref ? join(artifactsDir, 'local', ref.artifact_id.slice(0, 2), ref.artifact_id) : '';
+	const path = ref ? join(artifactsDir, tenant, ref.artifact_id.slice(0, 2), ref.artifact_id) : '';
 	check('call-export-text', !r.isError && ref.sha256 === sha256(body) && ref.size_bytes === body.length &&
 		ref.media_type === 'text/markdown' && existsSync(path) && readFileSync(path, 'utf8') === body, r);
 	const again = await client.callTool({ name: 'artifact.export', arguments: { text: body, filename: 'summary.md', media_type: 'text/markdown' } });
@@ -89,7 +96,7 @@ async function main() {
 		const p = r.structuredContent;
 		check('call-export-path', !r.isError && p.sha256 === sha256('1,2') && p.size_bytes === 3 &&
 			p.media_type === 'application/octet-stream' &&
-			readFileSync(join(artifactsDir, 'local', p.artifact_id.slice(0, 2), p.artifact_id), 'utf8') === '1,2', r);
+			readFileSync(join(artifactsDir, tenant, p.artifact_id.slice(0, 2), p.artifact_id), 'utf8') === '1,2', r);
 	} else {
 		skip('call-export-path', 'the fake executes nothing');
 	}
@@ -119,7 +126,9 @@ async function main() {
 	await client.ping();
 	check('ping', true);
 
-	if (real) {
+	if (real && worker) {
+		skip('progress', 'the worker answers a tool call whole: no progress in this mode');
+	} else if (real) {
 		// Progress: the command's output as it is printed.
 		const seen = [];
 		r = await client.callTool({ name: 'sandbox.run_command', arguments: { command: ['sh', '-c', 'echo one; sleep 0.3; echo two >&2'] } },
@@ -127,7 +136,8 @@ async function main() {
 		const all = seen.map((p) => p.message).join('');
 		check('progress', !r.isError && /one/.test(all) && /two/.test(all) &&
 			seen.every((p, i) => i === 0 || p.progress > seen[i - 1].progress), seen);
-
+	}
+	if (real) {
 		// The command's own timeout.
 		r = await client.callTool({ name: 'sandbox.run_command', arguments: { command: ['sleep', '30'], timeout_seconds: 1 } });
 		check('timeout-command', !r.isError && r.structuredContent.timed_out === true &&
@@ -146,8 +156,10 @@ async function main() {
 		check('timeout-request-cancelled', !r.isError && r.structuredContent.stdout === 'after\n' && Date.now() - t0 < 15000,
 			{ ms: Date.now() - t0, r });
 
-		// Cancellation: aborted once the command has printed.
+		// Cancellation: aborted once the command has printed (against a
+		// worker, which streams no progress, after a second and a half).
 		const ac = new AbortController();
+		const timer = worker ? setTimeout(() => ac.abort('enough'), 1500) : null;
 		t0 = Date.now();
 		try {
 			await client.callTool({ name: 'sandbox.run_command', arguments: { command: ['sh', '-c', 'echo started; sleep 30'] } },
@@ -156,6 +168,7 @@ async function main() {
 		} catch (e) {
 			check('cancel', Date.now() - t0 < 15000, String(e));
 		}
+		clearTimeout(timer);
 		r = await client.callTool({ name: 'sandbox.run_command', arguments: { command: ['cat', 'out/r.csv'] } });
 		check('cancel-then-call', !r.isError && r.structuredContent.stdout === '1,2' && Date.now() - t0 < 20000,
 			{ ms: Date.now() - t0, r });
