@@ -135,8 +135,7 @@ void mcp_msg_parse(const char *line, size_t len, mcp_msg *ret)
 	/* Duplicate members are refused: two "id"s or two "method"s would
 	 * make the message mean what the last one says, which another reader
 	 * of the same line may take differently. */
-	json_t *root = json_loadb(line, len, JSON_REJECT_DUPLICATES,
-	                          &jerr);
+	json_t *root = json_loadb(line, len, JSON_REJECT_DUPLICATES | JSON_DECODE_ANY, &jerr);
 	if (!root) {
 		char msg[160];
 		snprintf(msg, sizeof(msg), "Parse error: %.100s (column %d)", jerr.text,
