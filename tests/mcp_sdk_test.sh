@@ -97,11 +97,29 @@ digest=$(env AIRLOCK_IMAGE_STORE="$STORE" "$AIRLOCK" image ls 2>/dev/null | sed 
 if ! "$AIRLOCK" doctor 2>/dev/null | grep -Eq '^native +available'; then
 	echo "SKIP mcp-sdk-native: airlock doctor does not list native"
 	echo "SKIP mcp-sdk-worker-native: airlock doctor does not list native"
+	echo "SKIP mcp-sdk::readme-example: airlock doctor does not list native"
 elif [ -z "$digest" ]; then
 	echo "SKIP mcp-sdk-native: no default image in $STORE"
 	echo "SKIP mcp-sdk-worker-native: no default image in $STORE"
+	echo "SKIP mcp-sdk::readme-example: no default image in $STORE"
 else
 	AIRLOCK_IMAGE_STORE=$STORE run native flock /tmp/airlock-sandbox-tests.lock
 	AIRLOCK_IMAGE_STORE=$STORE run_worker native "  image: $digest" flock /tmp/airlock-sandbox-tests.lock
+	# The README's example, as written: the block after its marker, run
+	# from the SDK's directory with this build's airlock first on PATH and
+	# the settings' defaults (native, the store's default image).
+	python3 - "$SRC/README.md" "$SDK/readme_example.mjs" <<'PY'
+import re, sys
+text = open(sys.argv[1]).read()
+m = re.search(r"<!-- mcp-readme-example -->\n```js\n(.*?)```", text, re.S)
+open(sys.argv[2], "w").write(m.group(1) if m else "throw new Error('no example in the README');\n")
+PY
+	out=$(cd "$SDK" && PATH="$(dirname "$AIRLOCK"):$PATH" AIRLOCK_IMAGE_STORE=$STORE \
+		flock /tmp/airlock-sandbox-tests.lock node readme_example.mjs 2>"$TMP/readme.err")
+	if [ "$out" = "2 42" ]; then
+		echo "ok   mcp-sdk::readme-example"
+	else
+		echo "FAIL mcp-sdk::readme-example: printed '$out'"; sed 's/^/    /' "$TMP/readme.err"; status=1
+	fi
 fi
 exit $status
