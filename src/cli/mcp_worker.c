@@ -70,20 +70,27 @@ static int refused(const airlock_worker_answer *a, airlock_error *err)
 
 /* ---- the lease ------------------------------------------------------------------- */
 
+/* One request about the lease (30 s at most), want its status. */
+static int lease_request(remote_session *w, const char *method, const char *path,
+                         const char *body, long want, airlock_error *err)
+{
+	airlock_worker_client_config cfg = w->cfg;
+	cfg.timeout_ms = 30000;
+	airlock_worker_answer a = { 0 };
+	int r = airlock_worker_client_call(&cfg, method, path, body, &a, err);
+	if (r == 0 && a.status != want)
+		r = refused(&a, err);
+	airlock_worker_answer_clear(&a);
+	return r;
+}
+
 static int lease_claim(remote_session *w, airlock_error *err)
 {
 	char path[192], body[320];
 	snprintf(path, sizeof(path), "/v1/runs/%s/lease", w->run);
 	snprintf(body, sizeof(body), "{\"tenant_id\": \"%s\", \"epoch\": %lld, \"ttl_seconds\": %lld}",
 	         w->tenant[0] ? w->tenant : "dev", (long long)w->epoch, (long long)w->ttl);
-	airlock_worker_client_config cfg = w->cfg;
-	cfg.timeout_ms = 30000;
-	airlock_worker_answer a = { 0 };
-	int r = airlock_worker_client_call(&cfg, "PUT", path, body, &a, err);
-	if (r == 0 && a.status != 200)
-		r = refused(&a, err);
-	airlock_worker_answer_clear(&a);
-	return r;
+	return lease_request(w, "PUT", path, body, 200, err);
 }
 
 static int lease_release(remote_session *w, airlock_error *err)
@@ -91,14 +98,7 @@ static int lease_release(remote_session *w, airlock_error *err)
 	char path[384];
 	snprintf(path, sizeof(path), "/v1/runs/%s/lease?epoch=%lld%s%s", w->run, (long long)w->epoch,
 	         w->tenant[0] ? "&tenant_id=" : "", w->tenant);
-	airlock_worker_client_config cfg = w->cfg;
-	cfg.timeout_ms = 30000;
-	airlock_worker_answer a = { 0 };
-	int r = airlock_worker_client_call(&cfg, "DELETE", path, NULL, &a, err);
-	if (r == 0 && a.status != 204)
-		r = refused(&a, err);
-	airlock_worker_answer_clear(&a);
-	return r;
+	return lease_request(w, "DELETE", path, NULL, 204, err);
 }
 
 /* Renew at a third of the TTL: two renewals can fail (a worker

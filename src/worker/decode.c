@@ -474,9 +474,7 @@ void worker_export_request_clear(worker_export_request *q)
 {
 	if (!q)
 		return;
-	free(q->path);
-	free(q->text);
-	free(q->filename);
+	airlock_export_arguments_clear(&q->args);
 	*q = (worker_export_request){ 0 };
 }
 
@@ -499,7 +497,7 @@ static int string_copy(json_t *j, size_t max, char **ret, size_t *ret_len)
 	return 0;
 }
 
-static int export_arguments_decoded(json_t *ja, worker_export_request *q, airlock_error *err);
+static int export_arguments_decoded(json_t *ja, airlock_export_arguments *q, airlock_error *err);
 
 static int export_decoded(json_t *o, void *ctx, airlock_error *err)
 {
@@ -523,11 +521,11 @@ static int export_decoded(json_t *o, void *ctx, airlock_error *err)
 	if (bad)
 		return airlock_error_set(err, AIRLOCK_ERR_TOOL_VALIDATION, 0, "%s", bad);
 	q->epoch = (int64_t)e;
-	return export_arguments_decoded(ja, q, err);
+	return export_arguments_decoded(ja, &q->args, err);
 }
 
 /* artifact.export's arguments, in a body or alone (airlock/tools.h). */
-static int export_arguments_decoded(json_t *ja, worker_export_request *q, airlock_error *err)
+static int export_arguments_decoded(json_t *ja, airlock_export_arguments *q, airlock_error *err)
 {
 	static const char *const args[] = { "path", "text", "filename", "media_type" };
 	if (!json_is_object(ja))
@@ -612,22 +610,13 @@ void airlock_export_arguments_clear(airlock_export_arguments *a)
 int airlock_export_arguments_decode(const char *json, size_t len, airlock_export_arguments *ret,
                                     airlock_error *err)
 {
-	worker_export_request q = { 0 };
-	*ret = (airlock_export_arguments){ 0 };
+	airlock_export_arguments a = { 0 };
 	int r = core_json_decode(json, len, AIRLOCK_WORKER_EXPORT_BODY_MAX,
-	                         "artifact.export.arguments", export_arguments_only, &q, err);
-	if (r < 0) {
-		worker_export_request_clear(&q);
-		return r;
-	}
-	*ret = (airlock_export_arguments){ .path = q.path,
-		                           .path_len = q.path_len,
-		                           .text = q.text,
-		                           .text_len = q.text_len,
-		                           .filename = q.filename,
-		                           .filename_len = q.filename_len };
-	memcpy(ret->media_type, q.media_type, sizeof(ret->media_type));
-	return 0;
+	                         "artifact.export.arguments", export_arguments_only, &a, err);
+	if (r < 0)
+		airlock_export_arguments_clear(&a);
+	*ret = a;
+	return r;
 }
 
 void airlock_export_filename(const airlock_export_arguments *a, const char **ret,
