@@ -226,6 +226,31 @@ def versions():
     s.close()
 
 
+def command_line():
+    def run(args, **kw):
+        return subprocess.run([AIRLOCK, "mcp"] + args, capture_output=True, text=True,
+                              stdin=subprocess.DEVNULL, timeout=60, **kw)
+    r = run(["--help"])
+    check("cli-help", r.returncode == 0 and "--artifacts-dir" in r.stdout, r)
+    for name, args in (("cli-run-without-worker", ["--run", "r", "--epoch", "1"]),
+                       ("cli-worker-without-run", ["--worker", "unix:/nonexistent"]),
+                       ("cli-mechanism-with-worker", ["--worker", "unix:/x", "--run", "r", "--epoch", "1",
+                                                      "--mechanism", "fake"]),
+                       ("cli-ttl-without-claim", ["--worker", "unix:/x", "--run", "r", "--epoch", "1",
+                                                  "--ttl", "30"]),
+                       ("cli-positional", ["extra"]),
+                       ("cli-bad-epoch", ["--worker", "unix:/x", "--run", "r", "--epoch", "-1"])):
+        r = run(args)
+        check(name, r.returncode == 64 and r.stdout == "", r)
+    d = tempfile.mkdtemp(prefix="airlock-mcp-open-")
+    os.chmod(d, 0o755)
+    r = run(["--mechanism", "fake", "--artifacts-dir", d])
+    check("cli-artifacts-dir-refused", r.returncode == 78 and d in r.stderr and r.stdout == "", r)
+    os.rmdir(d)
+    r = run(["--worker", "unix:/nonexistent/w.sock", "--run", "r", "--epoch", "1", "--claim"])
+    check("cli-claim-unreachable", r.returncode == 69 and "nonexistent" in r.stderr and r.stdout == "", r)
+
+
 def native_available():
     d = subprocess.run([AIRLOCK, "doctor"], capture_output=True, text=True).stdout
     if not any(l.startswith("native") and "available" in l.split(None, 1)[1][:9] for l in d.splitlines()):
@@ -316,6 +341,7 @@ def native():
 def main():
     protocol_edges()
     versions()
+    command_line()
     why = native_available()
     if why:
         for n in ("disconnect-mid-call", "vanish-mid-call", "sigterm", "queue-cancel-waiting",

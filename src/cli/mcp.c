@@ -347,21 +347,6 @@ static const struct option mcp_options[] = {
 	{ 0 },
 };
 
-static bool number(const char *flag, const char *v, int64_t min, int64_t max, int64_t *ret)
-{
-	char *end = NULL;
-	errno = 0;
-	long long n = strtoll(v, &end, 10);
-	if (errno || end == v || *end || n < min || n > max) {
-		fprintf(stderr, "airlock mcp: %s ", flag);
-		cli_fputs_escaped(stderr, v);
-		fprintf(stderr, ": not an integer from %lld to %lld\n", (long long)min, (long long)max);
-		return false;
-	}
-	*ret = n;
-	return true;
-}
-
 /* -1 to go on with the backend open; else the exit status. */
 static int mcp_parse(int argc, char **argv, mcp_embedded_flags *ef, mcp_worker_flags *wf)
 {
@@ -384,11 +369,11 @@ static int mcp_parse(int argc, char **argv, mcp_embedded_flags *ef, mcp_worker_f
 		case OPT_RUN: wf->run = optarg; break;
 		case OPT_CLAIM: claim = true; break;
 		case OPT_EPOCH:
-			if (!number("--epoch", optarg, 0, INT64_MAX, &wf->epoch))
+			if (!cli_flag_i64("mcp", "--epoch", optarg, 0, INT64_MAX, &wf->epoch))
 				return CLI_EXIT_USAGE;
 			break;
 		case OPT_TTL:
-			if (!number("--ttl", optarg, 3, 86400, &ttl_s))
+			if (!cli_flag_i64("mcp", "--ttl", optarg, 3, 86400, &ttl_s))
 				return CLI_EXIT_USAGE;
 			ttl = true;
 			break;
