@@ -18,6 +18,7 @@
  * claimed) before the process exits.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <getopt.h>
 #include <poll.h>
 #include <pthread.h>
@@ -50,7 +51,8 @@ typedef struct mcp_server {
 	void *ctx;
 	mcp_reader reader;
 
-	pthread_mutex_t out_lock; /* stdout: one whole message at a time */
+	int in_fd, out_fd;        /* the client's stdin and stdout, private (cli_mcp) */
+	pthread_mutex_t out_lock; /* out_fd: one whole message at a time */
 	bool out_gone;            /* a write failed: the client is gone */
 
 	/* The call running on its thread, and the calls waiting their turn
@@ -85,7 +87,7 @@ static void send_msg(mcp_server *s, json_t *msg)
 	pthread_mutex_lock(&s->out_lock);
 	size_t off = 0;
 	while (!s->out_gone && off < n + 1) {
-		ssize_t w = write(STDOUT_FILENO, text + off, n + 1 - off);
+		ssize_t w = write(s->out_fd, text + off, n + 1 - off);
 		if (w < 0 && errno == EINTR)
 			continue;
 		if (w <= 0)
@@ -416,7 +418,7 @@ static int serve(mcp_server *s, int sfd)
 	int signo = 0;
 	char buf[64 << 10];
 	while (!eof && !signo && !s->failed) {
-		struct pollfd p[3] = { { .fd = STDIN_FILENO, .events = POLLIN },
+		struct pollfd p[3] = { { .fd = s->in_fd, .events = POLLIN },
 			               { .fd = sfd, .events = POLLIN },
 			               { .fd = s->done_efd, .events = POLLIN } };
 		if (poll(p, 3, -1) < 0) {
@@ -433,7 +435,7 @@ static int serve(mcp_server *s, int sfd)
 				signo = (int)si.ssi_signo;
 		}
 		if (p[0].revents && !signo) {
-			ssize_t n = read(STDIN_FILENO, buf, sizeof(buf));
+			ssize_t n = read(s->in_fd, buf, sizeof(buf));
 			if (n < 0 && (errno == EINTR || errno == EAGAIN))
 				continue;
 			if (n <= 0) {
@@ -471,6 +473,25 @@ int cli_mcp(int argc, char **argv)
 	if (pr >= 0)
 		return pr;
 
+	/* The protocol's descriptors are moved out of 0 and 1, and 0 and 1
+	 * become /dev/null and stderr, before anything else runs: a library
+	 * line or a child process (an image build's tools) that writes to
+	 * stdout lands on stderr, and none can read the client's messages.
+	 * stdout carries protocol messages only, by construction. */
+	int in_fd = fcntl(STDIN_FILENO, F_DUPFD_CLOEXEC, 3);
+	int out_fd = fcntl(STDOUT_FILENO, F_DUPFD_CLOEXEC, 3);
+	int null_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
+	if (in_fd < 0 || out_fd < 0 || null_fd < 0 || dup2(null_fd, STDIN_FILENO) < 0 ||
+	    dup2(STDERR_FILENO, STDOUT_FILENO) < 0) {
+		fprintf(stderr, "airlock mcp: stdin and stdout: %s\n", strerror(errno));
+		int fds[] = { in_fd, out_fd, null_fd };
+		for (size_t i = 0; i < sizeof(fds) / sizeof(fds[0]); i++)
+			if (fds[i] >= 0)
+				close(fds[i]);
+		return CLI_EXIT_SOFTWARE;
+	}
+	close(null_fd);
+
 	/* The signals become events before any thread or child exists, so
 	 * none of them takes one by its default action mid-call. */
 	sigset_t set;
@@ -480,17 +501,21 @@ int cli_mcp(int argc, char **argv)
 	sigaddset(&set, SIGHUP);
 	if (pthread_sigmask(SIG_BLOCK, &set, NULL) != 0) {
 		fputs("airlock mcp: cannot block the signals it watches\n", stderr);
+		close(in_fd);
+		close(out_fd);
 		return CLI_EXIT_SOFTWARE;
 	}
 	int sfd = signalfd(-1, &set, SFD_CLOEXEC);
-	mcp_server s = { .out_lock = PTHREAD_MUTEX_INITIALIZER, .lock = PTHREAD_MUTEX_INITIALIZER,
-		         .done_efd = eventfd(0, EFD_CLOEXEC) };
+	mcp_server s = { .in_fd = in_fd, .out_fd = out_fd, .out_lock = PTHREAD_MUTEX_INITIALIZER,
+		         .lock = PTHREAD_MUTEX_INITIALIZER, .done_efd = eventfd(0, EFD_CLOEXEC) };
 	if (sfd < 0 || s.done_efd < 0) {
 		fprintf(stderr, "airlock mcp: signalfd/eventfd: %s\n", strerror(errno));
 		if (sfd >= 0)
 			close(sfd);
 		if (s.done_efd >= 0)
 			close(s.done_efd);
+		close(in_fd);
+		close(out_fd);
 		return CLI_EXIT_SOFTWARE;
 	}
 	airlock_error err = { 0 };
@@ -518,5 +543,7 @@ int cli_mcp(int argc, char **argv)
 	mcp_session_clear(&s.session);
 	close(s.done_efd);
 	close(sfd);
+	close(in_fd);
+	close(out_fd);
 	return code;
 }

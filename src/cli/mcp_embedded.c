@@ -149,15 +149,13 @@ static int put_finish(embedded *e, airlock_artifact_put *p, const char *id, cons
 	*ret_new = !k;
 	if (!k && (r = airlock_artifact_put_commit(p, err)) < 0)
 		return r;
-	const airlock_artifact_ref *src = k ? &k->ref : NULL;
-	airlock_artifact_ref out = { { 0 } };
-	snprintf(out.artifact_id, sizeof(out.artifact_id), "%s", src ? src->artifact_id : id);
-	snprintf(out.sha256, sizeof(out.sha256), "%s", sha);
-	out.size_bytes = size;
-	out.media_type = strdup(media_type);
-	if (!out.media_type)
+	char *mt = strdup(media_type);
+	if (!mt)
 		return airlock_error_set(err, AIRLOCK_ERR_SYSTEM, ENOMEM, "an ArtifactRef");
-	*ret = out;
+	/* The caller's from here: it clears the reference. */
+	*ret = (airlock_artifact_ref){ .size_bytes = size, .media_type = mt };
+	snprintf(ret->artifact_id, sizeof(ret->artifact_id), "%s", k ? k->ref.artifact_id : id);
+	snprintf(ret->sha256, sizeof(ret->sha256), "%s", sha);
 	return 0;
 }
 

@@ -100,6 +100,21 @@ async function main() {
 	} else {
 		skip('call-export-path', 'the fake executes nothing');
 	}
+	if (real) {
+		// Output past the tool's 1 MiB: an excerpt with a marker, and the
+		// whole as a TOOL_OUTPUT artifact named in stdout_artifact (the
+		// SDK validates the reference against the outputSchema).
+		const n = 1536 * 1024;
+		r = await client.callTool({ name: 'sandbox.run_command', arguments: { command: ['sh', '-c', `head -c ${n} /dev/zero | tr '\\0' x`] } });
+		const o = r.structuredContent, ref2 = o && o.stdout_artifact;
+		const whole = ref2 ? join(artifactsDir, tenant, ref2.artifact_id.slice(0, 2), ref2.artifact_id) : '';
+		check('output-past-limit', !r.isError && o.stdout_truncated === true && o.stdout.length <= 1024 * 1024 &&
+			/bytes of this output were left out/.test(o.stdout) && ref2 && ref2.size_bytes === n &&
+			ref2.sha256 === sha256('x'.repeat(n)) && readFileSync(whole).length === n,
+			{ len: o && o.stdout.length, ref2 });
+	} else {
+		skip('output-past-limit', 'the fake executes nothing');
+	}
 	r = await client.callTool({ name: 'artifact.export', arguments: { path: 'no/such/file' } });
 	check('call-export-missing', r.isError && /ToolValidationError/.test(text(r)), r);
 
