@@ -32,6 +32,15 @@
  *   bench_artifact_put            16 MiB, 256 MiB, 1 GiB
  *   bench_artifact_put --short    1 MiB and 8 MiB (the test suite's run)
  *
+ * The same files are then uploaded through the real airlock-worker
+ * (POST /v1/artifacts, auth_mode dev, its state and store under the same
+ * directory), the body sent with sendfile and the worker's digest checked
+ * against openssl's by the header it must match; after each size the
+ * worker's own peak RSS (VmHWM) is read, the figure the issue's aim names:
+ * flat from the smallest size to the largest means the worker streams.
+ * AIRLOCK_BENCH_WORKER names the program (default: the one built beside
+ * this benchmark); without it that part is skipped and said.
+ *
  * Without openssl it exits 77 (a visible skip). Everything it wrote is
  * removed at the end, also on failure.
  */
@@ -44,6 +53,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
+#include <sys/sendfile.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -52,6 +62,7 @@
 #include "airlock/port/artifact.h"
 
 #include "bench_util.h"
+#include "bench_worker_proc.h"
 
 extern char **environ;
 
@@ -266,6 +277,60 @@ static put_times run_put(const char *path, int64_t size, const char *sha, long *
 	return t;
 }
 
+/* The worker's peak RSS in KiB (VmHWM), or -1. */
+static long worker_hwm_kib(pid_t pid)
+{
+	char path[64], line[256];
+	snprintf(path, sizeof(path), "/proc/%d/status", (int)pid);
+	FILE *f = fopen(path, "re");
+	long kib = -1;
+	while (f && fgets(line, sizeof(line), f))
+		if (sscanf(line, "VmHWM: %ld kB", &kib) == 1)
+			break;
+	if (f)
+		fclose(f);
+	return kib;
+}
+
+/* path (size bytes, digest sha) uploaded to the worker on sock: its wall
+ * time, or -1 (said). */
+static int64_t worker_upload(const char *sock, const char *path, int64_t size, const char *sha)
+{
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	int c = fd < 0 ? -1 : unix_connect(sock);
+	int64_t t = -1;
+	char head[512], buf[8192];
+	int n = snprintf(head, sizeof(head),
+	                 "POST /v1/artifacts?filename=f.bin HTTP/1.1\r\nHost: airlock\r\n"
+	                 "Airlock-Content-SHA256: %s\r\nContent-Length: %lld\r\n\r\n",
+	                 sha, (long long)size);
+	int64_t t0 = bench_now_ns();
+	if (c >= 0 && util_write_all(c, head, (size_t)n) == 0) {
+		off_t off = 0;
+		while (off < size) {
+			ssize_t k = sendfile(c, fd, &off, (size_t)(size - off));
+			if (k <= 0 && errno != EINTR)
+				break;
+		}
+		int status = 0;
+		const char *body = NULL;
+		bool closing = false;
+		const char *why = off == size ? bw_read_answer(c, buf, sizeof(buf), &status, &body,
+		                                               &closing)
+		                              : "the body could not be sent";
+		if (!why && status == 201 && strstr(body, sha))
+			t = bench_now_ns() - t0;
+		else
+			fprintf(stderr, "bench_artifact_put: upload: %s %d %.200s\n", why ? why : "",
+			        status, body ? body : "");
+	}
+	if (c >= 0)
+		close(c);
+	if (fd >= 0)
+		close(fd);
+	return t;
+}
+
 static double mib_s(int64_t bytes, int64_t ns)
 {
 	return ns > 0 ? (double)bytes / (1 << 20) / ((double)ns / 1e9) : 0;
@@ -305,6 +370,26 @@ int main(int argc, char **argv)
 	       (double)floor_kib / 1024);
 	printf("%10s %12s %12s %7s %14s %12s %12s %10s\n", "size", "openssl", "put", "ratio",
 	       "write phase", "seal", "commit", "peak RSS");
+	/* The worker, for the same files through its API. */
+	bw_prog = "bench_artifact_put";
+	char wprog_buf[PATH_MAX + 32], wsock[4300], wconf[4300], wlog[4300], wtext[9000];
+	const char *wprog = bw_program("AIRLOCK_BENCH_WORKER", "airlock-worker", wprog_buf,
+	                               sizeof(wprog_buf));
+	snprintf(wsock, sizeof(wsock), "%s/w.sock", g_base);
+	snprintf(wconf, sizeof(wconf), "%s/airlock.yaml", g_base);
+	snprintf(wlog, sizeof(wlog), "%s.worker.log", g_base);
+	snprintf(wtext, sizeof(wtext),
+	         "worker:\n  listen: unix:%s\n  state_dir: %s\n  auth_mode: dev\n"
+	         "  artifact_size_max: 2147483648\n  artifact_tenant_bytes_max: 8589934592\n",
+	         wsock, g_base);
+	char *wargv[] = { "airlock-worker", "--config", wconf, NULL };
+	pid_t worker = -1;
+	if (wprog && access(wprog, X_OK) == 0 && bw_write_file(wconf, wtext) == 0)
+		worker = bw_start(wprog, wargv, wlog, wsock);
+	if (worker < 0)
+		printf("no airlock-worker to upload through (AIRLOCK_BENCH_WORKER): that part is "
+		       "skipped\n");
+	long hwm_first = -1, hwm_last = -1;
 	long rss_min = -1, rss_max = 0;
 	for (size_t i = 0; i < nsizes; i++) {
 		char path[4200];
@@ -326,10 +411,33 @@ int main(int argc, char **argv)
 		       (double)t.copy_ns / (double)whole);
 		rss_min = rss_min < 0 || rss < rss_min ? rss : rss_min;
 		rss_max = rss > rss_max ? rss : rss_max;
+		if (worker > 0) {
+			int64_t up = worker_upload(wsock, path, sizes[i], sha);
+			long hwm = worker_hwm_kib(worker);
+			if (up < 0 || hwm < 0) {
+				bw_stop(worker, SIGKILL);
+				die("the upload through the worker failed");
+			}
+			if (hwm_first < 0)
+				hwm_first = hwm;
+			hwm_last = hwm;
+			printf("%10s through the worker's API: %.0f MiB/s, the worker's peak RSS "
+			       "so far %.1f MiB\n",
+			       "", mib_s(sizes[i], up), (double)hwm / 1024);
+		}
 		unlink(path);
 	}
 	printf("peak RSS from the smallest to the largest: +%.1f MiB (aim: within 16 MiB)\n",
 	       (double)(rss_max - rss_min) / 1024);
+	if (worker > 0) {
+		printf("the worker's peak RSS after the smallest upload %.1f MiB, after the largest "
+		       "%.1f MiB: +%.1f MiB (aim: within 16 MiB)\n",
+		       (double)hwm_first / 1024, (double)hwm_last / 1024,
+		       (double)(hwm_last - hwm_first) / 1024);
+		if (!bw_stop_clean(worker, "airlock-worker"))
+			die("the worker did not stop cleanly");
+		unlink(wlog);
+	}
 	cleanup();
 	return 0;
 }

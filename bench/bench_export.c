@@ -11,9 +11,11 @@
  *           trailer compared with the client's own) into a sink that writes
  *           a file and fsyncs it;
  *   store   the same stream into the artifact store (the fs adapter): a put,
- *           sealed with the service's digest as the expected one (the store
- *           hashing what it received), committed (fsync, rename, directory
- *           fsync), as artifact.export does less its database row;
+ *           sealed at its end, the store's SHA-256 of what it received
+ *           compared with the service's by the stream wrapper (one hash on
+ *           the receiving side: airlock_workspace_read_stream_hashed),
+ *           committed (fsync, rename, directory fsync), as artifact.export
+ *           does less its database row;
  *   cp      /bin/cp of the same bytes (a host copy of the file, exported
  *           once before the rounds) to the same directory, then an fsync
  *           of the copy.
@@ -121,31 +123,49 @@ static int store_sink_take(void *arg, const void *buf, size_t len, airlock_error
 	return airlock_artifact_put_write(arg, buf, len, err);
 }
 
+/* The put sealed (fsync, its SHA-256 of what it received), for the stream
+ * wrapper to compare with the service's: one hash on this side, as
+ * artifact.export does it. */
+typedef struct store_sink {
+	airlock_artifact_put *put;
+	int64_t stored;
+} store_sink;
+
+static int store_sink_write(void *arg, const void *buf, size_t len, airlock_error *err)
+{
+	return store_sink_take(((store_sink *)arg)->put, buf, len, err);
+}
+
+static int store_sink_digest(void *arg, char ret[AIRLOCK_SHA256_HEX_LEN + 1], airlock_error *err)
+{
+	store_sink *k = arg;
+	return airlock_artifact_put_seal(k->put, NULL, ret, &k->stored, err);
+}
+
 /* One export into the artifact store, as artifact.export does it: the
- * stream into a put, the service's digest the expected one at the seal
- * (the store's own SHA-256 of what it received compared with it), the
- * commit (fsync, rename, directory fsync); the object removed after the
- * clock stops, so every round makes a new one. */
+ * stream into a put, sealed at its end (the store's own SHA-256 of what it
+ * received, which the stream wrapper compares with the service's: one hash
+ * on this side, airlock_workspace_read_stream_hashed), the commit (fsync,
+ * rename, directory fsync); the object removed after the clock stops, so
+ * every round makes a new one. */
 static int export_store_once(export_ctx *c, int64_t *ret_ns)
 {
-	char id[AIRLOCK_UUID_STR_LEN + 1], hex[AIRLOCK_SHA256_HEX_LEN + 1], got[AIRLOCK_SHA256_HEX_LEN + 1];
+	char id[AIRLOCK_UUID_STR_LEN + 1], hex[AIRLOCK_SHA256_HEX_LEN + 1];
 	airlock_error err = { 0 };
-	airlock_artifact_put *p = NULL;
+	store_sink k = { 0 };
 	uint64_t size = 0;
-	int64_t stored = 0;
 	int64_t t0 = bench_now_ns();
 	int r = airlock_uuidv7_new(id, &err);
 	if (r == 0)
-		r = airlock_artifact_put_begin(c->store, "bench", id, (int64_t)c->bytes, &p, &err);
+		r = airlock_artifact_put_begin(c->store, "bench", id, (int64_t)c->bytes, &k.put, &err);
 	if (r == 0)
-		r = airlock_workspace_read_stream(c->ws, "big.bin", c->bytes, store_sink_take, p, &size,
-		                                  hex, &err);
+		r = airlock_workspace_read_stream_hashed(c->ws, "big.bin", c->bytes, store_sink_write,
+		                                         store_sink_digest, &k, &size, hex, &err);
 	if (r == 0)
-		r = airlock_artifact_put_seal(p, hex, got, &stored, &err);
-	if (r == 0)
-		r = airlock_artifact_put_commit(p, &err);
+		r = airlock_artifact_put_commit(k.put, &err);
 	int64_t t1 = bench_now_ns();
-	airlock_artifact_put_free(p);
+	int64_t stored = k.stored;
+	airlock_artifact_put_free(k.put);
 	if (r == 0)
 		r = airlock_artifact_store_remove(c->store, "bench", id, &err);
 	if (r < 0 || (uint64_t)stored != c->bytes) {
@@ -349,7 +369,7 @@ int main(int argc, char **argv)
 	printf("%ld MiB, %ld rounds each (page cache warm, fsync at the end of both):\n", mib,
 	       rounds);
 	print_side("export (service -> remote adapter -> file)", ex, (size_t)rounds, c.bytes);
-	print_side("export into the artifact store (put, seal with the service's digest, commit)",
+	print_side("export into the artifact store (put, one hash, seal, commit)",
 	           xs, (size_t)rounds, c.bytes);
 	print_side("cp + fsync", cp, (size_t)rounds, c.bytes);
 	bench_stat se = bench_stats(ex, (size_t)rounds), sc = bench_stats(cp, (size_t)rounds);

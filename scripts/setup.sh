@@ -23,6 +23,10 @@ packages=(
 	tinyproxy                          # bench/bench_proxy compares the proxy with tinyproxy
 	python3                            # test helpers parse JSON output
 	python3-yaml                       # tests: worker_openapi reads docs/worker-openapi.yaml
+	python3-httpx                      # the Python package's one dependency (async HTTP on Unix sockets and TLS)
+	python3-pytest                     # the Python package's suites (python_types, python_contract, python_venv)
+	mypy                               # python_mypy: mypy --strict over the package and its tests
+	python3-venv python3-setuptools python3-wheel  # python_venv: pip install ./python offline into a fresh venv
 	debootstrap erofs-utils            # sandbox images: built from Debian packages, named by digest
 	gpgv debian-archive-keyring        # debootstrap checks the release signatures (only recommended by it)
 	e2fsprogs                          # mkfs.ext4 formats each sandbox's workspace volume (native)

@@ -25,6 +25,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "airlock/ids.h"
@@ -921,6 +922,144 @@ static int fs_open_err(const char *root, airlock_error *e)
 	int r = airlock_artifact_store_fs_open(root, &s, e);
 	airlock_artifact_store_free(s);
 	return r;
+}
+
+/* The identity names the store: a UUIDv7, the same at every call, and
+ * nothing a walk or a key reaches. */
+CONTRACT(the_identity_is_a_stable_uuidv7_outside_the_objects)
+{
+	char a[AIRLOCK_UUID_STR_LEN + 1], b[AIRLOCK_UUID_STR_LEN + 1];
+	airlock_error e = { 0 };
+	cr_assert_eq(airlock_artifact_store_identity(f->s, a, &e), 0, "%s", e.message);
+	cr_assert(airlock_uuidv7_valid(a), "%s", a);
+	cr_assert_eq(airlock_artifact_store_identity(f->s, b, &e), 0, "%s", e.message);
+	cr_assert_str_eq(a, b);
+	size_t temps = 0;
+	seen objects = { 0 };
+	cr_assert_eq(airlock_artifact_store_walk(f->s, 0, seen_cb, &objects, &temps, &e), 0, "%s",
+	             e.message);
+	cr_assert_eq(objects.n, 0, "the identity is not an object");
+	cr_assert_eq(temps, 0);
+}
+
+/* The database a store serves: the first recorded stays. */
+CONTRACT(the_database_served_is_the_first_bound)
+{
+	char d1[AIRLOCK_UUID_STR_LEN + 1], d2[AIRLOCK_UUID_STR_LEN + 1],
+		got[AIRLOCK_UUID_STR_LEN + 1];
+	airlock_error e = { 0 };
+	cr_assert_eq(airlock_uuidv7_new(d1, &e), 0);
+	cr_assert_eq(airlock_uuidv7_new(d2, &e), 0);
+	cr_assert_eq(airlock_artifact_store_bind_database(f->s, d1, got, &e), 0, "%s", e.message);
+	cr_assert_str_eq(got, d1);
+	cr_assert_eq(airlock_artifact_store_bind_database(f->s, d2, got, &e), 0, "%s", e.message);
+	cr_assert_str_eq(got, d1, "the first database stays");
+	cr_assert_lt(airlock_artifact_store_bind_database(f->s, "x", got, &e), 0);
+}
+
+/* The same root is the same store for every process that opens it, ever
+ * after; another root is another store; an identity file that is not one
+ * is refused and left as it is (it names where the objects are). */
+Test(fs_only, the_identity_is_the_roots, .init = fs_init, .fini = fx_fini)
+{
+	char a[AIRLOCK_UUID_STR_LEN + 1], b[AIRLOCK_UUID_STR_LEN + 1], c[AIRLOCK_UUID_STR_LEN + 1];
+	airlock_error e = { 0 };
+	cr_assert_eq(airlock_artifact_store_identity(g.s, a, &e), 0, "%s", e.message);
+	airlock_artifact_store *again = NULL;
+	cr_assert_eq(airlock_artifact_store_fs_open(g.root, &again, &e), 0, "%s", e.message);
+	cr_assert_eq(airlock_artifact_store_identity(again, b, &e), 0, "%s", e.message);
+	airlock_artifact_store_free(again);
+	cr_assert_str_eq(a, b, "a reopened root keeps its identity");
+	char other[PATH_MAX + 32];
+	snprintf(other, sizeof(other), "%s/other", g.base);
+	cr_assert_eq(mkdir(other, 0700), 0);
+	airlock_artifact_store *o = NULL;
+	cr_assert_eq(airlock_artifact_store_fs_open(other, &o, &e), 0, "%s", e.message);
+	cr_assert_eq(airlock_artifact_store_identity(o, c, &e), 0, "%s", e.message);
+	airlock_artifact_store_free(o);
+	cr_assert_str_neq(a, c, "another root is another store");
+	struct stat sb;
+	cr_assert_eq(fstatat(g.root_fd, ".store-id", &sb, AT_SYMLINK_NOFOLLOW), 0);
+	cr_assert_eq(sb.st_mode & 07777, 0600);
+	cr_assert_neq(fstatat(g.root_fd, ".store-id.tmp", &sb, AT_SYMLINK_NOFOLLOW), 0);
+	/* A damaged identity: refused naming the file, never rewritten. */
+	int fd = openat(g.root_fd, ".store-id", O_WRONLY | O_TRUNC | O_CLOEXEC);
+	cr_assert(fd >= 0);
+	cr_assert_eq(write(fd, "not-an-id\n", 10), 10);
+	close(fd);
+	cr_assert_eq(airlock_artifact_store_identity(g.s, b, &e), airlock_errcode(AIRLOCK_ERR_CONFIG));
+	cr_assert(strstr(e.message, ".store-id"), "%s", e.message);
+	cr_assert_eq(fstatat(g.root_fd, ".store-id", &sb, AT_SYMLINK_NOFOLLOW), 0);
+	cr_assert_eq(sb.st_size, 10, "left as it was");
+	/* A FIFO in its place is refused without waiting for a writer. */
+	cr_assert_eq(unlinkat(g.root_fd, ".store-id", 0), 0);
+	cr_assert_eq(mkfifoat(g.root_fd, ".store-id", 0600), 0);
+	cr_assert_eq(airlock_artifact_store_identity(g.s, b, &e), airlock_errcode(AIRLOCK_ERR_CONFIG));
+	/* A symlink in its place is not followed. */
+	cr_assert_eq(unlinkat(g.root_fd, ".store-id", 0), 0);
+	cr_assert_eq(symlinkat("/etc/hostname", g.root_fd, ".store-id"), 0);
+	cr_assert_lt(airlock_artifact_store_identity(g.s, b, &e), 0);
+}
+
+/* Two workers starting at once on a new store (a shared directory, a
+ * rollout) each make the identity: both must succeed and agree. Each
+ * round is a fresh root; the processes wait on one pipe so that their
+ * calls overlap. */
+Test(fs_only, processes_opening_a_new_store_at_once_agree_on_one_identity, .init = fs_init,
+     .fini = fx_fini)
+{
+	enum { ROUNDS = 20, PROCS = 4 };
+	for (int round = 0; round < ROUNDS; round++) {
+		char root[PATH_MAX + 32];
+		snprintf(root, sizeof(root), "%s/race-%d", g.base, round);
+		cr_assert_eq(mkdir(root, 0700), 0);
+		int go[2], out[2];
+		cr_assert_eq(pipe(go), 0);
+		cr_assert_eq(pipe(out), 0);
+		for (int i = 0; i < PROCS; i++) {
+			pid_t pid = fork();
+			cr_assert(pid >= 0);
+			if (pid == 0) {
+				close(go[1]);
+				char line[AIRLOCK_ERROR_MESSAGE_MAX + 8] = "";
+				airlock_error e = { 0 };
+				airlock_artifact_store *s = NULL;
+				char id[AIRLOCK_UUID_STR_LEN + 1];
+				char c;
+				if (airlock_artifact_store_fs_open(root, &s, &e) == 0 &&
+				    read(go[0], &c, 1) == 0 &&
+				    airlock_artifact_store_identity(s, id, &e) == 0)
+					snprintf(line, sizeof(line), "%s\n", id);
+				else
+					snprintf(line, sizeof(line), "! %s\n", e.message);
+				airlock_artifact_store_free(s);
+				(void)!write(out[1], line, strlen(line));
+				_exit(0);
+			}
+		}
+		close(go[0]);
+		close(out[1]);
+		close(go[1]); /* every child's read returns at once */
+		char all[PROCS * (AIRLOCK_ERROR_MESSAGE_MAX + 8)];
+		size_t n = 0;
+		ssize_t k;
+		while (n < sizeof(all) - 1 && (k = read(out[0], all + n, sizeof(all) - 1 - n)) > 0)
+			n += (size_t)k;
+		all[n] = 0;
+		close(out[0]);
+		while (wait(NULL) > 0)
+			;
+		char first[AIRLOCK_UUID_STR_LEN + 1] = "";
+		int lines = 0;
+		for (char *save = NULL, *l = strtok_r(all, "\n", &save); l;
+		     l = strtok_r(NULL, "\n", &save), lines++) {
+			cr_assert_neq(l[0], '!', "round %d: a process was refused: %s", round, l + 2);
+			if (!first[0])
+				snprintf(first, sizeof(first), "%s", l);
+			cr_assert_str_eq(l, first, "round %d: two identities for one store", round);
+		}
+		cr_assert_eq(lines, PROCS);
+	}
 }
 
 Test(fs_only, root_refusals, .init = fs_init, .fini = fx_fini)

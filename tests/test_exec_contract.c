@@ -1366,6 +1366,20 @@ static int stream_check_sink(void *arg, const void *buf, size_t len, airlock_err
 	return 0;
 }
 
+/* A sink that hashes itself (read_stream_hashed): its own digest, or one
+ * byte of it flipped (lie), for the wrapper to compare with the source's. */
+static bool g_digest_lies;
+static int stream_check_digest(void *arg, char ret[AIRLOCK_SHA256_HEX_LEN + 1], airlock_error *err)
+{
+	(void)err;
+	stream_check *k = arg;
+	cr_assert_eq(util_sha256_final_hex(k->hash, ret), 0);
+	k->hash = NULL;
+	if (g_digest_lies)
+		ret[0] = ret[0] == '0' ? '1' : '0';
+	return 0;
+}
+
 #define CONTRACT_INSTANCE_workspace_stream_of_a_sandbox_file(a, f) CONTRACT_INSTANCE(workspace_stream_of_a_sandbox_file, a, f)
 CONTRACT_TEST(workspace_stream_of_a_sandbox_file)
 {
@@ -1421,6 +1435,26 @@ CONTRACT_TEST(workspace_stream_of_a_sandbox_file)
 	cr_assert_str_eq(got, want);
 	cr_assert_str_eq(src, want, "[%s] the source's digest", fx->name);
 	cr_assert_geq(k.calls, STREAM_FILE_BYTES / AIRLOCK_WORKSPACE_STREAM_CHUNK);
+
+	/* A sink that hashes itself: the wrapper compares the source's digest
+	 * with the sink's, and one that differs is ArtifactIntegrityError. */
+	for (int lie = 0; lie < 2; lie++) {
+		g_digest_lies = lie;
+		k = (stream_check){ .hash = util_sha256_new() };
+		char src2[AIRLOCK_SHA256_HEX_LEN + 1] = { 0 };
+		int rr = airlock_workspace_read_stream_hashed(ws, "big.bin", STREAM_FILE_BYTES,
+		                                              stream_check_sink, stream_check_digest,
+		                                              &k, &size, src2, &err);
+		util_sha256_free(k.hash);
+		if (!lie) {
+			cr_assert_eq(rr, 0, "[%s] %s", fx->name, err.message);
+			cr_assert_str_eq(src2, want, "[%s] the source's digest", fx->name);
+		} else {
+			cr_assert_eq(rr, airlock_errcode(AIRLOCK_ERR_ARTIFACT_INTEGRITY), "[%s] %d %s",
+			             fx->name, rr, err.message);
+		}
+	}
+	g_digest_lies = false;
 
 	/* One byte under the file's size: refused before a byte, naming it. */
 	k = (stream_check){ .hash = util_sha256_new() };

@@ -158,3 +158,97 @@ Test(fault_artifact, every_step_fails_cleanly, .init = setup, .fini = teardown)
 		cr_assert(fired[i], "the step %s was never failed", points[i]);
 	airlock_artifact_store_free(s);
 }
+
+/* A put past two writeback windows (fs.c: 8 MiB each): a failure to start
+ * or to wait for a window's writeback fails the put, leaving nothing.
+ * Waiting on a range reports a writeback error once and consumes it (the
+ * descriptor's errseq), so an ignored one would let the seal's fsync
+ * answer 0 over pages that never reached the disk. */
+Test(fault_artifact, a_failed_writeback_fails_the_put, .init = setup, .fini = teardown)
+{
+	const int64_t size = ((int64_t)17 << 20) + 1000;
+	airlock_artifact_store *s = NULL;
+	airlock_error e = { 0 };
+	cr_assert_eq(airlock_artifact_store_fs_open(g_root, &s, &e), 0, "%s", e.message);
+	unsigned char *buf = malloc((size_t)size);
+	cr_assert_not_null(buf);
+	memset(buf, 'a', (size_t)size);
+	char sha[65];
+	cr_assert_eq(util_sha256_hex(buf, (size_t)size, sha), 0);
+	free(buf);
+	const char *points[] = { "artifact.writeback", "artifact.writeback_wait" };
+	bool fired[2] = { 0 };
+	for (unsigned n = 1; n <= 4000 && !(fired[0] && fired[1]); n++) {
+		char id[37];
+		cr_assert_eq(airlock_uuidv7_new(id, &e), 0);
+		airlock_artifact_metadata m = { .tenant_id = (char *)"tenant", .media_type = (char *)"a/b" };
+		memcpy(m.sha256, sha, 65);
+		stream st = { .left = size };
+		airlock_artifact_ref ref = { 0 };
+		util_fault_arm(n);
+		int r = airlock_artifact_store_put(s, id, &m, size, stream_read, &st, &ref, &e);
+		const char *point = util_fault_fired();
+		util_fault_arm(0);
+		airlock_artifact_ref_clear(&ref);
+		cr_assert_not_null(point, "run %u: the put ended before a writeback: %s", n,
+		                   r < 0 ? e.message : "it succeeded");
+		for (size_t i = 0; i < 2; i++) {
+			if (strcmp(point, points[i]) != 0)
+				continue;
+			fired[i] = true;
+			cr_assert(r < 0, "run %u: %s failed but the put succeeded", n, point);
+			cr_assert_eq(e.errnum, EIO, "run %u (%s): %s", n, point, e.message);
+			cr_assert(strstr(e.message, "writeback"), "%s", e.message);
+		}
+		cr_assert_eq(files_in_store(), 0, "run %u: %s left a file behind", n, point);
+	}
+	cr_assert(fired[0] && fired[1], "a writeback step was never failed");
+	airlock_artifact_store_free(s);
+}
+
+/* The store's identity record made with each step failed in turn (create,
+ * fsync, rename, the root's fsync): the call fails, no temporary is left,
+ * the record is absent or whole, and the next call answers one identity
+ * that stays. */
+Test(fault_artifact, a_failed_identity_leaves_no_record_or_a_whole_one, .init = setup,
+     .fini = teardown)
+{
+	const char *points[] = { "artifact.record_create", "artifact.record_fsync",
+		                 "artifact.record_rename", "artifact.record_sync" };
+	bool fired[sizeof(points) / sizeof(*points)] = { 0 };
+	bool done = false;
+	for (unsigned n = 1; n <= 20 && !done; n++) {
+		nftw(g_root, rm_cb, 32, FTW_DEPTH | FTW_PHYS);
+		cr_assert_eq(mkdir(g_root, 0700), 0);
+		airlock_artifact_store *s = NULL;
+		airlock_error e = { 0 };
+		cr_assert_eq(airlock_artifact_store_fs_open(g_root, &s, &e), 0, "%s", e.message);
+		char id[AIRLOCK_UUID_STR_LEN + 1], again[AIRLOCK_UUID_STR_LEN + 1];
+		util_fault_arm(n);
+		int r = airlock_artifact_store_identity(s, id, &e);
+		unsigned hits = util_fault_hits();
+		const char *point = util_fault_fired();
+		util_fault_arm(0);
+		if (hits < n) {
+			cr_assert_eq(r, 0, "run %u: %s", n, e.message);
+			done = true;
+		} else {
+			cr_assert_not_null(point);
+			for (size_t i = 0; i < sizeof(points) / sizeof(*points); i++)
+				if (strcmp(point, points[i]) == 0)
+					fired[i] = true;
+			cr_assert(r < 0, "run %u: %s failed but the identity was answered", n, point);
+			cr_assert_leq(files_in_store(), 1, "run %u (%s): a temporary was left", n,
+			              point);
+			r = airlock_artifact_store_identity(s, id, &e);
+			cr_assert_eq(r, 0, "run %u (%s): the next call: %s", n, point, e.message);
+		}
+		cr_assert_eq(files_in_store(), 1, "run %u: the record alone", n);
+		cr_assert_eq(airlock_artifact_store_identity(s, again, &e), 0, "%s", e.message);
+		cr_assert_str_eq(id, again, "run %u: the identity stays", n);
+		airlock_artifact_store_free(s);
+	}
+	cr_assert(done, "more fault points than expected in making the identity");
+	for (size_t i = 0; i < sizeof(points) / sizeof(*points); i++)
+		cr_assert(fired[i], "the step %s was never failed", points[i]);
+}

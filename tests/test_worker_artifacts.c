@@ -84,7 +84,9 @@ static size_t files_under(const char *path)
 	size_t n = 0;
 	struct dirent *e;
 	while ((e = readdir(d))) {
-		if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, ".."))
+		if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, "..") ||
+		    !strcmp(e->d_name, ".store-id") || /* the store's records, not objects */
+		    !strcmp(e->d_name, ".database-id"))
 			continue;
 		char sub[512];
 		snprintf(sub, sizeof(sub), "%s/%s", path, e->d_name);
@@ -270,10 +272,13 @@ Test(worker_artifacts, caps_refuse_and_leave_nothing)
  * step 3 refuses it: the stream is abandoned at the write that passes the
  * room the tenant had, with nothing left on disk; a tenant at its cap is
  * refused before a temporary is made. */
+/* Room for a 3 MiB and a 1 MiB artifact, each named by one byte. */
+#define CAP_3_AND_1_MIB (worker_db_artifact_charge(3 * MIB, 1) + worker_db_artifact_charge(MIB, 1))
+
 Test(worker_artifacts, a_stream_past_the_tenants_room_is_abandoned_as_it_comes)
 {
 	fixture f;
-	fx_open_with(&f, 64 * MIB, 4 * MIB);
+	fx_open_with(&f, 64 * MIB, CAP_3_AND_1_MIB);
 	unsigned char *data = pattern(4 * MIB);
 	worker_artifact_writer w = writer(&f, "t", "r", AIRLOCK_ORIGIN_SANDBOX_EXPORT);
 	airlock_artifact_ref ref;
@@ -288,8 +293,10 @@ Test(worker_artifacts, a_stream_past_the_tenants_room_is_abandoned_as_it_comes)
 	cr_assert_eq(worker_artifact_write(p, data, (size_t)MIB, &err), 0, "%s", err.message);
 	cr_assert_eq(worker_artifact_write(p, data, 1, &err),
 	             airlock_errcode(AIRLOCK_ERR_EXECUTION_REJECTED));
-	cr_assert(strstr(err.message, "worker.artifact_tenant_bytes_max is 4194304"), "%s",
-	          err.message);
+	char want[96];
+	snprintf(want, sizeof(want), "worker.artifact_tenant_bytes_max is %lld",
+	         (long long)CAP_3_AND_1_MIB);
+	cr_assert(strstr(err.message, want), "%s", err.message);
 	cr_assert_eq(files_under(f.store), 1, "the abandoned stream's temporary is gone at once");
 	cr_assert_lt(worker_artifact_finish(p, NULL, &ref, &err), 0);
 	worker_artifact_put_free(p);
@@ -307,7 +314,7 @@ Test(worker_artifacts, a_stream_past_the_tenants_room_is_abandoned_as_it_comes)
 	cr_assert_eq(files_under(f.store), 2);
 	int64_t held = 0;
 	cr_assert_eq(worker_db_artifact_tenant_bytes(f.db, "t", &held, &err), 0, "%s", err.message);
-	cr_assert_eq(held, 4 * MIB);
+	cr_assert_eq(held, CAP_3_AND_1_MIB);
 	free(data);
 	fx_done(&f);
 }
@@ -319,7 +326,7 @@ Test(worker_artifacts, a_stream_past_the_tenants_room_is_abandoned_as_it_comes)
 Test(worker_artifacts, an_idempotent_put_past_the_tenants_room_is_answered_by_its_equal)
 {
 	fixture f;
-	fx_open_with(&f, 64 * MIB, 4 * MIB);
+	fx_open_with(&f, 64 * MIB, CAP_3_AND_1_MIB);
 	unsigned char *data = pattern(4 * MIB);
 	worker_artifact_writer w = writer(&f, "t", "r", AIRLOCK_ORIGIN_SANDBOX_EXPORT);
 	w.reuse_same = true;
@@ -356,7 +363,7 @@ Test(worker_artifacts, an_idempotent_put_past_the_tenants_room_is_answered_by_it
 	airlock_artifact_ref_clear(&first);
 	int64_t held = 0;
 	cr_assert_eq(worker_db_artifact_tenant_bytes(f.db, "t", &held, &err), 0, "%s", err.message);
-	cr_assert_eq(held, 4 * MIB);
+	cr_assert_eq(held, CAP_3_AND_1_MIB);
 	free(data);
 	fx_done(&f);
 }
@@ -485,7 +492,7 @@ Test(worker_artifacts, the_sweeper_removes_expired_artifacts_object_and_row)
 	cr_assert_not(found, "its row is gone");
 	int64_t bytes = -1;
 	cr_assert_eq(worker_db_artifact_tenant_bytes(f.db, "t", &bytes, NULL), 0);
-	cr_assert_eq(bytes, 4, "its bytes were given back");
+	cr_assert_eq(bytes, worker_db_artifact_charge(4, 1), "its charge was given back");
 	/* A second pass finds nothing. */
 	st = sweep(&f, later);
 	cr_assert_eq(st.expired_removed + st.pending_removed + st.orphans_removed, 0);
@@ -800,7 +807,7 @@ Test(worker_artifacts, an_equal_export_of_the_same_run_answers_the_first_artifac
 	cr_assert_eq(files_under(f.store), 1, "no second copy");
 	int64_t bytes = -1;
 	cr_assert_eq(worker_db_artifact_tenant_bytes(f.db, "t", &bytes, NULL), 0);
-	cr_assert_eq(bytes, 4, "charged once");
+	cr_assert_eq(bytes, worker_db_artifact_charge(4, 4), "charged once");
 	/* Another name, or another run: another artifact. */
 	cr_assert_eq(worker_artifact_create(&w, "s.md", 4, "text/markdown",
 	                                    AIRLOCK_TRUST_INTERNAL_TOOL, "same", 4, &c, &err),
@@ -846,6 +853,70 @@ Test(worker_artifacts, a_stream_that_stops_halfway_leaves_nothing)
 
 /* A full disk mid-stream: the put fails naming the store's error and
  * leaves nothing (a 1 MiB tmpfs as the store). */
+/* One database, one store: a second worker with a store of its own is
+ * refused at start, naming the setting and both stores, and leaves the
+ * binding as it was; the same store opened again (a restart, a second
+ * worker on the shared directory) is accepted. */
+Test(worker_artifacts, a_database_bound_to_one_store_refuses_another)
+{
+	fixture f;
+	fx_open(&f);
+	char other[160];
+	snprintf(other, sizeof(other), "%s/other", f.dir);
+	cr_assert_eq(mkdir(other, 0700), 0);
+	worker_artifacts_config cfg = *worker_artifacts_config_of(f.a);
+	cfg.root = other;
+	cfg.sweep_interval_seconds = 0;
+	worker_artifacts *second = NULL;
+	airlock_error err = { 0 };
+	cr_assert_eq(worker_artifacts_open(&cfg, f.db, &second, &err),
+	             airlock_errcode(AIRLOCK_ERR_CONFIG));
+	cr_assert_null(second);
+	cr_assert(strstr(err.message, "worker.artifacts_dir"), "%s", err.message);
+	cr_assert(strstr(err.message, "must share one artifact store"), "%s", err.message);
+	airlock_error_clear(&err);
+	cfg.root = f.store;
+	cr_assert_eq(worker_artifacts_open(&cfg, f.db, &second, &err), 0, "%s", err.message);
+	worker_artifacts_free(second);
+	fx_done(&f);
+}
+
+/* A store serves one database: a worker on a new (or mistyped) database
+ * with a store that holds another database's artifacts is refused at
+ * start, before its sweeper could take every object for an orphan; the
+ * objects are all still there. */
+Test(worker_artifacts, a_store_serving_another_database_is_refused_and_keeps_its_objects)
+{
+	fixture f;
+	fx_open(&f);
+	worker_artifact_writer w = writer(&f, "t", "r", AIRLOCK_ORIGIN_SANDBOX_EXPORT);
+	airlock_artifact_ref ref;
+	airlock_error err = { 0 };
+	cr_assert_eq(worker_artifact_create(&w, "a", 1, "text/plain", AIRLOCK_TRUST_EXTERNAL_UNTRUSTED,
+	                                    "aaaa", 4, &ref, &err),
+	             0, "%s", err.message);
+	airlock_artifact_ref_clear(&ref);
+	worker_artifacts_config cfg = *worker_artifacts_config_of(f.a);
+	char root[160];
+	snprintf(root, sizeof(root), "%s", f.store);
+	cfg.root = root;
+	cfg.sweep_interval_seconds = 0;
+	char state2[160];
+	snprintf(state2, sizeof(state2), "%s/state2", f.dir);
+	cr_assert_eq(mkdir(state2, 0700), 0);
+	worker_db *db2 = NULL;
+	cr_assert_eq(worker_db_open_sqlite(state2, &db2, &err), 0, "%s", err.message);
+	worker_artifacts *second = NULL;
+	cr_assert_eq(worker_artifacts_open(&cfg, db2, &second, &err),
+	             airlock_errcode(AIRLOCK_ERR_CONFIG));
+	cr_assert_null(second);
+	cr_assert(strstr(err.message, "serves worker database"), "%s", err.message);
+	airlock_error_clear(&err);
+	worker_db_free(db2);
+	cr_assert_eq(files_under(f.store), 1, "the object is still there");
+	fx_done(&f);
+}
+
 Test(worker_artifacts, a_full_disk_mid_stream_leaves_nothing)
 {
 	if (geteuid() != 0)
@@ -854,8 +925,14 @@ Test(worker_artifacts, a_full_disk_mid_stream_leaves_nothing)
 	fx_open(&f);
 	worker_artifacts_free(f.a);
 	f.a = NULL;
-	char cmd[256];
-	snprintf(cmd, sizeof(cmd), "mount -t tmpfs -o size=1m,mode=0700 airlock-full %s", f.store);
+	/* The store moves onto the small disk with its identity (the
+	 * database is bound to it). */
+	char cmd[1024];
+	snprintf(cmd, sizeof(cmd),
+	         "tar -C %s -cf %s.tar .store-id .database-id && "
+	         "mount -t tmpfs -o size=1m,mode=0700 airlock-full %s && "
+	         "tar -C %s -xpf %s.tar && rm %s.tar",
+	         f.store, f.store, f.store, f.store, f.store, f.store);
 	cr_assert_eq(system(cmd), 0);
 	worker_artifacts_config cfg = { .root = f.store, .size_max = 64 * MIB,
 		                        .tenant_bytes_max = 256 * MIB, .retention_seconds = 86400,

@@ -78,7 +78,9 @@ static size_t files_under(const char *dir)
 	size_t n = 0;
 	struct dirent *e;
 	while ((e = readdir(d))) {
-		if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, ".."))
+		if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, "..") ||
+		    !strcmp(e->d_name, ".store-id") || /* the store's records, not objects */
+		    !strcmp(e->d_name, ".database-id"))
 			continue;
 		char p[512];
 		snprintf(p, sizeof(p), "%s/%s", dir, e->d_name);

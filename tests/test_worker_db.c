@@ -462,6 +462,7 @@ CONTRACT(a_version_2_database_migrates_to_claims_without_a_bridge)
 	worker_db_free(f->db);
 	f->db = NULL;
 	/* Back to version 2's shape, with a claim and its sandbox in it. */
+	fx_raw(f, "DROP TABLE airlock_artifact_store");
 	fx_raw(f, "DROP TABLE airlock_artifacts");
 	fx_raw(f, "DROP TABLE airlock_artifact_tenants");
 	fx_raw(f, "ALTER TABLE airlock_sandboxes DROP COLUMN bridge_token_sha256");
@@ -512,6 +513,9 @@ static worker_db_artifact art(const char *tenant, const char *run, int64_t size,
 	         a.artifact_id);
 	return a;
 }
+
+/* A cap no test's rows reach. */
+#define ROOMY (INT64_C(1) << 30)
 
 static bool insert(worker_db *db, const worker_db_artifact *a, int64_t cap)
 {
@@ -585,37 +589,66 @@ CONTRACT(an_artifact_row_keeps_every_field_and_its_filename_bytes)
 	/* The same id twice is refused and the first row stands. */
 	worker_db_artifact_insert_result res;
 	cr_assert_lt(worker_db_artifact_insert(f->db, &a, 1 << 20, &res, NULL), 0);
-	cr_assert_eq(tenant_bytes(f->db, "tenant-a"), 12345);
+	/* Charged: 12,345 bytes in 4 KiB blocks, one block more, the name twice. */
+	cr_assert_eq(tenant_bytes(f->db, "tenant-a"), 4 * 4096 + 4096 + 2 * 10000);
+}
+
+static int64_t charge(const worker_db_artifact *a)
+{
+	return worker_db_artifact_charge(a->size_bytes, a->filename_len);
 }
 
 CONTRACT(a_tenants_cap_refuses_a_put_past_it_and_deletes_give_bytes_back)
 {
 	f->db = fx_open(f);
-	worker_db_artifact a = art("tenant-a", "run-1", 600, T0);
-	worker_db_artifact b = art("tenant-a", "run-1", 500, T0 + 1);
-	worker_db_artifact c = art("tenant-b", "run-2", 500, T0 + 2);
-	cr_assert(insert(f->db, &a, 1000));
+	worker_db_artifact a = art("tenant-a", "run-1", 9000, T0);
+	worker_db_artifact b = art("tenant-a", "run-1", 5000, T0 + 1);
+	worker_db_artifact c = art("tenant-b", "run-2", 5000, T0 + 2);
+	worker_db_artifact d = art("tenant-a", NULL, 5000, T0 + 3);
+	const int64_t cap = charge(&b) + charge(&d);
+	cr_assert_gt(charge(&a), 9000, "an artifact is charged more than its bytes");
+	cr_assert_gt(charge(&a) + charge(&b), cap);
+	cr_assert(insert(f->db, &a, cap));
 	worker_db_artifact_insert_result res;
-	cr_assert_eq(worker_db_artifact_insert(f->db, &b, 1000, &res, NULL), 0);
+	cr_assert_eq(worker_db_artifact_insert(f->db, &b, cap, &res, NULL), 0);
 	cr_assert_not(res.inserted);
-	cr_assert_eq(res.tenant_bytes, 600);
+	cr_assert_eq(res.tenant_bytes, charge(&a));
 	worker_db_artifact got;
 	cr_assert_not(get_art(f->db, b.artifact_id, &got), "a refused put writes no row");
 	/* Another tenant has its own bytes. */
-	cr_assert(insert(f->db, &c, 1000));
-	cr_assert_eq(tenant_bytes(f->db, "tenant-a"), 600);
-	cr_assert_eq(tenant_bytes(f->db, "tenant-b"), 500);
+	cr_assert(insert(f->db, &c, cap));
+	cr_assert_eq(tenant_bytes(f->db, "tenant-a"), charge(&a));
+	cr_assert_eq(tenant_bytes(f->db, "tenant-b"), charge(&c));
 	bool deleted = false;
 	cr_assert_eq(worker_db_artifact_delete(f->db, a.artifact_id, &deleted, NULL), 0);
 	cr_assert(deleted);
 	cr_assert_eq(worker_db_artifact_delete(f->db, a.artifact_id, &deleted, NULL), 0);
 	cr_assert_not(deleted, "a delete is idempotent");
-	cr_assert_eq(tenant_bytes(f->db, "tenant-a"), 0);
-	cr_assert(insert(f->db, &b, 1000));
+	cr_assert_eq(tenant_bytes(f->db, "tenant-a"), 0, "a delete gives back what was charged");
+	cr_assert(insert(f->db, &b, cap));
 	/* Exactly at the cap is within it. */
-	worker_db_artifact d = art("tenant-a", NULL, 500, T0 + 3);
-	cr_assert(insert(f->db, &d, 1000));
-	cr_assert_eq(tenant_bytes(f->db, "tenant-a"), 1000);
+	cr_assert(insert(f->db, &d, cap));
+	cr_assert_eq(tenant_bytes(f->db, "tenant-a"), cap);
+}
+
+/* An empty artifact is not free: without a charge of its own, a tenant
+ * could fill the database and the store's inodes under a cap that read
+ * zero. */
+CONTRACT(empty_artifacts_are_charged_and_the_cap_bounds_their_number)
+{
+	f->db = fx_open(f);
+	worker_db_artifact e = art("t", "r", 0, T0);
+	const int64_t one = charge(&e);
+	cr_assert_geq(one, AIRLOCK_ARTIFACT_CHARGE_BLOCK);
+	int inserted = 0;
+	for (int i = 0; i < 20; i++) {
+		worker_db_artifact x = art("t", "r", 0, T0 + i);
+		worker_db_artifact_insert_result res;
+		cr_assert_eq(worker_db_artifact_insert(f->db, &x, 10 * one, &res, NULL), 0);
+		inserted += res.inserted;
+	}
+	cr_assert_eq(inserted, 10, "a cap of ten empty artifacts' charge holds ten");
+	cr_assert_eq(tenant_bytes(f->db, "t"), 10 * one);
 }
 
 CONTRACT(the_sweeper_is_due_expired_rows_and_stale_pending_ones_only)
@@ -628,11 +661,11 @@ CONTRACT(the_sweeper_is_due_expired_rows_and_stale_pending_ones_only)
 	forever.has_expires = false;
 	worker_db_artifact pending_old = art("t", "r", 1, T0);
 	worker_db_artifact pending_new = art("t", "r", 1, T0 + 5000);
-	cr_assert(insert(f->db, &live, 100));
-	cr_assert(insert(f->db, &expired, 100));
-	cr_assert(insert(f->db, &forever, 100));
-	cr_assert(insert(f->db, &pending_old, 100));
-	cr_assert(insert(f->db, &pending_new, 100));
+	cr_assert(insert(f->db, &live, ROOMY));
+	cr_assert(insert(f->db, &expired, ROOMY));
+	cr_assert(insert(f->db, &forever, ROOMY));
+	cr_assert(insert(f->db, &pending_old, ROOMY));
+	cr_assert(insert(f->db, &pending_new, ROOMY));
 	commit_art(f->db, live.artifact_id);
 	commit_art(f->db, expired.artifact_id);
 	commit_art(f->db, forever.artifact_id);
@@ -667,7 +700,7 @@ CONTRACT(a_listing_is_one_tenants_visible_rows_in_pages)
 	worker_db_artifact rows[5];
 	for (int i = 0; i < 5; i++) {
 		rows[i] = art(i == 4 ? "other" : "t", i < 2 ? "run-a" : "run-b", 1, T0 + i);
-		cr_assert(insert(f->db, &rows[i], 100));
+		cr_assert(insert(f->db, &rows[i], ROOMY));
 		if (i != 3) /* row 3 stays pending: not listed */
 			commit_art(f->db, rows[i].artifact_id);
 	}
@@ -702,7 +735,7 @@ CONTRACT(an_upload_is_claimed_once_by_a_run_of_its_tenant_and_then_never_expires
 	worker_db_artifact up = art("t", NULL, 1, T0);
 	up.origin = AIRLOCK_ORIGIN_UPLOAD;
 	up.expires_at_ms = T0 + DAY_MS;
-	cr_assert(insert(f->db, &up, 100));
+	cr_assert(insert(f->db, &up, ROOMY));
 	bool done = true;
 	/* Pending: not yet an artifact. */
 	cr_assert_eq(worker_db_artifact_attach(f->db, up.artifact_id, "t", "run-1", T0, &done, NULL), 0);
@@ -723,14 +756,14 @@ CONTRACT(an_upload_is_claimed_once_by_a_run_of_its_tenant_and_then_never_expires
 	worker_db_artifact late = art("t", NULL, 1, T0);
 	late.origin = AIRLOCK_ORIGIN_UPLOAD;
 	late.expires_at_ms = T0 + DAY_MS;
-	cr_assert(insert(f->db, &late, 100));
+	cr_assert(insert(f->db, &late, ROOMY));
 	commit_art(f->db, late.artifact_id);
 	cr_assert_eq(worker_db_artifact_attach(f->db, late.artifact_id, "t", "run-1", T0 + DAY_MS,
 	                                       &done, NULL), 0);
 	cr_assert_not(done);
 	/* A run's own export is kept by that run, never by another. */
 	worker_db_artifact ex = art("t", "run-1", 1, T0);
-	cr_assert(insert(f->db, &ex, 100));
+	cr_assert(insert(f->db, &ex, ROOMY));
 	commit_art(f->db, ex.artifact_id);
 	cr_assert_eq(worker_db_artifact_attach(f->db, ex.artifact_id, "t", "run-2", T0, &done, NULL), 0);
 	cr_assert_not(done);
@@ -739,7 +772,7 @@ CONTRACT(an_upload_is_claimed_once_by_a_run_of_its_tenant_and_then_never_expires
 	/* Tool output is not kept past its expiry by an attach. */
 	worker_db_artifact out = art("t", "run-1", 1, T0);
 	out.origin = AIRLOCK_ORIGIN_TOOL_OUTPUT;
-	cr_assert(insert(f->db, &out, 100));
+	cr_assert(insert(f->db, &out, ROOMY));
 	commit_art(f->db, out.artifact_id);
 	cr_assert_eq(worker_db_artifact_attach(f->db, out.artifact_id, "t", "run-1", T0, &done, NULL), 0);
 	cr_assert_not(done);
@@ -749,7 +782,7 @@ CONTRACT(an_equal_artifact_of_the_run_is_found_and_nothing_else_is)
 {
 	f->db = fx_open(f);
 	worker_db_artifact a = art("t", "run-1", 7, T0);
-	cr_assert(insert(f->db, &a, 100));
+	cr_assert(insert(f->db, &a, ROOMY));
 	worker_db_artifact got;
 	bool found = true;
 	airlock_error err = { 0 };
@@ -787,20 +820,139 @@ CONTRACT(a_pending_delete_never_takes_a_committed_row)
 {
 	f->db = fx_open(f);
 	worker_db_artifact a = art("t", "r", 5, T0), b = art("t", "r", 7, T0);
-	cr_assert(insert(f->db, &a, 100));
-	cr_assert(insert(f->db, &b, 100));
+	cr_assert(insert(f->db, &a, ROOMY));
+	cr_assert(insert(f->db, &b, ROOMY));
 	commit_art(f->db, a.artifact_id);
 	bool deleted = true;
 	airlock_error err = { 0 };
-	cr_assert_eq(worker_db_artifact_delete_pending(f->db, a.artifact_id, &deleted, &err), 0, "%s",
-	             err.message);
+	cr_assert_eq(worker_db_artifact_delete_due(f->db, a.artifact_id, T0, T0 + 1, &deleted, &err),
+	             0, "%s", err.message);
 	cr_assert_not(deleted, "a committed row stays");
-	cr_assert_eq(worker_db_artifact_delete_pending(f->db, b.artifact_id, &deleted, &err), 0);
+	cr_assert_eq(worker_db_artifact_delete_due(f->db, b.artifact_id, T0, T0 + 1, &deleted, &err),
+	             0);
 	cr_assert(deleted);
-	cr_assert_eq(tenant_bytes(f->db, "t"), 5, "the pending row's bytes were given back");
+	cr_assert_eq(tenant_bytes(f->db, "t"), charge(&a), "the pending row's bytes were given back");
 	worker_db_artifact got;
 	cr_assert(get_art(f->db, a.artifact_id, &got));
 	worker_db_artifact_clear(&got);
+}
+
+/* The sweeper's removal of an expired artifact takes it only while it is
+ * still expired: a run that attached it (expiry cleared) after the sweeper
+ * read its batch, with a now behind the sweeper's (a call whose clock was
+ * read first, another worker's clock), keeps it. */
+CONTRACT(an_expired_delete_never_takes_an_attached_row)
+{
+	f->db = fx_open(f);
+	worker_db_artifact a = art("t", NULL, 5, T0);
+	a.origin = AIRLOCK_ORIGIN_UPLOAD;
+	a.expires_at_ms = T0 + 1000;
+	cr_assert(insert(f->db, &a, ROOMY));
+	commit_art(f->db, a.artifact_id);
+	airlock_error err = { 0 };
+	worker_db_artifact_key due[4];
+	size_t n = 0;
+	cr_assert_eq(worker_db_artifact_due(f->db, T0 + 2000, T0, due, 4, &n, &err), 0, "%s",
+	             err.message);
+	cr_assert_eq(n, 1, "the sweeper's batch holds the expired upload");
+	bool done = false;
+	cr_assert_eq(worker_db_artifact_attach(f->db, a.artifact_id, "t", "r", T0 + 500, &done, &err),
+	             0, "%s", err.message);
+	cr_assert(done, "a run claims the upload before it expires on its clock");
+	bool deleted = true;
+	cr_assert_eq(worker_db_artifact_delete_due(f->db, a.artifact_id, T0 + 2000, T0, &deleted,
+	                                           &err),
+	             0, "%s", err.message);
+	cr_assert_not(deleted, "the attached artifact stays");
+	worker_db_artifact got;
+	cr_assert(get_art(f->db, a.artifact_id, &got));
+	worker_db_artifact_clear(&got);
+}
+
+/* The first binding stays: a second store's identity and database
+ * identity are answered with the first ones, for the caller to refuse. */
+CONTRACT(the_first_artifact_store_bound_stays_bound)
+{
+	f->db = fx_open(f);
+	char a[AIRLOCK_UUID_STR_LEN + 1], b[AIRLOCK_UUID_STR_LEN + 1], da[AIRLOCK_UUID_STR_LEN + 1],
+		db[AIRLOCK_UUID_STR_LEN + 1], store[AIRLOCK_UUID_STR_LEN + 1],
+		database[AIRLOCK_UUID_STR_LEN + 1];
+	cr_assert_eq(airlock_uuidv7_at(T0, a, NULL), 0);
+	cr_assert_eq(airlock_uuidv7_at(T0 + 1, b, NULL), 0);
+	cr_assert_eq(airlock_uuidv7_at(T0 + 2, da, NULL), 0);
+	cr_assert_eq(airlock_uuidv7_at(T0 + 3, db, NULL), 0);
+	airlock_error err = { 0 };
+	cr_assert_eq(worker_db_artifact_store_bind(f->db, a, da, store, database, &err), 0, "%s",
+	             err.message);
+	cr_assert_str_eq(store, a);
+	cr_assert_str_eq(database, da);
+	cr_assert_eq(worker_db_artifact_store_bind(f->db, b, db, store, database, &err), 0, "%s",
+	             err.message);
+	cr_assert_str_eq(store, a, "the first binding stands");
+	cr_assert_str_eq(database, da, "and so does the database's identity");
+	cr_assert_eq(worker_db_artifact_store_bind(f->db, "not-a-uuid", da, store, database, &err),
+	             airlock_errcode(AIRLOCK_ERR_DECODE));
+}
+
+CONTRACT(a_visible_get_shows_only_a_committed_unexpired_row_of_the_asker)
+{
+	f->db = fx_open(f);
+	worker_db_artifact a = art("t", "r", 5, T0), pending = art("t", "r", 5, T0 + 1);
+	cr_assert(insert(f->db, &a, ROOMY));
+	cr_assert(insert(f->db, &pending, ROOMY));
+	commit_art(f->db, a.artifact_id);
+	worker_db_artifact got;
+	bool found = false;
+	airlock_error err = { 0 };
+	cr_assert_eq(worker_db_artifact_get_visible(f->db, a.artifact_id, "t", T0, &got, &found, &err),
+	             0, "%s", err.message);
+	cr_assert(found);
+	cr_assert_str_eq(got.tenant_id, "t");
+	worker_db_artifact_clear(&got);
+	cr_assert_eq(worker_db_artifact_get_visible(f->db, a.artifact_id, NULL, T0, &got, &found, &err),
+	             0);
+	cr_assert(found, "a token of every tenant sees it");
+	worker_db_artifact_clear(&got);
+	cr_assert_eq(worker_db_artifact_get_visible(f->db, a.artifact_id, "other", T0, &got, &found,
+	                                            &err),
+	             0);
+	cr_assert_not(found, "another tenant's row is no row");
+	cr_assert_eq(worker_db_artifact_get_visible(f->db, a.artifact_id, "t", a.expires_at_ms, &got,
+	                                            &found, &err),
+	             0);
+	cr_assert_not(found, "an expired row is no row");
+	cr_assert_eq(worker_db_artifact_get_visible(f->db, pending.artifact_id, "t", T0, &got, &found,
+	                                            &err),
+	             0);
+	cr_assert_not(found, "a pending row is no row");
+	cr_assert_eq(worker_db_artifact_get_visible(f->db, a.artifact_id, "a/b", T0, &got, &found,
+	                                            &err),
+	             airlock_errcode(AIRLOCK_ERR_DECODE));
+}
+
+/* Migration 6: a counter written when rows were charged by size alone is
+ * reckoned again as the charge counts, so deleting those rows gives back
+ * what they are charged and nothing of newer rows'. */
+CONTRACT(migration_6_reckons_each_tenants_charge_again)
+{
+	f->db = fx_open(f);
+	worker_db_artifact a = art("t", "r", 0, T0), b = art("t", "r", 5000, T0 + 1),
+			   c = art("u", "r", 1, T0 + 2);
+	cr_assert(insert(f->db, &a, ROOMY));
+	cr_assert(insert(f->db, &b, ROOMY));
+	cr_assert(insert(f->db, &c, ROOMY));
+	worker_db_free(f->db);
+	f->db = NULL;
+	/* What a version-5 worker left: the sizes alone. */
+	fx_raw(f, "UPDATE airlock_artifact_tenants SET bytes = 5000 WHERE tenant_id = 't'");
+	fx_raw(f, "UPDATE airlock_artifact_tenants SET bytes = 1 WHERE tenant_id = 'u'");
+	fx_raw(f, "UPDATE airlock_schema SET version = 5");
+	f->db = fx_open(f);
+	cr_assert_eq(tenant_bytes(f->db, "t"), charge(&a) + charge(&b));
+	cr_assert_eq(tenant_bytes(f->db, "u"), charge(&c));
+	bool deleted = false;
+	cr_assert_eq(worker_db_artifact_delete(f->db, a.artifact_id, &deleted, NULL), 0);
+	cr_assert_eq(tenant_bytes(f->db, "t"), charge(&b), "the delete gave back its own charge");
 }
 
 CONTRACT(artifact_arguments_are_checked_before_the_database)
@@ -810,18 +962,18 @@ CONTRACT(artifact_arguments_are_checked_before_the_database)
 	worker_db_artifact_insert_result res;
 	worker_db_artifact a = art("t", "r", 1, T0);
 	snprintf(a.media_type, sizeof(a.media_type), "text/plain; charset=utf-8");
-	cr_assert_eq(worker_db_artifact_insert(f->db, &a, 100, &res, &err),
+	cr_assert_eq(worker_db_artifact_insert(f->db, &a, ROOMY, &res, &err),
 	             airlock_errcode(AIRLOCK_ERR_DECODE));
 	cr_assert(strstr(err.message, "media_type"), "%s", err.message);
 	a = art("t", "r", 1, T0);
 	a.filename_len = AIRLOCK_ARTIFACT_FILENAME_MAX + 1;
-	cr_assert_eq(worker_db_artifact_insert(f->db, &a, 100, &res, &err),
+	cr_assert_eq(worker_db_artifact_insert(f->db, &a, ROOMY, &res, &err),
 	             airlock_errcode(AIRLOCK_ERR_DECODE));
 	a = art("t/..", "r", 1, T0);
-	cr_assert_eq(worker_db_artifact_insert(f->db, &a, 100, &res, &err),
+	cr_assert_eq(worker_db_artifact_insert(f->db, &a, ROOMY, &res, &err),
 	             airlock_errcode(AIRLOCK_ERR_DECODE));
 	a = art("t", "r", -1, T0);
-	cr_assert_eq(worker_db_artifact_insert(f->db, &a, 100, &res, &err),
+	cr_assert_eq(worker_db_artifact_insert(f->db, &a, ROOMY, &res, &err),
 	             airlock_errcode(AIRLOCK_ERR_DECODE));
 	worker_db_artifact got;
 	bool found;

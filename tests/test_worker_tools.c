@@ -572,6 +572,22 @@ static void expect_object(const stack *s, const char *id, const char *sha, long 
 	cr_expect_str_eq(got, sha, "the stored bytes hash to the reference's digest");
 }
 
+static airlock_trust_level trust_of(const stack *s, const char *artifact_id)
+{
+	worker_db *db = NULL;
+	airlock_error err = { 0 };
+	cr_assert_eq(worker_db_open_sqlite(s->dir, &db, &err), 0, "%s", err.message);
+	worker_db_artifact row;
+	bool found = false;
+	cr_assert_eq(worker_db_artifact_get(db, artifact_id, &row, &found, &err), 0, "%s",
+	             err.message);
+	cr_assert(found, "%s", artifact_id);
+	airlock_trust_level t = row.trust;
+	worker_db_artifact_clear(&row);
+	worker_db_free(db);
+	return t;
+}
+
 /* gate.sandbox.artifact_checksum, end to end: a file larger than every
  * streaming buffer, written in the sandbox, exported, has the same SHA-256
  * in the store as in the workspace; the filename changes nothing about
@@ -614,6 +630,8 @@ static void export_round_trip(const char *mechanism)
 	cr_assert_eq(util_sha256_hex("# Report\n\nAll good.\n", 20, want), 0);
 	cr_expect_str_eq(sha, want);
 	HAS(r, "\"media_type\":\"text/plain\"");
+	cr_expect_eq(trust_of(&s, id), AIRLOCK_TRUST_EXTERNAL_UNTRUSTED,
+	             "the model's text is labelled as what its turn may have read");
 	/* IDEMPOTENT: the same export again is the same artifact. */
 	char again[37], sha2[65];
 	r = export_call(&s, "run-x", 1, "{\"text\":\"# Report\\n\\nAll good.\\n\"}");
@@ -664,7 +682,7 @@ Test(worker_tools, gvisor_an_exported_file_keeps_its_sha256_byte_for_byte, .time
 static long store_files(const stack *s)
 {
 	char cmd[300], path[200];
-	snprintf(cmd, sizeof(cmd), "find %s/artifacts -type f | wc -l > %s/n", s->dir, s->dir);
+	snprintf(cmd, sizeof(cmd), "find %s/artifacts -type f ! -name .store-id ! -name .database-id | wc -l > %s/n", s->dir, s->dir);
 	cr_assert_eq(system(cmd), 0);
 	snprintf(path, sizeof(path), "%s/n", s->dir);
 	FILE *f = fopen(path, "r");
@@ -733,7 +751,8 @@ Test(worker_tools, native_hostile_workspace_files_are_refused_and_leave_nothing,
 	cr_expect_eq(r->status, 200, "%s", r->body);
 	HAS(r, "\"size_bytes\":3");
 	cr_expect_eq(store_files(&s), 1);
-	cr_expect_eq(charged(&s), 3);
+	cr_expect_eq(charged(&s), worker_db_artifact_charge(3, strlen("hard")),
+	             "an export named by its path's last part is charged");
 	stack_down(&s);
 }
 
@@ -823,7 +842,9 @@ static long files_below_sized(const char *dir, long long *ret_bytes)
 		return 0;
 	long n = 0;
 	for (struct dirent *e; (e = readdir(d));) {
-		if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, ".."))
+		if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, "..") ||
+		    !strcmp(e->d_name, ".store-id") || /* the store's records, not objects */
+		    !strcmp(e->d_name, ".database-id"))
 			continue;
 		char sub[512];
 		snprintf(sub, sizeof(sub), "%s/%s", dir, e->d_name);
@@ -894,6 +915,28 @@ Test(worker_tools, native_a_service_killed_mid_export_leaves_nothing, .timeout =
 	cr_expect(seen, "the export's temporary was seen");
 	cr_expect(c.r.status >= 500, "%d %s %s", c.r.status, c.why, c.r.body);
 	cr_expect_eq(files_below(store), 0, "nothing of it is kept");
+	cr_expect_eq(charged(&s), 0);
+	stack_down(&s);
+}
+
+/* A service that is gone cannot be asked whether a path is contained: the
+ * export is refused as the outage it is (ExecutionUnavailable, 503), never
+ * as a WorkspaceEscape, which would tell the model to fix a path nobody
+ * looked at. */
+Test(worker_tools, native_an_export_with_the_service_gone_is_unavailable_not_an_escape,
+     .timeout = 120)
+{
+	stack s;
+	stack_up(&s, "native", false, NULL);
+	claim(&s, "run-g", 1, 120, "new");
+	wt_reply *r = call(&s, "run-g", 1, "{\"command\":[\"sh\",\"-c\",\"echo hi > out.txt\"]}");
+	cr_assert_eq(r->status, 200, "%s", r->body);
+	cr_expect_eq(wt_stop(s.svc, SIGKILL), 128 + SIGKILL);
+	s.svc = 0;
+	r = export_call(&s, "run-g", 1, "{\"path\":\"out.txt\"}");
+	cr_expect_eq(r->status, 503, "%d %s", r->status, r->body);
+	HAS(r, "ExecutionUnavailable");
+	cr_expect_null(strstr(r->body, "WorkspaceEscape"), "%s", r->body);
 	cr_expect_eq(charged(&s), 0);
 	stack_down(&s);
 }

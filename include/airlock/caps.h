@@ -454,6 +454,15 @@
  * tries, and small enough that a listing of AIRLOCK_WORKER_DB_ARTIFACTS_MAX
  * rows stays in a few MiB. */
 #define AIRLOCK_ARTIFACT_FILENAME_MAX 16384
+/* What an artifact is charged against its tenant's byte cap
+ * (worker.artifact_tenant_bytes_max): its size rounded up to whole blocks
+ * (what the filesystem allocates), one block more for what every artifact
+ * costs whatever its size (the object's inode and directory entry, its row
+ * and the row's index entries), and its filename twice (kept hex-encoded
+ * in the row). Without the fixed part, empty artifacts would be free:
+ * 2,000 of them held 68 MB of database and 2,000 inodes while the cap read
+ * zero. */
+#define AIRLOCK_ARTIFACT_CHARGE_BLOCK 4096
 /* The largest values the worker's artifact settings take: one artifact
  * 1 TiB, a tenant 1 PiB (the database's own bound, WORKER_DB_ARTIFACT_BYTES_MAX). */
 #define AIRLOCK_ARTIFACT_SIZE_SETTING_MAX (INT64_C(1) << 40)

@@ -26,6 +26,11 @@
  *   directory after the rename (commit): a commit that returned 0 survives
  *   a power cut. When the directory's fsync fails the object is removed
  *   again and the commit fails: nothing half-done is reported as stored.
+ * - Writeback is started every FS_WRITEBACK_WINDOW bytes as the stream
+ *   comes, and the window before waited for: the disk writes while the
+ *   bytes are hashed, so the seal's fsync is short, and one put holds at
+ *   most two windows of dirty pages, so a large put does not fill the page
+ *   cache with bytes whose writeback then stalls everyone else's.
  * - A tenant or shard directory made by a put is fsync'd into its parent
  *   before the temporary is created, for the same reason.
  * Each step that can fail has a fault point (src/util/fault.h) so
@@ -58,9 +63,19 @@ typedef struct fs_store {
 	int root_fd;
 } fs_store;
 
+/* Writeback of a put is started every this many bytes (sync_file_range),
+ * so the disk writes while the stream is still being hashed and the seal's
+ * fsync finds little left to flush; the previous window is waited for, so
+ * one put holds at most two windows of dirty pages (and a stream faster
+ * than the disk is paced by it instead of filling the page cache). */
+#define FS_WRITEBACK_WINDOW ((off_t)8 << 20)
+
 typedef struct fs_put {
 	int shard_fd;
 	int fd;
+	/* Bytes written; where the window whose writeback was started last
+	 * begins; where it ends. */
+	off_t written, window, flushed;
 	bool committed;
 	bool tmp_gone; /* renamed away: nothing to unlink */
 	char key[AIRLOCK_ARTIFACT_KEY_MAX];
@@ -212,6 +227,28 @@ static int fs_put_write(void *v, const void *buf, size_t len, airlock_error *err
 	if (r < 0)
 		return airlock_error_set(err, AIRLOCK_ERR_SYSTEM, -r,
 		                         "artifact %s: write to the temporary object", p->key);
+	p->written += (off_t)len;
+	if (p->written - p->flushed >= FS_WRITEBACK_WINDOW) {
+		/* A head start for the seal's fsync. Its failure is the put's:
+		 * waiting on a range (WAIT_BEFORE, WAIT_AFTER) reports a
+		 * writeback error and advances the descriptor's error cursor
+		 * (errseq), so the seal's fsync would no longer see it and
+		 * would answer 0 over pages that never reached the disk. */
+		if ((p->flushed > p->window &&
+		     UTIL_FAULT_CALL("artifact.writeback_wait",
+		                     sync_file_range(p->fd, p->window, p->flushed - p->window,
+		                                     SYNC_FILE_RANGE_WAIT_BEFORE |
+		                                             SYNC_FILE_RANGE_WRITE |
+		                                             SYNC_FILE_RANGE_WAIT_AFTER)) < 0) ||
+		    UTIL_FAULT_CALL("artifact.writeback",
+		                    sync_file_range(p->fd, p->flushed, p->written - p->flushed,
+		                                    SYNC_FILE_RANGE_WRITE)) < 0)
+			return airlock_error_set(err, AIRLOCK_ERR_SYSTEM, errno,
+			                         "artifact %s: writeback of the temporary object",
+			                         p->key);
+		p->window = p->flushed;
+		p->flushed = p->written;
+	}
 	return 0;
 }
 
@@ -478,6 +515,121 @@ static int fs_walk_fn(void *ctx, int64_t older_than_ms,
 	return r;
 }
 
+/* ---- the identity and the database it serves ---------------------------------- */
+
+/* Two records in the root, each a UUIDv7 and a newline, each made once and
+ * never rewritten here: .store-id names the store, .database-id the worker
+ * database it serves. A dot name is no tenant id, so neither a key nor the
+ * walk reaches them. */
+#define FS_STORE_ID ".store-id"
+#define FS_DATABASE_ID ".database-id"
+
+/* 1 and the record's UUID when it is there, 0 when it is not. Opened
+ * without blocking and refused unless regular: a FIFO planted there would
+ * hang the worker's start. */
+static int fs_record_read(const fs_store *st, const char *name, char ret[AIRLOCK_UUID_STR_LEN + 1],
+                          airlock_error *err)
+{
+	_cleanup_close_ int fd = fs_openat(st->root_fd, name, O_RDONLY | O_NONBLOCK, 0);
+	if (fd < 0 && errno == ENOENT)
+		return 0;
+	if (fd < 0)
+		return airlock_error_set(err, AIRLOCK_ERR_SYSTEM, errno,
+		                         "artifact store: open %s in its root", name);
+	struct stat sb;
+	if (fstat(fd, &sb) < 0)
+		return airlock_error_set(err, AIRLOCK_ERR_SYSTEM, errno,
+		                         "artifact store: fstat %s in its root", name);
+	_cleanup_free_ char *buf = NULL;
+	size_t n = 0;
+	int r = S_ISREG(sb.st_mode) ? util_read_capped(fd, AIRLOCK_UUID_STR_LEN + 1, &buf, &n)
+	                            : -EFBIG;
+	if (r < 0 && r != -EFBIG)
+		return airlock_error_set(err, AIRLOCK_ERR_SYSTEM, -r,
+		                         "artifact store: read %s in its root", name);
+	if (r < 0 || n != AIRLOCK_UUID_STR_LEN + 1 || buf[AIRLOCK_UUID_STR_LEN] != '\n')
+		goto bad;
+	buf[AIRLOCK_UUID_STR_LEN] = 0;
+	if (!airlock_uuidv7_valid(buf))
+		goto bad;
+	memcpy(ret, buf, AIRLOCK_UUID_STR_LEN + 1);
+	return 1;
+bad:
+	return airlock_error_set(err, AIRLOCK_ERR_CONFIG, 0,
+	                         "artifact store: %s in its root is not a regular file holding "
+	                         "a UUIDv7 and a newline; it is never rewritten here "
+	                         "(docs/artifacts.md, \"The identity\")",
+	                         name);
+}
+
+/* The record name holds, made with proposed when it is missing: written
+ * whole and synced under a temporary name of this call's own (a random
+ * suffix, as a put's: a shared name would let one process unlink or rename
+ * another's file half-written), then renamed without replacing, so a crash
+ * leaves no record or a whole one, and processes making it at once agree
+ * on the first renamed. The root is synced before any answer: a record a
+ * database is bound to must not vanish with a power cut. */
+static int fs_record(fs_store *st, const char *name, const char *proposed,
+                     char ret[AIRLOCK_UUID_STR_LEN + 1], airlock_error *err)
+{
+	int r = fs_record_read(st, name, ret, err);
+	if (r == 0) {
+		char line[AIRLOCK_UUID_STR_LEN + 1];
+		memcpy(line, proposed, AIRLOCK_UUID_STR_LEN);
+		line[AIRLOCK_UUID_STR_LEN] = '\n';
+		unsigned char rnd[8];
+		char hex[2 * sizeof(rnd) + 1], tmp[64];
+		if (util_random(rnd, sizeof(rnd)) < 0)
+			return airlock_error_set(err, AIRLOCK_ERR_SYSTEM, EIO,
+			                         "artifact store: getrandom");
+		util_hex(rnd, sizeof(rnd), hex);
+		snprintf(tmp, sizeof(tmp), "%s.tmp-%s", name, hex);
+		_cleanup_close_ int fd = UTIL_FAULT_CALL(
+			"artifact.record_create",
+			fs_openat(st->root_fd, tmp, O_WRONLY | O_CREAT | O_EXCL, 0600));
+		if (fd < 0 || util_write_all(fd, line, sizeof(line)) < 0 ||
+		    UTIL_FAULT_CALL("artifact.record_fsync", fsync(fd)) < 0) {
+			int e = errno;
+			if (fd >= 0)
+				(void)unlinkat(st->root_fd, tmp, 0);
+			return airlock_error_set(err, AIRLOCK_ERR_SYSTEM, e,
+			                         "artifact store: write %s in its root", tmp);
+		}
+		if (UTIL_FAULT_CALL("artifact.record_rename",
+		                    renameat2(st->root_fd, tmp, st->root_fd, name,
+		                              RENAME_NOREPLACE)) < 0) {
+			int e = errno;
+			(void)unlinkat(st->root_fd, tmp, 0);
+			if (e != EEXIST)
+				return airlock_error_set(err, AIRLOCK_ERR_SYSTEM, e,
+				                         "artifact store: rename %s into place", name);
+		}
+		r = fs_record_read(st, name, ret, err);
+		if (r == 0)
+			return airlock_error_set(err, AIRLOCK_ERR_SYSTEM, ENOENT,
+			                         "artifact store: %s vanished as it was made", name);
+	}
+	if (r < 0)
+		return r;
+	if (UTIL_FAULT_CALL("artifact.record_sync", fsync(st->root_fd)) < 0)
+		return airlock_error_set(err, AIRLOCK_ERR_SYSTEM, errno,
+		                         "artifact store: fsync of its root after %s", name);
+	return 0;
+}
+
+static int fs_identity(void *ctx, char ret[AIRLOCK_UUID_STR_LEN + 1], airlock_error *err)
+{
+	char fresh[AIRLOCK_UUID_STR_LEN + 1];
+	int r = airlock_uuidv7_new(fresh, err);
+	return r < 0 ? r : fs_record(ctx, FS_STORE_ID, fresh, ret, err);
+}
+
+static int fs_bind_database(void *ctx, const char *database_id,
+                            char ret_bound[AIRLOCK_UUID_STR_LEN + 1], airlock_error *err)
+{
+	return fs_record(ctx, FS_DATABASE_ID, database_id, ret_bound, err);
+}
+
 static void fs_free(void *ctx)
 {
 	fs_store *st = ctx;
@@ -500,6 +652,8 @@ static const airlock_artifact_store_ops fs_ops = {
 	.reader_free = fs_reader_free,
 	.remove = fs_remove,
 	.walk = fs_walk_fn,
+	.identity = fs_identity,
+	.bind_database = fs_bind_database,
 	.free = fs_free,
 };
 

@@ -15,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "airlock/ids.h"
 #include "util/util.h"
 
 typedef struct mem_obj {
@@ -33,6 +34,8 @@ struct artifact_memstore {
 	mem_obj *head;
 	size_t bytes, max_bytes;
 	unsigned walkers; /* walks in progress: removals only unlist */
+	char identity[AIRLOCK_UUID_STR_LEN + 1]; /* one per store: nothing outlives it */
+	char database[AIRLOCK_UUID_STR_LEN + 1]; /* the database it serves, "" until bound */
 };
 
 typedef struct mem_put {
@@ -337,6 +340,26 @@ static void mem_free(void *ctx)
 	free(m);
 }
 
+static int mem_identity(void *ctx, char ret[AIRLOCK_UUID_STR_LEN + 1], airlock_error *err)
+{
+	(void)err;
+	memcpy(ret, ((artifact_memstore *)ctx)->identity, AIRLOCK_UUID_STR_LEN + 1);
+	return 0;
+}
+
+static int mem_bind_database(void *ctx, const char *database_id,
+                             char ret_bound[AIRLOCK_UUID_STR_LEN + 1], airlock_error *err)
+{
+	(void)err;
+	artifact_memstore *m = ctx;
+	pthread_mutex_lock(&m->lock);
+	if (!m->database[0])
+		memcpy(m->database, database_id, AIRLOCK_UUID_STR_LEN + 1);
+	memcpy(ret_bound, m->database, AIRLOCK_UUID_STR_LEN + 1);
+	pthread_mutex_unlock(&m->lock);
+	return 0;
+}
+
 static const airlock_artifact_store_ops mem_ops = {
 	.version = AIRLOCK_ARTIFACT_STORE_OPS_VERSION,
 	.name = "memory",
@@ -350,6 +373,8 @@ static const airlock_artifact_store_ops mem_ops = {
 	.reader_free = mem_reader_free,
 	.remove = mem_remove,
 	.walk = mem_walk,
+	.identity = mem_identity,
+	.bind_database = mem_bind_database,
 	.free = mem_free,
 };
 
@@ -359,6 +384,11 @@ int artifact_memory_open(size_t max_bytes, airlock_artifact_store **ret,
 	artifact_memstore *m = calloc(1, sizeof(*m));
 	if (!m)
 		return airlock_error_set(err, AIRLOCK_ERR_SYSTEM, ENOMEM, "artifact store (memory)");
+	int ir = airlock_uuidv7_new(m->identity, err);
+	if (ir < 0) {
+		free(m);
+		return ir;
+	}
 	pthread_mutex_init(&m->lock, NULL);
 	m->max_bytes = max_bytes;
 	int r = airlock_artifact_store_new(&mem_ops, m, ret, err);

@@ -50,7 +50,7 @@ int airlock_artifact_store_new(const airlock_artifact_store_ops *ops, void *ctx,
 	if (!ops || ops->version != AIRLOCK_ARTIFACT_STORE_OPS_VERSION || !ops->name ||
 	    !ops->put_begin || !ops->put_write || !ops->put_sync || !ops->put_commit ||
 	    !ops->put_free || !ops->open || !ops->read || !ops->reader_free || !ops->remove ||
-	    !ops->walk || !ops->free) {
+	    !ops->walk || !ops->identity || !ops->bind_database || !ops->free) {
 		/* The table is the adapter author's mistake; ctx is still ours to
 		 * release, and only the table's own free knows how. */
 		if (ops && ops->free && ctx)
@@ -72,6 +72,45 @@ int airlock_artifact_store_new(const airlock_artifact_store_ops *ops, void *ctx,
 const char *airlock_artifact_store_name(const airlock_artifact_store *s)
 {
 	return s ? s->ops->name : "(none)";
+}
+
+int airlock_artifact_store_identity(airlock_artifact_store *s, char ret[AIRLOCK_UUID_STR_LEN + 1],
+                                    airlock_error *err)
+{
+	if (!s || !ret)
+		return airlock_error_set(err, AIRLOCK_ERR_SYSTEM, EINVAL, "artifact store identity");
+	char id[AIRLOCK_UUID_STR_LEN + 1] = "";
+	int r = s->ops->identity(s->ctx, id, err);
+	if (r < 0)
+		return r;
+	id[AIRLOCK_UUID_STR_LEN] = 0;
+	if (!airlock_uuidv7_valid(id))
+		return airlock_error_set(err, AIRLOCK_ERR_SYSTEM, EBADMSG,
+		                         "artifact store (%s): its identity is not a UUIDv7",
+		                         s->ops->name);
+	memcpy(ret, id, sizeof(id));
+	return 0;
+}
+
+int airlock_artifact_store_bind_database(airlock_artifact_store *s, const char *database_id,
+                                         char ret_bound[AIRLOCK_UUID_STR_LEN + 1],
+                                         airlock_error *err)
+{
+	if (!s || !ret_bound || !database_id || !airlock_uuidv7_valid(database_id))
+		return airlock_error_set(err, AIRLOCK_ERR_SYSTEM, EINVAL,
+		                         "artifact store: a database is named by a UUIDv7");
+	char id[AIRLOCK_UUID_STR_LEN + 1] = "";
+	int r = s->ops->bind_database(s->ctx, database_id, id, err);
+	if (r < 0)
+		return r;
+	id[AIRLOCK_UUID_STR_LEN] = 0;
+	if (!airlock_uuidv7_valid(id))
+		return airlock_error_set(err, AIRLOCK_ERR_SYSTEM, EBADMSG,
+		                         "artifact store (%s): the database it serves is not named by "
+		                         "a UUIDv7",
+		                         s->ops->name);
+	memcpy(ret_bound, id, sizeof(id));
+	return 0;
 }
 
 void airlock_artifact_store_free(airlock_artifact_store *s)

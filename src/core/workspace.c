@@ -252,12 +252,18 @@ const char *airlock_workspace_root(const airlock_workspace *w)
  * Rule 3 through the adapter, with rule 5 enforced here: whatever contain()
  * returns other than success becomes WorkspaceEscape, so an adapter that
  * fails for an unexpected reason still fails closed and the caller sees one
- * error class for every rejection.
+ * error class for every rejection. One failure keeps its own class:
+ * ExecutionUnavailable, an adapter that could not reach the place where
+ * containment is decided (the remote adapter's service gone). The call is
+ * refused all the same, and WorkspaceEscape would be a claim about the
+ * path that nobody made: the model would be told to fix a path that was
+ * never looked at, and a platform would not retry what is an outage.
  */
 static int workspace_contain(airlock_workspace *w, const char *rel, airlock_error *err)
 {
 	int r = w->ops->contain(w->ctx, rel, err);
-	if (r == 0 || r == airlock_errcode(AIRLOCK_ERR_WORKSPACE_ESCAPE))
+	if (r == 0 || r == airlock_errcode(AIRLOCK_ERR_WORKSPACE_ESCAPE) ||
+	    r == airlock_errcode(AIRLOCK_ERR_EXECUTION_UNAVAILABLE))
 		return r;
 	if (err) {
 		err->cls = AIRLOCK_ERR_WORKSPACE_ESCAPE;
@@ -594,7 +600,7 @@ int airlock_workspace_stream_digest(airlock_workspace_stream *s,
 typedef struct stream_tee {
 	airlock_workspace_sink sink;
 	void *arg;
-	util_sha256 *hash;
+	util_sha256 *hash; /* NULL: the sink hashes (read_stream_hashed) */
 	uint64_t count, max_bytes;
 	const char *rel;
 } stream_tee;
@@ -610,7 +616,7 @@ static int stream_tee_sink(void *arg, const void *buf, size_t len, airlock_error
 	const unsigned char *p = buf;
 	while (len > 0) {
 		size_t k = len < AIRLOCK_WORKSPACE_STREAM_CHUNK ? len : AIRLOCK_WORKSPACE_STREAM_CHUNK;
-		if (util_sha256_update(t->hash, p, k) < 0)
+		if (t->hash && util_sha256_update(t->hash, p, k) < 0)
 			return airlock_error_set(err, AIRLOCK_ERR_SYSTEM, EIO, "stream %s: SHA-256",
 			                         stream_quote(t->rel, q));
 		int r = t->sink(t->arg, p, k, err);
@@ -633,7 +639,8 @@ static bool sha256_hex_valid(const char *s)
 }
 
 static int read_stream_push(airlock_workspace *w, const char *path, uint64_t max_bytes,
-                            airlock_workspace_sink sink, void *arg, uint64_t *ret_size,
+                            airlock_workspace_sink sink, airlock_workspace_sink_digest sink_digest,
+                            void *arg, uint64_t *ret_size,
                             char ret_source_sha256[AIRLOCK_SHA256_HEX_LEN + 1],
                             airlock_error *err)
 {
@@ -641,16 +648,19 @@ static int read_stream_push(airlock_workspace *w, const char *path, uint64_t max
 	int r = workspace_check(w, path, &rel, err);
 	if (r < 0)
 		return r;
-	stream_tee t = { .sink = sink, .arg = arg, .hash = util_sha256_new(),
+	stream_tee t = { .sink = sink, .arg = arg, .hash = sink_digest ? NULL : util_sha256_new(),
 		         .max_bytes = max_bytes, .rel = rel };
-	if (!t.hash)
+	if (!sink_digest && !t.hash)
 		return airlock_error_set(err, AIRLOCK_ERR_SYSTEM, ENOMEM, "workspace stream");
 	uint64_t size = 0;
 	char source[AIRLOCK_SHA256_HEX_LEN + 1] = { 0 };
 	char own[AIRLOCK_SHA256_HEX_LEN + 1] = { 0 };
 	r = w->ops->read_stream(w->ctx, rel, max_bytes, stream_tee_sink, &t, &size, source, err);
-	/* final_hex frees the hash, on failure too. */
-	if (r == 0 && util_sha256_final_hex(TAKE_PTR(t.hash), own) < 0)
+	/* Ours over what arrived: the sink's own hash, or the tee's (final_hex
+	 * frees it, on failure too). */
+	if (r == 0 && sink_digest)
+		r = sink_digest(arg, own, err);
+	else if (r == 0 && util_sha256_final_hex(TAKE_PTR(t.hash), own) < 0)
 		r = airlock_error_set(err, AIRLOCK_ERR_SYSTEM, EIO, "workspace stream: SHA-256");
 	util_sha256_free(t.hash);
 	if (r < 0)
@@ -678,7 +688,8 @@ static int read_stream_push(airlock_workspace *w, const char *path, uint64_t max
 }
 
 static int read_stream_pull(airlock_workspace *w, const char *path, uint64_t max_bytes,
-                            airlock_workspace_sink sink, void *arg, uint64_t *ret_size,
+                            airlock_workspace_sink sink, airlock_workspace_sink_digest sink_digest,
+                            void *arg, uint64_t *ret_size,
                             char ret_source_sha256[AIRLOCK_SHA256_HEX_LEN + 1],
                             airlock_error *err)
 {
@@ -704,10 +715,23 @@ static int read_stream_pull(airlock_workspace *w, const char *path, uint64_t max
 			return r;
 	}
 	/* In process the source is this wrapper: its digest is the one over
-	 * what the sink was handed. */
-	r = airlock_workspace_stream_digest(s, ret_source_sha256, err);
+	 * what the sink was handed, and a sink that hashes must agree. */
+	char source[AIRLOCK_SHA256_HEX_LEN + 1];
+	r = airlock_workspace_stream_digest(s, source, err);
 	if (r < 0)
 		return r;
+	if (sink_digest) {
+		char own[AIRLOCK_SHA256_HEX_LEN + 1];
+		r = sink_digest(arg, own, err);
+		if (r < 0)
+			return r;
+		if (strcmp(own, source) != 0)
+			return airlock_error_set(err, AIRLOCK_ERR_ARTIFACT_INTEGRITY, 0,
+			                         "stream: the source's SHA-256 %s is not %s, the one of "
+			                         "the bytes the sink took; nothing of it may be kept",
+			                         source, own);
+	}
+	memcpy(ret_source_sha256, source, sizeof(source));
 	*ret_size = size;
 	return 0;
 }
@@ -717,10 +741,21 @@ int airlock_workspace_read_stream(airlock_workspace *w, const char *path, uint64
                                   char ret_source_sha256[AIRLOCK_SHA256_HEX_LEN + 1],
                                   airlock_error *err)
 {
+	return airlock_workspace_read_stream_hashed(w, path, max_bytes, sink, NULL, arg, ret_size,
+	                                            ret_source_sha256, err);
+}
+
+int airlock_workspace_read_stream_hashed(airlock_workspace *w, const char *path,
+                                         uint64_t max_bytes, airlock_workspace_sink sink,
+                                         airlock_workspace_sink_digest sink_digest, void *arg,
+                                         uint64_t *ret_size,
+                                         char ret_source_sha256[AIRLOCK_SHA256_HEX_LEN + 1],
+                                         airlock_error *err)
+{
 	assert(w && sink && ret_size && ret_source_sha256);
 	if (!w->ops->read_stream)
-		return read_stream_pull(w, path, max_bytes, sink, arg, ret_size, ret_source_sha256,
-		                        err);
+		return read_stream_pull(w, path, max_bytes, sink, sink_digest, arg, ret_size,
+		                        ret_source_sha256, err);
 	/* A pushed stream runs in one bracket: the adapter's transport uses
 	 * its ctx throughout, so the owner's end waits for it, which the
 	 * adapter bounds (the remote one by a low-speed limit and a total
@@ -728,7 +763,8 @@ int airlock_workspace_read_stream(airlock_workspace *w, const char *path, uint64
 	int r = workspace_call_enter(w, err);
 	if (r < 0)
 		return r;
-	r = read_stream_push(w, path, max_bytes, sink, arg, ret_size, ret_source_sha256, err);
+	r = read_stream_push(w, path, max_bytes, sink, sink_digest, arg, ret_size, ret_source_sha256,
+	                     err);
 	workspace_call_leave(w);
 	return r;
 }

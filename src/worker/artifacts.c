@@ -48,11 +48,56 @@ struct worker_artifact_put {
 	 * (below), rather than written whole first and refused at step 3. */
 	int64_t tenant_bytes, tenant_room, written;
 	bool over_room; /* discarded past the room: only an equal artifact answers */
+	/* Step 2 done ahead of finish (worker_artifact_seal): the digest and
+	 * size of what was received. */
+	bool sealed;
+	char sealed_sha256[AIRLOCK_SHA256_HEX_LEN + 1];
+	int64_t sealed_size;
 };
 
 /* ---- the handle ---------------------------------------------------------------- */
 
 static void *sweeper_main(void *arg);
+
+/* One database, one store, both ways (docs/artifacts.md, "The identity").
+ * A row names its object by key alone, so a worker whose store is not the
+ * one the database's rows were written to would answer other workers'
+ * artifacts with objects it does not have, and its sweeper would drop
+ * their rows; a worker on a database the store does not serve (a new one,
+ * a mistyped one) would take every object of the store for an orphan and
+ * sweep it. The database is bound first: a crash before the store records
+ * the database leaves a binding the next start completes. */
+static int bind_store(worker_db *db, airlock_artifact_store *store, airlock_error *err)
+{
+	char mine[AIRLOCK_UUID_STR_LEN + 1], fresh[AIRLOCK_UUID_STR_LEN + 1];
+	char bound_store[AIRLOCK_UUID_STR_LEN + 1], database[AIRLOCK_UUID_STR_LEN + 1];
+	char served[AIRLOCK_UUID_STR_LEN + 1];
+	int r = airlock_artifact_store_identity(store, mine, err);
+	if (r == 0)
+		r = airlock_uuidv7_new(fresh, err);
+	if (r == 0)
+		r = worker_db_artifact_store_bind(db, mine, fresh, bound_store, database, err);
+	if (r < 0)
+		return r;
+	if (strcmp(mine, bound_store) != 0)
+		return airlock_error_set(err, AIRLOCK_ERR_CONFIG, 0,
+		                         "worker.artifacts_dir: this store is %s, but the worker "
+		                         "database's artifacts are in store %s; workers sharing one "
+		                         "database must share one artifact store",
+		                         mine, bound_store);
+	r = airlock_artifact_store_bind_database(store, database, served, err);
+	if (r < 0)
+		return r;
+	if (strcmp(served, database) != 0)
+		return airlock_error_set(err, AIRLOCK_ERR_CONFIG, 0,
+		                         "worker.artifacts_dir: this store serves worker database %s, "
+		                         "not this one (%s): a worker on a new or mistyped database "
+		                         "would take every object of the store for an orphan and "
+		                         "sweep it; point the worker at the store's database, or give "
+		                         "it a store of its own",
+		                         served, database);
+	return 0;
+}
 
 int worker_artifacts_new(const worker_artifacts_config *cfg, worker_db *db,
                          airlock_artifact_store *store, worker_artifacts **ret,
@@ -65,6 +110,11 @@ int worker_artifacts_new(const worker_artifacts_config *cfg, worker_db *db,
 		return airlock_error_set(err, AIRLOCK_ERR_CONFIG, 0,
 		                         "worker artifacts: every size, lifetime and interval must be "
 		                         "positive");
+	}
+	int br = bind_store(db, store, err);
+	if (br < 0) {
+		airlock_artifact_store_free(store);
+		return br;
 	}
 	worker_artifacts *a = calloc(1, sizeof(*a));
 	if (!a || (cfg->root && !(a->root = strdup(cfg->root)))) {
@@ -137,16 +187,26 @@ const worker_artifacts_config *worker_artifacts_config_of(const worker_artifacts
 
 /* The tenant's cap refusal, naming the setting; size < 0 when the size is
  * not known yet (a stream refused before or while it comes). */
-static int tenant_full(const char *tenant_id, int64_t size, int64_t held, int64_t cap,
+static int tenant_full(const worker_artifact_put *p, int64_t size, int64_t held,
                        airlock_error *err)
 {
-	char what[64] = "artifact";
+	char what[128] = "artifact";
 	if (size >= 0)
-		snprintf(what, sizeof(what), "artifact of %lld bytes", (long long)size);
+		snprintf(what, sizeof(what), "artifact of %lld bytes (charged %lld)", (long long)size,
+		         (long long)worker_db_artifact_charge(size, p->filename_len));
 	return airlock_error_set(err, AIRLOCK_ERR_EXECUTION_REJECTED, 0,
-	                         "%s refused: tenant %s holds %lld bytes of artifacts and "
-	                         "worker.artifact_tenant_bytes_max is %lld",
-	                         what, tenant_id, (long long)held, (long long)cap);
+	                         "%s refused: tenant %s is charged %lld bytes for its artifacts "
+	                         "(each its size in 4 KiB blocks, one block more and its name "
+	                         "twice) and worker.artifact_tenant_bytes_max is %lld",
+	                         what, p->w.tenant_id, (long long)held,
+	                         (long long)p->w.artifacts->cfg.tenant_bytes_max);
+}
+
+/* Whether a put of written bytes still fits what the tenant had left when
+ * it began (charged as step 3 will charge it). */
+static bool fits_room(const worker_artifact_put *p, int64_t written)
+{
+	return worker_db_artifact_charge(written, p->filename_len) <= p->tenant_room;
 }
 
 int worker_artifact_begin(const worker_artifact_writer *w, const void *filename,
@@ -198,10 +258,10 @@ int worker_artifact_begin(const worker_artifact_writer *w, const void *filename,
 		return r;
 	}
 	p->tenant_room = w->artifacts->cfg.tenant_bytes_max - p->tenant_bytes;
-	if (p->tenant_room <= 0 && !w->reuse_same) {
+	if (!fits_room(p, 0) && !w->reuse_same) {
+		r = tenant_full(p, -1, p->tenant_bytes, err);
 		free(p->filename);
-		return tenant_full(w->tenant_id, -1, p->tenant_bytes, w->artifacts->cfg.tenant_bytes_max,
-		                   err);
+		return r;
 	}
 	r = airlock_uuidv7_new(p->artifact_id, err);
 	if (r == 0)
@@ -210,7 +270,7 @@ int worker_artifact_begin(const worker_artifact_writer *w, const void *filename,
 	/* An idempotent put at the cap may still be answered by an equal
 	 * artifact (finish): its stream is hashed from the start, kept
 	 * nowhere. */
-	if (r == 0 && p->tenant_room <= 0) {
+	if (r == 0 && !fits_room(p, 0)) {
 		p->over_room = true;
 		r = airlock_artifact_put_discard(p->put, err);
 	}
@@ -229,7 +289,8 @@ int worker_artifact_write(worker_artifact_put *p, const void *buf, size_t len,
 	if (!p || !p->put)
 		return airlock_error_set(err, AIRLOCK_ERR_EXECUTION_REJECTED, 0,
 		                         "artifact: the put has ended");
-	if (!p->over_room && (uint64_t)len > (uint64_t)(p->tenant_room - p->written)) {
+	if (!p->over_room && (len > (size_t)AIRLOCK_ARTIFACT_SIZE_SETTING_MAX ||
+	                      !fits_room(p, p->written + (int64_t)len))) {
 		/* Past what the tenant had left: step 3 would refuse it after
 		 * the whole stream, so its temporary goes now. An idempotent
 		 * put goes on hashed and kept nowhere, to be answered by an
@@ -237,8 +298,7 @@ int worker_artifact_write(worker_artifact_put *p, const void *buf, size_t len,
 		if (!p->w.reuse_same) {
 			airlock_artifact_put_free(p->put);
 			p->put = NULL;
-			return tenant_full(p->w.tenant_id, -1, p->tenant_bytes,
-			                   p->w.artifacts->cfg.tenant_bytes_max, err);
+			return tenant_full(p, -1, p->tenant_bytes, err);
 		}
 		p->over_room = true;
 		int r = airlock_artifact_put_discard(p->put, err);
@@ -279,6 +339,23 @@ static void undo(worker_artifact_put *p)
 	airlock_error_clear(&ignored);
 }
 
+int worker_artifact_seal(worker_artifact_put *p, char ret_sha256[AIRLOCK_SHA256_HEX_LEN + 1],
+                         airlock_error *err)
+{
+	if (!p || !p->put || !ret_sha256)
+		return airlock_error_set(err, AIRLOCK_ERR_EXECUTION_REJECTED, 0,
+		                         "artifact: the put has ended");
+	if (!p->sealed) {
+		int r = airlock_artifact_put_seal(p->put, NULL, p->sealed_sha256, &p->sealed_size,
+		                                  err);
+		if (r < 0)
+			return r;
+		p->sealed = true;
+	}
+	memcpy(ret_sha256, p->sealed_sha256, sizeof(p->sealed_sha256));
+	return 0;
+}
+
 int worker_artifact_finish(worker_artifact_put *p, const char *expected_sha256,
                            airlock_artifact_ref *ret, airlock_error *err)
 {
@@ -290,8 +367,22 @@ int worker_artifact_finish(worker_artifact_put *p, const char *expected_sha256,
 		                   .trust = p->trust, .filename = p->filename,
 		                   .filename_len = p->filename_len };
 	/* Step 2: the store's digest over what it received against the
-	 * source's over what it sent. */
-	int r = airlock_artifact_put_seal(p->put, expected_sha256, row.sha256, &row.size_bytes, err);
+	 * source's over what it sent (compared here too when the put was
+	 * sealed ahead, for the caller that compared it then). */
+	int r = 0;
+	if (!p->sealed) {
+		r = airlock_artifact_put_seal(p->put, expected_sha256, row.sha256, &row.size_bytes,
+		                              err);
+	} else {
+		memcpy(row.sha256, p->sealed_sha256, sizeof(row.sha256));
+		row.size_bytes = p->sealed_size;
+		if (expected_sha256 && strcmp(expected_sha256, row.sha256) != 0)
+			r = airlock_error_set(err, AIRLOCK_ERR_ARTIFACT_INTEGRITY, 0,
+			                      "artifact %s: the %lld bytes received hash to sha256 %s, "
+			                      "the source says %.64s: nothing stored",
+			                      p->artifact_id, (long long)row.size_bytes, row.sha256,
+			                      expected_sha256);
+	}
 	if (r == 0)
 		r = airlock_artifact_storage_key(p->w.tenant_id, p->artifact_id, row.storage_key, err);
 	if (r < 0)
@@ -328,8 +419,7 @@ int worker_artifact_finish(worker_artifact_put *p, const char *expected_sha256,
 	/* Past the tenant's room (write): no equal artifact answered it, and
 	 * its bytes were not kept. */
 	if (p->over_room) {
-		r = tenant_full(p->w.tenant_id, row.size_bytes, p->tenant_bytes,
-		                a->cfg.tenant_bytes_max, err);
+		r = tenant_full(p, row.size_bytes, p->tenant_bytes, err);
 		goto fail;
 	}
 	/* Step 3: the row, pending, charged to the tenant's bytes. */
@@ -338,8 +428,7 @@ int worker_artifact_finish(worker_artifact_put *p, const char *expected_sha256,
 	if (r < 0)
 		goto fail;
 	if (!ins.inserted) {
-		r = tenant_full(p->w.tenant_id, row.size_bytes, ins.tenant_bytes,
-		                a->cfg.tenant_bytes_max, err);
+		r = tenant_full(p, row.size_bytes, ins.tenant_bytes, err);
 		goto fail;
 	}
 	/* Step 4: the object. */
@@ -416,21 +505,11 @@ int worker_artifacts_lookup(worker_artifacts *a, const char *artifact_id, const 
 	 * (no error that would tell a prober the shape was wrong). */
 	if (!artifact_id || !airlock_uuidv7_valid(artifact_id))
 		return 0;
-	bool found = false;
-	int r = worker_db_artifact_get(a->db, artifact_id, ret, &found, err);
-	if (r < 0)
-		return r;
-	/* Another tenant's, pending, expired: one answer, decided after the
-	 * one read every case makes. */
-	bool visible = found && ret->committed &&
-	               (!ret->has_expires || ret->expires_at_ms > now_ms) &&
-	               (!tenant_id || strcmp(ret->tenant_id, tenant_id) == 0);
-	if (!visible) {
-		worker_db_artifact_clear(ret);
-		return 0;
-	}
-	*ret_found = true;
-	return 0;
+	/* Another tenant's, pending, expired: no row, decided by the one
+	 * statement every case runs, so the clock tells a prober no more than
+	 * the answer does (bench_artifact_404). */
+	return worker_db_artifact_get_visible(a->db, artifact_id, tenant_id, now_ms, ret, ret_found,
+	                                      err);
 }
 
 int worker_artifacts_content(worker_artifacts *a, const worker_db_artifact *row, int64_t offset,
@@ -521,33 +600,21 @@ int worker_artifacts_sweep(worker_artifacts *a, int64_t now_ms, worker_sweep_sta
 		for (size_t i = 0; i < n; i++) {
 			airlock_error e = { 0 };
 			bool deleted = false;
-			int rr;
-			if (due[i].committed) {
-				/* An expired artifact: object first, row second
-				 * (artifacts.h), so a crash between leaves a row
-				 * the next pass finds. */
+			/* The row first, and only while it is still due, so a
+			 * put that committed or a run that attached the artifact
+			 * since the batch was read keeps it; its object then goes
+			 * (a crash between leaves an object no row names, which
+			 * the walk removes after the grace). */
+			int rr = worker_db_artifact_delete_due(a->db, due[i].artifact_id, now_ms, before,
+			                                       &deleted, &e);
+			if (rr == 0 && deleted)
 				rr = airlock_artifact_store_remove(a->store, due[i].tenant_id,
 				                                   due[i].artifact_id, &e);
-				if (rr == 0)
-					rr = worker_db_artifact_delete(a->db, due[i].artifact_id, &deleted,
-					                               &e);
-			} else {
-				/* A put's leftover: the row first, and only while it
-				 * is still pending, so a put that committed since the
-				 * batch was read keeps its artifact; its object then
-				 * goes (a crash between leaves an object no row names,
-				 * which the walk removes after the grace). */
-				rr = worker_db_artifact_delete_pending(a->db, due[i].artifact_id, &deleted,
-				                                       &e);
-				if (rr == 0 && deleted)
-					rr = airlock_artifact_store_remove(a->store, due[i].tenant_id,
-					                                   due[i].artifact_id, &e);
-			}
 			if (rr < 0) {
 				ret->failures++;
 			} else {
 				removed++;
-				if (due[i].committed)
+				if (deleted && due[i].committed)
 					ret->expired_removed++;
 				else if (deleted)
 					ret->pending_removed++;

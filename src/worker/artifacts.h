@@ -28,13 +28,12 @@
  *   4. the object committed (rename, directory fsync);
  *   5. the row marked COMMITTED: from here it is an artifact.
  * A crash after 3 leaves a pending row (with or without its object): the
- * sweeper removes both once the row is older than the grace period, the
- * row first and only while it is still pending (a put that committed in
- * the meantime keeps its artifact), then the object. It removes an
- * expired artifact's object first and its row second, so a crash between
- * the two leaves a row the next pass finds again. An object with no row
- * at all (a crash between a pending row's two removals, a row removed by
- * hand) is removed by the sweeper's walk once older than the grace.
+ * sweeper removes both once the row is older than the grace period. For
+ * that row and for an expired artifact's alike, the row goes first and
+ * only while it is still due (a put that committed or a run that attached
+ * the artifact in the meantime keeps it), then the object. An object with
+ * no row at all (a crash between the two removals, a row removed by hand)
+ * is removed by the sweeper's walk once older than the grace.
  *
  * Authorization is the caller's (the worker's API), before both metadata
  * and content; the store does no check of its own (the specification,
@@ -118,6 +117,12 @@ int worker_artifact_begin(const worker_artifact_writer *w, const void *filename,
                           airlock_error *err);
 int worker_artifact_write(worker_artifact_put *p, const void *buf, size_t len,
                           airlock_error *err);
+/* Step 2 ahead of finish, for a caller that compares the digest itself
+ * (airlock_workspace_read_stream_hashed): the bytes made durable and the
+ * SHA-256 of what was received in *ret_sha256; finish then takes it as
+ * sealed (and compares its expected digest with it again). */
+int worker_artifact_seal(worker_artifact_put *p, char ret_sha256[AIRLOCK_SHA256_HEX_LEN + 1],
+                         airlock_error *err);
 /* Steps 2-5: expected_sha256 (64 lowercase hex) is the source's claim,
  * NULL when there is none (text the worker itself holds). On success
  * *ret is the ArtifactRef (ret->media_type malloc'd:

@@ -153,7 +153,8 @@ int worker_db_new(const worker_db_ops *ops, void *ctx, worker_db **ret, airlock_
 	    !ops->artifact_insert || !ops->artifact_commit || !ops->artifact_get ||
 	    !ops->artifact_delete || !ops->artifact_due || !ops->artifact_list ||
 	    !ops->artifact_attach || !ops->artifact_tenant_bytes || !ops->artifact_same ||
-	    !ops->artifact_delete_pending) {
+	    !ops->artifact_delete_due || !ops->artifact_store_bind ||
+	    !ops->artifact_get_visible) {
 		if (ops && ops->free && ctx)
 			ops->free(ctx);
 		return airlock_error_set(err, AIRLOCK_ERR_CONFIG, 0,
@@ -496,6 +497,18 @@ static int check_artifact(const worker_db_artifact *a, airlock_error *err)
 	return 0;
 }
 
+int64_t worker_db_artifact_charge(int64_t size_bytes, size_t filename_len)
+{
+	const int64_t block = AIRLOCK_ARTIFACT_CHARGE_BLOCK;
+	if (size_bytes < 0)
+		size_bytes = 0;
+	if (size_bytes > WORKER_DB_ARTIFACT_BYTES_MAX)
+		size_bytes = WORKER_DB_ARTIFACT_BYTES_MAX;
+	if (filename_len > AIRLOCK_ARTIFACT_FILENAME_MAX)
+		filename_len = AIRLOCK_ARTIFACT_FILENAME_MAX;
+	return (size_bytes + block - 1) / block * block + block + 2 * (int64_t)filename_len;
+}
+
 int worker_db_artifact_insert(worker_db *db, const worker_db_artifact *a,
                               int64_t tenant_bytes_max, worker_db_artifact_insert_result *ret,
                               airlock_error *err)
@@ -632,14 +645,51 @@ int worker_db_artifact_same(worker_db *db, const worker_db_artifact *a, int64_t 
 	return CALL(db, db->ops->artifact_same(db->ctx, a, now_ms, ret, ret_found, err));
 }
 
-int worker_db_artifact_delete_pending(worker_db *db, const char *artifact_id, bool *ret_deleted,
-                                      airlock_error *err)
+int worker_db_artifact_delete_due(worker_db *db, const char *artifact_id, int64_t now_ms,
+                                  int64_t pending_before_ms, bool *ret_deleted,
+                                  airlock_error *err)
 {
 	if (!db || !ret_deleted)
-		return bad_arg(err, "artifact_delete_pending", "missing argument");
-	int r = check_artifact_id("artifact_delete_pending", artifact_id, err);
+		return bad_arg(err, "artifact_delete_due", "missing argument");
+	int r = check_artifact_id("artifact_delete_due", artifact_id, err);
 	if (r < 0)
 		return r;
 	*ret_deleted = false;
-	return CALL(db, db->ops->artifact_delete_pending(db->ctx, artifact_id, ret_deleted, err));
+	return CALL(db, db->ops->artifact_delete_due(db->ctx, artifact_id, now_ms, pending_before_ms,
+	                                             ret_deleted, err));
+}
+
+int worker_db_artifact_store_bind(worker_db *db, const char *store_identity,
+                                  const char *database_identity,
+                                  char ret_store[AIRLOCK_UUID_STR_LEN + 1],
+                                  char ret_database[AIRLOCK_UUID_STR_LEN + 1], airlock_error *err)
+{
+	if (!db || !store_identity || !database_identity || !ret_store || !ret_database)
+		return bad_arg(err, "artifact_store_bind", "missing argument");
+	if (!airlock_uuidv7_valid(store_identity) || !airlock_uuidv7_valid(database_identity))
+		return bad_arg(err, "artifact_store_bind", "an identity is a UUIDv7");
+	int r = CALL(db, db->ops->artifact_store_bind(db->ctx, store_identity, database_identity,
+	                                              ret_store, ret_database, err));
+	if (r == 0 && (!airlock_uuidv7_valid(ret_store) || !airlock_uuidv7_valid(ret_database)))
+		return airlock_error_set(err, AIRLOCK_ERR_EXECUTION_UNAVAILABLE, 0,
+		                         "worker database: the artifact store binding it holds is not "
+		                         "two UUIDv7s");
+	return r;
+}
+
+int worker_db_artifact_get_visible(worker_db *db, const char *artifact_id, const char *tenant_id,
+                                   int64_t now_ms, worker_db_artifact *ret, bool *ret_found,
+                                   airlock_error *err)
+{
+	if (!db || !ret || !ret_found)
+		return bad_arg(err, "artifact_get_visible", "missing argument");
+	int r = check_artifact_id("artifact_get_visible", artifact_id, err);
+	if (r == 0)
+		r = check_tenant_now("artifact_get_visible", tenant_id, now_ms, err);
+	if (r < 0)
+		return r;
+	memset(ret, 0, sizeof(*ret));
+	*ret_found = false;
+	return CALL(db, db->ops->artifact_get_visible(db->ctx, artifact_id, tenant_id, now_ms, ret,
+	                                              ret_found, err));
 }

@@ -173,8 +173,10 @@ typedef struct worker_db_bridge_result {
  * the row COMMITTED; only a committed, unexpired row is an artifact. What a
  * crash leaves between those steps is found by the sweeper
  * (worker_db_artifact_due): a pending row older than the grace period is
- * removed with its object, an expired row likewise, object first, so a
- * crash between the two leaves a row the next pass finds again. */
+ * removed with its object, an expired row likewise, the row first and only
+ * while it is still due (artifact_delete_due), so a put that committed or
+ * a run that attached the artifact since keeps it; a crash between the two
+ * leaves an object no row names, which the sweeper's walk removes. */
 typedef struct worker_db_artifact {
 	char artifact_id[AIRLOCK_UUID_STR_LEN + 1];
 	char tenant_id[AIRLOCK_ID_MAX + 1];
@@ -321,14 +323,40 @@ typedef struct worker_db_ops {
 	 * there is none. */
 	int (*artifact_same)(void *ctx, const worker_db_artifact *a, int64_t now_ms,
 	                     worker_db_artifact *ret, bool *ret_found, airlock_error *err);
-	/* As artifact_delete, only while the row is still pending: the
-	 * sweeper's removal of a put's leftover never takes a row its put
-	 * committed meanwhile. */
-	int (*artifact_delete_pending)(void *ctx, const char *artifact_id, bool *ret_deleted,
-	                               airlock_error *err);
+	/* As artifact_delete, only while the row is still what artifact_due
+	 * selected (expired at now_ms, or pending since before
+	 * pending_before_ms), a condition of the DELETE itself: the
+	 * sweeper never takes a row a put committed or a run attached since
+	 * it read the batch. */
+	int (*artifact_delete_due)(void *ctx, const char *artifact_id, int64_t now_ms,
+	                           int64_t pending_before_ms, bool *ret_deleted, airlock_error *err);
+	/* Bind the database to the artifact store whose objects its rows
+	 * name: store_identity (a store's UUIDv7) and database_identity (a
+	 * fresh UUIDv7 naming this database, which the store records in
+	 * turn) are kept when nothing is bound yet, and *ret_store and
+	 * *ret_database are the ones bound, these or an earlier worker's.
+	 * One transaction. */
+	int (*artifact_store_bind)(void *ctx, const char *store_identity,
+	                           const char *database_identity,
+	                           char ret_store[AIRLOCK_UUID_STR_LEN + 1],
+	                           char ret_database[AIRLOCK_UUID_STR_LEN + 1], airlock_error *err);
+	/* As artifact_get, only a row a reader may be shown: committed,
+	 * unexpired at now_ms, and of tenant_id (NULL: any tenant). Every
+	 * condition is the statement's own, so another tenant's row costs
+	 * what a missing one does. */
+	int (*artifact_get_visible)(void *ctx, const char *artifact_id, const char *tenant_id,
+	                            int64_t now_ms, worker_db_artifact *ret, bool *ret_found,
+	                            airlock_error *err);
 } worker_db_ops;
 
 /* ---- decisions both adapters apply --------------------------------------- */
+
+/* What an artifact of size_bytes named by filename_len bytes is charged
+ * against its tenant's cap (caps.h, AIRLOCK_ARTIFACT_CHARGE_BLOCK): the
+ * insert adds it and the delete takes it back, both from this function.
+ * size_bytes in 0..WORKER_DB_ARTIFACT_BYTES_MAX, filename_len at most
+ * AIRLOCK_ARTIFACT_FILENAME_MAX (anything above is charged as that). */
+int64_t worker_db_artifact_charge(int64_t size_bytes, size_t filename_len);
 
 /* A run's lease row as an adapter read it (under its lock). */
 typedef struct worker_db_lease_row {
@@ -423,8 +451,20 @@ int worker_db_artifact_get(worker_db *db, const char *artifact_id, worker_db_art
                            bool *ret_found, airlock_error *err);
 int worker_db_artifact_delete(worker_db *db, const char *artifact_id, bool *ret_deleted,
                               airlock_error *err);
-int worker_db_artifact_delete_pending(worker_db *db, const char *artifact_id, bool *ret_deleted,
-                                      airlock_error *err);
+/* As artifact_delete, only while the row is still due (artifact_due's
+ * condition at now_ms and pending_before_ms). */
+int worker_db_artifact_delete_due(worker_db *db, const char *artifact_id, int64_t now_ms,
+                                  int64_t pending_before_ms, bool *ret_deleted,
+                                  airlock_error *err);
+/* tenant_id NULL for a token of every tenant. */
+int worker_db_artifact_get_visible(worker_db *db, const char *artifact_id, const char *tenant_id,
+                                   int64_t now_ms, worker_db_artifact *ret, bool *ret_found,
+                                   airlock_error *err);
+/* Both identities UUIDv7s, and so are the answers. */
+int worker_db_artifact_store_bind(worker_db *db, const char *store_identity,
+                                  const char *database_identity,
+                                  char ret_store[AIRLOCK_UUID_STR_LEN + 1],
+                                  char ret_database[AIRLOCK_UUID_STR_LEN + 1], airlock_error *err);
 /* max in 1..AIRLOCK_WORKER_DB_ARTIFACTS_MAX. */
 int worker_db_artifact_due(worker_db *db, int64_t now_ms, int64_t pending_before_ms,
                            worker_db_artifact_key *ret, size_t max, size_t *ret_n,

@@ -60,7 +60,8 @@ const worker_db_migration worker_db_migrations[] = {
 	/* Artifacts (db.h, "artifacts"): every ArtifactMetadata field, the
 	 * storage key, and whether the object is committed; the filename
 	 * hex-encoded (any bytes, NUL and invalid UTF-8 included). Per tenant,
-	 * the bytes its rows hold: one row a cap check locks, so two workers
+	 * the bytes its rows are charged (db.h, worker_db_artifact_charge):
+	 * one row a cap check locks, so two workers
 	 * cannot both pass the cap. The indexes serve a tenant's listing and
 	 * the sweeper's scan. */
 	{ 4, "CREATE TABLE airlock_artifacts ("
@@ -83,6 +84,21 @@ const worker_db_migration worker_db_migrations[] = {
 	     "CREATE TABLE airlock_artifact_tenants ("
 	     " tenant_id TEXT PRIMARY KEY,"
 	     " bytes BIGINT NOT NULL CHECK (bytes >= 0));" },
+	/* The one artifact store whose objects this database's rows name, and
+	 * this database's own identity, which the store records in turn (db.h,
+	 * artifact_store_bind): one row, set by the first worker to start. */
+	{ 5, "CREATE TABLE airlock_artifact_store ("
+	     " one BIGINT PRIMARY KEY CHECK (one = 1),"
+	     " identity TEXT NOT NULL,"
+	     " database_identity TEXT NOT NULL);" },
+	/* Each tenant's counter reckoned again as worker_db_artifact_charge
+	 * charges (size in 4 KiB blocks, one block more, the filename twice,
+	 * which is the hex's length): rows inserted before the charge were
+	 * counted by size alone, and their delete would give back more than
+	 * was added (clamped at zero, taking newer rows' charges with it). */
+	{ 6, "UPDATE airlock_artifact_tenants SET bytes = (SELECT COALESCE(SUM("
+	     "((a.size_bytes + 4095) / 4096) * 4096 + 4096 + length(a.filename_hex)), 0)"
+	     " FROM airlock_artifacts a WHERE a.tenant_id = airlock_artifact_tenants.tenant_id);" },
 };
 const size_t worker_db_migrations_count =
 	sizeof(worker_db_migrations) / sizeof(worker_db_migrations[0]);
@@ -866,7 +882,9 @@ static int artifact_insert_body(void *ctx, const worker_db_artifact *a, int64_t 
 {
 	/* The tenant's row exists before it is locked; ON CONFLICT waits for
 	 * another worker's insert of it. */
-	worker_db_param t[] = { DB_TEXT(a->tenant_id), DB_NUM(a->size_bytes), DB_NUM(cap) };
+	worker_db_param t[] = { DB_TEXT(a->tenant_id),
+		                DB_NUM(worker_db_artifact_charge(a->size_bytes, a->filename_len)),
+		                DB_NUM(cap) };
 	int r = db_query(ctx,
 	                 "INSERT INTO airlock_artifact_tenants (tenant_id, bytes) VALUES ($1, 0)"
 	                 " ON CONFLICT (tenant_id) DO NOTHING",
@@ -959,36 +977,49 @@ int worker_db_sql_artifact_get(void *ctx, const char *artifact_id, worker_db_art
 typedef struct deleted_row {
 	bool found;
 	char tenant_id[AIRLOCK_ID_MAX + 1];
-	int64_t size;
+	int64_t size, filename_hex_len;
 } deleted_row;
 
 static int deleted_row_fn(void *arg, const char *const *cols, int ncols)
 {
 	deleted_row *d = arg;
-	if (ncols != 2 || copy_col(d->tenant_id, sizeof(d->tenant_id), cols[0]) < 0 ||
-	    parse_i64(cols[1], &d->size) < 0)
+	if (ncols != 3 || copy_col(d->tenant_id, sizeof(d->tenant_id), cols[0]) < 0 ||
+	    parse_i64(cols[1], &d->size) < 0 || parse_i64(cols[2], &d->filename_hex_len) < 0 ||
+	    d->filename_hex_len < 0 || d->filename_hex_len % 2)
 		return -EBADMSG;
 	d->found = true;
 	return 0;
 }
 
-static int artifact_delete_body(void *ctx, const char *artifact_id, bool only_pending,
-                                bool *ret_deleted, airlock_error *err)
+/* due: only while the row is still what artifact_due selected (expired
+ * at now_ms, or pending since before pending_before_ms), in the DELETE's
+ * own condition, so a row a put committed or a run attached since the
+ * sweeper read it is not taken. */
+static int artifact_delete_body(void *ctx, const char *artifact_id, bool due, int64_t now_ms,
+                                int64_t pending_before_ms, bool *ret_deleted, airlock_error *err)
 {
 	deleted_row d = { 0 };
-	worker_db_param p[] = { DB_TEXT(artifact_id) };
-	int r = db_query(ctx,
-	                 only_pending ? "DELETE FROM airlock_artifacts WHERE artifact_id = $1"
-	                                " AND committed = 0 RETURNING tenant_id, size_bytes"
-	                              : "DELETE FROM airlock_artifacts WHERE artifact_id = $1"
-	                                " RETURNING tenant_id, size_bytes",
-	                 p, 1, deleted_row_fn, &d, NULL, err);
+	worker_db_param p[] = { DB_TEXT(artifact_id), DB_NUM(now_ms), DB_NUM(pending_before_ms) };
+	int r = due ? db_query(ctx,
+	                       "DELETE FROM airlock_artifacts WHERE artifact_id = $1"
+	                       " AND ((committed = 1 AND expires_at_ms <= $2)"
+	                       " OR (committed = 0 AND created_at_ms < $3))"
+	                       " RETURNING tenant_id, size_bytes, length(filename_hex)",
+	                       p, 3, deleted_row_fn, &d, NULL, err)
+	            : db_query(ctx,
+	                       "DELETE FROM airlock_artifacts WHERE artifact_id = $1"
+	                       " RETURNING tenant_id, size_bytes, length(filename_hex)",
+	                       p, 1, deleted_row_fn, &d, NULL, err);
 	if (r == -EBADMSG)
 		return corrupt(ctx, err, "airlock_artifacts");
 	if (r < 0 || !d.found)
 		return r;
 	*ret_deleted = true;
-	worker_db_param t[] = { DB_TEXT(d.tenant_id), DB_NUM(d.size) };
+	/* The charge the insert added, from the same function. */
+	worker_db_param t[] = {
+		DB_TEXT(d.tenant_id),
+		DB_NUM(worker_db_artifact_charge(d.size, (size_t)d.filename_hex_len / 2)),
+	};
 	return db_query(ctx,
 	                "UPDATE airlock_artifact_tenants SET bytes = CASE WHEN bytes >= $2"
 	                " THEN bytes - $2 ELSE 0 END WHERE tenant_id = $1",
@@ -1001,16 +1032,21 @@ int worker_db_sql_artifact_delete(void *ctx, const char *artifact_id, bool *ret_
 	int r = db_begin(ctx, WORKER_DB_TXN_WRITE, err);
 	if (r < 0)
 		return r;
-	return finish(ctx, artifact_delete_body(ctx, artifact_id, false, ret_deleted, err), err);
+	return finish(ctx, artifact_delete_body(ctx, artifact_id, false, 0, 0, ret_deleted, err),
+	              err);
 }
 
-int worker_db_sql_artifact_delete_pending(void *ctx, const char *artifact_id, bool *ret_deleted,
-                                          airlock_error *err)
+int worker_db_sql_artifact_delete_due(void *ctx, const char *artifact_id, int64_t now_ms,
+                                      int64_t pending_before_ms, bool *ret_deleted,
+                                      airlock_error *err)
 {
 	int r = db_begin(ctx, WORKER_DB_TXN_WRITE, err);
 	if (r < 0)
 		return r;
-	return finish(ctx, artifact_delete_body(ctx, artifact_id, true, ret_deleted, err), err);
+	return finish(ctx,
+	              artifact_delete_body(ctx, artifact_id, true, now_ms, pending_before_ms,
+	                                   ret_deleted, err),
+	              err);
 }
 
 typedef struct key_rows {
@@ -1052,6 +1088,26 @@ int worker_db_sql_artifact_due(void *ctx, int64_t now_ms, int64_t pending_before
 		return r;
 	*ret_n = k.n;
 	return 0;
+}
+
+int worker_db_sql_artifact_get_visible(void *ctx, const char *artifact_id, const char *tenant_id,
+                                       int64_t now_ms, worker_db_artifact *ret, bool *ret_found,
+                                       airlock_error *err)
+{
+	/* Every reason a row is not shown is a condition of the one
+	 * statement, so a row that is there but not the asker's reads as no
+	 * row at all: the same work, the same time, as a missing id. */
+	worker_db_param p[] = { DB_TEXT(artifact_id), DB_TEXT(tenant_id ? tenant_id : ""),
+		                DB_NUM(now_ms) };
+	size_t n = 0;
+	int r = read_artifacts(ctx,
+	                       "SELECT " ARTIFACT_COLS " FROM airlock_artifacts"
+	                       " WHERE artifact_id = $1 AND committed = 1"
+	                       " AND (expires_at_ms IS NULL OR expires_at_ms > $3)"
+	                       " AND ($2 = '' OR tenant_id = $2)",
+	                       p, 3, ret, 1, &n, err);
+	*ret_found = r == 0 && n == 1;
+	return r;
 }
 
 int worker_db_sql_artifact_list(void *ctx, const worker_db_artifact_query *q,
@@ -1100,6 +1156,44 @@ int worker_db_sql_artifact_tenant_bytes(void *ctx, const char *tenant_id, int64_
 	return tenant_bytes_body(ctx, tenant_id, ret, err);
 }
 
+static int identity_row_fn(void *arg, const char *const *cols, int ncols)
+{
+	char(*out)[AIRLOCK_UUID_STR_LEN + 1] = arg;
+	return ncols == 2 && copy_col(out[0], AIRLOCK_UUID_STR_LEN + 1, cols[0]) == 0 &&
+	                       copy_col(out[1], AIRLOCK_UUID_STR_LEN + 1, cols[1]) == 0
+	               ? 0
+	               : -EBADMSG;
+}
+
+int worker_db_sql_artifact_store_bind(void *ctx, const char *store_identity,
+                                      const char *database_identity,
+                                      char ret_store[AIRLOCK_UUID_STR_LEN + 1],
+                                      char ret_database[AIRLOCK_UUID_STR_LEN + 1],
+                                      airlock_error *err)
+{
+	int r = db_begin(ctx, WORKER_DB_TXN_WRITE, err);
+	if (r < 0)
+		return r;
+	/* The first worker's identities stay; ON CONFLICT waits for another
+	 * worker's insert of the row and then keeps it. */
+	worker_db_param p[] = { DB_TEXT(store_identity), DB_TEXT(database_identity) };
+	r = db_query(ctx,
+	             "INSERT INTO airlock_artifact_store (one, identity, database_identity)"
+	             " VALUES (1, $1, $2) ON CONFLICT (one) DO NOTHING",
+	             p, 2, NULL, NULL, NULL, err);
+	char got[2][AIRLOCK_UUID_STR_LEN + 1] = { "", "" };
+	if (r == 0)
+		r = db_query(ctx,
+		             "SELECT identity, database_identity FROM airlock_artifact_store"
+		             " WHERE one = 1",
+		             NULL, 0, identity_row_fn, got, NULL, err);
+	if (r == -EBADMSG)
+		r = corrupt(ctx, err, "airlock_artifact_store");
+	memcpy(ret_store, got[0], sizeof(got[0]));
+	memcpy(ret_database, got[1], sizeof(got[1]));
+	return finish(ctx, r, err);
+}
+
 int worker_db_sql_artifact_same(void *ctx, const worker_db_artifact *a, int64_t now_ms,
                                 worker_db_artifact *ret, bool *ret_found, airlock_error *err)
 {
@@ -1110,7 +1204,7 @@ int worker_db_sql_artifact_same(void *ctx, const worker_db_artifact *a, int64_t 
 	worker_db_param p[] = { DB_TEXT(a->tenant_id), DB_TEXT(a->has_run ? a->run_id : ""),
 		                DB_TEXT(airlock_artifact_origin_name(a->origin)), DB_TEXT(a->sha256),
 		                DB_NUM(a->size_bytes), DB_TEXT(hex), DB_TEXT(a->media_type),
-		                DB_NUM(now_ms) };
+		                DB_NUM(now_ms), DB_TEXT(airlock_trust_level_name(a->trust)) };
 	size_t n = 0;
 	int r = read_artifacts(ctx,
 	                       "SELECT " ARTIFACT_COLS " FROM airlock_artifacts"
@@ -1118,8 +1212,12 @@ int worker_db_sql_artifact_same(void *ctx, const worker_db_artifact *a, int64_t 
 	                       " AND sha256 = $4 AND size_bytes = $5 AND filename_hex = $6"
 	                       " AND media_type = $7 AND committed = 1"
 	                       " AND (expires_at_ms IS NULL OR expires_at_ms > $8)"
+	                       /* The answer carries the put's own label: an
+	                        * equal artifact stored under another trust
+	                        * (an older rule's) is not reused for it. */
+	                       " AND trust = $9"
 	                       " ORDER BY artifact_id LIMIT 1",
-	                       p, 8, ret, 1, &n, err);
+	                       p, 9, ret, 1, &n, err);
 	*ret_found = r == 0 && n == 1;
 	return r;
 }

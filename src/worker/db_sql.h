@@ -142,8 +142,17 @@ int worker_db_sql_artifact_attach(void *ctx, const char *artifact_id, const char
                                   airlock_error *err);
 int worker_db_sql_artifact_tenant_bytes(void *ctx, const char *tenant_id, int64_t *ret,
                                         airlock_error *err);
-int worker_db_sql_artifact_delete_pending(void *ctx, const char *artifact_id, bool *ret_deleted,
-                                          airlock_error *err);
+int worker_db_sql_artifact_delete_due(void *ctx, const char *artifact_id, int64_t now_ms,
+                                      int64_t pending_before_ms, bool *ret_deleted,
+                                      airlock_error *err);
+int worker_db_sql_artifact_get_visible(void *ctx, const char *artifact_id, const char *tenant_id,
+                                       int64_t now_ms, worker_db_artifact *ret, bool *ret_found,
+                                       airlock_error *err);
+int worker_db_sql_artifact_store_bind(void *ctx, const char *store_identity,
+                                      const char *database_identity,
+                                      char ret_store[AIRLOCK_UUID_STR_LEN + 1],
+                                      char ret_database[AIRLOCK_UUID_STR_LEN + 1],
+                                      airlock_error *err);
 int worker_db_sql_artifact_same(void *ctx, const worker_db_artifact *a, int64_t now_ms,
                                 worker_db_artifact *ret, bool *ret_found, airlock_error *err);
 
@@ -166,7 +175,9 @@ int worker_db_sql_artifact_same(void *ctx, const worker_db_artifact *a, int64_t 
 		.artifact_attach = worker_db_sql_artifact_attach,                                  \
 		.artifact_tenant_bytes = worker_db_sql_artifact_tenant_bytes,                      \
 		.artifact_same = worker_db_sql_artifact_same,                                      \
-		.artifact_delete_pending = worker_db_sql_artifact_delete_pending,                  \
+		.artifact_delete_due = worker_db_sql_artifact_delete_due,                          \
+		.artifact_store_bind = worker_db_sql_artifact_store_bind,                          \
+		.artifact_get_visible = worker_db_sql_artifact_get_visible,                        \
 	}
 
 #endif

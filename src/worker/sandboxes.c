@@ -908,9 +908,17 @@ static int export_sink(void *arg, const void *buf, size_t len, airlock_error *er
 	return worker_artifact_write(arg, buf, len, err);
 }
 
+/* The put's own SHA-256 over what it took: the stream wrapper compares the
+ * service's digest with it, so the bytes are hashed once on this side. */
+static int export_sink_digest(void *arg, char ret[AIRLOCK_SHA256_HEX_LEN + 1], airlock_error *err)
+{
+	return worker_artifact_seal(arg, ret, err);
+}
+
 /* A workspace file streamed from the service through this worker into
- * the store: the service's digest of what it read is the expected digest
- * at the store's seal, so the hop between them is verified. The claim is
+ * the store: the service's digest of what it read is compared with the
+ * store's over what it received (the stream wrapper, then finish again),
+ * so the hop between them is verified. The claim is
  * held for the stream, so no command of the run writes the file while it
  * is read (allow_parallel no, both ways). */
 static int export_path(worker_daemon *w, const char *run_id, const char *tenant,
@@ -965,9 +973,9 @@ static int export_path(worker_daemon *w, const char *run_id, const char *tenant,
 	char source_sha[AIRLOCK_SHA256_HEX_LEN + 1];
 	uint64_t size = 0;
 	if (r == 0) {
-		r = airlock_workspace_read_stream(ws, q->args.path,
-		                                  (uint64_t)worker_artifacts_config_of(w->artifacts)->size_max,
-		                                  export_sink, p, &size, source_sha, err);
+		r = airlock_workspace_read_stream_hashed(
+			ws, q->args.path, (uint64_t)worker_artifacts_config_of(w->artifacts)->size_max,
+			export_sink, export_sink_digest, p, &size, source_sha, err);
 		/* A file that is not there (or not a file) is the model's
 		 * mistake, said as the path's: the same 400 a bad path gets. */
 		if (r < 0 && err->cls == AIRLOCK_ERR_SYSTEM &&
@@ -1025,12 +1033,14 @@ int worker_artifact_export(worker_daemon *w, const char *run_id, const char *tok
 			const char *name;
 			size_t name_len;
 			airlock_export_filename(&q.args, &name, &name_len);
-			/* Text the model wrote, in this process: nothing outside
-			 * the platform produced these bytes. */
+			/* Text the model wrote: shaped by whatever its turn
+			 * read, a sandbox's output included, which this process
+			 * cannot see. A label it cannot justify fails in the
+			 * safe direction, as a file of UNKNOWN provenance does. */
 			r = worker_artifact_create(&aw, name, name_len,
 			                           q.args.media_type[0] ? q.args.media_type : "text/plain",
-			                           AIRLOCK_TRUST_INTERNAL_TOOL, q.args.text, q.args.text_len, &ref,
-			                           err);
+			                           AIRLOCK_TRUST_EXTERNAL_UNTRUSTED, q.args.text, q.args.text_len,
+			                           &ref, err);
 			if (r < 0)
 				status = status_of(err);
 		}

@@ -69,7 +69,7 @@ int airlock_artifact_storage_key(const char *tenant_id, const char *artifact_id,
  * them at '/' only to place an object (a filesystem's shard directories).
  * Every key it is handed passed airlock_artifact_storage_key. */
 
-#define AIRLOCK_ARTIFACT_STORE_OPS_VERSION 1
+#define AIRLOCK_ARTIFACT_STORE_OPS_VERSION 2
 
 typedef struct airlock_artifact_store_ops {
 	unsigned version; /* AIRLOCK_ARTIFACT_STORE_OPS_VERSION */
@@ -117,6 +117,22 @@ typedef struct airlock_artifact_store_ops {
 	            int (*cb)(void *arg, const char *key, int64_t size, int64_t mtime_ms), void *arg,
 	            size_t *ret_temps_removed, airlock_error *err);
 
+	/* The store's identity: a UUIDv7 naming the place its objects are,
+	 * made once when the store is new and the same for every process
+	 * that opens the same place, ever after (fs: a file in the root).
+	 * Two stores with one identity hold the same objects; the worker
+	 * binds its database to one identity so that workers sharing a
+	 * database cannot each keep objects the others cannot read (version
+	 * 2). */
+	int (*identity)(void *ctx, char ret[AIRLOCK_UUID_STR_LEN + 1], airlock_error *err);
+	/* The worker database the store serves, the other half of that
+	 * binding: database_id (a UUIDv7) is recorded when none is, and
+	 * *ret_bound is the one recorded, this or an earlier call's, ever
+	 * after. A store that serves another database must not be swept by
+	 * this one: every object would be an orphan to it. */
+	int (*bind_database)(void *ctx, const char *database_id,
+	                     char ret_bound[AIRLOCK_UUID_STR_LEN + 1], airlock_error *err);
+
 	void (*free)(void *ctx);
 } airlock_artifact_store_ops;
 
@@ -129,6 +145,15 @@ int airlock_artifact_store_new(const airlock_artifact_store_ops *ops, void *ctx,
                                airlock_artifact_store **ret, airlock_error *err);
 /* The adapter's name ("fs", "memory"). */
 const char *airlock_artifact_store_name(const airlock_artifact_store *s);
+/* The store's identity (ops->identity), checked to be a UUIDv7: an
+ * adapter's answer that is not one is AIRLOCK_ERR_SYSTEM. */
+int airlock_artifact_store_identity(airlock_artifact_store *s, char ret[AIRLOCK_UUID_STR_LEN + 1],
+                                    airlock_error *err);
+/* ops->bind_database, database_id checked to be a UUIDv7 and so is the
+ * adapter's answer. */
+int airlock_artifact_store_bind_database(airlock_artifact_store *s, const char *database_id,
+                                         char ret_bound[AIRLOCK_UUID_STR_LEN + 1],
+                                         airlock_error *err);
 /* NULL is a no-op. Every put and reader must be freed first. */
 void airlock_artifact_store_free(airlock_artifact_store *s);
 

@@ -233,6 +233,24 @@ int airlock_workspace_read_stream(airlock_workspace *w, const char *path, uint64
                                   airlock_error *err);
 
 /*
+ * The same stream into a sink that hashes what it takes itself (the
+ * artifact store's put does, for its own seal): once the bytes are in,
+ * sink_digest(arg) answers the SHA-256 of every byte the sink was handed,
+ * and the wrapper compares the source's digest with that one instead of a
+ * hash of its own. The comparison stays here, structural; what goes is a
+ * second SHA-256 over the same bytes on the receiving thread. A
+ * sink_digest that fails fails the stream with its error.
+ */
+typedef int (*airlock_workspace_sink_digest)(void *arg, char ret[AIRLOCK_SHA256_HEX_LEN + 1],
+                                             airlock_error *err);
+int airlock_workspace_read_stream_hashed(airlock_workspace *w, const char *path,
+                                         uint64_t max_bytes, airlock_workspace_sink sink,
+                                         airlock_workspace_sink_digest sink_digest, void *arg,
+                                         uint64_t *ret_size,
+                                         char ret_source_sha256[AIRLOCK_SHA256_HEX_LEN + 1],
+                                         airlock_error *err);
+
+/*
  * The pull side of the same stream, for a server that hands the bytes to
  * a transport of its own (the service's HTTP core reads a piece whenever
  * the client's socket takes one). Only an adapter that streams by pull

@@ -1,0 +1,392 @@
+"""What both clients share: an httpx client on a Unix socket or over TLS,
+capped bodies, and the failures mapped as the C clients map them
+(docs/remote.md, "Errors")."""
+
+import asyncio
+import errno as errno_mod
+import http.cookiejar
+import os
+import select
+import socket
+import ssl
+from collections.abc import AsyncIterator
+from typing import Any, NoReturn, Self
+
+import h11
+import httpx
+
+from . import wire
+from .errors import AirlockError, ConfigurationError, DecodeError, ExecutionUnavailable
+from .types import SecretValue
+
+ERROR_BODY_MAX = 64 * 1024
+# What a transfer can fail with below HTTP: httpx's own errors, and what
+# escapes them (a certificate that does not verify is ssl's own error).
+TRANSPORT_ERRORS = (httpx.HTTPError, OSError)
+_KEEP = "_airlock_keep"
+
+
+def keep(e: BaseException) -> BaseException:
+    """Mark an OSError raised on purpose (an answer's errno, a callback's
+    own) so the transfer's handler lets it through unchanged."""
+    setattr(e, _KEEP, True)
+    return e
+
+
+def transport_failure(t: "Transport", what: str, e: BaseException) -> BaseException:
+    return e if getattr(e, _KEEP, False) else t.unavailable(what, e)
+
+# The errnos the service sends by name on the workspace verbs (422).
+_ERRNOS = {
+    name: getattr(errno_mod, name)
+    for name in (
+        "ENOENT", "ENOTDIR", "EISDIR", "EEXIST", "ENOTEMPTY", "ENOSPC", "EDQUOT", "EFBIG", "ELOOP",
+        "ENAMETOOLONG", "EACCES", "EPERM", "EROFS", "EINVAL", "EMLINK", "ETXTBSY", "EBUSY",
+    )
+}
+
+
+def credential_bytes(credential: str | bytes | SecretValue) -> bytes:
+    raw = credential.reveal() if isinstance(credential, SecretValue) else (
+        credential.encode() if isinstance(credential, str) else bytes(credential))
+    raw = raw.strip()
+    # It goes into a header line: visible ASCII only (the C client's rule).
+    if not 1 <= len(raw) <= 4096 or any(c < 0x21 or c > 0x7E for c in raw):
+        raise ConfigurationError("the credential must be 1 to 4096 visible ASCII bytes")
+    return raw
+
+
+def read_credential_file(path: str | os.PathLike[str]) -> SecretValue:
+    with open(path, "rb") as f:
+        return SecretValue(f.read(4097).strip())
+
+
+class _UnixConnection:
+    """One HTTP/1.1 connection on a Unix socket: h11 (httpx's own parser)
+    over the event loop's socket calls.
+
+    Not httpx's default transport on a Unix socket: Debian 12's
+    python3-anyio 3.6.2 sends the buffer's start again after a partial
+    write on a Unix socket (UNIXSocketStream.send passes ``item`` where it
+    means ``view``), so any body larger than the socket's buffer reached
+    the server corrupted (measured: a 3 MiB upload arrived as 3,193,216
+    bytes). And its pool's locks and tasks cost a call about 0.4 ms, more
+    than the service's own work for a short command."""
+
+    def __init__(self, sock: socket.socket) -> None:
+        self.sock = sock
+        self.h11 = h11.Connection(h11.CLIENT, max_incomplete_event_size=64 * 1024)
+
+    def reusable(self) -> bool:
+        # An idle connection the server closed (its keep-alive ended) reads
+        # EOF: never reused.
+        return (self.h11.our_state is h11.IDLE and self.h11.their_state is h11.IDLE
+                and not select.select([self.sock], [], [], 0)[0])
+
+    async def send(self, data: bytes, timeout: float | None) -> None:
+        try:
+            async with asyncio.timeout(timeout):
+                await asyncio.get_running_loop().sock_sendall(self.sock, data)
+        except TimeoutError:
+            raise httpx.WriteTimeout("write timed out") from None
+        except (BrokenPipeError, ConnectionResetError):
+            # The server answered before it read the whole body (401, 413)
+            # and closed: its answer is waiting to be read, and the read
+            # that follows fails if none came.
+            pass
+        except OSError as e:
+            raise httpx.WriteError(str(e)) from None
+
+    async def event(self, timeout: float | None) -> Any:
+        while True:
+            try:
+                ev = self.h11.next_event()
+            except h11.RemoteProtocolError as e:
+                raise httpx.RemoteProtocolError(str(e)) from None
+            if ev is not h11.NEED_DATA:
+                return ev
+            try:
+                async with asyncio.timeout(timeout):
+                    data = await asyncio.get_running_loop().sock_recv(self.sock, 256 * 1024)
+            except TimeoutError:
+                raise httpx.ReadTimeout("read timed out") from None
+            except OSError as e:
+                raise httpx.ReadError(str(e)) from None
+            self.h11.receive_data(data)
+
+    def close(self) -> None:
+        self.sock.close()
+
+
+class _UnixBody(httpx.AsyncByteStream):
+    def __init__(self, pool: "_UnixTransport", conn: _UnixConnection, timeout: float | None) -> None:
+        self._pool = pool
+        self._conn: _UnixConnection | None = conn
+        self._timeout = timeout
+
+    async def __aiter__(self) -> AsyncIterator[bytes]:
+        conn = self._conn
+        if conn is None:
+            return
+        while True:
+            ev = await conn.event(self._timeout)
+            if isinstance(ev, h11.Data):
+                yield bytes(ev.data)
+            elif isinstance(ev, h11.EndOfMessage):
+                self._conn = None
+                self._pool.release(conn)
+                return
+            elif isinstance(ev, h11.ConnectionClosed):
+                raise httpx.RemoteProtocolError("the server closed the connection inside a body")
+
+    async def aclose(self) -> None:
+        # A body not read to its end: its connection cannot carry another.
+        if self._conn is not None:
+            self._conn.close()
+            self._conn = None
+
+
+class _UnixTransport(httpx.AsyncBaseTransport):
+    """httpx's transport for ``unix:`` addresses (_UnixConnection says
+    why): keep-alive connections, at most ``max_idle`` kept."""
+
+    def __init__(self, path: str, max_idle: int = 8) -> None:
+        self._path = path
+        self._idle: list[_UnixConnection] = []
+        self._max_idle = max_idle
+
+    def release(self, conn: _UnixConnection) -> None:
+        try:
+            conn.h11.start_next_cycle()
+        except h11.LocalProtocolError:
+            conn.close()
+            return
+        if len(self._idle) < self._max_idle:
+            self._idle.append(conn)
+        else:
+            conn.close()
+
+    async def _connect(self, timeout: float | None) -> _UnixConnection:
+        while self._idle:
+            conn = self._idle.pop()
+            if conn.reusable():
+                return conn
+            conn.close()
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM | socket.SOCK_CLOEXEC)
+        sock.setblocking(False)
+        try:
+            async with asyncio.timeout(timeout):
+                await asyncio.get_running_loop().sock_connect(sock, self._path)
+        except TimeoutError:
+            sock.close()
+            raise httpx.ConnectTimeout("connect timed out") from None
+        except OSError as e:
+            sock.close()
+            raise httpx.ConnectError(str(e)) from None
+        except BaseException:
+            sock.close()
+            raise
+        return _UnixConnection(sock)
+
+    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        t = request.extensions.get("timeout", {})
+        conn = await self._connect(t.get("connect"))
+        try:
+            headers = [(k, v) for k, v in request.headers.raw]
+            req = h11.Request(method=request.method, target=request.url.raw_path, headers=headers)
+            data = conn.h11.send(req) or b""
+            assert isinstance(request.stream, httpx.AsyncByteStream)
+            async for chunk in request.stream:
+                if len(data) >= 64 * 1024:
+                    await conn.send(data, t.get("write"))
+                    data = b""
+                data += conn.h11.send(h11.Data(data=chunk)) or b""
+            data += conn.h11.send(h11.EndOfMessage()) or b""
+            await conn.send(data, t.get("write"))
+            ev = await conn.event(t.get("read"))
+            while isinstance(ev, h11.InformationalResponse):
+                ev = await conn.event(t.get("read"))
+            if not isinstance(ev, h11.Response):
+                raise httpx.RemoteProtocolError("the server closed the connection without an answer")
+        except h11.LocalProtocolError as e:
+            conn.close()
+            raise httpx.LocalProtocolError(str(e)) from None
+        except BaseException:
+            conn.close()
+            raise
+        return httpx.Response(ev.status_code, headers=ev.headers, stream=_UnixBody(self, conn, t.get("read")),
+                              extensions={"http_version": b"HTTP/1.1", "reason_phrase": ev.reason})
+
+    async def aclose(self) -> None:
+        while self._idle:
+            self._idle.pop().close()
+
+
+class _NoCookies(http.cookiejar.CookieJar):
+    """Neither API sets a cookie, and none is ever sent: reading each
+    answer's headers for one cost a call about 0.1 ms."""
+
+    def extract_cookies(self, response: Any, request: Any) -> None:
+        return None
+
+    def add_cookie_header(self, request: Any) -> None:
+        return None
+
+
+class Transport:
+    """One httpx.AsyncClient for one address: ``unix:/path`` (plain HTTP on
+    the socket) or ``HOST:PORT`` (always TLS, peer and host verified)."""
+
+    def __init__(
+        self,
+        address: str,
+        credential: str | bytes | SecretValue | None,
+        *,
+        tls_ca_file: str | None = None,
+        tls_cert_file: str | None = None,
+        tls_key_file: str | None = None,
+        connect_timeout: float = 5.0,
+    ) -> None:
+        self.address = address
+        headers = {}
+        if credential is not None:
+            # The credential lives in this one header; it is never formatted
+            # into a message (messages name the address).
+            headers["Authorization"] = "Bearer " + credential_bytes(credential).decode("ascii")
+        timeout = httpx.Timeout(120.0, connect=connect_timeout)
+        limits = httpx.Limits(max_connections=64, max_keepalive_connections=8)
+        if address.startswith("unix:"):
+            path = address[5:]
+            if not path.startswith("/"):
+                raise ConfigurationError(f"{address}: a Unix socket address is unix:/absolute/path")
+            transport: httpx.AsyncBaseTransport = _UnixTransport(path)
+            base = "http://airlock"
+        else:
+            host, sep, port = address.rpartition(":")
+            if not sep or not host or not port.isdigit():
+                raise ConfigurationError(f"{address}: an address is unix:/path or HOST:PORT")
+            ctx = ssl.create_default_context(cafile=tls_ca_file)
+            if tls_cert_file or tls_key_file:
+                if not (tls_cert_file and tls_key_file):
+                    raise ConfigurationError(f"{address}: a client certificate needs both tls_cert_file and tls_key_file")
+                ctx.load_cert_chain(tls_cert_file, tls_key_file)
+            transport = httpx.AsyncHTTPTransport(verify=ctx, limits=limits, retries=0)
+            base = f"https://{host}:{port}"
+        self.base = base
+        self.client = httpx.AsyncClient(
+            transport=transport, base_url=base, headers=headers, timeout=timeout, follow_redirects=False,
+            cookies=httpx.Cookies(_NoCookies()),
+        )
+
+    def __repr__(self) -> str:
+        return f"Transport({self.address!r})"
+
+    async def aclose(self) -> None:
+        await self.client.aclose()
+
+    def unavailable(self, what: str, e: BaseException) -> ExecutionUnavailable:
+        return ExecutionUnavailable(f"{self.address}: {what}: {type(e).__name__}: {e}")
+
+
+async def read_capped(r: httpx.Response, cap: int, what: str) -> bytes:
+    n = r.headers.get("content-length")
+    if n is not None and n.isdigit() and int(n) > cap:
+        raise ExecutionUnavailable(f"{what}: the answer is {n} bytes, over the {cap} byte cap")
+    buf = bytearray()
+    async for chunk in r.aiter_raw():
+        buf += chunk
+        if len(buf) > cap:
+            raise ExecutionUnavailable(f"{what}: the answer is over the {cap} byte cap")
+    return bytes(buf)
+
+
+def raise_for(address: str, status: int, body: bytes, what: str) -> NoReturn:
+    """The failure an answer that is not a success stands for."""
+    where = f"{address}: {what}"
+    if status == 401:
+        raise ConfigurationError(f"{where}: the service refused the credential (401)")
+    try:
+        o: Any = wire.load(body, ERROR_BODY_MAX)
+    except DecodeError:
+        o = None
+    if status == 422 and isinstance(o, dict) and o.get("error") == "SystemError" and isinstance(o.get("errno"), str):
+        code = _ERRNOS.get(o["errno"], errno_mod.EIO)
+        raise keep(OSError(code, f"{where}: {o.get('message', '')}"))
+    if isinstance(o, dict) and set(o) <= {"error", "message", "errno"}:
+        o = {k: o[k] for k in ("error", "message") if k in o}
+        try:
+            e = wire.error_from_value(o)
+        except DecodeError:
+            e = None
+        if e is not None and status not in (502, 503, 504):
+            raise type(e)(e.message)
+        if e is not None:
+            raise ExecutionUnavailable(e.message)
+    if status in (502, 503, 504):
+        raise ExecutionUnavailable(f"{where}: {status}")
+    raise ExecutionUnavailable(f"{where}: an answer that does not decode (status {status})")
+
+
+class Client:
+    """What both adapters are: one transport for one address, closed by
+    ``aclose`` or by leaving ``async with``, and one request shape (an
+    answer read whole under a cap, a failure raised as it maps)."""
+
+    def __init__(
+        self,
+        address: str,
+        credential: str | bytes | SecretValue | None,
+        *,
+        tls_ca_file: str | None = None,
+        tls_cert_file: str | None = None,
+        tls_key_file: str | None = None,
+    ) -> None:
+        self._t = Transport(
+            address, credential, tls_ca_file=tls_ca_file, tls_cert_file=tls_cert_file, tls_key_file=tls_key_file
+        )
+        self.address = address
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.address!r})"
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
+
+    async def aclose(self) -> None:
+        """Close every connection this client opened."""
+        await self._t.aclose()
+
+    async def _request(
+        self,
+        method: str,
+        url: str,
+        what: str,
+        *,
+        headers: dict[str, str] | None = None,
+        content: Any = None,
+        timeout: float,
+        cap: int,
+    ) -> tuple[int, bytes]:
+        """One request; the status and the whole answer (at most ``cap``
+        bytes), or the failure it maps to."""
+        try:
+            req = self._t.client.build_request(method, url, content=content, headers=headers, timeout=timeout)
+            r = await self._t.client.send(req, stream=True)
+            try:
+                data = await read_capped(r, cap if r.status_code < 300 else ERROR_BODY_MAX, f"{self.address}: {what}")
+            finally:
+                await r.aclose()
+        except TRANSPORT_ERRORS as e:
+            raise transport_failure(self._t, what, e) from None
+        if r.status_code >= 300:
+            raise_for(self.address, r.status_code, data, what)
+        return r.status_code, data
+
+    def _decode(self, data: bytes, what: str, allow_nul: bool = False) -> Any:
+        try:
+            return wire.load(data, allow_nul=allow_nul)
+        except DecodeError as e:
+            raise ExecutionUnavailable(f"{self.address}: {what}: an answer that does not decode: {e.message}") from None
