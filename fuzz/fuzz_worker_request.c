@@ -162,13 +162,13 @@ static void fuzz_export(const uint8_t *d, size_t n)
 	airlock_error err = { 0 };
 	int r = worker_export_request_decode((const char *)d, n, &q, &err);
 	if (r < 0) {
-		if (q.path || q.text || q.filename)
+		if (q.args.path || q.args.text || q.args.filename)
 			die("export: something left to free after a refusal");
 		return;
 	}
-	if (!q.path == !q.text || q.epoch < 0 || (q.text && q.text_len > (1u << 20)) ||
-	    (q.filename && q.filename_len > 16384) ||
-	    (q.media_type[0] && !airlock_media_type_valid(q.media_type)) ||
+	if (!q.args.path == !q.args.text || q.epoch < 0 || (q.args.text && q.args.text_len > (1u << 20)) ||
+	    (q.args.filename && q.args.filename_len > 16384) ||
+	    (q.args.media_type[0] && !airlock_media_type_valid(q.args.media_type)) ||
 	    (q.tenant_id[0] && !airlock_id_valid(q.tenant_id)))
 		die("export: decoded out of its rules");
 	worker_export_request_clear(&q);

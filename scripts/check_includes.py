@@ -44,7 +44,7 @@ PUBLIC = {
              "settings", "tiers", "timeout", "types", "volume"},
     "service": {"fake", "guest", "gvisor", "image", "image_build", "image_store", "mechanisms",
                 "native", "proxy", "service"},
-    "worker": {"egress_curl", "port/artifact", "remote", "worker_client"},
+    "worker": {"egress_curl", "port/artifact", "remote", "tools", "worker_client"},
 }
 
 MAY_INCLUDE = {

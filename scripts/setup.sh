@@ -44,6 +44,13 @@ for p in "${packages[@]}"; do
 		missing+=("$p")
 	fi
 done
+# tests: airlock mcp's client is the official MCP TypeScript SDK
+# (tests/mcp_sdk_test.sh installs it from npm under build/): node and npm
+# from Debian, unless this machine already has both (a node that ships its
+# own npm would conflict with Debian's npm package).
+if ! command -v node >/dev/null 2>&1 || ! command -v npm >/dev/null 2>&1; then
+	missing+=(nodejs npm)
+fi
 if [ ${#missing[@]} -gt 0 ]; then
 	echo "setup: installing ${missing[*]}"
 	$sudo apt-get update -q

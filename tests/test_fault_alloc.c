@@ -39,6 +39,7 @@
 #include "airlock/json.h"
 #include "airlock/port/workspace.h"
 #include "airlock/settings.h"
+#include "airlock/tools.h"
 #include "airlock/types.h"
 #include "core/json_internal.h"
 #include "egress/proxy_internal.h"
@@ -498,6 +499,59 @@ static int dec_svc_execute(const char *buf, size_t len, char **ret_text, airlock
 	return 0;
 }
 
+/* The tools' arguments as every door decodes them (airlock/tools.h: the
+ * worker's routes and airlock mcp). Rendered as the fields decoded. */
+static char *run_args_text(const airlock_run_command_arguments *a)
+{
+	char *t = NULL;
+	size_t n = 0;
+	FILE *f = open_memstream(&t, &n);
+	if (!f)
+		return NULL;
+	for (size_t i = 0; i < a->argc; i++)
+		fprintf(f, "[%s]", a->argv[i]);
+	fprintf(f, " wd=%s timeout=%lld", a->working_directory ? a->working_directory : "-",
+	        (long long)a->timeout_seconds);
+	fclose(f);
+	return t;
+}
+
+static int dec_run_args(const char *buf, size_t len, char **ret_text, airlock_error *err)
+{
+	airlock_run_command_arguments a;
+	int r = airlock_run_command_arguments_decode(buf, len, &a, err);
+	if (r < 0)
+		return r;
+	RENDER(run_args_text(&a));
+	airlock_run_command_arguments_clear(&a);
+	return 0;
+}
+
+static char *export_args_text(const airlock_export_arguments *a)
+{
+	char *t = NULL;
+	size_t n = 0;
+	FILE *f = open_memstream(&t, &n);
+	if (!f)
+		return NULL;
+	fprintf(f, "path=%.*s text=%.*s filename=%.*s media_type=%s", (int)a->path_len,
+	        a->path ? a->path : "", (int)a->text_len, a->text ? a->text : "",
+	        (int)a->filename_len, a->filename ? a->filename : "", a->media_type);
+	fclose(f);
+	return t;
+}
+
+static int dec_export_args(const char *buf, size_t len, char **ret_text, airlock_error *err)
+{
+	airlock_export_arguments a;
+	int r = airlock_export_arguments_decode(buf, len, &a, err);
+	if (r < 0)
+		return r;
+	RENDER(export_args_text(&a));
+	airlock_export_arguments_clear(&a);
+	return 0;
+}
+
 /* The service's two other parses of another process's JSON: the egress
  * proxy's answers (src/egress/proxy_ctl.c) and its decision lines
  * (src/service/metrics.c). Rendered as what the caller acts on. */
@@ -684,6 +738,17 @@ COUNTDOWN_ARENA(arena_service_execute, "service execute body (arena)", dec_svc_e
                 execute_body, false)
 COUNTDOWN_ARENA(arena_proxy_answer_refused, "egress proxy answer (arena)", dec_proxy_answer, NULL,
                 "{\"ok\":false,\"error\":\"attach: environment already attached\"}", false)
+COUNTDOWN_ARENA(arena_run_command_arguments, "sandbox.run_command arguments (arena)", dec_run_args,
+                NULL,
+                "{\"command\":[\"python3\",\"-c\",\"print(1)\",\"a\",\"b\",\"c\"],"
+                "\"working_directory\":\"src/x\",\"timeout_seconds\":900}",
+                false)
+COUNTDOWN_ARENA(arena_export_arguments, "artifact.export arguments (arena)", dec_export_args, NULL,
+                "{\"path\":\"out/report.csv\",\"filename\":\"r\\u00e9port.csv\","
+                "\"media_type\":\"text/csv\"}",
+                false)
+COUNTDOWN_ARENA(arena_export_text_arguments, "artifact.export text arguments (arena)",
+                dec_export_args, NULL, "{\"text\":\"# Summary\\nline\"}", false)
 /* Past the arena's first chunk: a long reason (jansson's token buffer
  * doubles into blocks of their own) and many members (more chunks). */
 static char long_answer[64 * 1024];

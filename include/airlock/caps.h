@@ -755,4 +755,26 @@
  * longer candidate is skipped, as if not found there. */
 #define AIRLOCK_STARTER_EXEC_PATH_MAX 4096
 
+/* ---- airlock mcp (src/cli/mcp*.c, docs/mcp.md) --------------------------------- */
+/* One JSON-RPC message, a line of the client's stdin: the largest request
+ * a tool takes (artifact.export's body, its 1 MiB of text written as JSON)
+ * and 64 KiB for the JSON-RPC envelope around it. A longer line is read to
+ * its newline without being kept and answered Invalid Request. */
+#define AIRLOCK_MCP_LINE_MAX (AIRLOCK_WORKER_EXPORT_BODY_MAX + (64u << 10))
+/* JSON values in one message, counted before it is parsed (every '[',
+ * '{' and ',' outside a string starts one): the tree jansson builds is
+ * bounded by this, not by the line's length alone (a 7 MiB line of
+ * "[0,0,0,..." is 3.6 million values). The largest argument vector the
+ * tool takes (64 KiB of one-byte strings: 32,768 elements) fits with
+ * room for the rest of the message. */
+#define AIRLOCK_MCP_VALUES_MAX (1u << 17)
+/* tools/call requests waiting while one runs (the tools declare
+ * allow_parallel no, so a session runs them one at a time, in order); one
+ * more is answered isError at once. A client that pipelines does not hold
+ * unbounded memory here. */
+#define AIRLOCK_MCP_PENDING_MAX 16
+/* A progress notification's message: at most this many bytes of a
+ * command's output each (a larger piece is sent in several). */
+#define AIRLOCK_MCP_PROGRESS_CHUNK (16u << 10)
+
 #endif

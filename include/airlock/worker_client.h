@@ -35,6 +35,11 @@ typedef struct airlock_worker_client_config {
 	const char *token_file;  /* the bearer token's file; NULL: no token (dev mode) */
 	const char *tls_ca_file; /* TCP: the CA the worker's certificate chains to; NULL: the system's */
 	int64_t timeout_ms;      /* the whole call, connection included; 0: 30000 */
+	/* Fired while a call (airlock_worker_client_call, _tool_call) runs, it
+	 * ends that call at once: ExecutionRejected (errnum ECANCELED), the
+	 * connection closed, which the worker takes as its client gone (a
+	 * command it runs for the call is cancelled). NULL: none. */
+	const struct airlock_cancel *cancel;
 } airlock_worker_client_config;
 
 /* What the worker answered. */

@@ -2,6 +2,7 @@
 #include "cli/common.h"
 
 #include <errno.h>
+#include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
@@ -178,4 +179,20 @@ int cli_print_worker_answer(const char *verb, const char *address,
 		      stderr);
 	fputc('\n', stderr);
 	return cli_exit_for(&a->error);
+}
+
+bool cli_flag_i64(const char *verb, const char *flag, const char *v, int64_t min, int64_t max,
+                  int64_t *ret)
+{
+	char *end = NULL;
+	errno = 0;
+	long long n = strtoll(v, &end, 10);
+	if (errno || end == v || *end || n < min || n > max) {
+		fprintf(stderr, "airlock %s: %s ", verb, flag);
+		cli_fputs_escaped(stderr, v);
+		fprintf(stderr, ": not an integer from %lld to %lld\n", (long long)min, (long long)max);
+		return false;
+	}
+	*ret = n;
+	return true;
 }

@@ -77,6 +77,12 @@ int cli_worker_config(const char *verb, const cli_worker_flags *f, int64_t timeo
 int cli_print_worker_answer(const char *verb, const char *address,
                             const struct airlock_worker_answer *a, const char *hint_404);
 
+/* A flag's decimal integer in [min, max]: true with *ret set, or false
+ * after a line "airlock VERB: FLAG VALUE: not an integer from MIN to MAX"
+ * on stderr (the value escaped). */
+bool cli_flag_i64(const char *verb, const char *flag, const char *v, int64_t min, int64_t max,
+                  int64_t *ret);
+
 /* True when s is "--help" or "-h". */
 bool cli_is_help(const char *s);
 
@@ -90,5 +96,6 @@ int cli_serve(int argc, char **argv);
 int cli_worker(int argc, char **argv);
 int cli_tool(int argc, char **argv);
 int cli_artifact(int argc, char **argv);
+int cli_mcp(int argc, char **argv);
 
 #endif

@@ -27,6 +27,7 @@ static const verb verbs[] = {
 	{ "proxy", cli_proxy, "run the egress proxy on its own", NULL },
 	{ "image", cli_image, "build and list sandbox images, named by digest", NULL },
 	{ "artifact", cli_artifact, "a worker's artifact store: put, get, ls, rm", NULL },
+	{ "mcp", cli_mcp, "serve the tools to an MCP client over stdio (embedded or a worker's)", NULL },
 };
 
 static void usage(FILE *out)

@@ -78,21 +78,13 @@ typedef struct tool_flags {
 	int nargs;
 } tool_flags;
 
-/* A decimal integer in [min, max], or a usage line naming the flag. */
+/* A flag's integer, named with its subcommand ("tool lease: --ttl ..."). */
 static bool number(const char *sub, const char *flag, const char *v, int64_t min, int64_t max,
                    int64_t *ret)
 {
-	char *end = NULL;
-	errno = 0;
-	long long n = strtoll(v, &end, 10);
-	if (errno || end == v || *end || n < min || n > max) {
-		fprintf(stderr, "airlock tool %s: %s ", sub, flag);
-		cli_fputs_escaped(stderr, v);
-		fprintf(stderr, ": not an integer from %lld to %lld\n", (long long)min, (long long)max);
-		return false;
-	}
-	*ret = n;
-	return true;
+	char verb[32];
+	snprintf(verb, sizeof(verb), "tool %s", sub);
+	return cli_flag_i64(verb, flag, v, min, max, ret);
 }
 
 /* -1 to go on, or the exit status. */

@@ -555,8 +555,15 @@ int remote_http_perform(remote_http *h, const remote_call *c, remote_response *r
 				/* An eventfd stays readable once fired: watch it
 				 * once, or the loop would spin. */
 				fired[idx[i]] = true;
-				c->on_watch(c->watch_arg, w[i].fd);
+				if (c->on_watch)
+					c->on_watch(c->watch_arg, w[i].fd);
+				if (c->watch_aborts)
+					r = airlock_error_set(err, AIRLOCK_ERR_EXECUTION_REJECTED, ECANCELED,
+					                      "the call to %s at %s was cancelled",
+					                      h->peer, h->address);
 			}
+		if (r < 0)
+			break;
 		if (next_tick && util_monotonic_ms() >= next_tick) {
 			c->on_watch(c->watch_arg, -1);
 			next_tick = util_monotonic_ms() + c->tick_ms;

@@ -96,7 +96,11 @@ typedef struct remote_call {
 	remote_sink_fn sink;     /* a 2xx body goes here instead, piece by piece */
 	void *sink_arg;
 	int watch_fds[2];        /* -1: none */
-	remote_watch_fn on_watch;
+	remote_watch_fn on_watch; /* NULL: a watched descriptor only ends the call (below) */
+	/* A watched descriptor that becomes readable ends the transfer:
+	 * ExecutionRejected "cancelled", the connection closed (the far
+	 * side sees its client gone). */
+	bool watch_aborts;
 	void *watch_arg;
 	int64_t tick_ms;         /* 0: no ticks */
 	remote_header_fn on_header; /* NULL: headers are not looked at */

@@ -8,6 +8,8 @@
  */
 #include "worker/daemon.h"
 
+#include "airlock/tools.h"
+
 #include <errno.h>
 #include <jansson.h>
 #include <openssl/crypto.h>
@@ -323,7 +325,7 @@ static http_result release(worker_daemon *w, http_request *r, const api_request 
 static http_result tools(worker_daemon *w, http_request *r)
 {
 	(void)w;
-	return http_respond_json(r, HTTP_OK, worker_tools_json());
+	return http_respond_json(r, HTTP_OK, airlock_tools_json());
 }
 
 static http_result artifact_export(worker_daemon *w, http_request *r, const api_request *q)

@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include "airlock/caps.h"
+#include "airlock/port/exec.h"
 #include "airlock/credential_file.h"
 #include "airlock/json.h"
 #include "remote/remote_internal.h"
@@ -160,7 +161,9 @@ static int call(const airlock_worker_client_config *cfg, const char *method, con
 		          .body_len = body ? strlen(body) : 0, .has_body = body != NULL,
 		          .content_type = "application/json",
 		          .timeout_ms = cfg->timeout_ms > 0 ? cfg->timeout_ms : WORKER_CLIENT_TIMEOUT_MS,
-		          .max_body = (size_t)AIRLOCK_JSON_INPUT_MAX, .watch_fds = { -1, -1 } };
+		          .max_body = (size_t)AIRLOCK_JSON_INPUT_MAX,
+		          .watch_fds = { cfg->cancel ? airlock_cancel_fd(cfg->cancel) : -1, -1 },
+		          .watch_aborts = cfg->cancel != NULL };
 	return perform(cfg, &c, result, ret, err);
 }
 

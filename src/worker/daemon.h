@@ -185,9 +185,6 @@ int worker_artifact_export(worker_daemon *w, const char *run_id, const char *tok
                            const char *body, size_t len, char **ret_json, unsigned *ret_status,
                            worker_tool_outcome *ret_outcome, airlock_error *err);
 
-/* GET /v1/tools: the declarations this worker serves, as JSON text. */
-char *worker_tools_json(void);
-
 /* ---- the orchestration bridge (bridge.c, docs/bridge.md) ------------------------ */
 
 /* A sandbox's one-time bridge token: 32 bytes of getrandom in base64url

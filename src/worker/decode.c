@@ -14,6 +14,7 @@
 
 #include "airlock/port/exec.h"
 #include "airlock/run_command.h"
+#include "airlock/tools.h"
 
 #include "airlock/ids.h"
 #include "core/json_internal.h"
@@ -356,6 +357,43 @@ int worker_tool_request_decode(const char *body, size_t len, worker_tool_request
 	return r;
 }
 
+/* sandbox.run_command's arguments alone (airlock/tools.h): the same
+ * checks as inside a tool call's body, for a door that takes the
+ * arguments without the worker's envelope (airlock mcp). */
+static int arguments_only(json_t *o, void *ctx, airlock_error *err)
+{
+	return arguments_decoded(o, ctx, err);
+}
+
+void airlock_run_command_arguments_clear(airlock_run_command_arguments *a)
+{
+	if (!a)
+		return;
+	for (size_t i = 0; a->argv && i < a->argc; i++)
+		free(a->argv[i]);
+	free(a->argv);
+	free(a->working_directory);
+	*a = (airlock_run_command_arguments){ 0 };
+}
+
+int airlock_run_command_arguments_decode(const char *json, size_t len,
+                                         airlock_run_command_arguments *ret, airlock_error *err)
+{
+	worker_tool_request q = { 0 };
+	*ret = (airlock_run_command_arguments){ 0 };
+	int r = core_json_decode(json, len, AIRLOCK_WORKER_TOOL_BODY_MAX, "arguments",
+	                         arguments_only, &q, err);
+	if (r < 0) {
+		worker_tool_request_clear(&q);
+		return r;
+	}
+	*ret = (airlock_run_command_arguments){ .argv = q.argv,
+		                                .argc = q.argc,
+		                                .working_directory = q.working_directory,
+		                                .timeout_seconds = q.timeout_seconds };
+	return 0;
+}
+
 /* ---- the reaper's question ------------------------------------------------------------ */
 
 typedef struct reaper_decode {
@@ -436,9 +474,7 @@ void worker_export_request_clear(worker_export_request *q)
 {
 	if (!q)
 		return;
-	free(q->path);
-	free(q->text);
-	free(q->filename);
+	airlock_export_arguments_clear(&q->args);
 	*q = (worker_export_request){ 0 };
 }
 
@@ -461,10 +497,11 @@ static int string_copy(json_t *j, size_t max, char **ret, size_t *ret_len)
 	return 0;
 }
 
+static int export_arguments_decoded(json_t *ja, airlock_export_arguments *q, airlock_error *err);
+
 static int export_decoded(json_t *o, void *ctx, airlock_error *err)
 {
 	static const char *const fields[] = { "epoch", "tenant_id", "arguments" };
-	static const char *const args[] = { "path", "text", "filename", "media_type" };
 	worker_export_request *q = ctx;
 	int r = core_json_expect_object(o, "artifact.export", fields, ARRAY_SIZE(fields), err);
 	if (r < 0)
@@ -484,7 +521,19 @@ static int export_decoded(json_t *o, void *ctx, airlock_error *err)
 	if (bad)
 		return airlock_error_set(err, AIRLOCK_ERR_TOOL_VALIDATION, 0, "%s", bad);
 	q->epoch = (int64_t)e;
-	r = core_json_expect_object(ja, "artifact.export.arguments", args, ARRAY_SIZE(args), err);
+	return export_arguments_decoded(ja, &q->args, err);
+}
+
+/* artifact.export's arguments, in a body or alone (airlock/tools.h). */
+static int export_arguments_decoded(json_t *ja, airlock_export_arguments *q, airlock_error *err)
+{
+	static const char *const args[] = { "path", "text", "filename", "media_type" };
+	if (!json_is_object(ja))
+		return airlock_error_set(err, AIRLOCK_ERR_TOOL_VALIDATION, 0,
+		                         "artifact.export.arguments: must be an object {\"path\": "
+		                         "\"out/report.csv\"} or {\"text\": \"...\"}");
+	int r = core_json_expect_object(ja, "artifact.export.arguments", args, ARRAY_SIZE(args),
+	                                err);
 	if (r < 0)
 		return r;
 	json_t *jp = json_object_get(ja, "path"), *jx = json_object_get(ja, "text");
@@ -541,6 +590,49 @@ int worker_export_request_decode(const char *body, size_t len, worker_export_req
 	}
 	*ret = q;
 	return 0;
+}
+
+static int export_arguments_only(json_t *o, void *ctx, airlock_error *err)
+{
+	return export_arguments_decoded(o, ctx, err);
+}
+
+void airlock_export_arguments_clear(airlock_export_arguments *a)
+{
+	if (!a)
+		return;
+	free(a->path);
+	free(a->text);
+	free(a->filename);
+	*a = (airlock_export_arguments){ 0 };
+}
+
+int airlock_export_arguments_decode(const char *json, size_t len, airlock_export_arguments *ret,
+                                    airlock_error *err)
+{
+	airlock_export_arguments a = { 0 };
+	int r = core_json_decode(json, len, AIRLOCK_WORKER_EXPORT_BODY_MAX,
+	                         "artifact.export.arguments", export_arguments_only, &a, err);
+	if (r < 0)
+		airlock_export_arguments_clear(&a);
+	*ret = a;
+	return r;
+}
+
+void airlock_export_filename(const airlock_export_arguments *a, const char **ret,
+                             size_t *ret_len)
+{
+	if (a->filename) {
+		*ret = a->filename;
+		*ret_len = a->filename_len;
+	} else if (a->path) {
+		const char *slash = memrchr(a->path, '/', a->path_len);
+		*ret = slash ? slash + 1 : a->path;
+		*ret_len = a->path_len - (size_t)(*ret - a->path);
+	} else {
+		*ret = "text.txt";
+		*ret_len = 8;
+	}
 }
 
 /* ---- the artifact routes ------------------------------------------------------------ */

@@ -6,6 +6,7 @@
 #include "worker/output.h"
 
 #include <errno.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -67,17 +68,16 @@ int worker_output_excerpt(const unsigned char *data, size_t len, size_t limit, c
 	return 0;
 }
 
-static int cut_stream(const worker_artifact_writer *w, const char *name, unsigned char **data,
-                      size_t *len, bool *truncated, airlock_artifact_ref *ref, bool *has_ref)
+static int cut_stream(airlock_tool_output_keep_fn keep, void *arg, const char *name,
+                      unsigned char **data, size_t *len, bool *truncated,
+                      airlock_artifact_ref *ref, bool *has_ref)
 {
 	*has_ref = false;
-	if (*len <= WORKER_TOOL_OUTPUT_BYTES)
+	if (*len <= (size_t)AIRLOCK_TOOL_OUTPUT_BYTES)
 		return 0;
 	char note[400];
 	airlock_error err = { 0 };
-	if (w && w->artifacts &&
-	    worker_artifact_create(w, name, strlen(name), "text/plain",
-	                           AIRLOCK_TRUST_EXTERNAL_UNTRUSTED, *data, *len, ref, &err) == 0) {
+	if (keep && keep(arg, name, *data, *len, ref, &err) == 0) {
 		*has_ref = true;
 		snprintf(note, sizeof(note),
 		         "the whole output (%lld bytes%s) is artifact %s in this result's %s_artifact",
@@ -94,7 +94,8 @@ static int cut_stream(const worker_artifact_writer *w, const char *name, unsigne
 	}
 	unsigned char *cut = NULL;
 	size_t cut_len = 0;
-	int r = worker_output_excerpt(*data, *len, WORKER_TOOL_OUTPUT_BYTES, note, &cut, &cut_len);
+	int r = worker_output_excerpt(*data, *len, (size_t)AIRLOCK_TOOL_OUTPUT_BYTES, note, &cut,
+	                              &cut_len);
 	if (r < 0) {
 		if (*has_ref)
 			airlock_artifact_ref_clear(ref);
@@ -108,13 +109,29 @@ static int cut_stream(const worker_artifact_writer *w, const char *name, unsigne
 	return 0;
 }
 
+int airlock_tool_output_apply(airlock_execution_result *res, airlock_tool_output_keep_fn keep,
+                              void *arg, airlock_artifact_ref refs[2], bool has_ref[2])
+{
+	int r = cut_stream(keep, arg, "stdout", &res->stdout_data, &res->stdout_len,
+	                   &res->stdout_truncated, &refs[0], &has_ref[0]);
+	if (r == 0)
+		r = cut_stream(keep, arg, "stderr", &res->stderr_data, &res->stderr_len,
+		               &res->stderr_truncated, &refs[1], &has_ref[1]);
+	return r;
+}
+
+/* The worker's keeper: the run's ArtifactWriter. */
+static int keep_in_store(void *arg, const char *stream, const unsigned char *data, size_t len,
+                         airlock_artifact_ref *ret, airlock_error *err)
+{
+	const worker_artifact_writer *w = arg;
+	return worker_artifact_create(w, stream, strlen(stream), "text/plain",
+	                              AIRLOCK_TRUST_EXTERNAL_UNTRUSTED, data, len, ret, err);
+}
+
 int worker_output_apply(const worker_artifact_writer *w, airlock_execution_result *res,
                         airlock_artifact_ref refs[2], bool has_ref[2])
 {
-	int r = cut_stream(w, "stdout", &res->stdout_data, &res->stdout_len, &res->stdout_truncated,
-	                   &refs[0], &has_ref[0]);
-	if (r == 0)
-		r = cut_stream(w, "stderr", &res->stderr_data, &res->stderr_len,
-		               &res->stderr_truncated, &refs[1], &has_ref[1]);
-	return r;
+	return airlock_tool_output_apply(res, w && w->artifacts ? keep_in_store : NULL,
+	                                 (void *)(uintptr_t)w, refs, has_ref);
 }

@@ -18,13 +18,14 @@
 #include <stddef.h>
 
 #include "airlock/run_command.h"
+#include "airlock/tools.h"
 #include "airlock/types.h"
 #include "worker/artifacts.h"
 
-/* What the model is shown per stream: the tool's declared max_output_bytes. */
-#define WORKER_TOOL_OUTPUT_BYTES AIRLOCK_RUN_COMMAND_OUTPUT_DEFAULT_BYTES
-/* What the service captures per stream: four times that. */
-#define WORKER_TOOL_OUTPUT_CEILING (4 * WORKER_TOOL_OUTPUT_BYTES)
+/* What the model is shown per stream, and what the service captures
+ * (airlock/tools.h: every door applies the same rule). */
+#define WORKER_TOOL_OUTPUT_BYTES AIRLOCK_TOOL_OUTPUT_BYTES
+#define WORKER_TOOL_OUTPUT_CEILING AIRLOCK_TOOL_OUTPUT_CEILING
 
 /* The excerpt of data (len > limit) within limit bytes: the head, a marker
  * saying how many bytes were left out and where the whole is (note: the
@@ -34,13 +35,10 @@
 int worker_output_excerpt(const unsigned char *data, size_t len, size_t limit, const char *note,
                           unsigned char **ret, size_t *ret_len);
 
-/* Apply the rule to both streams of res in place: each stream over
- * WORKER_TOOL_OUTPUT_BYTES is kept whole through the ArtifactWriter w
- * (origin TOOL_OUTPUT, trust EXTERNAL_UNTRUSTED) and replaced by its
- * excerpt, its *_truncated set; refs[i]/has_ref[i] for stdout (0) and
- * stderr (1). A stream the store refuses (the tenant's cap, a full disk)
- * is still cut, and its marker says why the whole was not kept: the tool
- * call does not fail for it. Fails only when memory runs out. */
+/* airlock_tool_output_apply with the whole of each stream kept through
+ * the ArtifactWriter w (origin TOOL_OUTPUT, trust EXTERNAL_UNTRUSTED). A
+ * stream the store refuses (the tenant's cap, a full disk) is still cut,
+ * and its marker says why the whole was not kept. */
 int worker_output_apply(const worker_artifact_writer *w, airlock_execution_result *res,
                         airlock_artifact_ref refs[2], bool has_ref[2]);
 

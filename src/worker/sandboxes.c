@@ -39,6 +39,7 @@
 #include "airlock/run_command.h"
 #include "airlock/tiers.h"
 #include "airlock/timeout.h"
+#include "airlock/tools.h"
 #include "util/util.h"
 
 /* How often the sweeper asks for ended claims: a lease lost is a sandbox
@@ -902,23 +903,6 @@ const char *worker_tool_outcome_name(worker_tool_outcome o)
 
 /* ---- artifact.export ----------------------------------------------------------------- */
 
-/* The name a download gets when the model names none: the path's last
- * component (metadata only: the key never sees it). */
-static void default_filename(const worker_export_request *q, const char **ret, size_t *ret_len)
-{
-	if (q->filename) {
-		*ret = q->filename;
-		*ret_len = q->filename_len;
-	} else if (q->path) {
-		const char *slash = memrchr(q->path, '/', q->path_len);
-		*ret = slash ? slash + 1 : q->path;
-		*ret_len = q->path_len - (size_t)(*ret - q->path);
-	} else {
-		*ret = "text.txt";
-		*ret_len = 8;
-	}
-}
-
 static int export_sink(void *arg, const void *buf, size_t len, airlock_error *err)
 {
 	return worker_artifact_write(arg, buf, len, err);
@@ -975,14 +959,14 @@ static int export_path(worker_daemon *w, const char *run_id, const char *tenant,
 	}
 	const char *name;
 	size_t name_len;
-	default_filename(q, &name, &name_len);
+	airlock_export_filename(&q->args, &name, &name_len);
 	worker_artifact_put *p = NULL;
 	/* Trust is inherited, never the producer's to choose: a workspace a
 	 * sandbox writes gives its files SANDBOX_WRITTEN or UNKNOWN, and a file
 	 * a tool wrote may have been rewritten by a command since, so every
 	 * export of a path is EXTERNAL_UNTRUSTED. */
 	if (r == 0 && (r = worker_artifact_begin(aw, name, name_len,
-	                                         q->media_type[0] ? q->media_type
+	                                         q->args.media_type[0] ? q->args.media_type
 	                                                          : "application/octet-stream",
 	                                         AIRLOCK_TRUST_EXTERNAL_UNTRUSTED, &p, err)) < 0)
 		*ret_status = status_of(err);
@@ -990,7 +974,7 @@ static int export_path(worker_daemon *w, const char *run_id, const char *tenant,
 	uint64_t size = 0;
 	if (r == 0) {
 		r = airlock_workspace_read_stream_hashed(
-			ws, q->path, (uint64_t)worker_artifacts_config_of(w->artifacts)->size_max,
+			ws, q->args.path, (uint64_t)worker_artifacts_config_of(w->artifacts)->size_max,
 			export_sink, export_sink_digest, p, &size, source_sha, err);
 		/* A file that is not there (or not a file) is the model's
 		 * mistake, said as the path's: the same 400 a bad path gets. */
@@ -1038,24 +1022,24 @@ int worker_artifact_export(worker_daemon *w, const char *run_id, const char *tok
 		r = lease_refusal(lease.state, &status, err);
 	if (r == 0) {
 		worker_artifact_writer aw = { .artifacts = w->artifacts, .has_run = true,
-			                      .origin = q.path ? AIRLOCK_ORIGIN_SANDBOX_EXPORT
+			                      .origin = q.args.path ? AIRLOCK_ORIGIN_SANDBOX_EXPORT
 			                                       : AIRLOCK_ORIGIN_MODEL_OUTPUT,
 			                      .reuse_same = true };
 		snprintf(aw.tenant_id, sizeof(aw.tenant_id), "%s", tenant);
 		snprintf(aw.run_id, sizeof(aw.run_id), "%s", run_id);
-		if (q.path) {
+		if (q.args.path) {
 			r = export_path(w, run_id, tenant, &q, &lease, &aw, &ref, &status, err);
 		} else {
 			const char *name;
 			size_t name_len;
-			default_filename(&q, &name, &name_len);
+			airlock_export_filename(&q.args, &name, &name_len);
 			/* Text the model wrote: shaped by whatever its turn
 			 * read, a sandbox's output included, which this process
 			 * cannot see. A label it cannot justify fails in the
 			 * safe direction, as a file of UNKNOWN provenance does. */
 			r = worker_artifact_create(&aw, name, name_len,
-			                           q.media_type[0] ? q.media_type : "text/plain",
-			                           AIRLOCK_TRUST_EXTERNAL_UNTRUSTED, q.text, q.text_len,
+			                           q.args.media_type[0] ? q.args.media_type : "text/plain",
+			                           AIRLOCK_TRUST_EXTERNAL_UNTRUSTED, q.args.text, q.args.text_len,
 			                           &ref, err);
 			if (r < 0)
 				status = status_of(err);

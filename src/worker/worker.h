@@ -17,6 +17,7 @@
 #include "airlock/caps.h"
 #include "airlock/error.h"
 #include "airlock/settings.h"
+#include "airlock/tools.h"
 #include "airlock/types.h"
 
 /* ---- routes ---------------------------------------------------------------- */
@@ -109,13 +110,7 @@ void worker_tool_request_clear(worker_tool_request *q);
 typedef struct worker_export_request {
 	char tenant_id[AIRLOCK_ID_MAX + 1]; /* "" when absent */
 	int64_t epoch;
-	char *path; /* NULL when text */
-	size_t path_len;
-	char *text; /* NULL when path */
-	size_t text_len;
-	char *filename; /* NULL: absent */
-	size_t filename_len;
-	char media_type[256]; /* "" when absent */
+	airlock_export_arguments args; /* the tool's arguments (airlock/tools.h) */
 } worker_export_request;
 int worker_export_request_decode(const char *body, size_t len, worker_export_request *ret,
                                  airlock_error *err);

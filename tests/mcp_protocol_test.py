@@ -1,0 +1,357 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
+"""airlock mcp's protocol edges, driven by hand over its stdio: a malformed
+line, requests before initialize, an oversize line, an unknown method,
+invalid messages of each kind, version negotiation, the call queue and its
+cancellation, and (native) a client that
+leaves mid-call or a signal mid-call: the command ends, the sandbox is
+destroyed, no process of it is left. After every exchange, everything the
+server wrote to stdout must be JSON-RPC messages, one a line.
+
+Usage: mcp_protocol_test.py AIRLOCK LINE_MAX
+"""
+import json
+import os
+import select
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+
+AIRLOCK = sys.argv[1]
+LINE_MAX = int(sys.argv[2])
+STORE = os.environ.get("AIRLOCK_TEST_IMAGE_STORE", "/var/lib/airlock/images")
+passed = failed = skipped = 0
+
+
+def check(name, cond, detail=""):
+    global passed, failed
+    if cond:
+        print(f"ok   mcp-protocol::{name}")
+        passed += 1
+    else:
+        print(f"FAIL mcp-protocol::{name}: {str(detail)[:800]}")
+        failed += 1
+
+
+def skip(name, why):
+    global skipped
+    print(f"SKIP mcp-protocol::{name}: {why}")
+    skipped += 1
+
+
+INIT = {"jsonrpc": "2.0", "id": 0, "method": "initialize",
+        "params": {"protocolVersion": "2025-06-18", "capabilities": {},
+                   "clientInfo": {"name": "t", "version": "1"}}}
+
+
+class Server:
+    def __init__(self, mechanism="fake", extra_env=None):
+        self.art = tempfile.mkdtemp(prefix="airlock-mcp-art-")
+        self.err = tempfile.TemporaryFile()
+        env = dict(os.environ)
+        for k in ("AIRLOCK_DEPLOYMENT_MODE", "AIRLOCK_SANDBOX_MECHANISM", "AIRLOCK_SANDBOX_IMAGE"):
+            env.pop(k, None)
+        env.update(extra_env or {})
+        self.p = subprocess.Popen([AIRLOCK, "mcp", "--mechanism", mechanism, "--artifacts-dir", self.art],
+                                  stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.err, env=env)
+        self.buf = b""
+        self.lines = []  # every stdout line, for the stdout-only check
+
+    def send(self, obj):
+        data = obj if isinstance(obj, bytes) else json.dumps(obj).encode() + b"\n"
+        self.p.stdin.write(data)
+        self.p.stdin.flush()
+
+    def recv(self, timeout=10.0):
+        """The next message, or None when none came within timeout."""
+        end = time.monotonic() + timeout
+        while b"\n" not in self.buf:
+            left = end - time.monotonic()
+            if left <= 0:
+                return None
+            r, _, _ = select.select([self.p.stdout], [], [], left)
+            if not r:
+                return None
+            chunk = os.read(self.p.stdout.fileno(), 1 << 16)
+            if not chunk:
+                return None
+            self.buf += chunk
+        line, self.buf = self.buf.split(b"\n", 1)
+        self.lines.append(line)
+        return json.loads(line)
+
+    def ask(self, obj, timeout=10.0):
+        self.send(obj)
+        return self.recv(timeout)
+
+    def init(self):
+        return self.ask(INIT)
+
+    def stderr(self):
+        self.err.seek(0)
+        return self.err.read().decode(errors="replace")
+
+    def close(self, timeout=20.0):
+        try:
+            self.p.stdin.close()
+        except BrokenPipeError:
+            pass
+        try:
+            rc = self.p.wait(timeout)
+        except subprocess.TimeoutExpired:
+            self.p.kill()
+            rc = self.p.wait()
+        if not self.p.stdout.closed:
+            self.buf += self.p.stdout.read()
+        self.lines += [x for x in self.buf.split(b"\n") if x]
+        subprocess.run(["rm", "-rf", self.art])
+        return rc
+
+    def stdout_only_protocol(self):
+        for line in self.lines:
+            try:
+                m = json.loads(line)
+            except ValueError:
+                return False, line
+            if not isinstance(m, dict) or m.get("jsonrpc") != "2.0":
+                return False, line
+        return True, ""
+
+
+def code(m):
+    return m and m.get("error", {}).get("code")
+
+
+def req(i, method, params=None):
+    m = {"jsonrpc": "2.0", "id": i, "method": method}
+    if params is not None:
+        m["params"] = params
+    return m
+
+
+def call(i, name, arguments, token=None):
+    p = {"name": name, "arguments": arguments}
+    if token is not None:
+        p["_meta"] = {"progressToken": token}
+    return req(i, "tools/call", p)
+
+
+def protocol_edges():
+    s = Server()
+    m = s.ask(req(1, "tools/list"))
+    check("before-initialize-tools-list", code(m) == -32002 and m["id"] == 1, m)
+    m = s.ask(call(2, "sandbox.run_command", {"command": ["true"]}))
+    check("before-initialize-tools-call", code(m) == -32002, m)
+    m = s.ask(req(3, "ping"))
+    check("before-initialize-ping", m == {"jsonrpc": "2.0", "id": 3, "result": {}}, m)
+    s.send({"jsonrpc": "2.0", "method": "notifications/whatever"})
+    m = s.ask(b"this is not json\n")
+    check("malformed-line", code(m) == -32700 and m["id"] is None, m)
+    m = s.init()
+    check("initialize-after-errors", m.get("result", {}).get("protocolVersion") == "2025-06-18", m)
+    s.send({"jsonrpc": "2.0", "method": "notifications/initialized"})
+    for name, line, want in [
+        ("batch", b'[{"jsonrpc":"2.0","id":5,"method":"ping"}]\n', -32600),
+        ("jsonrpc-version", b'{"jsonrpc":"1.0","id":5,"method":"ping"}\n', -32600),
+        ("id-null", b'{"jsonrpc":"2.0","id":null,"method":"ping"}\n', -32600),
+        ("id-float", b'{"jsonrpc":"2.0","id":1.5,"method":"ping"}\n', -32600),
+        ("id-object", b'{"jsonrpc":"2.0","id":{},"method":"ping"}\n', -32600),
+        ("method-number", b'{"jsonrpc":"2.0","id":5,"method":7}\n', -32600),
+        ("params-array", b'{"jsonrpc":"2.0","id":5,"method":"ping","params":[]}\n', -32602),
+        ("duplicate-member", b'{"jsonrpc":"2.0","id":5,"id":6,"method":"ping"}\n', -32700),
+        ("nul-in-string", b'{"jsonrpc":"2.0","id":5,"method":"pi\\u0000ng"}\n', -32700),
+        ("invalid-utf8", b'{"jsonrpc":"2.0","id":5,"method":"\xff"}\n', -32700),
+        ("trailing-garbage", b'{"jsonrpc":"2.0","id":5,"method":"ping"} x\n', -32700),
+        ("not-an-object", b'"ping"\n', -32600),
+        ("unknown-method", b'{"jsonrpc":"2.0","id":5,"method":"resources/list"}\n', -32601),
+        ("second-initialize", json.dumps(dict(INIT, id=5)).encode() + b"\n", -32600),
+        ("initialize-no-version", b'{"jsonrpc":"2.0","id":5,"method":"initialize","params":{}}\n', -32602),
+        ("unknown-tool", json.dumps(call(5, "no.such", {})).encode() + b"\n", -32602),
+        ("arguments-not-object", json.dumps(call(5, "sandbox.run_command", [])).encode() + b"\n", -32602),
+        ("bad-progress-token", json.dumps(call(5, "sandbox.run_command", {}, token=1.5)).encode() + b"\n", -32602),
+        ("tools-list-cursor", b'{"jsonrpc":"2.0","id":5,"method":"tools/list","params":{"cursor":"x"}}\n', -32602),
+    ]:
+        m = s.ask(line)
+        check(name, code(m) == want, m)
+    # A notification is never answered, an unknown one included, and a
+    # response to a request we never sent is ignored.
+    s.send({"jsonrpc": "2.0", "method": "notifications/unknown"})
+    s.send({"jsonrpc": "2.0", "id": 77, "result": {}})
+    m = s.ask(req(6, "ping"))
+    check("notification-unanswered", m and m.get("id") == 6, m)
+    # Oversize: read to its newline, answered, and the session goes on.
+    big = b'{"jsonrpc":"2.0","id":7,"method":"ping","params":{"pad":"' + b"x" * LINE_MAX + b'"}}\n'
+    t0 = time.monotonic()
+    m = s.ask(big, timeout=60)
+    check("oversize-line", code(m) == -32600 and m["id"] is None and "longer than" in m["error"]["message"], m)
+    m = s.ask(req(8, "ping"))
+    check("oversize-then-ping", m and m.get("id") == 8 and "result" in m, m)
+    # A line just under the cap is a message (export's largest text).
+    text = "y" * (1 << 20)
+    m = s.ask(call(9, "artifact.export", {"text": text}), timeout=60)
+    check("large-line-under-cap", m and m["result"]["structuredContent"]["size_bytes"] == 1 << 20,
+          str(m)[:300])
+    # A tool failure is isError, not a JSON-RPC error.
+    m = s.ask(call(10, "sandbox.run_command", {"command": "ls -l"}))
+    check("tool-failure-is-error", m["result"]["isError"] is True and "array of strings" in m["result"]["content"][0]["text"], m)
+    m = s.ask(call(11, "artifact.export", {"text": "a", "path": "b"}))
+    check("export-both-is-error", m["result"]["isError"] is True, m)
+    # Pipelined calls are answered in order; a queued one cancelled is
+    # never answered.
+    for i in (12, 13, 14):
+        s.send(call(i, "artifact.export", {"text": f"t{i}"}))
+    got = [s.recv() for _ in range(3)]
+    check("pipelined-in-order", [g and g.get("id") for g in got] == [12, 13, 14], got)
+    rc = s.close()
+    check("eof-exit-0", rc == 0, (rc, s.stderr()))
+    ok, bad = s.stdout_only_protocol()
+    check("stdout-only-protocol", ok and len(s.lines) > 20, bad)
+
+
+def versions():
+    s = Server()
+    m = s.ask(dict(INIT, params=dict(INIT["params"], protocolVersion="2099-01-01")))
+    check("version-unknown-answers-ours", m["result"]["protocolVersion"] == "2025-06-18", m)
+    s.close()
+    s = Server()
+    m = s.ask(dict(INIT, params=dict(INIT["params"], protocolVersion="2024-11-05")))
+    check("version-2024-11-05", m["result"]["protocolVersion"] == "2024-11-05", m)
+    m = s.ask(req(1, "tools/list"))
+    check("version-old-no-output-schema", all("outputSchema" not in t for t in m["result"]["tools"]), m)
+    m = s.ask(call(2, "artifact.export", {"text": "x"}))
+    check("version-old-text-only", "structuredContent" not in m["result"] and
+          json.loads(m["result"]["content"][0]["text"])["size_bytes"] == 1, m)
+    s.close()
+
+
+def command_line():
+    def run(args, **kw):
+        return subprocess.run([AIRLOCK, "mcp"] + args, capture_output=True, text=True,
+                              stdin=subprocess.DEVNULL, timeout=60, **kw)
+    r = run(["--help"])
+    check("cli-help", r.returncode == 0 and "--artifacts-dir" in r.stdout, r)
+    for name, args in (("cli-run-without-worker", ["--run", "r", "--epoch", "1"]),
+                       ("cli-worker-without-run", ["--worker", "unix:/nonexistent"]),
+                       ("cli-mechanism-with-worker", ["--worker", "unix:/x", "--run", "r", "--epoch", "1",
+                                                      "--mechanism", "fake"]),
+                       ("cli-ttl-without-claim", ["--worker", "unix:/x", "--run", "r", "--epoch", "1",
+                                                  "--ttl", "30"]),
+                       ("cli-positional", ["extra"]),
+                       ("cli-bad-epoch", ["--worker", "unix:/x", "--run", "r", "--epoch", "-1"])):
+        r = run(args)
+        check(name, r.returncode == 64 and r.stdout == "", r)
+    d = tempfile.mkdtemp(prefix="airlock-mcp-open-")
+    os.chmod(d, 0o755)
+    r = run(["--mechanism", "fake", "--artifacts-dir", d])
+    check("cli-artifacts-dir-refused", r.returncode == 78 and d in r.stderr and r.stdout == "", r)
+    os.rmdir(d)
+    r = run(["--worker", "unix:/nonexistent/w.sock", "--run", "r", "--epoch", "1", "--claim"])
+    check("cli-claim-unreachable", r.returncode == 69 and "nonexistent" in r.stderr and r.stdout == "", r)
+
+
+def native_available():
+    d = subprocess.run([AIRLOCK, "doctor"], capture_output=True, text=True).stdout
+    if not any(l.startswith("native") and "available" in l.split(None, 1)[1][:9] for l in d.splitlines()):
+        return "airlock doctor does not list native"
+    ls = subprocess.run([AIRLOCK, "image", "ls"], capture_output=True, text=True,
+                        env=dict(os.environ, AIRLOCK_IMAGE_STORE=STORE)).stdout
+    if not any(l.endswith(" default") for l in ls.splitlines()):
+        return f"no default image in {STORE}"
+    return None
+
+
+def leftovers(marker):
+    out = subprocess.run(["pgrep", "-f", marker], capture_output=True, text=True).stdout
+    return [p for p in out.split() if int(p) != os.getpid()]
+
+
+def started(s, token):
+    """Wait for the first progress notification of the call."""
+    for _ in range(50):
+        m = s.recv(30)
+        if m is None:
+            return False
+        if m.get("method") == "notifications/progress" and m["params"]["progressToken"] == token:
+            return True
+    return False
+
+
+def native():
+    env = {"AIRLOCK_IMAGE_STORE": STORE}
+    # The client leaves mid-call (stdin closed): the command is cancelled,
+    # the sandbox destroyed, nothing of it left, exit 0.
+    for name, both in (("disconnect-mid-call", False), ("vanish-mid-call", True)):
+        marker = "3017.5" if not both else "3018.5"
+        s = Server("native", env)
+        s.init()
+        s.send(call(1, "sandbox.run_command", {"command": ["sh", "-c", f"echo started; exec sleep {marker}"]}, token="t"))
+        check(f"{name}-started", started(s, "t"), s.stderr())
+        check(f"{name}-running", len(leftovers(f"sleep {marker}")) >= 1, leftovers(f"sleep {marker}"))
+        if both:
+            s.p.stdout.close()
+        t0 = time.monotonic()
+        rc = s.close()
+        log = s.stderr()
+        check(f"{name}-exits", rc == 0 and time.monotonic() - t0 < 20, (rc, log))
+        check(f"{name}-sandbox-destroyed", "destroyed" in log, log)
+        check(f"{name}-no-process-left", leftovers(f"sleep {marker}") == [], leftovers(f"sleep {marker}"))
+    # A signal mid-call: the call answers (SERVICE_SHUTDOWN), the sandbox
+    # goes, exit 128 + SIGTERM.
+    s = Server("native", env)
+    s.init()
+    s.send(call(1, "sandbox.run_command", {"command": ["sh", "-c", "echo started; exec sleep 3019.5"]}, token="t"))
+    check("sigterm-started", started(s, "t"), s.stderr())
+    s.p.send_signal(signal.SIGTERM)
+    m = s.recv(20)
+    check("sigterm-answered", m and m["result"]["structuredContent"]["killed_by"] == "SERVICE_SHUTDOWN" and
+          m["result"]["structuredContent"]["stdout"] == "started\n", m)
+    rc = s.close()
+    check("sigterm-exit", rc == 128 + signal.SIGTERM, (rc, s.stderr()))
+    check("sigterm-sandbox-destroyed", "destroyed" in s.stderr(), s.stderr())
+    check("sigterm-no-process-left", leftovers("sleep 3019.5") == [], leftovers("sleep 3019.5"))
+    # The queue with a real command: the first runs while the others wait;
+    # a waiting call cancelled is never answered; the rest in order.
+    s = Server("native", env)
+    s.init()
+    s.send(call(1, "sandbox.run_command", {"command": ["sleep", "1"]}))
+    s.send(call(2, "sandbox.run_command", {"command": ["echo", "two"]}))
+    s.send(call(3, "sandbox.run_command", {"command": ["echo", "three"]}))
+    s.send({"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": 2}})
+    got = [s.recv(30), s.recv(30), s.recv(2)]
+    check("queue-cancel-waiting", [g and g.get("id") for g in got] == [1, 3, None] and
+          got[1]["result"]["structuredContent"]["stdout"] == "three\n", got)
+    # Progress carries output that is not UTF-8 as text, each piece valid.
+    s.send(call(4, "sandbox.run_command", {"command": ["printf", "a\\377b\\342\\202\\254"]}, token=9))
+    msgs = []
+    while True:
+        m = s.recv(30)
+        msgs.append(m)
+        if not m or m.get("id") == 4:
+            break
+    text = "".join(x["params"]["message"] for x in msgs if x and x.get("method") == "notifications/progress")
+    check("progress-invalid-utf8", text == "a\ufffdb\u20ac", (text, msgs))
+    rc = s.close()
+    check("queue-exit", rc == 0, s.stderr())
+    ok, bad = s.stdout_only_protocol()
+    check("native-stdout-only-protocol", ok, bad)
+
+
+def main():
+    protocol_edges()
+    versions()
+    command_line()
+    why = native_available()
+    if why:
+        for n in ("disconnect-mid-call", "vanish-mid-call", "sigterm", "queue-cancel-waiting",
+                  "progress-invalid-utf8"):
+            skip(n, why)
+    else:
+        native()
+    print(f"{passed} passed, {failed} failed, {skipped} skipped")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
