@@ -149,6 +149,10 @@ def protocol_edges():
     s.send({"jsonrpc": "2.0", "method": "notifications/whatever"})
     m = s.ask(b"this is not json\n")
     check("malformed-line", code(m) == -32700 and m["id"] is None, m)
+    # jansson quotes the bytes near the error: an invalid escape before a
+    # cut UTF-8 sequence must still be answered, and the session go on.
+    m = s.ask(b'"\\\xc3\xa9"\n')
+    check("malformed-line-cut-utf8", code(m) == -32700 and m["id"] is None, m)
     m = s.init()
     check("initialize-after-errors", m.get("result", {}).get("protocolVersion") == "2025-06-18", m)
     s.send({"jsonrpc": "2.0", "method": "notifications/initialized"})
@@ -332,6 +336,10 @@ def native():
             break
     text = "".join(x["params"]["message"] for x in msgs if x and x.get("method") == "notifications/progress")
     check("progress-invalid-utf8", text == "a\ufffdb\u20ac", (text, msgs))
+    # A NUL in the output: the structured result keeps it (the SDK fails a
+    # call whose declared output schema has no structured content).
+    m = s.ask(call(5, "sandbox.run_command", {"command": ["printf", "a\\000b"]}), 30)
+    check("nul-in-output-structured", m and m["result"].get("structuredContent", {}).get("stdout") == "a\u0000b", m)
     rc = s.close()
     check("queue-exit", rc == 0, s.stderr())
     ok, bad = s.stdout_only_protocol()

@@ -137,9 +137,13 @@ void mcp_msg_parse(const char *line, size_t len, mcp_msg *ret)
 	 * of the same line may take differently. */
 	json_t *root = json_loadb(line, len, JSON_REJECT_DUPLICATES | JSON_DECODE_ANY, &jerr);
 	if (!root) {
-		char msg[160];
-		snprintf(msg, sizeof(msg), "Parse error: %.100s (column %d)", jerr.text,
-		         jerr.column);
+		/* jansson's text quotes the bytes near the error, which may be
+		 * a cut or invalid UTF-8 sequence: cleaned, or the answer could
+		 * not be encoded at all. */
+		char near[3 * 40 + 1], msg[160];
+		size_t used = 0, n = strnlen(jerr.text, 40);
+		near[mcp_utf8_clean((const unsigned char *)jerr.text, n, true, near, &used)] = 0;
+		snprintf(msg, sizeof(msg), "Parse error: %s (column %d)", near, jerr.column);
 		invalid(ret, MCP_PARSE_ERROR, msg);
 		return;
 	}
@@ -373,7 +377,10 @@ void mcp_session_clear(mcp_session *s)
 
 json_t *mcp_tool_result(const mcp_session *s, const char *result_json)
 {
-	json_t *structured = mcp_session_structured(s) ? json_loads(result_json, 0, NULL) : NULL;
+	/* The result is our own encoding; a command's output may hold NUL
+	 * (encoded \u0000), which the structured content must keep. */
+	json_t *structured =
+		mcp_session_structured(s) ? json_loads(result_json, JSON_ALLOW_NUL, NULL) : NULL;
 	json_t *o = json_pack("{s:[{s:s, s:s}], s:b}", "content", "type", "text", "text",
 	                      result_json, "isError", 0);
 	if (o && structured)

@@ -170,7 +170,8 @@ static int worker_call(void *ctx, const char *tool, const char *args, size_t len
 	if (r == 0) {
 		/* The answer re-encoded compact: one JSON text, whatever the
 		 * client's indentation. */
-		json_t *o = a.json ? json_loads(a.json, 0, NULL) : NULL;
+		/* A command's output may hold NUL (\u0000 in the worker's JSON). */
+		json_t *o = a.json ? json_loads(a.json, JSON_ALLOW_NUL, NULL) : NULL;
 		*ret_json = o ? json_dumps(o, JSON_COMPACT | JSON_PRESERVE_ORDER) : NULL;
 		json_decref(o);
 		if (!*ret_json)
