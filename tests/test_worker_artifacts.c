@@ -15,6 +15,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mount.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -917,12 +918,23 @@ Test(worker_artifacts, a_store_serving_another_database_is_refused_and_keeps_its
 	fx_done(&f);
 }
 
-Test(worker_artifacts, a_full_disk_mid_stream_leaves_nothing)
+/* The small disk's mount point, unmounted after the test whether or not
+ * an assertion ended it (a failed run left its tmpfs mounted). */
+static char g_full_mount[128];
+
+static void full_disk_fini(void)
+{
+	if (g_full_mount[0])
+		(void)umount2(g_full_mount, MNT_DETACH);
+}
+
+Test(worker_artifacts, a_full_disk_mid_stream_leaves_nothing, .fini = full_disk_fini)
 {
 	if (geteuid() != 0)
 		cr_skip_test("mounting a small tmpfs needs root");
 	fixture f;
 	fx_open(&f);
+	snprintf(g_full_mount, sizeof(g_full_mount), "%s", f.store);
 	worker_artifacts_free(f.a);
 	f.a = NULL;
 	/* The store moves onto the small disk with its identity (the
