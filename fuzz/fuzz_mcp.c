@@ -42,7 +42,12 @@ static void on_line(void *arg, const char *line, size_t len, bool oversize)
 	mcp_msg_parse(line, len, &m);
 	json_t *reply = NULL;
 	mcp_action a;
-	if (mcp_session_handle(&st->session, &m, &reply, &a) == 0) {
+	/* Only allocation can fail here, and the fuzzer's allocations do
+	 * not: a failure is a bug. A notification is never answered. */
+	if (mcp_session_handle(&st->session, &m, &reply, &a) < 0 ||
+	    (m.kind == MCP_MSG_NOTIFICATION && reply))
+		abort();
+	{
 		if (reply)
 			check_line(reply);
 		if (a.kind == MCP_ACT_CALL) {
@@ -81,7 +86,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	for (size_t off = 0; off < size; off += piece) {
 		size_t n = size - off < piece ? size - off : piece;
 		if (mcp_reader_feed(&r, (const char *)data + off, n, on_line, &st) < 0)
-			break;
+			abort(); /* only allocation fails, as above */
 	}
 	mcp_reader_end(&r, on_line, &st);
 	mcp_reader_free(&r);

@@ -47,14 +47,15 @@ INIT = {"jsonrpc": "2.0", "id": 0, "method": "initialize",
 
 
 class Server:
-    def __init__(self, mechanism="fake", extra_env=None):
+    def __init__(self, mechanism="fake", extra_env=None, args=()):
         self.art = tempfile.mkdtemp(prefix="airlock-mcp-art-")
         self.err = tempfile.TemporaryFile()
         env = dict(os.environ)
         for k in ("AIRLOCK_DEPLOYMENT_MODE", "AIRLOCK_SANDBOX_MECHANISM", "AIRLOCK_SANDBOX_IMAGE"):
             env.pop(k, None)
         env.update(extra_env or {})
-        self.p = subprocess.Popen([AIRLOCK, "mcp", "--mechanism", mechanism, "--artifacts-dir", self.art],
+        self.p = subprocess.Popen([AIRLOCK, "mcp", "--mechanism", mechanism, "--artifacts-dir", self.art,
+                                   *args],
                                   stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.err, env=env)
         self.buf = b""
         self.lines = []  # every stdout line, for the stdout-only check
@@ -165,7 +166,14 @@ def protocol_edges():
         ("method-number", b'{"jsonrpc":"2.0","id":5,"method":7}\n', -32600),
         ("params-array", b'{"jsonrpc":"2.0","id":5,"method":"ping","params":[]}\n', -32602),
         ("duplicate-member", b'{"jsonrpc":"2.0","id":5,"id":6,"method":"ping"}\n', -32700),
-        ("nul-in-string", b'{"jsonrpc":"2.0","id":5,"method":"pi\\u0000ng"}\n', -32700),
+        # An escaped NUL is JSON: the message is answered to its id, and
+        # a string holding one never compares equal to a name.
+        ("nul-in-method", b'{"jsonrpc":"2.0","id":5,"method":"pi\\u0000ng"}\n', -32600),
+        ("nul-in-jsonrpc", b'{"jsonrpc":"2.0\\u0000","id":5,"method":"ping"}\n', -32600),
+        ("nul-in-tool-name", b'{"jsonrpc":"2.0","id":5,"method":"tools/call","params":'
+                             b'{"name":"artifact.export\\u0000x","arguments":{"text":"a"}}}\n', -32602),
+        ("progress-token-long", json.dumps(call(5, "sandbox.run_command", {}, token="t" * 257)).encode() + b"\n",
+         -32602),
         ("invalid-utf8", b'{"jsonrpc":"2.0","id":5,"method":"\xff"}\n', -32700),
         ("trailing-garbage", b'{"jsonrpc":"2.0","id":5,"method":"ping"} x\n', -32700),
         ("not-an-object", b'"ping"\n', -32600),
@@ -178,10 +186,18 @@ def protocol_edges():
         ("tools-list-cursor", b'{"jsonrpc":"2.0","id":5,"method":"tools/list","params":{"cursor":"x"}}\n', -32602),
     ]:
         m = s.ask(line)
-        check(name, code(m) == want, m)
+        check(name, code(m) == want and m.get("id") == (None if want == -32700 or name in
+                                                         ("batch", "not-an-object", "id-null", "id-float",
+                                                          "id-object") else 5), m)
+    # A NUL in a tool's argument is the tool's validation error, to its id.
+    m = s.ask(b'{"jsonrpc":"2.0","id":15,"method":"tools/call","params":{"name":"sandbox.run_command",'
+              b'"arguments":{"command":["a\\u0000b"]}}}\n')
+    check("nul-in-argument-is-tool-error", m and m.get("id") == 15 and m["result"]["isError"] is True, m)
     # A notification is never answered, an unknown one included, and a
     # response to a request we never sent is ignored.
     s.send({"jsonrpc": "2.0", "method": "notifications/unknown"})
+    s.send({"jsonrpc": "2.0", "method": "notifications/cancelled", "params": [1]})
+    s.send({"jsonrpc": "2.0", "method": "notifications/cancelled", "params": "x"})
     s.send({"jsonrpc": "2.0", "id": 77, "result": {}})
     m = s.ask(req(6, "ping"))
     check("notification-unanswered", m and m.get("id") == 6, m)
@@ -251,6 +267,18 @@ def command_line():
     r = run(["--mechanism", "fake", "--artifacts-dir", d])
     check("cli-artifacts-dir-refused", r.returncode == 78 and d in r.stderr and r.stdout == "", r)
     os.rmdir(d)
+    # The token file is checked at start, not at the first call.
+    tok = tempfile.mkdtemp(prefix="airlock-mcp-tok-")
+    empty = os.path.join(tok, "empty")
+    open(empty, "w").close()
+    os.chmod(empty, 0o600)
+    for name, path in (("cli-token-file-missing", os.path.join(tok, "none")),
+                       ("cli-token-file-empty", empty)):
+        r = run(["--worker", "unix:/nonexistent/w.sock", "--run", "r", "--epoch", "1", "--token-file", path])
+        check(name, r.returncode == 78 and path in r.stderr and r.stdout == "", r)
+    subprocess.run(["rm", "-rf", tok])
+    r = run(["--stall-timeout", "0"])
+    check("cli-stall-timeout-range", r.returncode == 64 and "--stall-timeout" in r.stderr, r)
     r = run(["--worker", "unix:/nonexistent/w.sock", "--run", "r", "--epoch", "1", "--claim"])
     check("cli-claim-unreachable", r.returncode == 69 and "nonexistent" in r.stderr and r.stdout == "", r)
 
@@ -346,6 +374,114 @@ def native():
     check("native-stdout-only-protocol", ok, bad)
 
 
+def wait_for(cond, seconds):
+    end = time.monotonic() + seconds
+    while time.monotonic() < end:
+        if cond():
+            return True
+        time.sleep(0.1)
+    return cond()
+
+
+def progress_of(msgs, token):
+    return [m["params"] for m in msgs if m and m.get("method") == "notifications/progress"
+            and m["params"]["progressToken"] == token]
+
+
+def recv_until(s, rid, timeout=30):
+    msgs = []
+    while True:
+        m = s.recv(timeout)
+        msgs.append(m)
+        if not m or m.get("id") == rid:
+            return msgs
+
+
+# A command that floods its output (3 MB: far more than a pipe holds, more
+# than the progress queue keeps) and then waits.
+def flood(marker):
+    return ["sh", "-c", f"head -c 3000000 /dev/zero | tr '\\0' x; exec sleep {marker}"]
+
+
+def slow_client():
+    env = {"AIRLOCK_IMAGE_STORE": STORE}
+    # The client reads nothing while its command floods stdout: the
+    # command's timeout still ends it, and once the client reads, every
+    # message is there, in order, the answer last.
+    s = Server("native", env)
+    s.init()
+    s.send(call(1, "sandbox.run_command", {"command": flood("3020.5"), "timeout_seconds": 3}, token="f"))
+    check("unread-stdout-command-ran", wait_for(lambda: leftovers("sleep 3020.5"), 60), s.stderr())
+    check("unread-stdout-timeout-acts", wait_for(lambda: not leftovers("sleep 3020.5"), 30),
+          leftovers("sleep 3020.5"))
+    s.send(req(2, "ping"))
+    msgs = recv_until(s, 1, 60)
+    ans = msgs[-1]
+    check("unread-stdout-answer", ans and ans["result"]["structuredContent"]["killed_by"] == "TIMEOUT", str(ans)[:300])
+    prog = [p["progress"] for p in progress_of(msgs, "f")]
+    check("unread-stdout-progress-grows", prog and all(a < b for a, b in zip(prog, prog[1:])), prog[:20])
+    # The ping was read while the answers waited (the queue was under its
+    # cap): answered before or after the call's answer.
+    m = next((x for x in msgs if x and x.get("id") == 2), None) or s.recv(20)
+    check("unread-stdout-ping-answered", m and m.get("id") == 2 and m.get("result") == {}, m)
+    rc = s.close()
+    check("unread-stdout-exit", rc == 0, (rc, s.stderr()))
+    ok, bad = s.stdout_only_protocol()
+    check("unread-stdout-only-protocol", ok, bad[:200])
+
+    # A signal while the client reads nothing: acted on at once, the
+    # sandbox destroyed, 128 + SIGTERM within the flush time.
+    s = Server("native", env)
+    s.init()
+    s.send(call(1, "sandbox.run_command", {"command": flood("3021.5")}, token="g"))
+    check("unread-sigterm-running", wait_for(lambda: leftovers("sleep 3021.5"), 60), s.stderr())
+    time.sleep(0.5)
+    t0 = time.monotonic()
+    s.p.send_signal(signal.SIGTERM)
+    try:
+        rc = s.p.wait(30)
+    except subprocess.TimeoutExpired:
+        rc = None
+    took = time.monotonic() - t0
+    rc = s.close() if rc is None else (s.close() and rc)
+    check("unread-sigterm-exit", rc == 128 + signal.SIGTERM, (rc, took, s.stderr()))
+    check("unread-sigterm-destroyed", "destroyed" in s.stderr(), s.stderr())
+    check("unread-sigterm-no-process-left", not leftovers("sleep 3021.5"), leftovers("sleep 3021.5"))
+
+    # A client that reads nothing past --stall-timeout is gone: its
+    # command is cancelled and its sandbox destroyed without a signal.
+    s = Server("native", env, args=("--stall-timeout", "2"))
+    s.init()
+    s.send(call(1, "sandbox.run_command", {"command": flood("3022.5")}, token="h"))
+    check("stall-running", wait_for(lambda: leftovers("sleep 3022.5"), 60), s.stderr())
+    try:
+        rc = s.p.wait(40)
+    except subprocess.TimeoutExpired:
+        rc = None
+    log = s.stderr()
+    s.close()
+    check("stall-exits", rc == 0 and "stall-timeout" in log, (rc, log))
+    check("stall-destroyed", "destroyed" in log, log)
+    check("stall-no-process-left", not leftovers("sleep 3022.5"), leftovers("sleep 3022.5"))
+
+    # Progress has a rate: a byte at a time makes a notification per
+    # interval, not per byte; the values grow and end at the output's
+    # length; a cut UTF-8 sequence at the end goes before the answer.
+    s = Server("native", env)
+    s.init()
+    s.send(call(1, "sandbox.run_command",
+                {"command": ["sh", "-c", "i=0; while [ $i -lt 300 ]; do printf x; i=$((i+1)); done; "
+                                          "sleep 0.3; printf 'y\\342\\202'"]}, token="r"))
+    msgs = recv_until(s, 1, 60)
+    prog = progress_of(msgs, "r")
+    text = "".join(p["message"] for p in prog)
+    check("progress-rate", 0 < len(prog) < 60, len(prog))
+    check("progress-all-text", text == "x" * 300 + "y\ufffd\ufffd", text[-10:])
+    vals = [p["progress"] for p in prog]
+    check("progress-counts-bytes", vals and all(a < b for a, b in zip(vals, vals[1:])) and vals[-1] == 303, vals)
+    s.close()
+
+
 def main():
     protocol_edges()
     versions()
@@ -353,10 +489,11 @@ def main():
     why = native_available()
     if why:
         for n in ("disconnect-mid-call", "vanish-mid-call", "sigterm", "queue-cancel-waiting",
-                  "progress-invalid-utf8"):
+                  "progress-invalid-utf8", "unread-stdout", "unread-sigterm", "stall", "progress-rate"):
             skip(n, why)
     else:
         native()
+        slow_client()
     print(f"{passed} passed, {failed} failed, {skipped} skipped")
     return 1 if failed else 0
 

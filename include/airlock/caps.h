@@ -774,7 +774,30 @@
  * unbounded memory here. */
 #define AIRLOCK_MCP_PENDING_MAX 16
 /* A progress notification's message: at most this many bytes of a
- * command's output each (a larger piece is sent in several). */
+ * command's output each (a larger piece is sent in several). Output is
+ * held until this much has come or AIRLOCK_MCP_PROGRESS_INTERVAL_MS has
+ * passed since the last notification, so a command writing a byte at a
+ * time costs at most ten notifications a second, not one a byte. */
 #define AIRLOCK_MCP_PROGRESS_CHUNK (16u << 10)
+#define AIRLOCK_MCP_PROGRESS_INTERVAL_MS 100
+/* A progressToken is echoed in every notification of its call: a longer
+ * one is refused (Invalid params) rather than repeated per 16 KiB. */
+#define AIRLOCK_MCP_PROGRESS_TOKEN_MAX 256
+/* Bytes queued for a client that reads slowly (src/cli/mcp_out.c): over
+ * AIRLOCK_MCP_OUT_MAX the client's requests are not read until it takes
+ * some (each request makes at most one answer, so the queue stays within
+ * this and one answer, whose size the tools' output ceiling bounds); over
+ * AIRLOCK_MCP_OUT_PROGRESS_MAX progress is dropped (the result carries
+ * the output). */
+#define AIRLOCK_MCP_OUT_MAX (16u << 20)
+#define AIRLOCK_MCP_OUT_PROGRESS_MAX (1u << 20)
+/* A client that reads no byte for this long while answers wait is
+ * treated as gone (its command cancelled, its sandbox destroyed): the
+ * default of --stall-timeout, and its range. */
+#define AIRLOCK_MCP_STALL_DEFAULT_S 60
+#define AIRLOCK_MCP_STALL_MAX_S 3600
+/* At the session's end, the answers still queued get this long to reach
+ * the client before the process exits. */
+#define AIRLOCK_MCP_FLUSH_S 5
 
 #endif

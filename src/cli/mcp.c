@@ -2,8 +2,9 @@
 /*
  * airlock mcp: the worker's tools over the Model Context Protocol on
  * stdio (docs/mcp.md). stdout carries protocol messages and nothing else
- * (one JSON object a line, written whole under one lock); everything a
- * person reads goes to stderr.
+ * (one JSON object a line, queued whole to the writer thread of
+ * mcp_out.c, so no thread here waits on the client); everything a person
+ * reads goes to stderr.
  *
  * Threads: the main thread reads stdin and answers the protocol's own
  * methods at once, so a ping, a tools/list or a notifications/cancelled is
@@ -28,6 +29,7 @@
 #include <string.h>
 #include <sys/eventfd.h>
 #include <sys/signalfd.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "airlock/caps.h"
@@ -51,9 +53,8 @@ typedef struct mcp_server {
 	void *ctx;
 	mcp_reader reader;
 
-	int in_fd, out_fd;        /* the client's stdin and stdout, private (cli_mcp) */
-	pthread_mutex_t out_lock; /* out_fd: one whole message at a time */
-	bool out_gone;            /* a write failed: the client is gone */
+	int in_fd;   /* the client's stdin, private (cli_mcp) */
+	mcp_out *out; /* the client's stdout */
 
 	/* The call running on its thread, and the calls waiting their turn
 	 * (the tools declare allow_parallel no: one at a time, in order). lock
@@ -64,81 +65,144 @@ typedef struct mcp_server {
 	mcp_call *queue[AIRLOCK_MCP_PENDING_MAX];
 	size_t n_queue;
 	int done_efd; /* the call thread's end */
-	/* Progress of the running call: bytes of output sent so far, and each
-	 * stream's incomplete UTF-8 sequence held for its next piece. */
-	int64_t progress;
-	unsigned char carry[2][4];
-	size_t carry_len[2];
-	int failed; /* -ENOMEM from the reader or a reply */
+	int tick_efd; /* held progress output: the main thread's timer is needed */
+	int failed;   /* -ENOMEM from the reader */
+
+	/* Progress of the running call (plock: the command's output reader
+	 * adds, the main thread's timer and the call's end flush). Output is
+	 * held per stream until a chunk is full or the interval has passed;
+	 * progress is the count of output bytes sent so far. */
+	pthread_mutex_t plock;
+	bool progress_open;     /* the running call asked for progress */
+	json_t *progress_token; /* the running call's, borrowed */
+	int64_t progress;       /* bytes of output sent as progress so far */
+	int64_t progress_at_ms; /* when the last notification went */
+	unsigned char pend[2][AIRLOCK_MCP_PROGRESS_CHUNK];
+	size_t pend_len[2];
+	bool pend_fresh[2]; /* bytes came since the stream's last flush */
+	char clean[3 * AIRLOCK_MCP_PROGRESS_CHUNK + 1];
 } mcp_server;
+
+static void efd_post(int fd)
+{
+	uint64_t one = 1;
+	ssize_t w = write(fd, &one, sizeof(one));
+	(void)w; /* a counter at its maximum is still readable */
+}
+
+static void efd_drain(int fd)
+{
+	uint64_t v;
+	ssize_t r = read(fd, &v, sizeof(v));
+	(void)r;
+}
 
 /* ---- stdout ---------------------------------------------------------------- */
 
 static void send_msg(mcp_server *s, json_t *msg)
 {
-	char *text = msg ? json_dumps(msg, JSON_COMPACT) : NULL;
-	json_decref(msg);
-	if (!text) {
-		fputs("airlock mcp: an answer could not be encoded (out of memory)\n", stderr);
-		return;
-	}
-	size_t n = strlen(text);
-	text[n] = '\n'; /* json_dumps's NUL: the line's end takes its place */
-	pthread_mutex_lock(&s->out_lock);
-	size_t off = 0;
-	while (!s->out_gone && off < n + 1) {
-		ssize_t w = write(s->out_fd, text + off, n + 1 - off);
-		if (w < 0 && errno == EINTR)
-			continue;
-		if (w <= 0)
-			s->out_gone = true; /* EPIPE: nobody reads our answers any more */
-		else
-			off += (size_t)w;
-	}
-	pthread_mutex_unlock(&s->out_lock);
-	free(text);
+	mcp_out_send(s->out, msg, false);
+}
+
+/* A request's answer: result (taken), or, when it could not be built, an
+ * Internal error the client can match to its request rather than an
+ * answer that never comes. */
+static void send_reply(mcp_server *s, json_t *id, json_t *result)
+{
+	json_t *msg = result ? mcp_result(id, result) : NULL;
+	if (!msg)
+		msg = mcp_error(id, MCP_INTERNAL_ERROR, "Internal error: the answer could not be "
+		                                        "built (out of memory)");
+	send_msg(s, msg);
 }
 
 /* ---- progress ---------------------------------------------------------------- */
 
-static void send_progress(mcp_server *s, airlock_output_stream stream, const char *text,
-                          size_t len, size_t raw)
+static int64_t mono_ms(void)
 {
-	s->progress += (int64_t)raw;
-	json_t *msg = json_pack("{s:s, s:s, s:{s:O, s:I, s:s%, s:{s:s}}}", "jsonrpc", "2.0",
-	                        "method", "notifications/progress", "params", "progressToken",
-	                        s->running->progress_token, "progress", (json_int_t)s->progress, "message",
-	                        text, len, "_meta", "airlock/stream",
-	                        airlock_output_stream_name(stream));
-	send_msg(s, msg);
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
-/* The command's output as it arrives (the execute's thread): pieces of
- * at most AIRLOCK_MCP_PROGRESS_CHUNK bytes, each valid UTF-8 (a sequence
- * cut by a piece's end waits for the next). progress is the count of
- * output bytes so far: it only grows, as the protocol requires. */
+/* Send stream k's held output as one notification, each piece valid
+ * UTF-8: unless final, a sequence cut by the end waits for its next
+ * bytes. progress counts the raw bytes sent (a held byte is counted when
+ * it goes), so it grows with every notification, as the protocol
+ * requires, and ends at the output's length. With plock. */
+static void progress_flush_stream(mcp_server *s, int k, bool final)
+{
+	size_t used = 0;
+	s->pend_fresh[k] = false;
+	size_t cl = mcp_utf8_clean(s->pend[k], s->pend_len[k], final, s->clean, &used);
+	memmove(s->pend[k], s->pend[k] + used, s->pend_len[k] - used);
+	s->pend_len[k] -= used;
+	if (used == 0)
+		return;
+	s->progress += (int64_t)used;
+	s->progress_at_ms = mono_ms();
+	json_t *msg = json_pack("{s:s, s:s, s:{s:O, s:I, s:s%, s:{s:s}}}", "jsonrpc", "2.0",
+	                        "method", "notifications/progress", "params", "progressToken",
+	                        s->progress_token, "progress", (json_int_t)s->progress, "message",
+	                        s->clean, cl, "_meta", "airlock/stream",
+	                        airlock_output_stream_name(k ? AIRLOCK_OUTPUT_STDERR
+	                                                     : AIRLOCK_OUTPUT_STDOUT));
+	/* Dropped while the client is slow to read: the result has it all. */
+	mcp_out_send(s->out, msg, true);
+}
+
+static void progress_flush(mcp_server *s, bool final)
+{
+	for (int k = 0; k < 2; k++)
+		if (s->pend_len[k] > 0)
+			progress_flush_stream(s, k, final);
+}
+
+/* The command's output as it arrives (the execute's thread): held, and
+ * sent as a chunk fills or the interval passes. The work is constant
+ * per byte: a byte is copied in once and cleaned once. */
 static void on_output(void *arg, airlock_output_stream stream, const void *data, size_t len)
 {
 	mcp_server *s = arg;
 	int k = stream == AIRLOCK_OUTPUT_STDERR ? 1 : 0;
 	const unsigned char *p = data;
-	static __thread char clean[3 * (AIRLOCK_MCP_PROGRESS_CHUNK + 4) + 1];
-	unsigned char piece[AIRLOCK_MCP_PROGRESS_CHUNK + 4];
-	while (len > 0 && !s->out_gone) {
-		size_t held = s->carry_len[k];
-		size_t take = len < AIRLOCK_MCP_PROGRESS_CHUNK ? len : AIRLOCK_MCP_PROGRESS_CHUNK;
-		memcpy(piece, s->carry[k], held);
-		memcpy(piece + held, p, take);
-		size_t used = 0;
-		size_t cl = mcp_utf8_clean(piece, held + take, false, clean, &used);
-		size_t rest = held + take - used; /* at most 3: an incomplete sequence */
-		memcpy(s->carry[k], piece + used, rest);
-		s->carry_len[k] = rest;
-		if (cl > 0)
-			send_progress(s, stream, clean, cl, used > held ? used - held : 0);
+	pthread_mutex_lock(&s->plock);
+	while (s->progress_open && len > 0) {
+		size_t room = sizeof(s->pend[k]) - s->pend_len[k];
+		size_t take = len < room ? len : room;
+		memcpy(s->pend[k] + s->pend_len[k], p, take);
+		s->pend_len[k] += take;
+		if (!s->pend_fresh[0] && !s->pend_fresh[1])
+			efd_post(s->tick_efd); /* the main thread's timer starts */
+		s->pend_fresh[k] = true;
 		p += take;
 		len -= take;
+		if (s->pend_len[k] == sizeof(s->pend[k]))
+			progress_flush_stream(s, k, false);
 	}
+	if (s->progress_open && mono_ms() - s->progress_at_ms >= AIRLOCK_MCP_PROGRESS_INTERVAL_MS)
+		progress_flush(s, false);
+	pthread_mutex_unlock(&s->plock);
+}
+
+/* The main thread's timer: output held past the interval goes now (a
+ * command that writes a line and then waits is not held up by it).
+ * Returns the poll timeout until the next such moment, or -1. */
+static int progress_tick(mcp_server *s)
+{
+	pthread_mutex_lock(&s->plock);
+	int timeout = -1;
+	if (s->progress_open && (s->pend_fresh[0] || s->pend_fresh[1])) {
+		int64_t wait = s->progress_at_ms + AIRLOCK_MCP_PROGRESS_INTERVAL_MS - mono_ms();
+		if (wait <= 0)
+			progress_flush(s, false);
+		/* After a flush only an incomplete UTF-8 sequence can be left
+		 * (not fresh): it waits for its bytes, not for the timer. */
+		else
+			timeout = (int)wait;
+	}
+	pthread_mutex_unlock(&s->plock);
+	return timeout;
 }
 
 /* ---- the calls -------------------------------------------------------------------- */
@@ -169,15 +233,21 @@ static void *call_main(void *arg)
 	pthread_mutex_lock(&s->lock);
 	bool quiet = c->cancelled_by_client;
 	pthread_mutex_unlock(&s->lock);
+	/* The output still held goes before the answer, a cut UTF-8
+	 * sequence at its end included (as U+FFFD): the progress a client
+	 * saw adds up to the output. */
+	pthread_mutex_lock(&s->plock);
+	if (!quiet)
+		progress_flush(s, true);
+	s->progress_open = false;
+	pthread_mutex_unlock(&s->plock);
 	/* A request the client cancelled is not answered (the protocol's
 	 * rule); its command is over either way. */
-	if (quiet || !result)
+	if (quiet)
 		json_decref(result);
 	else
-		send_msg(s, mcp_result(c->id, result));
-	uint64_t one = 1;
-	ssize_t w = write(s->done_efd, &one, sizeof(one));
-	(void)w;
+		send_reply(s, c->id, result);
+	efd_post(s->done_efd);
 	return NULL;
 }
 
@@ -188,15 +258,24 @@ static void call_next(mcp_server *s)
 		mcp_call *c = s->queue[0];
 		memmove(s->queue, s->queue + 1, --s->n_queue * sizeof(s->queue[0]));
 		s->running = c;
+		pthread_mutex_lock(&s->plock);
+		s->progress_open = c->progress_token != NULL;
+		s->progress_token = c->progress_token;
 		s->progress = 0;
-		s->carry_len[0] = s->carry_len[1] = 0;
+		s->progress_at_ms = mono_ms();
+		s->pend_len[0] = s->pend_len[1] = 0;
+		s->pend_fresh[0] = s->pend_fresh[1] = false;
+		pthread_mutex_unlock(&s->plock);
 		int e = pthread_create(&s->thread, NULL, call_main, s);
 		if (e == 0)
 			return;
 		s->running = NULL;
 		airlock_error err = { 0 };
 		airlock_error_set(&err, AIRLOCK_ERR_SYSTEM, e, "the tool call's thread");
-		send_msg(s, mcp_result(c->id, mcp_tool_error(&err)));
+		pthread_mutex_lock(&s->plock);
+		s->progress_open = false;
+		pthread_mutex_unlock(&s->plock);
+		send_reply(s, c->id, mcp_tool_error(&err));
 		call_free(c);
 	}
 }
@@ -204,9 +283,7 @@ static void call_next(mcp_server *s)
 /* The running call's thread ended: join it, then the next. */
 static void call_reap(mcp_server *s)
 {
-	uint64_t v;
-	ssize_t n = read(s->done_efd, &v, sizeof(v));
-	(void)n;
+	efd_drain(s->done_efd);
 	if (!s->running)
 		return;
 	pthread_join(s->thread, NULL);
@@ -224,7 +301,7 @@ static void call_queue(mcp_server *s, const mcp_action *a)
 		                  "one at a time: allow_parallel no); call again when they have "
 		                  "answered",
 		                  AIRLOCK_MCP_PENDING_MAX);
-		send_msg(s, mcp_result(a->id, mcp_tool_error(&err)));
+		send_reply(s, a->id, mcp_tool_error(&err));
 		return;
 	}
 	mcp_call *c = calloc(1, sizeof(*c));
@@ -239,7 +316,7 @@ static void call_queue(mcp_server *s, const mcp_action *a)
 	if (!c || !c->arguments || !c->id || (a->progress_token && !c->progress_token) ||
 	    airlock_cancel_new(&c->cancel, &err) < 0) {
 		airlock_error_set(&err, AIRLOCK_ERR_SYSTEM, ENOMEM, "a tool call");
-		send_msg(s, mcp_result(a->id, mcp_tool_error(&err)));
+		send_reply(s, a->id, mcp_tool_error(&err));
 		call_free(c);
 		return;
 	}
@@ -305,9 +382,10 @@ static void mcp_usage(FILE *out)
 {
 	fprintf(out,
 	        "usage: airlock mcp [--config FILE] [--mechanism NAME] [--tenant T]\n"
-	        "                   [--artifacts-dir DIR]\n"
+	        "                   [--artifacts-dir DIR] [--stall-timeout SECONDS]\n"
 	        "       airlock mcp --worker ADDRESS [--token-file FILE] [--tls-ca-file FILE]\n"
-	        "                   --run RUN --epoch N [--claim [--ttl SECONDS]] [--tenant T]\n\n"
+	        "                   --run RUN --epoch N [--claim [--ttl SECONDS]] [--tenant T]\n"
+	        "                   [--stall-timeout SECONDS]\n\n"
 	        "Serve the worker's tools (sandbox.run_command, artifact.export) to an MCP client\n"
 	        "over stdio: newline-delimited JSON-RPC 2.0 on stdin and stdout, logs on stderr\n"
 	        "(docs/mcp.md).\n\n"
@@ -324,13 +402,16 @@ static void mcp_usage(FILE *out)
 	        "releases it when the session ends, which destroys the run's sandbox. --token-file\n"
 	        "is a token of the worker's tokens_file (none: the worker's dev mode); a token of\n"
 	        "every tenant needs --tenant.\n\n"
+	        "A client that reads nothing for --stall-timeout seconds (default %d, at most\n"
+	        "%d) while answers wait for it is treated as gone, as when stdin ends.\n\n"
 	        "Exit status: 0 when stdin ended, 128+N after signal N, 64 bad usage, 65-79 when\n"
-	        "the session could not start or its end failed (README, \"Exit codes\").\n");
+	        "the session could not start or its end failed (README, \"Exit codes\").\n",
+	        AIRLOCK_MCP_STALL_DEFAULT_S, AIRLOCK_MCP_STALL_MAX_S);
 }
 
 enum {
 	OPT_CONFIG = 256, OPT_MECHANISM, OPT_TENANT, OPT_ARTIFACTS, OPT_WORKER, OPT_TOKEN,
-	OPT_TLS_CA, OPT_RUN, OPT_EPOCH, OPT_CLAIM, OPT_TTL, OPT_HELP
+	OPT_TLS_CA, OPT_RUN, OPT_EPOCH, OPT_CLAIM, OPT_TTL, OPT_STALL, OPT_HELP
 };
 
 static const struct option mcp_options[] = {
@@ -345,13 +426,16 @@ static const struct option mcp_options[] = {
 	{ "epoch", required_argument, NULL, OPT_EPOCH },
 	{ "claim", no_argument, NULL, OPT_CLAIM },
 	{ "ttl", required_argument, NULL, OPT_TTL },
+	{ "stall-timeout", required_argument, NULL, OPT_STALL },
 	{ "help", no_argument, NULL, OPT_HELP },
 	{ 0 },
 };
 
 /* -1 to go on with the backend open; else the exit status. */
-static int mcp_parse(int argc, char **argv, mcp_embedded_flags *ef, mcp_worker_flags *wf)
+static int mcp_parse(int argc, char **argv, mcp_embedded_flags *ef, mcp_worker_flags *wf,
+                     int *ret_stall_s)
 {
+	int64_t stall_s = AIRLOCK_MCP_STALL_DEFAULT_S;
 	*ef = (mcp_embedded_flags){ .tenant = "local" };
 	*wf = (mcp_worker_flags){ .epoch = -1 };
 	bool claim = false, ttl = false, embedded_only = false;
@@ -378,6 +462,11 @@ static int mcp_parse(int argc, char **argv, mcp_embedded_flags *ef, mcp_worker_f
 			if (!cli_flag_i64("mcp", "--ttl", optarg, 3, 86400, &ttl_s))
 				return CLI_EXIT_USAGE;
 			ttl = true;
+			break;
+		case OPT_STALL:
+			if (!cli_flag_i64("mcp", "--stall-timeout", optarg, 1, AIRLOCK_MCP_STALL_MAX_S,
+			                  &stall_s))
+				return CLI_EXIT_USAGE;
 			break;
 		case OPT_HELP:
 		case 'h':
@@ -407,34 +496,46 @@ static int mcp_parse(int argc, char **argv, mcp_embedded_flags *ef, mcp_worker_f
 		fprintf(stderr, "airlock mcp: %s\n", bad);
 		return CLI_EXIT_USAGE;
 	}
+	*ret_stall_s = (int)stall_s;
 	return -1;
 }
 
-/* The loop: stdin, the signals and the call's end, until stdin ends or
- * a signal comes. Returns the signal's number, or 0. */
+/* The loop: stdin, the signals, the call's end, the writer's news and
+ * the progress timer, until stdin ends, the client's stdout goes or a
+ * signal comes. Returns the signal's number, or 0. No step here waits on
+ * the client: stdin is read only while the answers queued for it are
+ * under their cap. */
 static int serve(mcp_server *s, int sfd)
 {
 	bool eof = false;
 	int signo = 0;
 	char buf[64 << 10];
 	while (!eof && !signo && !s->failed) {
-		struct pollfd p[3] = { { .fd = s->in_fd, .events = POLLIN },
-			               { .fd = sfd, .events = POLLIN },
-			               { .fd = s->done_efd, .events = POLLIN } };
-		if (poll(p, 3, -1) < 0) {
+		int timeout = progress_tick(s);
+		bool full = mcp_out_full(s->out);
+		struct pollfd p[5] = { { .fd = sfd, .events = POLLIN },
+			               { .fd = s->done_efd, .events = POLLIN },
+			               { .fd = mcp_out_event_fd(s->out), .events = POLLIN },
+			               { .fd = s->tick_efd, .events = POLLIN },
+			               { .fd = full ? -1 : s->in_fd, .events = POLLIN } };
+		if (poll(p, 5, timeout) < 0) {
 			if (errno == EINTR)
 				continue;
 			fprintf(stderr, "airlock mcp: poll: %s\n", strerror(errno));
 			break;
 		}
-		if (p[2].revents)
-			call_reap(s);
-		if (p[1].revents) {
+		if (p[0].revents) {
 			struct signalfd_siginfo si;
 			if (read(sfd, &si, sizeof(si)) == (ssize_t)sizeof(si))
 				signo = (int)si.ssi_signo;
 		}
-		if (p[0].revents && !signo) {
+		if (p[1].revents)
+			call_reap(s);
+		if (p[2].revents)
+			mcp_out_event_clear(s->out);
+		if (p[3].revents)
+			efd_drain(s->tick_efd);
+		if (p[4].revents && !signo) {
 			ssize_t n = read(s->in_fd, buf, sizeof(buf));
 			if (n < 0 && (errno == EINTR || errno == EAGAIN))
 				continue;
@@ -445,8 +546,9 @@ static int serve(mcp_server *s, int sfd)
 				s->failed = -ENOMEM;
 			}
 		}
-		/* A client whose end of stdout is closed is gone as well. */
-		if (s->out_gone)
+		/* A client whose stdout is closed, or who stopped reading it,
+		 * is gone as well. */
+		if (mcp_out_gone(s->out))
 			eof = true;
 	}
 	/* Calls still waiting are dropped unanswered: the session is over. */
@@ -455,12 +557,13 @@ static int serve(mcp_server *s, int sfd)
 	s->n_queue = 0;
 	if (s->running) {
 		/* The client left: its command is cancelled. A signal: the
-		 * command ends as a service's does when it stops. */
+		 * command ends as a service's does when it stops. Neither
+		 * waits on the client: the call's answer is only queued. */
 		if (signo && s->ops->shutdown)
 			s->ops->shutdown(s->ctx);
 		else
 			airlock_cancel_fire(s->running->cancel);
-		call_reap(s);
+		call_reap(s); /* waits for the call thread's end */
 	}
 	return signo;
 }
@@ -469,7 +572,8 @@ int cli_mcp(int argc, char **argv)
 {
 	mcp_embedded_flags ef;
 	mcp_worker_flags wf;
-	int pr = mcp_parse(argc, argv, &ef, &wf);
+	int stall_s = AIRLOCK_MCP_STALL_DEFAULT_S;
+	int pr = mcp_parse(argc, argv, &ef, &wf, &stall_s);
 	if (pr >= 0)
 		return pr;
 
@@ -506,44 +610,70 @@ int cli_mcp(int argc, char **argv)
 		return CLI_EXIT_SOFTWARE;
 	}
 	int sfd = signalfd(-1, &set, SFD_CLOEXEC);
-	mcp_server s = { .in_fd = in_fd, .out_fd = out_fd, .out_lock = PTHREAD_MUTEX_INITIALIZER,
-		         .lock = PTHREAD_MUTEX_INITIALIZER, .done_efd = eventfd(0, EFD_CLOEXEC) };
-	if (sfd < 0 || s.done_efd < 0) {
-		fprintf(stderr, "airlock mcp: signalfd/eventfd: %s\n", strerror(errno));
+	/* The server holds the progress buffers (some 80 KiB): on the heap. */
+	mcp_server *s = calloc(1, sizeof(*s));
+	int e = !s || sfd < 0 ? errno : mcp_out_start(out_fd, stall_s, &s->out) < 0 ? errno : 0;
+	if (s) {
+		s->in_fd = in_fd;
+		s->done_efd = eventfd(0, EFD_CLOEXEC);
+		s->tick_efd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+		if (!e && (s->done_efd < 0 || s->tick_efd < 0))
+			e = errno;
+	}
+	if (!e && s)
+		e = pthread_mutex_init(&s->lock, NULL);
+	if (!e && s && (e = pthread_mutex_init(&s->plock, NULL)) != 0)
+		pthread_mutex_destroy(&s->lock);
+	if (e || !s) {
+		fprintf(stderr, "airlock mcp: its threads and descriptors: %s\n", strerror(e ? e : ENOMEM));
+		if (s) {
+			mcp_out_end(s->out, 0, -1);
+			if (s->done_efd >= 0)
+				close(s->done_efd);
+			if (s->tick_efd >= 0)
+				close(s->tick_efd);
+			free(s);
+		}
 		if (sfd >= 0)
 			close(sfd);
-		if (s.done_efd >= 0)
-			close(s.done_efd);
 		close(in_fd);
 		close(out_fd);
 		return CLI_EXIT_SOFTWARE;
 	}
 	airlock_error err = { 0 };
-	int r = wf.worker ? mcp_worker_open(&wf, &s.ops, &s.ctx, &err)
-	                  : mcp_embedded_open(&ef, &s.ops, &s.ctx, &err);
+	int r = wf.worker ? mcp_worker_open(&wf, &s->ops, &s->ctx, &err)
+	                  : mcp_embedded_open(&ef, &s->ops, &s->ctx, &err);
 	int code = CLI_EXIT_OK;
 	if (r < 0) {
 		cli_error("mcp", &err);
 		code = cli_exit_for(&err);
 	} else {
 		fprintf(stderr, "airlock mcp: serving %s's tools over stdio (%s)\n",
-		        s.ops->name, MCP_PROTOCOL_LATEST);
-		int signo = serve(&s, sfd);
-		if (s.ops->end(s.ctx) < 0)
+		        s->ops->name, MCP_PROTOCOL_LATEST);
+		int signo = serve(s, sfd);
+		if (s->ops->end(s->ctx) < 0)
 			code = CLI_EXIT_SOFTWARE;
 		else if (signo)
 			code = 128 + signo;
-		else if (s.failed)
+		else if (s->failed)
 			code = CLI_EXIT_SOFTWARE;
-		s.ops->free(s.ctx);
+		s->ops->free(s->ctx);
 		if (signo)
 			fprintf(stderr, "airlock mcp: stopped by %s\n", strsignal(signo));
 	}
-	mcp_reader_free(&s.reader);
-	mcp_session_clear(&s.session);
-	close(s.done_efd);
+	/* The last answers (a cancelled call's, a signal's) get a bounded
+	 * time to reach the client; a second signal does not wait for it. */
+	bool out_closed = mcp_out_end(s->out, AIRLOCK_MCP_FLUSH_S, sfd);
+	mcp_reader_free(&s->reader);
+	mcp_session_clear(&s->session);
+	pthread_mutex_destroy(&s->plock);
+	pthread_mutex_destroy(&s->lock);
+	close(s->done_efd);
+	close(s->tick_efd);
+	free(s);
 	close(sfd);
 	close(in_fd);
-	close(out_fd);
+	if (out_closed)
+		close(out_fd);
 	return code;
 }

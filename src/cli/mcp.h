@@ -142,6 +142,32 @@ size_t mcp_utf8_clean(const unsigned char *in, size_t n, bool final, char *out,
 json_t *mcp_tool_result(const mcp_session *s, const char *result_json);
 json_t *mcp_tool_error(const airlock_error *err);
 
+/* ---- stdout (mcp_out.c) ---------------------------------------------------- */
+
+/* The client's stdout: a writer thread and a bounded queue. Nothing that
+ * queues a message waits for the client. */
+typedef struct mcp_out mcp_out;
+
+/* Start the writer on fd; a client that takes no byte for stall_s while
+ * answers wait is gone. 0, or a negative errno. */
+int mcp_out_start(int fd, int stall_s, mcp_out **ret);
+/* Queue one message (taken; NULL is an encoding failure, said on
+ * stderr). droppable (progress): dropped while the queue is long. true
+ * when queued. Thread-safe. */
+bool mcp_out_send(mcp_out *o, json_t *msg, bool droppable);
+/* More than AIRLOCK_MCP_OUT_MAX bytes wait: read no more requests. */
+bool mcp_out_full(mcp_out *o);
+/* The client is gone: a write failed, its pipe closed, or it stalled. */
+bool mcp_out_gone(mcp_out *o);
+/* Readable when the client went or the queue fell under its cap; cleared
+ * by mcp_out_event_clear. */
+int mcp_out_event_fd(mcp_out *o);
+void mcp_out_event_clear(mcp_out *o);
+/* Give what is queued flush_s seconds (less if stop_fd becomes
+ * readable), stop the writer, free. false: the writer is stuck in a write
+ * and was left (with the descriptor, which must stay open). */
+bool mcp_out_end(mcp_out *o, int flush_s, int stop_fd);
+
 /* ---- the backends --------------------------------------------------------- */
 
 /* What a call gets beside its arguments. */

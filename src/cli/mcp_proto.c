@@ -15,6 +15,9 @@
 #include "airlock/caps.h"
 #include "airlock/tools.h"
 
+#define MCP_STR_(x) #x
+#define MCP_STR(x) MCP_STR_(x)
+
 /* ---- lines --------------------------------------------------------------- */
 
 static void hand_over(mcp_reader *r, mcp_line_fn fn, void *arg)
@@ -114,6 +117,17 @@ size_t mcp_json_values(const char *s, size_t n)
 
 /* ---- messages -------------------------------------------------------------- */
 
+/* A JSON string's text when it holds no NUL, else NULL. Messages are
+ * parsed with JSON_ALLOW_NUL (so a "\u0000" in a tool's argument is the
+ * tool's validation error, answered to its id, not a parse error with
+ * none), and every string this file compares goes through here: a C
+ * comparison would stop at the NUL and take "ping\u0000x" for "ping". */
+static const char *str_plain(const json_t *v)
+{
+	const char *t = json_string_value(v);
+	return t && strlen(t) == json_string_length(v) ? t : NULL;
+}
+
 static void invalid(mcp_msg *m, int code, const char *message)
 {
 	m->kind = MCP_MSG_INVALID;
@@ -135,7 +149,8 @@ void mcp_msg_parse(const char *line, size_t len, mcp_msg *ret)
 	/* Duplicate members are refused: two "id"s or two "method"s would
 	 * make the message mean what the last one says, which another reader
 	 * of the same line may take differently. */
-	json_t *root = json_loadb(line, len, JSON_REJECT_DUPLICATES | JSON_DECODE_ANY, &jerr);
+	json_t *root = json_loadb(line, len, JSON_REJECT_DUPLICATES | JSON_DECODE_ANY | JSON_ALLOW_NUL,
+	                          &jerr);
 	if (!root) {
 		/* jansson's text quotes the bytes near the error, which may be
 		 * a cut or invalid UTF-8 sequence: cleaned, or the answer could
@@ -163,7 +178,8 @@ void mcp_msg_parse(const char *line, size_t len, mcp_msg *ret)
 	/* MCP's ids are strings or integers, never null. */
 	bool id_ok = id && (json_is_string(id) || json_is_integer(id));
 	ret->id = id_ok ? id : NULL;
-	if (!json_is_string(v) || strcmp(json_string_value(v), "2.0") != 0) {
+	const char *version = str_plain(v);
+	if (!version || strcmp(version, "2.0") != 0) {
 		invalid(ret, MCP_INVALID_REQUEST, "Invalid Request: \"jsonrpc\" must be \"2.0\"");
 		return;
 	}
@@ -175,9 +191,9 @@ void mcp_msg_parse(const char *line, size_t len, mcp_msg *ret)
 		invalid(ret, MCP_INVALID_REQUEST, "Invalid Request: no \"method\"");
 		return;
 	}
-	if (!json_is_string(method) ||
-	    strlen(json_string_value(method)) != json_string_length(method)) {
-		invalid(ret, MCP_INVALID_REQUEST, "Invalid Request: \"method\" must be a string");
+	if (!str_plain(method)) {
+		invalid(ret, MCP_INVALID_REQUEST, "Invalid Request: \"method\" must be a string "
+		                                  "(without NUL)");
 		return;
 	}
 	if (id && !id_ok) {
@@ -186,6 +202,13 @@ void mcp_msg_parse(const char *line, size_t len, mcp_msg *ret)
 		return;
 	}
 	if (params && !json_is_object(params)) {
+		/* A notification is never answered, a malformed one included:
+		 * it is taken without its params, which makes it mean nothing. */
+		if (!id) {
+			ret->method = str_plain(method);
+			ret->kind = MCP_MSG_NOTIFICATION;
+			return;
+		}
 		invalid(ret, MCP_INVALID_PARAMS, "Invalid params: \"params\" must be an object");
 		return;
 	}
@@ -261,8 +284,8 @@ static json_t *tools_result(bool structured)
 
 static int initialize(mcp_session *s, const mcp_msg *m, json_t **ret)
 {
-	json_t *v = json_object_get(m->params, "protocolVersion");
-	if (!json_is_string(v)) {
+	const char *v = str_plain(json_object_get(m->params, "protocolVersion"));
+	if (!v) {
 		*ret = mcp_error(m->id, MCP_INVALID_PARAMS,
 		                 "Invalid params: initialize needs \"protocolVersion\" (a string)");
 		return *ret ? 0 : -ENOMEM;
@@ -276,7 +299,7 @@ static int initialize(mcp_session *s, const mcp_msg *m, json_t **ret)
 	 * (the client then decides whether it can go on). */
 	const char *chosen = MCP_PROTOCOL_LATEST;
 	for (size_t i = 0; i < sizeof(versions) / sizeof(versions[0]); i++)
-		if (strcmp(json_string_value(v), versions[i]) == 0)
+		if (strcmp(v, versions[i]) == 0)
 			chosen = versions[i];
 	snprintf(s->version, sizeof(s->version), "%s", chosen);
 	json_decref(s->tools);
@@ -302,7 +325,7 @@ static int tools_call(const mcp_msg *m, json_t **ret, mcp_action *act)
 	json_t *args = json_object_get(m->params, "arguments");
 	json_t *meta = json_object_get(m->params, "_meta");
 	json_t *token = meta ? json_object_get(meta, "progressToken") : NULL;
-	const char *n = json_string_value(name);
+	const char *n = str_plain(name);
 	const char *bad =
 		!m->params ? "Invalid params: tools/call needs {\"name\", \"arguments\"}"
 		: !n ? "Invalid params: \"name\" must be a string, the tool's name"
@@ -313,6 +336,10 @@ static int tools_call(const mcp_msg *m, json_t **ret, mcp_action *act)
 		: meta && !json_is_object(meta) ? "Invalid params: \"_meta\" must be an object"
 		: token && !json_is_string(token) && !json_is_integer(token)
 			? "Invalid params: \"_meta.progressToken\" must be a string or an integer"
+		: json_string_length(token) > AIRLOCK_MCP_PROGRESS_TOKEN_MAX
+			? "Invalid params: \"_meta.progressToken\" is longer than "
+			  MCP_STR(AIRLOCK_MCP_PROGRESS_TOKEN_MAX) " bytes (it is repeated in "
+			  "every progress notification)"
 			: NULL;
 	if (bad) {
 		*ret = mcp_error(m->id, MCP_INVALID_PARAMS, bad);

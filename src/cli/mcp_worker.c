@@ -25,6 +25,7 @@
 #include <sys/eventfd.h>
 #include <unistd.h>
 
+#include "airlock/credential_file.h"
 #include "airlock/run_command.h"
 #include "airlock/tools.h"
 #include "airlock/worker_client.h"
@@ -230,6 +231,24 @@ int mcp_worker_open(const mcp_worker_flags *f, const mcp_backend **ret_ops, void
 	if (!id_ok(f->run) || (f->tenant && !id_ok(f->tenant)))
 		return airlock_error_set(err, AIRLOCK_ERR_CONFIG, 0,
 		                         "--run and --tenant: 1 to 128 of A-Z, a-z, 0-9, '_' and '-'");
+	if (f->token_file) {
+		/* The token file is read at every call; read once here too, so
+		 * a missing, unreadable or empty one stops the session before
+		 * the client's first call rather than failing each call. */
+		char *tok = NULL;
+		size_t len = 0;
+		int r = airlock_credential_file_read_text(f->token_file, "--token-file",
+		                                          AIRLOCK_CREDENTIAL_FILE_MAX, &tok, &len, err);
+		if (tok) {
+			explicit_bzero(tok, len);
+			free(tok);
+		}
+		if (r < 0)
+			return r;
+		if (len == 0)
+			return airlock_error_set(err, AIRLOCK_ERR_CONFIG, 0,
+			                         "--token-file %s is empty", f->token_file);
+	}
 	remote_session *w = calloc(1, sizeof(*w));
 	if (!w)
 		return airlock_error_set(err, AIRLOCK_ERR_SYSTEM, ENOMEM, "airlock mcp");
