@@ -39,8 +39,6 @@
 #define BENCH_RUNS_DEFAULT 200
 #define BENCH_EXECS_DEFAULT 500
 
-static const char *const bwrap_dirs[] = { "/usr/bin", "/bin", "/usr/local/bin" };
-
 /* ---- what the mechanism is compared with ------------------------------------ */
 
 static int bench_bwrap_side(void *bwrap, int64_t *out, size_t *k, size_t count)
@@ -70,21 +68,6 @@ typedef struct bench_ctx {
 	airlock_environment_spec spec;
 	char *bwrap;
 } bench_ctx;
-
-/* ---- setup ----------------------------------------------------------------- */
-
-static char *bench_find_bwrap(void)
-{
-	for (size_t i = 0; i < sizeof(bwrap_dirs) / sizeof(bwrap_dirs[0]); i++) {
-		char *p = NULL;
-		if (asprintf(&p, "%s/bwrap", bwrap_dirs[i]) < 0)
-			return NULL;
-		if (access(p, X_OK) == 0)
-			return p;
-		free(p);
-	}
-	return NULL;
-}
 
 int main(int argc, char **argv)
 {

@@ -107,6 +107,22 @@ static inline int bench_default_image(const char **ret_store, char digest[AIRLOC
 	return 0;
 }
 
+/* Debian's bubblewrap, the floor the native mechanism is compared with:
+ * its path (freed by the caller), or NULL when it is not installed. */
+static inline char *bench_find_bwrap(void)
+{
+	static const char *const dirs[] = { "/usr/bin", "/bin", "/usr/local/bin" };
+	for (size_t i = 0; i < sizeof(dirs) / sizeof(dirs[0]); i++) {
+		char *p = NULL;
+		if (asprintf(&p, "%s/bwrap", dirs[i]) < 0)
+			return NULL;
+		if (access(p, X_OK) == 0)
+			return p;
+		free(p);
+	}
+	return NULL;
+}
+
 /* ---- the sandbox side ------------------------------------------------------ */
 
 static inline int bench_spec(airlock_environment_spec *s, const char *digest)
