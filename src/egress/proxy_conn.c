@@ -197,19 +197,34 @@ static void relay_cb(evutil_socket_t fd, short what, void *arg)
 		proxy_conn_end(c, "allowed", "ALLOWED", "closed");
 }
 
-static int dir_init(conn *c, dir *d, int from, int to)
+static int dir_pipe(dir *d)
 {
-	struct event_base *base = c->l->px->base;
 	int p[2];
-	d->from = from;
-	d->to = to;
-	d->pipe_r = d->pipe_w = -1;
+	if (d->pipe_r >= 0)
+		return 0;
 	if (pipe2(p, O_CLOEXEC | O_NONBLOCK) < 0)
 		return -errno;
 	d->pipe_r = p[0];
 	d->pipe_w = p[1];
 	int sz = fcntl(d->pipe_w, F_GETPIPE_SZ);
 	d->cap = sz > 0 ? (size_t)sz : 65536;
+	return 0;
+}
+
+void proxy_relay_prepare(conn *c)
+{
+	if (dir_pipe(&c->up) == 0)
+		(void)dir_pipe(&c->down);
+}
+
+static int dir_init(conn *c, dir *d, int from, int to)
+{
+	struct event_base *base = c->l->px->base;
+	d->from = from;
+	d->to = to;
+	int e = dir_pipe(d);
+	if (e < 0)
+		return e;
 	d->c = c;
 	d->rev = event_new(base, from, EV_READ | EV_PERSIST, relay_cb, d);
 	d->wev = event_new(base, to, EV_WRITE | EV_PERSIST, relay_cb, d);

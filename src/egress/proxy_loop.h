@@ -97,6 +97,7 @@ typedef struct proxy {
 	struct event_base *base;
 	struct event *ctl_ev;
 	own_cache own;
+	proxy_lookup *spare; /* a lookup's channel made ahead of its CONNECT */
 	listener *listeners;
 	unsigned n_conns;   /* accepted and not yet closed */
 	unsigned n_pending; /* checks resolving or dialling */
@@ -211,6 +212,9 @@ void proxy_answer(conn *c, int status, const char *text, const char *reason);
 void proxy_refuse(conn *c, int status, const char *text, const char *reason, const char *detail);
 /* An allowed connection, dialled: answer 200 and relay. */
 void proxy_relay_start(conn *c);
+/* The relay's pipes, made while the check waits on the network (best
+ * effort: proxy_relay_start makes what is missing). */
+void proxy_relay_prepare(conn *c);
 /* The loop's callbacks of a connection: its request is readable, its timer fired. */
 void proxy_request_cb(evutil_socket_t fd, short what, void *arg);
 void proxy_timer_cb(evutil_socket_t fd, short what, void *arg);
@@ -236,11 +240,16 @@ typedef void (*proxy_lookup_done_fn)(void *arg, int r, size_t n);
  * Then proxy_lookup_kick, once the caller has stored *ret: done is called
  * from the loop (or from the kick, when an answer came at once), exactly
  * once, unless the lookup is cancelled first. 0 or -errno (no lookup). */
-int proxy_lookup_start(struct event_base *base, const char *servers, const char *name,
-                       airlock_addr *out, size_t max, proxy_lookup_done_fn done, void *arg,
-                       proxy_lookup **ret);
+int proxy_lookup_start(struct event_base *base, const char *servers, proxy_lookup **spare,
+                       const char *name, airlock_addr *out, size_t max,
+                       proxy_lookup_done_fn done, void *arg, proxy_lookup **ret);
+/* Make *spare, when there is none, for the next proxy_lookup_start: the
+ * channel's making (reading /etc/resolv.conf, seeding its query ids) off
+ * the next CONNECT's path. Best effort: without a spare, start makes one. */
+void proxy_lookup_prepare(struct event_base *base, const char *servers, proxy_lookup **spare);
 void proxy_lookup_kick(proxy_lookup *l);
-/* End a lookup without calling done: its queries and sockets go with it. */
+/* End a lookup without calling done (or a spare): its queries and sockets
+ * go with it. */
 void proxy_lookup_cancel(proxy_lookup *l);
 
 /* The own-address cache: open before the seccomp filter (which refuses

@@ -262,6 +262,8 @@ _Noreturn static void proxy_process_main(int ctl, const airlock_proxy_config *cf
 	px.stopping = true;
 	while (px.listeners)
 		proxy_listener_detach(px.listeners);
+	proxy_lookup_cancel(px.spare);
+	px.spare = NULL;
 	proxy_own_close(&px.own);
 	/* Every line queued reaches the log before the process ends. */
 	pthread_mutex_lock(&px.log.lock);

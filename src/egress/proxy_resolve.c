@@ -24,6 +24,7 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "airlock/caps.h"
 #include "egress/proxy_loop.h"
@@ -36,6 +37,12 @@
 
 struct proxy_lookup {
 	struct event_base *base;
+	/* /etc/resolv.conf as it was when the channel read it (the file c-ares
+	 * reads at init, for the servers or, with servers given, the options),
+	 * or the errno that stat gave: a spare channel is used only while the
+	 * file is unchanged. */
+	struct stat conf;
+	int conf_errno;
 	ares_channel channel;
 	bool has_channel;
 	egress_answers ans;
@@ -73,17 +80,19 @@ void proxy_lookup_cancel(proxy_lookup *l)
 }
 
 /* Both queries answered, failed, or the time is up: the result, as
- * airlock_egress_resolver_resolve gives it, to the caller; then gone. */
+ * airlock_egress_resolver_resolve gives it, to the caller; then gone. The
+ * caller is told first: its next step (the dial) is on the CONNECT's path,
+ * closing the channel's sockets is not. No query is left to answer by
+ * then (or the deadline has passed: l->done is not called twice, the
+ * channel goes with l). */
 static void lookup_finish(proxy_lookup *l, int fail)
 {
 	if (fail && !l->ans.error)
 		l->ans.error = fail;
 	size_t n = 0;
 	int r = egress_answers_take(&l->ans, l->out, l->max, &n);
-	proxy_lookup_done_fn done = l->done;
-	void *arg = l->arg;
+	l->done(l->arg, r, n);
 	lookup_destroy(l);
-	done(arg, r, n);
 }
 
 /* After c-ares has run: finished, or the timer set for its next timeout
@@ -157,24 +166,44 @@ static void lookup_sock_state(void *data, ares_socket_t fd, int readable, int wr
 		l->broken = true;
 }
 
-int proxy_lookup_start(struct event_base *base, const char *servers, const char *name,
-                       airlock_addr *out, size_t max, proxy_lookup_done_fn done, void *arg,
-                       proxy_lookup **ret)
+/* The file c-ares reads when a channel is made (its path in c-ares). */
+#define RESOLV_CONF "/etc/resolv.conf"
+
+static void conf_stamp(struct stat *st, int *ret_errno)
+{
+	memset(st, 0, sizeof(*st));
+	*ret_errno = stat(RESOLV_CONF, st) < 0 ? errno : 0;
+}
+
+static bool conf_unchanged(const proxy_lookup *l)
+{
+	struct stat st;
+	int e;
+	conf_stamp(&st, &e);
+	if (e || l->conf_errno)
+		return e == l->conf_errno;
+	return st.st_dev == l->conf.st_dev && st.st_ino == l->conf.st_ino &&
+	       st.st_size == l->conf.st_size && st.st_mtim.tv_sec == l->conf.st_mtim.tv_sec &&
+	       st.st_mtim.tv_nsec == l->conf.st_mtim.tv_nsec &&
+	       st.st_ctim.tv_sec == l->conf.st_ctim.tv_sec &&
+	       st.st_ctim.tv_nsec == l->conf.st_ctim.tv_nsec;
+}
+
+/* A lookup with its channel made and no query asked yet. */
+static int lookup_new(struct event_base *base, const char *servers, proxy_lookup **ret)
 {
 	proxy_lookup *l = calloc(1, sizeof(*l));
 	if (!l)
 		return -ENOMEM;
 	l->base = base;
-	l->out = out;
-	l->max = max;
-	l->done = done;
-	l->arg = arg;
-	l->deadline = util_monotonic_ms() + AIRLOCK_EGRESS_RESOLVE_TIMEOUT_MS;
 	l->timer = evtimer_new(base, lookup_timer_cb, l);
 	if (!l->timer) {
 		free(l);
 		return -ENOMEM;
 	}
+	/* Stamped before the read: a change in between makes the stamp stale,
+	 * and the channel is then made again rather than used. */
+	conf_stamp(&l->conf, &l->conf_errno);
 	airlock_error err = { 0 };
 	int r = egress_channel_new(servers, lookup_sock_state, l, &l->channel, &err);
 	if (r < 0) {
@@ -182,6 +211,39 @@ int proxy_lookup_start(struct event_base *base, const char *servers, const char 
 		return r;
 	}
 	l->has_channel = true;
+	*ret = l;
+	return 0;
+}
+
+void proxy_lookup_prepare(struct event_base *base, const char *servers, proxy_lookup **spare)
+{
+	if (!*spare)
+		(void)lookup_new(base, servers, spare);
+}
+
+int proxy_lookup_start(struct event_base *base, const char *servers, proxy_lookup **spare,
+                       const char *name, airlock_addr *out, size_t max,
+                       proxy_lookup_done_fn done, void *arg, proxy_lookup **ret)
+{
+	/* The spare, made while the loop had nothing better to do, when the
+	 * configuration it read is still the file's: a channel made now would
+	 * be the same. It is never used twice (one channel, one lookup). */
+	proxy_lookup *l = *spare;
+	*spare = NULL;
+	if (l && !conf_unchanged(l)) {
+		lookup_destroy(l);
+		l = NULL;
+	}
+	if (!l) {
+		int r = lookup_new(base, servers, &l);
+		if (r < 0)
+			return r;
+	}
+	l->out = out;
+	l->max = max;
+	l->done = done;
+	l->arg = arg;
+	l->deadline = util_monotonic_ms() + AIRLOCK_EGRESS_RESOLVE_TIMEOUT_MS;
 	*ret = l;
 	l->ans.pending = 2;
 	/* ares_query, not ares_search: exactly this name, no search list. An
