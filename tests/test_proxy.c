@@ -1165,8 +1165,8 @@ Test(proxy, each_start_step_fails_cleanly_and_leaves_nothing, .timeout = 120)
 /* ---- resolution in the loop, own addresses cached ------------------------------ */
 
 /* A DNS server of the test's own on 127.0.0.1 (UDP): a.example.com has
- * A 198.51.100.2 and no AAAA; stall.example.com is never answered; every
- * other name is NXDOMAIN. It counts the stall queries it swallowed and the
+ * A 198.51.100.2 and void.example.com A 198.51.100.99, neither any AAAA;
+ * stall.example.com is never answered; every other name is NXDOMAIN. It counts the stall queries it swallowed and the
  * a.example.com ones it answered. */
 typedef struct stall_dns {
 	int fd;
@@ -1223,7 +1223,10 @@ static void *stall_dns_main(void *arg)
 			atomic_fetch_add(&s->stalled, 1);
 			continue;
 		}
-		bool known = strcmp(name, "a.example.com") == 0;
+		/* void.example.com: an address on the world's link where nobody
+		 * is (its dial waits for an ARP answer that never comes). */
+		bool is_void = strcmp(name, "void.example.com") == 0;
+		bool known = strcmp(name, "a.example.com") == 0 || is_void;
 		memcpy(a, q, qend);
 		a[2] = 0x84 | (q[2] & 0x01); /* QR, AA, the query's RD */
 		a[3] = known ? 0x00 : 0x03;  /* NOERROR or NXDOMAIN */
@@ -1233,6 +1236,8 @@ static void *stall_dns_main(void *arg)
 			static const unsigned char rr[] = { 0xc0, 0x0c, 0, 1, 0, 1, 0, 0, 0, 0, 0, 4,
 				                            198, 51, 100, 2 };
 			memcpy(a + len, rr, sizeof(rr));
+			if (is_void)
+				a[len + sizeof(rr) - 1] = 99;
 			len += sizeof(rr);
 			a[7] = 1;
 		}
@@ -1379,4 +1384,55 @@ Test(proxy, an_address_added_after_start_is_refused_as_own, .timeout = 120)
 	cr_assert_eq(connect_status(f.port, "a.example.com:9001", head, sizeof(head)), 200, "%s",
 	             head);
 	down(&f);
+}
+
+Test(proxy, a_dial_that_fails_or_times_out_is_answered_and_delays_no_other, .timeout = 120)
+{
+	fixture f;
+	airlock_proxy_config cfg;
+	airlock_proxy_config_default(&cfg);
+	cfg.dns_servers = "127.0.0.1:5354";
+	cfg.connect_timeout_ms = 1500;
+	up(&f, &cfg);
+	stall_dns dns;
+	stall_dns_start(&dns, 5354);
+	static const char text[] = "egress:\n"
+	                           "  mode: allowlist\n"
+	                           "  destinations:\n"
+	                           "    - host: a.example.com\n"
+	                           "      ports: [9001, 9009]\n"
+	                           "    - host: void.example.com\n"
+	                           "      ports: [9001]\n";
+	int port;
+	attach_policy(&f, "env-9", text, &port);
+	char head[512];
+	/* Nothing listens on A's port 9009: refused by A, answered 502. */
+	cr_assert_eq(connect_status(port, "a.example.com:9009", head, sizeof(head)), 502, "%s",
+	             head);
+	cr_assert(strstr(head, "DIAL_FAILED"), "%s", head);
+	/* Nobody is at the address: while that dial waits, another CONNECT is
+	 * dialled and answered; then the waiting one gets 504 at the connect
+	 * timeout. */
+	int held = dial_proxy(port);
+	static const char req[] = "CONNECT void.example.com:9001 HTTP/1.1\r\n\r\n";
+	cr_assert_eq(send(held, req, sizeof(req) - 1, 0), (ssize_t)sizeof(req) - 1);
+	for (int i = 0; i < 500 && atomic_load(&dns.answered) < 4; i++)
+		usleep(10000);
+	cr_assert_geq(atomic_load(&dns.answered), 4, "the void lookup was answered");
+	cr_assert_eq(connect_status(port, "a.example.com:9001", head, sizeof(head)), 200, "%s",
+	             head);
+	struct pollfd pf = { .fd = held, .events = POLLIN };
+	cr_assert_eq(poll(&pf, 1, 0), 0, "the void dial was answered already");
+	cr_assert_eq(request(held, "", head, sizeof(head)), 504, "%s", head);
+	cr_assert(strstr(head, "DIAL_TIMEOUT"), "%s", head);
+	close(held);
+	json_t *lines = wait_lines(f.log_path, 3);
+	bool timed_out = false;
+	for (size_t i = 0; i < json_array_size(lines); i++)
+		timed_out |= strcmp(field(json_array_get(lines, i), "reason"), "DIAL_TIMEOUT") == 0 &&
+		             strcmp(field(json_array_get(lines, i), "dial"), "198.51.100.99") == 0;
+	cr_assert(timed_out, "a DIAL_TIMEOUT line naming the dialled address");
+	json_decref(lines);
+	down(&f);
+	stall_dns_stop(&dns);
 }
