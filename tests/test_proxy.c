@@ -1436,3 +1436,50 @@ Test(proxy, a_dial_that_fails_or_times_out_is_answered_and_delays_no_other, .tim
 	down(&f);
 	stall_dns_stop(&dns);
 }
+
+Test(proxy, detach_ends_a_connection_whose_lookup_is_in_flight, .timeout = 120)
+{
+	fixture f;
+	airlock_proxy_config cfg;
+	airlock_proxy_config_default(&cfg);
+	cfg.dns_servers = "127.0.0.1:5354";
+	up(&f, &cfg);
+	stall_dns dns;
+	stall_dns_start(&dns, 5354);
+	static const char text[] = "egress:\n"
+	                           "  mode: allowlist\n"
+	                           "  destinations:\n"
+	                           "    - host: a.example.com\n"
+	                           "      ports: [9001]\n"
+	                           "    - host: stall.example.com\n"
+	                           "      ports: [9001]\n";
+	int port, port_b;
+	attach_policy(&f, "env-9", text, &port);
+	attach_policy(&f, "env-10", text, &port_b);
+	int held = dial_proxy(port);
+	static const char req[] = "CONNECT stall.example.com:9001 HTTP/1.1\r\n\r\n";
+	cr_assert_eq(send(held, req, sizeof(req) - 1, 0), (ssize_t)sizeof(req) - 1);
+	for (int i = 0; i < 500 && atomic_load(&dns.stalled) < 2; i++)
+		usleep(10000);
+	cr_assert_geq(atomic_load(&dns.stalled), 2);
+	/* The sandbox goes while its CONNECT waits for an answer: the
+	 * connection ends with it, unanswered, and so does its lookup. */
+	airlock_error err = { 0 };
+	cr_assert_eq(airlock_proxy_detach(f.px, "env-9", &err), 0, "%s", err.message);
+	char b;
+	cr_assert_eq(recv(held, &b, 1, 0), 0, "the connection ended with the detach");
+	close(held);
+	json_t *lines = wait_lines(f.log_path, 1);
+	cr_assert_geq(json_array_size(lines), 1);
+	json_t *o = json_array_get(lines, 0);
+	cr_assert_str_eq(field(o, "reason"), "DETACHED");
+	cr_assert_str_eq(field(o, "detail"), "detached");
+	cr_assert_str_eq(field(o, "host"), "stall.example.com");
+	json_decref(lines);
+	/* The proxy goes on for the other sandbox. */
+	char head[512];
+	cr_assert_eq(connect_status(port_b, "a.example.com:9001", head, sizeof(head)), 200, "%s",
+	             head);
+	down(&f);
+	stall_dns_stop(&dns);
+}
