@@ -635,13 +635,13 @@ Test(proxy, a_sandbox_at_its_check_cap_does_not_block_another, .timeout = 120)
 	char head[512];
 	int held = dial_proxy(f.port);
 	cr_assert_eq(send(held, "CONNECT a.example.com:9000 HTTP/1.1\r\n\r\n", 39, 0), 39);
-	/* Once that request is with its thread (it never comes back within
-	 * this test: the lookup waits 5 s), A's next gets 503. */
+	/* Once that request's lookup is in flight (it never ends within this
+	 * test: the lookup waits 5 s), A's next gets 503. */
 	usleep(300 * 1000);
 	cr_assert_eq(connect_status(f.port, "a.example.com:9000", head, sizeof(head)), 503, "%s",
 	             head);
 	cr_assert(strstr(head, "PROXY_BUSY"), "%s", head);
-	/* B still gets a check: an address is refused at once, by its thread. */
+	/* B still gets a check: an address is refused at once. */
 	cr_assert_eq(connect_status(port_b, "198.51.100.2:9000", head, sizeof(head)), 403, "%s", head);
 	cr_assert(strstr(head, "IP_LITERAL"), "%s", head);
 	close(held);
@@ -1161,3 +1161,325 @@ Test(proxy, each_start_step_fails_cleanly_and_leaves_nothing, .timeout = 120)
 	close(cfg.log_fd);
 }
 #endif
+
+/* ---- resolution in the loop, own addresses cached ------------------------------ */
+
+/* A DNS server of the test's own on 127.0.0.1 (UDP): a.example.com has
+ * A 198.51.100.2 and void.example.com A 198.51.100.99, neither any AAAA;
+ * stall.example.com is never answered; every other name is NXDOMAIN. It counts the stall queries it swallowed and the
+ * a.example.com ones it answered. */
+typedef struct stall_dns {
+	int fd;
+	int port;
+	pthread_t thread;
+	atomic_bool stop;
+	atomic_int stalled, answered;
+} stall_dns;
+
+/* The query's name, dotted, from the question at buf[12]; its type in
+ * *qtype; the question's end in *qend. False when it is not one question
+ * of plain labels. */
+static bool dns_question(const unsigned char *buf, size_t len, char *name, size_t size,
+                         unsigned *qtype, size_t *qend)
+{
+	size_t i = 12, o = 0;
+	if (len < 12 || buf[4] != 0 || buf[5] != 1)
+		return false;
+	while (i < len && buf[i] != 0) {
+		size_t l = buf[i++];
+		if (l > 63 || i + l > len || o + l + 2 > size)
+			return false;
+		if (o > 0)
+			name[o++] = '.';
+		memcpy(name + o, buf + i, l);
+		o += l;
+		i += l;
+	}
+	if (i + 5 > len)
+		return false;
+	name[o] = 0;
+	*qtype = (unsigned)buf[i + 1] << 8 | buf[i + 2];
+	*qend = i + 5;
+	return true;
+}
+
+static void *stall_dns_main(void *arg)
+{
+	stall_dns *s = arg;
+	/* Bounded: the test stops it well within this. */
+	for (int round = 0; round < 1200 && !atomic_load(&s->stop); round++) {
+		unsigned char q[512], a[600];
+		struct sockaddr_storage from;
+		socklen_t fl = sizeof(from);
+		ssize_t n = recvfrom(s->fd, q, sizeof(q), 0, (struct sockaddr *)&from, &fl);
+		if (n <= 0)
+			continue; /* the receive timeout: look at stop again */
+		char name[256];
+		unsigned qtype;
+		size_t qend;
+		if (!dns_question(q, (size_t)n, name, sizeof(name), &qtype, &qend))
+			continue;
+		if (strcmp(name, "stall.example.com") == 0) {
+			atomic_fetch_add(&s->stalled, 1);
+			continue;
+		}
+		/* void.example.com: an address on the world's link where nobody
+		 * is (its dial waits for an ARP answer that never comes). */
+		bool is_void = strcmp(name, "void.example.com") == 0;
+		bool known = strcmp(name, "a.example.com") == 0 || is_void;
+		memcpy(a, q, qend);
+		a[2] = 0x84 | (q[2] & 0x01); /* QR, AA, the query's RD */
+		a[3] = known ? 0x00 : 0x03;  /* NOERROR or NXDOMAIN */
+		a[6] = a[7] = a[8] = a[9] = a[10] = a[11] = 0;
+		size_t len = qend;
+		if (known && qtype == 1) {
+			static const unsigned char rr[] = { 0xc0, 0x0c, 0, 1, 0, 1, 0, 0, 0, 0, 0, 4,
+				                            198, 51, 100, 2 };
+			memcpy(a + len, rr, sizeof(rr));
+			if (is_void)
+				a[len + sizeof(rr) - 1] = 99;
+			len += sizeof(rr);
+			a[7] = 1;
+		}
+		if (known)
+			atomic_fetch_add(&s->answered, 1);
+		sendto(s->fd, a, len, 0, (struct sockaddr *)&from, fl);
+	}
+	return NULL;
+}
+
+/* On port, in the calling thread's namespace (the world's: start it after
+ * egress_world_up, which moves the test into a namespace of its own, so
+ * any port is free there). */
+static void stall_dns_start(stall_dns *s, int port)
+{
+	memset(s, 0, sizeof(*s));
+	s->fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+	cr_assert(s->fd >= 0);
+	struct sockaddr_in sa = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK),
+		                  .sin_port = htons((uint16_t)port) };
+	cr_assert_eq(bind(s->fd, (struct sockaddr *)&sa, sizeof(sa)), 0, "%s", strerror(errno));
+	s->port = port;
+	struct timeval tv = { .tv_usec = 100000 };
+	setsockopt(s->fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+	cr_assert_eq(pthread_create(&s->thread, NULL, stall_dns_main, s), 0);
+}
+
+static void stall_dns_stop(stall_dns *s)
+{
+	atomic_store(&s->stop, true);
+	pthread_join(s->thread, NULL);
+	close(s->fd);
+}
+
+static void attach_policy(fixture *f, const char *env_id, const char *text, int *ret_port)
+{
+	int l2 = listener(ret_port);
+	airlock_error err = { 0 };
+	airlock_egress_policy p = { 0 };
+	cr_assert_eq(airlock_egress_policy_parse("p.yaml", text, strlen(text), &p, &err), 0, "%s",
+	             err.message);
+	airlock_proxy_owner o = { .run_id = "run-9", .tenant_id = "tenant-9", .environment_id = env_id };
+	cr_assert_eq(airlock_proxy_attach(f->px, l2, &o, &p, &err), 0, "%s", err.message);
+	airlock_egress_policy_clear(&p);
+	close(l2);
+}
+
+#define STALLED 4
+
+Test(proxy, a_resolver_that_never_answers_does_not_delay_another_connect, .timeout = 120)
+{
+	fixture f;
+	airlock_proxy_config cfg;
+	airlock_proxy_config_default(&cfg);
+	cfg.dns_servers = "127.0.0.1:5354";
+	up(&f, &cfg);
+	stall_dns dns;
+	stall_dns_start(&dns, 5354);
+	static const char text[] = "egress:\n"
+	                           "  mode: allowlist\n"
+	                           "  destinations:\n"
+	                           "    - host: a.example.com\n"
+	                           "      ports: [9001]\n"
+	                           "    - host: stall.example.com\n"
+	                           "      ports: [9001]\n";
+	int port;
+	attach_policy(&f, "env-9", text, &port);
+
+	/* Lookups the server never answers, in the same sandbox... */
+	int held[STALLED];
+	for (int i = 0; i < STALLED; i++) {
+		held[i] = dial_proxy(port);
+		static const char req[] = "CONNECT stall.example.com:9001 HTTP/1.1\r\n\r\n";
+		cr_assert_eq(send(held[i], req, sizeof(req) - 1, 0), (ssize_t)sizeof(req) - 1);
+	}
+	/* ...every one of them asked (A and AAAA each) and waiting. */
+	for (int i = 0; i < 500 && atomic_load(&dns.stalled) < 2 * STALLED; i++)
+		usleep(10000);
+	cr_assert_geq(atomic_load(&dns.stalled), 2 * STALLED, "%d queries", atomic_load(&dns.stalled));
+
+	/* Another CONNECT is resolved, checked, dialled and answered while
+	 * they still wait: none of them has an answer yet (they get theirs
+	 * only at the resolve timeout). */
+	char head[512];
+	cr_assert_eq(connect_status(port, "a.example.com:9001", head, sizeof(head)), 200, "%s",
+	             head);
+	cr_assert_geq(atomic_load(&dns.answered), 2);
+	for (int i = 0; i < STALLED; i++) {
+		struct pollfd pf = { .fd = held[i], .events = POLLIN };
+		cr_assert_eq(poll(&pf, 1, 0), 0, "stalled CONNECT %d was answered already", i);
+	}
+	/* And the stalled ones end as a failed resolution, each. */
+	for (int i = 0; i < STALLED; i++) {
+		size_t n = 0;
+		while (n + 1 < sizeof(head)) {
+			ssize_t r = recv(held[i], head + n, sizeof(head) - 1 - n, 0);
+			if (r <= 0)
+				break;
+			n += (size_t)r;
+		}
+		head[n] = 0;
+		cr_assert(strncmp(head, "HTTP/1.1 502", 12) == 0, "%s", head);
+		cr_assert(strstr(head, "DNS_FAILURE"), "%s", head);
+		close(held[i]);
+	}
+	down(&f);
+	stall_dns_stop(&dns);
+}
+
+static void ip_addr(const char *verb, const char *addr)
+{
+	char cmd[160];
+	snprintf(cmd, sizeof(cmd), "ip addr %s %s dev lo", verb, addr);
+	cr_assert_eq(system(cmd), 0, "%s", cmd);
+}
+
+Test(proxy, an_address_added_after_start_is_refused_as_own, .timeout = 120)
+{
+	fixture f;
+	up(&f, NULL);
+	char head[512];
+	/* a.example.com is host A's address, not ours: allowed (and the
+	 * proxy now holds the kernel's answer for it). */
+	cr_assert_eq(connect_status(f.port, "a.example.com:9001", head, sizeof(head)), 200, "%s",
+	             head);
+	/* The same address on an interface of the proxy's namespace (the
+	 * test's own, made by the world): from the next CONNECT on, it is this
+	 * host's own address, and refused. */
+	ip_addr("add", EGRESS_WORLD_A "/32");
+	cr_assert_eq(connect_status(f.port, "a.example.com:9001", head, sizeof(head)), 403, "%s",
+	             head);
+	cr_assert(strstr(head, "OWN_ADDRESS"), "%s", head);
+	/* And once it is gone, it is host A's again. */
+	ip_addr("del", EGRESS_WORLD_A "/32");
+	cr_assert_eq(connect_status(f.port, "a.example.com:9001", head, sizeof(head)), 200, "%s",
+	             head);
+	/* Likewise an address reached by a local route rather than an
+	 * interface address (no interface lists it). */
+	cr_assert_eq(system("ip route add local " EGRESS_WORLD_A "/32 dev lo"), 0);
+	cr_assert_eq(connect_status(f.port, "a.example.com:9001", head, sizeof(head)), 403, "%s",
+	             head);
+	cr_assert(strstr(head, "OWN_ADDRESS"), "%s", head);
+	cr_assert_eq(system("ip route del local " EGRESS_WORLD_A "/32 dev lo"), 0);
+	cr_assert_eq(connect_status(f.port, "a.example.com:9001", head, sizeof(head)), 200, "%s",
+	             head);
+	down(&f);
+}
+
+Test(proxy, a_dial_that_fails_or_times_out_is_answered_and_delays_no_other, .timeout = 120)
+{
+	fixture f;
+	airlock_proxy_config cfg;
+	airlock_proxy_config_default(&cfg);
+	cfg.dns_servers = "127.0.0.1:5354";
+	cfg.connect_timeout_ms = 1500;
+	up(&f, &cfg);
+	stall_dns dns;
+	stall_dns_start(&dns, 5354);
+	static const char text[] = "egress:\n"
+	                           "  mode: allowlist\n"
+	                           "  destinations:\n"
+	                           "    - host: a.example.com\n"
+	                           "      ports: [9001, 9009]\n"
+	                           "    - host: void.example.com\n"
+	                           "      ports: [9001]\n";
+	int port;
+	attach_policy(&f, "env-9", text, &port);
+	char head[512];
+	/* Nothing listens on A's port 9009: refused by A, answered 502. */
+	cr_assert_eq(connect_status(port, "a.example.com:9009", head, sizeof(head)), 502, "%s",
+	             head);
+	cr_assert(strstr(head, "DIAL_FAILED"), "%s", head);
+	/* Nobody is at the address: while that dial waits, another CONNECT is
+	 * dialled and answered; then the waiting one gets 504 at the connect
+	 * timeout. */
+	int held = dial_proxy(port);
+	static const char req[] = "CONNECT void.example.com:9001 HTTP/1.1\r\n\r\n";
+	cr_assert_eq(send(held, req, sizeof(req) - 1, 0), (ssize_t)sizeof(req) - 1);
+	for (int i = 0; i < 500 && atomic_load(&dns.answered) < 4; i++)
+		usleep(10000);
+	cr_assert_geq(atomic_load(&dns.answered), 4, "the void lookup was answered");
+	cr_assert_eq(connect_status(port, "a.example.com:9001", head, sizeof(head)), 200, "%s",
+	             head);
+	struct pollfd pf = { .fd = held, .events = POLLIN };
+	cr_assert_eq(poll(&pf, 1, 0), 0, "the void dial was answered already");
+	cr_assert_eq(request(held, "", head, sizeof(head)), 504, "%s", head);
+	cr_assert(strstr(head, "DIAL_TIMEOUT"), "%s", head);
+	close(held);
+	json_t *lines = wait_lines(f.log_path, 3);
+	bool timed_out = false;
+	for (size_t i = 0; i < json_array_size(lines); i++)
+		timed_out |= strcmp(field(json_array_get(lines, i), "reason"), "DIAL_TIMEOUT") == 0 &&
+		             strcmp(field(json_array_get(lines, i), "dial"), "198.51.100.99") == 0;
+	cr_assert(timed_out, "a DIAL_TIMEOUT line naming the dialled address");
+	json_decref(lines);
+	down(&f);
+	stall_dns_stop(&dns);
+}
+
+Test(proxy, detach_ends_a_connection_whose_lookup_is_in_flight, .timeout = 120)
+{
+	fixture f;
+	airlock_proxy_config cfg;
+	airlock_proxy_config_default(&cfg);
+	cfg.dns_servers = "127.0.0.1:5354";
+	up(&f, &cfg);
+	stall_dns dns;
+	stall_dns_start(&dns, 5354);
+	static const char text[] = "egress:\n"
+	                           "  mode: allowlist\n"
+	                           "  destinations:\n"
+	                           "    - host: a.example.com\n"
+	                           "      ports: [9001]\n"
+	                           "    - host: stall.example.com\n"
+	                           "      ports: [9001]\n";
+	int port, port_b;
+	attach_policy(&f, "env-9", text, &port);
+	attach_policy(&f, "env-10", text, &port_b);
+	int held = dial_proxy(port);
+	static const char req[] = "CONNECT stall.example.com:9001 HTTP/1.1\r\n\r\n";
+	cr_assert_eq(send(held, req, sizeof(req) - 1, 0), (ssize_t)sizeof(req) - 1);
+	for (int i = 0; i < 500 && atomic_load(&dns.stalled) < 2; i++)
+		usleep(10000);
+	cr_assert_geq(atomic_load(&dns.stalled), 2);
+	/* The sandbox goes while its CONNECT waits for an answer: the
+	 * connection ends with it, unanswered, and so does its lookup. */
+	airlock_error err = { 0 };
+	cr_assert_eq(airlock_proxy_detach(f.px, "env-9", &err), 0, "%s", err.message);
+	char b;
+	cr_assert_eq(recv(held, &b, 1, 0), 0, "the connection ended with the detach");
+	close(held);
+	json_t *lines = wait_lines(f.log_path, 1);
+	cr_assert_geq(json_array_size(lines), 1);
+	json_t *o = json_array_get(lines, 0);
+	cr_assert_str_eq(field(o, "reason"), "DETACHED");
+	cr_assert_str_eq(field(o, "detail"), "detached");
+	cr_assert_str_eq(field(o, "host"), "stall.example.com");
+	json_decref(lines);
+	/* The proxy goes on for the other sandbox. */
+	char head[512];
+	cr_assert_eq(connect_status(port_b, "a.example.com:9001", head, sizeof(head)), 200, "%s",
+	             head);
+	down(&f);
+	stall_dns_stop(&dns);
+}

@@ -331,14 +331,13 @@ airlock_addr_class airlock_addr_classify(const airlock_addr *a)
  * every interface address, and the "AnyIP" local routes that getifaddrs
  * would not list) the chosen source is the destination itself.
  *
- * Why this and not a getifaddrs(3) list: getifaddrs needs a NETLINK_ROUTE
- * socket, which the proxy's seccomp filter refuses (it allows only unix,
- * inet and inet6 sockets), so a list would have to be taken once before the
- * filter and would miss an address added later (a new bridge, a DHCP
- * change) until some refresh; this asks the question that matters (would a
- * packet to a be delivered to this host?) at the moment of the decision,
- * unprivileged, with the filter in place. Four system calls an address,
- * and only for addresses that already passed the denylist.
+ * Why this and not a getifaddrs(3) list: a list of interface addresses
+ * misses the local routes no interface lists, and misreads the ones with a
+ * preferred source; this asks the question that matters (would a packet to
+ * a be delivered to this host?), unprivileged, under the proxy's seccomp
+ * filter. Four system calls an address, and only for addresses that
+ * already passed the denylist; the proxy keeps the answers until an
+ * rtnetlink message says they may have changed (src/egress/proxy_own.c).
  *
  * What it does not see: a local route configured with a preferred source
  * other than its own address (ip route add local ... src OTHER), and a VRF

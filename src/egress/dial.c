@@ -59,23 +59,19 @@ static int connect_wait(int fd, int64_t timeout_ms)
 			return errno;
 		if (r == 0)
 			return ETIMEDOUT;
-		int soerr = 0;
-		socklen_t len = sizeof(soerr);
-		if (getsockopt(fd, SOL_SOCKET, SO_ERROR, &soerr, &len) < 0)
-			return errno;
-		return soerr;
+		return egress_dial_result(fd);
 	}
 }
 
-int egress_dial(const airlock_addr *a, uint16_t port, int64_t timeout_ms, int *ret_fd)
+int egress_dial_start(const airlock_addr *a, uint16_t port, int *ret_fd)
 {
 	struct sockaddr_storage ss;
 	socklen_t sslen = dial_sockaddr(a, port, &ss);
 	if (sslen == 0)
 		return -EAFNOSUPPORT;
 	/* Close-on-exec: a program started later must not inherit a
-	 * connection it was never checked for. Non-blocking only for the
-	 * connect, so the timeout holds. */
+	 * connection it was never checked for. Non-blocking for the connect,
+	 * so the caller's timeout holds. */
 	_cleanup_close_ int fd =
 		socket(ss.ss_family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, IPPROTO_TCP);
 	if (fd < 0)
@@ -84,11 +80,34 @@ int egress_dial(const airlock_addr *a, uint16_t port, int64_t timeout_ms, int *r
 	int e = 0;
 	if (connect(fd, (struct sockaddr *)&ss, sslen) < 0) {
 		e = errno;
-		if (e == EINPROGRESS || e == EINTR)
-			e = connect_wait(fd, timeout_ms);
+		/* Interrupted, the connect goes on in the background like one
+		 * in progress (connect(2)). */
+		if (e == EINTR)
+			e = EINPROGRESS;
+		if (e != EINPROGRESS)
+			return -e;
 	}
+	*ret_fd = TAKE_FD(fd);
+	return e ? -e : 0;
+}
+
+int egress_dial_result(int fd)
+{
+	int soerr = 0;
+	socklen_t len = sizeof(soerr);
+	if (getsockopt(fd, SOL_SOCKET, SO_ERROR, &soerr, &len) < 0)
+		return errno;
+	return soerr;
+}
+
+int egress_dial(const airlock_addr *a, uint16_t port, int64_t timeout_ms, int *ret_fd)
+{
+	_cleanup_close_ int fd = -1;
+	int e = egress_dial_start(a, port, &fd);
+	if (e == -EINPROGRESS)
+		e = -connect_wait(fd, timeout_ms);
 	if (e != 0)
-		return -e;
+		return e;
 	/* The caller gets an ordinary blocking socket. */
 	int fl = fcntl(fd, F_GETFL);
 	if (fl < 0 || fcntl(fd, F_SETFL, fl & ~O_NONBLOCK) < 0)

@@ -13,4 +13,14 @@
 
 int egress_dial(const airlock_addr *a, uint16_t port, int64_t timeout_ms, int *ret_fd);
 
+/* The same dial in two steps, for a caller that waits in its own loop (the
+ * proxy): start makes the non-blocking, close-on-exec socket and connects
+ * it to exactly a and port; 0 (*ret_fd connected), -EINPROGRESS (*ret_fd
+ * set: wait until it is writable, then egress_dial_result), or -errno (no
+ * socket). The socket stays non-blocking. */
+int egress_dial_start(const airlock_addr *a, uint16_t port, int *ret_fd);
+/* A started connect's outcome once its socket is writable: 0 or a positive
+ * errno. */
+int egress_dial_result(int fd);
+
 #endif

@@ -12,6 +12,7 @@
 #include <sys/socket.h>
 
 #include "airlock/caps.h"
+#include "egress/evaluate.h"
 #include "util/util.h"
 
 static const char *const reason_names[AIRLOCK_EGRESS_REASON__MAX] = {
@@ -144,21 +145,30 @@ static bool check_name(const char *host, uint16_t port, airlock_egress_decision 
 	return true;
 }
 
-/* The last steps, common to every rule: one resolution; every address it
+/* The own-address question as the library asks it: of the kernel, now. */
+static int own_now(void *ctx, const airlock_addr *a)
+{
+	(void)ctx;
+	return airlock_addr_is_own(a);
+}
+
+/* The last steps, common to every rule: the one resolution's result (r and
+ * n from the resolver, the addresses in ret->addresses); every address it
  * returned is checked, and the address dialed is one of them (the caller
  * never looks the name up again: DNS rebinding). */
-static int resolve_and_check(airlock_egress_resolve_fn resolve, void *resolve_ctx,
-                             airlock_egress_decision *ret)
+void egress_evaluate_finish(airlock_egress_decision *ret, int r, size_t n, egress_own_fn own,
+                            void *own_ctx)
 {
-	size_t n = 0;
-	int r = resolve(resolve_ctx, ret->host, ret->addresses, AIRLOCK_EGRESS_ADDRESSES_MAX, &n);
-	if (r < 0 || n == 0)
-		return refuse(ret, AIRLOCK_EGRESS_DNS_FAILURE);
+	if (r < 0 || n == 0) {
+		refuse(ret, AIRLOCK_EGRESS_DNS_FAILURE);
+		return;
+	}
 	if (n > AIRLOCK_EGRESS_ADDRESSES_MAX) {
 		/* A resolver that claims more than it could hand over has answers
 		 * nobody checked: fail closed. */
 		ret->n_addresses = 0;
-		return refuse(ret, AIRLOCK_EGRESS_DNS_FAILURE);
+		refuse(ret, AIRLOCK_EGRESS_DNS_FAILURE);
+		return;
 	}
 	ret->n_addresses = n;
 
@@ -172,26 +182,31 @@ static int resolve_and_check(airlock_egress_resolve_fn resolve, void *resolve_ct
 			continue;
 		if (c == AIRLOCK_ADDR_METADATA) {
 			ret->denied = ret->addresses[i];
-			return refuse(ret, AIRLOCK_EGRESS_METADATA_ADDRESS);
+			refuse(ret, AIRLOCK_EGRESS_METADATA_ADDRESS);
+			return;
 		}
 		if (!bad) {
 			bad = true;
 			ret->denied = ret->addresses[i];
 		}
 	}
-	if (bad)
-		return refuse(ret, AIRLOCK_EGRESS_DENIED_ADDRESS);
+	if (bad) {
+		refuse(ret, AIRLOCK_EGRESS_DENIED_ADDRESS);
+		return;
+	}
 
 	/* A public address can still be this host's own: a name that points at
 	 * the proxy's (or the worker's) host reaches every service there bound
 	 * to 0.0.0.0, which the denylist cannot know about. Asked of the kernel
-	 * now, in this process's namespace (the proxy's, for the proxy): one
-	 * address that is own, or that cannot be shown not to be, refuses the
-	 * destination. */
+	 * in this process's namespace (the proxy's, for the proxy; the proxy
+	 * keeps the kernel's answers until its interfaces or routes change):
+	 * one address that is own, or that cannot be shown not to be, refuses
+	 * the destination. */
 	for (size_t i = 0; i < n; i++) {
-		if (airlock_addr_is_own(&ret->addresses[i]) != 0) {
+		if (own(own_ctx, &ret->addresses[i]) != 0) {
 			ret->denied = ret->addresses[i];
-			return refuse(ret, AIRLOCK_EGRESS_OWN_ADDRESS);
+			refuse(ret, AIRLOCK_EGRESS_OWN_ADDRESS);
+			return;
 		}
 	}
 
@@ -199,31 +214,68 @@ static int resolve_and_check(airlock_egress_resolve_fn resolve, void *resolve_ct
 	ret->reason = ret->detail = AIRLOCK_EGRESS_ALLOWED;
 	ret->has_dial = true;
 	ret->dial = ret->addresses[0];
+}
+
+/* The resolution between the first steps and the last, for a caller with a
+ * resolve function that answers at once. */
+static int resolve_and_check(airlock_egress_resolve_fn resolve, void *resolve_ctx,
+                             airlock_egress_decision *ret)
+{
+	size_t n = 0;
+	int r = resolve(resolve_ctx, ret->host, ret->addresses, AIRLOCK_EGRESS_ADDRESSES_MAX, &n);
+	egress_evaluate_finish(ret, r, n, own_now, NULL);
 	return 0;
+}
+
+int egress_evaluate_begin(const airlock_egress_policy *p, airlock_egress_transport t,
+                          const char *host, uint16_t port, airlock_egress_decision *ret,
+                          airlock_error *err)
+{
+	if (t == AIRLOCK_EGRESS_TRANSPORT_POLICY) {
+		if (!p || !host || !ret)
+			return airlock_error_set(err, AIRLOCK_ERR_SYSTEM, EINVAL, "egress evaluate");
+		if (p->n_destinations > 0 && !p->destinations)
+			return airlock_error_set(err, AIRLOCK_ERR_SYSTEM, EINVAL,
+			                         "egress evaluate: policy");
+	} else if (t <= AIRLOCK_EGRESS_TRANSPORT_POLICY || t >= AIRLOCK_EGRESS_TRANSPORT__MAX ||
+	           !host || !ret) {
+		return airlock_error_set(err, AIRLOCK_ERR_SYSTEM, EINVAL, "egress evaluate: transport");
+	}
+
+	memset(ret, 0, sizeof(*ret));
+	ret->transport = t;
+	if (!check_name(host, port, ret))
+		return 0;
+
+	if (t == AIRLOCK_EGRESS_TRANSPORT_POLICY) {
+		/* Anything but an explicit allowlist denies: deny is the default
+		 * and there is no allow mode. */
+		if (p->mode != AIRLOCK_EGRESS_ALLOWLIST)
+			return refuse(ret, AIRLOCK_EGRESS_MODE_DENY);
+
+		airlock_egress_reason m = match(p, ret->host, port);
+		if (m != AIRLOCK_EGRESS_ALLOWED)
+			return refuse(ret, m);
+		return 1;
+	}
+	/* The transport's rule in place of an allowlist: HTTPS's port and a
+	 * name that can only be a public one. */
+	if (port != 443)
+		return refuse(ret, AIRLOCK_EGRESS_PORT_NOT_ALLOWED);
+	if (!public_hostname(ret->host))
+		return refuse(ret, AIRLOCK_EGRESS_BAD_HOSTNAME);
+	return 1;
 }
 
 int airlock_egress_evaluate(const airlock_egress_policy *p, const char *host, uint16_t port,
                             airlock_egress_resolve_fn resolve, void *resolve_ctx,
                             airlock_egress_decision *ret, airlock_error *err)
 {
-	if (!p || !host || !resolve || !ret)
+	if (!resolve)
 		return airlock_error_set(err, AIRLOCK_ERR_SYSTEM, EINVAL, "egress evaluate");
-	if (p->n_destinations > 0 && !p->destinations)
-		return airlock_error_set(err, AIRLOCK_ERR_SYSTEM, EINVAL, "egress evaluate: policy");
-
-	memset(ret, 0, sizeof(*ret));
-	ret->transport = AIRLOCK_EGRESS_TRANSPORT_POLICY;
-	if (!check_name(host, port, ret))
-		return 0;
-
-	/* Anything but an explicit allowlist denies: deny is the default and
-	 * there is no allow mode. */
-	if (p->mode != AIRLOCK_EGRESS_ALLOWLIST)
-		return refuse(ret, AIRLOCK_EGRESS_MODE_DENY);
-
-	airlock_egress_reason m = match(p, ret->host, port);
-	if (m != AIRLOCK_EGRESS_ALLOWED)
-		return refuse(ret, m);
+	int r = egress_evaluate_begin(p, AIRLOCK_EGRESS_TRANSPORT_POLICY, host, port, ret, err);
+	if (r <= 0)
+		return r;
 	return resolve_and_check(resolve, resolve_ctx, ret);
 }
 
@@ -231,20 +283,11 @@ int airlock_egress_evaluate_transport(airlock_egress_transport t, const char *ho
                                       airlock_egress_resolve_fn resolve, void *resolve_ctx,
                                       airlock_egress_decision *ret, airlock_error *err)
 {
-	if (t <= AIRLOCK_EGRESS_TRANSPORT_POLICY || t >= AIRLOCK_EGRESS_TRANSPORT__MAX || !host ||
-	    !resolve || !ret)
+	if (t == AIRLOCK_EGRESS_TRANSPORT_POLICY || !resolve)
 		return airlock_error_set(err, AIRLOCK_ERR_SYSTEM, EINVAL, "egress evaluate: transport");
-
-	memset(ret, 0, sizeof(*ret));
-	ret->transport = t;
-	if (!check_name(host, port, ret))
-		return 0;
-	/* The transport's rule in place of an allowlist: HTTPS's port and a
-	 * name that can only be a public one. */
-	if (port != 443)
-		return refuse(ret, AIRLOCK_EGRESS_PORT_NOT_ALLOWED);
-	if (!public_hostname(ret->host))
-		return refuse(ret, AIRLOCK_EGRESS_BAD_HOSTNAME);
+	int r = egress_evaluate_begin(NULL, t, host, port, ret, err);
+	if (r <= 0)
+		return r;
 	return resolve_and_check(resolve, resolve_ctx, ret);
 }
 

@@ -7,7 +7,6 @@
  */
 #include <errno.h>
 #include <fcntl.h>
-#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -49,6 +48,7 @@ static void dir_release(dir *d)
 void proxy_conn_end(conn *c, const char *outcome, const char *reason, const char *detail)
 {
 	proxy_log_line(c, outcome, reason, detail);
+	proxy_check_release(c);
 	event_freep(&c->req_ev);
 	event_freep(&c->timer);
 	dir_release(&c->up);
@@ -197,19 +197,34 @@ static void relay_cb(evutil_socket_t fd, short what, void *arg)
 		proxy_conn_end(c, "allowed", "ALLOWED", "closed");
 }
 
-static int dir_init(conn *c, dir *d, int from, int to)
+static int dir_pipe(dir *d)
 {
-	struct event_base *base = c->l->px->base;
 	int p[2];
-	d->from = from;
-	d->to = to;
-	d->pipe_r = d->pipe_w = -1;
+	if (d->pipe_r >= 0)
+		return 0;
 	if (pipe2(p, O_CLOEXEC | O_NONBLOCK) < 0)
 		return -errno;
 	d->pipe_r = p[0];
 	d->pipe_w = p[1];
 	int sz = fcntl(d->pipe_w, F_GETPIPE_SZ);
 	d->cap = sz > 0 ? (size_t)sz : 65536;
+	return 0;
+}
+
+void proxy_relay_prepare(conn *c)
+{
+	if (dir_pipe(&c->up) == 0)
+		(void)dir_pipe(&c->down);
+}
+
+static int dir_init(conn *c, dir *d, int from, int to)
+{
+	struct event_base *base = c->l->px->base;
+	d->from = from;
+	d->to = to;
+	int e = dir_pipe(d);
+	if (e < 0)
+		return e;
 	d->c = c;
 	d->rev = event_new(base, from, EV_READ | EV_PERSIST, relay_cb, d);
 	d->wev = event_new(base, to, EV_WRITE | EV_PERSIST, relay_cb, d);
@@ -305,8 +320,8 @@ void proxy_request_cb(evutil_socket_t fd, short what, void *arg)
 	c->req = req;
 	c->parsed = true;
 	event_freep(&c->req_ev);
-	/* The checking thread owns the connection until it hands it back: no
-	 * timer may end it meanwhile (the thread's own steps are bounded). */
+	/* The request timeout is over: while CHECKING, the timer is the dial's
+	 * (the lookup has a deadline of its own). */
 	evtimer_del(c->timer);
 	/* Checks in flight are capped per sandbox before globally: names that
 	 * resolve slowly or ports that never answer hold a slot each, and one
@@ -318,21 +333,7 @@ void proxy_request_cb(evutil_socket_t fd, short what, void *arg)
 		         px->n_pending >= px->cfg.max_pending ? "all sandboxes" : "this sandbox");
 		return;
 	}
-	c->state = CHECKING;
-	pthread_t t;
-	pthread_attr_t attr;
-	pthread_attr_init(&attr);
-	pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
-	pthread_attr_setstacksize(&attr, 256 * 1024);
-	int r = pthread_create(&t, &attr, proxy_check_thread, c);
-	pthread_attr_destroy(&attr);
-	if (r != 0) {
-		proxy_answer(c, 503, "Service Unavailable", "PROXY_BUSY");
-		proxy_conn_end(c, "failed", "PROXY_BUSY", strerror(r));
-		return;
-	}
-	px->n_pending++;
-	c->l->n_pending++;
+	proxy_check_start(c);
 }
 
 /* ---- timers ---------------------------------------------------------------------- */
@@ -344,8 +345,10 @@ void proxy_timer_cb(evutil_socket_t fd, short what, void *arg)
 	(void)what;
 	const airlock_proxy_config *cfg = &c->l->px->cfg;
 	int64_t now = util_monotonic_ms();
-	if (c->state == CHECKING)
+	if (c->state == CHECKING) {
+		proxy_check_timer(c, now);
 		return;
+	}
 	if (c->state == READING) {
 		if (now - c->start_ms >= cfg->request_timeout_ms) {
 			proxy_refuse(c, 408, "Request Timeout", "REQUEST_TIMEOUT", NULL);
@@ -368,13 +371,15 @@ void proxy_timer_cb(evutil_socket_t fd, short what, void *arg)
 	proxy_timer_arm(c, now);
 }
 
-/* One timer per connection, set for the nearest of its deadlines (the
- * checking thread has its own bounds: the resolver's and the dial's). */
+/* One timer per connection, set for the nearest of its deadlines (a
+ * lookup has its own). */
 void proxy_timer_arm(conn *c, int64_t now)
 {
 	const airlock_proxy_config *cfg = &c->l->px->cfg;
 	int64_t at;
-	if (c->state == READING) {
+	if (c->state == CHECKING) {
+		at = c->dial_deadline;
+	} else if (c->state == READING) {
 		at = c->start_ms + cfg->request_timeout_ms;
 		if (c->resume_ms > 0 && c->resume_ms < at)
 			at = c->resume_ms;

@@ -5,7 +5,6 @@
  * its share of the connections, and detached with every connection it has.
  */
 #include <errno.h>
-#include <stdatomic.h>
 #include <stdlib.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -136,8 +135,8 @@ void proxy_listener_put(listener *l)
 	free(l);
 }
 
-/* Close the listener and end its connections. One still being checked is
- * ended when its thread hands it back. */
+/* Close the listener and end its connections, those still being checked
+ * with their lookups and dials. */
 void proxy_listener_detach(listener *l)
 {
 	proxy *px = l->px;
@@ -154,17 +153,9 @@ void proxy_listener_detach(listener *l)
 	conn *c = l->conns;
 	while (c) {
 		conn *next = c->next;
-		if (c->state == CHECKING) {
-			/* Its thread still owns the connection, but never touches the
-			 * client's socket: close it now, so nothing of the sandbox's
-			 * namespace stays here, and tell the thread not to dial. */
-			atomic_store(&c->abandoned, true);
-			close_fd(&c->cfd);
-		} else
-			proxy_conn_end(c, c->state == RELAYING ? "allowed" : "refused",
-			         c->state == RELAYING ? "ALLOWED" : "DETACHED", "detached");
+		proxy_conn_end(c, c->state == RELAYING ? "allowed" : "refused",
+		         c->state == RELAYING ? "ALLOWED" : "DETACHED", "detached");
 		c = next;
 	}
 	proxy_listener_put(l); /* the list's */
 }
-

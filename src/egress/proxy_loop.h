@@ -19,28 +19,35 @@
  *             of the shared loop. Bytes the client sent after
  *             the request are its first tunnel bytes: they go into the
  *             upstream pipe first, before anything more is read;
- *   CHECKING  a short-lived thread runs the one evaluation function (the
- *             resolver blocks) and, when allowed, the one dial to the
- *             checked address; it hands the connection back through a pipe;
+ *   CHECKING  the one evaluation function in its two halves, in the loop:
+ *             the name and the policy at once; the resolution as a lookup
+ *             whose sockets and timer the loop watches (proxy_resolve.c: a
+ *             c-ares channel of its own, never a thread or a blocking wait);
+ *             the addresses checked against the denylist and this host's
+ *             own addresses (proxy_own.c keeps the kernel's answers until
+ *             an interface or route changes); then, when allowed, the one
+ *             dial to the checked address, a non-blocking connect the loop
+ *             waits for under the connect timeout;
  *   RELAYING  splice(2) moves bytes socket -> pipe -> socket each way
  *             without copying them through this process; EOF on one side
  *             becomes shutdown(SHUT_WR) on the other once its pipe is empty,
  *             so half-close is carried both ways.
  *
  * The files: the log (proxy_log.c), a connection from its request to its
- * relay (proxy_conn.c), the checking thread (proxy_check.c), the listeners
+ * relay (proxy_conn.c), the check (proxy_check.c, with proxy_resolve.c and
+ * proxy_own.c), the listeners
  * and their accept rate (proxy_listen.c), the control channel's server side
  * (proxy_ctl_server.c), the process itself (proxy_process.c).
  */
 
 #include <event2/event.h>
 #include <pthread.h>
-#include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <unistd.h>
 
+#include "airlock/egress.h"
 #include "airlock/proxy.h"
 
 typedef struct listener listener;
@@ -66,6 +73,22 @@ typedef struct log_queue {
 	bool started;
 } log_queue;
 
+/* The own-address answers (proxy_own.c): the kernel's, kept until an
+ * rtnetlink message says something they depend on changed. */
+#define OWN_CACHE_MAX 64
+typedef struct own_cache {
+	int nl; /* the rtnetlink socket; -1: nothing is cached */
+	struct event *ev;
+	struct {
+		airlock_addr a;
+		int own;
+	} e[OWN_CACHE_MAX];
+	unsigned n, next;
+} own_cache;
+
+/* One name's resolution in the loop (proxy_resolve.c). */
+typedef struct proxy_lookup proxy_lookup;
+
 typedef struct proxy {
 	airlock_proxy_config cfg;
 	int ctl;
@@ -73,11 +96,11 @@ typedef struct proxy {
 	log_queue log;
 	struct event_base *base;
 	struct event *ctl_ev;
-	int done_r, done_w; /* checking threads hand connections back here */
-	struct event *done_ev;
+	own_cache own;
+	proxy_lookup *spare; /* a lookup's channel made ahead of its CONNECT */
 	listener *listeners;
 	unsigned n_conns;   /* accepted and not yet closed */
-	unsigned n_pending; /* checking threads running */
+	unsigned n_pending; /* checks resolving or dialling */
 	bool stopping;
 } proxy;
 
@@ -140,9 +163,13 @@ struct conn {
 	bool parsed;
 	airlock_connect_request req;
 	airlock_egress_decision d;
-	/* Detached while its thread ran: written by the loop, read by the
-	 * thread before it dials (a sandbox that is gone gets no dial). */
-	atomic_bool abandoned;
+	/* CHECKING: the lookup in flight, or the dial (ufd, waited for by
+	 * dial_ev until dial_deadline); holds_slot while either counts against
+	 * the check caps. */
+	proxy_lookup *lookup;
+	struct event *dial_ev;
+	int64_t dial_deadline;
+	bool holds_slot;
 	int dial_errno;
 	int status;
 };
@@ -185,18 +212,53 @@ void proxy_answer(conn *c, int status, const char *text, const char *reason);
 void proxy_refuse(conn *c, int status, const char *text, const char *reason, const char *detail);
 /* An allowed connection, dialled: answer 200 and relay. */
 void proxy_relay_start(conn *c);
+/* The relay's pipes, made while the check waits on the network (best
+ * effort: proxy_relay_start makes what is missing). */
+void proxy_relay_prepare(conn *c);
 /* The loop's callbacks of a connection: its request is readable, its timer fired. */
 void proxy_request_cb(evutil_socket_t fd, short what, void *arg);
 void proxy_timer_cb(evutil_socket_t fd, short what, void *arg);
 /* Set the connection's timer for the nearest of its deadlines. */
 void proxy_timer_arm(conn *c, int64_t now);
 
-/* ---- checking (proxy_check.c) ---------------------------------------------------- */
+/* ---- checking (proxy_check.c, proxy_resolve.c, proxy_own.c) ------------------------ */
 
-/* The checking thread's body (arg: the conn it owns until it hands it back). */
-void *proxy_check_thread(void *arg);
-/* The loop's end of the hand-back pipe. */
-void proxy_done_cb(evutil_socket_t fd, short what, void *arg);
+/* A parsed request within the check caps: decide it, and answer or relay
+ * it (now, or when its lookup and dial are done). May end c. */
+void proxy_check_start(conn *c);
+/* The connection's timer fired while CHECKING (its dial's deadline). */
+void proxy_check_timer(conn *c, int64_t now);
+/* Stop what the check has in flight and give back its slot (the
+ * connection is ending). */
+void proxy_check_release(conn *c);
+
+/* A lookup's end: r and n as airlock_egress_resolver_resolve answers them,
+ * the addresses in the out array given at the start. The lookup is gone. */
+typedef void (*proxy_lookup_done_fn)(void *arg, int r, size_t n);
+/* Start the A and AAAA queries for name (servers as the resolver takes
+ * them, NULL for the system's); *ret is set before any answer can come.
+ * Then proxy_lookup_kick, once the caller has stored *ret: done is called
+ * from the loop (or from the kick, when an answer came at once), exactly
+ * once, unless the lookup is cancelled first. 0 or -errno (no lookup). */
+int proxy_lookup_start(struct event_base *base, const char *servers, proxy_lookup **spare,
+                       const char *name, airlock_addr *out, size_t max,
+                       proxy_lookup_done_fn done, void *arg, proxy_lookup **ret);
+/* Make *spare, when there is none, for the next proxy_lookup_start: the
+ * channel's making (reading /etc/resolv.conf, seeding its query ids) off
+ * the next CONNECT's path. Best effort: without a spare, start makes one. */
+void proxy_lookup_prepare(struct event_base *base, const char *servers, proxy_lookup **spare);
+void proxy_lookup_kick(proxy_lookup *l);
+/* End a lookup without calling done (or a spare): its queries and sockets
+ * go with it. */
+void proxy_lookup_cancel(proxy_lookup *l);
+
+/* The own-address cache: open before the seccomp filter (which refuses
+ * netlink sockets); proxy_own_cb is the loop's callback of oc->nl;
+ * proxy_own_ask is an egress_own_fn with ctx the cache. */
+void proxy_own_open(own_cache *oc);
+void proxy_own_close(own_cache *oc);
+void proxy_own_cb(evutil_socket_t fd, short what, void *arg);
+int proxy_own_ask(void *ctx, const airlock_addr *a);
 
 /* ---- listeners (proxy_listen.c) ---------------------------------------------------- */
 

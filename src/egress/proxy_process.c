@@ -139,7 +139,7 @@ static const char *install_filter(void)
 
 _Noreturn static void proxy_process_main(int ctl, const airlock_proxy_config *cfg_in)
 {
-	proxy px = { .cfg = *cfg_in, .ctl = -1, .log_fd = -1, .done_r = -1, .done_w = -1 };
+	proxy px = { .cfg = *cfg_in, .ctl = -1, .log_fd = -1 };
 	const char *why = NULL;
 
 	/* Keep the control socket and the log; close everything else this
@@ -227,28 +227,22 @@ _Noreturn static void proxy_process_main(int ctl, const airlock_proxy_config *cf
 
 	if (!why)
 		why = drop_privileges(&px.cfg);
+	/* The rtnetlink socket of the own-address cache, before the filter
+	 * that refuses netlink sockets (without it, nothing is cached). */
+	if (!why)
+		proxy_own_open(&px.own);
 	if (!why)
 		why = install_filter();
-	int p[2] = { -1, -1 };
-	if (!why && pipe2(p, O_CLOEXEC | O_NONBLOCK) < 0)
-		why = "pipe";
-	px.done_r = p[0];
-	px.done_w = p[1];
-	if (!why) {
-		/* The checking threads' writes must never block on a full pipe
-		 * while the loop waits on them: the loop drains it; the write end
-		 * goes back to blocking so a handoff is never lost. */
-		int fl = fcntl(px.done_w, F_GETFL);
-		if (fl < 0 || fcntl(px.done_w, F_SETFL, fl & ~O_NONBLOCK) < 0)
-			why = "pipe";
-	}
 	if (!why && !(px.base = event_base_new()))
 		why = "event_base_new";
 	if (!why) {
 		px.ctl_ev = event_new(px.base, px.ctl, EV_READ | EV_PERSIST, proxy_ctl_cb, &px);
-		px.done_ev = event_new(px.base, px.done_r, EV_READ | EV_PERSIST, proxy_done_cb, &px);
-		if (!px.ctl_ev || !px.done_ev || event_add(px.ctl_ev, NULL) < 0 ||
-		    event_add(px.done_ev, NULL) < 0)
+		if (!px.ctl_ev || event_add(px.ctl_ev, NULL) < 0)
+			why = "event_new";
+	}
+	if (!why && px.own.nl >= 0) {
+		px.own.ev = event_new(px.base, px.own.nl, EV_READ | EV_PERSIST, proxy_own_cb, &px.own);
+		if (!px.own.ev || event_add(px.own.ev, NULL) < 0)
 			why = "event_new";
 	}
 	px.log.fd = px.log_fd;
@@ -263,19 +257,14 @@ _Noreturn static void proxy_process_main(int ctl, const airlock_proxy_config *cf
 
 	event_base_dispatch(px.base);
 
-	/* Stopping: every tunnel ends and is logged; threads still checking
-	 * are waited for (bounded by the resolver's and the dial's timeouts),
-	 * so none writes into a freed connection. */
+	/* Stopping: every tunnel ends and is logged, every check in flight
+	 * with it (its lookup and dial end with the connection). */
 	px.stopping = true;
 	while (px.listeners)
 		proxy_listener_detach(px.listeners);
-	int64_t deadline = util_monotonic_ms() + AIRLOCK_EGRESS_RESOLVE_TIMEOUT_MS +
-	                   px.cfg.connect_timeout_ms + 1000;
-	while (px.n_pending > 0 && util_monotonic_ms() < deadline) {
-		struct pollfd pf = { .fd = px.done_r, .events = POLLIN };
-		if (poll(&pf, 1, 100) > 0)
-			proxy_done_cb(px.done_r, EV_READ, &px);
-	}
+	proxy_lookup_cancel(px.spare);
+	px.spare = NULL;
+	proxy_own_close(&px.own);
 	/* Every line queued reaches the log before the process ends. */
 	pthread_mutex_lock(&px.log.lock);
 	px.log.closing = true;

@@ -22,6 +22,7 @@
 #include <string.h>
 
 #include "airlock/caps.h"
+#include "egress/resolve.h"
 #include "util/util.h"
 
 struct airlock_egress_resolver {
@@ -140,21 +141,12 @@ static int set_servers(ares_channel channel, const char *servers, airlock_error 
 	return 0;
 }
 
-int airlock_egress_resolver_new(const char *servers, airlock_egress_resolver **ret,
-                                airlock_error *err)
+int egress_channel_new(const char *servers, ares_sock_state_cb sock_cb, void *sock_data,
+                       ares_channel *ret, airlock_error *err)
 {
-	if (!ret)
-		return airlock_error_set(err, AIRLOCK_ERR_SYSTEM, EINVAL, "resolver");
-
 	int st = ares_library_init(ARES_LIB_INIT_ALL);
 	if (st != ARES_SUCCESS)
 		return cares_error(err, st, "library init");
-
-	airlock_egress_resolver *r = calloc(1, sizeof(*r));
-	if (!r) {
-		ares_library_cleanup();
-		return airlock_error_set(err, AIRLOCK_ERR_SYSTEM, ENOMEM, "resolver");
-	}
 
 	struct ares_options opts;
 	memset(&opts, 0, sizeof(opts));
@@ -166,18 +158,47 @@ int airlock_egress_resolver_new(const char *servers, airlock_egress_resolver **r
 	 * resolver, and it would answer without a query. */
 	opts.lookups = (char *)(uintptr_t) "b";
 	int mask = ARES_OPT_FLAGS | ARES_OPT_TIMEOUTMS | ARES_OPT_TRIES | ARES_OPT_LOOKUPS;
-	st = ares_init_options(&r->channel, &opts, mask);
+	if (sock_cb) {
+		opts.sock_state_cb = sock_cb;
+		opts.sock_state_cb_data = sock_data;
+		mask |= ARES_OPT_SOCK_STATE_CB;
+	}
+	ares_channel channel;
+	st = ares_init_options(&channel, &opts, mask);
 	if (st != ARES_SUCCESS) {
-		free(r);
 		ares_library_cleanup();
 		return cares_error(err, st, "init");
 	}
 	if (servers) {
-		int e = set_servers(r->channel, servers, err);
+		int e = set_servers(channel, servers, err);
 		if (e < 0) {
-			airlock_egress_resolver_free(r);
+			egress_channel_free(channel);
 			return e;
 		}
+	}
+	*ret = channel;
+	return 0;
+}
+
+void egress_channel_free(ares_channel channel)
+{
+	ares_destroy(channel);
+	ares_library_cleanup();
+}
+
+int airlock_egress_resolver_new(const char *servers, airlock_egress_resolver **ret,
+                                airlock_error *err)
+{
+	if (!ret)
+		return airlock_error_set(err, AIRLOCK_ERR_SYSTEM, EINVAL, "resolver");
+
+	airlock_egress_resolver *r = calloc(1, sizeof(*r));
+	if (!r)
+		return airlock_error_set(err, AIRLOCK_ERR_SYSTEM, ENOMEM, "resolver");
+	int e = egress_channel_new(servers, NULL, NULL, &r->channel, err);
+	if (e < 0) {
+		free(r);
+		return e;
 	}
 	*ret = r;
 	return 0;
@@ -187,30 +208,17 @@ void airlock_egress_resolver_free(airlock_egress_resolver *r)
 {
 	if (!r)
 		return;
-	ares_destroy(r->channel);
+	egress_channel_free(r->channel);
 	free(r);
-	ares_library_cleanup();
 }
 
-/* One slot more than the caller can take, to notice an answer that would
- * not fit. */
-#define ANSWERS_MAX (AIRLOCK_EGRESS_ADDRESSES_MAX + 1)
-
-typedef struct lookup {
-	airlock_addr out[2 * ANSWERS_MAX]; /* A answers first, then AAAA */
-	size_t n;
-	int pending;
-	int error; /* first failure, as a negative errno */
-	bool overflow;
-} lookup;
-
-static void lookup_fail(lookup *l, int e)
+static void lookup_fail(egress_answers *l, int e)
 {
 	if (!l->error)
 		l->error = e;
 }
 
-static void lookup_add(lookup *l, int family, const void *addr)
+static void lookup_add(egress_answers *l, int family, const void *addr)
 {
 	if (l->n == ARRAY_SIZE(l->out)) {
 		l->overflow = true;
@@ -227,7 +235,7 @@ static void lookup_add(lookup *l, int family, const void *addr)
 
 static void on_answer(void *arg, int status, int timeouts, unsigned char *abuf, int alen, bool v6)
 {
-	lookup *l = arg;
+	egress_answers *l = arg;
 	l->pending--;
 
 	/* The name exists without records of this type, or does not exist:
@@ -247,9 +255,9 @@ static void on_answer(void *arg, int status, int timeouts, unsigned char *abuf, 
 		return;
 	}
 
-	int n = ANSWERS_MAX;
+	int n = EGRESS_ANSWERS_MAX;
 	if (v6) {
-		struct ares_addr6ttl ttls[ANSWERS_MAX];
+		struct ares_addr6ttl ttls[EGRESS_ANSWERS_MAX];
 		int st = ares_parse_aaaa_reply(abuf, alen, NULL, ttls, &n);
 		if (st == ARES_ENODATA)
 			return;
@@ -260,7 +268,7 @@ static void on_answer(void *arg, int status, int timeouts, unsigned char *abuf, 
 		for (int i = 0; i < n; i++)
 			lookup_add(l, AF_INET6, &ttls[i].ip6addr);
 	} else {
-		struct ares_addrttl ttls[ANSWERS_MAX];
+		struct ares_addrttl ttls[EGRESS_ANSWERS_MAX];
 		int st = ares_parse_a_reply(abuf, alen, NULL, ttls, &n);
 		if (st == ARES_ENODATA)
 			return;
@@ -273,23 +281,23 @@ static void on_answer(void *arg, int status, int timeouts, unsigned char *abuf, 
 	}
 	/* ares_parse_*_reply stops at the array's size without saying so: a
 	 * full array may mean a longer answer. */
-	if (n == ANSWERS_MAX)
+	if (n == EGRESS_ANSWERS_MAX)
 		l->overflow = true;
 }
 
-static void on_a(void *arg, int status, int timeouts, unsigned char *abuf, int alen)
+void egress_lookup_on_a(void *arg, int status, int timeouts, unsigned char *abuf, int alen)
 {
 	on_answer(arg, status, timeouts, abuf, alen, false);
 }
 
-static void on_aaaa(void *arg, int status, int timeouts, unsigned char *abuf, int alen)
+void egress_lookup_on_aaaa(void *arg, int status, int timeouts, unsigned char *abuf, int alen)
 {
 	on_answer(arg, status, timeouts, abuf, alen, true);
 }
 
 /* Drive the channel until both queries have answered or the deadline
  * passes; then cancel what is left (its callback runs with ECANCELLED). */
-static void run_channel(ares_channel channel, lookup *l, int64_t deadline)
+static void run_channel(ares_channel channel, egress_answers *l, int64_t deadline)
 {
 	while (l->pending > 0) {
 		ares_socket_t socks[ARES_GETSOCK_MAXNUM];
@@ -363,25 +371,30 @@ int airlock_egress_resolver_resolve(void *ctx, const char *name, airlock_addr *r
 
 	if (!r || !name || !ret || !ret_n)
 		return -EINVAL;
-	lookup l;
+	egress_answers l;
 	memset(&l, 0, sizeof(l));
 	l.pending = 2;
 
 	int64_t deadline = util_monotonic_ms() + AIRLOCK_EGRESS_RESOLVE_TIMEOUT_MS;
 	/* ares_query, not ares_search: exactly this name, no search list. */
-	ares_query(r->channel, name, 1 /* C_IN */, 1 /* T_A */, on_a, &l);
-	ares_query(r->channel, name, 1 /* C_IN */, 28 /* T_AAAA */, on_aaaa, &l);
+	ares_query(r->channel, name, 1 /* C_IN */, 1 /* T_A */, egress_lookup_on_a, &l);
+	ares_query(r->channel, name, 1 /* C_IN */, 28 /* T_AAAA */, egress_lookup_on_aaaa, &l);
 	run_channel(r->channel, &l, deadline);
 
-	if (l.error)
-		return l.error;
+	return egress_answers_take(&l, ret, max, ret_n);
+}
+
+int egress_answers_take(const egress_answers *l, airlock_addr *ret, size_t max, size_t *ret_n)
+{
+	if (l->error)
+		return l->error;
 	/* More addresses than the caller can hold: the ones left over would go
 	 * unchecked, so the resolution fails rather than being cut short. */
-	if (l.overflow || l.n > max)
+	if (l->overflow || l->n > max)
 		return -E2BIG;
-	if (l.n == 0)
+	if (l->n == 0)
 		return -ENOENT;
-	memcpy(ret, l.out, l.n * sizeof(l.out[0]));
-	*ret_n = l.n;
+	memcpy(ret, l->out, l->n * sizeof(l->out[0]));
+	*ret_n = l->n;
 	return 0;
 }
