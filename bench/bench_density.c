@@ -65,10 +65,11 @@
 static char cg_usage[700], cg_dir[512], cg_home[450];
 
 /* Move this process into a memory cgroup of its own, below the one it is
- * in (cgroup v1's memory hierarchy, or v2's unified one). Every sandbox
- * the mechanisms make afterwards is placed below it (they read the
- * process's place once, at their first provision). 0, or -1 with the
- * charged reading left out (said on stdout). */
+ * in (cgroup v1's memory hierarchy): what it and the processes it starts
+ * are charged is then apart from the rest of the machine. The sandboxes'
+ * own cgroups stay where the library placed them (it read this process's
+ * place once, at the probe, before the move): meminfo adds theirs. 0, or
+ * -1 with the charged reading left out (said on stdout). */
 static int cg_enter(void)
 {
 	FILE *f = fopen("/proc/self/cgroup", "re");
@@ -403,8 +404,6 @@ int main(int argc, char **argv)
 		fprintf(stderr, "bench_density: the native mechanism is unavailable here: %s\n", why);
 		return BENCH_SKIP;
 	}
-	/* Before anything of the library reads this process's place in the
-	 * hierarchy (read once, and the sandboxes' cgroups go below it). */
 	cg_enter();
 	const char *store_dir = NULL;
 	char digest[AIRLOCK_IMAGE_DIGEST_SIZE];
