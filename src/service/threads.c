@@ -142,14 +142,6 @@ unsigned svc_threads_max(const svc_threads *t)
 	return t->max;
 }
 
-unsigned svc_threads_started(svc_threads *t)
-{
-	pthread_mutex_lock(&t->lock);
-	unsigned n = t->started;
-	pthread_mutex_unlock(&t->lock);
-	return n;
-}
-
 void svc_threads_free(svc_threads *t)
 {
 	if (!t)

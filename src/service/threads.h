@@ -49,9 +49,8 @@ int svc_threads_new(unsigned max, svc_threads **ret);
 int svc_threads_submit(svc_threads *t, svc_work *w);
 /* One work that was submitted has ended: its slot is free again. */
 void svc_threads_release(svc_threads *t);
-/* The bound, and the threads started so far (for messages and tests). */
+/* The bound (for messages). */
 unsigned svc_threads_max(const svc_threads *t);
-unsigned svc_threads_started(svc_threads *t);
 void svc_threads_free(svc_threads *t);
 
 #endif
