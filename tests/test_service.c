@@ -1302,6 +1302,156 @@ Test(service, disconnect_cancels)
 	svc_close(&t);
 }
 
+/* How many sandboxes the list says are running a command. */
+static size_t busy_count(svc *t)
+{
+	resp r;
+	http(t, "GET", "/v1/sandboxes", TOKEN, NULL, NULL, 0, &r);
+	size_t i, n = 0;
+	json_t *v;
+	json_array_foreach(json_object_get(r.json, "sandboxes"), i, v)
+		n += json_is_true(json_object_get(v, "busy"));
+	resp_clear(&r);
+	return n;
+}
+
+static void execute_ok(svc *t, const airlock_environment_handle *h, char **argv)
+{
+	bg_exec b = { .t = t, .h = h, .argv = argv };
+	bg_main(&b);
+	cr_assert_eq(b.r.status, 200, "%s", b.r.body);
+	resp_clear(&b.r);
+}
+
+/* The execute threads are bounded (execute_threads): with one, a second
+ * execute while the first runs is refused at once, 503 ExecutionUnavailable
+ * naming the setting, not queued behind it; the slot is free again as soon
+ * as the first has answered, so executes one after another are never
+ * refused; a cancel still ends a command that runs on a pool thread. */
+Test(service, execute_threads_bound_the_executes_running_at_once)
+{
+	airlock_exec_config cfg;
+	airlock_exec_config_default(&cfg);
+	airlock_service_config sc;
+	airlock_service_config_default(&sc);
+	sc.execute_threads = 1;
+	svc t;
+	svc_open_cfg(&t, &cfg, &sc);
+	char *slow[] = { "sleepy", NULL }, *quick[] = { "quick", NULL };
+	airlock_fake_behaviour b = { .runs_for_ms = 30000 };
+	airlock_environment_handle h1, h2;
+	scripted(&t, slow, &b, &h1);
+	provision(&t, "t1", NULL, &h2);
+
+	/* Sequential executes on a pool of one: each waits for nothing. */
+	for (int i = 0; i < 20; i++)
+		execute_ok(&t, &h2, quick);
+
+	bg_exec bg = { .t = &t, .h = &h1, .argv = slow };
+	cr_assert_eq(pthread_create(&bg.th, NULL, bg_main, &bg), 0);
+	bool running = false;
+	for (int i = 0; i < 100 && !running; i++) {
+		usleep(20 * 1000);
+		running = busy_count(&t) == 1;
+	}
+	cr_assert(running, "the first command runs");
+	for (int stream = 0; stream < 2; stream++) {
+		_cleanup_free_ char *body = execute_body(quick, stream);
+		char path[160];
+		snprintf(path, sizeof(path), "/v1/sandboxes/%s/execute", h2.environment_id);
+		resp r;
+		http(&t, "POST", path, TOKEN, &h2, body, strlen(body), &r);
+		expect_error(&r, 503, "ExecutionUnavailable", "execute_threads");
+		cr_assert(strstr(jstr(r.json, "message"), "all 1 of the service's execute threads"),
+		          "%s", r.body);
+		resp_clear(&r);
+	}
+	cr_assert_eq(busy_count(&t), 1, "the refusal left the running command alone");
+
+	char path[160];
+	snprintf(path, sizeof(path), "/v1/sandboxes/%s/cancel", h1.environment_id);
+	resp r;
+	http(&t, "POST", path, TOKEN, &h1, NULL, 0, &r);
+	cr_assert_eq(r.status, 200, "%s", r.body);
+	cr_assert(json_is_true(json_object_get(r.json, "cancelled")), "%s", r.body);
+	resp_clear(&r);
+	pthread_join(bg.th, NULL);
+	cr_assert_eq(bg.r.status, 200, "%s", bg.r.body);
+	cr_assert_str_eq(kill_reason(&bg.r), "CANCELLED", "%s", bg.r.body);
+	resp_clear(&bg.r);
+
+	/* Its slot is free: the next execute runs at once. */
+	execute_ok(&t, &h2, quick);
+	airlock_environment_handle_clear(&h1);
+	airlock_environment_handle_clear(&h2);
+	svc_close(&t);
+}
+
+/* This process's threads, once their number holds still for 100 ms (at
+ * most 2 s): a thread that is ending is given the time to end. */
+static long threads_settled(void)
+{
+	long n = -1;
+	for (int i = 0, still = 0; i < 40 && still < 2; i++) {
+		DIR *d = opendir("/proc/self/task");
+		cr_assert_not_null(d);
+		long m = 0;
+		for (struct dirent *e; (e = readdir(d));)
+			m += e->d_name[0] != '.';
+		closedir(d);
+		still = m == n ? still + 1 : 0;
+		n = m;
+		usleep(50 * 1000);
+	}
+	return n;
+}
+
+typedef struct par_exec {
+	bg_exec b;
+	pthread_barrier_t *go;
+} par_exec;
+
+static void *par_main(void *arg)
+{
+	par_exec *p = arg;
+	pthread_barrier_wait(p->go);
+	return bg_main(&p->b);
+}
+
+/* The execute threads a service started (several at once here: each
+ * execute takes its own) are all joined when it is freed: the process is
+ * back at the threads it had before the service. */
+Test(service, no_execute_thread_outlives_the_service)
+{
+	long before = threads_settled();
+	svc t;
+	svc_open(&t);
+	char *argv[] = { "nap", NULL };
+	airlock_fake_behaviour b = { .runs_for_ms = 300 };
+	enum { N = 4 };
+	airlock_environment_handle h[N];
+	scripted(&t, argv, &b, &h[0]);
+	for (int i = 1; i < N; i++)
+		provision(&t, "t1", NULL, &h[i]);
+	pthread_barrier_t go;
+	pthread_barrier_init(&go, NULL, N);
+	par_exec p[N];
+	for (int i = 0; i < N; i++) {
+		p[i] = (par_exec){ .b = { .t = &t, .h = &h[i], .argv = argv }, .go = &go };
+		cr_assert_eq(pthread_create(&p[i].b.th, NULL, par_main, &p[i]), 0);
+	}
+	for (int i = 0; i < N; i++) {
+		pthread_join(p[i].b.th, NULL);
+		cr_assert_eq(p[i].b.r.status, 200, "%s", p[i].b.r.body);
+		resp_clear(&p[i].b.r);
+		airlock_environment_handle_clear(&h[i]);
+	}
+	pthread_barrier_destroy(&go);
+	cr_assert_gt(threads_settled(), before + N - 1, "the service's threads wait for the next");
+	svc_close(&t);
+	cr_assert_eq(threads_settled(), before, "a thread of the service outlived it");
+}
+
 /* Defaults with max_sandboxes at cap, in the core and in the service. */
 static void capped_config(airlock_exec_config *cfg, airlock_service_config *sc, size_t cap)
 {

@@ -58,6 +58,12 @@ typedef struct airlock_service_config {
 	 * oldest of the address holding the most goes first). 0: 2000 (or
 	 * header_timeout_ms if that is shorter). */
 	int64_t auth_timeout_ms;
+	/* The most executes running at once, each on one of the service's
+	 * execute threads (started as needed, then kept for the next); past
+	 * it an execute is refused with ExecutionUnavailable. 0: the
+	 * connections' bound (max_connections, or its default), which an
+	 * execute's connection is held against anyway. */
+	unsigned execute_threads;
 } airlock_service_config;
 
 void airlock_service_config_default(airlock_service_config *c);

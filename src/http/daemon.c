@@ -425,7 +425,7 @@ int http_server_new(const http_server_config *cfg, const http_routes *routes, vo
 		flags |= MHD_USE_TLS;
 	int64_t idle_ms = or_default(cfg->connection_timeout_ms, 30000);
 	unsigned idle_s = (unsigned)((idle_ms + 999) / 1000);
-	unsigned max_conn = cfg->max_connections ? cfg->max_connections : 256;
+	unsigned max_conn = cfg->max_connections ? cfg->max_connections : HTTP_MAX_CONNECTIONS_DEFAULT;
 	struct MHD_OptionItem opts[16];
 	size_t n = 0;
 	opts[n++] = (struct MHD_OptionItem){ MHD_OPTION_LISTEN_SOCKET, cfg->listen_fd, NULL };

@@ -86,7 +86,7 @@ typedef struct http_server_config {
 	/* The bearer credential (copied); NULL: no authentication. */
 	const void *credential;
 	size_t credential_len;
-	unsigned max_connections;        /* 0: 256 */
+	unsigned max_connections;        /* 0: HTTP_MAX_CONNECTIONS_DEFAULT */
 	unsigned max_connections_per_ip; /* TCP only; 0: 64 */
 	/* Deadlines, ms (0: the default in parentheses). */
 	int64_t auth_timeout_ms;       /* (2000) */
@@ -106,6 +106,8 @@ typedef struct http_server_config {
 	 * HTTP_STREAM_MIN_RATE). */
 	uint64_t stream_min_bytes_per_s;
 } http_server_config;
+
+#define HTTP_MAX_CONNECTIONS_DEFAULT 256u
 
 /* 64 KiB/s: a 512 MiB artifact has 8192 s past the request timeout, a
  * client trickling a byte a second has the request timeout alone. */

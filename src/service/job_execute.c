@@ -1,9 +1,11 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * The service's execute job: the command runs on a thread of its own,
- * bounded by its timeout, expires_at and the service's shutdown; the
- * connection's thread waits for it in slices and looks at the socket each
- * time: a client that went away cancels its command (CANCELLED). A
+ * The service's execute job: the command runs on one of the service's
+ * execute threads (threads.h: a bounded pool, so an execute costs a
+ * waiting thread's wakeup, not a thread's start and join), bounded by its
+ * timeout, expires_at and the service's shutdown; the connection's thread
+ * waits for it, woken when it ends and every SVC_POLL_MS to look at the
+ * socket: a client that went away cancels its command (CANCELLED). A
  * streamed execute's events (NDJSON: started, output, dropped, then the
  * result or the error) wait in a capped buffer, so a client that stops
  * reading costs its command nothing and the service at most that buffer.
@@ -21,6 +23,7 @@
 #include "airlock/json.h"
 #include "core/json_internal.h"
 #include "service/routes.h"
+#include "service/threads.h"
 #include "util/fault.h"
 #include "util/util.h"
 
@@ -37,8 +40,8 @@ struct svc_job {
 	int fd; /* the client's socket, looked at, never used */
 	http_conn *conn; /* its connection's record, used on its own thread only */
 	bool response_deadline;
-	pthread_t thread;
-	bool thread_started;
+	svc_work work;  /* on the service's execute threads */
+	bool submitted; /* until job_free has seen it end and released it */
 
 	pthread_mutex_t lock;
 	pthread_cond_t cond;
@@ -243,7 +246,9 @@ static void job_unlink(airlock_service *s, svc_job *j)
 	pthread_mutex_unlock(&s->lock);
 }
 
-static void *job_main(void *arg)
+/* On an execute thread. The job is the connection's again once done is
+ * set: nothing of it is touched after the unlock. */
+static void job_main(void *arg)
 {
 	svc_job *j = arg;
 	airlock_service *s = j->s;
@@ -269,17 +274,28 @@ static void *job_main(void *arg)
 	j->done = true;
 	pthread_cond_broadcast(&j->cond);
 	pthread_mutex_unlock(&j->lock);
-	return NULL;
+}
+
+/* A submitted job's end: cancelled (nothing when it has ended), waited
+ * for, its slot on the execute threads given back. */
+static void job_end(svc_job *j)
+{
+	if (!j->submitted)
+		return;
+	airlock_cancel_fire(j->cancel);
+	pthread_mutex_lock(&j->lock);
+	while (!j->done)
+		pthread_cond_wait(&j->cond, &j->lock);
+	pthread_mutex_unlock(&j->lock);
+	svc_threads_release(j->s->threads);
+	j->submitted = false;
 }
 
 static void job_free(svc_job *j)
 {
 	if (!j)
 		return;
-	if (j->thread_started) {
-		airlock_cancel_fire(j->cancel);
-		pthread_join(j->thread, NULL);
-	}
+	job_end(j);
 	airlock_cancel_free(j->cancel);
 	airlock_environment_handle_clear(&j->handle);
 	airlock_execution_command_clear(&j->command);
@@ -392,16 +408,27 @@ http_result svc_do_execute(svc_req *q)
 	j->next = s->jobs;
 	s->jobs = j;
 	pthread_mutex_unlock(&s->lock);
-	int e = util_fault("service.execute.thread") ? EAGAIN :
-	                                               pthread_create(&j->thread, NULL, job_main, j);
-	if (e != 0) {
+	j->work = (svc_work){ .fn = job_main, .arg = j };
+	int e = util_fault("service.execute.thread") ? -EAGAIN : svc_threads_submit(s->threads, &j->work);
+	if (e < 0) {
 		job_unlink(s, j);
 		job_free(j);
-		airlock_error_set(&err, AIRLOCK_ERR_EXECUTION_UNAVAILABLE, e,
-		                  "execute: cannot start a thread");
+		if (e == -EBUSY)
+			/* Every thread runs a command: the client retries (503,
+			 * Retry-After) rather than wait behind commands that may
+			 * run for hours. */
+			airlock_error_set(&err, AIRLOCK_ERR_EXECUTION_UNAVAILABLE, 0,
+			                  "execute: all %u of the service's execute threads are busy "
+			                  "(the bound is %s); retry later",
+			                  svc_threads_max(s->threads),
+			                  s->cfg.execute_threads ? "execute_threads" :
+			                                           "service.max_connections");
+		else
+			airlock_error_set(&err, AIRLOCK_ERR_EXECUTION_UNAVAILABLE, -e,
+			                  "execute: cannot start an execute thread");
 		return svc_respond_error(q, &err);
 	}
-	j->thread_started = true;
+	j->submitted = true;
 
 	if (j->stream) {
 		/* No total deadline while the command runs: its own timeouts
@@ -411,7 +438,8 @@ http_result svc_do_execute(svc_req *q)
 		                           job_read_free);
 	}
 
-	/* Blocking: wait for the result in slices, looking at the client. */
+	/* Blocking: wait for the result, woken when it is in and every
+	 * SVC_POLL_MS to look at the client. */
 	bool gone = false;
 	pthread_mutex_lock(&j->lock);
 	while (!j->done) {
@@ -422,8 +450,7 @@ http_result svc_do_execute(svc_req *q)
 		}
 	}
 	pthread_mutex_unlock(&j->lock);
-	pthread_join(j->thread, NULL);
-	j->thread_started = false;
+	job_end(j);
 	http_result r;
 	if (gone) {
 		r = HTTP_CLOSE;

@@ -33,6 +33,7 @@ struct airlock_service {
 	http_listener lis;
 	http_server *http;
 
+	struct svc_threads *threads; /* the execute threads (threads.h) */
 	pthread_mutex_t lock;
 	svc_job *jobs; /* executes running, for cancel */
 	bool shutting_down;

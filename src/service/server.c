@@ -25,6 +25,7 @@
 #include "http/http.h"
 #include "service/reaper.h"
 #include "service/routes.h"
+#include "service/threads.h"
 #include "util/util.h"
 
 static int64_t cfg_or(int64_t v, int64_t dflt)
@@ -51,8 +52,12 @@ static void *expire_main(void *arg)
 
 /* ---- listening ------------------------------------------------------------------- */
 
+/* After the server core stopped: every connection thread has ended, and
+ * with it every execute it waited for, so only waiting threads are left
+ * to join. */
 static void service_release(airlock_service *s)
 {
+	svc_threads_free(s->threads);
 	http_listener_close(&s->lis);
 	if (s->stop_efd >= 0)
 		close(s->stop_efd);
@@ -92,6 +97,10 @@ int airlock_service_new(const airlock_service_config *cfg, airlock_exec *exec,
 	if (!cfg->credential || cfg->credential_len == 0)
 		return airlock_error_set(err, AIRLOCK_ERR_CONFIG, 0,
 		                         "service: no credential (every request must carry one)");
+	if (cfg->execute_threads > AIRLOCK_SERVICE_CONNECTIONS_MAX)
+		return airlock_error_set(err, AIRLOCK_ERR_CONFIG, 0,
+		                         "service: execute_threads=%u: at most %d",
+		                         cfg->execute_threads, AIRLOCK_SERVICE_CONNECTIONS_MAX);
 	airlock_service *s = calloc(1, sizeof(*s));
 	if (!s)
 		return airlock_error_set(err, AIRLOCK_ERR_SYSTEM, ENOMEM, "service");
@@ -109,6 +118,13 @@ int airlock_service_new(const airlock_service_config *cfg, airlock_exec *exec,
 	int r;
 	if (s->stop_efd < 0) {
 		r = airlock_error_set(err, AIRLOCK_ERR_SYSTEM, errno, "service");
+		goto fail;
+	}
+	unsigned threads = cfg->execute_threads ? cfg->execute_threads :
+	                   cfg->max_connections ? cfg->max_connections :
+	                                          HTTP_MAX_CONNECTIONS_DEFAULT;
+	if ((r = svc_threads_new(threads, &s->threads)) < 0) {
+		r = airlock_error_set(err, AIRLOCK_ERR_SYSTEM, -r, "service: execute threads");
 		goto fail;
 	}
 
