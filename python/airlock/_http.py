@@ -6,7 +6,7 @@ import asyncio
 import errno as errno_mod
 import http.cookiejar
 import os
-import select
+import re
 import socket
 import ssl
 from collections.abc import AsyncIterator
@@ -16,10 +16,15 @@ import h11
 import httpx
 
 from . import wire
-from .errors import AirlockError, ConfigurationError, DecodeError, ExecutionUnavailable
+from .errors import AirlockError, ConfigurationError, DecodeError, ExecutionUnavailable, SandboxEscapeSuspected
 from .types import SecretValue
 
 ERROR_BODY_MAX = 64 * 1024
+# An answer that is a handful of members (a health, a lease, a handle, a
+# reference, a metadata with a 16 KiB name twice): 1 MiB is many times any
+# honest one, and what a hostile body of that size decodes into stays small
+# (a 64 MiB body of "[]," decodes into 21 million lists, 1.5 GiB).
+SMALL_MAX = 1 << 20
 # What a transfer can fail with below HTTP: httpx's own errors, and what
 # escapes them (a certificate that does not verify is ssl's own error).
 TRANSPORT_ERRORS = (httpx.HTTPError, OSError)
@@ -56,6 +61,33 @@ def credential_bytes(credential: str | bytes | SecretValue) -> bytes:
     return raw
 
 
+_HOST = re.compile(r"[A-Za-z0-9.\-\[\]:]+\Z", re.ASCII)
+_PORT = re.compile(r"[0-9]{1,5}\Z", re.ASCII)
+
+
+def check_address(address: str) -> None:
+    """``unix:/absolute/path`` or ``HOST:PORT``, refused as the C client
+    refuses it (src/remote/http.c): a host of letters, digits, ``.``,
+    ``-`` and a bracketed IPv6 address, a port 1..65535. Anything a URL
+    could read as more (a user, a path, a query, a scheme) is refused
+    before it reaches httpx, and an address holding '@' (a token pasted as
+    ``tok@host:port``, which httpx would send as Basic credentials) is
+    refused without being echoed."""
+    if not isinstance(address, str):
+        raise ConfigurationError("address: must be a string, unix:/path or HOST:PORT")
+    if address.startswith("unix:"):
+        if not address[5:].startswith("/") or "\0" in address:
+            raise ConfigurationError(f"{address}: a unix: address takes an absolute path (unix:/path)")
+        return
+    if "@" in address:
+        raise ConfigurationError(
+            "address: holds '@': an address is unix:/path or HOST:PORT, and the credential is passed as "
+            "the credential, never in the address")
+    host, sep, port = address.rpartition(":")
+    if not sep or not host or not _HOST.match(host) or not _PORT.match(port) or not 1 <= int(port) <= 65535:
+        raise ConfigurationError(f"{address!r}: an address is unix:/path or HOST:PORT (a port 1..65535)")
+
+
 def read_credential_file(path: str | os.PathLike[str]) -> SecretValue:
     with open(path, "rb") as f:
         return SecretValue(f.read(4097).strip())
@@ -79,9 +111,22 @@ class _UnixConnection:
 
     def reusable(self) -> bool:
         # An idle connection the server closed (its keep-alive ended) reads
-        # EOF: never reused.
-        return (self.h11.our_state is h11.IDLE and self.h11.their_state is h11.IDLE
-                and not select.select([self.sock], [], [], 0)[0])
+        # EOF, and one with bytes waiting holds what no request asked for:
+        # neither is reused. A peek, not select(): select() refuses a
+        # descriptor past FD_SETSIZE (1024), which a busy process reaches.
+        if self.h11.our_state is not h11.IDLE or self.h11.their_state is not h11.IDLE:
+            return False
+        # Bytes past the last answer already read (after a 204, or past a
+        # Content-Length) would be taken as the next request's answer.
+        if self.h11.trailing_data[0]:
+            return False
+        try:
+            self.sock.recv(1, socket.MSG_PEEK | socket.MSG_DONTWAIT)
+        except (BlockingIOError, InterruptedError):
+            return True
+        except OSError:
+            return False
+        return False
 
     async def send(self, data: bytes, timeout: float | None) -> None:
         try:
@@ -247,12 +292,18 @@ class Transport:
         tls_key_file: str | None = None,
         connect_timeout: float = 5.0,
     ) -> None:
+        check_address(address)
         self.address = address
         headers = {}
+        # Kept to be cut out of what a server says (raise_for): a proxy or
+        # a server that echoes the request's headers into its error would
+        # otherwise put the credential into an exception's message.
+        self.secret = b""
         if credential is not None:
             # The credential lives in this one header; it is never formatted
             # into a message (messages name the address).
-            headers["Authorization"] = "Bearer " + credential_bytes(credential).decode("ascii")
+            self.secret = credential_bytes(credential)
+            headers["Authorization"] = "Bearer " + self.secret.decode("ascii")
         timeout = httpx.Timeout(120.0, connect=connect_timeout)
         limits = httpx.Limits(max_connections=64, max_keepalive_connections=8)
         if address.startswith("unix:"):
@@ -262,9 +313,7 @@ class Transport:
             transport: httpx.AsyncBaseTransport = _UnixTransport(path)
             base = "http://airlock"
         else:
-            host, sep, port = address.rpartition(":")
-            if not sep or not host or not port.isdigit():
-                raise ConfigurationError(f"{address}: an address is unix:/path or HOST:PORT")
+            host, _, port = address.rpartition(":")
             ctx = ssl.create_default_context(cafile=tls_ca_file)
             if tls_cert_file or tls_key_file:
                 if not (tls_cert_file and tls_key_file):
@@ -273,9 +322,13 @@ class Transport:
             transport = httpx.AsyncHTTPTransport(verify=ctx, limits=limits, retries=0)
             base = f"https://{host}:{port}"
         self.base = base
+        # trust_env off: no proxy, netrc or certificate path from the
+        # environment changes where the credential goes or what verifies
+        # the peer (a netrc entry would even be sent in dev mode, where no
+        # Authorization header keeps it out).
         self.client = httpx.AsyncClient(
             transport=transport, base_url=base, headers=headers, timeout=timeout, follow_redirects=False,
-            cookies=httpx.Cookies(_NoCookies()),
+            cookies=httpx.Cookies(_NoCookies()), trust_env=False,
         )
 
     def __repr__(self) -> str:
@@ -300,8 +353,15 @@ async def read_capped(r: httpx.Response, cap: int, what: str) -> bytes:
     return bytes(buf)
 
 
-def raise_for(address: str, status: int, body: bytes, what: str) -> NoReturn:
-    """The failure an answer that is not a success stands for."""
+def _redact(text: str, secret: bytes) -> str:
+    if len(secret) >= 4 and secret.decode("ascii") in text:
+        text = text.replace(secret.decode("ascii"), "<credential>")
+    return text
+
+
+def raise_for(address: str, status: int, body: bytes, what: str, secret: bytes = b"") -> NoReturn:
+    """The failure an answer that is not a success stands for. A message
+    the server wrote is carried with the credential cut out of it."""
     where = f"{address}: {what}"
     if status == 401:
         raise ConfigurationError(f"{where}: the service refused the credential (401)")
@@ -311,17 +371,21 @@ def raise_for(address: str, status: int, body: bytes, what: str) -> NoReturn:
         o = None
     if status == 422 and isinstance(o, dict) and o.get("error") == "SystemError" and isinstance(o.get("errno"), str):
         code = _ERRNOS.get(o["errno"], errno_mod.EIO)
-        raise keep(OSError(code, f"{where}: {o.get('message', '')}"))
+        raise keep(OSError(code, f"{where}: {_redact(str(o.get('message', '')), secret)}"))
     if isinstance(o, dict) and set(o) <= {"error", "message", "errno"}:
         o = {k: o[k] for k in ("error", "message") if k in o}
         try:
             e = wire.error_from_value(o)
         except DecodeError:
             e = None
-        if e is not None and status not in (502, 503, 504):
-            raise type(e)(e.message)
         if e is not None:
-            raise ExecutionUnavailable(e.message)
+            message = f"{where}: {_redact(e.message, secret)}"
+            # An escape is an alert whatever the status it came with: a
+            # 502/503/504 around it (a proxy, a server shutting down) must
+            # not turn it into the one retriable class.
+            if isinstance(e, SandboxEscapeSuspected) or status not in (502, 503, 504):
+                raise type(e)(message)
+            raise ExecutionUnavailable(message)
     if status in (502, 503, 504):
         raise ExecutionUnavailable(f"{where}: {status}")
     raise ExecutionUnavailable(f"{where}: an answer that does not decode (status {status})")
@@ -369,20 +433,38 @@ class Client:
         content: Any = None,
         timeout: float,
         cap: int,
+        expect: int | tuple[int, ...] = (200, 201, 204),
+        total: float | None = None,
     ) -> tuple[int, bytes]:
         """One request; the status and the whole answer (at most ``cap``
-        bytes), or the failure it maps to."""
+        bytes), or the failure it maps to. ``timeout`` bounds each step
+        (connecting, each read, each write) and ``total`` (``timeout`` when
+        None) the whole exchange, so a server that sends a byte now and
+        then cannot hold the call past it. A success status other than
+        ``expect`` is a server this client does not know: refused."""
+        limit = timeout if total is None else total
         try:
-            req = self._t.client.build_request(method, url, content=content, headers=headers, timeout=timeout)
-            r = await self._t.client.send(req, stream=True)
-            try:
-                data = await read_capped(r, cap if r.status_code < 300 else ERROR_BODY_MAX, f"{self.address}: {what}")
-            finally:
-                await r.aclose()
-        except TRANSPORT_ERRORS as e:
-            raise transport_failure(self._t, what, e) from None
+            async with asyncio.timeout(limit):
+                try:
+                    req = self._t.client.build_request(method, url, content=content, headers=headers,
+                                                       timeout=timeout)
+                    r = await self._t.client.send(req, stream=True)
+                    try:
+                        data = await read_capped(r, cap if r.status_code < 300 else ERROR_BODY_MAX,
+                                                 f"{self.address}: {what}")
+                    finally:
+                        await r.aclose()
+                except TRANSPORT_ERRORS as e:
+                    raise transport_failure(self._t, what, e) from None
+        except TimeoutError:
+            raise ExecutionUnavailable(f"{self.address}: {what}: no whole answer within {limit:g} s") from None
         if r.status_code >= 300:
-            raise_for(self.address, r.status_code, data, what)
+            raise_for(self.address, r.status_code, data, what, self._t.secret)
+        wanted = (expect,) if isinstance(expect, int) else expect
+        if r.status_code not in wanted:
+            raise ExecutionUnavailable(
+                f"{self.address}: {what}: answered HTTP {r.status_code} where {' or '.join(map(str, wanted))} "
+                "was expected")
         return r.status_code, data
 
     def _decode(self, data: bytes, what: str, allow_nul: bool = False) -> Any:

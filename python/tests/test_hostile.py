@@ -1,0 +1,859 @@
+"""Both clients against a hostile server: a Unix-socket server written here
+that answers what no airlock server would (huge, endless, slow, cut,
+mislabelled, malformed bodies; redirects; answers for another artifact,
+run or digest; messages echoing the credential), and careless callers
+(ids that would rewrite a URL, mistyped arguments, addresses carrying a
+token). Every answer must fail loudly with the class the docs name, send
+nothing for a refused argument, leave no file half-written and no
+descriptor open, and never show the credential."""
+
+import asyncio
+import copy
+import dataclasses
+import hashlib
+import json
+import logging
+import os
+import pickle
+import resource
+import tempfile
+import traceback
+import urllib.parse
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta, timezone
+from pathlib import PurePosixPath
+from typing import Any, TypeVar
+
+import pytest
+
+import airlock
+from airlock import ServiceEnvironment, WorkerClient, service, wire, worker
+
+T = TypeVar("T")
+TOKEN = "tok-9f2c1e7d5b3a-secret-bearer"
+AID = "0192d3f5-1234-7abc-8def-0123456789ab"
+# A bound on each test's whole run, so a client that hangs fails the test
+# instead of stalling the suite; no test asserts how long anything took.
+HANG_S = 60.0
+
+
+@dataclass
+class Request:
+    method: str
+    target: str
+    headers: dict[str, str]
+    body: bytes
+
+
+Handler = Callable[[Request, asyncio.StreamReader, asyncio.StreamWriter], Awaitable[bool | None]]
+
+
+@dataclass
+class Hostile:
+    """A server on a Unix socket: each request goes to ``handler``, which
+    writes what it likes; the connection is closed after it unless it
+    returns True (kept alive for the next request)."""
+
+    handler: Handler
+    path: str = ""
+    requests: list[Request] = field(default_factory=list)
+    _dir: str = ""
+    _server: asyncio.AbstractServer | None = None
+    _tasks: set[asyncio.Task[None]] = field(default_factory=set)
+
+    @property
+    def address(self) -> str:
+        return "unix:" + self.path
+
+    async def __aenter__(self) -> "Hostile":
+        self._dir = tempfile.mkdtemp(prefix="airlock-hostile-")
+        self.path = os.path.join(self._dir, "s.sock")
+        self._server = await asyncio.start_unix_server(self._serve, self.path)
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        assert self._server is not None
+        self._server.close()
+        for t in list(self._tasks):
+            t.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+        await self._server.wait_closed()
+        os.unlink(self.path)
+        os.rmdir(self._dir)
+
+    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        task = asyncio.current_task()
+        assert task is not None
+        self._tasks.add(task)
+        try:
+            while True:
+                try:
+                    head = await reader.readuntil(b"\r\n\r\n")
+                except (asyncio.IncompleteReadError, ConnectionError):
+                    return
+                lines = head.decode("latin-1").split("\r\n")
+                method, target, _ = lines[0].split(" ", 2)
+                headers = {k.lower(): v.strip() for k, _, v in (ln.partition(":") for ln in lines[1:] if ln)}
+                req = Request(method, target, headers, b"")
+                self.requests.append(req)
+                keep = await self.handler(req, reader, writer)
+                if not keep:
+                    return
+        except (ConnectionError, asyncio.CancelledError):
+            pass
+        finally:
+            writer.close()
+            self._tasks.discard(task)
+
+
+async def body_of(req: Request, reader: asyncio.StreamReader) -> bytes:
+    req.body = await reader.readexactly(int(req.headers.get("content-length", "0")))
+    return req.body
+
+
+def answer(status: int, body: bytes = b"", ctype: str = "application/json", extra: str = "") -> bytes:
+    return (f"HTTP/1.1 {status} X\r\nContent-Type: {ctype}\r\nContent-Length: {len(body)}\r\n{extra}\r\n"
+            .encode() + body)
+
+
+def canned(status: int, body: bytes = b"", ctype: str = "application/json", extra: str = "") -> Handler:
+    async def h(req: Request, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> bool:
+        await body_of(req, reader)
+        writer.write(answer(status, body, ctype, extra))
+        await writer.drain()
+        return True
+
+    return h
+
+
+def fds() -> int:
+    return len(os.listdir("/proc/self/fd"))
+
+
+def run(main: Callable[[], Awaitable[T]]) -> T:
+    """``main`` in a fresh loop, bounded; the process's descriptors must be
+    what they were before (every connection closed, the server's too)."""
+    async def bounded() -> T:
+        async with asyncio.timeout(HANG_S):
+            return await main()
+
+    asyncio.run(asyncio.sleep(0))  # the loop's own first-use descriptors
+    before = fds()
+    out = asyncio.run(bounded())
+    assert fds() == before
+    return out
+
+
+def serve(handler: Handler, body: Callable[[Hostile, WorkerClient], Awaitable[T]], token: str | None = TOKEN) -> T:
+    async def main() -> T:
+        async with Hostile(handler) as srv:
+            async with WorkerClient(srv.address, token) as w:
+                return await body(srv, w)
+
+    return run(main)
+
+
+def meta(sha: str, size: int, aid: str = AID) -> bytes:
+    return json.dumps({
+        "artifact_id": aid, "tenant_id": "t", "run_id": None, "origin": "UPLOAD", "filename": "f",
+        "filename_base64": "Zg==", "media_type": "application/octet-stream", "size_bytes": size,
+        "sha256": sha, "trust": "USER_SUPPLIED", "created_at": "2026-12-01T00:00:00.000Z",
+        "expires_at": None,
+    }).encode()
+
+
+def artifact_server(data: bytes, *, declared: bytes | None = None, served: bytes | None = None,
+                    meta_id: str = AID, content: Handler | None = None) -> Handler:
+    """Metadata saying ``declared`` (default ``data``), content ``served``
+    (default ``data``) with the metadata's ETag and its true length."""
+    want = declared if declared is not None else data
+    sha = hashlib.sha256(want).hexdigest()
+    out = served if served is not None else data
+
+    async def h(req: Request, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> bool:
+        await body_of(req, reader)
+        if req.target.endswith("/content"):
+            if content is not None:
+                return bool(await content(req, reader, writer))
+            writer.write(answer(200, out, "application/octet-stream", f'ETag: "sha256:{sha}"\r\n'))
+        else:
+            writer.write(answer(200, meta(sha, len(want), meta_id)))
+        await writer.drain()
+        return True
+
+    return h
+
+
+def leftovers(d: str) -> list[str]:
+    return sorted(os.listdir(d))
+
+
+# ---- sizes: huge, endless, a million values ------------------------------------------
+
+
+def test_a_huge_declared_body_is_refused_before_it_is_read() -> None:
+    async def h(req: Request, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        writer.write(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 104857600\r\n\r\n{")
+        await writer.drain()
+        await asyncio.sleep(HANG_S)
+
+    async def body(srv: Hostile, w: WorkerClient) -> None:
+        with pytest.raises(airlock.ExecutionUnavailable, match="over the 1048576 byte cap"):
+            await w.health()
+
+    serve(h, body)
+
+
+def test_an_endless_chunked_body_is_cut_at_the_cap() -> None:
+    sent = [0]
+
+    async def h(req: Request, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        writer.write(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n")
+        chunk = b"[]," * 20000
+        while True:
+            writer.write(b"%x\r\n%s\r\n" % (len(chunk), chunk))
+            sent[0] += len(chunk)
+            await writer.drain()
+
+    async def body(srv: Hostile, w: WorkerClient) -> None:
+        # A lease answer is a handful of members: the small cap, not 64 MiB.
+        with pytest.raises(airlock.ExecutionUnavailable, match="over the 1048576 byte cap"):
+            await w.claim("run-1", "t", 1, 30)
+
+    serve(h, body)
+    assert sent[0] < 64 << 20
+
+
+def test_a_body_of_a_million_values_is_refused_before_it_is_parsed() -> None:
+    page = b'{"artifacts": [' + b"[]," * 1_200_000 + b'[]], "next_after": null}'
+
+    async def body(srv: Hostile, w: WorkerClient) -> None:
+        with pytest.raises(airlock.ExecutionUnavailable, match="more than 1000000 values"):
+            await w.list()
+
+    serve(canned(200, page), body)
+    # Separators inside strings are no values: a text full of commas parses.
+    text = b'{"stdout": "' + b",:[{" * 1_000_000 + b'"}'
+    assert len(wire.load(text)["stdout"]) == 4_000_000
+    with pytest.raises(airlock.DecodeError, match="more than 10 values"):
+        wire.load(b"[1,2,3,4,5,6,7,8,9,10,11]", max_values=10)
+
+
+# ---- what an answer is: statuses, types, shapes ----------------------------------------
+
+
+@pytest.mark.parametrize("status,text,ctype,match", [
+    (200, b"<html><body>gateway</body></html>", "text/html", "does not decode"),
+    (200, b'{"status": "ok", "status": "evil"}', "application/json", "duplicate"),
+    (200, b'{"status": NaN}', "application/json", "not JSON"),
+    (200, b'{"status": "ok"', "application/json", "not JSON"),
+    (200, b"\xff\xfe{}", "application/json", "not JSON"),
+    (200, b"[" * 100000 + b"]" * 100000, "application/json", "not JSON"),
+    (200, b'"ok"', "application/json", "not an object"),
+    (202, b'{"status": "ok"}', "application/json", "where 200 was expected"),
+    (302, b"", "text/html", "status 302"),
+    (404, b"<html>not found</html>", "text/html", "status 404"),
+])
+def test_an_unexpected_answer_fails_loudly(status: int, text: bytes, ctype: str, match: str) -> None:
+    extra = "Location: http://169.254.169.254/latest/\r\n" if status == 302 else ""
+
+    async def body(srv: Hostile, w: WorkerClient) -> None:
+        with pytest.raises(airlock.ExecutionUnavailable, match=match):
+            await w.health()
+        assert len(srv.requests) == 1  # a redirect is not followed, nothing is retried
+
+    serve(canned(status, text, ctype, extra), body)
+
+
+def test_a_success_status_the_route_does_not_answer_is_refused() -> None:
+    async def body(srv: Hostile, w: WorkerClient) -> None:
+        with pytest.raises(airlock.ExecutionUnavailable, match="200 where 204 was expected"):
+            await w.release("run-1", 1)
+        with pytest.raises(airlock.ExecutionUnavailable, match="200 where 204 was expected"):
+            await w.delete(AID)
+
+    serve(canned(200, b"{}"), body)
+
+    # A 204 has no body to HTTP: bytes sent after one are no answer to
+    # anything, and the connection holding them is not reused.
+    async def h(req: Request, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> bool:
+        writer.write(b"HTTP/1.1 204 No Content\r\n\r\n" + answer(200, b'{"status": "smuggled"}'))
+        await writer.drain()
+        return True
+
+    async def body204(srv: Hostile, w: WorkerClient) -> None:
+        await w.release("run-1", 1)
+        with pytest.raises(airlock.ExecutionUnavailable):
+            await w.health()  # a new connection, answered 204 (not the smuggled 200)
+        assert len(srv.requests) == 2
+
+    serve(h, body204)
+
+
+def test_a_lease_for_another_run_is_an_escape_and_a_bad_lease_does_not_decode() -> None:
+    def lease(**o: Any) -> bytes:
+        base = {"run_id": "run-1", "tenant_id": "t", "epoch": 1, "outcome": "new",
+                "expires_at": "2026-12-01T00:00:00.000Z", "expires_at_ms": 1796083200000, "bridge": False}
+        base.update(o)
+        return json.dumps(base).encode()
+
+    others: list[dict[str, Any]] = [{"run_id": "run-2"}, {"tenant_id": "u"}, {"epoch": 2}, {"bridge": True}]
+    for other in others:
+        async def escape(srv: Hostile, w: WorkerClient) -> None:
+            with pytest.raises(airlock.SandboxEscapeSuspected) as e:
+                await w.claim("run-1", "t", 1, 30)
+            assert not airlock.is_retriable(e.value)
+
+        serve(canned(200, lease(**other)), escape)
+    bads: list[dict[str, Any]] = [{"outcome": "stolen"}, {"epoch": "1"}, {"epoch": True}, {"bridge": 0},
+                                  {"extra": 1}, {"expires_at": "yesterday"}]
+    for bad in bads:
+        async def undecodable(srv: Hostile, w: WorkerClient) -> None:
+            with pytest.raises(airlock.ExecutionUnavailable, match="does not decode"):
+                await w.claim("run-1", "t", 1, 30)
+
+        serve(canned(200, lease(**bad)), undecodable)
+
+
+def test_an_escape_is_never_made_retriable_by_its_status() -> None:
+    escape = b'{"error": "SandboxEscapeSuspected", "message": "the handle is not this sandbox\'s"}'
+    for status in (403, 502, 503, 504):
+        async def body(srv: Hostile, w: WorkerClient) -> None:
+            with pytest.raises(airlock.SandboxEscapeSuspected) as e:
+                await w.health()
+            assert not airlock.is_retriable(e.value)
+            assert len(srv.requests) == 1
+
+        serve(canned(status, escape), body)
+    # Any other class under a 503 is the retriable one, as the C client maps it.
+    async def other(srv: Hostile, w: WorkerClient) -> None:
+        with pytest.raises(airlock.ExecutionUnavailable) as e:
+            await w.health()
+        assert airlock.is_retriable(e.value)
+
+    serve(canned(503, b'{"error": "ExecutionRejected", "message": "m"}'), other)
+
+
+# ---- downloads ------------------------------------------------------------------------
+
+
+def _download(handler: Handler, what: type[BaseException], match: str,
+              ref: Callable[[], airlock.ArtifactRef | str] = lambda: AID) -> None:
+    d = tempfile.mkdtemp(prefix="airlock-dl-")
+    try:
+        async def body(srv: Hostile, w: WorkerClient) -> None:
+            dest = os.path.join(d, "out.bin")
+            with pytest.raises(what, match=match):
+                await w.download_to(ref(), dest)
+            assert leftovers(d) == []  # nothing half-written, no temporary
+            with pytest.raises(what, match=match):
+                async for _ in await w.open(ref()):
+                    pass
+
+        serve(handler, body)
+    finally:
+        os.rmdir(d)
+
+
+def test_a_download_whose_bytes_do_not_match_raises_and_writes_nothing() -> None:
+    data = os.urandom(300000)
+    bad = bytearray(data)
+    bad[150000] ^= 1
+    _download(artifact_server(data, served=bytes(bad)), airlock.ArtifactIntegrityError, "SHA-256")
+
+
+def test_a_download_longer_than_declared_is_refused() -> None:
+    data = os.urandom(1000)
+    # Declared in Content-Length, and (below) sent chunked with no length.
+    _download(artifact_server(data, served=data + b"more"), airlock.ArtifactIntegrityError, "declares")
+    sha = hashlib.sha256(data).hexdigest()
+
+    async def endless(req: Request, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        writer.write(b'HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\nETag: "sha256:%s"\r\n\r\n' % sha.encode())
+        while True:
+            writer.write(b"1000\r\n" + b"x" * 4096 + b"\r\n")
+            await writer.drain()
+
+    _download(artifact_server(data, content=endless), airlock.ArtifactIntegrityError, "more than its 1000 bytes")
+
+
+def test_a_download_cut_mid_body_fails_and_writes_nothing() -> None:
+    data = os.urandom(200000)
+    sha = hashlib.sha256(data).hexdigest()
+
+    async def cut(req: Request, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        writer.write(answer(200, data, "application/octet-stream", f'ETag: "sha256:{sha}"\r\n')[:100000])
+        await writer.drain()
+
+    _download(artifact_server(data, content=cut), airlock.ExecutionUnavailable, "closed|incomplete|peer")
+
+
+def test_a_download_with_another_etag_or_status_is_refused() -> None:
+    data = b"abc"
+
+    async def etag(req: Request, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        writer.write(answer(200, data, "text/plain", 'ETag: "sha256:' + "0" * 64 + '"\r\n'))
+        await writer.drain()
+
+    _download(artifact_server(data, content=etag), airlock.ArtifactIntegrityError, "ETag")
+
+    async def partial(req: Request, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        writer.write(answer(206, data[:1], "text/plain", "Content-Range: bytes 0-0/3\r\n"))
+        await writer.drain()
+
+    _download(artifact_server(data, content=partial), airlock.ExecutionUnavailable, "206 where 200")
+
+
+def test_metadata_of_another_artifact_is_refused() -> None:
+    other = "0192d3f5-1234-7abc-8def-0123456789ac"
+    _download(artifact_server(b"abc", meta_id=other), airlock.ArtifactIntegrityError, f"answered {other}")
+
+
+def test_a_reference_the_metadata_contradicts_is_refused_by_every_download() -> None:
+    data = b"the bytes the caller was promised"
+    lie = b"other bytes, served consistently"
+    ref = airlock.ArtifactRef(airlock.ArtifactId(AID), hashlib.sha256(data).hexdigest(), len(data),
+                              "application/octet-stream")
+    # The worker's metadata and content agree with each other, not with the
+    # reference the caller holds (download_to used to check only the former).
+    _download(artifact_server(lie), airlock.ArtifactIntegrityError, "reference says", lambda: ref)
+    short = dataclasses.replace(ref, sha256=hashlib.sha256(lie).hexdigest(), size_bytes=len(lie) + 1)
+    _download(artifact_server(lie), airlock.ArtifactIntegrityError, "reference says", lambda: short)
+
+
+def test_a_slow_loris_download_is_cut_at_its_deadline(monkeypatch: pytest.MonkeyPatch) -> None:
+    # One byte every 50 ms never trips the per-read stall; the transfer's
+    # deadline (base, plus a second per 64 KiB) must end it.
+    monkeypatch.setattr(worker, "TRANSFER_BASE_S", 0.5)
+    data = b"x" * 100000
+    sha = hashlib.sha256(data).hexdigest()
+
+    async def trickle(req: Request, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        writer.write(b'HTTP/1.1 200 OK\r\nContent-Length: 100000\r\nETag: "sha256:%s"\r\n\r\n' % sha.encode())
+        for _ in range(100000):
+            writer.write(b"x")
+            await writer.drain()
+            await asyncio.sleep(0.05)
+
+    _download(artifact_server(data, content=trickle), airlock.ExecutionUnavailable, "of 100000 bytes within")
+
+
+def test_a_download_cancelled_midway_leaves_nothing() -> None:
+    data = os.urandom(1 << 20)
+    sha = hashlib.sha256(data).hexdigest()
+    halfway = asyncio.Event()
+
+    async def stall(req: Request, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        writer.write(answer(200, data, "application/octet-stream", f'ETag: "sha256:{sha}"\r\n')[: 1 << 19])
+        await writer.drain()
+        halfway.set()
+        await asyncio.sleep(HANG_S)
+
+    d = tempfile.mkdtemp(prefix="airlock-dl-")
+    try:
+        async def body(srv: Hostile, w: WorkerClient) -> None:
+            dest = os.path.join(d, "out.bin")
+            task = asyncio.ensure_future(w.download_to(AID, dest))
+            await halfway.wait()
+            await asyncio.sleep(0.1)
+            task.cancel()
+            with pytest.raises(asyncio.CancelledError):
+                await task
+            assert leftovers(d) == []
+            # And an iteration the caller abandons: closed by aclose.
+            it = await w.open(AID)
+            assert isinstance(it, AsyncIterator)
+            async for _ in it:
+                break
+            await it.aclose()  # type: ignore[attr-defined]
+
+        serve(artifact_server(data, content=stall), body)
+    finally:
+        os.rmdir(d)
+
+
+# ---- slow servers and cut connections on JSON calls -------------------------------------
+
+
+def test_a_slow_loris_answer_is_cut_at_the_calls_deadline(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(worker, "SHORT_TIMEOUT_S", 0.5)
+
+    async def trickle(req: Request, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        writer.write(b"HTTP/1.1 200 OK\r\nContent-Length: 100000\r\n\r\n")
+        for _ in range(100000):
+            writer.write(b" ")
+            await writer.drain()
+            await asyncio.sleep(0.05)
+
+    async def informational(req: Request, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        for _ in range(100000):
+            writer.write(b"HTTP/1.1 100 Continue\r\n\r\n")
+            await writer.drain()
+            await asyncio.sleep(0.05)
+
+    for h in (trickle, informational):
+        async def body(srv: Hostile, w: WorkerClient) -> None:
+            with pytest.raises(airlock.ExecutionUnavailable, match="no whole answer within 0.5 s"):
+                await w.health()
+
+        serve(h, body)
+
+
+def test_a_connection_dropped_mid_body_is_unavailable() -> None:
+    async def drop(req: Request, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        writer.write(b'HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\n{"status": ')
+        await writer.drain()
+
+    async def silent(req: Request, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        return None
+
+    for h in (drop, silent):
+        async def body(srv: Hostile, w: WorkerClient) -> None:
+            with pytest.raises(airlock.ExecutionUnavailable) as e:
+                await w.health()
+            assert airlock.is_retriable(e.value)
+
+        serve(h, body)
+
+
+def test_an_execute_stream_that_trickles_events_is_cut(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(service, "EXECUTE_MARGIN_S", 0.5)
+    now = datetime(2026, 12, 1, tzinfo=timezone.utc)
+    h = airlock.EnvironmentHandle("env_" + "0" * 32, airlock.TenantId("t"), airlock.RunId("r"), 1, now,
+                                  now + timedelta(hours=1))
+
+    async def trickle(req: Request, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await body_of(req, reader)
+        if req.target.endswith("/cancel"):
+            writer.write(answer(200, b'{"cancelled": false}'))
+            await writer.drain()
+            return
+        writer.write(b"HTTP/1.1 200 OK\r\nContent-Type: application/x-ndjson\r\nTransfer-Encoding: chunked\r\n\r\n")
+        line = b'{"event": "started"}\n'
+        for _ in range(100000):
+            writer.write(b"%x\r\n%s\r\n" % (len(line), line))
+            await writer.drain()
+            await asyncio.sleep(0.05)
+
+    async def main() -> None:
+        async with Hostile(trickle) as srv:
+            async with ServiceEnvironment(srv.address, TOKEN) as env:
+                with pytest.raises(airlock.ExecutionUnavailable, match="no result within 1.5 s"):
+                    await env.execute(h, airlock.ExecutionCommand(("true",), PurePosixPath("."), 1, None, 100))
+
+    run(main)
+
+
+# ---- what goes into a URL, and arguments refused before sending -----------------------
+
+
+@pytest.mark.parametrize("call", [
+    lambda w: w.claim("../../v1/reaper/stale", "t", 1, 30),
+    lambda w: w.claim("run?x=1", "t", 1, 30),
+    lambda w: w.claim("run%2f..", "t", 1, 30),
+    lambda w: w.claim("run-1", "t&tenant_id=other", 1, 30),
+    lambda w: w.claim("run-1", "t", 1.5, 30),
+    lambda w: w.claim("run-1", "t", True, 30),
+    lambda w: w.claim("run-1", "t", -1, 30),
+    lambda w: w.claim("run-1", "t", 1, 0),
+    lambda w: w.claim("run-1", "t", 1, 86401),
+    lambda w: w.claim("run-1", "t", 1, 30, bridge="yes"),
+    lambda w: w.release("run-1", "1"),
+    lambda w: w.release("run-1", 1, tenant_id="t#frag"),
+    lambda w: w.run_command("a/b", 1, ["true"]),
+    lambda w: w.run_command("run-1", 1, ["true"], deadline_ms=1.0),
+    lambda w: w.run_command("run-1", 1, ["true"], network_enabled="false"),
+    lambda w: w.metadata("../../etc/passwd"),
+    lambda w: w.metadata(AID.upper()),
+    lambda w: w.delete(AID + "/content"),
+    lambda w: w.attach("run-1", "x?y"),
+    lambda w: w.list(after="not-an-id"),
+    lambda w: w.list(limit=0),
+    lambda w: w.list(limit=1001),
+    lambda w: w.list(run_id="run 1"),
+    lambda w: w.upload(b"x", "f", sha256="0" * 64 + "\r\nX-Evil: 1"),
+    lambda w: w.upload(b"x", "f", sha256="not-hex"),
+    lambda w: w.upload(b"x", "f", "text/plain; charset=utf-8"),
+    lambda w: w.upload(b"x", "f", "text/plain\r\nX-Evil: 1"),
+    lambda w: w.upload(b"x", ""),
+    lambda w: w.call_tool("run-1", "", 1, {}),
+])
+def test_a_bad_argument_is_refused_before_anything_is_sent(call: Callable[[WorkerClient], Awaitable[Any]]) -> None:
+    async def body(srv: Hostile, w: WorkerClient) -> None:
+        with pytest.raises(airlock.ToolValidationError):
+            await call(w)
+        assert srv.requests == []
+
+    serve(canned(500, b""), body)
+
+
+def test_names_and_tools_are_quoted_into_the_url() -> None:
+    sha = hashlib.sha256(b"x").hexdigest()
+    ref = json.dumps({"artifact_id": AID, "sha256": sha, "size_bytes": 1, "media_type": "text/plain"}).encode()
+
+    async def h(req: Request, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> bool:
+        await body_of(req, reader)
+        writer.write(answer(201 if req.method == "POST" and "/v1/artifacts?" in req.target else 200,
+                            ref if "artifacts" in req.target else b'{"exit_code": 0}'))
+        await writer.drain()
+        return True
+
+    name = os.fsdecode(b"a&tenant_id=other#x/../%2e?\xff \n")
+
+    async def body(srv: Hostile, w: WorkerClient) -> None:
+        await w.upload(b"x", name, "text/plain")
+        await w.call_tool("run-1", "sandbox.run_command/../../x?y#z", 1, {})
+        up, tool = srv.requests
+        path, _, query = up.target.partition("?")
+        assert path == "/v1/artifacts"
+        q = urllib.parse.parse_qs(query, encoding="latin-1", keep_blank_values=True)
+        assert set(q) == {"filename", "media_type"}  # the name's '&' and '=' did not add a key
+        assert os.fsencode(name) == urllib.parse.unquote_to_bytes(query.split("&")[0].removeprefix("filename="))
+        assert tool.target == "/v1/runs/run-1/tools/sandbox.run_command%2F..%2F..%2Fx%3Fy%23z"
+
+    serve(h, body)
+
+
+def test_a_handle_whose_id_would_rewrite_the_url_is_refused_before_sending() -> None:
+    now = datetime(2026, 12, 1, tzinfo=timezone.utc)
+    h = airlock.EnvironmentHandle("env_0", airlock.TenantId("t"), airlock.RunId("r"), 1, now, now)
+
+    async def main() -> None:
+        async with Hostile(canned(500)) as srv:
+            async with ServiceEnvironment(srv.address, TOKEN) as env:
+                for eid in ("../../v1/sandboxes", "env_0/execute?x=", "env 0", "e" * 64):
+                    bad = dataclasses.replace(h, environment_id=eid)
+                    with pytest.raises(airlock.ExecutionRejected, match="environment_id"):
+                        await env.destroy(bad)
+                    with pytest.raises(airlock.ExecutionRejected, match="environment_id"):
+                        await env.execute(bad, airlock.ExecutionCommand(("true",), PurePosixPath("."), 1, None, 1))
+                    with pytest.raises(airlock.ExecutionRejected, match="environment_id"):
+                        await env.workspace(bad).read("f")
+                # The caller's values, refused before sending with the class
+                # the in-process port refuses them with.
+                good = airlock.ExecutionCommand(("true",), PurePosixPath("."), 1, None, 1)
+                for cmd in (dataclasses.replace(good, timeout_seconds=0), dataclasses.replace(good, argv=()),
+                            dataclasses.replace(good, argv="true"), dataclasses.replace(good, argv=None),
+                            dataclasses.replace(good, stdin="text"), dataclasses.replace(good, argv=("a", 1))):
+                    with pytest.raises(airlock.ToolValidationError, match="ExecutionCommand"):
+                        await env.execute(h, cmd)
+                with pytest.raises(airlock.ToolValidationError, match="ExecutionCommand"):
+                    await env.execute(h, ("true",))  # type: ignore[arg-type]
+                for bad_handle in (dataclasses.replace(h, expires_at=now - timedelta(seconds=1)),
+                                   dataclasses.replace(h, tenant_id="t/../u"),
+                                   dataclasses.replace(h, created_at=datetime(2026, 12, 1))):
+                    with pytest.raises(airlock.ExecutionRejected, match="EnvironmentHandle"):
+                        await env.execute(bad_handle, good)
+                    with pytest.raises(airlock.ExecutionRejected, match="EnvironmentHandle"):
+                        await env.destroy(bad_handle)
+                spec = airlock.EnvironmentSpec(
+                    airlock.TenantId("t"), airlock.RunId("r"), 1, "sha256:" + "0" * 64,
+                    airlock.ResourceLimits(1000, 256 << 20, 64, 64 << 20, 10000, 60),
+                    airlock.EgressPolicy(airlock.EgressMode.DENY, ()), {}, None)
+                for bad_spec in (dataclasses.replace(spec, image_digest="debian:latest"),
+                                 dataclasses.replace(spec, run_id="r/../s"),
+                                 dataclasses.replace(spec, lease_epoch=-1),
+                                 dataclasses.replace(spec, environment={"A=B": "c"}),
+                                 dataclasses.replace(spec, limits=dataclasses.replace(spec.limits, memory_bytes=1))):
+                    with pytest.raises(airlock.ExecutionRejected, match="EnvironmentSpec"):
+                        await env.provision(bad_spec)
+                with pytest.raises(airlock.ToolValidationError, match="remaining_budget_ms"):
+                    await env.execute(h, airlock.ExecutionCommand(("true",), PurePosixPath("."), 1, None, 1),
+                                      remaining_budget_ms=1.5)  # type: ignore[arg-type]
+                with pytest.raises(airlock.ToolValidationError, match="max_bytes"):
+                    await env.workspace(h).read("f", max_bytes=-1)
+                assert srv.requests == []
+
+    run(main)
+
+
+@pytest.mark.parametrize("address", [
+    f"{TOKEN}@127.0.0.1:8443", "https://127.0.0.1:8443", "127.0.0.1:8443/v1", "127.0.0.1:0", "127.0.0.1:65536",
+    "127.0.0.1", "127.0.0.1:\u0661\u0662", "host name:443", "unix:relative.sock", "unix:", "",
+])
+def test_an_address_that_is_not_unix_or_host_port_is_refused(address: str) -> None:
+    with pytest.raises(airlock.ConfigurationError) as e:
+        WorkerClient(address, TOKEN)
+    assert TOKEN not in str(e.value)
+    with pytest.raises(airlock.ConfigurationError):
+        ServiceEnvironment(address, TOKEN)
+
+
+# ---- uploads ------------------------------------------------------------------------------
+
+
+def test_a_file_that_changes_while_it_is_uploaded_is_an_integrity_error() -> None:
+    d = tempfile.mkdtemp(prefix="airlock-up-")
+    src = os.path.join(d, "f")
+    try:
+        for change in ("grow", "shrink"):
+            with open(src, "wb") as f:
+                f.write(os.urandom(8 << 20))
+
+            async def h(req: Request, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+                # The head is here, the body (far past the socket's buffer)
+                # not yet read: the file changes under the client's reads.
+                if change == "grow":
+                    with open(src, "ab") as f:
+                        f.write(b"more")
+                else:
+                    os.truncate(src, 4 << 20)
+                try:
+                    await body_of(req, reader)
+                except asyncio.IncompleteReadError:
+                    return
+                writer.write(answer(500))
+                await writer.drain()
+
+            async def body(srv: Hostile, w: WorkerClient) -> None:
+                with pytest.raises(airlock.ArtifactIntegrityError, match="grew" if change == "grow" else "shrank"):
+                    await w.upload(src, "f")
+
+            serve(h, body)
+    finally:
+        os.unlink(src)
+        os.rmdir(d)
+
+
+def test_an_upload_answered_with_another_reference_is_refused() -> None:
+    data = b"uploaded bytes"
+    sha = hashlib.sha256(data).hexdigest()
+    lies: list[tuple[dict[str, Any], type[airlock.AirlockError]]] = [
+        ({"sha256": "0" * 64}, airlock.ArtifactIntegrityError),
+        ({"size_bytes": len(data) + 1}, airlock.ArtifactIntegrityError),
+        ({"media_type": "text/html"}, airlock.ExecutionUnavailable),
+    ]
+    for other, raised in lies:
+        ref = {"artifact_id": AID, "sha256": sha, "size_bytes": len(data), "media_type": "text/plain", **other}
+
+        async def body(srv: Hostile, w: WorkerClient) -> None:
+            with pytest.raises(raised):
+                await w.upload(data, "f", "text/plain")
+
+        serve(canned(201, json.dumps(ref).encode()), body)
+
+    async def wrong_status(srv: Hostile, w: WorkerClient) -> None:
+        with pytest.raises(airlock.ExecutionUnavailable, match="200 where 201"):
+            await w.upload(data, "f", "text/plain")
+
+    ok = {"artifact_id": AID, "sha256": sha, "size_bytes": len(data), "media_type": "text/plain"}
+    serve(canned(200, json.dumps(ok).encode()), wrong_status)
+
+
+# ---- the credential ------------------------------------------------------------------------
+
+
+def _chain(e: BaseException | None) -> Iterator[BaseException]:
+    seen: set[int] = set()
+    while e is not None and id(e) not in seen:
+        seen.add(id(e))
+        yield e
+        e = e.__cause__ or e.__context__
+
+
+def test_the_credential_is_in_no_exception_message_or_log(caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.DEBUG)
+    echo = json.dumps({"error": "ToolValidationError", "message": f"bad header: Bearer {TOKEN}"}).encode()
+    errno_echo = json.dumps({"error": "SystemError", "errno": "ENOENT", "message": f"no {TOKEN}"}).encode()
+    handlers: list[Handler] = [canned(400, echo), canned(503, echo), canned(401, echo), canned(422, errno_echo),
+                               canned(200, b"<" + TOKEN.encode() + b">"), canned(302, b"", extra=f"Location: /{TOKEN}\r\n")]
+
+    async def closes(req: Request, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        return None
+
+    handlers.append(closes)
+    texts: list[str] = []
+    credentials: list[str | bytes | airlock.SecretValue] = [TOKEN, TOKEN.encode(), airlock.SecretValue(TOKEN)]
+    for credential in credentials:
+        for h in handlers:
+            async def main() -> None:
+                async with Hostile(h) as srv:
+                    clients: list[WorkerClient | ServiceEnvironment] = [
+                        WorkerClient(srv.address, credential), ServiceEnvironment(srv.address, credential)]
+                    for client in clients:
+                        async with client:
+                            texts.append(repr(client))
+                            try:
+                                await client.health()
+                            except (airlock.AirlockError, OSError) as e:
+                                texts.extend(traceback.format_exception(e))
+                                for x in _chain(e):
+                                    texts.extend((str(x), repr(x), repr(x.args)))
+                                    logging.getLogger("platform").exception("health failed: %s", x)
+                            else:
+                                raise AssertionError("a hostile answer was taken")
+                    assert srv.requests and all(r.headers["authorization"] == f"Bearer {TOKEN}" for r in srv.requests)
+
+            run(main)
+    texts.append(caplog.text)
+    leaked = [t for t in texts if TOKEN in t]
+    assert leaked == []
+    assert any("<credential>" in t for t in texts)  # the echo was there, cut out
+
+
+@dataclass(frozen=True)
+class Holder:
+    """A platform's own record holding a secret."""
+
+    name: str
+    secret: airlock.SecretValue
+
+
+def test_a_secret_value_survives_copy_asdict_and_stays_redacted(caplog: pytest.LogCaptureFixture) -> None:
+    s = airlock.SecretValue(TOKEN)
+    holder = Holder("n", s)
+    assert copy.copy(s) is s and copy.deepcopy(s) is s
+    d = dataclasses.asdict(holder)
+    assert d["secret"] is s
+    assert copy.deepcopy(holder).secret is s
+    for proto in range(pickle.HIGHEST_PROTOCOL + 1):
+        with pytest.raises(TypeError) as e:
+            pickle.dumps(holder, protocol=proto)
+        assert TOKEN not in str(e.value)
+    with pytest.raises(TypeError) as e:
+        json.dumps(d)
+    assert TOKEN not in str(e.value)
+    caplog.set_level(logging.DEBUG)
+    logging.getLogger("platform").info("holder %s %r %s", holder, d, s)
+    try:
+        raise ValueError(s, holder)
+    except ValueError as x:
+        logging.getLogger("platform").exception("failed")
+        texts = [str(x), repr(x), *traceback.format_exception(x)]
+    texts += [caplog.text, repr(holder), str(d), f"{s!s:>40}", "%s %r" % (s, s), "{0} {0!r}".format(s)]
+    assert [t for t in texts if TOKEN in t] == []
+
+
+# ---- a process with many descriptors ---------------------------------------------------------
+
+
+def test_a_kept_connection_is_reused_past_descriptor_1024() -> None:
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if hard != resource.RLIM_INFINITY and hard < 1200:
+        pytest.skip(f"RLIMIT_NOFILE's hard limit is {hard}: no descriptor past 1024 can be opened")
+    resource.setrlimit(resource.RLIMIT_NOFILE, (max(soft, 1200), hard))
+    held: list[int] = []
+    try:
+        while not held or held[-1] < 1100:
+            held.append(os.open("/dev/null", os.O_RDONLY))
+        served = [0]
+
+        async def h(req: Request, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> bool:
+            served[0] += 1
+            writer.write(answer(200, b'{"status": "ok"}'))
+            await writer.drain()
+            return True
+
+        async def body(srv: Hostile, w: WorkerClient) -> None:
+            for _ in range(3):
+                assert (await w.health())["status"] == "ok"
+            # One connection, kept: select() on its descriptor used to fail.
+            assert len(srv.requests) == 3
+
+        serve(h, body)
+    finally:
+        for fd in held:
+            os.close(fd)
+        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+
