@@ -325,6 +325,16 @@ class ServiceEnvironment(Client):
             canceller = asyncio.ensure_future(self._cancel_until(environment, reader))
             try:
                 result = await asyncio.wait_for(asyncio.shield(reader), CANCEL_RESULT_WAIT_S)
+            except TimeoutError:
+                # No CANCELLED result in time: the caller's cancellation
+                # stands and propagates as one (wait_for's TimeoutError is
+                # an OSError, which a caller would take for an errno).
+                reader.cancel()
+                canceller.cancel()
+                await asyncio.gather(reader, canceller, return_exceptions=True)
+                raise asyncio.CancelledError(
+                    f"{self.address}: execute: cancelled; no CANCELLED result within {CANCEL_RESULT_WAIT_S:g} s"
+                ) from None
             except BaseException:
                 reader.cancel()
                 canceller.cancel()

@@ -266,6 +266,29 @@ def test_an_unexpected_answer_fails_loudly(status: int, text: bytes, ctype: str,
     serve(canned(status, text, ctype, extra), body)
 
 
+def test_an_answer_that_is_not_http_or_has_endless_headers_is_unavailable() -> None:
+    async def not_http(req: Request, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        writer.write(b"SSH-2.0-OpenSSH_9.2\r\n\r\n")
+        await writer.drain()
+
+    async def endless_headers(req: Request, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        writer.write(b"HTTP/1.1 200 OK\r\n")
+        for i in range(100000):
+            writer.write(b"X-Pad-%d: %s\r\n" % (i, b"p" * 100))
+            await writer.drain()
+
+    async def two_lengths(req: Request, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        writer.write(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\nContent-Length: 20\r\n\r\n{}")
+        await writer.drain()
+
+    for h in (not_http, endless_headers, two_lengths):
+        async def body(srv: Hostile, w: WorkerClient) -> None:
+            with pytest.raises(airlock.ExecutionUnavailable):
+                await w.health()
+
+        serve(h, body)
+
+
 def test_a_success_status_the_route_does_not_answer_is_refused() -> None:
     async def body(srv: Hostile, w: WorkerClient) -> None:
         with pytest.raises(airlock.ExecutionUnavailable, match="200 where 204 was expected"):
@@ -541,6 +564,42 @@ def test_an_execute_stream_that_trickles_events_is_cut(monkeypatch: pytest.Monke
             async with ServiceEnvironment(srv.address, TOKEN) as env:
                 with pytest.raises(airlock.ExecutionUnavailable, match="no result within 1.5 s"):
                     await env.execute(h, airlock.ExecutionCommand(("true",), PurePosixPath("."), 1, None, 100))
+
+    run(main)
+
+
+def test_a_cancelled_execute_whose_result_never_comes_raises_cancelled_error(monkeypatch: pytest.MonkeyPatch) -> None:
+    # The service says it cancelled, then sends nothing: once the wait for
+    # the CANCELLED result is over, the caller's cancellation propagates as
+    # one (it was wait_for's TimeoutError, an OSError, taken for an errno).
+    monkeypatch.setattr(service, "CANCEL_RESULT_WAIT_S", 0.5)
+    now = datetime(2026, 12, 1, tzinfo=timezone.utc)
+    h = airlock.EnvironmentHandle("env_" + "0" * 32, airlock.TenantId("t"), airlock.RunId("r"), 1, now,
+                                  now + timedelta(hours=1))
+    started = asyncio.Event()
+
+    async def never(req: Request, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> bool:
+        await body_of(req, reader)
+        if req.target.endswith("/cancel"):
+            writer.write(answer(200, b'{"cancelled": true}'))
+            await writer.drain()
+            return True
+        writer.write(b"HTTP/1.1 200 OK\r\nContent-Type: application/x-ndjson\r\nTransfer-Encoding: chunked\r\n\r\n")
+        await writer.drain()
+        started.set()
+        await asyncio.sleep(HANG_S)
+        return False
+
+    async def main() -> None:
+        async with Hostile(never) as srv:
+            async with ServiceEnvironment(srv.address, TOKEN) as env:
+                task = asyncio.ensure_future(
+                    env.execute(h, airlock.ExecutionCommand(("true",), PurePosixPath("."), 5, None, 100)))
+                await started.wait()
+                task.cancel()
+                with pytest.raises(asyncio.CancelledError):
+                    await task
+                assert any(r.target.endswith("/cancel") for r in srv.requests)
 
     run(main)
 
