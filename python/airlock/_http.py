@@ -354,6 +354,7 @@ async def read_capped(r: httpx.Response, cap: int, what: str) -> bytes:
 
 
 def _redact(text: str, secret: bytes) -> str:
+    """``text`` (a server's words) with the credential cut out."""
     if len(secret) >= 4 and secret.decode("ascii") in text:
         text = text.replace(secret.decode("ascii"), "<credential>")
     return text

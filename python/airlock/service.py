@@ -21,7 +21,7 @@ from typing import Any
 import httpx
 
 from . import wire
-from ._http import SMALL_MAX, TRANSPORT_ERRORS, Client, keep, raise_for, read_capped, transport_failure
+from ._http import SMALL_MAX, TRANSPORT_ERRORS, Client, _redact, keep, raise_for, read_capped, transport_failure
 from .errors import (
     AirlockError,
     DecodeError,
@@ -39,6 +39,7 @@ from .types import (
     EnvironmentSpec,
     ExecutionCommand,
     ExecutionResult,
+    FileChange,
     FileKind,
     SecretValue,
     WorkspaceProvenance,
@@ -468,6 +469,7 @@ class ServiceEnvironment(Client):
                 res = wire.from_value(ExecutionResult, ev.get("result"))
             except DecodeError as e:
                 raise ExecutionUnavailable(f"{what}: a result that does not decode: {e.message}") from None
+            _inside(res.files_changed, f"{what}: files_changed")
             # After a drop, the stream's rest comes from the result, so the
             # callback always sees exactly the result's bytes.
             for stream, data in (("stdout", res.stdout), ("stderr", res.stderr)):
@@ -482,7 +484,9 @@ class ServiceEnvironment(Client):
                 failure = wire.error_from_value(err)
             except DecodeError:
                 raise ExecutionUnavailable(f"{what}: an error event that does not decode") from None
-            raise failure
+            # The service's class as it is; its message with the
+            # credential cut out, as raise_for does for an error answer.
+            raise type(failure)(f"{what}: {_redact(failure.message, self._t.secret)}")
         raise ExecutionUnavailable(f"{what}: an unknown stream event")
 
     def workspace(self, environment: EnvironmentHandle) -> "ServiceWorkspace":
@@ -491,6 +495,19 @@ class ServiceEnvironment(Client):
 
 
 _ENTRY_KIND = {EntryType.FILE: FileKind.FILE, EntryType.SYMLINK: FileKind.SYMLINK}
+
+
+def _inside(changes: Sequence[FileChange], what: str) -> None:
+    """Every path the service names is one the containment function's
+    string rules accept: the wire form (as the C decoder) takes any
+    relative path, "../x" included, and a platform joining it to a
+    directory of its own would leave the workspace."""
+    for c in changes:
+        try:
+            if resolve(c.path) == ROOT:
+                raise WorkspaceEscape("the workspace itself")
+        except WorkspaceEscape as e:
+            raise ExecutionUnavailable(f"{what}: a path outside the workspace: {e.message}") from None
 
 
 class ServiceWorkspace:
@@ -570,6 +587,7 @@ class ServiceWorkspace:
             except (DecodeError, ValueError, TypeError):
                 raise ExecutionUnavailable(f"{what}: an entry that does not decode") from None
             out.append(DirEntry(PurePosixPath(p), ChangeKind.CREATED, size, None, _ENTRY_KIND.get(t, FileKind.FILE), t))
+        _inside(out, what)
         return out, o["truncated"]
 
     async def listdir(self, path: str) -> Sequence[DirEntry]:

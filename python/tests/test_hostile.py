@@ -916,3 +916,83 @@ def test_a_kept_connection_is_reused_past_descriptor_1024() -> None:
             os.close(fd)
         resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
 
+
+
+# ---- paths and errors inside an execute's stream and a listing -------------------------------
+
+
+def _result(files: list[dict[str, Any]]) -> dict[str, Any]:
+    return {"exit_code": 0, "stdout": "", "stderr": "", "stdout_truncated": False, "stderr_truncated": False,
+            "timed_out": False, "killed_by": None, "files_changed": files, "files_changed_truncated": False,
+            "duration_ms": 1}
+
+
+def _stream_server(lines: list[bytes], listing: bytes = b"") -> Handler:
+    async def h(req: Request, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> bool:
+        await body_of(req, reader)
+        if "/workspace/dir" in req.target:
+            writer.write(answer(200, listing))
+        else:
+            body = b"".join(line + b"\n" for line in lines)
+            writer.write(answer(200, body, "application/x-ndjson"))
+        await writer.drain()
+        return True
+
+    return h
+
+
+def test_a_path_outside_the_workspace_in_an_answer_is_refused() -> None:
+    now = datetime(2026, 12, 1, tzinfo=timezone.utc)
+    h = airlock.EnvironmentHandle("env_" + "0" * 32, airlock.TenantId("t"), airlock.RunId("r"), 1, now,
+                                  now + timedelta(hours=1))
+    command = airlock.ExecutionCommand(("true",), PurePosixPath("."), 5, None, 100)
+    sha = "0" * 64
+    for path in ("../outside", "a/../../b", "..", "/etc/passwd"):
+        change = {"path": path, "change": "CREATED", "kind": "FILE", "size_bytes": 0, "sha256": sha}
+        result = json.dumps({"event": "result", "result": _result([change])}).encode()
+        listing = json.dumps({"entries": [{"path": path, "type": "FILE", "size_bytes": 0}],
+                              "truncated": False}).encode()
+
+        async def main() -> None:
+            async with Hostile(_stream_server([b'{"event": "started"}', result], listing)) as srv:
+                async with ServiceEnvironment(srv.address, TOKEN) as env:
+                    with pytest.raises(airlock.ExecutionUnavailable, match="outside the workspace|not decode"):
+                        await env.execute(h, command)
+                    with pytest.raises(airlock.ExecutionUnavailable, match="outside the workspace|not decode"):
+                        await env.workspace(h).listdir(".")
+
+        run(main)
+    # An honest path passes both.
+    change = {"path": "out/r.csv", "change": "CREATED", "kind": "FILE", "size_bytes": 0, "sha256": sha}
+    result = json.dumps({"event": "result", "result": _result([change])}).encode()
+    listing = json.dumps({"entries": [{"path": "out/r.csv", "type": "FILE", "size_bytes": 0}],
+                          "truncated": False}).encode()
+
+    async def honest() -> None:
+        async with Hostile(_stream_server([result], listing)) as srv:
+            async with ServiceEnvironment(srv.address, TOKEN) as env:
+                r = await env.execute(h, command)
+                assert [str(c.path) for c in r.files_changed] == ["out/r.csv"]
+                assert [str(e.path) for e in await env.workspace(h).listdir("out")] == ["out/r.csv"]
+
+    run(honest)
+
+
+def test_an_error_event_keeps_its_class_and_loses_the_credential() -> None:
+    now = datetime(2026, 12, 1, tzinfo=timezone.utc)
+    h = airlock.EnvironmentHandle("env_" + "0" * 32, airlock.TenantId("t"), airlock.RunId("r"), 1, now,
+                                  now + timedelta(hours=1))
+    command = airlock.ExecutionCommand(("true",), PurePosixPath("."), 5, None, 100)
+    for cls in ("SandboxEscapeSuspected", "ExecutionRejected", "ExecutionUnavailable"):
+        event = json.dumps({"event": "error", "error": {"error": cls, "message": f"echo {TOKEN}"}}).encode()
+
+        async def main() -> None:
+            async with Hostile(_stream_server([b'{"event": "started"}', event])) as srv:
+                async with ServiceEnvironment(srv.address, TOKEN) as env:
+                    with pytest.raises(airlock.AirlockError) as e:
+                        await env.execute(h, command)
+                    assert type(e.value).__name__ == cls
+                    assert TOKEN not in str(e.value) and "<credential>" in str(e.value)
+                    assert len(srv.requests) == 1
+
+        run(main)
