@@ -16,7 +16,14 @@ import h11
 import httpx
 
 from . import wire
-from .errors import AirlockError, ConfigurationError, DecodeError, ExecutionUnavailable, SandboxEscapeSuspected
+from .errors import (
+    AirlockError,
+    ConfigurationError,
+    DecodeError,
+    ExecutionUnavailable,
+    SandboxEscapeSuspected,
+    ToolValidationError,
+)
 from .types import SecretValue
 
 ERROR_BODY_MAX = 64 * 1024
@@ -389,6 +396,10 @@ def raise_for(address: str, status: int, body: bytes, what: str, secret: bytes =
             raise ExecutionUnavailable(message)
     if status in (502, 503, 504):
         raise ExecutionUnavailable(f"{where}: {status}")
+    if status in (413, 414, 431):
+        # The request itself is too large for the server (a body, a URL, a
+        # head): sending it again cannot succeed, so not the retriable class.
+        raise ToolValidationError(f"{where}: the request is too large for the server (HTTP {status})")
     raise ExecutionUnavailable(f"{where}: an answer that does not decode (status {status})")
 
 

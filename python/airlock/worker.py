@@ -42,6 +42,9 @@ TRANSFER_MIN_RATE = 64 * 1024
 TRANSFER_STALL_S = 30.0
 CHUNK = 128 * 1024
 LEASE_OUTCOMES = ("new", "renewed", "fenced")
+# An upload's percent-encoded name: the worker's 16 KiB request head less
+# the rest of the head (the request line, a 4 KiB credential, the others).
+FILENAME_QUERY_MAX = 10 * 1024
 TTL_MAX = 86400
 LIST_LIMIT_MAX = 1000
 
@@ -313,6 +316,16 @@ class WorkerClient(Client):
             raise ToolValidationError("sha256: must be 64 hex digits")
         if not isinstance(filename, str) or not filename:
             raise ToolValidationError("filename: must be a non-empty name")
+        try:
+            name = urllib.parse.quote_from_bytes(os.fsencode(filename), safe="")
+        except UnicodeEncodeError:
+            raise ToolValidationError("filename: holds a lone surrogate that is no byte of a name") from None
+        if len(name) > FILENAME_QUERY_MAX:
+            # The worker's request head (16 KiB) bounds an upload's name;
+            # a longer one comes from an export (docs/worker-api.md).
+            raise ToolValidationError(
+                f"filename: {len(name)} bytes percent-encoded, over the {FILENAME_QUERY_MAX} an upload's "
+                "request head holds (the worker's 16 KiB head)")
         if not isinstance(media_type, str) or not wire._MEDIA.match(media_type):
             raise ToolValidationError("media_type: must be type/subtype (RFC 6838 names, no parameters)")
         if isinstance(data, (bytes, bytearray, memoryview)):
@@ -328,7 +341,7 @@ class WorkerClient(Client):
             computed = h.hexdigest()
             content = _file_chunks(os.fspath(data), size, computed)
         digest = computed if sha256 is None else sha256.lower()
-        q = "filename=" + urllib.parse.quote_from_bytes(os.fsencode(filename), safe="")
+        q = "filename=" + name
         q += "&media_type=" + urllib.parse.quote(media_type, safe="/")
         t = self._tenant(tenant_id)
         if t is not None:

@@ -289,6 +289,16 @@ def test_an_answer_that_is_not_http_or_has_endless_headers_is_unavailable() -> N
         serve(h, body)
 
 
+def test_a_request_too_large_for_the_server_is_not_retriable() -> None:
+    for status in (413, 414, 431):
+        async def body(srv: Hostile, w: WorkerClient) -> None:
+            with pytest.raises(airlock.ToolValidationError, match=f"too large for the server \\(HTTP {status}\\)") as e:
+                await w.health()
+            assert not airlock.is_retriable(e.value)
+
+        serve(canned(status, b"<html>too large</html>", "text/html"), body)
+
+
 def test_a_success_status_the_route_does_not_answer_is_refused() -> None:
     async def body(srv: Hostile, w: WorkerClient) -> None:
         with pytest.raises(airlock.ExecutionUnavailable, match="200 where 204 was expected"):
@@ -636,6 +646,8 @@ def test_a_cancelled_execute_whose_result_never_comes_raises_cancelled_error(mon
     lambda w: w.upload(b"x", "f", "text/plain; charset=utf-8"),
     lambda w: w.upload(b"x", "f", "text/plain\r\nX-Evil: 1"),
     lambda w: w.upload(b"x", ""),
+    lambda w: w.upload(b"x", "\ud800"),
+    lambda w: w.upload(b"x", "n" * 20000),
     lambda w: w.call_tool("run-1", "", 1, {}),
 ])
 def test_a_bad_argument_is_refused_before_anything_is_sent(call: Callable[[WorkerClient], Awaitable[Any]]) -> None:
