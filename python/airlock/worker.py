@@ -134,7 +134,12 @@ class WorkerClient(Client):
         """One JSON call: the decoded answer (None for a 204, which must
         be empty). ``expect`` is the one success status the route answers;
         ``cap`` what its answer can honestly be."""
-        content = None if body is None else wire.dump(body).encode()
+        try:
+            content = None if body is None else wire.dump(body).encode()
+        except (TypeError, DecodeError) as e:
+            # A value JSON has no form for (a float, bytes, a set) or a
+            # string that is not text (a lone surrogate): the caller's.
+            raise ToolValidationError(f"{what}: {e}") from None
         headers = {"Content-Type": "application/json"} if content is not None else {}
         status, data = await self._request(method, url, what, headers=headers, content=content,
                                            timeout=SHORT_TIMEOUT_S if timeout is None else timeout,

@@ -649,6 +649,10 @@ def test_a_cancelled_execute_whose_result_never_comes_raises_cancelled_error(mon
     lambda w: w.upload(b"x", "\ud800"),
     lambda w: w.upload(b"x", "n" * 20000),
     lambda w: w.call_tool("run-1", "", 1, {}),
+    lambda w: w.call_tool("run-1", "sandbox.run_command", 1, {"command": ["true"], "timeout_seconds": 1.5}),
+    lambda w: w.call_tool("run-1", "sandbox.run_command", 1, {"command": [b"true"]}),
+    lambda w: w.export("run-1", 1, text="\ud800"),
+    lambda w: w.export("run-1", 1, path="a", text="b"),
 ])
 def test_a_bad_argument_is_refused_before_anything_is_sent(call: Callable[[WorkerClient], Awaitable[Any]]) -> None:
     async def body(srv: Hostile, w: WorkerClient) -> None:
