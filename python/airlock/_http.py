@@ -9,8 +9,8 @@ import os
 import re
 import socket
 import ssl
-from collections.abc import AsyncIterator
-from typing import Any, NoReturn, Self
+from collections.abc import AsyncIterator, Awaitable
+from typing import Any, NoReturn, Self, TypeVar
 
 import h11
 import httpx
@@ -26,6 +26,7 @@ from .errors import (
 )
 from .types import SecretValue
 
+T = TypeVar("T")
 ERROR_BODY_MAX = 64 * 1024
 # An answer that is a handful of members (a health, a lease, a handle, a
 # reference, a metadata with a 16 KiB name twice): 1 MiB is many times any
@@ -360,6 +361,17 @@ async def read_capped(r: httpx.Response, cap: int, what: str) -> bytes:
     return bytes(buf)
 
 
+async def deadline(aw: Awaitable[T], seconds: float) -> T:
+    """``aw`` within ``seconds`` of the whole, or TimeoutError. In a task
+    of its own (asyncio.wait_for), not an asyncio.timeout() scope on the
+    caller's task: under httpx's TLS transport, Debian 12's anyio 3.6
+    requests a second cancellation of the task it runs in, so the scope's
+    count no longer matches and a raw CancelledError escaped instead of the
+    TimeoutError (measured: every slow TLS answer), leaving the caller's
+    task counted as cancelling. The task keeps that inside itself."""
+    return await asyncio.wait_for(aw, seconds)
+
+
 def _redact(text: str, secret: bytes) -> str:
     """``text`` (a server's words) with the credential cut out."""
     if len(secret) >= 4 and secret.decode("ascii") in text:
@@ -456,27 +468,31 @@ class Client:
         ``expect`` is a server this client does not know: refused."""
         limit = timeout if total is None else total
         try:
-            async with asyncio.timeout(limit):
-                try:
-                    req = self._t.client.build_request(method, url, content=content, headers=headers,
-                                                       timeout=timeout)
-                    r = await self._t.client.send(req, stream=True)
-                    try:
-                        data = await read_capped(r, cap if r.status_code < 300 else ERROR_BODY_MAX,
-                                                 f"{self.address}: {what}")
-                    finally:
-                        await r.aclose()
-                except TRANSPORT_ERRORS as e:
-                    raise transport_failure(self._t, what, e) from None
+            status, data = await deadline(self._exchange(method, url, what, headers, content, timeout, cap), limit)
         except TimeoutError:
             raise ExecutionUnavailable(f"{self.address}: {what}: no whole answer within {limit:g} s") from None
-        if r.status_code >= 300:
-            raise_for(self.address, r.status_code, data, what, self._t.secret)
+        if status >= 300:
+            raise_for(self.address, status, data, what, self._t.secret)
         wanted = (expect,) if isinstance(expect, int) else expect
-        if r.status_code not in wanted:
+        if status not in wanted:
             raise ExecutionUnavailable(
-                f"{self.address}: {what}: answered HTTP {r.status_code} where {' or '.join(map(str, wanted))} "
+                f"{self.address}: {what}: answered HTTP {status} where {' or '.join(map(str, wanted))} "
                 "was expected")
+        return status, data
+
+    async def _exchange(
+        self, method: str, url: str, what: str, headers: dict[str, str] | None, content: Any, timeout: float,
+        cap: int,
+    ) -> tuple[int, bytes]:
+        try:
+            req = self._t.client.build_request(method, url, content=content, headers=headers, timeout=timeout)
+            r = await self._t.client.send(req, stream=True)
+            try:
+                data = await read_capped(r, cap if r.status_code < 300 else ERROR_BODY_MAX, f"{self.address}: {what}")
+            finally:
+                await r.aclose()
+        except TRANSPORT_ERRORS as e:
+            raise transport_failure(self._t, what, e) from None
         return r.status_code, data
 
     def _decode(self, data: bytes, what: str, allow_nul: bool = False) -> Any:

@@ -377,10 +377,19 @@ class ServiceEnvironment(Client):
         # the whole stream: events now and then cannot hold it longer.
         limit = timeout_seconds + EXECUTE_MARGIN_S
         timeout = httpx.Timeout(limit, connect=5.0)
+        # A scope, not _http.deadline's task: this already runs in a task
+        # of its own (execute's reader), and a task more costs an execute
+        # about 0.1 ms (bench_python.py). Under httpx's TLS transport the
+        # expiry can come out as a raw CancelledError (_http.deadline says
+        # why): the scope's own record of expiring tells it from execute
+        # cancelling its reader.
+        scope = asyncio.timeout(limit)
         try:
-            async with asyncio.timeout(limit):
+            async with scope:
                 return await self._execute_read(url, headers, body, timeout, cb)
-        except TimeoutError:
+        except (TimeoutError, asyncio.CancelledError):
+            if not scope.expired():
+                raise
             raise ExecutionUnavailable(f"{self.address}: execute: no result within {limit:g} s") from None
 
     async def _execute_read(

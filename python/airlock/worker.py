@@ -17,7 +17,7 @@ from typing import Any
 import httpx
 
 from . import wire
-from ._http import SMALL_MAX, TRANSPORT_ERRORS, Client, raise_for, read_capped, transport_failure
+from ._http import SMALL_MAX, TRANSPORT_ERRORS, Client, deadline, raise_for, read_capped, transport_failure
 from .errors import (
     ArtifactIntegrityError,
     DecodeError,
@@ -468,13 +468,11 @@ class WorkerClient(Client):
         n = 0
         loop = asyncio.get_running_loop()
         limit = transfer_seconds(size)
-        deadline = loop.time() + limit
+        end = loop.time() + limit
         try:
             try:
-                async with asyncio.timeout_at(deadline):
-                    req = self._t.client.build_request("GET", f"/v1/artifacts/{aid}/content",
-                                                       timeout=TRANSFER_STALL_S)
-                    r = await self._t.client.send(req, stream=True)
+                req = self._t.client.build_request("GET", f"/v1/artifacts/{aid}/content", timeout=TRANSFER_STALL_S)
+                r = await deadline(self._t.client.send(req, stream=True), limit)
             except TimeoutError:
                 raise ExecutionUnavailable(f"{self.address}: {what}: no answer within {limit:g} s") from None
             try:
@@ -492,19 +490,14 @@ class WorkerClient(Client):
                 if declared is not None and declared != str(size):
                     raise ArtifactIntegrityError(
                         f"artifact {aid}: the answer declares {declared!r} bytes, the metadata {size}")
-                # The deadline is checked around each read, never across a
-                # yield: the consumer's own time between pieces is its own,
-                # and a timeout armed there would cancel its code instead.
-                it = r.aiter_raw().__aiter__()
-                while True:
-                    try:
-                        async with asyncio.timeout_at(deadline):
-                            chunk = await it.__anext__()
-                    except StopAsyncIteration:
-                        break
-                    except TimeoutError:
+                # The deadline is checked after each read (a read that
+                # gets nothing is cut by the stall timeout): no timer armed
+                # across a yield, where the consumer's own code runs, and
+                # no cancellation inside httpx's stream.
+                async for chunk in r.aiter_raw():
+                    if loop.time() > end:
                         raise ExecutionUnavailable(
-                            f"{self.address}: {what}: {n} of {size} bytes within {limit:g} s") from None
+                            f"{self.address}: {what}: {n} of {size} bytes within {limit:g} s")
                     n += len(chunk)
                     if n > size:
                         raise ArtifactIntegrityError(f"artifact {aid}: more than its {size} bytes arrived")

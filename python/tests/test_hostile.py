@@ -16,6 +16,9 @@ import logging
 import os
 import pickle
 import resource
+import shutil
+import ssl
+import subprocess
 import tempfile
 import traceback
 import urllib.parse
@@ -56,7 +59,9 @@ class Hostile:
     returns True (kept alive for the next request)."""
 
     handler: Handler
+    tls: tuple[str, str] | None = None  # (certificate, key): TCP and TLS on 127.0.0.1
     path: str = ""
+    port: int = 0
     requests: list[Request] = field(default_factory=list)
     _dir: str = ""
     _server: asyncio.AbstractServer | None = None
@@ -64,12 +69,18 @@ class Hostile:
 
     @property
     def address(self) -> str:
-        return "unix:" + self.path
+        return f"127.0.0.1:{self.port}" if self.tls else "unix:" + self.path
 
     async def __aenter__(self) -> "Hostile":
         self._dir = tempfile.mkdtemp(prefix="airlock-hostile-")
         self.path = os.path.join(self._dir, "s.sock")
-        self._server = await asyncio.start_unix_server(self._serve, self.path)
+        if self.tls:
+            ctx = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+            ctx.load_cert_chain(*self.tls)
+            self._server = await asyncio.start_server(self._serve, "127.0.0.1", 0, ssl=ctx)
+            self.port = self._server.sockets[0].getsockname()[1]
+        else:
+            self._server = await asyncio.start_unix_server(self._serve, self.path)
         return self
 
     async def __aexit__(self, *exc: object) -> None:
@@ -79,7 +90,8 @@ class Hostile:
             t.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
         await self._server.wait_closed()
-        os.unlink(self.path)
+        if not self.tls:
+            os.unlink(self.path)
         os.rmdir(self._dir)
 
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
@@ -183,6 +195,45 @@ def artifact_server(data: bytes, *, declared: bytes | None = None, served: bytes
         return True
 
     return h
+
+
+_NOW = datetime(2026, 12, 1, tzinfo=timezone.utc)
+HANDLE = airlock.EnvironmentHandle("env_" + "0" * 32, airlock.TenantId("t"), airlock.RunId("r"), 1, _NOW,
+                                   _NOW + timedelta(hours=1))
+
+
+async def trickle_events(req: Request, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    """A streamed execute sending a started event every 50 ms, forever (a
+    cancel answered: none running)."""
+    await body_of(req, reader)
+    if req.target.endswith("/cancel"):
+        writer.write(answer(200, b'{"cancelled": false}'))
+        await writer.drain()
+        return
+    writer.write(b"HTTP/1.1 200 OK\r\nContent-Type: application/x-ndjson\r\nTransfer-Encoding: chunked\r\n\r\n")
+    line = b'{"event": "started"}\n'
+    for _ in range(100000):
+        writer.write(b"%x\r\n%s\r\n" % (len(line), line))
+        await writer.drain()
+        await asyncio.sleep(0.05)
+
+
+async def trickle_answer(req: Request, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    """An answer of 100000 bytes, one every 50 ms: no read ever waits long."""
+    writer.write(b"HTTP/1.1 200 OK\r\nContent-Length: 100000\r\n\r\n")
+    for _ in range(100000):
+        writer.write(b" ")
+        await writer.drain()
+        await asyncio.sleep(0.05)
+
+
+async def endless_chunked(req: Request, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    """A chunked JSON answer that never ends."""
+    writer.write(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n")
+    chunk = b"[]," * 20000
+    while True:
+        writer.write(b"%x\r\n%s\r\n" % (len(chunk), chunk))
+        await writer.drain()
 
 
 def leftovers(d: str) -> list[str]:
@@ -512,12 +563,7 @@ def test_a_download_cancelled_midway_leaves_nothing() -> None:
 def test_a_slow_loris_answer_is_cut_at_the_calls_deadline(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(worker, "SHORT_TIMEOUT_S", 0.5)
 
-    async def trickle(req: Request, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        writer.write(b"HTTP/1.1 200 OK\r\nContent-Length: 100000\r\n\r\n")
-        for _ in range(100000):
-            writer.write(b" ")
-            await writer.drain()
-            await asyncio.sleep(0.05)
+    trickle = trickle_answer
 
     async def informational(req: Request, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         for _ in range(100000):
@@ -552,25 +598,10 @@ def test_a_connection_dropped_mid_body_is_unavailable() -> None:
 
 def test_an_execute_stream_that_trickles_events_is_cut(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(service, "EXECUTE_MARGIN_S", 0.5)
-    now = datetime(2026, 12, 1, tzinfo=timezone.utc)
-    h = airlock.EnvironmentHandle("env_" + "0" * 32, airlock.TenantId("t"), airlock.RunId("r"), 1, now,
-                                  now + timedelta(hours=1))
-
-    async def trickle(req: Request, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        await body_of(req, reader)
-        if req.target.endswith("/cancel"):
-            writer.write(answer(200, b'{"cancelled": false}'))
-            await writer.drain()
-            return
-        writer.write(b"HTTP/1.1 200 OK\r\nContent-Type: application/x-ndjson\r\nTransfer-Encoding: chunked\r\n\r\n")
-        line = b'{"event": "started"}\n'
-        for _ in range(100000):
-            writer.write(b"%x\r\n%s\r\n" % (len(line), line))
-            await writer.drain()
-            await asyncio.sleep(0.05)
+    h = HANDLE
 
     async def main() -> None:
-        async with Hostile(trickle) as srv:
+        async with Hostile(trickle_events) as srv:
             async with ServiceEnvironment(srv.address, TOKEN) as env:
                 with pytest.raises(airlock.ExecutionUnavailable, match="no result within 1.5 s"):
                     await env.execute(h, airlock.ExecutionCommand(("true",), PurePosixPath("."), 1, None, 100))
@@ -583,9 +614,7 @@ def test_a_cancelled_execute_whose_result_never_comes_raises_cancelled_error(mon
     # the CANCELLED result is over, the caller's cancellation propagates as
     # one (it was wait_for's TimeoutError, an OSError, taken for an errno).
     monkeypatch.setattr(service, "CANCEL_RESULT_WAIT_S", 0.5)
-    now = datetime(2026, 12, 1, tzinfo=timezone.utc)
-    h = airlock.EnvironmentHandle("env_" + "0" * 32, airlock.TenantId("t"), airlock.RunId("r"), 1, now,
-                                  now + timedelta(hours=1))
+    h = HANDLE
     started = asyncio.Event()
 
     async def never(req: Request, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> bool:
@@ -958,9 +987,7 @@ def _stream_server(lines: list[bytes], listing: bytes = b"") -> Handler:
 
 
 def test_a_path_outside_the_workspace_in_an_answer_is_refused() -> None:
-    now = datetime(2026, 12, 1, tzinfo=timezone.utc)
-    h = airlock.EnvironmentHandle("env_" + "0" * 32, airlock.TenantId("t"), airlock.RunId("r"), 1, now,
-                                  now + timedelta(hours=1))
+    h = HANDLE
     command = airlock.ExecutionCommand(("true",), PurePosixPath("."), 5, None, 100)
     sha = "0" * 64
     for path in ("../outside", "a/../../b", "..", "/etc/passwd"):
@@ -995,9 +1022,7 @@ def test_a_path_outside_the_workspace_in_an_answer_is_refused() -> None:
 
 
 def test_an_error_event_keeps_its_class_and_loses_the_credential() -> None:
-    now = datetime(2026, 12, 1, tzinfo=timezone.utc)
-    h = airlock.EnvironmentHandle("env_" + "0" * 32, airlock.TenantId("t"), airlock.RunId("r"), 1, now,
-                                  now + timedelta(hours=1))
+    h = HANDLE
     command = airlock.ExecutionCommand(("true",), PurePosixPath("."), 5, None, 100)
     for cls in ("SandboxEscapeSuspected", "ExecutionRejected", "ExecutionUnavailable"):
         event = json.dumps({"event": "error", "error": {"error": cls, "message": f"echo {TOKEN}"}}).encode()
@@ -1012,3 +1037,97 @@ def test_an_error_event_keeps_its_class_and_loses_the_credential() -> None:
                     assert len(srv.requests) == 1
 
         run(main)
+
+
+# ---- the same over TCP and TLS (httpx's own transport, not the Unix one) ------------------
+
+
+@pytest.fixture(scope="module")
+def certificate() -> Iterator[tuple[str, str]]:
+    d = tempfile.mkdtemp(prefix="airlock-hostile-tls-")
+    try:
+        cert, key = os.path.join(d, "cert.pem"), os.path.join(d, "key.pem")
+        subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", key, "-out", cert,
+                        "-days", "1", "-subj", "/CN=127.0.0.1", "-addext", "subjectAltName=IP:127.0.0.1"],
+                       check=True, capture_output=True)
+        yield cert, key
+    finally:
+        shutil.rmtree(d)
+
+
+def test_over_tls_caps_deadlines_and_digests_hold(certificate: tuple[str, str],
+                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(worker, "SHORT_TIMEOUT_S", 0.5)
+    monkeypatch.setattr(worker, "TRANSFER_BASE_S", 0.5)
+
+    endless = endless_chunked
+
+    trickle = trickle_answer
+
+    data = os.urandom(100000)
+    sha = hashlib.sha256(data).hexdigest()
+
+    async def trickle_download(req: Request, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        writer.write(b'HTTP/1.1 200 OK\r\nContent-Length: 100000\r\nETag: "sha256:%s"\r\n\r\n' % sha.encode())
+        for i in range(100000):
+            writer.write(data[i:i + 1])
+            await writer.drain()
+            await asyncio.sleep(0.05)
+
+    lie = bytearray(data)
+    lie[5] ^= 1
+    cases: list[tuple[Handler, Callable[[WorkerClient], Awaitable[Any]], type[BaseException], str]] = [
+        (endless, lambda w: w.health(), airlock.ExecutionUnavailable, "over the 1048576 byte cap"),
+        (trickle, lambda w: w.health(), airlock.ExecutionUnavailable, "no whole answer within 0.5 s"),
+        (artifact_server(data, content=trickle_download), lambda w: _drain(w), airlock.ExecutionUnavailable,
+         "of 100000 bytes within"),
+        (artifact_server(data, served=bytes(lie)), lambda w: _drain(w), airlock.ArtifactIntegrityError, "SHA-256"),
+        (canned(503, b'{"error": "SandboxEscapeSuspected", "message": "m"}'), lambda w: w.health(),
+         airlock.SandboxEscapeSuspected, "m"),
+    ]
+    for handler, call, raised, match in cases:
+        async def main() -> None:
+            async with Hostile(handler, tls=certificate) as srv:
+                async with WorkerClient(srv.address, TOKEN, tls_ca_file=certificate[0]) as w:
+                    with pytest.raises(raised, match=match):
+                        await call(w)
+                    # The caller's task is left as it was: not counted as
+                    # cancelling (httpx's TLS transport under anyio 3.6 left
+                    # it so, and a raw CancelledError came out).
+                    task = asyncio.current_task()
+                    assert task is not None and task.cancelling() == 0
+
+        run(main)
+
+    # The caller's own timeout scope around a call: its TimeoutError, once.
+    monkeypatch.setattr(worker, "SHORT_TIMEOUT_S", 30.0)
+
+    async def scoped() -> None:
+        async with Hostile(trickle, tls=certificate) as srv:
+            async with WorkerClient(srv.address, TOKEN, tls_ca_file=certificate[0]) as w:
+                with pytest.raises(TimeoutError):
+                    async with asyncio.timeout(0.3):
+                        await w.health()
+                task = asyncio.current_task()
+                assert task is not None and task.cancelling() == 0
+
+    run(scoped)
+
+    # An execute stream trickling events over TLS: cut at its deadline.
+    monkeypatch.setattr(service, "EXECUTE_MARGIN_S", 0.5)
+    h = HANDLE
+
+    async def execute() -> None:
+        async with Hostile(trickle_events, tls=certificate) as srv:
+            async with ServiceEnvironment(srv.address, TOKEN, tls_ca_file=certificate[0]) as env:
+                with pytest.raises(airlock.ExecutionUnavailable, match="no result within 1.5 s"):
+                    await env.execute(h, airlock.ExecutionCommand(("true",), PurePosixPath("."), 1, None, 100))
+                task = asyncio.current_task()
+                assert task is not None and task.cancelling() == 0
+
+    run(execute)
+
+
+async def _drain(w: WorkerClient) -> None:
+    async for _ in await w.open(AID):
+        pass
