@@ -59,12 +59,25 @@ _ERRNOS = {
 }
 
 
+def seal(credential: str | bytes | SecretValue | None) -> SecretValue | None:
+    """The credential as a SecretValue: each adapter's constructor rebinds
+    its argument to this first, so none of this package's frames holds the
+    plain value where a traceback capturing locals would show it."""
+    if credential is None or isinstance(credential, SecretValue):
+        return credential
+    if isinstance(credential, (str, bytes, bytearray, memoryview)):
+        return SecretValue(credential if isinstance(credential, str) else bytes(credential))
+    raise ConfigurationError(f"the credential must be str, bytes or SecretValue, not {type(credential).__name__}")
+
+
 def credential_bytes(credential: str | bytes | SecretValue) -> bytes:
     raw = credential.reveal() if isinstance(credential, SecretValue) else (
         credential.encode() if isinstance(credential, str) else bytes(credential))
     raw = raw.strip()
     # It goes into a header line: visible ASCII only (the C client's rule).
     if not 1 <= len(raw) <= 4096 or any(c < 0x21 or c > 0x7E for c in raw):
+        # Out of the frame before the exception holds it.
+        del raw, credential
         raise ConfigurationError("the credential must be 1 to 4096 visible ASCII bytes")
     return raw
 
@@ -94,6 +107,33 @@ def check_address(address: str) -> None:
     host, sep, port = address.rpartition(":")
     if not sep or not host or not _HOST.match(host) or not _PORT.match(port) or not 1 <= int(port) <= 65535:
         raise ConfigurationError(f"{address!r}: an address is unix:/path or HOST:PORT (a port 1..65535)")
+
+
+def wipe(buf: bytearray) -> None:
+    """Zero ``buf`` in place (a view of it may still exist, so its length
+    cannot change)."""
+    buf[0:len(buf)] = bytes(len(buf))
+
+
+def _auth_header(secret: SecretValue) -> httpx.Headers:
+    raw = secret.reveal()
+    return httpx.Headers({b"Authorization": b"Bearer " + raw} if raw else None)
+
+
+def _tls_context(address: str, ca: str | None, cert: str | None, key: str | None) -> ssl.SSLContext:
+    """The client's TLS context; a file that cannot be read is
+    ConfigurationError naming the setting and the file."""
+    setting, path = "tls_ca_file", ca
+    try:
+        ctx = ssl.create_default_context(cafile=ca)
+        if cert or key:
+            if not (cert and key):
+                raise ConfigurationError(f"{address}: a client certificate needs both tls_cert_file and tls_key_file")
+            setting, path = "tls_cert_file and tls_key_file", f"{cert}, {key}"
+            ctx.load_cert_chain(cert, key)
+    except (OSError, ssl.SSLError) as e:
+        raise ConfigurationError(f"{address}: {setting} {path!r}: {e.strerror or e}") from None
+    return ctx
 
 
 def read_credential_file(path: str | os.PathLike[str]) -> SecretValue:
@@ -136,19 +176,28 @@ class _UnixConnection:
             return False
         return False
 
-    async def send(self, data: bytes, timeout: float | None) -> None:
+    async def send(self, data: bytearray, timeout: float | None) -> None:
+        """Send ``data``, then zero it in place: a request's bytes hold the
+        credential, and every frame that saw them (this one, the event
+        loop's sendall, the caller's) holds this one buffer, so a traceback
+        capturing locals shows zeros."""
+        error: Exception | None = None
         try:
             async with asyncio.timeout(timeout):
                 await asyncio.get_running_loop().sock_sendall(self.sock, data)
         except TimeoutError:
-            raise httpx.WriteTimeout("write timed out") from None
+            error = httpx.WriteTimeout("write timed out")
         except (BrokenPipeError, ConnectionResetError):
             # The server answered before it read the whole body (401, 413)
             # and closed: its answer is waiting to be read, and the read
             # that follows fails if none came.
             pass
         except OSError as e:
-            raise httpx.WriteError(str(e)) from None
+            error = httpx.WriteError(str(e))
+        finally:
+            wipe(data)
+        if error is not None:
+            raise error
 
     async def event(self, timeout: float | None) -> Any:
         while True:
@@ -244,27 +293,33 @@ class _UnixTransport(httpx.AsyncBaseTransport):
     async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
         t = request.extensions.get("timeout", {})
         conn = await self._connect(t.get("connect"))
+        # The request's head (its Authorization line) is only ever in this
+        # buffer, which conn.send zeroes once sent and the failure path
+        # here zeroes too (conn.send says why).
+        buf = bytearray()
         try:
-            headers = [(k, v) for k, v in request.headers.raw]
-            req = h11.Request(method=request.method, target=request.url.raw_path, headers=headers)
-            data = conn.h11.send(req) or b""
+            buf += conn.h11.send(h11.Request(method=request.method, target=request.url.raw_path,
+                                             headers=request.headers.raw)) or b""
             assert isinstance(request.stream, httpx.AsyncByteStream)
             async for chunk in request.stream:
-                if len(data) >= 64 * 1024:
-                    await conn.send(data, t.get("write"))
-                    data = b""
-                data += conn.h11.send(h11.Data(data=chunk)) or b""
-            data += conn.h11.send(h11.EndOfMessage()) or b""
-            await conn.send(data, t.get("write"))
+                if len(buf) >= 64 * 1024:
+                    await conn.send(buf, t.get("write"))
+                    buf = bytearray()
+                buf += conn.h11.send(h11.Data(data=chunk)) or b""
+            buf += conn.h11.send(h11.EndOfMessage()) or b""
+            await conn.send(buf, t.get("write"))
             ev = await conn.event(t.get("read"))
             while isinstance(ev, h11.InformationalResponse):
                 ev = await conn.event(t.get("read"))
             if not isinstance(ev, h11.Response):
                 raise httpx.RemoteProtocolError("the server closed the connection without an answer")
         except h11.LocalProtocolError as e:
+            wipe(buf)
             conn.close()
-            raise httpx.LocalProtocolError(str(e)) from None
+            # h11's message can quote a header's value: not carried.
+            raise httpx.LocalProtocolError(f"a request h11 refuses to send ({type(e).__name__})") from None
         except BaseException:
+            wipe(buf)
             conn.close()
             raise
         return httpx.Response(ev.status_code, headers=ev.headers, stream=_UnixBody(self, conn, t.get("read")),
@@ -300,43 +355,37 @@ class Transport:
         tls_key_file: str | None = None,
         connect_timeout: float = 5.0,
     ) -> None:
+        self.address = address  # first: repr works on a failed construction
         check_address(address)
-        self.address = address
-        headers = {}
-        # Kept to be cut out of what a server says (raise_for): a proxy or
-        # a server that echoes the request's headers into its error would
-        # otherwise put the credential into an exception's message.
-        self.secret = b""
-        if credential is not None:
-            # The credential lives in this one header; it is never formatted
-            # into a message (messages name the address).
-            self.secret = credential_bytes(credential)
-            headers["Authorization"] = "Bearer " + self.secret.decode("ascii")
         timeout = httpx.Timeout(120.0, connect=connect_timeout)
         limits = httpx.Limits(max_connections=64, max_keepalive_connections=8)
+        # Everything that can fail comes before the credential is read: a
+        # traceback that captures its frames' locals (an error reporter's
+        # default) then finds no plain credential in any of this package's
+        # frames.
         if address.startswith("unix:"):
-            path = address[5:]
-            if not path.startswith("/"):
-                raise ConfigurationError(f"{address}: a Unix socket address is unix:/absolute/path")
-            transport: httpx.AsyncBaseTransport = _UnixTransport(path)
+            transport: httpx.AsyncBaseTransport = _UnixTransport(address[5:])
             base = "http://airlock"
         else:
             host, _, port = address.rpartition(":")
-            ctx = ssl.create_default_context(cafile=tls_ca_file)
-            if tls_cert_file or tls_key_file:
-                if not (tls_cert_file and tls_key_file):
-                    raise ConfigurationError(f"{address}: a client certificate needs both tls_cert_file and tls_key_file")
-                ctx.load_cert_chain(tls_cert_file, tls_key_file)
-            transport = httpx.AsyncHTTPTransport(verify=ctx, limits=limits, retries=0)
+            transport = httpx.AsyncHTTPTransport(
+                verify=_tls_context(address, tls_ca_file, tls_cert_file, tls_key_file), limits=limits, retries=0)
             base = f"https://{host}:{port}"
         self.base = base
+        # Kept to be cut out of what a server says (raise_for), as a
+        # SecretValue so no frame's locals show it: a proxy or a server that
+        # echoes the request's headers into its error would otherwise put
+        # the credential into an exception's message.
+        self.secret = SecretValue(b"") if credential is None else SecretValue(credential_bytes(credential))
         # trust_env off: no proxy, netrc or certificate path from the
         # environment changes where the credential goes or what verifies
         # the peer (a netrc entry would even be sent in dev mode, where no
-        # Authorization header keeps it out).
+        # Authorization header keeps it out). The credential lives in the
+        # one header (httpx's Headers leaves it out of its repr) and is
+        # never formatted into a message (messages name the address).
         self.client = httpx.AsyncClient(
-            transport=transport, base_url=base, headers=headers, timeout=timeout, follow_redirects=False,
-            cookies=httpx.Cookies(_NoCookies()), trust_env=False,
+            transport=transport, base_url=base, headers=_auth_header(self.secret), timeout=timeout,
+            follow_redirects=False, cookies=httpx.Cookies(_NoCookies()), trust_env=False,
         )
 
     def __repr__(self) -> str:
@@ -372,14 +421,15 @@ async def deadline(aw: Awaitable[T], seconds: float) -> T:
     return await asyncio.wait_for(aw, seconds)
 
 
-def _redact(text: str, secret: bytes) -> str:
+def _redact(text: str, secret: SecretValue | None) -> str:
     """``text`` (a server's words) with the credential cut out."""
-    if len(secret) >= 4 and secret.decode("ascii") in text:
-        text = text.replace(secret.decode("ascii"), "<credential>")
+    token = b"" if secret is None else secret.reveal()
+    if len(token) >= 4 and token.decode("ascii") in text:
+        text = text.replace(token.decode("ascii"), "<credential>")
     return text
 
 
-def raise_for(address: str, status: int, body: bytes, what: str, secret: bytes = b"") -> NoReturn:
+def raise_for(address: str, status: int, body: bytes, what: str, secret: SecretValue | None = None) -> NoReturn:
     """The failure an answer that is not a success stands for. A message
     the server wrote is carried with the credential cut out of it."""
     where = f"{address}: {what}"
@@ -429,10 +479,12 @@ class Client:
         tls_cert_file: str | None = None,
         tls_key_file: str | None = None,
     ) -> None:
+        # Set first: repr works on a client whose construction failed
+        # (a traceback capturing locals repr's it).
+        self.address = address
         self._t = Transport(
             address, credential, tls_ca_file=tls_ca_file, tls_cert_file=tls_cert_file, tls_key_file=tls_key_file
         )
-        self.address = address
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.address!r})"

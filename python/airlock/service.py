@@ -21,7 +21,7 @@ from typing import Any
 import httpx
 
 from . import wire
-from ._http import SMALL_MAX, TRANSPORT_ERRORS, Client, _redact, keep, raise_for, read_capped, transport_failure
+from ._http import SMALL_MAX, TRANSPORT_ERRORS, Client, _redact, keep, raise_for, read_capped, seal, transport_failure
 from .errors import (
     AirlockError,
     DecodeError,
@@ -156,7 +156,9 @@ class ServiceEnvironment(Client):
         start_budget_seconds: int = 30,
         on_output: OutputCallback | None = None,
     ) -> None:
-        super().__init__(address, credential, tls_ca_file=tls_ca_file, tls_cert_file=tls_cert_file,
+        sealed = seal(credential)
+        del credential
+        super().__init__(address, sealed, tls_ca_file=tls_ca_file, tls_cert_file=tls_cert_file,
                          tls_key_file=tls_key_file)
         self.start_budget_seconds = start_budget_seconds
         self.on_output = on_output

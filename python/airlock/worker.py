@@ -17,7 +17,7 @@ from typing import Any
 import httpx
 
 from . import wire
-from ._http import SMALL_MAX, TRANSPORT_ERRORS, Client, deadline, raise_for, read_capped, transport_failure
+from ._http import SMALL_MAX, TRANSPORT_ERRORS, Client, deadline, raise_for, read_capped, seal, transport_failure
 from .errors import (
     ArtifactIntegrityError,
     DecodeError,
@@ -115,7 +115,9 @@ class WorkerClient(Client):
         tls_cert_file: str | None = None,
         tls_key_file: str | None = None,
     ) -> None:
-        super().__init__(address, token, tls_ca_file=tls_ca_file, tls_cert_file=tls_cert_file,
+        sealed = seal(token)
+        del token
+        super().__init__(address, sealed, tls_ca_file=tls_ca_file, tls_cert_file=tls_cert_file,
                          tls_key_file=tls_key_file)
         self.tenant_id = tenant_id
 

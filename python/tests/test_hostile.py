@@ -848,6 +848,51 @@ def test_an_upload_answered_with_another_reference_is_refused() -> None:
 # ---- the credential ------------------------------------------------------------------------
 
 
+def _package_locals(e: BaseException) -> list[str]:
+    """The repr of every local of this package's frames in ``e``'s
+    traceback and its chain: what an error reporter capturing locals (its
+    default) would send."""
+    out: list[str] = []
+    for x in _chain(e):
+        tb = x.__traceback__
+        while tb is not None:
+            f = tb.tb_frame
+            if f"{os.sep}airlock{os.sep}" in f.f_code.co_filename:
+                for k, v in f.f_locals.items():
+                    try:
+                        out.append(f"{f.f_code.co_name}.{k}={v!r}")
+                    except Exception as err:  # a repr that fails is a finding too
+                        out.append(f"{f.f_code.co_name}.{k}: repr failed: {err!r}")
+            tb = tb.tb_next
+    return out
+
+
+def test_no_frame_of_the_package_holds_the_credential_when_construction_fails() -> None:
+    kinds: list[str | bytes | airlock.SecretValue] = [TOKEN, TOKEN.encode(), airlock.SecretValue(TOKEN)]
+    for credential in kinds:
+        settings: list[tuple[str, dict[str, str]]] = [
+                            ("127.0.0.1:8443", {"tls_ca_file": "/nonexistent/ca.pem"}),
+                            ("127.0.0.1:8443", {"tls_cert_file": "/nonexistent/c.pem", "tls_key_file": "/x"}),
+                            ("127.0.0.1:8443", {"tls_cert_file": "/nonexistent/c.pem"}),
+                            ("bad address", {})]
+        for address, kw in settings:
+            for cls in (WorkerClient, ServiceEnvironment):
+                with pytest.raises(airlock.ConfigurationError) as e:
+                    cls(address, credential, **kw)
+                # The setting and the file are named; no frame holds the
+                # credential, and every repr works on what failed to build.
+                assert address in str(e.value)
+                assert "tls_ca_file" not in kw or "tls_ca_file '/nonexistent/ca.pem'" in str(e.value)
+                found = _package_locals(e.value)
+                assert found and [x for x in found if TOKEN in x or "repr failed" in x] == []
+    bads: list[str | bytes | airlock.SecretValue] = [TOKEN + "\n\x01", TOKEN.encode() + b"\xff",
+                                                     airlock.SecretValue(TOKEN + " x")]
+    for bad in bads:
+        with pytest.raises(airlock.ConfigurationError) as e:
+            WorkerClient("unix:/nonexistent.sock", bad)
+        assert [x for x in _package_locals(e.value) if TOKEN in x or "repr failed" in x] == []
+
+
 def _chain(e: BaseException | None) -> Iterator[BaseException]:
     seen: set[int] = set()
     while e is not None and id(e) not in seen:
@@ -860,17 +905,25 @@ def test_the_credential_is_in_no_exception_message_or_log(caplog: pytest.LogCapt
     caplog.set_level(logging.DEBUG)
     echo = json.dumps({"error": "ToolValidationError", "message": f"bad header: Bearer {TOKEN}"}).encode()
     errno_echo = json.dumps({"error": "SystemError", "errno": "ENOENT", "message": f"no {TOKEN}"}).encode()
-    handlers: list[Handler] = [canned(400, echo), canned(503, echo), canned(401, echo), canned(422, errno_echo),
-                               canned(200, b"<" + TOKEN.encode() + b">"), canned(302, b"", extra=f"Location: /{TOKEN}\r\n")]
+    # (handler, whether the server's own answer carries the credential: its
+    # bytes are then in the frames' locals as the server sent them, and
+    # only messages, logs and tracebacks are checked)
+    handlers: list[tuple[Handler, bool]] = [
+        (canned(400, echo), True), (canned(503, echo), True), (canned(401, echo), True),
+        (canned(422, errno_echo), True), (canned(200, b"<" + TOKEN.encode() + b">"), True),
+        (canned(302, b"", extra=f"Location: /{TOKEN}\r\n"), True),
+        (canned(400, b'{"error": "ToolValidationError", "message": "m"}'), False), (canned(503), False),
+        (canned(200, b"<html>"), False), (canned(502, b'{"error": "SandboxEscapeSuspected", "message": "m"}'), False),
+    ]
 
     async def closes(req: Request, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         return None
 
-    handlers.append(closes)
+    handlers.append((closes, False))
     texts: list[str] = []
     credentials: list[str | bytes | airlock.SecretValue] = [TOKEN, TOKEN.encode(), airlock.SecretValue(TOKEN)]
     for credential in credentials:
-        for h in handlers:
+        for h, echoes in handlers:
             async def main() -> None:
                 async with Hostile(h) as srv:
                     clients: list[WorkerClient | ServiceEnvironment] = [
@@ -882,6 +935,8 @@ def test_the_credential_is_in_no_exception_message_or_log(caplog: pytest.LogCapt
                                 await client.health()
                             except (airlock.AirlockError, OSError) as e:
                                 texts.extend(traceback.format_exception(e))
+                                if not echoes:
+                                    texts.extend(_package_locals(e))
                                 for x in _chain(e):
                                     texts.extend((str(x), repr(x), repr(x.args)))
                                     logging.getLogger("platform").exception("health failed: %s", x)
