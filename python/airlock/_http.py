@@ -6,20 +6,33 @@ import asyncio
 import errno as errno_mod
 import http.cookiejar
 import os
-import select
+import re
 import socket
 import ssl
-from collections.abc import AsyncIterator
-from typing import Any, NoReturn, Self
+from collections.abc import AsyncIterator, Awaitable
+from typing import Any, NoReturn, Self, TypeVar
 
 import h11
 import httpx
 
 from . import wire
-from .errors import AirlockError, ConfigurationError, DecodeError, ExecutionUnavailable
+from .errors import (
+    AirlockError,
+    ConfigurationError,
+    DecodeError,
+    ExecutionUnavailable,
+    SandboxEscapeSuspected,
+    ToolValidationError,
+)
 from .types import SecretValue
 
+T = TypeVar("T")
 ERROR_BODY_MAX = 64 * 1024
+# An answer that is a handful of members (a health, a lease, a handle, a
+# reference, a metadata with a 16 KiB name twice): 1 MiB is many times any
+# honest one, and what a hostile body of that size decodes into stays small
+# (a 64 MiB body of "[]," decodes into 21 million lists, 1.5 GiB).
+SMALL_MAX = 1 << 20
 # What a transfer can fail with below HTTP: httpx's own errors, and what
 # escapes them (a certificate that does not verify is ssl's own error).
 TRANSPORT_ERRORS = (httpx.HTTPError, OSError)
@@ -46,14 +59,81 @@ _ERRNOS = {
 }
 
 
+def seal(credential: str | bytes | SecretValue | None) -> SecretValue | None:
+    """The credential as a SecretValue: each adapter's constructor rebinds
+    its argument to this first, so none of this package's frames holds the
+    plain value where a traceback capturing locals would show it."""
+    if credential is None or isinstance(credential, SecretValue):
+        return credential
+    if isinstance(credential, (str, bytes, bytearray, memoryview)):
+        return SecretValue(credential if isinstance(credential, str) else bytes(credential))
+    raise ConfigurationError(f"the credential must be str, bytes or SecretValue, not {type(credential).__name__}")
+
+
 def credential_bytes(credential: str | bytes | SecretValue) -> bytes:
     raw = credential.reveal() if isinstance(credential, SecretValue) else (
         credential.encode() if isinstance(credential, str) else bytes(credential))
     raw = raw.strip()
     # It goes into a header line: visible ASCII only (the C client's rule).
     if not 1 <= len(raw) <= 4096 or any(c < 0x21 or c > 0x7E for c in raw):
+        # Out of the frame before the exception holds it.
+        del raw, credential
         raise ConfigurationError("the credential must be 1 to 4096 visible ASCII bytes")
     return raw
+
+
+_HOST = re.compile(r"[A-Za-z0-9.\-\[\]:]+\Z", re.ASCII)
+_PORT = re.compile(r"[0-9]{1,5}\Z", re.ASCII)
+
+
+def check_address(address: str) -> None:
+    """``unix:/absolute/path`` or ``HOST:PORT``, refused as the C client
+    refuses it (src/remote/http.c): a host of letters, digits, ``.``,
+    ``-`` and a bracketed IPv6 address, a port 1..65535. Anything a URL
+    could read as more (a user, a path, a query, a scheme) is refused
+    before it reaches httpx, and an address holding '@' (a token pasted as
+    ``tok@host:port``, which httpx would send as Basic credentials) is
+    refused without being echoed."""
+    if not isinstance(address, str):
+        raise ConfigurationError("address: must be a string, unix:/path or HOST:PORT")
+    if address.startswith("unix:"):
+        if not address[5:].startswith("/") or "\0" in address:
+            raise ConfigurationError(f"{address}: a unix: address takes an absolute path (unix:/path)")
+        return
+    if "@" in address:
+        raise ConfigurationError(
+            "address: holds '@': an address is unix:/path or HOST:PORT, and the credential is passed as "
+            "the credential, never in the address")
+    host, sep, port = address.rpartition(":")
+    if not sep or not host or not _HOST.match(host) or not _PORT.match(port) or not 1 <= int(port) <= 65535:
+        raise ConfigurationError(f"{address!r}: an address is unix:/path or HOST:PORT (a port 1..65535)")
+
+
+def wipe(buf: bytearray) -> None:
+    """Zero ``buf`` in place (a view of it may still exist, so its length
+    cannot change)."""
+    buf[0:len(buf)] = bytes(len(buf))
+
+
+def _auth_header(secret: SecretValue) -> httpx.Headers:
+    raw = secret.reveal()
+    return httpx.Headers({b"Authorization": b"Bearer " + raw} if raw else None)
+
+
+def _tls_context(address: str, ca: str | None, cert: str | None, key: str | None) -> ssl.SSLContext:
+    """The client's TLS context; a file that cannot be read is
+    ConfigurationError naming the setting and the file."""
+    setting, path = "tls_ca_file", ca
+    try:
+        ctx = ssl.create_default_context(cafile=ca)
+        if cert or key:
+            if not (cert and key):
+                raise ConfigurationError(f"{address}: a client certificate needs both tls_cert_file and tls_key_file")
+            setting, path = "tls_cert_file and tls_key_file", f"{cert}, {key}"
+            ctx.load_cert_chain(cert, key)
+    except (OSError, ssl.SSLError) as e:
+        raise ConfigurationError(f"{address}: {setting} {path!r}: {e.strerror or e}") from None
+    return ctx
 
 
 def read_credential_file(path: str | os.PathLike[str]) -> SecretValue:
@@ -79,23 +159,45 @@ class _UnixConnection:
 
     def reusable(self) -> bool:
         # An idle connection the server closed (its keep-alive ended) reads
-        # EOF: never reused.
-        return (self.h11.our_state is h11.IDLE and self.h11.their_state is h11.IDLE
-                and not select.select([self.sock], [], [], 0)[0])
+        # EOF, and one with bytes waiting holds what no request asked for:
+        # neither is reused. A peek, not select(): select() refuses a
+        # descriptor past FD_SETSIZE (1024), which a busy process reaches.
+        if self.h11.our_state is not h11.IDLE or self.h11.their_state is not h11.IDLE:
+            return False
+        # Bytes past the last answer already read (after a 204, or past a
+        # Content-Length) would be taken as the next request's answer.
+        if self.h11.trailing_data[0]:
+            return False
+        try:
+            self.sock.recv(1, socket.MSG_PEEK | socket.MSG_DONTWAIT)
+        except (BlockingIOError, InterruptedError):
+            return True
+        except OSError:
+            return False
+        return False
 
-    async def send(self, data: bytes, timeout: float | None) -> None:
+    async def send(self, data: bytearray, timeout: float | None) -> None:
+        """Send ``data``, then zero it in place: a request's bytes hold the
+        credential, and every frame that saw them (this one, the event
+        loop's sendall, the caller's) holds this one buffer, so a traceback
+        capturing locals shows zeros."""
+        error: Exception | None = None
         try:
             async with asyncio.timeout(timeout):
                 await asyncio.get_running_loop().sock_sendall(self.sock, data)
         except TimeoutError:
-            raise httpx.WriteTimeout("write timed out") from None
+            error = httpx.WriteTimeout("write timed out")
         except (BrokenPipeError, ConnectionResetError):
             # The server answered before it read the whole body (401, 413)
             # and closed: its answer is waiting to be read, and the read
             # that follows fails if none came.
             pass
         except OSError as e:
-            raise httpx.WriteError(str(e)) from None
+            error = httpx.WriteError(str(e))
+        finally:
+            wipe(data)
+        if error is not None:
+            raise error
 
     async def event(self, timeout: float | None) -> Any:
         while True:
@@ -191,27 +293,33 @@ class _UnixTransport(httpx.AsyncBaseTransport):
     async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
         t = request.extensions.get("timeout", {})
         conn = await self._connect(t.get("connect"))
+        # The request's head (its Authorization line) is only ever in this
+        # buffer, which conn.send zeroes once sent and the failure path
+        # here zeroes too (conn.send says why).
+        buf = bytearray()
         try:
-            headers = [(k, v) for k, v in request.headers.raw]
-            req = h11.Request(method=request.method, target=request.url.raw_path, headers=headers)
-            data = conn.h11.send(req) or b""
+            buf += conn.h11.send(h11.Request(method=request.method, target=request.url.raw_path,
+                                             headers=request.headers.raw)) or b""
             assert isinstance(request.stream, httpx.AsyncByteStream)
             async for chunk in request.stream:
-                if len(data) >= 64 * 1024:
-                    await conn.send(data, t.get("write"))
-                    data = b""
-                data += conn.h11.send(h11.Data(data=chunk)) or b""
-            data += conn.h11.send(h11.EndOfMessage()) or b""
-            await conn.send(data, t.get("write"))
+                if len(buf) >= 64 * 1024:
+                    await conn.send(buf, t.get("write"))
+                    buf = bytearray()
+                buf += conn.h11.send(h11.Data(data=chunk)) or b""
+            buf += conn.h11.send(h11.EndOfMessage()) or b""
+            await conn.send(buf, t.get("write"))
             ev = await conn.event(t.get("read"))
             while isinstance(ev, h11.InformationalResponse):
                 ev = await conn.event(t.get("read"))
             if not isinstance(ev, h11.Response):
                 raise httpx.RemoteProtocolError("the server closed the connection without an answer")
         except h11.LocalProtocolError as e:
+            wipe(buf)
             conn.close()
-            raise httpx.LocalProtocolError(str(e)) from None
+            # h11's message can quote a header's value: not carried.
+            raise httpx.LocalProtocolError(f"a request h11 refuses to send ({type(e).__name__})") from None
         except BaseException:
+            wipe(buf)
             conn.close()
             raise
         return httpx.Response(ev.status_code, headers=ev.headers, stream=_UnixBody(self, conn, t.get("read")),
@@ -247,35 +355,37 @@ class Transport:
         tls_key_file: str | None = None,
         connect_timeout: float = 5.0,
     ) -> None:
-        self.address = address
-        headers = {}
-        if credential is not None:
-            # The credential lives in this one header; it is never formatted
-            # into a message (messages name the address).
-            headers["Authorization"] = "Bearer " + credential_bytes(credential).decode("ascii")
+        self.address = address  # first: repr works on a failed construction
+        check_address(address)
         timeout = httpx.Timeout(120.0, connect=connect_timeout)
         limits = httpx.Limits(max_connections=64, max_keepalive_connections=8)
+        # Everything that can fail comes before the credential is read: a
+        # traceback that captures its frames' locals (an error reporter's
+        # default) then finds no plain credential in any of this package's
+        # frames.
         if address.startswith("unix:"):
-            path = address[5:]
-            if not path.startswith("/"):
-                raise ConfigurationError(f"{address}: a Unix socket address is unix:/absolute/path")
-            transport: httpx.AsyncBaseTransport = _UnixTransport(path)
+            transport: httpx.AsyncBaseTransport = _UnixTransport(address[5:])
             base = "http://airlock"
         else:
-            host, sep, port = address.rpartition(":")
-            if not sep or not host or not port.isdigit():
-                raise ConfigurationError(f"{address}: an address is unix:/path or HOST:PORT")
-            ctx = ssl.create_default_context(cafile=tls_ca_file)
-            if tls_cert_file or tls_key_file:
-                if not (tls_cert_file and tls_key_file):
-                    raise ConfigurationError(f"{address}: a client certificate needs both tls_cert_file and tls_key_file")
-                ctx.load_cert_chain(tls_cert_file, tls_key_file)
-            transport = httpx.AsyncHTTPTransport(verify=ctx, limits=limits, retries=0)
+            host, _, port = address.rpartition(":")
+            transport = httpx.AsyncHTTPTransport(
+                verify=_tls_context(address, tls_ca_file, tls_cert_file, tls_key_file), limits=limits, retries=0)
             base = f"https://{host}:{port}"
         self.base = base
+        # Kept to be cut out of what a server says (raise_for), as a
+        # SecretValue so no frame's locals show it: a proxy or a server that
+        # echoes the request's headers into its error would otherwise put
+        # the credential into an exception's message.
+        self.secret = SecretValue(b"") if credential is None else SecretValue(credential_bytes(credential))
+        # trust_env off: no proxy, netrc or certificate path from the
+        # environment changes where the credential goes or what verifies
+        # the peer (a netrc entry would even be sent in dev mode, where no
+        # Authorization header keeps it out). The credential lives in the
+        # one header (httpx's Headers leaves it out of its repr) and is
+        # never formatted into a message (messages name the address).
         self.client = httpx.AsyncClient(
-            transport=transport, base_url=base, headers=headers, timeout=timeout, follow_redirects=False,
-            cookies=httpx.Cookies(_NoCookies()),
+            transport=transport, base_url=base, headers=_auth_header(self.secret), timeout=timeout,
+            follow_redirects=False, cookies=httpx.Cookies(_NoCookies()), trust_env=False,
         )
 
     def __repr__(self) -> str:
@@ -300,8 +410,28 @@ async def read_capped(r: httpx.Response, cap: int, what: str) -> bytes:
     return bytes(buf)
 
 
-def raise_for(address: str, status: int, body: bytes, what: str) -> NoReturn:
-    """The failure an answer that is not a success stands for."""
+async def deadline(aw: Awaitable[T], seconds: float) -> T:
+    """``aw`` within ``seconds`` of the whole, or TimeoutError. In a task
+    of its own (asyncio.wait_for), not an asyncio.timeout() scope on the
+    caller's task: under httpx's TLS transport, Debian 12's anyio 3.6
+    requests a second cancellation of the task it runs in, so the scope's
+    count no longer matches and a raw CancelledError escaped instead of the
+    TimeoutError (measured: every slow TLS answer), leaving the caller's
+    task counted as cancelling. The task keeps that inside itself."""
+    return await asyncio.wait_for(aw, seconds)
+
+
+def _redact(text: str, secret: SecretValue | None) -> str:
+    """``text`` (a server's words) with the credential cut out."""
+    token = b"" if secret is None else secret.reveal()
+    if len(token) >= 4 and token.decode("ascii") in text:
+        text = text.replace(token.decode("ascii"), "<credential>")
+    return text
+
+
+def raise_for(address: str, status: int, body: bytes, what: str, secret: SecretValue | None = None) -> NoReturn:
+    """The failure an answer that is not a success stands for. A message
+    the server wrote is carried with the credential cut out of it."""
     where = f"{address}: {what}"
     if status == 401:
         raise ConfigurationError(f"{where}: the service refused the credential (401)")
@@ -311,19 +441,27 @@ def raise_for(address: str, status: int, body: bytes, what: str) -> NoReturn:
         o = None
     if status == 422 and isinstance(o, dict) and o.get("error") == "SystemError" and isinstance(o.get("errno"), str):
         code = _ERRNOS.get(o["errno"], errno_mod.EIO)
-        raise keep(OSError(code, f"{where}: {o.get('message', '')}"))
+        raise keep(OSError(code, f"{where}: {_redact(str(o.get('message', '')), secret)}"))
     if isinstance(o, dict) and set(o) <= {"error", "message", "errno"}:
         o = {k: o[k] for k in ("error", "message") if k in o}
         try:
             e = wire.error_from_value(o)
         except DecodeError:
             e = None
-        if e is not None and status not in (502, 503, 504):
-            raise type(e)(e.message)
         if e is not None:
-            raise ExecutionUnavailable(e.message)
+            message = f"{where}: {_redact(e.message, secret)}"
+            # An escape is an alert whatever the status it came with: a
+            # 502/503/504 around it (a proxy, a server shutting down) must
+            # not turn it into the one retriable class.
+            if isinstance(e, SandboxEscapeSuspected) or status not in (502, 503, 504):
+                raise type(e)(message)
+            raise ExecutionUnavailable(message)
     if status in (502, 503, 504):
         raise ExecutionUnavailable(f"{where}: {status}")
+    if status in (413, 414, 431):
+        # The request itself is too large for the server (a body, a URL, a
+        # head): sending it again cannot succeed, so not the retriable class.
+        raise ToolValidationError(f"{where}: the request is too large for the server (HTTP {status})")
     raise ExecutionUnavailable(f"{where}: an answer that does not decode (status {status})")
 
 
@@ -341,10 +479,12 @@ class Client:
         tls_cert_file: str | None = None,
         tls_key_file: str | None = None,
     ) -> None:
+        # Set first: repr works on a client whose construction failed
+        # (a traceback capturing locals repr's it).
+        self.address = address
         self._t = Transport(
             address, credential, tls_ca_file=tls_ca_file, tls_cert_file=tls_cert_file, tls_key_file=tls_key_file
         )
-        self.address = address
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.address!r})"
@@ -369,9 +509,33 @@ class Client:
         content: Any = None,
         timeout: float,
         cap: int,
+        expect: int | tuple[int, ...] = (200, 201, 204),
+        total: float | None = None,
     ) -> tuple[int, bytes]:
         """One request; the status and the whole answer (at most ``cap``
-        bytes), or the failure it maps to."""
+        bytes), or the failure it maps to. ``timeout`` bounds each step
+        (connecting, each read, each write) and ``total`` (``timeout`` when
+        None) the whole exchange, so a server that sends a byte now and
+        then cannot hold the call past it. A success status other than
+        ``expect`` is a server this client does not know: refused."""
+        limit = timeout if total is None else total
+        try:
+            status, data = await deadline(self._exchange(method, url, what, headers, content, timeout, cap), limit)
+        except TimeoutError:
+            raise ExecutionUnavailable(f"{self.address}: {what}: no whole answer within {limit:g} s") from None
+        if status >= 300:
+            raise_for(self.address, status, data, what, self._t.secret)
+        wanted = (expect,) if isinstance(expect, int) else expect
+        if status not in wanted:
+            raise ExecutionUnavailable(
+                f"{self.address}: {what}: answered HTTP {status} where {' or '.join(map(str, wanted))} "
+                "was expected")
+        return status, data
+
+    async def _exchange(
+        self, method: str, url: str, what: str, headers: dict[str, str] | None, content: Any, timeout: float,
+        cap: int,
+    ) -> tuple[int, bytes]:
         try:
             req = self._t.client.build_request(method, url, content=content, headers=headers, timeout=timeout)
             r = await self._t.client.send(req, stream=True)
@@ -381,8 +545,6 @@ class Client:
                 await r.aclose()
         except TRANSPORT_ERRORS as e:
             raise transport_failure(self._t, what, e) from None
-        if r.status_code >= 300:
-            raise_for(self.address, r.status_code, data, what)
         return r.status_code, data
 
     def _decode(self, data: bytes, what: str, allow_nul: bool = False) -> Any:

@@ -21,13 +21,14 @@ from typing import Any
 import httpx
 
 from . import wire
-from ._http import TRANSPORT_ERRORS, Client, keep, raise_for, read_capped, transport_failure
+from ._http import SMALL_MAX, TRANSPORT_ERRORS, Client, _redact, keep, raise_for, read_capped, seal, transport_failure
 from .errors import (
     AirlockError,
     DecodeError,
     ExecutionRejected,
     ExecutionUnavailable,
     SandboxEscapeSuspected,
+    ToolValidationError,
     WorkspaceEscape,
 )
 from .types import (
@@ -38,6 +39,7 @@ from .types import (
     EnvironmentSpec,
     ExecutionCommand,
     ExecutionResult,
+    FileChange,
     FileKind,
     SecretValue,
     WorkspaceProvenance,
@@ -104,8 +106,35 @@ def _call_back(cb: OutputCallback, stream: str, data: bytes) -> None:
         raise keep(e)
 
 
+def _encoded(v: object, cls: type[AirlockError]) -> bytes:
+    """A caller's value in its wire form, or ``cls`` with the encoder's
+    message: the class the in-process port refuses that value with (C:
+    airlock_environment_spec_validate, airlock_execution_command_validate,
+    check_handle), so a platform catching what the specification says a
+    port raises catches it here too, before anything is sent."""
+    try:
+        return wire.to_json(v)
+    except (DecodeError, TypeError, ValueError) as e:
+        msg = e.message if isinstance(e, DecodeError) else f"{type(v).__name__}: {e}"
+        raise cls(msg) from None
+
+
 def _handle_header(h: EnvironmentHandle) -> str:
-    return base64.urlsafe_b64encode(wire.to_json(h)).rstrip(b"=").decode("ascii")
+    if not isinstance(h, EnvironmentHandle):
+        raise ExecutionRejected(f"environment: must be an EnvironmentHandle, not {type(h).__name__}")
+    return base64.urlsafe_b64encode(_encoded(h, ExecutionRejected)).rstrip(b"=").decode("ascii")
+
+
+def _eid(h: EnvironmentHandle) -> str:
+    """The handle's id, checked before it goes into a URL path: a handle is
+    the caller's to build, and its id could hold "/", "?" or "..". Refused
+    as the service refuses a handle that is not its own."""
+    if not isinstance(h, EnvironmentHandle):
+        raise ExecutionRejected(f"environment: must be an EnvironmentHandle, not {type(h).__name__}")
+    eid = h.environment_id
+    if not isinstance(eid, str) or not wire._ID.match(eid) or len(eid) > wire.ENVIRONMENT_ID_MAX:
+        raise ExecutionRejected("environment_id: must be 1..63 of [A-Za-z0-9_-] (an id the service gave)")
+    return eid
 
 
 class ServiceEnvironment(Client):
@@ -127,7 +156,9 @@ class ServiceEnvironment(Client):
         start_budget_seconds: int = 30,
         on_output: OutputCallback | None = None,
     ) -> None:
-        super().__init__(address, credential, tls_ca_file=tls_ca_file, tls_cert_file=tls_cert_file,
+        sealed = seal(credential)
+        del credential
+        super().__init__(address, sealed, tls_ca_file=tls_ca_file, tls_cert_file=tls_cert_file,
                          tls_key_file=tls_key_file)
         self.start_budget_seconds = start_budget_seconds
         self.on_output = on_output
@@ -144,14 +175,19 @@ class ServiceEnvironment(Client):
         body: bytes | None = None,
         content_type: str = "application/json",
         timeout: float = SHORT_TIMEOUT_S,
-        cap: int = JSON_MAX,
+        cap: int = SMALL_MAX,
+        expect: int = 200,
     ) -> tuple[int, bytes]:
+        """One call: ``expect`` is the one success status the route
+        answers (docs/service-api.md), ``cap`` what its answer can honestly
+        be (SMALL_MAX but for a read and a listing)."""
         headers = {}
         if handle is not None:
             headers["Airlock-Handle"] = _handle_header(handle)
         if body is not None:
             headers["Content-Type"] = content_type
-        return await self._request(method, url, what, headers=headers, content=body, timeout=timeout, cap=cap)
+        return await self._request(method, url, what, headers=headers, content=body, timeout=timeout, cap=cap,
+                                   expect=expect)
 
     def _json(self, data: bytes, what: str) -> Any:
         return self._decode(data, what)
@@ -171,7 +207,10 @@ class ServiceEnvironment(Client):
         so the call goes on in the background (within the start budget),
         the sandbox it made is destroyed, and the cancellation propagates
         at once; :meth:`aclose` waits for that cleanup."""
-        call = asyncio.ensure_future(self._provision(specification))
+        if not isinstance(specification, EnvironmentSpec):
+            raise ExecutionRejected(f"specification: must be an EnvironmentSpec, not {type(specification).__name__}")
+        spec_json = _encoded(specification, ExecutionRejected)
+        call = asyncio.ensure_future(self._provision(specification, spec_json))
         try:
             return await asyncio.shield(call)
         except asyncio.CancelledError:
@@ -199,14 +238,14 @@ class ServiceEnvironment(Client):
             await asyncio.gather(*self._cleanups, return_exceptions=True)
         await super().aclose()
 
-    async def _provision(self, specification: EnvironmentSpec) -> EnvironmentHandle:
+    async def _provision(self, specification: EnvironmentSpec, spec_json: bytes) -> EnvironmentHandle:
         # The caller's id, as the C core sends one: a provision whose answer
         # is lost can be found in the service's list under it.
         eid = "env_" + secrets.token_hex(16)
-        body = "{" + '"spec":' + wire.to_json(specification).decode() + ',"environment_id":' + wire.dump(eid) + "}"
+        body = "{" + '"spec":' + spec_json.decode() + ',"environment_id":' + wire.dump(eid) + "}"
         _, data = await self._call(
             "POST", "/v1/sandboxes", "provision", body=body.encode(),
-            timeout=self.start_budget_seconds + PROVISION_MARGIN_S,
+            timeout=self.start_budget_seconds + PROVISION_MARGIN_S, expect=201,
         )
         o = self._json(data, "provision")
         try:
@@ -222,7 +261,7 @@ class ServiceEnvironment(Client):
             # never used, and the sandbox it names goes.
             try:
                 await self._call("DELETE", f"/v1/sandboxes/{h.environment_id}", "destroy", handle=h,
-                                 timeout=DESTROY_TIMEOUT_S)
+                                 timeout=DESTROY_TIMEOUT_S, expect=204)
             except (AirlockError, OSError):
                 pass
             raise SandboxEscapeSuspected(
@@ -231,10 +270,14 @@ class ServiceEnvironment(Client):
         return h
 
     async def destroy(self, environment: EnvironmentHandle) -> None:
+        # A malformed handle is the caller's bug, not a sandbox already
+        # gone: refused here, outside the idempotence below.
+        eid = _eid(environment)
+        _handle_header(environment)
         try:
             await self._call(
-                "DELETE", f"/v1/sandboxes/{environment.environment_id}", "destroy",
-                handle=environment, timeout=DESTROY_TIMEOUT_S,
+                "DELETE", f"/v1/sandboxes/{eid}", "destroy",
+                handle=environment, timeout=DESTROY_TIMEOUT_S, expect=204,
             )
         except ExecutionRejected:
             # Idempotent: an id already gone is no failure (the service
@@ -245,7 +288,7 @@ class ServiceEnvironment(Client):
         """Ask the service to kill the command running in ``environment``
         (``CANCELLED``); True when one was running."""
         _, data = await self._call(
-            "POST", f"/v1/sandboxes/{environment.environment_id}/cancel", "cancel", handle=environment
+            "POST", f"/v1/sandboxes/{_eid(environment)}/cancel", "cancel", handle=environment
         )
         o = self._json(data, "cancel")
         if not isinstance(o, dict) or not isinstance(o.get("cancelled"), bool):
@@ -266,9 +309,14 @@ class ServiceEnvironment(Client):
         the command on the service, and execute then returns its result,
         ``killed_by`` ``CANCELLED`` with the partial output (a second
         cancellation while that result is awaited propagates)."""
-        body = wire.dump(
-            {"command": wire.to_value(command), "remaining_budget_ms": remaining_budget_ms, "stream": True}
-        ).encode()
+        b = remaining_budget_ms
+        if b is not None and (not isinstance(b, int) or isinstance(b, bool) or not wire.INT64_MIN <= b <= wire.INT64_MAX):
+            # The service's own refusal, before anything is sent.
+            raise ToolValidationError("execute.remaining_budget_ms: must be an integer or null")
+        if not isinstance(command, ExecutionCommand):
+            raise ToolValidationError(f"command: must be an ExecutionCommand, not {type(command).__name__}")
+        body = (b'{"command":' + _encoded(command, ToolValidationError) + b',"remaining_budget_ms":'
+                + wire.dump(remaining_budget_ms).encode() + b',"stream":true}')
         cb = on_output or self.on_output
         reader = asyncio.ensure_future(self._execute_stream(environment, body, command.timeout_seconds, cb))
         try:
@@ -280,6 +328,16 @@ class ServiceEnvironment(Client):
             canceller = asyncio.ensure_future(self._cancel_until(environment, reader))
             try:
                 result = await asyncio.wait_for(asyncio.shield(reader), CANCEL_RESULT_WAIT_S)
+            except TimeoutError:
+                # No CANCELLED result in time: the caller's cancellation
+                # stands and propagates as one (wait_for's TimeoutError is
+                # an OSError, which a caller would take for an errno).
+                reader.cancel()
+                canceller.cancel()
+                await asyncio.gather(reader, canceller, return_exceptions=True)
+                raise asyncio.CancelledError(
+                    f"{self.address}: execute: cancelled; no CANCELLED result within {CANCEL_RESULT_WAIT_S:g} s"
+                ) from None
             except BaseException:
                 reader.cancel()
                 canceller.cancel()
@@ -310,23 +368,48 @@ class ServiceEnvironment(Client):
         what = "execute"
         # An absolute URL, parsed once a sandbox: httpx parses and merges a
         # relative one on every call.
-        url = self._execute_urls.get(h.environment_id)
+        eid = _eid(h)
+        headers = {"Airlock-Handle": _handle_header(h), "Content-Type": "application/json"}
+        url = self._execute_urls.get(eid)
         if url is None:
             if len(self._execute_urls) >= 1024:
                 self._execute_urls.clear()
-            url = self._execute_urls[h.environment_id] = httpx.URL(
-                f"{self._t.base}/v1/sandboxes/{h.environment_id}/execute")
-        headers = {"Airlock-Handle": _handle_header(h), "Content-Type": "application/json"}
-        timeout = httpx.Timeout(timeout_seconds + EXECUTE_MARGIN_S, connect=5.0)
+            url = self._execute_urls[eid] = httpx.URL(f"{self._t.base}/v1/sandboxes/{eid}/execute")
+        # Each read has the command's timeout and the margin, and so has
+        # the whole stream: events now and then cannot hold it longer.
+        limit = timeout_seconds + EXECUTE_MARGIN_S
+        timeout = httpx.Timeout(limit, connect=5.0)
+        # A scope, not _http.deadline's task: this already runs in a task
+        # of its own (execute's reader), and a task more costs an execute
+        # about 0.1 ms (bench_python.py). Under httpx's TLS transport the
+        # expiry can come out as a raw CancelledError (_http.deadline says
+        # why): the scope's own record of expiring tells it from execute
+        # cancelling its reader.
+        scope = asyncio.timeout(limit)
+        try:
+            async with scope:
+                return await self._execute_read(url, headers, body, timeout, cb)
+        except (TimeoutError, asyncio.CancelledError):
+            if not scope.expired():
+                raise
+            raise ExecutionUnavailable(f"{self.address}: execute: no result within {limit:g} s") from None
+
+    async def _execute_read(
+        self, url: httpx.URL, headers: dict[str, str], body: bytes, timeout: httpx.Timeout, cb: OutputCallback | None
+    ) -> ExecutionResult:
+        what = "execute"
         sent = {"stdout": 0, "stderr": 0}
         dropped = {"stdout": False, "stderr": False}
         try:
             req = self._t.client.build_request("POST", url, content=body, headers=headers, timeout=timeout)
             r = await self._t.client.send(req, stream=True)
             try:
-                if r.status_code >= 300:
+                if r.status_code != 200:
                     data = await read_capped(r, 64 * 1024, f"{self.address}: {what}")
-                    raise_for(self.address, r.status_code, data, what)
+                    if r.status_code < 300:
+                        raise ExecutionUnavailable(
+                            f"{self.address}: {what}: answered HTTP {r.status_code} where 200 was expected")
+                    raise_for(self.address, r.status_code, data, what, self._t.secret)
                 total = 0
                 buf = bytearray()
                 result: ExecutionResult | None = None
@@ -397,6 +480,7 @@ class ServiceEnvironment(Client):
                 res = wire.from_value(ExecutionResult, ev.get("result"))
             except DecodeError as e:
                 raise ExecutionUnavailable(f"{what}: a result that does not decode: {e.message}") from None
+            _inside(res.files_changed, f"{what}: files_changed")
             # After a drop, the stream's rest comes from the result, so the
             # callback always sees exactly the result's bytes.
             for stream, data in (("stdout", res.stdout), ("stderr", res.stderr)):
@@ -411,7 +495,9 @@ class ServiceEnvironment(Client):
                 failure = wire.error_from_value(err)
             except DecodeError:
                 raise ExecutionUnavailable(f"{what}: an error event that does not decode") from None
-            raise failure
+            # The service's class as it is; its message with the
+            # credential cut out, as raise_for does for an error answer.
+            raise type(failure)(f"{what}: {_redact(failure.message, self._t.secret)}")
         raise ExecutionUnavailable(f"{what}: an unknown stream event")
 
     def workspace(self, environment: EnvironmentHandle) -> "ServiceWorkspace":
@@ -420,6 +506,19 @@ class ServiceEnvironment(Client):
 
 
 _ENTRY_KIND = {EntryType.FILE: FileKind.FILE, EntryType.SYMLINK: FileKind.SYMLINK}
+
+
+def _inside(changes: Sequence[FileChange], what: str) -> None:
+    """Every path the service names is one the containment function's
+    string rules accept: the wire form (as the C decoder) takes any
+    relative path, "../x" included, and a platform joining it to a
+    directory of its own would leave the workspace."""
+    for c in changes:
+        try:
+            if resolve(c.path) == ROOT:
+                raise WorkspaceEscape("the workspace itself")
+        except WorkspaceEscape as e:
+            raise ExecutionUnavailable(f"{what}: a path outside the workspace: {e.message}") from None
 
 
 class ServiceWorkspace:
@@ -449,16 +548,18 @@ class ServiceWorkspace:
         q = "path=" + _q(self._rel(path))
         for k, v in extra.items():
             q += f"&{k}={int(v)}"
-        return f"/v1/sandboxes/{self._h.environment_id}/workspace/{verb}?{q}"
+        return f"/v1/sandboxes/{_eid(self._h)}/workspace/{verb}?{q}"
 
     async def contain(self, path: str) -> PurePosixPath:
         """The whole containment function, on the service (symlinks
         included): the resolved path, or :class:`WorkspaceEscape`."""
         await self._env._call("GET", self._url("contain", path), "workspace contain", handle=self._h,
-                              timeout=WORKSPACE_TIMEOUT_S)
+                              timeout=WORKSPACE_TIMEOUT_S, expect=204)
         return resolve(path)
 
     async def read(self, path: str, max_bytes: int = READ_MAX) -> bytes:
+        if not isinstance(max_bytes, int) or isinstance(max_bytes, bool) or max_bytes < 0:
+            raise ToolValidationError(f"max_bytes: must be an integer >= 0 (got {max_bytes!r})")
         cap = min(max_bytes, READ_MAX)
         _, data = await self._env._call(
             "GET", self._url("file", path, max_bytes=cap), "workspace read", handle=self._h,
@@ -469,7 +570,7 @@ class ServiceWorkspace:
     async def write(self, path: str, data: bytes) -> None:
         await self._env._call(
             "PUT", self._url("file", path), "workspace write", handle=self._h, body=bytes(data),
-            content_type="application/octet-stream", timeout=WORKSPACE_TIMEOUT_S,
+            content_type="application/octet-stream", timeout=WORKSPACE_TIMEOUT_S, expect=204,
         )
 
     async def entries(self, path: str, max_entries: int = 1000) -> tuple[list[DirEntry], bool]:
@@ -478,7 +579,7 @@ class ServiceWorkspace:
         n = max(1, min(max_entries, LISTDIR_MAX))
         _, data = await self._env._call(
             "GET", self._url("dir", path, max_entries=n), "workspace listdir", handle=self._h,
-            timeout=WORKSPACE_TIMEOUT_S,
+            timeout=WORKSPACE_TIMEOUT_S, cap=JSON_MAX,
         )
         o = self._env._json(data, "workspace listdir")
         what = f"{self._env.address}: workspace listdir"
@@ -497,6 +598,7 @@ class ServiceWorkspace:
             except (DecodeError, ValueError, TypeError):
                 raise ExecutionUnavailable(f"{what}: an entry that does not decode") from None
             out.append(DirEntry(PurePosixPath(p), ChangeKind.CREATED, size, None, _ENTRY_KIND.get(t, FileKind.FILE), t))
+        _inside(out, what)
         return out, o["truncated"]
 
     async def listdir(self, path: str) -> Sequence[DirEntry]:

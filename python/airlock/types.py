@@ -249,7 +249,20 @@ class SecretValue:
 
     __hash__ = None  # type: ignore[assignment]
 
+    # Immutable, so a copy is the same object: copy.copy, copy.deepcopy and
+    # dataclasses.asdict of a dataclass holding one keep the redacted
+    # object (without these they fell through to __reduce__ and failed
+    # with a message about pickling).
+    def __copy__(self) -> "SecretValue":
+        return self
+
+    def __deepcopy__(self, memo: object) -> "SecretValue":
+        return self
+
     def __reduce__(self) -> NoReturn:
+        raise TypeError("a SecretValue cannot be pickled")
+
+    def __reduce_ex__(self, protocol: object) -> NoReturn:
         raise TypeError("a SecretValue cannot be pickled")
 
     def __getstate__(self) -> NoReturn:

@@ -108,11 +108,14 @@ class Stack:
 
 
 @contextmanager
-def stack(mechanism: str, *, worker: bool = False, worker_extra: str = "", tls: bool = False) -> Iterator[Stack]:
+def stack(mechanism: str, *, worker: bool = False, worker_extra: str = "", tls: bool = False,
+          tokens: list[tuple[str, str]] | None = None) -> Iterator[Stack]:
     """``airlock serve`` with ``mechanism`` (and ``airlock-worker`` in
-    ``auth_mode: dev`` in front of it when ``worker``); with ``tls`` the
-    service listens on 127.0.0.1 with a self-signed certificate (openssl)
-    instead of its Unix socket."""
+    front of it when ``worker``: ``auth_mode: dev``, or with ``tokens``
+    ``auth_mode: tokens`` and a ``tokens_file`` of those ``(token, tenant)``
+    lines, ``*`` a token of every tenant); with ``tls`` the service listens
+    on 127.0.0.1 with a self-signed certificate (openssl) instead of its
+    Unix socket."""
     d = tempfile.mkdtemp(prefix="airlock-py-")
     procs: list[subprocess.Popen[bytes]] = []
     log = os.path.join(d, "log")
@@ -142,9 +145,16 @@ def stack(mechanism: str, *, worker: bool = False, worker_extra: str = "", tls: 
             f"sandbox:\n  mechanism: {mechanism}\n{image_line}"
             f"service:\n{listen_line}  credential_file: {tok}\n"
         )
+        auth = "  auth_mode: dev\n"
+        if tokens is not None:
+            tokens_file = os.path.join(d, "tokens")
+            # Read as a credential: the worker's user's, 0600.
+            with open(os.open(tokens_file, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600), "w") as f:
+                f.write("# the suite's tokens\n\n" + "".join(f"{t} {tenant}\n" for t, tenant in tokens))
+            auth = f"  auth_mode: tokens\n  tokens_file: {tokens_file}\n"
         if worker:
             text += (
-                f"worker:\n  listen: unix:{w_sock}\n  state_dir: {d}\n  auth_mode: dev\n"
+                f"worker:\n  listen: unix:{w_sock}\n  state_dir: {d}\n{auth}"
                 f"  service_address: unix:{svc_sock}\n  service_credential_file: {tok}\n{worker_extra}"
             )
         cfg = os.path.join(d, "airlock.yaml")

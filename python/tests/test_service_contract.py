@@ -135,7 +135,8 @@ def test_an_id_naming_nothing_is_rejected(stack: servers.Stack) -> None:
 
 def test_bad_spec_is_refused_before_or_by_the_service(stack: servers.Stack) -> None:
     async def body(env: ServiceEnvironment) -> None:
-        with pytest.raises(airlock.DecodeError, match="image_digest"):
+        # Refused before sending, with the class the in-process port gives.
+        with pytest.raises(airlock.ExecutionRejected, match="image_digest"):
             await env.provision(dataclasses.replace(spec(stack), image_digest="debian:latest"))
         bad_policy = airlock.EgressPolicy(airlock.EgressMode.ALLOWLIST, (airlock.EgressDestination("10.0.0.1", (443,)),))
         with pytest.raises((airlock.ToolValidationError, airlock.ExecutionRejected)):

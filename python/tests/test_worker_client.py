@@ -206,3 +206,114 @@ def test_export_of_a_file_a_command_wrote(native: servers.Stack) -> None:
         await w.release("run-exp", 1)
 
     run(native, body)
+
+
+# ---- auth_mode: tokens ----------------------------------------------------------------
+
+TOKEN_A = "tok-a-" + "a1" * 16
+TOKEN_B = "tok-b-" + "b2" * 16
+TOKEN_ALL = "tok-all-" + "c3" * 16
+
+
+@pytest.fixture(scope="module")
+def tokens() -> Iterator[servers.Stack]:
+    with servers.stack("fake", worker=True,
+                       tokens=[(TOKEN_A, "tenant-a"), (TOKEN_B, "tenant-b"), (TOKEN_ALL, "*")]) as st:
+        yield st
+
+
+def as_client(st: servers.Stack, token: str | airlock.SecretValue | None,
+              body: Callable[[WorkerClient], Awaitable[T]], tenant_id: str | None = None) -> T:
+    async def main() -> T:
+        assert st.worker_address
+        async with WorkerClient(st.worker_address, token, tenant_id=tenant_id) as w:
+            return await body(w)
+
+    return asyncio.run(main())
+
+
+def test_tokens_a_wrong_or_missing_token_is_refused(tokens: servers.Stack) -> None:
+    for token in ("tok-wrong-" + "d4" * 16, TOKEN_A[:-1], None):
+        async def body(w: WorkerClient) -> None:
+            for call in (w.health(), w.claim("run-x", "tenant-a", 1, 30), w.upload(b"x", "f")):
+                with pytest.raises(airlock.ConfigurationError, match="refused the credential") as e:
+                    await call
+                assert not airlock.is_retriable(e.value)
+                assert token is None or token not in str(e.value)
+
+        as_client(tokens, token, body)
+
+
+def test_tokens_a_tenants_token_acts_for_its_tenant_only(tokens: servers.Stack) -> None:
+    async def a(w: WorkerClient) -> tuple[str, str]:
+        assert (await w.health())["auth_mode"] == "tokens"
+        lease = await w.claim("run-a", "tenant-a", 1, 30)
+        assert (lease.tenant_id, lease.outcome) == ("tenant-a", "new")
+        r = await w.run_command("run-a", 1, ["true"])
+        assert r["exit_code"] == 0
+        with pytest.raises(airlock.ExecutionRejected):
+            await w.claim("run-a2", "tenant-b", 1, 30)  # another tenant's name: 403
+        with pytest.raises(airlock.ExecutionRejected):
+            await w.release("run-a", 1, tenant_id="tenant-b")
+        ref = await w.export("run-a", 1, text="tenant a's text")
+        up = await w.upload(b"tenant a's upload", "a.txt", "text/plain")
+        assert (await w.metadata(up)).metadata.tenant_id == "tenant-a"
+        return ref.artifact_id, up.artifact_id
+
+    exported, uploaded = as_client(tokens, airlock.SecretValue(TOKEN_A), a)
+
+    async def b(w: WorkerClient) -> None:
+        # Tenant a's run and artifacts do not exist for tenant b.
+        for call in (w.run_command("run-a", 1, ["true"]), w.claim("run-a", "tenant-b", 2, 30),
+                     w.metadata(exported), w.open(uploaded), w.delete(uploaded), w.attach("run-b", uploaded)):
+            with pytest.raises(airlock.ExecutionRejected):
+                await call
+        page, _ = await w.list()
+        assert page == []
+
+    as_client(tokens, TOKEN_B, b)
+
+    async def release(w: WorkerClient) -> None:
+        await w.release("run-a", 1)
+        got = b"".join([c async for c in await w.open(uploaded)])
+        assert got == b"tenant a's upload"
+
+    as_client(tokens, TOKEN_A, release)
+
+
+def test_tokens_an_every_tenant_token_needs_a_tenant(tokens: servers.Stack) -> None:
+    async def without(w: WorkerClient) -> None:
+        with pytest.raises(airlock.ToolValidationError, match="tenant_id"):
+            await w.upload(b"x", "f")
+        await w.claim("run-all", "tenant-a", 1, 30)  # the claim's body names it
+        for call in (w.release("run-all", 1), w.run_command("run-all", 1, ["true"])):
+            with pytest.raises(airlock.ToolValidationError, match="tenant_id"):
+                await call
+        # Named per call, it acts for that tenant.
+        r = await w.run_command("run-all", 1, ["true"], tenant_id="tenant-a")
+        assert r["exit_code"] == 0
+        await w.release("run-all", 1, tenant_id="tenant-a")
+
+    as_client(tokens, TOKEN_ALL, without)
+
+    async def with_tenant(w: WorkerClient) -> None:
+        lease = await w.claim("run-all-b", "tenant-b", 1, 30)
+        assert lease.tenant_id == "tenant-b"
+        ref = await w.upload(b"for b", "b.txt", "text/plain")
+        stored = await w.metadata(ref)
+        assert stored.metadata.tenant_id == "tenant-b"
+        await w.attach("run-all-b", ref)
+        page, _ = await w.list(run_id="run-all-b")
+        assert [s.artifact_id for s in page] == [ref.artifact_id]
+        # Tenant a's run is not tenant b's: 404 under this client's tenant.
+        with pytest.raises(airlock.ExecutionRejected):
+            await w.run_command("run-all-b", 1, ["true"], tenant_id="tenant-a")
+        await w.release("run-all-b", 1)
+
+    as_client(tokens, TOKEN_ALL, with_tenant, tenant_id="tenant-b")
+
+    async def b_sees_it(w: WorkerClient) -> None:
+        page, _ = await w.list(run_id="run-all-b")
+        assert len(page) == 1 and page[0].metadata.tenant_id == "tenant-b"
+
+    as_client(tokens, TOKEN_B, b_sees_it)
