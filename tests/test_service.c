@@ -9,6 +9,7 @@
 #include <curl/curl.h>
 #include <dirent.h>
 #include <errno.h>
+#include <inttypes.h>
 #include <jansson.h>
 #include <poll.h>
 #include <pthread.h>
@@ -34,6 +35,8 @@
 #include "airlock/service.h"
 #include "airlock/settings.h"
 #include "core/json_internal.h"
+#include "service/pool.h"
+#include "service/routes.h"
 #include "sandbox_testlib.h"
 #include "testlib.h"
 #include "util/util.h"
@@ -2771,3 +2774,278 @@ Test(service, each_answer_a_job_builds_fails_with_a_status, .timeout = 60)
 	destroy_and_close(&t, &h);
 }
 #endif
+
+/* ---- the warm pool (service.pool, src/service/pool.h) ------------------------------- */
+
+/* Every destroy's reason and every provision, as the observer hears them. */
+typedef struct pool_log {
+	pthread_mutex_t lock;
+	unsigned provisioned;
+	unsigned shutdown, pool_idle, pool_evicted, other;
+} pool_log;
+
+static void pool_log_event(void *arg, const airlock_exec_event *ev)
+{
+	pool_log *l = arg;
+	pthread_mutex_lock(&l->lock);
+	if (ev->kind == AIRLOCK_EXEC_EVENT_PROVISIONED)
+		l->provisioned++;
+	if (ev->kind == AIRLOCK_EXEC_EVENT_DESTROYED) {
+		const char *r = ev->reason ? ev->reason : "";
+		if (strcmp(r, "shutdown") == 0)
+			l->shutdown++;
+		else if (strcmp(r, "pool_idle") == 0)
+			l->pool_idle++;
+		else if (strcmp(r, "pool_evicted") == 0)
+			l->pool_evicted++;
+		else
+			l->other++;
+	}
+	pthread_mutex_unlock(&l->lock);
+}
+
+static const airlock_exec_observer pool_obs = { .event = pool_log_event };
+
+static void pool_open(svc *t, pool_log *pl, airlock_exec *native, int64_t size, int64_t per_key,
+                      int64_t idle_ms, size_t max_sandboxes)
+{
+	airlock_exec_config cfg;
+	airlock_exec_config_default(&cfg);
+	cfg.observer = &pool_obs;
+	cfg.observer_arg = pl;
+	cfg.max_sandboxes = max_sandboxes;
+	airlock_service_config sc;
+	airlock_service_config_default(&sc);
+	sc.expire_interval_ms = 50;
+	sc.max_sandboxes = max_sandboxes;
+	if (native)
+		svc_open_with(t, native, &sc);
+	else
+		svc_open_cfg(t, &cfg, &sc);
+	svc_pool_config pc = { .size = size, .per_key = per_key, .max_idle_ms = idle_ms,
+		               .max_sandboxes = max_sandboxes };
+	airlock_error err = { 0 };
+	cr_assert_eq(svc_service_pool_start(t->service, &pc, &err), 0, "%s", err.message);
+}
+
+/* Wait (bounded) until the pool holds want idle sandboxes. */
+static void pool_wait_idle(svc *t, size_t want)
+{
+	svc_pool_stats st = { 0 };
+	for (int i = 0; i < 3000; i++) {
+		svc_pool_stats_get(t->service->pool, &st);
+		if (st.idle >= want)
+			return;
+		usleep(10000);
+	}
+	cr_assert_fail("the pool holds %zu idle sandboxes, want %zu (refill failures %" PRIu64 ")",
+	               st.idle, want, st.refill_failures);
+}
+
+/* The pooled entries of the list. */
+static size_t listed_pooled(svc *t, char first_id[AIRLOCK_ENVIRONMENT_ID_MAX])
+{
+	resp r;
+	http(t, "GET", "/v1/sandboxes", TOKEN, NULL, NULL, 0, &r);
+	cr_assert_eq(r.status, 200);
+	json_t *a = json_object_get(r.json, "sandboxes");
+	size_t n = 0;
+	for (size_t i = 0; i < json_array_size(a); i++) {
+		json_t *e = json_array_get(a, i);
+		if (!json_is_true(json_object_get(e, "pooled")))
+			continue;
+		cr_assert_str_eq(jstr(e, "tenant_id"), AIRLOCK_POOL_TENANT);
+		if (n++ == 0 && first_id)
+			snprintf(first_id, AIRLOCK_ENVIRONMENT_ID_MAX, "%s", jstr(e, "environment_id"));
+	}
+	resp_clear(&r);
+	return n;
+}
+
+/*
+ * The first provision of a key is a miss (provisioned the plain way) and
+ * teaches the pool the key; the next one with the same image, limits and
+ * egress mode, for another tenant, is a hit: bound to that tenant, with
+ * created_at and expires_at from the claim. A spec of other limits is a
+ * normal provision. A pooled id answers no tenant's verb, and the listing
+ * shows the pooled sandboxes under the pool's identity, counted in live.
+ */
+Test(service_pool, learn_hit_and_miss)
+{
+	pool_log pl = { .lock = PTHREAD_MUTEX_INITIALIZER };
+	svc t;
+	pool_open(&t, &pl, NULL, 4, 2, 60000, 16);
+	airlock_environment_handle h1 = { 0 }, h2 = { 0 }, h3 = { 0 };
+	provision(&t, "t1", NULL, &h1);
+	svc_pool_stats st;
+	svc_pool_stats_get(t.service->pool, &st);
+	cr_assert_eq(st.misses, 1);
+	cr_assert_eq(st.hits, 0);
+	pool_wait_idle(&t, 2);
+	char pooled_id[AIRLOCK_ENVIRONMENT_ID_MAX] = { 0 };
+	cr_assert_eq(listed_pooled(&t, pooled_id), 2);
+	cr_assert_eq(live(&t), 3, "pooled sandboxes count as live");
+
+	/* A pooled id is no tenant's: execute finds it not live, DELETE finds
+	 * it already gone and leaves it to the pool. */
+	airlock_environment_handle forged = { 0 };
+	snprintf(forged.environment_id, sizeof(forged.environment_id), "%s", pooled_id);
+	forged.tenant_id = (char *)AIRLOCK_POOL_TENANT;
+	forged.run_id = (char *)AIRLOCK_POOL_RUN;
+	char path[160];
+	snprintf(path, sizeof(path), "/v1/sandboxes/%s/execute", pooled_id);
+	char *argv[] = { "true", NULL };
+	_cleanup_free_ char *body = execute_body(argv, false);
+	resp r;
+	http(&t, "POST", path, TOKEN, &forged, body, strlen(body), &r);
+	expect_error(&r, 404, "ExecutionRejected", "not live");
+	resp_clear(&r);
+	snprintf(path, sizeof(path), "/v1/sandboxes/%s", pooled_id);
+	http(&t, "DELETE", path, TOKEN, &forged, NULL, 0, &r);
+	cr_assert_eq(r.status, 204);
+	resp_clear(&r);
+	cr_assert_eq(listed_pooled(&t, NULL), 2, "the pooled sandbox is still there");
+
+	int64_t before = util_now_ms();
+	provision(&t, "t2", NULL, &h2);
+	svc_pool_stats_get(t.service->pool, &st);
+	cr_assert_eq(st.hits, 1);
+	cr_assert_str_eq(h2.tenant_id, "t2");
+	cr_assert_geq(h2.created_at_ms, before, "created_at counts from the claim");
+	cr_assert_eq(h2.expires_at_ms - h2.created_at_ms, 1800 * 1000);
+	/* The claimed sandbox works as any: a command, and its workspace. */
+	snprintf(path, sizeof(path), "/v1/sandboxes/%s/execute", h2.environment_id);
+	http(&t, "POST", path, TOKEN, &h2, body, strlen(body), &r);
+	cr_assert_eq(r.status, 200, "%s", r.body);
+	resp_clear(&r);
+	/* Under the handle of another tenant it is the usual suspicion. */
+	airlock_environment_handle other = h2;
+	other.tenant_id = (char *)"t1";
+	http(&t, "POST", path, TOKEN, &other, body, strlen(body), &r);
+	cr_assert_eq(r.status, 403, "%s", r.body);
+	resp_clear(&r);
+
+	/* Other limits: not the key; a plain provision. */
+	airlock_environment_spec s;
+	test_spec(&s, "t3", "r1");
+	s.limits.memory_bytes = 128ll << 20;
+	airlock_error err = { 0 };
+	_cleanup_free_ char *sj = airlock_environment_spec_to_json(&s, &err);
+	airlock_environment_spec_clear(&s);
+	_cleanup_free_ char *pb = NULL;
+	cr_assert(asprintf(&pb, "{\"spec\":%s}", sj) > 0);
+	http(&t, "POST", "/v1/sandboxes", TOKEN, NULL, pb, strlen(pb), &r);
+	cr_assert_eq(r.status, 201, "%s", r.body);
+	resp_clear(&r);
+	svc_pool_stats_get(t.service->pool, &st);
+	cr_assert_eq(st.misses, 2);
+	cr_assert_eq(st.hits, 1);
+
+	/* A caller-chosen id (the worker's) is served from the pool too. */
+	char want[AIRLOCK_ENVIRONMENT_ID_MAX];
+	cr_assert_eq(airlock_environment_id_new(want, &err), 0);
+	pool_wait_idle(&t, 2);
+	provision(&t, "t4", want, &h3);
+	cr_assert_str_eq(h3.environment_id, want);
+	svc_pool_stats_get(t.service->pool, &st);
+	cr_assert_eq(st.hits, 2);
+	airlock_environment_handle_clear(&h1);
+	airlock_environment_handle_clear(&h2);
+	airlock_environment_handle_clear(&h3);
+	svc_close(&t);
+	/* h2 went as a suspicion; every other sandbox at the adapter's free,
+	 * the pooled ones with them. */
+	cr_assert_eq(pl.other, 1);
+	cr_assert_geq(pl.shutdown, 4);
+}
+
+/* A pooled sandbox nobody claims lives max_idle at most (the expiry timer
+ * ends it as "pool_idle"), and the pool makes another. */
+Test(service_pool, idle_bound)
+{
+	pool_log pl = { .lock = PTHREAD_MUTEX_INITIALIZER };
+	svc t;
+	pool_open(&t, &pl, NULL, 2, 1, 200, 16);
+	airlock_environment_handle h = { 0 };
+	provision(&t, "t1", NULL, &h);
+	bool ended = false;
+	for (int i = 0; i < 500 && !ended; i++) {
+		pthread_mutex_lock(&pl.lock);
+		ended = pl.pool_idle >= 2;
+		pthread_mutex_unlock(&pl.lock);
+		usleep(10000);
+	}
+	cr_assert(ended, "pooled sandboxes past their idle bound were destroyed as pool_idle");
+	airlock_environment_handle_clear(&h);
+	svc_close(&t);
+	cr_assert_eq(pl.other, 0);
+}
+
+/* At max_sandboxes a miss makes room: an idle pooled sandbox of another key
+ * goes, and the plain provision succeeds. */
+Test(service_pool, miss_at_capacity_makes_room)
+{
+	pool_log pl = { .lock = PTHREAD_MUTEX_INITIALIZER };
+	svc t;
+	pool_open(&t, &pl, NULL, 2, 2, 60000, 4);
+	airlock_environment_handle h1 = { 0 }, h2 = { 0 };
+	provision(&t, "t1", NULL, &h1);
+	pool_wait_idle(&t, 2);
+	cr_assert_eq(live(&t), 3, "the pool left one place free");
+	provision(&t, "t2", NULL, &h2); /* a hit: still 3 live, the refill is under way */
+	/* Fill the last place with a spec of another key, then one more. */
+	airlock_environment_spec s;
+	test_spec(&s, "t3", "r1");
+	s.limits.pids_max = 32;
+	airlock_error err = { 0 };
+	_cleanup_free_ char *sj = airlock_environment_spec_to_json(&s, &err);
+	airlock_environment_spec_clear(&s);
+	_cleanup_free_ char *pb = NULL;
+	cr_assert(asprintf(&pb, "{\"spec\":%s}", sj) > 0);
+	for (int i = 0; i < 2; i++) {
+		resp r;
+		http(&t, "POST", "/v1/sandboxes", TOKEN, NULL, pb, strlen(pb), &r);
+		cr_assert_eq(r.status, 201, "provision %d at the cap: %s", i, r.body);
+		resp_clear(&r);
+	}
+	cr_assert_geq(pl.pool_evicted, 1);
+	airlock_environment_handle_clear(&h1);
+	airlock_environment_handle_clear(&h2);
+	svc_close(&t);
+}
+
+Test(service_pool, settings)
+{
+	airlock_settings s = { 0 };
+	airlock_error err = { 0 };
+	cr_assert_eq(airlock_settings_default(&s, &err), 0, "%s", err.message);
+	cr_assert_eq(s.service.pool.size, 0);
+	cr_assert_eq(s.service.pool.per_key, 2);
+	cr_assert_eq(s.service.pool.max_idle_seconds, 600);
+	char *envp[] = { "AIRLOCK_SERVICE_POOL_SIZE=8", "AIRLOCK_SERVICE_POOL_PER_KEY=4",
+		         "AIRLOCK_SERVICE_POOL_MAX_IDLE_SECONDS=30", NULL };
+	cr_assert_eq(airlock_settings_apply_env(&s, envp, &err), 0, "%s", err.message);
+	cr_assert_eq(s.service.pool.size, 8);
+	cr_assert_eq(s.service.pool.per_key, 4);
+	cr_assert_eq(s.service.pool.max_idle_seconds, 30);
+	cr_assert_eq(airlock_settings_check(&s, &err), 0, "%s", err.message);
+	airlock_settings_clear(&s);
+	const struct {
+		const char *doc, *needle;
+	} rows[] = {
+		{ "service:\n  max_sandboxes: 4\n  pool:\n    size: 4\n", "service.pool.size=4" },
+		{ "service:\n  pool:\n    size: 2\n    per_key: 3\n", "service.pool.per_key=3" },
+		{ "service:\n  pool:\n    size: 60\n    per_key: 0\n", "service.pool.per_key=0" },
+		{ "service:\n  pool:\n    max_idle_seconds: 0\n", "service.pool.max_idle_seconds=0" },
+	};
+	for (size_t i = 0; i < ARRAY_SIZE(rows); i++) {
+		cr_assert_eq(airlock_settings_parse("t.yaml", rows[i].doc, strlen(rows[i].doc), &s, &err), 0,
+		             "%s", err.message);
+		cr_assert_lt(airlock_settings_check(&s, &err), 0, "row %zu accepted", i);
+		cr_assert(strstr(err.message, rows[i].needle), "row %zu: %s", i, err.message);
+		airlock_settings_clear(&s);
+	}
+	static const char unknown[] = "service:\n  pool:\n    sise: 1\n";
+	cr_assert_lt(airlock_settings_parse("t.yaml", unknown, sizeof(unknown) - 1, &s, &err), 0);
+	cr_assert(strstr(err.message, "service.pool.sise"), "%s", err.message);
+}
