@@ -45,6 +45,10 @@
  *     reaper_interval_seconds: 60     # one pass per interval
  *     reaper_destroy_alert_after: 3   # failed destroys of one sandbox before an alert
  *     bridge_address: unix:/run/airlock/bridge.sock  # the worker tier's bridge listener
+ *     pool:                           # the warm pool (docs/service.md)
+ *       size: 8                       # pooled sandboxes at most; 0 (the default): no pool
+ *       per_key: 2                    # kept warm per pool key
+ *       max_idle_seconds: 600         # a pooled sandbox's life unclaimed
  *   worker:                           # airlock-worker (docs/worker-api.md)
  *     listen: unix:/run/airlock/worker.sock  # or HOST:PORT (TLS required)
  *     tls_cert_file: /etc/airlock/tls/worker.pem    # TCP: both required
