@@ -2906,6 +2906,20 @@ Test(service_pool, learn_hit_and_miss)
 	resp_clear(&r);
 	cr_assert_eq(listed_pooled(&t, NULL), 2, "the pooled sandbox is still there");
 
+	/* A spec refused with the sandbox untouched (an id already live)
+	 * leaves the pool as it was, and gets the plain provision's answer. */
+	_cleanup_free_ char *sj1 = spec_json("t9");
+	_cleanup_free_ char *dup = NULL;
+	cr_assert(asprintf(&dup, "{\"spec\":%s,\"environment_id\":\"%s\"}", sj1,
+	                   h1.environment_id) > 0);
+	http(&t, "POST", "/v1/sandboxes", TOKEN, NULL, dup, strlen(dup), &r);
+	expect_error(&r, 409, "ExecutionRejected", "already live");
+	resp_clear(&r);
+	svc_pool_stats_get(t.service->pool, &st);
+	cr_assert_eq(st.idle, 2, "the refused claim's sandbox is back in the pool");
+	cr_assert_eq(listed_pooled(&t, NULL), 2);
+	cr_assert_eq(pl.other, 0, "nothing was destroyed");
+
 	int64_t before = util_now_ms();
 	provision(&t, "t2", NULL, &h2);
 	svc_pool_stats_get(t.service->pool, &st);
@@ -2938,7 +2952,7 @@ Test(service_pool, learn_hit_and_miss)
 	cr_assert_eq(r.status, 201, "%s", r.body);
 	resp_clear(&r);
 	svc_pool_stats_get(t.service->pool, &st);
-	cr_assert_eq(st.misses, 2);
+	cr_assert_eq(st.misses, 3, "the first, the refused id and the other limits");
 	cr_assert_eq(st.hits, 1);
 
 	/* A caller-chosen id (the worker's) is served from the pool too. */

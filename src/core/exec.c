@@ -1352,6 +1352,41 @@ static void claim_undo(airlock_exec *e, const char *id, uint64_t serial)
 	destroy_end(e, id, serial, gone, "pool_claim_failed");
 }
 
+/* The claim's failure when the adapter still holds the sandbox under its
+ * pool id (it refused before the rename, the first thing a claim changes:
+ * an egress the operator's policy refuses, no memory for the environment):
+ * the record is the pool's again, as it was, and the sandbox stays pooled
+ * rather than a tenant's refused spec costing a sandbox. was is the
+ * record before the claim (its strings are taken back). False when the
+ * adapter no longer knows pool id (the caller destroys the sandbox). */
+static bool claim_restore(airlock_exec *e, const char *id, exec_record *was)
+{
+	airlock_workspace *ws = NULL;
+	airlock_error scratch = { 0 };
+	if (e->ops->workspace(e->ctx, was->environment_id, &ws, &scratch) < 0) {
+		free(was->tenant_id);
+		free(was->run_id);
+		return false;
+	}
+	airlock_workspace_release(ws);
+	pthread_mutex_lock(&e->lock);
+	exec_record *r = record_find(e, id);
+	/* A provisioning record is this claim's alone: nothing else removes
+	 * or changes it. */
+	if (r && r->serial == was->serial) {
+		free(r->tenant_id);
+		free(r->run_id);
+		*r = *was;
+		r->provisioning = false;
+	} else {
+		free(was->tenant_id);
+		free(was->run_id);
+	}
+	pthread_cond_broadcast(&e->provisioned);
+	pthread_mutex_unlock(&e->lock);
+	return true;
+}
+
 static int pool_claim_inner(airlock_exec *e, const char *pool_id,
                             const airlock_environment_spec *spec, const char *want_id,
                             airlock_environment_handle *ret, airlock_error *err)
@@ -1402,9 +1437,10 @@ static int pool_claim_inner(airlock_exec *e, const char *pool_id,
 	 * every verb on the new id waits for the adapter's claim (as for a
 	 * provision), and no longer pooled: nothing else claims, expires or
 	 * evicts it from here on. */
+	/* The pool's record as it was, for a claim the adapter refused before
+	 * it changed anything (claim_restore). */
+	exec_record was = *rec;
 	memcpy(rec->environment_id, id, sizeof(rec->environment_id));
-	free(rec->tenant_id);
-	free(rec->run_id);
 	rec->tenant_id = tenant;
 	rec->run_id = run;
 	rec->lease_epoch = spec->lease_epoch;
@@ -1433,9 +1469,12 @@ static int pool_claim_inner(airlock_exec *e, const char *pool_id,
 		airlock_environment_handle_clear(&out);
 		if (cr == 0)
 			airlock_error_prefix(err, "pool claim (%s): ", e->ops->name);
-		claim_undo(e, id, serial);
+		if (!claim_restore(e, id, &was))
+			claim_undo(e, id, serial);
 		return r;
 	}
+	free(was.tenant_id);
+	free(was.run_id);
 	airlock_exec_event ev = {
 		.kind = AIRLOCK_EXEC_EVENT_PROVISIONED, .environment_id = out.environment_id,
 		.tenant_id = out.tenant_id, .run_id = out.run_id, .lease_epoch = out.lease_epoch,
@@ -1490,4 +1529,14 @@ int airlock_exec_pool_discard(airlock_exec *e, const char *pool_id, const char *
 	destroy_end(e, pool_id, serial, r == 0, reason);
 	call_leave(e);
 	return r < 0 ? r : 1;
+}
+
+bool airlock_exec_pool_ready(airlock_exec *e, const char *pool_id)
+{
+	pthread_mutex_lock(&e->lock);
+	const exec_record *r = pool_id ? record_find(e, pool_id) : NULL;
+	bool ready = r && r->pooled && !r->provisioning && !r->destroying && !r->busy &&
+	             r->expires_at_ms > util_now_ms();
+	pthread_mutex_unlock(&e->lock);
+	return ready;
 }

@@ -78,10 +78,15 @@ http_result svc_do_provision(svc_req *q)
 	http_result mr;
 	/* The warm pool first (service/pool.h): a hit is a sandbox bound to
 	 * this spec at its claim, answered exactly as a provision is; a miss
-	 * is the plain provision below. */
-	int r = svc_pool_take(q->s->pool, &spec, want_id, &h) == 1 ? 0
-	        : want_id ? airlock_exec_provision_as(q->s->exec, &spec, want_id, &h, &err)
-	                  : airlock_exec_provision(q->s->exec, &spec, &h, &err);
+	 * is the plain provision below, whose key the pool learns once the
+	 * core accepted the spec. */
+	int r = 0;
+	if (svc_pool_take(q->s->pool, &spec, want_id, &h) != 1) {
+		r = want_id ? airlock_exec_provision_as(q->s->exec, &spec, want_id, &h, &err)
+		            : airlock_exec_provision(q->s->exec, &spec, &h, &err);
+		if (r == 0)
+			svc_pool_learn(q->s->pool, &spec);
+	}
 	airlock_environment_spec_clear(&spec);
 	if (r < 0) {
 		/* A provision names no live sandbox: a refusal is 409 (or 503). */

@@ -45,6 +45,10 @@ typedef struct pool_key {
 	pool_entry *v; /* per_key of them */
 	size_t n;
 	unsigned inflight; /* refills of this key inside the adapter */
+	/* Claims of this key's sandboxes in flight: counted as the key's
+	 * until they end, so a claim the spec's refusal puts back is never
+	 * refilled for meanwhile (the refill would find the key full). */
+	unsigned claiming;
 	int64_t last_used_ms;
 	int64_t retry_at_ms;
 	int64_t backoff_ms;
@@ -106,7 +110,7 @@ static size_t pooled_total(const svc_pool *p)
 {
 	size_t t = 0;
 	for (size_t i = 0; i < p->max_keys; i++)
-		t += p->keys[i].n + p->keys[i].inflight;
+		t += p->keys[i].n + p->keys[i].inflight + p->keys[i].claiming;
 	return t;
 }
 
@@ -176,11 +180,12 @@ static pool_key *refill_pick(svc_pool *p, int64_t now)
 	pool_key *best = NULL;
 	for (size_t i = 0; i < p->max_keys; i++) {
 		pool_key *k = &p->keys[i];
-		size_t have = k->n + k->inflight;
+		size_t have = k->n + k->inflight + k->claiming;
+		size_t best_have = best ? best->n + best->inflight + best->claiming : 0;
 		if (!k->used || (int64_t)have >= p->cfg.per_key || k->retry_at_ms > now)
 			continue;
-		if (!best || have < best->n + best->inflight ||
-		    (have == best->n + best->inflight && k->last_used_ms > best->last_used_ms))
+		if (!best || have < best_have ||
+		    (have == best_have && k->last_used_ms > best->last_used_ms))
 			best = k;
 	}
 	return best;
@@ -236,7 +241,8 @@ static void *refill_main(void *arg)
 			memcpy(k->v[k->n - 1].id, id, sizeof(id));
 			k->backoff_ms = POOL_BACKOFF_MS;
 			p->st.refills++;
-		} else if (r < 0) {
+		} else if (r < 0 && !p->stopping) {
+			/* (A refill the shutdown refused is no failure.) */
 			p->st.refill_failures++;
 			if (k) {
 				k->retry_at_ms = now_ms() + k->backoff_ms;
@@ -382,8 +388,6 @@ int svc_pool_take(svc_pool *p, const airlock_environment_spec *spec, const char 
 {
 	if (!p)
 		return 0;
-	pool_entry evicted[AIRLOCK_POOL_PER_KEY_MAX];
-	size_t n_evicted = 0;
 	pthread_mutex_lock(&p->lock);
 	pool_key *k = spec_poolable(spec) && !p->stopping ? key_find(p, spec) : NULL;
 	if (k) {
@@ -394,37 +398,63 @@ int svc_pool_take(svc_pool *p, const airlock_environment_spec *spec, const char 
 			pool_entry e = k->v[0];
 			memmove(k->v, k->v + 1, (k->n - 1) * sizeof(*k->v));
 			k->n--;
+			k->claiming++;
 			uint64_t serial = k->serial;
-			pthread_cond_signal(&p->wake);
 			pthread_mutex_unlock(&p->lock);
 			airlock_error err = { 0 };
 			int r = airlock_exec_pool_claim(p->exec, e.id, spec, want_id, ret, &err);
 			pthread_mutex_lock(&p->lock);
+			k = key_by_serial(p, serial);
+			if (k)
+				k->claiming--;
 			if (r == 0) {
 				p->st.hits++;
+				/* One fewer: a refill starts now. */
+				pthread_cond_signal(&p->wake);
 				pthread_mutex_unlock(&p->lock);
 				service_metrics_pool_take(p->cfg.metrics, true, now_ms() - e.born_ms);
 				return 1;
 			}
+			pthread_cond_signal(&p->wake);
+			if (airlock_exec_pool_ready(p->exec, e.id)) {
+				/* The spec was refused with the sandbox untouched
+				 * (its validation, an id already live, an egress
+				 * the policy refuses): it goes back, first, and the
+				 * plain provision says why. */
+				if (k && (int64_t)k->n < p->cfg.per_key) {
+					memmove(k->v + 1, k->v, k->n * sizeof(*k->v));
+					k->v[0] = e;
+					k->n++;
+				}
+				break;
+			}
 			/* Gone (its idle bound), or its claim failed and the core
 			 * destroyed it: the next one. */
-			k = key_by_serial(p, serial);
 		}
-	} else if (spec_poolable(spec) && !p->stopping) {
-		key_learn(p, spec, evicted, &n_evicted);
-		pthread_cond_broadcast(&p->wake);
 	}
 	p->st.misses++;
 	/* The plain provision must not be refused for the pool's sake: at
 	 * the cap, an idle pooled sandbox makes room. */
 	pool_entry room;
-	bool make_room = n_evicted == 0 && p->cfg.max_sandboxes > 0 &&
+	bool make_room = p->cfg.max_sandboxes > 0 &&
 	                 airlock_exec_live(p->exec) >= p->cfg.max_sandboxes && take_oldest(p, &room);
 	pthread_mutex_unlock(&p->lock);
 	service_metrics_pool_take(p->cfg.metrics, false, 0);
-	for (size_t i = 0; i < n_evicted; i++)
-		airlock_exec_pool_discard(p->exec, evicted[i].id, "pool_evicted", NULL);
 	if (make_room)
 		airlock_exec_pool_discard(p->exec, room.id, "pool_evicted", NULL);
 	return 0;
+}
+
+void svc_pool_learn(svc_pool *p, const airlock_environment_spec *spec)
+{
+	if (!p || !spec_poolable(spec))
+		return;
+	pool_entry evicted[AIRLOCK_POOL_PER_KEY_MAX];
+	size_t n_evicted = 0;
+	pthread_mutex_lock(&p->lock);
+	if (!p->stopping && !key_find(p, spec) && key_learn(p, spec, evicted, &n_evicted))
+		pthread_cond_broadcast(&p->wake);
+	pthread_mutex_unlock(&p->lock);
+	for (size_t i = 0; i < n_evicted; i++)
+		airlock_exec_pool_discard(p->exec, evicted[i].id, "pool_evicted", NULL);
 }

@@ -44,11 +44,15 @@ int svc_pool_new(airlock_exec *exec, const svc_pool_config *cfg, svc_pool **ret,
 
 /* A provision through the pool: 1 when a pooled sandbox was claimed for
  * spec (*ret set, as airlock_exec_provision[_as] would set it), 0 when the
- * caller is to provision the plain way (a miss; its key is learned, and
- * when the service is at max_sandboxes an idle pooled sandbox of another
- * key is destroyed first so the plain provision has room). */
+ * caller is to provision the plain way (a miss; when the service is at
+ * max_sandboxes an idle pooled sandbox is destroyed first so the plain
+ * provision has room). */
 int svc_pool_take(svc_pool *p, const airlock_environment_spec *spec, const char *want_id,
                   airlock_environment_handle *ret);
+/* After a miss whose plain provision succeeded: spec's key is kept warm
+ * from now on (a spec the core refuses never becomes a key, so it never
+ * costs a refill). */
+void svc_pool_learn(svc_pool *p, const airlock_environment_spec *spec);
 
 /* Stop refilling: no new refill starts, the threads are told to end (a
  * refill inside the adapter ends by itself). Does not block. */

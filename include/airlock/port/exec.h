@@ -141,9 +141,10 @@ typedef struct airlock_exec_ops {
 	 * to spec->tenant_id, runs each command with spec->environment, and
 	 * gets spec->egress (the proxy attached now, with this tenant's and
 	 * run's identity and policy). spec's image, limits and egress mode are
-	 * the pool key's, so nothing else of the sandbox depends on them. The
-	 * rename comes first: on failure the sandbox is known by
-	 * handle->environment_id, and the core destroys it under that id. */
+	 * the pool key's, so nothing else of the sandbox depends on them. A
+	 * refusal before the rename leaves the sandbox under pool_id as it
+	 * was (the core keeps it pooled); after the rename a failure leaves
+	 * it under handle->environment_id, and the core destroys it. */
 	int (*claim)(void *ctx, const char *pool_id, const airlock_environment_spec *spec,
 	             const airlock_environment_handle *handle, airlock_error *err);
 } airlock_exec_ops;
@@ -344,12 +345,17 @@ int airlock_exec_pool_provision(airlock_exec *e, const airlock_environment_spec 
  * a new id): created_at and expires_at count from now, and the observer
  * hears PROVISIONED with the claim's latency. The caller has matched spec's
  * image, limits and egress mode with the sandbox's pool key. ExecutionRejected
- * when pool_id names no pooled sandbox ready to claim (taken, expiring);
- * any other failure destroys it. Either way the caller may provision spec
- * the plain way. */
+ * when pool_id names no pooled sandbox ready to claim (taken, expiring).
+ * A spec refused before the sandbox changed (its validation, the ceilings,
+ * an id already live, an adapter's refusal before its rename) leaves the
+ * sandbox pooled (airlock_exec_pool_ready says so); any other failure
+ * destroys it. Either way the caller may provision spec the plain way. */
 int airlock_exec_pool_claim(airlock_exec *e, const char *pool_id,
                             const airlock_environment_spec *spec, const char *want_id,
                             airlock_environment_handle *ret, airlock_error *err);
+
+/* Whether pool_id is a pooled sandbox ready to claim now. */
+bool airlock_exec_pool_ready(airlock_exec *e, const char *pool_id);
 
 /* Destroy the pooled sandbox pool_id (evicted, or its key dropped):
  * 1 when this call destroyed it, 0 when it is not pooled and ready (gone,

@@ -458,13 +458,10 @@ int native_claim(void *ctx, const char *pool_id, const airlock_environment_spec 
 	if (spec->bridge)
 		return airlock_error_set(err, AIRLOCK_ERR_EXECUTION_REJECTED, 0,
 		                         "EnvironmentSpec.bridge: a pooled sandbox has none");
-	exec_box *box = NULL;
-	int r = exec_boxes_rebind(&n->m.boxes, pool_id, handle->environment_id, spec->tenant_id,
-	                          &box, err);
-	if (r < 0)
-		return r;
-	sandbox *b = (sandbox *)box;
+	/* What can refuse without changing the sandbox comes before the
+	 * rename: a refusal then leaves it pooled (the core keeps it). */
 	bool proxied = false;
+	int r = 0;
 	if (spec->egress.mode == AIRLOCK_EGRESS_ALLOWLIST) {
 		r = exec_egress_decide(n->cfg.egress_policy, n->cfg.egress_proxy, spec, &proxied, err);
 		if (r < 0)
@@ -477,6 +474,14 @@ int native_claim(void *ctx, const char *pool_id, const airlock_environment_spec 
 		envp_free(envp, n_env);
 		return exec_step_said("environment", r, err);
 	}
+	exec_box *box = NULL;
+	r = exec_boxes_rebind(&n->m.boxes, pool_id, handle->environment_id, spec->tenant_id, &box,
+	                      err);
+	if (r < 0) {
+		envp_free(envp, n_env);
+		return r;
+	}
+	sandbox *b = (sandbox *)box;
 	envp_free(b->envp, b->n_env);
 	b->envp = envp;
 	b->n_env = n_env;
