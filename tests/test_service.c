@@ -3208,3 +3208,43 @@ Test(service_pool_native, pooled_sandbox_is_clean, .timeout = 300)
 	cr_assert_eq(pl.other, 3, "the three destroyed by request");
 	cr_assert_eq(open_fds(), fds0, "no descriptor left");
 }
+
+/* At most size / per_key keys: a third key replaces the one used least
+ * recently, whose idle sandbox goes (pool_evicted), and is itself pooled. */
+Test(service_pool, key_eviction)
+{
+	pool_log pl = { .lock = PTHREAD_MUTEX_INITIALIZER };
+	svc t;
+	pool_open(&t, &pl, NULL, 2, 1, 60000, 16);
+	airlock_environment_handle h[3];
+	for (int i = 0; i < 3; i++) {
+		airlock_environment_spec s;
+		test_spec(&s, "t1", "r1");
+		s.limits.pids_max = 10 + i;
+		airlock_error err = { 0 };
+		_cleanup_free_ char *sj = airlock_environment_spec_to_json(&s, &err);
+		airlock_environment_spec_clear(&s);
+		_cleanup_free_ char *pb = NULL;
+		cr_assert(asprintf(&pb, "{\"spec\":%s}", sj) > 0);
+		resp r;
+		http(&t, "POST", "/v1/sandboxes", TOKEN, NULL, pb, strlen(pb), &r);
+		cr_assert_eq(r.status, 201, "%s", r.body);
+		char *text = json_dumps(json_object_get(r.json, "handle"), JSON_COMPACT);
+		cr_assert_eq(airlock_environment_handle_from_json(text, strlen(text), &h[i], &err), 0);
+		free(text);
+		resp_clear(&r);
+		pool_wait_idle(&t, i == 0 ? 1 : 2);
+	}
+	svc_pool_stats st;
+	svc_pool_stats_get(t.service->pool, &st);
+	cr_assert_eq(st.keys, 2);
+	cr_assert_eq(st.misses, 3);
+	pthread_mutex_lock(&pl.lock);
+	unsigned evicted = pl.pool_evicted;
+	pthread_mutex_unlock(&pl.lock);
+	cr_assert_eq(evicted, 1, "the first key's idle sandbox went");
+	cr_assert_eq(listed_pooled(&t, NULL), 2);
+	for (int i = 0; i < 3; i++)
+		airlock_environment_handle_clear(&h[i]);
+	svc_close(&t);
+}

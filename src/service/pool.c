@@ -388,6 +388,8 @@ int svc_pool_take(svc_pool *p, const airlock_environment_spec *spec, const char 
 {
 	if (!p)
 		return 0;
+	pool_entry discard;
+	bool has_discard = false;
 	pthread_mutex_lock(&p->lock);
 	pool_key *k = spec_poolable(spec) && !p->stopping ? key_find(p, spec) : NULL;
 	if (k) {
@@ -425,6 +427,11 @@ int svc_pool_take(svc_pool *p, const airlock_environment_spec *spec, const char 
 					memmove(k->v + 1, k->v, k->n * sizeof(*k->v));
 					k->v[0] = e;
 					k->n++;
+				} else {
+					/* Its key was replaced meanwhile: the
+					 * sandbox is no key's, and goes now. */
+					discard = e;
+					has_discard = true;
 				}
 				break;
 			}
@@ -440,6 +447,8 @@ int svc_pool_take(svc_pool *p, const airlock_environment_spec *spec, const char 
 	                 airlock_exec_live(p->exec) >= p->cfg.max_sandboxes && take_oldest(p, &room);
 	pthread_mutex_unlock(&p->lock);
 	service_metrics_pool_take(p->cfg.metrics, false, 0);
+	if (has_discard)
+		airlock_exec_pool_discard(p->exec, discard.id, "pool_evicted", NULL);
 	if (make_room)
 		airlock_exec_pool_discard(p->exec, room.id, "pool_evicted", NULL);
 	return 0;
