@@ -11,8 +11,8 @@
  * of their own.
  *
  * Keys are learned from demand: a provision whose key the pool does not
- * hold is a miss, provisioned the plain way, and its key is kept warm from
- * then on. At most size / per_key keys are held; a new one past that
+ * hold is a miss, provisioned the plain way, and once that succeeded
+ * (svc_pool_learn) its key is kept warm. At most size / per_key keys are held; a new one past that
  * replaces the one used least recently (its idle sandboxes are destroyed).
  * A spec with a bridge has no key (the bridge is per run), and neither has
  * any spec when the mechanism has no claim (airlock_exec_pool_capable).
