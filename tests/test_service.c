@@ -3248,3 +3248,59 @@ Test(service_pool, key_eviction)
 		airlock_environment_handle_clear(&h[i]);
 	svc_close(&t);
 }
+
+/* On native, a claim the mechanism refuses before it changed the sandbox
+ * (an allowlist spec with no egress proxy configured) leaves the sandbox
+ * pooled, untouched, and the next claim of a spec it can serve gets it. */
+Test(service_pool_native, refused_claim_keeps_the_sandbox, .timeout = 300)
+{
+	char digest[AIRLOCK_IMAGE_DIGEST_SIZE];
+	native_test_require(digest);
+	airlock_exec_config cfg;
+	airlock_exec_config_default(&cfg);
+	airlock_native *n = NULL;
+	airlock_exec *e = native_test_open_with(&cfg, &n);
+	airlock_environment_spec ps;
+	sandbox_test_spec(&ps, AIRLOCK_POOL_TENANT, digest, NULL);
+	free(ps.run_id);
+	ps.run_id = strdup(AIRLOCK_POOL_RUN);
+	ps.lease_epoch = 0;
+	airlock_env_clear(&ps.environment);
+	char pool_id[AIRLOCK_ENVIRONMENT_ID_MAX];
+	airlock_error err = { 0 };
+	cr_assert_eq(airlock_exec_pool_provision(e, &ps, 60000, pool_id, &err), 0, "%s", err.message);
+	airlock_environment_spec_clear(&ps);
+
+	airlock_environment_spec s;
+	sandbox_test_spec(&s, "t1", digest, NULL);
+	s.egress.mode = AIRLOCK_EGRESS_ALLOWLIST;
+	s.egress.destinations = calloc(1, sizeof(*s.egress.destinations));
+	s.egress.destinations[0].host = strdup("example.com");
+	s.egress.destinations[0].ports = calloc(1, sizeof(uint16_t));
+	s.egress.destinations[0].ports[0] = 443;
+	s.egress.destinations[0].n_ports = 1;
+	s.egress.n_destinations = 1;
+	airlock_environment_handle h = { 0 };
+	cr_assert_lt(airlock_exec_pool_claim(e, pool_id, &s, NULL, &h, &err), 0);
+	cr_assert(strstr(err.message, "egress"), "%s", err.message);
+	cr_assert(airlock_exec_pool_ready(e, pool_id), "the refused claim left it pooled");
+	cr_assert_eq(airlock_native_live_count(n), 1);
+
+	airlock_environment_spec_clear(&s);
+	sandbox_test_spec(&s, "t1", digest, NULL);
+	cr_assert_eq(airlock_exec_pool_claim(e, pool_id, &s, NULL, &h, &err), 0, "%s", err.message);
+	cr_assert_not(airlock_exec_pool_ready(e, pool_id));
+	cr_assert_str_eq(h.tenant_id, "t1");
+	char *argv[] = { "/bin/true", NULL };
+	airlock_execution_command cmd = test_command(argv);
+	airlock_exec_call call = { .tenant_id = "t1", .remaining_budget_ms = AIRLOCK_BUDGET_NONE };
+	airlock_execution_result res = { 0 };
+	cr_assert_eq(airlock_exec_execute(e, &call, &h, &cmd, &res, &err), 0, "%s", err.message);
+	cr_assert(res.has_exit_code && res.exit_code == 0);
+	airlock_execution_result_clear(&res);
+	cr_assert_eq(airlock_exec_destroy(e, &h, &err), 0, "%s", err.message);
+	cr_assert_eq(airlock_native_live_count(n), 0);
+	airlock_environment_handle_clear(&h);
+	airlock_environment_spec_clear(&s);
+	airlock_exec_free(e);
+}
