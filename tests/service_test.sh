@@ -265,6 +265,40 @@ else
 	bad max-sandboxes-start "$(cat "$TMP/serve.err")"
 fi
 
+# ---- the warm pool through airlock serve, fake mechanism -----------------------------
+# service.pool from the environment: a first provision is a miss that
+# teaches the key, the pool fills to per_key (listed as pooled), the next
+# provision is a hit (the metrics say so), and the pool cannot take the
+# whole of max_sandboxes (the start is refused, naming the setting).
+S=$TMP/s.sock
+M=$TMP/m.sock
+expect refuses-pool-at-cap 78 'service.pool.size=64' -- $CLEAN AIRLOCK_SANDBOX_MECHANISM=fake \
+	AIRLOCK_SERVICE_POOL_SIZE=64 "$AIRLOCK" serve --listen "unix:$S" --credential-file "$TMP/tok"
+if start_serve "$S" AIRLOCK_SANDBOX_MECHANISM=fake AIRLOCK_SERVICE_POOL_SIZE=2 \
+	AIRLOCK_SERVICE_POOL_PER_KEY=2 -- --listen "unix:$S" --metrics-listen "unix:$M"; then
+	spec=$(python3 "$TMP/client.py" spec "sha256:$(printf '%064d' 0)")
+	c1=$(curl -s -o /dev/null -w '%{http_code}' --unix-socket "$S" -H "$AUTH" -d "$spec" http://x/v1/sandboxes)
+	i=0 pooled=0
+	while [ $i -lt 100 ] && [ "$pooled" != 2 ]; do
+		pooled=$(curl -s --unix-socket "$S" -H "$AUTH" http://x/v1/sandboxes |
+			python3 -c 'import json,sys; print(sum(1 for b in json.load(sys.stdin)["sandboxes"] if b["pooled"]))')
+		sleep 0.1
+		i=$((i + 1))
+	done
+	c2=$(curl -s -o /dev/null -w '%{http_code}' --unix-socket "$S" -H "$AUTH" -d "$spec" http://x/v1/sandboxes)
+	m=$(curl -sS --unix-socket "$M" http://x/metrics 2>&1)
+	if [ "$c1" = 201 ] && [ "$pooled" = 2 ] && [ "$c2" = 201 ] &&
+		echo "$m" | grep -q '^airlock_pool_hits_total 1$' &&
+		echo "$m" | grep -q '^airlock_pool_misses_total 1$'; then
+		ok pool-miss-fill-hit
+	else
+		bad pool-miss-fill-hit "first $c1, pooled $pooled, second $c2" "$m"
+	fi
+	stop_serve && ok pool-sigterm-exit-0 || bad pool-sigterm-exit-0 "$(cat "$TMP/serve.err")"
+else
+	bad pool-start "$(cat "$TMP/serve.err")"
+fi
+
 # ---- TLS on 127.0.0.1, and client certificates -----------------------------------
 TLS_CHECKS="tls-health tls-plain-refused tls-client-ca-no-cert tls-client-ca-cert"
 if command -v openssl >/dev/null 2>&1; then

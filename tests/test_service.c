@@ -9,6 +9,7 @@
 #include <curl/curl.h>
 #include <dirent.h>
 #include <errno.h>
+#include <inttypes.h>
 #include <jansson.h>
 #include <poll.h>
 #include <pthread.h>
@@ -34,6 +35,8 @@
 #include "airlock/service.h"
 #include "airlock/settings.h"
 #include "core/json_internal.h"
+#include "service/pool.h"
+#include "service/routes.h"
 #include "sandbox_testlib.h"
 #include "testlib.h"
 #include "util/util.h"
@@ -2921,3 +2924,533 @@ Test(service, each_answer_a_job_builds_fails_with_a_status, .timeout = 60)
 	destroy_and_close(&t, &h);
 }
 #endif
+
+/* ---- the warm pool (service.pool, src/service/pool.h) ------------------------------- */
+
+/* Every destroy's reason and every provision, as the observer hears them. */
+typedef struct pool_log {
+	pthread_mutex_t lock;
+	unsigned provisioned;
+	unsigned shutdown, pool_idle, pool_evicted, other;
+} pool_log;
+
+static void pool_log_event(void *arg, const airlock_exec_event *ev)
+{
+	pool_log *l = arg;
+	pthread_mutex_lock(&l->lock);
+	if (ev->kind == AIRLOCK_EXEC_EVENT_PROVISIONED)
+		l->provisioned++;
+	if (ev->kind == AIRLOCK_EXEC_EVENT_DESTROYED) {
+		const char *r = ev->reason ? ev->reason : "";
+		if (strcmp(r, "shutdown") == 0)
+			l->shutdown++;
+		else if (strcmp(r, "pool_idle") == 0)
+			l->pool_idle++;
+		else if (strcmp(r, "pool_evicted") == 0)
+			l->pool_evicted++;
+		else
+			l->other++;
+	}
+	pthread_mutex_unlock(&l->lock);
+}
+
+static const airlock_exec_observer pool_obs = { .event = pool_log_event };
+
+static void pool_open(svc *t, pool_log *pl, airlock_exec *native, int64_t size, int64_t per_key,
+                      int64_t idle_ms, size_t max_sandboxes)
+{
+	airlock_exec_config cfg;
+	airlock_exec_config_default(&cfg);
+	cfg.observer = &pool_obs;
+	cfg.observer_arg = pl;
+	cfg.max_sandboxes = max_sandboxes;
+	airlock_service_config sc;
+	airlock_service_config_default(&sc);
+	sc.expire_interval_ms = 50;
+	sc.max_sandboxes = max_sandboxes;
+	if (native)
+		svc_open_with(t, native, &sc);
+	else
+		svc_open_cfg(t, &cfg, &sc);
+	svc_pool_config pc = { .size = size, .per_key = per_key, .max_idle_ms = idle_ms,
+		               .max_sandboxes = max_sandboxes };
+	airlock_error err = { 0 };
+	cr_assert_eq(svc_service_pool_start(t->service, &pc, &err), 0, "%s", err.message);
+}
+
+/* Wait (bounded) until the pool holds want idle sandboxes. */
+static void pool_wait_idle(svc *t, size_t want)
+{
+	svc_pool_stats st = { 0 };
+	for (int i = 0; i < 3000; i++) {
+		svc_pool_stats_get(t->service->pool, &st);
+		if (st.idle >= want)
+			return;
+		usleep(10000);
+	}
+	cr_assert_fail("the pool holds %zu idle sandboxes, want %zu (refill failures %" PRIu64 ")",
+	               st.idle, want, st.refill_failures);
+}
+
+/* The pooled entries of the list. */
+static size_t listed_pooled(svc *t, char first_id[AIRLOCK_ENVIRONMENT_ID_MAX])
+{
+	resp r;
+	http(t, "GET", "/v1/sandboxes", TOKEN, NULL, NULL, 0, &r);
+	cr_assert_eq(r.status, 200);
+	json_t *a = json_object_get(r.json, "sandboxes");
+	size_t n = 0;
+	for (size_t i = 0; i < json_array_size(a); i++) {
+		json_t *e = json_array_get(a, i);
+		if (!json_is_true(json_object_get(e, "pooled")))
+			continue;
+		cr_assert_str_eq(jstr(e, "tenant_id"), AIRLOCK_POOL_TENANT);
+		if (n++ == 0 && first_id)
+			snprintf(first_id, AIRLOCK_ENVIRONMENT_ID_MAX, "%s", jstr(e, "environment_id"));
+	}
+	resp_clear(&r);
+	return n;
+}
+
+/*
+ * The first provision of a key is a miss (provisioned the plain way) and
+ * teaches the pool the key; the next one with the same image, limits and
+ * egress mode, for another tenant, is a hit: bound to that tenant, with
+ * created_at and expires_at from the claim. A spec of other limits is a
+ * normal provision. A pooled id answers no tenant's verb, and the listing
+ * shows the pooled sandboxes under the pool's identity, counted in live.
+ */
+Test(service_pool, learn_hit_and_miss)
+{
+	pool_log pl = { .lock = PTHREAD_MUTEX_INITIALIZER };
+	svc t;
+	pool_open(&t, &pl, NULL, 4, 2, 60000, 16);
+	airlock_environment_handle h1 = { 0 }, h2 = { 0 }, h3 = { 0 };
+	provision(&t, "t1", NULL, &h1);
+	svc_pool_stats st;
+	svc_pool_stats_get(t.service->pool, &st);
+	cr_assert_eq(st.misses, 1);
+	cr_assert_eq(st.hits, 0);
+	pool_wait_idle(&t, 2);
+	char pooled_id[AIRLOCK_ENVIRONMENT_ID_MAX] = { 0 };
+	cr_assert_eq(listed_pooled(&t, pooled_id), 2);
+	cr_assert_eq(live(&t), 3, "pooled sandboxes count as live");
+
+	/* A pooled id is no tenant's: execute finds it not live, DELETE finds
+	 * it already gone and leaves it to the pool. */
+	airlock_environment_handle forged = { 0 };
+	snprintf(forged.environment_id, sizeof(forged.environment_id), "%s", pooled_id);
+	forged.tenant_id = (char *)AIRLOCK_POOL_TENANT;
+	forged.run_id = (char *)AIRLOCK_POOL_RUN;
+	char path[160];
+	snprintf(path, sizeof(path), "/v1/sandboxes/%s/execute", pooled_id);
+	char *argv[] = { "true", NULL };
+	_cleanup_free_ char *body = execute_body(argv, false);
+	resp r;
+	http(&t, "POST", path, TOKEN, &forged, body, strlen(body), &r);
+	expect_error(&r, 404, "ExecutionRejected", "not live");
+	resp_clear(&r);
+	snprintf(path, sizeof(path), "/v1/sandboxes/%s", pooled_id);
+	http(&t, "DELETE", path, TOKEN, &forged, NULL, 0, &r);
+	cr_assert_eq(r.status, 204);
+	resp_clear(&r);
+	cr_assert_eq(listed_pooled(&t, NULL), 2, "the pooled sandbox is still there");
+
+	/* A spec refused with the sandbox untouched (an id already live)
+	 * leaves the pool as it was, and gets the plain provision's answer. */
+	_cleanup_free_ char *sj1 = spec_json("t9");
+	_cleanup_free_ char *dup = NULL;
+	cr_assert(asprintf(&dup, "{\"spec\":%s,\"environment_id\":\"%s\"}", sj1,
+	                   h1.environment_id) > 0);
+	http(&t, "POST", "/v1/sandboxes", TOKEN, NULL, dup, strlen(dup), &r);
+	expect_error(&r, 409, "ExecutionRejected", "already live");
+	resp_clear(&r);
+	svc_pool_stats_get(t.service->pool, &st);
+	cr_assert_eq(st.idle, 2, "the refused claim's sandbox is back in the pool");
+	cr_assert_eq(listed_pooled(&t, NULL), 2);
+	cr_assert_eq(pl.other, 0, "nothing was destroyed");
+
+	int64_t before = util_now_ms();
+	provision(&t, "t2", NULL, &h2);
+	svc_pool_stats_get(t.service->pool, &st);
+	cr_assert_eq(st.hits, 1);
+	cr_assert_str_eq(h2.tenant_id, "t2");
+	cr_assert_geq(h2.created_at_ms, before, "created_at counts from the claim");
+	cr_assert_eq(h2.expires_at_ms - h2.created_at_ms, 1800 * 1000);
+	/* The claimed sandbox works as any: a command, and its workspace. */
+	snprintf(path, sizeof(path), "/v1/sandboxes/%s/execute", h2.environment_id);
+	http(&t, "POST", path, TOKEN, &h2, body, strlen(body), &r);
+	cr_assert_eq(r.status, 200, "%s", r.body);
+	resp_clear(&r);
+	/* Under the handle of another tenant it is the usual suspicion. */
+	airlock_environment_handle other = h2;
+	other.tenant_id = (char *)"t1";
+	http(&t, "POST", path, TOKEN, &other, body, strlen(body), &r);
+	cr_assert_eq(r.status, 403, "%s", r.body);
+	resp_clear(&r);
+
+	/* Other limits: not the key; a plain provision. */
+	airlock_environment_spec s;
+	test_spec(&s, "t3", "r1");
+	s.limits.memory_bytes = 128ll << 20;
+	airlock_error err = { 0 };
+	_cleanup_free_ char *sj = airlock_environment_spec_to_json(&s, &err);
+	airlock_environment_spec_clear(&s);
+	_cleanup_free_ char *pb = NULL;
+	cr_assert(asprintf(&pb, "{\"spec\":%s}", sj) > 0);
+	http(&t, "POST", "/v1/sandboxes", TOKEN, NULL, pb, strlen(pb), &r);
+	cr_assert_eq(r.status, 201, "%s", r.body);
+	resp_clear(&r);
+	svc_pool_stats_get(t.service->pool, &st);
+	cr_assert_eq(st.misses, 3, "the first, the refused id and the other limits");
+	cr_assert_eq(st.hits, 1);
+
+	/* A caller-chosen id (the worker's) is served from the pool too. */
+	char want[AIRLOCK_ENVIRONMENT_ID_MAX];
+	cr_assert_eq(airlock_environment_id_new(want, &err), 0);
+	pool_wait_idle(&t, 2);
+	provision(&t, "t4", want, &h3);
+	cr_assert_str_eq(h3.environment_id, want);
+	svc_pool_stats_get(t.service->pool, &st);
+	cr_assert_eq(st.hits, 2);
+	airlock_environment_handle_clear(&h1);
+	airlock_environment_handle_clear(&h2);
+	airlock_environment_handle_clear(&h3);
+	svc_close(&t);
+	/* h2 went as a suspicion; every other sandbox at the adapter's free,
+	 * the pooled ones with them. */
+	cr_assert_eq(pl.other, 1);
+	cr_assert_geq(pl.shutdown, 4);
+}
+
+/* A pooled sandbox nobody claims lives max_idle at most (the expiry timer
+ * ends it as "pool_idle"), and the pool makes another. */
+Test(service_pool, idle_bound)
+{
+	pool_log pl = { .lock = PTHREAD_MUTEX_INITIALIZER };
+	svc t;
+	pool_open(&t, &pl, NULL, 2, 1, 200, 16);
+	airlock_environment_handle h = { 0 };
+	provision(&t, "t1", NULL, &h);
+	bool ended = false;
+	for (int i = 0; i < 500 && !ended; i++) {
+		pthread_mutex_lock(&pl.lock);
+		ended = pl.pool_idle >= 2;
+		pthread_mutex_unlock(&pl.lock);
+		usleep(10000);
+	}
+	cr_assert(ended, "pooled sandboxes past their idle bound were destroyed as pool_idle");
+	airlock_environment_handle_clear(&h);
+	svc_close(&t);
+	cr_assert_eq(pl.other, 0);
+}
+
+/* At max_sandboxes a miss makes room: an idle pooled sandbox of another key
+ * goes, and the plain provision succeeds. */
+Test(service_pool, miss_at_capacity_makes_room)
+{
+	pool_log pl = { .lock = PTHREAD_MUTEX_INITIALIZER };
+	svc t;
+	pool_open(&t, &pl, NULL, 2, 2, 60000, 4);
+	airlock_environment_handle h1 = { 0 }, h2 = { 0 };
+	provision(&t, "t1", NULL, &h1);
+	pool_wait_idle(&t, 2);
+	cr_assert_eq(live(&t), 3, "the pool left one place free");
+	provision(&t, "t2", NULL, &h2); /* a hit: still 3 live, the refill is under way */
+	/* Fill the last place with a spec of another key, then one more. */
+	airlock_environment_spec s;
+	test_spec(&s, "t3", "r1");
+	s.limits.pids_max = 32;
+	airlock_error err = { 0 };
+	_cleanup_free_ char *sj = airlock_environment_spec_to_json(&s, &err);
+	airlock_environment_spec_clear(&s);
+	_cleanup_free_ char *pb = NULL;
+	cr_assert(asprintf(&pb, "{\"spec\":%s}", sj) > 0);
+	for (int i = 0; i < 2; i++) {
+		resp r;
+		http(&t, "POST", "/v1/sandboxes", TOKEN, NULL, pb, strlen(pb), &r);
+		cr_assert_eq(r.status, 201, "provision %d at the cap: %s", i, r.body);
+		resp_clear(&r);
+	}
+	cr_assert_geq(pl.pool_evicted, 1);
+	airlock_environment_handle_clear(&h1);
+	airlock_environment_handle_clear(&h2);
+	svc_close(&t);
+}
+
+Test(service_pool, settings)
+{
+	airlock_settings s = { 0 };
+	airlock_error err = { 0 };
+	cr_assert_eq(airlock_settings_default(&s, &err), 0, "%s", err.message);
+	cr_assert_eq(s.service.pool.size, 0);
+	cr_assert_eq(s.service.pool.per_key, 2);
+	cr_assert_eq(s.service.pool.max_idle_seconds, 600);
+	char *envp[] = { "AIRLOCK_SERVICE_POOL_SIZE=8", "AIRLOCK_SERVICE_POOL_PER_KEY=4",
+		         "AIRLOCK_SERVICE_POOL_MAX_IDLE_SECONDS=30", NULL };
+	cr_assert_eq(airlock_settings_apply_env(&s, envp, &err), 0, "%s", err.message);
+	cr_assert_eq(s.service.pool.size, 8);
+	cr_assert_eq(s.service.pool.per_key, 4);
+	cr_assert_eq(s.service.pool.max_idle_seconds, 30);
+	cr_assert_eq(airlock_settings_check(&s, &err), 0, "%s", err.message);
+	airlock_settings_clear(&s);
+	const struct {
+		const char *doc, *needle;
+	} rows[] = {
+		{ "service:\n  max_sandboxes: 4\n  pool:\n    size: 4\n", "service.pool.size=4" },
+		{ "service:\n  pool:\n    size: 2\n    per_key: 3\n", "service.pool.per_key=3" },
+		{ "service:\n  pool:\n    size: 60\n    per_key: 0\n", "service.pool.per_key=0" },
+		{ "service:\n  pool:\n    max_idle_seconds: 0\n", "service.pool.max_idle_seconds=0" },
+	};
+	for (size_t i = 0; i < ARRAY_SIZE(rows); i++) {
+		cr_assert_eq(airlock_settings_parse("t.yaml", rows[i].doc, strlen(rows[i].doc), &s, &err), 0,
+		             "%s", err.message);
+		cr_assert_lt(airlock_settings_check(&s, &err), 0, "row %zu accepted", i);
+		cr_assert(strstr(err.message, rows[i].needle), "row %zu: %s", i, err.message);
+		airlock_settings_clear(&s);
+	}
+	static const char unknown[] = "service:\n  pool:\n    sise: 1\n";
+	cr_assert_lt(airlock_settings_parse("t.yaml", unknown, sizeof(unknown) - 1, &s, &err), 0);
+	cr_assert(strstr(err.message, "service.pool.sise"), "%s", err.message);
+}
+
+/* ---- the warm pool on native ---------------------------------------------------- */
+
+/* POST a provision of the default image for tenant with one variable. */
+static void pool_native_provision(svc *t, const char *digest, const char *tenant,
+                                  const char *var, const char *value,
+                                  airlock_environment_handle *h)
+{
+	airlock_environment_spec spec;
+	sandbox_test_spec(&spec, tenant, digest, NULL);
+	cr_assert_eq(airlock_env_add(&spec.environment, var, value), 0);
+	airlock_error err = { 0 };
+	_cleanup_free_ char *sj = airlock_environment_spec_to_json(&spec, &err);
+	airlock_environment_spec_clear(&spec);
+	cr_assert_not_null(sj, "%s", err.message);
+	_cleanup_free_ char *body = NULL;
+	cr_assert(asprintf(&body, "{\"spec\":%s}", sj) > 0);
+	resp r;
+	http(t, "POST", "/v1/sandboxes", TOKEN, NULL, body, strlen(body), &r);
+	cr_assert_eq(r.status, 201, "%s", r.body);
+	char *text = json_dumps(json_object_get(r.json, "handle"), JSON_COMPACT);
+	memset(h, 0, sizeof(*h));
+	cr_assert_eq(airlock_environment_handle_from_json(text, strlen(text), h, &err), 0, "%s",
+	             err.message);
+	free(text);
+	resp_clear(&r);
+}
+
+/* Run sh -c script in h's sandbox: its stdout (malloc'd, NUL-terminated). */
+static char *pool_native_run(svc *t, const airlock_environment_handle *h, const char *script)
+{
+	char *argv[] = { "sh", "-c", (char *)script, NULL };
+	_cleanup_free_ char *body = execute_body(argv, false);
+	char path[160];
+	snprintf(path, sizeof(path), "/v1/sandboxes/%s/execute", h->environment_id);
+	resp r;
+	http(t, "POST", path, TOKEN, h, body, strlen(body), &r);
+	cr_assert_eq(r.status, 200, "%s", r.body);
+	json_t *res = json_object_get(r.json, "result");
+	cr_assert_eq(json_integer_value(json_object_get(res, "exit_code")), 0, "%s", r.body);
+	const char *d = jstr(res, "stdout");
+	unsigned char *bytes = NULL;
+	size_t n = 0;
+	cr_assert_eq(util_base64_decode(d, strlen(d), &bytes, &n), 0);
+	char *out = malloc(n + 1);
+	cr_assert_not_null(out);
+	memcpy(out, bytes, n);
+	out[n] = 0;
+	free(bytes);
+	resp_clear(&r);
+	return out;
+}
+
+static void pool_native_destroy(svc *t, airlock_environment_handle *h)
+{
+	char path[160];
+	snprintf(path, sizeof(path), "/v1/sandboxes/%s", h->environment_id);
+	resp r;
+	http(t, "DELETE", path, TOKEN, h, NULL, 0, &r);
+	cr_assert_eq(r.status, 204, "%s", r.body);
+	resp_clear(&r);
+	airlock_environment_handle_clear(h);
+}
+
+/* What a sandbox leaves if anything of it could reach the next one: a file
+ * in the workspace and in /tmp, a process that outlives its command. */
+static const char litter[] = "echo left > /workspace/left-$1; echo left > /tmp/left-$1; "
+                             "(setsid sleep 300 < /dev/null > /dev/null 2>&1 &); echo done";
+/* What a sandbox shows of its past: its workspace, /tmp, every process's
+ * command line, its environment. */
+static const char look[] = "ls -A /workspace; echo --; ls -A /tmp; echo --; "
+                           "for p in /proc/[0-9]*; do tr '\\0' ' ' < $p/cmdline; echo; done; "
+                           "echo --; env";
+
+/*
+ * A pooled sandbox carries nothing of any sandbox before it, plain or
+ * pooled: no file in its workspace or /tmp, no process, no variable of
+ * another claim; its own claim's variables are there (the environment is
+ * the claim's, applied per execute). Then shutdown destroys the pooled
+ * sandboxes with the others, and nothing is left: no live sandbox in the
+ * adapter, no descriptor of the test's process.
+ */
+Test(service_pool_native, pooled_sandbox_is_clean, .timeout = 300)
+{
+	char digest[AIRLOCK_IMAGE_DIGEST_SIZE];
+	native_test_require(digest);
+	int fds0 = open_fds();
+	airlock_exec_config cfg;
+	airlock_exec_config_default(&cfg);
+	pool_log pl = { .lock = PTHREAD_MUTEX_INITIALIZER };
+	cfg.observer = &pool_obs;
+	cfg.observer_arg = &pl;
+	cfg.max_sandboxes = 8;
+	airlock_native *n = NULL;
+	airlock_exec *e = native_test_open_with(&cfg, &n);
+	svc t;
+	pool_open(&t, &pl, e, 2, 2, 120000, 8);
+
+	/* A plain sandbox (the miss that teaches the key), littered. */
+	airlock_environment_handle h1, h2, h3;
+	pool_native_provision(&t, digest, "t1", "SECRET_A", "alpha", &h1);
+	_cleanup_free_ char *env1 = pool_native_run(&t, &h1, "env");
+	cr_assert(strstr(env1, "SECRET_A=alpha"), "%s", env1);
+	pool_wait_idle(&t, 2);
+	/* A pooled one, for another tenant: its own variable, and litter. */
+	pool_native_provision(&t, digest, "t2", "SECRET_B", "beta", &h2);
+	svc_pool_stats st;
+	svc_pool_stats_get(t.service->pool, &st);
+	cr_assert_eq(st.hits, 1, "the second provision was a pooled sandbox");
+	_cleanup_free_ char *env2 = pool_native_run(&t, &h2, "env");
+	cr_assert(strstr(env2, "SECRET_B=beta"), "the claim's environment: %s", env2);
+	cr_assert_null(strstr(env2, "SECRET_A"), "%s", env2);
+	char script[512];
+	snprintf(script, sizeof(script), "set -- 2; %s", litter);
+	free(pool_native_run(&t, &h2, script));
+	snprintf(script, sizeof(script), "set -- 1; %s", litter);
+	free(pool_native_run(&t, &h1, script));
+	pool_native_destroy(&t, &h2);
+	/* The next pooled one sees none of it. */
+	pool_native_provision(&t, digest, "t3", "SECRET_C", "gamma", &h3);
+	svc_pool_stats_get(t.service->pool, &st);
+	cr_assert_eq(st.hits, 2, "the third provision was a pooled sandbox");
+	_cleanup_free_ char *seen = pool_native_run(&t, &h3, look);
+	cr_assert_null(strstr(seen, "left-"), "a file of another sandbox: %s", seen);
+	cr_assert_null(strstr(seen, "sleep"), "a process of another sandbox: %s", seen);
+	cr_assert_null(strstr(seen, "SECRET_A"), "%s", seen);
+	cr_assert_null(strstr(seen, "SECRET_B"), "%s", seen);
+	cr_assert_null(strstr(seen, AIRLOCK_POOL_TENANT), "%s", seen);
+	cr_assert(strstr(seen, "SECRET_C=gamma"), "%s", seen);
+	/* Its workspace and /tmp are empty: the two "--" lines follow at once. */
+	cr_assert_eq(strncmp(seen, "--\n--\n", 6), 0, "workspace and /tmp not empty: %s", seen);
+	/* The earlier plain sandbox still has its own litter (the check above
+	 * could not pass by seeing nothing at all). */
+	_cleanup_free_ char *own = pool_native_run(&t, &h1, "ls /workspace /tmp");
+	cr_assert(strstr(own, "left-1"), "%s", own);
+
+	pool_native_destroy(&t, &h1);
+	pool_native_destroy(&t, &h3);
+	pool_wait_idle(&t, 2);
+	cr_assert_eq(airlock_native_live_count(n), 2, "only the pooled ones are left");
+	svc_close(&t);
+	cr_assert_eq(pl.shutdown, 2, "shutdown destroyed the two pooled sandboxes");
+	cr_assert_eq(pl.other, 3, "the three destroyed by request");
+	cr_assert_eq(open_fds(), fds0, "no descriptor left");
+}
+
+/* At most size / per_key keys: a third key replaces the one used least
+ * recently, whose idle sandbox goes (pool_evicted), and is itself pooled. */
+Test(service_pool, key_eviction)
+{
+	pool_log pl = { .lock = PTHREAD_MUTEX_INITIALIZER };
+	svc t;
+	pool_open(&t, &pl, NULL, 2, 1, 60000, 16);
+	airlock_environment_handle h[3];
+	for (int i = 0; i < 3; i++) {
+		airlock_environment_spec s;
+		test_spec(&s, "t1", "r1");
+		s.limits.pids_max = 10 + i;
+		airlock_error err = { 0 };
+		_cleanup_free_ char *sj = airlock_environment_spec_to_json(&s, &err);
+		airlock_environment_spec_clear(&s);
+		_cleanup_free_ char *pb = NULL;
+		cr_assert(asprintf(&pb, "{\"spec\":%s}", sj) > 0);
+		resp r;
+		http(&t, "POST", "/v1/sandboxes", TOKEN, NULL, pb, strlen(pb), &r);
+		cr_assert_eq(r.status, 201, "%s", r.body);
+		char *text = json_dumps(json_object_get(r.json, "handle"), JSON_COMPACT);
+		cr_assert_eq(airlock_environment_handle_from_json(text, strlen(text), &h[i], &err), 0);
+		free(text);
+		resp_clear(&r);
+		pool_wait_idle(&t, i == 0 ? 1 : 2);
+	}
+	svc_pool_stats st;
+	svc_pool_stats_get(t.service->pool, &st);
+	cr_assert_eq(st.keys, 2);
+	cr_assert_eq(st.misses, 3);
+	pthread_mutex_lock(&pl.lock);
+	unsigned evicted = pl.pool_evicted;
+	pthread_mutex_unlock(&pl.lock);
+	cr_assert_eq(evicted, 1, "the first key's idle sandbox went");
+	cr_assert_eq(listed_pooled(&t, NULL), 2);
+	for (int i = 0; i < 3; i++)
+		airlock_environment_handle_clear(&h[i]);
+	svc_close(&t);
+}
+
+/* On native, a claim the mechanism refuses before it changed the sandbox
+ * (an allowlist spec with no egress proxy configured) leaves the sandbox
+ * pooled, untouched, and the next claim of a spec it can serve gets it. */
+Test(service_pool_native, refused_claim_keeps_the_sandbox, .timeout = 300)
+{
+	char digest[AIRLOCK_IMAGE_DIGEST_SIZE];
+	native_test_require(digest);
+	airlock_exec_config cfg;
+	airlock_exec_config_default(&cfg);
+	airlock_native *n = NULL;
+	airlock_exec *e = native_test_open_with(&cfg, &n);
+	airlock_environment_spec ps;
+	sandbox_test_spec(&ps, AIRLOCK_POOL_TENANT, digest, NULL);
+	free(ps.run_id);
+	ps.run_id = strdup(AIRLOCK_POOL_RUN);
+	ps.lease_epoch = 0;
+	airlock_env_clear(&ps.environment);
+	char pool_id[AIRLOCK_ENVIRONMENT_ID_MAX];
+	airlock_error err = { 0 };
+	cr_assert_eq(airlock_exec_pool_provision(e, &ps, 60000, pool_id, &err), 0, "%s", err.message);
+	airlock_environment_spec_clear(&ps);
+
+	airlock_environment_spec s;
+	sandbox_test_spec(&s, "t1", digest, NULL);
+	s.egress.mode = AIRLOCK_EGRESS_ALLOWLIST;
+	s.egress.destinations = calloc(1, sizeof(*s.egress.destinations));
+	s.egress.destinations[0].host = strdup("example.com");
+	s.egress.destinations[0].ports = calloc(1, sizeof(uint16_t));
+	s.egress.destinations[0].ports[0] = 443;
+	s.egress.destinations[0].n_ports = 1;
+	s.egress.n_destinations = 1;
+	airlock_environment_handle h = { 0 };
+	cr_assert_lt(airlock_exec_pool_claim(e, pool_id, &s, NULL, &h, &err), 0);
+	cr_assert(strstr(err.message, "egress"), "%s", err.message);
+	cr_assert(airlock_exec_pool_ready(e, pool_id), "the refused claim left it pooled");
+	cr_assert_eq(airlock_native_live_count(n), 1);
+
+	airlock_environment_spec_clear(&s);
+	sandbox_test_spec(&s, "t1", digest, NULL);
+	cr_assert_eq(airlock_exec_pool_claim(e, pool_id, &s, NULL, &h, &err), 0, "%s", err.message);
+	cr_assert_not(airlock_exec_pool_ready(e, pool_id));
+	cr_assert_str_eq(h.tenant_id, "t1");
+	char *argv[] = { "/bin/true", NULL };
+	airlock_execution_command cmd = test_command(argv);
+	airlock_exec_call call = { .tenant_id = "t1", .remaining_budget_ms = AIRLOCK_BUDGET_NONE };
+	airlock_execution_result res = { 0 };
+	cr_assert_eq(airlock_exec_execute(e, &call, &h, &cmd, &res, &err), 0, "%s", err.message);
+	cr_assert(res.has_exit_code && res.exit_code == 0);
+	airlock_execution_result_clear(&res);
+	cr_assert_eq(airlock_exec_destroy(e, &h, &err), 0, "%s", err.message);
+	cr_assert_eq(airlock_native_live_count(n), 0);
+	airlock_environment_handle_clear(&h);
+	airlock_environment_spec_clear(&s);
+	airlock_exec_free(e);
+}

@@ -254,6 +254,11 @@ static const char *const families[][2] = {
 	{ "airlock_sandbox_destroy_alerts_total", "counter" },
 	{ "airlock_reaper_errors_total", "counter" },
 	{ "airlock_reaper_unasked_ids_total", "counter" },
+	{ "airlock_pool_hits_total", "counter" },
+	{ "airlock_pool_misses_total", "counter" },
+	{ "airlock_pool_refill_failures_total", "counter" },
+	{ "airlock_pool_refill_duration_seconds", "histogram" },
+	{ "airlock_pool_idle_age_seconds", "histogram" },
 	{ "airlock_sandboxes_live", "gauge" },
 	{ "airlock_egress_decisions_total", "counter" },
 	{ "airlock_egress_delayed_connections_total", "counter" },
@@ -439,7 +444,10 @@ Test(metrics, lifecycle_events_counted)
 	expect(e, "airlock_sandbox_destroyed_total", "reason=shutdown", "1");
 	expect(e, "airlock_sandbox_destroyed_total", "reason=reaped", "1");
 	expect(e, "airlock_sandbox_destroyed_total", "reason=other", "1");
-	cr_assert_eq(series_of(e, "airlock_sandbox_destroyed_total"), 6);
+	expect(e, "airlock_sandbox_destroyed_total", "reason=pool_idle", "0");
+	expect(e, "airlock_sandbox_destroyed_total", "reason=pool_evicted", "0");
+	expect(e, "airlock_sandbox_destroyed_total", "reason=pool_claim_failed", "0");
+	cr_assert_eq(series_of(e, "airlock_sandbox_destroyed_total"), 9);
 	/* The reaper's destroys are the orphan reap count. */
 	expect(e, "airlock_sandbox_orphan_reaps_total", "", "1");
 	expect(e, "airlock_sandbox_destroy_failures_total", "", "2");
@@ -1339,5 +1347,33 @@ Test(metrics, operator_listener_serves_the_exposition, .timeout = 30)
 	cr_assert_eq(fcntl(fd, F_GETFD), -1, "the listener closed its socket");
 	unlink(sock);
 	rmdir(dir);
+	service_metrics_free(m);
+}
+
+/* The warm pool's counts: hits with their idle age, misses, refills with
+ * their latency, failed refills. */
+Test(metrics, pool_counted)
+{
+	service_metrics *m = metrics(-1);
+	service_metrics_pool_take(m, true, 2500);
+	service_metrics_pool_take(m, false, 0);
+	service_metrics_pool_take(m, false, 0);
+	service_metrics_pool_refill(m, true, 150);
+	service_metrics_pool_refill(m, false, 9);
+	service_metrics_pool_take(NULL, true, 1); /* no metrics: nothing, no crash */
+	expo *e = scrape(m, 0, NULL);
+	expect(e, "airlock_pool_hits_total", "", "1");
+	expect(e, "airlock_pool_misses_total", "", "2");
+	expect(e, "airlock_pool_refill_failures_total", "", "1");
+	expect(e, "airlock_pool_refill_duration_seconds_count", "", "1");
+	expect(e, "airlock_pool_refill_duration_seconds_sum", "", "0.150");
+	expect(e, "airlock_pool_refill_duration_seconds_bucket", "le=0.1", "0");
+	expect(e, "airlock_pool_refill_duration_seconds_bucket", "le=0.2", "1");
+	expect(e, "airlock_pool_idle_age_seconds_count", "", "1");
+	expect(e, "airlock_pool_idle_age_seconds_sum", "", "2.500");
+	expect(e, "airlock_pool_idle_age_seconds_bucket", "le=1", "0");
+	expect(e, "airlock_pool_idle_age_seconds_bucket", "le=5", "1");
+	expect(e, "airlock_pool_idle_age_seconds_bucket", "le=+Inf", "1");
+	free(e);
 	service_metrics_free(m);
 }

@@ -987,3 +987,32 @@ Test(reaper, airlock_serve_runs_the_reaper_from_its_settings)
 	unlink(reap_tok);
 	worker_stop(&w);
 }
+
+/* A warm-pool sandbox belongs to no lease: the reaper never asks about it
+ * (the double would call its epoch 0 stale) and never destroys it. */
+Test(reaper, pooled_sandboxes_are_not_asked_about)
+{
+	worker w;
+	side t;
+	fixture_open(&w, &t, ANSWER_BY_EPOCH, 0);
+	char cur[64];
+	provision(&t, "run-3", CURRENT_EPOCH, cur);
+	airlock_environment_spec spec;
+	test_spec(&spec, AIRLOCK_POOL_TENANT, AIRLOCK_POOL_RUN);
+	spec.lease_epoch = 0;
+	airlock_env_clear(&spec.environment);
+	char pooled[AIRLOCK_ENVIRONMENT_ID_MAX];
+	airlock_error err = { 0 };
+	cr_assert_eq(airlock_exec_pool_provision(t.exec, &spec, 60000, pooled, &err), 0, "%s",
+	             err.message);
+	airlock_environment_spec_clear(&spec);
+	svc_reaper_pass_stats st;
+	svc_reaper_pass(t.reaper, &st);
+	cr_assert(!st.error, "the pass failed: %s", slurp(t.log_path));
+	cr_assert_eq(st.live, 1, "the pooled sandbox is not the reaper's");
+	cr_assert_eq(st.asked, 1);
+	cr_assert_eq(st.destroyed, 0);
+	cr_assert(airlock_exec_pool_ready(t.exec, pooled), "the pooled sandbox is still there");
+	cr_assert(live(&t, cur));
+	fixture_close(&w, &t);
+}

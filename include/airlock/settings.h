@@ -45,6 +45,10 @@
  *     reaper_interval_seconds: 60     # one pass per interval
  *     reaper_destroy_alert_after: 3   # failed destroys of one sandbox before an alert
  *     bridge_address: unix:/run/airlock/bridge.sock  # the worker tier's bridge listener
+ *     pool:                           # the warm pool (docs/service.md)
+ *       size: 8                       # pooled sandboxes at most; 0 (the default): no pool
+ *       per_key: 2                    # kept warm per pool key
+ *       max_idle_seconds: 600         # a pooled sandbox's life unclaimed
  *   worker:                           # airlock-worker (docs/worker-api.md)
  *     listen: unix:/run/airlock/worker.sock  # or HOST:PORT (TLS required)
  *     tls_cert_file: /etc/airlock/tls/worker.pem    # TCP: both required
@@ -142,6 +146,16 @@ typedef struct airlock_limit_table {
 	int64_t start_budget_seconds;
 } airlock_limit_table;
 
+/* service.pool: the warm pool (docs/service.md, "The warm pool"). */
+typedef struct airlock_service_pool_settings {
+	int64_t size;             /* pooled sandboxes at most, all keys; 0: no pool */
+	int64_t per_key;          /* 1..size: kept warm per pool key */
+	int64_t max_idle_seconds; /* 1..AIRLOCK_POOL_IDLE_MAX: a pooled sandbox's life unclaimed */
+} airlock_service_pool_settings;
+
+#define AIRLOCK_POOL_IDLE_MAX 86400
+#define AIRLOCK_POOL_PER_KEY_MAX 64
+
 /* The service: section (airlock serve). Strings are NULL when unset. */
 typedef struct airlock_service_settings {
 	char *listen;             /* "unix:/abs/path" or "HOST:PORT" */
@@ -164,6 +178,7 @@ typedef struct airlock_service_settings {
 	 * listener, "unix:/abs/path" only (the stream carries the one-time
 	 * token). NULL: a spec with a bridge is refused at provision. */
 	char *bridge_address;
+	airlock_service_pool_settings pool;
 } airlock_service_settings;
 
 #define AIRLOCK_REAPER_INTERVAL_MAX 86400

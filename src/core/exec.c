@@ -146,6 +146,10 @@ typedef struct exec_record {
 	 * again once destroyed): a destroy decided on one record never
 	 * touches a later one of the same id. */
 	uint64_t serial;
+	/* A warm-pool sandbox not claimed yet (airlock_exec_pool_*): no
+	 * tenant's verb finds it (pooled_hidden), the reaper skips it, and its
+	 * expires_at is the pool's idle bound. */
+	bool pooled;
 } exec_record;
 
 struct airlock_exec {
@@ -408,6 +412,15 @@ static exec_record *record_find_ready(airlock_exec *e, const char *id)
 	return r;
 }
 
+/* A pooled record is no tenant's sandbox: every verb a handle names
+ * finds it not live, so a guessed pool id is worth nothing, and nothing a
+ * tenant does reaches a sandbox before it is claimed for that tenant. */
+static exec_record *record_find_tenant(airlock_exec *e, const char *id)
+{
+	exec_record *r = record_find_ready(e, id);
+	return r && r->pooled ? NULL : r;
+}
+
 /* Mark record r (e->lock held) as the caller's to destroy; its serial is
  * what destroy_end is given. */
 static uint64_t destroy_claim_locked(exec_record *r)
@@ -494,9 +507,11 @@ static int check_ceilings(const airlock_resource_limits *l, const airlock_resour
 	return 0;
 }
 
+/* pool_idle_ms > 0: a pooled sandbox (airlock_exec_pool_provision), whose
+ * expires_at is the pool's idle bound rather than the hard cap. */
 static int exec_provision_inner(airlock_exec *e, const airlock_environment_spec *spec,
-                                const char *want_id, airlock_environment_handle *ret,
-                                airlock_error *err)
+                                const char *want_id, int64_t pool_idle_ms,
+                                airlock_environment_handle *ret, airlock_error *err)
 {
 	int r = airlock_environment_spec_validate(spec, err);
 	if (r < 0)
@@ -527,6 +542,10 @@ static int exec_provision_inner(airlock_exec *e, const airlock_environment_spec 
 	/* expires_at is created_at plus the service's hard cap; the service
 	 * enforces it whether or not anyone reads it. */
 	rec.expires_at_ms = rec.created_at_ms + e->cfg.hard_cap_seconds * 1000;
+	if (pool_idle_ms > 0) {
+		rec.pooled = true;
+		rec.expires_at_ms = rec.created_at_ms + pool_idle_ms;
+	}
 
 	airlock_environment_handle h = {
 		.tenant_id = rec.tenant_id, .run_id = rec.run_id, .lease_epoch = rec.lease_epoch,
@@ -685,7 +704,7 @@ static int check_handle(airlock_exec *e, const char *call_tenant,
 		return airlock_error_set(err, AIRLOCK_ERR_EXECUTION_REJECTED, 0,
 		                         "environment handle has no valid environment_id");
 	pthread_mutex_lock(&e->lock);
-	exec_record *r = record_find_ready(e, h->environment_id);
+	exec_record *r = record_find_tenant(e, h->environment_id);
 	if (!r) {
 		pthread_mutex_unlock(&e->lock);
 		return airlock_error_set(err, AIRLOCK_ERR_EXECUTION_REJECTED, 0,
@@ -927,7 +946,7 @@ static int exec_destroy_inner(airlock_exec *e, const airlock_environment_handle 
 	/* A sandbox being provisioned is waited for (record_find_ready says
 	 * why), then compared and destroyed like any other. */
 	pthread_mutex_lock(&e->lock);
-	exec_record *r = record_find_ready(e, handle->environment_id);
+	exec_record *r = record_find_tenant(e, handle->environment_id);
 	bool known = r != NULL;
 	const char *why = r ? handle_mismatch(r, NULL, handle) : NULL;
 	uint64_t serial = r ? r->serial : 0;
@@ -978,7 +997,7 @@ static int exec_provision_entry(airlock_exec *e, const airlock_environment_spec 
 	int r = call_enter(e, err);
 	if (r == 0) {
 		int64_t t0 = util_monotonic_ms();
-		r = exec_provision_inner(e, spec, want_id, ret, err);
+		r = exec_provision_inner(e, spec, want_id, 0, ret, err);
 		if (r < 0) {
 			airlock_exec_event ev = {
 				.kind = AIRLOCK_EXEC_EVENT_PROVISION_FAILED, .environment_id = want_id,
@@ -1028,7 +1047,7 @@ static int record_claim(airlock_exec *e, const airlock_environment_handle *h, ui
 	if (!h || !airlock_environment_id_valid(h->environment_id))
 		return 0; /* check_handle reports it */
 	pthread_mutex_lock(&e->lock);
-	exec_record *r = record_find_ready(e, h->environment_id);
+	exec_record *r = record_find_tenant(e, h->environment_id);
 	bool busy = r && r->busy;
 	if (r && !busy) {
 		r->busy = true;
@@ -1142,6 +1161,7 @@ int airlock_exec_list(airlock_exec *e, airlock_exec_entry **ret, size_t *ret_n,
 		v[i].busy = r->busy;
 		v[i].busy_ms = r->busy_ms + (r->busy ? now - r->busy_since_ms : 0);
 		v[i].provisioning = r->provisioning;
+		v[i].pooled = r->pooled;
 		oom = !v[i].tenant_id || !v[i].run_id;
 	}
 	pthread_mutex_unlock(&e->lock);
@@ -1168,6 +1188,8 @@ int airlock_exec_tenant_of(airlock_exec *e, const char *environment_id, char *bu
 {
 	pthread_mutex_lock(&e->lock);
 	exec_record *r = environment_id ? record_find(e, environment_id) : NULL;
+	if (r && r->pooled)
+		r = NULL; /* no tenant's (record_find_tenant) */
 	int n = r ? snprintf(buf, size, "%s", r->tenant_id) : -1;
 	pthread_mutex_unlock(&e->lock);
 	if (n < 0 || (size_t)n >= size)
@@ -1199,7 +1221,8 @@ int airlock_exec_destroy_id(airlock_exec *e, const char *environment_id, const c
 	bool mine = false;
 	pthread_mutex_lock(&e->lock);
 	exec_record *rec = record_find(e, environment_id);
-	if (rec && !rec->provisioning && !rec->destroying && rec->lease_epoch == lease_epoch &&
+	if (rec && !rec->provisioning && !rec->destroying && !rec->pooled &&
+	    rec->lease_epoch == lease_epoch &&
 	    util_streq0(rec->run_id, run_id)) {
 		serial = destroy_claim_locked(rec);
 		mine = true;
@@ -1238,6 +1261,7 @@ size_t airlock_exec_expire(airlock_exec *e, int64_t now_ms)
 	for (;;) {
 		char id[AIRLOCK_ENVIRONMENT_ID_MAX] = { 0 };
 		uint64_t serial = 0;
+		bool pooled = false;
 		pthread_mutex_lock(&e->lock);
 		for (size_t i = 0; i < e->n_records && !id[0]; i++) {
 			const exec_record *r = &e->records[i];
@@ -1250,6 +1274,7 @@ size_t airlock_exec_expire(airlock_exec *e, int64_t now_ms)
 				skip = strcmp(failed[k], r->environment_id) == 0;
 			if (!skip) {
 				memcpy(id, r->environment_id, sizeof(id));
+				pooled = r->pooled;
 				serial = destroy_claim_locked(&e->records[i]);
 			}
 		}
@@ -1259,15 +1284,259 @@ size_t airlock_exec_expire(airlock_exec *e, int64_t now_ms)
 		airlock_error derr = { 0 };
 		if (e->ops->destroy(e->ctx, id, &derr) < 0) {
 			emit_destroy_failed(e, id, &derr);
-			destroy_end(e, id, serial, false, "expired");
+			destroy_end(e, id, serial, false, pooled ? "pool_idle" : "expired");
 			if (n_failed == ARRAY_SIZE(failed))
 				break; /* the rest waits for the next pass */
 			memcpy(failed[n_failed++], id, sizeof(id));
 			continue;
 		}
-		destroy_end(e, id, serial, true, "expired");
+		destroy_end(e, id, serial, true, pooled ? "pool_idle" : "expired");
 		done++;
 	}
 	call_leave(e);
 	return done;
+}
+
+/* ---- the warm pool ------------------------------------------------------------ */
+
+bool airlock_exec_pool_capable(const airlock_exec *e)
+{
+	return e && e->ops->claim != NULL;
+}
+
+int airlock_exec_pool_provision(airlock_exec *e, const airlock_environment_spec *spec,
+                                int64_t idle_max_ms, char ret_id[AIRLOCK_ENVIRONMENT_ID_MAX],
+                                airlock_error *err)
+{
+	if (!e->ops->claim)
+		return airlock_error_set(err, AIRLOCK_ERR_CONFIG, 0,
+		                         "service.pool: the %s mechanism has no warm pool",
+		                         e->ops->name);
+	/* The pool's identity only, and nothing a tenant gave: whatever the
+	 * sandbox is built with before its claim must be the same for every
+	 * tenant that may claim it. */
+	if (idle_max_ms <= 0 || !spec || !util_streq0(spec->tenant_id, AIRLOCK_POOL_TENANT) ||
+	    !util_streq0(spec->run_id, AIRLOCK_POOL_RUN) || spec->lease_epoch != 0 ||
+	    spec->environment.n > 0 || spec->egress.mode != AIRLOCK_EGRESS_DENY || spec->bridge)
+		return airlock_error_set(err, AIRLOCK_ERR_CONFIG, 0,
+		                         "pool provision: the spec must be the pool's identity, "
+		                         "an empty environment, egress deny and no bridge");
+	int r = call_enter(e, err);
+	if (r < 0)
+		return r;
+	airlock_environment_handle h = { 0 };
+	r = exec_provision_inner(e, spec, NULL, idle_max_ms, &h, err);
+	if (r == 0)
+		memcpy(ret_id, h.environment_id, AIRLOCK_ENVIRONMENT_ID_MAX);
+	airlock_environment_handle_clear(&h);
+	call_leave(e);
+	return r;
+}
+
+/* The claim's failure after the adapter was asked: the sandbox (under the
+ * record's new id, the adapter's claim renamed it first) is destroyed, as
+ * a provision that fails leaves nothing behind. Caller holds no lock. */
+static void claim_undo(airlock_exec *e, const char *id, uint64_t serial)
+{
+	pthread_mutex_lock(&e->lock);
+	exec_record *r = record_find(e, id);
+	if (r && r->serial == serial) {
+		r->provisioning = false;
+		destroy_claim_locked(r);
+	}
+	pthread_mutex_unlock(&e->lock);
+	airlock_error derr = { 0 };
+	bool gone = e->ops->destroy(e->ctx, id, &derr) == 0;
+	if (!gone)
+		emit_destroy_failed(e, id, &derr);
+	destroy_end(e, id, serial, gone, "pool_claim_failed");
+}
+
+/* The claim's failure when the adapter still holds the sandbox under its
+ * pool id (it refused before the rename, the first thing a claim changes:
+ * an egress the operator's policy refuses, no memory for the environment):
+ * the record is the pool's again, as it was, and the sandbox stays pooled
+ * rather than a tenant's refused spec costing a sandbox. was is the
+ * record before the claim (its strings are taken back). False when the
+ * adapter no longer knows pool id (the caller destroys the sandbox). */
+static bool claim_restore(airlock_exec *e, const char *id, exec_record *was)
+{
+	airlock_workspace *ws = NULL;
+	airlock_error scratch = { 0 };
+	if (e->ops->workspace(e->ctx, was->environment_id, &ws, &scratch) < 0) {
+		free(was->tenant_id);
+		free(was->run_id);
+		return false;
+	}
+	airlock_workspace_release(ws);
+	pthread_mutex_lock(&e->lock);
+	exec_record *r = record_find(e, id);
+	/* A provisioning record is this claim's alone: nothing else removes
+	 * or changes it. */
+	if (r && r->serial == was->serial) {
+		free(r->tenant_id);
+		free(r->run_id);
+		*r = *was;
+		r->provisioning = false;
+	} else {
+		free(was->tenant_id);
+		free(was->run_id);
+	}
+	pthread_cond_broadcast(&e->provisioned);
+	pthread_mutex_unlock(&e->lock);
+	return true;
+}
+
+static int pool_claim_inner(airlock_exec *e, const char *pool_id,
+                            const airlock_environment_spec *spec, const char *want_id,
+                            airlock_environment_handle *ret, airlock_error *err)
+{
+	int r = airlock_environment_spec_validate(spec, err);
+	if (r == 0)
+		r = check_ceilings(&spec->limits, &e->cfg.ceilings, err);
+	if (r < 0)
+		return r;
+	char id[AIRLOCK_ENVIRONMENT_ID_MAX];
+	if (want_id) {
+		if (!airlock_environment_id_valid(want_id))
+			return airlock_error_set(err, AIRLOCK_ERR_EXECUTION_REJECTED, 0,
+			                         "environment_id is not an id this platform generates "
+			                         "(\"env_\" and 32 lowercase hex characters)");
+		memcpy(id, want_id, strlen(want_id) + 1);
+	} else if ((r = airlock_environment_id_new(id, err)) < 0) {
+		return r;
+	}
+	/* A new id, not the pool's: the pool id was never a tenant's, and
+	 * the worker names its sandboxes itself (provision_as). */
+	char *tenant = strdup(spec->tenant_id), *run = strdup(spec->run_id);
+	if (!tenant || !run) {
+		free(tenant);
+		free(run);
+		return airlock_error_set(err, AIRLOCK_ERR_SYSTEM, ENOMEM, "pool claim");
+	}
+	int64_t t0 = util_monotonic_ms();
+	pthread_mutex_lock(&e->lock);
+	exec_record *rec = record_find(e, pool_id);
+	const char *refusal = record_find(e, id) ? "is already live; an id names one sandbox" : NULL;
+	/* Ready: pooled, provisioned, not being destroyed, inside its idle
+	 * bound (the expiry timer may not have reached it yet). */
+	if (rec && (!rec->pooled || rec->provisioning || rec->destroying || rec->busy ||
+	            rec->expires_at_ms <= util_now_ms()))
+		rec = NULL;
+	if (refusal || !rec) {
+		pthread_mutex_unlock(&e->lock);
+		free(tenant);
+		free(run);
+		if (refusal)
+			return airlock_error_set(err, AIRLOCK_ERR_EXECUTION_REJECTED, 0,
+			                         "environment %s %s", id, refusal);
+		return airlock_error_set(err, AIRLOCK_ERR_EXECUTION_REJECTED, 0,
+		                         "pool: sandbox %s is not pooled and ready", pool_id);
+	}
+	/* Renamed and bound in the record at once, marked provisioning so
+	 * every verb on the new id waits for the adapter's claim (as for a
+	 * provision), and no longer pooled: nothing else claims, expires or
+	 * evicts it from here on. */
+	/* The pool's record as it was, for a claim the adapter refused before
+	 * it changed anything (claim_restore). */
+	exec_record was = *rec;
+	memcpy(rec->environment_id, id, sizeof(rec->environment_id));
+	rec->tenant_id = tenant;
+	rec->run_id = run;
+	rec->lease_epoch = spec->lease_epoch;
+	rec->limits = spec->limits;
+	rec->pooled = false;
+	rec->provisioning = true;
+	/* The tenant's lifetime starts at its claim: the time it waited in
+	 * the pool is not its (the pool's idle bound was that). */
+	rec->created_at_ms = util_now_ms();
+	rec->expires_at_ms = rec->created_at_ms + e->cfg.hard_cap_seconds * 1000;
+	rec->born_ms = t0;
+	uint64_t serial = rec->serial;
+	airlock_environment_handle h = {
+		.tenant_id = rec->tenant_id, .run_id = rec->run_id, .lease_epoch = rec->lease_epoch,
+		.created_at_ms = rec->created_at_ms, .expires_at_ms = rec->expires_at_ms,
+	};
+	memcpy(h.environment_id, id, sizeof(h.environment_id));
+	airlock_environment_handle out = { 0 };
+	int cr = airlock_environment_handle_copy(&out, &h);
+	pthread_mutex_unlock(&e->lock);
+	/* rec's strings are the record's and stay while it is provisioning
+	 * (nothing removes or rebinds such a record but this call). */
+	r = cr < 0 ? airlock_error_set(err, AIRLOCK_ERR_SYSTEM, -cr, "pool claim")
+	           : e->ops->claim(e->ctx, pool_id, spec, &h, err);
+	if (r < 0) {
+		airlock_environment_handle_clear(&out);
+		if (cr == 0)
+			airlock_error_prefix(err, "pool claim (%s): ", e->ops->name);
+		if (!claim_restore(e, id, &was))
+			claim_undo(e, id, serial);
+		return r;
+	}
+	free(was.tenant_id);
+	free(was.run_id);
+	airlock_exec_event ev = {
+		.kind = AIRLOCK_EXEC_EVENT_PROVISIONED, .environment_id = out.environment_id,
+		.tenant_id = out.tenant_id, .run_id = out.run_id, .lease_epoch = out.lease_epoch,
+		.duration_ms = util_monotonic_ms() - t0,
+	};
+	emit(e, &ev);
+	pthread_mutex_lock(&e->lock);
+	exec_record *mine = record_find(e, id);
+	if (mine && mine->serial == serial)
+		mine->provisioning = false;
+	pthread_cond_broadcast(&e->provisioned);
+	pthread_mutex_unlock(&e->lock);
+	*ret = out;
+	return 0;
+}
+
+int airlock_exec_pool_claim(airlock_exec *e, const char *pool_id,
+                            const airlock_environment_spec *spec, const char *want_id,
+                            airlock_environment_handle *ret, airlock_error *err)
+{
+	if (!e->ops->claim || !pool_id || !spec)
+		return airlock_error_set(err, AIRLOCK_ERR_EXECUTION_REJECTED, 0,
+		                         "pool claim: the %s mechanism has no warm pool", e->ops->name);
+	int r = call_enter(e, err);
+	if (r < 0)
+		return r;
+	r = pool_claim_inner(e, pool_id, spec, want_id, ret, err);
+	call_leave(e);
+	return r;
+}
+
+int airlock_exec_pool_discard(airlock_exec *e, const char *pool_id, const char *reason,
+                              airlock_error *err)
+{
+	int r = call_enter_as(e, true, err);
+	if (r < 0)
+		return r;
+	uint64_t serial = 0;
+	pthread_mutex_lock(&e->lock);
+	exec_record *rec = record_find(e, pool_id);
+	bool mine = rec && rec->pooled && !rec->provisioning && !rec->destroying;
+	if (mine)
+		serial = destroy_claim_locked(rec);
+	pthread_mutex_unlock(&e->lock);
+	if (!mine) {
+		call_leave(e);
+		return 0;
+	}
+	r = e->ops->destroy(e->ctx, pool_id, err);
+	if (r < 0)
+		emit_destroy_failed(e, pool_id, err);
+	destroy_end(e, pool_id, serial, r == 0, reason);
+	call_leave(e);
+	return r < 0 ? r : 1;
+}
+
+bool airlock_exec_pool_ready(airlock_exec *e, const char *pool_id)
+{
+	pthread_mutex_lock(&e->lock);
+	const exec_record *r = pool_id ? record_find(e, pool_id) : NULL;
+	bool ready = r && r->pooled && !r->provisioning && !r->destroying && !r->busy &&
+	             r->expires_at_ms > util_now_ms();
+	pthread_mutex_unlock(&e->lock);
+	return ready;
 }

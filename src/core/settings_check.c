@@ -178,6 +178,25 @@ static int check_service(const airlock_service_settings *v, airlock_error *err)
 		                         "service.reaper_destroy_alert_after=%lld: must be from 1 to %d",
 		                         (long long)v->reaper_destroy_alert_after,
 		                         AIRLOCK_REAPER_ALERT_AFTER_MAX);
+	/* The pool's sandboxes count in max_sandboxes: a pool as large as the
+	 * cap would leave a tenant whose spec matches no key no room at all. */
+	const airlock_service_pool_settings *pl = &v->pool;
+	if (pl->size < 0 || pl->size >= v->max_sandboxes)
+		return airlock_error_set(err, AIRLOCK_ERR_CONFIG, 0,
+		                         "service.pool.size=%lld: must be from 0 (no pool) to "
+		                         "service.max_sandboxes - 1 (%lld); pooled sandboxes count in "
+		                         "service.max_sandboxes",
+		                         (long long)pl->size, (long long)v->max_sandboxes - 1);
+	if (pl->size > 0 && (pl->per_key < 1 || pl->per_key > pl->size ||
+	                     pl->per_key > AIRLOCK_POOL_PER_KEY_MAX))
+		return airlock_error_set(err, AIRLOCK_ERR_CONFIG, 0,
+		                         "service.pool.per_key=%lld: must be from 1 to service.pool.size (%lld) and at most %d",
+		                         (long long)pl->per_key, (long long)pl->size,
+		                         AIRLOCK_POOL_PER_KEY_MAX);
+	if (pl->max_idle_seconds < 1 || pl->max_idle_seconds > AIRLOCK_POOL_IDLE_MAX)
+		return airlock_error_set(err, AIRLOCK_ERR_CONFIG, 0,
+		                         "service.pool.max_idle_seconds=%lld: must be from 1 to %d",
+		                         (long long)pl->max_idle_seconds, AIRLOCK_POOL_IDLE_MAX);
 	int r = check_bridge_address("service.bridge_address", v->bridge_address, err);
 	if (r < 0)
 		return r;

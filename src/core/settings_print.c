@@ -139,6 +139,9 @@ void airlock_settings_print(const airlock_settings *s, FILE *out)
 	        (long long)s->service.reaper_interval_seconds);
 	fprintf(out, "  reaper_destroy_alert_after: %lld\n",
 	        (long long)s->service.reaper_destroy_alert_after);
+	fprintf(out, "  pool:\n    size: %lld\n    per_key: %lld\n    max_idle_seconds: %lld\n",
+	        (long long)s->service.pool.size, (long long)s->service.pool.per_key,
+	        (long long)s->service.pool.max_idle_seconds);
 	fputs("worker:\n", out);
 	const airlock_worker_settings *w = &s->worker;
 	const struct key_value wstrs[] = {

@@ -147,6 +147,10 @@ static const char settings_defaults_yaml[] =
 	"  max_connections: 256\n"
 	"  reaper_interval_seconds: 60\n"
 	"  reaper_destroy_alert_after: 3\n"
+	"  pool:\n"
+	"    size: 0\n"
+	"    per_key: 2\n"
+	"    max_idle_seconds: 600\n"
 	"worker:\n"
 	"  listen: unix:/run/airlock/worker.sock\n"
 	"  state_dir: /var/lib/airlock/worker\n"
@@ -302,6 +306,14 @@ static const field environment_fields[] = {
 static const schema environment_schema = { "environment.", environment_fields,
 	                                   ARRAY_SIZE(environment_fields), 0, 1 };
 
+static const field pool_fields[] = {
+	{ "size", F_INT, ST(service.pool.size), 0, NULL },
+	{ "per_key", F_INT, ST(service.pool.per_key), 0, NULL },
+	{ "max_idle_seconds", F_INT, ST(service.pool.max_idle_seconds), 0, NULL },
+};
+static const schema pool_schema = { "service.pool.", pool_fields, ARRAY_SIZE(pool_fields), -1,
+	                            -1 };
+
 static const field service_fields[] = {
 	{ "listen", F_STRING, ST(service.listen), 0, NULL },
 	{ "socket_group", F_STRING, ST(service.socket_group), 0, NULL },
@@ -319,6 +331,7 @@ static const field service_fields[] = {
 	{ "reaper_tls_ca_file", F_STRING, ST(service.reaper_tls_ca_file), 0, NULL },
 	{ "reaper_interval_seconds", F_INT, ST(service.reaper_interval_seconds), 0, NULL },
 	{ "reaper_destroy_alert_after", F_INT, ST(service.reaper_destroy_alert_after), 0, NULL },
+	{ "pool", F_MAP, 0, 0, &pool_schema },
 };
 static const schema service_schema = { "service.", service_fields, ARRAY_SIZE(service_fields), -1,
 	                               -1 };

@@ -90,6 +90,33 @@ bool exec_box_destroyed(exec_boxes *l, const exec_box *b)
 	return dead;
 }
 
+int exec_boxes_rebind(exec_boxes *l, const char *pool_id, const char *new_id,
+                      const char *tenant_id, exec_box **ret, airlock_error *err)
+{
+	char *t = strdup(tenant_id);
+	if (!t)
+		return airlock_error_set(err, AIRLOCK_ERR_SYSTEM, ENOMEM, "its tenant id");
+	pthread_mutex_lock(&l->lock);
+	exec_box *b = find_live(l, pool_id);
+	/* refs 1: the list's alone, so no execute ever entered it and none
+	 * holds the old name (the core lets none in before the claim ends). */
+	bool ok = b && b->refs == 1 && !find_live(l, new_id);
+	if (ok) {
+		snprintf(b->id, sizeof(b->id), "%s", new_id);
+		free(b->tenant_id);
+		b->tenant_id = t;
+		t = NULL;
+		*ret = b;
+	}
+	pthread_mutex_unlock(&l->lock);
+	free(t);
+	if (!ok)
+		return airlock_error_set(err, AIRLOCK_ERR_EXECUTION_REJECTED, 0,
+		                         "environment %s is not a pooled sandbox ready to claim",
+		                         pool_id);
+	return 0;
+}
+
 exec_box *exec_boxes_remove(exec_boxes *l, const char *id)
 {
 	pthread_mutex_lock(&l->lock);

@@ -68,6 +68,16 @@ void exec_box_clear(exec_box *b);
 int exec_boxes_add(exec_boxes *l, exec_box *b, airlock_error *err);
 size_t exec_boxes_count(exec_boxes *l);
 
+/* The warm pool's claim (airlock_exec_ops.claim): the live box of pool_id,
+ * which no execute has entered, is renamed new_id and given tenant_id
+ * (*ret: the box, still the list's). The id is the box's name in the list
+ * and nothing else; what a mechanism named after it when it provisioned
+ * the box (a cgroup directory, a runtime's container) keeps the pool id,
+ * which the crash sweep finds like any other. ExecutionRejected when
+ * pool_id names no such box. */
+int exec_boxes_rebind(exec_boxes *l, const char *pool_id, const char *new_id,
+                      const char *tenant_id, exec_box **ret, airlock_error *err);
+
 /* destroy: take id out of the list, marked dead; NULL when already gone.
  * A live box of id is taken before a kept one. The caller kills, then
  * drops the list's reference (exec_boxes_unref). */

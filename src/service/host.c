@@ -29,6 +29,7 @@
 #include "airlock/proxy.h"
 #include "host/filetable.h"
 #include "service/metrics.h"
+#include "service/pool.h"
 #include "service/reaper.h"
 #include "http/http.h"
 #include "service/server_internal.h"
@@ -183,6 +184,18 @@ static int open_server(airlock_service_host *h, const airlock_settings *s, long 
 	r = airlock_service_new(&sc, h->exec, &h->svc, err);
 	if (r < 0 || (r = open_reaper(h, s, err)) < 0)
 		return r;
+	if (s->service.pool.size > 0) {
+		svc_pool_config pc = {
+			.size = s->service.pool.size,
+			.per_key = s->service.pool.per_key,
+			.max_idle_ms = s->service.pool.max_idle_seconds * 1000,
+			.max_sandboxes = (size_t)s->service.max_sandboxes,
+			.metrics = h->metrics,
+		};
+		r = svc_service_pool_start(h->svc, &pc, err);
+		if (r < 0)
+			return r;
+	}
 	if (!s->service.metrics_listen)
 		return 0;
 	http_listener ml;

@@ -14,6 +14,7 @@
 #include "airlock/ids.h"
 #include "airlock/json.h"
 #include "core/json_internal.h"
+#include "service/pool.h"
 #include "service/routes.h"
 #include "util/fault.h"
 #include "util/util.h"
@@ -48,11 +49,12 @@ http_result svc_do_list(svc_req *q)
 		char created[32], expires[32];
 		util_time_format(v[i].created_at_ms, created);
 		util_time_format(v[i].expires_at_ms, expires);
-		json_t *e = json_pack("{s:s, s:s?, s:s?, s:I, s:s, s:s, s:b, s:b}", "environment_id",
-		                      v[i].environment_id, "tenant_id", v[i].tenant_id, "run_id",
-		                      v[i].run_id, "lease_epoch", (json_int_t)v[i].lease_epoch,
-		                      "created_at", created, "expires_at", expires, "busy", v[i].busy,
-		                      "provisioning", v[i].provisioning);
+		json_t *e = json_pack("{s:s, s:s?, s:s?, s:I, s:s, s:s, s:b, s:b, s:b}",
+		                      "environment_id", v[i].environment_id, "tenant_id",
+		                      v[i].tenant_id, "run_id", v[i].run_id, "lease_epoch",
+		                      (json_int_t)v[i].lease_epoch, "created_at", created,
+		                      "expires_at", expires, "busy", v[i].busy, "provisioning",
+		                      v[i].provisioning, "pooled", v[i].pooled);
 		if (!e || json_array_append_new(arr, e) < 0) {
 			json_decref(arr);
 			arr = NULL;
@@ -74,8 +76,17 @@ http_result svc_do_provision(svc_req *q)
 	const char *want_id = p.has_environment_id ? p.environment_id : NULL;
 	airlock_environment_handle h = { 0 };
 	http_result mr;
-	int r = want_id ? airlock_exec_provision_as(q->s->exec, &spec, want_id, &h, &err)
-	                : airlock_exec_provision(q->s->exec, &spec, &h, &err);
+	/* The warm pool first (service/pool.h): a hit is a sandbox bound to
+	 * this spec at its claim, answered exactly as a provision is; a miss
+	 * is the plain provision below, whose key the pool learns once the
+	 * core accepted the spec. */
+	int r = 0;
+	if (svc_pool_take(q->s->pool, &spec, want_id, &h) != 1) {
+		r = want_id ? airlock_exec_provision_as(q->s->exec, &spec, want_id, &h, &err)
+		            : airlock_exec_provision(q->s->exec, &spec, &h, &err);
+		if (r == 0)
+			svc_pool_learn(q->s->pool, &spec);
+	}
 	airlock_environment_spec_clear(&spec);
 	if (r < 0) {
 		/* A provision names no live sandbox: a refusal is 409 (or 503). */

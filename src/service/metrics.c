@@ -293,3 +293,29 @@ void service_metrics_destroy_alert(service_metrics *m)
 	m->c.destroy_alerts++;
 	pthread_mutex_unlock(&m->lock);
 }
+
+void service_metrics_pool_take(service_metrics *m, bool hit, int64_t idle_ms)
+{
+	if (!m)
+		return;
+	pthread_mutex_lock(&m->lock);
+	if (hit) {
+		m->c.pool_hits++;
+		histogram_add(&m->c.pool_idle, idle_bounds_ms, IDLE_BUCKETS, idle_ms < 0 ? 0 : idle_ms);
+	} else {
+		m->c.pool_misses++;
+	}
+	pthread_mutex_unlock(&m->lock);
+}
+
+void service_metrics_pool_refill(service_metrics *m, bool ok, int64_t ms)
+{
+	if (!m)
+		return;
+	pthread_mutex_lock(&m->lock);
+	if (ok)
+		histogram_add(&m->c.pool_refill, latency_bounds_ms, LATENCY_BUCKETS, ms < 0 ? 0 : ms);
+	else
+		m->c.pool_refill_failures++;
+	pthread_mutex_unlock(&m->lock);
+}

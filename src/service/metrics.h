@@ -17,6 +17,7 @@
  * lines from several threads never interleave.
  */
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -99,6 +100,12 @@ void service_metrics_reaper_unasked(service_metrics *m, uint64_t n);
  * service.reaper_destroy_alert_after times or more
  * (airlock_sandbox_destroy_alerts_total). */
 void service_metrics_destroy_alert(service_metrics *m);
+
+/* The warm pool (service/pool.h): a provision the pool served (hit, with
+ * the sandbox's idle age) or did not; a refill's provision, its latency.
+ * m NULL: nothing counted. */
+void service_metrics_pool_take(service_metrics *m, bool hit, int64_t idle_ms);
+void service_metrics_pool_refill(service_metrics *m, bool ok, int64_t ms);
 
 /* The whole exposition; live is the current number of live sandboxes.
  * malloc'd, NUL-terminated; NULL on allocation failure. */

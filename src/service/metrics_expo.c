@@ -62,6 +62,21 @@ static void histogram_series(FILE *f, const char *name, const char *mech, const 
 	fprintf(f, "\"} %" PRIu64 "\n", h->count);
 }
 
+/* A histogram without labels (the warm pool's: the service runs one
+ * mechanism, and its other series carry that). */
+static void histogram_plain(FILE *f, const char *name, const char *help, const histogram *h,
+                            const char *const *bounds, size_t n)
+{
+	family(f, name, "histogram", help);
+	uint64_t cum = 0;
+	for (size_t i = 0; i <= n; i++) {
+		cum += h->bucket[i];
+		fprintf(f, "%s_bucket{le=\"%s\"} %" PRIu64 "\n", name, i < n ? bounds[i] : "+Inf", cum);
+	}
+	fprintf(f, "%s_sum %" PRIu64 ".%03" PRIu64 "\n", name, h->sum / 1000, h->sum % 1000);
+	fprintf(f, "%s_count %" PRIu64 "\n", name, h->count);
+}
+
 /* The mechanisms to write: the named slots, and "other" once used. */
 static size_t mech_rows(const counters *c, size_t idx[METRICS_MECHANISMS_MAX])
 {
@@ -157,6 +172,20 @@ static void render(FILE *f, const counters *c, size_t live)
 	scalar(f, "airlock_reaper_unasked_ids_total", "counter",
 	       "Ids a worker tier's answer named that its question did not ask about (ignored).",
 	       c->reaper_unasked);
+
+	scalar(f, "airlock_pool_hits_total", "counter",
+	       "Provisions served by a warm-pool sandbox (service.pool).", c->pool_hits);
+	scalar(f, "airlock_pool_misses_total", "counter",
+	       "Provisions the warm pool could not serve (provisioned the plain way).",
+	       c->pool_misses);
+	scalar(f, "airlock_pool_refill_failures_total", "counter",
+	       "Warm-pool refills whose provision failed.", c->pool_refill_failures);
+	histogram_plain(f, "airlock_pool_refill_duration_seconds",
+	                "Time a successful warm-pool refill's provision took.", &c->pool_refill,
+	                latency_bounds_text, LATENCY_BUCKETS);
+	histogram_plain(f, "airlock_pool_idle_age_seconds",
+	                "Time a claimed warm-pool sandbox had waited in the pool.", &c->pool_idle,
+	                idle_bounds_text, IDLE_BUCKETS);
 
 	scalar(f, "airlock_sandboxes_live", "gauge", "Sandboxes provisioned and not destroyed.",
 	       (uint64_t)live);

@@ -58,6 +58,17 @@ typedef struct histogram {
 } histogram;
 _Static_assert(UTIL_BUCKETS <= LATENCY_BUCKETS, "the histogram holds both");
 
+/* A pooled sandbox's idle age at its claim, 0.1 s to a day (the pool's
+ * idle bound, service.pool.max_idle_seconds, is at most that). */
+static const int64_t idle_bounds_ms[] = { 100,    1000,    5000,    10000,   30000,   60000,
+	                                  120000, 300000,  600000,  1800000, 3600000, 86400000 };
+static const char *const idle_bounds_text[] = { "0.1", "1",   "5",    "10",   "30",   "60",
+	                                        "120", "300", "600",  "1800", "3600", "86400" };
+#define IDLE_BUCKETS (sizeof(idle_bounds_ms) / sizeof(idle_bounds_ms[0]))
+_Static_assert(IDLE_BUCKETS == sizeof(idle_bounds_text) / sizeof(idle_bounds_text[0]),
+               "one text per idle bound");
+_Static_assert(IDLE_BUCKETS <= LATENCY_BUCKETS, "the histogram holds it");
+
 /* ---- the closed vocabularies -------------------------------------------- */
 
 /* At most this many mechanisms are told apart (a service runs one; the
@@ -68,8 +79,9 @@ _Static_assert(UTIL_BUCKETS <= LATENCY_BUCKETS, "the histogram holds both");
 #define MECHANISM_OTHER (METRICS_MECHANISMS_MAX - 1)
 
 /* The destroy reasons the core gives (airlock_exec_event.reason). */
-static const char *const destroy_reasons[] = { "request", "expired", "suspicion", "shutdown",
-	                                       "reaped", "other" };
+static const char *const destroy_reasons[] = { "request",   "expired",      "suspicion",
+	                                       "shutdown",  "reaped",       "pool_idle",
+	                                       "pool_evicted", "pool_claim_failed", "other" };
 /* The reaper's destroys: airlock_sandbox_orphan_reaps_total. */
 #define DESTROY_REASON_REAPED 4
 #define DESTROY_REASONS (sizeof(destroy_reasons) / sizeof(destroy_reasons[0]))
@@ -154,6 +166,10 @@ typedef struct counters {
 	uint64_t reaper_errors[SERVICE_REAPER_ERROR__MAX]; /* passes or batches that failed */
 	uint64_t reaper_unasked;  /* ids an answer named that its question did not */
 	uint64_t destroy_alerts;  /* failed reaper destroys at or past the alert count */
+	/* The warm pool (service/pool.h). */
+	uint64_t pool_hits, pool_misses, pool_refill_failures;
+	histogram pool_refill; /* ms, a refill's provision */
+	histogram pool_idle;   /* ms, a claimed sandbox's time in the pool */
 } counters;
 
 struct service_metrics {

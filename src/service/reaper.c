@@ -441,6 +441,17 @@ void svc_reaper_pass(svc_reaper *r, svc_reaper_pass_stats *st)
 		count_error(r, st, SERVICE_REAPER_INTERNAL, err.message);
 		return;
 	}
+	/* A pooled sandbox belongs to no lease (the pool's idle bound ends
+	 * it): the worker tier is never asked about it. Kept at the end of v
+	 * so the list's free still sees every entry. */
+	size_t all = n, kept = 0;
+	for (size_t i = 0; i < n; i++)
+		if (!v[i].pooled) {
+			airlock_exec_entry t = v[kept];
+			v[kept++] = v[i];
+			v[i] = t;
+		}
+	n = kept;
 	st->live = n;
 	unsigned *fails = calloc(n ? n : 1, sizeof(*fails));
 	size_t bmax = n < AIRLOCK_REAPER_BATCH_MAX ? n : AIRLOCK_REAPER_BATCH_MAX;
@@ -483,5 +494,5 @@ out:
 	free(fails);
 	free(order);
 	free(stale);
-	airlock_exec_list_free(v, n);
+	airlock_exec_list_free(v, all);
 }

@@ -41,6 +41,7 @@ struct airlock_service {
 	pthread_t expire_thread;
 	bool expire_started;
 	struct svc_reaper *reaper; /* NULL: no reaper (svc_service_reaper_start) */
+	struct svc_pool *pool;     /* NULL: no warm pool (svc_service_pool_start) */
 };
 
 /* A request's route (http_request_state). */

@@ -23,6 +23,7 @@
 
 #include "airlock/caps.h"
 #include "http/http.h"
+#include "service/pool.h"
 #include "service/reaper.h"
 #include "service/routes.h"
 #include "service/threads.h"
@@ -205,6 +206,13 @@ int svc_service_reaper_start(airlock_service *s, const svc_reaper_config *cfg, a
 	return rc;
 }
 
+int svc_service_pool_start(airlock_service *s, const svc_pool_config *cfg, airlock_error *err)
+{
+	if (s->pool)
+		return airlock_error_set(err, AIRLOCK_ERR_CONFIG, 0, "service.pool: already started");
+	return svc_pool_new(s->exec, cfg, &s->pool, err);
+}
+
 void airlock_service_shutdown(airlock_service *s)
 {
 	if (!s)
@@ -212,6 +220,9 @@ void airlock_service_shutdown(airlock_service *s)
 	pthread_mutex_lock(&s->lock);
 	s->shutting_down = true;
 	pthread_mutex_unlock(&s->lock);
+	/* No refill starts from here on; the pooled sandboxes go with every
+	 * other at the adapter's free. */
+	svc_pool_stop(s->pool);
 	/* A pass in flight ends at its next wait, its question unanswered. */
 	svc_reaper_stop(s->reaper);
 	airlock_exec_shutdown(s->exec);
@@ -231,6 +242,8 @@ void airlock_service_free(airlock_service *s)
 	airlock_service_shutdown(s);
 	svc_reaper_free(s->reaper);
 	s->reaper = NULL;
+	svc_pool_free(s->pool);
+	s->pool = NULL;
 	stop_http(s, cfg_or(s->cfg.drain_timeout_ms, 10000));
 	stop_expire(s);
 	service_release(s);

@@ -132,6 +132,21 @@ typedef struct airlock_exec_ops {
 	 * block and must not free anything; thread-safe. May be NULL for an
 	 * adapter whose execute never blocks. */
 	void (*shutdown)(void *ctx);
+
+	/* The warm pool (docs/service.md, "The warm pool"); NULL: this adapter
+	 * has none, and every provision is a plain one. Bind the sandbox
+	 * provisioned as pool_id (under the pool's identity, AIRLOCK_POOL_*
+	 * below, with an empty environment and no egress, and never given a
+	 * command) to spec: from now on it is handle->environment_id, belongs
+	 * to spec->tenant_id, runs each command with spec->environment, and
+	 * gets spec->egress (the proxy attached now, with this tenant's and
+	 * run's identity and policy). spec's image, limits and egress mode are
+	 * the pool key's, so nothing else of the sandbox depends on them. A
+	 * refusal before the rename leaves the sandbox under pool_id as it
+	 * was (the core keeps it pooled); after the rename a failure leaves
+	 * it under handle->environment_id, and the core destroys it. */
+	int (*claim)(void *ctx, const char *pool_id, const airlock_environment_spec *spec,
+	             const airlock_environment_handle *handle, airlock_error *err);
 } airlock_exec_ops;
 
 /* Numbers the core applies for every adapter (the specification,
@@ -270,6 +285,7 @@ typedef struct airlock_exec_entry {
 	bool busy;        /* a command is running */
 	int64_t busy_ms;  /* time spent inside execute so far */
 	bool provisioning; /* the adapter has not finished provisioning it */
+	bool pooled;       /* a warm-pool sandbox no tenant has claimed yet */
 } airlock_exec_entry;
 int airlock_exec_list(airlock_exec *e, airlock_exec_entry **ret, size_t *ret_n,
                       airlock_error *err);
@@ -302,6 +318,51 @@ int airlock_exec_destroy_id(airlock_exec *e, const char *environment_id, const c
  * (the service's cancel). */
 int airlock_exec_tenant_of(airlock_exec *e, const char *environment_id, char *buf, size_t size,
                            airlock_error *err);
+
+/* ---- the warm pool ---------------------------------------------------------
+ * Sandboxes provisioned ahead of demand (docs/service.md, "The warm pool";
+ * the service's src/service/pool.c decides when and for which keys). A
+ * pooled sandbox is a record like any other (counted in max_sandboxes,
+ * listed with pooled set, destroyed at free, swept after a crash) under the
+ * pool's identity, which no verb of a tenant ever acts on: execute,
+ * workspace, destroy and cancel find no live sandbox under a pooled id. */
+#define AIRLOCK_POOL_TENANT "airlock-pool"
+#define AIRLOCK_POOL_RUN "airlock-pool"
+
+/* Whether the adapter can bind a pooled sandbox at a claim (ops->claim). */
+bool airlock_exec_pool_capable(const airlock_exec *e);
+
+/* Provision a pooled sandbox for spec (tenant and run AIRLOCK_POOL_*,
+ * epoch 0, an empty environment, egress deny, no bridge): its id in ret_id.
+ * Its expires_at is idle_max_ms from now: the expiry timer ends a pooled
+ * sandbox nobody claimed by then (DESTROYED, reason "pool_idle"). */
+int airlock_exec_pool_provision(airlock_exec *e, const airlock_environment_spec *spec,
+                                int64_t idle_max_ms, char ret_id[AIRLOCK_ENVIRONMENT_ID_MAX],
+                                airlock_error *err);
+
+/* Hand the pooled sandbox pool_id to spec, as a provision of spec would
+ * (the same validation and ceilings; want_id as provision_as's, or NULL for
+ * a new id): created_at and expires_at count from now, and the observer
+ * hears PROVISIONED with the claim's latency. The caller has matched spec's
+ * image, limits and egress mode with the sandbox's pool key. ExecutionRejected
+ * when pool_id names no pooled sandbox ready to claim (taken, expiring).
+ * A spec refused before the sandbox changed (its validation, the ceilings,
+ * an id already live, an adapter's refusal before its rename) leaves the
+ * sandbox pooled (airlock_exec_pool_ready says so); any other failure
+ * destroys it. Either way the caller may provision spec the plain way. */
+int airlock_exec_pool_claim(airlock_exec *e, const char *pool_id,
+                            const airlock_environment_spec *spec, const char *want_id,
+                            airlock_environment_handle *ret, airlock_error *err);
+
+/* Whether pool_id is a pooled sandbox ready to claim now. */
+bool airlock_exec_pool_ready(airlock_exec *e, const char *pool_id);
+
+/* Destroy the pooled sandbox pool_id (evicted, or its key dropped):
+ * 1 when this call destroyed it, 0 when it is not pooled and ready (gone,
+ * claimed, or being destroyed), negative when the destroy failed (the
+ * record stays, as any failed destroy's). reason is the DESTROYED event's. */
+int airlock_exec_pool_discard(airlock_exec *e, const char *pool_id, const char *reason,
+                              airlock_error *err);
 
 /* Command validation alone (the specification, "sandbox.run_command",
  * validation in order); ToolValidationError or WorkspaceEscape. */

@@ -500,6 +500,38 @@ static int fake_destroy(void *ctx, const char *environment_id, airlock_error *er
 	return 0;
 }
 
+/* The warm pool's claim: the fake runs nothing, so a sandbox is its name,
+ * its tenant and its workspace; the first two are bound here (the
+ * workspace is the one provision made, which nothing has touched: the core
+ * lets no verb reach a pooled sandbox). */
+static int fake_claim(void *ctx, const char *pool_id, const airlock_environment_spec *spec,
+                      const airlock_environment_handle *handle, airlock_error *err)
+{
+	airlock_fake *f = ctx;
+	if (spec->bridge)
+		return airlock_error_set(err, AIRLOCK_ERR_EXECUTION_REJECTED, 0,
+		                         "EnvironmentSpec.bridge: a pooled sandbox has none");
+	char *t = strdup(spec->tenant_id);
+	if (!t)
+		return airlock_error_set(err, AIRLOCK_ERR_SYSTEM, ENOMEM, "fake claim");
+	pthread_mutex_lock(&f->lock);
+	fake_env *e = env_find(f, pool_id);
+	bool ok = e && !env_find(f, handle->environment_id);
+	if (ok) {
+		memcpy(e->environment_id, handle->environment_id, sizeof(e->environment_id));
+		free(e->tenant_id);
+		e->tenant_id = t;
+		t = NULL;
+	}
+	pthread_mutex_unlock(&f->lock);
+	free(t);
+	if (!ok)
+		return airlock_error_set(err, AIRLOCK_ERR_EXECUTION_REJECTED, 0,
+		                         "environment %s is not a pooled sandbox ready to claim",
+		                         pool_id);
+	return 0;
+}
+
 static int fake_workspace(void *ctx, const char *environment_id, airlock_workspace **ret,
                           airlock_error *err)
 {
@@ -534,6 +566,7 @@ static const airlock_exec_ops fake_ops = {
 	.workspace = fake_workspace,
 	.free = fake_free,
 	.shutdown = fake_shutdown,
+	.claim = fake_claim,
 };
 
 const airlock_exec_ops *airlock_fake_ops(void)

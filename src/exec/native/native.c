@@ -389,6 +389,7 @@ static const airlock_exec_ops native_ops = {
 	.workspace = native_workspace,
 	.free = native_free,
 	.shutdown = native_shutdown,
+	.claim = native_claim,
 };
 
 const airlock_exec_ops *airlock_native_ops(void)

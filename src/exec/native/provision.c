@@ -420,3 +420,75 @@ int native_provision(void *ctx, const airlock_environment_spec *spec,
 	provision_release(&p, r < 0);
 	return r;
 }
+
+/* ---- the warm pool's claim ------------------------------------------------- */
+
+static void envp_free(char **envp, size_t n)
+{
+	for (size_t i = 0; envp && i < n; i++)
+		free(envp[i]);
+	free(envp);
+}
+
+/*
+ * What of a native sandbox depends on whom it is for, and where that is
+ * bound. The pooled sandbox was provisioned (native_provision) for the pool
+ * key alone: the image, the limits (its cgroup's, volume's, /tmp's and
+ * rlimits' numbers) and no egress, under the pool's identity. At the claim:
+ *   - its name in the live list and its tenant (exec_boxes_rebind): every
+ *     execute and destroy finds it by these. The cgroup directory keeps the
+ *     pool id it was made under: a name for the host, which the crash sweep
+ *     removes like any other, never shown to a tenant;
+ *   - its environment: b->envp is what every command is started with, so
+ *     the claim's variables (secrets among them) are the only ones it ever
+ *     runs with; the pool's was empty;
+ *   - egress: the proxy's listener is planted now, with this tenant's and
+ *     run's identity and policy (the proxy logs and decides by them), which
+ *     is why a pooled sandbox is built without one;
+ *   - the bridge is per run: a spec with one is never claimed (the service
+ *     provisions it the plain way), and refused here if it comes.
+ * Nothing else a tenant gives reaches the sandbox, and no command ran in it
+ * before this: its workspace, /tmp and process table are as provision left
+ * them.
+ */
+int native_claim(void *ctx, const char *pool_id, const airlock_environment_spec *spec,
+                 const airlock_environment_handle *handle, airlock_error *err)
+{
+	airlock_native *n = ctx;
+	if (spec->bridge)
+		return airlock_error_set(err, AIRLOCK_ERR_EXECUTION_REJECTED, 0,
+		                         "EnvironmentSpec.bridge: a pooled sandbox has none");
+	/* What can refuse without changing the sandbox comes before the
+	 * rename: a refusal then leaves it pooled (the core keeps it). */
+	bool proxied = false;
+	int r = 0;
+	if (spec->egress.mode == AIRLOCK_EGRESS_ALLOWLIST) {
+		r = exec_egress_decide(n->cfg.egress_policy, n->cfg.egress_proxy, spec, &proxied, err);
+		if (r < 0)
+			return exec_step_said("egress", r, err);
+	}
+	char **envp = NULL;
+	size_t n_env = 0;
+	r = exec_env_build(&spec->environment, proxied, &envp, &n_env, err);
+	if (r < 0) {
+		envp_free(envp, n_env);
+		return exec_step_said("environment", r, err);
+	}
+	exec_box *box = NULL;
+	r = exec_boxes_rebind(&n->m.boxes, pool_id, handle->environment_id, spec->tenant_id, &box,
+	                      err);
+	if (r < 0) {
+		envp_free(envp, n_env);
+		return r;
+	}
+	sandbox *b = (sandbox *)box;
+	envp_free(b->envp, b->n_env);
+	b->envp = envp;
+	b->n_env = n_env;
+	if (proxied) {
+		r = native_net_plant_proxy(n, b, spec, err);
+		if (r < 0)
+			return exec_step_said("egress", r, err);
+	}
+	return 0;
+}

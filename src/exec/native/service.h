@@ -147,6 +147,9 @@ void native_kept_store(airlock_native *n, sandbox *b, airlock_snapshot *s);
 /* ---- the adapter's operations (provision.c, execute.c) -------------------- */
 int native_provision(void *ctx, const airlock_environment_spec *spec,
                      const airlock_environment_handle *handle, airlock_error *err);
+/* The warm pool's claim (airlock_exec_ops.claim), provision.c. */
+int native_claim(void *ctx, const char *pool_id, const airlock_environment_spec *spec,
+                 const airlock_environment_handle *handle, airlock_error *err);
 int native_execute(void *ctx, const airlock_environment_handle *handle,
                    const airlock_exec_request *req, airlock_execution_result *ret,
                    airlock_error *err);
