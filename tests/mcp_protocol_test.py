@@ -374,6 +374,80 @@ def native():
     check("native-stdout-only-protocol", ok, bad)
 
 
+def canned_worker(answers):
+    """A Unix socket that answers each connection with the next of
+    answers (bytes), whatever was asked; (address, stop)."""
+    import socket
+    import threading
+    d = tempfile.mkdtemp(prefix="airlock-mcp-canned-")
+    path = os.path.join(d, "w.sock")
+    srv = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    srv.bind(path)
+    srv.listen(8)
+    srv.settimeout(0.2)
+    done = threading.Event()
+
+    def run():
+        i = 0
+        while not done.is_set():
+            try:
+                c, _ = srv.accept()
+            except OSError:
+                continue
+            with c:
+                c.settimeout(5)
+                try:
+                    c.recv(1 << 16)
+                    c.sendall(answers[min(i, len(answers) - 1)])
+                except OSError:
+                    pass
+            i += 1
+
+    t = threading.Thread(target=run, daemon=True)
+    t.start()
+
+    def stop():
+        done.set()
+        t.join(5)
+        srv.close()
+        subprocess.run(["rm", "-rf", d])
+    return "unix:" + path, stop
+
+
+def worker_answers():
+    # What a server in front of the worker says in its own words: a request
+    # too large is not the retriable class; an escape under a 503 is still
+    # the escape.
+    for name, answer, want in (
+            ("worker-413-not-retriable", b"HTTP/1.1 413 Payload Too Large\r\nContent-Length: 4\r\n"
+             b"Connection: close\r\n\r\nbig!", "ToolValidationError: the worker answered: HTTP 413"),
+            ("worker-escape-under-503",
+             b"HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/json\r\nContent-Length: 57\r\n"
+             b"Connection: close\r\n\r\n{\"error\":\"SandboxEscapeSuspected\",\"message\":\"mount seen\"}",
+             "SandboxEscapeSuspected")):
+        address, stop = canned_worker([answer])
+        p = subprocess.Popen([AIRLOCK, "mcp", "--worker", address, "--run", "r", "--epoch", "1"],
+                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        # stdin stays open until the answer came: its end cancels a call.
+        for m in (INIT, call(1, "artifact.export", {"text": "x"})):
+            p.stdin.write(json.dumps(m).encode() + b"\n")
+        p.stdin.flush()
+        ans = None
+        for _ in range(4):
+            r, _, _ = select.select([p.stdout], [], [], 30)
+            line = p.stdout.readline() if r else b""
+            if not line:
+                break
+            m = json.loads(line)
+            if m.get("id") == 1:
+                ans = m
+                break
+        out, err = p.communicate(timeout=60)
+        stop()
+        text = ans and ans["result"]["content"][0]["text"]
+        check(name, ans and ans["result"]["isError"] is True and text.startswith(want), (text, err[-300:]))
+
+
 def wait_for(cond, seconds):
     end = time.monotonic() + seconds
     while time.monotonic() < end:
@@ -486,6 +560,7 @@ def main():
     protocol_edges()
     versions()
     command_line()
+    worker_answers()
     why = native_available()
     if why:
         for n in ("disconnect-mid-call", "vanish-mid-call", "sigterm", "queue-cancel-waiting",

@@ -569,7 +569,7 @@ static void *impostor_run(void *arg)
 	}
 }
 
-static void provision_against(const char *answer, const char *want_in_message)
+static void provision_against_rc(const char *answer, int want_rc, const char *want_in_message)
 {
 	char dir[] = "/tmp/airlock-remote-XXXXXX";
 	cr_assert_not_null(mkdtemp(dir));
@@ -588,7 +588,7 @@ static void provision_against(const char *answer, const char *want_in_message)
 	test_spec(&spec, "tenant-a", "run-1");
 	airlock_environment_handle h = { 0 };
 	airlock_error err = { 0 };
-	cr_assert_eq(airlock_exec_provision(e, &spec, &h, &err), UNAVAILABLE, "%s", err.message);
+	cr_assert_eq(airlock_exec_provision(e, &spec, &h, &err), want_rc, "%s", err.message);
 	cr_assert(strstr(err.message, want_in_message), "%s", err.message);
 	cr_assert(strstr(err.message, address), "%s", err.message);
 	assert_no_credential(&err);
@@ -599,6 +599,35 @@ static void provision_against(const char *answer, const char *want_in_message)
 	pthread_join(im.thread, NULL);
 	unlink(sa.sun_path);
 	rmdir(dir);
+}
+
+static void provision_against(const char *answer, const char *want_in_message)
+{
+	provision_against_rc(answer, UNAVAILABLE, want_in_message);
+}
+
+Test(remote, an_escape_is_never_made_retriable_by_its_status)
+{
+	/* A proxy's or a stopping server's 503 around an escape is still the
+	 * alert; any other class under it is the retriable one. */
+	provision_against_rc("HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/json\r\n"
+	                     "Content-Length: 57\r\nConnection: close\r\n\r\n"
+	                     "{\"error\":\"SandboxEscapeSuspected\",\"message\":\"mount seen\"}",
+	                     airlock_errcode(AIRLOCK_ERR_SANDBOX_ESCAPE_SUSPECTED), "mount seen");
+	provision_against_rc("HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/json\r\n"
+	                     "Content-Length: 50\r\nConnection: close\r\n\r\n"
+	                     "{\"error\":\"ExecutionRejected\",\"message\":\"over cap\"}",
+	                     UNAVAILABLE, "over cap");
+}
+
+Test(remote, a_request_too_large_for_a_server_in_front_is_not_retriable)
+{
+	provision_against_rc("HTTP/1.1 413 Payload Too Large\r\nContent-Length: 4\r\n"
+	                     "Connection: close\r\n\r\nbig!",
+	                     airlock_errcode(AIRLOCK_ERR_EXECUTION_REJECTED), "too large (HTTP 413)");
+	provision_against_rc("HTTP/1.1 431 Request Header Fields Too Large\r\nContent-Length: 0\r\n"
+	                     "Connection: close\r\n\r\n",
+	                     airlock_errcode(AIRLOCK_ERR_EXECUTION_REJECTED), "too large (HTTP 431)");
 }
 
 Test(remote, an_answer_that_does_not_decode_is_execution_unavailable)

@@ -652,7 +652,12 @@ int remote_http_status_error(remote_http *h, const char *what, const remote_resp
 	                                       NULL) == 0;
 	if (resp->status == 503 || resp->status == 502 || resp->status == 504) {
 		/* Capacity, shutting down, a mechanism failure: retriable,
-		 * whatever class the body names. */
+		 * whatever class the body names, but for an escape: that is an
+		 * alert whatever status came with it (a proxy's, a server's
+		 * shutting down), never the one class a caller retries. */
+		if (decoded && e.cls == AIRLOCK_ERR_SANDBOX_ESCAPE_SUSPECTED)
+			return airlock_error_wrap(err, e.cls, &e, "the execution service at %s",
+			                          h->address);
 		if (decoded)
 			return airlock_error_wrap(err, AIRLOCK_ERR_EXECUTION_UNAVAILABLE, &e,
 			                          "the execution service at %s", h->address);
@@ -661,6 +666,15 @@ int remote_http_status_error(remote_http *h, const char *what, const remote_resp
 		                         "retry later",
 		                         WHAT(what), h->address, resp->status);
 	}
+	if (!decoded && (resp->status == 413 || resp->status == 414 || resp->status == 431))
+		/* The request itself is too large for the server (a body, a
+		 * URL, a head), said by something in front of it in its own
+		 * words: sending it again cannot succeed, so not the retriable
+		 * class. */
+		return airlock_error_set(err, AIRLOCK_ERR_EXECUTION_REJECTED, 0,
+		                         "%s%sthe execution service at %s refused the request as too "
+		                         "large (HTTP %ld)",
+		                         WHAT(what), h->address, resp->status);
 	if (!decoded || e.cls == AIRLOCK_ERR_INVALID)
 		return airlock_error_set(err, AIRLOCK_ERR_EXECUTION_UNAVAILABLE, 0,
 		                         "%s%sthe execution service at %s answered HTTP %ld with a body "

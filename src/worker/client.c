@@ -114,6 +114,14 @@ static int decode_answer(remote_http *h, const remote_response *resp, bool resul
 		if (len > 0 && airlock_error_from_json(data, len, &e, NULL) == 0 &&
 		    e.cls != AIRLOCK_ERR_INVALID)
 			ret->error = e;
+		else if (resp->status == 413 || resp->status == 414 || resp->status == 431)
+			/* Too large for something in front of the worker (a body,
+			 * a URL, a head), in its own words: sending it again
+			 * cannot succeed, so not the retriable class (the Python
+			 * client says the same). */
+			airlock_error_set(&ret->error, AIRLOCK_ERR_TOOL_VALIDATION, 0,
+			                  "HTTP %ld: the request is too large for the server",
+			                  resp->status);
 		else
 			airlock_error_set(&ret->error, AIRLOCK_ERR_EXECUTION_UNAVAILABLE, 0,
 			                  "HTTP %ld with a body that is not the error shape", resp->status);
